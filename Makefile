@@ -1,0 +1,40 @@
+# Every target that runs project code depends on the install stamp, so `make generate`
+# and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?= -n auto
+
+.PHONY: install generate check-generated test lint format bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+generate: $(STAMP)
+	$(VENV)/bin/dualgen generate
+
+check-generated: $(STAMP)
+	$(VENV)/bin/dualgen generate --check
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check tools runtime tests bench
+	$(PY) -m black --check --quiet tools runtime tests bench
+
+format: $(STAMP)
+	$(PY) -m ruff check --fix tools runtime tests bench
+	$(PY) -m black --quiet tools runtime tests bench
+
+bench: $(STAMP)
+	$(PY) bench/generate_speed.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

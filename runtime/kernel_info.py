@@ -1,0 +1,31 @@
+"""The record the generated registry holds for each operator overload."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """Kernels and metadata of one aten overload.
+
+    `jvp(*primals, *tangents, *outputs)`: primals in schema order (tensors as
+    `<name>_p`, other arguments as themselves), then the tangents of
+    `differentiable_inputs` (None where absent), then the outputs. Returns the
+    output tangent (a tuple for several outputs), None where there is none.
+    `vjp(grad_or_grads, *arguments, *outputs)` returns the gradients of
+    `differentiable_inputs`, in order.
+    """
+
+    name: str  # "mul.Tensor"
+    kind: str  # "functional", "inplace", "view"
+    jvp: Callable
+    vjp: Callable
+    arguments: tuple[str, ...]
+    outputs: tuple[str, ...]
+    differentiable_inputs: tuple[str, ...]
+    differentiable_outputs: tuple[str, ...]
+    needs_original_self: bool = False  # in-place: the JVP reads self before the update
+    derived_from: str | None = None  # in-place: the functional entry its formulas come from
+    spec_line: int = 0

@@ -1,0 +1,186 @@
+"""Stage 3, analyse: model entries -> kernel plans.
+
+Resolves every forward formula (as written, auto_element_wise, auto_linear, view),
+derives in-place variants from functional entries, and specialises each forward
+formula for every combination of present tangents (zeros.py). Never mutates the model.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from dataclasses import dataclass
+
+from .derive import element_wise_jvp, is_name, op_call
+from .model import Auto, Entry, ForwardFormula, OperatorSchema, OpKind, Spec
+from .plan import Action, BackwardStep, Branch, JvpPlan, OpPlan, OutputTangent, VjpPlan
+from .schema import TorchOperators
+from .zeros import specialise
+
+# Beyond this many tangents referenced by one formula, absent ones are materialised
+# as zeros instead of enumerating 2**n branches.
+MAX_SPECIALISED_TANGENTS = 4
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    output: str
+    expr: ast.expr
+    text: str
+    origin: str
+
+
+def analyse(spec: Spec, ops: TorchOperators) -> tuple[OpPlan, ...]:
+    by_name = {e.schema.full_name: e for e in spec.entries}
+    plans: list[OpPlan] = []
+    for entry in spec.entries:
+        if entry.inherits_from is not None:
+            plans.append(_plan(entry.schema, by_name[entry.inherits_from], entry))
+            continue
+        plans.append(_plan(entry.schema, entry, entry))
+        inplace = _inplace_counterpart(entry, ops)
+        if inplace is not None and inplace.full_name not in by_name:
+            plans.append(_plan(inplace, entry, entry))
+    return tuple(plans)
+
+
+def _inplace_counterpart(entry: Entry, ops: TorchOperators) -> OperatorSchema | None:
+    """`sin_` for `sin`: the in-place overload whose arguments match, if torch has one."""
+    schema = entry.schema
+    if schema.kind is not OpKind.FUNCTIONAL:
+        return None
+    name = f"{schema.name}_.{schema.overload}" if schema.overload else f"{schema.name}_"
+    inplace = ops.schema(name)
+    if inplace is None or inplace.kind is not OpKind.INPLACE:
+        return None
+    strip = lambda args: [(a.name, a.type.base, a.type.suffix, a.default, a.kwarg_only) for a in args]  # noqa: E731
+    if strip(inplace.arguments) != strip(schema.arguments):
+        return None
+    return inplace
+
+
+def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
+    """Plan the kernels of `schema`, with formulas from `source` (itself, or the
+    functional entry an in-place one derives from)."""
+    inplace = schema.kind is OpKind.INPLACE
+    derived_from = source.schema.full_name if source.schema != schema else None
+    diff_inputs = tuple(a.name for a in source.differentiable_inputs)
+    resolved = [_resolve(f, schema, source) for f in source.forward]
+    jvp = _jvp_plan(schema, source, resolved, inplace)
+    needs_original_self = inplace and any(
+        isinstance(n, ast.Name) and n.id == "self_p" for r in resolved for n in ast.walk(r.expr)
+    )
+    return OpPlan(
+        schema=schema,
+        kind=schema.kind,
+        location=entry.location,
+        derived_from=derived_from,
+        differentiable_inputs=diff_inputs,
+        differentiable_outputs=source.differentiable_outputs,
+        needs_original_self=needs_original_self,
+        jvp=jvp,
+        vjp=_vjp_plan(schema, source),
+    )
+
+
+def _resolve(forward: ForwardFormula, schema: OperatorSchema, source: Entry) -> _Resolved:
+    if forward.formula is not None:
+        return _Resolved(forward.output, forward.formula.tree, forward.formula.source, "spec")
+    if forward.auto is Auto.LINEAR:
+        tangents = {a.name for a in source.differentiable_inputs}
+        origin = "view" if schema.kind is OpKind.VIEW else "auto_linear"
+        return _Resolved(forward.output, op_call(schema, tangents), "auto_linear", origin)
+    assert forward.auto is Auto.ELEMENT_WISE
+    (step,) = source.backward
+    (input_name,) = step.inputs
+    expr = element_wise_jvp(step.formula.tree, source.schema, input_name)
+    text = f"auto_element_wise, from {input_name}: {step.formula.source}"
+    return _Resolved(forward.output, expr, text, "auto_element_wise")
+
+
+def _jvp_params(schema: OperatorSchema, diff_inputs: tuple[str, ...]) -> tuple[str, ...]:
+    primals = [f"{a.name}_p" if a.kind.is_tensor_like else a.py_name for a in schema.arguments]
+    tangents = [f"{n}_t" for n in diff_inputs]
+    return tuple(primals + tangents + list(schema.output_names()))
+
+
+def _jvp_plan(schema: OperatorSchema, source: Entry, resolved: list[_Resolved], inplace: bool) -> JvpPlan:
+    diff_inputs = tuple(a.name for a in source.differentiable_inputs)
+    lists = {f"{a.name}_t": f"{a.name}_p" for a in source.differentiable_inputs if a.kind.is_list}
+    tensor_inputs = sum(1 for a in schema.arguments if a.kind.is_tensor_like)
+    by_output = {r.output: r for r in resolved}
+    outputs = []
+    for name in schema.output_names():
+        r = by_output.get(name)
+        if r is None:
+            outputs.append(None)
+            continue
+        mutating = inplace and r.origin == "auto_linear"
+        branches = _branches(r.expr, diff_inputs, lists, inplace, mutating, tensor_inputs > 1)
+        outputs.append(OutputTangent(name, r.text, r.origin, branches))
+    return JvpPlan(schema.kernel_name, _jvp_params(schema, diff_inputs), tuple(outputs))
+
+
+def _referenced(expr: ast.expr, diff_inputs: tuple[str, ...]) -> list[str]:
+    used = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    return [f"{d}_t" for d in diff_inputs if f"{d}_t" in used]
+
+
+def _branches(
+    expr: ast.expr,
+    diff_inputs: tuple[str, ...],
+    lists: dict[str, str],
+    inplace: bool,
+    mutating: bool,
+    may_broadcast: bool,
+) -> tuple[Branch, ...]:
+    referenced = _referenced(expr, diff_inputs)
+    if inplace and "self_t" not in referenced:
+        referenced.insert(0, "self_t")
+    if len(referenced) > MAX_SPECIALISED_TANGENTS:
+        return (_branch(expr, tuple(referenced), (), lists, inplace, mutating, may_broadcast),)
+    branches = []
+    for count in range(len(referenced), 0, -1):
+        for present in itertools.combinations(referenced, count):
+            absent = tuple(t for t in referenced if t not in present)
+            branches.append(_branch(expr, present, absent, lists, inplace, mutating, may_broadcast))
+    return tuple(branches)
+
+
+def _branch(expr, present, absent, lists, inplace, mutating, may_broadcast) -> Branch:
+    result = specialise(expr, frozenset(present), frozenset(absent))
+    fill = tuple((t, lists[t]) for t in present if t in lists)
+    if result.expr is None:
+        action = Action.ZERO_SELF if inplace and "self_t" in present else Action.NONE
+    elif inplace and "self_t" in present:
+        if is_name(result.expr, "self_t"):
+            action = Action.SELF_UNCHANGED
+        elif mutating:
+            action = Action.MUTATES_SELF
+        else:
+            action = Action.COPY_INTO_SELF
+    elif inplace:
+        action = Action.RETURN if mutating else Action.RETURN_CONFORMED
+    else:
+        action = Action.RETURN_CONFORMED if result.dropped and may_broadcast else Action.RETURN
+    return Branch(tuple(present), tuple(absent), fill, result.expr, action)
+
+
+def _vjp_plan(schema: OperatorSchema, source: Entry) -> VjpPlan:
+    outputs = schema.output_names()
+    single = len(outputs) == 1
+    used = {n.id for b in source.backward for n in ast.walk(b.formula.tree) if isinstance(n, ast.Name)}
+    aliases: list[tuple[str, int]] = []
+    if not single:
+        for i, o in enumerate(outputs):
+            if f"grad_{o}" in used:
+                aliases.append((f"grad_{o}", i))
+        if "grad" in used:
+            aliases.append(("grad", source.output_differentiability.index(True)))
+    params = ("grad" if single else "grads",) + tuple(a.py_name for a in schema.arguments) + outputs
+    steps = tuple(BackwardStep(b.inputs, b.formula.source, b.formula.tree) for b in source.backward)
+    returns = tuple(a.name for a in source.differentiable_inputs)
+    return VjpPlan(schema.kernel_name, params, tuple(aliases), steps, returns)
+
+
+

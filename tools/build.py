@@ -1,0 +1,393 @@
+"""Stage 2, build: raw entries -> checked model entries.
+
+Checks every entry against the operator torch registers (the overload exists, the
+schema matches), classifies each key (backward formula, forward formula, metadata),
+and parses every formula in its scope. Every problem goes to the ErrorSink.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+
+from .errors import ErrorSink, Location
+from .formula import FormulaError, Scope, names_used, parse_formula
+from .load import RawEntry, RawField, RawList, RawScalar
+from .model import (
+    Auto,
+    BackwardFormula,
+    Entry,
+    ForwardFormula,
+    Formula,
+    OperatorSchema,
+    OpKind,
+    Spec,
+    TypeKind,
+)
+from .schema import SchemaSyntaxError, TorchOperators, describe_mismatch, parse_schema
+
+META_KEYS = ("name", "non_differentiable", "output_differentiability")
+
+
+class _EntryError(Exception):
+    """Stops checking one entry after a problem that makes the rest meaningless."""
+
+
+def build_spec(raw_entries: list[RawEntry], path: str, ops: TorchOperators, sink: ErrorSink) -> Spec:
+    entries: list[Entry] = []
+    first_seen: dict[str, Location] = {}
+    for raw in raw_entries:
+        entry = _EntryBuilder(raw, ops, sink).build()
+        if entry is None:
+            continue
+        name = entry.schema.full_name
+        if name in first_seen:
+            sink.report(f"duplicate entry (first at line {first_seen[name].line})", entry.location, name)
+            continue
+        first_seen[name] = entry.location
+        entries.append(entry)
+    _check_inheritance(entries, sink)
+    return Spec(path, tuple(entries))
+
+
+def _check_inheritance(entries: list[Entry], sink: ErrorSink) -> None:
+    names = {e.schema.full_name for e in entries}
+    for e in entries:
+        if e.inherits_from is not None and e.inherits_from not in names:
+            sink.report(
+                f"in-place entry has no formulas and the spec has no entry "
+                f"'{e.inherits_from}' to take them from",
+                e.location,
+                e.schema.full_name,
+            )
+
+
+class _EntryBuilder:
+    def __init__(self, raw: RawEntry, ops: TorchOperators, sink: ErrorSink):
+        self.raw = raw
+        self.ops = ops
+        self.sink = sink
+        self.label = raw.name_text or "<entry>"
+        self.failed = False
+
+    def error(self, message: str, location: Location) -> None:
+        self.sink.report(message, location, self.label)
+        self.failed = True
+
+    def build(self) -> Entry | None:
+        try:
+            schema = self._schema()
+        except _EntryError:
+            return None
+        self.schema = schema
+        self.label = schema.full_name
+        backward_fields, forward_fields = self._classify_keys()
+        non_diff = self._non_differentiable()
+        out_diff = self._output_differentiability()
+        inherits = None
+        if schema.kind is OpKind.INPLACE and not backward_fields and not forward_fields:
+            if non_diff or self.raw.get("output_differentiability"):
+                self.error("an in-place entry without formulas takes everything from "
+                           f"'{schema.functional_name}'; remove the other keys", self.raw.location)
+            inherits = schema.functional_name
+            backward: tuple[BackwardFormula, ...] = ()
+            forward: tuple[ForwardFormula, ...] = ()
+        else:
+            backward = self._backward(backward_fields, non_diff)
+            forward = self._forward(forward_fields, backward, out_diff)
+        if self.failed:
+            return None
+        return Entry(schema, self.raw.location, backward, forward, non_diff, out_diff, inherits)
+
+    # -- schema -------------------------------------------------------------
+
+    def _schema(self) -> OperatorSchema:
+        field = self.raw.get("name")
+        if field is None:
+            self.error("entry has no 'name:' key", self.raw.location)
+            raise _EntryError
+        if not isinstance(field.value, RawScalar) or field.value.kind != "str":
+            self.error("'name' must be an aten schema string", field.location)
+            raise _EntryError
+        try:
+            written = parse_schema(field.value.text)
+        except SchemaSyntaxError as exc:
+            self.error(f"malformed schema: {exc}", field.location)
+            raise _EntryError from None
+        self.label = written.full_name
+        lookup = self.ops.lookup(written.full_name)
+        if lookup.schema is None:
+            hint = f"; did you mean '{lookup.suggestions[0]}'?" if lookup.suggestions else ""
+            self.error(f"torch has no operator overload aten::{written.full_name}{hint}", field.location)
+            raise _EntryError
+        if written != lookup.schema:
+            self.error(
+                f"schema does not match torch: {describe_mismatch(written, lookup.schema)} "
+                f"(torch: {lookup.schema})",
+                field.location,
+            )
+            raise _EntryError
+        if written.kind is OpKind.OUT:
+            self.error("out= overloads take no formulas; write the functional entry", field.location)
+            raise _EntryError
+        return lookup.schema
+
+    # -- keys ---------------------------------------------------------------
+
+    def _classify_keys(self) -> tuple[list[RawField], list[RawField]]:
+        arg_names = {a.name for a in self.schema.arguments}
+        outputs = set(self.schema.output_names())
+        backward, forward = [], []
+        for field in self.raw.fields:
+            if field.key in META_KEYS:
+                continue
+            parts = [p.strip() for p in field.key.split(",")]
+            if all(p in arg_names for p in parts):
+                backward.append(field)
+            elif field.key in outputs:
+                forward.append(field)
+            else:
+                bad = next((p for p in parts if p not in arg_names), field.key)
+                choices = sorted(arg_names | outputs | set(META_KEYS))
+                close = difflib.get_close_matches(bad, choices, n=1, cutoff=0.6)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                self.error(
+                    f"unknown key '{bad}': not an argument, an output or one of "
+                    f"{', '.join(META_KEYS)}{hint}",
+                    field.location,
+                )
+        return backward, forward
+
+    def _non_differentiable(self) -> tuple[str, ...]:
+        field = self.raw.get("non_differentiable")
+        if field is None:
+            return ()
+        if isinstance(field.value, RawScalar):
+            names = [n.strip() for n in field.value.text.split(",")]
+        else:
+            names = [item.text for item in field.value.items]
+        for name in names:
+            arg = self.schema.argument(name)
+            if arg is None:
+                self.error(f"non_differentiable names '{name}', which is not an argument", field.location)
+            elif not arg.kind.is_tensor_like:
+                self.error(f"non_differentiable names '{name}', which is not a tensor", field.location)
+        return tuple(names)
+
+    def _output_differentiability(self) -> tuple[bool, ...]:
+        returns = self.schema.returns
+        default = tuple(r.type.kind.is_tensor_like for r in returns)
+        field = self.raw.get("output_differentiability")
+        if field is None:
+            return default
+        if not isinstance(field.value, RawList) or any(i.kind != "bool" for i in field.value.items):
+            self.error("output_differentiability must be a list of true/false", field.location)
+            return default
+        values = tuple(i.text.lower() in ("true", "yes", "on") for i in field.value.items)
+        if len(values) != len(returns):
+            self.error(
+                f"output_differentiability has {len(values)} values for {len(returns)} outputs",
+                field.location,
+            )
+            return default
+        for value, ret, name in zip(values, returns, self.schema.output_names()):
+            if value and not ret.type.kind.is_tensor_like:
+                self.error(f"output '{name}' is not a tensor and cannot be differentiable", field.location)
+        return values
+
+    # -- formulas -----------------------------------------------------------
+
+    def _formula_text(self, field: RawField) -> str | None:
+        value = field.value
+        if not isinstance(value, RawScalar) or value.kind in ("null", "bool"):
+            self.error(f"'{field.key}' must be a formula", field.location)
+            return None
+        return value.text
+
+    def _parse(self, text: str, scope: Scope, field: RawField, origin: str = "spec") -> Formula | None:
+        try:
+            tree = parse_formula(text, scope)
+        except FormulaError as exc:
+            self.error(f"{field.key}: {exc}", field.location)
+            return None
+        return Formula(text.strip(), tree, field.location, origin)
+
+    def _grad_names(self) -> tuple[set[str], dict[str, str]]:
+        outputs = self.schema.output_names()
+        if len(outputs) == 1:
+            return {"grad"}, {"grads": "this op has one output: use 'grad'"}
+        names = {"grads"} | {f"grad_{o}" for o in outputs}
+        hints = {}
+        if sum(self._out_diff_guess()) == 1:
+            names.add("grad")
+        else:
+            hints["grad"] = "this op has several outputs: use grads[i] or grad_<output>"
+        return names, hints
+
+    def _out_diff_guess(self) -> tuple[bool, ...]:
+        return self._output_differentiability() if self.raw.get("output_differentiability") else tuple(
+            r.type.kind.is_tensor_like for r in self.schema.returns
+        )
+
+    def _backward(self, fields: list[RawField], non_diff: tuple[str, ...]) -> tuple[BackwardFormula, ...]:
+        grad_names, hints = self._grad_names()
+        arg_names = {a.py_name for a in self.schema.arguments}
+        for arg in self.schema.arguments:
+            if arg.kind.is_tensor_like:
+                hints[f"{arg.name}_t"] = "tangents are not available in a backward formula"
+                hints[f"{arg.name}_p"] = f"backward formulas use plain argument names: write {arg.name}"
+        scope = Scope(frozenset(arg_names | grad_names | set(self.schema.output_names())), hints)
+        covered: dict[str, Location] = {}
+        formulas = []
+        grad_styles: set[str] = set()
+        for field in fields:
+            inputs = tuple(p.strip() for p in field.key.split(","))
+            for name in inputs:
+                arg = self.schema.argument(name)
+                assert arg is not None
+                if not arg.kind.is_tensor_like:
+                    self.error(f"'{name}' is not a tensor: only tensor inputs have gradients", field.location)
+                elif name in non_diff:
+                    self.error(f"'{name}' has a backward formula and is listed as non_differentiable", field.location)
+                elif name in covered:
+                    self.error(f"'{name}' has two backward formulas", field.location)
+                covered[name] = field.location
+            text = self._formula_text(field)
+            if text is None:
+                continue
+            formula = self._parse(text, scope, field)
+            if formula is None:
+                continue
+            used = names_used(formula.tree) & grad_names
+            if not used:
+                self.error(f"{field.key}: backward formula does not use the gradient of the output", field.location)
+            grad_styles |= {"grad" if u == "grad" else "grads" if u == "grads" else "grad_<name>" for u in used}
+            formulas.append(BackwardFormula(inputs, formula))
+        if len(grad_styles) > 1:
+            self.error(f"backward formulas mix {' and '.join(sorted(grad_styles))}; use one style", self.raw.location)
+        for arg in self.schema.arguments:
+            if arg.kind.is_tensor_like and arg.name not in covered and arg.name not in non_diff:
+                self.error(
+                    f"input '{arg.name}' has no backward formula; add '{arg.name}: ...' "
+                    f"or list it under non_differentiable",
+                    self.raw.location,
+                )
+        return tuple(formulas)
+
+    def forward_scope(self, differentiable: set[str]) -> Scope:
+        names: set[str] = set(self.schema.output_names())
+        hints: dict[str, str] = {"grad": "'grad' is not available in a forward formula; use <input>_t"}
+        for arg in self.schema.arguments:
+            if arg.kind.is_tensor_like:
+                names.add(f"{arg.name}_p")
+                hints[arg.name] = f"forward formula uses '{arg.name}'; write {arg.name}_p or {arg.name}_t"
+                if arg.name in differentiable:
+                    names.add(f"{arg.name}_t")
+                else:
+                    hints[f"{arg.name}_t"] = f"'{arg.name}' is not differentiable: it has no tangent"
+            else:
+                names.add(arg.py_name)
+                for suffix in ("_p", "_t"):
+                    hints[arg.name + suffix] = f"'{arg.name}' is not a tensor: write {arg.py_name}"
+        return Scope(frozenset(names), hints)
+
+    def _forward(
+        self, fields: list[RawField], backward: tuple[BackwardFormula, ...], out_diff: tuple[bool, ...]
+    ) -> tuple[ForwardFormula, ...]:
+        differentiable = {n for b in backward for n in b.inputs}
+        tangents = {f"{n}_t" for n in differentiable}
+        scope = self.forward_scope(differentiable)
+        by_output = {f.key: f for f in fields}
+        forward = []
+        for name, diff in zip(self.schema.output_names(), out_diff):
+            field = by_output.get(name)
+            if not diff:
+                if field is not None:
+                    self.error(f"output '{name}' is not differentiable and takes no forward formula", field.location)
+                continue
+            if field is None:
+                if self.schema.kind is OpKind.VIEW:
+                    forward.append(ForwardFormula(name, None, Auto.LINEAR, self.raw.location))
+                elif differentiable:
+                    self.error(
+                        f"no forward formula for output '{name}'; give one, "
+                        f"or auto_element_wise / auto_linear",
+                        self.raw.location,
+                    )
+                continue
+            text = self._formula_text(field)
+            if text is None:
+                continue
+            if text.strip() in (Auto.ELEMENT_WISE.value, Auto.LINEAR.value):
+                auto = Auto(text.strip())
+                self._check_auto(auto, field, backward, out_diff)
+                forward.append(ForwardFormula(name, None, auto, field.location))
+                continue
+            if self.schema.kind is OpKind.VIEW:
+                self.error(
+                    f"{name}: a view's tangent is the same view of its input's tangent; "
+                    f"write auto_linear or leave the formula out",
+                    field.location,
+                )
+                continue
+            formula = self._parse(text, scope, field)
+            if formula is None:
+                continue
+            problem = linearity_problem(formula.tree, tangents)
+            if problem:
+                self.error(f"{name}: forward formula is not linear in the tangents: {problem}", field.location)
+                continue
+            forward.append(ForwardFormula(name, formula, None, field.location))
+        return tuple(forward)
+
+    def _check_auto(
+        self, auto: Auto, field: RawField, backward: tuple[BackwardFormula, ...], out_diff: tuple[bool, ...]
+    ) -> None:
+        if auto is not Auto.ELEMENT_WISE:
+            return
+        inputs = [n for b in backward for n in b.inputs]
+        problem = None
+        if len(inputs) != 1:
+            problem = f"it needs exactly one differentiable input, this entry has {len(inputs)}"
+        elif self.schema.argument(inputs[0]).kind is not TypeKind.TENSOR:
+            problem = "its differentiable input must be a single Tensor"
+        elif sum(out_diff) != 1:
+            problem = "it needs exactly one differentiable output"
+        elif self.schema.kind is OpKind.INPLACE:
+            problem = "in-place entries take it from their functional entry"
+        if problem:
+            self.error(f"{field.key}: auto_element_wise is not valid here: {problem}", field.location)
+
+
+def linearity_problem(tree: ast.expr, tangents: set[str]) -> str | None:
+    """Why `tree` is not linear in `tangents`, or None where no rule is broken.
+
+    Calls are trusted to be linear in their tangent arguments; operators are checked.
+    """
+
+    def has_tangent(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in tangents for n in ast.walk(node))
+
+    if not has_tangent(tree):
+        return "it uses no tangent"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            left, right = has_tangent(node.left), has_tangent(node.right)
+            op = node.op
+            if isinstance(op, (ast.Mult, ast.MatMult)) and left and right:
+                return "it multiplies two tangents"
+            if isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)) and right:
+                return "it divides by a tangent"
+            if isinstance(op, (ast.FloorDiv, ast.Mod, ast.Pow, ast.BitAnd, ast.BitOr, ast.BitXor)) and (left or right):
+                return f"it applies '{ast.unparse(node)}' to a tangent"
+            if isinstance(op, (ast.Add, ast.Sub)) and left != right:
+                return f"'{ast.unparse(node)}' adds a term without a tangent"
+        elif isinstance(node, (ast.Compare, ast.BoolOp)) and has_tangent(node):
+            return "it compares tangents"
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and has_tangent(node):
+            return "it negates a tangent logically"
+        elif isinstance(node, ast.IfExp) and has_tangent(node.test):
+            return "its condition depends on a tangent"
+        elif isinstance(node, ast.Subscript) and has_tangent(node.slice):
+            return "it indexes with a tangent"
+    return None

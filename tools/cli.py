@@ -1,0 +1,99 @@
+"""The `dualgen` command line: `dualgen generate [--spec PATH] [--out DIR] [--check] [-v]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SpecErrors
+
+
+@dataclass(frozen=True)
+class Outcome:
+    files: dict[str, str]
+    entries: int
+    kernels: int
+
+
+def generate_files(spec_path: Path) -> Outcome:
+    """Run load -> build -> analyse -> emit -> format in memory; raise SpecErrors."""
+    from .analyse import analyse
+    from .build import build_spec
+    from .emit import Emitter
+    from .errors import ErrorSink
+    from .load import load_spec
+    from .schema import TorchOperators
+    from .write import format_python
+
+    sink = ErrorSink()
+    display = spec_path.as_posix()
+    try:
+        data = spec_path.read_bytes()
+    except OSError as exc:
+        raise SystemExit(f"{display}: error: cannot read spec: {exc.strerror}") from None
+    raw = load_spec(data, display, sink)
+    if sink:
+        raise SpecErrors(sink.sorted())
+    ops = TorchOperators()
+    spec = build_spec(raw, display, ops, sink)
+    if sink:
+        raise SpecErrors(sink.sorted())
+    plans = analyse(spec, ops)
+    files = Emitter(spec_path.name).render_all(plans)
+    return Outcome(format_python(files), len(spec.entries), len(plans))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dualgen", description="Forward-mode AD kernels for PyTorch.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="generate kernels from the derivatives spec")
+    gen.add_argument("--spec", type=Path, default=Path("derivatives.yaml"), help="spec file (default: %(default)s)")
+    gen.add_argument("--out", type=Path, default=Path("generated"), help="output directory (default: %(default)s)")
+    gen.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff if the output is stale")
+    gen.add_argument("-v", "--verbose", action="store_true", help="timings, and tracebacks on errors")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _generate(args)
+    except SpecErrors as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        print(f"{len(exc.errors)} error(s); {args.out} left unchanged", file=sys.stderr)
+        if args.verbose:
+            raise
+        return 1
+    except KeyboardInterrupt:
+        print(f"interrupted; {args.out} left unchanged", file=sys.stderr)
+        return 130
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from .write import stale_diff, write_atomically
+
+    start = time.perf_counter()
+    outcome = generate_files(args.spec)
+    if args.check:
+        diff = stale_diff(args.out, outcome.files)
+        if diff:
+            sys.stdout.write(diff)
+            print(f"{args.out} is stale: run `make generate`", file=sys.stderr)
+            return 1
+        print(f"{args.out} is up to date ({outcome.entries} entries, {outcome.kernels} kernels)")
+        return 0
+    changed = write_atomically(args.out, outcome.files)
+    elapsed = time.perf_counter() - start
+    state = "written" if changed else "unchanged"
+    print(f"{args.out}: {state} ({outcome.entries} entries, {outcome.kernels} kernels)")
+    if args.verbose:
+        print(f"generated in {elapsed:.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

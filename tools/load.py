@@ -1,0 +1,156 @@
+"""Stage 1, load: spec text -> raw entries with line numbers.
+
+Reads YAML safely (nodes are composed, never constructed, so no tag can run code),
+keeps the line of every key, and rejects what the format does not allow: duplicate
+keys, explicit tags, nesting deeper than an entry's lists. Knows nothing of torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from .errors import ErrorSink, Location
+
+# Tags the YAML resolver gives plain scalars, lists and maps; anything else was
+# written explicitly (`!!python/object`, `!foo`) and is refused.
+_PLAIN_TAGS = frozenset(
+    "tag:yaml.org,2002:" + name
+    for name in ("str", "int", "float", "bool", "null", "seq", "map", "timestamp")
+)
+
+
+@dataclass(frozen=True)
+class RawScalar:
+    text: str
+    kind: str  # "str", "int", "bool", "null", ... as YAML resolved it
+    location: Location
+
+
+@dataclass(frozen=True)
+class RawList:
+    items: tuple[RawScalar, ...]
+    location: Location
+
+
+RawValue = RawScalar | RawList
+
+
+@dataclass(frozen=True)
+class RawField:
+    key: str
+    value: RawValue
+    location: Location
+
+
+@dataclass(frozen=True)
+class RawEntry:
+    location: Location
+    fields: tuple[RawField, ...]
+
+    def get(self, key: str) -> RawField | None:
+        for f in self.fields:
+            if f.key == key:
+                return f
+        return None
+
+    @property
+    def name_text(self) -> str | None:
+        field = self.get("name")
+        if field is not None and isinstance(field.value, RawScalar):
+            return field.value.text
+        return None
+
+
+def load_spec(data: bytes, path: str, sink: ErrorSink) -> list[RawEntry]:
+    """Parse spec bytes into raw entries; problems go to `sink`."""
+    start = Location(path, 1)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        sink.report("file is not UTF-8 text", Location(path, line))
+        return []
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        problem = exc.problem or exc.context or "malformed YAML"
+        sink.report(f"invalid YAML: {problem}", Location(path, line))
+        return []
+    except yaml.YAMLError as exc:
+        sink.report(f"invalid YAML: {exc}", start)
+        return []
+    except RecursionError:
+        sink.report("invalid YAML: nesting is too deep", start)
+        return []
+    if root is None:
+        sink.report("spec is empty: expected a list of entries", start)
+        return []
+    if not isinstance(root, yaml.SequenceNode) or root.tag not in _PLAIN_TAGS:
+        sink.report(
+            "spec must be a list of entries (each starting with '- name:')",
+            _loc(path, root),
+        )
+        return []
+    entries = []
+    for item in root.value:
+        entry = _load_entry(item, path, sink)
+        if entry is not None:
+            entries.append(entry)
+    return entries
+
+
+def _loc(path: str, node: yaml.Node) -> Location:
+    return Location(path, node.start_mark.line + 1)
+
+
+def _load_entry(node: yaml.Node, path: str, sink: ErrorSink) -> RawEntry | None:
+    if not isinstance(node, yaml.MappingNode) or node.tag not in _PLAIN_TAGS:
+        sink.report("each entry must be a mapping with a 'name:' key", _loc(path, node))
+        return None
+    fields: list[RawField] = []
+    seen: dict[str, Location] = {}
+    for key_node, value_node in node.value:
+        location = _loc(path, key_node)
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in _PLAIN_TAGS:
+            sink.report("keys must be plain names", location)
+            continue
+        key = key_node.value
+        if key in seen:
+            sink.report(
+                f"duplicate key '{key}' (first at line {seen[key].line})", location
+            )
+            continue
+        seen[key] = location
+        value = _load_value(value_node, path, key, sink)
+        if value is not None:
+            fields.append(RawField(key, value, location))
+    return RawEntry(_loc(path, node), tuple(fields))
+
+
+def _load_value(
+    node: yaml.Node, path: str, key: str, sink: ErrorSink
+) -> RawValue | None:
+    if node.tag not in _PLAIN_TAGS:
+        sink.report(f"'{key}': explicit YAML tag {node.tag} is not allowed", _loc(path, node))
+        return None
+    if isinstance(node, yaml.ScalarNode):
+        return _scalar(node, path)
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for item in node.value:
+            if not isinstance(item, yaml.ScalarNode) or item.tag not in _PLAIN_TAGS:
+                sink.report(f"'{key}': list items must be plain values", _loc(path, item))
+                return None
+            items.append(_scalar(item, path))
+        return RawList(tuple(items), _loc(path, node))
+    sink.report(f"'{key}': expected a formula or a list, not a mapping", _loc(path, node))
+    return None
+
+
+def _scalar(node: yaml.ScalarNode, path: str) -> RawScalar:
+    kind = node.tag.rsplit(":", 1)[-1]
+    return RawScalar(node.value, kind, _loc(path, node))

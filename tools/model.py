@@ -1,0 +1,250 @@
+"""The model: frozen dataclasses for operator schemas, formulas and spec entries.
+
+Everything parsed from text prints back to the same text (`str(schema)` is the
+canonical aten schema). Built by `schema.py` and `build.py`; read by `analyse.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import keyword
+from dataclasses import dataclass
+
+from .errors import Location
+
+
+class TypeKind(enum.Enum):
+    TENSOR = "Tensor"
+    OPTIONAL_TENSOR = "Tensor?"
+    TENSOR_LIST = "Tensor[]"
+    OPTIONAL_TENSOR_LIST = "Tensor?[]"
+    OTHER = "other"
+
+    @property
+    def is_tensor_like(self) -> bool:
+        return self is not TypeKind.OTHER
+
+    @property
+    def is_list(self) -> bool:
+        return self in (TypeKind.TENSOR_LIST, TypeKind.OPTIONAL_TENSOR_LIST)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """An alias annotation: `a`, `a!` (written to), `a -> *` (aliases a list)."""
+
+    text: str
+
+    @property
+    def is_write(self) -> bool:
+        return self.text.split("->")[0].strip().endswith("!")
+
+    @property
+    def set_name(self) -> str:
+        return self.text.split("->")[0].strip().rstrip("!")
+
+
+@dataclass(frozen=True)
+class SchemaType:
+    base: str  # "Tensor", "int", "SymInt", "Scalar", ...
+    alias: Alias | None
+    suffix: str  # "", "?", "[]", "[1]?", "?[]", ...
+
+    def __str__(self) -> str:
+        alias = f"({self.alias.text})" if self.alias else ""
+        return f"{self.base}{alias}{self.suffix}"
+
+    @property
+    def kind(self) -> TypeKind:
+        if self.base != "Tensor":
+            return TypeKind.OTHER
+        return {
+            "": TypeKind.TENSOR,
+            "?": TypeKind.OPTIONAL_TENSOR,
+            "[]": TypeKind.TENSOR_LIST,
+            "?[]": TypeKind.OPTIONAL_TENSOR_LIST,
+        }.get(self.suffix, TypeKind.OTHER)
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    type: SchemaType
+    default: str | None
+    kwarg_only: bool
+
+    def __str__(self) -> str:
+        default = f"={self.default}" if self.default is not None else ""
+        return f"{self.type} {self.name}{default}"
+
+    @property
+    def kind(self) -> TypeKind:
+        return self.type.kind
+
+    @property
+    def py_name(self) -> str:
+        """The argument's name as a Python identifier (`from` becomes `from_`)."""
+        return python_name(self.name)
+
+
+@dataclass(frozen=True)
+class Return:
+    name: str | None
+    type: SchemaType
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.name}" if self.name else str(self.type)
+
+
+class OpKind(enum.Enum):
+    FUNCTIONAL = "functional"
+    INPLACE = "inplace"
+    OUT = "out"
+    VIEW = "view"
+
+
+@dataclass(frozen=True)
+class OperatorSchema:
+    name: str  # "add_"
+    overload: str  # "Tensor", or "" for the default overload
+    arguments: tuple[Argument, ...]
+    returns: tuple[Return, ...]
+
+    def __str__(self) -> str:
+        args: list[str] = []
+        star = False
+        for arg in self.arguments:
+            if arg.kwarg_only and not star:
+                args.append("*")
+                star = True
+            args.append(str(arg))
+        if len(self.returns) == 1:
+            returns = str(self.returns[0])
+        else:
+            returns = "(" + ", ".join(str(r) for r in self.returns) + ")"
+        return f"{self.full_name}({', '.join(args)}) -> {returns}"
+
+    @property
+    def full_name(self) -> str:
+        """`add_.Tensor`, or `add_` for the default overload."""
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+    @property
+    def overload_attr(self) -> str:
+        """The attribute of the OpOverloadPacket: `Tensor`, or `default`."""
+        return self.overload or "default"
+
+    @property
+    def kernel_name(self) -> str:
+        """A Python identifier naming this overload's kernels: `add__Tensor`."""
+        return f"{self.name}_{self.overload_attr}"
+
+    def argument(self, name: str) -> Argument | None:
+        for arg in self.arguments:
+            if arg.name == name:
+                return arg
+        return None
+
+    @property
+    def kind(self) -> OpKind:
+        if any(a.kwarg_only and a.type.alias and a.type.alias.is_write for a in self.arguments):
+            return OpKind.OUT
+        first = self.arguments[0] if self.arguments else None
+        if (
+            first is not None
+            and first.name == "self"
+            and first.type.alias is not None
+            and first.type.alias.is_write
+            and self.name.endswith("_")
+        ):
+            return OpKind.INPLACE
+        if any(r.type.alias is not None and not r.type.alias.is_write for r in self.returns):
+            return OpKind.VIEW
+        return OpKind.FUNCTIONAL
+
+    @property
+    def functional_name(self) -> str:
+        """`add.Tensor` for `add_.Tensor`: the out-of-place overload's full name."""
+        base = self.name[:-1] if self.name.endswith("_") else self.name
+        return f"{base}.{self.overload}" if self.overload else base
+
+    def output_names(self) -> tuple[str, ...]:
+        """Names formulas use for the outputs: `result` alone, else `result0`, ... or
+        the schema's own names where it gives them."""
+        if len(self.returns) == 1:
+            return ("result",)
+        return tuple(r.name or f"result{i}" for i, r in enumerate(self.returns))
+
+
+def python_name(name: str) -> str:
+    return f"{name}_" if keyword.iskeyword(name) else name
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A checked formula: its text as written, its tree, where it came from."""
+
+    source: str
+    tree: ast.expr
+    location: Location
+    origin: str  # "spec", "auto_element_wise", "auto_linear", "view", ...
+
+    def __post_init__(self) -> None:
+        assert isinstance(self.tree, ast.expr), self.tree
+
+
+@dataclass(frozen=True)
+class BackwardFormula:
+    """`self, other: f(grad)`: the gradients of `inputs` (a tuple when several)."""
+
+    inputs: tuple[str, ...]
+    formula: Formula
+
+
+class Auto(enum.Enum):
+    ELEMENT_WISE = "auto_element_wise"
+    LINEAR = "auto_linear"
+
+
+@dataclass(frozen=True)
+class ForwardFormula:
+    """The tangent of one output: a formula, or an `auto_*` marker still to derive."""
+
+    output: str
+    formula: Formula | None
+    auto: Auto | None
+    location: Location
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One checked spec entry."""
+
+    schema: OperatorSchema
+    location: Location
+    backward: tuple[BackwardFormula, ...]
+    forward: tuple[ForwardFormula, ...]
+    non_differentiable: tuple[str, ...]
+    output_differentiability: tuple[bool, ...]
+    # An in-place entry written with no formulas takes them from this functional entry.
+    inherits_from: str | None = None
+
+    @property
+    def differentiable_inputs(self) -> tuple[Argument, ...]:
+        names = {n for b in self.backward for n in b.inputs}
+        return tuple(a for a in self.schema.arguments if a.name in names)
+
+    @property
+    def differentiable_outputs(self) -> tuple[str, ...]:
+        return tuple(
+            name
+            for name, diff in zip(self.schema.output_names(), self.output_differentiability)
+            if diff
+        )
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: str
+    entries: tuple[Entry, ...]

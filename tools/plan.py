@@ -1,0 +1,77 @@
+"""The analysed model: what each generated kernel does, decided, before printing.
+
+Produced by `analyse.py`, read by `emit.py`. Trees stay trees here; printing to a
+target language is the emitter's job, so a C++ printer can read the same plans.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+from dataclasses import dataclass
+
+from .errors import Location
+from .model import OperatorSchema, OpKind
+
+
+class Action(enum.Enum):
+    RETURN = "return"  # the tangent is the expression
+    RETURN_CONFORMED = "return_conformed"  # ... given the output's shape and dtype
+    COPY_INTO_SELF = "copy_into_self"  # in-place: self_t.copy_(expression)
+    SELF_UNCHANGED = "self_unchanged"  # in-place: the tangent of self is kept as is
+    MUTATES_SELF = "mutates_self"  # in-place: the expression updates self_t itself
+    ZERO_SELF = "zero_self"  # in-place: self's tangent becomes zero
+    NONE = "none"  # no tangent
+
+
+@dataclass(frozen=True)
+class Branch:
+    present: tuple[str, ...]  # tangent parameters that are not None in this branch
+    absent: tuple[str, ...]  # referenced tangent parameters that are None
+    lists_to_fill: tuple[tuple[str, str], ...]  # (tangent list, primal list) to densify
+    expr: ast.expr | None
+    action: Action
+
+
+@dataclass(frozen=True)
+class OutputTangent:
+    output: str
+    formula: str  # as written in the spec, or how it was derived
+    origin: str
+    branches: tuple[Branch, ...]
+
+
+@dataclass(frozen=True)
+class JvpPlan:
+    kernel: str
+    params: tuple[str, ...]
+    outputs: tuple[OutputTangent | None, ...]  # one per schema output
+
+
+@dataclass(frozen=True)
+class BackwardStep:
+    inputs: tuple[str, ...]
+    formula: str
+    expr: ast.expr
+
+
+@dataclass(frozen=True)
+class VjpPlan:
+    kernel: str
+    params: tuple[str, ...]
+    grad_aliases: tuple[tuple[str, int], ...]  # `grad_values = grads[0]`
+    steps: tuple[BackwardStep, ...]
+    returns: tuple[str, ...]  # differentiable inputs, in schema order
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    schema: OperatorSchema
+    kind: OpKind
+    location: Location
+    derived_from: str | None  # in-place entries: the functional entry they come from
+    differentiable_inputs: tuple[str, ...]
+    differentiable_outputs: tuple[str, ...]
+    needs_original_self: bool  # the in-place JVP reads self_p, self before the update
+    jvp: JvpPlan
+    vjp: VjpPlan

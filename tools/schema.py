@@ -1,0 +1,189 @@
+"""Aten schema text <-> OperatorSchema, and lookup of the operators torch registers.
+
+`parse_schema` reads the schema notation (`add_.Tensor(Tensor(a!) self, ...) ->
+Tensor(a!)`) into the model; `str()` on the result prints it back. `TorchOperators`
+answers which overloads exist and their canonical schemas, with suggestions.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cached_property
+
+from .model import Alias, Argument, OperatorSchema, Return, SchemaType
+
+
+class SchemaSyntaxError(ValueError):
+    pass
+
+
+def _split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on `sep` outside brackets and string literals."""
+    parts, depth, quote, current = [], 0, None, []
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+            if depth < 0:
+                raise SchemaSyntaxError(f"unbalanced '{ch}'")
+        elif ch == sep and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    if depth != 0 or quote:
+        raise SchemaSyntaxError("unbalanced brackets or quotes")
+    tail = "".join(current).strip()
+    if tail or parts:
+        parts.append(tail)
+    return parts
+
+
+def _parse_type(text: str) -> SchemaType:
+    i = 0
+    while i < len(text) and (text[i].isalnum() or text[i] == "_"):
+        i += 1
+    base = text[:i]
+    if not base:
+        raise SchemaSyntaxError(f"expected a type, found '{text}'")
+    alias = None
+    if text[i : i + 1] == "(":
+        close = text.find(")", i)
+        if close < 0:
+            raise SchemaSyntaxError(f"unclosed alias annotation in '{text}'")
+        alias = Alias(text[i + 1 : close])
+        i = close + 1
+    suffix = text[i:]
+    if any(ch not in "[]?0123456789" for ch in suffix):
+        raise SchemaSyntaxError(f"malformed type '{text}'")
+    return SchemaType(base, alias, suffix)
+
+
+def _split_type_and_rest(text: str) -> tuple[str, str]:
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == " " and depth == 0:
+            return text[:i], text[i + 1 :].strip()
+    return text, ""
+
+
+def _parse_argument(text: str, kwarg_only: bool) -> Argument:
+    type_text, rest = _split_type_and_rest(text)
+    if not rest:
+        raise SchemaSyntaxError(f"argument '{text}' has no name")
+    name, eq, default = rest.partition("=")
+    name = name.strip()
+    if not name.isidentifier():
+        raise SchemaSyntaxError(f"bad argument name '{name}'")
+    return Argument(name, _parse_type(type_text), default.strip() if eq else None, kwarg_only)
+
+
+def _parse_returns(text: str) -> tuple[Return, ...]:
+    if text.startswith("(") and text.endswith(")"):
+        items = _split_top_level(text[1:-1])
+    else:
+        items = [text]
+    returns = []
+    for item in items:
+        type_text, name = _split_type_and_rest(item)
+        if name and not name.isidentifier():
+            raise SchemaSyntaxError(f"bad return name '{name}'")
+        returns.append(Return(name or None, _parse_type(type_text)))
+    return tuple(returns)
+
+
+def parse_schema(text: str) -> OperatorSchema:
+    """Parse schema notation, with or without the `aten::` namespace."""
+    text = " ".join(text.split())
+    if text.startswith("aten::"):
+        text = text[len("aten::") :]
+    head, paren, rest = text.partition("(")
+    if not paren:
+        raise SchemaSyntaxError("expected '(' after the operator name")
+    depth, close = 1, -1
+    for i, ch in enumerate(rest):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            close = i
+            break
+    if close < 0:
+        raise SchemaSyntaxError("unclosed argument list")
+    args_text, tail = rest[:close], rest[close + 1 :].strip()
+    if not tail.startswith("->"):
+        raise SchemaSyntaxError("expected '->' and the returns after the arguments")
+    name, _, overload = head.strip().partition(".")
+    if not name.isidentifier() or (overload and not overload.isidentifier()):
+        raise SchemaSyntaxError(f"bad operator name '{head.strip()}'")
+    arguments, kwarg_only = [], False
+    for item in _split_top_level(args_text):
+        if item == "*":
+            kwarg_only = True
+            continue
+        arguments.append(_parse_argument(item, kwarg_only))
+    returns = _parse_returns(tail[2:].strip())
+    return OperatorSchema(name, overload, tuple(arguments), returns)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    schema: OperatorSchema | None
+    suggestions: tuple[str, ...]
+
+
+class TorchOperators:
+    """The aten operators registered in the installed torch, by `name.overload`."""
+
+    @cached_property
+    def _schemas(self) -> dict[str, str]:
+        import torch
+
+        table = {}
+        for s in torch._C._jit_get_all_schemas():
+            if s.name.startswith("aten::"):
+                key = s.name[len("aten::") :]
+                if s.overload_name:
+                    key += "." + s.overload_name
+                table[key] = str(s)
+        return table
+
+    def lookup(self, full_name: str) -> Lookup:
+        text = self._schemas.get(full_name)
+        if text is not None:
+            return Lookup(parse_schema(text), ())
+        close = difflib.get_close_matches(full_name, self._schemas.keys(), n=3, cutoff=0.6)
+        return Lookup(None, tuple(close))
+
+    def exists(self, full_name: str) -> bool:
+        return full_name in self._schemas
+
+    def schema(self, full_name: str) -> OperatorSchema | None:
+        text = self._schemas.get(full_name)
+        return parse_schema(text) if text is not None else None
+
+    def all_names(self) -> list[str]:
+        return sorted(self._schemas)
+
+
+def describe_mismatch(written: OperatorSchema, real: OperatorSchema) -> str:
+    """Say where a written schema differs from torch's, in one phrase."""
+    for i, (w, r) in enumerate(zip(written.arguments, real.arguments)):
+        if w != r:
+            return f"argument {i + 1} is '{w}', torch has '{r}'"
+    if len(written.arguments) != len(real.arguments):
+        extra = written.arguments[len(real.arguments) :] or real.arguments[len(written.arguments) :]
+        who = "the spec" if len(written.arguments) > len(real.arguments) else "torch"
+        return f"{who} has the extra argument '{extra[0]}'"
+    if written.returns != real.returns:
+        return "the returns differ"
+    return "the schemas differ"
