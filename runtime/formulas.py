@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import torch
 
 __all__ = [
-    "amax_tangent",
     "amax_grad",
+    "amax_tangent",
     "as_real_like",
     "clamp_mask",
     "conform",
@@ -97,7 +97,9 @@ def _dims(dim, ndim: int) -> list[int]:
     return sorted(d % ndim if ndim else 0 for d in dim)
 
 
-def expand_reduced(grad: torch.Tensor, like: torch.Tensor, dim, keepdim: bool) -> torch.Tensor:
+def expand_reduced(
+    grad: torch.Tensor, like: torch.Tensor, dim, keepdim: bool
+) -> torch.Tensor:
     """Broadcast the gradient of a reduction over `dim` back to the input's shape."""
     if not keepdim and like.dim() > 0:
         for d in _dims(dim, like.dim()):
@@ -183,9 +185,15 @@ def pow_self_derivative(self: torch.Tensor, exponent) -> torch.Tensor:
 def pow_exponent_derivative(self, exponent, result: torch.Tensor) -> torch.Tensor:
     """d self**exponent / d exponent = result * log(self), 0 where self is 0 and the
     exponent non-negative (the limit), as torch defines it."""
-    base = self if isinstance(self, torch.Tensor) else torch.tensor(self, dtype=result.dtype)
+    base = (
+        self
+        if isinstance(self, torch.Tensor)
+        else torch.tensor(self, dtype=result.dtype)
+    )
     derivative = result * base.log()
-    at_zero = (base == 0) & (exponent.real >= 0 if exponent.is_complex() else exponent >= 0)
+    at_zero = (base == 0) & (
+        exponent.real >= 0 if exponent.is_complex() else exponent >= 0
+    )
     return torch.where(at_zero, 0.0, derivative)
 
 
@@ -199,7 +207,9 @@ def clamp_mask(self: torch.Tensor, min, max) -> torch.Tensor:
     return mask
 
 
-def gather_reduced(t: torch.Tensor, dim: int, indices: torch.Tensor, keepdim: bool) -> torch.Tensor:
+def gather_reduced(
+    t: torch.Tensor, dim: int, indices: torch.Tensor, keepdim: bool
+) -> torch.Tensor:
     """The elements of `t` that a max/min over `dim` selected (its `indices` output)."""
     if t.dim() == 0:
         return t.clone()

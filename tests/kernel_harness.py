@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import torch
-
 from samples import Sample, T
 
 FLOATING = (torch.float64, torch.complex128)
@@ -33,7 +32,9 @@ def make(value, dtype: torch.dtype, gen: torch.Generator):
     elif value.domain == "nonzero":
         x = x.sign() * (x.abs() + 0.1)
     if dtype.is_complex:
-        imag = torch.randn(value.shape, generator=gen, dtype=real) * (0.3 if value.domain != "any" else 1.0)
+        imag = torch.randn(value.shape, generator=gen, dtype=real) * (
+            0.3 if value.domain != "any" else 1.0
+        )
         return torch.complex(x, imag)
     return x.to(dtype)
 
@@ -67,14 +68,21 @@ def call(op, values: dict):
 def is_differentiable_value(value) -> bool:
     if isinstance(value, list):
         return any(is_differentiable_value(v) for v in value)
-    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+    return isinstance(value, torch.Tensor) and (
+        value.is_floating_point() or value.is_complex()
+    )
 
 
 def random_like(value, gen: torch.Generator):
     if isinstance(value, list):
         return [random_like(v, gen) for v in value]
     if value.is_complex():
-        return torch.complex(*(torch.randn(value.shape, generator=gen, dtype=torch.float64) for _ in range(2)))
+        return torch.complex(
+            *(
+                torch.randn(value.shape, generator=gen, dtype=torch.float64)
+                for _ in range(2)
+            )
+        )
     return torch.randn(value.shape, generator=gen, dtype=value.dtype)
 
 

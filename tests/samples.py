@@ -18,7 +18,9 @@ class T:
     domain: str = "any"  # "any", "positive", "unit" (|x| < 1), "distinct"
     dtype: torch.dtype | None = None  # fixed dtype (e.g. bool), else the test's
 
-    def __init__(self, *shape: int, domain: str = "any", dtype: torch.dtype | None = None):
+    def __init__(
+        self, *shape: int, domain: str = "any", dtype: torch.dtype | None = None
+    ):
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "domain", domain)
         object.__setattr__(self, "dtype", dtype)
@@ -43,7 +45,9 @@ def unary(domain: str = "any", complex_ok: bool = True) -> list[Sample]:
     ]
 
 
-def binary(domain: str = "any", other: str = "any", complex_ok: bool = True) -> list[Sample]:
+def binary(
+    domain: str = "any", other: str = "any", complex_ok: bool = True
+) -> list[Sample]:
     return [
         S(T(3, 4, domain=domain), T(3, 4, domain=other), complex_ok=complex_ok),
         S(T(3, 4, domain=domain), T(4, domain=other), complex_ok=complex_ok),
@@ -51,8 +55,6 @@ def binary(domain: str = "any", other: str = "any", complex_ok: bool = True) -> 
         S(T(domain=domain), T(2, 3, domain=other), complex_ok=complex_ok),
     ]
 
-
-REAL = dict(complex_ok=False)
 
 SAMPLES: dict[str, list[Sample]] = {
     "abs": unary(domain="nonzero"),
@@ -162,7 +164,10 @@ SAMPLES: dict[str, list[Sample]] = {
     "zero_": [S(T(3, 4))],
     "fill_.Scalar": [S(T(3, 4), 2.5)],
     "fill_.Tensor": [S(T(3, 4), T())],
-    "_softmax": [S(T(3, 4), 1, False, complex_ok=False), S(T(3, 4), 0, False, complex_ok=False)],
+    "_softmax": [
+        S(T(3, 4), 1, False, complex_ok=False),
+        S(T(3, 4), 0, False, complex_ok=False),
+    ],
     "_log_softmax": [S(T(3, 4), 1, False, complex_ok=False)],
     "softmax.int": [S(T(3, 4), -1, complex_ok=False)],
     "log_softmax.int": [S(T(3, 4), 0, complex_ok=False)],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dualgen.generated.registry import KERNELS
 from kernel_harness import (
     as_tuple,
     call,
@@ -21,8 +22,6 @@ from kernel_harness import (
 )
 from samples import samples_for
 
-from dualgen.generated.registry import KERNELS
-
 CASES = []
 for _op, _info in KERNELS.items():
     for _i, _sample in enumerate(samples_for(_info.name, _info.derived_from)):
@@ -30,12 +29,22 @@ for _op, _info in KERNELS.items():
             if _dtype.is_complex and not _sample.complex_ok:
                 continue
             CASES.append(
-                pytest.param(_op, _info, _sample, _dtype, id=f"{_info.name}-{_i}-{str(_dtype)[6:]}")
+                pytest.param(
+                    _op,
+                    _info,
+                    _sample,
+                    _dtype,
+                    id=f"{_info.name}-{_i}-{str(_dtype)[6:]}",
+                )
             )
 
 
 def test_every_kernel_has_samples():
-    missing = [info.name for info in KERNELS.values() if not samples_for(info.name, info.derived_from)]
+    missing = [
+        info.name
+        for info in KERNELS.values()
+        if not samples_for(info.name, info.derived_from)
+    ]
     assert not missing, f"add samples in tests/samples.py for: {missing}"
 
 
@@ -52,7 +61,11 @@ def _run_native(op, info, values, diff, tangents):
         if inplace:
             vals["self"] = vals["self"].clone()
         out = as_tuple(call(op, vals))
-        return tuple(out[i] for i, o in enumerate(info.outputs) if o in info.differentiable_outputs)
+        return tuple(
+            out[i]
+            for i, o in enumerate(info.outputs)
+            if o in info.differentiable_outputs
+        )
 
     primals = tuple(values[n] for n in diff)
     return torch.func.jvp(f, primals, tuple(tangents[n] for n in diff))
@@ -60,10 +73,18 @@ def _run_native(op, info, values, diff, tangents):
 
 def _assert_tangent(got, expected, result, where):
     if got is None:
-        torch.testing.assert_close(expected, torch.zeros_like(expected), msg=lambda m: f"{where}: kernel gave no tangent\n{m}")
+        torch.testing.assert_close(
+            expected,
+            torch.zeros_like(expected),
+            msg=lambda m: f"{where}: kernel gave no tangent\n{m}",
+        )
         return
-    assert got.shape == result.shape, f"{where}: tangent shape {tuple(got.shape)}, output {tuple(result.shape)}"
-    assert got.dtype == result.dtype, f"{where}: tangent dtype {got.dtype}, output {result.dtype}"
+    assert (
+        got.shape == result.shape
+    ), f"{where}: tangent shape {tuple(got.shape)}, output {tuple(result.shape)}"
+    assert (
+        got.dtype == result.dtype
+    ), f"{where}: tangent dtype {got.dtype}, output {result.dtype}"
     torch.testing.assert_close(got, expected, msg=lambda m: f"{where}\n{m}")
 
 
@@ -94,7 +115,9 @@ def test_jvp_kernel_matches_torch_func_jvp(op, info, sample, dtype):
     full = {n: random_like(values[n], gen) for n in diff}
     inplace = info.kind == "inplace"
     for present in subsets(diff):
-        tangents = {n: full[n] if n in present else zeros_like_tree(values[n]) for n in diff}
+        tangents = {
+            n: full[n] if n in present else zeros_like_tree(values[n]) for n in diff
+        }
         _, expected = _run_native(op, info, values, diff, tangents)
         call_values = dict(values)
         if inplace:
@@ -108,12 +131,16 @@ def test_jvp_kernel_matches_torch_func_jvp(op, info, sample, dtype):
         expected_iter = iter(expected)
         for i, name in enumerate(info.outputs):
             if name not in info.differentiable_outputs:
-                assert got[i] is None, f"{info.name}: non-differentiable output {name} got a tangent"
+                assert (
+                    got[i] is None
+                ), f"{info.name}: non-differentiable output {name} got a tangent"
                 continue
             where = f"{info.name} {dtype} tangents of {list(present)}, output {name}"
             _assert_tangent(got[i], next(expected_iter), outputs[i], where)
         if not present:
-            assert all(g is None for g in got), f"{info.name}: tangent out of no tangent in"
+            assert all(
+                g is None for g in got
+            ), f"{info.name}: tangent out of no tangent in"
 
 
 def _leaves(values, diff):
@@ -140,10 +167,15 @@ def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
         pytest.skip("nothing differentiable")
     leaves, inputs = _leaves(values, diff)
     if info.kind == "inplace":
-        inputs["self"] = leaves["self"].clone() if "self" in leaves else values["self"].clone()
+        inputs["self"] = (
+            leaves["self"].clone() if "self" in leaves else values["self"].clone()
+        )
     outputs = as_tuple(call(op, inputs))
     gen = torch.Generator().manual_seed(2)
-    grads = [random_like(o, gen) if n in info.differentiable_outputs else None for o, n in zip(outputs, info.outputs)]
+    grads = [
+        random_like(o, gen) if n in info.differentiable_outputs else None
+        for o, n in zip(outputs, info.outputs)
+    ]
     pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
     flat_leaves = _flat([leaves[n] for n in diff])
     expected = torch.autograd.grad(
@@ -154,9 +186,20 @@ def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
     grad_arg = grads[0] if len(outputs) == 1 else tuple(grads)
     got = info.vjp(grad_arg, *arguments, *detached)
     by_name = dict(zip(info.differentiable_inputs, got))
-    got_flat = _flat([by_name[n] if not isinstance(values[n], list) else list(by_name[n]) for n in diff])
+    got_flat = _flat(
+        [
+            by_name[n] if not isinstance(values[n], list) else list(by_name[n])
+            for n in diff
+        ]
+    )
     for g, e, leaf in zip(got_flat, expected, flat_leaves):
         e = torch.zeros_like(leaf) if e is None else e
-        assert g.shape == leaf.shape, f"{info.name}: gradient shape {tuple(g.shape)}, input {tuple(leaf.shape)}"
-        torch.testing.assert_close(g.to(e.dtype), e, msg=lambda m: f"{info.name} {dtype} gradient\n{m}")
-        assert g.dtype == leaf.dtype, f"{info.name}: gradient dtype {g.dtype}, input {leaf.dtype}"
+        assert (
+            g.shape == leaf.shape
+        ), f"{info.name}: gradient shape {tuple(g.shape)}, input {tuple(leaf.shape)}"
+        torch.testing.assert_close(
+            g.to(e.dtype), e, msg=lambda m: f"{info.name} {dtype} gradient\n{m}"
+        )
+        assert (
+            g.dtype == leaf.dtype
+        ), f"{info.name}: gradient dtype {g.dtype}, input {leaf.dtype}"

@@ -53,7 +53,9 @@ def _inplace_counterpart(entry: Entry, ops: TorchOperators) -> OperatorSchema | 
     inplace = ops.schema(name)
     if inplace is None or inplace.kind is not OpKind.INPLACE:
         return None
-    strip = lambda args: [(a.name, a.type.base, a.type.suffix, a.default, a.kwarg_only) for a in args]  # noqa: E731
+    strip = lambda args: [
+        (a.name, a.type.base, a.type.suffix, a.default, a.kwarg_only) for a in args
+    ]
     if strip(inplace.arguments) != strip(schema.arguments):
         return None
     return inplace
@@ -68,7 +70,9 @@ def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
     resolved = [_resolve(f, schema, source) for f in source.forward]
     jvp = _jvp_plan(schema, source, resolved, inplace)
     needs_original_self = inplace and any(
-        isinstance(n, ast.Name) and n.id == "self_p" for r in resolved for n in ast.walk(r.expr)
+        isinstance(n, ast.Name) and n.id == "self_p"
+        for r in resolved
+        for n in ast.walk(r.expr)
     )
     return OpPlan(
         schema=schema,
@@ -83,13 +87,19 @@ def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
     )
 
 
-def _resolve(forward: ForwardFormula, schema: OperatorSchema, source: Entry) -> _Resolved:
+def _resolve(
+    forward: ForwardFormula, schema: OperatorSchema, source: Entry
+) -> _Resolved:
     if forward.formula is not None:
-        return _Resolved(forward.output, forward.formula.tree, forward.formula.source, "spec")
+        return _Resolved(
+            forward.output, forward.formula.tree, forward.formula.source, "spec"
+        )
     if forward.auto is Auto.LINEAR:
         tangents = {a.name for a in source.differentiable_inputs}
         origin = "view" if schema.kind is OpKind.VIEW else "auto_linear"
-        return _Resolved(forward.output, op_call(schema, tangents), "auto_linear", origin)
+        return _Resolved(
+            forward.output, op_call(schema, tangents), "auto_linear", origin
+        )
     assert forward.auto is Auto.ELEMENT_WISE
     (step,) = source.backward
     (input_name,) = step.inputs
@@ -98,15 +108,25 @@ def _resolve(forward: ForwardFormula, schema: OperatorSchema, source: Entry) -> 
     return _Resolved(forward.output, expr, text, "auto_element_wise")
 
 
-def _jvp_params(schema: OperatorSchema, diff_inputs: tuple[str, ...]) -> tuple[str, ...]:
-    primals = [f"{a.name}_p" if a.kind.is_tensor_like else a.py_name for a in schema.arguments]
+def _jvp_params(
+    schema: OperatorSchema, diff_inputs: tuple[str, ...]
+) -> tuple[str, ...]:
+    primals = [
+        f"{a.name}_p" if a.kind.is_tensor_like else a.py_name for a in schema.arguments
+    ]
     tangents = [f"{n}_t" for n in diff_inputs]
     return tuple(primals + tangents + list(schema.output_names()))
 
 
-def _jvp_plan(schema: OperatorSchema, source: Entry, resolved: list[_Resolved], inplace: bool) -> JvpPlan:
+def _jvp_plan(
+    schema: OperatorSchema, source: Entry, resolved: list[_Resolved], inplace: bool
+) -> JvpPlan:
     diff_inputs = tuple(a.name for a in source.differentiable_inputs)
-    lists = {f"{a.name}_t": f"{a.name}_p" for a in source.differentiable_inputs if a.kind.is_list}
+    lists = {
+        f"{a.name}_t": f"{a.name}_p"
+        for a in source.differentiable_inputs
+        if a.kind.is_list
+    }
     tensor_inputs = sum(1 for a in schema.arguments if a.kind.is_tensor_like)
     by_output = {r.output: r for r in resolved}
     outputs = []
@@ -116,7 +136,9 @@ def _jvp_plan(schema: OperatorSchema, source: Entry, resolved: list[_Resolved], 
             outputs.append(None)
             continue
         mutating = inplace and r.origin == "auto_linear"
-        branches = _branches(r.expr, diff_inputs, lists, inplace, mutating, tensor_inputs > 1)
+        branches = _branches(
+            r.expr, diff_inputs, lists, inplace, mutating, tensor_inputs > 1
+        )
         outputs.append(OutputTangent(name, r.text, r.origin, branches))
     return JvpPlan(schema.kernel_name, _jvp_params(schema, diff_inputs), tuple(outputs))
 
@@ -138,12 +160,18 @@ def _branches(
     if inplace and "self_t" not in referenced:
         referenced.insert(0, "self_t")
     if len(referenced) > MAX_SPECIALISED_TANGENTS:
-        return (_branch(expr, tuple(referenced), (), lists, inplace, mutating, may_broadcast),)
+        return (
+            _branch(
+                expr, tuple(referenced), (), lists, inplace, mutating, may_broadcast
+            ),
+        )
     branches = []
     for count in range(len(referenced), 0, -1):
         for present in itertools.combinations(referenced, count):
             absent = tuple(t for t in referenced if t not in present)
-            branches.append(_branch(expr, present, absent, lists, inplace, mutating, may_broadcast))
+            branches.append(
+                _branch(expr, present, absent, lists, inplace, mutating, may_broadcast)
+            )
     return tuple(branches)
 
 
@@ -162,14 +190,23 @@ def _branch(expr, present, absent, lists, inplace, mutating, may_broadcast) -> B
     elif inplace:
         action = Action.RETURN if mutating else Action.RETURN_CONFORMED
     else:
-        action = Action.RETURN_CONFORMED if result.dropped and may_broadcast else Action.RETURN
+        action = (
+            Action.RETURN_CONFORMED
+            if result.dropped and may_broadcast
+            else Action.RETURN
+        )
     return Branch(tuple(present), tuple(absent), fill, result.expr, action)
 
 
 def _vjp_plan(schema: OperatorSchema, source: Entry) -> VjpPlan:
     outputs = schema.output_names()
     single = len(outputs) == 1
-    used = {n.id for b in source.backward for n in ast.walk(b.formula.tree) if isinstance(n, ast.Name)}
+    used = {
+        n.id
+        for b in source.backward
+        for n in ast.walk(b.formula.tree)
+        if isinstance(n, ast.Name)
+    }
     aliases: list[tuple[str, int]] = []
     if not single:
         for i, o in enumerate(outputs):
@@ -177,10 +214,14 @@ def _vjp_plan(schema: OperatorSchema, source: Entry) -> VjpPlan:
                 aliases.append((f"grad_{o}", i))
         if "grad" in used:
             aliases.append(("grad", source.output_differentiability.index(True)))
-    params = ("grad" if single else "grads",) + tuple(a.py_name for a in schema.arguments) + outputs
-    steps = tuple(BackwardStep(b.inputs, b.formula.source, b.formula.tree) for b in source.backward)
+    params = (
+        ("grad" if single else "grads",)
+        + tuple(a.py_name for a in schema.arguments)
+        + outputs
+    )
+    steps = tuple(
+        BackwardStep(b.inputs, b.formula.source, b.formula.tree)
+        for b in source.backward
+    )
     returns = tuple(a.name for a in source.differentiable_inputs)
     return VjpPlan(schema.kernel_name, params, tuple(aliases), steps, returns)
-
-
-

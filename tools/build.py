@@ -17,8 +17,8 @@ from .model import (
     Auto,
     BackwardFormula,
     Entry,
-    ForwardFormula,
     Formula,
+    ForwardFormula,
     OperatorSchema,
     OpKind,
     Spec,
@@ -33,7 +33,9 @@ class _EntryError(Exception):
     """Stops checking one entry after a problem that makes the rest meaningless."""
 
 
-def build_spec(raw_entries: list[RawEntry], path: str, ops: TorchOperators, sink: ErrorSink) -> Spec:
+def build_spec(
+    raw_entries: list[RawEntry], path: str, ops: TorchOperators, sink: ErrorSink
+) -> Spec:
     entries: list[Entry] = []
     first_seen: dict[str, Location] = {}
     for raw in raw_entries:
@@ -42,7 +44,11 @@ def build_spec(raw_entries: list[RawEntry], path: str, ops: TorchOperators, sink
             continue
         name = entry.schema.full_name
         if name in first_seen:
-            sink.report(f"duplicate entry (first at line {first_seen[name].line})", entry.location, name)
+            sink.report(
+                f"duplicate entry (first at line {first_seen[name].line})",
+                entry.location,
+                name,
+            )
             continue
         first_seen[name] = entry.location
         entries.append(entry)
@@ -87,8 +93,11 @@ class _EntryBuilder:
         inherits = None
         if schema.kind is OpKind.INPLACE and not backward_fields and not forward_fields:
             if non_diff or self.raw.get("output_differentiability"):
-                self.error("an in-place entry without formulas takes everything from "
-                           f"'{schema.functional_name}'; remove the other keys", self.raw.location)
+                self.error(
+                    "an in-place entry without formulas takes everything from "
+                    f"'{schema.functional_name}'; remove the other keys",
+                    self.raw.location,
+                )
             inherits = schema.functional_name
             backward: tuple[BackwardFormula, ...] = ()
             forward: tuple[ForwardFormula, ...] = ()
@@ -97,7 +106,9 @@ class _EntryBuilder:
             forward = self._forward(forward_fields, backward, out_diff)
         if self.failed:
             return None
-        return Entry(schema, self.raw.location, backward, forward, non_diff, out_diff, inherits)
+        return Entry(
+            schema, self.raw.location, backward, forward, non_diff, out_diff, inherits
+        )
 
     # -- schema -------------------------------------------------------------
 
@@ -117,8 +128,15 @@ class _EntryBuilder:
         self.label = written.full_name
         lookup = self.ops.lookup(written.full_name)
         if lookup.schema is None:
-            hint = f"; did you mean '{lookup.suggestions[0]}'?" if lookup.suggestions else ""
-            self.error(f"torch has no operator overload aten::{written.full_name}{hint}", field.location)
+            hint = (
+                f"; did you mean '{lookup.suggestions[0]}'?"
+                if lookup.suggestions
+                else ""
+            )
+            self.error(
+                f"torch has no operator overload aten::{written.full_name}{hint}",
+                field.location,
+            )
             raise _EntryError
         if written != lookup.schema:
             self.error(
@@ -128,7 +146,10 @@ class _EntryBuilder:
             )
             raise _EntryError
         if written.kind is OpKind.OUT:
-            self.error("out= overloads take no formulas; write the functional entry", field.location)
+            self.error(
+                "out= overloads take no formulas; write the functional entry",
+                field.location,
+            )
             raise _EntryError
         return lookup.schema
 
@@ -169,9 +190,15 @@ class _EntryBuilder:
         for name in names:
             arg = self.schema.argument(name)
             if arg is None:
-                self.error(f"non_differentiable names '{name}', which is not an argument", field.location)
+                self.error(
+                    f"non_differentiable names '{name}', which is not an argument",
+                    field.location,
+                )
             elif not arg.kind.is_tensor_like:
-                self.error(f"non_differentiable names '{name}', which is not a tensor", field.location)
+                self.error(
+                    f"non_differentiable names '{name}', which is not a tensor",
+                    field.location,
+                )
         return tuple(names)
 
     def _output_differentiability(self) -> tuple[bool, ...]:
@@ -180,10 +207,16 @@ class _EntryBuilder:
         field = self.raw.get("output_differentiability")
         if field is None:
             return default
-        if not isinstance(field.value, RawList) or any(i.kind != "bool" for i in field.value.items):
-            self.error("output_differentiability must be a list of true/false", field.location)
+        if not isinstance(field.value, RawList) or any(
+            i.kind != "bool" for i in field.value.items
+        ):
+            self.error(
+                "output_differentiability must be a list of true/false", field.location
+            )
             return default
-        values = tuple(i.text.lower() in ("true", "yes", "on") for i in field.value.items)
+        values = tuple(
+            i.text.lower() in ("true", "yes", "on") for i in field.value.items
+        )
         if len(values) != len(returns):
             self.error(
                 f"output_differentiability has {len(values)} values for {len(returns)} outputs",
@@ -192,7 +225,10 @@ class _EntryBuilder:
             return default
         for value, ret, name in zip(values, returns, self.schema.output_names()):
             if value and not ret.type.kind.is_tensor_like:
-                self.error(f"output '{name}' is not a tensor and cannot be differentiable", field.location)
+                self.error(
+                    f"output '{name}' is not a tensor and cannot be differentiable",
+                    field.location,
+                )
         return values
 
     # -- formulas -----------------------------------------------------------
@@ -204,13 +240,16 @@ class _EntryBuilder:
             return None
         return value.text
 
-    def _parse(self, text: str, scope: Scope, field: RawField, origin: str = "spec") -> Formula | None:
+    def _parse(
+        self, text: str, scope: Scope, field: RawField, origin: str = "spec"
+    ) -> Formula | None:
         try:
             tree = parse_formula(text, scope)
         except FormulaError as exc:
             self.error(f"{field.key}: {exc}", field.location)
             return None
-        return Formula(text.strip(), tree, field.location, origin)
+        # The source is shown in one-line comments above the generated code.
+        return Formula(" ".join(text.split()), tree, field.location, origin)
 
     def _grad_names(self) -> tuple[set[str], dict[str, str]]:
         outputs = self.schema.output_names()
@@ -225,18 +264,28 @@ class _EntryBuilder:
         return names, hints
 
     def _out_diff_guess(self) -> tuple[bool, ...]:
-        return self._output_differentiability() if self.raw.get("output_differentiability") else tuple(
-            r.type.kind.is_tensor_like for r in self.schema.returns
+        return (
+            self._output_differentiability()
+            if self.raw.get("output_differentiability")
+            else tuple(r.type.kind.is_tensor_like for r in self.schema.returns)
         )
 
-    def _backward(self, fields: list[RawField], non_diff: tuple[str, ...]) -> tuple[BackwardFormula, ...]:
+    def _backward(
+        self, fields: list[RawField], non_diff: tuple[str, ...]
+    ) -> tuple[BackwardFormula, ...]:
         grad_names, hints = self._grad_names()
         arg_names = {a.py_name for a in self.schema.arguments}
         for arg in self.schema.arguments:
             if arg.kind.is_tensor_like:
-                hints[f"{arg.name}_t"] = "tangents are not available in a backward formula"
-                hints[f"{arg.name}_p"] = f"backward formulas use plain argument names: write {arg.name}"
-        scope = Scope(frozenset(arg_names | grad_names | set(self.schema.output_names())), hints)
+                hints[f"{arg.name}_t"] = (
+                    "tangents are not available in a backward formula"
+                )
+                hints[f"{arg.name}_p"] = (
+                    f"backward formulas use plain argument names: write {arg.name}"
+                )
+        scope = Scope(
+            frozenset(arg_names | grad_names | set(self.schema.output_names())), hints
+        )
         covered: dict[str, Location] = {}
         formulas = []
         grad_styles: set[str] = set()
@@ -246,9 +295,15 @@ class _EntryBuilder:
                 arg = self.schema.argument(name)
                 assert arg is not None
                 if not arg.kind.is_tensor_like:
-                    self.error(f"'{name}' is not a tensor: only tensor inputs have gradients", field.location)
+                    self.error(
+                        f"'{name}' is not a tensor: only tensor inputs have gradients",
+                        field.location,
+                    )
                 elif name in non_diff:
-                    self.error(f"'{name}' has a backward formula and is listed as non_differentiable", field.location)
+                    self.error(
+                        f"'{name}' has a backward formula and is listed as non_differentiable",
+                        field.location,
+                    )
                 elif name in covered:
                     self.error(f"'{name}' has two backward formulas", field.location)
                 covered[name] = field.location
@@ -260,13 +315,26 @@ class _EntryBuilder:
                 continue
             used = names_used(formula.tree) & grad_names
             if not used:
-                self.error(f"{field.key}: backward formula does not use the gradient of the output", field.location)
-            grad_styles |= {"grad" if u == "grad" else "grads" if u == "grads" else "grad_<name>" for u in used}
+                self.error(
+                    f"{field.key}: backward formula does not use the gradient of the output",
+                    field.location,
+                )
+            grad_styles |= {
+                "grad" if u == "grad" else "grads" if u == "grads" else "grad_<name>"
+                for u in used
+            }
             formulas.append(BackwardFormula(inputs, formula))
         if len(grad_styles) > 1:
-            self.error(f"backward formulas mix {' and '.join(sorted(grad_styles))}; use one style", self.raw.location)
+            self.error(
+                f"backward formulas mix {' and '.join(sorted(grad_styles))}; use one style",
+                self.raw.location,
+            )
         for arg in self.schema.arguments:
-            if arg.kind.is_tensor_like and arg.name not in covered and arg.name not in non_diff:
+            if (
+                arg.kind.is_tensor_like
+                and arg.name not in covered
+                and arg.name not in non_diff
+            ):
                 self.error(
                     f"input '{arg.name}' has no backward formula; add '{arg.name}: ...' "
                     f"or list it under non_differentiable",
@@ -276,23 +344,34 @@ class _EntryBuilder:
 
     def forward_scope(self, differentiable: set[str]) -> Scope:
         names: set[str] = set(self.schema.output_names())
-        hints: dict[str, str] = {"grad": "'grad' is not available in a forward formula; use <input>_t"}
+        hints: dict[str, str] = {
+            "grad": "'grad' is not available in a forward formula; use <input>_t"
+        }
         for arg in self.schema.arguments:
             if arg.kind.is_tensor_like:
                 names.add(f"{arg.name}_p")
-                hints[arg.name] = f"forward formula uses '{arg.name}'; write {arg.name}_p or {arg.name}_t"
+                hints[arg.name] = (
+                    f"forward formula uses '{arg.name}'; write {arg.name}_p or {arg.name}_t"
+                )
                 if arg.name in differentiable:
                     names.add(f"{arg.name}_t")
                 else:
-                    hints[f"{arg.name}_t"] = f"'{arg.name}' is not differentiable: it has no tangent"
+                    hints[f"{arg.name}_t"] = (
+                        f"'{arg.name}' is not differentiable: it has no tangent"
+                    )
             else:
                 names.add(arg.py_name)
                 for suffix in ("_p", "_t"):
-                    hints[arg.name + suffix] = f"'{arg.name}' is not a tensor: write {arg.py_name}"
+                    hints[arg.name + suffix] = (
+                        f"'{arg.name}' is not a tensor: write {arg.py_name}"
+                    )
         return Scope(frozenset(names), hints)
 
     def _forward(
-        self, fields: list[RawField], backward: tuple[BackwardFormula, ...], out_diff: tuple[bool, ...]
+        self,
+        fields: list[RawField],
+        backward: tuple[BackwardFormula, ...],
+        out_diff: tuple[bool, ...],
     ) -> tuple[ForwardFormula, ...]:
         differentiable = {n for b in backward for n in b.inputs}
         tangents = {f"{n}_t" for n in differentiable}
@@ -303,11 +382,16 @@ class _EntryBuilder:
             field = by_output.get(name)
             if not diff:
                 if field is not None:
-                    self.error(f"output '{name}' is not differentiable and takes no forward formula", field.location)
+                    self.error(
+                        f"output '{name}' is not differentiable and takes no forward formula",
+                        field.location,
+                    )
                 continue
             if field is None:
                 if self.schema.kind is OpKind.VIEW:
-                    forward.append(ForwardFormula(name, None, Auto.LINEAR, self.raw.location))
+                    forward.append(
+                        ForwardFormula(name, None, Auto.LINEAR, self.raw.location)
+                    )
                 elif differentiable:
                     self.error(
                         f"no forward formula for output '{name}'; give one, "
@@ -335,13 +419,20 @@ class _EntryBuilder:
                 continue
             problem = linearity_problem(formula.tree, tangents)
             if problem:
-                self.error(f"{name}: forward formula is not linear in the tangents: {problem}", field.location)
+                self.error(
+                    f"{name}: forward formula is not linear in the tangents: {problem}",
+                    field.location,
+                )
                 continue
             forward.append(ForwardFormula(name, formula, None, field.location))
         return tuple(forward)
 
     def _check_auto(
-        self, auto: Auto, field: RawField, backward: tuple[BackwardFormula, ...], out_diff: tuple[bool, ...]
+        self,
+        auto: Auto,
+        field: RawField,
+        backward: tuple[BackwardFormula, ...],
+        out_diff: tuple[bool, ...],
     ) -> None:
         if auto is not Auto.ELEMENT_WISE:
             return
@@ -356,7 +447,10 @@ class _EntryBuilder:
         elif self.schema.kind is OpKind.INPLACE:
             problem = "in-place entries take it from their functional entry"
         if problem:
-            self.error(f"{field.key}: auto_element_wise is not valid here: {problem}", field.location)
+            self.error(
+                f"{field.key}: auto_element_wise is not valid here: {problem}",
+                field.location,
+            )
 
 
 def linearity_problem(tree: ast.expr, tangents: set[str]) -> str | None:
@@ -378,13 +472,19 @@ def linearity_problem(tree: ast.expr, tangents: set[str]) -> str | None:
                 return "it multiplies two tangents"
             if isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)) and right:
                 return "it divides by a tangent"
-            if isinstance(op, (ast.FloorDiv, ast.Mod, ast.Pow, ast.BitAnd, ast.BitOr, ast.BitXor)) and (left or right):
+            if isinstance(
+                op, (ast.FloorDiv, ast.Mod, ast.Pow, ast.BitAnd, ast.BitOr, ast.BitXor)
+            ) and (left or right):
                 return f"it applies '{ast.unparse(node)}' to a tangent"
             if isinstance(op, (ast.Add, ast.Sub)) and left != right:
                 return f"'{ast.unparse(node)}' adds a term without a tangent"
         elif isinstance(node, (ast.Compare, ast.BoolOp)) and has_tangent(node):
             return "it compares tangents"
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and has_tangent(node):
+        elif (
+            isinstance(node, ast.UnaryOp)
+            and isinstance(node.op, ast.Not)
+            and has_tangent(node)
+        ):
             return "it negates a tangent logically"
         elif isinstance(node, ast.IfExp) and has_tangent(node.test):
             return "its condition depends on a tangent"

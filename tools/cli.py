@@ -33,7 +33,9 @@ def generate_files(spec_path: Path) -> Outcome:
     try:
         data = spec_path.read_bytes()
     except OSError as exc:
-        raise SystemExit(f"{display}: error: cannot read spec: {exc.strerror}") from None
+        raise SystemExit(
+            f"{display}: error: cannot read spec: {exc.strerror}"
+        ) from None
     raw = load_spec(data, display, sink)
     if sink:
         raise SpecErrors(sink.sorted())
@@ -47,13 +49,31 @@ def generate_files(spec_path: Path) -> Outcome:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dualgen", description="Forward-mode AD kernels for PyTorch.")
+    parser = argparse.ArgumentParser(
+        prog="dualgen", description="Forward-mode AD kernels for PyTorch."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate kernels from the derivatives spec")
-    gen.add_argument("--spec", type=Path, default=Path("derivatives.yaml"), help="spec file (default: %(default)s)")
-    gen.add_argument("--out", type=Path, default=Path("generated"), help="output directory (default: %(default)s)")
-    gen.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff if the output is stale")
-    gen.add_argument("-v", "--verbose", action="store_true", help="timings, and tracebacks on errors")
+    gen.add_argument(
+        "--spec",
+        type=Path,
+        default=Path("derivatives.yaml"),
+        help="spec file (default: %(default)s)",
+    )
+    gen.add_argument(
+        "--out",
+        type=Path,
+        default=Path("generated"),
+        help="output directory (default: %(default)s)",
+    )
+    gen.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 with a diff if the output is stale",
+    )
+    gen.add_argument(
+        "-v", "--verbose", action="store_true", help="timings, and tracebacks on errors"
+    )
     return parser
 
 
@@ -84,7 +104,9 @@ def _generate(args: argparse.Namespace) -> int:
             sys.stdout.write(diff)
             print(f"{args.out} is stale: run `make generate`", file=sys.stderr)
             return 1
-        print(f"{args.out} is up to date ({outcome.entries} entries, {outcome.kernels} kernels)")
+        print(
+            f"{args.out} is up to date ({outcome.entries} entries, {outcome.kernels} kernels)"
+        )
         return 0
     changed = write_atomically(args.out, outcome.files)
     elapsed = time.perf_counter() - start

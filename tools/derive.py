@@ -16,7 +16,11 @@ def name(identifier: str) -> ast.Name:
 
 
 def method_call(receiver: ast.expr, method: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(func=ast.Attribute(value=receiver, attr=method, ctx=ast.Load()), args=list(args), keywords=[])
+    return ast.Call(
+        func=ast.Attribute(value=receiver, attr=method, ctx=ast.Load()),
+        args=list(args),
+        keywords=[],
+    )
 
 
 def dotted(path: str) -> ast.expr:
@@ -42,7 +46,9 @@ def conj(node: ast.expr) -> ast.expr:
     `(x_t.conj() * f.conj()).conj()` prints as `x_t * f`."""
     if is_conj_call(node):
         return node.func.value  # type: ignore[attr-defined]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)):
+    if isinstance(node, ast.BinOp) and isinstance(
+        node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)
+    ):
         return ast.BinOp(left=conj(node.left), op=node.op, right=conj(node.right))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         return ast.UnaryOp(op=node.op, operand=conj(node.operand))
@@ -67,12 +73,16 @@ def substitute(tree: ast.expr, mapping: dict[str, ast.expr]) -> ast.expr:
     return _Rename(mapping).visit(copy.deepcopy(tree))
 
 
-def element_wise_jvp(backward: ast.expr, schema: OperatorSchema, input_name: str) -> ast.expr:
+def element_wise_jvp(
+    backward: ast.expr, schema: OperatorSchema, input_name: str
+) -> ast.expr:
     """auto_element_wise: JVP = conj(VJP formula with grad := x_t.conj()), inputs as primals.
 
     Valid for element-wise ops of one input, where the Jacobian is diagonal.
     """
-    mapping: dict[str, ast.expr] = {"grad": method_call(name(f"{input_name}_t"), "conj")}
+    mapping: dict[str, ast.expr] = {
+        "grad": method_call(name(f"{input_name}_t"), "conj")
+    }
     for arg in schema.arguments:
         if arg.kind.is_tensor_like:
             mapping[arg.py_name] = name(f"{arg.name}_p")

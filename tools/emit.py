@@ -6,6 +6,7 @@ final strings; the Jinja templates only loop and interpolate.
 
 from __future__ import annotations
 
+import keyword
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +90,14 @@ class Emitter:
 
     def _render_jvp(self, plans: tuple[OpPlan, ...], header: str) -> str:
         kernels = [self._jvp_view(p) for p in plans]
-        trees = [b.expr for p in plans for o in p.jvp.outputs if o for b in o.branches if b.expr is not None]
+        trees = [
+            b.expr
+            for p in plans
+            for o in p.jvp.outputs
+            if o
+            for b in o.branches
+            if b.expr is not None
+        ]
         helpers = set().union(*(helpers_used(t) for t in trees)) if trees else set()
         for p in plans:
             for o in p.jvp.outputs:
@@ -104,10 +112,14 @@ class Emitter:
 
     def _jvp_view(self, plan: OpPlan) -> JvpView:
         multi = len(plan.jvp.outputs) > 1
-        outputs = tuple(self._output_view(o, multi) for o in plan.jvp.outputs if o is not None)
+        outputs = tuple(
+            self._output_view(o, multi) for o in plan.jvp.outputs if o is not None
+        )
         returns = None
         if multi:
-            returns = ", ".join(f"{o.output}_t" if o else "None" for o in plan.jvp.outputs)
+            returns = ", ".join(
+                f"{o.output}_t" if o else "None" for o in plan.jvp.outputs
+            )
         return JvpView(
             name=plan.jvp.kernel,
             params=", ".join(plan.jvp.params),
@@ -120,17 +132,24 @@ class Emitter:
     def _notes(self, plan: OpPlan) -> tuple[str, ...]:
         notes = [f"{plan.kind.value}, spec line {plan.location.line}"]
         if plan.derived_from:
-            notes.append(f"formulas from {plan.derived_from}; self_p is self before the update")
+            notes.append(
+                f"formulas from {plan.derived_from}; self_p is self before the update"
+            )
         return tuple(notes)
 
     def _output_view(self, out: OutputTangent, multi: bool) -> OutputView:
         target = f"{out.output}_t = " if multi else "return "
         branches = tuple(
-            BranchView(self.printer.present(b.present), self._branch_lines(b, out.output, target))
+            BranchView(
+                self.printer.present(b.present),
+                self._branch_lines(b, out.output, target),
+            )
             for b in out.branches
             if b.action is not Action.NONE
         )
-        return OutputView(out.output, f"{out.output}: {out.formula}", branches, f"{target}None")
+        return OutputView(
+            out.output, f"{out.output}: {out.formula}", branches, f"{target}None"
+        )
 
     def _branch_lines(self, b: Branch, output: str, target: str) -> tuple[str, ...]:
         fills = tuple(f"{t} = fill_absent({t}, {p})" for t, p in b.lists_to_fill)
@@ -159,10 +178,17 @@ class Emitter:
 
     def _vjp_view(self, plan: OpPlan) -> VjpView:
         vjp = plan.vjp
-        lines: list[tuple[str, str]] = [("", f"{alias} = grads[{i}]") for alias, i in vjp.grad_aliases]
+        lines: list[tuple[str, str]] = [
+            ("", f"{alias} = grads[{i}]") for alias, i in vjp.grad_aliases
+        ]
         for step in vjp.steps:
             targets = ", ".join(f"{n}_grad" for n in step.inputs)
-            lines.append((f"{', '.join(step.inputs)}: {step.formula}", f"{targets} = {self.printer.expr(step.expr)}"))
+            lines.append(
+                (
+                    f"{', '.join(step.inputs)}: {step.formula}",
+                    f"{targets} = {self.printer.expr(step.expr)}",
+                )
+            )
         returns = ", ".join(f"{n}_grad" for n in vjp.returns)
         return VjpView(
             name=vjp.kernel,
@@ -194,12 +220,19 @@ class Emitter:
             ("derived_from", repr(plan.derived_from)),
             ("spec_line", str(plan.location.line)),
         )
-        return RowView(f"aten.{s.name}.{s.overload_attr}", fields)
+        return RowView(_overload_expr(s.name, s.overload_attr), fields)
+
+
+def _overload_expr(name: str, overload: str) -> str:
+    """`aten.add.Tensor`; `getattr(aten.random, "from")` where a name is a keyword."""
+    packet = (
+        f"aten.{name}" if not keyword.iskeyword(name) else f'getattr(aten, "{name}")'
+    )
+    if keyword.iskeyword(overload):
+        return f'getattr({packet}, "{overload}")'
+    return f"{packet}.{overload}"
 
 
 def _tuple(items) -> str:
     items = [repr(i) for i in items]
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-

@@ -39,7 +39,9 @@ class ErrorSink:
     def add(self, error: SpecError) -> None:
         self.errors.append(error)
 
-    def report(self, message: str, location: Location, entry: str | None = None) -> None:
+    def report(
+        self, message: str, location: Location, entry: str | None = None
+    ) -> None:
         self.errors.append(SpecError(message, location, entry))
 
     def __bool__(self) -> bool:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import torch
-
 from dualgen import formulas as helper_module
 
 MAX_FORMULA_CHARS = 4000
@@ -26,7 +25,15 @@ HELPERS: frozenset[str] = frozenset(helper_module.__all__)
 # torch namespaces a formula may reach into, besides plain `torch.<function>`.
 _TORCH_NAMESPACES = ("linalg", "special", "fft", "nn.functional", "ops.aten")
 _TORCH_DENIED = frozenset(
-    {"load", "save", "compile", "from_file", "manual_seed", "seed", "use_deterministic_algorithms"}
+    {
+        "load",
+        "save",
+        "compile",
+        "from_file",
+        "manual_seed",
+        "seed",
+        "use_deterministic_algorithms",
+    }
 )
 _METHODS_DENIED = frozenset(
     {
@@ -161,7 +168,9 @@ def check_torch_path(parts: list[str]) -> None:
         if not hasattr(obj, part):
             where = "torch." + ".".join(rest[:i]) if i else "torch"
             choices = [n for n in dir(obj) if not n.startswith("_")]
-            raise FormulaError(f"'{where}' has no '{part}'{_did_you_mean(part, choices)}")
+            raise FormulaError(
+                f"'{where}' has no '{part}'{_did_you_mean(part, choices)}"
+            )
         obj = getattr(obj, part)
     if namespace is None and len(rest) > 1 and type(obj).__name__ != "dtype":
         raise FormulaError(
@@ -222,12 +231,16 @@ class _Checker(ast.NodeVisitor):
 
     def _check_tensor_attribute(self, attr: str) -> None:
         if attr in _METHODS_DENIED or (attr.endswith("_") and not attr.startswith("_")):
-            raise FormulaError(f"method '{attr}' is not allowed in formulas (it mutates or escapes)")
+            raise FormulaError(
+                f"method '{attr}' is not allowed in formulas (it mutates or escapes)"
+            )
         if attr.startswith("_"):
             raise FormulaError(f"private attribute '{attr}' is not allowed")
         if not hasattr(torch.Tensor, attr):
             choices = [n for n in dir(torch.Tensor) if not n.startswith("_")]
-            raise FormulaError(f"Tensor has no attribute '{attr}'{_did_you_mean(attr, choices)}")
+            raise FormulaError(
+                f"Tensor has no attribute '{attr}'{_did_you_mean(attr, choices)}"
+            )
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -268,5 +281,7 @@ def helpers_used(tree: ast.AST) -> set[str]:
     return {
         node.func.id
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in HELPERS
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in HELPERS
     }

@@ -135,7 +135,9 @@ def _load_value(
     node: yaml.Node, path: str, key: str, sink: ErrorSink
 ) -> RawValue | None:
     if node.tag not in _PLAIN_TAGS:
-        sink.report(f"'{key}': explicit YAML tag {node.tag} is not allowed", _loc(path, node))
+        sink.report(
+            f"'{key}': explicit YAML tag {node.tag} is not allowed", _loc(path, node)
+        )
         return None
     if isinstance(node, yaml.ScalarNode):
         return _scalar(node, path)
@@ -143,11 +145,15 @@ def _load_value(
         items = []
         for item in node.value:
             if not isinstance(item, yaml.ScalarNode) or item.tag not in _PLAIN_TAGS:
-                sink.report(f"'{key}': list items must be plain values", _loc(path, item))
+                sink.report(
+                    f"'{key}': list items must be plain values", _loc(path, item)
+                )
                 return None
             items.append(_scalar(item, path))
         return RawList(tuple(items), _loc(path, node))
-    sink.report(f"'{key}': expected a formula or a list, not a mapping", _loc(path, node))
+    sink.report(
+        f"'{key}': expected a formula or a list, not a mapping", _loc(path, node)
+    )
     return None
 
 

@@ -50,9 +50,12 @@ class SchemaType:
     base: str  # "Tensor", "int", "SymInt", "Scalar", ...
     alias: Alias | None
     suffix: str  # "", "?", "[]", "[1]?", "?[]", ...
+    alias_after_suffix: bool = False  # `Tensor[](a)` rather than `Tensor(a)[]`
 
     def __str__(self) -> str:
         alias = f"({self.alias.text})" if self.alias else ""
+        if self.alias_after_suffix:
+            return f"{self.base}{self.suffix}{alias}"
         return f"{self.base}{alias}{self.suffix}"
 
     @property
@@ -148,7 +151,10 @@ class OperatorSchema:
 
     @property
     def kind(self) -> OpKind:
-        if any(a.kwarg_only and a.type.alias and a.type.alias.is_write for a in self.arguments):
+        if any(
+            a.kwarg_only and a.type.alias and a.type.alias.is_write
+            for a in self.arguments
+        ):
             return OpKind.OUT
         first = self.arguments[0] if self.arguments else None
         if (
@@ -159,14 +165,16 @@ class OperatorSchema:
             and self.name.endswith("_")
         ):
             return OpKind.INPLACE
-        if any(r.type.alias is not None and not r.type.alias.is_write for r in self.returns):
+        if any(
+            r.type.alias is not None and not r.type.alias.is_write for r in self.returns
+        ):
             return OpKind.VIEW
         return OpKind.FUNCTIONAL
 
     @property
     def functional_name(self) -> str:
         """`add.Tensor` for `add_.Tensor`: the out-of-place overload's full name."""
-        base = self.name[:-1] if self.name.endswith("_") else self.name
+        base = self.name.removesuffix("_")
         return f"{base}.{self.overload}" if self.overload else base
 
     def output_names(self) -> tuple[str, ...]:
@@ -239,7 +247,9 @@ class Entry:
     def differentiable_outputs(self) -> tuple[str, ...]:
         return tuple(
             name
-            for name, diff in zip(self.schema.output_names(), self.output_differentiability)
+            for name, diff in zip(
+                self.schema.output_names(), self.output_differentiability
+            )
             if diff
         )
 

@@ -21,9 +21,14 @@ class SchemaSyntaxError(ValueError):
 def _split_top_level(text: str, sep: str = ",") -> list[str]:
     """Split on `sep` outside brackets and string literals."""
     parts, depth, quote, current = [], 0, None, []
+    escaped = False
     for ch in text:
         if quote:
-            if ch == quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
                 quote = None
         elif ch in "\"'":
             quote = ch
@@ -53,17 +58,21 @@ def _parse_type(text: str) -> SchemaType:
     base = text[:i]
     if not base:
         raise SchemaSyntaxError(f"expected a type, found '{text}'")
-    alias = None
-    if text[i : i + 1] == "(":
-        close = text.find(")", i)
-        if close < 0:
-            raise SchemaSyntaxError(f"unclosed alias annotation in '{text}'")
-        alias = Alias(text[i + 1 : close])
-        i = close + 1
-    suffix = text[i:]
-    if any(ch not in "[]?0123456789" for ch in suffix):
-        raise SchemaSyntaxError(f"malformed type '{text}'")
-    return SchemaType(base, alias, suffix)
+    alias, alias_last = None, False
+    suffix = ""
+    while i < len(text):
+        if text[i] == "(":
+            close = text.find(")", i)
+            if close < 0 or alias is not None:
+                raise SchemaSyntaxError(f"malformed alias annotation in '{text}'")
+            alias, alias_last = Alias(text[i + 1 : close]), bool(suffix)
+            i = close + 1
+        elif text[i] in "[]?0123456789":
+            suffix += text[i]
+            i += 1
+        else:
+            raise SchemaSyntaxError(f"malformed type '{text}'")
+    return SchemaType(base, alias, suffix, alias_last)
 
 
 def _split_type_and_rest(text: str) -> tuple[str, str]:
@@ -86,7 +95,9 @@ def _parse_argument(text: str, kwarg_only: bool) -> Argument:
     name = name.strip()
     if not name.isidentifier():
         raise SchemaSyntaxError(f"bad argument name '{name}'")
-    return Argument(name, _parse_type(type_text), default.strip() if eq else None, kwarg_only)
+    return Argument(
+        name, _parse_type(type_text), default.strip() if eq else None, kwarg_only
+    )
 
 
 def _parse_returns(text: str) -> tuple[Return, ...]:
@@ -106,8 +117,7 @@ def _parse_returns(text: str) -> tuple[Return, ...]:
 def parse_schema(text: str) -> OperatorSchema:
     """Parse schema notation, with or without the `aten::` namespace."""
     text = " ".join(text.split())
-    if text.startswith("aten::"):
-        text = text[len("aten::") :]
+    text = text.removeprefix("aten::")
     head, paren, rest = text.partition("(")
     if not paren:
         raise SchemaSyntaxError("expected '(' after the operator name")
@@ -161,7 +171,9 @@ class TorchOperators:
         text = self._schemas.get(full_name)
         if text is not None:
             return Lookup(parse_schema(text), ())
-        close = difflib.get_close_matches(full_name, self._schemas.keys(), n=3, cutoff=0.6)
+        close = difflib.get_close_matches(
+            full_name, self._schemas.keys(), n=3, cutoff=0.6
+        )
         return Lookup(None, tuple(close))
 
     def exists(self, full_name: str) -> bool:
@@ -181,7 +193,10 @@ def describe_mismatch(written: OperatorSchema, real: OperatorSchema) -> str:
         if w != r:
             return f"argument {i + 1} is '{w}', torch has '{r}'"
     if len(written.arguments) != len(real.arguments):
-        extra = written.arguments[len(real.arguments) :] or real.arguments[len(written.arguments) :]
+        extra = (
+            written.arguments[len(real.arguments) :]
+            or real.arguments[len(written.arguments) :]
+        )
         who = "the spec" if len(written.arguments) > len(real.arguments) else "torch"
         return f"{who} has the extra argument '{extra[0]}'"
     if written.returns != real.returns:

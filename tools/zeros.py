@@ -18,10 +18,14 @@ from .derive import dotted, name
 @dataclass(frozen=True)
 class Specialised:
     expr: ast.expr | None  # None: the tangent is zero
-    dropped: bool  # a term was dropped, so the shape may be an input's, not the output's
+    dropped: (
+        bool  # a term was dropped, so the shape may be an input's, not the output's
+    )
 
 
-def specialise(tree: ast.expr, present: frozenset[str], absent: frozenset[str]) -> Specialised:
+def specialise(
+    tree: ast.expr, present: frozenset[str], absent: frozenset[str]
+) -> Specialised:
     """Specialise `tree` for tangents: `present` are there, `absent` are zero."""
     state = _State(present, absent)
     expr = state.visit(tree)
@@ -60,7 +64,11 @@ class _State:
             return left
         if left is None:
             self.dropped = True
-            return right if isinstance(node.op, ast.Add) else ast.UnaryOp(op=ast.USub(), operand=right)
+            return (
+                right
+                if isinstance(node.op, ast.Add)
+                else ast.UnaryOp(op=ast.USub(), operand=right)
+            )
         return ast.BinOp(left=left, op=node.op, right=right)
 
     def _generic(self, node: ast.expr) -> ast.expr | None:
@@ -111,4 +119,3 @@ class _Materialise(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         return zeros_for(node.id) if node.id in self.absent else node
-

@@ -1,0 +1,66 @@
+"""Formula rewriting: zero-tangent specialisation, conjugation, auto_linear."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from dualgen.tools.derive import conj, element_wise_jvp, op_call
+from dualgen.tools.schema import parse_schema
+from dualgen.tools.zeros import specialise
+
+
+def _spec(src: str, present: set[str], absent: set[str]):
+    result = specialise(ast.parse(src, mode="eval").body, frozenset(present), frozenset(absent))
+    return (None if result.expr is None else ast.unparse(result.expr)), result.dropped
+
+
+@pytest.mark.parametrize(
+    "src, present, absent, expected, dropped",
+    [
+        ("a_t * x + b_t * y", {"a_t"}, {"b_t"}, "a_t * x", True),
+        ("a_t * x + b_t * y", {"b_t"}, {"a_t"}, "b_t * y", True),
+        ("a_t - b_t * y", {"b_t"}, {"a_t"}, "-(b_t * y)", True),
+        ("a_t - b_t * y", {"a_t"}, {"b_t"}, "a_t", True),
+        ("a_t * x + b_t * y", set(), {"a_t", "b_t"}, None, False),
+        ("scale(b_t, alpha)", set(), {"b_t"}, None, False),
+        ("b_t.sum(dim, keepdim=True) * r", set(), {"b_t"}, None, False),
+        ("(a_t - b_t * r) / x", {"a_t"}, {"b_t"}, "a_t / x", True),
+        ("torch.where(c, a_t, b_t)", {"a_t"}, {"b_t"}, "torch.where(c, a_t, torch.zeros_like(b_p))", False),
+        ("torch.where(c, a_t, b_t)", set(), {"a_t", "b_t"}, None, False),
+        ("a_t.mm(y) + x.mm(b_t)", {"a_t", "b_t"}, set(), "a_t.mm(y) + x.mm(b_t)", False),
+        ("r * (a_t - (r * a_t).sum(d))", set(), {"a_t"}, None, False),
+    ],
+)
+def test_specialise_drops_terms_of_absent_tangents(src, present, absent, expected, dropped):
+    assert _spec(src, present, absent) == (expected, dropped)
+
+
+@pytest.mark.parametrize(
+    "src, expected",
+    [
+        ("x_t.conj() * f.conj()", "x_t * f"),
+        ("-x_t.conj() * f.conj()", "-x_t * f"),
+        ("x_t.conj() / (2 * r.conj())", "x_t / (2 * r)"),
+        ("x_t.conj() * (r > 0)", "x_t * (r > 0)"),
+        ("x_t.conj() * g(r)", "x_t * g(r).conj()"),
+    ],
+)
+def test_conj_is_pushed_through_products(src, expected):
+    assert ast.unparse(conj(ast.parse(src, mode="eval").body)) == expected
+
+
+def test_element_wise_jvp_from_backward_formula():
+    schema = parse_schema("sin(Tensor self) -> Tensor")
+    backward = ast.parse("grad * self.cos().conj()", mode="eval").body
+    assert ast.unparse(element_wise_jvp(backward, schema, "self")) == "self_t * self_p.cos()"
+
+
+def test_auto_linear_calls_the_op_on_tangents_with_keywords():
+    schema = parse_schema(
+        "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"
+    )
+    assert ast.unparse(op_call(schema, {"self"})) == "torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)"
+    where = parse_schema("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor")
+    assert ast.unparse(op_call(where, {"self", "other"})) == "torch.ops.aten.where.self(condition_p, self_t, other_t)"
