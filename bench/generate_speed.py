@@ -20,6 +20,7 @@ REPEATS = 3
 
 def synthetic_entries() -> list[str]:
     import torch
+
     from dualgen.tools.model import OpKind, TypeKind
     from dualgen.tools.schema import SchemaSyntaxError, parse_schema
 

@@ -12,7 +12,9 @@ from dualgen.tools.zeros import specialise
 
 
 def _spec(src: str, present: set[str], absent: set[str]):
-    result = specialise(ast.parse(src, mode="eval").body, frozenset(present), frozenset(absent))
+    result = specialise(
+        ast.parse(src, mode="eval").body, frozenset(present), frozenset(absent)
+    )
     return (None if result.expr is None else ast.unparse(result.expr)), result.dropped
 
 
@@ -27,13 +29,27 @@ def _spec(src: str, present: set[str], absent: set[str]):
         ("scale(b_t, alpha)", set(), {"b_t"}, None, False),
         ("b_t.sum(dim, keepdim=True) * r", set(), {"b_t"}, None, False),
         ("(a_t - b_t * r) / x", {"a_t"}, {"b_t"}, "a_t / x", True),
-        ("torch.where(c, a_t, b_t)", {"a_t"}, {"b_t"}, "torch.where(c, a_t, torch.zeros_like(b_p))", False),
+        (
+            "torch.where(c, a_t, b_t)",
+            {"a_t"},
+            {"b_t"},
+            "torch.where(c, a_t, torch.zeros_like(b_p))",
+            False,
+        ),
         ("torch.where(c, a_t, b_t)", set(), {"a_t", "b_t"}, None, False),
-        ("a_t.mm(y) + x.mm(b_t)", {"a_t", "b_t"}, set(), "a_t.mm(y) + x.mm(b_t)", False),
+        (
+            "a_t.mm(y) + x.mm(b_t)",
+            {"a_t", "b_t"},
+            set(),
+            "a_t.mm(y) + x.mm(b_t)",
+            False,
+        ),
         ("r * (a_t - (r * a_t).sum(d))", set(), {"a_t"}, None, False),
     ],
 )
-def test_specialise_drops_terms_of_absent_tangents(src, present, absent, expected, dropped):
+def test_specialise_drops_terms_of_absent_tangents(
+    src, present, absent, expected, dropped
+):
     assert _spec(src, present, absent) == (expected, dropped)
 
 
@@ -54,13 +70,24 @@ def test_conj_is_pushed_through_products(src, expected):
 def test_element_wise_jvp_from_backward_formula():
     schema = parse_schema("sin(Tensor self) -> Tensor")
     backward = ast.parse("grad * self.cos().conj()", mode="eval").body
-    assert ast.unparse(element_wise_jvp(backward, schema, "self")) == "self_t * self_p.cos()"
+    assert (
+        ast.unparse(element_wise_jvp(backward, schema, "self"))
+        == "self_t * self_p.cos()"
+    )
 
 
 def test_auto_linear_calls_the_op_on_tangents_with_keywords():
     schema = parse_schema(
         "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"
     )
-    assert ast.unparse(op_call(schema, {"self"})) == "torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)"
-    where = parse_schema("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor")
-    assert ast.unparse(op_call(where, {"self", "other"})) == "torch.ops.aten.where.self(condition_p, self_t, other_t)"
+    assert (
+        ast.unparse(op_call(schema, {"self"}))
+        == "torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)"
+    )
+    where = parse_schema(
+        "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"
+    )
+    assert (
+        ast.unparse(op_call(where, {"self", "other"}))
+        == "torch.ops.aten.where.self(condition_p, self_t, other_t)"
+    )

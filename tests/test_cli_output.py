@@ -19,7 +19,16 @@ TINY = Path(__file__).parent / "golden" / "spec.yaml"
 
 def _generate(out: Path, hash_seed: str) -> dict[str, bytes]:
     env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-    cmd = [sys.executable, "-m", "dualgen.tools.cli", "generate", "--spec", str(SPEC), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dualgen.tools.cli",
+        "generate",
+        "--spec",
+        str(SPEC),
+        "--out",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, env=env, capture_output=True, cwd=ROOT)
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
@@ -61,7 +70,19 @@ def test_check_fails_with_a_diff_when_stale_and_changes_nothing(tmp_path, capsys
 
 
 def test_check_reports_missing_output_directory(tmp_path):
-    assert main(["generate", "--spec", str(TINY), "--out", str(tmp_path / "none"), "--check"]) == 1
+    assert (
+        main(
+            [
+                "generate",
+                "--spec",
+                str(TINY),
+                "--out",
+                str(tmp_path / "none"),
+                "--check",
+            ]
+        )
+        == 1
+    )
     assert not (tmp_path / "none").exists()
 
 
@@ -79,7 +100,12 @@ def test_stray_files_are_removed_on_write(tmp_path):
     out.mkdir()
     (out / "old_kernels.py").write_text("# stale\n")
     write.write_atomically(out, generate_files(TINY).files)
-    assert sorted(p.name for p in out.iterdir()) == ["__init__.py", "jvp.py", "registry.py", "vjp.py"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "__init__.py",
+        "jvp.py",
+        "registry.py",
+        "vjp.py",
+    ]
 
 
 def test_interrupted_swap_leaves_the_old_output_whole(tmp_path, monkeypatch):

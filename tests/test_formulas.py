@@ -56,7 +56,10 @@ def test_fill_absent_builds_zeros_only_for_missing_tangents():
     assert out[0] is a and torch.equal(out[1], torch.zeros(3))
 
 
-@pytest.mark.parametrize("dim, keepdim", [([1], False), ([0, 2], True), (None, False), ([], False), (-1, False)])
+@pytest.mark.parametrize(
+    "dim, keepdim",
+    [([1], False), ([0, 2], True), (None, False), ([], False), (-1, False)],
+)
 def test_expand_reduced_and_reduced_numel_invert_mean(dim, keepdim):
     x = torch.randn(2, 3, 4, requires_grad=True)
     y = x.mean(dim=dim, keepdim=keepdim) if dim not in (None, []) else x.mean()
@@ -67,14 +70,20 @@ def test_expand_reduced_and_reduced_numel_invert_mean(dim, keepdim):
 
 
 def test_amax_grad_and_tangent_share_among_ties():
-    x = torch.tensor([[1.0, 3.0, 3.0], [2.0, 0.0, -1.0]], dtype=torch.float64, requires_grad=True)
+    x = torch.tensor(
+        [[1.0, 3.0, 3.0], [2.0, 0.0, -1.0]], dtype=torch.float64, requires_grad=True
+    )
     y = x.amax(dim=1)
     g = torch.tensor([1.0, 2.0], dtype=torch.float64)
     (expected,) = torch.autograd.grad(y, x, g)
-    torch.testing.assert_close(F.amax_grad(g, x.detach(), y.detach(), [1], False), expected)
+    torch.testing.assert_close(
+        F.amax_grad(g, x.detach(), y.detach(), [1], False), expected
+    )
     t = torch.randn_like(x)
     _, jvp = torch.func.jvp(lambda a: a.amax(dim=1), (x.detach(),), (t,))
-    torch.testing.assert_close(F.amax_tangent(t, x.detach(), y.detach(), [1], False), jvp)
+    torch.testing.assert_close(
+        F.amax_tangent(t, x.detach(), y.detach(), [1], False), jvp
+    )
 
 
 def test_inverse_permutation():
@@ -110,8 +119,12 @@ def test_pow_derivatives_match_autograd_including_zero_cases():
     y = x.pow(e)
     gx, ge = torch.autograd.grad(y.sum(), (x, e))
     torch.testing.assert_close(F.pow_self_derivative(x.detach(), e.detach()), gx)
-    torch.testing.assert_close(F.pow_exponent_derivative(x.detach(), e.detach(), y.detach()), ge)
-    torch.testing.assert_close(F.pow_self_derivative(x.detach(), 0), torch.zeros(3, dtype=torch.float64))
+    torch.testing.assert_close(
+        F.pow_exponent_derivative(x.detach(), e.detach(), y.detach()), ge
+    )
+    torch.testing.assert_close(
+        F.pow_self_derivative(x.detach(), 0), torch.zeros(3, dtype=torch.float64)
+    )
 
 
 def test_clamp_mask_includes_bounds_and_handles_none():

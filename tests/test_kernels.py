@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from dualgen.generated.registry import KERNELS
 from kernel_harness import (
     as_tuple,
     call,
@@ -21,6 +20,8 @@ from kernel_harness import (
     zeros_like_tree,
 )
 from samples import samples_for
+
+from dualgen.generated.registry import KERNELS
 
 CASES = []
 for _op, _info in KERNELS.items():

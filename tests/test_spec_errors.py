@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dualgen.tools.cli import main
 
 SIN = "sin(Tensor self) -> Tensor"
@@ -55,20 +56,6 @@ def not_linear(why: str) -> str:
     return fw(f"forward formula is not linear in the tangents: {why}")
 
 
-# The error that follows any broken backward formula of an auto_element_wise entry.
-SIN_EW_CASCADE = (
-    "spec.yaml:3: error: sin: result: auto_element_wise is not valid here: "
-    "it needs exactly one differentiable input, this entry has 0"
-)
-MAX_GRAD_CASCADE = (
-    "spec.yaml:2: error: max.dim: self: this op has several outputs: "
-    "use grads[i] or grad_<output>"
-)
-MAX_NO_INDICES_FORMULA = (
-    "spec.yaml:1: error: max.dim: no forward formula for output 'indices'; "
-    "give one, or auto_element_wise / auto_linear"
-)
-MAX_TANGENT_CASCADE = "spec.yaml:3: error: max.dim: values: 'self' is not differentiable: it has no tangent"
 UNKNOWN_KEY = "not an argument, an output or one of name, non_differentiable, output_differentiability"
 ALLOWED_NAMESPACES = (
     "torch, torch.linalg, torch.special, torch.fft, torch.nn.functional, torch.ops.aten"
@@ -80,21 +67,21 @@ YAML_CASES = [
         "yaml_unclosed_flow_list",
         entry(SIN, "self: [grad"),
         [
-            "spec.yaml:3: error: invalid YAML: expected ',' or ']', but got '<stream end>'"
+            "spec.yaml:3: error: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence)"
         ],
     ),
     (
         "yaml_bad_indentation",
         "- name: a\n b: c\n",
         [
-            "spec.yaml:2: error: invalid YAML: expected <block end>, but found '<block mapping start>'"
+            "spec.yaml:2: error: invalid YAML: expected <block end>, but found '<block mapping start>' (while parsing a block collection)"
         ],
     ),
     (
         "yaml_tab_indentation",
         f"- name: {SIN}\n\tself: grad\n",
         [
-            "spec.yaml:2: error: invalid YAML: found character '\\t' that cannot start any token"
+            "spec.yaml:2: error: invalid YAML: found character '\\t' that cannot start any token (while scanning for the next token)"
         ],
     ),
     (
@@ -106,19 +93,15 @@ YAML_CASES = [
         # Unclear: only the problem half of PyYAML's message is kept.
         "yaml_two_documents",
         SIN_OK + "---\n" + entry("cos(Tensor self) -> Tensor"),
-        ["spec.yaml:4: error: invalid YAML: but found another document"],
+        [
+            "spec.yaml:4: error: invalid YAML: expected a single document in the stream but found another document"
+        ],
     ),
     (
         # Unclear: two lines, wrong line number, PyYAML's "<unicode string>" mark.
         "yaml_control_character",
         entry(SIN, "self: grad\x07"),
-        [
-            (
-                "spec.yaml:1: error: invalid YAML: unacceptable character #x0007: "
-                "special characters are not allowed\n"
-                '  in "<unicode string>", position 47'
-            ),
-        ],
+        ["spec.yaml:2: error: invalid YAML: character '\\x07' is not allowed"],
     ),
     (
         "empty_file",
@@ -187,7 +170,7 @@ YAML_CASES = [
     (
         "merge_key",
         "- &e\n  " + SIN_OK[2:] + "- <<: *e\n  name: cos(Tensor self) -> Tensor\n",
-        ["spec.yaml:5: error: keys must be plain names"],
+        ["spec.yaml:5: error: YAML merge keys ('<<') are not allowed"],
     ),
     (
         "value_is_a_mapping",
@@ -208,14 +191,14 @@ YAML_CASES = [
         "python_tag_refused_not_run",
         '- name: !!python/object/apply:os.system ["touch pwned"]\n',
         [
-            "spec.yaml:1: error: 'name': explicit YAML tag tag:yaml.org,2002:python/object/apply:os.system is not allowed"
+            "spec.yaml:1: error: 'name': explicit YAML tag !!python/object/apply:os.system is not allowed"
         ],
     ),
     (
         "python_tag_on_a_formula",
         entry(SIN, 'self: !!python/object/apply:os.system ["touch pwned"]'),
         [
-            "spec.yaml:2: error: 'self': explicit YAML tag tag:yaml.org,2002:python/object/apply:os.system is not allowed"
+            "spec.yaml:2: error: 'self': explicit YAML tag !!python/object/apply:os.system is not allowed"
         ],
     ),
     (
@@ -223,14 +206,16 @@ YAML_CASES = [
         "python_tag_on_the_root",
         '!!python/object/apply:os.system ["touch pwned"]\n',
         [
-            "spec.yaml:1: error: spec must be a list of entries (each starting with '- name:')"
+            "spec.yaml:1: error: explicit YAML tag !!python/object/apply:os.system is not allowed"
         ],
     ),
     (
         # Unclear: the entry is a mapping; it is its tag that is refused.
         "python_tag_on_an_entry",
         "- !!python/object:os.system {name: x}\n",
-        ["spec.yaml:1: error: each entry must be a mapping with a 'name:' key"],
+        [
+            "spec.yaml:1: error: explicit YAML tag !!python/object:os.system is not allowed"
+        ],
     ),
     (
         "custom_tag",
@@ -240,9 +225,7 @@ YAML_CASES = [
     (
         "set_tag",
         entry(SIN, "self: !!set {a}"),
-        [
-            "spec.yaml:2: error: 'self': explicit YAML tag tag:yaml.org,2002:set is not allowed"
-        ],
+        ["spec.yaml:2: error: 'self': explicit YAML tag !!set is not allowed"],
     ),
     (
         "binary_junk",
@@ -385,7 +368,7 @@ SCHEMA_CASES = [
         "missing_keyword_only_marker",
         entry(ADD.replace("*, ", "")),
         [
-            f"spec.yaml:1: error: add.Tensor: schema does not match torch: argument 3 is 'Scalar alpha=1', torch has 'Scalar alpha=1' (torch: {ADD})"
+            "spec.yaml:1: error: add.Tensor: schema does not match torch: argument 3 'alpha' is keyword-only (after '*') in torch (torch: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor)"
         ],
     ),
     (
@@ -547,8 +530,7 @@ KEY_CASES = [
             "output_differentiability: [true]",
         ),
         [
-            MAX_NO_INDICES_FORMULA,
-            "spec.yaml:4: error: max.dim: output_differentiability has 1 values for 2 outputs",
+            "spec.yaml:1: error: max.dim: no forward formula for output 'indices'; give one, or auto_element_wise / auto_linear",
             "spec.yaml:4: error: max.dim: output_differentiability has 1 values for 2 outputs",
         ],
     ),
@@ -561,8 +543,7 @@ KEY_CASES = [
             "output_differentiability: [1, 0]",
         ),
         [
-            MAX_NO_INDICES_FORMULA,
-            "spec.yaml:4: error: max.dim: output_differentiability must be a list of true/false",
+            "spec.yaml:1: error: max.dim: no forward formula for output 'indices'; give one, or auto_element_wise / auto_linear",
             "spec.yaml:4: error: max.dim: output_differentiability must be a list of true/false",
         ],
     ),
@@ -572,8 +553,7 @@ KEY_CASES = [
             MAX, "self: grad_values", "values: self_t", "output_differentiability: true"
         ),
         [
-            MAX_NO_INDICES_FORMULA,
-            "spec.yaml:4: error: max.dim: output_differentiability must be a list of true/false",
+            "spec.yaml:1: error: max.dim: no forward formula for output 'indices'; give one, or auto_element_wise / auto_linear",
             "spec.yaml:4: error: max.dim: output_differentiability must be a list of true/false",
         ],
     ),
@@ -619,7 +599,10 @@ BACKWARD_CASES = [
     (
         "grad_in_a_multi_output_op",
         entry(MAX, "self: grad", "values: self_t"),
-        [MAX_GRAD_CASCADE, MAX_TANGENT_CASCADE],
+        [
+            "spec.yaml:1: error: max.dim: no forward formula for output 'indices'; give one, or auto_element_wise / auto_linear",
+            "spec.yaml:2: error: max.dim: self: this op has several outputs: use grads[i] or grad_<output>",
+        ],
     ),
     (
         "grads_in_a_single_output_op",
@@ -635,8 +618,7 @@ BACKWARD_CASES = [
             "values: self_t",
         ),
         [
-            "spec.yaml:2: error: max.dim: self: unknown name 'grad_vals'; did you mean 'grad_values'?",
-            "spec.yaml:4: error: max.dim: values: 'self' is not differentiable: it has no tangent",
+            "spec.yaml:2: error: max.dim: self: unknown name 'grad_vals'; did you mean 'grad_values'?"
         ],
     ),
     (
@@ -683,18 +665,14 @@ BACKWARD_CASES = [
             "result: self_t * other_p + other_t * self_p",
         ),
         [
-            "spec.yaml:2: error: mul.Tensor: self: tangents are not available in a backward formula",
-            "spec.yaml:4: error: mul.Tensor: result: 'self' is not differentiable: it has no tangent",
+            "spec.yaml:2: error: mul.Tensor: self: tangents are not available in a backward formula"
         ],
     ),
     (
         # The second error follows from the first: 'self' does have a formula.
         "broken_backward_formula_cascade_auto_element_wise",
         entry(SIN, "self: grad * slef.cos()", "result: auto_element_wise"),
-        [
-            "spec.yaml:2: error: sin: self: unknown name 'slef'; did you mean 'self'?",
-            SIN_EW_CASCADE,
-        ],
+        ["spec.yaml:2: error: sin: self: unknown name 'slef'; did you mean 'self'?"],
     ),
 ]
 
@@ -789,7 +767,7 @@ FORMULA_CASES = [
         # A lambda can only be called here, so the call is refused first.
         "lambda",
         neg_bw('"(lambda x: x)(grad)"'),
-        [bw("only named functions and methods may be called")],
+        ["spec.yaml:2: error: neg: self: lambdas are not allowed"],
     ),
     (
         "lambda_as_an_argument",
@@ -830,7 +808,9 @@ FORMULA_CASES = [
     (
         "calling_a_subscript",
         neg_bw("grad * [self.cos][0]()"),
-        [bw("only named functions and methods may be called")],
+        [
+            "spec.yaml:2: error: neg: self: method 'cos' must be called, not used as a value"
+        ],
     ),
     ("calling_a_value", neg_bw("grad(self)"), [bw("'grad' is not a function")]),
     (
@@ -901,9 +881,7 @@ FORMULA_CASES = [
         "torch_tensor_in_place_method",
         neg_bw("grad * torch.Tensor.add_(self, 1)"),
         [
-            bw(
-                f"'torch.Tensor.add_' is outside the allowed namespaces ({ALLOWED_NAMESPACES})"
-            )
+            "spec.yaml:2: error: neg: self: 'torch.Tensor.add_' is not allowed in formulas (it mutates)"
         ],
     ),
     (
@@ -938,20 +916,20 @@ FORMULA_CASES = [
         [bw("formula is nested too deeply")],
     ),
     (
-        "nested_more_than_60_levels",
-        neg_bw("-" * 100 + "grad"),
-        [bw("formula is nested more than 60 levels deep")],
+        "nested_more_than_150_levels",
+        neg_bw("-" * 200 + "grad"),
+        [bw("formula is nested more than 150 levels deep")],
     ),
     (
         "method_chain_300_long",
         neg_bw("grad" + ".cos()" * 300),
-        [bw("formula is nested more than 60 levels deep")],
+        [bw("formula is nested more than 150 levels deep")],
     ),
     (
-        # A flat sum of 71 terms counts as nesting.
-        "flat_sum_of_71_terms",
-        neg_bw("grad" + " + grad" * 70),
-        [bw("formula is nested more than 60 levels deep")],
+        # A flat sum nests to the left in the tree, so its length counts as depth.
+        "flat_sum_of_200_terms",
+        neg_bw("grad" + " + grad" * 199),
+        [bw("formula is nested more than 150 levels deep")],
     ),
     (
         "multi_line_formula",
@@ -1128,7 +1106,10 @@ SEVERAL_CASES = [
         "load_errors_hide_entry_errors",
         entry("mull.Tensor(Tensor self, Tensor other) -> Tensor")
         + entry(SIN, "self: a", "self: b"),
-        ["spec.yaml:4: error: duplicate key 'self' (first at line 3)"],
+        [
+            "spec.yaml:1: error: mull.Tensor: torch has no operator overload aten::mull.Tensor; did you mean 'mul.Tensor'?",
+            "spec.yaml:4: error: duplicate key 'self' (first at line 3)",
+        ],
     ),
 ]
 
@@ -1199,13 +1180,12 @@ def test_error_path_is_the_spec_path_as_given(tmp_path, monkeypatch, capsys):
     ]
 
 
-def test_unreadable_spec_exits_with_a_message(tmp_path, monkeypatch):
+def test_unreadable_spec_exits_with_a_message(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as exc:
-        main(["generate", "--spec", "missing.yaml", "--out", "out"])
-    assert (
-        exc.value.code
-        == "missing.yaml: error: cannot read spec: No such file or directory"
+    assert main(["generate", "--spec", "missing.yaml", "--out", "out"]) == 1
+    assert capsys.readouterr().err == (
+        "missing.yaml: error: cannot read spec: No such file or directory\n"
+        "out left unchanged\n"
     )
     assert not (tmp_path / "out").exists()
 

@@ -90,6 +90,7 @@ class _EntryBuilder:
         backward_fields, forward_fields = self._classify_keys()
         non_diff = self._non_differentiable()
         out_diff = self._output_differentiability()
+        self.out_diff = out_diff
         inherits = None
         if schema.kind is OpKind.INPLACE and not backward_fields and not forward_fields:
             if non_diff or self.raw.get("output_differentiability"):
@@ -103,7 +104,20 @@ class _EntryBuilder:
             forward: tuple[ForwardFormula, ...] = ()
         else:
             backward = self._backward(backward_fields, non_diff)
-            forward = self._forward(forward_fields, backward, out_diff)
+            # Differentiable inputs come from the keys, so one broken backward formula
+            # does not make its input look non-differentiable to the forward checks.
+            diff_inputs = [
+                p.strip()
+                for f in backward_fields
+                for p in f.key.split(",")
+                if self.schema.argument(p.strip()).kind.is_tensor_like
+            ]
+            if backward_fields and not any(out_diff):
+                self.error(
+                    "backward formulas given, but no output is differentiable",
+                    backward_fields[0].location,
+                )
+            forward = self._forward(forward_fields, diff_inputs, out_diff)
         if self.failed:
             return None
         return Entry(
@@ -187,9 +201,11 @@ class _EntryBuilder:
             names = [n.strip() for n in field.value.text.split(",")]
         else:
             names = [item.text for item in field.value.items]
-        for name in names:
+        for i, name in enumerate(names):
             arg = self.schema.argument(name)
-            if arg is None:
+            if name in names[:i]:
+                self.error(f"non_differentiable names '{name}' twice", field.location)
+            elif arg is None:
                 self.error(
                     f"non_differentiable names '{name}', which is not an argument",
                     field.location,
@@ -257,18 +273,11 @@ class _EntryBuilder:
             return {"grad"}, {"grads": "this op has one output: use 'grad'"}
         names = {"grads"} | {f"grad_{o}" for o in outputs}
         hints = {}
-        if sum(self._out_diff_guess()) == 1:
+        if sum(self.out_diff) == 1:
             names.add("grad")
         else:
             hints["grad"] = "this op has several outputs: use grads[i] or grad_<output>"
         return names, hints
-
-    def _out_diff_guess(self) -> tuple[bool, ...]:
-        return (
-            self._output_differentiability()
-            if self.raw.get("output_differentiability")
-            else tuple(r.type.kind.is_tensor_like for r in self.schema.returns)
-        )
 
     def _backward(
         self, fields: list[RawField], non_diff: tuple[str, ...]
@@ -313,6 +322,16 @@ class _EntryBuilder:
             formula = self._parse(text, scope, field)
             if formula is None:
                 continue
+            tree = formula.tree
+            if (
+                len(inputs) > 1
+                and isinstance(tree, (ast.Tuple, ast.List))
+                and len(tree.elts) != len(inputs)
+            ):
+                self.error(
+                    f"{field.key}: formula gives {len(tree.elts)} gradients for {len(inputs)} inputs",
+                    field.location,
+                )
             used = names_used(formula.tree) & grad_names
             if not used:
                 self.error(
@@ -370,10 +389,10 @@ class _EntryBuilder:
     def _forward(
         self,
         fields: list[RawField],
-        backward: tuple[BackwardFormula, ...],
+        diff_inputs: list[str],
         out_diff: tuple[bool, ...],
     ) -> tuple[ForwardFormula, ...]:
-        differentiable = {n for b in backward for n in b.inputs}
+        differentiable = set(diff_inputs)
         tangents = {f"{n}_t" for n in differentiable}
         scope = self.forward_scope(differentiable)
         by_output = {f.key: f for f in fields}
@@ -404,7 +423,7 @@ class _EntryBuilder:
                 continue
             if text.strip() in (Auto.ELEMENT_WISE.value, Auto.LINEAR.value):
                 auto = Auto(text.strip())
-                self._check_auto(auto, field, backward, out_diff)
+                self._check_auto(auto, field, diff_inputs, out_diff)
                 forward.append(ForwardFormula(name, None, auto, field.location))
                 continue
             if self.schema.kind is OpKind.VIEW:
@@ -431,14 +450,15 @@ class _EntryBuilder:
         self,
         auto: Auto,
         field: RawField,
-        backward: tuple[BackwardFormula, ...],
+        inputs: list[str],
         out_diff: tuple[bool, ...],
     ) -> None:
         if auto is not Auto.ELEMENT_WISE:
             return
-        inputs = [n for b in backward for n in b.inputs]
         problem = None
-        if len(inputs) != 1:
+        if self.schema.kind is OpKind.VIEW:
+            problem = "a view's tangent is the same view of its input's tangent; write auto_linear or leave the formula out"
+        elif len(inputs) != 1:
             problem = f"it needs exactly one differentiable input, this entry has {len(inputs)}"
         elif self.schema.argument(inputs[0]).kind is not TypeKind.TENSOR:
             problem = "its differentiable input must be a single Tensor"

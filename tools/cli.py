@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecErrors
+from .errors import SpecErrors, SpecUnreadable
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,10 @@ def generate_files(spec_path: Path) -> Outcome:
     try:
         data = spec_path.read_bytes()
     except OSError as exc:
-        raise SystemExit(
-            f"{display}: error: cannot read spec: {exc.strerror}"
-        ) from None
+        message = f"{display}: error: cannot read spec: {exc.strerror}"
+        raise SpecUnreadable(message) from None
     raw = load_spec(data, display, sink)
-    if sink:
+    if sink and not raw:
         raise SpecErrors(sink.sorted())
     ops = TorchOperators()
     spec = build_spec(raw, display, ops, sink)
@@ -87,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(exc.errors)} error(s); {args.out} left unchanged", file=sys.stderr)
         if args.verbose:
             raise
+        return 1
+    except SpecUnreadable as exc:
+        print(f"{exc}\n{args.out} left unchanged", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"interrupted; {args.out} left unchanged", file=sys.stderr)

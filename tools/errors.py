@@ -57,3 +57,7 @@ class SpecErrors(Exception):
     def __init__(self, errors: list[SpecError]):
         super().__init__(f"{len(errors)} error(s)")
         self.errors = errors
+
+
+class SpecUnreadable(Exception):
+    """The spec file itself could not be read."""

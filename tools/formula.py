@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
+
 from dualgen import formulas as helper_module
 
 MAX_FORMULA_CHARS = 4000
-MAX_DEPTH = 60
+MAX_DEPTH = 150
 
 HELPERS: frozenset[str] = frozenset(helper_module.__all__)
 
@@ -46,8 +47,13 @@ _METHODS_DENIED = frozenset(
         "data_ptr",
         "numpy",
         "tolist",
+        "data",
+        "grad",
+        "grad_fn",
     }
 )
+# Keyword arguments through which a torch function writes into a tensor.
+_MUTATING_KEYWORDS = frozenset({"out", "inplace"})
 
 _ALLOWED_NODES = (
     ast.Expression,
@@ -161,6 +167,8 @@ def check_torch_path(parts: list[str]) -> None:
     inner = rest[len(namespace.split(".")) :] if namespace else rest
     if namespace is None and (rest[0] in _TORCH_DENIED or rest[0].startswith("set_")):
         raise FormulaError(f"'torch.{dotted}' is not allowed in formulas")
+    if any(p.endswith("_") and not _is_dunder(p) for p in inner):
+        raise FormulaError(f"'torch.{dotted}' is not allowed in formulas (it mutates)")
     if namespace != "ops.aten" and any(p.startswith("_") for p in inner):
         raise FormulaError(f"private name 'torch.{dotted}' is not allowed in formulas")
     obj = torch
@@ -219,7 +227,7 @@ class _Checker(ast.NodeVisitor):
         choices = set(self.scope.names) | set(self.scope.hints) | HELPERS
         raise FormulaError(f"unknown name '{name}'{_did_you_mean(name, choices)}")
 
-    def visit_Attribute(self, node: ast.Attribute) -> None:
+    def visit_Attribute(self, node: ast.Attribute, called: bool = False) -> None:
         if _is_dunder(node.attr):
             raise FormulaError(f"dunder attribute '{node.attr}' is not allowed")
         path = dotted_path(node)
@@ -227,6 +235,10 @@ class _Checker(ast.NodeVisitor):
             check_torch_path(path)
             return
         self._check_tensor_attribute(node.attr)
+        if not called and callable(getattr(torch.Tensor, node.attr)):
+            raise FormulaError(
+                f"method '{node.attr}' must be called, not used as a value"
+            )
         self.visit(node.value)
 
     def _check_tensor_attribute(self, attr: str) -> None:
@@ -255,8 +267,9 @@ class _Checker(ast.NodeVisitor):
                     f"unknown function '{name}'{_did_you_mean(name, HELPERS)}"
                 )
         elif isinstance(func, ast.Attribute):
-            self.visit(func)
+            self.visit_Attribute(func, called=True)
         else:
+            self.visit(func)  # a lambda or a comprehension says what it is
             raise FormulaError("only named functions and methods may be called")
         for arg in node.args:
             self.visit(arg)
@@ -265,6 +278,10 @@ class _Checker(ast.NodeVisitor):
                 raise FormulaError("'**' arguments are not allowed")
             if _is_dunder(kw.arg):
                 raise FormulaError(f"dunder keyword '{kw.arg}' is not allowed")
+            if kw.arg in _MUTATING_KEYWORDS:
+                raise FormulaError(
+                    f"keyword '{kw.arg}=' is not allowed in formulas (it mutates)"
+                )
             self.visit(kw.value)
 
 

@@ -74,10 +74,17 @@ def load_spec(data: bytes, path: str, sink: ErrorSink) -> list[RawEntry]:
         return []
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        sink.report(
+            f"invalid YAML: character {chr(exc.character)!r} is not allowed",
+            Location(path, line),
+        )
+        return []
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
-        problem = exc.problem or exc.context or "malformed YAML"
+        problem = _yaml_problem(exc.context, exc.problem)
         sink.report(f"invalid YAML: {problem}", Location(path, line))
         return []
     except yaml.YAMLError as exc:
@@ -89,7 +96,10 @@ def load_spec(data: bytes, path: str, sink: ErrorSink) -> list[RawEntry]:
     if root is None:
         sink.report("spec is empty: expected a list of entries", start)
         return []
-    if not isinstance(root, yaml.SequenceNode) or root.tag not in _PLAIN_TAGS:
+    if root.tag not in _PLAIN_TAGS:
+        sink.report(_tag_message(root), _loc(path, root))
+        return []
+    if not isinstance(root, yaml.SequenceNode):
         sink.report(
             "spec must be a list of entries (each starting with '- name:')",
             _loc(path, root),
@@ -103,19 +113,42 @@ def load_spec(data: bytes, path: str, sink: ErrorSink) -> list[RawEntry]:
     return entries
 
 
+def _yaml_problem(context: str | None, problem: str | None) -> str:
+    if context and problem:
+        if problem.startswith("but "):
+            return f"{context} {problem}"
+        return f"{problem} ({context})"
+    return problem or context or "malformed YAML"
+
+
+def _tag_message(node: yaml.Node, key: str | None = None) -> str:
+    if node.tag == "tag:yaml.org,2002:merge":
+        return "YAML merge keys ('<<') are not allowed"
+    tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+    where = f"'{key}': " if key else ""
+    return f"{where}explicit YAML tag {tag} is not allowed"
+
+
 def _loc(path: str, node: yaml.Node) -> Location:
     return Location(path, node.start_mark.line + 1)
 
 
 def _load_entry(node: yaml.Node, path: str, sink: ErrorSink) -> RawEntry | None:
-    if not isinstance(node, yaml.MappingNode) or node.tag not in _PLAIN_TAGS:
+    if node.tag not in _PLAIN_TAGS:
+        sink.report(_tag_message(node), _loc(path, node))
+        return None
+    if not isinstance(node, yaml.MappingNode):
         sink.report("each entry must be a mapping with a 'name:' key", _loc(path, node))
         return None
     fields: list[RawField] = []
     seen: dict[str, Location] = {}
+    errors_before = len(sink.errors)
     for key_node, value_node in node.value:
         location = _loc(path, key_node)
-        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in _PLAIN_TAGS:
+        if key_node.tag not in _PLAIN_TAGS:
+            sink.report(_tag_message(key_node), location)
+            continue
+        if not isinstance(key_node, yaml.ScalarNode):
             sink.report("keys must be plain names", location)
             continue
         key = key_node.value
@@ -128,6 +161,8 @@ def _load_entry(node: yaml.Node, path: str, sink: ErrorSink) -> RawEntry | None:
         value = _load_value(value_node, path, key, sink)
         if value is not None:
             fields.append(RawField(key, value, location))
+    if len(sink.errors) > errors_before:
+        return None  # a damaged entry would only add follow-on errors
     return RawEntry(_loc(path, node), tuple(fields))
 
 
@@ -135,16 +170,17 @@ def _load_value(
     node: yaml.Node, path: str, key: str, sink: ErrorSink
 ) -> RawValue | None:
     if node.tag not in _PLAIN_TAGS:
-        sink.report(
-            f"'{key}': explicit YAML tag {node.tag} is not allowed", _loc(path, node)
-        )
+        sink.report(_tag_message(node, key), _loc(path, node))
         return None
     if isinstance(node, yaml.ScalarNode):
         return _scalar(node, path)
     if isinstance(node, yaml.SequenceNode):
         items = []
         for item in node.value:
-            if not isinstance(item, yaml.ScalarNode) or item.tag not in _PLAIN_TAGS:
+            if item.tag not in _PLAIN_TAGS:
+                sink.report(_tag_message(item, key), _loc(path, item))
+                return None
+            if not isinstance(item, yaml.ScalarNode):
                 sink.report(
                     f"'{key}': list items must be plain values", _loc(path, item)
                 )

@@ -191,6 +191,9 @@ def describe_mismatch(written: OperatorSchema, real: OperatorSchema) -> str:
     """Say where a written schema differs from torch's, in one phrase."""
     for i, (w, r) in enumerate(zip(written.arguments, real.arguments)):
         if w != r:
+            if str(w) == str(r):
+                where = "keyword-only (after '*')" if r.kwarg_only else "positional"
+                return f"argument {i + 1} '{r.name}' is {where} in torch"
             return f"argument {i + 1} is '{w}', torch has '{r}'"
     if len(written.arguments) != len(real.arguments):
         extra = (

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import black
 
-
 # The templates separate top-level statements by exactly two blank lines and put
 # none inside a statement, so a file splits there into independent chunks.
 _TOP_LEVEL = "\n\n\n"
