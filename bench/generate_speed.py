@@ -41,7 +41,9 @@ def synthetic_entries() -> list[str]:
             or not args
             or args[0].name != "self"
             or args[0].kind is not TypeKind.TENSOR
-            or any(a.kind.is_tensor_like and a.kind is not TypeKind.TENSOR for a in args)
+            or any(
+                a.kind.is_tensor_like and a.kind is not TypeKind.TENSOR for a in args
+            )
         ):
             continue
         others = [a.name for a in args[1:] if a.kind.is_tensor_like]
@@ -58,7 +60,16 @@ def time_generate(spec: Path) -> tuple[float, str]:
         with tempfile.TemporaryDirectory() as out:
             start = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "dualgen.tools.cli", "generate", "--spec", str(spec), "--out", out],
+                [
+                    sys.executable,
+                    "-m",
+                    "dualgen.tools.cli",
+                    "generate",
+                    "--spec",
+                    str(spec),
+                    "--out",
+                    out,
+                ],
                 capture_output=True,
                 text=True,
                 check=True,

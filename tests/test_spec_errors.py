@@ -893,12 +893,12 @@ FORMULA_CASES = [
     (
         "in_place_method",
         neg_bw("grad.mul_(2)"),
-        [bw("method 'mul_' is not allowed in formulas (it mutates or escapes)")],
+        [bw("'.mul_' is not allowed in formulas (it mutates or escapes)")],
     ),
     (
         "escaping_method",
         neg_bw("grad * self.tolist()"),
-        [bw("method 'tolist' is not allowed in formulas (it mutates or escapes)")],
+        [bw("'.tolist' is not allowed in formulas (it mutates or escapes)")],
     ),
     (
         "parenthesised_300_deep",
@@ -1113,8 +1113,81 @@ SEVERAL_CASES = [
     ),
 ]
 
+# Mistakes that once slipped through: each must be caught.
+CAUGHT_CASES = [
+    (
+        "torch_in_place_function",
+        "- name: sin(Tensor self) -> Tensor\n  self: grad * torch.sin_(self)\n  result: auto_element_wise\n",
+        [
+            "spec.yaml:2: error: sin: self: 'torch.sin_' is not allowed in formulas (it mutates)"
+        ],
+    ),
+    (
+        "aten_in_place_overload",
+        "- name: sin(Tensor self) -> Tensor\n  self: grad * torch.ops.aten.sin_.default(self)\n  result: auto_element_wise\n",
+        [
+            "spec.yaml:2: error: sin: self: 'torch.ops.aten.sin_.default' is not allowed in formulas (it mutates)"
+        ],
+    ),
+    (
+        "out_keyword",
+        "- name: sin(Tensor self) -> Tensor\n  self: torch.mul(grad, self.cos().conj(), out=grad)\n  result: auto_element_wise\n",
+        [
+            "spec.yaml:2: error: sin: self: keyword 'out=' is not allowed in formulas (it mutates)"
+        ],
+    ),
+    (
+        "inplace_keyword",
+        "- name: sin(Tensor self) -> Tensor\n  self: torch.nn.functional.relu(grad, inplace=True)\n  result: auto_element_wise\n",
+        [
+            "spec.yaml:2: error: sin: self: keyword 'inplace=' is not allowed in formulas (it mutates)"
+        ],
+    ),
+    (
+        "auto_element_wise_on_a_view",
+        "- name: view(Tensor(a) self, SymInt[] size) -> Tensor(a)\n  self: grad.reshape(self.shape)\n  result: auto_element_wise\n",
+        [
+            "spec.yaml:3: error: view: result: auto_element_wise is not valid here: a view's tangent is the same view of its input's tangent; write auto_linear or leave the formula out"
+        ],
+    ),
+    (
+        "tuple_key_with_wrong_count",
+        "- name: mul.Tensor(Tensor self, Tensor other) -> Tensor\n  self, other: (grad, grad, grad)\n  result: self_t * other_p + other_t * self_p\n",
+        [
+            "spec.yaml:2: error: mul.Tensor: self, other: formula gives 3 gradients for 2 inputs"
+        ],
+    ),
+    (
+        "method_used_as_a_value",
+        "- name: sin(Tensor self) -> Tensor\n  self: grad * self.cos\n  result: auto_element_wise\n",
+        [
+            "spec.yaml:2: error: sin: self: method 'cos' must be called, not used as a value"
+        ],
+    ),
+    (
+        "data_attribute",
+        "- name: sin(Tensor self) -> Tensor\n  self: grad.data * self.cos()\n  result: auto_element_wise\n",
+        [
+            "spec.yaml:2: error: sin: self: '.data' is not allowed in formulas (it mutates or escapes)"
+        ],
+    ),
+    (
+        "no_differentiable_output",
+        "- name: sin(Tensor self) -> Tensor\n  self: grad\n  output_differentiability: [false]\n",
+        [
+            "spec.yaml:2: error: sin: backward formulas given, but no output is differentiable"
+        ],
+    ),
+    (
+        "non_differentiable_twice",
+        "- name: mul.Tensor(Tensor self, Tensor other) -> Tensor\n  self: grad * other\n  non_differentiable: [other, other]\n  result: self_t * other_p\n",
+        ["spec.yaml:3: error: mul.Tensor: non_differentiable names 'other' twice"],
+    ),
+]
+
 CASES = (
-    YAML_CASES
+    CAUGHT_CASES
+    + YAML_CASES
     + SCHEMA_CASES
     + KEY_CASES
     + BACKWARD_CASES

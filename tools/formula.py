@@ -244,7 +244,7 @@ class _Checker(ast.NodeVisitor):
     def _check_tensor_attribute(self, attr: str) -> None:
         if attr in _METHODS_DENIED or (attr.endswith("_") and not attr.startswith("_")):
             raise FormulaError(
-                f"method '{attr}' is not allowed in formulas (it mutates or escapes)"
+                f"'.{attr}' is not allowed in formulas (it mutates or escapes)"
             )
         if attr.startswith("_"):
             raise FormulaError(f"private attribute '{attr}' is not allowed")
