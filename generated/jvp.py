@@ -132,9 +132,9 @@ def tan__default(self_p, self_t, result):
 def tanh_default(self_p, self_t, result):
     """aten::tanh(Tensor self) -> Tensor"""
     # functional, spec line 70
-    # result: auto_element_wise, from self: grad * (1 - result * result).conj()
+    # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
-        return self_t * (1 - result * result)
+        return torch.ops.aten.tanh_backward(self_t.conj(), result).conj()
     else:
         return None
 
@@ -143,9 +143,9 @@ def tanh__default(self_p, self_t, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 70
     # formulas from tanh; self_p is self before the update
-    # result: auto_element_wise, from self: grad * (1 - result * result).conj()
+    # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
-        return self_t.copy_(self_t * (1 - result * result))
+        return self_t.copy_(torch.ops.aten.tanh_backward(self_t.conj(), result).conj())
     else:
         return None
 
@@ -153,9 +153,9 @@ def tanh__default(self_p, self_t, result):
 def sigmoid_default(self_p, self_t, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
     # functional, spec line 74
-    # result: auto_element_wise, from self: grad * (result * (1 - result)).conj()
+    # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
-        return self_t * (result * (1 - result))
+        return torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
     else:
         return None
 
@@ -164,9 +164,11 @@ def sigmoid__default(self_p, self_t, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 74
     # formulas from sigmoid; self_p is self before the update
-    # result: auto_element_wise, from self: grad * (result * (1 - result)).conj()
+    # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
-        return self_t.copy_(self_t * (result * (1 - result)))
+        return self_t.copy_(
+            torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
+        )
     else:
         return None
 
@@ -363,9 +365,9 @@ def reciprocal__default(self_p, self_t, result):
 def relu_default(self_p, self_t, result):
     """aten::relu(Tensor self) -> Tensor"""
     # functional, spec line 114
-    # result: auto_element_wise, from self: grad * (result > 0)
+    # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
-        return self_t * (result > 0)
+        return torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
     else:
         return None
 
@@ -374,9 +376,11 @@ def relu__default(self_p, self_t, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 114
     # formulas from relu; self_p is self before the update
-    # result: auto_element_wise, from self: grad * (result > 0)
+    # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
-        return self_t.copy_(self_t * (result > 0))
+        return self_t.copy_(
+            torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
+        )
     else:
         return None
 
@@ -572,9 +576,65 @@ def detach_default(self_p, result):
     return None
 
 
+def zeros_like_default(
+    self_p, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 161
+    return None
+
+
+def ones_like_default(self_p, dtype, layout, device, pin_memory, memory_format, result):
+    """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 165
+    return None
+
+
+def empty_like_default(
+    self_p, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 169
+    return None
+
+
+def full_like_default(
+    self_p, fill_value, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 173
+    return None
+
+
+def new_zeros_default(self_p, size, dtype, layout, device, pin_memory, result):
+    """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 177
+    return None
+
+
+def new_ones_default(self_p, size, dtype, layout, device, pin_memory, result):
+    """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 181
+    return None
+
+
+def new_empty_default(self_p, size, dtype, layout, device, pin_memory, result):
+    """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 185
+    return None
+
+
+def new_full_default(
+    self_p, size, fill_value, dtype, layout, device, pin_memory, result
+):
+    """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 189
+    return None
+
+
 def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 160
+    # functional, spec line 195
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t + scale(other_t, alpha)
@@ -588,7 +648,7 @@ def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def add_Scalar(self_p, other, alpha, self_t, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 165
+    # functional, spec line 200
     # result: self_t
     if self_t is not None:
         return self_t
@@ -598,7 +658,7 @@ def add_Scalar(self_p, other, alpha, self_t, result):
 
 def add__Scalar(self_p, other, alpha, self_t, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 165
+    # inplace, spec line 200
     # formulas from add.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -609,7 +669,7 @@ def add__Scalar(self_p, other, alpha, self_t, result):
 
 def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 169
+    # functional, spec line 204
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t - scale(other_t, alpha)
@@ -623,7 +683,7 @@ def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 169
+    # inplace, spec line 204
     # formulas from sub.Tensor; self_p is self before the update
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -638,7 +698,7 @@ def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub_Scalar(self_p, other, alpha, self_t, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 174
+    # functional, spec line 209
     # result: self_t
     if self_t is not None:
         return self_t
@@ -648,7 +708,7 @@ def sub_Scalar(self_p, other, alpha, self_t, result):
 
 def sub__Scalar(self_p, other, alpha, self_t, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 174
+    # inplace, spec line 209
     # formulas from sub.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -659,7 +719,7 @@ def sub__Scalar(self_p, other, alpha, self_t, result):
 
 def mul_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 178
+    # functional, spec line 213
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
         return self_t * other_p + other_t * self_p
@@ -673,7 +733,7 @@ def mul_Tensor(self_p, other_p, self_t, other_t, result):
 
 def mul_Scalar(self_p, other, self_t, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 183
+    # functional, spec line 218
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mul.Scalar(self_t, other)
@@ -683,7 +743,7 @@ def mul_Scalar(self_p, other, self_t, result):
 
 def mul__Scalar(self_p, other, self_t, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 183
+    # inplace, spec line 218
     # formulas from mul.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -694,7 +754,7 @@ def mul__Scalar(self_p, other, self_t, result):
 
 def div_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 187
+    # functional, spec line 222
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
         return (self_t - other_t * result) / other_p
@@ -708,7 +768,7 @@ def div_Tensor(self_p, other_p, self_t, other_t, result):
 
 def div__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 187
+    # inplace, spec line 222
     # formulas from div.Tensor; self_p is self before the update
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
@@ -723,7 +783,7 @@ def div__Tensor(self_p, other_p, self_t, other_t, result):
 
 def div_Scalar(self_p, other, self_t, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 192
+    # functional, spec line 227
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.div.Scalar(self_t, other)
@@ -733,7 +793,7 @@ def div_Scalar(self_p, other, self_t, result):
 
 def div__Scalar(self_p, other, self_t, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 192
+    # inplace, spec line 227
     # formulas from div.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -744,7 +804,7 @@ def div__Scalar(self_p, other, self_t, result):
 
 def pow_Tensor_Scalar(self_p, exponent, self_t, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 196
+    # functional, spec line 231
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
         return self_t * pow_self_derivative(self_p, exponent)
@@ -754,7 +814,7 @@ def pow_Tensor_Scalar(self_p, exponent, self_t, result):
 
 def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 200
+    # functional, spec line 235
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
         return self_t * pow_self_derivative(
@@ -772,7 +832,7 @@ def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow_Scalar(self, exponent_p, exponent_t, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 205
+    # functional, spec line 240
     # result: auto_element_wise, from exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     if exponent_t is not None:
         return exponent_t * pow_exponent_derivative(self, exponent_p, result)
@@ -782,7 +842,7 @@ def pow_Scalar(self, exponent_p, exponent_t, result):
 
 def maximum_default(self_p, other_p, self_t, other_t, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 209
+    # functional, spec line 244
     # result: self_t * winner_weight(self_p, other_p) + other_t * winner_weight(other_p, self_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(self_p, other_p) + other_t * winner_weight(
@@ -798,7 +858,7 @@ def maximum_default(self_p, other_p, self_t, other_t, result):
 
 def minimum_default(self_p, other_p, self_t, other_t, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 214
+    # functional, spec line 249
     # result: self_t * winner_weight(other_p, self_p) + other_t * winner_weight(self_p, other_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(other_p, self_p) + other_t * winner_weight(
@@ -814,7 +874,7 @@ def minimum_default(self_p, other_p, self_t, other_t, result):
 
 def where_self(condition_p, self_p, other_p, self_t, other_t, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 219
+    # functional, spec line 254
     # result: torch.where(condition_p, self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(condition_p, self_t, other_t)
@@ -828,7 +888,7 @@ def where_self(condition_p, self_p, other_p, self_t, other_t, result):
 
 def atan2_default(self_p, other_p, self_t, other_t, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 225
+    # functional, spec line 260
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
         return (self_t * other_p - other_t * self_p) / (
@@ -846,7 +906,7 @@ def atan2_default(self_p, other_p, self_t, other_t, result):
 
 def atan2__default(self_p, other_p, self_t, other_t, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 225
+    # inplace, spec line 260
     # formulas from atan2; self_p is self before the update
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
@@ -866,7 +926,7 @@ def atan2__default(self_p, other_p, self_t, other_t, result):
 
 def sum_default(self_p, dtype, self_t, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 232
+    # functional, spec line 267
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.default(self_t, dtype=dtype)
@@ -876,7 +936,7 @@ def sum_default(self_p, dtype, self_t, result):
 
 def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 236
+    # functional, spec line 271
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)
@@ -886,7 +946,7 @@ def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
 
 def mean_default(self_p, dtype, self_t, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 275
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.default(self_t, dtype=dtype)
@@ -896,7 +956,7 @@ def mean_default(self_p, dtype, self_t, result):
 
 def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 244
+    # functional, spec line 279
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.dim(self_t, dim, keepdim, dtype=dtype)
@@ -906,7 +966,7 @@ def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
 
 def amax_default(self_p, dim, keepdim, self_t, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 248
+    # functional, spec line 283
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -916,7 +976,7 @@ def amax_default(self_p, dim, keepdim, self_t, result):
 
 def amin_default(self_p, dim, keepdim, self_t, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 252
+    # functional, spec line 287
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -926,7 +986,7 @@ def amin_default(self_p, dim, keepdim, self_t, result):
 
 def max_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 256
+    # functional, spec line 291
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -937,7 +997,7 @@ def max_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def min_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 261
+    # functional, spec line 296
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -948,7 +1008,7 @@ def min_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def mm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 268
+    # functional, spec line 303
     # result: self_t.mm(mat2_p) + self_p.mm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.mm(mat2_p) + self_p.mm(mat2_t)
@@ -962,7 +1022,7 @@ def mm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 273
+    # functional, spec line 308
     # result: self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
@@ -976,7 +1036,7 @@ def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 278
+    # functional, spec line 313
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
         return scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
@@ -998,7 +1058,7 @@ def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, r
 
 def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 278
+    # inplace, spec line 313
     # formulas from addmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
@@ -1023,7 +1083,7 @@ def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, 
 
 def mv_default(self_p, vec_p, self_t, vec_t, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 284
+    # functional, spec line 319
     # result: self_t.mv(vec_p) + self_p.mv(vec_t)
     if self_t is not None and vec_t is not None:
         return self_t.mv(vec_p) + self_p.mv(vec_t)
@@ -1037,7 +1097,7 @@ def mv_default(self_p, vec_p, self_t, vec_t, result):
 
 def dot_default(self_p, tensor_p, self_t, tensor_t, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 289
+    # functional, spec line 324
     # result: self_t.dot(tensor_p) + self_p.dot(tensor_t)
     if self_t is not None and tensor_t is not None:
         return self_t.dot(tensor_p) + self_p.dot(tensor_t)
@@ -1049,9 +1109,29 @@ def dot_default(self_p, tensor_p, self_t, tensor_t, result):
         return None
 
 
+def alias_default(self_p, self_t, result):
+    """aten::alias(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 332
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.alias.default(self_t)
+    else:
+        return None
+
+
+def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
+    """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
+    # view, spec line 335
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.as_strided.default(self_t, size, stride, storage_offset)
+    else:
+        return None
+
+
 def view_default(self_p, size, self_t, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 297
+    # view, spec line 339
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view.default(self_t, size)
@@ -1061,7 +1141,7 @@ def view_default(self_p, size, self_t, result):
 
 def _unsafe_view_default(self_p, size, self_t, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 300
+    # functional, spec line 342
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._unsafe_view.default(self_t, size)
@@ -1071,7 +1151,7 @@ def _unsafe_view_default(self_p, size, self_t, result):
 
 def t_default(self_p, self_t, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 304
+    # view, spec line 346
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t.default(self_t)
@@ -1081,7 +1161,7 @@ def t_default(self_p, self_t, result):
 
 def transpose_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 307
+    # view, spec line 349
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose.int(self_t, dim0, dim1)
@@ -1091,7 +1171,7 @@ def transpose_int(self_p, dim0, dim1, self_t, result):
 
 def permute_default(self_p, dims, self_t, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 310
+    # view, spec line 352
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute.default(self_t, dims)
@@ -1101,7 +1181,7 @@ def permute_default(self_p, dims, self_t, result):
 
 def expand_default(self_p, size, implicit, self_t, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 313
+    # view, spec line 355
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand.default(self_t, size, implicit=implicit)
@@ -1111,7 +1191,7 @@ def expand_default(self_p, size, implicit, self_t, result):
 
 def slice_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 316
+    # view, spec line 358
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice.Tensor(self_t, dim, start, end, step)
@@ -1121,7 +1201,7 @@ def slice_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def select_int(self_p, dim, index, self_t, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 319
+    # view, spec line 361
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select.int(self_t, dim, index)
@@ -1131,7 +1211,7 @@ def select_int(self_p, dim, index, self_t, result):
 
 def unsqueeze_default(self_p, dim, self_t, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 322
+    # view, spec line 364
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze.default(self_t, dim)
@@ -1141,7 +1221,7 @@ def unsqueeze_default(self_p, dim, self_t, result):
 
 def squeeze_dim(self_p, dim, self_t, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 325
+    # view, spec line 367
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dim(self_t, dim)
@@ -1151,7 +1231,7 @@ def squeeze_dim(self_p, dim, self_t, result):
 
 def cat_default(tensors_p, dim, tensors_t, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 330
+    # functional, spec line 372
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1162,7 +1242,7 @@ def cat_default(tensors_p, dim, tensors_t, result):
 
 def stack_default(tensors_p, dim, tensors_t, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 334
+    # functional, spec line 376
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1173,7 +1253,7 @@ def stack_default(tensors_p, dim, tensors_t, result):
 
 def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 341
+    # inplace, spec line 383
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -1188,7 +1268,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 343
+    # inplace, spec line 385
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
@@ -1203,7 +1283,7 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 345
+    # inplace, spec line 387
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.copy_.default(self_t, src_t, non_blocking)
@@ -1221,7 +1301,7 @@ def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
 
 def zero__default(self_p, self_t, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 350
+    # inplace, spec line 392
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.zero_.default(self_t)
@@ -1231,7 +1311,7 @@ def zero__default(self_p, self_t, result):
 
 def fill__Scalar(self_p, value, self_t, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 354
+    # inplace, spec line 396
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return self_t.copy_(torch.zeros_like(self_t))
@@ -1241,7 +1321,7 @@ def fill__Scalar(self_p, value, self_t, result):
 
 def fill__Tensor(self_p, value_p, self_t, value_t, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 358
+    # inplace, spec line 400
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
         return self_t.copy_(value_t.expand_as(self_p))
@@ -1255,7 +1335,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
 
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 365
+    # functional, spec line 407
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1265,7 +1345,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 369
+    # functional, spec line 411
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1275,7 +1355,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 373
+    # functional, spec line 415
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1285,9 +1365,110 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 377
+    # functional, spec line 419
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
+    else:
+        return None
+
+
+def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
+    """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
+    # functional, spec line 427
+    # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
+    if grad_output_t is not None and output_t is not None:
+        return (
+            grad_output_t * (1 - output_p * output_p).conj()
+            - 2 * grad_output_p * (output_p * output_t).conj()
+        )
+    elif grad_output_t is not None:
+        return conform(grad_output_t * (1 - output_p * output_p).conj(), result)
+    elif output_t is not None:
+        return conform(-(2 * grad_output_p * (output_p * output_t).conj()), result)
+    else:
+        return None
+
+
+def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
+    """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
+    # functional, spec line 432
+    # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
+    if grad_output_t is not None and output_t is not None:
+        return (
+            grad_output_t * (output_p * (1 - output_p)).conj()
+            + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
+        )
+    elif grad_output_t is not None:
+        return conform(grad_output_t * (output_p * (1 - output_p)).conj(), result)
+    elif output_t is not None:
+        return conform(grad_output_p * ((1 - 2 * output_p) * output_t).conj(), result)
+    else:
+        return None
+
+
+def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
+    """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
+    # functional, spec line 437
+    # result: torch.where(self_p > threshold, grad_output_t, 0.0)
+    if grad_output_t is not None:
+        return torch.where(self_p > threshold, grad_output_t, 0.0)
+    else:
+        return None
+
+
+def _softmax_backward_data_default(
+    grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
+):
+    """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    # functional, spec line 442
+    # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
+    if grad_output_t is not None and output_t is not None:
+        return output_t * (
+            grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)
+        ) + output_p * (
+            grad_output_t
+            - (grad_output_t * output_p + grad_output_p * output_t).sum(
+                dim, keepdim=True
+            )
+        )
+    elif grad_output_t is not None:
+        return conform(
+            output_p
+            * (grad_output_t - (grad_output_t * output_p).sum(dim, keepdim=True)),
+            result,
+        )
+    elif output_t is not None:
+        return conform(
+            output_t
+            * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True))
+            + output_p * -(grad_output_p * output_t).sum(dim, keepdim=True),
+            result,
+        )
+    else:
+        return None
+
+
+def _log_softmax_backward_data_default(
+    grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
+):
+    """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    # functional, spec line 447
+    # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
+    if grad_output_t is not None and output_t is not None:
+        return (
+            grad_output_t
+            - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True)
+            - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
+        )
+    elif grad_output_t is not None:
+        return conform(
+            grad_output_t - output_p.exp() * grad_output_t.sum(dim, keepdim=True),
+            result,
+        )
+    elif output_t is not None:
+        return conform(
+            -(output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True)), result
+        )
     else:
         return None

@@ -23,6 +23,7 @@ KERNELS[aten.abs.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=50,
 )
@@ -38,6 +39,7 @@ KERNELS[aten.abs_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=True,
     derived_from="abs",
     spec_line=50,
 )
@@ -53,6 +55,7 @@ KERNELS[aten.neg.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=54,
 )
@@ -68,6 +71,7 @@ KERNELS[aten.neg_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="neg",
     spec_line=54,
 )
@@ -83,6 +87,7 @@ KERNELS[aten.sin.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=58,
 )
@@ -98,6 +103,7 @@ KERNELS[aten.sin_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="sin",
     spec_line=58,
 )
@@ -113,6 +119,7 @@ KERNELS[aten.cos.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=62,
 )
@@ -128,6 +135,7 @@ KERNELS[aten.cos_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="cos",
     spec_line=62,
 )
@@ -143,6 +151,7 @@ KERNELS[aten.tan.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=66,
 )
@@ -158,6 +167,7 @@ KERNELS[aten.tan_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="tan",
     spec_line=66,
 )
@@ -173,6 +183,7 @@ KERNELS[aten.tanh.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=70,
 )
@@ -188,6 +199,7 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="tanh",
     spec_line=70,
 )
@@ -203,6 +215,7 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=74,
 )
@@ -218,6 +231,7 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="sigmoid",
     spec_line=74,
 )
@@ -233,6 +247,7 @@ KERNELS[aten.exp.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=78,
 )
@@ -248,6 +263,7 @@ KERNELS[aten.exp_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="exp",
     spec_line=78,
 )
@@ -263,6 +279,7 @@ KERNELS[aten.exp2.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=82,
 )
@@ -278,6 +295,7 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="exp2",
     spec_line=82,
 )
@@ -293,6 +311,7 @@ KERNELS[aten.expm1.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=86,
 )
@@ -308,6 +327,7 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="expm1",
     spec_line=86,
 )
@@ -323,6 +343,7 @@ KERNELS[aten.log.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=90,
 )
@@ -338,6 +359,7 @@ KERNELS[aten.log_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="log",
     spec_line=90,
 )
@@ -353,6 +375,7 @@ KERNELS[aten.log2.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=94,
 )
@@ -368,6 +391,7 @@ KERNELS[aten.log2_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="log2",
     spec_line=94,
 )
@@ -383,6 +407,7 @@ KERNELS[aten.log1p.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=98,
 )
@@ -398,6 +423,7 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="log1p",
     spec_line=98,
 )
@@ -413,6 +439,7 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=102,
 )
@@ -428,6 +455,7 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="sqrt",
     spec_line=102,
 )
@@ -443,6 +471,7 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=106,
 )
@@ -458,6 +487,7 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="rsqrt",
     spec_line=106,
 )
@@ -473,6 +503,7 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=110,
 )
@@ -488,6 +519,7 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="reciprocal",
     spec_line=110,
 )
@@ -503,6 +535,7 @@ KERNELS[aten.relu.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
     spec_line=114,
 )
@@ -518,6 +551,7 @@ KERNELS[aten.relu_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="relu",
     spec_line=114,
 )
@@ -533,6 +567,7 @@ KERNELS[aten.sinh.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=118,
 )
@@ -548,6 +583,7 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="sinh",
     spec_line=118,
 )
@@ -563,6 +599,7 @@ KERNELS[aten.cosh.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=122,
 )
@@ -578,6 +615,7 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="cosh",
     spec_line=122,
 )
@@ -593,6 +631,7 @@ KERNELS[aten.asin.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=126,
 )
@@ -608,6 +647,7 @@ KERNELS[aten.asin_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="asin",
     spec_line=126,
 )
@@ -623,6 +663,7 @@ KERNELS[aten.acos.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=130,
 )
@@ -638,6 +679,7 @@ KERNELS[aten.acos_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="acos",
     spec_line=130,
 )
@@ -653,6 +695,7 @@ KERNELS[aten.atan.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=134,
 )
@@ -668,6 +711,7 @@ KERNELS[aten.atan_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="atan",
     spec_line=134,
 )
@@ -683,6 +727,7 @@ KERNELS[aten.erf.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=138,
 )
@@ -698,6 +743,7 @@ KERNELS[aten.erf_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="erf",
     spec_line=138,
 )
@@ -713,6 +759,7 @@ KERNELS[aten.clamp.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=142,
 )
@@ -728,6 +775,7 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="clamp",
     spec_line=142,
 )
@@ -743,6 +791,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=146,
 )
@@ -766,6 +815,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=150,
 )
@@ -781,8 +831,145 @@ KERNELS[aten.detach.default] = KernelInfo(
     differentiable_inputs=(),
     differentiable_outputs=(),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
     spec_line=154,
+)
+
+
+KERNELS[aten.zeros_like.default] = KernelInfo(
+    name="zeros_like",
+    kind="functional",
+    jvp=jvp.zeros_like_default,
+    vjp=vjp.zeros_like_default,
+    arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=161,
+)
+
+
+KERNELS[aten.ones_like.default] = KernelInfo(
+    name="ones_like",
+    kind="functional",
+    jvp=jvp.ones_like_default,
+    vjp=vjp.ones_like_default,
+    arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=165,
+)
+
+
+KERNELS[aten.empty_like.default] = KernelInfo(
+    name="empty_like",
+    kind="functional",
+    jvp=jvp.empty_like_default,
+    vjp=vjp.empty_like_default,
+    arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=169,
+)
+
+
+KERNELS[aten.full_like.default] = KernelInfo(
+    name="full_like",
+    kind="functional",
+    jvp=jvp.full_like_default,
+    vjp=vjp.full_like_default,
+    arguments=(
+        "self",
+        "fill_value",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=173,
+)
+
+
+KERNELS[aten.new_zeros.default] = KernelInfo(
+    name="new_zeros",
+    kind="functional",
+    jvp=jvp.new_zeros_default,
+    vjp=vjp.new_zeros_default,
+    arguments=("self", "size", "dtype", "layout", "device", "pin_memory"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=177,
+)
+
+
+KERNELS[aten.new_ones.default] = KernelInfo(
+    name="new_ones",
+    kind="functional",
+    jvp=jvp.new_ones_default,
+    vjp=vjp.new_ones_default,
+    arguments=("self", "size", "dtype", "layout", "device", "pin_memory"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=181,
+)
+
+
+KERNELS[aten.new_empty.default] = KernelInfo(
+    name="new_empty",
+    kind="functional",
+    jvp=jvp.new_empty_default,
+    vjp=vjp.new_empty_default,
+    arguments=("self", "size", "dtype", "layout", "device", "pin_memory"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=185,
+)
+
+
+KERNELS[aten.new_full.default] = KernelInfo(
+    name="new_full",
+    kind="functional",
+    jvp=jvp.new_full_default,
+    vjp=vjp.new_full_default,
+    arguments=("self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=189,
 )
 
 
@@ -796,8 +983,9 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=160,
+    spec_line=195,
 )
 
 
@@ -811,8 +999,9 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=165,
+    spec_line=200,
 )
 
 
@@ -826,8 +1015,9 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="add.Scalar",
-    spec_line=165,
+    spec_line=200,
 )
 
 
@@ -841,8 +1031,9 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=169,
+    spec_line=204,
 )
 
 
@@ -856,8 +1047,9 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="sub.Tensor",
-    spec_line=169,
+    spec_line=204,
 )
 
 
@@ -871,8 +1063,9 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=174,
+    spec_line=209,
 )
 
 
@@ -886,8 +1079,9 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="sub.Scalar",
-    spec_line=174,
+    spec_line=209,
 )
 
 
@@ -901,8 +1095,9 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=178,
+    spec_line=213,
 )
 
 
@@ -916,8 +1111,9 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=183,
+    spec_line=218,
 )
 
 
@@ -931,8 +1127,9 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="mul.Scalar",
-    spec_line=183,
+    spec_line=218,
 )
 
 
@@ -946,8 +1143,9 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=187,
+    spec_line=222,
 )
 
 
@@ -961,8 +1159,9 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from="div.Tensor",
-    spec_line=187,
+    spec_line=222,
 )
 
 
@@ -976,8 +1175,9 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=192,
+    spec_line=227,
 )
 
 
@@ -991,8 +1191,9 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="div.Scalar",
-    spec_line=192,
+    spec_line=227,
 )
 
 
@@ -1006,8 +1207,9 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=196,
+    spec_line=231,
 )
 
 
@@ -1021,8 +1223,9 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     differentiable_inputs=("self", "exponent"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=200,
+    spec_line=235,
 )
 
 
@@ -1036,8 +1239,9 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     differentiable_inputs=("exponent",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=205,
+    spec_line=240,
 )
 
 
@@ -1051,8 +1255,9 @@ KERNELS[aten.maximum.default] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=209,
+    spec_line=244,
 )
 
 
@@ -1066,8 +1271,9 @@ KERNELS[aten.minimum.default] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=214,
+    spec_line=249,
 )
 
 
@@ -1081,8 +1287,9 @@ KERNELS[aten.where.self] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=219,
+    spec_line=254,
 )
 
 
@@ -1096,8 +1303,9 @@ KERNELS[aten.atan2.default] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=225,
+    spec_line=260,
 )
 
 
@@ -1111,8 +1319,9 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="atan2",
-    spec_line=225,
+    spec_line=260,
 )
 
 
@@ -1126,8 +1335,9 @@ KERNELS[aten.sum.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=232,
+    spec_line=267,
 )
 
 
@@ -1141,8 +1351,9 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=236,
+    spec_line=271,
 )
 
 
@@ -1156,8 +1367,9 @@ KERNELS[aten.mean.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=240,
+    spec_line=275,
 )
 
 
@@ -1171,8 +1383,9 @@ KERNELS[aten.mean.dim] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=244,
+    spec_line=279,
 )
 
 
@@ -1186,8 +1399,9 @@ KERNELS[aten.amax.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=248,
+    spec_line=283,
 )
 
 
@@ -1201,8 +1415,9 @@ KERNELS[aten.amin.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=252,
+    spec_line=287,
 )
 
 
@@ -1216,8 +1431,9 @@ KERNELS[aten.max.dim] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("values",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=256,
+    spec_line=291,
 )
 
 
@@ -1231,8 +1447,9 @@ KERNELS[aten.min.dim] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("values",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=261,
+    spec_line=296,
 )
 
 
@@ -1246,8 +1463,9 @@ KERNELS[aten.mm.default] = KernelInfo(
     differentiable_inputs=("self", "mat2"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=268,
+    spec_line=303,
 )
 
 
@@ -1261,8 +1479,9 @@ KERNELS[aten.bmm.default] = KernelInfo(
     differentiable_inputs=("self", "mat2"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=273,
+    spec_line=308,
 )
 
 
@@ -1276,8 +1495,9 @@ KERNELS[aten.addmm.default] = KernelInfo(
     differentiable_inputs=("self", "mat1", "mat2"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=278,
+    spec_line=313,
 )
 
 
@@ -1291,8 +1511,9 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     differentiable_inputs=("self", "mat1", "mat2"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="addmm",
-    spec_line=278,
+    spec_line=313,
 )
 
 
@@ -1306,8 +1527,9 @@ KERNELS[aten.mv.default] = KernelInfo(
     differentiable_inputs=("self", "vec"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=284,
+    spec_line=319,
 )
 
 
@@ -1321,8 +1543,41 @@ KERNELS[aten.dot.default] = KernelInfo(
     differentiable_inputs=("self", "tensor"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=289,
+    spec_line=324,
+)
+
+
+KERNELS[aten.alias.default] = KernelInfo(
+    name="alias",
+    kind="view",
+    jvp=jvp.alias_default,
+    vjp=vjp.alias_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=332,
+)
+
+
+KERNELS[aten.as_strided.default] = KernelInfo(
+    name="as_strided",
+    kind="view",
+    jvp=jvp.as_strided_default,
+    vjp=vjp.as_strided_default,
+    arguments=("self", "size", "stride", "storage_offset"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=335,
 )
 
 
@@ -1336,8 +1591,9 @@ KERNELS[aten.view.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=297,
+    spec_line=339,
 )
 
 
@@ -1351,8 +1607,9 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=300,
+    spec_line=342,
 )
 
 
@@ -1366,8 +1623,9 @@ KERNELS[aten.t.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=304,
+    spec_line=346,
 )
 
 
@@ -1381,8 +1639,9 @@ KERNELS[aten.transpose.int] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=307,
+    spec_line=349,
 )
 
 
@@ -1396,8 +1655,9 @@ KERNELS[aten.permute.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=310,
+    spec_line=352,
 )
 
 
@@ -1411,8 +1671,9 @@ KERNELS[aten.expand.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=313,
+    spec_line=355,
 )
 
 
@@ -1426,8 +1687,9 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=316,
+    spec_line=358,
 )
 
 
@@ -1441,8 +1703,9 @@ KERNELS[aten.select.int] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=319,
+    spec_line=361,
 )
 
 
@@ -1456,8 +1719,9 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=322,
+    spec_line=364,
 )
 
 
@@ -1471,8 +1735,9 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=325,
+    spec_line=367,
 )
 
 
@@ -1486,8 +1751,9 @@ KERNELS[aten.cat.default] = KernelInfo(
     differentiable_inputs=("tensors",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=330,
+    spec_line=372,
 )
 
 
@@ -1501,8 +1767,9 @@ KERNELS[aten.stack.default] = KernelInfo(
     differentiable_inputs=("tensors",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=334,
+    spec_line=376,
 )
 
 
@@ -1516,8 +1783,9 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=341,
+    spec_line=383,
 )
 
 
@@ -1531,8 +1799,9 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     differentiable_inputs=("self", "other"),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=343,
+    spec_line=385,
 )
 
 
@@ -1546,8 +1815,9 @@ KERNELS[aten.copy_.default] = KernelInfo(
     differentiable_inputs=("self", "src"),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=345,
+    spec_line=387,
 )
 
 
@@ -1561,8 +1831,9 @@ KERNELS[aten.zero_.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=350,
+    spec_line=392,
 )
 
 
@@ -1576,8 +1847,9 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=354,
+    spec_line=396,
 )
 
 
@@ -1591,8 +1863,9 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     differentiable_inputs=("self", "value"),
     differentiable_outputs=("result",),
     needs_original_self=True,
+    jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=358,
+    spec_line=400,
 )
 
 
@@ -1606,8 +1879,9 @@ KERNELS[aten._softmax.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=365,
+    spec_line=407,
 )
 
 
@@ -1621,8 +1895,9 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=369,
+    spec_line=411,
 )
 
 
@@ -1636,8 +1911,9 @@ KERNELS[aten.softmax.int] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=373,
+    spec_line=415,
 )
 
 
@@ -1651,6 +1927,87 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     differentiable_inputs=("self",),
     differentiable_outputs=("result",),
     needs_original_self=False,
+    jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=377,
+    spec_line=419,
+)
+
+
+KERNELS[aten.tanh_backward.default] = KernelInfo(
+    name="tanh_backward",
+    kind="functional",
+    jvp=jvp.tanh_backward_default,
+    vjp=vjp.tanh_backward_default,
+    arguments=("grad_output", "output"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "output"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=427,
+)
+
+
+KERNELS[aten.sigmoid_backward.default] = KernelInfo(
+    name="sigmoid_backward",
+    kind="functional",
+    jvp=jvp.sigmoid_backward_default,
+    vjp=vjp.sigmoid_backward_default,
+    arguments=("grad_output", "output"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "output"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=432,
+)
+
+
+KERNELS[aten.threshold_backward.default] = KernelInfo(
+    name="threshold_backward",
+    kind="functional",
+    jvp=jvp.threshold_backward_default,
+    vjp=vjp.threshold_backward_default,
+    arguments=("grad_output", "self", "threshold"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=437,
+)
+
+
+KERNELS[aten._softmax_backward_data.default] = KernelInfo(
+    name="_softmax_backward_data",
+    kind="functional",
+    jvp=jvp._softmax_backward_data_default,
+    vjp=vjp._softmax_backward_data_default,
+    arguments=("grad_output", "output", "dim", "input_dtype"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "output"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=442,
+)
+
+
+KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
+    name="_log_softmax_backward_data",
+    kind="functional",
+    jvp=jvp._log_softmax_backward_data_default,
+    vjp=vjp._log_softmax_backward_data_default,
+    arguments=("grad_output", "output", "dim", "input_dtype"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "output"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=447,
 )

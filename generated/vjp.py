@@ -12,6 +12,7 @@ import torch
 from dualgen.formulas import (
     amax_grad,
     as_real_like,
+    as_strided_grad,
     clamp_mask,
     expand_reduced,
     inverse_permutation,
@@ -114,8 +115,8 @@ def tan__default(grad, self, result):
 def tanh_default(grad, self, result):
     """aten::tanh(Tensor self) -> Tensor"""
     # functional, spec line 70
-    # self: grad * (1 - result * result).conj()
-    self_grad = grad * (1 - result * result).conj()
+    # self: torch.ops.aten.tanh_backward(grad, result)
+    self_grad = torch.ops.aten.tanh_backward(grad, result)
     return (self_grad,)
 
 
@@ -123,16 +124,16 @@ def tanh__default(grad, self, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 70
     # formulas from tanh; self_p is self before the update
-    # self: grad * (1 - result * result).conj()
-    self_grad = grad * (1 - result * result).conj()
+    # self: torch.ops.aten.tanh_backward(grad, result)
+    self_grad = torch.ops.aten.tanh_backward(grad, result)
     return (self_grad,)
 
 
 def sigmoid_default(grad, self, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
     # functional, spec line 74
-    # self: grad * (result * (1 - result)).conj()
-    self_grad = grad * (result * (1 - result)).conj()
+    # self: torch.ops.aten.sigmoid_backward(grad, result)
+    self_grad = torch.ops.aten.sigmoid_backward(grad, result)
     return (self_grad,)
 
 
@@ -140,8 +141,8 @@ def sigmoid__default(grad, self, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 74
     # formulas from sigmoid; self_p is self before the update
-    # self: grad * (result * (1 - result)).conj()
-    self_grad = grad * (result * (1 - result)).conj()
+    # self: torch.ops.aten.sigmoid_backward(grad, result)
+    self_grad = torch.ops.aten.sigmoid_backward(grad, result)
     return (self_grad,)
 
 
@@ -301,8 +302,8 @@ def reciprocal__default(grad, self, result):
 def relu_default(grad, self, result):
     """aten::relu(Tensor self) -> Tensor"""
     # functional, spec line 114
-    # self: grad * (result > 0)
-    self_grad = grad * (result > 0)
+    # self: torch.ops.aten.threshold_backward(grad, result, 0)
+    self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
     return (self_grad,)
 
 
@@ -310,8 +311,8 @@ def relu__default(grad, self, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 114
     # formulas from relu; self_p is self before the update
-    # self: grad * (result > 0)
-    self_grad = grad * (result > 0)
+    # self: torch.ops.aten.threshold_backward(grad, result, 0)
+    self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
     return (self_grad,)
 
 
@@ -458,9 +459,67 @@ def detach_default(grad, self, result):
     return ()
 
 
+def zeros_like_default(
+    grad, self, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 161
+    return ()
+
+
+def ones_like_default(
+    grad, self, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 165
+    return ()
+
+
+def empty_like_default(
+    grad, self, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 169
+    return ()
+
+
+def full_like_default(
+    grad, self, fill_value, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, spec line 173
+    return ()
+
+
+def new_zeros_default(grad, self, size, dtype, layout, device, pin_memory, result):
+    """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 177
+    return ()
+
+
+def new_ones_default(grad, self, size, dtype, layout, device, pin_memory, result):
+    """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 181
+    return ()
+
+
+def new_empty_default(grad, self, size, dtype, layout, device, pin_memory, result):
+    """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 185
+    return ()
+
+
+def new_full_default(
+    grad, self, size, fill_value, dtype, layout, device, pin_memory, result
+):
+    """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, spec line 189
+    return ()
+
+
 def add_Tensor(grad, self, other, alpha, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 160
+    # functional, spec line 195
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(scale_conj(grad, alpha), other)
@@ -470,7 +529,7 @@ def add_Tensor(grad, self, other, alpha, result):
 
 def add_Scalar(grad, self, other, alpha, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 165
+    # functional, spec line 200
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -478,7 +537,7 @@ def add_Scalar(grad, self, other, alpha, result):
 
 def add__Scalar(grad, self, other, alpha, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 165
+    # inplace, spec line 200
     # formulas from add.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -487,7 +546,7 @@ def add__Scalar(grad, self, other, alpha, result):
 
 def sub_Tensor(grad, self, other, alpha, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 169
+    # functional, spec line 204
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-scale_conj(grad, alpha), other)
@@ -497,7 +556,7 @@ def sub_Tensor(grad, self, other, alpha, result):
 
 def sub__Tensor(grad, self, other, alpha, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 169
+    # inplace, spec line 204
     # formulas from sub.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -508,7 +567,7 @@ def sub__Tensor(grad, self, other, alpha, result):
 
 def sub_Scalar(grad, self, other, alpha, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 174
+    # functional, spec line 209
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -516,7 +575,7 @@ def sub_Scalar(grad, self, other, alpha, result):
 
 def sub__Scalar(grad, self, other, alpha, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 174
+    # inplace, spec line 209
     # formulas from sub.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -525,7 +584,7 @@ def sub__Scalar(grad, self, other, alpha, result):
 
 def mul_Tensor(grad, self, other, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 178
+    # functional, spec line 213
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
     # other: unbroadcast(grad * self.conj(), other)
@@ -535,7 +594,7 @@ def mul_Tensor(grad, self, other, result):
 
 def mul_Scalar(grad, self, other, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 183
+    # functional, spec line 218
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
     return (self_grad,)
@@ -543,7 +602,7 @@ def mul_Scalar(grad, self, other, result):
 
 def mul__Scalar(grad, self, other, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 183
+    # inplace, spec line 218
     # formulas from mul.Scalar; self_p is self before the update
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
@@ -552,7 +611,7 @@ def mul__Scalar(grad, self, other, result):
 
 def div_Tensor(grad, self, other, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 187
+    # functional, spec line 222
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
     # other: unbroadcast(-grad * (self / (other * other)).conj(), other)
@@ -562,7 +621,7 @@ def div_Tensor(grad, self, other, result):
 
 def div__Tensor(grad, self, other, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 187
+    # inplace, spec line 222
     # formulas from div.Tensor; self_p is self before the update
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
@@ -573,7 +632,7 @@ def div__Tensor(grad, self, other, result):
 
 def div_Scalar(grad, self, other, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 192
+    # functional, spec line 227
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
     return (self_grad,)
@@ -581,7 +640,7 @@ def div_Scalar(grad, self, other, result):
 
 def div__Scalar(grad, self, other, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 192
+    # inplace, spec line 227
     # formulas from div.Scalar; self_p is self before the update
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
@@ -590,7 +649,7 @@ def div__Scalar(grad, self, other, result):
 
 def pow_Tensor_Scalar(grad, self, exponent, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 196
+    # functional, spec line 231
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
     return (self_grad,)
@@ -598,7 +657,7 @@ def pow_Tensor_Scalar(grad, self, exponent, result):
 
 def pow_Tensor_Tensor(grad, self, exponent, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 200
+    # functional, spec line 235
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
@@ -610,7 +669,7 @@ def pow_Tensor_Tensor(grad, self, exponent, result):
 
 def pow_Scalar(grad, self, exponent, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 205
+    # functional, spec line 240
     # exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     exponent_grad = grad * pow_exponent_derivative(self, exponent, result).conj()
     return (exponent_grad,)
@@ -618,7 +677,7 @@ def pow_Scalar(grad, self, exponent, result):
 
 def maximum_default(grad, self, other, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 209
+    # functional, spec line 244
     # self: unbroadcast(grad * winner_weight(self, other), self)
     self_grad = unbroadcast(grad * winner_weight(self, other), self)
     # other: unbroadcast(grad * winner_weight(other, self), other)
@@ -628,7 +687,7 @@ def maximum_default(grad, self, other, result):
 
 def minimum_default(grad, self, other, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 214
+    # functional, spec line 249
     # self: unbroadcast(grad * winner_weight(other, self), self)
     self_grad = unbroadcast(grad * winner_weight(other, self), self)
     # other: unbroadcast(grad * winner_weight(self, other), other)
@@ -638,7 +697,7 @@ def minimum_default(grad, self, other, result):
 
 def where_self(grad, condition, self, other, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 219
+    # functional, spec line 254
     # self: unbroadcast(torch.where(condition, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(condition, grad, 0.0), self)
     # other: unbroadcast(torch.where(condition, 0.0, grad), other)
@@ -648,7 +707,7 @@ def where_self(grad, condition, self, other, result):
 
 def atan2_default(grad, self, other, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 225
+    # functional, spec line 260
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
     # other: unbroadcast(-grad * self / (self * self + other * other), other)
@@ -658,7 +717,7 @@ def atan2_default(grad, self, other, result):
 
 def atan2__default(grad, self, other, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 225
+    # inplace, spec line 260
     # formulas from atan2; self_p is self before the update
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
@@ -669,7 +728,7 @@ def atan2__default(grad, self, other, result):
 
 def sum_default(grad, self, dtype, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 232
+    # functional, spec line 267
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape)
     self_grad = as_real_like(grad, self).to(self.dtype).expand(self.shape)
     return (self_grad,)
@@ -677,7 +736,7 @@ def sum_default(grad, self, dtype, result):
 
 def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 236
+    # functional, spec line 271
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -687,7 +746,7 @@ def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
 
 def mean_default(grad, self, dtype, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 275
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
     self_grad = (
         as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
@@ -697,7 +756,7 @@ def mean_default(grad, self, dtype, result):
 
 def mean_dim(grad, self, dim, keepdim, dtype, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 244
+    # functional, spec line 279
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -707,7 +766,7 @@ def mean_dim(grad, self, dim, keepdim, dtype, result):
 
 def amax_default(grad, self, dim, keepdim, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 248
+    # functional, spec line 283
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -715,7 +774,7 @@ def amax_default(grad, self, dim, keepdim, result):
 
 def amin_default(grad, self, dim, keepdim, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 252
+    # functional, spec line 287
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -723,7 +782,7 @@ def amin_default(grad, self, dim, keepdim, result):
 
 def max_dim(grads, self, dim, keepdim, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 256
+    # functional, spec line 291
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -734,7 +793,7 @@ def max_dim(grads, self, dim, keepdim, values, indices):
 
 def min_dim(grads, self, dim, keepdim, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 261
+    # functional, spec line 296
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -745,7 +804,7 @@ def min_dim(grads, self, dim, keepdim, values, indices):
 
 def mm_default(grad, self, mat2, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 268
+    # functional, spec line 303
     # self: grad.mm(mat2.mH)
     self_grad = grad.mm(mat2.mH)
     # mat2: self.mH.mm(grad)
@@ -755,7 +814,7 @@ def mm_default(grad, self, mat2, result):
 
 def bmm_default(grad, self, mat2, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 273
+    # functional, spec line 308
     # self: grad.bmm(mat2.mH)
     self_grad = grad.bmm(mat2.mH)
     # mat2: self.mH.bmm(grad)
@@ -765,7 +824,7 @@ def bmm_default(grad, self, mat2, result):
 
 def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 278
+    # functional, spec line 313
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat1: scale_conj(grad.mm(mat2.mH), alpha)
@@ -777,7 +836,7 @@ def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
 
 def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 278
+    # inplace, spec line 313
     # formulas from addmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -790,7 +849,7 @@ def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
 
 def mv_default(grad, self, vec, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 284
+    # functional, spec line 319
     # self: grad.unsqueeze(1) * vec.conj()
     self_grad = grad.unsqueeze(1) * vec.conj()
     # vec: self.mH.mv(grad)
@@ -800,7 +859,7 @@ def mv_default(grad, self, vec, result):
 
 def dot_default(grad, self, tensor, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 289
+    # functional, spec line 324
     # self: grad * tensor.conj()
     self_grad = grad * tensor.conj()
     # tensor: grad * self.conj()
@@ -808,9 +867,25 @@ def dot_default(grad, self, tensor, result):
     return (self_grad, tensor_grad)
 
 
+def alias_default(grad, self, result):
+    """aten::alias(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 332
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def as_strided_default(grad, self, size, stride, storage_offset, result):
+    """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
+    # view, spec line 335
+    # self: as_strided_grad(grad, self, size, stride, storage_offset)
+    self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
+    return (self_grad,)
+
+
 def view_default(grad, self, size, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 297
+    # view, spec line 339
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -818,7 +893,7 @@ def view_default(grad, self, size, result):
 
 def _unsafe_view_default(grad, self, size, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 300
+    # functional, spec line 342
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -826,7 +901,7 @@ def _unsafe_view_default(grad, self, size, result):
 
 def t_default(grad, self, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 304
+    # view, spec line 346
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -834,7 +909,7 @@ def t_default(grad, self, result):
 
 def transpose_int(grad, self, dim0, dim1, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 307
+    # view, spec line 349
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -842,7 +917,7 @@ def transpose_int(grad, self, dim0, dim1, result):
 
 def permute_default(grad, self, dims, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 310
+    # view, spec line 352
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -850,7 +925,7 @@ def permute_default(grad, self, dims, result):
 
 def expand_default(grad, self, size, implicit, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 313
+    # view, spec line 355
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -858,7 +933,7 @@ def expand_default(grad, self, size, implicit, result):
 
 def slice_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 316
+    # view, spec line 358
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -866,7 +941,7 @@ def slice_Tensor(grad, self, dim, start, end, step, result):
 
 def select_int(grad, self, dim, index, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 319
+    # view, spec line 361
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -874,7 +949,7 @@ def select_int(grad, self, dim, index, result):
 
 def unsqueeze_default(grad, self, dim, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 322
+    # view, spec line 364
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -882,7 +957,7 @@ def unsqueeze_default(grad, self, dim, result):
 
 def squeeze_dim(grad, self, dim, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 325
+    # view, spec line 367
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -890,7 +965,7 @@ def squeeze_dim(grad, self, dim, result):
 
 def cat_default(grad, tensors, dim, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 330
+    # functional, spec line 372
     # tensors: split_like(grad, tensors, dim)
     tensors_grad = split_like(grad, tensors, dim)
     return (tensors_grad,)
@@ -898,7 +973,7 @@ def cat_default(grad, tensors, dim, result):
 
 def stack_default(grad, tensors, dim, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 334
+    # functional, spec line 376
     # tensors: grad.unbind(dim)
     tensors_grad = grad.unbind(dim)
     return (tensors_grad,)
@@ -906,7 +981,7 @@ def stack_default(grad, tensors, dim, result):
 
 def add__Tensor(grad, self, other, alpha, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 341
+    # inplace, spec line 383
     # formulas from add.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -917,7 +992,7 @@ def add__Tensor(grad, self, other, alpha, result):
 
 def mul__Tensor(grad, self, other, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 343
+    # inplace, spec line 385
     # formulas from mul.Tensor; self_p is self before the update
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
@@ -928,7 +1003,7 @@ def mul__Tensor(grad, self, other, result):
 
 def copy__default(grad, self, src, non_blocking, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 345
+    # inplace, spec line 387
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # src: unbroadcast(grad, src).to(src.dtype)
@@ -938,7 +1013,7 @@ def copy__default(grad, self, src, non_blocking, result):
 
 def zero__default(grad, self, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 350
+    # inplace, spec line 392
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -946,7 +1021,7 @@ def zero__default(grad, self, result):
 
 def fill__Scalar(grad, self, value, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 354
+    # inplace, spec line 396
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -954,7 +1029,7 @@ def fill__Scalar(grad, self, value, result):
 
 def fill__Tensor(grad, self, value, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 358
+    # inplace, spec line 400
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # value: grad.sum()
@@ -964,7 +1039,7 @@ def fill__Tensor(grad, self, value, result):
 
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 365
+    # functional, spec line 407
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -972,7 +1047,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 369
+    # functional, spec line 411
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -980,7 +1055,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 373
+    # functional, spec line 415
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -988,7 +1063,59 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 377
+    # functional, spec line 419
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
+
+
+def tanh_backward_default(grad, grad_output, output, result):
+    """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
+    # functional, spec line 427
+    # grad_output: grad * (1 - output * output).conj()
+    grad_output_grad = grad * (1 - output * output).conj()
+    # output: -2 * grad * (grad_output * output.conj()).conj()
+    output_grad = -2 * grad * (grad_output * output.conj()).conj()
+    return (grad_output_grad, output_grad)
+
+
+def sigmoid_backward_default(grad, grad_output, output, result):
+    """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
+    # functional, spec line 432
+    # grad_output: grad * (output * (1 - output)).conj()
+    grad_output_grad = grad * (output * (1 - output)).conj()
+    # output: grad * (grad_output * (1 - 2 * output).conj()).conj()
+    output_grad = grad * (grad_output * (1 - 2 * output).conj()).conj()
+    return (grad_output_grad, output_grad)
+
+
+def threshold_backward_default(grad, grad_output, self, threshold, result):
+    """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
+    # functional, spec line 437
+    # grad_output: torch.where(self > threshold, grad, 0.0)
+    grad_output_grad = torch.where(self > threshold, grad, 0.0)
+    return (grad_output_grad,)
+
+
+def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
+    """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    # functional, spec line 442
+    # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
+    grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
+    # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
+    output_grad = grad * (
+        grad_output - (grad_output * output).sum(dim, keepdim=True)
+    ) - grad_output * (grad * output).sum(dim, keepdim=True)
+    return (grad_output_grad, output_grad)
+
+
+def _log_softmax_backward_data_default(
+    grad, grad_output, output, dim, input_dtype, result
+):
+    """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
+    # functional, spec line 447
+    # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
+    grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
+    # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
+    output_grad = -grad * output.exp() * grad_output.sum(dim, keepdim=True)
+    return (grad_output_grad, output_grad)

@@ -15,6 +15,7 @@ __all__ = [
     "amax_grad",
     "amax_tangent",
     "as_real_like",
+    "as_strided_grad",
     "clamp_mask",
     "conform",
     "expand_reduced",
@@ -216,3 +217,12 @@ def gather_reduced(
     if keepdim:
         return t.gather(dim, indices)
     return t.gather(dim, indices.unsqueeze(dim)).squeeze(dim)
+
+
+def as_strided_grad(grad, like, size, stride, storage_offset) -> torch.Tensor:
+    """Gradient of `as_strided` for a view that does not overlap itself: `grad`
+    placed where the view reads `like`'s storage, zeros elsewhere."""
+    offset = like.storage_offset() if storage_offset is None else storage_offset
+    flat = grad.new_zeros(like.untyped_storage().nbytes() // like.element_size())
+    flat.as_strided(size, stride, offset).copy_(grad)
+    return flat.as_strided(like.size(), like.stride(), like.storage_offset()).clone()

@@ -27,6 +27,7 @@ class KernelInfo:
     differentiable_inputs: tuple[str, ...]
     differentiable_outputs: tuple[str, ...]
     needs_original_self: bool = False  # in-place: the JVP reads self before the update
+    jvp_uses_outputs: bool = False  # the JVP reads the op's outputs
     derived_from: str | None = (
         None  # in-place: the functional entry its formulas come from
     )

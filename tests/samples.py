@@ -148,6 +148,28 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     "mv": [S(T(3, 4), T(4))],
     "dot": [S(T(4), T(4))],
+    "alias": unary(),
+    "as_strided": [S(T(4, 3), [2, 2], [3, 1], 1), S(T(6), [2, 2], [1, 2])],
+    "zeros_like": [S(T(3, 4))],
+    "ones_like": [S(T(3, 4))],
+    "empty_like": [S(T(3, 4))],
+    "full_like": [S(T(3, 4), 2.5)],
+    "new_zeros": [S(T(3), [2, 2])],
+    "new_ones": [S(T(3), [2, 2])],
+    "new_empty": [S(T(3), [2, 2])],
+    "new_full": [S(T(3), [2], 1.5)],
+    # Backward ops: real only (their complex conjugation conventions are untested).
+    "tanh_backward": [S(T(3, 4), T(3, 4, domain="unit"), complex_ok=False)],
+    "sigmoid_backward": [S(T(3, 4), T(3, 4, domain="unit"), complex_ok=False)],
+    "threshold_backward": [
+        S(T(3, 4), T(3, 4, domain="nonzero"), 0.0, complex_ok=False)
+    ],
+    "_softmax_backward_data": [
+        S(T(3, 4), T(3, 4, domain="positive"), 1, torch.float64, complex_ok=False)
+    ],
+    "_log_softmax_backward_data": [
+        S(T(3, 4), T(3, 4), 0, torch.float64, complex_ok=False)
+    ],
     "view": [S(T(3, 4), [4, 3]), S(T(2, 3, 2), [-1])],
     "_unsafe_view": [S(T(3, 4), [2, 6])],
     "t": [S(T(3, 4)), S(T(3))],

@@ -82,6 +82,11 @@ def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
         differentiable_inputs=diff_inputs,
         differentiable_outputs=source.differentiable_outputs,
         needs_original_self=needs_original_self,
+        jvp_uses_outputs=any(
+            isinstance(n, ast.Name) and n.id in schema.output_names()
+            for r in resolved
+            for n in ast.walk(r.expr)
+        ),
         jvp=jvp,
         vjp=_vjp_plan(schema, source),
     )

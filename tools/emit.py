@@ -217,6 +217,7 @@ class Emitter:
             ("differentiable_inputs", _tuple(plan.differentiable_inputs)),
             ("differentiable_outputs", _tuple(plan.differentiable_outputs)),
             ("needs_original_self", repr(plan.needs_original_self)),
+            ("jvp_uses_outputs", repr(plan.jvp_uses_outputs)),
             ("derived_from", repr(plan.derived_from)),
             ("spec_line", str(plan.location.line)),
         )

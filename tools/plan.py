@@ -73,5 +73,6 @@ class OpPlan:
     differentiable_inputs: tuple[str, ...]
     differentiable_outputs: tuple[str, ...]
     needs_original_self: bool  # the in-place JVP reads self_p, self before the update
+    jvp_uses_outputs: bool  # a forward formula reads an output (`result`)
     jvp: JvpPlan
     vjp: VjpPlan

@@ -1,0 +1,142 @@
+"""`dualgen.forward_ad`: the API of `torch.autograd.forward_ad`, with nested levels.
+
+    import dualgen.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        x = fwAD.make_dual(primal, tangent)
+        y = f(x)
+        value, jvp = fwAD.unpack_dual(y)
+
+Levels nest: each has its own tangents, and the tangent computations of an inner
+level are differentiated by the outer ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple
+
+import torch
+from torch.utils._python_dispatch import (
+    _get_current_dispatch_mode,
+    _pop_mode,
+    _push_mode,
+)
+
+from .levels import STATE, Level, clear_level, current_level, set_tangent
+from .mode import DualMode, conform_layout, pack_saved, tangent_of, unpack_saved
+
+__all__ = [
+    "UnpackedDualTensor",
+    "dual_level",
+    "enter_dual_level",
+    "exit_dual_level",
+    "make_dual",
+    "unpack_dual",
+]
+
+
+class UnpackedDualTensor(NamedTuple):
+    """The primal and tangent of a dual tensor (tangent None when it has none)."""
+
+    primal: torch.Tensor
+    tangent: torch.Tensor | None
+
+
+def enter_dual_level() -> int:
+    """Enter a new (possibly nested) forward AD level; return its index."""
+    state = STATE
+    if not state.levels:
+        state.user_exclude = torch._C._dispatch_tls_local_exclude_set()
+        mode = DualMode()
+        _push_mode(mode)
+        state.mode = mode
+        state.last_outputs = ()
+        torch._C._autograd._push_saved_tensors_default_hooks(pack_saved, unpack_saved)
+    level = Level(len(state.levels))
+    state.levels.append(level)
+    state.cap = level.index
+    return level.index
+
+
+def exit_dual_level(*, level: int | None = None) -> None:
+    """Exit the innermost level (which `level`, if given, must name): every tensor
+    that was dual at that level is plain there again, and its tangents are freed."""
+    state = STATE
+    if not state.levels:
+        raise RuntimeError("Trying to exit a forward AD level but no level is active.")
+    if level is not None and level != len(state.levels) - 1:
+        raise RuntimeError(
+            "Trying to exit a forward AD level that was not the last one that was "
+            "created. This is not supported."
+        )
+    finished = state.levels.pop()
+    clear_level(finished)
+    state.cap = len(state.levels) - 1
+    if not state.levels:
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+        if _get_current_dispatch_mode() is state.mode:
+            _pop_mode()
+        state.mode = None
+        state.last_outputs = ()
+
+
+class dual_level(contextlib.ContextDecorator):
+    """Context manager (and decorator) for one forward AD level.
+
+    Leaving it, normally or by an exception, exits the level it entered.
+    """
+
+    def __enter__(self) -> int:
+        return enter_dual_level()
+
+    def __exit__(self, *exc) -> None:
+        exit_dual_level()
+
+
+def _check_floating(t: torch.Tensor, what: str) -> None:
+    if not (t.is_floating_point() or t.is_complex()):
+        raise ValueError(
+            f"Expected {what} to be floating point or complex, but got: {t.dtype}"
+        )
+
+
+def make_dual(
+    tensor: torch.Tensor, tangent: torch.Tensor, *, level: int | None = None
+) -> torch.Tensor:
+    """A view of `tensor` carrying `tangent` at `level` (default: the innermost).
+
+    The result is backward-differentiable (a view of the primal) and has no forward
+    derivative with respect to `tensor` at that level. A tangent with other strides
+    is copied into the primal's layout.
+    """
+    lvl = current_level(level)
+    _check_floating(tensor, "primal")
+    _check_floating(tangent, "tangent")
+    if tangent.shape != tensor.shape:
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of the "
+            f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
+            f"while the given forward gradient is of size {list(tangent.shape)}."
+        )
+    if tangent_of(tensor, lvl) is not None:
+        raise RuntimeError(
+            "Making a dual Tensor based on a Tensor that already has a forward gradient "
+            f"at the same level {lvl.index} is not supported."
+        )
+    dual = torch.ops.aten.alias.default(tensor)  # via the mode: other levels carry over
+    set_tangent(dual, lvl, conform_layout(tangent, tensor))
+    return dual
+
+
+def unpack_dual(
+    tensor: torch.Tensor, *, level: int | None = None
+) -> UnpackedDualTensor:
+    """The primal (a view of `tensor` without tangent at `level`) and the tangent."""
+    if not STATE.levels:
+        return UnpackedDualTensor(tensor, None)
+    lvl = current_level(level)
+    tangent = tangent_of(tensor, lvl)
+    primal = torch.ops.aten.alias.default(tensor)
+    set_tangent(primal, lvl, None)
+    return UnpackedDualTensor(primal, tangent)

@@ -1,0 +1,118 @@
+"""Dual levels and where tangents live.
+
+A tangent is stored on the tensor object itself, in a small dict keyed by the level
+(`tensor.__dict__[TANGENTS]`), as native PyTorch keeps it on the autograd meta. Each
+level remembers which tensors it gave tangents so that leaving it drops them all.
+A view without a tangent of its own sees its base's tangent through the same view
+(tangents have their primal's layout, so the view is an `as_strided` of the base's
+tangent); a tensor can also be marked as having no tangent at a level (`detach`,
+`unpack_dual(...).primal`), which stops that lookup.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+
+TANGENTS = "_dualgen_tangents"
+_NO_TANGENT = object()  # marks a tensor that must not inherit its base's tangent
+
+
+@dataclass(eq=False)
+class Level:
+    """One dual level. `index` is its depth; identity (not the index) keys tangents."""
+
+    index: int
+    tensors: list = field(default_factory=list)  # weakrefs to tensors with entries
+    # Saved outputs: autograd rebuilds them as new tensor objects sharing storage,
+    # so their tangents are found by storage and geometry (see mode.SavedOutput).
+    saved: weakref.WeakValueDictionary = field(
+        default_factory=weakref.WeakValueDictionary
+    )
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.levels: list[Level] = []
+        self.cap: int = -1  # highest level index the mode handles right now
+        self.mode = None  # the DualMode while any level is active
+        self.user_exclude = None  # dispatch keys the user's context excludes
+        self.last_outputs: tuple = ()  # outputs of the last op given tangents
+
+
+STATE = _ThreadState()
+
+
+def current_level(level: int | None) -> Level:
+    """The Level object for a user-facing level index (None: the innermost)."""
+    levels = STATE.levels
+    if not levels:
+        raise RuntimeError(
+            "Trying to create a dual Tensor for forward AD but no level exists, "
+            "make sure to enter_dual_level() first."
+        )
+    if level is None:
+        return levels[-1]
+    if not 0 <= level < len(levels):
+        raise RuntimeError(
+            f"forward AD level {level} is not active (active: 0..{len(levels) - 1})"
+        )
+    return levels[level]
+
+
+def _entries(t: torch.Tensor) -> dict | None:
+    return t.__dict__.get(TANGENTS)
+
+
+def set_tangent(t: torch.Tensor, level: Level, tangent: torch.Tensor | None) -> None:
+    """Record `tangent` (None: explicitly none) as t's tangent at `level`."""
+    entries = t.__dict__.get(TANGENTS)
+    if entries is None:
+        entries = t.__dict__[TANGENTS] = {}
+    if level not in entries:
+        level.tensors.append(weakref.ref(t))
+    entries[level] = _NO_TANGENT if tangent is None else tangent
+
+
+def has_entry(t: torch.Tensor, level: Level) -> bool:
+    entries = _entries(t)
+    return entries is not None and level in entries
+
+
+def own_tangent(t: torch.Tensor, level: Level):
+    """t's own entry: a tangent, None (explicitly none), or _MISSING."""
+    entries = _entries(t)
+    if entries is None:
+        return MISSING
+    value = entries.get(level, MISSING)
+    return None if value is _NO_TANGENT else value
+
+
+MISSING = object()
+
+
+def view_of_tangent(
+    base_tangent: torch.Tensor, view: torch.Tensor, base: torch.Tensor
+) -> torch.Tensor:
+    """The tangent of `view` as the same view of its base's tangent."""
+    offset = (
+        view.storage_offset() - base.storage_offset() + base_tangent.storage_offset()
+    )
+    return base_tangent.as_strided(view.size(), view.stride(), offset)
+
+
+def clear_level(level: Level) -> None:
+    """Drop every tangent of `level`, leaving the tensors plain at that level."""
+    for ref in level.tensors:
+        t = ref()
+        if t is not None:
+            entries = _entries(t)
+            if entries is not None:
+                entries.pop(level, None)
+                if not entries:
+                    del t.__dict__[TANGENTS]
+    level.tensors.clear()
+    level.saved.clear()
