@@ -275,9 +275,8 @@ def _tracking(primals, tangents) -> bool:
 
 def _attach(rule: Rule, level: Level, outputs, results, primals, tangents) -> None:
     if rule.kind == "inplace":
-        self_value, self_tangent = primals[0], (
-            tangents[0] if rule.differentiable_inputs[:1] == ("self",) else None
-        )
+        has_self = rule.differentiable_inputs[:1] == ("self",)
+        self_tangent = tangents[0] if has_self else None
         new = results[0]
         if new is None:
             return
