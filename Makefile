@@ -35,6 +35,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/generate_speed.py
+	$(PY) bench/runtime_speed.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,169 @@
+"""Benchmark: dualgen.forward_ad against torch.autograd.forward_ad and torch.func.jvp.
+
+In one process, interleaved (each round times every implementation once, in turn),
+the median of the rounds per implementation; ratios are dualgen / native.
+Cases: a chain of element-wise ops, an MLP with biases with tangents on the input,
+the same MLP with tangents on its parameters (torch.func.functional_call), and
+single ops mixing a dual and a plain value. Tiny sizes are overhead-bound, large
+ones compute-bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.autograd.forward_ad as native_ad
+from torch import nn
+
+import dualgen.forward_ad as dual_ad
+
+torch.set_num_threads(2)
+
+
+def chain(x):
+    y = x.sin() * x.cos()
+    y = y.exp() + x
+    y = torch.tanh(y) * 0.5
+    return torch.sigmoid(y) - x
+
+
+CHAIN_OPS = 9
+
+
+def with_api(api, fn, primal, tangent):
+    with api.dual_level():
+        out = fn(api.make_dual(primal, tangent))
+        return api.unpack_dual(out).tangent
+
+
+def with_func(fn, primal, tangent):
+    return torch.func.jvp(fn, (primal,), (tangent,))[1]
+
+
+def make_mlp(width: int) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(width, width),
+        nn.Tanh(),
+        nn.Linear(width, width),
+        nn.Tanh(),
+        nn.Linear(width, width),
+    )
+
+
+def parameter_case(model: nn.Module, x: torch.Tensor):
+    names = [n for n, _ in model.named_parameters()]
+    params = [p.detach() for p in model.parameters()]
+    tangents = [torch.randn_like(p) for p in params]
+
+    def f(*ps):
+        return torch.func.functional_call(model, dict(zip(names, ps)), (x,))
+
+    def with_api_params(api):
+        with api.dual_level():
+            duals = [api.make_dual(p, t) for p, t in zip(params, tangents)]
+            return api.unpack_dual(f(*duals)).tangent
+
+    return {
+        "native": lambda: with_api_params(native_ad),
+        "func.jvp": lambda: torch.func.jvp(f, tuple(params), tuple(tangents))[1],
+        "dualgen": lambda: with_api_params(dual_ad),
+    }
+
+
+def input_case(fn: Callable, x: torch.Tensor):
+    t = torch.randn_like(x)
+    return {
+        "native": lambda: with_api(native_ad, fn, x, t),
+        "func.jvp": lambda: with_func(fn, x, t),
+        "dualgen": lambda: with_api(dual_ad, fn, x, t),
+    }
+
+
+def mixed_case(op: Callable, x: torch.Tensor):
+    t = torch.randn_like(x)
+    return {
+        "native": lambda: with_api(native_ad, op, x, t),
+        "func.jvp": lambda: with_func(op, x, t),
+        "dualgen": lambda: with_api(dual_ad, op, x, t),
+    }
+
+
+def measure(impls: dict[str, Callable], rounds: int, budget: float) -> dict[str, float]:
+    for fn in impls.values():  # warm up, and settle how many calls make one sample
+        fn()
+    start = time.perf_counter()
+    impls["dualgen"]()
+    once = max(time.perf_counter() - start, 1e-6)
+    calls = max(1, int(budget / rounds / len(impls) / once))
+    samples: dict[str, list[float]] = {k: [] for k in impls}
+    for _ in range(rounds):
+        for name, fn in impls.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def cases(quick: bool):
+    tiny, large = 16, (1 << 18 if quick else 1 << 21)
+    width_tiny, width_large, batch_large = (
+        16,
+        (256 if quick else 1024),
+        (64 if quick else 512),
+    )
+    d = torch.float32
+    mlp_tiny, mlp_large = make_mlp(width_tiny), make_mlp(width_large)
+    x_tiny = torch.randn(4, width_tiny, dtype=d)
+    x_large = torch.randn(batch_large, width_large, dtype=d)
+    plain = torch.randn(tiny, dtype=d)
+    yield "element-wise chain (9 ops)", "tiny", input_case(
+        chain, torch.randn(tiny, dtype=d)
+    ), CHAIN_OPS
+    yield "element-wise chain (9 ops)", "large", input_case(
+        chain, torch.randn(large, dtype=d)
+    ), CHAIN_OPS
+    yield "MLP, tangent on input", "tiny", input_case(mlp_tiny, x_tiny), None
+    yield "MLP, tangent on input", "large", input_case(mlp_large, x_large), None
+    yield "MLP, tangents on parameters", "tiny", parameter_case(mlp_tiny, x_tiny), None
+    yield "MLP, tangents on parameters", "large", parameter_case(
+        mlp_large, x_large
+    ), None
+    yield "dual * tensor", "tiny", mixed_case(
+        lambda x: x * plain, torch.randn(tiny, dtype=d)
+    ), 1
+    yield "dual + 2.0", "tiny", mixed_case(
+        lambda x: x + 2.0, torch.randn(tiny, dtype=d)
+    ), 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller sizes, fewer rounds"
+    )
+    args = parser.parse_args()
+    rounds, budget = (5, 0.5) if args.quick else (11, 2.0)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, median of {rounds} rounds\n"
+    )
+    print(
+        "| case | size | native | func.jvp | dualgen | dualgen / native | dualgen / func.jvp |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, size, impls, _ops in cases(args.quick):
+        t = measure(impls, rounds, budget)
+        row = [f"{t[k] * 1e6:.0f} µs" for k in ("native", "func.jvp", "dualgen")]
+        print(
+            f"| {name} | {size} | {' | '.join(row)} | "
+            f"{t['dualgen'] / t['native']:.2f}x | {t['dualgen'] / t['func.jvp']:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
