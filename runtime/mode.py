@@ -11,8 +11,6 @@ arguments.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
@@ -40,20 +38,27 @@ def autograd_enabled():
     )
 
 
-@contextlib.contextmanager
-def handling_levels_below(level: Level, mode):
-    """Within: the mode sees only levels below `level` (and nothing if none)."""
-    previous = STATE.cap
-    STATE.cap = level.index - 1
-    pushed = level.index > 0
-    if pushed:
-        _push_mode(mode)
-    try:
-        yield
-    finally:
-        if pushed:
+class handling_levels_below:
+    """Within: the mode sees only levels below `level` (and nothing if none).
+
+    A class rather than a generator: it runs on every op with tangents."""
+
+    __slots__ = ("level", "mode", "previous")
+
+    def __init__(self, level: Level, mode):
+        self.level = level
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        self.previous = STATE.cap
+        STATE.cap = self.level.index - 1
+        if self.level.index > 0:
+            _push_mode(self.mode)
+
+    def __exit__(self, *exc) -> None:
+        if self.level.index > 0:
             _pop_mode()
-        STATE.cap = previous
+        STATE.cap = self.previous
 
 
 def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
@@ -228,11 +233,8 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if rule is None:
         return _missing_rule(mode, func, args, kwargs, level)
     schema = func._schema
-    names = [a.name for a in schema.arguments]
     primals = bind(schema, args, kwargs)
-    tangents = [
-        _tangent_arg(primals[names.index(n)], level) for n in rule.differentiable_inputs
-    ]
+    tangents = [_tangent_arg(primals[i], level) for i in rule.input_indices]
     if all(t is None for t in tangents):
         with handling_levels_below(level, mode):
             return func(*args, **kwargs)

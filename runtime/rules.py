@@ -45,6 +45,16 @@ class Rule:
     call: Callable
     origin: str  # where the rule was written, for messages
 
+    @property
+    def input_indices(self) -> tuple[int, ...]:
+        """Positions of the differentiable inputs among the schema's arguments."""
+        cached = self.__dict__.get("_input_indices")
+        if cached is None:
+            names = [a.name for a in self.op._schema.arguments]
+            cached = tuple(names.index(n) for n in self.differentiable_inputs)
+            object.__setattr__(self, "_input_indices", cached)
+        return cached
+
 
 def _generated_rule(op, info) -> Rule:
     names = output_names(op._schema)
