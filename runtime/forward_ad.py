@@ -73,6 +73,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
     finished = state.levels.pop()
     clear_level(finished)
     state.cap = len(state.levels) - 1
+    state.last_outputs = ()
     if not state.levels:
         torch._C._autograd._pop_saved_tensors_default_hooks()
         if _get_current_dispatch_mode() is state.mode:

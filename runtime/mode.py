@@ -12,7 +12,12 @@ arguments.
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _get_current_dispatch_mode,
+    _pop_mode,
+    _push_mode,
+)
 
 from .levels import (
     MISSING,
@@ -43,7 +48,7 @@ class handling_levels_below:
 
     A class rather than a generator: it runs on every op with tangents."""
 
-    __slots__ = ("level", "mode", "previous")
+    __slots__ = ("level", "mode", "previous", "pushed")
 
     def __init__(self, level: Level, mode):
         self.level = level
@@ -52,11 +57,16 @@ class handling_levels_below:
     def __enter__(self) -> None:
         self.previous = STATE.cap
         STATE.cap = self.level.index - 1
-        if self.level.index > 0:
+        # Inside __torch_dispatch__ the mode is off the stack; from user code
+        # (unpack_dual deriving a view's tangent) it is still on it.
+        self.pushed = (
+            self.level.index > 0 and _get_current_dispatch_mode() is not self.mode
+        )
+        if self.pushed:
             _push_mode(self.mode)
 
     def __exit__(self, *exc) -> None:
-        if self.level.index > 0:
+        if self.pushed:
             _pop_mode()
         STATE.cap = self.previous
 
@@ -303,7 +313,7 @@ def _attach_one(rule: Rule, level: Level, output, value) -> None:
     if not isinstance(output, torch.Tensor):
         return
     if value is None or not is_differentiable_dtype(output):
-        if output._base is not None:
+        if rule.kind == "view" or output._base is not None:
             set_tangent(output, level, None)  # a non-differentiable view (detach)
         return
     if value.shape != output.shape:
