@@ -6,6 +6,7 @@ Each kernel takes the primals (tensors as `<arg>_p`), the tangents of the
 differentiable inputs (`<arg>_t`, None where absent) and the outputs, and returns
 the output tangent (None when no tangent reaches it). Each branch is the formula
 specialised for the tangents present: absent terms are dropped, not multiplied by zeros.
+In-place kernels return self's new tangent; the runtime writes it into self_t.
 """
 
 import torch
@@ -40,7 +41,7 @@ def abs__default(self_p, self_t, result):
     # formulas from abs; self_p is self before the update
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
-        return self_t.copy_(as_real_like(self_t.conj() * self_p.sgn(), result))
+        return as_real_like(self_t.conj() * self_p.sgn(), result)
     else:
         return None
 
@@ -82,7 +83,7 @@ def sin__default(self_p, self_t, result):
     # formulas from sin; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
-        return self_t.copy_(self_t * self_p.cos())
+        return self_t * self_p.cos()
     else:
         return None
 
@@ -103,7 +104,7 @@ def cos__default(self_p, self_t, result):
     # formulas from cos; self_p is self before the update
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
-        return self_t.copy_(self_t * -self_p.sin())
+        return self_t * -self_p.sin()
     else:
         return None
 
@@ -124,7 +125,7 @@ def tan__default(self_p, self_t, result):
     # formulas from tan; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
-        return self_t.copy_(self_t * (1 + result * result))
+        return self_t * (1 + result * result)
     else:
         return None
 
@@ -145,7 +146,7 @@ def tanh__default(self_p, self_t, result):
     # formulas from tanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
-        return self_t.copy_(torch.ops.aten.tanh_backward(self_t.conj(), result).conj())
+        return torch.ops.aten.tanh_backward(self_t.conj(), result).conj()
     else:
         return None
 
@@ -166,9 +167,7 @@ def sigmoid__default(self_p, self_t, result):
     # formulas from sigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
-        return self_t.copy_(
-            torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
-        )
+        return torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
     else:
         return None
 
@@ -189,7 +188,7 @@ def exp__default(self_p, self_t, result):
     # formulas from exp; self_p is self before the update
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
-        return self_t.copy_(self_t * result)
+        return self_t * result
     else:
         return None
 
@@ -210,7 +209,7 @@ def exp2__default(self_p, self_t, result):
     # formulas from exp2; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
-        return self_t.copy_(self_t * (result * 0.6931471805599453))
+        return self_t * (result * 0.6931471805599453)
     else:
         return None
 
@@ -231,7 +230,7 @@ def expm1__default(self_p, self_t, result):
     # formulas from expm1; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
-        return self_t.copy_(self_t * (result + 1))
+        return self_t * (result + 1)
     else:
         return None
 
@@ -252,7 +251,7 @@ def log__default(self_p, self_t, result):
     # formulas from log; self_p is self before the update
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
-        return self_t.copy_(self_t / self_p)
+        return self_t / self_p
     else:
         return None
 
@@ -273,7 +272,7 @@ def log2__default(self_p, self_t, result):
     # formulas from log2; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
-        return self_t.copy_(self_t / (self_p * 0.6931471805599453))
+        return self_t / (self_p * 0.6931471805599453)
     else:
         return None
 
@@ -294,7 +293,7 @@ def log1p__default(self_p, self_t, result):
     # formulas from log1p; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
-        return self_t.copy_(self_t / (self_p + 1))
+        return self_t / (self_p + 1)
     else:
         return None
 
@@ -315,7 +314,7 @@ def sqrt__default(self_p, self_t, result):
     # formulas from sqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
-        return self_t.copy_(self_t / (2 * result))
+        return self_t / (2 * result)
     else:
         return None
 
@@ -336,7 +335,7 @@ def rsqrt__default(self_p, self_t, result):
     # formulas from rsqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
-        return self_t.copy_(self_t * (-0.5 * result * result * result))
+        return self_t * (-0.5 * result * result * result)
     else:
         return None
 
@@ -357,7 +356,7 @@ def reciprocal__default(self_p, self_t, result):
     # formulas from reciprocal; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
-        return self_t.copy_(self_t * (-result * result))
+        return self_t * (-result * result)
     else:
         return None
 
@@ -378,9 +377,7 @@ def relu__default(self_p, self_t, result):
     # formulas from relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
-        return self_t.copy_(
-            torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
-        )
+        return torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
     else:
         return None
 
@@ -401,7 +398,7 @@ def sinh__default(self_p, self_t, result):
     # formulas from sinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
-        return self_t.copy_(self_t * self_p.cosh())
+        return self_t * self_p.cosh()
     else:
         return None
 
@@ -422,7 +419,7 @@ def cosh__default(self_p, self_t, result):
     # formulas from cosh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
-        return self_t.copy_(self_t * self_p.sinh())
+        return self_t * self_p.sinh()
     else:
         return None
 
@@ -443,7 +440,7 @@ def asin__default(self_p, self_t, result):
     # formulas from asin; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
-        return self_t.copy_(self_t * (1 - self_p * self_p).rsqrt())
+        return self_t * (1 - self_p * self_p).rsqrt()
     else:
         return None
 
@@ -464,7 +461,7 @@ def acos__default(self_p, self_t, result):
     # formulas from acos; self_p is self before the update
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
-        return self_t.copy_(-self_t * (1 - self_p * self_p).rsqrt())
+        return -self_t * (1 - self_p * self_p).rsqrt()
     else:
         return None
 
@@ -485,7 +482,7 @@ def atan__default(self_p, self_t, result):
     # formulas from atan; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
-        return self_t.copy_(self_t / (1 + self_p * self_p))
+        return self_t / (1 + self_p * self_p)
     else:
         return None
 
@@ -506,7 +503,7 @@ def erf__default(self_p, self_t, result):
     # formulas from erf; self_p is self before the update
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
-        return self_t.copy_(self_t * (2.0 / torch.pi**0.5 * (-self_p * self_p).exp()))
+        return self_t * (2.0 / torch.pi**0.5 * (-self_p * self_p).exp())
     else:
         return None
 
@@ -527,7 +524,7 @@ def clamp__default(self_p, min, max, self_t, result):
     # formulas from clamp; self_p is self before the update
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
-        return self_t.copy_(self_t * clamp_mask(self_p, min, max).conj())
+        return self_t * clamp_mask(self_p, min, max).conj()
     else:
         return None
 
@@ -687,7 +684,7 @@ def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     # formulas from sub.Tensor; self_p is self before the update
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
-        return self_t.copy_(self_t - scale(other_t, alpha))
+        return self_t - scale(other_t, alpha)
     elif self_t is not None:
         return self_t
     elif other_t is not None:
@@ -772,9 +769,9 @@ def div__Tensor(self_p, other_p, self_t, other_t, result):
     # formulas from div.Tensor; self_p is self before the update
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
-        return self_t.copy_((self_t - other_t * result) / other_p)
+        return (self_t - other_t * result) / other_p
     elif self_t is not None:
-        return self_t.copy_(self_t / other_p)
+        return self_t / other_p
     elif other_t is not None:
         return conform(-(other_t * result) / other_p, result)
     else:
@@ -910,12 +907,11 @@ def atan2__default(self_p, other_p, self_t, other_t, result):
     # formulas from atan2; self_p is self before the update
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
-        return self_t.copy_(
-            (self_t * other_p - other_t * self_p)
-            / (self_p * self_p + other_p * other_p)
+        return (self_t * other_p - other_t * self_p) / (
+            self_p * self_p + other_p * other_p
         )
     elif self_t is not None:
-        return self_t.copy_(self_t * other_p / (self_p * self_p + other_p * other_p))
+        return self_t * other_p / (self_p * self_p + other_p * other_p)
     elif other_t is not None:
         return conform(
             -(other_t * self_p) / (self_p * self_p + other_p * other_p), result
@@ -1062,17 +1058,15 @@ def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, 
     # formulas from addmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
-        return self_t.copy_(
-            scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
-        )
+        return scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     elif self_t is not None and mat1_t is not None:
-        return self_t.copy_(scale(self_t, beta) + scale(mat1_t.mm(mat2_p), alpha))
+        return scale(self_t, beta) + scale(mat1_t.mm(mat2_p), alpha)
     elif self_t is not None and mat2_t is not None:
-        return self_t.copy_(scale(self_t, beta) + scale(mat1_p.mm(mat2_t), alpha))
+        return scale(self_t, beta) + scale(mat1_p.mm(mat2_t), alpha)
     elif mat1_t is not None and mat2_t is not None:
         return conform(scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha), result)
     elif self_t is not None:
-        return self_t.copy_(scale(self_t, beta))
+        return scale(self_t, beta)
     elif mat1_t is not None:
         return conform(scale(mat1_t.mm(mat2_p), alpha), result)
     elif mat2_t is not None:
@@ -1257,7 +1251,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
-        return self_t.copy_(self_t + scale(other_t, alpha))
+        return self_t + scale(other_t, alpha)
     elif self_t is not None:
         return self_t
     elif other_t is not None:
@@ -1272,9 +1266,9 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
-        return self_t.copy_(self_t * other_p + other_t * self_p)
+        return self_t * other_p + other_t * self_p
     elif self_t is not None:
-        return self_t.copy_(self_t * other_p)
+        return self_t * other_p
     elif other_t is not None:
         return conform(other_t * self_p, result)
     else:
@@ -1314,7 +1308,7 @@ def fill__Scalar(self_p, value, self_t, result):
     # inplace, spec line 396
     # result: torch.zeros_like(self_t)
     if self_t is not None:
-        return self_t.copy_(torch.zeros_like(self_t))
+        return torch.zeros_like(self_t)
     else:
         return None
 
@@ -1324,7 +1318,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
     # inplace, spec line 400
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
-        return self_t.copy_(value_t.expand_as(self_p))
+        return value_t.expand_as(self_p)
     elif self_t is not None:
         return self_t.zero_()
     elif value_t is not None:

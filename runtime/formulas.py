@@ -70,14 +70,17 @@ def as_real_like(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def conform(tangent: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
-    """Give a tangent its primal's shape and dtype.
+    """Give a tangent its primal's shape (in the primal's layout).
 
     Generated kernels call this where a term was dropped for an absent tangent, so
     the remaining term may have an input's shape rather than the broadcast output's.
+    The tangent keeps its dtype, as in native forward AD (its real part where the
+    output is real).
     """
-    if tangent.shape == result.shape and tangent.dtype == result.dtype:
+    tangent = as_real_like(tangent, result)
+    if tangent.shape == result.shape:
         return tangent
-    return torch.empty_like(result).copy_(as_real_like(tangent, result))
+    return torch.empty_like(result, dtype=tangent.dtype).copy_(tangent)
 
 
 def fill_absent(

@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import (
 )
 
 from .levels import STATE, Level, clear_level, current_level, set_tangent
-from .mode import DualMode, conform_layout, pack_saved, tangent_of, unpack_saved
+from .mode import DualMode, conform_layout, tangent_of
 
 __all__ = [
     "UnpackedDualTensor",
@@ -52,7 +52,6 @@ def enter_dual_level() -> int:
         _push_mode(mode)
         state.mode = mode
         state.last_outputs = ()
-        torch._C._autograd._push_saved_tensors_default_hooks(pack_saved, unpack_saved)
     level = Level(len(state.levels))
     state.levels.append(level)
     state.cap = level.index
@@ -75,7 +74,6 @@ def exit_dual_level(*, level: int | None = None) -> None:
     state.cap = len(state.levels) - 1
     state.last_outputs = ()
     if not state.levels:
-        torch._C._autograd._pop_saved_tensors_default_hooks()
         if _get_current_dispatch_mode() is state.mode:
             _pop_mode()
         state.mode = None

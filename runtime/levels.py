@@ -27,11 +27,9 @@ class Level:
 
     index: int
     tensors: list = field(default_factory=list)  # weakrefs to tensors with entries
-    # Saved outputs: autograd rebuilds them as new tensor objects sharing storage,
-    # so their tangents are found by storage and geometry (see mode.SavedOutput).
-    saved: weakref.WeakValueDictionary = field(
-        default_factory=weakref.WeakValueDictionary
-    )
+    # Outputs autograd may save: it rebuilds saved outputs as new tensor objects
+    # sharing storage, so their tangents are found by storage and geometry.
+    saved: dict = field(default_factory=dict)
 
 
 class _ThreadState(threading.local):

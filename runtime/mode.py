@@ -87,9 +87,9 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
         set_tangent(t, level, derived)
         return derived
     if level.saved:
-        record = level.saved.get(geometry(t))
-        if record is not None:
-            value = record.tangents.get(level)
+        saved = level.saved.get(geometry(t))
+        if saved is not None:
+            value = saved[1].get(level)
             if isinstance(value, torch.Tensor):
                 set_tangent(t, level, value)
                 return value
@@ -106,35 +106,17 @@ def geometry(t: torch.Tensor) -> tuple:
     )
 
 
-class SavedOutput:
-    """What autograd keeps for a saved op output that has tangents: its data, and
-    its tangents, found again by storage and geometry when the backward runs."""
+def remember_saved_outputs(level: Level, outputs) -> None:
+    """Let tangents of outputs be found again after autograd saved and rebuilt them
+    (backward formulas that read the output: tanh, sigmoid, relu, softmax, ...)."""
+    from .levels import TANGENTS
 
-    __slots__ = ("__weakref__", "data", "tangents")
-
-    def __init__(self, data: torch.Tensor, tangents: dict):
-        self.data = data
-        self.tangents = tangents
-
-
-def pack_saved(t: torch.Tensor):
-    outputs = STATE.last_outputs
-    if outputs and any(t is o for o in outputs):
-        from .levels import TANGENTS
-
-        entries = t.__dict__.get(TANGENTS)
-        if entries:
-            with torch.utils._python_dispatch._disable_current_modes():
-                record = SavedOutput(t.detach(), entries)
-            key = geometry(t)
-            for level in entries:
-                level.saved[key] = record
-            return record
-    return t
-
-
-def unpack_saved(packed):
-    return packed.data if isinstance(packed, SavedOutput) else packed
+    for o in _tensors(outputs):
+        entries = o.__dict__.get(TANGENTS)
+        if entries and level in entries:
+            # Holding the output keeps its memory from being reused by another
+            # tensor of the same geometry while the level lasts.
+            level.saved[geometry(o)] = (o, entries)
 
 
 def _tensors(values):
@@ -248,30 +230,65 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if all(t is None for t in tangents):
         with handling_levels_below(level, mode):
             return func(*args, **kwargs)
+    tracking = _tracking(primals, tangents)
     inplace = rule.kind == "inplace"
+    self_tangent = tangents[0] if inplace and rule.input_indices[:1] == (0,) else None
     with handling_levels_below(level, mode):
         if inplace and rule.needs_original_self:
             with autograd_enabled():
                 primals[0] = primals[0].clone()
-        out = func(*args, **kwargs)
-        outputs = (
-            tuple(out)
-            if isinstance(out, (tuple, list)) and len(schema.returns) > 1
-            else (out,)
-        )
-        kernel_outputs = outputs
-        if rule.uses_outputs and not inplace and _tracking(primals, tangents):
-            # The primal above ran below autograd; formulas that read the output
-            # need it inside the graph for reverse-over-forward.
+        if self_tangent is not None and tracking:
+            # The formula must read a tangent that the update below does not
+            # modify, or autograd's saved values would change under it.
             with autograd_enabled():
-                tracked = func(*args, **kwargs)
-            kernel_outputs = tuple(tracked) if len(schema.returns) > 1 else (tracked,)
+                tangents[0] = self_tangent.clone()
+        recompute = rule.uses_outputs and tracking
+        if recompute and inplace:
+            with autograd_enabled():
+                before = primals[0].clone()
+        out = func(*args, **kwargs)
+        many = len(schema.returns) > 1
+        outputs = tuple(out) if many else (out,)
+        kernel_outputs = outputs
+        if recompute:
+            # The primal above ran below autograd; formulas that read the output
+            # need it inside the graph for reverse-over-forward (for an in-place
+            # op: its functional form applied to self as it was before).
+            with autograd_enabled():
+                if inplace:
+                    tracked = call_with(functional_form(func), [before, *primals[1:]])
+                else:
+                    tracked = func(*args, **kwargs)
+            kernel_outputs = tuple(tracked) if many else (tracked,)
         with autograd_enabled():
             result = rule.call(primals, tangents, kernel_outputs)
-    results = result if len(schema.returns) > 1 else (result,)
-    _attach(rule, level, outputs, results, primals, tangents)
-    STATE.last_outputs = outputs
+        results = result if many else (result,)
+        with autograd_enabled():
+            if inplace:
+                _update_self(level, outputs[0], self_tangent, results[0])
+            else:
+                _attach(rule, level, outputs, results)
+    if tracking:
+        remember_saved_outputs(level, outputs)
     return out
+
+
+def call_with(func, values: list):
+    """Call an op with its arguments in schema order (keyword-only ones by name)."""
+    args, kwargs = [], {}
+    for arg, value in zip(func._schema.arguments, values):
+        if arg.kwarg_only:
+            kwargs[arg.name] = value
+        else:
+            args.append(value)
+    return func(*args, **kwargs)
+
+
+def functional_form(func):
+    """`aten.exp.default` for `aten.exp_.default`."""
+    schema = func._schema
+    packet = getattr(torch.ops.aten, schema.name.split("::")[-1].rstrip("_"))
+    return getattr(packet, schema.overload_name or "default")
 
 
 def _tracking(primals, tangents) -> bool:
@@ -285,20 +302,18 @@ def _tracking(primals, tangents) -> bool:
     return False
 
 
-def _attach(rule: Rule, level: Level, outputs, results, primals, tangents) -> None:
-    if rule.kind == "inplace":
-        has_self = rule.differentiable_inputs[:1] == ("self",)
-        self_tangent = tangents[0] if has_self else None
-        new = results[0]
-        if new is None:
-            return
-        if self_tangent is not None:
-            if new is not self_tangent:
-                with autograd_enabled():
-                    self_tangent.copy_(new)
-            return
-        set_new_tangent(outputs[0], level, new)
-        return
+def _update_self(level: Level, self_value, self_tangent, new) -> None:
+    """An in-place op's tangent: written into self's tangent, or given to self."""
+    if self_tangent is not None:
+        if new is not self_tangent:
+            self_tangent.copy_(
+                new if new is not None else torch.zeros_like(self_tangent)
+            )
+    elif new is not None:
+        set_new_tangent(self_value, level, new)
+
+
+def _attach(rule: Rule, level: Level, outputs, results) -> None:
     for output, value, differentiable in zip(
         outputs, results, rule.differentiable_outputs
     ):
@@ -331,7 +346,7 @@ def conform_layout(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
     the primal). A copy only where the strides differ."""
     if tangent.stride() == primal.stride() or primal.numel() <= 1:
         return tangent
-    with autograd_enabled():
+    with autograd_enabled():  # from make_dual; a no-op inside the mode
         laid_out = torch.empty_strided(
             primal.size(), primal.stride(), dtype=tangent.dtype, device=tangent.device
         )

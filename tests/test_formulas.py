@@ -42,12 +42,15 @@ def test_as_real_like():
     assert F.as_real_like(z, z) is z
 
 
-def test_conform_expands_and_casts_to_the_result():
+def test_conform_expands_to_the_result_and_keeps_the_tangent_dtype():
     result = torch.randn(3, 4)
     out = F.conform(torch.randn(4, dtype=torch.float64), result)
-    assert out.shape == result.shape and out.dtype == result.dtype
+    assert out.shape == result.shape and out.dtype == torch.float64
+    assert out.stride() == result.stride()
     same = torch.randn(3, 4)
     assert F.conform(same, result) is same
+    z = torch.randn(3, 4, dtype=torch.complex128)
+    torch.testing.assert_close(F.conform(z, result), z.real)
 
 
 def test_fill_absent_builds_zeros_only_for_missing_tangents():

@@ -84,8 +84,8 @@ def _assert_tangent(got, expected, result, where):
         got.shape == result.shape
     ), f"{where}: tangent shape {tuple(got.shape)}, output {tuple(result.shape)}"
     assert (
-        got.dtype == result.dtype
-    ), f"{where}: tangent dtype {got.dtype}, output {result.dtype}"
+        got.dtype == expected.dtype
+    ), f"{where}: tangent dtype {got.dtype}, torch.func.jvp gives {expected.dtype}"
     torch.testing.assert_close(got, expected, msg=lambda m: f"{where}\n{m}")
 
 

@@ -191,7 +191,7 @@ def _branch(expr, present, absent, lists, inplace, mutating, may_broadcast) -> B
         elif mutating:
             action = Action.MUTATES_SELF
         else:
-            action = Action.COPY_INTO_SELF
+            action = Action.NEW_SELF_VALUE
     elif inplace:
         action = Action.RETURN if mutating else Action.RETURN_CONFORMED
     else:

@@ -158,7 +158,7 @@ class Emitter:
             Action.RETURN: code,
             Action.MUTATES_SELF: code,
             Action.RETURN_CONFORMED: f"conform({code}, {output})",
-            Action.COPY_INTO_SELF: f"self_t.copy_({code})",
+            Action.NEW_SELF_VALUE: code,
             Action.SELF_UNCHANGED: "self_t",
             Action.ZERO_SELF: "self_t.zero_()",
         }[b.action]

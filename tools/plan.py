@@ -17,7 +17,8 @@ from .model import OperatorSchema, OpKind
 class Action(enum.Enum):
     RETURN = "return"  # the tangent is the expression
     RETURN_CONFORMED = "return_conformed"  # ... given the output's shape and dtype
-    COPY_INTO_SELF = "copy_into_self"  # in-place: self_t.copy_(expression)
+    NEW_SELF_VALUE = "new_self_value"  # in-place: self's new tangent; the runtime
+    # writes it into self_t (kernels do not overwrite what their formula reads)
     SELF_UNCHANGED = "self_unchanged"  # in-place: the tangent of self is kept as is
     MUTATES_SELF = "mutates_self"  # in-place: the expression updates self_t itself
     ZERO_SELF = "zero_self"  # in-place: self's tangent becomes zero
