@@ -714,9 +714,33 @@ def sub__Scalar(self_p, other, alpha, self_t, result):
         return None
 
 
+def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
+    """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 213
+    # result: other_t - scale(self_t, alpha)
+    if self_t is not None and other_t is not None:
+        return other_t - scale(self_t, alpha)
+    elif self_t is not None:
+        return conform(-scale(self_t, alpha), result)
+    elif other_t is not None:
+        return conform(other_t, result)
+    else:
+        return None
+
+
+def rsub_Scalar(self_p, other, alpha, self_t, result):
+    """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 218
+    # result: -scale(self_t, alpha)
+    if self_t is not None:
+        return -scale(self_t, alpha)
+    else:
+        return None
+
+
 def mul_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 213
+    # functional, spec line 222
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
         return self_t * other_p + other_t * self_p
@@ -730,7 +754,7 @@ def mul_Tensor(self_p, other_p, self_t, other_t, result):
 
 def mul_Scalar(self_p, other, self_t, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 218
+    # functional, spec line 227
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mul.Scalar(self_t, other)
@@ -740,7 +764,7 @@ def mul_Scalar(self_p, other, self_t, result):
 
 def mul__Scalar(self_p, other, self_t, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 218
+    # inplace, spec line 227
     # formulas from mul.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -751,7 +775,7 @@ def mul__Scalar(self_p, other, self_t, result):
 
 def div_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 222
+    # functional, spec line 231
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
         return (self_t - other_t * result) / other_p
@@ -765,7 +789,7 @@ def div_Tensor(self_p, other_p, self_t, other_t, result):
 
 def div__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 222
+    # inplace, spec line 231
     # formulas from div.Tensor; self_p is self before the update
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
@@ -780,7 +804,7 @@ def div__Tensor(self_p, other_p, self_t, other_t, result):
 
 def div_Scalar(self_p, other, self_t, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 227
+    # functional, spec line 236
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.div.Scalar(self_t, other)
@@ -790,7 +814,7 @@ def div_Scalar(self_p, other, self_t, result):
 
 def div__Scalar(self_p, other, self_t, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 227
+    # inplace, spec line 236
     # formulas from div.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -801,7 +825,7 @@ def div__Scalar(self_p, other, self_t, result):
 
 def pow_Tensor_Scalar(self_p, exponent, self_t, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 231
+    # functional, spec line 240
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
         return self_t * pow_self_derivative(self_p, exponent)
@@ -811,7 +835,7 @@ def pow_Tensor_Scalar(self_p, exponent, self_t, result):
 
 def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 235
+    # functional, spec line 244
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
         return self_t * pow_self_derivative(
@@ -829,7 +853,7 @@ def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow_Scalar(self, exponent_p, exponent_t, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 249
     # result: auto_element_wise, from exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     if exponent_t is not None:
         return exponent_t * pow_exponent_derivative(self, exponent_p, result)
@@ -839,7 +863,7 @@ def pow_Scalar(self, exponent_p, exponent_t, result):
 
 def maximum_default(self_p, other_p, self_t, other_t, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 244
+    # functional, spec line 253
     # result: self_t * winner_weight(self_p, other_p) + other_t * winner_weight(other_p, self_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(self_p, other_p) + other_t * winner_weight(
@@ -855,7 +879,7 @@ def maximum_default(self_p, other_p, self_t, other_t, result):
 
 def minimum_default(self_p, other_p, self_t, other_t, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 249
+    # functional, spec line 258
     # result: self_t * winner_weight(other_p, self_p) + other_t * winner_weight(self_p, other_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(other_p, self_p) + other_t * winner_weight(
@@ -871,7 +895,7 @@ def minimum_default(self_p, other_p, self_t, other_t, result):
 
 def where_self(condition_p, self_p, other_p, self_t, other_t, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 254
+    # functional, spec line 263
     # result: torch.where(condition_p, self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(condition_p, self_t, other_t)
@@ -885,7 +909,7 @@ def where_self(condition_p, self_p, other_p, self_t, other_t, result):
 
 def atan2_default(self_p, other_p, self_t, other_t, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 260
+    # functional, spec line 269
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
         return (self_t * other_p - other_t * self_p) / (
@@ -903,7 +927,7 @@ def atan2_default(self_p, other_p, self_t, other_t, result):
 
 def atan2__default(self_p, other_p, self_t, other_t, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 260
+    # inplace, spec line 269
     # formulas from atan2; self_p is self before the update
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
@@ -922,7 +946,7 @@ def atan2__default(self_p, other_p, self_t, other_t, result):
 
 def sum_default(self_p, dtype, self_t, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 267
+    # functional, spec line 276
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.default(self_t, dtype=dtype)
@@ -932,7 +956,7 @@ def sum_default(self_p, dtype, self_t, result):
 
 def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 271
+    # functional, spec line 280
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)
@@ -942,7 +966,7 @@ def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
 
 def mean_default(self_p, dtype, self_t, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 275
+    # functional, spec line 284
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.default(self_t, dtype=dtype)
@@ -952,7 +976,7 @@ def mean_default(self_p, dtype, self_t, result):
 
 def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 279
+    # functional, spec line 288
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.dim(self_t, dim, keepdim, dtype=dtype)
@@ -962,7 +986,7 @@ def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
 
 def amax_default(self_p, dim, keepdim, self_t, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 283
+    # functional, spec line 292
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -972,7 +996,7 @@ def amax_default(self_p, dim, keepdim, self_t, result):
 
 def amin_default(self_p, dim, keepdim, self_t, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 287
+    # functional, spec line 296
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -982,7 +1006,7 @@ def amin_default(self_p, dim, keepdim, self_t, result):
 
 def max_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 291
+    # functional, spec line 300
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -993,7 +1017,7 @@ def max_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def min_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 296
+    # functional, spec line 305
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1004,7 +1028,7 @@ def min_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def mm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 303
+    # functional, spec line 312
     # result: self_t.mm(mat2_p) + self_p.mm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.mm(mat2_p) + self_p.mm(mat2_t)
@@ -1018,7 +1042,7 @@ def mm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 308
+    # functional, spec line 317
     # result: self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
@@ -1032,7 +1056,7 @@ def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 313
+    # functional, spec line 322
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
         return scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
@@ -1054,7 +1078,7 @@ def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, r
 
 def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 313
+    # inplace, spec line 322
     # formulas from addmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
@@ -1077,7 +1101,7 @@ def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, 
 
 def mv_default(self_p, vec_p, self_t, vec_t, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 319
+    # functional, spec line 328
     # result: self_t.mv(vec_p) + self_p.mv(vec_t)
     if self_t is not None and vec_t is not None:
         return self_t.mv(vec_p) + self_p.mv(vec_t)
@@ -1091,7 +1115,7 @@ def mv_default(self_p, vec_p, self_t, vec_t, result):
 
 def dot_default(self_p, tensor_p, self_t, tensor_t, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 324
+    # functional, spec line 333
     # result: self_t.dot(tensor_p) + self_p.dot(tensor_t)
     if self_t is not None and tensor_t is not None:
         return self_t.dot(tensor_p) + self_p.dot(tensor_t)
@@ -1105,7 +1129,7 @@ def dot_default(self_p, tensor_p, self_t, tensor_t, result):
 
 def alias_default(self_p, self_t, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 332
+    # view, spec line 341
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias.default(self_t)
@@ -1115,7 +1139,7 @@ def alias_default(self_p, self_t, result):
 
 def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 335
+    # view, spec line 344
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided.default(self_t, size, stride, storage_offset)
@@ -1125,7 +1149,7 @@ def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
 
 def view_default(self_p, size, self_t, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 339
+    # view, spec line 348
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view.default(self_t, size)
@@ -1135,7 +1159,7 @@ def view_default(self_p, size, self_t, result):
 
 def _unsafe_view_default(self_p, size, self_t, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 342
+    # functional, spec line 351
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._unsafe_view.default(self_t, size)
@@ -1145,7 +1169,7 @@ def _unsafe_view_default(self_p, size, self_t, result):
 
 def t_default(self_p, self_t, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 346
+    # view, spec line 355
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t.default(self_t)
@@ -1155,7 +1179,7 @@ def t_default(self_p, self_t, result):
 
 def transpose_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 349
+    # view, spec line 358
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose.int(self_t, dim0, dim1)
@@ -1165,7 +1189,7 @@ def transpose_int(self_p, dim0, dim1, self_t, result):
 
 def permute_default(self_p, dims, self_t, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 352
+    # view, spec line 361
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute.default(self_t, dims)
@@ -1175,7 +1199,7 @@ def permute_default(self_p, dims, self_t, result):
 
 def expand_default(self_p, size, implicit, self_t, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 355
+    # view, spec line 364
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand.default(self_t, size, implicit=implicit)
@@ -1185,7 +1209,7 @@ def expand_default(self_p, size, implicit, self_t, result):
 
 def slice_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 358
+    # view, spec line 367
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice.Tensor(self_t, dim, start, end, step)
@@ -1195,7 +1219,7 @@ def slice_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def select_int(self_p, dim, index, self_t, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 361
+    # view, spec line 370
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select.int(self_t, dim, index)
@@ -1205,7 +1229,7 @@ def select_int(self_p, dim, index, self_t, result):
 
 def unsqueeze_default(self_p, dim, self_t, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 364
+    # view, spec line 373
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze.default(self_t, dim)
@@ -1215,7 +1239,7 @@ def unsqueeze_default(self_p, dim, self_t, result):
 
 def squeeze_dim(self_p, dim, self_t, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 367
+    # view, spec line 376
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dim(self_t, dim)
@@ -1223,9 +1247,19 @@ def squeeze_dim(self_p, dim, self_t, result):
         return None
 
 
+def squeeze_default(self_p, self_t, result):
+    """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 379
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze.default(self_t)
+    else:
+        return None
+
+
 def cat_default(tensors_p, dim, tensors_t, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 372
+    # functional, spec line 384
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1236,7 +1270,7 @@ def cat_default(tensors_p, dim, tensors_t, result):
 
 def stack_default(tensors_p, dim, tensors_t, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 376
+    # functional, spec line 388
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1247,7 +1281,7 @@ def stack_default(tensors_p, dim, tensors_t, result):
 
 def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 383
+    # inplace, spec line 395
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -1262,7 +1296,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 385
+    # inplace, spec line 397
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
@@ -1277,7 +1311,7 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 387
+    # inplace, spec line 399
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.copy_.default(self_t, src_t, non_blocking)
@@ -1295,7 +1329,7 @@ def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
 
 def zero__default(self_p, self_t, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 392
+    # inplace, spec line 404
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.zero_.default(self_t)
@@ -1305,7 +1339,7 @@ def zero__default(self_p, self_t, result):
 
 def fill__Scalar(self_p, value, self_t, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 396
+    # inplace, spec line 408
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1315,7 +1349,7 @@ def fill__Scalar(self_p, value, self_t, result):
 
 def fill__Tensor(self_p, value_p, self_t, value_t, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 400
+    # inplace, spec line 412
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
         return value_t.expand_as(self_p)
@@ -1329,7 +1363,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
 
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 407
+    # functional, spec line 419
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1339,7 +1373,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 411
+    # functional, spec line 423
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1349,7 +1383,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 415
+    # functional, spec line 427
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1359,7 +1393,7 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 419
+    # functional, spec line 431
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1369,7 +1403,7 @@ def log_softmax_int(self_p, dim, dtype, self_t, result):
 
 def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 427
+    # functional, spec line 439
     # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1386,7 +1420,7 @@ def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, resu
 
 def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 432
+    # functional, spec line 444
     # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1403,7 +1437,7 @@ def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, r
 
 def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 437
+    # functional, spec line 449
     # result: torch.where(self_p > threshold, grad_output_t, 0.0)
     if grad_output_t is not None:
         return torch.where(self_p > threshold, grad_output_t, 0.0)
@@ -1415,7 +1449,7 @@ def _softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 442
+    # functional, spec line 454
     # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
     if grad_output_t is not None and output_t is not None:
         return output_t * (
@@ -1447,7 +1481,7 @@ def _log_softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 447
+    # functional, spec line 459
     # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1463,6 +1497,34 @@ def _log_softmax_backward_data_default(
     elif output_t is not None:
         return conform(
             -(output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True)), result
+        )
+    else:
+        return None
+
+
+def select_backward_default(
+    grad_output_p, input_sizes, dim, index, grad_output_t, result
+):
+    """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
+    # functional, spec line 464
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.select_backward.default(
+            grad_output_t, input_sizes, dim, index
+        )
+    else:
+        return None
+
+
+def slice_backward_default(
+    grad_output_p, input_sizes, dim, start, end, step, grad_output_t, result
+):
+    """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
+    # functional, spec line 468
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.slice_backward.default(
+            grad_output_t, input_sizes, dim, start, end, step
         )
     else:
         return None

@@ -1085,6 +1085,38 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
 )
 
 
+KERNELS[aten.rsub.Tensor] = KernelInfo(
+    name="rsub.Tensor",
+    kind="functional",
+    jvp=jvp.rsub_Tensor,
+    vjp=vjp.rsub_Tensor,
+    arguments=("self", "other", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=213,
+)
+
+
+KERNELS[aten.rsub.Scalar] = KernelInfo(
+    name="rsub.Scalar",
+    kind="functional",
+    jvp=jvp.rsub_Scalar,
+    vjp=vjp.rsub_Scalar,
+    arguments=("self", "other", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=218,
+)
+
+
 KERNELS[aten.mul.Tensor] = KernelInfo(
     name="mul.Tensor",
     kind="functional",
@@ -1097,7 +1129,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=213,
+    spec_line=222,
 )
 
 
@@ -1113,7 +1145,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=218,
+    spec_line=227,
 )
 
 
@@ -1129,7 +1161,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="mul.Scalar",
-    spec_line=218,
+    spec_line=227,
 )
 
 
@@ -1145,7 +1177,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=222,
+    spec_line=231,
 )
 
 
@@ -1161,7 +1193,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor",
-    spec_line=222,
+    spec_line=231,
 )
 
 
@@ -1177,7 +1209,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=227,
+    spec_line=236,
 )
 
 
@@ -1193,7 +1225,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar",
-    spec_line=227,
+    spec_line=236,
 )
 
 
@@ -1209,7 +1241,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=231,
+    spec_line=240,
 )
 
 
@@ -1225,7 +1257,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=235,
+    spec_line=244,
 )
 
 
@@ -1241,7 +1273,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=240,
+    spec_line=249,
 )
 
 
@@ -1257,7 +1289,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=244,
+    spec_line=253,
 )
 
 
@@ -1273,7 +1305,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=249,
+    spec_line=258,
 )
 
 
@@ -1289,7 +1321,7 @@ KERNELS[aten.where.self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=254,
+    spec_line=263,
 )
 
 
@@ -1305,7 +1337,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=260,
+    spec_line=269,
 )
 
 
@@ -1321,7 +1353,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan2",
-    spec_line=260,
+    spec_line=269,
 )
 
 
@@ -1337,7 +1369,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=267,
+    spec_line=276,
 )
 
 
@@ -1353,7 +1385,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=271,
+    spec_line=280,
 )
 
 
@@ -1369,7 +1401,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=275,
+    spec_line=284,
 )
 
 
@@ -1385,7 +1417,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=279,
+    spec_line=288,
 )
 
 
@@ -1401,7 +1433,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=283,
+    spec_line=292,
 )
 
 
@@ -1417,7 +1449,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=287,
+    spec_line=296,
 )
 
 
@@ -1433,7 +1465,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=291,
+    spec_line=300,
 )
 
 
@@ -1449,7 +1481,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=296,
+    spec_line=305,
 )
 
 
@@ -1465,7 +1497,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=303,
+    spec_line=312,
 )
 
 
@@ -1481,7 +1513,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=308,
+    spec_line=317,
 )
 
 
@@ -1497,7 +1529,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=313,
+    spec_line=322,
 )
 
 
@@ -1513,7 +1545,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmm",
-    spec_line=313,
+    spec_line=322,
 )
 
 
@@ -1529,7 +1561,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=319,
+    spec_line=328,
 )
 
 
@@ -1545,7 +1577,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=324,
+    spec_line=333,
 )
 
 
@@ -1561,7 +1593,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=332,
+    spec_line=341,
 )
 
 
@@ -1577,7 +1609,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=335,
+    spec_line=344,
 )
 
 
@@ -1593,7 +1625,7 @@ KERNELS[aten.view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=339,
+    spec_line=348,
 )
 
 
@@ -1609,7 +1641,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=342,
+    spec_line=351,
 )
 
 
@@ -1625,7 +1657,7 @@ KERNELS[aten.t.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=346,
+    spec_line=355,
 )
 
 
@@ -1641,7 +1673,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=349,
+    spec_line=358,
 )
 
 
@@ -1657,7 +1689,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=352,
+    spec_line=361,
 )
 
 
@@ -1673,7 +1705,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=355,
+    spec_line=364,
 )
 
 
@@ -1689,7 +1721,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=358,
+    spec_line=367,
 )
 
 
@@ -1705,7 +1737,7 @@ KERNELS[aten.select.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=361,
+    spec_line=370,
 )
 
 
@@ -1721,7 +1753,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=364,
+    spec_line=373,
 )
 
 
@@ -1737,7 +1769,23 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=367,
+    spec_line=376,
+)
+
+
+KERNELS[aten.squeeze.default] = KernelInfo(
+    name="squeeze",
+    kind="view",
+    jvp=jvp.squeeze_default,
+    vjp=vjp.squeeze_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=379,
 )
 
 
@@ -1753,7 +1801,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=372,
+    spec_line=384,
 )
 
 
@@ -1769,7 +1817,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=376,
+    spec_line=388,
 )
 
 
@@ -1785,7 +1833,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=383,
+    spec_line=395,
 )
 
 
@@ -1801,7 +1849,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=385,
+    spec_line=397,
 )
 
 
@@ -1817,7 +1865,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=387,
+    spec_line=399,
 )
 
 
@@ -1833,7 +1881,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=392,
+    spec_line=404,
 )
 
 
@@ -1849,7 +1897,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=396,
+    spec_line=408,
 )
 
 
@@ -1865,7 +1913,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=400,
+    spec_line=412,
 )
 
 
@@ -1881,7 +1929,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=407,
+    spec_line=419,
 )
 
 
@@ -1897,7 +1945,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=411,
+    spec_line=423,
 )
 
 
@@ -1913,7 +1961,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=415,
+    spec_line=427,
 )
 
 
@@ -1929,7 +1977,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=419,
+    spec_line=431,
 )
 
 
@@ -1945,7 +1993,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=427,
+    spec_line=439,
 )
 
 
@@ -1961,7 +2009,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=432,
+    spec_line=444,
 )
 
 
@@ -1977,7 +2025,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=437,
+    spec_line=449,
 )
 
 
@@ -1993,7 +2041,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=442,
+    spec_line=454,
 )
 
 
@@ -2009,5 +2057,37 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=447,
+    spec_line=459,
+)
+
+
+KERNELS[aten.select_backward.default] = KernelInfo(
+    name="select_backward",
+    kind="functional",
+    jvp=jvp.select_backward_default,
+    vjp=vjp.select_backward_default,
+    arguments=("grad_output", "input_sizes", "dim", "index"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=464,
+)
+
+
+KERNELS[aten.slice_backward.default] = KernelInfo(
+    name="slice_backward",
+    kind="functional",
+    jvp=jvp.slice_backward_default,
+    vjp=vjp.slice_backward_default,
+    arguments=("grad_output", "input_sizes", "dim", "start", "end", "step"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=468,
 )

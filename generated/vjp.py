@@ -582,9 +582,27 @@ def sub__Scalar(grad, self, other, alpha, result):
     return (self_grad,)
 
 
+def rsub_Tensor(grad, self, other, alpha, result):
+    """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 213
+    # self: unbroadcast(-scale_conj(grad, alpha), self)
+    self_grad = unbroadcast(-scale_conj(grad, alpha), self)
+    # other: unbroadcast(grad, other)
+    other_grad = unbroadcast(grad, other)
+    return (self_grad, other_grad)
+
+
+def rsub_Scalar(grad, self, other, alpha, result):
+    """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 218
+    # self: -scale_conj(grad, alpha)
+    self_grad = -scale_conj(grad, alpha)
+    return (self_grad,)
+
+
 def mul_Tensor(grad, self, other, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 213
+    # functional, spec line 222
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
     # other: unbroadcast(grad * self.conj(), other)
@@ -594,7 +612,7 @@ def mul_Tensor(grad, self, other, result):
 
 def mul_Scalar(grad, self, other, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 218
+    # functional, spec line 227
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
     return (self_grad,)
@@ -602,7 +620,7 @@ def mul_Scalar(grad, self, other, result):
 
 def mul__Scalar(grad, self, other, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 218
+    # inplace, spec line 227
     # formulas from mul.Scalar; self_p is self before the update
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
@@ -611,7 +629,7 @@ def mul__Scalar(grad, self, other, result):
 
 def div_Tensor(grad, self, other, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 222
+    # functional, spec line 231
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
     # other: unbroadcast(-grad * (self / (other * other)).conj(), other)
@@ -621,7 +639,7 @@ def div_Tensor(grad, self, other, result):
 
 def div__Tensor(grad, self, other, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 222
+    # inplace, spec line 231
     # formulas from div.Tensor; self_p is self before the update
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
@@ -632,7 +650,7 @@ def div__Tensor(grad, self, other, result):
 
 def div_Scalar(grad, self, other, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 227
+    # functional, spec line 236
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
     return (self_grad,)
@@ -640,7 +658,7 @@ def div_Scalar(grad, self, other, result):
 
 def div__Scalar(grad, self, other, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 227
+    # inplace, spec line 236
     # formulas from div.Scalar; self_p is self before the update
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
@@ -649,7 +667,7 @@ def div__Scalar(grad, self, other, result):
 
 def pow_Tensor_Scalar(grad, self, exponent, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 231
+    # functional, spec line 240
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
     return (self_grad,)
@@ -657,7 +675,7 @@ def pow_Tensor_Scalar(grad, self, exponent, result):
 
 def pow_Tensor_Tensor(grad, self, exponent, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 235
+    # functional, spec line 244
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
@@ -669,7 +687,7 @@ def pow_Tensor_Tensor(grad, self, exponent, result):
 
 def pow_Scalar(grad, self, exponent, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 249
     # exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     exponent_grad = grad * pow_exponent_derivative(self, exponent, result).conj()
     return (exponent_grad,)
@@ -677,7 +695,7 @@ def pow_Scalar(grad, self, exponent, result):
 
 def maximum_default(grad, self, other, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 244
+    # functional, spec line 253
     # self: unbroadcast(grad * winner_weight(self, other), self)
     self_grad = unbroadcast(grad * winner_weight(self, other), self)
     # other: unbroadcast(grad * winner_weight(other, self), other)
@@ -687,7 +705,7 @@ def maximum_default(grad, self, other, result):
 
 def minimum_default(grad, self, other, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 249
+    # functional, spec line 258
     # self: unbroadcast(grad * winner_weight(other, self), self)
     self_grad = unbroadcast(grad * winner_weight(other, self), self)
     # other: unbroadcast(grad * winner_weight(self, other), other)
@@ -697,7 +715,7 @@ def minimum_default(grad, self, other, result):
 
 def where_self(grad, condition, self, other, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 254
+    # functional, spec line 263
     # self: unbroadcast(torch.where(condition, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(condition, grad, 0.0), self)
     # other: unbroadcast(torch.where(condition, 0.0, grad), other)
@@ -707,7 +725,7 @@ def where_self(grad, condition, self, other, result):
 
 def atan2_default(grad, self, other, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 260
+    # functional, spec line 269
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
     # other: unbroadcast(-grad * self / (self * self + other * other), other)
@@ -717,7 +735,7 @@ def atan2_default(grad, self, other, result):
 
 def atan2__default(grad, self, other, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 260
+    # inplace, spec line 269
     # formulas from atan2; self_p is self before the update
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
@@ -728,7 +746,7 @@ def atan2__default(grad, self, other, result):
 
 def sum_default(grad, self, dtype, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 267
+    # functional, spec line 276
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape)
     self_grad = as_real_like(grad, self).to(self.dtype).expand(self.shape)
     return (self_grad,)
@@ -736,7 +754,7 @@ def sum_default(grad, self, dtype, result):
 
 def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 271
+    # functional, spec line 280
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -746,7 +764,7 @@ def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
 
 def mean_default(grad, self, dtype, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 275
+    # functional, spec line 284
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
     self_grad = (
         as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
@@ -756,7 +774,7 @@ def mean_default(grad, self, dtype, result):
 
 def mean_dim(grad, self, dim, keepdim, dtype, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 279
+    # functional, spec line 288
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -766,7 +784,7 @@ def mean_dim(grad, self, dim, keepdim, dtype, result):
 
 def amax_default(grad, self, dim, keepdim, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 283
+    # functional, spec line 292
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -774,7 +792,7 @@ def amax_default(grad, self, dim, keepdim, result):
 
 def amin_default(grad, self, dim, keepdim, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 287
+    # functional, spec line 296
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -782,7 +800,7 @@ def amin_default(grad, self, dim, keepdim, result):
 
 def max_dim(grads, self, dim, keepdim, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 291
+    # functional, spec line 300
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -793,7 +811,7 @@ def max_dim(grads, self, dim, keepdim, values, indices):
 
 def min_dim(grads, self, dim, keepdim, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 296
+    # functional, spec line 305
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -804,7 +822,7 @@ def min_dim(grads, self, dim, keepdim, values, indices):
 
 def mm_default(grad, self, mat2, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 303
+    # functional, spec line 312
     # self: grad.mm(mat2.mH)
     self_grad = grad.mm(mat2.mH)
     # mat2: self.mH.mm(grad)
@@ -814,7 +832,7 @@ def mm_default(grad, self, mat2, result):
 
 def bmm_default(grad, self, mat2, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 308
+    # functional, spec line 317
     # self: grad.bmm(mat2.mH)
     self_grad = grad.bmm(mat2.mH)
     # mat2: self.mH.bmm(grad)
@@ -824,7 +842,7 @@ def bmm_default(grad, self, mat2, result):
 
 def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 313
+    # functional, spec line 322
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat1: scale_conj(grad.mm(mat2.mH), alpha)
@@ -836,7 +854,7 @@ def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
 
 def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 313
+    # inplace, spec line 322
     # formulas from addmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -849,7 +867,7 @@ def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
 
 def mv_default(grad, self, vec, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 319
+    # functional, spec line 328
     # self: grad.unsqueeze(1) * vec.conj()
     self_grad = grad.unsqueeze(1) * vec.conj()
     # vec: self.mH.mv(grad)
@@ -859,7 +877,7 @@ def mv_default(grad, self, vec, result):
 
 def dot_default(grad, self, tensor, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 324
+    # functional, spec line 333
     # self: grad * tensor.conj()
     self_grad = grad * tensor.conj()
     # tensor: grad * self.conj()
@@ -869,7 +887,7 @@ def dot_default(grad, self, tensor, result):
 
 def alias_default(grad, self, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 332
+    # view, spec line 341
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -877,7 +895,7 @@ def alias_default(grad, self, result):
 
 def as_strided_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 335
+    # view, spec line 344
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -885,7 +903,7 @@ def as_strided_default(grad, self, size, stride, storage_offset, result):
 
 def view_default(grad, self, size, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 339
+    # view, spec line 348
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -893,7 +911,7 @@ def view_default(grad, self, size, result):
 
 def _unsafe_view_default(grad, self, size, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 342
+    # functional, spec line 351
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -901,7 +919,7 @@ def _unsafe_view_default(grad, self, size, result):
 
 def t_default(grad, self, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 346
+    # view, spec line 355
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -909,7 +927,7 @@ def t_default(grad, self, result):
 
 def transpose_int(grad, self, dim0, dim1, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 349
+    # view, spec line 358
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -917,7 +935,7 @@ def transpose_int(grad, self, dim0, dim1, result):
 
 def permute_default(grad, self, dims, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 352
+    # view, spec line 361
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -925,7 +943,7 @@ def permute_default(grad, self, dims, result):
 
 def expand_default(grad, self, size, implicit, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 355
+    # view, spec line 364
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -933,7 +951,7 @@ def expand_default(grad, self, size, implicit, result):
 
 def slice_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 358
+    # view, spec line 367
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -941,7 +959,7 @@ def slice_Tensor(grad, self, dim, start, end, step, result):
 
 def select_int(grad, self, dim, index, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 361
+    # view, spec line 370
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -949,7 +967,7 @@ def select_int(grad, self, dim, index, result):
 
 def unsqueeze_default(grad, self, dim, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 364
+    # view, spec line 373
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -957,7 +975,15 @@ def unsqueeze_default(grad, self, dim, result):
 
 def squeeze_dim(grad, self, dim, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 367
+    # view, spec line 376
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def squeeze_default(grad, self, result):
+    """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 379
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -965,7 +991,7 @@ def squeeze_dim(grad, self, dim, result):
 
 def cat_default(grad, tensors, dim, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 372
+    # functional, spec line 384
     # tensors: split_like(grad, tensors, dim)
     tensors_grad = split_like(grad, tensors, dim)
     return (tensors_grad,)
@@ -973,7 +999,7 @@ def cat_default(grad, tensors, dim, result):
 
 def stack_default(grad, tensors, dim, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 376
+    # functional, spec line 388
     # tensors: grad.unbind(dim)
     tensors_grad = grad.unbind(dim)
     return (tensors_grad,)
@@ -981,7 +1007,7 @@ def stack_default(grad, tensors, dim, result):
 
 def add__Tensor(grad, self, other, alpha, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 383
+    # inplace, spec line 395
     # formulas from add.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -992,7 +1018,7 @@ def add__Tensor(grad, self, other, alpha, result):
 
 def mul__Tensor(grad, self, other, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 385
+    # inplace, spec line 397
     # formulas from mul.Tensor; self_p is self before the update
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
@@ -1003,7 +1029,7 @@ def mul__Tensor(grad, self, other, result):
 
 def copy__default(grad, self, src, non_blocking, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 387
+    # inplace, spec line 399
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # src: unbroadcast(grad, src).to(src.dtype)
@@ -1013,7 +1039,7 @@ def copy__default(grad, self, src, non_blocking, result):
 
 def zero__default(grad, self, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 392
+    # inplace, spec line 404
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1021,7 +1047,7 @@ def zero__default(grad, self, result):
 
 def fill__Scalar(grad, self, value, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 396
+    # inplace, spec line 408
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1029,7 +1055,7 @@ def fill__Scalar(grad, self, value, result):
 
 def fill__Tensor(grad, self, value, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 400
+    # inplace, spec line 412
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # value: grad.sum()
@@ -1039,7 +1065,7 @@ def fill__Tensor(grad, self, value, result):
 
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 407
+    # functional, spec line 419
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1047,7 +1073,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 411
+    # functional, spec line 423
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1055,7 +1081,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 415
+    # functional, spec line 427
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1063,7 +1089,7 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 419
+    # functional, spec line 431
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1071,7 +1097,7 @@ def log_softmax_int(grad, self, dim, dtype, result):
 
 def tanh_backward_default(grad, grad_output, output, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 427
+    # functional, spec line 439
     # grad_output: grad * (1 - output * output).conj()
     grad_output_grad = grad * (1 - output * output).conj()
     # output: -2 * grad * (grad_output * output.conj()).conj()
@@ -1081,7 +1107,7 @@ def tanh_backward_default(grad, grad_output, output, result):
 
 def sigmoid_backward_default(grad, grad_output, output, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 432
+    # functional, spec line 444
     # grad_output: grad * (output * (1 - output)).conj()
     grad_output_grad = grad * (output * (1 - output)).conj()
     # output: grad * (grad_output * (1 - 2 * output).conj()).conj()
@@ -1091,7 +1117,7 @@ def sigmoid_backward_default(grad, grad_output, output, result):
 
 def threshold_backward_default(grad, grad_output, self, threshold, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 437
+    # functional, spec line 449
     # grad_output: torch.where(self > threshold, grad, 0.0)
     grad_output_grad = torch.where(self > threshold, grad, 0.0)
     return (grad_output_grad,)
@@ -1099,7 +1125,7 @@ def threshold_backward_default(grad, grad_output, self, threshold, result):
 
 def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 442
+    # functional, spec line 454
     # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
     grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
     # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
@@ -1113,9 +1139,27 @@ def _log_softmax_backward_data_default(
     grad, grad_output, output, dim, input_dtype, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 447
+    # functional, spec line 459
     # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
     grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
     # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
     output_grad = -grad * output.exp() * grad_output.sum(dim, keepdim=True)
     return (grad_output_grad, output_grad)
+
+
+def select_backward_default(grad, grad_output, input_sizes, dim, index, result):
+    """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
+    # functional, spec line 464
+    # grad_output: grad.select(dim, index)
+    grad_output_grad = grad.select(dim, index)
+    return (grad_output_grad,)
+
+
+def slice_backward_default(
+    grad, grad_output, input_sizes, dim, start, end, step, result
+):
+    """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
+    # functional, spec line 468
+    # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
+    grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
+    return (grad_output_grad,)

@@ -93,6 +93,8 @@ SAMPLES: dict[str, list[Sample]] = {
     "sub.Tensor": binary() + [S(T(2, 3), T(3), alpha=-1.5)],
     "sub.Scalar": [S(T(3, 4), 2.0), S(T(3), 1.5, 3)],
     "mul.Tensor": binary(),
+    "rsub.Tensor": binary() + [S(T(3, 4), T(4), alpha=2.5)],
+    "rsub.Scalar": [S(T(3, 4), 2.0), S(T(3), 1.5, 3)],
     "mul.Scalar": [S(T(3, 4), 2.5), S(T(2), 3)],
     "div.Tensor": binary(other="positive"),
     "div.Scalar": [S(T(3, 4), 2.5), S(T(), -4)],
@@ -170,6 +172,8 @@ SAMPLES: dict[str, list[Sample]] = {
     "_log_softmax_backward_data": [
         S(T(3, 4), T(3, 4), 0, torch.float64, complex_ok=False)
     ],
+    "select_backward": [S(T(4), [3, 4], 0, 1), S(T(3), [3, 4], 1, -1)],
+    "slice_backward": [S(T(2, 4), [5, 4], 0, 1, 4, 2), S(T(5, 2), [5, 6], 1, 0, 4, 2)],
     "view": [S(T(3, 4), [4, 3]), S(T(2, 3, 2), [-1])],
     "_unsafe_view": [S(T(3, 4), [2, 6])],
     "t": [S(T(3, 4)), S(T(3))],
@@ -179,6 +183,7 @@ SAMPLES: dict[str, list[Sample]] = {
     "slice.Tensor": [S(T(5, 4), 0, 1, 4), S(T(5, 6), 1, None, None, 2)],
     "select.int": [S(T(5, 4), 0, 2), S(T(5, 4), 1, -1)],
     "unsqueeze": [S(T(3, 4), 1), S(T(3, 4), -1)],
+    "squeeze": [S(T(3, 1, 4)), S(T(1, 1))],
     "squeeze.dim": [S(T(3, 1, 4), 1), S(T(3, 4), 0)],
     "cat": [S([T(2, 3), T(4, 3)]), S([T(2, 3), T(2, 1)], 1), S([T(2, 3), T(0)])],
     "stack": [S([T(2, 3), T(2, 3)]), S([T(2, 3), T(2, 3), T(2, 3)], 1)],
