@@ -84,15 +84,6 @@ def input_case(fn: Callable, x: torch.Tensor):
     }
 
 
-def mixed_case(op: Callable, x: torch.Tensor):
-    t = torch.randn_like(x)
-    return {
-        "native": lambda: with_api(native_ad, op, x, t),
-        "func.jvp": lambda: with_func(op, x, t),
-        "dualgen": lambda: with_api(dual_ad, op, x, t),
-    }
-
-
 def measure(impls: dict[str, Callable], rounds: int, budget: float) -> dict[str, float]:
     for fn in impls.values():  # warm up, and settle how many calls make one sample
         fn()
@@ -134,10 +125,10 @@ def cases(quick: bool):
     yield "MLP, tangents on parameters", "large", parameter_case(
         mlp_large, x_large
     ), None
-    yield "dual * tensor", "tiny", mixed_case(
+    yield "dual * tensor", "tiny", input_case(
         lambda x: x * plain, torch.randn(tiny, dtype=d)
     ), 1
-    yield "dual + 2.0", "tiny", mixed_case(
+    yield "dual + 2.0", "tiny", input_case(
         lambda x: x + 2.0, torch.randn(tiny, dtype=d)
     ), 1
 
