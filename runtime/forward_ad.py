@@ -51,7 +51,6 @@ def enter_dual_level() -> int:
         mode = DualMode()
         _push_mode(mode)
         state.mode = mode
-        state.last_outputs = ()
     level = Level(len(state.levels))
     state.levels.append(level)
     state.cap = level.index
@@ -72,12 +71,10 @@ def exit_dual_level(*, level: int | None = None) -> None:
     finished = state.levels.pop()
     clear_level(finished)
     state.cap = len(state.levels) - 1
-    state.last_outputs = ()
     if not state.levels:
         if _get_current_dispatch_mode() is state.mode:
             _pop_mode()
         state.mode = None
-        state.last_outputs = ()
 
 
 class dual_level(contextlib.ContextDecorator):

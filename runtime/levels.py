@@ -38,7 +38,6 @@ class _ThreadState(threading.local):
         self.cap: int = -1  # highest level index the mode handles right now
         self.mode = None  # the DualMode while any level is active
         self.user_exclude = None  # dispatch keys the user's context excludes
-        self.last_outputs: tuple = ()  # outputs of the last op given tangents
 
 
 STATE = _ThreadState()
@@ -73,11 +72,6 @@ def set_tangent(t: torch.Tensor, level: Level, tangent: torch.Tensor | None) -> 
     if level not in entries:
         level.tensors.append(weakref.ref(t))
     entries[level] = _NO_TANGENT if tangent is None else tangent
-
-
-def has_entry(t: torch.Tensor, level: Level) -> bool:
-    entries = _entries(t)
-    return entries is not None and level in entries
 
 
 def own_tangent(t: torch.Tensor, level: Level):
