@@ -1338,6 +1338,18 @@ def second_order(f, x, u, v):
     return value, ju, jv, second
 
 
+def nested_tangents(f, x, u, v):
+    """Under two dualgen levels (x dual with v outside, u inside): the inner tangent
+    of f(x), the outer tangent of f(x), and the outer tangent of the inner one."""
+    with dual_fwAD.dual_level() as outer, dual_fwAD.dual_level() as inner:
+        xi = dual_fwAD.make_dual(dual_fwAD.make_dual(x, v, level=outer), u)
+        y = f(xi)
+        t = dual_fwAD.unpack_dual(y, level=inner).tangent
+        jv = dual_fwAD.unpack_dual(y, level=outer).tangent
+        second = None if t is None else dual_fwAD.unpack_dual(t, level=outer).tangent
+        return t, jv, second
+
+
 @pytest.mark.parametrize("name", NESTED)
 def test_forward_over_forward(name):
     f = NESTED[name]
@@ -1406,11 +1418,9 @@ def test_forward_over_forward_when_the_tangent_is_relaid_out(name):
     torch.manual_seed(0)
     x, u, v = randn(3, 4), randn(3, 4), randn(3, 4)
     _, ju, _, second = second_order(f, x, u, v)
-    with dual_fwAD.dual_level() as outer, dual_fwAD.dual_level() as inner:
-        xi = dual_fwAD.make_dual(dual_fwAD.make_dual(x, v, level=outer), u)
-        t = dual_fwAD.unpack_dual(f(xi), level=inner).tangent
-        assert_close(t, ju)
-        assert_same(dual_fwAD.unpack_dual(t, level=outer).tangent, second)
+    t, _, got_second = nested_tangents(f, x, u, v)
+    assert_close(t, ju)
+    assert_same(got_second, second)
 
 
 def test_forward_over_forward_setitem_into_plain_tensor():
@@ -1422,13 +1432,10 @@ def test_forward_over_forward_setitem_into_plain_tensor():
     torch.manual_seed(0)
     x, u, v = randn(3, 4), randn(3, 4), randn(3, 4)
     _, ju, jv, second = second_order(f, x, u, v)
-    with dual_fwAD.dual_level() as outer, dual_fwAD.dual_level() as inner:
-        xi = dual_fwAD.make_dual(dual_fwAD.make_dual(x, v, level=outer), u)
-        y = f(xi)
-        t = dual_fwAD.unpack_dual(y, level=inner).tangent
-        assert_close(t, ju)
-        assert_close(dual_fwAD.unpack_dual(y, level=outer).tangent, jv)
-        assert_same(dual_fwAD.unpack_dual(t, level=outer).tangent, second)
+    t, got_jv, got_second = nested_tangents(f, x, u, v)
+    assert_close(t, ju)
+    assert_close(got_jv, jv)
+    assert_same(got_second, second)
 
 
 def test_inner_level_only():
@@ -1478,13 +1485,10 @@ def test_nested_inplace_matches_nested_jvp():
     torch.manual_seed(0)
     x, u, v = randn(3, 2), randn(3, 2), randn(3, 2)
     _, ju, jv, second = second_order(f, x, u, v)
-    with dual_fwAD.dual_level() as outer, dual_fwAD.dual_level() as inner:
-        xi = dual_fwAD.make_dual(dual_fwAD.make_dual(x, v, level=outer), u)
-        y = f(xi)
-        t = dual_fwAD.unpack_dual(y, level=inner).tangent
-        assert_close(t, ju)
-        assert_close(dual_fwAD.unpack_dual(t, level=outer).tangent, second)
-        assert_close(dual_fwAD.unpack_dual(y, level=outer).tangent, jv)
+    t, got_jv, got_second = nested_tangents(f, x, u, v)
+    assert_close(t, ju)
+    assert_close(got_second, second)
+    assert_close(got_jv, jv)
 
 
 # --------------------------------------------------------------------------------------
@@ -1898,11 +1902,9 @@ def test_user_rule_under_nesting(user_rules):
         return x_t * x_p.cos()
 
     x, u, v = randn(4), randn(4), randn(4)
-    with dual_fwAD.dual_level() as outer, dual_fwAD.dual_level() as inner:
-        xi = dual_fwAD.make_dual(dual_fwAD.make_dual(x, v, level=outer), u)
-        t = dual_fwAD.unpack_dual(mysin(xi), level=inner).tangent
-        assert_close(t, u * x.cos())
-        assert_close(dual_fwAD.unpack_dual(t, level=outer).tangent, -u * v * x.sin())
+    t, _, second = nested_tangents(mysin, x, u, v)
+    assert_close(t, u * x.cos())
+    assert_close(second, -u * v * x.sin())
 
 
 def test_custom_op_without_rule_raises_native_drops_tangent(user_rules):
