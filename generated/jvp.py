@@ -1257,9 +1257,50 @@ def squeeze_default(self_p, self_t, result):
         return None
 
 
+def _conj_default(self_p, self_t, result):
+    """aten::_conj(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 384
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._conj.default(self_t)
+    else:
+        return None
+
+
+def resolve_conj_default(self_p, self_t, result):
+    """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 387
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.resolve_conj.default(self_t)
+    else:
+        return None
+
+
+def conj_physical_default(self_p, self_t, result):
+    """aten::conj_physical(Tensor self) -> Tensor"""
+    # functional, spec line 390
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.conj_physical.default(self_t)
+    else:
+        return None
+
+
+def conj_physical__default(self_p, self_t, result):
+    """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 390
+    # formulas from conj_physical; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.conj_physical_.default(self_t)
+    else:
+        return None
+
+
 def cat_default(tensors_p, dim, tensors_t, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 384
+    # functional, spec line 396
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1270,7 +1311,7 @@ def cat_default(tensors_p, dim, tensors_t, result):
 
 def stack_default(tensors_p, dim, tensors_t, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 388
+    # functional, spec line 400
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1281,7 +1322,7 @@ def stack_default(tensors_p, dim, tensors_t, result):
 
 def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 395
+    # inplace, spec line 407
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -1296,7 +1337,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 397
+    # inplace, spec line 409
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
@@ -1311,7 +1352,7 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 399
+    # inplace, spec line 411
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.copy_.default(self_t, src_t, non_blocking)
@@ -1329,7 +1370,7 @@ def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
 
 def zero__default(self_p, self_t, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 404
+    # inplace, spec line 416
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.zero_.default(self_t)
@@ -1339,7 +1380,7 @@ def zero__default(self_p, self_t, result):
 
 def fill__Scalar(self_p, value, self_t, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 408
+    # inplace, spec line 420
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1349,7 +1390,7 @@ def fill__Scalar(self_p, value, self_t, result):
 
 def fill__Tensor(self_p, value_p, self_t, value_t, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 412
+    # inplace, spec line 424
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
         return value_t.expand_as(self_p)
@@ -1363,7 +1404,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
 
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 419
+    # functional, spec line 431
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1373,7 +1414,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 423
+    # functional, spec line 435
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1383,7 +1424,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 427
+    # functional, spec line 439
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1393,7 +1434,7 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 431
+    # functional, spec line 443
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1403,7 +1444,7 @@ def log_softmax_int(self_p, dim, dtype, self_t, result):
 
 def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 439
+    # functional, spec line 451
     # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1420,7 +1461,7 @@ def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, resu
 
 def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 444
+    # functional, spec line 456
     # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1437,7 +1478,7 @@ def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, r
 
 def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 449
+    # functional, spec line 461
     # result: torch.where(self_p > threshold, grad_output_t, 0.0)
     if grad_output_t is not None:
         return torch.where(self_p > threshold, grad_output_t, 0.0)
@@ -1449,7 +1490,7 @@ def _softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 454
+    # functional, spec line 466
     # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
     if grad_output_t is not None and output_t is not None:
         return output_t * (
@@ -1481,7 +1522,7 @@ def _log_softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 459
+    # functional, spec line 471
     # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1506,7 +1547,7 @@ def select_backward_default(
     grad_output_p, input_sizes, dim, index, grad_output_t, result
 ):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 464
+    # functional, spec line 476
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.select_backward.default(
@@ -1520,7 +1561,7 @@ def slice_backward_default(
     grad_output_p, input_sizes, dim, start, end, step, grad_output_t, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 468
+    # functional, spec line 480
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.slice_backward.default(

@@ -1789,6 +1789,70 @@ KERNELS[aten.squeeze.default] = KernelInfo(
 )
 
 
+KERNELS[aten._conj.default] = KernelInfo(
+    name="_conj",
+    kind="view",
+    jvp=jvp._conj_default,
+    vjp=vjp._conj_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=384,
+)
+
+
+KERNELS[aten.resolve_conj.default] = KernelInfo(
+    name="resolve_conj",
+    kind="view",
+    jvp=jvp.resolve_conj_default,
+    vjp=vjp.resolve_conj_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=387,
+)
+
+
+KERNELS[aten.conj_physical.default] = KernelInfo(
+    name="conj_physical",
+    kind="functional",
+    jvp=jvp.conj_physical_default,
+    vjp=vjp.conj_physical_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=390,
+)
+
+
+KERNELS[aten.conj_physical_.default] = KernelInfo(
+    name="conj_physical_",
+    kind="inplace",
+    jvp=jvp.conj_physical__default,
+    vjp=vjp.conj_physical__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="conj_physical",
+    spec_line=390,
+)
+
+
 KERNELS[aten.cat.default] = KernelInfo(
     name="cat",
     kind="functional",
@@ -1801,7 +1865,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=384,
+    spec_line=396,
 )
 
 
@@ -1817,7 +1881,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=388,
+    spec_line=400,
 )
 
 
@@ -1833,7 +1897,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=395,
+    spec_line=407,
 )
 
 
@@ -1849,7 +1913,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=397,
+    spec_line=409,
 )
 
 
@@ -1865,7 +1929,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=399,
+    spec_line=411,
 )
 
 
@@ -1881,7 +1945,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=404,
+    spec_line=416,
 )
 
 
@@ -1897,7 +1961,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=408,
+    spec_line=420,
 )
 
 
@@ -1913,7 +1977,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=412,
+    spec_line=424,
 )
 
 
@@ -1929,7 +1993,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=419,
+    spec_line=431,
 )
 
 
@@ -1945,7 +2009,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=423,
+    spec_line=435,
 )
 
 
@@ -1961,7 +2025,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=427,
+    spec_line=439,
 )
 
 
@@ -1977,7 +2041,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=431,
+    spec_line=443,
 )
 
 
@@ -1993,7 +2057,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=439,
+    spec_line=451,
 )
 
 
@@ -2009,7 +2073,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=444,
+    spec_line=456,
 )
 
 
@@ -2025,7 +2089,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=449,
+    spec_line=461,
 )
 
 
@@ -2041,7 +2105,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=454,
+    spec_line=466,
 )
 
 
@@ -2057,7 +2121,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=459,
+    spec_line=471,
 )
 
 
@@ -2073,7 +2137,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=464,
+    spec_line=476,
 )
 
 
@@ -2089,5 +2153,5 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=468,
+    spec_line=480,
 )

@@ -989,9 +989,42 @@ def squeeze_default(grad, self, result):
     return (self_grad,)
 
 
+def _conj_default(grad, self, result):
+    """aten::_conj(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 384
+    # self: grad.conj()
+    self_grad = grad.conj()
+    return (self_grad,)
+
+
+def resolve_conj_default(grad, self, result):
+    """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 387
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def conj_physical_default(grad, self, result):
+    """aten::conj_physical(Tensor self) -> Tensor"""
+    # functional, spec line 390
+    # self: grad.conj()
+    self_grad = grad.conj()
+    return (self_grad,)
+
+
+def conj_physical__default(grad, self, result):
+    """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 390
+    # formulas from conj_physical; self_p is self before the update
+    # self: grad.conj()
+    self_grad = grad.conj()
+    return (self_grad,)
+
+
 def cat_default(grad, tensors, dim, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 384
+    # functional, spec line 396
     # tensors: split_like(grad, tensors, dim)
     tensors_grad = split_like(grad, tensors, dim)
     return (tensors_grad,)
@@ -999,7 +1032,7 @@ def cat_default(grad, tensors, dim, result):
 
 def stack_default(grad, tensors, dim, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 388
+    # functional, spec line 400
     # tensors: grad.unbind(dim)
     tensors_grad = grad.unbind(dim)
     return (tensors_grad,)
@@ -1007,7 +1040,7 @@ def stack_default(grad, tensors, dim, result):
 
 def add__Tensor(grad, self, other, alpha, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 395
+    # inplace, spec line 407
     # formulas from add.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -1018,7 +1051,7 @@ def add__Tensor(grad, self, other, alpha, result):
 
 def mul__Tensor(grad, self, other, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 397
+    # inplace, spec line 409
     # formulas from mul.Tensor; self_p is self before the update
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
@@ -1029,7 +1062,7 @@ def mul__Tensor(grad, self, other, result):
 
 def copy__default(grad, self, src, non_blocking, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 399
+    # inplace, spec line 411
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # src: unbroadcast(grad, src).to(src.dtype)
@@ -1039,7 +1072,7 @@ def copy__default(grad, self, src, non_blocking, result):
 
 def zero__default(grad, self, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 404
+    # inplace, spec line 416
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1047,7 +1080,7 @@ def zero__default(grad, self, result):
 
 def fill__Scalar(grad, self, value, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 408
+    # inplace, spec line 420
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1055,7 +1088,7 @@ def fill__Scalar(grad, self, value, result):
 
 def fill__Tensor(grad, self, value, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 412
+    # inplace, spec line 424
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # value: grad.sum()
@@ -1065,7 +1098,7 @@ def fill__Tensor(grad, self, value, result):
 
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 419
+    # functional, spec line 431
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1073,7 +1106,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 423
+    # functional, spec line 435
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1081,7 +1114,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 427
+    # functional, spec line 439
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1089,7 +1122,7 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 431
+    # functional, spec line 443
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1097,7 +1130,7 @@ def log_softmax_int(grad, self, dim, dtype, result):
 
 def tanh_backward_default(grad, grad_output, output, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 439
+    # functional, spec line 451
     # grad_output: grad * (1 - output * output).conj()
     grad_output_grad = grad * (1 - output * output).conj()
     # output: -2 * grad * (grad_output * output.conj()).conj()
@@ -1107,7 +1140,7 @@ def tanh_backward_default(grad, grad_output, output, result):
 
 def sigmoid_backward_default(grad, grad_output, output, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 444
+    # functional, spec line 456
     # grad_output: grad * (output * (1 - output)).conj()
     grad_output_grad = grad * (output * (1 - output)).conj()
     # output: grad * (grad_output * (1 - 2 * output).conj()).conj()
@@ -1117,7 +1150,7 @@ def sigmoid_backward_default(grad, grad_output, output, result):
 
 def threshold_backward_default(grad, grad_output, self, threshold, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 449
+    # functional, spec line 461
     # grad_output: torch.where(self > threshold, grad, 0.0)
     grad_output_grad = torch.where(self > threshold, grad, 0.0)
     return (grad_output_grad,)
@@ -1125,7 +1158,7 @@ def threshold_backward_default(grad, grad_output, self, threshold, result):
 
 def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 454
+    # functional, spec line 466
     # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
     grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
     # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
@@ -1139,7 +1172,7 @@ def _log_softmax_backward_data_default(
     grad, grad_output, output, dim, input_dtype, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 459
+    # functional, spec line 471
     # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
     grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
     # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
@@ -1149,7 +1182,7 @@ def _log_softmax_backward_data_default(
 
 def select_backward_default(grad, grad_output, input_sizes, dim, index, result):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 464
+    # functional, spec line 476
     # grad_output: grad.select(dim, index)
     grad_output_grad = grad.select(dim, index)
     return (grad_output_grad,)
@@ -1159,7 +1192,7 @@ def slice_backward_default(
     grad, grad_output, input_sizes, dim, start, end, step, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 468
+    # functional, spec line 480
     # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     return (grad_output_grad,)

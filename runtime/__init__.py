@@ -1,11 +1,21 @@
 """dualgen: forward-mode AD for PyTorch, generated from a derivatives spec.
 
 `dualgen.forward_ad` has the API of `torch.autograd.forward_ad`, with nested levels;
-`dualgen.register_jvp` adds JVP rules for any operator, custom ops included.
+`dualgen.register_jvp` adds JVP rules for any operator, custom ops included;
+`dualgen.gradcheck` / `gradgradcheck` / `adjoint_check` prove the formulas.
 """
 
 from . import forward_ad
+from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
 from .rules import register_jvp, unregister_jvp
 
-__all__ = ["forward_ad", "register_jvp", "unregister_jvp"]
+__all__ = [
+    "GradcheckError",
+    "adjoint_check",
+    "forward_ad",
+    "gradcheck",
+    "gradgradcheck",
+    "register_jvp",
+    "unregister_jvp",
+]
 __version__ = "0.1.0"

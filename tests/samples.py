@@ -31,10 +31,11 @@ class Sample:
     args: tuple
     kwargs: tuple[tuple[str, object], ...] = ()
     complex_ok: bool = True
+    real_ok: bool = True
 
 
-def S(*args, complex_ok: bool = True, **kwargs) -> Sample:
-    return Sample(args, tuple(sorted(kwargs.items())), complex_ok)
+def S(*args, complex_ok: bool = True, real_ok: bool = True, **kwargs) -> Sample:
+    return Sample(args, tuple(sorted(kwargs.items())), complex_ok, real_ok)
 
 
 def unary(domain: str = "any", complex_ok: bool = True) -> list[Sample]:
@@ -185,6 +186,10 @@ SAMPLES: dict[str, list[Sample]] = {
     "unsqueeze": [S(T(3, 4), 1), S(T(3, 4), -1)],
     "squeeze": [S(T(3, 1, 4)), S(T(1, 1))],
     "squeeze.dim": [S(T(3, 1, 4), 1), S(T(3, 4), 0)],
+    # torch asserts on _conj of a real tensor: complex only.
+    "_conj": [S(T(3, 4), real_ok=False), S(T(), real_ok=False)],
+    "resolve_conj": unary(),
+    "conj_physical": unary(),
     "cat": [S([T(2, 3), T(4, 3)]), S([T(2, 3), T(2, 1)], 1), S([T(2, 3), T(0)])],
     "stack": [S([T(2, 3), T(2, 3)]), S([T(2, 3), T(2, 3), T(2, 3)], 1)],
     "copy_": [S(T(3, 4), T(3, 4)), S(T(3, 4), T(4))],

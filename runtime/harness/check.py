@@ -1,0 +1,381 @@
+"""`gradcheck`, `adjoint_check` and `gradgradcheck`, with torch's parameters.
+
+Forward mode differentiates through `dualgen.forward_ad`, backward mode through the
+tape over the generated VJP kernels; native autograd computes nothing here.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import fast, jacobians
+from .compare import GradcheckError, matrix_mismatch, scalar_mismatch
+from .problem import Problem, is_differentiable
+
+
+def gradcheck(
+    func,
+    inputs,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_batched_forward_grad: bool = False,
+    check_forward_ad: bool = False,
+    check_backward_ad: bool = True,
+    fast_mode: bool = False,
+    masked: bool | None = None,
+    check_adjoint: bool = True,
+) -> bool:
+    """Check the derivatives dualgen computes for `func` at `inputs` against central
+    differences, like `torch.autograd.gradcheck` (same parameters and meaning).
+
+    Inputs that are floating or complex tensors with `requires_grad=True` are
+    differentiated. Forward mode (`check_forward_ad`) uses dualgen.forward_ad,
+    backward mode (`check_backward_ad`) the generated VJP kernels. With both, the
+    adjoint check (`check_adjoint`) also compares <v, J u> from the forward kernels
+    with <J^T v, u> from the backward ones. Returns True, or raises GradcheckError
+    (returns False when `raise_exception` is False).
+    """
+    if check_batched_grad or check_batched_forward_grad:
+        raise NotImplementedError(
+            "dualgen.gradcheck does not check batched (vmap) gradients"
+        )
+    problem = Problem.make(func, inputs, masked=masked)
+    options = dict(
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        nondet_tol=nondet_tol,
+        check_grad_dtypes=check_grad_dtypes,
+        forward=check_forward_ad,
+        backward=check_backward_ad,
+    )
+    failures = (_fast if fast_mode else _slow)(problem, **options)
+    if check_undefined_grad:
+        failures += _undefined(problem, check_forward_ad, check_backward_ad)
+    if check_adjoint and check_forward_ad and check_backward_ad and not failures:
+        failures += _adjoint(problem, rtol=None, atol=0.0)
+    return _verdict(failures, raise_exception)
+
+
+def adjoint_check(
+    func,
+    inputs,
+    *,
+    rtol: float | None = None,
+    atol: float = 0.0,
+    raise_exception: bool = True,
+) -> bool:
+    """Check that dualgen's forward and backward kernels agree, without finite
+    differences: <v, J u> (one JVP per input) equals <J^T v, u> (one VJP per output
+    part) for random u, v. `rtol` defaults to 1000 machine epsilons of the input's
+    dtype, relative to the sizes of the two dot products' terms."""
+    problem = Problem.make(func, inputs, masked=None)
+    return _verdict(_adjoint(problem, rtol=rtol, atol=atol), raise_exception)
+
+
+def _verdict(failures: list[str], raise_exception: bool) -> bool:
+    if not failures:
+        return True
+    if raise_exception:
+        raise GradcheckError("\n\n".join(failures))
+    return False
+
+
+def _slow(
+    problem, *, eps, atol, rtol, nondet_tol, check_grad_dtypes, forward, backward
+):
+    failures = []
+    numerical = jacobians.numerical(problem, eps)
+    modes = []
+    if backward:
+        modes.append(
+            (
+                "backward",
+                jacobians.backward(problem, check_grad_dtypes=check_grad_dtypes),
+            )
+        )
+    if forward:
+        modes.append(("forward", jacobians.forward(problem)))
+    for mode, analytical in modes:
+        for key, expected in numerical.items():
+            message = matrix_mismatch(
+                problem, key, expected, analytical[key], atol, rtol, mode
+            )
+            if message:
+                failures.append(message)
+    if backward and not failures:
+        worst, where = jacobians.reentrant_difference(
+            problem, modes[0][1], check_grad_dtypes=check_grad_dtypes
+        )
+        if worst > nondet_tol:
+            i, part = where
+            failures.append(
+                f"Backward is not reentrant in {problem.name}: for {part.describe()} "
+                f"with respect to input {i}, two runs differ by {worst:.3g} > "
+                f"nondet_tol {nondet_tol:.3g}"
+            )
+    return failures
+
+
+def _fast(
+    problem, *, eps, atol, rtol, nondet_tol, check_grad_dtypes, forward, backward
+):
+    probes = fast.Probes.draw(problem)
+    numerical = fast.numerical(problem, probes, eps)
+    failures = []
+    failed_modes = set()
+    computed = []
+    if backward:
+        computed.append(
+            (
+                "backward",
+                fast.backward(problem, probes, check_grad_dtypes=check_grad_dtypes),
+            )
+        )
+    if forward:
+        computed.append(("forward", fast.forward(problem, probes)))
+    for mode, analytical in computed:
+        for key, expected in numerical.items():
+            adjusted = probes.adjusted_atol(atol, *key)
+            message = scalar_mismatch(
+                problem, key, expected, analytical[key], adjusted, rtol, mode
+            )
+            if message:
+                failures.append(message)
+                failed_modes.add(mode)
+    if failed_modes:
+        # Locate it: the slow check names the input, output and element.
+        slow = _slow(
+            problem,
+            eps=eps,
+            atol=atol,
+            rtol=rtol,
+            nondet_tol=nondet_tol,
+            check_grad_dtypes=check_grad_dtypes,
+            forward="forward" in failed_modes,
+            backward="backward" in failed_modes,
+        )
+        failures.append(
+            "Slow mode, run to locate the mismatch:\n" + "\n\n".join(slow)
+            if slow
+            else "Slow mode passes: the fast-mode mismatch is within the slow "
+            "check's element-wise tolerance."
+        )
+    elif backward:
+        again = fast.backward(problem, probes, check_grad_dtypes=check_grad_dtypes)
+        for key, value in computed[0][1].items():
+            if abs(again[key] - value) > nondet_tol:
+                i, part = key
+                failures.append(
+                    f"Backward is not reentrant in {problem.name}: for "
+                    f"{part.describe()} with respect to input {i}, two runs differ "
+                    f"by {abs(again[key] - value):.3g} > nondet_tol {nondet_tol:.3g}"
+                )
+    return failures
+
+
+def _undefined(problem: Problem, forward: bool, backward: bool) -> list[str]:
+    """Zero in, zero out: a zero cotangent (tangent) must give zero gradients
+    (tangents), which catches formulas that divide by the gradient or make NaNs."""
+    failures = []
+    if backward:
+        recording = problem.recorded()
+        for part in problem.parts:
+            output = recording.outputs[part.output]
+            real = output.real if output.is_complex() else output
+            grads = recording.vjp(part, torch.zeros_like(real))
+            for i, g in zip(problem.inputs, grads):
+                if g.count_nonzero() or g.isnan().any():
+                    failures.append(
+                        f"Backward of {problem.name} gives a nonzero gradient for "
+                        f"input {i} from a zero cotangent of {part.describe()}"
+                    )
+    if forward:
+        zeros = {i: torch.zeros_like(problem.input(i)) for i in problem.inputs}
+        tangents = problem.jvp(zeros)
+        for part in problem.parts:
+            t = part.of(tangents[part.output])
+            if t.count_nonzero() or t.isnan().any():
+                failures.append(
+                    f"Forward mode of {problem.name} gives a nonzero tangent for "
+                    f"{part.describe()} from zero input tangents"
+                )
+    return failures
+
+
+def _adjoint(problem: Problem, *, rtol: float | None, atol: float) -> list[str]:
+    probes = fast.Probes.draw(problem, seed=1)
+    recording = problem.recorded()
+    cotangent_grads = {
+        part: recording.vjp(
+            part,
+            probes.v[part].reshape(recording.outputs[part.output].shape),
+        )
+        for part in problem.parts
+    }
+    failures = []
+    for n, i in enumerate(problem.inputs):
+        x = problem.input(i)
+        u = probes.ur[i].to(x.dtype)
+        if x.is_complex():
+            u = u + 1j * probes.ui[i]
+        tangents = problem.jvp({i: u})
+        tolerance_scale = rtol
+        if tolerance_scale is None:
+            tolerance_scale = 1000 * torch.finfo(x.real.dtype).eps
+        for part in problem.parts:
+            v = probes.v[part]
+            column = part.of(tangents[part.output])
+            g = cotangent_grads[part][n]
+            by_forward = torch.dot(v, column).item()
+            by_backward = torch.sum(
+                torch.view_as_real(g.conj().resolve_conj() * u).select(-1, 0)
+                if g.is_complex()
+                else g * u
+            ).item()
+            size = (v.norm() * column.norm() + g.norm() * u.norm()).item()
+            tolerance = atol + tolerance_scale * size
+            if not abs(by_forward - by_backward) <= tolerance:
+                failures.append(
+                    "\n".join(
+                        [
+                            f"Adjoint mismatch for {part.describe()} with respect to "
+                            f"input {i} in {problem.name}: the forward and backward "
+                            "formulas disagree",
+                            f"  <v, J u> by forward mode:  {by_forward:.10g}",
+                            f"  <J^T v, u> by backward mode: {by_backward:.10g}",
+                            f"  |difference| = {abs(by_forward - by_backward):.3g} > "
+                            f"{tolerance:.3g}",
+                        ]
+                    )
+                )
+    return failures
+
+
+def gradgradcheck(
+    func,
+    inputs,
+    grad_outputs=None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    gen_non_contig_grad_outputs: bool = False,
+    raise_exception: bool = True,
+    nondet_tol: float = 0.0,
+    check_undefined_grad: bool = True,
+    check_grad_dtypes: bool = False,
+    check_batched_grad: bool = False,
+    check_fwd_over_rev: bool = False,
+    check_rev_over_rev: bool = True,
+    check_fwd_over_fwd: bool = False,
+    check_rev_over_fwd: bool = False,
+    fast_mode: bool = False,
+    masked: bool = False,
+) -> bool:
+    """Second derivatives, like `torch.autograd.gradgradcheck`: gradcheck of
+    F(x, v) = v^T J(x) computed by dualgen's backward mode (reverse-over-reverse;
+    forward-over-reverse with `check_fwd_over_rev`) and, beyond torch, of
+    G(x, u) = J(x) u computed by dualgen.forward_ad (`check_fwd_over_fwd`,
+    `check_rev_over_fwd`)."""
+    raw = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    problem = Problem.make(func, raw, masked=masked)
+    outputs = problem.evaluate(problem.values)
+    differentiable = [k for k, o in enumerate(outputs) if is_differentiable(o)]
+    generator = torch.Generator().manual_seed(0)
+    if grad_outputs is None:
+        grad_outputs = [
+            _random(outputs[k], generator, gen_non_contig_grad_outputs)
+            for k in differentiable
+        ]
+    else:
+        grad_outputs = list(
+            grad_outputs if isinstance(grad_outputs, (list, tuple)) else (grad_outputs,)
+        )
+    options = dict(
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        nondet_tol=nondet_tol,
+        check_undefined_grad=check_undefined_grad,
+        check_grad_dtypes=check_grad_dtypes,
+        check_batched_grad=check_batched_grad,
+        fast_mode=fast_mode,
+        masked=masked,
+    )
+    passed = True
+    count = len(raw)
+    if check_rev_over_rev or check_fwd_over_rev:
+
+        def first_order_vjp(*values):
+            inner = Problem(
+                func, problem.name, values[:count], problem.inputs, problem.parts
+            )
+            recording = inner.recorded()
+            grads = recording.tape.grad(
+                [recording.outputs[k] for k in differentiable],
+                recording.watched,
+                values[count:],
+            )
+            return tuple(
+                torch.zeros_like(x) if g is None else g
+                for g, x in zip(grads, recording.watched)
+            )
+
+        first_order_vjp.__name__ = f"backward of {problem.name}"
+        cotangents = tuple(
+            g.detach().requires_grad_() if isinstance(g, torch.Tensor) else g
+            for g in grad_outputs
+        )
+        passed &= gradcheck(
+            first_order_vjp,
+            raw + cotangents,
+            check_forward_ad=check_fwd_over_rev,
+            check_backward_ad=check_rev_over_rev,
+            **options,
+        )
+    if check_fwd_over_fwd or check_rev_over_fwd:
+        positions = problem.inputs
+
+        def first_order_jvp(*values):
+            inner = Problem(
+                func, problem.name, values[:count], positions, problem.parts
+            )
+            tangents = dict(zip(positions, values[count:]))
+            return tuple(t for t in inner.jvp(tangents) if t is not None)
+
+        first_order_jvp.__name__ = f"forward mode of {problem.name}"
+        directions = tuple(
+            _random(raw[i], generator, False).requires_grad_() for i in positions
+        )
+        passed &= gradcheck(
+            first_order_jvp,
+            raw + directions,
+            check_forward_ad=check_fwd_over_fwd,
+            check_backward_ad=check_rev_over_fwd,
+            **options,
+        )
+    return passed
+
+
+def _random(like: torch.Tensor, generator, non_contiguous: bool) -> torch.Tensor:
+    real = like.real.dtype if like.is_complex() else like.dtype
+    value = torch.randn(like.shape, generator=generator, dtype=torch.float64)
+    if like.is_complex():
+        value = torch.complex(
+            value, torch.randn(like.shape, generator=generator, dtype=torch.float64)
+        )
+    value = value.to(like.dtype if like.is_complex() else real)
+    if non_contiguous and value.dim():
+        # Same values, every other element of a storage twice the size.
+        wide = torch.empty(*value.shape[:-1], 2 * value.shape[-1], dtype=value.dtype)
+        value = wide[..., ::2].copy_(value)
+    return value.detach()

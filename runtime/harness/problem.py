@@ -1,0 +1,155 @@
+"""What gradcheck differentiates: a function, its inputs, its real output parts.
+
+The gradcheck note reduces every case to real-valued functions: a complex output is
+checked as two functions, its real part and its imaginary part. A `Part` is one of
+them. Every Jacobian below is indexed by (differentiable input, part) and holds, at
+[input element j, part element m], d part_m / d a_j + i d part_m / d b_j for an input
+element a_j + i b_j (the `2 * CW` convention; just d part_m / d x_j for real input).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .. import forward_ad as fwAD
+from ..tape import Tape
+
+
+def is_differentiable(t) -> bool:
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
+@dataclass(frozen=True)
+class Part:
+    output: int  # index among the function's outputs
+    imag: bool | None  # None: a real output; else which part of a complex one
+    numel: int
+
+    def of(self, t: torch.Tensor) -> torch.Tensor:
+        """This part of the output `t` (or of its tangent), flattened."""
+        if self.imag is None:
+            return t.reshape(-1)
+        return (t.imag if self.imag else t.real).reshape(-1)
+
+    @property
+    def cotangent_unit(self):
+        # Backward with grad_out 1 differentiates the real part, 1j the imaginary.
+        return 1j if self.imag else 1
+
+    def describe(self) -> str:
+        if self.imag is None:
+            return f"output {self.output}"
+        return f"output {self.output} ({'imaginary' if self.imag else 'real'} part)"
+
+
+@dataclass(frozen=True)
+class Problem:
+    func: Callable
+    name: str
+    values: tuple  # the inputs, differentiable ones as detached copies
+    inputs: tuple[int, ...]  # positions of the differentiable inputs
+    parts: tuple[Part, ...]
+
+    @staticmethod
+    def make(func: Callable, inputs, *, masked) -> Problem:
+        raw = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+        for x in raw:
+            if isinstance(x, torch.Tensor) and x.layout != torch.strided:
+                raise NotImplementedError(
+                    f"dualgen.gradcheck checks strided tensors only, not {x.layout}"
+                    + (" (masked semantics)" if masked else "")
+                )
+        diff = tuple(
+            i for i, x in enumerate(raw) if is_differentiable(x) and x.requires_grad
+        )
+        if not diff:
+            raise ValueError(
+                "gradcheck expects at least one input tensor to require gradient, "
+                "but none of them have requires_grad=True."
+            )
+        for i in diff:
+            if raw[i].dtype not in (torch.float64, torch.complex128):
+                warnings.warn(
+                    f"Input #{i} requires gradient and is not a double precision "
+                    "floating point or complex. This check will likely fail if all "
+                    "the inputs are not of double precision floating point or complex.",
+                    stacklevel=3,
+                )
+        values = tuple(
+            x.detach().clone() if isinstance(x, torch.Tensor) else x for x in raw
+        )
+        name = getattr(func, "__name__", None) or repr(func)
+        problem = Problem(func, name, values, diff, ())
+        outputs = problem.evaluate(values)
+        parts = []
+        for k, o in enumerate(outputs):
+            if not is_differentiable(o):
+                continue
+            if o.is_complex():
+                parts += [Part(k, False, o.numel()), Part(k, True, o.numel())]
+            else:
+                parts.append(Part(k, None, o.numel()))
+        return Problem(func, name, values, diff, tuple(parts))
+
+    def evaluate(self, values) -> tuple:
+        out = self.func(*values)
+        return tuple(out) if isinstance(out, (list, tuple)) else (out,)
+
+    def input(self, i: int) -> torch.Tensor:
+        return self.values[i]
+
+    def jvp(self, tangents: dict[int, torch.Tensor]) -> tuple:
+        """Output tangents (zeros where none) for tangents on some inputs."""
+        with fwAD.dual_level():
+            values = list(self.values)
+            for i, t in tangents.items():
+                values[i] = fwAD.make_dual(values[i], t)
+            outputs = self.evaluate(values)
+            result = []
+            for o in outputs:
+                if not is_differentiable(o):
+                    result.append(None)
+                    continue
+                primal, tangent = fwAD.unpack_dual(o)
+                result.append(torch.zeros_like(primal) if tangent is None else tangent)
+        return tuple(result)
+
+    def recorded(self, *, check_grad_dtypes: bool = False) -> Recording:
+        """Run once on a tape, to be differentiated backwards any number of times."""
+        values = list(self.values)
+        for i in self.inputs:
+            # A fresh tensor per run: the function may write into its inputs.
+            values[i] = values[i].clone()
+        with Tape(check_grad_dtypes=check_grad_dtypes) as tape:
+            tape.watch(*(values[i] for i in self.inputs))
+            outputs = self.evaluate(values)
+        return Recording(self, tape, tuple(values[i] for i in self.inputs), outputs)
+
+
+@dataclass(frozen=True)
+class Recording:
+    problem: Problem
+    tape: Tape
+    watched: tuple
+    outputs: tuple
+
+    def vjp(self, part: Part, cotangent: torch.Tensor) -> list[torch.Tensor]:
+        """Gradients of every differentiable input for `cotangent` (real, shaped like
+        the output) on `part`; zeros where an input does not reach the output."""
+        output = self.outputs[part.output]
+        grads = self.tape.grad(output, self.watched, cotangent * part.cotangent_unit)
+        return [
+            torch.zeros_like(x) if g is None else g for g, x in zip(grads, self.watched)
+        ]
+
+
+def random_like(x: torch.Tensor, generator, real: bool = True) -> torch.Tensor:
+    """A non-negative random vector of unit norm with x's numel, as the note's u, v."""
+    dtype = x.real.dtype if (real and x.is_complex()) else x.dtype
+    v = torch.rand(x.numel(), generator=generator, dtype=torch.float64).to(dtype)
+    norm = v.norm()
+    return v / norm if norm > 0 else v
