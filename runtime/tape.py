@@ -258,9 +258,9 @@ class Tape(TorchDispatchMode):
     def _get(self, storage: _Storage, t: torch.Tensor) -> Node | None:
         if storage.root_node is None:
             return None
-        if t is storage.root or _geometry(t) == _geometry(storage.root):
-            if t.dtype == storage.root.dtype:
-                return storage.root_node
+        same = t is storage.root or _geometry(t) == _geometry(storage.root)
+        if same and t.dtype == storage.root.dtype:
+            return storage.root_node
         self._check_alias(storage, t)
         node = self._new_node(t)
         self._steps.append(
@@ -451,9 +451,9 @@ class Tape(TorchDispatchMode):
 def _as_tensor_argument(value, argument):
     """A Python number passed for a Tensor argument (`x * 2`) as the 0-d tensor
     the kernels expect."""
-    if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
-        if str(argument.type) == "Tensor":
-            return torch.tensor(value)
+    number = isinstance(value, (int, float, complex)) and not isinstance(value, bool)
+    if number and str(argument.type) == "Tensor":
+        return torch.tensor(value)
     return value
 
 

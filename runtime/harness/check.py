@@ -47,15 +47,15 @@ def gradcheck(
             "dualgen.gradcheck does not check batched (vmap) gradients"
         )
     problem = Problem.make(func, inputs, masked=masked)
-    options = dict(
-        eps=eps,
-        atol=atol,
-        rtol=rtol,
-        nondet_tol=nondet_tol,
-        check_grad_dtypes=check_grad_dtypes,
-        forward=check_forward_ad,
-        backward=check_backward_ad,
-    )
+    options = {
+        "eps": eps,
+        "atol": atol,
+        "rtol": rtol,
+        "nondet_tol": nondet_tol,
+        "check_grad_dtypes": check_grad_dtypes,
+        "forward": check_forward_ad,
+        "backward": check_backward_ad,
+    }
     failures = (_fast if fast_mode else _slow)(problem, **options)
     if check_undefined_grad:
         failures += _undefined(problem, check_forward_ad, check_backward_ad)
@@ -246,13 +246,17 @@ def _adjoint(problem: Problem, *, rtol: float | None, atol: float) -> list[str]:
                 failures.append(
                     "\n".join(
                         [
-                            f"Adjoint mismatch for {part.describe()} with respect to "
-                            f"input {i} in {problem.name}: the forward and backward "
-                            "formulas disagree",
+                            (
+                                f"Adjoint mismatch for {part.describe()} with respect to "
+                                f"input {i} in {problem.name}: the forward and backward "
+                                "formulas disagree"
+                            ),
                             f"  <v, J u> by forward mode:  {by_forward:.10g}",
                             f"  <J^T v, u> by backward mode: {by_backward:.10g}",
-                            f"  |difference| = {abs(by_forward - by_backward):.3g} > "
-                            f"{tolerance:.3g}",
+                            (
+                                f"  |difference| = {abs(by_forward - by_backward):.3g} > "
+                                f"{tolerance:.3g}"
+                            ),
                         ]
                     )
                 )
@@ -299,18 +303,18 @@ def gradgradcheck(
         grad_outputs = list(
             grad_outputs if isinstance(grad_outputs, (list, tuple)) else (grad_outputs,)
         )
-    options = dict(
-        eps=eps,
-        atol=atol,
-        rtol=rtol,
-        raise_exception=raise_exception,
-        nondet_tol=nondet_tol,
-        check_undefined_grad=check_undefined_grad,
-        check_grad_dtypes=check_grad_dtypes,
-        check_batched_grad=check_batched_grad,
-        fast_mode=fast_mode,
-        masked=masked,
-    )
+    options = {
+        "eps": eps,
+        "atol": atol,
+        "rtol": rtol,
+        "raise_exception": raise_exception,
+        "nondet_tol": nondet_tol,
+        "check_undefined_grad": check_undefined_grad,
+        "check_grad_dtypes": check_grad_dtypes,
+        "check_batched_grad": check_batched_grad,
+        "fast_mode": fast_mode,
+        "masked": masked,
+    }
     passed = True
     count = len(raw)
     if check_rev_over_rev or check_fwd_over_rev:

@@ -57,14 +57,20 @@ def matrix_mismatch(
     output_shape = problem.evaluate(problem.values)[part.output].shape
     n, a = numerical.reshape(-1)[worst], analytical.reshape(-1)[worst]
     lines = [
-        f"Jacobian mismatch for {part.describe()} with respect to input {i}, "
-        f"{mode} mode, in {problem.name}",
-        f"  worst element: input {i}{list(_position(x.shape, j))} -> "
-        f"{part.describe()}{list(_position(output_shape, m))}",
+        (
+            f"Jacobian mismatch for {part.describe()} with respect to input {i}, "
+            f"{mode} mode, in {problem.name}"
+        ),
+        (
+            f"  worst element: input {i}{list(_position(x.shape, j))} -> "
+            f"{part.describe()}{list(_position(output_shape, m))}"
+        ),
         f"  numerical:  {_format(n)}",
         f"  analytical: {_format(a)}",
-        f"  |analytical - numerical| = {abs(complex(a - n)):.3g} > "
-        f"atol + rtol * |numerical| = {atol + rtol * abs(complex(n)):.3g}",
+        (
+            f"  |analytical - numerical| = {abs(complex(a - n)):.3g} > "
+            f"atol + rtol * |numerical| = {atol + rtol * abs(complex(n)):.3g}"
+        ),
     ]
     if numerical.numel() <= 64:
         lines += [
@@ -92,13 +98,17 @@ def scalar_mismatch(
     i, part = key
     return "\n".join(
         [
-            f"Fast gradcheck mismatch for {part.describe()} with respect to input "
-            f"{i}, {mode} mode, in {problem.name}",
+            (
+                f"Fast gradcheck mismatch for {part.describe()} with respect to input "
+                f"{i}, {mode} mode, in {problem.name}"
+            ),
             "  the scalar v^T J u (random u, v):",
             f"  numerical:  {_format(numerical)}",
             f"  analytical: {_format(analytical)}",
-            f"  |analytical - numerical| = {difference:.3g} > "
-            f"adjusted atol + rtol * |numerical| = {tolerance:.3g}",
+            (
+                f"  |analytical - numerical| = {difference:.3g} > "
+                f"adjusted atol + rtol * |numerical| = {tolerance:.3g}"
+            ),
         ]
     )
 
