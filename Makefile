@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install generate check-generated test lint format bench clean
+.PHONY: install generate check-generated test validate lint format bench clean
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ check-generated: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Every kernel of the spec through gradcheck (slow, fast, adjoint), float64 and
+# complex128; the report lands in reports/validate.{md,html}.
+validate: $(STAMP)
+	$(VENV)/bin/dualgen validate --report reports/validate
+
 lint: $(STAMP)
 	$(PY) -m ruff check tools runtime tests bench
 	$(PY) -m black --check --quiet tools runtime tests bench
@@ -36,6 +41,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/generate_speed.py
 	$(PY) bench/runtime_speed.py
+	$(PY) bench/gradcheck_speed.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

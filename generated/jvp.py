@@ -27,7 +27,7 @@ from dualgen.formulas import (
 
 def abs_default(self_p, self_t, result):
     """aten::abs(Tensor self) -> Tensor"""
-    # functional, spec line 50
+    # functional, spec line 59
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
         return as_real_like(self_t.conj() * self_p.sgn(), result)
@@ -37,7 +37,7 @@ def abs_default(self_p, self_t, result):
 
 def abs__default(self_p, self_t, result):
     """aten::abs_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 50
+    # inplace, spec line 59
     # formulas from abs; self_p is self before the update
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
@@ -48,7 +48,7 @@ def abs__default(self_p, self_t, result):
 
 def neg_default(self_p, self_t, result):
     """aten::neg(Tensor self) -> Tensor"""
-    # functional, spec line 54
+    # functional, spec line 64
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.neg.default(self_t)
@@ -58,7 +58,7 @@ def neg_default(self_p, self_t, result):
 
 def neg__default(self_p, self_t, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 54
+    # inplace, spec line 64
     # formulas from neg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -69,7 +69,7 @@ def neg__default(self_p, self_t, result):
 
 def sin_default(self_p, self_t, result):
     """aten::sin(Tensor self) -> Tensor"""
-    # functional, spec line 58
+    # functional, spec line 68
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
         return self_t * self_p.cos()
@@ -79,7 +79,7 @@ def sin_default(self_p, self_t, result):
 
 def sin__default(self_p, self_t, result):
     """aten::sin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 58
+    # inplace, spec line 68
     # formulas from sin; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
@@ -90,7 +90,7 @@ def sin__default(self_p, self_t, result):
 
 def cos_default(self_p, self_t, result):
     """aten::cos(Tensor self) -> Tensor"""
-    # functional, spec line 62
+    # functional, spec line 72
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
         return self_t * -self_p.sin()
@@ -100,7 +100,7 @@ def cos_default(self_p, self_t, result):
 
 def cos__default(self_p, self_t, result):
     """aten::cos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 62
+    # inplace, spec line 72
     # formulas from cos; self_p is self before the update
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
@@ -111,7 +111,7 @@ def cos__default(self_p, self_t, result):
 
 def tan_default(self_p, self_t, result):
     """aten::tan(Tensor self) -> Tensor"""
-    # functional, spec line 66
+    # functional, spec line 76
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
         return self_t * (1 + result * result)
@@ -121,7 +121,7 @@ def tan_default(self_p, self_t, result):
 
 def tan__default(self_p, self_t, result):
     """aten::tan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 66
+    # inplace, spec line 76
     # formulas from tan; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
@@ -132,7 +132,7 @@ def tan__default(self_p, self_t, result):
 
 def tanh_default(self_p, self_t, result):
     """aten::tanh(Tensor self) -> Tensor"""
-    # functional, spec line 70
+    # functional, spec line 81
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.tanh_backward(self_t.conj(), result).conj()
@@ -142,7 +142,7 @@ def tanh_default(self_p, self_t, result):
 
 def tanh__default(self_p, self_t, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 70
+    # inplace, spec line 81
     # formulas from tanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
@@ -153,7 +153,7 @@ def tanh__default(self_p, self_t, result):
 
 def sigmoid_default(self_p, self_t, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 74
+    # functional, spec line 85
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
@@ -163,7 +163,7 @@ def sigmoid_default(self_p, self_t, result):
 
 def sigmoid__default(self_p, self_t, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 74
+    # inplace, spec line 85
     # formulas from sigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
@@ -174,7 +174,7 @@ def sigmoid__default(self_p, self_t, result):
 
 def exp_default(self_p, self_t, result):
     """aten::exp(Tensor self) -> Tensor"""
-    # functional, spec line 78
+    # functional, spec line 89
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
         return self_t * result
@@ -184,7 +184,7 @@ def exp_default(self_p, self_t, result):
 
 def exp__default(self_p, self_t, result):
     """aten::exp_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 78
+    # inplace, spec line 89
     # formulas from exp; self_p is self before the update
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
@@ -195,7 +195,7 @@ def exp__default(self_p, self_t, result):
 
 def exp2_default(self_p, self_t, result):
     """aten::exp2(Tensor self) -> Tensor"""
-    # functional, spec line 82
+    # functional, spec line 93
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t * (result * 0.6931471805599453)
@@ -205,7 +205,7 @@ def exp2_default(self_p, self_t, result):
 
 def exp2__default(self_p, self_t, result):
     """aten::exp2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 82
+    # inplace, spec line 93
     # formulas from exp2; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
@@ -216,7 +216,7 @@ def exp2__default(self_p, self_t, result):
 
 def expm1_default(self_p, self_t, result):
     """aten::expm1(Tensor self) -> Tensor"""
-    # functional, spec line 86
+    # functional, spec line 97
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
         return self_t * (result + 1)
@@ -226,7 +226,7 @@ def expm1_default(self_p, self_t, result):
 
 def expm1__default(self_p, self_t, result):
     """aten::expm1_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 86
+    # inplace, spec line 97
     # formulas from expm1; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
@@ -237,7 +237,7 @@ def expm1__default(self_p, self_t, result):
 
 def log_default(self_p, self_t, result):
     """aten::log(Tensor self) -> Tensor"""
-    # functional, spec line 90
+    # functional, spec line 101
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
         return self_t / self_p
@@ -247,7 +247,7 @@ def log_default(self_p, self_t, result):
 
 def log__default(self_p, self_t, result):
     """aten::log_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 90
+    # inplace, spec line 101
     # formulas from log; self_p is self before the update
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
@@ -258,7 +258,7 @@ def log__default(self_p, self_t, result):
 
 def log2_default(self_p, self_t, result):
     """aten::log2(Tensor self) -> Tensor"""
-    # functional, spec line 94
+    # functional, spec line 106
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t / (self_p * 0.6931471805599453)
@@ -268,7 +268,7 @@ def log2_default(self_p, self_t, result):
 
 def log2__default(self_p, self_t, result):
     """aten::log2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 94
+    # inplace, spec line 106
     # formulas from log2; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
@@ -279,7 +279,7 @@ def log2__default(self_p, self_t, result):
 
 def log1p_default(self_p, self_t, result):
     """aten::log1p(Tensor self) -> Tensor"""
-    # functional, spec line 98
+    # functional, spec line 111
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
         return self_t / (self_p + 1)
@@ -289,7 +289,7 @@ def log1p_default(self_p, self_t, result):
 
 def log1p__default(self_p, self_t, result):
     """aten::log1p_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 98
+    # inplace, spec line 111
     # formulas from log1p; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
@@ -300,7 +300,7 @@ def log1p__default(self_p, self_t, result):
 
 def sqrt_default(self_p, self_t, result):
     """aten::sqrt(Tensor self) -> Tensor"""
-    # functional, spec line 102
+    # functional, spec line 116
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
         return self_t / (2 * result)
@@ -310,7 +310,7 @@ def sqrt_default(self_p, self_t, result):
 
 def sqrt__default(self_p, self_t, result):
     """aten::sqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 102
+    # inplace, spec line 116
     # formulas from sqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
@@ -321,7 +321,7 @@ def sqrt__default(self_p, self_t, result):
 
 def rsqrt_default(self_p, self_t, result):
     """aten::rsqrt(Tensor self) -> Tensor"""
-    # functional, spec line 106
+    # functional, spec line 121
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
         return self_t * (-0.5 * result * result * result)
@@ -331,7 +331,7 @@ def rsqrt_default(self_p, self_t, result):
 
 def rsqrt__default(self_p, self_t, result):
     """aten::rsqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 106
+    # inplace, spec line 121
     # formulas from rsqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
@@ -342,7 +342,7 @@ def rsqrt__default(self_p, self_t, result):
 
 def reciprocal_default(self_p, self_t, result):
     """aten::reciprocal(Tensor self) -> Tensor"""
-    # functional, spec line 110
+    # functional, spec line 126
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
         return self_t * (-result * result)
@@ -352,7 +352,7 @@ def reciprocal_default(self_p, self_t, result):
 
 def reciprocal__default(self_p, self_t, result):
     """aten::reciprocal_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 110
+    # inplace, spec line 126
     # formulas from reciprocal; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
@@ -363,7 +363,7 @@ def reciprocal__default(self_p, self_t, result):
 
 def relu_default(self_p, self_t, result):
     """aten::relu(Tensor self) -> Tensor"""
-    # functional, spec line 114
+    # functional, spec line 131
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
@@ -373,7 +373,7 @@ def relu_default(self_p, self_t, result):
 
 def relu__default(self_p, self_t, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 114
+    # inplace, spec line 131
     # formulas from relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
@@ -384,7 +384,7 @@ def relu__default(self_p, self_t, result):
 
 def sinh_default(self_p, self_t, result):
     """aten::sinh(Tensor self) -> Tensor"""
-    # functional, spec line 118
+    # functional, spec line 136
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
         return self_t * self_p.cosh()
@@ -394,7 +394,7 @@ def sinh_default(self_p, self_t, result):
 
 def sinh__default(self_p, self_t, result):
     """aten::sinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 118
+    # inplace, spec line 136
     # formulas from sinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
@@ -405,7 +405,7 @@ def sinh__default(self_p, self_t, result):
 
 def cosh_default(self_p, self_t, result):
     """aten::cosh(Tensor self) -> Tensor"""
-    # functional, spec line 122
+    # functional, spec line 140
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
         return self_t * self_p.sinh()
@@ -415,7 +415,7 @@ def cosh_default(self_p, self_t, result):
 
 def cosh__default(self_p, self_t, result):
     """aten::cosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 122
+    # inplace, spec line 140
     # formulas from cosh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
@@ -426,7 +426,7 @@ def cosh__default(self_p, self_t, result):
 
 def asin_default(self_p, self_t, result):
     """aten::asin(Tensor self) -> Tensor"""
-    # functional, spec line 126
+    # functional, spec line 144
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return self_t * (1 - self_p * self_p).rsqrt()
@@ -436,7 +436,7 @@ def asin_default(self_p, self_t, result):
 
 def asin__default(self_p, self_t, result):
     """aten::asin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 126
+    # inplace, spec line 144
     # formulas from asin; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -447,7 +447,7 @@ def asin__default(self_p, self_t, result):
 
 def acos_default(self_p, self_t, result):
     """aten::acos(Tensor self) -> Tensor"""
-    # functional, spec line 130
+    # functional, spec line 149
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return -self_t * (1 - self_p * self_p).rsqrt()
@@ -457,7 +457,7 @@ def acos_default(self_p, self_t, result):
 
 def acos__default(self_p, self_t, result):
     """aten::acos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 130
+    # inplace, spec line 149
     # formulas from acos; self_p is self before the update
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -468,7 +468,7 @@ def acos__default(self_p, self_t, result):
 
 def atan_default(self_p, self_t, result):
     """aten::atan(Tensor self) -> Tensor"""
-    # functional, spec line 134
+    # functional, spec line 154
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
         return self_t / (1 + self_p * self_p)
@@ -478,7 +478,7 @@ def atan_default(self_p, self_t, result):
 
 def atan__default(self_p, self_t, result):
     """aten::atan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 134
+    # inplace, spec line 154
     # formulas from atan; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
@@ -489,7 +489,7 @@ def atan__default(self_p, self_t, result):
 
 def erf_default(self_p, self_t, result):
     """aten::erf(Tensor self) -> Tensor"""
-    # functional, spec line 138
+    # functional, spec line 158
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (2.0 / torch.pi**0.5 * (-self_p * self_p).exp())
@@ -499,7 +499,7 @@ def erf_default(self_p, self_t, result):
 
 def erf__default(self_p, self_t, result):
     """aten::erf_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 138
+    # inplace, spec line 158
     # formulas from erf; self_p is self before the update
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -510,7 +510,7 @@ def erf__default(self_p, self_t, result):
 
 def clamp_default(self_p, min, max, self_t, result):
     """aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    # functional, spec line 142
+    # functional, spec line 162
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
         return self_t * clamp_mask(self_p, min, max).conj()
@@ -520,7 +520,7 @@ def clamp_default(self_p, min, max, self_t, result):
 
 def clamp__default(self_p, min, max, self_t, result):
     """aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"""
-    # inplace, spec line 142
+    # inplace, spec line 162
     # formulas from clamp; self_p is self before the update
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
@@ -531,7 +531,7 @@ def clamp__default(self_p, min, max, self_t, result):
 
 def clone_default(self_p, memory_format, self_t, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 146
+    # functional, spec line 169
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.clone.default(self_t, memory_format=memory_format)
@@ -551,7 +551,7 @@ def _to_copy_default(
     result,
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 150
+    # functional, spec line 173
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._to_copy.default(
@@ -569,7 +569,7 @@ def _to_copy_default(
 
 def detach_default(self_p, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 154
+    # view, spec line 177
     return None
 
 
@@ -577,13 +577,13 @@ def zeros_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 161
+    # functional, spec line 184
     return None
 
 
 def ones_like_default(self_p, dtype, layout, device, pin_memory, memory_format, result):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 165
+    # functional, spec line 188
     return None
 
 
@@ -591,7 +591,7 @@ def empty_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 169
+    # functional, spec line 192
     return None
 
 
@@ -599,25 +599,25 @@ def full_like_default(
     self_p, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 173
+    # functional, spec line 196
     return None
 
 
 def new_zeros_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 177
+    # functional, spec line 200
     return None
 
 
 def new_ones_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 181
+    # functional, spec line 205
     return None
 
 
 def new_empty_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 185
+    # functional, spec line 210
     return None
 
 
@@ -625,13 +625,13 @@ def new_full_default(
     self_p, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 189
+    # functional, spec line 215
     return None
 
 
 def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 195
+    # functional, spec line 222
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t + scale(other_t, alpha)
@@ -645,7 +645,7 @@ def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def add_Scalar(self_p, other, alpha, self_t, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 200
+    # functional, spec line 227
     # result: self_t
     if self_t is not None:
         return self_t
@@ -655,7 +655,7 @@ def add_Scalar(self_p, other, alpha, self_t, result):
 
 def add__Scalar(self_p, other, alpha, self_t, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 200
+    # inplace, spec line 227
     # formulas from add.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -666,7 +666,7 @@ def add__Scalar(self_p, other, alpha, self_t, result):
 
 def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 204
+    # functional, spec line 231
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t - scale(other_t, alpha)
@@ -680,7 +680,7 @@ def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 204
+    # inplace, spec line 231
     # formulas from sub.Tensor; self_p is self before the update
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -695,7 +695,7 @@ def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub_Scalar(self_p, other, alpha, self_t, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 209
+    # functional, spec line 236
     # result: self_t
     if self_t is not None:
         return self_t
@@ -705,7 +705,7 @@ def sub_Scalar(self_p, other, alpha, self_t, result):
 
 def sub__Scalar(self_p, other, alpha, self_t, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 209
+    # inplace, spec line 236
     # formulas from sub.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -716,7 +716,7 @@ def sub__Scalar(self_p, other, alpha, self_t, result):
 
 def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 213
+    # functional, spec line 240
     # result: other_t - scale(self_t, alpha)
     if self_t is not None and other_t is not None:
         return other_t - scale(self_t, alpha)
@@ -730,7 +730,7 @@ def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def rsub_Scalar(self_p, other, alpha, self_t, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 218
+    # functional, spec line 245
     # result: -scale(self_t, alpha)
     if self_t is not None:
         return -scale(self_t, alpha)
@@ -740,7 +740,7 @@ def rsub_Scalar(self_p, other, alpha, self_t, result):
 
 def mul_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 222
+    # functional, spec line 249
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
         return self_t * other_p + other_t * self_p
@@ -754,7 +754,7 @@ def mul_Tensor(self_p, other_p, self_t, other_t, result):
 
 def mul_Scalar(self_p, other, self_t, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 227
+    # functional, spec line 254
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mul.Scalar(self_t, other)
@@ -764,7 +764,7 @@ def mul_Scalar(self_p, other, self_t, result):
 
 def mul__Scalar(self_p, other, self_t, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 227
+    # inplace, spec line 254
     # formulas from mul.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -775,7 +775,7 @@ def mul__Scalar(self_p, other, self_t, result):
 
 def div_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 231
+    # functional, spec line 258
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
         return (self_t - other_t * result) / other_p
@@ -789,7 +789,7 @@ def div_Tensor(self_p, other_p, self_t, other_t, result):
 
 def div__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 231
+    # inplace, spec line 258
     # formulas from div.Tensor; self_p is self before the update
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
@@ -804,7 +804,7 @@ def div__Tensor(self_p, other_p, self_t, other_t, result):
 
 def div_Scalar(self_p, other, self_t, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 236
+    # functional, spec line 264
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.div.Scalar(self_t, other)
@@ -814,7 +814,7 @@ def div_Scalar(self_p, other, self_t, result):
 
 def div__Scalar(self_p, other, self_t, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 236
+    # inplace, spec line 264
     # formulas from div.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -825,7 +825,7 @@ def div__Scalar(self_p, other, self_t, result):
 
 def pow_Tensor_Scalar(self_p, exponent, self_t, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 269
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
         return self_t * pow_self_derivative(self_p, exponent)
@@ -835,7 +835,7 @@ def pow_Tensor_Scalar(self_p, exponent, self_t, result):
 
 def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 244
+    # functional, spec line 276
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
         return self_t * pow_self_derivative(
@@ -853,7 +853,7 @@ def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow_Scalar(self, exponent_p, exponent_t, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 249
+    # functional, spec line 282
     # result: auto_element_wise, from exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     if exponent_t is not None:
         return exponent_t * pow_exponent_derivative(self, exponent_p, result)
@@ -863,7 +863,7 @@ def pow_Scalar(self, exponent_p, exponent_t, result):
 
 def maximum_default(self_p, other_p, self_t, other_t, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 253
+    # functional, spec line 287
     # result: self_t * winner_weight(self_p, other_p) + other_t * winner_weight(other_p, self_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(self_p, other_p) + other_t * winner_weight(
@@ -879,7 +879,7 @@ def maximum_default(self_p, other_p, self_t, other_t, result):
 
 def minimum_default(self_p, other_p, self_t, other_t, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 258
+    # functional, spec line 292
     # result: self_t * winner_weight(other_p, self_p) + other_t * winner_weight(self_p, other_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(other_p, self_p) + other_t * winner_weight(
@@ -895,7 +895,7 @@ def minimum_default(self_p, other_p, self_t, other_t, result):
 
 def where_self(condition_p, self_p, other_p, self_t, other_t, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 263
+    # functional, spec line 297
     # result: torch.where(condition_p, self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(condition_p, self_t, other_t)
@@ -909,7 +909,7 @@ def where_self(condition_p, self_p, other_p, self_t, other_t, result):
 
 def atan2_default(self_p, other_p, self_t, other_t, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 269
+    # functional, spec line 304
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
         return (self_t * other_p - other_t * self_p) / (
@@ -927,7 +927,7 @@ def atan2_default(self_p, other_p, self_t, other_t, result):
 
 def atan2__default(self_p, other_p, self_t, other_t, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 269
+    # inplace, spec line 304
     # formulas from atan2; self_p is self before the update
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
@@ -946,7 +946,7 @@ def atan2__default(self_p, other_p, self_t, other_t, result):
 
 def sum_default(self_p, dtype, self_t, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 276
+    # functional, spec line 312
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.default(self_t, dtype=dtype)
@@ -956,7 +956,7 @@ def sum_default(self_p, dtype, self_t, result):
 
 def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 280
+    # functional, spec line 316
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)
@@ -966,7 +966,7 @@ def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
 
 def mean_default(self_p, dtype, self_t, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 284
+    # functional, spec line 323
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.default(self_t, dtype=dtype)
@@ -976,7 +976,7 @@ def mean_default(self_p, dtype, self_t, result):
 
 def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 288
+    # functional, spec line 327
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.dim(self_t, dim, keepdim, dtype=dtype)
@@ -986,7 +986,7 @@ def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
 
 def amax_default(self_p, dim, keepdim, self_t, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 292
+    # functional, spec line 334
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -996,7 +996,7 @@ def amax_default(self_p, dim, keepdim, self_t, result):
 
 def amin_default(self_p, dim, keepdim, self_t, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 296
+    # functional, spec line 341
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -1006,7 +1006,7 @@ def amin_default(self_p, dim, keepdim, self_t, result):
 
 def max_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 300
+    # functional, spec line 348
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1017,7 +1017,7 @@ def max_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def min_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 305
+    # functional, spec line 356
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1028,7 +1028,7 @@ def min_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def mm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 312
+    # functional, spec line 366
     # result: self_t.mm(mat2_p) + self_p.mm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.mm(mat2_p) + self_p.mm(mat2_t)
@@ -1042,7 +1042,7 @@ def mm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 317
+    # functional, spec line 372
     # result: self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
@@ -1056,7 +1056,7 @@ def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 322
+    # functional, spec line 378
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
         return scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
@@ -1078,7 +1078,7 @@ def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, r
 
 def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 322
+    # inplace, spec line 378
     # formulas from addmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
@@ -1101,7 +1101,7 @@ def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, 
 
 def mv_default(self_p, vec_p, self_t, vec_t, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 328
+    # functional, spec line 387
     # result: self_t.mv(vec_p) + self_p.mv(vec_t)
     if self_t is not None and vec_t is not None:
         return self_t.mv(vec_p) + self_p.mv(vec_t)
@@ -1115,7 +1115,7 @@ def mv_default(self_p, vec_p, self_t, vec_t, result):
 
 def dot_default(self_p, tensor_p, self_t, tensor_t, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 333
+    # functional, spec line 393
     # result: self_t.dot(tensor_p) + self_p.dot(tensor_t)
     if self_t is not None and tensor_t is not None:
         return self_t.dot(tensor_p) + self_p.dot(tensor_t)
@@ -1129,7 +1129,7 @@ def dot_default(self_p, tensor_p, self_t, tensor_t, result):
 
 def alias_default(self_p, self_t, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 341
+    # view, spec line 402
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias.default(self_t)
@@ -1139,7 +1139,7 @@ def alias_default(self_p, self_t, result):
 
 def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 344
+    # view, spec line 405
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided.default(self_t, size, stride, storage_offset)
@@ -1149,7 +1149,7 @@ def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
 
 def view_default(self_p, size, self_t, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 348
+    # view, spec line 410
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view.default(self_t, size)
@@ -1159,7 +1159,7 @@ def view_default(self_p, size, self_t, result):
 
 def _unsafe_view_default(self_p, size, self_t, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 351
+    # functional, spec line 414
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._unsafe_view.default(self_t, size)
@@ -1169,7 +1169,7 @@ def _unsafe_view_default(self_p, size, self_t, result):
 
 def t_default(self_p, self_t, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 355
+    # view, spec line 419
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t.default(self_t)
@@ -1179,7 +1179,7 @@ def t_default(self_p, self_t, result):
 
 def transpose_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 358
+    # view, spec line 422
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose.int(self_t, dim0, dim1)
@@ -1189,7 +1189,7 @@ def transpose_int(self_p, dim0, dim1, self_t, result):
 
 def permute_default(self_p, dims, self_t, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 361
+    # view, spec line 426
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute.default(self_t, dims)
@@ -1199,7 +1199,7 @@ def permute_default(self_p, dims, self_t, result):
 
 def expand_default(self_p, size, implicit, self_t, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 364
+    # view, spec line 430
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand.default(self_t, size, implicit=implicit)
@@ -1209,7 +1209,7 @@ def expand_default(self_p, size, implicit, self_t, result):
 
 def slice_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 367
+    # view, spec line 436
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice.Tensor(self_t, dim, start, end, step)
@@ -1219,7 +1219,7 @@ def slice_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def select_int(self_p, dim, index, self_t, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 370
+    # view, spec line 442
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select.int(self_t, dim, index)
@@ -1229,7 +1229,7 @@ def select_int(self_p, dim, index, self_t, result):
 
 def unsqueeze_default(self_p, dim, self_t, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 373
+    # view, spec line 446
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze.default(self_t, dim)
@@ -1239,7 +1239,7 @@ def unsqueeze_default(self_p, dim, self_t, result):
 
 def squeeze_dim(self_p, dim, self_t, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 376
+    # view, spec line 449
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dim(self_t, dim)
@@ -1249,7 +1249,7 @@ def squeeze_dim(self_p, dim, self_t, result):
 
 def squeeze_default(self_p, self_t, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 379
+    # view, spec line 453
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.default(self_t)
@@ -1259,7 +1259,7 @@ def squeeze_default(self_p, self_t, result):
 
 def _conj_default(self_p, self_t, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 384
+    # view, spec line 459
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._conj.default(self_t)
@@ -1269,7 +1269,7 @@ def _conj_default(self_p, self_t, result):
 
 def resolve_conj_default(self_p, self_t, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 387
+    # view, spec line 462
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.resolve_conj.default(self_t)
@@ -1279,7 +1279,7 @@ def resolve_conj_default(self_p, self_t, result):
 
 def conj_physical_default(self_p, self_t, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 390
+    # functional, spec line 465
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.conj_physical.default(self_t)
@@ -1289,7 +1289,7 @@ def conj_physical_default(self_p, self_t, result):
 
 def conj_physical__default(self_p, self_t, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 390
+    # inplace, spec line 465
     # formulas from conj_physical; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -1298,9 +1298,19 @@ def conj_physical__default(self_p, self_t, result):
         return None
 
 
+def _conj_physical_default(self_p, self_t, result):
+    """aten::_conj_physical(Tensor self) -> Tensor"""
+    # functional, spec line 469
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._conj_physical.default(self_t)
+    else:
+        return None
+
+
 def cat_default(tensors_p, dim, tensors_t, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 396
+    # functional, spec line 475
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1311,7 +1321,7 @@ def cat_default(tensors_p, dim, tensors_t, result):
 
 def stack_default(tensors_p, dim, tensors_t, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 400
+    # functional, spec line 482
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1322,7 +1332,7 @@ def stack_default(tensors_p, dim, tensors_t, result):
 
 def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 407
+    # inplace, spec line 492
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -1337,7 +1347,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 409
+    # inplace, spec line 494
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
@@ -1352,7 +1362,7 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 411
+    # inplace, spec line 496
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.copy_.default(self_t, src_t, non_blocking)
@@ -1370,7 +1380,7 @@ def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
 
 def zero__default(self_p, self_t, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 416
+    # inplace, spec line 504
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.zero_.default(self_t)
@@ -1380,7 +1390,7 @@ def zero__default(self_p, self_t, result):
 
 def fill__Scalar(self_p, value, self_t, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 420
+    # inplace, spec line 508
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1390,7 +1400,7 @@ def fill__Scalar(self_p, value, self_t, result):
 
 def fill__Tensor(self_p, value_p, self_t, value_t, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 424
+    # inplace, spec line 512
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
         return value_t.expand_as(self_p)
@@ -1404,7 +1414,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
 
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 431
+    # functional, spec line 520
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1414,7 +1424,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 435
+    # functional, spec line 524
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1424,7 +1434,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 439
+    # functional, spec line 528
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1434,7 +1444,7 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 443
+    # functional, spec line 532
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1444,7 +1454,7 @@ def log_softmax_int(self_p, dim, dtype, self_t, result):
 
 def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 451
+    # functional, spec line 540
     # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1461,7 +1471,7 @@ def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, resu
 
 def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 456
+    # functional, spec line 545
     # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1478,7 +1488,7 @@ def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, r
 
 def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 461
+    # functional, spec line 550
     # result: torch.where(self_p > threshold, grad_output_t, 0.0)
     if grad_output_t is not None:
         return torch.where(self_p > threshold, grad_output_t, 0.0)
@@ -1490,7 +1500,7 @@ def _softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 466
+    # functional, spec line 556
     # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
     if grad_output_t is not None and output_t is not None:
         return output_t * (
@@ -1522,7 +1532,7 @@ def _log_softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 471
+    # functional, spec line 561
     # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1547,7 +1557,7 @@ def select_backward_default(
     grad_output_p, input_sizes, dim, index, grad_output_t, result
 ):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 476
+    # functional, spec line 566
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.select_backward.default(
@@ -1561,7 +1571,7 @@ def slice_backward_default(
     grad_output_p, input_sizes, dim, start, end, step, grad_output_t, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 480
+    # functional, spec line 571
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.slice_backward.default(

@@ -5,7 +5,7 @@
 
 import torch
 
-from dualgen.generated import jvp, vjp
+from . import jvp, vjp
 from dualgen.kernel_info import KernelInfo
 
 aten = torch.ops.aten
@@ -25,7 +25,7 @@ KERNELS[aten.abs.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=50,
+    spec_line=59,
 )
 
 
@@ -41,7 +41,7 @@ KERNELS[aten.abs_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="abs",
-    spec_line=50,
+    spec_line=59,
 )
 
 
@@ -57,7 +57,7 @@ KERNELS[aten.neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=54,
+    spec_line=64,
 )
 
 
@@ -73,7 +73,7 @@ KERNELS[aten.neg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="neg",
-    spec_line=54,
+    spec_line=64,
 )
 
 
@@ -89,7 +89,7 @@ KERNELS[aten.sin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=58,
+    spec_line=68,
 )
 
 
@@ -105,7 +105,7 @@ KERNELS[aten.sin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sin",
-    spec_line=58,
+    spec_line=68,
 )
 
 
@@ -121,7 +121,7 @@ KERNELS[aten.cos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=62,
+    spec_line=72,
 )
 
 
@@ -137,7 +137,7 @@ KERNELS[aten.cos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cos",
-    spec_line=62,
+    spec_line=72,
 )
 
 
@@ -153,7 +153,7 @@ KERNELS[aten.tan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=66,
+    spec_line=76,
 )
 
 
@@ -169,7 +169,7 @@ KERNELS[aten.tan_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tan",
-    spec_line=66,
+    spec_line=76,
 )
 
 
@@ -185,7 +185,7 @@ KERNELS[aten.tanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=70,
+    spec_line=81,
 )
 
 
@@ -201,7 +201,7 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tanh",
-    spec_line=70,
+    spec_line=81,
 )
 
 
@@ -217,7 +217,7 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=74,
+    spec_line=85,
 )
 
 
@@ -233,7 +233,7 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sigmoid",
-    spec_line=74,
+    spec_line=85,
 )
 
 
@@ -249,7 +249,7 @@ KERNELS[aten.exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=78,
+    spec_line=89,
 )
 
 
@@ -265,7 +265,7 @@ KERNELS[aten.exp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp",
-    spec_line=78,
+    spec_line=89,
 )
 
 
@@ -281,7 +281,7 @@ KERNELS[aten.exp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=82,
+    spec_line=93,
 )
 
 
@@ -297,7 +297,7 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp2",
-    spec_line=82,
+    spec_line=93,
 )
 
 
@@ -313,7 +313,7 @@ KERNELS[aten.expm1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=86,
+    spec_line=97,
 )
 
 
@@ -329,7 +329,7 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="expm1",
-    spec_line=86,
+    spec_line=97,
 )
 
 
@@ -345,7 +345,7 @@ KERNELS[aten.log.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=90,
+    spec_line=101,
 )
 
 
@@ -361,7 +361,7 @@ KERNELS[aten.log_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log",
-    spec_line=90,
+    spec_line=101,
 )
 
 
@@ -377,7 +377,7 @@ KERNELS[aten.log2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=94,
+    spec_line=106,
 )
 
 
@@ -393,7 +393,7 @@ KERNELS[aten.log2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log2",
-    spec_line=94,
+    spec_line=106,
 )
 
 
@@ -409,7 +409,7 @@ KERNELS[aten.log1p.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=98,
+    spec_line=111,
 )
 
 
@@ -425,7 +425,7 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log1p",
-    spec_line=98,
+    spec_line=111,
 )
 
 
@@ -441,7 +441,7 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=102,
+    spec_line=116,
 )
 
 
@@ -457,7 +457,7 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sqrt",
-    spec_line=102,
+    spec_line=116,
 )
 
 
@@ -473,7 +473,7 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=106,
+    spec_line=121,
 )
 
 
@@ -489,7 +489,7 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="rsqrt",
-    spec_line=106,
+    spec_line=121,
 )
 
 
@@ -505,7 +505,7 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=110,
+    spec_line=126,
 )
 
 
@@ -521,7 +521,7 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="reciprocal",
-    spec_line=110,
+    spec_line=126,
 )
 
 
@@ -537,7 +537,7 @@ KERNELS[aten.relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=114,
+    spec_line=131,
 )
 
 
@@ -553,7 +553,7 @@ KERNELS[aten.relu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="relu",
-    spec_line=114,
+    spec_line=131,
 )
 
 
@@ -569,7 +569,7 @@ KERNELS[aten.sinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=118,
+    spec_line=136,
 )
 
 
@@ -585,7 +585,7 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinh",
-    spec_line=118,
+    spec_line=136,
 )
 
 
@@ -601,7 +601,7 @@ KERNELS[aten.cosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=122,
+    spec_line=140,
 )
 
 
@@ -617,7 +617,7 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cosh",
-    spec_line=122,
+    spec_line=140,
 )
 
 
@@ -633,7 +633,7 @@ KERNELS[aten.asin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=126,
+    spec_line=144,
 )
 
 
@@ -649,7 +649,7 @@ KERNELS[aten.asin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asin",
-    spec_line=126,
+    spec_line=144,
 )
 
 
@@ -665,7 +665,7 @@ KERNELS[aten.acos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=130,
+    spec_line=149,
 )
 
 
@@ -681,7 +681,7 @@ KERNELS[aten.acos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acos",
-    spec_line=130,
+    spec_line=149,
 )
 
 
@@ -697,7 +697,7 @@ KERNELS[aten.atan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=134,
+    spec_line=154,
 )
 
 
@@ -713,7 +713,7 @@ KERNELS[aten.atan_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan",
-    spec_line=134,
+    spec_line=154,
 )
 
 
@@ -729,7 +729,7 @@ KERNELS[aten.erf.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=138,
+    spec_line=158,
 )
 
 
@@ -745,7 +745,7 @@ KERNELS[aten.erf_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erf",
-    spec_line=138,
+    spec_line=158,
 )
 
 
@@ -761,7 +761,7 @@ KERNELS[aten.clamp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=142,
+    spec_line=162,
 )
 
 
@@ -777,7 +777,7 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp",
-    spec_line=142,
+    spec_line=162,
 )
 
 
@@ -793,7 +793,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=146,
+    spec_line=169,
 )
 
 
@@ -817,7 +817,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=150,
+    spec_line=173,
 )
 
 
@@ -833,7 +833,7 @@ KERNELS[aten.detach.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=154,
+    spec_line=177,
 )
 
 
@@ -849,7 +849,7 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=161,
+    spec_line=184,
 )
 
 
@@ -865,7 +865,7 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=165,
+    spec_line=188,
 )
 
 
@@ -881,7 +881,7 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=169,
+    spec_line=192,
 )
 
 
@@ -905,7 +905,7 @@ KERNELS[aten.full_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=173,
+    spec_line=196,
 )
 
 
@@ -921,7 +921,7 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=177,
+    spec_line=200,
 )
 
 
@@ -937,7 +937,7 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=181,
+    spec_line=205,
 )
 
 
@@ -953,7 +953,7 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=185,
+    spec_line=210,
 )
 
 
@@ -969,7 +969,7 @@ KERNELS[aten.new_full.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=189,
+    spec_line=215,
 )
 
 
@@ -985,7 +985,7 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=195,
+    spec_line=222,
 )
 
 
@@ -1001,7 +1001,7 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=200,
+    spec_line=227,
 )
 
 
@@ -1017,7 +1017,7 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Scalar",
-    spec_line=200,
+    spec_line=227,
 )
 
 
@@ -1033,7 +1033,7 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=204,
+    spec_line=231,
 )
 
 
@@ -1049,7 +1049,7 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Tensor",
-    spec_line=204,
+    spec_line=231,
 )
 
 
@@ -1065,7 +1065,7 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=209,
+    spec_line=236,
 )
 
 
@@ -1081,7 +1081,7 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Scalar",
-    spec_line=209,
+    spec_line=236,
 )
 
 
@@ -1097,7 +1097,7 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=213,
+    spec_line=240,
 )
 
 
@@ -1113,7 +1113,7 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=218,
+    spec_line=245,
 )
 
 
@@ -1129,7 +1129,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=222,
+    spec_line=249,
 )
 
 
@@ -1145,7 +1145,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=227,
+    spec_line=254,
 )
 
 
@@ -1161,7 +1161,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="mul.Scalar",
-    spec_line=227,
+    spec_line=254,
 )
 
 
@@ -1177,7 +1177,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=231,
+    spec_line=258,
 )
 
 
@@ -1193,7 +1193,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor",
-    spec_line=231,
+    spec_line=258,
 )
 
 
@@ -1209,7 +1209,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=236,
+    spec_line=264,
 )
 
 
@@ -1225,7 +1225,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar",
-    spec_line=236,
+    spec_line=264,
 )
 
 
@@ -1241,7 +1241,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=240,
+    spec_line=269,
 )
 
 
@@ -1257,7 +1257,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=244,
+    spec_line=276,
 )
 
 
@@ -1273,7 +1273,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=249,
+    spec_line=282,
 )
 
 
@@ -1289,7 +1289,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=253,
+    spec_line=287,
 )
 
 
@@ -1305,7 +1305,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=258,
+    spec_line=292,
 )
 
 
@@ -1321,7 +1321,7 @@ KERNELS[aten.where.self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=263,
+    spec_line=297,
 )
 
 
@@ -1337,7 +1337,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=269,
+    spec_line=304,
 )
 
 
@@ -1353,7 +1353,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan2",
-    spec_line=269,
+    spec_line=304,
 )
 
 
@@ -1369,7 +1369,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=276,
+    spec_line=312,
 )
 
 
@@ -1385,7 +1385,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=280,
+    spec_line=316,
 )
 
 
@@ -1401,7 +1401,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=284,
+    spec_line=323,
 )
 
 
@@ -1417,7 +1417,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=288,
+    spec_line=327,
 )
 
 
@@ -1433,7 +1433,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=292,
+    spec_line=334,
 )
 
 
@@ -1449,7 +1449,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=296,
+    spec_line=341,
 )
 
 
@@ -1465,7 +1465,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=300,
+    spec_line=348,
 )
 
 
@@ -1481,7 +1481,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=305,
+    spec_line=356,
 )
 
 
@@ -1497,7 +1497,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=312,
+    spec_line=366,
 )
 
 
@@ -1513,7 +1513,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=317,
+    spec_line=372,
 )
 
 
@@ -1529,7 +1529,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=322,
+    spec_line=378,
 )
 
 
@@ -1545,7 +1545,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmm",
-    spec_line=322,
+    spec_line=378,
 )
 
 
@@ -1561,7 +1561,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=328,
+    spec_line=387,
 )
 
 
@@ -1577,7 +1577,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=333,
+    spec_line=393,
 )
 
 
@@ -1593,7 +1593,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=341,
+    spec_line=402,
 )
 
 
@@ -1609,7 +1609,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=344,
+    spec_line=405,
 )
 
 
@@ -1625,7 +1625,7 @@ KERNELS[aten.view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=348,
+    spec_line=410,
 )
 
 
@@ -1641,7 +1641,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=351,
+    spec_line=414,
 )
 
 
@@ -1657,7 +1657,7 @@ KERNELS[aten.t.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=355,
+    spec_line=419,
 )
 
 
@@ -1673,7 +1673,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=358,
+    spec_line=422,
 )
 
 
@@ -1689,7 +1689,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=361,
+    spec_line=426,
 )
 
 
@@ -1705,7 +1705,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=364,
+    spec_line=430,
 )
 
 
@@ -1721,7 +1721,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=367,
+    spec_line=436,
 )
 
 
@@ -1737,7 +1737,7 @@ KERNELS[aten.select.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=370,
+    spec_line=442,
 )
 
 
@@ -1753,7 +1753,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=373,
+    spec_line=446,
 )
 
 
@@ -1769,7 +1769,7 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=376,
+    spec_line=449,
 )
 
 
@@ -1785,7 +1785,7 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=379,
+    spec_line=453,
 )
 
 
@@ -1801,7 +1801,7 @@ KERNELS[aten._conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=384,
+    spec_line=459,
 )
 
 
@@ -1817,7 +1817,7 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=387,
+    spec_line=462,
 )
 
 
@@ -1833,7 +1833,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=390,
+    spec_line=465,
 )
 
 
@@ -1849,7 +1849,23 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="conj_physical",
-    spec_line=390,
+    spec_line=465,
+)
+
+
+KERNELS[aten._conj_physical.default] = KernelInfo(
+    name="_conj_physical",
+    kind="functional",
+    jvp=jvp._conj_physical_default,
+    vjp=vjp._conj_physical_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=469,
 )
 
 
@@ -1865,7 +1881,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=396,
+    spec_line=475,
 )
 
 
@@ -1881,7 +1897,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=400,
+    spec_line=482,
 )
 
 
@@ -1897,7 +1913,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=407,
+    spec_line=492,
 )
 
 
@@ -1913,7 +1929,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=409,
+    spec_line=494,
 )
 
 
@@ -1929,7 +1945,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=411,
+    spec_line=496,
 )
 
 
@@ -1945,7 +1961,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=416,
+    spec_line=504,
 )
 
 
@@ -1961,7 +1977,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=420,
+    spec_line=508,
 )
 
 
@@ -1977,7 +1993,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=424,
+    spec_line=512,
 )
 
 
@@ -1993,7 +2009,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=431,
+    spec_line=520,
 )
 
 
@@ -2009,7 +2025,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=435,
+    spec_line=524,
 )
 
 
@@ -2025,7 +2041,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=439,
+    spec_line=528,
 )
 
 
@@ -2041,7 +2057,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=443,
+    spec_line=532,
 )
 
 
@@ -2057,7 +2073,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=451,
+    spec_line=540,
 )
 
 
@@ -2073,7 +2089,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=456,
+    spec_line=545,
 )
 
 
@@ -2089,7 +2105,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=461,
+    spec_line=550,
 )
 
 
@@ -2105,7 +2121,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=466,
+    spec_line=556,
 )
 
 
@@ -2121,7 +2137,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=471,
+    spec_line=561,
 )
 
 
@@ -2137,7 +2153,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=476,
+    spec_line=566,
 )
 
 
@@ -2153,5 +2169,5 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=480,
+    spec_line=571,
 )

@@ -29,7 +29,7 @@ from dualgen.formulas import (
 
 def abs_default(grad, self, result):
     """aten::abs(Tensor self) -> Tensor"""
-    # functional, spec line 50
+    # functional, spec line 59
     # self: grad * self.sgn()
     self_grad = grad * self.sgn()
     return (self_grad,)
@@ -37,7 +37,7 @@ def abs_default(grad, self, result):
 
 def abs__default(grad, self, result):
     """aten::abs_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 50
+    # inplace, spec line 59
     # formulas from abs; self_p is self before the update
     # self: grad * self.sgn()
     self_grad = grad * self.sgn()
@@ -46,7 +46,7 @@ def abs__default(grad, self, result):
 
 def neg_default(grad, self, result):
     """aten::neg(Tensor self) -> Tensor"""
-    # functional, spec line 54
+    # functional, spec line 64
     # self: -grad
     self_grad = -grad
     return (self_grad,)
@@ -54,7 +54,7 @@ def neg_default(grad, self, result):
 
 def neg__default(grad, self, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 54
+    # inplace, spec line 64
     # formulas from neg; self_p is self before the update
     # self: -grad
     self_grad = -grad
@@ -63,7 +63,7 @@ def neg__default(grad, self, result):
 
 def sin_default(grad, self, result):
     """aten::sin(Tensor self) -> Tensor"""
-    # functional, spec line 58
+    # functional, spec line 68
     # self: grad * self.cos().conj()
     self_grad = grad * self.cos().conj()
     return (self_grad,)
@@ -71,7 +71,7 @@ def sin_default(grad, self, result):
 
 def sin__default(grad, self, result):
     """aten::sin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 58
+    # inplace, spec line 68
     # formulas from sin; self_p is self before the update
     # self: grad * self.cos().conj()
     self_grad = grad * self.cos().conj()
@@ -80,7 +80,7 @@ def sin__default(grad, self, result):
 
 def cos_default(grad, self, result):
     """aten::cos(Tensor self) -> Tensor"""
-    # functional, spec line 62
+    # functional, spec line 72
     # self: grad * -self.sin().conj()
     self_grad = grad * -self.sin().conj()
     return (self_grad,)
@@ -88,7 +88,7 @@ def cos_default(grad, self, result):
 
 def cos__default(grad, self, result):
     """aten::cos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 62
+    # inplace, spec line 72
     # formulas from cos; self_p is self before the update
     # self: grad * -self.sin().conj()
     self_grad = grad * -self.sin().conj()
@@ -97,7 +97,7 @@ def cos__default(grad, self, result):
 
 def tan_default(grad, self, result):
     """aten::tan(Tensor self) -> Tensor"""
-    # functional, spec line 66
+    # functional, spec line 76
     # self: grad * (1 + result * result).conj()
     self_grad = grad * (1 + result * result).conj()
     return (self_grad,)
@@ -105,7 +105,7 @@ def tan_default(grad, self, result):
 
 def tan__default(grad, self, result):
     """aten::tan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 66
+    # inplace, spec line 76
     # formulas from tan; self_p is self before the update
     # self: grad * (1 + result * result).conj()
     self_grad = grad * (1 + result * result).conj()
@@ -114,7 +114,7 @@ def tan__default(grad, self, result):
 
 def tanh_default(grad, self, result):
     """aten::tanh(Tensor self) -> Tensor"""
-    # functional, spec line 70
+    # functional, spec line 81
     # self: torch.ops.aten.tanh_backward(grad, result)
     self_grad = torch.ops.aten.tanh_backward(grad, result)
     return (self_grad,)
@@ -122,7 +122,7 @@ def tanh_default(grad, self, result):
 
 def tanh__default(grad, self, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 70
+    # inplace, spec line 81
     # formulas from tanh; self_p is self before the update
     # self: torch.ops.aten.tanh_backward(grad, result)
     self_grad = torch.ops.aten.tanh_backward(grad, result)
@@ -131,7 +131,7 @@ def tanh__default(grad, self, result):
 
 def sigmoid_default(grad, self, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 74
+    # functional, spec line 85
     # self: torch.ops.aten.sigmoid_backward(grad, result)
     self_grad = torch.ops.aten.sigmoid_backward(grad, result)
     return (self_grad,)
@@ -139,7 +139,7 @@ def sigmoid_default(grad, self, result):
 
 def sigmoid__default(grad, self, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 74
+    # inplace, spec line 85
     # formulas from sigmoid; self_p is self before the update
     # self: torch.ops.aten.sigmoid_backward(grad, result)
     self_grad = torch.ops.aten.sigmoid_backward(grad, result)
@@ -148,7 +148,7 @@ def sigmoid__default(grad, self, result):
 
 def exp_default(grad, self, result):
     """aten::exp(Tensor self) -> Tensor"""
-    # functional, spec line 78
+    # functional, spec line 89
     # self: grad * result.conj()
     self_grad = grad * result.conj()
     return (self_grad,)
@@ -156,7 +156,7 @@ def exp_default(grad, self, result):
 
 def exp__default(grad, self, result):
     """aten::exp_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 78
+    # inplace, spec line 89
     # formulas from exp; self_p is self before the update
     # self: grad * result.conj()
     self_grad = grad * result.conj()
@@ -165,7 +165,7 @@ def exp__default(grad, self, result):
 
 def exp2_default(grad, self, result):
     """aten::exp2(Tensor self) -> Tensor"""
-    # functional, spec line 82
+    # functional, spec line 93
     # self: grad * (result * 0.6931471805599453).conj()
     self_grad = grad * (result * 0.6931471805599453).conj()
     return (self_grad,)
@@ -173,7 +173,7 @@ def exp2_default(grad, self, result):
 
 def exp2__default(grad, self, result):
     """aten::exp2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 82
+    # inplace, spec line 93
     # formulas from exp2; self_p is self before the update
     # self: grad * (result * 0.6931471805599453).conj()
     self_grad = grad * (result * 0.6931471805599453).conj()
@@ -182,7 +182,7 @@ def exp2__default(grad, self, result):
 
 def expm1_default(grad, self, result):
     """aten::expm1(Tensor self) -> Tensor"""
-    # functional, spec line 86
+    # functional, spec line 97
     # self: grad * (result + 1).conj()
     self_grad = grad * (result + 1).conj()
     return (self_grad,)
@@ -190,7 +190,7 @@ def expm1_default(grad, self, result):
 
 def expm1__default(grad, self, result):
     """aten::expm1_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 86
+    # inplace, spec line 97
     # formulas from expm1; self_p is self before the update
     # self: grad * (result + 1).conj()
     self_grad = grad * (result + 1).conj()
@@ -199,7 +199,7 @@ def expm1__default(grad, self, result):
 
 def log_default(grad, self, result):
     """aten::log(Tensor self) -> Tensor"""
-    # functional, spec line 90
+    # functional, spec line 101
     # self: grad / self.conj()
     self_grad = grad / self.conj()
     return (self_grad,)
@@ -207,7 +207,7 @@ def log_default(grad, self, result):
 
 def log__default(grad, self, result):
     """aten::log_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 90
+    # inplace, spec line 101
     # formulas from log; self_p is self before the update
     # self: grad / self.conj()
     self_grad = grad / self.conj()
@@ -216,7 +216,7 @@ def log__default(grad, self, result):
 
 def log2_default(grad, self, result):
     """aten::log2(Tensor self) -> Tensor"""
-    # functional, spec line 94
+    # functional, spec line 106
     # self: grad / (self * 0.6931471805599453).conj()
     self_grad = grad / (self * 0.6931471805599453).conj()
     return (self_grad,)
@@ -224,7 +224,7 @@ def log2_default(grad, self, result):
 
 def log2__default(grad, self, result):
     """aten::log2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 94
+    # inplace, spec line 106
     # formulas from log2; self_p is self before the update
     # self: grad / (self * 0.6931471805599453).conj()
     self_grad = grad / (self * 0.6931471805599453).conj()
@@ -233,7 +233,7 @@ def log2__default(grad, self, result):
 
 def log1p_default(grad, self, result):
     """aten::log1p(Tensor self) -> Tensor"""
-    # functional, spec line 98
+    # functional, spec line 111
     # self: grad / (self + 1).conj()
     self_grad = grad / (self + 1).conj()
     return (self_grad,)
@@ -241,7 +241,7 @@ def log1p_default(grad, self, result):
 
 def log1p__default(grad, self, result):
     """aten::log1p_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 98
+    # inplace, spec line 111
     # formulas from log1p; self_p is self before the update
     # self: grad / (self + 1).conj()
     self_grad = grad / (self + 1).conj()
@@ -250,7 +250,7 @@ def log1p__default(grad, self, result):
 
 def sqrt_default(grad, self, result):
     """aten::sqrt(Tensor self) -> Tensor"""
-    # functional, spec line 102
+    # functional, spec line 116
     # self: grad / (2 * result.conj())
     self_grad = grad / (2 * result.conj())
     return (self_grad,)
@@ -258,7 +258,7 @@ def sqrt_default(grad, self, result):
 
 def sqrt__default(grad, self, result):
     """aten::sqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 102
+    # inplace, spec line 116
     # formulas from sqrt; self_p is self before the update
     # self: grad / (2 * result.conj())
     self_grad = grad / (2 * result.conj())
@@ -267,7 +267,7 @@ def sqrt__default(grad, self, result):
 
 def rsqrt_default(grad, self, result):
     """aten::rsqrt(Tensor self) -> Tensor"""
-    # functional, spec line 106
+    # functional, spec line 121
     # self: grad * (-0.5 * result * result * result).conj()
     self_grad = grad * (-0.5 * result * result * result).conj()
     return (self_grad,)
@@ -275,7 +275,7 @@ def rsqrt_default(grad, self, result):
 
 def rsqrt__default(grad, self, result):
     """aten::rsqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 106
+    # inplace, spec line 121
     # formulas from rsqrt; self_p is self before the update
     # self: grad * (-0.5 * result * result * result).conj()
     self_grad = grad * (-0.5 * result * result * result).conj()
@@ -284,7 +284,7 @@ def rsqrt__default(grad, self, result):
 
 def reciprocal_default(grad, self, result):
     """aten::reciprocal(Tensor self) -> Tensor"""
-    # functional, spec line 110
+    # functional, spec line 126
     # self: grad * (-result * result).conj()
     self_grad = grad * (-result * result).conj()
     return (self_grad,)
@@ -292,7 +292,7 @@ def reciprocal_default(grad, self, result):
 
 def reciprocal__default(grad, self, result):
     """aten::reciprocal_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 110
+    # inplace, spec line 126
     # formulas from reciprocal; self_p is self before the update
     # self: grad * (-result * result).conj()
     self_grad = grad * (-result * result).conj()
@@ -301,7 +301,7 @@ def reciprocal__default(grad, self, result):
 
 def relu_default(grad, self, result):
     """aten::relu(Tensor self) -> Tensor"""
-    # functional, spec line 114
+    # functional, spec line 131
     # self: torch.ops.aten.threshold_backward(grad, result, 0)
     self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
     return (self_grad,)
@@ -309,7 +309,7 @@ def relu_default(grad, self, result):
 
 def relu__default(grad, self, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 114
+    # inplace, spec line 131
     # formulas from relu; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, result, 0)
     self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
@@ -318,7 +318,7 @@ def relu__default(grad, self, result):
 
 def sinh_default(grad, self, result):
     """aten::sinh(Tensor self) -> Tensor"""
-    # functional, spec line 118
+    # functional, spec line 136
     # self: grad * self.cosh().conj()
     self_grad = grad * self.cosh().conj()
     return (self_grad,)
@@ -326,7 +326,7 @@ def sinh_default(grad, self, result):
 
 def sinh__default(grad, self, result):
     """aten::sinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 118
+    # inplace, spec line 136
     # formulas from sinh; self_p is self before the update
     # self: grad * self.cosh().conj()
     self_grad = grad * self.cosh().conj()
@@ -335,7 +335,7 @@ def sinh__default(grad, self, result):
 
 def cosh_default(grad, self, result):
     """aten::cosh(Tensor self) -> Tensor"""
-    # functional, spec line 122
+    # functional, spec line 140
     # self: grad * self.sinh().conj()
     self_grad = grad * self.sinh().conj()
     return (self_grad,)
@@ -343,7 +343,7 @@ def cosh_default(grad, self, result):
 
 def cosh__default(grad, self, result):
     """aten::cosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 122
+    # inplace, spec line 140
     # formulas from cosh; self_p is self before the update
     # self: grad * self.sinh().conj()
     self_grad = grad * self.sinh().conj()
@@ -352,7 +352,7 @@ def cosh__default(grad, self, result):
 
 def asin_default(grad, self, result):
     """aten::asin(Tensor self) -> Tensor"""
-    # functional, spec line 126
+    # functional, spec line 144
     # self: grad * (1 - self * self).rsqrt().conj()
     self_grad = grad * (1 - self * self).rsqrt().conj()
     return (self_grad,)
@@ -360,7 +360,7 @@ def asin_default(grad, self, result):
 
 def asin__default(grad, self, result):
     """aten::asin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 126
+    # inplace, spec line 144
     # formulas from asin; self_p is self before the update
     # self: grad * (1 - self * self).rsqrt().conj()
     self_grad = grad * (1 - self * self).rsqrt().conj()
@@ -369,7 +369,7 @@ def asin__default(grad, self, result):
 
 def acos_default(grad, self, result):
     """aten::acos(Tensor self) -> Tensor"""
-    # functional, spec line 130
+    # functional, spec line 149
     # self: -grad * (1 - self * self).rsqrt().conj()
     self_grad = -grad * (1 - self * self).rsqrt().conj()
     return (self_grad,)
@@ -377,7 +377,7 @@ def acos_default(grad, self, result):
 
 def acos__default(grad, self, result):
     """aten::acos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 130
+    # inplace, spec line 149
     # formulas from acos; self_p is self before the update
     # self: -grad * (1 - self * self).rsqrt().conj()
     self_grad = -grad * (1 - self * self).rsqrt().conj()
@@ -386,7 +386,7 @@ def acos__default(grad, self, result):
 
 def atan_default(grad, self, result):
     """aten::atan(Tensor self) -> Tensor"""
-    # functional, spec line 134
+    # functional, spec line 154
     # self: grad / (1 + self * self).conj()
     self_grad = grad / (1 + self * self).conj()
     return (self_grad,)
@@ -394,7 +394,7 @@ def atan_default(grad, self, result):
 
 def atan__default(grad, self, result):
     """aten::atan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 134
+    # inplace, spec line 154
     # formulas from atan; self_p is self before the update
     # self: grad / (1 + self * self).conj()
     self_grad = grad / (1 + self * self).conj()
@@ -403,7 +403,7 @@ def atan__default(grad, self, result):
 
 def erf_default(grad, self, result):
     """aten::erf(Tensor self) -> Tensor"""
-    # functional, spec line 138
+    # functional, spec line 158
     # self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     self_grad = grad * (2.0 / torch.pi**0.5 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -411,7 +411,7 @@ def erf_default(grad, self, result):
 
 def erf__default(grad, self, result):
     """aten::erf_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 138
+    # inplace, spec line 158
     # formulas from erf; self_p is self before the update
     # self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     self_grad = grad * (2.0 / torch.pi**0.5 * (-self * self).exp()).conj()
@@ -420,7 +420,7 @@ def erf__default(grad, self, result):
 
 def clamp_default(grad, self, min, max, result):
     """aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    # functional, spec line 142
+    # functional, spec line 162
     # self: grad * clamp_mask(self, min, max)
     self_grad = grad * clamp_mask(self, min, max)
     return (self_grad,)
@@ -428,7 +428,7 @@ def clamp_default(grad, self, min, max, result):
 
 def clamp__default(grad, self, min, max, result):
     """aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"""
-    # inplace, spec line 142
+    # inplace, spec line 162
     # formulas from clamp; self_p is self before the update
     # self: grad * clamp_mask(self, min, max)
     self_grad = grad * clamp_mask(self, min, max)
@@ -437,7 +437,7 @@ def clamp__default(grad, self, min, max, result):
 
 def clone_default(grad, self, memory_format, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 146
+    # functional, spec line 169
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -447,7 +447,7 @@ def _to_copy_default(
     grad, self, dtype, layout, device, pin_memory, non_blocking, memory_format, result
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 150
+    # functional, spec line 173
     # self: as_real_like(grad, self).to(self.dtype)
     self_grad = as_real_like(grad, self).to(self.dtype)
     return (self_grad,)
@@ -455,7 +455,7 @@ def _to_copy_default(
 
 def detach_default(grad, self, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 154
+    # view, spec line 177
     return ()
 
 
@@ -463,7 +463,7 @@ def zeros_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 161
+    # functional, spec line 184
     return ()
 
 
@@ -471,7 +471,7 @@ def ones_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 165
+    # functional, spec line 188
     return ()
 
 
@@ -479,7 +479,7 @@ def empty_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 169
+    # functional, spec line 192
     return ()
 
 
@@ -487,25 +487,25 @@ def full_like_default(
     grad, self, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 173
+    # functional, spec line 196
     return ()
 
 
 def new_zeros_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 177
+    # functional, spec line 200
     return ()
 
 
 def new_ones_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 181
+    # functional, spec line 205
     return ()
 
 
 def new_empty_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 185
+    # functional, spec line 210
     return ()
 
 
@@ -513,13 +513,13 @@ def new_full_default(
     grad, self, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 189
+    # functional, spec line 215
     return ()
 
 
 def add_Tensor(grad, self, other, alpha, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 195
+    # functional, spec line 222
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(scale_conj(grad, alpha), other)
@@ -529,7 +529,7 @@ def add_Tensor(grad, self, other, alpha, result):
 
 def add_Scalar(grad, self, other, alpha, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 200
+    # functional, spec line 227
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -537,7 +537,7 @@ def add_Scalar(grad, self, other, alpha, result):
 
 def add__Scalar(grad, self, other, alpha, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 200
+    # inplace, spec line 227
     # formulas from add.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -546,7 +546,7 @@ def add__Scalar(grad, self, other, alpha, result):
 
 def sub_Tensor(grad, self, other, alpha, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 204
+    # functional, spec line 231
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-scale_conj(grad, alpha), other)
@@ -556,7 +556,7 @@ def sub_Tensor(grad, self, other, alpha, result):
 
 def sub__Tensor(grad, self, other, alpha, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 204
+    # inplace, spec line 231
     # formulas from sub.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -567,7 +567,7 @@ def sub__Tensor(grad, self, other, alpha, result):
 
 def sub_Scalar(grad, self, other, alpha, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 209
+    # functional, spec line 236
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -575,7 +575,7 @@ def sub_Scalar(grad, self, other, alpha, result):
 
 def sub__Scalar(grad, self, other, alpha, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 209
+    # inplace, spec line 236
     # formulas from sub.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -584,7 +584,7 @@ def sub__Scalar(grad, self, other, alpha, result):
 
 def rsub_Tensor(grad, self, other, alpha, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 213
+    # functional, spec line 240
     # self: unbroadcast(-scale_conj(grad, alpha), self)
     self_grad = unbroadcast(-scale_conj(grad, alpha), self)
     # other: unbroadcast(grad, other)
@@ -594,7 +594,7 @@ def rsub_Tensor(grad, self, other, alpha, result):
 
 def rsub_Scalar(grad, self, other, alpha, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 218
+    # functional, spec line 245
     # self: -scale_conj(grad, alpha)
     self_grad = -scale_conj(grad, alpha)
     return (self_grad,)
@@ -602,7 +602,7 @@ def rsub_Scalar(grad, self, other, alpha, result):
 
 def mul_Tensor(grad, self, other, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 222
+    # functional, spec line 249
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
     # other: unbroadcast(grad * self.conj(), other)
@@ -612,7 +612,7 @@ def mul_Tensor(grad, self, other, result):
 
 def mul_Scalar(grad, self, other, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 227
+    # functional, spec line 254
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
     return (self_grad,)
@@ -620,7 +620,7 @@ def mul_Scalar(grad, self, other, result):
 
 def mul__Scalar(grad, self, other, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 227
+    # inplace, spec line 254
     # formulas from mul.Scalar; self_p is self before the update
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
@@ -629,7 +629,7 @@ def mul__Scalar(grad, self, other, result):
 
 def div_Tensor(grad, self, other, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 231
+    # functional, spec line 258
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
     # other: unbroadcast(-grad * (self / (other * other)).conj(), other)
@@ -639,7 +639,7 @@ def div_Tensor(grad, self, other, result):
 
 def div__Tensor(grad, self, other, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 231
+    # inplace, spec line 258
     # formulas from div.Tensor; self_p is self before the update
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
@@ -650,7 +650,7 @@ def div__Tensor(grad, self, other, result):
 
 def div_Scalar(grad, self, other, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 236
+    # functional, spec line 264
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
     return (self_grad,)
@@ -658,7 +658,7 @@ def div_Scalar(grad, self, other, result):
 
 def div__Scalar(grad, self, other, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 236
+    # inplace, spec line 264
     # formulas from div.Scalar; self_p is self before the update
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
@@ -667,7 +667,7 @@ def div__Scalar(grad, self, other, result):
 
 def pow_Tensor_Scalar(grad, self, exponent, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 269
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
     return (self_grad,)
@@ -675,7 +675,7 @@ def pow_Tensor_Scalar(grad, self, exponent, result):
 
 def pow_Tensor_Tensor(grad, self, exponent, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 244
+    # functional, spec line 276
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
@@ -687,7 +687,7 @@ def pow_Tensor_Tensor(grad, self, exponent, result):
 
 def pow_Scalar(grad, self, exponent, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 249
+    # functional, spec line 282
     # exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     exponent_grad = grad * pow_exponent_derivative(self, exponent, result).conj()
     return (exponent_grad,)
@@ -695,7 +695,7 @@ def pow_Scalar(grad, self, exponent, result):
 
 def maximum_default(grad, self, other, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 253
+    # functional, spec line 287
     # self: unbroadcast(grad * winner_weight(self, other), self)
     self_grad = unbroadcast(grad * winner_weight(self, other), self)
     # other: unbroadcast(grad * winner_weight(other, self), other)
@@ -705,7 +705,7 @@ def maximum_default(grad, self, other, result):
 
 def minimum_default(grad, self, other, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 258
+    # functional, spec line 292
     # self: unbroadcast(grad * winner_weight(other, self), self)
     self_grad = unbroadcast(grad * winner_weight(other, self), self)
     # other: unbroadcast(grad * winner_weight(self, other), other)
@@ -715,7 +715,7 @@ def minimum_default(grad, self, other, result):
 
 def where_self(grad, condition, self, other, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 263
+    # functional, spec line 297
     # self: unbroadcast(torch.where(condition, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(condition, grad, 0.0), self)
     # other: unbroadcast(torch.where(condition, 0.0, grad), other)
@@ -725,7 +725,7 @@ def where_self(grad, condition, self, other, result):
 
 def atan2_default(grad, self, other, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 269
+    # functional, spec line 304
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
     # other: unbroadcast(-grad * self / (self * self + other * other), other)
@@ -735,7 +735,7 @@ def atan2_default(grad, self, other, result):
 
 def atan2__default(grad, self, other, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 269
+    # inplace, spec line 304
     # formulas from atan2; self_p is self before the update
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
@@ -746,7 +746,7 @@ def atan2__default(grad, self, other, result):
 
 def sum_default(grad, self, dtype, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 276
+    # functional, spec line 312
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape)
     self_grad = as_real_like(grad, self).to(self.dtype).expand(self.shape)
     return (self_grad,)
@@ -754,7 +754,7 @@ def sum_default(grad, self, dtype, result):
 
 def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 280
+    # functional, spec line 316
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -764,7 +764,7 @@ def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
 
 def mean_default(grad, self, dtype, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 284
+    # functional, spec line 323
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
     self_grad = (
         as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
@@ -774,7 +774,7 @@ def mean_default(grad, self, dtype, result):
 
 def mean_dim(grad, self, dim, keepdim, dtype, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 288
+    # functional, spec line 327
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -784,7 +784,7 @@ def mean_dim(grad, self, dim, keepdim, dtype, result):
 
 def amax_default(grad, self, dim, keepdim, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 292
+    # functional, spec line 334
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -792,7 +792,7 @@ def amax_default(grad, self, dim, keepdim, result):
 
 def amin_default(grad, self, dim, keepdim, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 296
+    # functional, spec line 341
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -800,7 +800,7 @@ def amin_default(grad, self, dim, keepdim, result):
 
 def max_dim(grads, self, dim, keepdim, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 300
+    # functional, spec line 348
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -811,7 +811,7 @@ def max_dim(grads, self, dim, keepdim, values, indices):
 
 def min_dim(grads, self, dim, keepdim, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 305
+    # functional, spec line 356
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -822,7 +822,7 @@ def min_dim(grads, self, dim, keepdim, values, indices):
 
 def mm_default(grad, self, mat2, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 312
+    # functional, spec line 366
     # self: grad.mm(mat2.mH)
     self_grad = grad.mm(mat2.mH)
     # mat2: self.mH.mm(grad)
@@ -832,7 +832,7 @@ def mm_default(grad, self, mat2, result):
 
 def bmm_default(grad, self, mat2, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 317
+    # functional, spec line 372
     # self: grad.bmm(mat2.mH)
     self_grad = grad.bmm(mat2.mH)
     # mat2: self.mH.bmm(grad)
@@ -842,7 +842,7 @@ def bmm_default(grad, self, mat2, result):
 
 def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 322
+    # functional, spec line 378
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat1: scale_conj(grad.mm(mat2.mH), alpha)
@@ -854,7 +854,7 @@ def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
 
 def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 322
+    # inplace, spec line 378
     # formulas from addmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -867,7 +867,7 @@ def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
 
 def mv_default(grad, self, vec, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 328
+    # functional, spec line 387
     # self: grad.unsqueeze(1) * vec.conj()
     self_grad = grad.unsqueeze(1) * vec.conj()
     # vec: self.mH.mv(grad)
@@ -877,7 +877,7 @@ def mv_default(grad, self, vec, result):
 
 def dot_default(grad, self, tensor, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 333
+    # functional, spec line 393
     # self: grad * tensor.conj()
     self_grad = grad * tensor.conj()
     # tensor: grad * self.conj()
@@ -887,7 +887,7 @@ def dot_default(grad, self, tensor, result):
 
 def alias_default(grad, self, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 341
+    # view, spec line 402
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -895,7 +895,7 @@ def alias_default(grad, self, result):
 
 def as_strided_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 344
+    # view, spec line 405
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -903,7 +903,7 @@ def as_strided_default(grad, self, size, stride, storage_offset, result):
 
 def view_default(grad, self, size, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 348
+    # view, spec line 410
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -911,7 +911,7 @@ def view_default(grad, self, size, result):
 
 def _unsafe_view_default(grad, self, size, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 351
+    # functional, spec line 414
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -919,7 +919,7 @@ def _unsafe_view_default(grad, self, size, result):
 
 def t_default(grad, self, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 355
+    # view, spec line 419
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -927,7 +927,7 @@ def t_default(grad, self, result):
 
 def transpose_int(grad, self, dim0, dim1, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 358
+    # view, spec line 422
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -935,7 +935,7 @@ def transpose_int(grad, self, dim0, dim1, result):
 
 def permute_default(grad, self, dims, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 361
+    # view, spec line 426
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -943,7 +943,7 @@ def permute_default(grad, self, dims, result):
 
 def expand_default(grad, self, size, implicit, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 364
+    # view, spec line 430
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -951,7 +951,7 @@ def expand_default(grad, self, size, implicit, result):
 
 def slice_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 367
+    # view, spec line 436
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -959,7 +959,7 @@ def slice_Tensor(grad, self, dim, start, end, step, result):
 
 def select_int(grad, self, dim, index, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 370
+    # view, spec line 442
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -967,7 +967,7 @@ def select_int(grad, self, dim, index, result):
 
 def unsqueeze_default(grad, self, dim, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 373
+    # view, spec line 446
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -975,7 +975,7 @@ def unsqueeze_default(grad, self, dim, result):
 
 def squeeze_dim(grad, self, dim, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 376
+    # view, spec line 449
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -983,7 +983,7 @@ def squeeze_dim(grad, self, dim, result):
 
 def squeeze_default(grad, self, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 379
+    # view, spec line 453
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -991,7 +991,7 @@ def squeeze_default(grad, self, result):
 
 def _conj_default(grad, self, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 384
+    # view, spec line 459
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -999,7 +999,7 @@ def _conj_default(grad, self, result):
 
 def resolve_conj_default(grad, self, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 387
+    # view, spec line 462
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -1007,7 +1007,7 @@ def resolve_conj_default(grad, self, result):
 
 def conj_physical_default(grad, self, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 390
+    # functional, spec line 465
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1015,8 +1015,16 @@ def conj_physical_default(grad, self, result):
 
 def conj_physical__default(grad, self, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 390
+    # inplace, spec line 465
     # formulas from conj_physical; self_p is self before the update
+    # self: grad.conj()
+    self_grad = grad.conj()
+    return (self_grad,)
+
+
+def _conj_physical_default(grad, self, result):
+    """aten::_conj_physical(Tensor self) -> Tensor"""
+    # functional, spec line 469
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1024,7 +1032,7 @@ def conj_physical__default(grad, self, result):
 
 def cat_default(grad, tensors, dim, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 396
+    # functional, spec line 475
     # tensors: split_like(grad, tensors, dim)
     tensors_grad = split_like(grad, tensors, dim)
     return (tensors_grad,)
@@ -1032,7 +1040,7 @@ def cat_default(grad, tensors, dim, result):
 
 def stack_default(grad, tensors, dim, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 400
+    # functional, spec line 482
     # tensors: grad.unbind(dim)
     tensors_grad = grad.unbind(dim)
     return (tensors_grad,)
@@ -1040,7 +1048,7 @@ def stack_default(grad, tensors, dim, result):
 
 def add__Tensor(grad, self, other, alpha, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 407
+    # inplace, spec line 492
     # formulas from add.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -1051,7 +1059,7 @@ def add__Tensor(grad, self, other, alpha, result):
 
 def mul__Tensor(grad, self, other, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 409
+    # inplace, spec line 494
     # formulas from mul.Tensor; self_p is self before the update
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
@@ -1062,7 +1070,7 @@ def mul__Tensor(grad, self, other, result):
 
 def copy__default(grad, self, src, non_blocking, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 411
+    # inplace, spec line 496
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # src: unbroadcast(grad, src).to(src.dtype)
@@ -1072,7 +1080,7 @@ def copy__default(grad, self, src, non_blocking, result):
 
 def zero__default(grad, self, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 416
+    # inplace, spec line 504
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1080,7 +1088,7 @@ def zero__default(grad, self, result):
 
 def fill__Scalar(grad, self, value, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 420
+    # inplace, spec line 508
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1088,7 +1096,7 @@ def fill__Scalar(grad, self, value, result):
 
 def fill__Tensor(grad, self, value, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 424
+    # inplace, spec line 512
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # value: grad.sum()
@@ -1098,7 +1106,7 @@ def fill__Tensor(grad, self, value, result):
 
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 431
+    # functional, spec line 520
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1106,7 +1114,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 435
+    # functional, spec line 524
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1114,7 +1122,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 439
+    # functional, spec line 528
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1122,7 +1130,7 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 443
+    # functional, spec line 532
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1130,27 +1138,27 @@ def log_softmax_int(grad, self, dim, dtype, result):
 
 def tanh_backward_default(grad, grad_output, output, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 451
-    # grad_output: grad * (1 - output * output).conj()
-    grad_output_grad = grad * (1 - output * output).conj()
-    # output: -2 * grad * (grad_output * output.conj()).conj()
-    output_grad = -2 * grad * (grad_output * output.conj()).conj()
+    # functional, spec line 540
+    # grad_output: grad * (1 - output * output)
+    grad_output_grad = grad * (1 - output * output)
+    # output: -2 * grad.conj() * grad_output * output.conj()
+    output_grad = -2 * grad.conj() * grad_output * output.conj()
     return (grad_output_grad, output_grad)
 
 
 def sigmoid_backward_default(grad, grad_output, output, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 456
-    # grad_output: grad * (output * (1 - output)).conj()
-    grad_output_grad = grad * (output * (1 - output)).conj()
-    # output: grad * (grad_output * (1 - 2 * output).conj()).conj()
-    output_grad = grad * (grad_output * (1 - 2 * output).conj()).conj()
+    # functional, spec line 545
+    # grad_output: grad * output * (1 - output)
+    grad_output_grad = grad * output * (1 - output)
+    # output: grad.conj() * grad_output * (1 - 2 * output).conj()
+    output_grad = grad.conj() * grad_output * (1 - 2 * output).conj()
     return (grad_output_grad, output_grad)
 
 
 def threshold_backward_default(grad, grad_output, self, threshold, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 461
+    # functional, spec line 550
     # grad_output: torch.where(self > threshold, grad, 0.0)
     grad_output_grad = torch.where(self > threshold, grad, 0.0)
     return (grad_output_grad,)
@@ -1158,7 +1166,7 @@ def threshold_backward_default(grad, grad_output, self, threshold, result):
 
 def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 466
+    # functional, spec line 556
     # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
     grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
     # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
@@ -1172,7 +1180,7 @@ def _log_softmax_backward_data_default(
     grad, grad_output, output, dim, input_dtype, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 471
+    # functional, spec line 561
     # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
     grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
     # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
@@ -1182,7 +1190,7 @@ def _log_softmax_backward_data_default(
 
 def select_backward_default(grad, grad_output, input_sizes, dim, index, result):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 476
+    # functional, spec line 566
     # grad_output: grad.select(dim, index)
     grad_output_grad = grad.select(dim, index)
     return (grad_output_grad,)
@@ -1192,7 +1200,7 @@ def slice_backward_default(
     grad, grad_output, input_sizes, dim, start, end, step, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 480
+    # functional, spec line 571
     # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     return (grad_output_grad,)

@@ -7,6 +7,7 @@ is what the dispatch mode asks.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 from collections.abc import Callable
@@ -79,12 +80,38 @@ _USER_RULES: dict[torch._ops.OpOverload, Rule] = {}
 _GENERATED: dict[torch._ops.OpOverload, Rule] | None = None
 
 
+_KERNELS: dict | None = None  # the generated table in use, when not the installed one
+
+
+def generated_kernels() -> dict:
+    """op -> KernelInfo: the installed generated kernels, or those `using_kernels`
+    put in place."""
+    if _KERNELS is not None:
+        return _KERNELS
+    from dualgen.generated.registry import KERNELS
+
+    return KERNELS
+
+
+@contextlib.contextmanager
+def using_kernels(kernels: dict):
+    """Within: the runtime (forward mode and the tape) uses `kernels` (a generated
+    registry's KERNELS, say from a spec under test) instead of the installed ones.
+    User rules still take precedence."""
+    global _KERNELS, _GENERATED
+    saved = _KERNELS, _GENERATED
+    _KERNELS, _GENERATED = kernels, None
+    try:
+        yield
+    finally:
+        _KERNELS, _GENERATED = saved
+
+
 def _generated() -> dict:
     global _GENERATED
     if _GENERATED is None:
-        from dualgen.generated.registry import KERNELS
-
-        _GENERATED = {op: _generated_rule(op, info) for op, info in KERNELS.items()}
+        kernels = generated_kernels()
+        _GENERATED = {op: _generated_rule(op, info) for op, info in kernels.items()}
     return _GENERATED
 
 

@@ -30,9 +30,9 @@ Node = int  # None stands for a constant (nothing to differentiate)
 
 
 def _registry() -> dict:
-    from dualgen.generated.registry import KERNELS
+    from .rules import generated_kernels
 
-    return KERNELS
+    return generated_kernels()
 
 
 def _op_name(func) -> str:

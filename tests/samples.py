@@ -190,6 +190,7 @@ SAMPLES: dict[str, list[Sample]] = {
     "_conj": [S(T(3, 4), real_ok=False), S(T(), real_ok=False)],
     "resolve_conj": unary(),
     "conj_physical": unary(),
+    "_conj_physical": unary(),
     "cat": [S([T(2, 3), T(4, 3)]), S([T(2, 3), T(2, 1)], 1), S([T(2, 3), T(0)])],
     "stack": [S([T(2, 3), T(2, 3)]), S([T(2, 3), T(2, 3), T(2, 3)], 1)],
     "copy_": [S(T(3, 4), T(3, 4)), S(T(3, 4), T(4))],

@@ -56,7 +56,7 @@ def not_linear(why: str) -> str:
     return fw(f"forward formula is not linear in the tangents: {why}")
 
 
-UNKNOWN_KEY = "not an argument, an output or one of name, non_differentiable, output_differentiability"
+UNKNOWN_KEY = "not an argument, an output or one of name, non_differentiable, output_differentiability, sample"
 ALLOWED_NAMESPACES = (
     "torch, torch.linalg, torch.special, torch.fft, torch.nn.functional, torch.ops.aten"
 )
@@ -1021,7 +1021,12 @@ FORWARD_CASES = [
     ),
     (
         "forward_formula_on_a_view",
-        entry(VIEW, "self: grad.reshape(self.shape)", "result: self_t.view(size)"),
+        entry(
+            VIEW,
+            "self: grad.reshape(self.shape)",
+            "result: self_t.view(size)",
+            "sample: size=[4]",
+        ),
         [
             "spec.yaml:3: error: view: result: a view's tangent is the same view of its input's tangent; write auto_linear or leave the formula out"
         ],
@@ -1145,7 +1150,7 @@ CAUGHT_CASES = [
     ),
     (
         "auto_element_wise_on_a_view",
-        "- name: view(Tensor(a) self, SymInt[] size) -> Tensor(a)\n  self: grad.reshape(self.shape)\n  result: auto_element_wise\n",
+        "- name: view(Tensor(a) self, SymInt[] size) -> Tensor(a)\n  self: grad.reshape(self.shape)\n  result: auto_element_wise\n  sample: size=[4]\n",
         [
             "spec.yaml:3: error: view: result: auto_element_wise is not valid here: a view's tangent is the same view of its input's tangent; write auto_linear or leave the formula out"
         ],
@@ -1185,8 +1190,82 @@ CAUGHT_CASES = [
     ),
 ]
 
+# The `sample:` vocabulary for `dualgen validate`.
+SAMPLE_CASES = [
+    (
+        "sample_missing_a_required_value",
+        entry(VIEW, "self: grad.reshape(self.shape)"),
+        [
+            "spec.yaml:1: error: view: sample: 'size' (SymInt[]) has no default; give it in every sample, e.g. `sample: size=...`"
+        ],
+    ),
+    (
+        "sample_missing_a_value_in_one_of_several",
+        entry(
+            VIEW,
+            "self: grad.reshape(self.shape)",
+            "sample:",
+            "  - size=[4]",
+            "  - self=any(4)",
+        ),
+        [
+            "spec.yaml:3: error: view: sample: 'size' (SymInt[]) has no default; give it in every sample, e.g. `sample: size=...`"
+        ],
+    ),
+    (
+        "sample_unknown_domain",
+        SIN_OK + "  sample: self=positve\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): unknown domain 'positve' (one of any, positive, unit, nonzero, distinct, bool)"
+        ],
+    ),
+    (
+        "sample_names_no_argument",
+        SIN_OK + "  sample: x=positive\n",
+        ["spec.yaml:4: error: sin: sample: sample names 'x', which is not an argument"],
+    ),
+    (
+        "sample_not_keywords",
+        SIN_OK + "  sample: positive\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample is not `name=value, ...`: 'positive'"
+        ],
+    ),
+    (
+        "sample_syntax_error",
+        SIN_OK + "  sample: self=(\n",
+        ["spec.yaml:4: error: sin: sample: sample is not `name=value, ...`: 'self=('"],
+    ),
+    (
+        "sample_wrong_literal_type",
+        entry(VIEW, "self: grad.reshape(self.shape)", "sample: size=1.5"),
+        [
+            "spec.yaml:3: error: view: sample: sample value for 'size' (SymInt[]) must be a list of ints"
+        ],
+    ),
+    (
+        "sample_negative_shape",
+        SIN_OK + "  sample: self=any(-1, 2)\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): a shape cannot be negative"
+        ],
+    ),
+    (
+        "sample_bool_for_int",
+        entry(
+            "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
+            "self: grad.transpose(dim0, dim1)",
+            "sample: dim0=True",
+        ),
+        [
+            "spec.yaml:3: error: transpose.int: sample: sample value for 'dim0' (int) must be an int"
+        ],
+    ),
+]
+
 CASES = (
-    CAUGHT_CASES
+    SAMPLE_CASES
+    + CAUGHT_CASES
     + YAML_CASES
     + SCHEMA_CASES
     + KEY_CASES

@@ -24,9 +24,10 @@ from .model import (
     Spec,
     TypeKind,
 )
+from .sample import SampleError, needs_value, parse_sample
 from .schema import SchemaSyntaxError, TorchOperators, describe_mismatch, parse_schema
 
-META_KEYS = ("name", "non_differentiable", "output_differentiability")
+META_KEYS = ("name", "non_differentiable", "output_differentiability", "sample")
 
 
 class _EntryError(Exception):
@@ -118,11 +119,56 @@ class _EntryBuilder:
                     backward_fields[0].location,
                 )
             forward = self._forward(forward_fields, diff_inputs, out_diff)
+        samples = self._samples(inherited=inherits is not None)
         if self.failed:
             return None
         return Entry(
-            schema, self.raw.location, backward, forward, non_diff, out_diff, inherits
+            schema,
+            self.raw.location,
+            backward,
+            forward,
+            non_diff,
+            out_diff,
+            inherits,
+            samples,
         )
+
+    # -- samples ------------------------------------------------------------
+
+    def _samples(self, *, inherited: bool) -> tuple:
+        field = self.raw.get("sample")
+        texts: list[tuple[RawScalar, Location]] = []
+        if field is not None:
+            items = (
+                field.value.items
+                if isinstance(field.value, RawList)
+                else (field.value,)
+            )
+            for item in items:
+                if item.kind != "str":
+                    self.error("sample must be `name=value, ...` text", item.location)
+                    return ()
+                texts.append((item, item.location))
+        arguments = {a.name: a for a in self.schema.arguments}
+        samples = []
+        for item, location in texts:
+            try:
+                samples.append(parse_sample(item.text, arguments, location))
+            except SampleError as exc:
+                self.error(f"sample: {exc}", location)
+        if inherited or len(samples) != len(texts):
+            return tuple(samples)  # an inheriting entry may use its source's
+        for argument in self.schema.arguments:
+            if not needs_value(argument):
+                continue
+            where = field.location if field is not None else self.raw.location
+            if not samples or any(argument.name not in dict(s.values) for s in samples):
+                self.error(
+                    f"sample: '{argument.name}' ({argument.type}) has no default; "
+                    f"give it in every sample, e.g. `sample: {argument.name}=...`",
+                    where,
+                )
+        return tuple(samples)
 
     # -- schema -------------------------------------------------------------
 

@@ -1,4 +1,8 @@
-"""The `dualgen` command line: `dualgen generate [--spec PATH] [--out DIR] [--check] [-v]`."""
+"""The `dualgen` command line.
+
+dualgen generate [--spec PATH] [--out DIR] [--check] [-v]
+dualgen validate [--spec PATH] [--ops NAME ...] [--report PATH] [--no-progress]
+"""
 
 from __future__ import annotations
 
@@ -21,12 +25,21 @@ class Outcome:
 def generate_files(spec_path: Path) -> Outcome:
     """Run load -> build -> analyse -> emit -> format in memory; raise SpecErrors."""
     from .analyse import analyse
-    from .build import build_spec
     from .emit import Emitter
+    from .write import format_python
+
+    spec, ops = checked_spec(spec_path)
+    plans = analyse(spec, ops)
+    files = Emitter(spec_path.name).render_all(plans)
+    return Outcome(format_python(files), len(spec.entries), len(plans))
+
+
+def checked_spec(spec_path: Path):
+    """Load and build the spec: (Spec, TorchOperators); raise SpecErrors."""
+    from .build import build_spec
     from .errors import ErrorSink
     from .load import load_spec
     from .schema import TorchOperators
-    from .write import format_python
 
     sink = ErrorSink()
     display = spec_path.as_posix()
@@ -42,9 +55,7 @@ def generate_files(spec_path: Path) -> Outcome:
     spec = build_spec(raw, display, ops, sink)
     if sink:
         raise SpecErrors(sink.sorted())
-    plans = analyse(spec, ops)
-    files = Emitter(spec_path.name).render_all(plans)
-    return Outcome(format_python(files), len(spec.entries), len(plans))
+    return spec, ops
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,12 +84,41 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "-v", "--verbose", action="store_true", help="timings, and tracebacks on errors"
     )
+    val = sub.add_parser(
+        "validate", help="gradcheck every kernel of the spec on its samples"
+    )
+    val.add_argument(
+        "--spec",
+        type=Path,
+        default=Path("derivatives.yaml"),
+        help="spec file (default: %(default)s)",
+    )
+    val.add_argument(
+        "--ops",
+        nargs="+",
+        metavar="NAME",
+        help="only these kernels or entries (`mul.Tensor`, `mul_.Tensor`, `exp`)",
+    )
+    val.add_argument(
+        "--report",
+        type=Path,
+        metavar="PATH",
+        help="write PATH.md (a Markdown table) and PATH.html (a standalone page)",
+    )
+    val.add_argument("--no-progress", action="store_true", help="no progress bar")
+    val.add_argument(
+        "-v", "--verbose", action="store_true", help="every failure in full"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "validate":
+        args.out = "nothing"
     try:
+        if args.command == "validate":
+            return _validate(args)
         return _generate(args)
     except SpecErrors as exc:
         for error in exc.errors:
@@ -117,6 +157,40 @@ def _generate(args: argparse.Namespace) -> int:
     if args.verbose:
         print(f"generated in {elapsed:.2f}s")
     return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .analyse import analyse
+    from .emit import Emitter
+    from .report import summary, write_reports
+    from .validate import load_kernels, validate
+
+    start = time.perf_counter()
+    spec, ops = checked_spec(args.spec)
+    files = Emitter(args.spec.name).render_all(analyse(spec, ops))
+    kernels = load_kernels(files)
+    selected = set(args.ops) if args.ops else None
+    reports = validate(spec, kernels, selected, progress=not args.no_progress)
+    if selected is not None:
+        found = {r.kernel for r in reports} | {r.entry for r in reports}
+        unknown = sorted(selected - found)
+        if unknown:
+            print(f"no kernel or entry named: {', '.join(unknown)}", file=sys.stderr)
+            return 2
+    for r in reports:
+        for (dtype, check), verdict in r.verdicts.items():
+            if verdict.status == "fail":
+                detail = (
+                    verdict.detail if args.verbose else verdict.detail.split("\n")[0]
+                )
+                print(
+                    f"FAIL {r.kernel} [{dtype} {check}] (spec line {r.spec_line}): {detail}"
+                )
+    print(f"{summary(reports)} in {time.perf_counter() - start:.1f}s")
+    if args.report:
+        table, page = write_reports(args.report, reports)
+        print(f"report: {table}, {page}")
+    return 1 if any(r.failed for r in reports) else 0
 
 
 if __name__ == "__main__":

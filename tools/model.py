@@ -237,6 +237,7 @@ class Entry:
     output_differentiability: tuple[bool, ...]
     # An in-place entry written with no formulas takes them from this functional entry.
     inherits_from: str | None = None
+    samples: tuple = ()  # tools.sample.Sample, for `dualgen validate`
 
     @property
     def differentiable_inputs(self) -> tuple[Argument, ...]:

@@ -67,9 +67,9 @@ def numerical(problem: Problem, probes: Probes, eps: float) -> Scalars:
         original = x.clone()
         for tangent, weight in probes.directions(i):
             x.copy_(original + eps * tangent)
-            plus = problem.evaluate(problem.values)
+            plus = problem.sample()
             x.copy_(original - eps * tangent)
-            minus = problem.evaluate(problem.values)
+            minus = problem.sample()
             x.copy_(original)
             for part in problem.parts:
                 k = part.output

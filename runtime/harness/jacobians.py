@@ -47,9 +47,9 @@ def numerical(problem: Problem, eps: float) -> Jacobians:
             original = entry.clone()
             for step, weight in _directions(x):
                 entry.copy_(original + eps * step)
-                plus = problem.evaluate(problem.values)
+                plus = problem.sample()
                 entry.copy_(original - eps * step)
-                minus = problem.evaluate(problem.values)
+                minus = problem.sample()
                 entry.copy_(original)
                 for part in problem.parts:
                     k = part.output

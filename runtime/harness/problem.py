@@ -99,6 +99,14 @@ class Problem:
         out = self.func(*values)
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
+    def sample(self) -> tuple:
+        """The outputs at the current input values, as copies: an output may be a
+        view of an input that the finite differences perturb next."""
+        return tuple(
+            o.clone() if isinstance(o, torch.Tensor) else o
+            for o in self.evaluate(self.values)
+        )
+
     def input(self, i: int) -> torch.Tensor:
         return self.values[i]
 

@@ -1,0 +1,137 @@
+"""Concrete inputs for `dualgen validate`: an entry's samples made into tensors.
+
+Tensor arguments without a declared shape are tried in each default shape (2-d,
+0-d and empty); torch itself decides which of them the op accepts. Arguments not
+in the sample take the schema default, else a default for their type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .sample import DtypeName, Sample, TensorListSample, TensorSample
+from .schema import parse_schema
+
+DEFAULT_SHAPES = {"2-d": (3, 4), "0-d": (), "empty": (0, 4)}
+_TYPE_DEFAULTS = {"int": -1, "SymInt": -1, "bool": False, "float": 0.5, "Scalar": 0.5}
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str  # "sample 2, 0-d"
+    values: dict  # every argument of the schema, by name
+
+
+def cases_for(
+    op: torch._ops.OpOverload,
+    samples: tuple[Sample, ...],
+    dtype: torch.dtype,
+    seed: int,
+) -> list[Case]:
+    samples = samples or (Sample((), None),)
+    # Types as written in the schema: torch reports ScalarType as int.
+    written = {
+        a.name: a.type.base
+        for a in parse_schema(str(op._schema).removeprefix("aten::")).arguments
+    }
+    generator = torch.Generator().manual_seed(seed)
+    cases = []
+    for n, sample in enumerate(samples, 1):
+        prefix = f"sample {n}" if len(samples) > 1 else "sample"
+        declared = dict(sample.values)
+        variants = (
+            DEFAULT_SHAPES.items() if _has_free_shape(op, declared) else [("", None)]
+        )
+        for variant, shape in variants:
+            values = {
+                a.name: _value(a, written[a.name], declared, shape, dtype, generator)
+                for a in op._schema.arguments
+            }
+            label = f"{prefix}, {variant}" if variant else prefix
+            cases.append(Case(label, values))
+    return cases
+
+
+def _is_tensor_argument(argument) -> bool:
+    return "Tensor" in str(argument.type)
+
+
+def _has_free_shape(op, declared: dict) -> bool:
+    for a in op._schema.arguments:
+        if not _is_tensor_argument(a):
+            continue
+        value = declared.get(a.name, TensorSample() if _required(a) else None)
+        if isinstance(value, TensorSample) and value.shape is None:
+            return True
+        if isinstance(value, TensorListSample) and any(
+            t.shape is None for t in value.items
+        ):
+            return True
+    return False
+
+
+def _optional(argument) -> bool:
+    return argument.type.kind() == "OptionalType"
+
+
+def _required(argument) -> bool:
+    return not _optional(argument) and not argument.has_default_value()
+
+
+def _value(argument, base: str, declared: dict, shape, dtype, generator):
+    if argument.name in declared:
+        value = declared[argument.name]
+    elif argument.has_default_value():
+        return argument.default_value
+    elif _optional(argument):
+        return None
+    elif _is_tensor_argument(argument):
+        value = TensorSample()
+    elif base == "ScalarType":
+        return dtype
+    else:
+        return _TYPE_DEFAULTS[base]  # the generator made every other type declared
+    if isinstance(value, TensorSample):
+        return make_tensor(value, shape, dtype, generator)
+    if isinstance(value, TensorListSample):
+        return [make_tensor(t, shape, dtype, generator) for t in value.items]
+    if isinstance(value, DtypeName):
+        return getattr(torch, value.name)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def make_tensor(sample: TensorSample, default_shape, dtype, generator) -> torch.Tensor:
+    shape = sample.shape if sample.shape is not None else default_shape
+    if sample.domain == "bool":
+        return torch.rand(shape, generator=generator) > 0.5
+    real = _draw(sample.domain, shape, generator)
+    if not dtype.is_complex:
+        return real.to(dtype)
+    imag_domain = {"positive": "half", "unit": "unit"}.get(sample.domain, "any")
+    imag = _draw(imag_domain, shape, generator)
+    return torch.complex(real, imag).to(dtype)
+
+
+def _draw(domain: str, shape, generator) -> torch.Tensor:
+    f64 = torch.float64
+    if domain == "positive":
+        return torch.rand(shape, generator=generator, dtype=f64) + 0.5
+    if domain == "unit":
+        return (torch.rand(shape, generator=generator, dtype=f64) * 2 - 1) * 0.8
+    if domain == "half":
+        return torch.randn(shape, generator=generator, dtype=f64) * 0.5
+    if domain == "nonzero":
+        magnitude = torch.rand(shape, generator=generator, dtype=f64) + 0.5
+        sign = torch.randint(0, 2, shape, generator=generator).to(f64) * 2 - 1
+        return magnitude * sign
+    if domain == "distinct":
+        n = 1
+        for s in shape:
+            n *= s
+        spread = torch.randperm(n, generator=generator).to(f64) / max(n, 1) * 4 - 2
+        return spread.reshape(shape)
+    return torch.randn(shape, generator=generator, dtype=f64)

@@ -1,0 +1,189 @@
+"""The `sample:` vocabulary: what an entry's inputs must look like for validation.
+
+    sample: self=positive                          one sample
+    sample:                                        several: a YAML block list
+      - self=any(3, 4), size=[4, 3]
+      - self=any(), size=[]
+
+Each sample is keyword arguments, parsed as a Python call (never executed). Tensor
+arguments take a domain, alone (shapes chosen by `dualgen validate`: 2-d, 0-d and
+empty) or called with a shape (`positive(3, 4)`, `any()` for 0-d); a Tensor[]
+argument takes a list of them. Other arguments take literals of their type (ints,
+numbers, bools, None, lists of ints; dtype names for ScalarType). Arguments left
+out take their schema default, or a default for their type; an argument with
+neither must be given.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .errors import Location
+from .model import Argument, TypeKind
+
+# How random values are drawn for a tensor argument.
+DOMAINS = {
+    "any": "standard normal",
+    "positive": "in [0.5, 1.5) (complex: positive real part)",
+    "unit": "in (-0.8, 0.8) (complex: both parts)",
+    "nonzero": "at least 0.5 away from 0",
+    "distinct": "no two equal (no ties for max, sort, ...)",
+    "bool": "random booleans (a non-differentiable mask)",
+}
+DTYPES = ("float64", "float32", "complex128", "complex64", "int64", "bool")
+
+
+@dataclass(frozen=True)
+class TensorSample:
+    domain: str = "any"
+    shape: tuple[int, ...] | None = None  # None: the default shapes
+
+
+@dataclass(frozen=True)
+class TensorListSample:
+    items: tuple[TensorSample, ...]
+
+
+@dataclass(frozen=True)
+class DtypeName:
+    name: str  # "float64", ...
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample: the declared values, by argument name."""
+
+    values: tuple[tuple[str, object], ...]
+    location: Location
+
+    def get(self, name: str, default=None):
+        return dict(self.values).get(name, default)
+
+
+class SampleError(Exception):
+    pass
+
+
+def needs_value(argument: Argument) -> bool:
+    """True if neither the schema nor the argument's type gives a sample value."""
+    if argument.default is not None or argument.kind is not TypeKind.OTHER:
+        return False
+    t = argument.type
+    if t.suffix.endswith("?"):
+        return False
+    return not (
+        t.suffix == "" and t.base in ("int", "bool", "float", "Scalar", "ScalarType")
+    )
+
+
+def parse_sample(
+    text: str, arguments: dict[str, Argument], location: Location
+) -> Sample:
+    try:
+        tree = ast.parse(f"sample({text})", mode="eval").body
+    except SyntaxError:
+        raise SampleError(f"sample is not `name=value, ...`: {text!r}") from None
+    if (
+        not isinstance(tree, ast.Call)
+        or tree.args
+        or any(k.arg is None for k in tree.keywords)
+    ):
+        raise SampleError(f"sample is not `name=value, ...`: {text!r}")
+    values = []
+    for keyword in tree.keywords:
+        argument = arguments.get(keyword.arg)
+        if argument is None:
+            raise SampleError(f"sample names '{keyword.arg}', which is not an argument")
+        values.append((keyword.arg, _value(keyword.value, argument)))
+    return Sample(tuple(values), location)
+
+
+def _value(node: ast.expr, argument: Argument):
+    kind = argument.kind
+    what = f"sample value for '{argument.name}' ({argument.type})"
+    if kind in (TypeKind.TENSOR, TypeKind.OPTIONAL_TENSOR):
+        if kind is TypeKind.OPTIONAL_TENSOR and _is_none(node):
+            return None
+        return _tensor(node, what)
+    if kind in (TypeKind.TENSOR_LIST, TypeKind.OPTIONAL_TENSOR_LIST):
+        if not isinstance(node, ast.List) or not node.elts:
+            raise SampleError(
+                f"{what} must be a list of tensors, like [any(2), any(3)]"
+            )
+        return TensorListSample(tuple(_tensor(e, what) for e in node.elts))
+    t = argument.type
+    if t.suffix.endswith("?") and _is_none(node):
+        return None
+    base, suffix = t.base, t.suffix.rstrip("?")
+    if base in ("int", "SymInt") and suffix == "":
+        return _int(node, what)
+    if base in ("int", "SymInt") and suffix.startswith("["):
+        if isinstance(node, ast.List | ast.Tuple):
+            return tuple(_int(e, what) for e in node.elts)
+        if suffix == "[1]":
+            return (_int(node, what),)
+        raise SampleError(f"{what} must be a list of ints")
+    if base in ("float", "Scalar") and suffix == "":
+        number = _literal(node, what)
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise SampleError(f"{what} must be a number")
+        return number
+    if base == "bool" and suffix == "":
+        value = _literal(node, what)
+        if not isinstance(value, bool):
+            raise SampleError(f"{what} must be true or false (True/False)")
+        return value
+    if base == "ScalarType" and suffix == "":
+        if not isinstance(node, ast.Name) or node.id not in DTYPES:
+            raise SampleError(f"{what} must be a dtype name: {', '.join(DTYPES)}")
+        return DtypeName(node.id)
+    raise SampleError(f"{what}: samples of this type are not supported")
+
+
+def _tensor(node: ast.expr, what: str) -> TensorSample:
+    if isinstance(node, ast.Name):
+        return TensorSample(_domain(node.id, what))
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and not node.keywords
+    ):
+        shape = tuple(_int(a, what) for a in node.args)
+        if any(s < 0 for s in shape):
+            raise SampleError(f"{what}: a shape cannot be negative")
+        return TensorSample(_domain(node.func.id, what), shape)
+    raise SampleError(
+        f"{what} must be a domain ({', '.join(DOMAINS)}), optionally with a shape: "
+        f"positive(3, 4)"
+    )
+
+
+def _domain(name: str, what: str) -> str:
+    if name not in DOMAINS:
+        raise SampleError(
+            f"{what}: unknown domain '{name}' (one of {', '.join(DOMAINS)})"
+        )
+    return name
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _int(node: ast.expr, what: str) -> int:
+    value = _literal(node, what)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SampleError(f"{what} must be an int")
+    return value
+
+
+def _literal(node: ast.expr, what: str):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand, what)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SampleError(f"{what} must be a literal")
+        return -value
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | bool):
+        return node.value
+    raise SampleError(f"{what} must be a literal")

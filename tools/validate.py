@@ -1,0 +1,268 @@
+"""`dualgen validate`: every kernel of the spec through the gradcheck harness.
+
+For each entry, its kernels (the functional or view op, its in-place variants) run
+on the entry's samples in float64 and complex128. Each check (gradcheck slow, fast,
+the adjoint check) passes if it passes on every sample torch accepts, fails if any
+fails, and is n/a where torch runs no sample in that dtype.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import tempfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .inputs import Case, cases_for
+from .model import Auto, Entry, OpKind, Spec
+
+DTYPES = (torch.float64, torch.complex128)
+CHECKS = ("slow", "fast", "adjoint")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # "pass", "fail", "n/a"
+    detail: str = ""  # the failure, or why not applicable
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    kernel: str  # "mul_.Tensor"
+    entry: str  # the spec entry its formulas come from
+    kind: str  # functional, inplace, view
+    formulas: str  # which formulas and where they came from
+    spec_line: int
+    verdicts: dict = field(default_factory=dict)  # (dtype name, check) -> Verdict
+    cases: dict = field(default_factory=dict)  # dtype name -> cases run
+
+    @property
+    def failed(self) -> bool:
+        return any(v.status == "fail" for v in self.verdicts.values())
+
+
+def load_kernels(files: dict[str, str]) -> dict:
+    """Import generated files (from `generate_files`) as a fresh package; return its
+    KERNELS. Validation checks what the spec generates, not what is installed."""
+    global _loaded
+    _loaded += 1
+    name = f"_dualgen_validate_{_loaded}"
+    with tempfile.TemporaryDirectory(prefix="dualgen-validate-") as root:
+        package = Path(root) / name
+        package.mkdir()
+        for filename, text in files.items():
+            (package / filename).write_text(text)
+        spec = importlib.util.spec_from_file_location(
+            name, package / "__init__.py", submodule_search_locations=[str(package)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return importlib.import_module(f"{name}.registry").KERNELS
+
+
+_loaded = 0
+
+
+def kernels_by_entry(
+    spec: Spec, kernels: dict
+) -> list[tuple[Entry, torch._ops.OpOverload, object]]:
+    """(entry, op, KernelInfo) for every generated kernel, in spec order."""
+    entries = {e.schema.full_name: e for e in spec.entries}
+    rows = []
+    for op, info in kernels.items():
+        entry = entries.get(info.name) or entries.get(info.derived_from or "")
+        if entry is not None:
+            rows.append((entry, op, info))
+    rows.sort(key=lambda row: (row[2].spec_line, row[2].kind != "functional"))
+    return rows
+
+
+def describe_formulas(entry: Entry, info) -> str:
+    parts = []
+    if info.derived_from and info.derived_from != info.name:
+        parts.append(f"in-place, derived from {info.derived_from}")
+    if entry.inherits_from:
+        parts.append(f"formulas of {entry.inherits_from}")
+    backward = [", ".join(b.inputs) for b in entry.backward]
+    if backward:
+        parts.append("backward: " + "; ".join(backward))
+    forward = []
+    for f in () if entry.schema.kind is OpKind.VIEW else entry.forward:
+        forward.append(
+            f"{f.output} = {f.auto.value if isinstance(f.auto, Auto) else 'formula'}"
+        )
+    if entry.schema.kind is OpKind.VIEW:
+        forward.append("view of the tangent")
+    if forward:
+        parts.append("forward: " + "; ".join(forward))
+    return "; ".join(parts) or "no formulas"
+
+
+def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
+    """A function of the differentiable inputs (tensors, list items one by one)
+    returning the differentiable outputs, and those inputs; None if there are
+    none."""
+    slots = []  # (argument name, index in list or None)
+    inputs = []
+    for name in info.differentiable_inputs:
+        value = case.values[name]
+        if isinstance(value, torch.Tensor) and _floating(value):
+            slots.append((name, None))
+            inputs.append(value.detach().clone().requires_grad_())
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                if isinstance(v, torch.Tensor) and _floating(v):
+                    slots.append((name, i))
+                    inputs.append(v.detach().clone().requires_grad_())
+    wanted = [i for i, n in enumerate(info.outputs) if n in info.differentiable_outputs]
+    if not inputs or not wanted:
+        return None
+    schema = op._schema
+
+    def call(*tensors):
+        values = {
+            k: (list(v) if isinstance(v, list) else v) for k, v in case.values.items()
+        }
+        for (name, index), t in zip(slots, tensors):
+            if index is None:
+                values[name] = t
+            else:
+                values[name][index] = t
+        if info.kind == "inplace":
+            values["self"] = values["self"].clone()
+        args, kwargs = [], {}
+        for a in schema.arguments:
+            if a.kwarg_only:
+                kwargs[a.name] = values[a.name]
+            else:
+                args.append(values[a.name])
+        out = op(*args, **kwargs)
+        outputs = tuple(out) if len(schema.returns) > 1 else (out,)
+        return tuple(outputs[i] for i in wanted)
+
+    call.__name__ = info.name
+    return call, tuple(inputs)
+
+
+def _floating(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _runs(function: Callable, inputs: tuple) -> str | None:
+    """None if torch runs the op on these inputs, else its complaint."""
+    try:
+        with torch.no_grad():
+            function(*(x.detach() for x in inputs))
+    except Exception as exc:  # noqa: BLE001 (torch's refusal, whatever its type)
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def _check(check: str, function: Callable, inputs: tuple) -> str | None:
+    """None on success, else the failure."""
+    from dualgen import GradcheckError, adjoint_check, gradcheck
+
+    try:
+        if check == "adjoint":
+            adjoint_check(function, inputs)
+        else:
+            gradcheck(
+                function,
+                inputs,
+                check_forward_ad=True,
+                check_backward_ad=True,
+                check_adjoint=False,
+                fast_mode=check == "fast",
+            )
+    except Exception as exc:  # noqa: BLE001 (a crashing kernel is a failure to report)
+        text = str(exc) or type(exc).__name__
+        if not isinstance(exc, GradcheckError):
+            text = f"{type(exc).__name__}: {text}"
+        return text
+    return None
+
+
+def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
+    report = KernelReport(
+        kernel=info.name,
+        entry=entry.schema.full_name,
+        kind=info.kind,
+        formulas=describe_formulas(entry, info),
+        spec_line=info.spec_line,
+    )
+    seed = zlib.crc32(info.name.encode())
+    differentiable = False
+    for dtype in DTYPES:
+        dtype_name = str(dtype).removeprefix("torch.")
+        verdicts = {check: [] for check in CHECKS}
+        refusals = []
+        ran = 0
+        for case in cases_for(op, samples, dtype, seed):
+            made = _function(op, info, case)
+            if made is None:
+                refusals.append(f"{case.label}: no differentiable input or output")
+                continue
+            function, inputs = made
+            differentiable = True
+            refusal = _runs(function, inputs)
+            if refusal:
+                refusals.append(f"{case.label}: torch refuses: {refusal}")
+                continue
+            if any(x.numel() for x in inputs):
+                ran += 1  # empty samples check shapes, not derivatives
+            else:
+                refusals.append(f"{case.label}: only empty inputs")
+            for check in CHECKS:
+                failure = _check(check, function, inputs)
+                if failure:
+                    verdicts[check].append(f"{case.label}: {failure}")
+        report.cases[dtype_name] = ran
+        for check in CHECKS:
+            if verdicts[check]:
+                verdict = Verdict("fail", verdicts[check][0])
+            elif ran:
+                verdict = Verdict("pass")
+            else:
+                verdict = Verdict("n/a", refusals[0] if refusals else "")
+            report.verdicts[(dtype_name, check)] = verdict
+    if differentiable and not any(report.cases.values()):
+        # A differentiable kernel that no sample reaches is not validated.
+        reason = next(v.detail for v in report.verdicts.values())
+        for key in report.verdicts:
+            report.verdicts[key] = Verdict("fail", f"no sample runs: {reason}")
+    return report
+
+
+def validate(
+    spec: Spec, kernels: dict, selected: set[str] | None, progress: bool
+) -> list[KernelReport]:
+    """Check every kernel of `spec` (generated as `kernels`), or those `selected`."""
+    from tqdm import tqdm
+
+    from dualgen.rules import using_kernels
+
+    entries = {e.schema.full_name: e for e in spec.entries}
+    rows = [
+        row
+        for row in kernels_by_entry(spec, kernels)
+        if selected is None
+        or row[2].name in selected
+        or row[0].schema.full_name in selected
+    ]
+    reports = []
+    bar = tqdm(rows, desc="validate", unit="kernel", disable=not progress, leave=False)
+    with using_kernels(kernels):
+        for entry, op, info in bar:
+            bar.set_postfix_str(info.name)
+            # An in-place entry without formulas takes its samples with them.
+            source = entries.get(entry.inherits_from or "")
+            samples = entry.samples or (source.samples if source is not None else ())
+            reports.append(validate_kernel(entry, op, info, samples))
+    return reports
