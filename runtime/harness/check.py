@@ -94,13 +94,11 @@ def _slow(
     failures = []
     numerical = jacobians.numerical(problem, eps)
     modes = []
+    recording = (
+        problem.recorded(check_grad_dtypes=check_grad_dtypes) if backward else None
+    )
     if backward:
-        modes.append(
-            (
-                "backward",
-                jacobians.backward(problem, check_grad_dtypes=check_grad_dtypes),
-            )
-        )
+        modes.append(("backward", jacobians.backward(problem, recording=recording)))
     if forward:
         modes.append(("forward", jacobians.forward(problem)))
     for mode, analytical in modes:
@@ -112,7 +110,7 @@ def _slow(
                 failures.append(message)
     if backward and not failures:
         worst, where = jacobians.reentrant_difference(
-            problem, modes[0][1], check_grad_dtypes=check_grad_dtypes
+            problem, modes[0][1], recording=recording
         )
         if worst > nondet_tol:
             i, part = where

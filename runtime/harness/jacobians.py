@@ -59,41 +59,60 @@ def numerical(problem: Problem, eps: float) -> Jacobians:
 
 
 def forward(problem: Problem) -> Jacobians:
-    jacobians = _empty(problem)
+    # columns[(i, part)][d]: the JVP columns of direction d (real, then imaginary
+    # axis for complex input), stacked into the matrix at the end.
+    columns = {
+        (i, part): [[] for _ in _directions(problem.input(i))]
+        for i in problem.inputs
+        for part in problem.parts
+    }
+    # The unit tangents, made before the dual level (there every op pays for the
+    # mode): (input, direction, tangents) per JVP.
+    units = []
     for i in problem.inputs:
         x = problem.input(i)
         for j in range(x.numel()):
-            for step, weight in _directions(x):
-                tangent = torch.zeros_like(x)
-                _element(tangent, j).fill_(step)
-                tangents = problem.jvp({i: tangent})
-                for part in problem.parts:
-                    column = part.of(tangents[part.output])
-                    jacobians[(i, part)][j] += weight * column
+            for d, (step, _) in enumerate(_directions(x)):
+                tangent = torch.zeros(x.numel(), dtype=x.dtype)
+                tangent[j] = step
+                units.append((i, d, {i: tangent.reshape(x.shape)}))
+    results = problem.jvps(tangents for _, _, tangents in units)
+    for (i, d, _), tangents in zip(units, results):
+        for part in problem.parts:
+            columns[(i, part)][d].append(part.of(tangents[part.output]))
+    jacobians = _empty(problem)
+    for (i, part), by_direction in columns.items():
+        for (_, weight), cols in zip(_directions(problem.input(i)), by_direction):
+            if cols:
+                stacked = torch.stack(cols)
+                jacobians[(i, part)] += stacked if weight == 1 else weight * stacked
     return jacobians
 
 
-def backward(problem: Problem, *, check_grad_dtypes: bool = False) -> Jacobians:
+def backward(
+    problem: Problem, *, check_grad_dtypes: bool = False, recording=None
+) -> Jacobians:
     jacobians = _empty(problem)
-    recording = problem.recorded(check_grad_dtypes=check_grad_dtypes)
+    if recording is None:
+        recording = problem.recorded(check_grad_dtypes=check_grad_dtypes)
     for part in problem.parts:
         output = recording.outputs[part.output]
         real = output.real if output.is_complex() else output
+        # Row m's cotangent is the m-th unit vector, shaped like the output.
+        basis = torch.eye(part.numel, dtype=real.dtype).reshape(-1, *real.shape)
         for m in range(part.numel):
-            cotangent = torch.zeros_like(real)
-            _element(cotangent, m).fill_(1)
-            grads = recording.vjp(part, cotangent)
+            grads = recording.vjp(part, basis[m])
             for i, g in zip(problem.inputs, grads):
                 jacobians[(i, part)][:, m] = g.reshape(-1)
     return jacobians
 
 
 def reentrant_difference(
-    problem: Problem, first: Jacobians, *, check_grad_dtypes: bool = False
+    problem: Problem, first: Jacobians, *, check_grad_dtypes: bool = False, recording
 ) -> tuple[float, tuple[int, Part] | None]:
     """The largest difference between `first` and the backward Jacobians computed
-    again (nondeterminism), and where it is."""
-    second = backward(problem, check_grad_dtypes=check_grad_dtypes)
+    again from the same recording (nondeterminism), and where it is."""
+    second = backward(problem, check_grad_dtypes=check_grad_dtypes, recording=recording)
     worst, where = 0.0, None
     for key, a in first.items():
         if a.numel():

@@ -113,21 +113,36 @@ class Problem:
     def jvp(self, tangents: dict[int, torch.Tensor]) -> tuple:
         """Output tangents (zeros where none) for tangents on some inputs."""
         with fwAD.dual_level():
-            values = list(self.values)
-            for i, t in tangents.items():
-                values[i] = fwAD.make_dual(values[i], t)
-            outputs = self.evaluate(values)
-            result = []
-            for o in outputs:
-                if not is_differentiable(o):
-                    result.append(None)
-                    continue
-                primal, tangent = fwAD.unpack_dual(o)
-                result.append(torch.zeros_like(primal) if tangent is None else tangent)
+            return self._jvp_within_level(tangents)
+
+    def jvps(self, tangent_sets):
+        """`jvp` for each tangent set, all within one dual level (cheaper)."""
+        with fwAD.dual_level():
+            for tangents in tangent_sets:
+                yield self._jvp_within_level(tangents)
+
+    def _jvp_within_level(self, tangents: dict[int, torch.Tensor]) -> tuple:
+        values = list(self.values)
+        for i, t in tangents.items():
+            values[i] = fwAD.make_dual(values[i], t)
+        result = []
+        for o in self.evaluate(values):
+            if not is_differentiable(o):
+                result.append(None)
+                continue
+            primal, tangent = fwAD.unpack_dual(o)
+            result.append(torch.zeros_like(primal) if tangent is None else tangent)
         return tuple(result)
 
     def recorded(self, *, check_grad_dtypes: bool = False) -> Recording:
-        """Run once on a tape, to be differentiated backwards any number of times."""
+        """Run once on a tape, to be differentiated backwards any number of times
+        (kept: every backward check of this problem reuses it)."""
+        cache = self.__dict__.setdefault("_recordings", {})
+        if check_grad_dtypes not in cache:
+            cache[check_grad_dtypes] = self._record(check_grad_dtypes)
+        return cache[check_grad_dtypes]
+
+    def _record(self, check_grad_dtypes: bool) -> Recording:
         values = list(self.values)
         for i in self.inputs:
             # A fresh tensor per run: the function may write into its inputs.
