@@ -99,7 +99,7 @@ def backward(
         output = recording.outputs[part.output]
         real = output.real if output.is_complex() else output
         # Row m's cotangent is the m-th unit vector, shaped like the output.
-        basis = torch.eye(part.numel, dtype=real.dtype).reshape(-1, *real.shape)
+        basis = torch.eye(part.numel, dtype=real.dtype).reshape(part.numel, *real.shape)
         for m in range(part.numel):
             grads = recording.vjp(part, basis[m])
             for i, g in zip(problem.inputs, grads):
