@@ -61,6 +61,11 @@ def _geometry(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), t.stride(), t.storage_offset())
 
 
+class GradDtypeMismatch(RuntimeError):
+    """A VJP kernel returned a gradient of another dtype than its input's (raised
+    only by tapes made with check_grad_dtypes=True)."""
+
+
 class _Saved:
     """A saved tensor: the tensor itself until its storage is written to."""
 
@@ -436,9 +441,9 @@ class Tape(TorchDispatchMode):
             )
         if g.dtype != dtype:
             if self.check_grad_dtypes and not (g.is_complex() and not dtype.is_complex):
-                raise RuntimeError(
-                    f"{where} returned a gradient of dtype {g.dtype} for a value of "
-                    f"dtype {dtype}"
+                raise GradDtypeMismatch(
+                    f"Gradient has dtype mismatch: {where} returned {g.dtype} for a "
+                    f"value of dtype {dtype}"
                 )
             # As autograd does: the real part for a real value, then its dtype.
             if g.is_complex() and not dtype.is_complex:

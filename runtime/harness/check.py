@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ..tape import GradDtypeMismatch
 from . import fast, jacobians
 from .compare import GradcheckError, matrix_mismatch, scalar_mismatch
 from .problem import Problem, is_differentiable
@@ -56,7 +57,10 @@ def gradcheck(
         "forward": check_forward_ad,
         "backward": check_backward_ad,
     }
-    failures = (_fast if fast_mode else _slow)(problem, **options)
+    try:
+        failures = (_fast if fast_mode else _slow)(problem, **options)
+    except GradDtypeMismatch as exc:
+        failures = [f"{exc} (in {problem.name})"]
     if check_undefined_grad:
         failures += _undefined(problem, check_forward_ad, check_backward_ad)
     if check_adjoint and check_forward_ad and check_backward_ad and not failures:
