@@ -61,11 +61,12 @@ def cases(rows: int, cols: int) -> dict:
     }
 
 
-def _time(fn, repeats: int) -> float:
+def _time(check, fn, inputs, kwargs: dict, repeats: int) -> float:
+    """Median seconds of `check(fn, inputs, **kwargs)`, which must pass."""
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
-        assert fn()
+        assert check(fn, inputs, **kwargs)
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -87,10 +88,8 @@ def compare(repeats: int) -> None:
             # Interleaved, warmed up: both sides see the same machine state.
             dualgen.gradcheck(fn, inputs, **kwargs)
             torch.autograd.gradcheck(fn, inputs, **kwargs)
-            ours = _time(lambda: dualgen.gradcheck(fn, inputs, **kwargs), repeats)
-            theirs = _time(
-                lambda: torch.autograd.gradcheck(fn, inputs, **kwargs), repeats
-            )
+            ours = _time(dualgen.gradcheck, fn, inputs, kwargs, repeats)
+            theirs = _time(torch.autograd.gradcheck, fn, inputs, kwargs, repeats)
             ratios[setting].append(ours / theirs)
             cells.append(f"{ours / theirs:.2f}x ({ours * 1e3:.1f} ms)")
         print(f"| {name} | " + " | ".join(cells) + " |")
@@ -99,18 +98,24 @@ def compare(repeats: int) -> None:
 
 
 def speedup(rows: int, cols: int) -> None:
-    chosen = ("elementwise", "softmax", "reduction", "view, in-place", "complex -> real")
-    print(f"## dualgen fast mode vs slow mode ({rows} x {cols} = {rows * cols} elements)\n")
+    chosen = (
+        "elementwise",
+        "softmax",
+        "reduction",
+        "view, in-place",
+        "complex -> real",
+    )
+    print(
+        f"## dualgen fast mode vs slow mode ({rows} x {cols} = {rows * cols} elements)\n"
+    )
     print("| function | slow | fast | speedup |")
     print("|---|---|---|---|")
     all_cases = cases(rows, cols)
     for name in chosen:
         fn, inputs = all_cases[name]
         kwargs = {"check_forward_ad": True}
-        slow = _time(lambda: dualgen.gradcheck(fn, inputs, **kwargs), 1)
-        fast = _time(
-            lambda: dualgen.gradcheck(fn, inputs, fast_mode=True, **kwargs), 3
-        )
+        slow = _time(dualgen.gradcheck, fn, inputs, kwargs, 1)
+        fast = _time(dualgen.gradcheck, fn, inputs, {**kwargs, "fast_mode": True}, 3)
         print(f"| {name} | {slow:.2f} s | {fast * 1e3:.1f} ms | {slow / fast:.0f}x |")
     print()
 

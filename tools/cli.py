@@ -114,8 +114,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "validate":
-        args.out = "nothing"
+    # What a failure leaves unchanged: generate never half-writes its output.
+    after = f"; {args.out} left unchanged" if args.command == "generate" else ""
     try:
         if args.command == "validate":
             return _validate(args)
@@ -123,15 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     except SpecErrors as exc:
         for error in exc.errors:
             print(error, file=sys.stderr)
-        print(f"{len(exc.errors)} error(s); {args.out} left unchanged", file=sys.stderr)
+        print(f"{len(exc.errors)} error(s){after}", file=sys.stderr)
         if args.verbose:
             raise
         return 1
     except SpecUnreadable as exc:
-        print(f"{exc}\n{args.out} left unchanged", file=sys.stderr)
+        print(
+            f"{exc}" + (f"\n{args.out} left unchanged" if after else ""),
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
-        print(f"interrupted; {args.out} left unchanged", file=sys.stderr)
+        print(f"interrupted{after}", file=sys.stderr)
         return 130
 
 
@@ -163,20 +166,27 @@ def _validate(args: argparse.Namespace) -> int:
     from .analyse import analyse
     from .emit import Emitter
     from .report import summary, write_reports
-    from .validate import load_kernels, validate
+    from .validate import load_kernels, missing_harness_entries, unknown_names, validate
 
     start = time.perf_counter()
     spec, ops = checked_spec(args.spec)
     files = Emitter(args.spec.name).render_all(analyse(spec, ops))
     kernels = load_kernels(files)
+    missing = missing_harness_entries(kernels)
+    if missing:
+        print(
+            f"{args.spec}: error: validate needs entries for {', '.join(missing)}: "
+            f"the harness itself runs them (make_dual is an alias, in-place samples "
+            f"are cloned)",
+            file=sys.stderr,
+        )
+        return 1
     selected = set(args.ops) if args.ops else None
+    unknown = unknown_names(spec, kernels, selected)
+    if unknown:
+        print(f"no kernel or entry named: {', '.join(unknown)}", file=sys.stderr)
+        return 2
     reports = validate(spec, kernels, selected, progress=not args.no_progress)
-    if selected is not None:
-        found = {r.kernel for r in reports} | {r.entry for r in reports}
-        unknown = sorted(selected - found)
-        if unknown:
-            print(f"no kernel or entry named: {', '.join(unknown)}", file=sys.stderr)
-            return 2
     for r in reports:
         for (dtype, check), verdict in r.verdicts.items():
             if verdict.status == "fail":

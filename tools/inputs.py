@@ -62,7 +62,8 @@ def _has_free_shape(op, declared: dict) -> bool:
     for a in op._schema.arguments:
         if not _is_tensor_argument(a):
             continue
-        value = declared.get(a.name, TensorSample() if _required(a) else None)
+        default = TensorSample() if _required(a) else None
+        value = declared.get(a.name, default)
         if isinstance(value, TensorSample) and value.shape is None:
             return True
         if isinstance(value, TensorListSample) and any(
@@ -87,6 +88,8 @@ def _value(argument, base: str, declared: dict, shape, dtype, generator):
         return argument.default_value
     elif _optional(argument):
         return None
+    elif argument.type.kind() == "ListType":  # Tensor[]: two of them
+        value = TensorListSample((TensorSample(), TensorSample()))
     elif _is_tensor_argument(argument):
         value = TensorSample()
     elif base == "ScalarType":

@@ -240,6 +240,25 @@ def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
     return report
 
 
+def missing_harness_entries(kernels: dict) -> list[str]:
+    """The entries every check runs through, which the spec lacks."""
+    needed = {
+        "alias": torch.ops.aten.alias.default,
+        "clone": torch.ops.aten.clone.default,
+    }
+    return [name for name, op in needed.items() if op not in kernels]
+
+
+def unknown_names(spec: Spec, kernels: dict, selected: set[str] | None) -> list[str]:
+    if selected is None:
+        return []
+    rows = kernels_by_entry(spec, kernels)
+    known = {info.name for _, _, info in rows} | {
+        e.schema.full_name for e, _, _ in rows
+    }
+    return sorted(selected - known)
+
+
 def validate(
     spec: Spec, kernels: dict, selected: set[str] | None, progress: bool
 ) -> list[KernelReport]:
