@@ -37,7 +37,7 @@ def _registry() -> dict:
 
 def _op_name(func) -> str:
     schema = func._schema
-    name = schema.name.split("::")[-1]
+    name = schema.name  # with its namespace: aten::mul, mylib::mysin
     return f"{name}.{schema.overload_name}" if schema.overload_name else name
 
 
@@ -158,11 +158,21 @@ class Tape(TorchDispatchMode):
                     "only floating point and complex tensors can be watched"
                 )
             key = t.untyped_storage()._cdata
-            if key in self._storages and t.untyped_storage().nbytes():
-                raise ValueError("watched tensors must not share memory")
+            storage = self._storages.get(key) if t.untyped_storage().nbytes() else None
             node = self._new_node(t)
-            storage = self._add_storage(t, node)
-            self._tensors[id(t)] = _TensorRecord(t, node, 0, storage)
+            if storage is None:
+                storage = self._add_storage(t, node)
+            elif storage.root is t:
+                # Made inside the tape: differentiate from here on; views of it
+                # made earlier read it again.
+                storage.root_node = node
+                storage.version += 1
+            else:
+                raise ValueError(
+                    "a watched tensor must not share memory with another tensor the "
+                    "tape has seen (watch the base instead)"
+                )
+            self._tensors[id(t)] = _TensorRecord(t, node, storage.version, storage)
             self._watched[id(t)] = (t, node)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -185,6 +195,19 @@ class Tape(TorchDispatchMode):
             self._add_outputs(out, None)
             return out
         info = _registry().get(func)
+        if info is None and not written:
+            # No rule is needed where nothing differentiable comes out
+            # (comparisons, argmax, sizes).
+            out = func(*args, **kwargs)
+            outputs = out if isinstance(out, (list, tuple)) else (out,)
+            flat = [
+                o
+                for item in outputs
+                for o in (item if isinstance(item, (list, tuple)) else (item,))
+            ]
+            if not any(_differentiable(o) for o in flat):
+                self._add_outputs(out, None)
+                return out
         if info is None or any(schema.arguments[i].is_out for i in written):
             raise NotImplementedError(
                 f"dualgen has no backward (VJP) rule for {_op_name(func)}; add an "
