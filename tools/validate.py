@@ -276,7 +276,14 @@ def validate(
         or row[0].schema.full_name in selected
     ]
     reports = []
-    bar = tqdm(rows, desc="validate", unit="kernel", disable=not progress, leave=False)
+    # disable=None: no bar where stderr is not a terminal (CI logs).
+    bar = tqdm(
+        rows,
+        desc="validate",
+        unit="kernel",
+        disable=None if progress else True,
+        leave=False,
+    )
     with using_kernels(kernels):
         for entry, op, info in bar:
             bar.set_postfix_str(info.name)
