@@ -1,0 +1,226 @@
+"""The OpInfo conformance sweep: every OpInfo that supports forward AD, every sample,
+dualgen.forward_ad against torch.autograd.forward_ad.
+
+    python tests/opinfo_sweep.py [--ops NAME ...] [--spec PATH] [--report PATH]
+
+`--spec` sweeps with the kernels generated from that spec (in memory) instead of
+the installed ones.
+
+Each (op, dtype) is `pass` (every sample agrees: primal outputs and tangents),
+`wrong` (a value differs), `error` (dualgen raises where native runs) or `n/a`
+(native runs no sample). Seeded random tangents go on every floating and complex
+tensor input, also inside lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+
+import torch
+import torch.autograd.forward_ad as native_fwAD
+
+import dualgen.forward_ad as fwAD
+
+DTYPES = (torch.float64, torch.complex128)
+
+
+@dataclass
+class OpResult:
+    name: str
+    dtype: str
+    status: str = "n/a"  # pass, wrong, error, n/a
+    samples: int = 0
+    detail: str = ""
+    failures: list = field(default_factory=list)
+
+
+def forward_ad_ops():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return [op for op in op_db if op.supports_forward_ad]
+
+
+def dtypes_for(op) -> list[torch.dtype]:
+    supported = op.supported_backward_dtypes("cpu")
+    return [d for d in DTYPES if d in supported and d in op.supported_dtypes("cpu")]
+
+
+def _is_diff(t) -> bool:
+    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+
+def _map(value, fn):
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return value
+
+
+def _tangents(sample, generator):
+    """A seeded random tangent per differentiable tensor, in traversal order."""
+    tangents = []
+
+    def make(t):
+        if _is_diff(t):
+            tangents.append(
+                torch.randn(t.shape, generator=generator, dtype=t.dtype)
+                if not t.is_complex()
+                else torch.complex(
+                    torch.randn(t.shape, generator=generator, dtype=t.real.dtype),
+                    torch.randn(t.shape, generator=generator, dtype=t.real.dtype),
+                ).to(t.dtype)
+            )
+        return t
+
+    _map((sample.input, sample.args, sample.kwargs), make)
+    return tangents
+
+
+def _run(op, sample, tangents, module):
+    """The op under `module`'s forward AD: (primal outputs, tangents), flattened."""
+    pending = iter(tangents)
+
+    def dual(t):
+        return module.make_dual(t, next(pending)) if _is_diff(t) else t
+
+    with module.dual_level():
+        args = _map((sample.input, sample.args, sample.kwargs), dual)
+        out = op(args[0], *args[1], **args[2])
+        flat = []
+        _map(out, flat.append)
+        result = []
+        for o in flat:
+            primal, tangent = module.unpack_dual(o) if _is_diff(o) else (o, None)
+            result.append(
+                (primal.clone(), None if tangent is None else tangent.clone())
+            )
+    return result
+
+
+def _differs(a, b) -> str | None:
+    if (a is None) != (b is None):
+        return f"tangent {'None' if a is None else 'present'} vs native {'None' if b is None else 'present'}"
+    if a is None:
+        return None
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"shape/dtype {tuple(a.shape)} {a.dtype} vs native {tuple(b.shape)} {b.dtype}"
+    if not torch.allclose(a, b, rtol=1e-7, atol=1e-7, equal_nan=True):
+        worst = (a - b).abs().reshape(-1).nan_to_num(float("inf")).argmax()
+        return (
+            f"worst element {int(worst)}: {a.reshape(-1)[worst].item()} vs native "
+            f"{b.reshape(-1)[worst].item()}"
+        )
+    return None
+
+
+def _native_or_none(op, sample, tangents):
+    try:
+        return _run(op, sample, tangents, native_fwAD)
+    except Exception:  # noqa: BLE001 (whatever native raises, it has no reference)
+        return None
+
+
+def check(op, dtype) -> OpResult:
+    result = OpResult(op.name, str(dtype).removeprefix("torch."))
+    generator = torch.Generator().manual_seed(0)
+    for n, sample in enumerate(op.sample_inputs("cpu", dtype, requires_grad=False)):
+        tangents = _tangents(sample, generator)
+        if not tangents:
+            continue
+        expected = _native_or_none(op, sample, tangents)
+        if expected is None:
+            continue  # native refuses this sample: nothing to compare
+        result.samples += 1
+        try:
+            got = _run(op, sample, tangents, fwAD)
+        except Exception as exc:  # noqa: BLE001 (a dualgen failure is the verdict)
+            result.failures.append(
+                ("error", f"sample {n}: {type(exc).__name__}: {exc}")
+            )
+            continue
+        if len(got) != len(expected):
+            result.failures.append(
+                ("wrong", f"sample {n}: {len(got)} outputs vs {len(expected)}")
+            )
+            continue
+        for k, ((p, t), (ep, et)) in enumerate(zip(got, expected)):
+            problem = None
+            if isinstance(p, torch.Tensor):
+                problem = _differs(p, ep) and f"primal: {_differs(p, ep)}"
+            problem = problem or _differs(t, et)
+            if problem:
+                result.failures.append(("wrong", f"sample {n}, output {k}: {problem}"))
+                break
+    if result.failures:
+        kinds = {k for k, _ in result.failures}
+        result.status = "error" if "error" in kinds else "wrong"
+        result.detail = result.failures[0][1].splitlines()[0][:300]
+    elif result.samples:
+        result.status = "pass"
+    return result
+
+
+def sweep(names=None, progress=True) -> list[OpResult]:
+    ops = [op for op in forward_ad_ops() if names is None or op.name in names]
+    results = []
+    for i, op in enumerate(ops):
+        for dtype in dtypes_for(op):
+            results.append(check(op, dtype))
+        if progress:
+            print(f"\r{i + 1}/{len(ops)} {op.name:30}", end="", file=sys.stderr)
+    if progress:
+        print(file=sys.stderr)
+    return results
+
+
+def summary(results: list[OpResult]) -> str:
+    lines = []
+    for dtype in ("float64", "complex128"):
+        rows = [r for r in results if r.dtype == dtype and r.status != "n/a"]
+        passed = sum(r.status == "pass" for r in rows)
+        lines.append(f"{dtype}: {passed}/{len(rows)} ops pass")
+    return "; ".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", nargs="+")
+    parser.add_argument("--report", help="write a Markdown table here")
+    parser.add_argument("--spec", help="use the kernels generated from this spec")
+    args = parser.parse_args()
+    names = set(args.ops) if args.ops else None
+    if args.spec:
+        from pathlib import Path
+
+        from dualgen.rules import using_kernels
+        from dualgen.tools.cli import generate_files
+        from dualgen.tools.validate import load_kernels
+
+        kernels = load_kernels(generate_files(Path(args.spec)).files)
+        with using_kernels(kernels):
+            results = sweep(names)
+    else:
+        results = sweep(names)
+    for r in results:
+        if r.status in ("wrong", "error"):
+            print(f"{r.status.upper():5} {r.name} [{r.dtype}]: {r.detail}")
+    print(summary(results))
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(
+                "| op | dtype | status | samples | first failure |\n|---|---|---|---|---|\n"
+            )
+            for r in results:
+                f.write(
+                    f"| {r.name} | {r.dtype} | {r.status} | {r.samples} | {r.detail.replace('|', '/')} |\n"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
