@@ -344,12 +344,28 @@ def _attach_one(rule: Rule, level: Level, output, value) -> None:
 def conform_layout(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
     """The tangent in the primal's memory layout (views of it then match views of
     the primal). A copy only where the strides differ."""
-    if tangent.stride() == primal.stride() or primal.numel() <= 1:
+    offset = primal.storage_offset()
+    length = primal.untyped_storage().nbytes() // primal.element_size()
+    tangent_length = tangent.untyped_storage().nbytes() // tangent.element_size()
+    if primal.numel() <= 1 or (
+        tangent.stride() == primal.stride()
+        and tangent.storage_offset() == offset
+        and tangent_length == length
+    ):
         return tangent
     with autograd_enabled():  # from make_dual; a no-op inside the mode
-        laid_out = torch.empty_strided(
-            primal.size(), primal.stride(), dtype=tangent.dtype, device=tangent.device
-        )
+        if offset or length != primal.numel():
+            # A view into a larger storage: the tangent gets storage of the same
+            # size, zeros outside the view, so as_strided reaches the same places.
+            storage = torch.zeros(length, dtype=tangent.dtype, device=tangent.device)
+            laid_out = storage.as_strided(primal.size(), primal.stride(), offset)
+        else:
+            laid_out = torch.empty_strided(
+                primal.size(),
+                primal.stride(),
+                dtype=tangent.dtype,
+                device=tangent.device,
+            )
         return laid_out.copy_(tangent)
 
 
