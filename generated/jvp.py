@@ -13,14 +13,38 @@ import torch
 
 from dualgen.formulas import (
     amax_tangent,
+    angle_tangent,
+    apply_loss_reduction,
     as_real_like,
+    batch_norm_tangent,
+    batch_norm_xhat,
+    channel_view,
     clamp_mask,
+    clamp_tensor_weight,
     conform,
+    dist_tangent,
+    dropout_scale,
+    evenly_read_tangent,
     fill_absent,
     gather_reduced,
+    gather_selected,
+    group_norm_tangent,
+    group_norm_xhat,
+    layer_norm_tangent,
+    logit_derivative,
+    logsumexp_tangent,
+    mean_tangent,
+    mvlgamma_derivative,
     pow_exponent_derivative,
     pow_self_derivative,
+    prod_tangent,
+    renorm_tangent,
     scale,
+    scan_tangent,
+    std_tangent,
+    unless_rounded,
+    var_tangent,
+    vector_norm_tangent,
     winner_weight,
 )
 
@@ -1577,5 +1601,3983 @@ def slice_backward_default(
         return torch.ops.aten.slice_backward.default(
             grad_output_t, input_sizes, dim, start, end, step
         )
+    else:
+        return None
+
+
+def convolution_default(
+    input_p,
+    weight_p,
+    bias_p,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    input_t,
+    weight_t,
+    bias_t,
+    result,
+):
+    """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    # functional, spec line 581
+    # result: torch.ops.aten.convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups) + torch.ops.aten.convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups) + channel_view(bias_t, result.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        return (
+            torch.ops.aten.convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            )
+            + torch.ops.aten.convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            )
+            + channel_view(bias_t, result.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        return conform(
+            torch.ops.aten.convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            )
+            + torch.ops.aten.convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            ),
+            result,
+        )
+    elif input_t is not None and bias_t is not None:
+        return conform(
+            torch.ops.aten.convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            )
+            + channel_view(bias_t, result.dim()),
+            result,
+        )
+    elif weight_t is not None and bias_t is not None:
+        return conform(
+            torch.ops.aten.convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            )
+            + channel_view(bias_t, result.dim()),
+            result,
+        )
+    elif input_t is not None:
+        return conform(
+            torch.ops.aten.convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            torch.ops.aten.convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+            ),
+            result,
+        )
+    elif bias_t is not None:
+        return conform(channel_view(bias_t, result.dim()), result)
+    else:
+        return None
+
+
+def native_layer_norm_default(
+    input_p,
+    normalized_shape,
+    weight_p,
+    bias_p,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 592
+    # result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            layer_norm_tangent(
+                input_t, input_p, weight_p, result1, result2, normalized_shape
+            )
+            + (input_p - result1) * result2 * weight_t
+            + bias_t
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            layer_norm_tangent(
+                input_t, input_p, weight_p, result1, result2, normalized_shape
+            )
+            + (input_p - result1) * result2 * weight_t,
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            layer_norm_tangent(
+                input_t, input_p, weight_p, result1, result2, normalized_shape
+            )
+            + bias_t,
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform((input_p - result1) * result2 * weight_t + bias_t, result0)
+    elif input_t is not None:
+        result0_t = conform(
+            layer_norm_tangent(
+                input_t, input_p, weight_p, result1, result2, normalized_shape
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform((input_p - result1) * result2 * weight_t, result0)
+    elif bias_t is not None:
+        result0_t = conform(bias_t, result0)
+    else:
+        result0_t = None
+    return result0_t, None, None
+
+
+def native_batch_norm_default(
+    input_p,
+    weight_p,
+    bias_p,
+    running_mean_p,
+    running_var_p,
+    training,
+    momentum,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 600
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            )
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif bias_t is not None:
+        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+    else:
+        result0_t = None
+    return result0_t, None, None
+
+
+def native_group_norm_default(
+    input_p,
+    weight_p,
+    bias_p,
+    N,
+    C,
+    HxW,
+    group,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 610
+    # result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group)
+            + group_norm_xhat(input_p, result1, result2, group)
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group)
+            + group_norm_xhat(input_p, result1, result2, group)
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group)
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform(
+            group_norm_xhat(input_p, result1, result2, group)
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None:
+        result0_t = conform(
+            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            group_norm_xhat(input_p, result1, result2, group)
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif bias_t is not None:
+        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+    else:
+        result0_t = None
+    return result0_t, None, None
+
+
+def _adaptive_avg_pool2d_default(self_p, output_size, self_t, result):
+    """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
+    # functional, spec line 621
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._adaptive_avg_pool2d.default(self_t, output_size)
+    else:
+        return None
+
+
+def avg_pool2d_default(
+    self_p,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    self_t,
+    result,
+):
+    """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    # functional, spec line 628
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.avg_pool2d.default(
+            self_t,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+        )
+    else:
+        return None
+
+
+def max_pool2d_with_indices_default(
+    self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
+):
+    """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    # functional, spec line 636
+    # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
+    if self_t is not None:
+        result0_t = (
+            self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
+        )
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
+    """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
+    # functional, spec line 647
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.upsample_nearest1d.default(self_t, output_size, scales)
+    else:
+        return None
+
+
+def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, result):
+    """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 654
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.upsample_nearest2d.default(
+            self_t, output_size, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result):
+    """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 661
+    # result: auto_linear
+    if input_t is not None:
+        return torch.ops.aten.upsample_nearest1d.vec(
+            input_t, output_size, scale_factors
+        )
+    else:
+        return None
+
+
+def upsample_nearest2d_vec(input_p, output_size, scale_factors, input_t, result):
+    """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 666
+    # result: auto_linear
+    if input_t is not None:
+        return torch.ops.aten.upsample_nearest2d.vec(
+            input_t, output_size, scale_factors
+        )
+    else:
+        return None
+
+
+def upsample_bilinear2d_default(
+    self_p, output_size, align_corners, scales_h, scales_w, self_t, result
+):
+    """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 671
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.upsample_bilinear2d.default(
+            self_t, output_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_bilinear2d_vec(
+    input_p, output_size, align_corners, scale_factors, input_t, result
+):
+    """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 679
+    # result: auto_linear
+    if input_t is not None:
+        return torch.ops.aten.upsample_bilinear2d.vec(
+            input_t, output_size, align_corners, scale_factors
+        )
+    else:
+        return None
+
+
+def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
+    """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    # functional, spec line 690
+    # result: apply_loss_reduction(torch.ops.aten.mse_loss_backward(self_t - target_t, self_p, target_p, 0), reduction)
+    if self_t is not None and target_t is not None:
+        return apply_loss_reduction(
+            torch.ops.aten.mse_loss_backward(self_t - target_t, self_p, target_p, 0),
+            reduction,
+        )
+    elif self_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.mse_loss_backward(self_t, self_p, target_p, 0), reduction
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.mse_loss_backward(-target_t, self_p, target_p, 0),
+                reduction,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, result):
+    """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
+    # functional, spec line 699
+    # result: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(self_t - target_t, self_p, target_p, 0, beta), reduction)
+    if self_t is not None and target_t is not None:
+        return apply_loss_reduction(
+            torch.ops.aten.smooth_l1_loss_backward(
+                self_t - target_t, self_p, target_p, 0, beta
+            ),
+            reduction,
+        )
+    elif self_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.smooth_l1_loss_backward(
+                    self_t, self_p, target_p, 0, beta
+                ),
+                reduction,
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.smooth_l1_loss_backward(
+                    -target_t, self_p, target_p, 0, beta
+                ),
+                reduction,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, result):
+    """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
+    # functional, spec line 708
+    # result: apply_loss_reduction(torch.ops.aten.huber_loss_backward(self_t - target_t, self_p, target_p, 0, delta), reduction)
+    if self_t is not None and target_t is not None:
+        return apply_loss_reduction(
+            torch.ops.aten.huber_loss_backward(
+                self_t - target_t, self_p, target_p, 0, delta
+            ),
+            reduction,
+        )
+    elif self_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.huber_loss_backward(self_t, self_p, target_p, 0, delta),
+                reduction,
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.huber_loss_backward(
+                    -target_t, self_p, target_p, 0, delta
+                ),
+                reduction,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def glu_default(self_p, dim, self_t, result):
+    """aten::glu(Tensor self, int dim=-1) -> Tensor"""
+    # functional, spec line 719
+    # result: self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
+    if self_t is not None:
+        return (
+            self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid()
+            + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
+        )
+    else:
+        return None
+
+
+def native_dropout_default(input_p, p, train, input_t, result0, result1):
+    """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
+    # functional, spec line 728
+    # result0: input_t * result1 * dropout_scale(p, train)
+    if input_t is not None:
+        result0_t = input_t * result1 * dropout_scale(p, train)
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def _adaptive_avg_pool3d_default(self_p, output_size, self_t, result):
+    """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    # functional, spec line 739
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._adaptive_avg_pool3d.default(self_t, output_size)
+    else:
+        return None
+
+
+def avg_pool3d_default(
+    self_p,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    self_t,
+    result,
+):
+    """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    # functional, spec line 746
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.avg_pool3d.default(
+            self_t,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+        )
+    else:
+        return None
+
+
+def max_pool3d_with_indices_default(
+    self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
+):
+    """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    # functional, spec line 754
+    # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
+    if self_t is not None:
+        result0_t = (
+            self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
+        )
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
+    """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
+    # functional, spec line 762
+    # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
+    if self_t is not None:
+        result0_t = (
+            self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
+        )
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def adaptive_max_pool3d_default(self_p, output_size, self_t, result0, result1):
+    """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
+    # functional, spec line 770
+    # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
+    if self_t is not None:
+        result0_t = (
+            self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
+        )
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def upsample_nearest3d_default(
+    self_p, output_size, scales_d, scales_h, scales_w, self_t, result
+):
+    """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 778
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.upsample_nearest3d.default(
+            self_t, output_size, scales_d, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_nearest_exact1d_default(self_p, output_size, scales, self_t, result):
+    """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
+    # functional, spec line 785
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._upsample_nearest_exact1d.default(
+            self_t, output_size, scales
+        )
+    else:
+        return None
+
+
+def _upsample_nearest_exact2d_default(
+    self_p, output_size, scales_h, scales_w, self_t, result
+):
+    """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 792
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._upsample_nearest_exact2d.default(
+            self_t, output_size, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_nearest_exact3d_default(
+    self_p, output_size, scales_d, scales_h, scales_w, self_t, result
+):
+    """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 799
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._upsample_nearest_exact3d.default(
+            self_t, output_size, scales_d, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_linear1d_default(
+    self_p, output_size, align_corners, scales, self_t, result
+):
+    """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
+    # functional, spec line 806
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.upsample_linear1d.default(
+            self_t, output_size, align_corners, scales
+        )
+    else:
+        return None
+
+
+def upsample_bicubic2d_default(
+    self_p, output_size, align_corners, scales_h, scales_w, self_t, result
+):
+    """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 814
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.upsample_bicubic2d.default(
+            self_t, output_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_trilinear3d_default(
+    self_p, output_size, align_corners, scales_d, scales_h, scales_w, self_t, result
+):
+    """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 822
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.upsample_trilinear3d.default(
+            self_t, output_size, align_corners, scales_d, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def log10_default(self_p, self_t, result):
+    """aten::log10(Tensor self) -> Tensor"""
+    # functional, spec line 834
+    # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
+    if self_t is not None:
+        return self_t / (self_p * 2.302585092994046)
+    else:
+        return None
+
+
+def log10__default(self_p, self_t, result):
+    """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 834
+    # formulas from log10; self_p is self before the update
+    # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
+    if self_t is not None:
+        return self_t / (self_p * 2.302585092994046)
+    else:
+        return None
+
+
+def asinh_default(self_p, self_t, result):
+    """aten::asinh(Tensor self) -> Tensor"""
+    # functional, spec line 839
+    # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
+    if self_t is not None:
+        return self_t * (self_p * self_p + 1).rsqrt()
+    else:
+        return None
+
+
+def asinh__default(self_p, self_t, result):
+    """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 839
+    # formulas from asinh; self_p is self before the update
+    # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
+    if self_t is not None:
+        return self_t * (self_p * self_p + 1).rsqrt()
+    else:
+        return None
+
+
+def atanh_default(self_p, self_t, result):
+    """aten::atanh(Tensor self) -> Tensor"""
+    # functional, spec line 843
+    # result: auto_element_wise, from self: grad / (1 - self * self).conj()
+    if self_t is not None:
+        return self_t / (1 - self_p * self_p)
+    else:
+        return None
+
+
+def atanh__default(self_p, self_t, result):
+    """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 843
+    # formulas from atanh; self_p is self before the update
+    # result: auto_element_wise, from self: grad / (1 - self * self).conj()
+    if self_t is not None:
+        return self_t / (1 - self_p * self_p)
+    else:
+        return None
+
+
+def erfc_default(self_p, self_t, result):
+    """aten::erfc(Tensor self) -> Tensor"""
+    # functional, spec line 848
+    # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
+    if self_t is not None:
+        return self_t * (-1.1283791670955126 * (-self_p * self_p).exp())
+    else:
+        return None
+
+
+def erfc__default(self_p, self_t, result):
+    """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 848
+    # formulas from erfc; self_p is self before the update
+    # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
+    if self_t is not None:
+        return self_t * (-1.1283791670955126 * (-self_p * self_p).exp())
+    else:
+        return None
+
+
+def erfinv_default(self_p, self_t, result):
+    """aten::erfinv(Tensor self) -> Tensor"""
+    # functional, spec line 852
+    # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
+    if self_t is not None:
+        return self_t * (0.886226925452758 * (result * result).exp())
+    else:
+        return None
+
+
+def erfinv__default(self_p, self_t, result):
+    """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 852
+    # formulas from erfinv; self_p is self before the update
+    # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
+    if self_t is not None:
+        return self_t * (0.886226925452758 * (result * result).exp())
+    else:
+        return None
+
+
+def lgamma_default(self_p, self_t, result):
+    """aten::lgamma(Tensor self) -> Tensor"""
+    # functional, spec line 857
+    # result: auto_element_wise, from self: grad * self.digamma().conj()
+    if self_t is not None:
+        return self_t * self_p.digamma()
+    else:
+        return None
+
+
+def lgamma__default(self_p, self_t, result):
+    """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 857
+    # formulas from lgamma; self_p is self before the update
+    # result: auto_element_wise, from self: grad * self.digamma().conj()
+    if self_t is not None:
+        return self_t * self_p.digamma()
+    else:
+        return None
+
+
+def digamma_default(self_p, self_t, result):
+    """aten::digamma(Tensor self) -> Tensor"""
+    # functional, spec line 862
+    # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
+    if self_t is not None:
+        return self_t * torch.polygamma(1, self_p)
+    else:
+        return None
+
+
+def digamma__default(self_p, self_t, result):
+    """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 862
+    # formulas from digamma; self_p is self before the update
+    # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
+    if self_t is not None:
+        return self_t * torch.polygamma(1, self_p)
+    else:
+        return None
+
+
+def polygamma_default(n, self_p, self_t, result):
+    """aten::polygamma(int n, Tensor self) -> Tensor"""
+    # functional, spec line 867
+    # result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
+    if self_t is not None:
+        return self_t * torch.polygamma(n + 1, self_p)
+    else:
+        return None
+
+
+def mvlgamma_default(self_p, p, self_t, result):
+    """aten::mvlgamma(Tensor self, int p) -> Tensor"""
+    # functional, spec line 874
+    # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
+    if self_t is not None:
+        return self_t * mvlgamma_derivative(self_p, p)
+    else:
+        return None
+
+
+def mvlgamma__default(self_p, p, self_t, result):
+    """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
+    # inplace, spec line 874
+    # formulas from mvlgamma; self_p is self before the update
+    # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
+    if self_t is not None:
+        return self_t * mvlgamma_derivative(self_p, p)
+    else:
+        return None
+
+
+def logit_default(self_p, eps, self_t, result):
+    """aten::logit(Tensor self, float? eps=None) -> Tensor"""
+    # functional, spec line 881
+    # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
+    if self_t is not None:
+        return self_t * logit_derivative(self_p, eps)
+    else:
+        return None
+
+
+def logit__default(self_p, eps, self_t, result):
+    """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
+    # inplace, spec line 881
+    # formulas from logit; self_p is self before the update
+    # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
+    if self_t is not None:
+        return self_t * logit_derivative(self_p, eps)
+    else:
+        return None
+
+
+def sinc_default(self_p, self_t, result):
+    """aten::sinc(Tensor self) -> Tensor"""
+    # functional, spec line 888
+    # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
+    if self_t is not None:
+        return self_t * torch.where(
+            self_p == 0,
+            0.0,
+            (torch.pi * self_p * (torch.pi * self_p).cos() - (torch.pi * self_p).sin())
+            / (torch.pi * self_p * self_p),
+        )
+    else:
+        return None
+
+
+def sinc__default(self_p, self_t, result):
+    """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 888
+    # formulas from sinc; self_p is self before the update
+    # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
+    if self_t is not None:
+        return self_t * torch.where(
+            self_p == 0,
+            0.0,
+            (torch.pi * self_p * (torch.pi * self_p).cos() - (torch.pi * self_p).sin())
+            / (torch.pi * self_p * self_p),
+        )
+    else:
+        return None
+
+
+def i0_default(self_p, self_t, result):
+    """aten::i0(Tensor self) -> Tensor"""
+    # functional, spec line 892
+    # result: auto_element_wise, from self: grad * torch.special.i1(self)
+    if self_t is not None:
+        return self_t * torch.special.i1(self_p).conj()
+    else:
+        return None
+
+
+def i0__default(self_p, self_t, result):
+    """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 892
+    # formulas from i0; self_p is self before the update
+    # result: auto_element_wise, from self: grad * torch.special.i1(self)
+    if self_t is not None:
+        return self_t * torch.special.i1(self_p).conj()
+    else:
+        return None
+
+
+def special_i0e_default(self_p, self_t, result):
+    """aten::special_i0e(Tensor self) -> Tensor"""
+    # functional, spec line 896
+    # result: auto_element_wise, from self: grad * (torch.special.i1e(self) - self.sgn() * result)
+    if self_t is not None:
+        return self_t * (
+            torch.special.i1e(self_p).conj() - self_p.sgn().conj() * result.conj()
+        )
+    else:
+        return None
+
+
+def special_i1_default(self_p, self_t, result):
+    """aten::special_i1(Tensor self) -> Tensor"""
+    # functional, spec line 900
+    # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
+    if self_t is not None:
+        return (
+            self_t * torch.where(self_p == 0, 0.5, self_p.i0() - result / self_p).conj()
+        )
+    else:
+        return None
+
+
+def special_i1e_default(self_p, self_t, result):
+    """aten::special_i1e(Tensor self) -> Tensor"""
+    # functional, spec line 904
+    # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
+    if self_t is not None:
+        return (
+            self_t
+            * torch.where(
+                self_p == 0,
+                0.5,
+                torch.special.i0e(self_p)
+                - result * (self_p.sgn() + self_p.reciprocal()),
+            ).conj()
+        )
+    else:
+        return None
+
+
+def special_ndtr_default(self_p, self_t, result):
+    """aten::special_ndtr(Tensor self) -> Tensor"""
+    # functional, spec line 908
+    # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
+    if self_t is not None:
+        return self_t * 0.3989422804014327 * (-0.5 * self_p * self_p).exp().conj()
+    else:
+        return None
+
+
+def special_log_ndtr_default(self_p, self_t, result):
+    """aten::special_log_ndtr(Tensor self) -> Tensor"""
+    # functional, spec line 912
+    # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
+    if self_t is not None:
+        return (
+            self_t * 0.3989422804014327 * (-0.5 * self_p * self_p - result).exp().conj()
+        )
+    else:
+        return None
+
+
+def special_erfcx_default(self_p, self_t, result):
+    """aten::special_erfcx(Tensor self) -> Tensor"""
+    # functional, spec line 916
+    # result: auto_element_wise, from self: grad * (2 * self * result - 1.1283791670955126)
+    if self_t is not None:
+        return self_t * (2 * self_p.conj() * result.conj() - 1.1283791670955126)
+    else:
+        return None
+
+
+def special_entr_default(self_p, self_t, result):
+    """aten::special_entr(Tensor self) -> Tensor"""
+    # functional, spec line 920
+    # result: auto_element_wise, from self: grad * -(1 + self.log())
+    if self_t is not None:
+        return self_t * -(1 + self_p.log().conj())
+    else:
+        return None
+
+
+def sgn_default(self_p, self_t, result):
+    """aten::sgn(Tensor self) -> Tensor"""
+    # functional, spec line 925
+    # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
+    if self_t is not None:
+        return torch.where(
+            self_p == 0,
+            0.0,
+            (self_t - (self_t * result.conj()).real * result) / self_p.abs(),
+        )
+    else:
+        return None
+
+
+def sgn__default(self_p, self_t, result):
+    """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 925
+    # formulas from sgn; self_p is self before the update
+    # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
+    if self_t is not None:
+        return torch.where(
+            self_p == 0,
+            0.0,
+            (self_t - (self_t * result.conj()).real * result) / self_p.abs(),
+        )
+    else:
+        return None
+
+
+def angle_default(self_p, self_t, result):
+    """aten::angle(Tensor self) -> Tensor"""
+    # functional, spec line 931
+    # result: angle_tangent(self_t, self_p)
+    if self_t is not None:
+        return angle_tangent(self_t, self_p)
+    else:
+        return None
+
+
+def sign_default(self_p, self_t, result):
+    """aten::sign(Tensor self) -> Tensor"""
+    # functional, spec line 936
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def sign__default(self_p, self_t, result):
+    """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 936
+    # formulas from sign; self_p is self before the update
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def ceil_default(self_p, self_t, result):
+    """aten::ceil(Tensor self) -> Tensor"""
+    # functional, spec line 940
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def ceil__default(self_p, self_t, result):
+    """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 940
+    # formulas from ceil; self_p is self before the update
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def floor_default(self_p, self_t, result):
+    """aten::floor(Tensor self) -> Tensor"""
+    # functional, spec line 944
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def floor__default(self_p, self_t, result):
+    """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 944
+    # formulas from floor; self_p is self before the update
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def trunc_default(self_p, self_t, result):
+    """aten::trunc(Tensor self) -> Tensor"""
+    # functional, spec line 948
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def trunc__default(self_p, self_t, result):
+    """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 948
+    # formulas from trunc; self_p is self before the update
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def round_default(self_p, self_t, result):
+    """aten::round(Tensor self) -> Tensor"""
+    # functional, spec line 952
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def round__default(self_p, self_t, result):
+    """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 952
+    # formulas from round; self_p is self before the update
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def round_decimals(self_p, decimals, self_t, result):
+    """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
+    # functional, spec line 956
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def round__decimals(self_p, decimals, self_t, result):
+    """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
+    # inplace, spec line 956
+    # formulas from round.decimals; self_p is self before the update
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def frac_default(self_p, self_t, result):
+    """aten::frac(Tensor self) -> Tensor"""
+    # functional, spec line 961
+    # result: self_t
+    if self_t is not None:
+        return self_t
+    else:
+        return None
+
+
+def frac__default(self_p, self_t, result):
+    """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 961
+    # formulas from frac; self_p is self before the update
+    # result: self_t
+    if self_t is not None:
+        return self_t
+    else:
+        return None
+
+
+def deg2rad_default(self_p, self_t, result):
+    """aten::deg2rad(Tensor self) -> Tensor"""
+    # functional, spec line 965
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.deg2rad.default(self_t)
+    else:
+        return None
+
+
+def deg2rad__default(self_p, self_t, result):
+    """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 965
+    # formulas from deg2rad; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.deg2rad_.default(self_t)
+    else:
+        return None
+
+
+def rad2deg_default(self_p, self_t, result):
+    """aten::rad2deg(Tensor self) -> Tensor"""
+    # functional, spec line 969
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.rad2deg.default(self_t)
+    else:
+        return None
+
+
+def rad2deg__default(self_p, self_t, result):
+    """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 969
+    # formulas from rad2deg; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.rad2deg_.default(self_t)
+    else:
+        return None
+
+
+def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
+    """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
+    # functional, spec line 973
+    # result: self_t * self_p.isfinite()
+    if self_t is not None:
+        return self_t * self_p.isfinite()
+    else:
+        return None
+
+
+def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
+    """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
+    # inplace, spec line 973
+    # formulas from nan_to_num; self_p is self before the update
+    # result: self_t * self_p.isfinite()
+    if self_t is not None:
+        return self_t * self_p.isfinite()
+    else:
+        return None
+
+
+def frexp_Tensor(self_p, self_t, mantissa, exponent):
+    """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
+    # functional, spec line 977
+    # mantissa: self_t / exponent.exp2()
+    if self_t is not None:
+        mantissa_t = self_t / exponent.exp2()
+    else:
+        mantissa_t = None
+    return mantissa_t, None
+
+
+def hardswish_default(self_p, self_t, result):
+    """aten::hardswish(Tensor self) -> Tensor"""
+    # functional, spec line 984
+    # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
+    if self_t is not None:
+        return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
+    else:
+        return None
+
+
+def hardswish__default(self_p, self_t, result):
+    """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 984
+    # formulas from hardswish; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
+    if self_t is not None:
+        return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
+    else:
+        return None
+
+
+def hardsigmoid_default(self_p, self_t, result):
+    """aten::hardsigmoid(Tensor self) -> Tensor"""
+    # functional, spec line 988
+    # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
+    if self_t is not None:
+        return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
+    else:
+        return None
+
+
+def hardsigmoid__default(self_p, self_t, result):
+    """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 988
+    # formulas from hardsigmoid; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
+    if self_t is not None:
+        return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
+    else:
+        return None
+
+
+def hardtanh_default(self_p, min_val, max_val, self_t, result):
+    """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    # functional, spec line 992
+    # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    if self_t is not None:
+        return torch.ops.aten.hardtanh_backward(
+            self_t.conj(), self_p, min_val, max_val
+        ).conj()
+    else:
+        return None
+
+
+def hardtanh__default(self_p, min_val, max_val, self_t, result):
+    """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
+    # inplace, spec line 992
+    # formulas from hardtanh; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    if self_t is not None:
+        return torch.ops.aten.hardtanh_backward(
+            self_t.conj(), self_p, min_val, max_val
+        ).conj()
+    else:
+        return None
+
+
+def leaky_relu_default(self_p, negative_slope, self_t, result):
+    """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    # functional, spec line 997
+    # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
+    if self_t is not None:
+        return torch.ops.aten.leaky_relu_backward(
+            self_t.conj(), self_p, negative_slope, False
+        ).conj()
+    else:
+        return None
+
+
+def leaky_relu__default(self_p, negative_slope, self_t, result):
+    """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
+    # inplace, spec line 997
+    # formulas from leaky_relu; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
+    if self_t is not None:
+        return torch.ops.aten.leaky_relu_backward(
+            self_t.conj(), self_p, negative_slope, False
+        ).conj()
+    else:
+        return None
+
+
+def elu_default(self_p, alpha, scale, input_scale, self_t, result):
+    """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
+    # functional, spec line 1002
+    # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
+    if self_t is not None:
+        return torch.ops.aten.elu_backward(
+            self_t.conj(), alpha, scale, input_scale, False, self_p
+        ).conj()
+    else:
+        return None
+
+
+def elu__default(self_p, alpha, scale, input_scale, self_t, result):
+    """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
+    # inplace, spec line 1002
+    # formulas from elu; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
+    if self_t is not None:
+        return torch.ops.aten.elu_backward(
+            self_t.conj(), alpha, scale, input_scale, False, self_p
+        ).conj()
+    else:
+        return None
+
+
+def celu_default(self_p, alpha, self_t, result):
+    """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
+    # functional, spec line 1009
+    # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
+    if self_t is not None:
+        return torch.ops.aten.elu_backward(
+            self_t.conj(), alpha, 1, 1.0 / alpha, False, self_p
+        ).conj()
+    else:
+        return None
+
+
+def celu__default(self_p, alpha, self_t, result):
+    """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
+    # inplace, spec line 1009
+    # formulas from celu; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
+    if self_t is not None:
+        return torch.ops.aten.elu_backward(
+            self_t.conj(), alpha, 1, 1.0 / alpha, False, self_p
+        ).conj()
+    else:
+        return None
+
+
+def silu_default(self_p, self_t, result):
+    """aten::silu(Tensor self) -> Tensor"""
+    # functional, spec line 1016
+    # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    if self_t is not None:
+        return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
+    else:
+        return None
+
+
+def silu__default(self_p, self_t, result):
+    """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1016
+    # formulas from silu; self_p is self before the update
+    # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    if self_t is not None:
+        return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
+    else:
+        return None
+
+
+def mish_default(self_p, self_t, result):
+    """aten::mish(Tensor self) -> Tensor"""
+    # functional, spec line 1020
+    # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
+    if self_t is not None:
+        return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
+    else:
+        return None
+
+
+def mish__default(self_p, self_t, result):
+    """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1020
+    # formulas from mish; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
+    if self_t is not None:
+        return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
+    else:
+        return None
+
+
+def gelu_default(self_p, approximate, self_t, result):
+    """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
+    # functional, spec line 1024
+    # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    if self_t is not None:
+        return torch.ops.aten.gelu_backward(
+            self_t.conj(), self_p, approximate=approximate
+        ).conj()
+    else:
+        return None
+
+
+def gelu__default(self_p, approximate, self_t, result):
+    """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
+    # inplace, spec line 1024
+    # formulas from gelu; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    if self_t is not None:
+        return torch.ops.aten.gelu_backward(
+            self_t.conj(), self_p, approximate=approximate
+        ).conj()
+    else:
+        return None
+
+
+def softplus_default(self_p, beta, threshold, self_t, result):
+    """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
+    # functional, spec line 1028
+    # result: auto_element_wise, from self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
+    if self_t is not None:
+        return torch.ops.aten.softplus_backward(
+            self_t.conj(), self_p, beta, threshold
+        ).conj()
+    else:
+        return None
+
+
+def threshold_default(self_p, threshold, value, self_t, result):
+    """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
+    # functional, spec line 1035
+    # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
+    if self_t is not None:
+        return torch.ops.aten.threshold_backward(
+            self_t.conj(), self_p, threshold
+        ).conj()
+    else:
+        return None
+
+
+def threshold__default(self_p, threshold, value, self_t, result):
+    """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1035
+    # formulas from threshold; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
+    if self_t is not None:
+        return torch.ops.aten.threshold_backward(
+            self_t.conj(), self_p, threshold
+        ).conj()
+    else:
+        return None
+
+
+def softshrink_default(self_p, lambd, self_t, result):
+    """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
+    # functional, spec line 1040
+    # result: auto_element_wise, from self: torch.ops.aten.softshrink_backward(grad, self, lambd)
+    if self_t is not None:
+        return torch.ops.aten.softshrink_backward(self_t.conj(), self_p, lambd).conj()
+    else:
+        return None
+
+
+def hardshrink_default(self_p, lambd, self_t, result):
+    """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
+    # functional, spec line 1045
+    # result: auto_element_wise, from self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
+    if self_t is not None:
+        return torch.ops.aten.hardshrink_backward(self_t.conj(), self_p, lambd).conj()
+    else:
+        return None
+
+
+def log_sigmoid_forward_default(self_p, self_t, output, buffer):
+    """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
+    # functional, spec line 1050
+    # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
+    if self_t is not None:
+        output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
+    else:
+        output_t = None
+    return output_t, None
+
+
+def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
+    """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
+    # functional, spec line 1055
+    # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
+    if self_t is not None and weight_t is not None:
+        return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
+    elif self_t is not None:
+        return conform(torch.where(self_p > 0, self_t, weight_p * self_t), result)
+    elif weight_t is not None:
+        return conform(
+            torch.where(
+                self_p > 0,
+                torch.zeros_like(self_p),
+                weight_p * torch.zeros_like(self_p) + weight_t * self_p,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def clamp_min_default(self_p, min, self_t, result):
+    """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
+    # functional, spec line 1065
+    # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
+    if self_t is not None:
+        return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
+    else:
+        return None
+
+
+def clamp_min__default(self_p, min, self_t, result):
+    """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
+    # inplace, spec line 1065
+    # formulas from clamp_min; self_p is self before the update
+    # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
+    if self_t is not None:
+        return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
+    else:
+        return None
+
+
+def clamp_max_default(self_p, max, self_t, result):
+    """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
+    # functional, spec line 1070
+    # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
+    if self_t is not None:
+        return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
+    else:
+        return None
+
+
+def clamp_max__default(self_p, max, self_t, result):
+    """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
+    # inplace, spec line 1070
+    # formulas from clamp_max; self_p is self before the update
+    # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
+    if self_t is not None:
+        return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
+    else:
+        return None
+
+
+def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
+    """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
+    # functional, spec line 1075
+    # result: torch.where(self_p >= min_p, self_t, min_t)
+    if self_t is not None and min_t is not None:
+        return torch.where(self_p >= min_p, self_t, min_t)
+    elif self_t is not None:
+        return torch.where(self_p >= min_p, self_t, torch.zeros_like(min_p))
+    elif min_t is not None:
+        return torch.where(self_p >= min_p, torch.zeros_like(self_p), min_t)
+    else:
+        return None
+
+
+def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
+    """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
+    # inplace, spec line 1075
+    # formulas from clamp_min.Tensor; self_p is self before the update
+    # result: torch.where(self_p >= min_p, self_t, min_t)
+    if self_t is not None and min_t is not None:
+        return torch.where(self_p >= min_p, self_t, min_t)
+    elif self_t is not None:
+        return torch.where(self_p >= min_p, self_t, torch.zeros_like(min_p))
+    elif min_t is not None:
+        return conform(
+            torch.where(self_p >= min_p, torch.zeros_like(self_p), min_t), result
+        )
+    else:
+        return None
+
+
+def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
+    """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
+    # functional, spec line 1081
+    # result: torch.where(self_p <= max_p, self_t, max_t)
+    if self_t is not None and max_t is not None:
+        return torch.where(self_p <= max_p, self_t, max_t)
+    elif self_t is not None:
+        return torch.where(self_p <= max_p, self_t, torch.zeros_like(max_p))
+    elif max_t is not None:
+        return torch.where(self_p <= max_p, torch.zeros_like(self_p), max_t)
+    else:
+        return None
+
+
+def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
+    """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
+    # inplace, spec line 1081
+    # formulas from clamp_max.Tensor; self_p is self before the update
+    # result: torch.where(self_p <= max_p, self_t, max_t)
+    if self_t is not None and max_t is not None:
+        return torch.where(self_p <= max_p, self_t, max_t)
+    elif self_t is not None:
+        return torch.where(self_p <= max_p, self_t, torch.zeros_like(max_p))
+    elif max_t is not None:
+        return conform(
+            torch.where(self_p <= max_p, torch.zeros_like(self_p), max_t), result
+        )
+    else:
+        return None
+
+
+def copysign_Tensor(self_p, other_p, self_t, result):
+    """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1087
+    # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    if self_t is not None:
+        return self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    else:
+        return None
+
+
+def copysign__Tensor(self_p, other_p, self_t, result):
+    """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1087
+    # formulas from copysign.Tensor; self_p is self before the update
+    # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    if self_t is not None:
+        return self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    else:
+        return None
+
+
+def copysign_Scalar(self_p, other, self_t, result):
+    """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1093
+    # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    if self_t is not None:
+        return self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    else:
+        return None
+
+
+def copysign__Scalar(self_p, other, self_t, result):
+    """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1093
+    # formulas from copysign.Scalar; self_p is self before the update
+    # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    if self_t is not None:
+        return self_t * torch.where(self_p == 0, 0.0, result / self_p)
+    else:
+        return None
+
+
+def fmod_Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1100
+    # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
+    if self_t is not None and other_t is not None:
+        return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
+    elif self_t is not None:
+        return conform(self_t, result)
+    elif other_t is not None:
+        return conform(-(other_t * self_p.div(other_p, rounding_mode="trunc")), result)
+    else:
+        return None
+
+
+def fmod__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1100
+    # formulas from fmod.Tensor; self_p is self before the update
+    # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
+    if self_t is not None and other_t is not None:
+        return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
+    elif self_t is not None:
+        return self_t
+    elif other_t is not None:
+        return conform(-(other_t * self_p.div(other_p, rounding_mode="trunc")), result)
+    else:
+        return None
+
+
+def fmod_Scalar(self_p, other, self_t, result):
+    """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1106
+    # result: self_t
+    if self_t is not None:
+        return self_t
+    else:
+        return None
+
+
+def fmod__Scalar(self_p, other, self_t, result):
+    """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1106
+    # formulas from fmod.Scalar; self_p is self before the update
+    # result: self_t
+    if self_t is not None:
+        return self_t
+    else:
+        return None
+
+
+def remainder_Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1111
+    # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
+    if self_t is not None and other_t is not None:
+        return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
+    elif self_t is not None:
+        return conform(self_t, result)
+    elif other_t is not None:
+        return conform(-(other_t * self_p.div(other_p, rounding_mode="floor")), result)
+    else:
+        return None
+
+
+def remainder__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1111
+    # formulas from remainder.Tensor; self_p is self before the update
+    # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
+    if self_t is not None and other_t is not None:
+        return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
+    elif self_t is not None:
+        return self_t
+    elif other_t is not None:
+        return conform(-(other_t * self_p.div(other_p, rounding_mode="floor")), result)
+    else:
+        return None
+
+
+def remainder_Scalar(self_p, other, self_t, result):
+    """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1117
+    # result: self_t
+    if self_t is not None:
+        return self_t
+    else:
+        return None
+
+
+def remainder__Scalar(self_p, other, self_t, result):
+    """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1117
+    # formulas from remainder.Scalar; self_p is self before the update
+    # result: self_t
+    if self_t is not None:
+        return self_t
+    else:
+        return None
+
+
+def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
+    """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    # functional, spec line 1122
+    # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
+    if self_t is not None and other_t is not None:
+        return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
+    elif self_t is not None:
+        return conform(unless_rounded(self_t / other_p, rounding_mode), result)
+    elif other_t is not None:
+        return conform(
+            unless_rounded(-(other_t * result) / other_p, rounding_mode), result
+        )
+    else:
+        return None
+
+
+def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
+    """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
+    # inplace, spec line 1122
+    # formulas from div.Tensor_mode; self_p is self before the update
+    # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
+    if self_t is not None and other_t is not None:
+        return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
+    elif self_t is not None:
+        return unless_rounded(self_t / other_p, rounding_mode)
+    elif other_t is not None:
+        return conform(
+            unless_rounded(-(other_t * result) / other_p, rounding_mode), result
+        )
+    else:
+        return None
+
+
+def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
+    """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
+    # functional, spec line 1128
+    # result: unless_rounded(self_t / other, rounding_mode)
+    if self_t is not None:
+        return unless_rounded(self_t / other, rounding_mode)
+    else:
+        return None
+
+
+def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
+    """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
+    # inplace, spec line 1128
+    # formulas from div.Scalar_mode; self_p is self before the update
+    # result: unless_rounded(self_t / other, rounding_mode)
+    if self_t is not None:
+        return unless_rounded(self_t / other, rounding_mode)
+    else:
+        return None
+
+
+def fmax_default(self_p, other_p, self_t, other_t, result):
+    """aten::fmax(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1133
+    # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
+    if self_t is not None and other_t is not None:
+        return torch.where(
+            (self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t
+        )
+    elif self_t is not None:
+        return torch.where(
+            (self_p >= other_p).logical_or(other_p.isnan()),
+            self_t,
+            torch.zeros_like(other_p),
+        )
+    elif other_t is not None:
+        return torch.where(
+            (self_p >= other_p).logical_or(other_p.isnan()),
+            torch.zeros_like(self_p),
+            other_t,
+        )
+    else:
+        return None
+
+
+def fmin_default(self_p, other_p, self_t, other_t, result):
+    """aten::fmin(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1138
+    # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
+    if self_t is not None and other_t is not None:
+        return torch.where(
+            (self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t
+        )
+    elif self_t is not None:
+        return torch.where(
+            (self_p <= other_p).logical_or(other_p.isnan()),
+            self_t,
+            torch.zeros_like(other_p),
+        )
+    elif other_t is not None:
+        return torch.where(
+            (self_p <= other_p).logical_or(other_p.isnan()),
+            torch.zeros_like(self_p),
+            other_t,
+        )
+    else:
+        return None
+
+
+def hypot_default(self_p, other_p, self_t, other_t, result):
+    """aten::hypot(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1143
+    # result: (self_t * self_p + other_t * other_p) / result
+    if self_t is not None and other_t is not None:
+        return (self_t * self_p + other_t * other_p) / result
+    elif self_t is not None:
+        return conform(self_t * self_p / result, result)
+    elif other_t is not None:
+        return conform(other_t * other_p / result, result)
+    else:
+        return None
+
+
+def hypot__default(self_p, other_p, self_t, other_t, result):
+    """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1143
+    # formulas from hypot; self_p is self before the update
+    # result: (self_t * self_p + other_t * other_p) / result
+    if self_t is not None and other_t is not None:
+        return (self_t * self_p + other_t * other_p) / result
+    elif self_t is not None:
+        return self_t * self_p / result
+    elif other_t is not None:
+        return conform(other_t * other_p / result, result)
+    else:
+        return None
+
+
+def logaddexp_default(self_p, other_p, self_t, other_t, result):
+    """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1149
+    # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
+    if self_t is not None and other_t is not None:
+        return self_t / (1 + (other_p - self_p).exp()) + other_t / (
+            1 + (self_p - other_p).exp()
+        )
+    elif self_t is not None:
+        return conform(self_t / (1 + (other_p - self_p).exp()), result)
+    elif other_t is not None:
+        return conform(other_t / (1 + (self_p - other_p).exp()), result)
+    else:
+        return None
+
+
+def logaddexp2_default(self_p, other_p, self_t, other_t, result):
+    """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1154
+    # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
+    if self_t is not None and other_t is not None:
+        return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
+            1 + (self_p - other_p).exp2()
+        )
+    elif self_t is not None:
+        return conform(self_t / (1 + (other_p - self_p).exp2()), result)
+    elif other_t is not None:
+        return conform(other_t / (1 + (self_p - other_p).exp2()), result)
+    else:
+        return None
+
+
+def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1159
+    # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
+    if self_t is not None and other_t is not None:
+        return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
+    elif self_t is not None:
+        return conform(torch.ldexp(self_t, other_p), result)
+    elif other_t is not None:
+        return conform(other_t * result * 0.6931471805599453, result)
+    else:
+        return None
+
+
+def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1164
+    # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
+    if self_t is not None and other_t is not None:
+        return (
+            torch.where(
+                (self_p == 0).logical_and(other_p <= 0),
+                0.0,
+                torch.xlogy(self_t, other_p),
+            )
+            + other_t * self_p / other_p
+        )
+    elif self_t is not None:
+        return conform(
+            torch.where(
+                (self_p == 0).logical_and(other_p <= 0),
+                0.0,
+                torch.xlogy(self_t, other_p),
+            ),
+            result,
+        )
+    elif other_t is not None:
+        return conform(other_t * self_p / other_p, result)
+    else:
+        return None
+
+
+def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1164
+    # formulas from xlogy.Tensor; self_p is self before the update
+    # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
+    if self_t is not None and other_t is not None:
+        return (
+            torch.where(
+                (self_p == 0).logical_and(other_p <= 0),
+                0.0,
+                torch.xlogy(self_t, other_p),
+            )
+            + other_t * self_p / other_p
+        )
+    elif self_t is not None:
+        return torch.where(
+            (self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)
+        )
+    elif other_t is not None:
+        return conform(other_t * self_p / other_p, result)
+    else:
+        return None
+
+
+def xlogy_Scalar_Self(self, other_p, other_t, result):
+    """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
+    # functional, spec line 1170
+    # result: other_t * self / other_p
+    if other_t is not None:
+        return other_t * self / other_p
+    else:
+        return None
+
+
+def xlogy_Scalar_Other(self_p, other, self_t, result):
+    """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1175
+    # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
+    if self_t is not None:
+        return (
+            torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other))
+            if other <= 0
+            else torch.xlogy(self_t, other)
+        )
+    else:
+        return None
+
+
+def xlogy__Scalar_Other(self_p, other, self_t, result):
+    """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1175
+    # formulas from xlogy.Scalar_Other; self_p is self before the update
+    # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
+    if self_t is not None:
+        return (
+            torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other))
+            if other <= 0
+            else torch.xlogy(self_t, other)
+        )
+    else:
+        return None
+
+
+def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
+    """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1180
+    # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
+    if self_t is not None and other_t is not None:
+        return torch.where(
+            (self_p == 0).logical_and(other_p <= -1),
+            0.0,
+            torch.special.xlog1py(self_t, other_p),
+        ) + other_t * self_p / (other_p + 1)
+    elif self_t is not None:
+        return conform(
+            torch.where(
+                (self_p == 0).logical_and(other_p <= -1),
+                0.0,
+                torch.special.xlog1py(self_t, other_p),
+            ),
+            result,
+        )
+    elif other_t is not None:
+        return conform(other_t * self_p / (other_p + 1), result)
+    else:
+        return None
+
+
+def special_xlog1py_self_scalar(self, other_p, other_t, result):
+    """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
+    # functional, spec line 1186
+    # result: other_t * self / (other_p + 1)
+    if other_t is not None:
+        return other_t * self / (other_p + 1)
+    else:
+        return None
+
+
+def special_xlog1py_other_scalar(self_p, other, self_t, result):
+    """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1191
+    # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
+    if self_t is not None:
+        return (
+            torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other))
+            if other <= -1
+            else torch.special.xlog1py(self_t, other)
+        )
+    else:
+        return None
+
+
+def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
+    """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
+    # functional, spec line 1198
+    # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
+    if self_t is not None and min_t is not None and max_t is not None:
+        return (
+            self_t * clamp_tensor_weight(self_p, min_p, max_p, "self")
+            + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min")
+            + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
+        )
+    elif self_t is not None and min_t is not None:
+        return conform(
+            self_t * clamp_tensor_weight(self_p, min_p, max_p, "self")
+            + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min"),
+            result,
+        )
+    elif self_t is not None and max_t is not None:
+        return conform(
+            self_t * clamp_tensor_weight(self_p, min_p, max_p, "self")
+            + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max"),
+            result,
+        )
+    elif min_t is not None and max_t is not None:
+        return conform(
+            min_t * clamp_tensor_weight(self_p, min_p, max_p, "min")
+            + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max"),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            self_t * clamp_tensor_weight(self_p, min_p, max_p, "self"), result
+        )
+    elif min_t is not None:
+        return conform(min_t * clamp_tensor_weight(self_p, min_p, max_p, "min"), result)
+    elif max_t is not None:
+        return conform(max_t * clamp_tensor_weight(self_p, min_p, max_p, "max"), result)
+    else:
+        return None
+
+
+def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
+    """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
+    # inplace, spec line 1198
+    # formulas from clamp.Tensor; self_p is self before the update
+    # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
+    if self_t is not None and min_t is not None and max_t is not None:
+        return (
+            self_t * clamp_tensor_weight(self_p, min_p, max_p, "self")
+            + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min")
+            + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
+        )
+    elif self_t is not None and min_t is not None:
+        return self_t * clamp_tensor_weight(
+            self_p, min_p, max_p, "self"
+        ) + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min")
+    elif self_t is not None and max_t is not None:
+        return self_t * clamp_tensor_weight(
+            self_p, min_p, max_p, "self"
+        ) + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
+    elif min_t is not None and max_t is not None:
+        return conform(
+            min_t * clamp_tensor_weight(self_p, min_p, max_p, "min")
+            + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max"),
+            result,
+        )
+    elif self_t is not None:
+        return self_t * clamp_tensor_weight(self_p, min_p, max_p, "self")
+    elif min_t is not None:
+        return conform(min_t * clamp_tensor_weight(self_p, min_p, max_p, "min"), result)
+    elif max_t is not None:
+        return conform(max_t * clamp_tensor_weight(self_p, min_p, max_p, "max"), result)
+    else:
+        return None
+
+
+def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
+    """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
+    # functional, spec line 1206
+    # result: scale(self_t, 1 - weight) + scale(end_t, weight)
+    if self_t is not None and end_t is not None:
+        return scale(self_t, 1 - weight) + scale(end_t, weight)
+    elif self_t is not None:
+        return conform(scale(self_t, 1 - weight), result)
+    elif end_t is not None:
+        return conform(scale(end_t, weight), result)
+    else:
+        return None
+
+
+def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
+    """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
+    # inplace, spec line 1206
+    # formulas from lerp.Scalar; self_p is self before the update
+    # result: scale(self_t, 1 - weight) + scale(end_t, weight)
+    if self_t is not None and end_t is not None:
+        return scale(self_t, 1 - weight) + scale(end_t, weight)
+    elif self_t is not None:
+        return scale(self_t, 1 - weight)
+    elif end_t is not None:
+        return conform(scale(end_t, weight), result)
+    else:
+        return None
+
+
+def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
+    """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
+    # functional, spec line 1214
+    # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
+    if self_t is not None and end_t is not None and weight_t is not None:
+        return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
+    elif self_t is not None and end_t is not None:
+        return conform(self_t * (1 - weight_p) + end_t * weight_p, result)
+    elif self_t is not None and weight_t is not None:
+        return conform(self_t * (1 - weight_p) + weight_t * (end_p - self_p), result)
+    elif end_t is not None and weight_t is not None:
+        return conform(end_t * weight_p + weight_t * (end_p - self_p), result)
+    elif self_t is not None:
+        return conform(self_t * (1 - weight_p), result)
+    elif end_t is not None:
+        return conform(end_t * weight_p, result)
+    elif weight_t is not None:
+        return conform(weight_t * (end_p - self_p), result)
+    else:
+        return None
+
+
+def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
+    """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
+    # inplace, spec line 1214
+    # formulas from lerp.Tensor; self_p is self before the update
+    # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
+    if self_t is not None and end_t is not None and weight_t is not None:
+        return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
+    elif self_t is not None and end_t is not None:
+        return self_t * (1 - weight_p) + end_t * weight_p
+    elif self_t is not None and weight_t is not None:
+        return self_t * (1 - weight_p) + weight_t * (end_p - self_p)
+    elif end_t is not None and weight_t is not None:
+        return conform(end_t * weight_p + weight_t * (end_p - self_p), result)
+    elif self_t is not None:
+        return self_t * (1 - weight_p)
+    elif end_t is not None:
+        return conform(end_t * weight_p, result)
+    elif weight_t is not None:
+        return conform(weight_t * (end_p - self_p), result)
+    else:
+        return None
+
+
+def addcmul_default(
+    self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
+):
+    """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    # functional, spec line 1220
+    # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
+    if self_t is not None and tensor1_t is not None and tensor2_t is not None:
+        return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
+    elif self_t is not None and tensor1_t is not None:
+        return conform(self_t + scale(tensor1_t * tensor2_p, value), result)
+    elif self_t is not None and tensor2_t is not None:
+        return conform(self_t + scale(tensor1_p * tensor2_t, value), result)
+    elif tensor1_t is not None and tensor2_t is not None:
+        return conform(
+            scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value), result
+        )
+    elif self_t is not None:
+        return conform(self_t, result)
+    elif tensor1_t is not None:
+        return conform(scale(tensor1_t * tensor2_p, value), result)
+    elif tensor2_t is not None:
+        return conform(scale(tensor1_p * tensor2_t, value), result)
+    else:
+        return None
+
+
+def addcmul__default(
+    self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
+):
+    """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
+    # inplace, spec line 1220
+    # formulas from addcmul; self_p is self before the update
+    # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
+    if self_t is not None and tensor1_t is not None and tensor2_t is not None:
+        return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
+    elif self_t is not None and tensor1_t is not None:
+        return self_t + scale(tensor1_t * tensor2_p, value)
+    elif self_t is not None and tensor2_t is not None:
+        return self_t + scale(tensor1_p * tensor2_t, value)
+    elif tensor1_t is not None and tensor2_t is not None:
+        return conform(
+            scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value), result
+        )
+    elif self_t is not None:
+        return self_t
+    elif tensor1_t is not None:
+        return conform(scale(tensor1_t * tensor2_p, value), result)
+    elif tensor2_t is not None:
+        return conform(scale(tensor1_p * tensor2_t, value), result)
+    else:
+        return None
+
+
+def addcdiv_default(
+    self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
+):
+    """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    # functional, spec line 1229
+    # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
+    if self_t is not None and tensor1_t is not None and tensor2_t is not None:
+        return self_t + scale(
+            tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p),
+            value,
+        )
+    elif self_t is not None and tensor1_t is not None:
+        return conform(self_t + scale(tensor1_t / tensor2_p, value), result)
+    elif self_t is not None and tensor2_t is not None:
+        return conform(
+            self_t + scale(-(tensor1_p * tensor2_t / (tensor2_p * tensor2_p)), value),
+            result,
+        )
+    elif tensor1_t is not None and tensor2_t is not None:
+        return conform(
+            scale(
+                tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p),
+                value,
+            ),
+            result,
+        )
+    elif self_t is not None:
+        return conform(self_t, result)
+    elif tensor1_t is not None:
+        return conform(scale(tensor1_t / tensor2_p, value), result)
+    elif tensor2_t is not None:
+        return conform(
+            scale(-(tensor1_p * tensor2_t / (tensor2_p * tensor2_p)), value), result
+        )
+    else:
+        return None
+
+
+def addcdiv__default(
+    self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
+):
+    """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
+    # inplace, spec line 1229
+    # formulas from addcdiv; self_p is self before the update
+    # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
+    if self_t is not None and tensor1_t is not None and tensor2_t is not None:
+        return self_t + scale(
+            tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p),
+            value,
+        )
+    elif self_t is not None and tensor1_t is not None:
+        return self_t + scale(tensor1_t / tensor2_p, value)
+    elif self_t is not None and tensor2_t is not None:
+        return self_t + scale(-(tensor1_p * tensor2_t / (tensor2_p * tensor2_p)), value)
+    elif tensor1_t is not None and tensor2_t is not None:
+        return conform(
+            scale(
+                tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p),
+                value,
+            ),
+            result,
+        )
+    elif self_t is not None:
+        return self_t
+    elif tensor1_t is not None:
+        return conform(scale(tensor1_t / tensor2_p, value), result)
+    elif tensor2_t is not None:
+        return conform(
+            scale(-(tensor1_p * tensor2_t / (tensor2_p * tensor2_p)), value), result
+        )
+    else:
+        return None
+
+
+def nextafter_default(self_p, other_p, self_t, result):
+    """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1238
+    # result: torch.where(self_p != other_p, self_t, 0.0)
+    if self_t is not None:
+        return torch.where(self_p != other_p, self_t, 0.0)
+    else:
+        return None
+
+
+def nextafter__default(self_p, other_p, self_t, result):
+    """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1238
+    # formulas from nextafter; self_p is self before the update
+    # result: torch.where(self_p != other_p, self_t, 0.0)
+    if self_t is not None:
+        return torch.where(self_p != other_p, self_t, 0.0)
+    else:
+        return None
+
+
+def rrelu_with_noise_default(
+    self_p, noise_p, lower, upper, training, generator, self_t, result
+):
+    """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
+    # functional, spec line 1244
+    # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
+    if self_t is not None:
+        return torch.ops.aten.rrelu_with_noise_backward(
+            self_t.conj(), self_p, noise_p, lower, upper, training, False
+        ).conj()
+    else:
+        return None
+
+
+def rrelu_with_noise__default(
+    self_p, noise_p, lower, upper, training, generator, self_t, result
+):
+    """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 1244
+    # formulas from rrelu_with_noise; self_p is self before the update
+    # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
+    if self_t is not None:
+        return torch.ops.aten.rrelu_with_noise_backward(
+            self_t.conj(), self_p, noise_p, lower, upper, training, False
+        ).conj()
+    else:
+        return None
+
+
+def complex_default(real_p, imag_p, real_t, imag_t, result):
+    """aten::complex(Tensor real, Tensor imag) -> Tensor"""
+    # functional, spec line 1252
+    # result: auto_linear
+    if real_t is not None and imag_t is not None:
+        return torch.ops.aten.complex.default(real_t, imag_t)
+    elif real_t is not None:
+        return torch.ops.aten.complex.default(real_t, torch.zeros_like(imag_p))
+    elif imag_t is not None:
+        return torch.ops.aten.complex.default(torch.zeros_like(real_p), imag_t)
+    else:
+        return None
+
+
+def polar_default(abs_p, angle_p, abs_t, angle_t, result):
+    """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
+    # functional, spec line 1257
+    # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
+    if abs_t is not None and angle_t is not None:
+        return (
+            abs_t * torch.polar(torch.ones_like(angle_p), angle_p)
+            + angle_t * result * 1j
+        )
+    elif abs_t is not None:
+        return conform(abs_t * torch.polar(torch.ones_like(angle_p), angle_p), result)
+    elif angle_t is not None:
+        return conform(angle_t * result * 1j, result)
+    else:
+        return None
+
+
+def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
+    """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
+    # view, spec line 1269
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
+    else:
+        return None
+
+
+def squeeze_dims(self_p, dim, self_t, result):
+    """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    # view, spec line 1276
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze.dims(self_t, dim)
+    else:
+        return None
+
+
+def unfold_default(self_p, dimension, size, step, self_t, result):
+    """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
+    # view, spec line 1282
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unfold.default(self_t, dimension, size, step)
+    else:
+        return None
+
+
+def narrow_default(self_p, dim, start, length, self_t, result):
+    """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
+    # view, spec line 1288
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.narrow.default(self_t, dim, start, length)
+    else:
+        return None
+
+
+def split_Tensor(self_p, split_size, dim, self_t, result):
+    """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    # view, spec line 1292
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.split.Tensor(self_t, split_size, dim)
+    else:
+        return None
+
+
+def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
+    """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
+    # view, spec line 1298
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
+    else:
+        return None
+
+
+def unbind_int(self_p, dim, self_t, result):
+    """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    # view, spec line 1304
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unbind.int(self_t, dim)
+    else:
+        return None
+
+
+def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
+    """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
+    # functional, spec line 1312
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
+    else:
+        return None
+
+
+def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
+    """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
+    # functional, spec line 1319
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
+    else:
+        return None
+
+
+def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
+    """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
+    # functional, spec line 1326
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
+    else:
+        return None
+
+
+def unbind_copy_int(self_p, dim, self_t, result):
+    """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
+    # functional, spec line 1333
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unbind_copy.int(self_t, dim)
+    else:
+        return None
+
+
+def alias_copy_default(self_p, self_t, result):
+    """aten::alias_copy(Tensor self) -> Tensor"""
+    # functional, spec line 1340
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.alias_copy.default(self_t)
+    else:
+        return None
+
+
+def view_copy_default(self_p, size, self_t, result):
+    """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
+    # functional, spec line 1344
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.view_copy.default(self_t, size)
+    else:
+        return None
+
+
+def t_copy_default(self_p, self_t, result):
+    """aten::t_copy(Tensor self) -> Tensor"""
+    # functional, spec line 1349
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.t_copy.default(self_t)
+    else:
+        return None
+
+
+def transpose_copy_int(self_p, dim0, dim1, self_t, result):
+    """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
+    # functional, spec line 1353
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
+    else:
+        return None
+
+
+def permute_copy_default(self_p, dims, self_t, result):
+    """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
+    # functional, spec line 1358
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.permute_copy.default(self_t, dims)
+    else:
+        return None
+
+
+def unsqueeze_copy_default(self_p, dim, self_t, result):
+    """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
+    # functional, spec line 1363
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
+    else:
+        return None
+
+
+def squeeze_copy_default(self_p, self_t, result):
+    """aten::squeeze_copy(Tensor self) -> Tensor"""
+    # functional, spec line 1367
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze_copy.default(self_t)
+    else:
+        return None
+
+
+def squeeze_copy_dim(self_p, dim, self_t, result):
+    """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
+    # functional, spec line 1372
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze_copy.dim(self_t, dim)
+    else:
+        return None
+
+
+def squeeze_copy_dims(self_p, dim, self_t, result):
+    """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
+    # functional, spec line 1377
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze_copy.dims(self_t, dim)
+    else:
+        return None
+
+
+def unfold_copy_default(self_p, dimension, size, step, self_t, result):
+    """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
+    # functional, spec line 1382
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
+    else:
+        return None
+
+
+def narrow_copy_default(self_p, dim, start, length, self_t, result):
+    """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
+    # functional, spec line 1387
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
+    else:
+        return None
+
+
+def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
+    """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    # functional, spec line 1392
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
+    else:
+        return None
+
+
+def expand_copy_default(self_p, size, implicit, self_t, result):
+    """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
+    # functional, spec line 1399
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
+    else:
+        return None
+
+
+def select_copy_int(self_p, dim, index, self_t, result):
+    """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
+    # functional, spec line 1406
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.select_copy.int(self_t, dim, index)
+    else:
+        return None
+
+
+def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
+    """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
+    # functional, spec line 1411
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
+    else:
+        return None
+
+
+def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
+    """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
+    # functional, spec line 1418
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.as_strided_copy.default(
+            self_t, size, stride, storage_offset
+        )
+    else:
+        return None
+
+
+def constant_pad_nd_default(self_p, pad, value, self_t, result):
+    """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    # functional, spec line 1425
+    # result: torch.constant_pad_nd(self_t, pad, 0)
+    if self_t is not None:
+        return torch.constant_pad_nd(self_t, pad, 0)
+    else:
+        return None
+
+
+def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
+    """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
+    # functional, spec line 1432
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
+    else:
+        return None
+
+
+def roll_default(self_p, shifts, dims, self_t, result):
+    """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
+    # functional, spec line 1440
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.roll.default(self_t, shifts, dims)
+    else:
+        return None
+
+
+def flip_default(self_p, dims, self_t, result):
+    """aten::flip(Tensor self, int[] dims) -> Tensor"""
+    # functional, spec line 1448
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.flip.default(self_t, dims)
+    else:
+        return None
+
+
+def rot90_default(self_p, k, dims, self_t, result):
+    """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
+    # functional, spec line 1455
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.rot90.default(self_t, k, dims)
+    else:
+        return None
+
+
+def repeat_default(self_p, repeats, self_t, result):
+    """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
+    # functional, spec line 1463
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.repeat.default(self_t, repeats)
+    else:
+        return None
+
+
+def tril_default(self_p, diagonal, self_t, result):
+    """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
+    # functional, spec line 1470
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.tril.default(self_t, diagonal)
+    else:
+        return None
+
+
+def tril__default(self_p, diagonal, self_t, result):
+    """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
+    # inplace, spec line 1470
+    # formulas from tril; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.tril_.default(self_t, diagonal)
+    else:
+        return None
+
+
+def triu_default(self_p, diagonal, self_t, result):
+    """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
+    # functional, spec line 1477
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.triu.default(self_t, diagonal)
+    else:
+        return None
+
+
+def triu__default(self_p, diagonal, self_t, result):
+    """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
+    # inplace, spec line 1477
+    # formulas from triu; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.triu_.default(self_t, diagonal)
+    else:
+        return None
+
+
+def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
+    """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
+    # functional, spec line 1484
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
+    else:
+        return None
+
+
+def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
+    """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
+    # functional, spec line 1489
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
+    else:
+        return None
+
+
+def channel_shuffle_default(self_p, groups, self_t, result):
+    """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
+    # functional, spec line 1494
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.channel_shuffle.default(self_t, groups)
+    else:
+        return None
+
+
+def reflection_pad1d_default(self_p, padding, self_t, result):
+    """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 1501
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.reflection_pad1d.default(self_t, padding)
+    else:
+        return None
+
+
+def reflection_pad2d_default(self_p, padding, self_t, result):
+    """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 1506
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.reflection_pad2d.default(self_t, padding)
+    else:
+        return None
+
+
+def reflection_pad3d_default(self_p, padding, self_t, result):
+    """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 1511
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.reflection_pad3d.default(self_t, padding)
+    else:
+        return None
+
+
+def replication_pad1d_default(self_p, padding, self_t, result):
+    """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 1516
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.replication_pad1d.default(self_t, padding)
+    else:
+        return None
+
+
+def replication_pad2d_default(self_p, padding, self_t, result):
+    """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 1521
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.replication_pad2d.default(self_t, padding)
+    else:
+        return None
+
+
+def replication_pad3d_default(self_p, padding, self_t, result):
+    """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 1526
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.replication_pad3d.default(self_t, padding)
+    else:
+        return None
+
+
+def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
+    """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
+    # functional, spec line 1533
+    # result: self_t.masked_fill(mask_p, 0)
+    if self_t is not None:
+        return self_t.masked_fill(mask_p, 0)
+    else:
+        return None
+
+
+def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
+    """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1533
+    # formulas from masked_fill.Scalar; self_p is self before the update
+    # result: self_t.masked_fill(mask_p, 0)
+    if self_t is not None:
+        return self_t.masked_fill(mask_p, 0)
+    else:
+        return None
+
+
+def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
+    """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
+    # functional, spec line 1542
+    # result: self_t.masked_fill(mask_p, value_t)
+    if self_t is not None and value_t is not None:
+        return self_t.masked_fill(mask_p, value_t)
+    elif self_t is not None:
+        return self_t.masked_fill(mask_p, torch.zeros_like(value_p))
+    elif value_t is not None:
+        return torch.zeros_like(self_p).masked_fill(mask_p, value_t)
+    else:
+        return None
+
+
+def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
+    """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
+    # inplace, spec line 1542
+    # formulas from masked_fill.Tensor; self_p is self before the update
+    # result: self_t.masked_fill(mask_p, value_t)
+    if self_t is not None and value_t is not None:
+        return self_t.masked_fill(mask_p, value_t)
+    elif self_t is not None:
+        return self_t.masked_fill(mask_p, torch.zeros_like(value_p))
+    elif value_t is not None:
+        return conform(torch.zeros_like(self_p).masked_fill(mask_p, value_t), result)
+    else:
+        return None
+
+
+def masked_select_default(self_p, mask_p, self_t, result):
+    """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
+    # functional, spec line 1551
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.masked_select.default(self_t, mask_p)
+    else:
+        return None
+
+
+def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
+    """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
+    # functional, spec line 1560
+    # result: self_t.masked_scatter(mask_p, source_t)
+    if self_t is not None and source_t is not None:
+        return self_t.masked_scatter(mask_p, source_t)
+    elif self_t is not None:
+        return self_t.masked_scatter(mask_p, torch.zeros_like(source_p))
+    elif source_t is not None:
+        return torch.zeros_like(self_p).masked_scatter(mask_p, source_t)
+    else:
+        return None
+
+
+def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
+    """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
+    # inplace, spec line 1560
+    # formulas from masked_scatter; self_p is self before the update
+    # result: self_t.masked_scatter(mask_p, source_t)
+    if self_t is not None and source_t is not None:
+        return self_t.masked_scatter(mask_p, source_t)
+    elif self_t is not None:
+        return self_t.masked_scatter(mask_p, torch.zeros_like(source_p))
+    elif source_t is not None:
+        return conform(
+            torch.zeros_like(self_p).masked_scatter(mask_p, source_t), result
+        )
+    else:
+        return None
+
+
+def index_Tensor(self_p, indices_p, self_t, result):
+    """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
+    # functional, spec line 1570
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.index.Tensor(self_t, indices_p)
+    else:
+        return None
+
+
+def index_put_default(
+    self_p, indices_p, values_p, accumulate, self_t, values_t, result
+):
+    """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
+    # functional, spec line 1578
+    # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
+    if self_t is not None and values_t is not None:
+        return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
+    elif self_t is not None:
+        return torch.ops.aten.index_put.default(
+            self_t, indices_p, torch.zeros_like(values_p), accumulate
+        )
+    elif values_t is not None:
+        return torch.ops.aten.index_put.default(
+            torch.zeros_like(self_p), indices_p, values_t, accumulate
+        )
+    else:
+        return None
+
+
+def index_put__default(
+    self_p, indices_p, values_p, accumulate, self_t, values_t, result
+):
+    """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
+    # inplace, spec line 1578
+    # formulas from index_put; self_p is self before the update
+    # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
+    if self_t is not None and values_t is not None:
+        return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
+    elif self_t is not None:
+        return torch.ops.aten.index_put.default(
+            self_t, indices_p, torch.zeros_like(values_p), accumulate
+        )
+    elif values_t is not None:
+        return conform(
+            torch.ops.aten.index_put.default(
+                torch.zeros_like(self_p), indices_p, values_t, accumulate
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def squeeze__dim(self_p, dim, self_t, result):
+    """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
+    # inplace, spec line 1591
+    # formulas from squeeze.dim; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze_.dim(self_t, dim)
+    else:
+        return None
+
+
+def squeeze__dims(self_p, dim, self_t, result):
+    """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
+    # inplace, spec line 1593
+    # formulas from squeeze.dims; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze_.dims(self_t, dim)
+    else:
+        return None
+
+
+def squeeze__default(self_p, self_t, result):
+    """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1595
+    # formulas from squeeze; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.squeeze_.default(self_t)
+    else:
+        return None
+
+
+def unsqueeze__default(self_p, dim, self_t, result):
+    """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
+    # inplace, spec line 1597
+    # formulas from unsqueeze; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.unsqueeze_.default(self_t, dim)
+    else:
+        return None
+
+
+def t__default(self_p, self_t, result):
+    """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1599
+    # formulas from t; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.t_.default(self_t)
+    else:
+        return None
+
+
+def transpose__default(self_p, dim0, dim1, self_t, result):
+    """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
+    # inplace, spec line 1601
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
+    else:
+        return None
+
+
+def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
+    """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
+    # functional, spec line 1608
+    # result: auto_linear
+    if self_t is not None and src_t is not None:
+        return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
+    elif self_t is not None:
+        return torch.ops.aten.select_scatter.default(
+            self_t, torch.zeros_like(src_p), dim, index
+        )
+    elif src_t is not None:
+        return torch.ops.aten.select_scatter.default(
+            torch.zeros_like(self_p), src_t, dim, index
+        )
+    else:
+        return None
+
+
+def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
+    """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
+    # functional, spec line 1616
+    # result: auto_linear
+    if self_t is not None and src_t is not None:
+        return torch.ops.aten.slice_scatter.default(
+            self_t, src_t, dim, start, end, step
+        )
+    elif self_t is not None:
+        return torch.ops.aten.slice_scatter.default(
+            self_t, torch.zeros_like(src_p), dim, start, end, step
+        )
+    elif src_t is not None:
+        return torch.ops.aten.slice_scatter.default(
+            torch.zeros_like(self_p), src_t, dim, start, end, step
+        )
+    else:
+        return None
+
+
+def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
+    """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    # functional, spec line 1624
+    # result: auto_linear
+    if self_t is not None and src_t is not None:
+        return torch.ops.aten.diagonal_scatter.default(
+            self_t, src_t, offset, dim1, dim2
+        )
+    elif self_t is not None:
+        return torch.ops.aten.diagonal_scatter.default(
+            self_t, torch.zeros_like(src_p), offset, dim1, dim2
+        )
+    elif src_t is not None:
+        return torch.ops.aten.diagonal_scatter.default(
+            torch.zeros_like(self_p), src_t, offset, dim1, dim2
+        )
+    else:
+        return None
+
+
+def fill_Scalar(self_p, value, self_t, result):
+    """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
+    # functional, spec line 1632
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def block_diag_default(tensors_p, tensors_t, result):
+    """aten::block_diag(Tensor[] tensors) -> Tensor"""
+    # functional, spec line 1636
+    # result: auto_linear
+    if tensors_t is not None:
+        tensors_t = fill_absent(tensors_t, tensors_p)
+        return torch.ops.aten.block_diag.default(tensors_t)
+    else:
+        return None
+
+
+def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
+    """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1646
+    # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
+    if self_t is not None:
+        return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
+    else:
+        return None
+
+
+def norm_Scalar(self_p, p, self_t, result):
+    """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
+    # functional, spec line 1656
+    # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
+    if self_t is not None:
+        return vector_norm_tangent(self_t, self_p, p, None, False, result)
+    else:
+        return None
+
+
+def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
+    """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1663
+    # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
+    if self_t is not None:
+        return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
+    else:
+        return None
+
+
+def dist_default(self_p, other_p, p, self_t, other_t, result):
+    """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
+    # functional, spec line 1670
+    # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
+    if self_t is not None and other_t is not None:
+        return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
+            other_t, self_p, other_p, p, result
+        )
+    elif self_t is not None:
+        return conform(dist_tangent(self_t, self_p, other_p, p, result), result)
+    elif other_t is not None:
+        return conform(-dist_tangent(other_t, self_p, other_p, p, result), result)
+    else:
+        return None
+
+
+def var_correction(self_p, dim, correction, keepdim, self_t, result):
+    """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1678
+    # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
+    if self_t is not None:
+        return var_tangent(self_t, self_p, dim, correction, keepdim, result)
+    else:
+        return None
+
+
+def std_correction(self_p, dim, correction, keepdim, self_t, result):
+    """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1685
+    # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
+    if self_t is not None:
+        return std_tangent(self_t, self_p, dim, correction, keepdim, result)
+    else:
+        return None
+
+
+def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
+    """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    # functional, spec line 1692
+    # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
+    if self_t is not None:
+        result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
+    else:
+        result0_t = None
+    # result1: mean_tangent(self_t, self_p, dim, keepdim)
+    if self_t is not None:
+        result1_t = mean_tangent(self_t, self_p, dim, keepdim)
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
+    """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    # functional, spec line 1700
+    # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
+    if self_t is not None:
+        result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
+    else:
+        result0_t = None
+    # result1: mean_tangent(self_t, self_p, dim, keepdim)
+    if self_t is not None:
+        result1_t = mean_tangent(self_t, self_p, dim, keepdim)
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def logsumexp_default(self_p, dim, keepdim, self_t, result):
+    """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1708
+    # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
+    if self_t is not None:
+        return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
+    else:
+        return None
+
+
+def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
+    """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1715
+    # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
+    if self_t is not None:
+        return torch.ops.aten.nansum(
+            torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype
+        )
+    else:
+        return None
+
+
+def prod_default(self_p, dtype, self_t, result):
+    """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1722
+    # result: prod_tangent(self_t, self_p, None, False, result)
+    if self_t is not None:
+        return prod_tangent(self_t, self_p, None, False, result)
+    else:
+        return None
+
+
+def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
+    """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1726
+    # result: prod_tangent(self_t, self_p, dim, keepdim, result)
+    if self_t is not None:
+        return prod_tangent(self_t, self_p, dim, keepdim, result)
+    else:
+        return None
+
+
+def cumsum_default(self_p, dim, dtype, self_t, result):
+    """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1733
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
+    else:
+        return None
+
+
+def cumsum__default(self_p, dim, dtype, self_t, result):
+    """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
+    # inplace, spec line 1733
+    # formulas from cumsum; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.cumsum_.default(self_t, dim, dtype=dtype)
+    else:
+        return None
+
+
+def cumprod_default(self_p, dim, dtype, self_t, result):
+    """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1740
+    # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
+    if self_t is not None:
+        return scan_tangent(
+            self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod"
+        )
+    else:
+        return None
+
+
+def cumprod__default(self_p, dim, dtype, self_t, result):
+    """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
+    # inplace, spec line 1740
+    # formulas from cumprod; self_p is self before the update
+    # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
+    if self_t is not None:
+        return scan_tangent(
+            self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod"
+        )
+    else:
+        return None
+
+
+def logcumsumexp_default(self_p, dim, self_t, result):
+    """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
+    # functional, spec line 1747
+    # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
+    if self_t is not None:
+        return scan_tangent(self_t, self_p, dim, "logcumsumexp")
+    else:
+        return None
+
+
+def cummax_default(self_p, dim, self_t, values, indices):
+    """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1754
+    # values: gather_selected(self_t, dim, indices)
+    if self_t is not None:
+        values_t = gather_selected(self_t, dim, indices)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def cummin_default(self_p, dim, self_t, values, indices):
+    """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1762
+    # values: gather_selected(self_t, dim, indices)
+    if self_t is not None:
+        values_t = gather_selected(self_t, dim, indices)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def sort_default(self_p, dim, descending, self_t, values, indices):
+    """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1770
+    # values: gather_selected(self_t, dim, indices)
+    if self_t is not None:
+        values_t = gather_selected(self_t, dim, indices)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
+    """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1778
+    # values: gather_selected(self_t, dim, indices)
+    if self_t is not None:
+        values_t = gather_selected(self_t, dim, indices)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
+    """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1786
+    # values: gather_selected(self_t, dim, indices)
+    if self_t is not None:
+        values_t = gather_selected(self_t, dim, indices)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
+    """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1794
+    # values: gather_reduced(self_t, dim, indices, keepdim)
+    if self_t is not None:
+        values_t = gather_reduced(self_t, dim, indices, keepdim)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def mode_default(self_p, dim, keepdim, self_t, values, indices):
+    """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1802
+    # values: gather_reduced(self_t, dim, indices, keepdim)
+    if self_t is not None:
+        values_t = gather_reduced(self_t, dim, indices, keepdim)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def median_dim(self_p, dim, keepdim, self_t, values, indices):
+    """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1810
+    # values: gather_reduced(self_t, dim, indices, keepdim)
+    if self_t is not None:
+        values_t = gather_reduced(self_t, dim, indices, keepdim)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
+    """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1818
+    # values: gather_reduced(self_t, dim, indices, keepdim)
+    if self_t is not None:
+        values_t = gather_reduced(self_t, dim, indices, keepdim)
+    else:
+        values_t = None
+    return values_t, None
+
+
+def median_default(self_p, self_t, result):
+    """aten::median(Tensor self) -> Tensor"""
+    # functional, spec line 1826
+    # result: evenly_read_tangent(self_t, self_p, result)
+    if self_t is not None:
+        return evenly_read_tangent(self_t, self_p, result)
+    else:
+        return None
+
+
+def nanmedian_default(self_p, self_t, result):
+    """aten::nanmedian(Tensor self) -> Tensor"""
+    # functional, spec line 1831
+    # result: evenly_read_tangent(self_t, self_p, result)
+    if self_t is not None:
+        return evenly_read_tangent(self_t, self_p, result)
+    else:
+        return None
+
+
+def max_default(self_p, self_t, result):
+    """aten::max(Tensor self) -> Tensor"""
+    # functional, spec line 1836
+    # result: evenly_read_tangent(self_t, self_p, result)
+    if self_t is not None:
+        return evenly_read_tangent(self_t, self_p, result)
+    else:
+        return None
+
+
+def min_default(self_p, self_t, result):
+    """aten::min(Tensor self) -> Tensor"""
+    # functional, spec line 1841
+    # result: evenly_read_tangent(self_t, self_p, result)
+    if self_t is not None:
+        return evenly_read_tangent(self_t, self_p, result)
+    else:
+        return None
+
+
+def aminmax_default(self_p, dim, keepdim, self_t, min, max):
+    """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
+    # functional, spec line 1846
+    # min: amax_tangent(self_t, self_p, min, dim, keepdim)
+    if self_t is not None:
+        min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
+    else:
+        min_t = None
+    # max: amax_tangent(self_t, self_p, max, dim, keepdim)
+    if self_t is not None:
+        max_t = amax_tangent(self_t, self_p, max, dim, keepdim)
+    else:
+        max_t = None
+    return min_t, max_t
+
+
+def trace_default(self_p, self_t, result):
+    """aten::trace(Tensor self) -> Tensor"""
+    # functional, spec line 1854
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.trace.default(self_t)
+    else:
+        return None
+
+
+def renorm_default(self_p, p, dim, maxnorm, self_t, result):
+    """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
+    # functional, spec line 1861
+    # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
+    if self_t is not None:
+        return renorm_tangent(self_t, self_p, p, dim, maxnorm)
+    else:
+        return None
+
+
+def renorm__default(self_p, p, dim, maxnorm, self_t, result):
+    """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
+    # inplace, spec line 1861
+    # formulas from renorm; self_p is self before the update
+    # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
+    if self_t is not None:
+        return renorm_tangent(self_t, self_p, p, dim, maxnorm)
+    else:
+        return None
+
+
+def vdot_default(self_p, other_p, self_t, other_t, result):
+    """aten::vdot(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1870
+    # result: self_t.vdot(other_p) + self_p.vdot(other_t)
+    if self_t is not None and other_t is not None:
+        return self_t.vdot(other_p) + self_p.vdot(other_t)
+    elif self_t is not None:
+        return conform(self_t.vdot(other_p), result)
+    elif other_t is not None:
+        return conform(self_p.vdot(other_t), result)
+    else:
+        return None
+
+
+def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
+    """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1876
+    # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
+    if self_t is not None and mat_t is not None and vec_t is not None:
+        return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
+    elif self_t is not None and mat_t is not None:
+        return conform(scale(self_t, beta) + scale(mat_t.mv(vec_p), alpha), result)
+    elif self_t is not None and vec_t is not None:
+        return conform(scale(self_t, beta) + scale(mat_p.mv(vec_t), alpha), result)
+    elif mat_t is not None and vec_t is not None:
+        return conform(scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha), result)
+    elif self_t is not None:
+        return conform(scale(self_t, beta), result)
+    elif mat_t is not None:
+        return conform(scale(mat_t.mv(vec_p), alpha), result)
+    elif vec_t is not None:
+        return conform(scale(mat_p.mv(vec_t), alpha), result)
+    else:
+        return None
+
+
+def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
+    """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1876
+    # formulas from addmv; self_p is self before the update
+    # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
+    if self_t is not None and mat_t is not None and vec_t is not None:
+        return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
+    elif self_t is not None and mat_t is not None:
+        return scale(self_t, beta) + scale(mat_t.mv(vec_p), alpha)
+    elif self_t is not None and vec_t is not None:
+        return scale(self_t, beta) + scale(mat_p.mv(vec_t), alpha)
+    elif mat_t is not None and vec_t is not None:
+        return conform(scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha), result)
+    elif self_t is not None:
+        return scale(self_t, beta)
+    elif mat_t is not None:
+        return conform(scale(mat_t.mv(vec_p), alpha), result)
+    elif vec_t is not None:
+        return conform(scale(mat_p.mv(vec_t), alpha), result)
+    else:
+        return None
+
+
+def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
+    """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1885
+    # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
+    if self_t is not None and vec1_t is not None and vec2_t is not None:
+        return scale(self_t, beta) + scale(
+            vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha
+        )
+    elif self_t is not None and vec1_t is not None:
+        return conform(scale(self_t, beta) + scale(vec1_t.outer(vec2_p), alpha), result)
+    elif self_t is not None and vec2_t is not None:
+        return conform(scale(self_t, beta) + scale(vec1_p.outer(vec2_t), alpha), result)
+    elif vec1_t is not None and vec2_t is not None:
+        return conform(
+            scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha), result
+        )
+    elif self_t is not None:
+        return conform(scale(self_t, beta), result)
+    elif vec1_t is not None:
+        return conform(scale(vec1_t.outer(vec2_p), alpha), result)
+    elif vec2_t is not None:
+        return conform(scale(vec1_p.outer(vec2_t), alpha), result)
+    else:
+        return None
+
+
+def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
+    """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1885
+    # formulas from addr; self_p is self before the update
+    # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
+    if self_t is not None and vec1_t is not None and vec2_t is not None:
+        return scale(self_t, beta) + scale(
+            vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha
+        )
+    elif self_t is not None and vec1_t is not None:
+        return scale(self_t, beta) + scale(vec1_t.outer(vec2_p), alpha)
+    elif self_t is not None and vec2_t is not None:
+        return scale(self_t, beta) + scale(vec1_p.outer(vec2_t), alpha)
+    elif vec1_t is not None and vec2_t is not None:
+        return conform(
+            scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha), result
+        )
+    elif self_t is not None:
+        return scale(self_t, beta)
+    elif vec1_t is not None:
+        return conform(scale(vec1_t.outer(vec2_p), alpha), result)
+    elif vec2_t is not None:
+        return conform(scale(vec1_p.outer(vec2_t), alpha), result)
+    else:
+        return None
+
+
+def baddbmm_default(
+    self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
+):
+    """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1894
+    # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
+    if self_t is not None and batch1_t is not None and batch2_t is not None:
+        return scale(self_t, beta) + scale(
+            batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha
+        )
+    elif self_t is not None and batch1_t is not None:
+        return conform(
+            scale(self_t, beta) + scale(batch1_t.bmm(batch2_p), alpha), result
+        )
+    elif self_t is not None and batch2_t is not None:
+        return conform(
+            scale(self_t, beta) + scale(batch1_p.bmm(batch2_t), alpha), result
+        )
+    elif batch1_t is not None and batch2_t is not None:
+        return conform(
+            scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha), result
+        )
+    elif self_t is not None:
+        return conform(scale(self_t, beta), result)
+    elif batch1_t is not None:
+        return conform(scale(batch1_t.bmm(batch2_p), alpha), result)
+    elif batch2_t is not None:
+        return conform(scale(batch1_p.bmm(batch2_t), alpha), result)
+    else:
+        return None
+
+
+def baddbmm__default(
+    self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
+):
+    """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1894
+    # formulas from baddbmm; self_p is self before the update
+    # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
+    if self_t is not None and batch1_t is not None and batch2_t is not None:
+        return scale(self_t, beta) + scale(
+            batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha
+        )
+    elif self_t is not None and batch1_t is not None:
+        return scale(self_t, beta) + scale(batch1_t.bmm(batch2_p), alpha)
+    elif self_t is not None and batch2_t is not None:
+        return scale(self_t, beta) + scale(batch1_p.bmm(batch2_t), alpha)
+    elif batch1_t is not None and batch2_t is not None:
+        return conform(
+            scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha), result
+        )
+    elif self_t is not None:
+        return scale(self_t, beta)
+    elif batch1_t is not None:
+        return conform(scale(batch1_t.bmm(batch2_p), alpha), result)
+    elif batch2_t is not None:
+        return conform(scale(batch1_p.bmm(batch2_t), alpha), result)
+    else:
+        return None
+
+
+def addbmm_default(
+    self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
+):
+    """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1903
+    # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
+    if self_t is not None and batch1_t is not None and batch2_t is not None:
+        return scale(self_t, beta) + scale(
+            (batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha
+        )
+    elif self_t is not None and batch1_t is not None:
+        return conform(
+            scale(self_t, beta) + scale(batch1_t.bmm(batch2_p).sum(0), alpha), result
+        )
+    elif self_t is not None and batch2_t is not None:
+        return conform(
+            scale(self_t, beta) + scale(batch1_p.bmm(batch2_t).sum(0), alpha), result
+        )
+    elif batch1_t is not None and batch2_t is not None:
+        return conform(
+            scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha),
+            result,
+        )
+    elif self_t is not None:
+        return conform(scale(self_t, beta), result)
+    elif batch1_t is not None:
+        return conform(scale(batch1_t.bmm(batch2_p).sum(0), alpha), result)
+    elif batch2_t is not None:
+        return conform(scale(batch1_p.bmm(batch2_t).sum(0), alpha), result)
+    else:
+        return None
+
+
+def addbmm__default(
+    self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
+):
+    """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1903
+    # formulas from addbmm; self_p is self before the update
+    # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
+    if self_t is not None and batch1_t is not None and batch2_t is not None:
+        return scale(self_t, beta) + scale(
+            (batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha
+        )
+    elif self_t is not None and batch1_t is not None:
+        return scale(self_t, beta) + scale(batch1_t.bmm(batch2_p).sum(0), alpha)
+    elif self_t is not None and batch2_t is not None:
+        return scale(self_t, beta) + scale(batch1_p.bmm(batch2_t).sum(0), alpha)
+    elif batch1_t is not None and batch2_t is not None:
+        return conform(
+            scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha),
+            result,
+        )
+    elif self_t is not None:
+        return scale(self_t, beta)
+    elif batch1_t is not None:
+        return conform(scale(batch1_t.bmm(batch2_p).sum(0), alpha), result)
+    elif batch2_t is not None:
+        return conform(scale(batch1_p.bmm(batch2_t).sum(0), alpha), result)
     else:
         return None

@@ -2171,3 +2171,4429 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     derived_from=None,
     spec_line=571,
 )
+
+
+KERNELS[aten.convolution.default] = KernelInfo(
+    name="convolution",
+    kind="functional",
+    jvp=jvp.convolution_default,
+    vjp=vjp.convolution_default,
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "stride",
+        "padding",
+        "dilation",
+        "transposed",
+        "output_padding",
+        "groups",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=581,
+)
+
+
+KERNELS[aten.native_layer_norm.default] = KernelInfo(
+    name="native_layer_norm",
+    kind="functional",
+    jvp=jvp.native_layer_norm_default,
+    vjp=vjp.native_layer_norm_default,
+    arguments=("input", "normalized_shape", "weight", "bias", "eps"),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=592,
+)
+
+
+KERNELS[aten.native_batch_norm.default] = KernelInfo(
+    name="native_batch_norm",
+    kind="functional",
+    jvp=jvp.native_batch_norm_default,
+    vjp=vjp.native_batch_norm_default,
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "training",
+        "momentum",
+        "eps",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=600,
+)
+
+
+KERNELS[aten.native_group_norm.default] = KernelInfo(
+    name="native_group_norm",
+    kind="functional",
+    jvp=jvp.native_group_norm_default,
+    vjp=vjp.native_group_norm_default,
+    arguments=("input", "weight", "bias", "N", "C", "HxW", "group", "eps"),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=610,
+)
+
+
+KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
+    name="_adaptive_avg_pool2d",
+    kind="functional",
+    jvp=jvp._adaptive_avg_pool2d_default,
+    vjp=vjp._adaptive_avg_pool2d_default,
+    arguments=("self", "output_size"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=621,
+)
+
+
+KERNELS[aten.avg_pool2d.default] = KernelInfo(
+    name="avg_pool2d",
+    kind="functional",
+    jvp=jvp.avg_pool2d_default,
+    vjp=vjp.avg_pool2d_default,
+    arguments=(
+        "self",
+        "kernel_size",
+        "stride",
+        "padding",
+        "ceil_mode",
+        "count_include_pad",
+        "divisor_override",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=628,
+)
+
+
+KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
+    name="max_pool2d_with_indices",
+    kind="functional",
+    jvp=jvp.max_pool2d_with_indices_default,
+    vjp=vjp.max_pool2d_with_indices_default,
+    arguments=("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=636,
+)
+
+
+KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
+    name="upsample_nearest1d",
+    kind="functional",
+    jvp=jvp.upsample_nearest1d_default,
+    vjp=vjp.upsample_nearest1d_default,
+    arguments=("self", "output_size", "scales"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=647,
+)
+
+
+KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
+    name="upsample_nearest2d",
+    kind="functional",
+    jvp=jvp.upsample_nearest2d_default,
+    vjp=vjp.upsample_nearest2d_default,
+    arguments=("self", "output_size", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=654,
+)
+
+
+KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
+    name="upsample_nearest1d.vec",
+    kind="functional",
+    jvp=jvp.upsample_nearest1d_vec,
+    vjp=vjp.upsample_nearest1d_vec,
+    arguments=("input", "output_size", "scale_factors"),
+    outputs=("result",),
+    differentiable_inputs=("input",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=661,
+)
+
+
+KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
+    name="upsample_nearest2d.vec",
+    kind="functional",
+    jvp=jvp.upsample_nearest2d_vec,
+    vjp=vjp.upsample_nearest2d_vec,
+    arguments=("input", "output_size", "scale_factors"),
+    outputs=("result",),
+    differentiable_inputs=("input",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=666,
+)
+
+
+KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
+    name="upsample_bilinear2d",
+    kind="functional",
+    jvp=jvp.upsample_bilinear2d_default,
+    vjp=vjp.upsample_bilinear2d_default,
+    arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=671,
+)
+
+
+KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
+    name="upsample_bilinear2d.vec",
+    kind="functional",
+    jvp=jvp.upsample_bilinear2d_vec,
+    vjp=vjp.upsample_bilinear2d_vec,
+    arguments=("input", "output_size", "align_corners", "scale_factors"),
+    outputs=("result",),
+    differentiable_inputs=("input",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=679,
+)
+
+
+KERNELS[aten.mse_loss.default] = KernelInfo(
+    name="mse_loss",
+    kind="functional",
+    jvp=jvp.mse_loss_default,
+    vjp=vjp.mse_loss_default,
+    arguments=("self", "target", "reduction"),
+    outputs=("result",),
+    differentiable_inputs=("self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=690,
+)
+
+
+KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
+    name="smooth_l1_loss",
+    kind="functional",
+    jvp=jvp.smooth_l1_loss_default,
+    vjp=vjp.smooth_l1_loss_default,
+    arguments=("self", "target", "reduction", "beta"),
+    outputs=("result",),
+    differentiable_inputs=("self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=699,
+)
+
+
+KERNELS[aten.huber_loss.default] = KernelInfo(
+    name="huber_loss",
+    kind="functional",
+    jvp=jvp.huber_loss_default,
+    vjp=vjp.huber_loss_default,
+    arguments=("self", "target", "reduction", "delta"),
+    outputs=("result",),
+    differentiable_inputs=("self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=708,
+)
+
+
+KERNELS[aten.glu.default] = KernelInfo(
+    name="glu",
+    kind="functional",
+    jvp=jvp.glu_default,
+    vjp=vjp.glu_default,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=719,
+)
+
+
+KERNELS[aten.native_dropout.default] = KernelInfo(
+    name="native_dropout",
+    kind="functional",
+    jvp=jvp.native_dropout_default,
+    vjp=vjp.native_dropout_default,
+    arguments=("input", "p", "train"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("input",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=728,
+)
+
+
+KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
+    name="_adaptive_avg_pool3d",
+    kind="functional",
+    jvp=jvp._adaptive_avg_pool3d_default,
+    vjp=vjp._adaptive_avg_pool3d_default,
+    arguments=("self", "output_size"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=739,
+)
+
+
+KERNELS[aten.avg_pool3d.default] = KernelInfo(
+    name="avg_pool3d",
+    kind="functional",
+    jvp=jvp.avg_pool3d_default,
+    vjp=vjp.avg_pool3d_default,
+    arguments=(
+        "self",
+        "kernel_size",
+        "stride",
+        "padding",
+        "ceil_mode",
+        "count_include_pad",
+        "divisor_override",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=746,
+)
+
+
+KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
+    name="max_pool3d_with_indices",
+    kind="functional",
+    jvp=jvp.max_pool3d_with_indices_default,
+    vjp=vjp.max_pool3d_with_indices_default,
+    arguments=("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=754,
+)
+
+
+KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
+    name="adaptive_max_pool2d",
+    kind="functional",
+    jvp=jvp.adaptive_max_pool2d_default,
+    vjp=vjp.adaptive_max_pool2d_default,
+    arguments=("self", "output_size"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=762,
+)
+
+
+KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
+    name="adaptive_max_pool3d",
+    kind="functional",
+    jvp=jvp.adaptive_max_pool3d_default,
+    vjp=vjp.adaptive_max_pool3d_default,
+    arguments=("self", "output_size"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=770,
+)
+
+
+KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
+    name="upsample_nearest3d",
+    kind="functional",
+    jvp=jvp.upsample_nearest3d_default,
+    vjp=vjp.upsample_nearest3d_default,
+    arguments=("self", "output_size", "scales_d", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=778,
+)
+
+
+KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
+    name="_upsample_nearest_exact1d",
+    kind="functional",
+    jvp=jvp._upsample_nearest_exact1d_default,
+    vjp=vjp._upsample_nearest_exact1d_default,
+    arguments=("self", "output_size", "scales"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=785,
+)
+
+
+KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
+    name="_upsample_nearest_exact2d",
+    kind="functional",
+    jvp=jvp._upsample_nearest_exact2d_default,
+    vjp=vjp._upsample_nearest_exact2d_default,
+    arguments=("self", "output_size", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=792,
+)
+
+
+KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
+    name="_upsample_nearest_exact3d",
+    kind="functional",
+    jvp=jvp._upsample_nearest_exact3d_default,
+    vjp=vjp._upsample_nearest_exact3d_default,
+    arguments=("self", "output_size", "scales_d", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=799,
+)
+
+
+KERNELS[aten.upsample_linear1d.default] = KernelInfo(
+    name="upsample_linear1d",
+    kind="functional",
+    jvp=jvp.upsample_linear1d_default,
+    vjp=vjp.upsample_linear1d_default,
+    arguments=("self", "output_size", "align_corners", "scales"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=806,
+)
+
+
+KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
+    name="upsample_bicubic2d",
+    kind="functional",
+    jvp=jvp.upsample_bicubic2d_default,
+    vjp=vjp.upsample_bicubic2d_default,
+    arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=814,
+)
+
+
+KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
+    name="upsample_trilinear3d",
+    kind="functional",
+    jvp=jvp.upsample_trilinear3d_default,
+    vjp=vjp.upsample_trilinear3d_default,
+    arguments=(
+        "self",
+        "output_size",
+        "align_corners",
+        "scales_d",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=822,
+)
+
+
+KERNELS[aten.log10.default] = KernelInfo(
+    name="log10",
+    kind="functional",
+    jvp=jvp.log10_default,
+    vjp=vjp.log10_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=834,
+)
+
+
+KERNELS[aten.log10_.default] = KernelInfo(
+    name="log10_",
+    kind="inplace",
+    jvp=jvp.log10__default,
+    vjp=vjp.log10__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="log10",
+    spec_line=834,
+)
+
+
+KERNELS[aten.asinh.default] = KernelInfo(
+    name="asinh",
+    kind="functional",
+    jvp=jvp.asinh_default,
+    vjp=vjp.asinh_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=839,
+)
+
+
+KERNELS[aten.asinh_.default] = KernelInfo(
+    name="asinh_",
+    kind="inplace",
+    jvp=jvp.asinh__default,
+    vjp=vjp.asinh__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="asinh",
+    spec_line=839,
+)
+
+
+KERNELS[aten.atanh.default] = KernelInfo(
+    name="atanh",
+    kind="functional",
+    jvp=jvp.atanh_default,
+    vjp=vjp.atanh_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=843,
+)
+
+
+KERNELS[aten.atanh_.default] = KernelInfo(
+    name="atanh_",
+    kind="inplace",
+    jvp=jvp.atanh__default,
+    vjp=vjp.atanh__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="atanh",
+    spec_line=843,
+)
+
+
+KERNELS[aten.erfc.default] = KernelInfo(
+    name="erfc",
+    kind="functional",
+    jvp=jvp.erfc_default,
+    vjp=vjp.erfc_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=848,
+)
+
+
+KERNELS[aten.erfc_.default] = KernelInfo(
+    name="erfc_",
+    kind="inplace",
+    jvp=jvp.erfc__default,
+    vjp=vjp.erfc__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="erfc",
+    spec_line=848,
+)
+
+
+KERNELS[aten.erfinv.default] = KernelInfo(
+    name="erfinv",
+    kind="functional",
+    jvp=jvp.erfinv_default,
+    vjp=vjp.erfinv_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=852,
+)
+
+
+KERNELS[aten.erfinv_.default] = KernelInfo(
+    name="erfinv_",
+    kind="inplace",
+    jvp=jvp.erfinv__default,
+    vjp=vjp.erfinv__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from="erfinv",
+    spec_line=852,
+)
+
+
+KERNELS[aten.lgamma.default] = KernelInfo(
+    name="lgamma",
+    kind="functional",
+    jvp=jvp.lgamma_default,
+    vjp=vjp.lgamma_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=857,
+)
+
+
+KERNELS[aten.lgamma_.default] = KernelInfo(
+    name="lgamma_",
+    kind="inplace",
+    jvp=jvp.lgamma__default,
+    vjp=vjp.lgamma__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="lgamma",
+    spec_line=857,
+)
+
+
+KERNELS[aten.digamma.default] = KernelInfo(
+    name="digamma",
+    kind="functional",
+    jvp=jvp.digamma_default,
+    vjp=vjp.digamma_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=862,
+)
+
+
+KERNELS[aten.digamma_.default] = KernelInfo(
+    name="digamma_",
+    kind="inplace",
+    jvp=jvp.digamma__default,
+    vjp=vjp.digamma__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="digamma",
+    spec_line=862,
+)
+
+
+KERNELS[aten.polygamma.default] = KernelInfo(
+    name="polygamma",
+    kind="functional",
+    jvp=jvp.polygamma_default,
+    vjp=vjp.polygamma_default,
+    arguments=("n", "self"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=867,
+)
+
+
+KERNELS[aten.mvlgamma.default] = KernelInfo(
+    name="mvlgamma",
+    kind="functional",
+    jvp=jvp.mvlgamma_default,
+    vjp=vjp.mvlgamma_default,
+    arguments=("self", "p"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=874,
+)
+
+
+KERNELS[aten.mvlgamma_.default] = KernelInfo(
+    name="mvlgamma_",
+    kind="inplace",
+    jvp=jvp.mvlgamma__default,
+    vjp=vjp.mvlgamma__default,
+    arguments=("self", "p"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="mvlgamma",
+    spec_line=874,
+)
+
+
+KERNELS[aten.logit.default] = KernelInfo(
+    name="logit",
+    kind="functional",
+    jvp=jvp.logit_default,
+    vjp=vjp.logit_default,
+    arguments=("self", "eps"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=881,
+)
+
+
+KERNELS[aten.logit_.default] = KernelInfo(
+    name="logit_",
+    kind="inplace",
+    jvp=jvp.logit__default,
+    vjp=vjp.logit__default,
+    arguments=("self", "eps"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="logit",
+    spec_line=881,
+)
+
+
+KERNELS[aten.sinc.default] = KernelInfo(
+    name="sinc",
+    kind="functional",
+    jvp=jvp.sinc_default,
+    vjp=vjp.sinc_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=888,
+)
+
+
+KERNELS[aten.sinc_.default] = KernelInfo(
+    name="sinc_",
+    kind="inplace",
+    jvp=jvp.sinc__default,
+    vjp=vjp.sinc__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="sinc",
+    spec_line=888,
+)
+
+
+KERNELS[aten.i0.default] = KernelInfo(
+    name="i0",
+    kind="functional",
+    jvp=jvp.i0_default,
+    vjp=vjp.i0_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=892,
+)
+
+
+KERNELS[aten.i0_.default] = KernelInfo(
+    name="i0_",
+    kind="inplace",
+    jvp=jvp.i0__default,
+    vjp=vjp.i0__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="i0",
+    spec_line=892,
+)
+
+
+KERNELS[aten.special_i0e.default] = KernelInfo(
+    name="special_i0e",
+    kind="functional",
+    jvp=jvp.special_i0e_default,
+    vjp=vjp.special_i0e_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=896,
+)
+
+
+KERNELS[aten.special_i1.default] = KernelInfo(
+    name="special_i1",
+    kind="functional",
+    jvp=jvp.special_i1_default,
+    vjp=vjp.special_i1_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=900,
+)
+
+
+KERNELS[aten.special_i1e.default] = KernelInfo(
+    name="special_i1e",
+    kind="functional",
+    jvp=jvp.special_i1e_default,
+    vjp=vjp.special_i1e_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=904,
+)
+
+
+KERNELS[aten.special_ndtr.default] = KernelInfo(
+    name="special_ndtr",
+    kind="functional",
+    jvp=jvp.special_ndtr_default,
+    vjp=vjp.special_ndtr_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=908,
+)
+
+
+KERNELS[aten.special_log_ndtr.default] = KernelInfo(
+    name="special_log_ndtr",
+    kind="functional",
+    jvp=jvp.special_log_ndtr_default,
+    vjp=vjp.special_log_ndtr_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=912,
+)
+
+
+KERNELS[aten.special_erfcx.default] = KernelInfo(
+    name="special_erfcx",
+    kind="functional",
+    jvp=jvp.special_erfcx_default,
+    vjp=vjp.special_erfcx_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=916,
+)
+
+
+KERNELS[aten.special_entr.default] = KernelInfo(
+    name="special_entr",
+    kind="functional",
+    jvp=jvp.special_entr_default,
+    vjp=vjp.special_entr_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=920,
+)
+
+
+KERNELS[aten.sgn.default] = KernelInfo(
+    name="sgn",
+    kind="functional",
+    jvp=jvp.sgn_default,
+    vjp=vjp.sgn_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=925,
+)
+
+
+KERNELS[aten.sgn_.default] = KernelInfo(
+    name="sgn_",
+    kind="inplace",
+    jvp=jvp.sgn__default,
+    vjp=vjp.sgn__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    derived_from="sgn",
+    spec_line=925,
+)
+
+
+KERNELS[aten.angle.default] = KernelInfo(
+    name="angle",
+    kind="functional",
+    jvp=jvp.angle_default,
+    vjp=vjp.angle_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=931,
+)
+
+
+KERNELS[aten.sign.default] = KernelInfo(
+    name="sign",
+    kind="functional",
+    jvp=jvp.sign_default,
+    vjp=vjp.sign_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=936,
+)
+
+
+KERNELS[aten.sign_.default] = KernelInfo(
+    name="sign_",
+    kind="inplace",
+    jvp=jvp.sign__default,
+    vjp=vjp.sign__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="sign",
+    spec_line=936,
+)
+
+
+KERNELS[aten.ceil.default] = KernelInfo(
+    name="ceil",
+    kind="functional",
+    jvp=jvp.ceil_default,
+    vjp=vjp.ceil_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=940,
+)
+
+
+KERNELS[aten.ceil_.default] = KernelInfo(
+    name="ceil_",
+    kind="inplace",
+    jvp=jvp.ceil__default,
+    vjp=vjp.ceil__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="ceil",
+    spec_line=940,
+)
+
+
+KERNELS[aten.floor.default] = KernelInfo(
+    name="floor",
+    kind="functional",
+    jvp=jvp.floor_default,
+    vjp=vjp.floor_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=944,
+)
+
+
+KERNELS[aten.floor_.default] = KernelInfo(
+    name="floor_",
+    kind="inplace",
+    jvp=jvp.floor__default,
+    vjp=vjp.floor__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="floor",
+    spec_line=944,
+)
+
+
+KERNELS[aten.trunc.default] = KernelInfo(
+    name="trunc",
+    kind="functional",
+    jvp=jvp.trunc_default,
+    vjp=vjp.trunc_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=948,
+)
+
+
+KERNELS[aten.trunc_.default] = KernelInfo(
+    name="trunc_",
+    kind="inplace",
+    jvp=jvp.trunc__default,
+    vjp=vjp.trunc__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="trunc",
+    spec_line=948,
+)
+
+
+KERNELS[aten.round.default] = KernelInfo(
+    name="round",
+    kind="functional",
+    jvp=jvp.round_default,
+    vjp=vjp.round_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=952,
+)
+
+
+KERNELS[aten.round_.default] = KernelInfo(
+    name="round_",
+    kind="inplace",
+    jvp=jvp.round__default,
+    vjp=vjp.round__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="round",
+    spec_line=952,
+)
+
+
+KERNELS[aten.round.decimals] = KernelInfo(
+    name="round.decimals",
+    kind="functional",
+    jvp=jvp.round_decimals,
+    vjp=vjp.round_decimals,
+    arguments=("self", "decimals"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=956,
+)
+
+
+KERNELS[aten.round_.decimals] = KernelInfo(
+    name="round_.decimals",
+    kind="inplace",
+    jvp=jvp.round__decimals,
+    vjp=vjp.round__decimals,
+    arguments=("self", "decimals"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="round.decimals",
+    spec_line=956,
+)
+
+
+KERNELS[aten.frac.default] = KernelInfo(
+    name="frac",
+    kind="functional",
+    jvp=jvp.frac_default,
+    vjp=vjp.frac_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=961,
+)
+
+
+KERNELS[aten.frac_.default] = KernelInfo(
+    name="frac_",
+    kind="inplace",
+    jvp=jvp.frac__default,
+    vjp=vjp.frac__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="frac",
+    spec_line=961,
+)
+
+
+KERNELS[aten.deg2rad.default] = KernelInfo(
+    name="deg2rad",
+    kind="functional",
+    jvp=jvp.deg2rad_default,
+    vjp=vjp.deg2rad_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=965,
+)
+
+
+KERNELS[aten.deg2rad_.default] = KernelInfo(
+    name="deg2rad_",
+    kind="inplace",
+    jvp=jvp.deg2rad__default,
+    vjp=vjp.deg2rad__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="deg2rad",
+    spec_line=965,
+)
+
+
+KERNELS[aten.rad2deg.default] = KernelInfo(
+    name="rad2deg",
+    kind="functional",
+    jvp=jvp.rad2deg_default,
+    vjp=vjp.rad2deg_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=969,
+)
+
+
+KERNELS[aten.rad2deg_.default] = KernelInfo(
+    name="rad2deg_",
+    kind="inplace",
+    jvp=jvp.rad2deg__default,
+    vjp=vjp.rad2deg__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="rad2deg",
+    spec_line=969,
+)
+
+
+KERNELS[aten.nan_to_num.default] = KernelInfo(
+    name="nan_to_num",
+    kind="functional",
+    jvp=jvp.nan_to_num_default,
+    vjp=vjp.nan_to_num_default,
+    arguments=("self", "nan", "posinf", "neginf"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=973,
+)
+
+
+KERNELS[aten.nan_to_num_.default] = KernelInfo(
+    name="nan_to_num_",
+    kind="inplace",
+    jvp=jvp.nan_to_num__default,
+    vjp=vjp.nan_to_num__default,
+    arguments=("self", "nan", "posinf", "neginf"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="nan_to_num",
+    spec_line=973,
+)
+
+
+KERNELS[aten.frexp.Tensor] = KernelInfo(
+    name="frexp.Tensor",
+    kind="functional",
+    jvp=jvp.frexp_Tensor,
+    vjp=vjp.frexp_Tensor,
+    arguments=("self",),
+    outputs=("mantissa", "exponent"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("mantissa",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=977,
+)
+
+
+KERNELS[aten.hardswish.default] = KernelInfo(
+    name="hardswish",
+    kind="functional",
+    jvp=jvp.hardswish_default,
+    vjp=vjp.hardswish_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=984,
+)
+
+
+KERNELS[aten.hardswish_.default] = KernelInfo(
+    name="hardswish_",
+    kind="inplace",
+    jvp=jvp.hardswish__default,
+    vjp=vjp.hardswish__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="hardswish",
+    spec_line=984,
+)
+
+
+KERNELS[aten.hardsigmoid.default] = KernelInfo(
+    name="hardsigmoid",
+    kind="functional",
+    jvp=jvp.hardsigmoid_default,
+    vjp=vjp.hardsigmoid_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=988,
+)
+
+
+KERNELS[aten.hardsigmoid_.default] = KernelInfo(
+    name="hardsigmoid_",
+    kind="inplace",
+    jvp=jvp.hardsigmoid__default,
+    vjp=vjp.hardsigmoid__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="hardsigmoid",
+    spec_line=988,
+)
+
+
+KERNELS[aten.hardtanh.default] = KernelInfo(
+    name="hardtanh",
+    kind="functional",
+    jvp=jvp.hardtanh_default,
+    vjp=vjp.hardtanh_default,
+    arguments=("self", "min_val", "max_val"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=992,
+)
+
+
+KERNELS[aten.hardtanh_.default] = KernelInfo(
+    name="hardtanh_",
+    kind="inplace",
+    jvp=jvp.hardtanh__default,
+    vjp=vjp.hardtanh__default,
+    arguments=("self", "min_val", "max_val"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="hardtanh",
+    spec_line=992,
+)
+
+
+KERNELS[aten.leaky_relu.default] = KernelInfo(
+    name="leaky_relu",
+    kind="functional",
+    jvp=jvp.leaky_relu_default,
+    vjp=vjp.leaky_relu_default,
+    arguments=("self", "negative_slope"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=997,
+)
+
+
+KERNELS[aten.leaky_relu_.default] = KernelInfo(
+    name="leaky_relu_",
+    kind="inplace",
+    jvp=jvp.leaky_relu__default,
+    vjp=vjp.leaky_relu__default,
+    arguments=("self", "negative_slope"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="leaky_relu",
+    spec_line=997,
+)
+
+
+KERNELS[aten.elu.default] = KernelInfo(
+    name="elu",
+    kind="functional",
+    jvp=jvp.elu_default,
+    vjp=vjp.elu_default,
+    arguments=("self", "alpha", "scale", "input_scale"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1002,
+)
+
+
+KERNELS[aten.elu_.default] = KernelInfo(
+    name="elu_",
+    kind="inplace",
+    jvp=jvp.elu__default,
+    vjp=vjp.elu__default,
+    arguments=("self", "alpha", "scale", "input_scale"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="elu",
+    spec_line=1002,
+)
+
+
+KERNELS[aten.celu.default] = KernelInfo(
+    name="celu",
+    kind="functional",
+    jvp=jvp.celu_default,
+    vjp=vjp.celu_default,
+    arguments=("self", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1009,
+)
+
+
+KERNELS[aten.celu_.default] = KernelInfo(
+    name="celu_",
+    kind="inplace",
+    jvp=jvp.celu__default,
+    vjp=vjp.celu__default,
+    arguments=("self", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="celu",
+    spec_line=1009,
+)
+
+
+KERNELS[aten.silu.default] = KernelInfo(
+    name="silu",
+    kind="functional",
+    jvp=jvp.silu_default,
+    vjp=vjp.silu_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1016,
+)
+
+
+KERNELS[aten.silu_.default] = KernelInfo(
+    name="silu_",
+    kind="inplace",
+    jvp=jvp.silu__default,
+    vjp=vjp.silu__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="silu",
+    spec_line=1016,
+)
+
+
+KERNELS[aten.mish.default] = KernelInfo(
+    name="mish",
+    kind="functional",
+    jvp=jvp.mish_default,
+    vjp=vjp.mish_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1020,
+)
+
+
+KERNELS[aten.mish_.default] = KernelInfo(
+    name="mish_",
+    kind="inplace",
+    jvp=jvp.mish__default,
+    vjp=vjp.mish__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="mish",
+    spec_line=1020,
+)
+
+
+KERNELS[aten.gelu.default] = KernelInfo(
+    name="gelu",
+    kind="functional",
+    jvp=jvp.gelu_default,
+    vjp=vjp.gelu_default,
+    arguments=("self", "approximate"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1024,
+)
+
+
+KERNELS[aten.gelu_.default] = KernelInfo(
+    name="gelu_",
+    kind="inplace",
+    jvp=jvp.gelu__default,
+    vjp=vjp.gelu__default,
+    arguments=("self", "approximate"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="gelu",
+    spec_line=1024,
+)
+
+
+KERNELS[aten.softplus.default] = KernelInfo(
+    name="softplus",
+    kind="functional",
+    jvp=jvp.softplus_default,
+    vjp=vjp.softplus_default,
+    arguments=("self", "beta", "threshold"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1028,
+)
+
+
+KERNELS[aten.threshold.default] = KernelInfo(
+    name="threshold",
+    kind="functional",
+    jvp=jvp.threshold_default,
+    vjp=vjp.threshold_default,
+    arguments=("self", "threshold", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1035,
+)
+
+
+KERNELS[aten.threshold_.default] = KernelInfo(
+    name="threshold_",
+    kind="inplace",
+    jvp=jvp.threshold__default,
+    vjp=vjp.threshold__default,
+    arguments=("self", "threshold", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="threshold",
+    spec_line=1035,
+)
+
+
+KERNELS[aten.softshrink.default] = KernelInfo(
+    name="softshrink",
+    kind="functional",
+    jvp=jvp.softshrink_default,
+    vjp=vjp.softshrink_default,
+    arguments=("self", "lambd"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1040,
+)
+
+
+KERNELS[aten.hardshrink.default] = KernelInfo(
+    name="hardshrink",
+    kind="functional",
+    jvp=jvp.hardshrink_default,
+    vjp=vjp.hardshrink_default,
+    arguments=("self", "lambd"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1045,
+)
+
+
+KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
+    name="log_sigmoid_forward",
+    kind="functional",
+    jvp=jvp.log_sigmoid_forward_default,
+    vjp=vjp.log_sigmoid_forward_default,
+    arguments=("self",),
+    outputs=("output", "buffer"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("output",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1050,
+)
+
+
+KERNELS[aten._prelu_kernel.default] = KernelInfo(
+    name="_prelu_kernel",
+    kind="functional",
+    jvp=jvp._prelu_kernel_default,
+    vjp=vjp._prelu_kernel_default,
+    arguments=("self", "weight"),
+    outputs=("result",),
+    differentiable_inputs=("self", "weight"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1055,
+)
+
+
+KERNELS[aten.clamp_min.default] = KernelInfo(
+    name="clamp_min",
+    kind="functional",
+    jvp=jvp.clamp_min_default,
+    vjp=vjp.clamp_min_default,
+    arguments=("self", "min"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1065,
+)
+
+
+KERNELS[aten.clamp_min_.default] = KernelInfo(
+    name="clamp_min_",
+    kind="inplace",
+    jvp=jvp.clamp_min__default,
+    vjp=vjp.clamp_min__default,
+    arguments=("self", "min"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="clamp_min",
+    spec_line=1065,
+)
+
+
+KERNELS[aten.clamp_max.default] = KernelInfo(
+    name="clamp_max",
+    kind="functional",
+    jvp=jvp.clamp_max_default,
+    vjp=vjp.clamp_max_default,
+    arguments=("self", "max"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1070,
+)
+
+
+KERNELS[aten.clamp_max_.default] = KernelInfo(
+    name="clamp_max_",
+    kind="inplace",
+    jvp=jvp.clamp_max__default,
+    vjp=vjp.clamp_max__default,
+    arguments=("self", "max"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="clamp_max",
+    spec_line=1070,
+)
+
+
+KERNELS[aten.clamp_min.Tensor] = KernelInfo(
+    name="clamp_min.Tensor",
+    kind="functional",
+    jvp=jvp.clamp_min_Tensor,
+    vjp=vjp.clamp_min_Tensor,
+    arguments=("self", "min"),
+    outputs=("result",),
+    differentiable_inputs=("self", "min"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1075,
+)
+
+
+KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
+    name="clamp_min_.Tensor",
+    kind="inplace",
+    jvp=jvp.clamp_min__Tensor,
+    vjp=vjp.clamp_min__Tensor,
+    arguments=("self", "min"),
+    outputs=("result",),
+    differentiable_inputs=("self", "min"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="clamp_min.Tensor",
+    spec_line=1075,
+)
+
+
+KERNELS[aten.clamp_max.Tensor] = KernelInfo(
+    name="clamp_max.Tensor",
+    kind="functional",
+    jvp=jvp.clamp_max_Tensor,
+    vjp=vjp.clamp_max_Tensor,
+    arguments=("self", "max"),
+    outputs=("result",),
+    differentiable_inputs=("self", "max"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1081,
+)
+
+
+KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
+    name="clamp_max_.Tensor",
+    kind="inplace",
+    jvp=jvp.clamp_max__Tensor,
+    vjp=vjp.clamp_max__Tensor,
+    arguments=("self", "max"),
+    outputs=("result",),
+    differentiable_inputs=("self", "max"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="clamp_max.Tensor",
+    spec_line=1081,
+)
+
+
+KERNELS[aten.copysign.Tensor] = KernelInfo(
+    name="copysign.Tensor",
+    kind="functional",
+    jvp=jvp.copysign_Tensor,
+    vjp=vjp.copysign_Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1087,
+)
+
+
+KERNELS[aten.copysign_.Tensor] = KernelInfo(
+    name="copysign_.Tensor",
+    kind="inplace",
+    jvp=jvp.copysign__Tensor,
+    vjp=vjp.copysign__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    derived_from="copysign.Tensor",
+    spec_line=1087,
+)
+
+
+KERNELS[aten.copysign.Scalar] = KernelInfo(
+    name="copysign.Scalar",
+    kind="functional",
+    jvp=jvp.copysign_Scalar,
+    vjp=vjp.copysign_Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1093,
+)
+
+
+KERNELS[aten.copysign_.Scalar] = KernelInfo(
+    name="copysign_.Scalar",
+    kind="inplace",
+    jvp=jvp.copysign__Scalar,
+    vjp=vjp.copysign__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    derived_from="copysign.Scalar",
+    spec_line=1093,
+)
+
+
+KERNELS[aten.fmod.Tensor] = KernelInfo(
+    name="fmod.Tensor",
+    kind="functional",
+    jvp=jvp.fmod_Tensor,
+    vjp=vjp.fmod_Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1100,
+)
+
+
+KERNELS[aten.fmod_.Tensor] = KernelInfo(
+    name="fmod_.Tensor",
+    kind="inplace",
+    jvp=jvp.fmod__Tensor,
+    vjp=vjp.fmod__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="fmod.Tensor",
+    spec_line=1100,
+)
+
+
+KERNELS[aten.fmod.Scalar] = KernelInfo(
+    name="fmod.Scalar",
+    kind="functional",
+    jvp=jvp.fmod_Scalar,
+    vjp=vjp.fmod_Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1106,
+)
+
+
+KERNELS[aten.fmod_.Scalar] = KernelInfo(
+    name="fmod_.Scalar",
+    kind="inplace",
+    jvp=jvp.fmod__Scalar,
+    vjp=vjp.fmod__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="fmod.Scalar",
+    spec_line=1106,
+)
+
+
+KERNELS[aten.remainder.Tensor] = KernelInfo(
+    name="remainder.Tensor",
+    kind="functional",
+    jvp=jvp.remainder_Tensor,
+    vjp=vjp.remainder_Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1111,
+)
+
+
+KERNELS[aten.remainder_.Tensor] = KernelInfo(
+    name="remainder_.Tensor",
+    kind="inplace",
+    jvp=jvp.remainder__Tensor,
+    vjp=vjp.remainder__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="remainder.Tensor",
+    spec_line=1111,
+)
+
+
+KERNELS[aten.remainder.Scalar] = KernelInfo(
+    name="remainder.Scalar",
+    kind="functional",
+    jvp=jvp.remainder_Scalar,
+    vjp=vjp.remainder_Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1117,
+)
+
+
+KERNELS[aten.remainder_.Scalar] = KernelInfo(
+    name="remainder_.Scalar",
+    kind="inplace",
+    jvp=jvp.remainder__Scalar,
+    vjp=vjp.remainder__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="remainder.Scalar",
+    spec_line=1117,
+)
+
+
+KERNELS[aten.div.Tensor_mode] = KernelInfo(
+    name="div.Tensor_mode",
+    kind="functional",
+    jvp=jvp.div_Tensor_mode,
+    vjp=vjp.div_Tensor_mode,
+    arguments=("self", "other", "rounding_mode"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1122,
+)
+
+
+KERNELS[aten.div_.Tensor_mode] = KernelInfo(
+    name="div_.Tensor_mode",
+    kind="inplace",
+    jvp=jvp.div__Tensor_mode,
+    vjp=vjp.div__Tensor_mode,
+    arguments=("self", "other", "rounding_mode"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from="div.Tensor_mode",
+    spec_line=1122,
+)
+
+
+KERNELS[aten.div.Scalar_mode] = KernelInfo(
+    name="div.Scalar_mode",
+    kind="functional",
+    jvp=jvp.div_Scalar_mode,
+    vjp=vjp.div_Scalar_mode,
+    arguments=("self", "other", "rounding_mode"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1128,
+)
+
+
+KERNELS[aten.div_.Scalar_mode] = KernelInfo(
+    name="div_.Scalar_mode",
+    kind="inplace",
+    jvp=jvp.div__Scalar_mode,
+    vjp=vjp.div__Scalar_mode,
+    arguments=("self", "other", "rounding_mode"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="div.Scalar_mode",
+    spec_line=1128,
+)
+
+
+KERNELS[aten.fmax.default] = KernelInfo(
+    name="fmax",
+    kind="functional",
+    jvp=jvp.fmax_default,
+    vjp=vjp.fmax_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1133,
+)
+
+
+KERNELS[aten.fmin.default] = KernelInfo(
+    name="fmin",
+    kind="functional",
+    jvp=jvp.fmin_default,
+    vjp=vjp.fmin_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1138,
+)
+
+
+KERNELS[aten.hypot.default] = KernelInfo(
+    name="hypot",
+    kind="functional",
+    jvp=jvp.hypot_default,
+    vjp=vjp.hypot_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1143,
+)
+
+
+KERNELS[aten.hypot_.default] = KernelInfo(
+    name="hypot_",
+    kind="inplace",
+    jvp=jvp.hypot__default,
+    vjp=vjp.hypot__default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    derived_from="hypot",
+    spec_line=1143,
+)
+
+
+KERNELS[aten.logaddexp.default] = KernelInfo(
+    name="logaddexp",
+    kind="functional",
+    jvp=jvp.logaddexp_default,
+    vjp=vjp.logaddexp_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1149,
+)
+
+
+KERNELS[aten.logaddexp2.default] = KernelInfo(
+    name="logaddexp2",
+    kind="functional",
+    jvp=jvp.logaddexp2_default,
+    vjp=vjp.logaddexp2_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1154,
+)
+
+
+KERNELS[aten.ldexp.Tensor] = KernelInfo(
+    name="ldexp.Tensor",
+    kind="functional",
+    jvp=jvp.ldexp_Tensor,
+    vjp=vjp.ldexp_Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1159,
+)
+
+
+KERNELS[aten.xlogy.Tensor] = KernelInfo(
+    name="xlogy.Tensor",
+    kind="functional",
+    jvp=jvp.xlogy_Tensor,
+    vjp=vjp.xlogy_Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1164,
+)
+
+
+KERNELS[aten.xlogy_.Tensor] = KernelInfo(
+    name="xlogy_.Tensor",
+    kind="inplace",
+    jvp=jvp.xlogy__Tensor,
+    vjp=vjp.xlogy__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="xlogy.Tensor",
+    spec_line=1164,
+)
+
+
+KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
+    name="xlogy.Scalar_Self",
+    kind="functional",
+    jvp=jvp.xlogy_Scalar_Self,
+    vjp=vjp.xlogy_Scalar_Self,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("other",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1170,
+)
+
+
+KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
+    name="xlogy.Scalar_Other",
+    kind="functional",
+    jvp=jvp.xlogy_Scalar_Other,
+    vjp=vjp.xlogy_Scalar_Other,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1175,
+)
+
+
+KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
+    name="xlogy_.Scalar_Other",
+    kind="inplace",
+    jvp=jvp.xlogy__Scalar_Other,
+    vjp=vjp.xlogy__Scalar_Other,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="xlogy.Scalar_Other",
+    spec_line=1175,
+)
+
+
+KERNELS[aten.special_xlog1py.default] = KernelInfo(
+    name="special_xlog1py",
+    kind="functional",
+    jvp=jvp.special_xlog1py_default,
+    vjp=vjp.special_xlog1py_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1180,
+)
+
+
+KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
+    name="special_xlog1py.self_scalar",
+    kind="functional",
+    jvp=jvp.special_xlog1py_self_scalar,
+    vjp=vjp.special_xlog1py_self_scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("other",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1186,
+)
+
+
+KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
+    name="special_xlog1py.other_scalar",
+    kind="functional",
+    jvp=jvp.special_xlog1py_other_scalar,
+    vjp=vjp.special_xlog1py_other_scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1191,
+)
+
+
+KERNELS[aten.clamp.Tensor] = KernelInfo(
+    name="clamp.Tensor",
+    kind="functional",
+    jvp=jvp.clamp_Tensor,
+    vjp=vjp.clamp_Tensor,
+    arguments=("self", "min", "max"),
+    outputs=("result",),
+    differentiable_inputs=("self", "min", "max"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1198,
+)
+
+
+KERNELS[aten.clamp_.Tensor] = KernelInfo(
+    name="clamp_.Tensor",
+    kind="inplace",
+    jvp=jvp.clamp__Tensor,
+    vjp=vjp.clamp__Tensor,
+    arguments=("self", "min", "max"),
+    outputs=("result",),
+    differentiable_inputs=("self", "min", "max"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="clamp.Tensor",
+    spec_line=1198,
+)
+
+
+KERNELS[aten.lerp.Scalar] = KernelInfo(
+    name="lerp.Scalar",
+    kind="functional",
+    jvp=jvp.lerp_Scalar,
+    vjp=vjp.lerp_Scalar,
+    arguments=("self", "end", "weight"),
+    outputs=("result",),
+    differentiable_inputs=("self", "end"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1206,
+)
+
+
+KERNELS[aten.lerp_.Scalar] = KernelInfo(
+    name="lerp_.Scalar",
+    kind="inplace",
+    jvp=jvp.lerp__Scalar,
+    vjp=vjp.lerp__Scalar,
+    arguments=("self", "end", "weight"),
+    outputs=("result",),
+    differentiable_inputs=("self", "end"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="lerp.Scalar",
+    spec_line=1206,
+)
+
+
+KERNELS[aten.lerp.Tensor] = KernelInfo(
+    name="lerp.Tensor",
+    kind="functional",
+    jvp=jvp.lerp_Tensor,
+    vjp=vjp.lerp_Tensor,
+    arguments=("self", "end", "weight"),
+    outputs=("result",),
+    differentiable_inputs=("self", "end", "weight"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1214,
+)
+
+
+KERNELS[aten.lerp_.Tensor] = KernelInfo(
+    name="lerp_.Tensor",
+    kind="inplace",
+    jvp=jvp.lerp__Tensor,
+    vjp=vjp.lerp__Tensor,
+    arguments=("self", "end", "weight"),
+    outputs=("result",),
+    differentiable_inputs=("self", "end", "weight"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="lerp.Tensor",
+    spec_line=1214,
+)
+
+
+KERNELS[aten.addcmul.default] = KernelInfo(
+    name="addcmul",
+    kind="functional",
+    jvp=jvp.addcmul_default,
+    vjp=vjp.addcmul_default,
+    arguments=("self", "tensor1", "tensor2", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "tensor1", "tensor2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1220,
+)
+
+
+KERNELS[aten.addcmul_.default] = KernelInfo(
+    name="addcmul_",
+    kind="inplace",
+    jvp=jvp.addcmul__default,
+    vjp=vjp.addcmul__default,
+    arguments=("self", "tensor1", "tensor2", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "tensor1", "tensor2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="addcmul",
+    spec_line=1220,
+)
+
+
+KERNELS[aten.addcdiv.default] = KernelInfo(
+    name="addcdiv",
+    kind="functional",
+    jvp=jvp.addcdiv_default,
+    vjp=vjp.addcdiv_default,
+    arguments=("self", "tensor1", "tensor2", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "tensor1", "tensor2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1229,
+)
+
+
+KERNELS[aten.addcdiv_.default] = KernelInfo(
+    name="addcdiv_",
+    kind="inplace",
+    jvp=jvp.addcdiv__default,
+    vjp=vjp.addcdiv__default,
+    arguments=("self", "tensor1", "tensor2", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "tensor1", "tensor2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="addcdiv",
+    spec_line=1229,
+)
+
+
+KERNELS[aten.nextafter.default] = KernelInfo(
+    name="nextafter",
+    kind="functional",
+    jvp=jvp.nextafter_default,
+    vjp=vjp.nextafter_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1238,
+)
+
+
+KERNELS[aten.nextafter_.default] = KernelInfo(
+    name="nextafter_",
+    kind="inplace",
+    jvp=jvp.nextafter__default,
+    vjp=vjp.nextafter__default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="nextafter",
+    spec_line=1238,
+)
+
+
+KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
+    name="rrelu_with_noise",
+    kind="functional",
+    jvp=jvp.rrelu_with_noise_default,
+    vjp=vjp.rrelu_with_noise_default,
+    arguments=("self", "noise", "lower", "upper", "training", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1244,
+)
+
+
+KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
+    name="rrelu_with_noise_",
+    kind="inplace",
+    jvp=jvp.rrelu_with_noise__default,
+    vjp=vjp.rrelu_with_noise__default,
+    arguments=("self", "noise", "lower", "upper", "training", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="rrelu_with_noise",
+    spec_line=1244,
+)
+
+
+KERNELS[aten.complex.default] = KernelInfo(
+    name="complex",
+    kind="functional",
+    jvp=jvp.complex_default,
+    vjp=vjp.complex_default,
+    arguments=("real", "imag"),
+    outputs=("result",),
+    differentiable_inputs=("real", "imag"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1252,
+)
+
+
+KERNELS[aten.polar.default] = KernelInfo(
+    name="polar",
+    kind="functional",
+    jvp=jvp.polar_default,
+    vjp=vjp.polar_default,
+    arguments=("abs", "angle"),
+    outputs=("result",),
+    differentiable_inputs=("abs", "angle"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1257,
+)
+
+
+KERNELS[aten.diagonal.default] = KernelInfo(
+    name="diagonal",
+    kind="view",
+    jvp=jvp.diagonal_default,
+    vjp=vjp.diagonal_default,
+    arguments=("self", "offset", "dim1", "dim2"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1269,
+)
+
+
+KERNELS[aten.squeeze.dims] = KernelInfo(
+    name="squeeze.dims",
+    kind="view",
+    jvp=jvp.squeeze_dims,
+    vjp=vjp.squeeze_dims,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1276,
+)
+
+
+KERNELS[aten.unfold.default] = KernelInfo(
+    name="unfold",
+    kind="view",
+    jvp=jvp.unfold_default,
+    vjp=vjp.unfold_default,
+    arguments=("self", "dimension", "size", "step"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1282,
+)
+
+
+KERNELS[aten.narrow.default] = KernelInfo(
+    name="narrow",
+    kind="view",
+    jvp=jvp.narrow_default,
+    vjp=vjp.narrow_default,
+    arguments=("self", "dim", "start", "length"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1288,
+)
+
+
+KERNELS[aten.split.Tensor] = KernelInfo(
+    name="split.Tensor",
+    kind="view",
+    jvp=jvp.split_Tensor,
+    vjp=vjp.split_Tensor,
+    arguments=("self", "split_size", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1292,
+)
+
+
+KERNELS[aten.split_with_sizes.default] = KernelInfo(
+    name="split_with_sizes",
+    kind="view",
+    jvp=jvp.split_with_sizes_default,
+    vjp=vjp.split_with_sizes_default,
+    arguments=("self", "split_sizes", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1298,
+)
+
+
+KERNELS[aten.unbind.int] = KernelInfo(
+    name="unbind.int",
+    kind="view",
+    jvp=jvp.unbind_int,
+    vjp=vjp.unbind_int,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1304,
+)
+
+
+KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
+    name="unsafe_split.Tensor",
+    kind="functional",
+    jvp=jvp.unsafe_split_Tensor,
+    vjp=vjp.unsafe_split_Tensor,
+    arguments=("self", "split_size", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1312,
+)
+
+
+KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
+    name="unsafe_split_with_sizes",
+    kind="functional",
+    jvp=jvp.unsafe_split_with_sizes_default,
+    vjp=vjp.unsafe_split_with_sizes_default,
+    arguments=("self", "split_sizes", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1319,
+)
+
+
+KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
+    name="split_with_sizes_copy",
+    kind="functional",
+    jvp=jvp.split_with_sizes_copy_default,
+    vjp=vjp.split_with_sizes_copy_default,
+    arguments=("self", "split_sizes", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1326,
+)
+
+
+KERNELS[aten.unbind_copy.int] = KernelInfo(
+    name="unbind_copy.int",
+    kind="functional",
+    jvp=jvp.unbind_copy_int,
+    vjp=vjp.unbind_copy_int,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1333,
+)
+
+
+KERNELS[aten.alias_copy.default] = KernelInfo(
+    name="alias_copy",
+    kind="functional",
+    jvp=jvp.alias_copy_default,
+    vjp=vjp.alias_copy_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1340,
+)
+
+
+KERNELS[aten.view_copy.default] = KernelInfo(
+    name="view_copy",
+    kind="functional",
+    jvp=jvp.view_copy_default,
+    vjp=vjp.view_copy_default,
+    arguments=("self", "size"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1344,
+)
+
+
+KERNELS[aten.t_copy.default] = KernelInfo(
+    name="t_copy",
+    kind="functional",
+    jvp=jvp.t_copy_default,
+    vjp=vjp.t_copy_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1349,
+)
+
+
+KERNELS[aten.transpose_copy.int] = KernelInfo(
+    name="transpose_copy.int",
+    kind="functional",
+    jvp=jvp.transpose_copy_int,
+    vjp=vjp.transpose_copy_int,
+    arguments=("self", "dim0", "dim1"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1353,
+)
+
+
+KERNELS[aten.permute_copy.default] = KernelInfo(
+    name="permute_copy",
+    kind="functional",
+    jvp=jvp.permute_copy_default,
+    vjp=vjp.permute_copy_default,
+    arguments=("self", "dims"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1358,
+)
+
+
+KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
+    name="unsqueeze_copy",
+    kind="functional",
+    jvp=jvp.unsqueeze_copy_default,
+    vjp=vjp.unsqueeze_copy_default,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1363,
+)
+
+
+KERNELS[aten.squeeze_copy.default] = KernelInfo(
+    name="squeeze_copy",
+    kind="functional",
+    jvp=jvp.squeeze_copy_default,
+    vjp=vjp.squeeze_copy_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1367,
+)
+
+
+KERNELS[aten.squeeze_copy.dim] = KernelInfo(
+    name="squeeze_copy.dim",
+    kind="functional",
+    jvp=jvp.squeeze_copy_dim,
+    vjp=vjp.squeeze_copy_dim,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1372,
+)
+
+
+KERNELS[aten.squeeze_copy.dims] = KernelInfo(
+    name="squeeze_copy.dims",
+    kind="functional",
+    jvp=jvp.squeeze_copy_dims,
+    vjp=vjp.squeeze_copy_dims,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1377,
+)
+
+
+KERNELS[aten.unfold_copy.default] = KernelInfo(
+    name="unfold_copy",
+    kind="functional",
+    jvp=jvp.unfold_copy_default,
+    vjp=vjp.unfold_copy_default,
+    arguments=("self", "dimension", "size", "step"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1382,
+)
+
+
+KERNELS[aten.narrow_copy.default] = KernelInfo(
+    name="narrow_copy",
+    kind="functional",
+    jvp=jvp.narrow_copy_default,
+    vjp=vjp.narrow_copy_default,
+    arguments=("self", "dim", "start", "length"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1387,
+)
+
+
+KERNELS[aten.diagonal_copy.default] = KernelInfo(
+    name="diagonal_copy",
+    kind="functional",
+    jvp=jvp.diagonal_copy_default,
+    vjp=vjp.diagonal_copy_default,
+    arguments=("self", "offset", "dim1", "dim2"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1392,
+)
+
+
+KERNELS[aten.expand_copy.default] = KernelInfo(
+    name="expand_copy",
+    kind="functional",
+    jvp=jvp.expand_copy_default,
+    vjp=vjp.expand_copy_default,
+    arguments=("self", "size", "implicit"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1399,
+)
+
+
+KERNELS[aten.select_copy.int] = KernelInfo(
+    name="select_copy.int",
+    kind="functional",
+    jvp=jvp.select_copy_int,
+    vjp=vjp.select_copy_int,
+    arguments=("self", "dim", "index"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1406,
+)
+
+
+KERNELS[aten.slice_copy.Tensor] = KernelInfo(
+    name="slice_copy.Tensor",
+    kind="functional",
+    jvp=jvp.slice_copy_Tensor,
+    vjp=vjp.slice_copy_Tensor,
+    arguments=("self", "dim", "start", "end", "step"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1411,
+)
+
+
+KERNELS[aten.as_strided_copy.default] = KernelInfo(
+    name="as_strided_copy",
+    kind="functional",
+    jvp=jvp.as_strided_copy_default,
+    vjp=vjp.as_strided_copy_default,
+    arguments=("self", "size", "stride", "storage_offset"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1418,
+)
+
+
+KERNELS[aten.constant_pad_nd.default] = KernelInfo(
+    name="constant_pad_nd",
+    kind="functional",
+    jvp=jvp.constant_pad_nd_default,
+    vjp=vjp.constant_pad_nd_default,
+    arguments=("self", "pad", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1425,
+)
+
+
+KERNELS[aten.diag_embed.default] = KernelInfo(
+    name="diag_embed",
+    kind="functional",
+    jvp=jvp.diag_embed_default,
+    vjp=vjp.diag_embed_default,
+    arguments=("self", "offset", "dim1", "dim2"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1432,
+)
+
+
+KERNELS[aten.roll.default] = KernelInfo(
+    name="roll",
+    kind="functional",
+    jvp=jvp.roll_default,
+    vjp=vjp.roll_default,
+    arguments=("self", "shifts", "dims"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1440,
+)
+
+
+KERNELS[aten.flip.default] = KernelInfo(
+    name="flip",
+    kind="functional",
+    jvp=jvp.flip_default,
+    vjp=vjp.flip_default,
+    arguments=("self", "dims"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1448,
+)
+
+
+KERNELS[aten.rot90.default] = KernelInfo(
+    name="rot90",
+    kind="functional",
+    jvp=jvp.rot90_default,
+    vjp=vjp.rot90_default,
+    arguments=("self", "k", "dims"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1455,
+)
+
+
+KERNELS[aten.repeat.default] = KernelInfo(
+    name="repeat",
+    kind="functional",
+    jvp=jvp.repeat_default,
+    vjp=vjp.repeat_default,
+    arguments=("self", "repeats"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1463,
+)
+
+
+KERNELS[aten.tril.default] = KernelInfo(
+    name="tril",
+    kind="functional",
+    jvp=jvp.tril_default,
+    vjp=vjp.tril_default,
+    arguments=("self", "diagonal"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1470,
+)
+
+
+KERNELS[aten.tril_.default] = KernelInfo(
+    name="tril_",
+    kind="inplace",
+    jvp=jvp.tril__default,
+    vjp=vjp.tril__default,
+    arguments=("self", "diagonal"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="tril",
+    spec_line=1470,
+)
+
+
+KERNELS[aten.triu.default] = KernelInfo(
+    name="triu",
+    kind="functional",
+    jvp=jvp.triu_default,
+    vjp=vjp.triu_default,
+    arguments=("self", "diagonal"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1477,
+)
+
+
+KERNELS[aten.triu_.default] = KernelInfo(
+    name="triu_",
+    kind="inplace",
+    jvp=jvp.triu__default,
+    vjp=vjp.triu__default,
+    arguments=("self", "diagonal"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="triu",
+    spec_line=1477,
+)
+
+
+KERNELS[aten.pixel_shuffle.default] = KernelInfo(
+    name="pixel_shuffle",
+    kind="functional",
+    jvp=jvp.pixel_shuffle_default,
+    vjp=vjp.pixel_shuffle_default,
+    arguments=("self", "upscale_factor"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1484,
+)
+
+
+KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
+    name="pixel_unshuffle",
+    kind="functional",
+    jvp=jvp.pixel_unshuffle_default,
+    vjp=vjp.pixel_unshuffle_default,
+    arguments=("self", "downscale_factor"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1489,
+)
+
+
+KERNELS[aten.channel_shuffle.default] = KernelInfo(
+    name="channel_shuffle",
+    kind="functional",
+    jvp=jvp.channel_shuffle_default,
+    vjp=vjp.channel_shuffle_default,
+    arguments=("self", "groups"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1494,
+)
+
+
+KERNELS[aten.reflection_pad1d.default] = KernelInfo(
+    name="reflection_pad1d",
+    kind="functional",
+    jvp=jvp.reflection_pad1d_default,
+    vjp=vjp.reflection_pad1d_default,
+    arguments=("self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1501,
+)
+
+
+KERNELS[aten.reflection_pad2d.default] = KernelInfo(
+    name="reflection_pad2d",
+    kind="functional",
+    jvp=jvp.reflection_pad2d_default,
+    vjp=vjp.reflection_pad2d_default,
+    arguments=("self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1506,
+)
+
+
+KERNELS[aten.reflection_pad3d.default] = KernelInfo(
+    name="reflection_pad3d",
+    kind="functional",
+    jvp=jvp.reflection_pad3d_default,
+    vjp=vjp.reflection_pad3d_default,
+    arguments=("self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1511,
+)
+
+
+KERNELS[aten.replication_pad1d.default] = KernelInfo(
+    name="replication_pad1d",
+    kind="functional",
+    jvp=jvp.replication_pad1d_default,
+    vjp=vjp.replication_pad1d_default,
+    arguments=("self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1516,
+)
+
+
+KERNELS[aten.replication_pad2d.default] = KernelInfo(
+    name="replication_pad2d",
+    kind="functional",
+    jvp=jvp.replication_pad2d_default,
+    vjp=vjp.replication_pad2d_default,
+    arguments=("self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1521,
+)
+
+
+KERNELS[aten.replication_pad3d.default] = KernelInfo(
+    name="replication_pad3d",
+    kind="functional",
+    jvp=jvp.replication_pad3d_default,
+    vjp=vjp.replication_pad3d_default,
+    arguments=("self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1526,
+)
+
+
+KERNELS[aten.masked_fill.Scalar] = KernelInfo(
+    name="masked_fill.Scalar",
+    kind="functional",
+    jvp=jvp.masked_fill_Scalar,
+    vjp=vjp.masked_fill_Scalar,
+    arguments=("self", "mask", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1533,
+)
+
+
+KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
+    name="masked_fill_.Scalar",
+    kind="inplace",
+    jvp=jvp.masked_fill__Scalar,
+    vjp=vjp.masked_fill__Scalar,
+    arguments=("self", "mask", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="masked_fill.Scalar",
+    spec_line=1533,
+)
+
+
+KERNELS[aten.masked_fill.Tensor] = KernelInfo(
+    name="masked_fill.Tensor",
+    kind="functional",
+    jvp=jvp.masked_fill_Tensor,
+    vjp=vjp.masked_fill_Tensor,
+    arguments=("self", "mask", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "value"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1542,
+)
+
+
+KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
+    name="masked_fill_.Tensor",
+    kind="inplace",
+    jvp=jvp.masked_fill__Tensor,
+    vjp=vjp.masked_fill__Tensor,
+    arguments=("self", "mask", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "value"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="masked_fill.Tensor",
+    spec_line=1542,
+)
+
+
+KERNELS[aten.masked_select.default] = KernelInfo(
+    name="masked_select",
+    kind="functional",
+    jvp=jvp.masked_select_default,
+    vjp=vjp.masked_select_default,
+    arguments=("self", "mask"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1551,
+)
+
+
+KERNELS[aten.masked_scatter.default] = KernelInfo(
+    name="masked_scatter",
+    kind="functional",
+    jvp=jvp.masked_scatter_default,
+    vjp=vjp.masked_scatter_default,
+    arguments=("self", "mask", "source"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1560,
+)
+
+
+KERNELS[aten.masked_scatter_.default] = KernelInfo(
+    name="masked_scatter_",
+    kind="inplace",
+    jvp=jvp.masked_scatter__default,
+    vjp=vjp.masked_scatter__default,
+    arguments=("self", "mask", "source"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="masked_scatter",
+    spec_line=1560,
+)
+
+
+KERNELS[aten.index.Tensor] = KernelInfo(
+    name="index.Tensor",
+    kind="functional",
+    jvp=jvp.index_Tensor,
+    vjp=vjp.index_Tensor,
+    arguments=("self", "indices"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1570,
+)
+
+
+KERNELS[aten.index_put.default] = KernelInfo(
+    name="index_put",
+    kind="functional",
+    jvp=jvp.index_put_default,
+    vjp=vjp.index_put_default,
+    arguments=("self", "indices", "values", "accumulate"),
+    outputs=("result",),
+    differentiable_inputs=("self", "values"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1578,
+)
+
+
+KERNELS[aten.index_put_.default] = KernelInfo(
+    name="index_put_",
+    kind="inplace",
+    jvp=jvp.index_put__default,
+    vjp=vjp.index_put__default,
+    arguments=("self", "indices", "values", "accumulate"),
+    outputs=("result",),
+    differentiable_inputs=("self", "values"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="index_put",
+    spec_line=1578,
+)
+
+
+KERNELS[aten.squeeze_.dim] = KernelInfo(
+    name="squeeze_.dim",
+    kind="inplace",
+    jvp=jvp.squeeze__dim,
+    vjp=vjp.squeeze__dim,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="squeeze.dim",
+    spec_line=1591,
+)
+
+
+KERNELS[aten.squeeze_.dims] = KernelInfo(
+    name="squeeze_.dims",
+    kind="inplace",
+    jvp=jvp.squeeze__dims,
+    vjp=vjp.squeeze__dims,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="squeeze.dims",
+    spec_line=1593,
+)
+
+
+KERNELS[aten.squeeze_.default] = KernelInfo(
+    name="squeeze_",
+    kind="inplace",
+    jvp=jvp.squeeze__default,
+    vjp=vjp.squeeze__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="squeeze",
+    spec_line=1595,
+)
+
+
+KERNELS[aten.unsqueeze_.default] = KernelInfo(
+    name="unsqueeze_",
+    kind="inplace",
+    jvp=jvp.unsqueeze__default,
+    vjp=vjp.unsqueeze__default,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="unsqueeze",
+    spec_line=1597,
+)
+
+
+KERNELS[aten.t_.default] = KernelInfo(
+    name="t_",
+    kind="inplace",
+    jvp=jvp.t__default,
+    vjp=vjp.t__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="t",
+    spec_line=1599,
+)
+
+
+KERNELS[aten.transpose_.default] = KernelInfo(
+    name="transpose_",
+    kind="inplace",
+    jvp=jvp.transpose__default,
+    vjp=vjp.transpose__default,
+    arguments=("self", "dim0", "dim1"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1601,
+)
+
+
+KERNELS[aten.select_scatter.default] = KernelInfo(
+    name="select_scatter",
+    kind="functional",
+    jvp=jvp.select_scatter_default,
+    vjp=vjp.select_scatter_default,
+    arguments=("self", "src", "dim", "index"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1608,
+)
+
+
+KERNELS[aten.slice_scatter.default] = KernelInfo(
+    name="slice_scatter",
+    kind="functional",
+    jvp=jvp.slice_scatter_default,
+    vjp=vjp.slice_scatter_default,
+    arguments=("self", "src", "dim", "start", "end", "step"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1616,
+)
+
+
+KERNELS[aten.diagonal_scatter.default] = KernelInfo(
+    name="diagonal_scatter",
+    kind="functional",
+    jvp=jvp.diagonal_scatter_default,
+    vjp=vjp.diagonal_scatter_default,
+    arguments=("self", "src", "offset", "dim1", "dim2"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1624,
+)
+
+
+KERNELS[aten.fill.Scalar] = KernelInfo(
+    name="fill.Scalar",
+    kind="functional",
+    jvp=jvp.fill_Scalar,
+    vjp=vjp.fill_Scalar,
+    arguments=("self", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1632,
+)
+
+
+KERNELS[aten.block_diag.default] = KernelInfo(
+    name="block_diag",
+    kind="functional",
+    jvp=jvp.block_diag_default,
+    vjp=vjp.block_diag_default,
+    arguments=("tensors",),
+    outputs=("result",),
+    differentiable_inputs=("tensors",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1636,
+)
+
+
+KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
+    name="linalg_vector_norm",
+    kind="functional",
+    jvp=jvp.linalg_vector_norm_default,
+    vjp=vjp.linalg_vector_norm_default,
+    arguments=("self", "ord", "dim", "keepdim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1646,
+)
+
+
+KERNELS[aten.norm.Scalar] = KernelInfo(
+    name="norm.Scalar",
+    kind="functional",
+    jvp=jvp.norm_Scalar,
+    vjp=vjp.norm_Scalar,
+    arguments=("self", "p"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1656,
+)
+
+
+KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
+    name="norm.ScalarOpt_dim",
+    kind="functional",
+    jvp=jvp.norm_ScalarOpt_dim,
+    vjp=vjp.norm_ScalarOpt_dim,
+    arguments=("self", "p", "dim", "keepdim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1663,
+)
+
+
+KERNELS[aten.dist.default] = KernelInfo(
+    name="dist",
+    kind="functional",
+    jvp=jvp.dist_default,
+    vjp=vjp.dist_default,
+    arguments=("self", "other", "p"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1670,
+)
+
+
+KERNELS[aten.var.correction] = KernelInfo(
+    name="var.correction",
+    kind="functional",
+    jvp=jvp.var_correction,
+    vjp=vjp.var_correction,
+    arguments=("self", "dim", "correction", "keepdim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1678,
+)
+
+
+KERNELS[aten.std.correction] = KernelInfo(
+    name="std.correction",
+    kind="functional",
+    jvp=jvp.std_correction,
+    vjp=vjp.std_correction,
+    arguments=("self", "dim", "correction", "keepdim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1685,
+)
+
+
+KERNELS[aten.var_mean.correction] = KernelInfo(
+    name="var_mean.correction",
+    kind="functional",
+    jvp=jvp.var_mean_correction,
+    vjp=vjp.var_mean_correction,
+    arguments=("self", "dim", "correction", "keepdim"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1692,
+)
+
+
+KERNELS[aten.std_mean.correction] = KernelInfo(
+    name="std_mean.correction",
+    kind="functional",
+    jvp=jvp.std_mean_correction,
+    vjp=vjp.std_mean_correction,
+    arguments=("self", "dim", "correction", "keepdim"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1700,
+)
+
+
+KERNELS[aten.logsumexp.default] = KernelInfo(
+    name="logsumexp",
+    kind="functional",
+    jvp=jvp.logsumexp_default,
+    vjp=vjp.logsumexp_default,
+    arguments=("self", "dim", "keepdim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1708,
+)
+
+
+KERNELS[aten.nansum.default] = KernelInfo(
+    name="nansum",
+    kind="functional",
+    jvp=jvp.nansum_default,
+    vjp=vjp.nansum_default,
+    arguments=("self", "dim", "keepdim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1715,
+)
+
+
+KERNELS[aten.prod.default] = KernelInfo(
+    name="prod",
+    kind="functional",
+    jvp=jvp.prod_default,
+    vjp=vjp.prod_default,
+    arguments=("self", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1722,
+)
+
+
+KERNELS[aten.prod.dim_int] = KernelInfo(
+    name="prod.dim_int",
+    kind="functional",
+    jvp=jvp.prod_dim_int,
+    vjp=vjp.prod_dim_int,
+    arguments=("self", "dim", "keepdim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1726,
+)
+
+
+KERNELS[aten.cumsum.default] = KernelInfo(
+    name="cumsum",
+    kind="functional",
+    jvp=jvp.cumsum_default,
+    vjp=vjp.cumsum_default,
+    arguments=("self", "dim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1733,
+)
+
+
+KERNELS[aten.cumsum_.default] = KernelInfo(
+    name="cumsum_",
+    kind="inplace",
+    jvp=jvp.cumsum__default,
+    vjp=vjp.cumsum__default,
+    arguments=("self", "dim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="cumsum",
+    spec_line=1733,
+)
+
+
+KERNELS[aten.cumprod.default] = KernelInfo(
+    name="cumprod",
+    kind="functional",
+    jvp=jvp.cumprod_default,
+    vjp=vjp.cumprod_default,
+    arguments=("self", "dim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1740,
+)
+
+
+KERNELS[aten.cumprod_.default] = KernelInfo(
+    name="cumprod_",
+    kind="inplace",
+    jvp=jvp.cumprod__default,
+    vjp=vjp.cumprod__default,
+    arguments=("self", "dim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    derived_from="cumprod",
+    spec_line=1740,
+)
+
+
+KERNELS[aten.logcumsumexp.default] = KernelInfo(
+    name="logcumsumexp",
+    kind="functional",
+    jvp=jvp.logcumsumexp_default,
+    vjp=vjp.logcumsumexp_default,
+    arguments=("self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1747,
+)
+
+
+KERNELS[aten.cummax.default] = KernelInfo(
+    name="cummax",
+    kind="functional",
+    jvp=jvp.cummax_default,
+    vjp=vjp.cummax_default,
+    arguments=("self", "dim"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1754,
+)
+
+
+KERNELS[aten.cummin.default] = KernelInfo(
+    name="cummin",
+    kind="functional",
+    jvp=jvp.cummin_default,
+    vjp=vjp.cummin_default,
+    arguments=("self", "dim"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1762,
+)
+
+
+KERNELS[aten.sort.default] = KernelInfo(
+    name="sort",
+    kind="functional",
+    jvp=jvp.sort_default,
+    vjp=vjp.sort_default,
+    arguments=("self", "dim", "descending"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1770,
+)
+
+
+KERNELS[aten.sort.stable] = KernelInfo(
+    name="sort.stable",
+    kind="functional",
+    jvp=jvp.sort_stable,
+    vjp=vjp.sort_stable,
+    arguments=("self", "stable", "dim", "descending"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1778,
+)
+
+
+KERNELS[aten.topk.default] = KernelInfo(
+    name="topk",
+    kind="functional",
+    jvp=jvp.topk_default,
+    vjp=vjp.topk_default,
+    arguments=("self", "k", "dim", "largest", "sorted"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1786,
+)
+
+
+KERNELS[aten.kthvalue.default] = KernelInfo(
+    name="kthvalue",
+    kind="functional",
+    jvp=jvp.kthvalue_default,
+    vjp=vjp.kthvalue_default,
+    arguments=("self", "k", "dim", "keepdim"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1794,
+)
+
+
+KERNELS[aten.mode.default] = KernelInfo(
+    name="mode",
+    kind="functional",
+    jvp=jvp.mode_default,
+    vjp=vjp.mode_default,
+    arguments=("self", "dim", "keepdim"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1802,
+)
+
+
+KERNELS[aten.median.dim] = KernelInfo(
+    name="median.dim",
+    kind="functional",
+    jvp=jvp.median_dim,
+    vjp=vjp.median_dim,
+    arguments=("self", "dim", "keepdim"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1810,
+)
+
+
+KERNELS[aten.nanmedian.dim] = KernelInfo(
+    name="nanmedian.dim",
+    kind="functional",
+    jvp=jvp.nanmedian_dim,
+    vjp=vjp.nanmedian_dim,
+    arguments=("self", "dim", "keepdim"),
+    outputs=("values", "indices"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("values",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1818,
+)
+
+
+KERNELS[aten.median.default] = KernelInfo(
+    name="median",
+    kind="functional",
+    jvp=jvp.median_default,
+    vjp=vjp.median_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1826,
+)
+
+
+KERNELS[aten.nanmedian.default] = KernelInfo(
+    name="nanmedian",
+    kind="functional",
+    jvp=jvp.nanmedian_default,
+    vjp=vjp.nanmedian_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1831,
+)
+
+
+KERNELS[aten.max.default] = KernelInfo(
+    name="max",
+    kind="functional",
+    jvp=jvp.max_default,
+    vjp=vjp.max_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1836,
+)
+
+
+KERNELS[aten.min.default] = KernelInfo(
+    name="min",
+    kind="functional",
+    jvp=jvp.min_default,
+    vjp=vjp.min_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1841,
+)
+
+
+KERNELS[aten.aminmax.default] = KernelInfo(
+    name="aminmax",
+    kind="functional",
+    jvp=jvp.aminmax_default,
+    vjp=vjp.aminmax_default,
+    arguments=("self", "dim", "keepdim"),
+    outputs=("min", "max"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("min", "max"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1846,
+)
+
+
+KERNELS[aten.trace.default] = KernelInfo(
+    name="trace",
+    kind="functional",
+    jvp=jvp.trace_default,
+    vjp=vjp.trace_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1854,
+)
+
+
+KERNELS[aten.renorm.default] = KernelInfo(
+    name="renorm",
+    kind="functional",
+    jvp=jvp.renorm_default,
+    vjp=vjp.renorm_default,
+    arguments=("self", "p", "dim", "maxnorm"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1861,
+)
+
+
+KERNELS[aten.renorm_.default] = KernelInfo(
+    name="renorm_",
+    kind="inplace",
+    jvp=jvp.renorm__default,
+    vjp=vjp.renorm__default,
+    arguments=("self", "p", "dim", "maxnorm"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="renorm",
+    spec_line=1861,
+)
+
+
+KERNELS[aten.vdot.default] = KernelInfo(
+    name="vdot",
+    kind="functional",
+    jvp=jvp.vdot_default,
+    vjp=vjp.vdot_default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1870,
+)
+
+
+KERNELS[aten.addmv.default] = KernelInfo(
+    name="addmv",
+    kind="functional",
+    jvp=jvp.addmv_default,
+    vjp=vjp.addmv_default,
+    arguments=("self", "mat", "vec", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "mat", "vec"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1876,
+)
+
+
+KERNELS[aten.addmv_.default] = KernelInfo(
+    name="addmv_",
+    kind="inplace",
+    jvp=jvp.addmv__default,
+    vjp=vjp.addmv__default,
+    arguments=("self", "mat", "vec", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "mat", "vec"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="addmv",
+    spec_line=1876,
+)
+
+
+KERNELS[aten.addr.default] = KernelInfo(
+    name="addr",
+    kind="functional",
+    jvp=jvp.addr_default,
+    vjp=vjp.addr_default,
+    arguments=("self", "vec1", "vec2", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "vec1", "vec2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1885,
+)
+
+
+KERNELS[aten.addr_.default] = KernelInfo(
+    name="addr_",
+    kind="inplace",
+    jvp=jvp.addr__default,
+    vjp=vjp.addr__default,
+    arguments=("self", "vec1", "vec2", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "vec1", "vec2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="addr",
+    spec_line=1885,
+)
+
+
+KERNELS[aten.baddbmm.default] = KernelInfo(
+    name="baddbmm",
+    kind="functional",
+    jvp=jvp.baddbmm_default,
+    vjp=vjp.baddbmm_default,
+    arguments=("self", "batch1", "batch2", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "batch1", "batch2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1894,
+)
+
+
+KERNELS[aten.baddbmm_.default] = KernelInfo(
+    name="baddbmm_",
+    kind="inplace",
+    jvp=jvp.baddbmm__default,
+    vjp=vjp.baddbmm__default,
+    arguments=("self", "batch1", "batch2", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "batch1", "batch2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="baddbmm",
+    spec_line=1894,
+)
+
+
+KERNELS[aten.addbmm.default] = KernelInfo(
+    name="addbmm",
+    kind="functional",
+    jvp=jvp.addbmm_default,
+    vjp=vjp.addbmm_default,
+    arguments=("self", "batch1", "batch2", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "batch1", "batch2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1903,
+)
+
+
+KERNELS[aten.addbmm_.default] = KernelInfo(
+    name="addbmm_",
+    kind="inplace",
+    jvp=jvp.addbmm__default,
+    vjp=vjp.addbmm__default,
+    arguments=("self", "batch1", "batch2", "beta", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "batch1", "batch2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="addbmm",
+    spec_line=1903,
+)

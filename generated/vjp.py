@@ -11,18 +11,42 @@ import torch
 
 from dualgen.formulas import (
     amax_grad,
+    angle_grad,
     as_real_like,
     as_strided_grad,
+    block_diag_grads,
+    cat_grads,
     clamp_mask,
+    clamp_tensor_grads,
+    dist_grad,
+    dropout_scale,
+    evenly_distribute_grad,
     expand_reduced,
     inverse_permutation,
+    logit_derivative,
+    logsumexp_weights,
+    mvlgamma_derivative,
+    narrow_grad,
+    negated,
     pow_exponent_derivative,
     pow_self_derivative,
+    prod_grad,
     reduced_numel,
+    renorm_grad,
+    repeat_grad,
+    reverse_cumsum,
     scale_conj,
+    scan_grad,
+    scatter_selected,
     slice_grad,
     split_like,
+    stack_grads,
+    std_grad,
+    trace_grad,
     unbroadcast,
+    unless_rounded,
+    var_grad,
+    vector_norm_grad,
     winner_weight,
 )
 
@@ -1204,3 +1228,2720 @@ def slice_backward_default(
     # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     return (grad_output_grad,)
+
+
+def convolution_default(
+    grad,
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    result,
+):
+    """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    # functional, spec line 581
+    # input, weight, bias: torch.ops.aten.convolution_backward(grad, input, weight, None if bias is None else bias.shape, stride, padding, dilation, transposed, output_padding, groups, [True, True, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.convolution_backward(
+        grad,
+        input,
+        weight,
+        None if bias is None else bias.shape,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        [True, True, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def native_layer_norm_default(
+    grads, input, normalized_shape, weight, bias, eps, result0, result1, result2
+):
+    """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 592
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
+        grad,
+        input,
+        normalized_shape,
+        result1,
+        result2,
+        weight,
+        bias,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def native_batch_norm_default(
+    grads,
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    momentum,
+    eps,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 600
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        result1,
+        result2,
+        training,
+        eps,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def native_group_norm_default(
+    grads, input, weight, bias, N, C, HxW, group, eps, result0, result1, result2
+):
+    """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 610
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_group_norm_backward(grad, input, result1, result2, weight, N, C, HxW, group, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_group_norm_backward(
+        grad,
+        input,
+        result1,
+        result2,
+        weight,
+        N,
+        C,
+        HxW,
+        group,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def _adaptive_avg_pool2d_default(grad, self, output_size, result):
+    """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
+    # functional, spec line 621
+    # self: torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
+    self_grad = torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
+    return (self_grad,)
+
+
+def avg_pool2d_default(
+    grad,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    result,
+):
+    """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    # functional, spec line 628
+    # self: torch.ops.aten.avg_pool2d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    self_grad = torch.ops.aten.avg_pool2d_backward(
+        grad,
+        self,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
+    return (self_grad,)
+
+
+def max_pool2d_with_indices_default(
+    grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
+):
+    """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    # functional, spec line 636
+    grad = grads[0]
+    # self: torch.ops.aten.max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
+    self_grad = torch.ops.aten.max_pool2d_with_indices_backward(
+        grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1
+    )
+    return (self_grad,)
+
+
+def upsample_nearest1d_default(grad, self, output_size, scales, result):
+    """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
+    # functional, spec line 647
+    # self: torch.ops.aten.upsample_nearest1d_backward(grad, output_size, self.shape, scales)
+    self_grad = torch.ops.aten.upsample_nearest1d_backward(
+        grad, output_size, self.shape, scales
+    )
+    return (self_grad,)
+
+
+def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, result):
+    """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 654
+    # self: torch.ops.aten.upsample_nearest2d_backward(grad, output_size, self.shape, scales_h, scales_w)
+    self_grad = torch.ops.aten.upsample_nearest2d_backward(
+        grad, output_size, self.shape, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
+    """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 661
+    # input: torch.ops.aten.upsample_nearest1d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0])
+    input_grad = torch.ops.aten.upsample_nearest1d_backward(
+        grad,
+        result.shape[2:],
+        input.shape,
+        None if scale_factors is None else scale_factors[0],
+    )
+    return (input_grad,)
+
+
+def upsample_nearest2d_vec(grad, input, output_size, scale_factors, result):
+    """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 666
+    # input: torch.ops.aten.upsample_nearest2d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
+    input_grad = torch.ops.aten.upsample_nearest2d_backward(
+        grad,
+        result.shape[2:],
+        input.shape,
+        None if scale_factors is None else scale_factors[0],
+        None if scale_factors is None else scale_factors[1],
+    )
+    return (input_grad,)
+
+
+def upsample_bilinear2d_default(
+    grad, self, output_size, align_corners, scales_h, scales_w, result
+):
+    """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 671
+    # self: torch.ops.aten.upsample_bilinear2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
+    self_grad = torch.ops.aten.upsample_bilinear2d_backward(
+        grad, output_size, self.shape, align_corners, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def upsample_bilinear2d_vec(
+    grad, input, output_size, align_corners, scale_factors, result
+):
+    """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 679
+    # input: torch.ops.aten.upsample_bilinear2d_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
+    input_grad = torch.ops.aten.upsample_bilinear2d_backward(
+        grad,
+        result.shape[2:],
+        input.shape,
+        align_corners,
+        None if scale_factors is None else scale_factors[0],
+        None if scale_factors is None else scale_factors[1],
+    )
+    return (input_grad,)
+
+
+def mse_loss_default(grad, self, target, reduction, result):
+    """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    # functional, spec line 690
+    # self: torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
+    self_grad = torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
+    # target: -torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
+    target_grad = -torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
+    return (self_grad, target_grad)
+
+
+def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
+    """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
+    # functional, spec line 699
+    # self: torch.ops.aten.smooth_l1_loss_backward(grad, self, target, reduction, beta)
+    self_grad = torch.ops.aten.smooth_l1_loss_backward(
+        grad, self, target, reduction, beta
+    )
+    # target: -torch.ops.aten.smooth_l1_loss_backward(grad, self, target, reduction, beta)
+    target_grad = -torch.ops.aten.smooth_l1_loss_backward(
+        grad, self, target, reduction, beta
+    )
+    return (self_grad, target_grad)
+
+
+def huber_loss_default(grad, self, target, reduction, delta, result):
+    """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
+    # functional, spec line 708
+    # self: torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
+    self_grad = torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
+    # target: -torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
+    target_grad = -torch.ops.aten.huber_loss_backward(
+        grad, self, target, reduction, delta
+    )
+    return (self_grad, target_grad)
+
+
+def glu_default(grad, self, dim, result):
+    """aten::glu(Tensor self, int dim=-1) -> Tensor"""
+    # functional, spec line 719
+    # self: torch.ops.aten.glu_backward(grad, self, dim)
+    self_grad = torch.ops.aten.glu_backward(grad, self, dim)
+    return (self_grad,)
+
+
+def native_dropout_default(grads, input, p, train, result0, result1):
+    """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
+    # functional, spec line 728
+    grad = grads[0]
+    # input: torch.ops.aten.native_dropout_backward(grad, result1, dropout_scale(p, train))
+    input_grad = torch.ops.aten.native_dropout_backward(
+        grad, result1, dropout_scale(p, train)
+    )
+    return (input_grad,)
+
+
+def _adaptive_avg_pool3d_default(grad, self, output_size, result):
+    """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    # functional, spec line 739
+    # self: torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
+    self_grad = torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
+    return (self_grad,)
+
+
+def avg_pool3d_default(
+    grad,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    result,
+):
+    """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    # functional, spec line 746
+    # self: torch.ops.aten.avg_pool3d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    self_grad = torch.ops.aten.avg_pool3d_backward(
+        grad,
+        self,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
+    return (self_grad,)
+
+
+def max_pool3d_with_indices_default(
+    grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
+):
+    """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    # functional, spec line 754
+    grad = grads[0]
+    # self: torch.ops.aten.max_pool3d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
+    self_grad = torch.ops.aten.max_pool3d_with_indices_backward(
+        grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1
+    )
+    return (self_grad,)
+
+
+def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
+    """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
+    # functional, spec line 762
+    grad = grads[0]
+    # self: torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
+    self_grad = torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
+    return (self_grad,)
+
+
+def adaptive_max_pool3d_default(grads, self, output_size, result0, result1):
+    """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
+    # functional, spec line 770
+    grad = grads[0]
+    # self: torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
+    self_grad = torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
+    return (self_grad,)
+
+
+def upsample_nearest3d_default(
+    grad, self, output_size, scales_d, scales_h, scales_w, result
+):
+    """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 778
+    # self: torch.ops.aten.upsample_nearest3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
+    self_grad = torch.ops.aten.upsample_nearest3d_backward(
+        grad, output_size, self.shape, scales_d, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def _upsample_nearest_exact1d_default(grad, self, output_size, scales, result):
+    """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
+    # functional, spec line 785
+    # self: torch.ops.aten._upsample_nearest_exact1d_backward(grad, output_size, self.shape, scales)
+    self_grad = torch.ops.aten._upsample_nearest_exact1d_backward(
+        grad, output_size, self.shape, scales
+    )
+    return (self_grad,)
+
+
+def _upsample_nearest_exact2d_default(
+    grad, self, output_size, scales_h, scales_w, result
+):
+    """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 792
+    # self: torch.ops.aten._upsample_nearest_exact2d_backward(grad, output_size, self.shape, scales_h, scales_w)
+    self_grad = torch.ops.aten._upsample_nearest_exact2d_backward(
+        grad, output_size, self.shape, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def _upsample_nearest_exact3d_default(
+    grad, self, output_size, scales_d, scales_h, scales_w, result
+):
+    """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 799
+    # self: torch.ops.aten._upsample_nearest_exact3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
+    self_grad = torch.ops.aten._upsample_nearest_exact3d_backward(
+        grad, output_size, self.shape, scales_d, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def upsample_linear1d_default(grad, self, output_size, align_corners, scales, result):
+    """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
+    # functional, spec line 806
+    # self: torch.ops.aten.upsample_linear1d_backward(grad, output_size, self.shape, align_corners, scales)
+    self_grad = torch.ops.aten.upsample_linear1d_backward(
+        grad, output_size, self.shape, align_corners, scales
+    )
+    return (self_grad,)
+
+
+def upsample_bicubic2d_default(
+    grad, self, output_size, align_corners, scales_h, scales_w, result
+):
+    """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 814
+    # self: torch.ops.aten.upsample_bicubic2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
+    self_grad = torch.ops.aten.upsample_bicubic2d_backward(
+        grad, output_size, self.shape, align_corners, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def upsample_trilinear3d_default(
+    grad, self, output_size, align_corners, scales_d, scales_h, scales_w, result
+):
+    """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 822
+    # self: torch.ops.aten.upsample_trilinear3d_backward(grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w)
+    self_grad = torch.ops.aten.upsample_trilinear3d_backward(
+        grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def log10_default(grad, self, result):
+    """aten::log10(Tensor self) -> Tensor"""
+    # functional, spec line 834
+    # self: grad / (self * 2.302585092994046).conj()
+    self_grad = grad / (self * 2.302585092994046).conj()
+    return (self_grad,)
+
+
+def log10__default(grad, self, result):
+    """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 834
+    # formulas from log10; self_p is self before the update
+    # self: grad / (self * 2.302585092994046).conj()
+    self_grad = grad / (self * 2.302585092994046).conj()
+    return (self_grad,)
+
+
+def asinh_default(grad, self, result):
+    """aten::asinh(Tensor self) -> Tensor"""
+    # functional, spec line 839
+    # self: grad * (self * self + 1).rsqrt().conj()
+    self_grad = grad * (self * self + 1).rsqrt().conj()
+    return (self_grad,)
+
+
+def asinh__default(grad, self, result):
+    """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 839
+    # formulas from asinh; self_p is self before the update
+    # self: grad * (self * self + 1).rsqrt().conj()
+    self_grad = grad * (self * self + 1).rsqrt().conj()
+    return (self_grad,)
+
+
+def atanh_default(grad, self, result):
+    """aten::atanh(Tensor self) -> Tensor"""
+    # functional, spec line 843
+    # self: grad / (1 - self * self).conj()
+    self_grad = grad / (1 - self * self).conj()
+    return (self_grad,)
+
+
+def atanh__default(grad, self, result):
+    """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 843
+    # formulas from atanh; self_p is self before the update
+    # self: grad / (1 - self * self).conj()
+    self_grad = grad / (1 - self * self).conj()
+    return (self_grad,)
+
+
+def erfc_default(grad, self, result):
+    """aten::erfc(Tensor self) -> Tensor"""
+    # functional, spec line 848
+    # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
+    self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
+    return (self_grad,)
+
+
+def erfc__default(grad, self, result):
+    """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 848
+    # formulas from erfc; self_p is self before the update
+    # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
+    self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
+    return (self_grad,)
+
+
+def erfinv_default(grad, self, result):
+    """aten::erfinv(Tensor self) -> Tensor"""
+    # functional, spec line 852
+    # self: grad * (0.886226925452758 * (result * result).exp()).conj()
+    self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
+    return (self_grad,)
+
+
+def erfinv__default(grad, self, result):
+    """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 852
+    # formulas from erfinv; self_p is self before the update
+    # self: grad * (0.886226925452758 * (result * result).exp()).conj()
+    self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
+    return (self_grad,)
+
+
+def lgamma_default(grad, self, result):
+    """aten::lgamma(Tensor self) -> Tensor"""
+    # functional, spec line 857
+    # self: grad * self.digamma().conj()
+    self_grad = grad * self.digamma().conj()
+    return (self_grad,)
+
+
+def lgamma__default(grad, self, result):
+    """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 857
+    # formulas from lgamma; self_p is self before the update
+    # self: grad * self.digamma().conj()
+    self_grad = grad * self.digamma().conj()
+    return (self_grad,)
+
+
+def digamma_default(grad, self, result):
+    """aten::digamma(Tensor self) -> Tensor"""
+    # functional, spec line 862
+    # self: grad * torch.polygamma(1, self).conj()
+    self_grad = grad * torch.polygamma(1, self).conj()
+    return (self_grad,)
+
+
+def digamma__default(grad, self, result):
+    """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 862
+    # formulas from digamma; self_p is self before the update
+    # self: grad * torch.polygamma(1, self).conj()
+    self_grad = grad * torch.polygamma(1, self).conj()
+    return (self_grad,)
+
+
+def polygamma_default(grad, n, self, result):
+    """aten::polygamma(int n, Tensor self) -> Tensor"""
+    # functional, spec line 867
+    # self: grad * torch.polygamma(n + 1, self).conj()
+    self_grad = grad * torch.polygamma(n + 1, self).conj()
+    return (self_grad,)
+
+
+def mvlgamma_default(grad, self, p, result):
+    """aten::mvlgamma(Tensor self, int p) -> Tensor"""
+    # functional, spec line 874
+    # self: grad * mvlgamma_derivative(self, p).conj()
+    self_grad = grad * mvlgamma_derivative(self, p).conj()
+    return (self_grad,)
+
+
+def mvlgamma__default(grad, self, p, result):
+    """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
+    # inplace, spec line 874
+    # formulas from mvlgamma; self_p is self before the update
+    # self: grad * mvlgamma_derivative(self, p).conj()
+    self_grad = grad * mvlgamma_derivative(self, p).conj()
+    return (self_grad,)
+
+
+def logit_default(grad, self, eps, result):
+    """aten::logit(Tensor self, float? eps=None) -> Tensor"""
+    # functional, spec line 881
+    # self: grad * logit_derivative(self, eps).conj()
+    self_grad = grad * logit_derivative(self, eps).conj()
+    return (self_grad,)
+
+
+def logit__default(grad, self, eps, result):
+    """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
+    # inplace, spec line 881
+    # formulas from logit; self_p is self before the update
+    # self: grad * logit_derivative(self, eps).conj()
+    self_grad = grad * logit_derivative(self, eps).conj()
+    return (self_grad,)
+
+
+def sinc_default(grad, self, result):
+    """aten::sinc(Tensor self) -> Tensor"""
+    # functional, spec line 888
+    # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
+    self_grad = (
+        grad
+        * torch.where(
+            self == 0,
+            0.0,
+            (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin())
+            / (torch.pi * self * self),
+        ).conj()
+    )
+    return (self_grad,)
+
+
+def sinc__default(grad, self, result):
+    """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 888
+    # formulas from sinc; self_p is self before the update
+    # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
+    self_grad = (
+        grad
+        * torch.where(
+            self == 0,
+            0.0,
+            (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin())
+            / (torch.pi * self * self),
+        ).conj()
+    )
+    return (self_grad,)
+
+
+def i0_default(grad, self, result):
+    """aten::i0(Tensor self) -> Tensor"""
+    # functional, spec line 892
+    # self: grad * torch.special.i1(self)
+    self_grad = grad * torch.special.i1(self)
+    return (self_grad,)
+
+
+def i0__default(grad, self, result):
+    """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 892
+    # formulas from i0; self_p is self before the update
+    # self: grad * torch.special.i1(self)
+    self_grad = grad * torch.special.i1(self)
+    return (self_grad,)
+
+
+def special_i0e_default(grad, self, result):
+    """aten::special_i0e(Tensor self) -> Tensor"""
+    # functional, spec line 896
+    # self: grad * (torch.special.i1e(self) - self.sgn() * result)
+    self_grad = grad * (torch.special.i1e(self) - self.sgn() * result)
+    return (self_grad,)
+
+
+def special_i1_default(grad, self, result):
+    """aten::special_i1(Tensor self) -> Tensor"""
+    # functional, spec line 900
+    # self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
+    self_grad = grad * torch.where(self == 0, 0.5, self.i0() - result / self)
+    return (self_grad,)
+
+
+def special_i1e_default(grad, self, result):
+    """aten::special_i1e(Tensor self) -> Tensor"""
+    # functional, spec line 904
+    # self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
+    self_grad = grad * torch.where(
+        self == 0,
+        0.5,
+        torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()),
+    )
+    return (self_grad,)
+
+
+def special_ndtr_default(grad, self, result):
+    """aten::special_ndtr(Tensor self) -> Tensor"""
+    # functional, spec line 908
+    # self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
+    self_grad = grad * 0.3989422804014327 * (-0.5 * self * self).exp()
+    return (self_grad,)
+
+
+def special_log_ndtr_default(grad, self, result):
+    """aten::special_log_ndtr(Tensor self) -> Tensor"""
+    # functional, spec line 912
+    # self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
+    self_grad = grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
+    return (self_grad,)
+
+
+def special_erfcx_default(grad, self, result):
+    """aten::special_erfcx(Tensor self) -> Tensor"""
+    # functional, spec line 916
+    # self: grad * (2 * self * result - 1.1283791670955126)
+    self_grad = grad * (2 * self * result - 1.1283791670955126)
+    return (self_grad,)
+
+
+def special_entr_default(grad, self, result):
+    """aten::special_entr(Tensor self) -> Tensor"""
+    # functional, spec line 920
+    # self: grad * -(1 + self.log())
+    self_grad = grad * -(1 + self.log())
+    return (self_grad,)
+
+
+def sgn_default(grad, self, result):
+    """aten::sgn(Tensor self) -> Tensor"""
+    # functional, spec line 925
+    # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
+    self_grad = torch.where(
+        self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs()
+    )
+    return (self_grad,)
+
+
+def sgn__default(grad, self, result):
+    """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 925
+    # formulas from sgn; self_p is self before the update
+    # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
+    self_grad = torch.where(
+        self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs()
+    )
+    return (self_grad,)
+
+
+def angle_default(grad, self, result):
+    """aten::angle(Tensor self) -> Tensor"""
+    # functional, spec line 931
+    # self: angle_grad(grad, self)
+    self_grad = angle_grad(grad, self)
+    return (self_grad,)
+
+
+def sign_default(grad, self, result):
+    """aten::sign(Tensor self) -> Tensor"""
+    # functional, spec line 936
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def sign__default(grad, self, result):
+    """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 936
+    # formulas from sign; self_p is self before the update
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def ceil_default(grad, self, result):
+    """aten::ceil(Tensor self) -> Tensor"""
+    # functional, spec line 940
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def ceil__default(grad, self, result):
+    """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 940
+    # formulas from ceil; self_p is self before the update
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def floor_default(grad, self, result):
+    """aten::floor(Tensor self) -> Tensor"""
+    # functional, spec line 944
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def floor__default(grad, self, result):
+    """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 944
+    # formulas from floor; self_p is self before the update
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def trunc_default(grad, self, result):
+    """aten::trunc(Tensor self) -> Tensor"""
+    # functional, spec line 948
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def trunc__default(grad, self, result):
+    """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 948
+    # formulas from trunc; self_p is self before the update
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def round_default(grad, self, result):
+    """aten::round(Tensor self) -> Tensor"""
+    # functional, spec line 952
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def round__default(grad, self, result):
+    """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 952
+    # formulas from round; self_p is self before the update
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def round_decimals(grad, self, decimals, result):
+    """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
+    # functional, spec line 956
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def round__decimals(grad, self, decimals, result):
+    """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
+    # inplace, spec line 956
+    # formulas from round.decimals; self_p is self before the update
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def frac_default(grad, self, result):
+    """aten::frac(Tensor self) -> Tensor"""
+    # functional, spec line 961
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def frac__default(grad, self, result):
+    """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 961
+    # formulas from frac; self_p is self before the update
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def deg2rad_default(grad, self, result):
+    """aten::deg2rad(Tensor self) -> Tensor"""
+    # functional, spec line 965
+    # self: grad * 0.017453292519943295
+    self_grad = grad * 0.017453292519943295
+    return (self_grad,)
+
+
+def deg2rad__default(grad, self, result):
+    """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 965
+    # formulas from deg2rad; self_p is self before the update
+    # self: grad * 0.017453292519943295
+    self_grad = grad * 0.017453292519943295
+    return (self_grad,)
+
+
+def rad2deg_default(grad, self, result):
+    """aten::rad2deg(Tensor self) -> Tensor"""
+    # functional, spec line 969
+    # self: grad * 57.29577951308232
+    self_grad = grad * 57.29577951308232
+    return (self_grad,)
+
+
+def rad2deg__default(grad, self, result):
+    """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 969
+    # formulas from rad2deg; self_p is self before the update
+    # self: grad * 57.29577951308232
+    self_grad = grad * 57.29577951308232
+    return (self_grad,)
+
+
+def nan_to_num_default(grad, self, nan, posinf, neginf, result):
+    """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
+    # functional, spec line 973
+    # self: grad * self.isfinite()
+    self_grad = grad * self.isfinite()
+    return (self_grad,)
+
+
+def nan_to_num__default(grad, self, nan, posinf, neginf, result):
+    """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
+    # inplace, spec line 973
+    # formulas from nan_to_num; self_p is self before the update
+    # self: grad * self.isfinite()
+    self_grad = grad * self.isfinite()
+    return (self_grad,)
+
+
+def frexp_Tensor(grads, self, mantissa, exponent):
+    """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
+    # functional, spec line 977
+    grad = grads[0]
+    # self: grad / exponent.exp2()
+    self_grad = grad / exponent.exp2()
+    return (self_grad,)
+
+
+def hardswish_default(grad, self, result):
+    """aten::hardswish(Tensor self) -> Tensor"""
+    # functional, spec line 984
+    # self: torch.ops.aten.hardswish_backward(grad, self)
+    self_grad = torch.ops.aten.hardswish_backward(grad, self)
+    return (self_grad,)
+
+
+def hardswish__default(grad, self, result):
+    """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 984
+    # formulas from hardswish; self_p is self before the update
+    # self: torch.ops.aten.hardswish_backward(grad, self)
+    self_grad = torch.ops.aten.hardswish_backward(grad, self)
+    return (self_grad,)
+
+
+def hardsigmoid_default(grad, self, result):
+    """aten::hardsigmoid(Tensor self) -> Tensor"""
+    # functional, spec line 988
+    # self: torch.ops.aten.hardsigmoid_backward(grad, self)
+    self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
+    return (self_grad,)
+
+
+def hardsigmoid__default(grad, self, result):
+    """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 988
+    # formulas from hardsigmoid; self_p is self before the update
+    # self: torch.ops.aten.hardsigmoid_backward(grad, self)
+    self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
+    return (self_grad,)
+
+
+def hardtanh_default(grad, self, min_val, max_val, result):
+    """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    # functional, spec line 992
+    # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    return (self_grad,)
+
+
+def hardtanh__default(grad, self, min_val, max_val, result):
+    """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
+    # inplace, spec line 992
+    # formulas from hardtanh; self_p is self before the update
+    # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    return (self_grad,)
+
+
+def leaky_relu_default(grad, self, negative_slope, result):
+    """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    # functional, spec line 997
+    # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
+    self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
+    return (self_grad,)
+
+
+def leaky_relu__default(grad, self, negative_slope, result):
+    """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
+    # inplace, spec line 997
+    # formulas from leaky_relu; self_p is self before the update
+    # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
+    self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
+    return (self_grad,)
+
+
+def elu_default(grad, self, alpha, scale, input_scale, result):
+    """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
+    # functional, spec line 1002
+    # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
+    self_grad = torch.ops.aten.elu_backward(
+        grad, alpha, scale, input_scale, False, self
+    )
+    return (self_grad,)
+
+
+def elu__default(grad, self, alpha, scale, input_scale, result):
+    """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
+    # inplace, spec line 1002
+    # formulas from elu; self_p is self before the update
+    # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
+    self_grad = torch.ops.aten.elu_backward(
+        grad, alpha, scale, input_scale, False, self
+    )
+    return (self_grad,)
+
+
+def celu_default(grad, self, alpha, result):
+    """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
+    # functional, spec line 1009
+    # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
+    self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
+    return (self_grad,)
+
+
+def celu__default(grad, self, alpha, result):
+    """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
+    # inplace, spec line 1009
+    # formulas from celu; self_p is self before the update
+    # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
+    self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
+    return (self_grad,)
+
+
+def silu_default(grad, self, result):
+    """aten::silu(Tensor self) -> Tensor"""
+    # functional, spec line 1016
+    # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    return (self_grad,)
+
+
+def silu__default(grad, self, result):
+    """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1016
+    # formulas from silu; self_p is self before the update
+    # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    return (self_grad,)
+
+
+def mish_default(grad, self, result):
+    """aten::mish(Tensor self) -> Tensor"""
+    # functional, spec line 1020
+    # self: torch.ops.aten.mish_backward(grad, self)
+    self_grad = torch.ops.aten.mish_backward(grad, self)
+    return (self_grad,)
+
+
+def mish__default(grad, self, result):
+    """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1020
+    # formulas from mish; self_p is self before the update
+    # self: torch.ops.aten.mish_backward(grad, self)
+    self_grad = torch.ops.aten.mish_backward(grad, self)
+    return (self_grad,)
+
+
+def gelu_default(grad, self, approximate, result):
+    """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
+    # functional, spec line 1024
+    # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    return (self_grad,)
+
+
+def gelu__default(grad, self, approximate, result):
+    """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
+    # inplace, spec line 1024
+    # formulas from gelu; self_p is self before the update
+    # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    return (self_grad,)
+
+
+def softplus_default(grad, self, beta, threshold, result):
+    """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
+    # functional, spec line 1028
+    # self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
+    self_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
+    return (self_grad,)
+
+
+def threshold_default(grad, self, threshold, value, result):
+    """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
+    # functional, spec line 1035
+    # self: torch.ops.aten.threshold_backward(grad, self, threshold)
+    self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
+    return (self_grad,)
+
+
+def threshold__default(grad, self, threshold, value, result):
+    """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1035
+    # formulas from threshold; self_p is self before the update
+    # self: torch.ops.aten.threshold_backward(grad, self, threshold)
+    self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
+    return (self_grad,)
+
+
+def softshrink_default(grad, self, lambd, result):
+    """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
+    # functional, spec line 1040
+    # self: torch.ops.aten.softshrink_backward(grad, self, lambd)
+    self_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
+    return (self_grad,)
+
+
+def hardshrink_default(grad, self, lambd, result):
+    """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
+    # functional, spec line 1045
+    # self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
+    self_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
+    return (self_grad,)
+
+
+def log_sigmoid_forward_default(grads, self, output, buffer):
+    """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
+    # functional, spec line 1050
+    grad = grads[0]
+    # self: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
+    self_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
+    return (self_grad,)
+
+
+def _prelu_kernel_default(grad, self, weight, result):
+    """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
+    # functional, spec line 1055
+    # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
+    self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
+    # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
+    weight_grad = unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
+    return (self_grad, weight_grad)
+
+
+def clamp_min_default(grad, self, min, result):
+    """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
+    # functional, spec line 1065
+    # self: torch.where(self >= min, grad, 0.0)
+    self_grad = torch.where(self >= min, grad, 0.0)
+    return (self_grad,)
+
+
+def clamp_min__default(grad, self, min, result):
+    """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
+    # inplace, spec line 1065
+    # formulas from clamp_min; self_p is self before the update
+    # self: torch.where(self >= min, grad, 0.0)
+    self_grad = torch.where(self >= min, grad, 0.0)
+    return (self_grad,)
+
+
+def clamp_max_default(grad, self, max, result):
+    """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
+    # functional, spec line 1070
+    # self: torch.where(self <= max, grad, 0.0)
+    self_grad = torch.where(self <= max, grad, 0.0)
+    return (self_grad,)
+
+
+def clamp_max__default(grad, self, max, result):
+    """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
+    # inplace, spec line 1070
+    # formulas from clamp_max; self_p is self before the update
+    # self: torch.where(self <= max, grad, 0.0)
+    self_grad = torch.where(self <= max, grad, 0.0)
+    return (self_grad,)
+
+
+def clamp_min_Tensor(grad, self, min, result):
+    """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
+    # functional, spec line 1075
+    # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
+    self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
+    # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
+    min_grad = unbroadcast(torch.where(self >= min, 0.0, grad), min)
+    return (self_grad, min_grad)
+
+
+def clamp_min__Tensor(grad, self, min, result):
+    """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
+    # inplace, spec line 1075
+    # formulas from clamp_min.Tensor; self_p is self before the update
+    # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
+    self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
+    # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
+    min_grad = unbroadcast(torch.where(self >= min, 0.0, grad), min)
+    return (self_grad, min_grad)
+
+
+def clamp_max_Tensor(grad, self, max, result):
+    """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
+    # functional, spec line 1081
+    # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
+    self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
+    # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
+    max_grad = unbroadcast(torch.where(self <= max, 0.0, grad), max)
+    return (self_grad, max_grad)
+
+
+def clamp_max__Tensor(grad, self, max, result):
+    """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
+    # inplace, spec line 1081
+    # formulas from clamp_max.Tensor; self_p is self before the update
+    # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
+    self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
+    # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
+    max_grad = unbroadcast(torch.where(self <= max, 0.0, grad), max)
+    return (self_grad, max_grad)
+
+
+def copysign_Tensor(grad, self, other, result):
+    """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1087
+    # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
+    self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
+    return (self_grad,)
+
+
+def copysign__Tensor(grad, self, other, result):
+    """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1087
+    # formulas from copysign.Tensor; self_p is self before the update
+    # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
+    self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
+    return (self_grad,)
+
+
+def copysign_Scalar(grad, self, other, result):
+    """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1093
+    # self: grad * torch.where(self == 0, 0.0, result / self)
+    self_grad = grad * torch.where(self == 0, 0.0, result / self)
+    return (self_grad,)
+
+
+def copysign__Scalar(grad, self, other, result):
+    """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1093
+    # formulas from copysign.Scalar; self_p is self before the update
+    # self: grad * torch.where(self == 0, 0.0, result / self)
+    self_grad = grad * torch.where(self == 0, 0.0, result / self)
+    return (self_grad,)
+
+
+def fmod_Tensor(grad, self, other, result):
+    """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1100
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
+    other_grad = unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
+    return (self_grad, other_grad)
+
+
+def fmod__Tensor(grad, self, other, result):
+    """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1100
+    # formulas from fmod.Tensor; self_p is self before the update
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
+    other_grad = unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
+    return (self_grad, other_grad)
+
+
+def fmod_Scalar(grad, self, other, result):
+    """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1106
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def fmod__Scalar(grad, self, other, result):
+    """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1106
+    # formulas from fmod.Scalar; self_p is self before the update
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def remainder_Tensor(grad, self, other, result):
+    """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1111
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
+    other_grad = unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
+    return (self_grad, other_grad)
+
+
+def remainder__Tensor(grad, self, other, result):
+    """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1111
+    # formulas from remainder.Tensor; self_p is self before the update
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
+    other_grad = unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
+    return (self_grad, other_grad)
+
+
+def remainder_Scalar(grad, self, other, result):
+    """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1117
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def remainder__Scalar(grad, self, other, result):
+    """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1117
+    # formulas from remainder.Scalar; self_p is self before the update
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def div_Tensor_mode(grad, self, other, rounding_mode, result):
+    """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    # functional, spec line 1122
+    # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
+    self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
+    # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
+    other_grad = unbroadcast(
+        unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other
+    )
+    return (self_grad, other_grad)
+
+
+def div__Tensor_mode(grad, self, other, rounding_mode, result):
+    """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
+    # inplace, spec line 1122
+    # formulas from div.Tensor_mode; self_p is self before the update
+    # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
+    self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
+    # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
+    other_grad = unbroadcast(
+        unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other
+    )
+    return (self_grad, other_grad)
+
+
+def div_Scalar_mode(grad, self, other, rounding_mode, result):
+    """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
+    # functional, spec line 1128
+    # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
+    self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
+    return (self_grad,)
+
+
+def div__Scalar_mode(grad, self, other, rounding_mode, result):
+    """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
+    # inplace, spec line 1128
+    # formulas from div.Scalar_mode; self_p is self before the update
+    # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
+    self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
+    return (self_grad,)
+
+
+def fmax_default(grad, self, other, result):
+    """aten::fmax(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1133
+    # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
+    self_grad = unbroadcast(
+        torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
+    )
+    # other: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), 0.0, grad), other)
+    other_grad = unbroadcast(
+        torch.where((self >= other).logical_or(other.isnan()), 0.0, grad), other
+    )
+    return (self_grad, other_grad)
+
+
+def fmin_default(grad, self, other, result):
+    """aten::fmin(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1138
+    # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
+    self_grad = unbroadcast(
+        torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
+    )
+    # other: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), 0.0, grad), other)
+    other_grad = unbroadcast(
+        torch.where((self <= other).logical_or(other.isnan()), 0.0, grad), other
+    )
+    return (self_grad, other_grad)
+
+
+def hypot_default(grad, self, other, result):
+    """aten::hypot(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1143
+    # self: unbroadcast(grad * self / result, self)
+    self_grad = unbroadcast(grad * self / result, self)
+    # other: unbroadcast(grad * other / result, other)
+    other_grad = unbroadcast(grad * other / result, other)
+    return (self_grad, other_grad)
+
+
+def hypot__default(grad, self, other, result):
+    """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1143
+    # formulas from hypot; self_p is self before the update
+    # self: unbroadcast(grad * self / result, self)
+    self_grad = unbroadcast(grad * self / result, self)
+    # other: unbroadcast(grad * other / result, other)
+    other_grad = unbroadcast(grad * other / result, other)
+    return (self_grad, other_grad)
+
+
+def logaddexp_default(grad, self, other, result):
+    """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1149
+    # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
+    self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
+    # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
+    other_grad = unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
+    return (self_grad, other_grad)
+
+
+def logaddexp2_default(grad, self, other, result):
+    """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1154
+    # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
+    self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
+    # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
+    other_grad = unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
+    return (self_grad, other_grad)
+
+
+def ldexp_Tensor(grad, self, other, result):
+    """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1159
+    # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
+    self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
+    # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
+    other_grad = unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
+    return (self_grad, other_grad)
+
+
+def xlogy_Tensor(grad, self, other, result):
+    """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1164
+    # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
+    self_grad = unbroadcast(
+        torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
+        self,
+    )
+    # other: unbroadcast(grad * self / other, other)
+    other_grad = unbroadcast(grad * self / other, other)
+    return (self_grad, other_grad)
+
+
+def xlogy__Tensor(grad, self, other, result):
+    """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1164
+    # formulas from xlogy.Tensor; self_p is self before the update
+    # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
+    self_grad = unbroadcast(
+        torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
+        self,
+    )
+    # other: unbroadcast(grad * self / other, other)
+    other_grad = unbroadcast(grad * self / other, other)
+    return (self_grad, other_grad)
+
+
+def xlogy_Scalar_Self(grad, self, other, result):
+    """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
+    # functional, spec line 1170
+    # other: grad * self / other
+    other_grad = grad * self / other
+    return (other_grad,)
+
+
+def xlogy_Scalar_Other(grad, self, other, result):
+    """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1175
+    # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
+    self_grad = (
+        torch.where(self == 0, 0.0, torch.xlogy(grad, other))
+        if other <= 0
+        else torch.xlogy(grad, other)
+    )
+    return (self_grad,)
+
+
+def xlogy__Scalar_Other(grad, self, other, result):
+    """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 1175
+    # formulas from xlogy.Scalar_Other; self_p is self before the update
+    # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
+    self_grad = (
+        torch.where(self == 0, 0.0, torch.xlogy(grad, other))
+        if other <= 0
+        else torch.xlogy(grad, other)
+    )
+    return (self_grad,)
+
+
+def special_xlog1py_default(grad, self, other, result):
+    """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1180
+    # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
+    self_grad = unbroadcast(
+        torch.where(
+            (self == 0).logical_and(other <= -1),
+            0.0,
+            torch.special.xlog1py(grad, other),
+        ),
+        self,
+    )
+    # other: unbroadcast(grad * self / (other + 1), other)
+    other_grad = unbroadcast(grad * self / (other + 1), other)
+    return (self_grad, other_grad)
+
+
+def special_xlog1py_self_scalar(grad, self, other, result):
+    """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
+    # functional, spec line 1186
+    # other: grad * self / (other + 1)
+    other_grad = grad * self / (other + 1)
+    return (other_grad,)
+
+
+def special_xlog1py_other_scalar(grad, self, other, result):
+    """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
+    # functional, spec line 1191
+    # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
+    self_grad = (
+        torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
+        if other <= -1
+        else torch.special.xlog1py(grad, other)
+    )
+    return (self_grad,)
+
+
+def clamp_Tensor(grad, self, min, max, result):
+    """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
+    # functional, spec line 1198
+    # self, min, max: clamp_tensor_grads(grad, self, min, max)
+    self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
+    return (self_grad, min_grad, max_grad)
+
+
+def clamp__Tensor(grad, self, min, max, result):
+    """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
+    # inplace, spec line 1198
+    # formulas from clamp.Tensor; self_p is self before the update
+    # self, min, max: clamp_tensor_grads(grad, self, min, max)
+    self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
+    return (self_grad, min_grad, max_grad)
+
+
+def lerp_Scalar(grad, self, end, weight, result):
+    """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
+    # functional, spec line 1206
+    # self: unbroadcast(scale_conj(grad, 1 - weight), self)
+    self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
+    # end: unbroadcast(scale_conj(grad, weight), end)
+    end_grad = unbroadcast(scale_conj(grad, weight), end)
+    return (self_grad, end_grad)
+
+
+def lerp__Scalar(grad, self, end, weight, result):
+    """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
+    # inplace, spec line 1206
+    # formulas from lerp.Scalar; self_p is self before the update
+    # self: unbroadcast(scale_conj(grad, 1 - weight), self)
+    self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
+    # end: unbroadcast(scale_conj(grad, weight), end)
+    end_grad = unbroadcast(scale_conj(grad, weight), end)
+    return (self_grad, end_grad)
+
+
+def lerp_Tensor(grad, self, end, weight, result):
+    """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
+    # functional, spec line 1214
+    # self: unbroadcast(grad * (1 - weight).conj(), self)
+    self_grad = unbroadcast(grad * (1 - weight).conj(), self)
+    # end: unbroadcast(grad * weight.conj(), end)
+    end_grad = unbroadcast(grad * weight.conj(), end)
+    # weight: unbroadcast(grad * (end - self).conj(), weight)
+    weight_grad = unbroadcast(grad * (end - self).conj(), weight)
+    return (self_grad, end_grad, weight_grad)
+
+
+def lerp__Tensor(grad, self, end, weight, result):
+    """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
+    # inplace, spec line 1214
+    # formulas from lerp.Tensor; self_p is self before the update
+    # self: unbroadcast(grad * (1 - weight).conj(), self)
+    self_grad = unbroadcast(grad * (1 - weight).conj(), self)
+    # end: unbroadcast(grad * weight.conj(), end)
+    end_grad = unbroadcast(grad * weight.conj(), end)
+    # weight: unbroadcast(grad * (end - self).conj(), weight)
+    weight_grad = unbroadcast(grad * (end - self).conj(), weight)
+    return (self_grad, end_grad, weight_grad)
+
+
+def addcmul_default(grad, self, tensor1, tensor2, value, result):
+    """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    # functional, spec line 1220
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
+    tensor1_grad = unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
+    # tensor2: unbroadcast(scale_conj(grad * tensor1.conj(), value), tensor2)
+    tensor2_grad = unbroadcast(scale_conj(grad * tensor1.conj(), value), tensor2)
+    return (self_grad, tensor1_grad, tensor2_grad)
+
+
+def addcmul__default(grad, self, tensor1, tensor2, value, result):
+    """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
+    # inplace, spec line 1220
+    # formulas from addcmul; self_p is self before the update
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
+    tensor1_grad = unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
+    # tensor2: unbroadcast(scale_conj(grad * tensor1.conj(), value), tensor2)
+    tensor2_grad = unbroadcast(scale_conj(grad * tensor1.conj(), value), tensor2)
+    return (self_grad, tensor1_grad, tensor2_grad)
+
+
+def addcdiv_default(grad, self, tensor1, tensor2, value, result):
+    """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    # functional, spec line 1229
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
+    tensor1_grad = unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
+    # tensor2: unbroadcast(scale_conj(-grad * (tensor1 / (tensor2 * tensor2)).conj(), value), tensor2)
+    tensor2_grad = unbroadcast(
+        scale_conj(-grad * (tensor1 / (tensor2 * tensor2)).conj(), value), tensor2
+    )
+    return (self_grad, tensor1_grad, tensor2_grad)
+
+
+def addcdiv__default(grad, self, tensor1, tensor2, value, result):
+    """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
+    # inplace, spec line 1229
+    # formulas from addcdiv; self_p is self before the update
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
+    tensor1_grad = unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
+    # tensor2: unbroadcast(scale_conj(-grad * (tensor1 / (tensor2 * tensor2)).conj(), value), tensor2)
+    tensor2_grad = unbroadcast(
+        scale_conj(-grad * (tensor1 / (tensor2 * tensor2)).conj(), value), tensor2
+    )
+    return (self_grad, tensor1_grad, tensor2_grad)
+
+
+def nextafter_default(grad, self, other, result):
+    """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1238
+    # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
+    self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
+    return (self_grad,)
+
+
+def nextafter__default(grad, self, other, result):
+    """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1238
+    # formulas from nextafter; self_p is self before the update
+    # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
+    self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
+    return (self_grad,)
+
+
+def rrelu_with_noise_default(
+    grad, self, noise, lower, upper, training, generator, result
+):
+    """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
+    # functional, spec line 1244
+    # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
+    self_grad = torch.ops.aten.rrelu_with_noise_backward(
+        grad, self, noise, lower, upper, training, False
+    )
+    return (self_grad,)
+
+
+def rrelu_with_noise__default(
+    grad, self, noise, lower, upper, training, generator, result
+):
+    """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 1244
+    # formulas from rrelu_with_noise; self_p is self before the update
+    # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
+    self_grad = torch.ops.aten.rrelu_with_noise_backward(
+        grad, self, noise, lower, upper, training, False
+    )
+    return (self_grad,)
+
+
+def complex_default(grad, real, imag, result):
+    """aten::complex(Tensor real, Tensor imag) -> Tensor"""
+    # functional, spec line 1252
+    # real: unbroadcast(grad.real, real)
+    real_grad = unbroadcast(grad.real, real)
+    # imag: unbroadcast(grad.imag, imag)
+    imag_grad = unbroadcast(grad.imag, imag)
+    return (real_grad, imag_grad)
+
+
+def polar_default(grad, abs, angle, result):
+    """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
+    # functional, spec line 1257
+    # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
+    abs_grad = unbroadcast(
+        (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
+    )
+    # angle: unbroadcast((grad * result.conj()).imag, angle)
+    angle_grad = unbroadcast((grad * result.conj()).imag, angle)
+    return (abs_grad, angle_grad)
+
+
+def diagonal_default(grad, self, offset, dim1, dim2, result):
+    """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
+    # view, spec line 1269
+    # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
+    self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
+    return (self_grad,)
+
+
+def squeeze_dims(grad, self, dim, result):
+    """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    # view, spec line 1276
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def unfold_default(grad, self, dimension, size, step, result):
+    """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
+    # view, spec line 1282
+    # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
+    self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
+    return (self_grad,)
+
+
+def narrow_default(grad, self, dim, start, length, result):
+    """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
+    # view, spec line 1288
+    # self: narrow_grad(grad, self, dim, start, length)
+    self_grad = narrow_grad(grad, self, dim, start, length)
+    return (self_grad,)
+
+
+def split_Tensor(grad, self, split_size, dim, result):
+    """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    # view, spec line 1292
+    # self: cat_grads(grad, result, dim)
+    self_grad = cat_grads(grad, result, dim)
+    return (self_grad,)
+
+
+def split_with_sizes_default(grad, self, split_sizes, dim, result):
+    """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
+    # view, spec line 1298
+    # self: cat_grads(grad, result, dim)
+    self_grad = cat_grads(grad, result, dim)
+    return (self_grad,)
+
+
+def unbind_int(grad, self, dim, result):
+    """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    # view, spec line 1304
+    # self: stack_grads(grad, self, result, dim)
+    self_grad = stack_grads(grad, self, result, dim)
+    return (self_grad,)
+
+
+def unsafe_split_Tensor(grad, self, split_size, dim, result):
+    """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
+    # functional, spec line 1312
+    # self: cat_grads(grad, result, dim)
+    self_grad = cat_grads(grad, result, dim)
+    return (self_grad,)
+
+
+def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
+    """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
+    # functional, spec line 1319
+    # self: cat_grads(grad, result, dim)
+    self_grad = cat_grads(grad, result, dim)
+    return (self_grad,)
+
+
+def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
+    """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
+    # functional, spec line 1326
+    # self: cat_grads(grad, result, dim)
+    self_grad = cat_grads(grad, result, dim)
+    return (self_grad,)
+
+
+def unbind_copy_int(grad, self, dim, result):
+    """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
+    # functional, spec line 1333
+    # self: stack_grads(grad, self, result, dim)
+    self_grad = stack_grads(grad, self, result, dim)
+    return (self_grad,)
+
+
+def alias_copy_default(grad, self, result):
+    """aten::alias_copy(Tensor self) -> Tensor"""
+    # functional, spec line 1340
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def view_copy_default(grad, self, size, result):
+    """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
+    # functional, spec line 1344
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def t_copy_default(grad, self, result):
+    """aten::t_copy(Tensor self) -> Tensor"""
+    # functional, spec line 1349
+    # self: grad.t()
+    self_grad = grad.t()
+    return (self_grad,)
+
+
+def transpose_copy_int(grad, self, dim0, dim1, result):
+    """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
+    # functional, spec line 1353
+    # self: grad.transpose(dim0, dim1)
+    self_grad = grad.transpose(dim0, dim1)
+    return (self_grad,)
+
+
+def permute_copy_default(grad, self, dims, result):
+    """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
+    # functional, spec line 1358
+    # self: grad.permute(inverse_permutation(dims))
+    self_grad = grad.permute(inverse_permutation(dims))
+    return (self_grad,)
+
+
+def unsqueeze_copy_default(grad, self, dim, result):
+    """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
+    # functional, spec line 1363
+    # self: grad.squeeze(dim)
+    self_grad = grad.squeeze(dim)
+    return (self_grad,)
+
+
+def squeeze_copy_default(grad, self, result):
+    """aten::squeeze_copy(Tensor self) -> Tensor"""
+    # functional, spec line 1367
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def squeeze_copy_dim(grad, self, dim, result):
+    """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
+    # functional, spec line 1372
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def squeeze_copy_dims(grad, self, dim, result):
+    """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
+    # functional, spec line 1377
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def unfold_copy_default(grad, self, dimension, size, step, result):
+    """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
+    # functional, spec line 1382
+    # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
+    self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
+    return (self_grad,)
+
+
+def narrow_copy_default(grad, self, dim, start, length, result):
+    """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
+    # functional, spec line 1387
+    # self: narrow_grad(grad, self, dim, start, length)
+    self_grad = narrow_grad(grad, self, dim, start, length)
+    return (self_grad,)
+
+
+def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
+    """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    # functional, spec line 1392
+    # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
+    self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
+    return (self_grad,)
+
+
+def expand_copy_default(grad, self, size, implicit, result):
+    """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
+    # functional, spec line 1399
+    # self: unbroadcast(grad, self)
+    self_grad = unbroadcast(grad, self)
+    return (self_grad,)
+
+
+def select_copy_int(grad, self, dim, index, result):
+    """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
+    # functional, spec line 1406
+    # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
+    self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
+    return (self_grad,)
+
+
+def slice_copy_Tensor(grad, self, dim, start, end, step, result):
+    """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
+    # functional, spec line 1411
+    # self: slice_grad(grad, self, dim, start, end, step)
+    self_grad = slice_grad(grad, self, dim, start, end, step)
+    return (self_grad,)
+
+
+def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
+    """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
+    # functional, spec line 1418
+    # self: as_strided_grad(grad, self, size, stride, storage_offset)
+    self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
+    return (self_grad,)
+
+
+def constant_pad_nd_default(grad, self, pad, value, result):
+    """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    # functional, spec line 1425
+    # self: torch.constant_pad_nd(grad, negated(pad))
+    self_grad = torch.constant_pad_nd(grad, negated(pad))
+    return (self_grad,)
+
+
+def diag_embed_default(grad, self, offset, dim1, dim2, result):
+    """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
+    # functional, spec line 1432
+    # self: grad.diagonal(offset, dim1, dim2)
+    self_grad = grad.diagonal(offset, dim1, dim2)
+    return (self_grad,)
+
+
+def roll_default(grad, self, shifts, dims, result):
+    """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
+    # functional, spec line 1440
+    # self: grad.roll(negated(shifts), dims)
+    self_grad = grad.roll(negated(shifts), dims)
+    return (self_grad,)
+
+
+def flip_default(grad, self, dims, result):
+    """aten::flip(Tensor self, int[] dims) -> Tensor"""
+    # functional, spec line 1448
+    # self: grad.flip(dims)
+    self_grad = grad.flip(dims)
+    return (self_grad,)
+
+
+def rot90_default(grad, self, k, dims, result):
+    """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
+    # functional, spec line 1455
+    # self: grad.rot90(-k, dims)
+    self_grad = grad.rot90(-k, dims)
+    return (self_grad,)
+
+
+def repeat_default(grad, self, repeats, result):
+    """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
+    # functional, spec line 1463
+    # self: repeat_grad(grad, self, repeats)
+    self_grad = repeat_grad(grad, self, repeats)
+    return (self_grad,)
+
+
+def tril_default(grad, self, diagonal, result):
+    """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
+    # functional, spec line 1470
+    # self: grad.tril(diagonal)
+    self_grad = grad.tril(diagonal)
+    return (self_grad,)
+
+
+def tril__default(grad, self, diagonal, result):
+    """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
+    # inplace, spec line 1470
+    # formulas from tril; self_p is self before the update
+    # self: grad.tril(diagonal)
+    self_grad = grad.tril(diagonal)
+    return (self_grad,)
+
+
+def triu_default(grad, self, diagonal, result):
+    """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
+    # functional, spec line 1477
+    # self: grad.triu(diagonal)
+    self_grad = grad.triu(diagonal)
+    return (self_grad,)
+
+
+def triu__default(grad, self, diagonal, result):
+    """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
+    # inplace, spec line 1477
+    # formulas from triu; self_p is self before the update
+    # self: grad.triu(diagonal)
+    self_grad = grad.triu(diagonal)
+    return (self_grad,)
+
+
+def pixel_shuffle_default(grad, self, upscale_factor, result):
+    """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
+    # functional, spec line 1484
+    # self: torch.pixel_unshuffle(grad, upscale_factor)
+    self_grad = torch.pixel_unshuffle(grad, upscale_factor)
+    return (self_grad,)
+
+
+def pixel_unshuffle_default(grad, self, downscale_factor, result):
+    """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
+    # functional, spec line 1489
+    # self: torch.pixel_shuffle(grad, downscale_factor)
+    self_grad = torch.pixel_shuffle(grad, downscale_factor)
+    return (self_grad,)
+
+
+def channel_shuffle_default(grad, self, groups, result):
+    """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
+    # functional, spec line 1494
+    # self: torch.channel_shuffle(grad, self.shape[1] // groups)
+    self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
+    return (self_grad,)
+
+
+def reflection_pad1d_default(grad, self, padding, result):
+    """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 1501
+    # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
+    self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
+    return (self_grad,)
+
+
+def reflection_pad2d_default(grad, self, padding, result):
+    """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 1506
+    # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
+    self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
+    return (self_grad,)
+
+
+def reflection_pad3d_default(grad, self, padding, result):
+    """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 1511
+    # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
+    self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
+    return (self_grad,)
+
+
+def replication_pad1d_default(grad, self, padding, result):
+    """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 1516
+    # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
+    self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
+    return (self_grad,)
+
+
+def replication_pad2d_default(grad, self, padding, result):
+    """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 1521
+    # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
+    self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
+    return (self_grad,)
+
+
+def replication_pad3d_default(grad, self, padding, result):
+    """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 1526
+    # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
+    self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
+    return (self_grad,)
+
+
+def masked_fill_Scalar(grad, self, mask, value, result):
+    """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
+    # functional, spec line 1533
+    # self: unbroadcast(grad.masked_fill(mask, 0), self)
+    self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
+    return (self_grad,)
+
+
+def masked_fill__Scalar(grad, self, mask, value, result):
+    """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1533
+    # formulas from masked_fill.Scalar; self_p is self before the update
+    # self: unbroadcast(grad.masked_fill(mask, 0), self)
+    self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
+    return (self_grad,)
+
+
+def masked_fill_Tensor(grad, self, mask, value, result):
+    """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
+    # functional, spec line 1542
+    # self: unbroadcast(grad.masked_fill(mask, 0), self)
+    self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
+    # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
+    value_grad = as_real_like(torch.where(mask, grad, 0).sum(), value)
+    return (self_grad, value_grad)
+
+
+def masked_fill__Tensor(grad, self, mask, value, result):
+    """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
+    # inplace, spec line 1542
+    # formulas from masked_fill.Tensor; self_p is self before the update
+    # self: unbroadcast(grad.masked_fill(mask, 0), self)
+    self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
+    # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
+    value_grad = as_real_like(torch.where(mask, grad, 0).sum(), value)
+    return (self_grad, value_grad)
+
+
+def masked_select_default(grad, self, mask, result):
+    """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
+    # functional, spec line 1551
+    # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
+    self_grad = unbroadcast(
+        torch.ops.aten.masked_select_backward(grad, self, mask), self
+    )
+    return (self_grad,)
+
+
+def masked_scatter_default(grad, self, mask, source, result):
+    """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
+    # functional, spec line 1560
+    # self: unbroadcast(grad.masked_fill(mask, 0), self)
+    self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
+    # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
+    source_grad = torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
+    return (self_grad, source_grad)
+
+
+def masked_scatter__default(grad, self, mask, source, result):
+    """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
+    # inplace, spec line 1560
+    # formulas from masked_scatter; self_p is self before the update
+    # self: unbroadcast(grad.masked_fill(mask, 0), self)
+    self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
+    # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
+    source_grad = torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
+    return (self_grad, source_grad)
+
+
+def index_Tensor(grad, self, indices, result):
+    """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
+    # functional, spec line 1570
+    # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
+    self_grad = torch.ops.aten.index_put.default(
+        grad.new_zeros(self.shape), indices, grad, True
+    )
+    return (self_grad,)
+
+
+def index_put_default(grad, self, indices, values, accumulate, result):
+    """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
+    # functional, spec line 1578
+    # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
+    self_grad = (
+        grad
+        if accumulate
+        else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
+    )
+    # values: unbroadcast(torch.ops.aten.index.Tensor(grad, indices), values)
+    values_grad = unbroadcast(torch.ops.aten.index.Tensor(grad, indices), values)
+    return (self_grad, values_grad)
+
+
+def index_put__default(grad, self, indices, values, accumulate, result):
+    """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
+    # inplace, spec line 1578
+    # formulas from index_put; self_p is self before the update
+    # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
+    self_grad = (
+        grad
+        if accumulate
+        else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
+    )
+    # values: unbroadcast(torch.ops.aten.index.Tensor(grad, indices), values)
+    values_grad = unbroadcast(torch.ops.aten.index.Tensor(grad, indices), values)
+    return (self_grad, values_grad)
+
+
+def squeeze__dim(grad, self, dim, result):
+    """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
+    # inplace, spec line 1591
+    # formulas from squeeze.dim; self_p is self before the update
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def squeeze__dims(grad, self, dim, result):
+    """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
+    # inplace, spec line 1593
+    # formulas from squeeze.dims; self_p is self before the update
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def squeeze__default(grad, self, result):
+    """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1595
+    # formulas from squeeze; self_p is self before the update
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def unsqueeze__default(grad, self, dim, result):
+    """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
+    # inplace, spec line 1597
+    # formulas from unsqueeze; self_p is self before the update
+    # self: grad.squeeze(dim)
+    self_grad = grad.squeeze(dim)
+    return (self_grad,)
+
+
+def t__default(grad, self, result):
+    """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 1599
+    # formulas from t; self_p is self before the update
+    # self: grad.t()
+    self_grad = grad.t()
+    return (self_grad,)
+
+
+def transpose__default(grad, self, dim0, dim1, result):
+    """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
+    # inplace, spec line 1601
+    # self: grad.transpose(dim0, dim1)
+    self_grad = grad.transpose(dim0, dim1)
+    return (self_grad,)
+
+
+def select_scatter_default(grad, self, src, dim, index, result):
+    """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
+    # functional, spec line 1608
+    # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
+    self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
+    # src: grad.select(dim, index)
+    src_grad = grad.select(dim, index)
+    return (self_grad, src_grad)
+
+
+def slice_scatter_default(grad, self, src, dim, start, end, step, result):
+    """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
+    # functional, spec line 1616
+    # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
+    self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
+    # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
+    src_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
+    return (self_grad, src_grad)
+
+
+def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
+    """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    # functional, spec line 1624
+    # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
+    self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
+    # src: grad.diagonal(offset, dim1, dim2)
+    src_grad = grad.diagonal(offset, dim1, dim2)
+    return (self_grad, src_grad)
+
+
+def fill_Scalar(grad, self, value, result):
+    """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
+    # functional, spec line 1632
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def block_diag_default(grad, tensors, result):
+    """aten::block_diag(Tensor[] tensors) -> Tensor"""
+    # functional, spec line 1636
+    # tensors: block_diag_grads(grad, tensors)
+    tensors_grad = block_diag_grads(grad, tensors)
+    return (tensors_grad,)
+
+
+def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
+    """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1646
+    # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
+    self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
+    return (self_grad,)
+
+
+def norm_Scalar(grad, self, p, result):
+    """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
+    # functional, spec line 1656
+    # self: vector_norm_grad(grad, self, p, None, False, result)
+    self_grad = vector_norm_grad(grad, self, p, None, False, result)
+    return (self_grad,)
+
+
+def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
+    """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1663
+    # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
+    self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
+    return (self_grad,)
+
+
+def dist_default(grad, self, other, p, result):
+    """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
+    # functional, spec line 1670
+    # self: dist_grad(grad, self, other, p, result, self)
+    self_grad = dist_grad(grad, self, other, p, result, self)
+    # other: -dist_grad(grad, self, other, p, result, other)
+    other_grad = -dist_grad(grad, self, other, p, result, other)
+    return (self_grad, other_grad)
+
+
+def var_correction(grad, self, dim, correction, keepdim, result):
+    """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1678
+    # self: var_grad(grad, self, dim, correction, keepdim)
+    self_grad = var_grad(grad, self, dim, correction, keepdim)
+    return (self_grad,)
+
+
+def std_correction(grad, self, dim, correction, keepdim, result):
+    """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1685
+    # self: std_grad(grad, self, dim, correction, keepdim, result)
+    self_grad = std_grad(grad, self, dim, correction, keepdim, result)
+    return (self_grad,)
+
+
+def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
+    """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    # functional, spec line 1692
+    # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
+    self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
+        grads[1], self, dim, keepdim
+    ) / reduced_numel(self, dim)
+    return (self_grad,)
+
+
+def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
+    """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    # functional, spec line 1700
+    # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
+    self_grad = std_grad(
+        grads[0], self, dim, correction, keepdim, result0
+    ) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
+    return (self_grad,)
+
+
+def logsumexp_default(grad, self, dim, keepdim, result):
+    """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
+    # functional, spec line 1708
+    # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
+    self_grad = (
+        expand_reduced(grad, self, dim, keepdim)
+        * logsumexp_weights(self, dim, keepdim, result).conj()
+    )
+    return (self_grad,)
+
+
+def nansum_default(grad, self, dim, keepdim, dtype, result):
+    """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1715
+    # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
+    self_grad = torch.where(
+        self.isnan(),
+        0.0,
+        expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim),
+    )
+    return (self_grad,)
+
+
+def prod_default(grad, self, dtype, result):
+    """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1722
+    # self: prod_grad(grad, self, None, False)
+    self_grad = prod_grad(grad, self, None, False)
+    return (self_grad,)
+
+
+def prod_dim_int(grad, self, dim, keepdim, dtype, result):
+    """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1726
+    # self: prod_grad(grad, self, dim, keepdim)
+    self_grad = prod_grad(grad, self, dim, keepdim)
+    return (self_grad,)
+
+
+def cumsum_default(grad, self, dim, dtype, result):
+    """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1733
+    # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
+    self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
+    return (self_grad,)
+
+
+def cumsum__default(grad, self, dim, dtype, result):
+    """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
+    # inplace, spec line 1733
+    # formulas from cumsum; self_p is self before the update
+    # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
+    self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
+    return (self_grad,)
+
+
+def cumprod_default(grad, self, dim, dtype, result):
+    """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 1740
+    # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
+    self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
+    return (self_grad,)
+
+
+def cumprod__default(grad, self, dim, dtype, result):
+    """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
+    # inplace, spec line 1740
+    # formulas from cumprod; self_p is self before the update
+    # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
+    self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
+    return (self_grad,)
+
+
+def logcumsumexp_default(grad, self, dim, result):
+    """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
+    # functional, spec line 1747
+    # self: scan_grad(grad, self, dim, "logcumsumexp")
+    self_grad = scan_grad(grad, self, dim, "logcumsumexp")
+    return (self_grad,)
+
+
+def cummax_default(grads, self, dim, values, indices):
+    """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1754
+    grad_values = grads[0]
+    # self: scatter_selected(grad_values, self, dim, indices)
+    self_grad = scatter_selected(grad_values, self, dim, indices)
+    return (self_grad,)
+
+
+def cummin_default(grads, self, dim, values, indices):
+    """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1762
+    grad_values = grads[0]
+    # self: scatter_selected(grad_values, self, dim, indices)
+    self_grad = scatter_selected(grad_values, self, dim, indices)
+    return (self_grad,)
+
+
+def sort_default(grads, self, dim, descending, values, indices):
+    """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1770
+    grad_values = grads[0]
+    # self: scatter_selected(grad_values, self, dim, indices)
+    self_grad = scatter_selected(grad_values, self, dim, indices)
+    return (self_grad,)
+
+
+def sort_stable(grads, self, stable, dim, descending, values, indices):
+    """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1778
+    grad_values = grads[0]
+    # self: scatter_selected(grad_values, self, dim, indices)
+    self_grad = scatter_selected(grad_values, self, dim, indices)
+    return (self_grad,)
+
+
+def topk_default(grads, self, k, dim, largest, sorted, values, indices):
+    """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1786
+    grad_values = grads[0]
+    # self: scatter_selected(grad_values, self, dim, indices)
+    self_grad = scatter_selected(grad_values, self, dim, indices)
+    return (self_grad,)
+
+
+def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
+    """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1794
+    grad_values = grads[0]
+    # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
+    self_grad = torch.ops.aten.value_selecting_reduction_backward(
+        grad_values, dim, indices, self.shape, keepdim
+    )
+    return (self_grad,)
+
+
+def mode_default(grads, self, dim, keepdim, values, indices):
+    """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1802
+    grad_values = grads[0]
+    # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
+    self_grad = torch.ops.aten.value_selecting_reduction_backward(
+        grad_values, dim, indices, self.shape, keepdim
+    )
+    return (self_grad,)
+
+
+def median_dim(grads, self, dim, keepdim, values, indices):
+    """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1810
+    grad_values = grads[0]
+    # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
+    self_grad = torch.ops.aten.value_selecting_reduction_backward(
+        grad_values, dim, indices, self.shape, keepdim
+    )
+    return (self_grad,)
+
+
+def nanmedian_dim(grads, self, dim, keepdim, values, indices):
+    """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    # functional, spec line 1818
+    grad_values = grads[0]
+    # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
+    self_grad = torch.ops.aten.value_selecting_reduction_backward(
+        grad_values, dim, indices, self.shape, keepdim
+    )
+    return (self_grad,)
+
+
+def median_default(grad, self, result):
+    """aten::median(Tensor self) -> Tensor"""
+    # functional, spec line 1826
+    # self: evenly_distribute_grad(grad, self, result)
+    self_grad = evenly_distribute_grad(grad, self, result)
+    return (self_grad,)
+
+
+def nanmedian_default(grad, self, result):
+    """aten::nanmedian(Tensor self) -> Tensor"""
+    # functional, spec line 1831
+    # self: evenly_distribute_grad(grad, self, result)
+    self_grad = evenly_distribute_grad(grad, self, result)
+    return (self_grad,)
+
+
+def max_default(grad, self, result):
+    """aten::max(Tensor self) -> Tensor"""
+    # functional, spec line 1836
+    # self: evenly_distribute_grad(grad, self, result)
+    self_grad = evenly_distribute_grad(grad, self, result)
+    return (self_grad,)
+
+
+def min_default(grad, self, result):
+    """aten::min(Tensor self) -> Tensor"""
+    # functional, spec line 1841
+    # self: evenly_distribute_grad(grad, self, result)
+    self_grad = evenly_distribute_grad(grad, self, result)
+    return (self_grad,)
+
+
+def aminmax_default(grads, self, dim, keepdim, min, max):
+    """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
+    # functional, spec line 1846
+    grad_min = grads[0]
+    grad_max = grads[1]
+    # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
+    self_grad = amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(
+        grad_max, self, max, dim, keepdim
+    )
+    return (self_grad,)
+
+
+def trace_default(grad, self, result):
+    """aten::trace(Tensor self) -> Tensor"""
+    # functional, spec line 1854
+    # self: trace_grad(grad, self)
+    self_grad = trace_grad(grad, self)
+    return (self_grad,)
+
+
+def renorm_default(grad, self, p, dim, maxnorm, result):
+    """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
+    # functional, spec line 1861
+    # self: renorm_grad(grad, self, p, dim, maxnorm)
+    self_grad = renorm_grad(grad, self, p, dim, maxnorm)
+    return (self_grad,)
+
+
+def renorm__default(grad, self, p, dim, maxnorm, result):
+    """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
+    # inplace, spec line 1861
+    # formulas from renorm; self_p is self before the update
+    # self: renorm_grad(grad, self, p, dim, maxnorm)
+    self_grad = renorm_grad(grad, self, p, dim, maxnorm)
+    return (self_grad,)
+
+
+def vdot_default(grad, self, other, result):
+    """aten::vdot(Tensor self, Tensor other) -> Tensor"""
+    # functional, spec line 1870
+    # self: grad.conj() * other
+    self_grad = grad.conj() * other
+    # other: grad * self
+    other_grad = grad * self
+    return (self_grad, other_grad)
+
+
+def addmv_default(grad, self, mat, vec, beta, alpha, result):
+    """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1876
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
+    mat_grad = scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
+    # vec: scale_conj(mat.mH.mv(grad), alpha)
+    vec_grad = scale_conj(mat.mH.mv(grad), alpha)
+    return (self_grad, mat_grad, vec_grad)
+
+
+def addmv__default(grad, self, mat, vec, beta, alpha, result):
+    """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1876
+    # formulas from addmv; self_p is self before the update
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
+    mat_grad = scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
+    # vec: scale_conj(mat.mH.mv(grad), alpha)
+    vec_grad = scale_conj(mat.mH.mv(grad), alpha)
+    return (self_grad, mat_grad, vec_grad)
+
+
+def addr_default(grad, self, vec1, vec2, beta, alpha, result):
+    """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1885
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
+    vec1_grad = scale_conj(grad.mv(vec2.conj()), alpha)
+    # vec2: scale_conj(grad.t().mv(vec1.conj()), alpha)
+    vec2_grad = scale_conj(grad.t().mv(vec1.conj()), alpha)
+    return (self_grad, vec1_grad, vec2_grad)
+
+
+def addr__default(grad, self, vec1, vec2, beta, alpha, result):
+    """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1885
+    # formulas from addr; self_p is self before the update
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
+    vec1_grad = scale_conj(grad.mv(vec2.conj()), alpha)
+    # vec2: scale_conj(grad.t().mv(vec1.conj()), alpha)
+    vec2_grad = scale_conj(grad.t().mv(vec1.conj()), alpha)
+    return (self_grad, vec1_grad, vec2_grad)
+
+
+def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
+    """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1894
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
+    batch1_grad = scale_conj(grad.bmm(batch2.mH), alpha)
+    # batch2: scale_conj(batch1.mH.bmm(grad), alpha)
+    batch2_grad = scale_conj(batch1.mH.bmm(grad), alpha)
+    return (self_grad, batch1_grad, batch2_grad)
+
+
+def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
+    """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1894
+    # formulas from baddbmm; self_p is self before the update
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
+    batch1_grad = scale_conj(grad.bmm(batch2.mH), alpha)
+    # batch2: scale_conj(batch1.mH.bmm(grad), alpha)
+    batch2_grad = scale_conj(batch1.mH.bmm(grad), alpha)
+    return (self_grad, batch1_grad, batch2_grad)
+
+
+def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
+    """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1903
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
+    batch1_grad = scale_conj(
+        grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha
+    )
+    # batch2: scale_conj(batch1.mH.bmm(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1)), alpha)
+    batch2_grad = scale_conj(
+        batch1.mH.bmm(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1)), alpha
+    )
+    return (self_grad, batch1_grad, batch2_grad)
+
+
+def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
+    """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1903
+    # formulas from addbmm; self_p is self before the update
+    # self: unbroadcast(scale_conj(grad, beta), self)
+    self_grad = unbroadcast(scale_conj(grad, beta), self)
+    # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
+    batch1_grad = scale_conj(
+        grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha
+    )
+    # batch2: scale_conj(batch1.mH.bmm(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1)), alpha)
+    batch2_grad = scale_conj(
+        batch1.mH.bmm(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1)), alpha
+    )
+    return (self_grad, batch1_grad, batch2_grad)

@@ -227,11 +227,7 @@ class Tape(TorchDispatchMode):
         names = [a.name for a in schema.arguments]
         input_nodes = [nodes[names.index(n)] for n in info.differentiable_inputs]
         output_nodes = [
-            (
-                self._new_node(o)
-                if name in info.differentiable_outputs and _differentiable(o)
-                else None
-            )
+            self._output_nodes(o) if name in info.differentiable_outputs else None
             for name, o in zip(info.outputs, outputs)
         ]
         step = _OpStep(func, info, saved, [], input_nodes, output_nodes)
@@ -241,9 +237,16 @@ class Tape(TorchDispatchMode):
         else:
             self._add_outputs(outputs, output_nodes)
         step.outputs = [
-            self._save(o) if isinstance(o, torch.Tensor) else None for o in outputs
+            self._save(o) if isinstance(o, (torch.Tensor, list, tuple)) else None
+            for o in outputs
         ]
         return out
+
+    def _output_nodes(self, o):
+        """A new node for a differentiable output; a list of them for Tensor[]."""
+        if isinstance(o, (list, tuple)):
+            return [self._output_nodes(item) for item in o]
+        return self._new_node(o) if _differentiable(o) else None
 
     def _new_node(self, t: torch.Tensor) -> Node:
         self._node_meta.append((t.shape, t.dtype))
@@ -351,8 +354,9 @@ class Tape(TorchDispatchMode):
         for i, o in enumerate(outputs):
             node = nodes[i] if nodes is not None else None
             if isinstance(o, (list, tuple)):
-                for item in o:
-                    self._add_output(item, None)
+                items = node if isinstance(node, list) else [None] * len(o)
+                for item, item_node in zip(o, items):
+                    self._add_output(item, item_node)
             elif isinstance(o, torch.Tensor):
                 self._add_output(o, node)
 
@@ -423,11 +427,11 @@ class Tape(TorchDispatchMode):
         return tuple(result)
 
     def _backward_op(self, step: _OpStep, cotangents: dict) -> None:
-        grads = [
-            cotangents.pop(n, None) if n is not None else None
-            for n in step.output_nodes
-        ]
-        if all(g is None for g in grads):
+        grads = [_pop(cotangents, n) for n in step.output_nodes]
+        if all(
+            g is None or (isinstance(g, list) and not any(x is not None for x in g))
+            for g in grads
+        ):
             return
         info = step.info
         outputs = [_value(o) for o in step.outputs]
@@ -483,6 +487,14 @@ def _as_tensor_argument(value, argument):
     if number and str(argument.type) == "Tensor":
         return torch.tensor(value)
     return value
+
+
+def _pop(cotangents: dict, node):
+    """The cotangent of an output's node (a list of them for a Tensor[] output,
+    None for pieces without one)."""
+    if isinstance(node, list):
+        return [_pop(cotangents, n) for n in node]
+    return cotangents.pop(node, None) if node is not None else None
 
 
 def _requires(nodes) -> bool:

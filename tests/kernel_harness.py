@@ -103,6 +103,11 @@ def subsets(names: list[str]):
         yield from itertools.combinations(names, count)
 
 
+def outputs_of(op, out) -> tuple:
+    """The op's outputs, one per schema return (a Tensor[] return stays a list)."""
+    return (out,) if len(op._schema.returns) == 1 else tuple(out)
+
+
 def as_tuple(out) -> tuple:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 

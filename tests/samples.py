@@ -204,6 +204,507 @@ SAMPLES: dict[str, list[Sample]] = {
     "_log_softmax": [S(T(3, 4), 1, False, complex_ok=False)],
     "softmax.int": [S(T(3, 4), -1, complex_ok=False)],
     "log_softmax.int": [S(T(3, 4), 0, complex_ok=False)],
+    # nn (all real only: torch's CPU kernels have no complex support for these)
+    "convolution": [
+        S(T(2, 4, 5), T(6, 2, 3), T(6), [1], [1], [1], False, [0], 2, complex_ok=False),
+        S(
+            T(1, 2, 4, 5),
+            T(3, 2, 2, 3),
+            None,
+            [2, 1],
+            [0, 1],
+            [1, 2],
+            False,
+            [0, 0],
+            1,
+            complex_ok=False,
+        ),
+        S(
+            T(2, 4, 3, 3),
+            T(4, 3, 2, 2),
+            T(6),
+            [2, 2],
+            [1, 0],
+            [1, 1],
+            True,
+            [1, 0],
+            2,
+            complex_ok=False,
+        ),
+    ],
+    "native_layer_norm": [
+        S(T(2, 3, 4), [4], T(4), T(4), 1e-5, complex_ok=False),
+        S(T(2, 3, 4), [3, 4], None, None, 1e-5, complex_ok=False),
+    ],
+    "native_batch_norm": [
+        S(T(3, 2, 4), T(2), T(2), None, None, True, 0.1, 1e-5, complex_ok=False),
+        S(
+            T(3, 2, 2, 2),
+            T(2),
+            T(2),
+            T(2),
+            T(2, domain="positive"),
+            False,
+            0.1,
+            1e-5,
+            complex_ok=False,
+        ),
+    ],
+    "native_group_norm": [
+        S(T(2, 4, 3), T(4), T(4), 2, 4, 3, 2, 1e-5, complex_ok=False),
+        S(T(2, 6, 2, 2), None, None, 2, 6, 4, 3, 1e-5, complex_ok=False),
+    ],
+    "_adaptive_avg_pool2d": [S(T(2, 3, 5, 4), [2, 3], complex_ok=False)],
+    "_adaptive_avg_pool3d": [S(T(2, 2, 4, 3, 5), [2, 2, 3], complex_ok=False)],
+    "avg_pool2d": [
+        S(T(2, 3, 5, 5), [2, 2], complex_ok=False),
+        S(T(3, 5, 6), [3, 2], [2, 1], [1, 1], True, False, complex_ok=False),
+    ],
+    "avg_pool3d": [S(T(1, 2, 4, 4, 4), [2, 2, 2], complex_ok=False)],
+    "max_pool2d_with_indices": [
+        S(T(2, 3, 5, 5, domain="distinct"), [2, 2], complex_ok=False),
+        S(
+            T(3, 5, 6, domain="distinct"),
+            [3, 2],
+            [2, 1],
+            [1, 1],
+            [1, 2],
+            True,
+            complex_ok=False,
+        ),
+    ],
+    "max_pool3d_with_indices": [
+        S(T(1, 2, 4, 4, 4, domain="distinct"), [2, 2, 2], complex_ok=False)
+    ],
+    "adaptive_max_pool2d": [
+        S(T(2, 3, 5, 4, domain="distinct"), [2, 3], complex_ok=False)
+    ],
+    "adaptive_max_pool3d": [
+        S(T(2, 2, 4, 3, 5, domain="distinct"), [2, 2, 3], complex_ok=False)
+    ],
+    "upsample_nearest1d": [
+        S(T(2, 3, 4), [7], complex_ok=False),
+        S(T(2, 3, 4), [8], 2.0, complex_ok=False),
+    ],
+    "upsample_nearest2d": [S(T(2, 3, 4, 3), [7, 5], complex_ok=False)],
+    "upsample_nearest3d": [S(T(1, 2, 2, 3, 2), [3, 5, 4], complex_ok=False)],
+    "upsample_nearest1d.vec": [S(T(2, 3, 4), [7], None, complex_ok=False)],
+    "upsample_nearest2d.vec": [S(T(2, 3, 4, 3), [7, 5], None, complex_ok=False)],
+    "_upsample_nearest_exact1d": [S(T(2, 3, 4), [7], complex_ok=False)],
+    "_upsample_nearest_exact2d": [S(T(2, 3, 4, 3), [7, 5], complex_ok=False)],
+    "_upsample_nearest_exact3d": [S(T(1, 2, 2, 3, 2), [3, 5, 4], complex_ok=False)],
+    "upsample_linear1d": [
+        S(T(2, 3, 4), [7], False, complex_ok=False),
+        S(T(2, 3, 4), [6], True, complex_ok=False),
+    ],
+    "upsample_bilinear2d": [
+        S(T(2, 3, 4, 3), [7, 5], False, complex_ok=False),
+        S(T(1, 2, 3, 3), [5, 4], True, complex_ok=False),
+    ],
+    "upsample_bilinear2d.vec": [
+        S(T(2, 3, 4, 3), [7, 5], False, None, complex_ok=False)
+    ],
+    "upsample_bicubic2d": [
+        S(T(2, 3, 4, 3), [7, 5], False, complex_ok=False),
+        S(T(1, 2, 3, 3), [5, 4], True, complex_ok=False),
+    ],
+    "upsample_trilinear3d": [S(T(1, 2, 2, 3, 2), [3, 5, 4], False, complex_ok=False)],
+    "mse_loss": [
+        S(T(3, 4), T(3, 4), complex_ok=False),
+        S(T(3, 4), T(3, 4), 0, complex_ok=False),
+        S(T(3, 4), T(3, 4), 2, complex_ok=False),
+    ],
+    "smooth_l1_loss": [
+        S(T(3, 4), T(3, 4), complex_ok=False),
+        S(T(3, 4), T(3, 4), 0, 0.5, complex_ok=False),
+    ],
+    "huber_loss": [
+        S(T(3, 4), T(3, 4), complex_ok=False),
+        S(T(3, 4), T(3, 4), 2, 0.5, complex_ok=False),
+    ],
+    "glu": [S(T(3, 4), complex_ok=False), S(T(4, 3), 0, complex_ok=False)],
+    # p=0, p=1 or eval mode: the random mask is then fixed.
+    # torch's autograd refuses complex dropout: nothing to compare against there.
+    "native_dropout": [
+        S(T(3, 4), 0.0, True, complex_ok=False),
+        S(T(3, 4), 1.0, True, complex_ok=False),
+        S(T(3, 4), 0.5, False, complex_ok=False),
+    ],
+    # ----- elementwise (part `elementwise`)
+    "log10": unary(domain="positive"),
+    "asinh": unary(),
+    "atanh": unary(domain="unit"),
+    "erfc": unary(complex_ok=False),
+    "erfinv": unary(domain="unit", complex_ok=False),
+    "lgamma": unary(domain="positive", complex_ok=False),
+    "digamma": unary(domain="positive", complex_ok=False),
+    "polygamma": [
+        S(0, T(3, 4, domain="positive"), complex_ok=False),
+        S(2, T(3, 4, domain="positive"), complex_ok=False),
+    ],
+    "mvlgamma": [
+        S(T(3, 4, domain="positive"), 1, complex_ok=False),
+        S(T(3, 4, domain="positive"), 2, complex_ok=False),
+    ],
+    "logit": [
+        S(T(3, 4, domain="unit"), 0.1, complex_ok=False),
+        S(T(3, 4, domain="positive"), 0.25, complex_ok=False),
+        S(torch.tensor([0.2, 0.5, 0.7], dtype=torch.float64), complex_ok=False),
+    ],
+    "sinc": unary(),
+    "i0": unary(complex_ok=False),
+    "special_i0e": unary(complex_ok=False),
+    "special_i1": unary(complex_ok=False),
+    "special_i1e": unary(complex_ok=False),
+    "special_ndtr": unary(complex_ok=False),
+    "special_log_ndtr": unary(complex_ok=False),
+    "special_erfcx": unary(complex_ok=False),
+    "special_entr": unary(domain="positive", complex_ok=False),
+    "sgn": unary(domain="nonzero"),
+    "angle": unary(domain="nonzero"),
+    "sign": unary(complex_ok=False),
+    "ceil": unary(complex_ok=False),
+    "floor": unary(complex_ok=False),
+    "trunc": unary(complex_ok=False),
+    "round": unary(complex_ok=False),
+    "round.decimals": [S(T(3, 4), decimals=2, complex_ok=False)],
+    "frac": unary(complex_ok=False),
+    "deg2rad": unary(complex_ok=False),
+    "rad2deg": unary(complex_ok=False),
+    "nan_to_num": [
+        S(T(3, 4), complex_ok=False),
+        S(
+            torch.tensor(
+                [float("nan"), float("inf"), -float("inf"), 1.5], dtype=torch.float64
+            ),
+            complex_ok=False,
+        ),
+        S(T(3, 4), 0.5, 2.0, -2.0, complex_ok=False),
+    ],
+    "frexp.Tensor": unary(complex_ok=False),
+    "hardswish": unary(complex_ok=False),
+    "hardsigmoid": unary(complex_ok=False),
+    "hardtanh": [
+        S(T(3, 4, domain="nonzero"), complex_ok=False),
+        S(T(3, 4, domain="distinct"), -0.5, 0.5, complex_ok=False),
+    ],
+    "leaky_relu": [
+        S(T(3, 4, domain="nonzero"), complex_ok=False),
+        S(T(3, 4, domain="nonzero"), 0.2, complex_ok=False),
+    ],
+    "elu": [
+        S(T(3, 4, domain="nonzero"), complex_ok=False),
+        S(T(3, 4, domain="nonzero"), 0.5, 1.5, 2, complex_ok=False),
+    ],
+    "celu": [
+        S(T(3, 4, domain="nonzero"), complex_ok=False),
+        S(T(3, 4, domain="nonzero"), 2.5, complex_ok=False),
+    ],
+    "silu": unary(complex_ok=False),
+    "mish": unary(complex_ok=False),
+    "gelu": [
+        S(T(3, 4), complex_ok=False),
+        S(T(3, 4), approximate="tanh", complex_ok=False),
+    ],
+    "softplus": [S(T(3, 4), complex_ok=False), S(T(3, 4), 2, 1, complex_ok=False)],
+    "threshold": [S(T(3, 4, domain="nonzero"), 0.0, 2.5, complex_ok=False)],
+    "softshrink": [
+        S(T(3, 4, domain="distinct"), complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0.3, complex_ok=False),
+    ],
+    "hardshrink": [
+        S(T(3, 4, domain="distinct"), complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0.3, complex_ok=False),
+    ],
+    "log_sigmoid_forward": unary(complex_ok=False),
+    "_prelu_kernel": [
+        S(T(3, 4, domain="nonzero"), T(4), complex_ok=False),
+        S(T(2, 3, 4, domain="nonzero"), T(3, 1), complex_ok=False),
+    ],
+    "clamp_min": [S(T(3, 4, domain="distinct"), 0.1, complex_ok=False)],
+    "clamp_max": [S(T(3, 4, domain="distinct"), 0.1, complex_ok=False)],
+    "clamp_min.Tensor": binary(complex_ok=False),
+    "clamp_max.Tensor": binary(complex_ok=False),
+    "copysign.Tensor": binary(domain="nonzero", other="nonzero", complex_ok=False),
+    "copysign.Scalar": [
+        S(T(3, 4, domain="nonzero"), -1.5, complex_ok=False),
+        S(T(3, domain="nonzero"), 2.0, complex_ok=False),
+    ],
+    "fmod.Tensor": binary(other="positive", complex_ok=False),
+    "fmod.Scalar": [S(T(3, 4), 0.7, complex_ok=False)],
+    "remainder.Tensor": binary(other="positive", complex_ok=False),
+    "remainder.Scalar": [S(T(3, 4), 0.7, complex_ok=False)],
+    "div.Tensor_mode": [
+        S(T(3, 4), T(3, 4, domain="nonzero"), rounding_mode=None),
+        S(T(3, 4), T(4, domain="nonzero"), rounding_mode="trunc", complex_ok=False),
+        S(T(3, 1), T(4, domain="nonzero"), rounding_mode="floor", complex_ok=False),
+    ],
+    "div.Scalar_mode": [
+        S(T(3, 4), 2.5, rounding_mode=None),
+        S(T(3, 4), 2.5, rounding_mode="floor", complex_ok=False),
+    ],
+    "fmax": binary(complex_ok=False),
+    "fmin": binary(complex_ok=False),
+    "hypot": binary(domain="nonzero", other="nonzero", complex_ok=False),
+    "logaddexp": binary(),
+    "logaddexp2": binary(complex_ok=False),
+    "ldexp.Tensor": [
+        S(T(3, 4), torch.tensor([1, 2, 3, 0])),
+        S(T(3, 4), T(4)),
+    ],
+    "xlogy.Tensor": binary(other="positive", complex_ok=False),
+    "xlogy.Scalar_Self": [S(2.5, T(3, 4, domain="positive"), complex_ok=False)],
+    "xlogy.Scalar_Other": [S(T(3, 4), 2.5, complex_ok=False)],
+    "special_xlog1py": binary(other="positive", complex_ok=False),
+    "special_xlog1py.self_scalar": [
+        S(2.5, T(3, 4, domain="positive"), complex_ok=False)
+    ],
+    "special_xlog1py.other_scalar": [S(T(3, 4), 1.5, complex_ok=False)],
+    "clamp.Tensor": [
+        S(
+            T(3, 4, domain="distinct"),
+            T(3, 4, domain="unit"),
+            T(4, domain="positive"),
+            complex_ok=False,
+        ),
+        S(T(3, 4, domain="distinct"), T(4, domain="unit"), complex_ok=False),
+        S(T(3, 4, domain="distinct"), None, T(3, 1, domain="unit"), complex_ok=False),
+        S(T(3, 4), T(3, 4), T(3, 4), complex_ok=False),
+    ],
+    "lerp.Scalar": [S(T(3, 4), T(3, 4), 0.3), S(T(3, 4), T(4), 0.8)],
+    "lerp.Tensor": [S(T(3, 4), T(3, 4), T(3, 4)), S(T(3, 1), T(4), T(3, 4))],
+    "addcmul": [S(T(3, 4), T(3, 4), T(3, 4)), S(T(4), T(3, 1), T(3, 4), value=-0.5)],
+    "addcdiv": [
+        S(T(3, 4), T(3, 4), T(3, 4, domain="nonzero")),
+        S(T(4), T(3, 1), T(3, 4, domain="nonzero"), value=-0.5),
+    ],
+    "nextafter": binary(complex_ok=False),
+    "rrelu_with_noise": [S(T(3, 4, domain="nonzero"), T(3, 4), complex_ok=False)],
+    "complex": [
+        S(T(3, 4), T(3, 4), complex_ok=False),
+        S(T(3, 1), T(4), complex_ok=False),
+    ],
+    "polar": [
+        S(T(3, 4, domain="positive"), T(3, 4), complex_ok=False),
+        S(T(4, domain="positive"), T(3, 1), complex_ok=False),
+    ],
+    # torch implements no derivative for these in-place variants (its own spec marks
+    # them not_implemented), so the kernel tests have no reference; validate's
+    # gradcheck covers them.
+    "asinh_": [S(T(3, 4), real_ok=False, complex_ok=False)],
+    "atanh_": [S(T(3, 4), real_ok=False, complex_ok=False)],
+    "rrelu_with_noise_": [S(T(3, 4), T(3, 4), real_ok=False, complex_ok=False)],
+    # ----- views (part `views`)
+    "diagonal": [S(T(3, 4)), S(T(3, 4, 2), 1, 2, 0), S(T(4, 3), -2)],
+    "squeeze.dims": [S(T(3, 1, 4, 1), [1, 3]), S(T(3, 1, 4), [0, -2])],
+    "unfold": [S(T(3, 7), 1, 3, 2), S(T(5, 2), 0, 2, 1)],
+    "narrow": [S(T(5, 4), 0, 1, 3), S(T(5, 4), 1, -3, 2)],
+    "split.Tensor": [S(T(5, 4), 2), S(T(3, 4), 3, 1)],
+    "split_with_sizes": [S(T(5, 4), [2, 3]), S(T(3, 4), [1, 0, 3], 1)],
+    "unbind.int": [S(T(3, 4)), S(T(3, 4), 1)],
+    "unsafe_split.Tensor": [S(T(5, 4), 2), S(T(3, 4), 3, 1)],
+    "unsafe_split_with_sizes": [S(T(5, 4), [2, 3]), S(T(3, 4), [1, 0, 3], 1)],
+    "split_with_sizes_copy": [S(T(5, 4), [2, 3]), S(T(3, 4), [1, 0, 3], 1)],
+    "unbind_copy.int": [S(T(3, 4)), S(T(3, 4), 1)],
+    "alias_copy": [S(T(3, 4)), S(T())],
+    "view_copy": [S(T(3, 4), [4, 3]), S(T(2, 3, 2), [-1])],
+    "t_copy": [S(T(3, 4)), S(T(3))],
+    "transpose_copy.int": [S(T(2, 3, 4), 0, 2)],
+    "permute_copy": [S(T(2, 3, 4), [2, 0, 1])],
+    "unsqueeze_copy": [S(T(3, 4), 1), S(T(3, 4), -1)],
+    "squeeze_copy": [S(T(3, 1, 4)), S(T(1, 1))],
+    "squeeze_copy.dim": [S(T(3, 1, 4), 1), S(T(3, 4), 0)],
+    "squeeze_copy.dims": [S(T(3, 1, 4, 1), [1, 3])],
+    "unfold_copy": [S(T(3, 7), 1, 3, 2)],
+    "narrow_copy": [S(T(5, 4), 0, 1, 3)],
+    "diagonal_copy": [S(T(3, 4)), S(T(3, 4, 2), 1, 2, 0)],
+    "expand_copy": [S(T(3, 1), [3, 4]), S(T(3, 1), [2, 3, 4])],
+    # native autograd has no complex support for select_copy / slice_copy
+    "select_copy.int": [
+        S(T(5, 4), 0, 2, complex_ok=False),
+        S(T(5, 4), 1, -1, complex_ok=False),
+    ],
+    "slice_copy.Tensor": [
+        S(T(5, 4), 0, 1, 4, complex_ok=False),
+        S(T(5, 6), 1, None, None, 2, complex_ok=False),
+    ],
+    "as_strided_copy": [S(T(3, 4), [2, 2], [1, 2], 1)],
+    "constant_pad_nd": [S(T(3, 4), [1, 2], 1.5), S(T(3, 4), [1, -1, 0, 2])],
+    "diag_embed": [S(T(3, 4)), S(T(2, 3), 1, 0, 2), S(T(3), -1)],
+    "roll": [S(T(3, 4), [1], [1]), S(T(3, 4), [2, -1], [0, 1]), S(T(3, 4), [5])],
+    "flip": [S(T(3, 4), [0]), S(T(3, 4), [0, 1])],
+    "rot90": [S(T(3, 4)), S(T(3, 4, 2), 2, [2, 0]), S(T(3, 4), -1)],
+    "repeat": [S(T(3, 4), [2, 3]), S(T(3, 4), [2, 1, 2]), S(T(), [])],
+    "tril": [S(T(3, 4)), S(T(2, 3, 4), -1)],
+    "triu": [S(T(3, 4)), S(T(2, 3, 4), 1)],
+    "pixel_shuffle": [S(T(2, 8, 2, 3), 2)],
+    "pixel_unshuffle": [S(T(2, 2, 4, 6), 2)],
+    "channel_shuffle": [S(T(2, 6, 3), 2)],
+    "reflection_pad1d": [S(T(2, 5), [2, 1])],
+    "reflection_pad2d": [S(T(2, 4, 5), [2, 1, 0, 3])],
+    "reflection_pad3d": [S(T(2, 3, 4, 5), [2, 1, 0, 2, 1, 1])],
+    "replication_pad1d": [S(T(2, 5), [2, 1])],
+    "replication_pad2d": [S(T(2, 4, 5), [2, 1, 0, 3])],
+    "replication_pad3d": [S(T(2, 3, 4, 5), [2, 1, 0, 2, 1, 1])],
+    "masked_fill.Scalar": [
+        S(T(3, 4), T(3, 4, dtype=torch.bool), 1.5),
+        S(T(3, 4), T(4, dtype=torch.bool), -2),
+        S(T(3, 1), T(3, 4, dtype=torch.bool), 0.5),
+    ],
+    "masked_fill.Tensor": [
+        S(T(3, 4), T(3, 4, dtype=torch.bool), T()),
+        S(T(3, 1), T(3, 4, dtype=torch.bool), T()),
+    ],
+    "masked_select": [
+        S(T(3, 4), T(3, 4, dtype=torch.bool)),
+        S(T(3, 4), T(4, dtype=torch.bool)),
+        S(T(4), T(3, 4, dtype=torch.bool)),
+    ],
+    "masked_scatter": [
+        S(T(3, 4), T(3, 4, dtype=torch.bool), T(3, 4)),
+        S(T(3, 4), T(4, dtype=torch.bool), T(2, 7)),
+        S(T(4), T(3, 4, dtype=torch.bool), T(13)),
+    ],
+    "index.Tensor": [
+        S(T(3, 4), [T(3, 4, dtype=torch.bool)]),
+        S(T(3, 4), [torch.tensor([0, 2, 2])]),
+        S(T(3, 4), [None, torch.tensor([[1, 3], [0, 0]])]),
+    ],
+    "index_put": [
+        S(T(3, 4), [T(3, 4, dtype=torch.bool)], T()),
+        S(T(3, 4), [torch.tensor([0, 2, 2])], T(4), True),
+        S(T(3, 4), [torch.tensor([0, 2])], T(2, 4)),
+        S(T(3, 4), [None, torch.tensor([1, 3])], T(3, 1)),
+    ],
+    "transpose_": [S(T(2, 3, 4), 0, 2)],
+    # native autograd has no complex support for select_scatter / slice_scatter
+    "select_scatter": [
+        S(T(3, 4), T(4), 0, 1, complex_ok=False),
+        S(T(3, 4), T(3), 1, -1, complex_ok=False),
+    ],
+    "slice_scatter": [
+        S(T(5, 4), T(2, 4), 0, 1, 4, 2, complex_ok=False),
+        S(T(5, 4), T(5, 3), 1, -3, complex_ok=False),
+    ],
+    "diagonal_scatter": [S(T(3, 4), T(3)), S(T(3, 4, 2), T(4, 2), 1, 2, 0)],
+    "fill.Scalar": [S(T(3, 4), 2.5)],
+    "block_diag": [S([T(2, 3), T(1, 2)]), S([T(2, 3), T(3), T(), T(0, 2)])],
+    # ----- reductions, scans, sorts (part: reductions)
+    "linalg_vector_norm": [
+        S(T(3, 4, domain="nonzero")),
+        S(T(3, 4, domain="nonzero"), 1, [1], True),
+        S(T(3, 4, domain="distinct"), float("inf"), [0]),
+        S(T(3, 4, domain="nonzero"), 3, None),
+        S(T(3, 4, domain="nonzero"), 0.5, [1]),
+        S(T(domain="nonzero")),
+    ],
+    # 0-d only: native forward AD of norm.Scalar fails for inputs of 1+ dims
+    # (tangent keeps the reduced dims: size [1, 1] for a [] output).
+    "norm.Scalar": [S(T(domain="nonzero")), S(T(domain="nonzero"), 3)],
+    "norm.ScalarOpt_dim": [
+        S(T(3, 4, domain="nonzero"), 2, [1]),
+        S(T(3, 4, domain="nonzero"), 1.5, [0], True),
+    ],
+    "dist": [S(T(3, 4), T(3, 4)), S(T(3, 4), T(4), 3)],
+    "var.correction": [
+        S(T(3, 4)),
+        S(T(3, 4, 5), [1], correction=0, keepdim=True),
+        S(T(3, 4), [0, 1], correction=2),
+    ],
+    "std.correction": [
+        S(T(3, 4)),
+        S(T(3, 4, 5), [1], correction=0, keepdim=True),
+    ],
+    "var_mean.correction": [
+        S(T(3, 4)),
+        S(T(3, 4, 5), [1], correction=0, keepdim=True),
+    ],
+    "std_mean.correction": [
+        S(T(3, 4)),
+        S(T(3, 4, 5), [1], correction=0, keepdim=True),
+    ],
+    "logsumexp": [S(T(3, 4), [1]), S(T(3, 4, 5), [0, 2], True)],
+    "nansum": [
+        S(T(3, 4), complex_ok=False),
+        S(T(3, 4, 5), [1], True, complex_ok=False),
+    ],
+    "prod": [S(T(3, 4)), S(T()), S(T(0, 3))],
+    "prod.dim_int": [S(T(3, 4), 1), S(T(3, 4, 5), 0, True)],
+    "cumsum": [S(T(3, 4), 1), S(T(3, 4, 5), 0), S(T(3, 4), -1, dtype=torch.float32)],
+    "cumprod": [S(T(3, 4), 1), S(T(3, 4, 5), 0)],
+    "logcumsumexp": [S(T(3, 4), 1), S(T(3, 4, 5), 0)],
+    "cummax": [
+        S(T(3, 4, domain="distinct"), 1, complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0, complex_ok=False),
+    ],
+    "cummin": [
+        S(T(3, 4, domain="distinct"), 1, complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0, complex_ok=False),
+    ],
+    "sort": [
+        S(T(3, 4, domain="distinct"), complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0, True, complex_ok=False),
+    ],
+    "sort.stable": [
+        S(T(3, 4, domain="distinct"), stable=True, complex_ok=False),
+        S(
+            T(3, 4, domain="distinct"),
+            stable=False,
+            dim=0,
+            descending=True,
+            complex_ok=False,
+        ),
+    ],
+    "topk": [
+        S(T(3, 4, domain="distinct"), 2, complex_ok=False),
+        S(T(3, 4, domain="distinct"), 2, 0, False, complex_ok=False),
+    ],
+    "kthvalue": [
+        S(T(3, 4, domain="distinct"), 2, complex_ok=False),
+        S(T(3, 4, domain="distinct"), 3, 0, True, complex_ok=False),
+    ],
+    "mode": [
+        S(T(3, 4, domain="distinct"), complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0, True, complex_ok=False),
+    ],
+    "median.dim": [
+        S(T(3, 4, domain="distinct"), 1, complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0, True, complex_ok=False),
+    ],
+    "nanmedian.dim": [
+        S(T(3, 4, domain="distinct"), 1, complex_ok=False),
+        S(T(3, 4, domain="distinct"), 0, True, complex_ok=False),
+    ],
+    "median": [S(T(3, 4, domain="distinct"), complex_ok=False)],
+    "nanmedian": [S(T(3, 4, domain="distinct"), complex_ok=False)],
+    "max": [S(T(3, 4, domain="distinct"), complex_ok=False)],
+    "min": [S(T(3, 4, domain="distinct"), complex_ok=False)],
+    "aminmax": [
+        S(T(3, 4, domain="distinct"), complex_ok=False),
+        S(T(3, 4, domain="distinct"), dim=1, keepdim=True, complex_ok=False),
+    ],
+    "trace": [S(T(3, 3)), S(T(3, 4))],
+    "renorm": [
+        S(T(3, 4, domain="nonzero"), 2, 0, 0.5),
+        S(T(3, 4, domain="nonzero"), 1, 1, 1.5),
+    ],
+    "vdot": [S(T(4), T(4))],
+    "addmv": [
+        S(T(3), T(3, 4), T(4), beta=0.5, alpha=2.0),
+        S(T(), T(3, 4), T(4)),
+    ],
+    "addr": [
+        S(T(3, 4), T(3), T(4), beta=0.5, alpha=2.0),
+        S(T(4), T(3), T(4)),
+    ],
+    "baddbmm": [
+        S(T(2, 3, 5), T(2, 3, 4), T(2, 4, 5), beta=0.5, alpha=2.0),
+        S(T(5), T(2, 3, 4), T(2, 4, 5)),
+    ],
+    "addbmm": [
+        S(T(3, 5), T(2, 3, 4), T(2, 4, 5), beta=0.5, alpha=2.0),
+        S(T(3, 5), T(0, 3, 4), T(0, 4, 5)),
+    ],
 }
 
 

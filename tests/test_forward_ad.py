@@ -770,14 +770,24 @@ def test_integer_inputs_and_tangent_free_ops_inside_level():
 
 
 MISSING_RULES = {
-    "erfinv": (aten.erfinv.default, "aten::erfinv", lambda d: torch.erfinv(d * 0.5)),
-    "lgamma": (aten.lgamma.default, "aten::lgamma", lambda d: torch.lgamma(d)),
-    "lerp": (
-        aten.lerp.Scalar,
-        "aten::lerp.Scalar",
-        lambda d: torch.lerp(d, torch.ones_like(d), 0.5),
+    "_linalg_det": (
+        aten._linalg_det.default,
+        "aten::_linalg_det",
+        lambda d: torch.linalg.det(d.reshape(2, 2)),
     ),
-    "erfinv_": (aten.erfinv_.default, "aten::erfinv_", lambda d: d.mul(0.5).erfinv_()),
+    "rfft": (aten._fft_r2c.default, "aten::_fft_r2c", lambda d: torch.fft.rfft(d)),
+    "cholesky": (
+        aten.linalg_cholesky_ex.default,
+        "aten::linalg_cholesky_ex",
+        lambda d: torch.linalg.cholesky(
+            d.reshape(2, 2) @ d.reshape(2, 2).t() + torch.eye(2, dtype=d.dtype)
+        ),
+    ),
+    "index_add_": (
+        aten.index_add_.default,
+        "aten::index_add_",
+        lambda d: d.clone().index_add_(0, torch.tensor([0, 1]), d[2:]),
+    ),
 }
 
 

@@ -14,6 +14,7 @@ from kernel_harness import (
     call,
     clone_tree,
     is_differentiable_value,
+    outputs_of,
     random_like,
     sample_values,
     subsets,
@@ -61,7 +62,7 @@ def _run_native(op, info, values, diff, tangents):
         vals.update(zip(diff, diff_values))
         if inplace:
             vals["self"] = vals["self"].clone()
-        out = as_tuple(call(op, vals))
+        out = outputs_of(op, call(op, vals))
         return tuple(
             out[i]
             for i, o in enumerate(info.outputs)
@@ -73,6 +74,11 @@ def _run_native(op, info, values, diff, tangents):
 
 
 def _assert_tangent(got, expected, result, where):
+    if isinstance(result, (list, tuple)):  # a Tensor[] output, piece by piece
+        assert got is None or len(got) == len(result), f"{where}: {len(got)} tangents"
+        for i, (e, r) in enumerate(zip(expected, result)):
+            _assert_tangent(None if got is None else got[i], e, r, f"{where}[{i}]")
+        return
     if got is None:
         torch.testing.assert_close(
             expected,
@@ -106,7 +112,7 @@ def test_jvp_kernel_matches_torch_func_jvp(op, info, sample, dtype):
     values = _values_or_skip(op, info, sample, dtype)
     diff = _diff_inputs(info, values)
     if not diff:
-        outputs = as_tuple(call(op, dict(values)))
+        outputs = outputs_of(op, call(op, dict(values)))
         primals = [values[a.name] for a in op._schema.arguments]
         tangents = [None] * len(info.differentiable_inputs)
         got = as_tuple(info.jvp(*primals, *tangents, *outputs))
@@ -123,12 +129,12 @@ def test_jvp_kernel_matches_torch_func_jvp(op, info, sample, dtype):
         call_values = dict(values)
         if inplace:
             call_values["self"] = values["self"].clone()
-        outputs = as_tuple(call(op, call_values))
+        outputs = outputs_of(op, call(op, call_values))
         primals = [values[a.name] for a in op._schema.arguments]
         tangent_args = []
         for name in info.differentiable_inputs:
             tangent_args.append(clone_tree(full[name]) if name in present else None)
-        got = as_tuple(info.jvp(*primals, *tangent_args, *outputs))
+        got = outputs_of(op, info.jvp(*primals, *tangent_args, *outputs))
         expected_iter = iter(expected)
         for i, name in enumerate(info.outputs):
             if name not in info.differentiable_outputs:
@@ -171,7 +177,7 @@ def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
         inputs["self"] = (
             leaves["self"].clone() if "self" in leaves else values["self"].clone()
         )
-    outputs = as_tuple(call(op, inputs))
+    outputs = outputs_of(op, call(op, inputs))
     gen = torch.Generator().manual_seed(2)
     grads = [
         random_like(o, gen) if n in info.differentiable_outputs else None
@@ -180,9 +186,14 @@ def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
     pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
     flat_leaves = _flat([leaves[n] for n in diff])
     expected = torch.autograd.grad(
-        [o for o, _ in pairs], flat_leaves, [g for _, g in pairs], allow_unused=True
+        _flat([o for o, _ in pairs]),
+        flat_leaves,
+        _flat([g for _, g in pairs]),
+        allow_unused=True,
     )
-    detached = tuple(o.detach() for o in outputs)
+    detached = tuple(
+        [x.detach() for x in o] if isinstance(o, list) else o.detach() for o in outputs
+    )
     arguments = [values[a.name] for a in op._schema.arguments]
     grad_arg = grads[0] if len(outputs) == 1 else tuple(grads)
     got = info.vjp(grad_arg, *arguments, *detached)

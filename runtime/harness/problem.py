@@ -96,8 +96,8 @@ class Problem:
         return Problem(func, name, values, diff, tuple(parts))
 
     def evaluate(self, values) -> tuple:
-        out = self.func(*values)
-        return tuple(out) if isinstance(out, (list, tuple)) else (out,)
+        """The function's outputs, flattened (a Tensor[] output is its tensors)."""
+        return tuple(_flatten(self.func(*values)))
 
     def sample(self) -> tuple:
         """The outputs at the current input values, as copies: an output may be a
@@ -168,6 +168,14 @@ class Recording:
         return [
             torch.zeros_like(x) if g is None else g for g, x in zip(grads, self.watched)
         ]
+
+
+def _flatten(value):
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _flatten(item)
+    else:
+        yield value
 
 
 def random_like(x: torch.Tensor, generator, real: bool = True) -> torch.Tensor:
