@@ -18,6 +18,8 @@ from dualgen.formulas import (
     as_real_like,
     batch_norm_tangent,
     batch_norm_xhat,
+    bce_self_derivative,
+    bce_target_derivative,
     channel_view,
     clamp_mask,
     clamp_tensor_weight,
@@ -41,6 +43,7 @@ from dualgen.formulas import (
     renorm_tangent,
     scale,
     scan_tangent,
+    scatter_reduce_tangent,
     std_tangent,
     unless_rounded,
     var_tangent,
@@ -5579,5 +5582,497 @@ def addbmm__default(
         return conform(scale(batch1_t.bmm(batch2_p).sum(0), alpha), result)
     elif batch2_t is not None:
         return conform(scale(batch1_p.bmm(batch2_t).sum(0), alpha), result)
+    else:
+        return None
+
+
+def index_select_default(self_p, dim, index_p, self_t, result):
+    """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
+    # functional, spec line 1916
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.index_select.default(self_t, dim, index_p)
+    else:
+        return None
+
+
+def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
+    """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
+    # functional, spec line 1924
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.gather.default(
+            self_t, dim, index_p, sparse_grad=sparse_grad
+        )
+    else:
+        return None
+
+
+def take_default(self_p, index_p, self_t, result):
+    """aten::take(Tensor self, Tensor index) -> Tensor"""
+    # functional, spec line 1932
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.take.default(self_t, index_p)
+    else:
+        return None
+
+
+def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
+    """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
+    # functional, spec line 1938
+    # result: self_t.put(index_p, source_t, accumulate)
+    if self_t is not None and source_t is not None:
+        return self_t.put(index_p, source_t, accumulate)
+    elif self_t is not None:
+        return self_t.put(index_p, torch.zeros_like(source_p), accumulate)
+    elif source_t is not None:
+        return torch.zeros_like(self_p).put(index_p, source_t, accumulate)
+    else:
+        return None
+
+
+def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
+    """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
+    # inplace, spec line 1938
+    # formulas from put; self_p is self before the update
+    # result: self_t.put(index_p, source_t, accumulate)
+    if self_t is not None and source_t is not None:
+        return self_t.put(index_p, source_t, accumulate)
+    elif self_t is not None:
+        return self_t.put(index_p, torch.zeros_like(source_p), accumulate)
+    elif source_t is not None:
+        return conform(
+            torch.zeros_like(self_p).put(index_p, source_t, accumulate), result
+        )
+    else:
+        return None
+
+
+def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
+    """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    # functional, spec line 1947
+    # result: self_t.scatter(dim, index_p, src_t)
+    if self_t is not None and src_t is not None:
+        return self_t.scatter(dim, index_p, src_t)
+    elif self_t is not None:
+        return self_t.scatter(dim, index_p, torch.zeros_like(src_p))
+    elif src_t is not None:
+        return torch.zeros_like(self_p).scatter(dim, index_p, src_t)
+    else:
+        return None
+
+
+def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
+    """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
+    # inplace, spec line 1947
+    # formulas from scatter.src; self_p is self before the update
+    # result: self_t.scatter(dim, index_p, src_t)
+    if self_t is not None and src_t is not None:
+        return self_t.scatter(dim, index_p, src_t)
+    elif self_t is not None:
+        return self_t.scatter(dim, index_p, torch.zeros_like(src_p))
+    elif src_t is not None:
+        return conform(torch.zeros_like(self_p).scatter(dim, index_p, src_t), result)
+    else:
+        return None
+
+
+def scatter_value(self_p, dim, index_p, value, self_t, result):
+    """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    # functional, spec line 1954
+    # result: self_t.scatter(dim, index_p, 0)
+    if self_t is not None:
+        return self_t.scatter(dim, index_p, 0)
+    else:
+        return None
+
+
+def scatter__value(self_p, dim, index_p, value, self_t, result):
+    """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1954
+    # formulas from scatter.value; self_p is self before the update
+    # result: self_t.scatter(dim, index_p, 0)
+    if self_t is not None:
+        return self_t.scatter(dim, index_p, 0)
+    else:
+        return None
+
+
+def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
+    """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    # functional, spec line 1960
+    # result: auto_linear
+    if self_t is not None and src_t is not None:
+        return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
+    elif self_t is not None:
+        return torch.ops.aten.scatter_add.default(
+            self_t, dim, index_p, torch.zeros_like(src_p)
+        )
+    elif src_t is not None:
+        return torch.ops.aten.scatter_add.default(
+            torch.zeros_like(self_p), dim, index_p, src_t
+        )
+    else:
+        return None
+
+
+def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
+    """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
+    # inplace, spec line 1960
+    # formulas from scatter_add; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None and src_t is not None:
+        return torch.ops.aten.scatter_add_.default(self_t, dim, index_p, src_t)
+    elif self_t is not None:
+        return torch.ops.aten.scatter_add_.default(
+            self_t, dim, index_p, torch.zeros_like(src_p)
+        )
+    elif src_t is not None:
+        return torch.ops.aten.scatter_add_.default(
+            torch.zeros_like(self_p), dim, index_p, src_t
+        )
+    else:
+        return None
+
+
+def scatter_reduce_two(
+    self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
+):
+    """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
+    # functional, spec line 1969
+    # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
+    if self_t is not None and src_t is not None:
+        return scatter_reduce_tangent(
+            self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result
+        )
+    elif self_t is not None:
+        return scatter_reduce_tangent(
+            self_t,
+            self_p,
+            dim,
+            index_p,
+            torch.zeros_like(src_p),
+            src_p,
+            reduce,
+            include_self,
+            result,
+        )
+    elif src_t is not None:
+        return scatter_reduce_tangent(
+            torch.zeros_like(self_p),
+            self_p,
+            dim,
+            index_p,
+            src_t,
+            src_p,
+            reduce,
+            include_self,
+            result,
+        )
+    else:
+        return None
+
+
+def scatter_reduce__two(
+    self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
+):
+    """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
+    # inplace, spec line 1969
+    # formulas from scatter_reduce.two; self_p is self before the update
+    # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
+    if self_t is not None and src_t is not None:
+        return scatter_reduce_tangent(
+            self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result
+        )
+    elif self_t is not None:
+        return scatter_reduce_tangent(
+            self_t,
+            self_p,
+            dim,
+            index_p,
+            torch.zeros_like(src_p),
+            src_p,
+            reduce,
+            include_self,
+            result,
+        )
+    elif src_t is not None:
+        return conform(
+            scatter_reduce_tangent(
+                torch.zeros_like(self_p),
+                self_p,
+                dim,
+                index_p,
+                src_t,
+                src_p,
+                reduce,
+                include_self,
+                result,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
+    """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1979
+    # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
+    if self_t is not None and source_t is not None:
+        return self_t.index_add(dim, index_p, scale(source_t, alpha))
+    elif self_t is not None:
+        return self_t.index_add(dim, index_p, scale(torch.zeros_like(source_p), alpha))
+    elif source_t is not None:
+        return torch.zeros_like(self_p).index_add(dim, index_p, scale(source_t, alpha))
+    else:
+        return None
+
+
+def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
+    """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1979
+    # formulas from index_add; self_p is self before the update
+    # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
+    if self_t is not None and source_t is not None:
+        return self_t.index_add(dim, index_p, scale(source_t, alpha))
+    elif self_t is not None:
+        return self_t.index_add(dim, index_p, scale(torch.zeros_like(source_p), alpha))
+    elif source_t is not None:
+        return conform(
+            torch.zeros_like(self_p).index_add(dim, index_p, scale(source_t, alpha)),
+            result,
+        )
+    else:
+        return None
+
+
+def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
+    """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
+    # functional, spec line 1988
+    # result: self_t.index_copy(dim, index_p, source_t)
+    if self_t is not None and source_t is not None:
+        return self_t.index_copy(dim, index_p, source_t)
+    elif self_t is not None:
+        return self_t.index_copy(dim, index_p, torch.zeros_like(source_p))
+    elif source_t is not None:
+        return torch.zeros_like(self_p).index_copy(dim, index_p, source_t)
+    else:
+        return None
+
+
+def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
+    """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
+    # inplace, spec line 1988
+    # formulas from index_copy; self_p is self before the update
+    # result: self_t.index_copy(dim, index_p, source_t)
+    if self_t is not None and source_t is not None:
+        return self_t.index_copy(dim, index_p, source_t)
+    elif self_t is not None:
+        return self_t.index_copy(dim, index_p, torch.zeros_like(source_p))
+    elif source_t is not None:
+        return conform(
+            torch.zeros_like(self_p).index_copy(dim, index_p, source_t), result
+        )
+    else:
+        return None
+
+
+def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
+    """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    # functional, spec line 1995
+    # result: self_t.index_fill(dim, index_p, 0)
+    if self_t is not None:
+        return self_t.index_fill(dim, index_p, 0)
+    else:
+        return None
+
+
+def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
+    """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1995
+    # formulas from index_fill.int_Scalar; self_p is self before the update
+    # result: self_t.index_fill(dim, index_p, 0)
+    if self_t is not None:
+        return self_t.index_fill(dim, index_p, 0)
+    else:
+        return None
+
+
+def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
+    """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
+    # functional, spec line 2001
+    # result: self_t.index_fill(dim, index_p, value_t)
+    if self_t is not None and value_t is not None:
+        return self_t.index_fill(dim, index_p, value_t)
+    elif self_t is not None:
+        return self_t.index_fill(dim, index_p, torch.zeros_like(value_p))
+    elif value_t is not None:
+        return torch.zeros_like(self_p).index_fill(dim, index_p, value_t)
+    else:
+        return None
+
+
+def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
+    """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
+    # inplace, spec line 2001
+    # formulas from index_fill.int_Tensor; self_p is self before the update
+    # result: self_t.index_fill(dim, index_p, value_t)
+    if self_t is not None and value_t is not None:
+        return self_t.index_fill(dim, index_p, value_t)
+    elif self_t is not None:
+        return self_t.index_fill(dim, index_p, torch.zeros_like(value_p))
+    elif value_t is not None:
+        return conform(
+            torch.zeros_like(self_p).index_fill(dim, index_p, value_t), result
+        )
+    else:
+        return None
+
+
+def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
+    """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
+    # functional, spec line 2008
+    # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
+    if self_t is not None:
+        return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
+    else:
+        return None
+
+
+def _unsafe_masked_index_put_accumulate_default(
+    self_p, mask_p, indices_p, values_p, self_t, values_t, result
+):
+    """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
+    # functional, spec line 2014
+    # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
+    if self_t is not None and values_t is not None:
+        return torch.ops.aten._unsafe_masked_index_put_accumulate(
+            self_t, mask_p, indices_p, values_t
+        )
+    elif self_t is not None:
+        return torch.ops.aten._unsafe_masked_index_put_accumulate(
+            self_t, mask_p, indices_p, torch.zeros_like(values_p)
+        )
+    elif values_t is not None:
+        return torch.ops.aten._unsafe_masked_index_put_accumulate(
+            torch.zeros_like(self_p), mask_p, indices_p, values_t
+        )
+    else:
+        return None
+
+
+def nll_loss_forward_default(
+    self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
+):
+    """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
+    # functional, spec line 2025
+    # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
+    if self_t is not None:
+        output_t = torch.ops.aten.nll_loss_forward(
+            self_t, target_p, weight_p, reduction, ignore_index
+        )[0]
+    else:
+        output_t = None
+    return output_t, None
+
+
+def nll_loss2d_forward_default(
+    self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
+):
+    """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
+    # functional, spec line 2034
+    # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
+    if self_t is not None:
+        output_t = torch.ops.aten.nll_loss2d_forward(
+            self_t, target_p, weight_p, reduction, ignore_index
+        )[0]
+    else:
+        output_t = None
+    return output_t, None
+
+
+def embedding_default(
+    weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
+):
+    """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
+    # functional, spec line 2041
+    # result: auto_linear
+    if weight_t is not None:
+        return torch.ops.aten.embedding.default(
+            weight_t, indices_p, padding_idx, scale_grad_by_freq, sparse
+        )
+    else:
+        return None
+
+
+def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
+    """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
+    # functional, spec line 2047
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
+    else:
+        return None
+
+
+def binary_cross_entropy_default(
+    self_p, target_p, weight_p, reduction, self_t, target_t, result
+):
+    """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
+    # functional, spec line 2053
+    # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
+    if self_t is not None and target_t is not None:
+        return apply_loss_reduction(
+            bce_self_derivative(self_p, target_p, weight_p) * self_t
+            + bce_target_derivative(self_p, weight_p) * target_t,
+            reduction,
+        )
+    elif self_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_self_derivative(self_p, target_p, weight_p) * self_t, reduction
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_target_derivative(self_p, weight_p) * target_t, reduction
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def acosh_default(self_p, self_t, result):
+    """aten::acosh(Tensor self) -> Tensor"""
+    # functional, spec line 2063
+    # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
+    if self_t is not None:
+        return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
+    else:
+        return None
+
+
+def acosh__default(self_p, self_t, result):
+    """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 2063
+    # formulas from acosh; self_p is self before the update
+    # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
+    if self_t is not None:
+        return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
+    else:
+        return None
+
+
+def special_ndtri_default(self_p, self_t, result):
+    """aten::special_ndtri(Tensor self) -> Tensor"""
+    # functional, spec line 2069
+    # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
+    if self_t is not None:
+        return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()
     else:
         return None

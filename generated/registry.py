@@ -6597,3 +6597,499 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     derived_from="addbmm",
     spec_line=1903,
 )
+
+
+KERNELS[aten.index_select.default] = KernelInfo(
+    name="index_select",
+    kind="functional",
+    jvp=jvp.index_select_default,
+    vjp=vjp.index_select_default,
+    arguments=("self", "dim", "index"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1916,
+)
+
+
+KERNELS[aten.gather.default] = KernelInfo(
+    name="gather",
+    kind="functional",
+    jvp=jvp.gather_default,
+    vjp=vjp.gather_default,
+    arguments=("self", "dim", "index", "sparse_grad"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1924,
+)
+
+
+KERNELS[aten.take.default] = KernelInfo(
+    name="take",
+    kind="functional",
+    jvp=jvp.take_default,
+    vjp=vjp.take_default,
+    arguments=("self", "index"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1932,
+)
+
+
+KERNELS[aten.put.default] = KernelInfo(
+    name="put",
+    kind="functional",
+    jvp=jvp.put_default,
+    vjp=vjp.put_default,
+    arguments=("self", "index", "source", "accumulate"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1938,
+)
+
+
+KERNELS[aten.put_.default] = KernelInfo(
+    name="put_",
+    kind="inplace",
+    jvp=jvp.put__default,
+    vjp=vjp.put__default,
+    arguments=("self", "index", "source", "accumulate"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="put",
+    spec_line=1938,
+)
+
+
+KERNELS[aten.scatter.src] = KernelInfo(
+    name="scatter.src",
+    kind="functional",
+    jvp=jvp.scatter_src,
+    vjp=vjp.scatter_src,
+    arguments=("self", "dim", "index", "src"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1947,
+)
+
+
+KERNELS[aten.scatter_.src] = KernelInfo(
+    name="scatter_.src",
+    kind="inplace",
+    jvp=jvp.scatter__src,
+    vjp=vjp.scatter__src,
+    arguments=("self", "dim", "index", "src"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="scatter.src",
+    spec_line=1947,
+)
+
+
+KERNELS[aten.scatter.value] = KernelInfo(
+    name="scatter.value",
+    kind="functional",
+    jvp=jvp.scatter_value,
+    vjp=vjp.scatter_value,
+    arguments=("self", "dim", "index", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1954,
+)
+
+
+KERNELS[aten.scatter_.value] = KernelInfo(
+    name="scatter_.value",
+    kind="inplace",
+    jvp=jvp.scatter__value,
+    vjp=vjp.scatter__value,
+    arguments=("self", "dim", "index", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="scatter.value",
+    spec_line=1954,
+)
+
+
+KERNELS[aten.scatter_add.default] = KernelInfo(
+    name="scatter_add",
+    kind="functional",
+    jvp=jvp.scatter_add_default,
+    vjp=vjp.scatter_add_default,
+    arguments=("self", "dim", "index", "src"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1960,
+)
+
+
+KERNELS[aten.scatter_add_.default] = KernelInfo(
+    name="scatter_add_",
+    kind="inplace",
+    jvp=jvp.scatter_add__default,
+    vjp=vjp.scatter_add__default,
+    arguments=("self", "dim", "index", "src"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="scatter_add",
+    spec_line=1960,
+)
+
+
+KERNELS[aten.scatter_reduce.two] = KernelInfo(
+    name="scatter_reduce.two",
+    kind="functional",
+    jvp=jvp.scatter_reduce_two,
+    vjp=vjp.scatter_reduce_two,
+    arguments=("self", "dim", "index", "src", "reduce", "include_self"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=1969,
+)
+
+
+KERNELS[aten.scatter_reduce_.two] = KernelInfo(
+    name="scatter_reduce_.two",
+    kind="inplace",
+    jvp=jvp.scatter_reduce__two,
+    vjp=vjp.scatter_reduce__two,
+    arguments=("self", "dim", "index", "src", "reduce", "include_self"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    derived_from="scatter_reduce.two",
+    spec_line=1969,
+)
+
+
+KERNELS[aten.index_add.default] = KernelInfo(
+    name="index_add",
+    kind="functional",
+    jvp=jvp.index_add_default,
+    vjp=vjp.index_add_default,
+    arguments=("self", "dim", "index", "source", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1979,
+)
+
+
+KERNELS[aten.index_add_.default] = KernelInfo(
+    name="index_add_",
+    kind="inplace",
+    jvp=jvp.index_add__default,
+    vjp=vjp.index_add__default,
+    arguments=("self", "dim", "index", "source", "alpha"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="index_add",
+    spec_line=1979,
+)
+
+
+KERNELS[aten.index_copy.default] = KernelInfo(
+    name="index_copy",
+    kind="functional",
+    jvp=jvp.index_copy_default,
+    vjp=vjp.index_copy_default,
+    arguments=("self", "dim", "index", "source"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1988,
+)
+
+
+KERNELS[aten.index_copy_.default] = KernelInfo(
+    name="index_copy_",
+    kind="inplace",
+    jvp=jvp.index_copy__default,
+    vjp=vjp.index_copy__default,
+    arguments=("self", "dim", "index", "source"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="index_copy",
+    spec_line=1988,
+)
+
+
+KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
+    name="index_fill.int_Scalar",
+    kind="functional",
+    jvp=jvp.index_fill_int_Scalar,
+    vjp=vjp.index_fill_int_Scalar,
+    arguments=("self", "dim", "index", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1995,
+)
+
+
+KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
+    name="index_fill_.int_Scalar",
+    kind="inplace",
+    jvp=jvp.index_fill__int_Scalar,
+    vjp=vjp.index_fill__int_Scalar,
+    arguments=("self", "dim", "index", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="index_fill.int_Scalar",
+    spec_line=1995,
+)
+
+
+KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
+    name="index_fill.int_Tensor",
+    kind="functional",
+    jvp=jvp.index_fill_int_Tensor,
+    vjp=vjp.index_fill_int_Tensor,
+    arguments=("self", "dim", "index", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "value"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2001,
+)
+
+
+KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
+    name="index_fill_.int_Tensor",
+    kind="inplace",
+    jvp=jvp.index_fill__int_Tensor,
+    vjp=vjp.index_fill__int_Tensor,
+    arguments=("self", "dim", "index", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "value"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="index_fill.int_Tensor",
+    spec_line=2001,
+)
+
+
+KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
+    name="_unsafe_masked_index",
+    kind="functional",
+    jvp=jvp._unsafe_masked_index_default,
+    vjp=vjp._unsafe_masked_index_default,
+    arguments=("self", "mask", "indices", "fill"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2008,
+)
+
+
+KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
+    name="_unsafe_masked_index_put_accumulate",
+    kind="functional",
+    jvp=jvp._unsafe_masked_index_put_accumulate_default,
+    vjp=vjp._unsafe_masked_index_put_accumulate_default,
+    arguments=("self", "mask", "indices", "values"),
+    outputs=("result",),
+    differentiable_inputs=("self", "values"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2014,
+)
+
+
+KERNELS[aten.nll_loss_forward.default] = KernelInfo(
+    name="nll_loss_forward",
+    kind="functional",
+    jvp=jvp.nll_loss_forward_default,
+    vjp=vjp.nll_loss_forward_default,
+    arguments=("self", "target", "weight", "reduction", "ignore_index"),
+    outputs=("output", "total_weight"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("output",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2025,
+)
+
+
+KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
+    name="nll_loss2d_forward",
+    kind="functional",
+    jvp=jvp.nll_loss2d_forward_default,
+    vjp=vjp.nll_loss2d_forward_default,
+    arguments=("self", "target", "weight", "reduction", "ignore_index"),
+    outputs=("output", "total_weight"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("output",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2034,
+)
+
+
+KERNELS[aten.embedding.default] = KernelInfo(
+    name="embedding",
+    kind="functional",
+    jvp=jvp.embedding_default,
+    vjp=vjp.embedding_default,
+    arguments=("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"),
+    outputs=("result",),
+    differentiable_inputs=("weight",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2041,
+)
+
+
+KERNELS[aten.max_unpool2d.default] = KernelInfo(
+    name="max_unpool2d",
+    kind="functional",
+    jvp=jvp.max_unpool2d_default,
+    vjp=vjp.max_unpool2d_default,
+    arguments=("self", "indices", "output_size"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2047,
+)
+
+
+KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
+    name="binary_cross_entropy",
+    kind="functional",
+    jvp=jvp.binary_cross_entropy_default,
+    vjp=vjp.binary_cross_entropy_default,
+    arguments=("self", "target", "weight", "reduction"),
+    outputs=("result",),
+    differentiable_inputs=("self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2053,
+)
+
+
+KERNELS[aten.acosh.default] = KernelInfo(
+    name="acosh",
+    kind="functional",
+    jvp=jvp.acosh_default,
+    vjp=vjp.acosh_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2063,
+)
+
+
+KERNELS[aten.acosh_.default] = KernelInfo(
+    name="acosh_",
+    kind="inplace",
+    jvp=jvp.acosh__default,
+    vjp=vjp.acosh__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="acosh",
+    spec_line=2063,
+)
+
+
+KERNELS[aten.special_ndtri.default] = KernelInfo(
+    name="special_ndtri",
+    kind="functional",
+    jvp=jvp.special_ndtri_default,
+    vjp=vjp.special_ndtri_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2069,
+)

@@ -14,6 +14,7 @@ from dualgen.formulas import (
     angle_grad,
     as_real_like,
     as_strided_grad,
+    bce_target_derivative,
     block_diag_grads,
     cat_grads,
     clamp_mask,
@@ -21,7 +22,9 @@ from dualgen.formulas import (
     dist_grad,
     dropout_scale,
     evenly_distribute_grad,
+    expand_loss_grad,
     expand_reduced,
+    gather_grad,
     inverse_permutation,
     logit_derivative,
     logsumexp_weights,
@@ -37,6 +40,7 @@ from dualgen.formulas import (
     reverse_cumsum,
     scale_conj,
     scan_grad,
+    scatter_reduce_grads,
     scatter_selected,
     slice_grad,
     split_like,
@@ -3945,3 +3949,321 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
         batch1.mH.bmm(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1)), alpha
     )
     return (self_grad, batch1_grad, batch2_grad)
+
+
+def index_select_default(grad, self, dim, index, result):
+    """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
+    # functional, spec line 1916
+    # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
+    self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
+    return (self_grad,)
+
+
+def gather_default(grad, self, dim, index, sparse_grad, result):
+    """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
+    # functional, spec line 1924
+    # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
+    self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
+    return (self_grad,)
+
+
+def take_default(grad, self, index, result):
+    """aten::take(Tensor self, Tensor index) -> Tensor"""
+    # functional, spec line 1932
+    # self: grad.new_zeros(self.shape).put(index, grad, True)
+    self_grad = grad.new_zeros(self.shape).put(index, grad, True)
+    return (self_grad,)
+
+
+def put_default(grad, self, index, source, accumulate, result):
+    """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
+    # functional, spec line 1938
+    # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
+    self_grad = (
+        grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
+    )
+    # source: grad.take(index).reshape(source.shape)
+    source_grad = grad.take(index).reshape(source.shape)
+    return (self_grad, source_grad)
+
+
+def put__default(grad, self, index, source, accumulate, result):
+    """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
+    # inplace, spec line 1938
+    # formulas from put; self_p is self before the update
+    # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
+    self_grad = (
+        grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
+    )
+    # source: grad.take(index).reshape(source.shape)
+    source_grad = grad.take(index).reshape(source.shape)
+    return (self_grad, source_grad)
+
+
+def scatter_src(grad, self, dim, index, src, result):
+    """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    # functional, spec line 1947
+    # self: grad.scatter(dim, index, 0)
+    self_grad = grad.scatter(dim, index, 0)
+    # src: gather_grad(grad, dim, index, src)
+    src_grad = gather_grad(grad, dim, index, src)
+    return (self_grad, src_grad)
+
+
+def scatter__src(grad, self, dim, index, src, result):
+    """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
+    # inplace, spec line 1947
+    # formulas from scatter.src; self_p is self before the update
+    # self: grad.scatter(dim, index, 0)
+    self_grad = grad.scatter(dim, index, 0)
+    # src: gather_grad(grad, dim, index, src)
+    src_grad = gather_grad(grad, dim, index, src)
+    return (self_grad, src_grad)
+
+
+def scatter_value(grad, self, dim, index, value, result):
+    """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    # functional, spec line 1954
+    # self: grad.scatter(dim, index, 0)
+    self_grad = grad.scatter(dim, index, 0)
+    return (self_grad,)
+
+
+def scatter__value(grad, self, dim, index, value, result):
+    """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1954
+    # formulas from scatter.value; self_p is self before the update
+    # self: grad.scatter(dim, index, 0)
+    self_grad = grad.scatter(dim, index, 0)
+    return (self_grad,)
+
+
+def scatter_add_default(grad, self, dim, index, src, result):
+    """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    # functional, spec line 1960
+    # self: grad
+    self_grad = grad
+    # src: gather_grad(grad, dim, index, src)
+    src_grad = gather_grad(grad, dim, index, src)
+    return (self_grad, src_grad)
+
+
+def scatter_add__default(grad, self, dim, index, src, result):
+    """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
+    # inplace, spec line 1960
+    # formulas from scatter_add; self_p is self before the update
+    # self: grad
+    self_grad = grad
+    # src: gather_grad(grad, dim, index, src)
+    src_grad = gather_grad(grad, dim, index, src)
+    return (self_grad, src_grad)
+
+
+def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
+    """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
+    # functional, spec line 1969
+    # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
+    self_grad, src_grad = scatter_reduce_grads(
+        grad, self, dim, index, src, reduce, include_self, result
+    )
+    return (self_grad, src_grad)
+
+
+def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
+    """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
+    # inplace, spec line 1969
+    # formulas from scatter_reduce.two; self_p is self before the update
+    # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
+    self_grad, src_grad = scatter_reduce_grads(
+        grad, self, dim, index, src, reduce, include_self, result
+    )
+    return (self_grad, src_grad)
+
+
+def index_add_default(grad, self, dim, index, source, alpha, result):
+    """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
+    # functional, spec line 1979
+    # self: grad
+    self_grad = grad
+    # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
+    source_grad = scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
+    return (self_grad, source_grad)
+
+
+def index_add__default(grad, self, dim, index, source, alpha, result):
+    """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
+    # inplace, spec line 1979
+    # formulas from index_add; self_p is self before the update
+    # self: grad
+    self_grad = grad
+    # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
+    source_grad = scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
+    return (self_grad, source_grad)
+
+
+def index_copy_default(grad, self, dim, index, source, result):
+    """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
+    # functional, spec line 1988
+    # self: grad.index_fill(dim, index, 0)
+    self_grad = grad.index_fill(dim, index, 0)
+    # source: grad.index_select(dim, index).reshape(source.shape)
+    source_grad = grad.index_select(dim, index).reshape(source.shape)
+    return (self_grad, source_grad)
+
+
+def index_copy__default(grad, self, dim, index, source, result):
+    """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
+    # inplace, spec line 1988
+    # formulas from index_copy; self_p is self before the update
+    # self: grad.index_fill(dim, index, 0)
+    self_grad = grad.index_fill(dim, index, 0)
+    # source: grad.index_select(dim, index).reshape(source.shape)
+    source_grad = grad.index_select(dim, index).reshape(source.shape)
+    return (self_grad, source_grad)
+
+
+def index_fill_int_Scalar(grad, self, dim, index, value, result):
+    """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    # functional, spec line 1995
+    # self: grad.index_fill(dim, index, 0)
+    self_grad = grad.index_fill(dim, index, 0)
+    return (self_grad,)
+
+
+def index_fill__int_Scalar(grad, self, dim, index, value, result):
+    """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
+    # inplace, spec line 1995
+    # formulas from index_fill.int_Scalar; self_p is self before the update
+    # self: grad.index_fill(dim, index, 0)
+    self_grad = grad.index_fill(dim, index, 0)
+    return (self_grad,)
+
+
+def index_fill_int_Tensor(grad, self, dim, index, value, result):
+    """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
+    # functional, spec line 2001
+    # self: grad.index_fill(dim, index, 0)
+    self_grad = grad.index_fill(dim, index, 0)
+    # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
+    value_grad = as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
+    return (self_grad, value_grad)
+
+
+def index_fill__int_Tensor(grad, self, dim, index, value, result):
+    """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
+    # inplace, spec line 2001
+    # formulas from index_fill.int_Tensor; self_p is self before the update
+    # self: grad.index_fill(dim, index, 0)
+    self_grad = grad.index_fill(dim, index, 0)
+    # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
+    value_grad = as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
+    return (self_grad, value_grad)
+
+
+def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
+    """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
+    # functional, spec line 2008
+    # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
+    self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
+        grad.new_zeros(self.shape), mask, indices, grad
+    )
+    return (self_grad,)
+
+
+def _unsafe_masked_index_put_accumulate_default(
+    grad, self, mask, indices, values, result
+):
+    """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
+    # functional, spec line 2014
+    # self: grad
+    self_grad = grad
+    # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
+    values_grad = unbroadcast(
+        torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values
+    )
+    return (self_grad, values_grad)
+
+
+def nll_loss_forward_default(
+    grads, self, target, weight, reduction, ignore_index, output, total_weight
+):
+    """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
+    # functional, spec line 2025
+    grad = grads[0]
+    # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
+    self_grad = torch.ops.aten.nll_loss_backward(
+        grad, self, target, weight, reduction, ignore_index, total_weight
+    )
+    return (self_grad,)
+
+
+def nll_loss2d_forward_default(
+    grads, self, target, weight, reduction, ignore_index, output, total_weight
+):
+    """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
+    # functional, spec line 2034
+    grad = grads[0]
+    # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
+    self_grad = torch.ops.aten.nll_loss2d_backward(
+        grad, self, target, weight, reduction, ignore_index, total_weight
+    )
+    return (self_grad,)
+
+
+def embedding_default(
+    grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
+):
+    """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
+    # functional, spec line 2041
+    # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
+    weight_grad = torch.ops.aten.embedding_dense_backward(
+        grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
+    )
+    return (weight_grad,)
+
+
+def max_unpool2d_default(grad, self, indices, output_size, result):
+    """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
+    # functional, spec line 2047
+    # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
+    self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
+    return (self_grad,)
+
+
+def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
+    """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
+    # functional, spec line 2053
+    # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
+    self_grad = torch.ops.aten.binary_cross_entropy_backward(
+        grad, self, target, weight, reduction
+    )
+    # target: expand_loss_grad(grad, self, reduction) * bce_target_derivative(self, weight)
+    target_grad = expand_loss_grad(grad, self, reduction) * bce_target_derivative(
+        self, weight
+    )
+    return (self_grad, target_grad)
+
+
+def acosh_default(grad, self, result):
+    """aten::acosh(Tensor self) -> Tensor"""
+    # functional, spec line 2063
+    # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
+    self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
+    return (self_grad,)
+
+
+def acosh__default(grad, self, result):
+    """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 2063
+    # formulas from acosh; self_p is self before the update
+    # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
+    self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
+    return (self_grad,)
+
+
+def special_ndtri_default(grad, self, result):
+    """aten::special_ndtri(Tensor self) -> Tensor"""
+    # functional, spec line 2069
+    # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
+    self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
+    return (self_grad,)

@@ -31,6 +31,10 @@ def make(value, dtype: torch.dtype, gen: torch.Generator):
         x = torch.rand(value.shape, generator=gen, dtype=real) * 1.6 - 0.8
     elif value.domain == "nonzero":
         x = x.sign() * (x.abs() + 0.1)
+    elif value.domain == "prob":
+        x = torch.rand(value.shape, generator=gen, dtype=real) * 0.9 + 0.05
+    elif value.domain == "above_one":
+        x = torch.rand(value.shape, generator=gen, dtype=real) + 1.2
     if dtype.is_complex:
         imag = torch.randn(value.shape, generator=gen, dtype=real) * (
             0.3 if value.domain != "any" else 1.0

@@ -15,7 +15,7 @@ import torch
 @dataclass(frozen=True)
 class T:
     shape: tuple[int, ...]
-    domain: str = "any"  # "any", "positive", "unit" (|x| < 1), "distinct"
+    domain: str = "any"  # any, positive, unit (|x| < 1), distinct, prob, above_one
     dtype: torch.dtype | None = None  # fixed dtype (e.g. bool), else the test's
 
     def __init__(
@@ -705,6 +705,134 @@ SAMPLES: dict[str, list[Sample]] = {
         S(T(3, 5), T(2, 3, 4), T(2, 4, 5), beta=0.5, alpha=2.0),
         S(T(3, 5), T(0, 3, 4), T(0, 4, 5)),
     ],
+    # ----- views, integer-index entries (part `views`, views_indexing.yaml)
+    "index_select": [
+        S(T(4, 3), 0, torch.tensor([0, 2, 2])),
+        S(T(4, 3), 1, torch.tensor([1])),
+        S(T(), 0, torch.tensor([0])),
+    ],
+    "gather": [
+        S(T(3, 4), 0, torch.tensor([[0, 2, 1, 2], [1, 0, 2, 2]])),
+        S(T(4, 3), 1, torch.tensor([[0, 2, 1, 2], [1, 0, 2, 2]])),
+    ],
+    "take": [S(T(3, 4), torch.tensor([[0, 5], [11, 5]]))],
+    "put": [
+        S(T(3, 4), torch.tensor([[0, 5], [11, 7]]), T(2, 2)),
+        S(T(3, 4), torch.tensor([0, 5, 5, 1]), T(4), True),
+    ],
+    "scatter.src": [
+        S(T(3, 4), 0, torch.tensor([[0, 2, 1, 0], [1, 0, 2, 2]]), T(2, 4)),
+    ],
+    "scatter.value": [S(T(3, 4), 0, torch.tensor([[0, 2, 1, 0], [1, 0, 2, 2]]), 1.5)],
+    "scatter_add": [
+        S(T(3, 4), 0, torch.tensor([[0, 2, 1, 2], [1, 0, 2, 2]]), T(2, 4)),
+        S(T(3, 4), 1, torch.tensor([[0, 2, 1, 2], [1, 0, 2, 2]]), T(2, 4)),
+    ],
+    "index_add": [
+        S(T(4, 3), 0, torch.tensor([0, 2, 2]), T(3, 3), alpha=2),
+        S(T(4, 3), 1, torch.tensor([1]), T(4, 1)),
+    ],
+    "scatter_reduce.two": [
+        # torch's autograd has no complex scatter_reduce: real only here.
+        S(
+            T(3, 4),
+            0,
+            torch.tensor([[0, 2, 1, 2], [1, 0, 2, 2]]),
+            T(2, 4),
+            "sum",
+            complex_ok=False,
+        ),
+        S(
+            T(3, 4),
+            0,
+            torch.tensor([[0, 2, 1, 2], [1, 0, 2, 2]]),
+            T(2, 4),
+            "mean",
+            complex_ok=False,
+        ),
+        S(
+            T(3, 4, domain="distinct"),
+            0,
+            torch.tensor([[0, 2, 1, 2], [1, 0, 2, 2]]),
+            T(2, 4, domain="distinct"),
+            "amax",
+            complex_ok=False,
+        ),
+        S(
+            T(3, 4, domain="distinct"),
+            1,
+            torch.tensor([[0, 2], [1, 3], [2, 2]]),
+            T(3, 2, domain="distinct"),
+            "amin",
+            include_self=False,
+            complex_ok=False,
+        ),
+    ],
+    "index_copy": [S(T(4, 3), 0, torch.tensor([3, 0]), T(2, 3))],
+    "index_fill.int_Scalar": [S(T(4, 3), 0, torch.tensor([3, 0, 3]), 1.5)],
+    "index_fill.int_Tensor": [S(T(4, 3), 1, torch.tensor([2, 0, 2]), T())],
+    "_unsafe_masked_index": [
+        S(
+            T(4, 3),
+            torch.tensor([[[True], [False]], [[True], [True]], [[False], [True]]]),
+            [torch.tensor([[0, 3], [1, 3], [2, 2]]), None],
+            0.5,
+        ),
+    ],
+    "_unsafe_masked_index_put_accumulate": [
+        S(
+            T(4, 3),
+            torch.tensor([[[True], [False]], [[True], [True]], [[False], [True]]]),
+            [torch.tensor([[0, 3], [1, 3], [2, 2]]), None],
+            T(3, 2, 3),
+        ),
+    ],
+    # ----- nn ops with index inputs (class targets, indices, probabilities)
+    "nll_loss_forward": [
+        S(T(4, 5), torch.tensor([0, 2, 4, 1]), None, 1, -100, complex_ok=False),
+        S(
+            T(4, 5),
+            torch.tensor([0, 2, 4, 2]),
+            T(5, domain="positive"),
+            0,
+            2,
+            complex_ok=False,
+        ),
+    ],
+    "nll_loss2d_forward": [
+        S(
+            T(2, 3, 2, 2),
+            torch.tensor([[[0, 1], [2, 0]], [[1, 1], [0, 2]]]),
+            None,
+            1,
+            -100,
+            complex_ok=False,
+        ),
+    ],
+    "embedding": [
+        S(T(5, 3), torch.tensor([[0, 2, 4, 1], [3, 3, 0, 1]]), complex_ok=False)
+    ],
+    "max_unpool2d": [
+        S(T(1, 1, 2, 2), torch.tensor([[[[0, 5], [10, 15]]]]), [4, 4], complex_ok=False)
+    ],
+    "binary_cross_entropy": [
+        S(T(3, 4, domain="prob"), T(3, 4, domain="prob"), complex_ok=False),
+        S(
+            T(3, 4, domain="prob"),
+            T(3, 4, domain="prob"),
+            T(3, 4, domain="positive"),
+            0,
+            complex_ok=False,
+        ),
+    ],
+    # ----- element-wise ops with narrow domains
+    "acosh": [
+        S(T(3, 4, domain="above_one"), complex_ok=False),
+        S(T(3, 4, domain="positive"), real_ok=False),
+    ],
+    "special_ndtri": [S(T(2, 2, domain="prob"), complex_ok=False)],
+    # torch has no derivative for acosh_: validate's gradcheck covers it.
+    "acosh_": [S(T(3, 4), real_ok=False, complex_ok=False)],
 }
 
 

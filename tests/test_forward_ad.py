@@ -783,10 +783,10 @@ MISSING_RULES = {
             d.reshape(2, 2) @ d.reshape(2, 2).t() + torch.eye(2, dtype=d.dtype)
         ),
     ),
-    "index_add_": (
-        aten.index_add_.default,
-        "aten::index_add_",
-        lambda d: d.clone().index_add_(0, torch.tensor([0, 1]), d[2:]),
+    "inv": (
+        aten.linalg_inv_ex.default,
+        "aten::linalg_inv_ex",
+        lambda d: torch.linalg.inv(d.reshape(2, 2) + 2 * torch.eye(2, dtype=d.dtype)),
     ),
 }
 

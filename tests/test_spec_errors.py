@@ -1216,7 +1216,28 @@ SAMPLE_CASES = [
         "sample_unknown_domain",
         SIN_OK + "  sample: self=positve\n",
         [
-            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): unknown domain 'positve' (one of any, positive, unit, nonzero, distinct, bool)"
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): unknown domain 'positve' (one of any, positive, unit, nonzero, distinct, bool, prob, above_one, index, unique_index)"
+        ],
+    ),
+    (
+        "sample_index_without_bound",
+        SIN_OK + "  sample: self=index\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): index needs a bound: index(high=N)"
+        ],
+    ),
+    (
+        "sample_unique_index_too_many",
+        SIN_OK + "  sample: self=unique_index(5, high=3)\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): high=3 cannot give 5 indices"
+        ],
+    ),
+    (
+        "sample_high_on_a_plain_domain",
+        SIN_OK + "  sample: self=any(3, high=3)\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): only index domains take high="
         ],
     ),
     (

@@ -111,10 +111,22 @@ def make_tensor(sample: TensorSample, default_shape, dtype, generator) -> torch.
     shape = sample.shape if sample.shape is not None else default_shape
     if sample.domain == "bool":
         return torch.rand(shape, generator=generator) > 0.5
+    if sample.domain == "index":
+        return torch.randint(0, sample.high, shape, generator=generator)
+    if sample.domain == "unique_index":
+        numel = 1
+        for size in shape:
+            numel *= size
+        return torch.randperm(sample.high, generator=generator)[:numel].reshape(shape)
     real = _draw(sample.domain, shape, generator)
     if not dtype.is_complex:
         return real.to(dtype)
-    imag_domain = {"positive": "half", "unit": "unit"}.get(sample.domain, "any")
+    imag_domain = {
+        "positive": "half",
+        "unit": "unit",
+        "prob": "half",
+        "above_one": "half",
+    }.get(sample.domain, "any")
     imag = _draw(imag_domain, shape, generator)
     return torch.complex(real, imag).to(dtype)
 
@@ -123,6 +135,10 @@ def _draw(domain: str, shape, generator) -> torch.Tensor:
     f64 = torch.float64
     if domain == "positive":
         return torch.rand(shape, generator=generator, dtype=f64) + 0.5
+    if domain == "prob":
+        return torch.rand(shape, generator=generator, dtype=f64) * 0.9 + 0.05
+    if domain == "above_one":
+        return torch.rand(shape, generator=generator, dtype=f64) + 1.2
     if domain == "unit":
         return (torch.rand(shape, generator=generator, dtype=f64) * 2 - 1) * 0.8
     if domain == "half":

@@ -30,7 +30,12 @@ DOMAINS = {
     "nonzero": "at least 0.5 away from 0",
     "distinct": "no two equal (no ties for max, sort, ...)",
     "bool": "random booleans (a non-differentiable mask)",
+    "prob": "in (0.05, 0.95): probabilities",
+    "above_one": "in [1.2, 2.2) (acosh)",
+    "index": "int64 in [0, high): `index(2, 3, high=5)`",
+    "unique_index": "distinct int64 in [0, high): `unique_index(2, high=5)`",
 }
+INDEX_DOMAINS = ("index", "unique_index")
 DTYPES = ("float64", "float32", "complex128", "complex64", "int64", "bool")
 
 
@@ -38,6 +43,7 @@ DTYPES = ("float64", "float32", "complex128", "complex64", "int64", "bool")
 class TensorSample:
     domain: str = "any"
     shape: tuple[int, ...] | None = None  # None: the default shapes
+    high: int | None = None  # index domains: values below this
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,10 @@ def _value(node: ast.expr, argument: Argument):
         if not isinstance(value, bool):
             raise SampleError(f"{what} must be true or false (True/False)")
         return value
+    if base == "str" and suffix == "":
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+            raise SampleError(f"{what} must be a string")
+        return node.value
     if base == "ScalarType" and suffix == "":
         if not isinstance(node, ast.Name) or node.id not in DTYPES:
             raise SampleError(f"{what} must be a dtype name: {', '.join(DTYPES)}")
@@ -143,16 +153,28 @@ def _value(node: ast.expr, argument: Argument):
 
 def _tensor(node: ast.expr, what: str) -> TensorSample:
     if isinstance(node, ast.Name):
+        if node.id in INDEX_DOMAINS:
+            raise SampleError(f"{what}: {node.id} needs a bound: {node.id}(high=N)")
         return TensorSample(_domain(node.id, what))
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and not node.keywords
-    ):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        domain = _domain(node.func.id, what)
         shape = tuple(_int(a, what) for a in node.args)
         if any(s < 0 for s in shape):
             raise SampleError(f"{what}: a shape cannot be negative")
-        return TensorSample(_domain(node.func.id, what), shape)
+        keywords = {k.arg: k.value for k in node.keywords}
+        if domain not in INDEX_DOMAINS:
+            if keywords:
+                raise SampleError(f"{what}: only index domains take high=")
+            return TensorSample(domain, shape)
+        if set(keywords) != {"high"}:
+            raise SampleError(f"{what}: {domain} takes one keyword, high=N")
+        high = _int(keywords["high"], what)
+        numel = 1
+        for size in shape:
+            numel *= size
+        if high < 1 or (domain == "unique_index" and numel > high):
+            raise SampleError(f"{what}: high={high} cannot give {numel} indices")
+        return TensorSample(domain, shape or None, high)
     raise SampleError(
         f"{what} must be a domain ({', '.join(DOMAINS)}), optionally with a shape: "
         f"positive(3, 4)"
