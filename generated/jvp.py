@@ -30,6 +30,8 @@ from dualgen.formulas import (
     fill_absent,
     gather_reduced,
     gather_selected,
+    group_norm_mean_tangent,
+    group_norm_rstd_tangent,
     group_norm_tangent,
     group_norm_xhat,
     layer_norm_tangent,
@@ -1760,7 +1762,7 @@ def native_layer_norm_default(
     result2,
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 592
+    # functional, spec line 593
     # result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -1821,7 +1823,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 600
+    # functional, spec line 601
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -1933,7 +1935,7 @@ def native_group_norm_default(
     result2,
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 610
+    # functional, spec line 611
     # result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -1977,12 +1979,22 @@ def native_group_norm_default(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    return result0_t, None, None
+    # result1: group_norm_mean_tangent(input_t, group)
+    if input_t is not None:
+        result1_t = group_norm_mean_tangent(input_t, group)
+    else:
+        result1_t = None
+    # result2: group_norm_rstd_tangent(input_t, input_p, result1, result2, group)
+    if input_t is not None:
+        result2_t = group_norm_rstd_tangent(input_t, input_p, result1, result2, group)
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
 
 
 def _adaptive_avg_pool2d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 621
+    # functional, spec line 623
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d.default(self_t, output_size)
@@ -2002,7 +2014,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 628
+    # functional, spec line 630
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool2d.default(
@@ -2022,7 +2034,7 @@ def max_pool2d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 636
+    # functional, spec line 638
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2035,7 +2047,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 647
+    # functional, spec line 649
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest1d.default(self_t, output_size, scales)
@@ -2045,7 +2057,7 @@ def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
 
 def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 654
+    # functional, spec line 656
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest2d.default(
@@ -2057,7 +2069,7 @@ def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, 
 
 def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 661
+    # functional, spec line 663
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest1d.vec(
@@ -2069,7 +2081,7 @@ def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result)
 
 def upsample_nearest2d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 666
+    # functional, spec line 668
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest2d.vec(
@@ -2083,7 +2095,7 @@ def upsample_bilinear2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 671
+    # functional, spec line 673
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bilinear2d.default(
@@ -2097,7 +2109,7 @@ def upsample_bilinear2d_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 679
+    # functional, spec line 681
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_bilinear2d.vec(
@@ -2109,7 +2121,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 690
+    # functional, spec line 692
     # result: apply_loss_reduction(torch.ops.aten.mse_loss_backward(self_t - target_t, self_p, target_p, 0), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2137,7 +2149,7 @@ def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
 
 def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 699
+    # functional, spec line 701
     # result: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(self_t - target_t, self_p, target_p, 0, beta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2172,7 +2184,7 @@ def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, 
 
 def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 708
+    # functional, spec line 710
     # result: apply_loss_reduction(torch.ops.aten.huber_loss_backward(self_t - target_t, self_p, target_p, 0, delta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2205,7 +2217,7 @@ def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, res
 
 def glu_default(self_p, dim, self_t, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 719
+    # functional, spec line 721
     # result: self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
     if self_t is not None:
         return (
@@ -2218,7 +2230,7 @@ def glu_default(self_p, dim, self_t, result):
 
 def native_dropout_default(input_p, p, train, input_t, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 728
+    # functional, spec line 730
     # result0: input_t * result1 * dropout_scale(p, train)
     if input_t is not None:
         result0_t = input_t * result1 * dropout_scale(p, train)
@@ -2229,7 +2241,7 @@ def native_dropout_default(input_p, p, train, input_t, result0, result1):
 
 def _adaptive_avg_pool3d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 739
+    # functional, spec line 741
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d.default(self_t, output_size)
@@ -2249,7 +2261,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 746
+    # functional, spec line 748
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool3d.default(
@@ -2269,7 +2281,7 @@ def max_pool3d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 754
+    # functional, spec line 756
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2282,7 +2294,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 762
+    # functional, spec line 764
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2295,7 +2307,7 @@ def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
 
 def adaptive_max_pool3d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 770
+    # functional, spec line 772
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2310,7 +2322,7 @@ def upsample_nearest3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 778
+    # functional, spec line 780
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest3d.default(
@@ -2322,7 +2334,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(self_p, output_size, scales, self_t, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 785
+    # functional, spec line 787
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d.default(
@@ -2336,7 +2348,7 @@ def _upsample_nearest_exact2d_default(
     self_p, output_size, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 792
+    # functional, spec line 794
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d.default(
@@ -2350,7 +2362,7 @@ def _upsample_nearest_exact3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 799
+    # functional, spec line 801
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d.default(
@@ -2364,7 +2376,7 @@ def upsample_linear1d_default(
     self_p, output_size, align_corners, scales, self_t, result
 ):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 806
+    # functional, spec line 808
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_linear1d.default(
@@ -2378,7 +2390,7 @@ def upsample_bicubic2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 814
+    # functional, spec line 816
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bicubic2d.default(
@@ -2392,7 +2404,7 @@ def upsample_trilinear3d_default(
     self_p, output_size, align_corners, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 822
+    # functional, spec line 824
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_trilinear3d.default(
@@ -2404,7 +2416,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(self_p, self_t, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 834
+    # functional, spec line 836
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
         return self_t / (self_p * 2.302585092994046)
@@ -2414,7 +2426,7 @@ def log10_default(self_p, self_t, result):
 
 def log10__default(self_p, self_t, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 834
+    # inplace, spec line 836
     # formulas from log10; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
@@ -2425,7 +2437,7 @@ def log10__default(self_p, self_t, result):
 
 def asinh_default(self_p, self_t, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 839
+    # functional, spec line 841
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
         return self_t * (self_p * self_p + 1).rsqrt()
@@ -2435,7 +2447,7 @@ def asinh_default(self_p, self_t, result):
 
 def asinh__default(self_p, self_t, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 839
+    # inplace, spec line 841
     # formulas from asinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
@@ -2446,7 +2458,7 @@ def asinh__default(self_p, self_t, result):
 
 def atanh_default(self_p, self_t, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 843
+    # functional, spec line 845
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
         return self_t / (1 - self_p * self_p)
@@ -2456,7 +2468,7 @@ def atanh_default(self_p, self_t, result):
 
 def atanh__default(self_p, self_t, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 843
+    # inplace, spec line 845
     # formulas from atanh; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
@@ -2467,7 +2479,7 @@ def atanh__default(self_p, self_t, result):
 
 def erfc_default(self_p, self_t, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 848
+    # functional, spec line 850
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (-1.1283791670955126 * (-self_p * self_p).exp())
@@ -2477,7 +2489,7 @@ def erfc_default(self_p, self_t, result):
 
 def erfc__default(self_p, self_t, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 848
+    # inplace, spec line 850
     # formulas from erfc; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -2488,7 +2500,7 @@ def erfc__default(self_p, self_t, result):
 
 def erfinv_default(self_p, self_t, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 852
+    # functional, spec line 854
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
         return self_t * (0.886226925452758 * (result * result).exp())
@@ -2498,7 +2510,7 @@ def erfinv_default(self_p, self_t, result):
 
 def erfinv__default(self_p, self_t, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 852
+    # inplace, spec line 854
     # formulas from erfinv; self_p is self before the update
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
@@ -2509,7 +2521,7 @@ def erfinv__default(self_p, self_t, result):
 
 def lgamma_default(self_p, self_t, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 857
+    # functional, spec line 859
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
         return self_t * self_p.digamma()
@@ -2519,7 +2531,7 @@ def lgamma_default(self_p, self_t, result):
 
 def lgamma__default(self_p, self_t, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 857
+    # inplace, spec line 859
     # formulas from lgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
@@ -2530,7 +2542,7 @@ def lgamma__default(self_p, self_t, result):
 
 def digamma_default(self_p, self_t, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 862
+    # functional, spec line 864
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(1, self_p)
@@ -2540,7 +2552,7 @@ def digamma_default(self_p, self_t, result):
 
 def digamma__default(self_p, self_t, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 862
+    # inplace, spec line 864
     # formulas from digamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
@@ -2551,7 +2563,7 @@ def digamma__default(self_p, self_t, result):
 
 def polygamma_default(n, self_p, self_t, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 867
+    # functional, spec line 869
     # result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(n + 1, self_p)
@@ -2561,7 +2573,7 @@ def polygamma_default(n, self_p, self_t, result):
 
 def mvlgamma_default(self_p, p, self_t, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 874
+    # functional, spec line 876
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
         return self_t * mvlgamma_derivative(self_p, p)
@@ -2571,7 +2583,7 @@ def mvlgamma_default(self_p, p, self_t, result):
 
 def mvlgamma__default(self_p, p, self_t, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 874
+    # inplace, spec line 876
     # formulas from mvlgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
@@ -2582,7 +2594,7 @@ def mvlgamma__default(self_p, p, self_t, result):
 
 def logit_default(self_p, eps, self_t, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 881
+    # functional, spec line 883
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
         return self_t * logit_derivative(self_p, eps)
@@ -2592,7 +2604,7 @@ def logit_default(self_p, eps, self_t, result):
 
 def logit__default(self_p, eps, self_t, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 881
+    # inplace, spec line 883
     # formulas from logit; self_p is self before the update
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
@@ -2603,7 +2615,7 @@ def logit__default(self_p, eps, self_t, result):
 
 def sinc_default(self_p, self_t, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 888
+    # functional, spec line 890
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
         return self_t * torch.where(
@@ -2618,7 +2630,7 @@ def sinc_default(self_p, self_t, result):
 
 def sinc__default(self_p, self_t, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 888
+    # inplace, spec line 890
     # formulas from sinc; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
@@ -2634,7 +2646,7 @@ def sinc__default(self_p, self_t, result):
 
 def i0_default(self_p, self_t, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 892
+    # functional, spec line 894
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
         return self_t * torch.special.i1(self_p).conj()
@@ -2644,7 +2656,7 @@ def i0_default(self_p, self_t, result):
 
 def i0__default(self_p, self_t, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 892
+    # inplace, spec line 894
     # formulas from i0; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
@@ -2655,7 +2667,7 @@ def i0__default(self_p, self_t, result):
 
 def special_i0e_default(self_p, self_t, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 896
+    # functional, spec line 898
     # result: auto_element_wise, from self: grad * (torch.special.i1e(self) - self.sgn() * result)
     if self_t is not None:
         return self_t * (
@@ -2667,7 +2679,7 @@ def special_i0e_default(self_p, self_t, result):
 
 def special_i1_default(self_p, self_t, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 900
+    # functional, spec line 902
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     if self_t is not None:
         return (
@@ -2679,7 +2691,7 @@ def special_i1_default(self_p, self_t, result):
 
 def special_i1e_default(self_p, self_t, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 904
+    # functional, spec line 906
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     if self_t is not None:
         return (
@@ -2697,7 +2709,7 @@ def special_i1e_default(self_p, self_t, result):
 
 def special_ndtr_default(self_p, self_t, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 908
+    # functional, spec line 910
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     if self_t is not None:
         return self_t * 0.3989422804014327 * (-0.5 * self_p * self_p).exp().conj()
@@ -2707,7 +2719,7 @@ def special_ndtr_default(self_p, self_t, result):
 
 def special_log_ndtr_default(self_p, self_t, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 912
+    # functional, spec line 914
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     if self_t is not None:
         return (
@@ -2719,7 +2731,7 @@ def special_log_ndtr_default(self_p, self_t, result):
 
 def special_erfcx_default(self_p, self_t, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 916
+    # functional, spec line 918
     # result: auto_element_wise, from self: grad * (2 * self * result - 1.1283791670955126)
     if self_t is not None:
         return self_t * (2 * self_p.conj() * result.conj() - 1.1283791670955126)
@@ -2729,7 +2741,7 @@ def special_erfcx_default(self_p, self_t, result):
 
 def special_entr_default(self_p, self_t, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 920
+    # functional, spec line 922
     # result: auto_element_wise, from self: grad * -(1 + self.log())
     if self_t is not None:
         return self_t * -(1 + self_p.log().conj())
@@ -2739,7 +2751,7 @@ def special_entr_default(self_p, self_t, result):
 
 def sgn_default(self_p, self_t, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 925
+    # functional, spec line 927
     # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
     if self_t is not None:
         return torch.where(
@@ -2753,7 +2765,7 @@ def sgn_default(self_p, self_t, result):
 
 def sgn__default(self_p, self_t, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 925
+    # inplace, spec line 927
     # formulas from sgn; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
     if self_t is not None:
@@ -2768,7 +2780,7 @@ def sgn__default(self_p, self_t, result):
 
 def angle_default(self_p, self_t, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 931
+    # functional, spec line 933
     # result: angle_tangent(self_t, self_p)
     if self_t is not None:
         return angle_tangent(self_t, self_p)
@@ -2778,7 +2790,7 @@ def angle_default(self_p, self_t, result):
 
 def sign_default(self_p, self_t, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 936
+    # functional, spec line 938
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2788,7 +2800,7 @@ def sign_default(self_p, self_t, result):
 
 def sign__default(self_p, self_t, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 936
+    # inplace, spec line 938
     # formulas from sign; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2799,7 +2811,7 @@ def sign__default(self_p, self_t, result):
 
 def ceil_default(self_p, self_t, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 940
+    # functional, spec line 942
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2809,7 +2821,7 @@ def ceil_default(self_p, self_t, result):
 
 def ceil__default(self_p, self_t, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 940
+    # inplace, spec line 942
     # formulas from ceil; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2820,7 +2832,7 @@ def ceil__default(self_p, self_t, result):
 
 def floor_default(self_p, self_t, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 944
+    # functional, spec line 946
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2830,7 +2842,7 @@ def floor_default(self_p, self_t, result):
 
 def floor__default(self_p, self_t, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 944
+    # inplace, spec line 946
     # formulas from floor; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2841,7 +2853,7 @@ def floor__default(self_p, self_t, result):
 
 def trunc_default(self_p, self_t, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 948
+    # functional, spec line 950
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2851,7 +2863,7 @@ def trunc_default(self_p, self_t, result):
 
 def trunc__default(self_p, self_t, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 948
+    # inplace, spec line 950
     # formulas from trunc; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2862,7 +2874,7 @@ def trunc__default(self_p, self_t, result):
 
 def round_default(self_p, self_t, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 952
+    # functional, spec line 954
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2872,7 +2884,7 @@ def round_default(self_p, self_t, result):
 
 def round__default(self_p, self_t, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 952
+    # inplace, spec line 954
     # formulas from round; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2883,7 +2895,7 @@ def round__default(self_p, self_t, result):
 
 def round_decimals(self_p, decimals, self_t, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 956
+    # functional, spec line 958
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2893,7 +2905,7 @@ def round_decimals(self_p, decimals, self_t, result):
 
 def round__decimals(self_p, decimals, self_t, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 956
+    # inplace, spec line 958
     # formulas from round.decimals; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2904,7 +2916,7 @@ def round__decimals(self_p, decimals, self_t, result):
 
 def frac_default(self_p, self_t, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 961
+    # functional, spec line 963
     # result: self_t
     if self_t is not None:
         return self_t
@@ -2914,7 +2926,7 @@ def frac_default(self_p, self_t, result):
 
 def frac__default(self_p, self_t, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 961
+    # inplace, spec line 963
     # formulas from frac; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -2925,7 +2937,7 @@ def frac__default(self_p, self_t, result):
 
 def deg2rad_default(self_p, self_t, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 965
+    # functional, spec line 967
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.deg2rad.default(self_t)
@@ -2935,7 +2947,7 @@ def deg2rad_default(self_p, self_t, result):
 
 def deg2rad__default(self_p, self_t, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 965
+    # inplace, spec line 967
     # formulas from deg2rad; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -2946,7 +2958,7 @@ def deg2rad__default(self_p, self_t, result):
 
 def rad2deg_default(self_p, self_t, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 969
+    # functional, spec line 971
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rad2deg.default(self_t)
@@ -2956,7 +2968,7 @@ def rad2deg_default(self_p, self_t, result):
 
 def rad2deg__default(self_p, self_t, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 969
+    # inplace, spec line 971
     # formulas from rad2deg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -2967,7 +2979,7 @@ def rad2deg__default(self_p, self_t, result):
 
 def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 973
+    # functional, spec line 975
     # result: self_t * self_p.isfinite()
     if self_t is not None:
         return self_t * self_p.isfinite()
@@ -2977,7 +2989,7 @@ def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
 
 def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 973
+    # inplace, spec line 975
     # formulas from nan_to_num; self_p is self before the update
     # result: self_t * self_p.isfinite()
     if self_t is not None:
@@ -2988,7 +3000,7 @@ def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
 
 def frexp_Tensor(self_p, self_t, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 977
+    # functional, spec line 979
     # mantissa: self_t / exponent.exp2()
     if self_t is not None:
         mantissa_t = self_t / exponent.exp2()
@@ -2999,7 +3011,7 @@ def frexp_Tensor(self_p, self_t, mantissa, exponent):
 
 def hardswish_default(self_p, self_t, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 984
+    # functional, spec line 986
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
@@ -3009,7 +3021,7 @@ def hardswish_default(self_p, self_t, result):
 
 def hardswish__default(self_p, self_t, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 984
+    # inplace, spec line 986
     # formulas from hardswish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
@@ -3020,7 +3032,7 @@ def hardswish__default(self_p, self_t, result):
 
 def hardsigmoid_default(self_p, self_t, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 988
+    # functional, spec line 990
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
@@ -3030,7 +3042,7 @@ def hardsigmoid_default(self_p, self_t, result):
 
 def hardsigmoid__default(self_p, self_t, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 988
+    # inplace, spec line 990
     # formulas from hardsigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
@@ -3041,7 +3053,7 @@ def hardsigmoid__default(self_p, self_t, result):
 
 def hardtanh_default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 992
+    # functional, spec line 994
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
         return torch.ops.aten.hardtanh_backward(
@@ -3053,7 +3065,7 @@ def hardtanh_default(self_p, min_val, max_val, self_t, result):
 
 def hardtanh__default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 992
+    # inplace, spec line 994
     # formulas from hardtanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
@@ -3066,7 +3078,7 @@ def hardtanh__default(self_p, min_val, max_val, self_t, result):
 
 def leaky_relu_default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 997
+    # functional, spec line 999
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -3078,7 +3090,7 @@ def leaky_relu_default(self_p, negative_slope, self_t, result):
 
 def leaky_relu__default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 997
+    # inplace, spec line 999
     # formulas from leaky_relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
@@ -3091,7 +3103,7 @@ def leaky_relu__default(self_p, negative_slope, self_t, result):
 
 def elu_default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1002
+    # functional, spec line 1004
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3103,7 +3115,7 @@ def elu_default(self_p, alpha, scale, input_scale, self_t, result):
 
 def elu__default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1002
+    # inplace, spec line 1004
     # formulas from elu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
@@ -3116,7 +3128,7 @@ def elu__default(self_p, alpha, scale, input_scale, self_t, result):
 
 def celu_default(self_p, alpha, self_t, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1009
+    # functional, spec line 1011
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3128,7 +3140,7 @@ def celu_default(self_p, alpha, self_t, result):
 
 def celu__default(self_p, alpha, self_t, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1009
+    # inplace, spec line 1011
     # formulas from celu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
@@ -3141,7 +3153,7 @@ def celu__default(self_p, alpha, self_t, result):
 
 def silu_default(self_p, self_t, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1016
+    # functional, spec line 1018
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
         return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
@@ -3151,7 +3163,7 @@ def silu_default(self_p, self_t, result):
 
 def silu__default(self_p, self_t, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1016
+    # inplace, spec line 1018
     # formulas from silu; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
@@ -3162,7 +3174,7 @@ def silu__default(self_p, self_t, result):
 
 def mish_default(self_p, self_t, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1020
+    # functional, spec line 1022
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
@@ -3172,7 +3184,7 @@ def mish_default(self_p, self_t, result):
 
 def mish__default(self_p, self_t, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1020
+    # inplace, spec line 1022
     # formulas from mish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
@@ -3183,7 +3195,7 @@ def mish__default(self_p, self_t, result):
 
 def gelu_default(self_p, approximate, self_t, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1024
+    # functional, spec line 1026
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
         return torch.ops.aten.gelu_backward(
@@ -3195,7 +3207,7 @@ def gelu_default(self_p, approximate, self_t, result):
 
 def gelu__default(self_p, approximate, self_t, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1024
+    # inplace, spec line 1026
     # formulas from gelu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
@@ -3208,7 +3220,7 @@ def gelu__default(self_p, approximate, self_t, result):
 
 def softplus_default(self_p, beta, threshold, self_t, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1028
+    # functional, spec line 1030
     # result: auto_element_wise, from self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     if self_t is not None:
         return torch.ops.aten.softplus_backward(
@@ -3220,7 +3232,7 @@ def softplus_default(self_p, beta, threshold, self_t, result):
 
 def threshold_default(self_p, threshold, value, self_t, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1035
+    # functional, spec line 1037
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(
@@ -3232,7 +3244,7 @@ def threshold_default(self_p, threshold, value, self_t, result):
 
 def threshold__default(self_p, threshold, value, self_t, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1035
+    # inplace, spec line 1037
     # formulas from threshold; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
@@ -3245,7 +3257,7 @@ def threshold__default(self_p, threshold, value, self_t, result):
 
 def softshrink_default(self_p, lambd, self_t, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1040
+    # functional, spec line 1042
     # result: auto_element_wise, from self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.softshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3255,7 +3267,7 @@ def softshrink_default(self_p, lambd, self_t, result):
 
 def hardshrink_default(self_p, lambd, self_t, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1045
+    # functional, spec line 1047
     # result: auto_element_wise, from self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.hardshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3265,7 +3277,7 @@ def hardshrink_default(self_p, lambd, self_t, result):
 
 def log_sigmoid_forward_default(self_p, self_t, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1050
+    # functional, spec line 1052
     # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     if self_t is not None:
         output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
@@ -3276,7 +3288,7 @@ def log_sigmoid_forward_default(self_p, self_t, output, buffer):
 
 def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1055
+    # functional, spec line 1057
     # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
     if self_t is not None and weight_t is not None:
         return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
@@ -3297,7 +3309,7 @@ def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
 
 def clamp_min_default(self_p, min, self_t, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1065
+    # functional, spec line 1067
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
@@ -3307,7 +3319,7 @@ def clamp_min_default(self_p, min, self_t, result):
 
 def clamp_min__default(self_p, min, self_t, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1065
+    # inplace, spec line 1067
     # formulas from clamp_min; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
@@ -3318,7 +3330,7 @@ def clamp_min__default(self_p, min, self_t, result):
 
 def clamp_max_default(self_p, max, self_t, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1070
+    # functional, spec line 1072
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
@@ -3328,7 +3340,7 @@ def clamp_max_default(self_p, max, self_t, result):
 
 def clamp_max__default(self_p, max, self_t, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1070
+    # inplace, spec line 1072
     # formulas from clamp_max; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
@@ -3339,7 +3351,7 @@ def clamp_max__default(self_p, max, self_t, result):
 
 def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1075
+    # functional, spec line 1077
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
         return torch.where(self_p >= min_p, self_t, min_t)
@@ -3353,7 +3365,7 @@ def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1075
+    # inplace, spec line 1077
     # formulas from clamp_min.Tensor; self_p is self before the update
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
@@ -3370,7 +3382,7 @@ def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1081
+    # functional, spec line 1083
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
         return torch.where(self_p <= max_p, self_t, max_t)
@@ -3384,7 +3396,7 @@ def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
 
 def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1081
+    # inplace, spec line 1083
     # formulas from clamp_max.Tensor; self_p is self before the update
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
@@ -3401,7 +3413,7 @@ def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
 
 def copysign_Tensor(self_p, other_p, self_t, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1087
+    # functional, spec line 1089
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3411,7 +3423,7 @@ def copysign_Tensor(self_p, other_p, self_t, result):
 
 def copysign__Tensor(self_p, other_p, self_t, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1087
+    # inplace, spec line 1089
     # formulas from copysign.Tensor; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3422,7 +3434,7 @@ def copysign__Tensor(self_p, other_p, self_t, result):
 
 def copysign_Scalar(self_p, other, self_t, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1093
+    # functional, spec line 1095
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3432,7 +3444,7 @@ def copysign_Scalar(self_p, other, self_t, result):
 
 def copysign__Scalar(self_p, other, self_t, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1093
+    # inplace, spec line 1095
     # formulas from copysign.Scalar; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3443,7 +3455,7 @@ def copysign__Scalar(self_p, other, self_t, result):
 
 def fmod_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1100
+    # functional, spec line 1102
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
@@ -3457,7 +3469,7 @@ def fmod_Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1100
+    # inplace, spec line 1102
     # formulas from fmod.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
@@ -3472,7 +3484,7 @@ def fmod__Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod_Scalar(self_p, other, self_t, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1106
+    # functional, spec line 1108
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3482,7 +3494,7 @@ def fmod_Scalar(self_p, other, self_t, result):
 
 def fmod__Scalar(self_p, other, self_t, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1106
+    # inplace, spec line 1108
     # formulas from fmod.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3493,7 +3505,7 @@ def fmod__Scalar(self_p, other, self_t, result):
 
 def remainder_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1111
+    # functional, spec line 1113
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
@@ -3507,7 +3519,7 @@ def remainder_Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1111
+    # inplace, spec line 1113
     # formulas from remainder.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
@@ -3522,7 +3534,7 @@ def remainder__Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder_Scalar(self_p, other, self_t, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1117
+    # functional, spec line 1119
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3532,7 +3544,7 @@ def remainder_Scalar(self_p, other, self_t, result):
 
 def remainder__Scalar(self_p, other, self_t, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1117
+    # inplace, spec line 1119
     # formulas from remainder.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3543,7 +3555,7 @@ def remainder__Scalar(self_p, other, self_t, result):
 
 def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1122
+    # functional, spec line 1124
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
         return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
@@ -3559,7 +3571,7 @@ def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1122
+    # inplace, spec line 1124
     # formulas from div.Tensor_mode; self_p is self before the update
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
@@ -3576,7 +3588,7 @@ def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1128
+    # functional, spec line 1130
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
         return unless_rounded(self_t / other, rounding_mode)
@@ -3586,7 +3598,7 @@ def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1128
+    # inplace, spec line 1130
     # formulas from div.Scalar_mode; self_p is self before the update
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
@@ -3597,7 +3609,7 @@ def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def fmax_default(self_p, other_p, self_t, other_t, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1133
+    # functional, spec line 1135
     # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3621,7 +3633,7 @@ def fmax_default(self_p, other_p, self_t, other_t, result):
 
 def fmin_default(self_p, other_p, self_t, other_t, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1138
+    # functional, spec line 1140
     # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3645,7 +3657,7 @@ def fmin_default(self_p, other_p, self_t, other_t, result):
 
 def hypot_default(self_p, other_p, self_t, other_t, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1143
+    # functional, spec line 1145
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
         return (self_t * self_p + other_t * other_p) / result
@@ -3659,7 +3671,7 @@ def hypot_default(self_p, other_p, self_t, other_t, result):
 
 def hypot__default(self_p, other_p, self_t, other_t, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1143
+    # inplace, spec line 1145
     # formulas from hypot; self_p is self before the update
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
@@ -3674,7 +3686,7 @@ def hypot__default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1149
+    # functional, spec line 1151
     # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp()) + other_t / (
@@ -3690,7 +3702,7 @@ def logaddexp_default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp2_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1154
+    # functional, spec line 1156
     # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
@@ -3706,7 +3718,7 @@ def logaddexp2_default(self_p, other_p, self_t, other_t, result):
 
 def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1159
+    # functional, spec line 1161
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
@@ -3720,7 +3732,7 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1164
+    # functional, spec line 1166
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
         return (
@@ -3748,7 +3760,7 @@ def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1164
+    # inplace, spec line 1166
     # formulas from xlogy.Tensor; self_p is self before the update
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
@@ -3772,7 +3784,7 @@ def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Scalar_Self(self, other_p, other_t, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1170
+    # functional, spec line 1172
     # result: other_t * self / other_p
     if other_t is not None:
         return other_t * self / other_p
@@ -3782,7 +3794,7 @@ def xlogy_Scalar_Self(self, other_p, other_t, result):
 
 def xlogy_Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1175
+    # functional, spec line 1177
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
         return (
@@ -3796,7 +3808,7 @@ def xlogy_Scalar_Other(self_p, other, self_t, result):
 
 def xlogy__Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1175
+    # inplace, spec line 1177
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
@@ -3811,7 +3823,7 @@ def xlogy__Scalar_Other(self_p, other, self_t, result):
 
 def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1180
+    # functional, spec line 1182
     # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3836,7 +3848,7 @@ def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
 
 def special_xlog1py_self_scalar(self, other_p, other_t, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1186
+    # functional, spec line 1188
     # result: other_t * self / (other_p + 1)
     if other_t is not None:
         return other_t * self / (other_p + 1)
@@ -3846,7 +3858,7 @@ def special_xlog1py_self_scalar(self, other_p, other_t, result):
 
 def special_xlog1py_other_scalar(self_p, other, self_t, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1191
+    # functional, spec line 1193
     # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
     if self_t is not None:
         return (
@@ -3860,7 +3872,7 @@ def special_xlog1py_other_scalar(self_p, other, self_t, result):
 
 def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1198
+    # functional, spec line 1200
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
         return (
@@ -3900,7 +3912,7 @@ def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1198
+    # inplace, spec line 1200
     # formulas from clamp.Tensor; self_p is self before the update
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
@@ -3935,7 +3947,7 @@ def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1206
+    # functional, spec line 1208
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
         return scale(self_t, 1 - weight) + scale(end_t, weight)
@@ -3949,7 +3961,7 @@ def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1206
+    # inplace, spec line 1208
     # formulas from lerp.Scalar; self_p is self before the update
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
@@ -3964,7 +3976,7 @@ def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1214
+    # functional, spec line 1216
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
         return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
@@ -3986,7 +3998,7 @@ def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
 
 def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1214
+    # inplace, spec line 1216
     # formulas from lerp.Tensor; self_p is self before the update
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
@@ -4011,7 +4023,7 @@ def addcmul_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1220
+    # functional, spec line 1222
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
@@ -4037,7 +4049,7 @@ def addcmul__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1220
+    # inplace, spec line 1222
     # formulas from addcmul; self_p is self before the update
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4064,7 +4076,7 @@ def addcdiv_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1229
+    # functional, spec line 1231
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(
@@ -4102,7 +4114,7 @@ def addcdiv__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1229
+    # inplace, spec line 1231
     # formulas from addcdiv; self_p is self before the update
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4136,7 +4148,7 @@ def addcdiv__default(
 
 def nextafter_default(self_p, other_p, self_t, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1238
+    # functional, spec line 1240
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
         return torch.where(self_p != other_p, self_t, 0.0)
@@ -4146,7 +4158,7 @@ def nextafter_default(self_p, other_p, self_t, result):
 
 def nextafter__default(self_p, other_p, self_t, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1238
+    # inplace, spec line 1240
     # formulas from nextafter; self_p is self before the update
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
@@ -4159,7 +4171,7 @@ def rrelu_with_noise_default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1244
+    # functional, spec line 1246
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -4173,7 +4185,7 @@ def rrelu_with_noise__default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1244
+    # inplace, spec line 1246
     # formulas from rrelu_with_noise; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
@@ -4186,7 +4198,7 @@ def rrelu_with_noise__default(
 
 def complex_default(real_p, imag_p, real_t, imag_t, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1252
+    # functional, spec line 1254
     # result: auto_linear
     if real_t is not None and imag_t is not None:
         return torch.ops.aten.complex.default(real_t, imag_t)
@@ -4200,7 +4212,7 @@ def complex_default(real_p, imag_p, real_t, imag_t, result):
 
 def polar_default(abs_p, angle_p, abs_t, angle_t, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1257
+    # functional, spec line 1259
     # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
     if abs_t is not None and angle_t is not None:
         return (
@@ -4217,7 +4229,7 @@ def polar_default(abs_p, angle_p, abs_t, angle_t, result):
 
 def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1269
+    # view, spec line 1271
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
@@ -4227,7 +4239,7 @@ def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
 
 def squeeze_dims(self_p, dim, self_t, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1276
+    # view, spec line 1278
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dims(self_t, dim)
@@ -4237,7 +4249,7 @@ def squeeze_dims(self_p, dim, self_t, result):
 
 def unfold_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1282
+    # view, spec line 1284
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold.default(self_t, dimension, size, step)
@@ -4247,7 +4259,7 @@ def unfold_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_default(self_p, dim, start, length, self_t, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1288
+    # view, spec line 1290
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow.default(self_t, dim, start, length)
@@ -4257,7 +4269,7 @@ def narrow_default(self_p, dim, start, length, self_t, result):
 
 def split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1292
+    # view, spec line 1294
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split.Tensor(self_t, split_size, dim)
@@ -4267,7 +4279,7 @@ def split_Tensor(self_p, split_size, dim, self_t, result):
 
 def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1298
+    # view, spec line 1300
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
@@ -4277,7 +4289,7 @@ def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_int(self_p, dim, self_t, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1304
+    # view, spec line 1306
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind.int(self_t, dim)
@@ -4287,7 +4299,7 @@ def unbind_int(self_p, dim, self_t, result):
 
 def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1312
+    # functional, spec line 1314
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
@@ -4297,7 +4309,7 @@ def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
 
 def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1319
+    # functional, spec line 1321
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
@@ -4307,7 +4319,7 @@ def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1326
+    # functional, spec line 1328
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
@@ -4317,7 +4329,7 @@ def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_copy_int(self_p, dim, self_t, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1333
+    # functional, spec line 1335
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind_copy.int(self_t, dim)
@@ -4327,7 +4339,7 @@ def unbind_copy_int(self_p, dim, self_t, result):
 
 def alias_copy_default(self_p, self_t, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1340
+    # functional, spec line 1342
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias_copy.default(self_t)
@@ -4337,7 +4349,7 @@ def alias_copy_default(self_p, self_t, result):
 
 def view_copy_default(self_p, size, self_t, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1344
+    # functional, spec line 1346
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_copy.default(self_t, size)
@@ -4347,7 +4359,7 @@ def view_copy_default(self_p, size, self_t, result):
 
 def t_copy_default(self_p, self_t, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1349
+    # functional, spec line 1351
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t_copy.default(self_t)
@@ -4357,7 +4369,7 @@ def t_copy_default(self_p, self_t, result):
 
 def transpose_copy_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1353
+    # functional, spec line 1355
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
@@ -4367,7 +4379,7 @@ def transpose_copy_int(self_p, dim0, dim1, self_t, result):
 
 def permute_copy_default(self_p, dims, self_t, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1358
+    # functional, spec line 1360
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute_copy.default(self_t, dims)
@@ -4377,7 +4389,7 @@ def permute_copy_default(self_p, dims, self_t, result):
 
 def unsqueeze_copy_default(self_p, dim, self_t, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1363
+    # functional, spec line 1365
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
@@ -4387,7 +4399,7 @@ def unsqueeze_copy_default(self_p, dim, self_t, result):
 
 def squeeze_copy_default(self_p, self_t, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1367
+    # functional, spec line 1369
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.default(self_t)
@@ -4397,7 +4409,7 @@ def squeeze_copy_default(self_p, self_t, result):
 
 def squeeze_copy_dim(self_p, dim, self_t, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1372
+    # functional, spec line 1374
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dim(self_t, dim)
@@ -4407,7 +4419,7 @@ def squeeze_copy_dim(self_p, dim, self_t, result):
 
 def squeeze_copy_dims(self_p, dim, self_t, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1377
+    # functional, spec line 1379
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dims(self_t, dim)
@@ -4417,7 +4429,7 @@ def squeeze_copy_dims(self_p, dim, self_t, result):
 
 def unfold_copy_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1382
+    # functional, spec line 1384
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
@@ -4427,7 +4439,7 @@ def unfold_copy_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_copy_default(self_p, dim, start, length, self_t, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1387
+    # functional, spec line 1389
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
@@ -4437,7 +4449,7 @@ def narrow_copy_default(self_p, dim, start, length, self_t, result):
 
 def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1392
+    # functional, spec line 1394
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
@@ -4447,7 +4459,7 @@ def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
 
 def expand_copy_default(self_p, size, implicit, self_t, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1399
+    # functional, spec line 1401
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
@@ -4457,7 +4469,7 @@ def expand_copy_default(self_p, size, implicit, self_t, result):
 
 def select_copy_int(self_p, dim, index, self_t, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1406
+    # functional, spec line 1408
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select_copy.int(self_t, dim, index)
@@ -4467,7 +4479,7 @@ def select_copy_int(self_p, dim, index, self_t, result):
 
 def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1411
+    # functional, spec line 1413
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
@@ -4477,7 +4489,7 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1418
+    # functional, spec line 1420
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided_copy.default(
@@ -4489,7 +4501,7 @@ def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result
 
 def constant_pad_nd_default(self_p, pad, value, self_t, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1425
+    # functional, spec line 1427
     # result: torch.constant_pad_nd(self_t, pad, 0)
     if self_t is not None:
         return torch.constant_pad_nd(self_t, pad, 0)
@@ -4499,7 +4511,7 @@ def constant_pad_nd_default(self_p, pad, value, self_t, result):
 
 def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1432
+    # functional, spec line 1434
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
@@ -4509,7 +4521,7 @@ def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
 
 def roll_default(self_p, shifts, dims, self_t, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1440
+    # functional, spec line 1442
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.roll.default(self_t, shifts, dims)
@@ -4519,7 +4531,7 @@ def roll_default(self_p, shifts, dims, self_t, result):
 
 def flip_default(self_p, dims, self_t, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1448
+    # functional, spec line 1450
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.flip.default(self_t, dims)
@@ -4529,7 +4541,7 @@ def flip_default(self_p, dims, self_t, result):
 
 def rot90_default(self_p, k, dims, self_t, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1455
+    # functional, spec line 1457
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rot90.default(self_t, k, dims)
@@ -4539,7 +4551,7 @@ def rot90_default(self_p, k, dims, self_t, result):
 
 def repeat_default(self_p, repeats, self_t, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1463
+    # functional, spec line 1465
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.repeat.default(self_t, repeats)
@@ -4549,7 +4561,7 @@ def repeat_default(self_p, repeats, self_t, result):
 
 def tril_default(self_p, diagonal, self_t, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1470
+    # functional, spec line 1472
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.tril.default(self_t, diagonal)
@@ -4559,7 +4571,7 @@ def tril_default(self_p, diagonal, self_t, result):
 
 def tril__default(self_p, diagonal, self_t, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1470
+    # inplace, spec line 1472
     # formulas from tril; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4570,7 +4582,7 @@ def tril__default(self_p, diagonal, self_t, result):
 
 def triu_default(self_p, diagonal, self_t, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1477
+    # functional, spec line 1479
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.triu.default(self_t, diagonal)
@@ -4580,7 +4592,7 @@ def triu_default(self_p, diagonal, self_t, result):
 
 def triu__default(self_p, diagonal, self_t, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1477
+    # inplace, spec line 1479
     # formulas from triu; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4591,7 +4603,7 @@ def triu__default(self_p, diagonal, self_t, result):
 
 def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1484
+    # functional, spec line 1486
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
@@ -4601,7 +4613,7 @@ def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
 
 def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1489
+    # functional, spec line 1491
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
@@ -4611,7 +4623,7 @@ def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
 
 def channel_shuffle_default(self_p, groups, self_t, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1494
+    # functional, spec line 1496
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.channel_shuffle.default(self_t, groups)
@@ -4621,7 +4633,7 @@ def channel_shuffle_default(self_p, groups, self_t, result):
 
 def reflection_pad1d_default(self_p, padding, self_t, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1501
+    # functional, spec line 1503
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad1d.default(self_t, padding)
@@ -4631,7 +4643,7 @@ def reflection_pad1d_default(self_p, padding, self_t, result):
 
 def reflection_pad2d_default(self_p, padding, self_t, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1506
+    # functional, spec line 1508
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad2d.default(self_t, padding)
@@ -4641,7 +4653,7 @@ def reflection_pad2d_default(self_p, padding, self_t, result):
 
 def reflection_pad3d_default(self_p, padding, self_t, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1511
+    # functional, spec line 1513
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad3d.default(self_t, padding)
@@ -4651,7 +4663,7 @@ def reflection_pad3d_default(self_p, padding, self_t, result):
 
 def replication_pad1d_default(self_p, padding, self_t, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1516
+    # functional, spec line 1518
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad1d.default(self_t, padding)
@@ -4661,7 +4673,7 @@ def replication_pad1d_default(self_p, padding, self_t, result):
 
 def replication_pad2d_default(self_p, padding, self_t, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1521
+    # functional, spec line 1523
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad2d.default(self_t, padding)
@@ -4671,7 +4683,7 @@ def replication_pad2d_default(self_p, padding, self_t, result):
 
 def replication_pad3d_default(self_p, padding, self_t, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1526
+    # functional, spec line 1528
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad3d.default(self_t, padding)
@@ -4681,7 +4693,7 @@ def replication_pad3d_default(self_p, padding, self_t, result):
 
 def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1533
+    # functional, spec line 1535
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
         return self_t.masked_fill(mask_p, 0)
@@ -4691,7 +4703,7 @@ def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1533
+    # inplace, spec line 1535
     # formulas from masked_fill.Scalar; self_p is self before the update
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
@@ -4702,7 +4714,7 @@ def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1542
+    # functional, spec line 1544
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.masked_fill(mask_p, value_t)
@@ -4716,7 +4728,7 @@ def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1542
+    # inplace, spec line 1544
     # formulas from masked_fill.Tensor; self_p is self before the update
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
@@ -4731,7 +4743,7 @@ def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_select_default(self_p, mask_p, self_t, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1551
+    # functional, spec line 1553
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.masked_select.default(self_t, mask_p)
@@ -4741,7 +4753,7 @@ def masked_select_default(self_p, mask_p, self_t, result):
 
 def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1560
+    # functional, spec line 1562
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.masked_scatter(mask_p, source_t)
@@ -4755,7 +4767,7 @@ def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1560
+    # inplace, spec line 1562
     # formulas from masked_scatter; self_p is self before the update
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
@@ -4772,7 +4784,7 @@ def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def index_Tensor(self_p, indices_p, self_t, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1570
+    # functional, spec line 1572
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index.Tensor(self_t, indices_p)
@@ -4784,7 +4796,7 @@ def index_put_default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1578
+    # functional, spec line 1580
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
         return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
@@ -4804,7 +4816,7 @@ def index_put__default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1578
+    # inplace, spec line 1580
     # formulas from index_put; self_p is self before the update
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
@@ -4826,7 +4838,7 @@ def index_put__default(
 
 def squeeze__dim(self_p, dim, self_t, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1591
+    # inplace, spec line 1593
     # formulas from squeeze.dim; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4837,7 +4849,7 @@ def squeeze__dim(self_p, dim, self_t, result):
 
 def squeeze__dims(self_p, dim, self_t, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1593
+    # inplace, spec line 1595
     # formulas from squeeze.dims; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4848,7 +4860,7 @@ def squeeze__dims(self_p, dim, self_t, result):
 
 def squeeze__default(self_p, self_t, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1595
+    # inplace, spec line 1597
     # formulas from squeeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4859,7 +4871,7 @@ def squeeze__default(self_p, self_t, result):
 
 def unsqueeze__default(self_p, dim, self_t, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1597
+    # inplace, spec line 1599
     # formulas from unsqueeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4870,7 +4882,7 @@ def unsqueeze__default(self_p, dim, self_t, result):
 
 def t__default(self_p, self_t, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1599
+    # inplace, spec line 1601
     # formulas from t; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4881,7 +4893,7 @@ def t__default(self_p, self_t, result):
 
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1601
+    # inplace, spec line 1603
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
@@ -4891,7 +4903,7 @@ def transpose__default(self_p, dim0, dim1, self_t, result):
 
 def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1608
+    # functional, spec line 1610
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
@@ -4909,7 +4921,7 @@ def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
 
 def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1616
+    # functional, spec line 1618
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.slice_scatter.default(
@@ -4929,7 +4941,7 @@ def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, r
 
 def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1624
+    # functional, spec line 1626
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.diagonal_scatter.default(
@@ -4949,7 +4961,7 @@ def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, r
 
 def fill_Scalar(self_p, value, self_t, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1632
+    # functional, spec line 1634
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -4959,7 +4971,7 @@ def fill_Scalar(self_p, value, self_t, result):
 
 def block_diag_default(tensors_p, tensors_t, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1636
+    # functional, spec line 1638
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -4970,7 +4982,7 @@ def block_diag_default(tensors_p, tensors_t, result):
 
 def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1646
+    # functional, spec line 1648
     # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
@@ -4980,7 +4992,7 @@ def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result)
 
 def norm_Scalar(self_p, p, self_t, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1656
+    # functional, spec line 1658
     # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, None, False, result)
@@ -4990,7 +5002,7 @@ def norm_Scalar(self_p, p, self_t, result):
 
 def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1663
+    # functional, spec line 1665
     # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
@@ -5000,7 +5012,7 @@ def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
 
 def dist_default(self_p, other_p, p, self_t, other_t, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1670
+    # functional, spec line 1672
     # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
     if self_t is not None and other_t is not None:
         return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
@@ -5016,7 +5028,7 @@ def dist_default(self_p, other_p, p, self_t, other_t, result):
 
 def var_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1678
+    # functional, spec line 1680
     # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return var_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5026,7 +5038,7 @@ def var_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def std_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1685
+    # functional, spec line 1687
     # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return std_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5036,7 +5048,7 @@ def std_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1692
+    # functional, spec line 1694
     # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5052,7 +5064,7 @@ def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1700
+    # functional, spec line 1702
     # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5068,7 +5080,7 @@ def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def logsumexp_default(self_p, dim, keepdim, self_t, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1708
+    # functional, spec line 1710
     # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
@@ -5078,7 +5090,7 @@ def logsumexp_default(self_p, dim, keepdim, self_t, result):
 
 def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1715
+    # functional, spec line 1717
     # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
     if self_t is not None:
         return torch.ops.aten.nansum(
@@ -5090,7 +5102,7 @@ def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
 
 def prod_default(self_p, dtype, self_t, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1722
+    # functional, spec line 1724
     # result: prod_tangent(self_t, self_p, None, False, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, None, False, result)
@@ -5100,7 +5112,7 @@ def prod_default(self_p, dtype, self_t, result):
 
 def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1726
+    # functional, spec line 1728
     # result: prod_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, dim, keepdim, result)
@@ -5110,7 +5122,7 @@ def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
 
 def cumsum_default(self_p, dim, dtype, self_t, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1733
+    # functional, spec line 1735
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
@@ -5120,7 +5132,7 @@ def cumsum_default(self_p, dim, dtype, self_t, result):
 
 def cumsum__default(self_p, dim, dtype, self_t, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1733
+    # inplace, spec line 1735
     # formulas from cumsum; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5131,7 +5143,7 @@ def cumsum__default(self_p, dim, dtype, self_t, result):
 
 def cumprod_default(self_p, dim, dtype, self_t, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1740
+    # functional, spec line 1742
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
         return scan_tangent(
@@ -5143,7 +5155,7 @@ def cumprod_default(self_p, dim, dtype, self_t, result):
 
 def cumprod__default(self_p, dim, dtype, self_t, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1740
+    # inplace, spec line 1742
     # formulas from cumprod; self_p is self before the update
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
@@ -5156,7 +5168,7 @@ def cumprod__default(self_p, dim, dtype, self_t, result):
 
 def logcumsumexp_default(self_p, dim, self_t, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1747
+    # functional, spec line 1749
     # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
     if self_t is not None:
         return scan_tangent(self_t, self_p, dim, "logcumsumexp")
@@ -5166,7 +5178,7 @@ def logcumsumexp_default(self_p, dim, self_t, result):
 
 def cummax_default(self_p, dim, self_t, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1754
+    # functional, spec line 1756
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5177,7 +5189,7 @@ def cummax_default(self_p, dim, self_t, values, indices):
 
 def cummin_default(self_p, dim, self_t, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1762
+    # functional, spec line 1764
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5188,7 +5200,7 @@ def cummin_default(self_p, dim, self_t, values, indices):
 
 def sort_default(self_p, dim, descending, self_t, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1770
+    # functional, spec line 1772
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5199,7 +5211,7 @@ def sort_default(self_p, dim, descending, self_t, values, indices):
 
 def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1778
+    # functional, spec line 1780
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5210,7 +5222,7 @@ def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
 
 def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1786
+    # functional, spec line 1788
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5221,7 +5233,7 @@ def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
 
 def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1794
+    # functional, spec line 1796
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5232,7 +5244,7 @@ def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
 
 def mode_default(self_p, dim, keepdim, self_t, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1802
+    # functional, spec line 1804
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5243,7 +5255,7 @@ def mode_default(self_p, dim, keepdim, self_t, values, indices):
 
 def median_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1810
+    # functional, spec line 1812
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5254,7 +5266,7 @@ def median_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1818
+    # functional, spec line 1820
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5265,7 +5277,7 @@ def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def median_default(self_p, self_t, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1826
+    # functional, spec line 1828
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5275,7 +5287,7 @@ def median_default(self_p, self_t, result):
 
 def nanmedian_default(self_p, self_t, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1831
+    # functional, spec line 1833
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5285,7 +5297,7 @@ def nanmedian_default(self_p, self_t, result):
 
 def max_default(self_p, self_t, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1836
+    # functional, spec line 1838
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5295,7 +5307,7 @@ def max_default(self_p, self_t, result):
 
 def min_default(self_p, self_t, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1841
+    # functional, spec line 1843
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5305,7 +5317,7 @@ def min_default(self_p, self_t, result):
 
 def aminmax_default(self_p, dim, keepdim, self_t, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1846
+    # functional, spec line 1848
     # min: amax_tangent(self_t, self_p, min, dim, keepdim)
     if self_t is not None:
         min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
@@ -5321,7 +5333,7 @@ def aminmax_default(self_p, dim, keepdim, self_t, min, max):
 
 def trace_default(self_p, self_t, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1854
+    # functional, spec line 1856
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.trace.default(self_t)
@@ -5331,7 +5343,7 @@ def trace_default(self_p, self_t, result):
 
 def renorm_default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1861
+    # functional, spec line 1863
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
         return renorm_tangent(self_t, self_p, p, dim, maxnorm)
@@ -5341,7 +5353,7 @@ def renorm_default(self_p, p, dim, maxnorm, self_t, result):
 
 def renorm__default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1861
+    # inplace, spec line 1863
     # formulas from renorm; self_p is self before the update
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
@@ -5352,7 +5364,7 @@ def renorm__default(self_p, p, dim, maxnorm, self_t, result):
 
 def vdot_default(self_p, other_p, self_t, other_t, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1870
+    # functional, spec line 1872
     # result: self_t.vdot(other_p) + self_p.vdot(other_t)
     if self_t is not None and other_t is not None:
         return self_t.vdot(other_p) + self_p.vdot(other_t)
@@ -5366,7 +5378,7 @@ def vdot_default(self_p, other_p, self_t, other_t, result):
 
 def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1876
+    # functional, spec line 1878
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
         return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
@@ -5388,7 +5400,7 @@ def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resul
 
 def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1876
+    # inplace, spec line 1878
     # formulas from addmv; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
@@ -5411,7 +5423,7 @@ def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resu
 
 def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1885
+    # functional, spec line 1887
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5437,7 +5449,7 @@ def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, re
 
 def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1885
+    # inplace, spec line 1887
     # formulas from addr; self_p is self before the update
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
@@ -5466,7 +5478,7 @@ def baddbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1894
+    # functional, spec line 1896
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5498,7 +5510,7 @@ def baddbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1894
+    # inplace, spec line 1896
     # formulas from baddbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5527,7 +5539,7 @@ def addbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1903
+    # functional, spec line 1905
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5560,7 +5572,7 @@ def addbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1903
+    # inplace, spec line 1905
     # formulas from addbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5588,7 +5600,7 @@ def addbmm__default(
 
 def index_select_default(self_p, dim, index_p, self_t, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1916
+    # functional, spec line 1918
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index_select.default(self_t, dim, index_p)
@@ -5598,7 +5610,7 @@ def index_select_default(self_p, dim, index_p, self_t, result):
 
 def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1924
+    # functional, spec line 1926
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.gather.default(
@@ -5610,7 +5622,7 @@ def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
 
 def take_default(self_p, index_p, self_t, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1932
+    # functional, spec line 1934
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.take.default(self_t, index_p)
@@ -5620,7 +5632,7 @@ def take_default(self_p, index_p, self_t, result):
 
 def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1938
+    # functional, spec line 1940
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
         return self_t.put(index_p, source_t, accumulate)
@@ -5634,7 +5646,7 @@ def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result)
 
 def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1938
+    # inplace, spec line 1940
     # formulas from put; self_p is self before the update
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
@@ -5651,7 +5663,7 @@ def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result
 
 def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1947
+    # functional, spec line 1949
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
         return self_t.scatter(dim, index_p, src_t)
@@ -5665,7 +5677,7 @@ def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1947
+    # inplace, spec line 1949
     # formulas from scatter.src; self_p is self before the update
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
@@ -5680,7 +5692,7 @@ def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1954
+    # functional, spec line 1956
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
         return self_t.scatter(dim, index_p, 0)
@@ -5690,7 +5702,7 @@ def scatter_value(self_p, dim, index_p, value, self_t, result):
 
 def scatter__value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1954
+    # inplace, spec line 1956
     # formulas from scatter.value; self_p is self before the update
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
@@ -5701,7 +5713,7 @@ def scatter__value(self_p, dim, index_p, value, self_t, result):
 
 def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1960
+    # functional, spec line 1962
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
@@ -5719,7 +5731,7 @@ def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1960
+    # inplace, spec line 1962
     # formulas from scatter_add; self_p is self before the update
     # result: auto_linear
     if self_t is not None and src_t is not None:
@@ -5740,7 +5752,7 @@ def scatter_reduce_two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 1969
+    # functional, spec line 1971
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
         return scatter_reduce_tangent(
@@ -5778,7 +5790,7 @@ def scatter_reduce__two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 1969
+    # inplace, spec line 1971
     # formulas from scatter_reduce.two; self_p is self before the update
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
@@ -5818,7 +5830,7 @@ def scatter_reduce__two(
 
 def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1979
+    # functional, spec line 1981
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
         return self_t.index_add(dim, index_p, scale(source_t, alpha))
@@ -5832,7 +5844,7 @@ def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, r
 
 def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1979
+    # inplace, spec line 1981
     # formulas from index_add; self_p is self before the update
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
@@ -5850,7 +5862,7 @@ def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, 
 
 def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 1988
+    # functional, spec line 1990
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.index_copy(dim, index_p, source_t)
@@ -5864,7 +5876,7 @@ def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result)
 
 def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1988
+    # inplace, spec line 1990
     # formulas from index_copy; self_p is self before the update
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
@@ -5881,7 +5893,7 @@ def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result
 
 def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1995
+    # functional, spec line 1997
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
         return self_t.index_fill(dim, index_p, 0)
@@ -5891,7 +5903,7 @@ def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1995
+    # inplace, spec line 1997
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
@@ -5902,7 +5914,7 @@ def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2001
+    # functional, spec line 2003
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.index_fill(dim, index_p, value_t)
@@ -5916,7 +5928,7 @@ def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result
 
 def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2001
+    # inplace, spec line 2003
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
@@ -5933,7 +5945,7 @@ def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, resul
 
 def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2008
+    # functional, spec line 2010
     # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
     if self_t is not None:
         return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
@@ -5945,7 +5957,7 @@ def _unsafe_masked_index_put_accumulate_default(
     self_p, mask_p, indices_p, values_p, self_t, values_t, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2014
+    # functional, spec line 2016
     # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
     if self_t is not None and values_t is not None:
         return torch.ops.aten._unsafe_masked_index_put_accumulate(
@@ -5967,7 +5979,7 @@ def nll_loss_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2025
+    # functional, spec line 2027
     # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
@@ -5982,7 +5994,7 @@ def nll_loss2d_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2034
+    # functional, spec line 2036
     # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
@@ -5997,7 +6009,7 @@ def embedding_default(
     weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2041
+    # functional, spec line 2043
     # result: auto_linear
     if weight_t is not None:
         return torch.ops.aten.embedding.default(
@@ -6009,7 +6021,7 @@ def embedding_default(
 
 def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2047
+    # functional, spec line 2049
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
@@ -6021,7 +6033,7 @@ def binary_cross_entropy_default(
     self_p, target_p, weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2053
+    # functional, spec line 2055
     # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -6049,7 +6061,7 @@ def binary_cross_entropy_default(
 
 def acosh_default(self_p, self_t, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2063
+    # functional, spec line 2065
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
         return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
@@ -6059,7 +6071,7 @@ def acosh_default(self_p, self_t, result):
 
 def acosh__default(self_p, self_t, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2063
+    # inplace, spec line 2065
     # formulas from acosh; self_p is self before the update
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
@@ -6070,7 +6082,7 @@ def acosh__default(self_p, self_t, result):
 
 def special_ndtri_default(self_p, self_t, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2069
+    # functional, spec line 2071
     # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     if self_t is not None:
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()

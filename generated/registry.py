@@ -2211,7 +2211,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=592,
+    spec_line=593,
 )
 
 
@@ -2236,7 +2236,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=600,
+    spec_line=601,
 )
 
 
@@ -2248,11 +2248,11 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     arguments=("input", "weight", "bias", "N", "C", "HxW", "group", "eps"),
     outputs=("result0", "result1", "result2"),
     differentiable_inputs=("input", "weight", "bias"),
-    differentiable_outputs=("result0",),
+    differentiable_outputs=("result0", "result1", "result2"),
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=610,
+    spec_line=611,
 )
 
 
@@ -2268,7 +2268,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=621,
+    spec_line=623,
 )
 
 
@@ -2292,7 +2292,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=628,
+    spec_line=630,
 )
 
 
@@ -2308,7 +2308,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=636,
+    spec_line=638,
 )
 
 
@@ -2324,7 +2324,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=647,
+    spec_line=649,
 )
 
 
@@ -2340,7 +2340,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=654,
+    spec_line=656,
 )
 
 
@@ -2356,7 +2356,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=661,
+    spec_line=663,
 )
 
 
@@ -2372,7 +2372,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=666,
+    spec_line=668,
 )
 
 
@@ -2388,7 +2388,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=671,
+    spec_line=673,
 )
 
 
@@ -2404,7 +2404,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=679,
+    spec_line=681,
 )
 
 
@@ -2420,7 +2420,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=690,
+    spec_line=692,
 )
 
 
@@ -2436,7 +2436,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=699,
+    spec_line=701,
 )
 
 
@@ -2452,7 +2452,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=708,
+    spec_line=710,
 )
 
 
@@ -2468,7 +2468,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=719,
+    spec_line=721,
 )
 
 
@@ -2484,7 +2484,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=728,
+    spec_line=730,
 )
 
 
@@ -2500,7 +2500,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=739,
+    spec_line=741,
 )
 
 
@@ -2524,7 +2524,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=746,
+    spec_line=748,
 )
 
 
@@ -2540,7 +2540,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=754,
+    spec_line=756,
 )
 
 
@@ -2556,7 +2556,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=762,
+    spec_line=764,
 )
 
 
@@ -2572,7 +2572,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=770,
+    spec_line=772,
 )
 
 
@@ -2588,7 +2588,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=778,
+    spec_line=780,
 )
 
 
@@ -2604,7 +2604,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=785,
+    spec_line=787,
 )
 
 
@@ -2620,7 +2620,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=792,
+    spec_line=794,
 )
 
 
@@ -2636,7 +2636,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=799,
+    spec_line=801,
 )
 
 
@@ -2652,7 +2652,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=806,
+    spec_line=808,
 )
 
 
@@ -2668,7 +2668,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=814,
+    spec_line=816,
 )
 
 
@@ -2691,7 +2691,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=822,
+    spec_line=824,
 )
 
 
@@ -2707,7 +2707,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=834,
+    spec_line=836,
 )
 
 
@@ -2723,7 +2723,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=834,
+    spec_line=836,
 )
 
 
@@ -2739,7 +2739,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=839,
+    spec_line=841,
 )
 
 
@@ -2755,7 +2755,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=839,
+    spec_line=841,
 )
 
 
@@ -2771,7 +2771,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=843,
+    spec_line=845,
 )
 
 
@@ -2787,7 +2787,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=843,
+    spec_line=845,
 )
 
 
@@ -2803,7 +2803,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=848,
+    spec_line=850,
 )
 
 
@@ -2819,7 +2819,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=848,
+    spec_line=850,
 )
 
 
@@ -2835,7 +2835,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=852,
+    spec_line=854,
 )
 
 
@@ -2851,7 +2851,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=852,
+    spec_line=854,
 )
 
 
@@ -2867,7 +2867,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=857,
+    spec_line=859,
 )
 
 
@@ -2883,7 +2883,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=857,
+    spec_line=859,
 )
 
 
@@ -2899,7 +2899,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=862,
+    spec_line=864,
 )
 
 
@@ -2915,7 +2915,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=862,
+    spec_line=864,
 )
 
 
@@ -2931,7 +2931,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=867,
+    spec_line=869,
 )
 
 
@@ -2947,7 +2947,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=874,
+    spec_line=876,
 )
 
 
@@ -2963,7 +2963,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=874,
+    spec_line=876,
 )
 
 
@@ -2979,7 +2979,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=881,
+    spec_line=883,
 )
 
 
@@ -2995,7 +2995,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=881,
+    spec_line=883,
 )
 
 
@@ -3011,7 +3011,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=888,
+    spec_line=890,
 )
 
 
@@ -3027,7 +3027,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=888,
+    spec_line=890,
 )
 
 
@@ -3043,7 +3043,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=892,
+    spec_line=894,
 )
 
 
@@ -3059,7 +3059,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=892,
+    spec_line=894,
 )
 
 
@@ -3075,7 +3075,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=896,
+    spec_line=898,
 )
 
 
@@ -3091,7 +3091,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=900,
+    spec_line=902,
 )
 
 
@@ -3107,7 +3107,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=904,
+    spec_line=906,
 )
 
 
@@ -3123,7 +3123,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=908,
+    spec_line=910,
 )
 
 
@@ -3139,7 +3139,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=912,
+    spec_line=914,
 )
 
 
@@ -3155,7 +3155,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=916,
+    spec_line=918,
 )
 
 
@@ -3171,7 +3171,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=920,
+    spec_line=922,
 )
 
 
@@ -3187,7 +3187,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=925,
+    spec_line=927,
 )
 
 
@@ -3203,7 +3203,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=925,
+    spec_line=927,
 )
 
 
@@ -3219,7 +3219,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=931,
+    spec_line=933,
 )
 
 
@@ -3235,7 +3235,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=936,
+    spec_line=938,
 )
 
 
@@ -3251,7 +3251,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=936,
+    spec_line=938,
 )
 
 
@@ -3267,7 +3267,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=940,
+    spec_line=942,
 )
 
 
@@ -3283,7 +3283,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=940,
+    spec_line=942,
 )
 
 
@@ -3299,7 +3299,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=944,
+    spec_line=946,
 )
 
 
@@ -3315,7 +3315,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=944,
+    spec_line=946,
 )
 
 
@@ -3331,7 +3331,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=948,
+    spec_line=950,
 )
 
 
@@ -3347,7 +3347,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=948,
+    spec_line=950,
 )
 
 
@@ -3363,7 +3363,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=952,
+    spec_line=954,
 )
 
 
@@ -3379,7 +3379,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=952,
+    spec_line=954,
 )
 
 
@@ -3395,7 +3395,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=956,
+    spec_line=958,
 )
 
 
@@ -3411,7 +3411,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=956,
+    spec_line=958,
 )
 
 
@@ -3427,7 +3427,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=961,
+    spec_line=963,
 )
 
 
@@ -3443,7 +3443,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=961,
+    spec_line=963,
 )
 
 
@@ -3459,7 +3459,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=965,
+    spec_line=967,
 )
 
 
@@ -3475,7 +3475,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=965,
+    spec_line=967,
 )
 
 
@@ -3491,7 +3491,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=969,
+    spec_line=971,
 )
 
 
@@ -3507,7 +3507,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=969,
+    spec_line=971,
 )
 
 
@@ -3523,7 +3523,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=973,
+    spec_line=975,
 )
 
 
@@ -3539,7 +3539,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=973,
+    spec_line=975,
 )
 
 
@@ -3555,7 +3555,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=977,
+    spec_line=979,
 )
 
 
@@ -3571,7 +3571,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=984,
+    spec_line=986,
 )
 
 
@@ -3587,7 +3587,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=984,
+    spec_line=986,
 )
 
 
@@ -3603,7 +3603,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=988,
+    spec_line=990,
 )
 
 
@@ -3619,7 +3619,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=988,
+    spec_line=990,
 )
 
 
@@ -3635,7 +3635,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=992,
+    spec_line=994,
 )
 
 
@@ -3651,7 +3651,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=992,
+    spec_line=994,
 )
 
 
@@ -3667,7 +3667,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=997,
+    spec_line=999,
 )
 
 
@@ -3683,7 +3683,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=997,
+    spec_line=999,
 )
 
 
@@ -3699,7 +3699,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1002,
+    spec_line=1004,
 )
 
 
@@ -3715,7 +3715,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1002,
+    spec_line=1004,
 )
 
 
@@ -3731,7 +3731,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1009,
+    spec_line=1011,
 )
 
 
@@ -3747,7 +3747,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1009,
+    spec_line=1011,
 )
 
 
@@ -3763,7 +3763,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1016,
+    spec_line=1018,
 )
 
 
@@ -3779,7 +3779,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1016,
+    spec_line=1018,
 )
 
 
@@ -3795,7 +3795,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1020,
+    spec_line=1022,
 )
 
 
@@ -3811,7 +3811,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1020,
+    spec_line=1022,
 )
 
 
@@ -3827,7 +3827,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1024,
+    spec_line=1026,
 )
 
 
@@ -3843,7 +3843,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1024,
+    spec_line=1026,
 )
 
 
@@ -3859,7 +3859,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1028,
+    spec_line=1030,
 )
 
 
@@ -3875,7 +3875,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1035,
+    spec_line=1037,
 )
 
 
@@ -3891,7 +3891,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1035,
+    spec_line=1037,
 )
 
 
@@ -3907,7 +3907,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1040,
+    spec_line=1042,
 )
 
 
@@ -3923,7 +3923,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1045,
+    spec_line=1047,
 )
 
 
@@ -3939,7 +3939,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1050,
+    spec_line=1052,
 )
 
 
@@ -3955,7 +3955,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1055,
+    spec_line=1057,
 )
 
 
@@ -3971,7 +3971,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1065,
+    spec_line=1067,
 )
 
 
@@ -3987,7 +3987,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1065,
+    spec_line=1067,
 )
 
 
@@ -4003,7 +4003,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1070,
+    spec_line=1072,
 )
 
 
@@ -4019,7 +4019,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1070,
+    spec_line=1072,
 )
 
 
@@ -4035,7 +4035,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1075,
+    spec_line=1077,
 )
 
 
@@ -4051,7 +4051,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1075,
+    spec_line=1077,
 )
 
 
@@ -4067,7 +4067,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1081,
+    spec_line=1083,
 )
 
 
@@ -4083,7 +4083,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1081,
+    spec_line=1083,
 )
 
 
@@ -4099,7 +4099,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1087,
+    spec_line=1089,
 )
 
 
@@ -4115,7 +4115,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1087,
+    spec_line=1089,
 )
 
 
@@ -4131,7 +4131,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1093,
+    spec_line=1095,
 )
 
 
@@ -4147,7 +4147,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1093,
+    spec_line=1095,
 )
 
 
@@ -4163,7 +4163,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1100,
+    spec_line=1102,
 )
 
 
@@ -4179,7 +4179,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1100,
+    spec_line=1102,
 )
 
 
@@ -4195,7 +4195,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1106,
+    spec_line=1108,
 )
 
 
@@ -4211,7 +4211,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1106,
+    spec_line=1108,
 )
 
 
@@ -4227,7 +4227,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1111,
+    spec_line=1113,
 )
 
 
@@ -4243,7 +4243,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1111,
+    spec_line=1113,
 )
 
 
@@ -4259,7 +4259,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1117,
+    spec_line=1119,
 )
 
 
@@ -4275,7 +4275,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1117,
+    spec_line=1119,
 )
 
 
@@ -4291,7 +4291,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1122,
+    spec_line=1124,
 )
 
 
@@ -4307,7 +4307,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1122,
+    spec_line=1124,
 )
 
 
@@ -4323,7 +4323,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1128,
+    spec_line=1130,
 )
 
 
@@ -4339,7 +4339,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1128,
+    spec_line=1130,
 )
 
 
@@ -4355,7 +4355,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1133,
+    spec_line=1135,
 )
 
 
@@ -4371,7 +4371,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1138,
+    spec_line=1140,
 )
 
 
@@ -4387,7 +4387,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1143,
+    spec_line=1145,
 )
 
 
@@ -4403,7 +4403,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1143,
+    spec_line=1145,
 )
 
 
@@ -4419,7 +4419,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1149,
+    spec_line=1151,
 )
 
 
@@ -4435,7 +4435,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1154,
+    spec_line=1156,
 )
 
 
@@ -4451,7 +4451,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1159,
+    spec_line=1161,
 )
 
 
@@ -4467,7 +4467,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1164,
+    spec_line=1166,
 )
 
 
@@ -4483,7 +4483,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1164,
+    spec_line=1166,
 )
 
 
@@ -4499,7 +4499,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1170,
+    spec_line=1172,
 )
 
 
@@ -4515,7 +4515,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1175,
+    spec_line=1177,
 )
 
 
@@ -4531,7 +4531,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1175,
+    spec_line=1177,
 )
 
 
@@ -4547,7 +4547,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1180,
+    spec_line=1182,
 )
 
 
@@ -4563,7 +4563,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1186,
+    spec_line=1188,
 )
 
 
@@ -4579,7 +4579,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1191,
+    spec_line=1193,
 )
 
 
@@ -4595,7 +4595,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1198,
+    spec_line=1200,
 )
 
 
@@ -4611,7 +4611,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1198,
+    spec_line=1200,
 )
 
 
@@ -4627,7 +4627,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1206,
+    spec_line=1208,
 )
 
 
@@ -4643,7 +4643,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1206,
+    spec_line=1208,
 )
 
 
@@ -4659,7 +4659,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1214,
+    spec_line=1216,
 )
 
 
@@ -4675,7 +4675,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1214,
+    spec_line=1216,
 )
 
 
@@ -4691,7 +4691,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1220,
+    spec_line=1222,
 )
 
 
@@ -4707,7 +4707,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1220,
+    spec_line=1222,
 )
 
 
@@ -4723,7 +4723,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1229,
+    spec_line=1231,
 )
 
 
@@ -4739,7 +4739,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1229,
+    spec_line=1231,
 )
 
 
@@ -4755,7 +4755,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1238,
+    spec_line=1240,
 )
 
 
@@ -4771,7 +4771,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1238,
+    spec_line=1240,
 )
 
 
@@ -4787,7 +4787,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1244,
+    spec_line=1246,
 )
 
 
@@ -4803,7 +4803,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1244,
+    spec_line=1246,
 )
 
 
@@ -4819,7 +4819,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1252,
+    spec_line=1254,
 )
 
 
@@ -4835,7 +4835,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1257,
+    spec_line=1259,
 )
 
 
@@ -4851,7 +4851,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1269,
+    spec_line=1271,
 )
 
 
@@ -4867,7 +4867,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1276,
+    spec_line=1278,
 )
 
 
@@ -4883,7 +4883,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1282,
+    spec_line=1284,
 )
 
 
@@ -4899,7 +4899,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1288,
+    spec_line=1290,
 )
 
 
@@ -4915,7 +4915,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1292,
+    spec_line=1294,
 )
 
 
@@ -4931,7 +4931,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1298,
+    spec_line=1300,
 )
 
 
@@ -4947,7 +4947,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1304,
+    spec_line=1306,
 )
 
 
@@ -4963,7 +4963,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1312,
+    spec_line=1314,
 )
 
 
@@ -4979,7 +4979,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1319,
+    spec_line=1321,
 )
 
 
@@ -4995,7 +4995,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1326,
+    spec_line=1328,
 )
 
 
@@ -5011,7 +5011,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1333,
+    spec_line=1335,
 )
 
 
@@ -5027,7 +5027,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1340,
+    spec_line=1342,
 )
 
 
@@ -5043,7 +5043,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1344,
+    spec_line=1346,
 )
 
 
@@ -5059,7 +5059,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1349,
+    spec_line=1351,
 )
 
 
@@ -5075,7 +5075,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1353,
+    spec_line=1355,
 )
 
 
@@ -5091,7 +5091,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1358,
+    spec_line=1360,
 )
 
 
@@ -5107,7 +5107,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1363,
+    spec_line=1365,
 )
 
 
@@ -5123,7 +5123,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1367,
+    spec_line=1369,
 )
 
 
@@ -5139,7 +5139,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1372,
+    spec_line=1374,
 )
 
 
@@ -5155,7 +5155,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1377,
+    spec_line=1379,
 )
 
 
@@ -5171,7 +5171,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1382,
+    spec_line=1384,
 )
 
 
@@ -5187,7 +5187,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1387,
+    spec_line=1389,
 )
 
 
@@ -5203,7 +5203,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1392,
+    spec_line=1394,
 )
 
 
@@ -5219,7 +5219,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1399,
+    spec_line=1401,
 )
 
 
@@ -5235,7 +5235,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1406,
+    spec_line=1408,
 )
 
 
@@ -5251,7 +5251,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1411,
+    spec_line=1413,
 )
 
 
@@ -5267,7 +5267,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1418,
+    spec_line=1420,
 )
 
 
@@ -5283,7 +5283,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1425,
+    spec_line=1427,
 )
 
 
@@ -5299,7 +5299,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1432,
+    spec_line=1434,
 )
 
 
@@ -5315,7 +5315,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1440,
+    spec_line=1442,
 )
 
 
@@ -5331,7 +5331,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1448,
+    spec_line=1450,
 )
 
 
@@ -5347,7 +5347,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1455,
+    spec_line=1457,
 )
 
 
@@ -5363,7 +5363,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1463,
+    spec_line=1465,
 )
 
 
@@ -5379,7 +5379,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1470,
+    spec_line=1472,
 )
 
 
@@ -5395,7 +5395,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1470,
+    spec_line=1472,
 )
 
 
@@ -5411,7 +5411,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1477,
+    spec_line=1479,
 )
 
 
@@ -5427,7 +5427,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1477,
+    spec_line=1479,
 )
 
 
@@ -5443,7 +5443,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1484,
+    spec_line=1486,
 )
 
 
@@ -5459,7 +5459,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1489,
+    spec_line=1491,
 )
 
 
@@ -5475,7 +5475,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1494,
+    spec_line=1496,
 )
 
 
@@ -5491,7 +5491,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1501,
+    spec_line=1503,
 )
 
 
@@ -5507,7 +5507,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1506,
+    spec_line=1508,
 )
 
 
@@ -5523,7 +5523,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1511,
+    spec_line=1513,
 )
 
 
@@ -5539,7 +5539,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1516,
+    spec_line=1518,
 )
 
 
@@ -5555,7 +5555,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1521,
+    spec_line=1523,
 )
 
 
@@ -5571,7 +5571,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1526,
+    spec_line=1528,
 )
 
 
@@ -5587,7 +5587,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1533,
+    spec_line=1535,
 )
 
 
@@ -5603,7 +5603,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1533,
+    spec_line=1535,
 )
 
 
@@ -5619,7 +5619,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1542,
+    spec_line=1544,
 )
 
 
@@ -5635,7 +5635,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1542,
+    spec_line=1544,
 )
 
 
@@ -5651,7 +5651,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1551,
+    spec_line=1553,
 )
 
 
@@ -5667,7 +5667,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1560,
+    spec_line=1562,
 )
 
 
@@ -5683,7 +5683,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1560,
+    spec_line=1562,
 )
 
 
@@ -5699,7 +5699,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1570,
+    spec_line=1572,
 )
 
 
@@ -5715,7 +5715,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1578,
+    spec_line=1580,
 )
 
 
@@ -5731,7 +5731,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1578,
+    spec_line=1580,
 )
 
 
@@ -5747,7 +5747,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1591,
+    spec_line=1593,
 )
 
 
@@ -5763,7 +5763,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1593,
+    spec_line=1595,
 )
 
 
@@ -5779,7 +5779,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1595,
+    spec_line=1597,
 )
 
 
@@ -5795,7 +5795,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1597,
+    spec_line=1599,
 )
 
 
@@ -5811,7 +5811,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1599,
+    spec_line=1601,
 )
 
 
@@ -5827,7 +5827,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1601,
+    spec_line=1603,
 )
 
 
@@ -5843,7 +5843,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1608,
+    spec_line=1610,
 )
 
 
@@ -5859,7 +5859,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1616,
+    spec_line=1618,
 )
 
 
@@ -5875,7 +5875,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1624,
+    spec_line=1626,
 )
 
 
@@ -5891,7 +5891,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1632,
+    spec_line=1634,
 )
 
 
@@ -5907,7 +5907,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1636,
+    spec_line=1638,
 )
 
 
@@ -5923,7 +5923,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1646,
+    spec_line=1648,
 )
 
 
@@ -5939,7 +5939,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1656,
+    spec_line=1658,
 )
 
 
@@ -5955,7 +5955,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1663,
+    spec_line=1665,
 )
 
 
@@ -5971,7 +5971,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1670,
+    spec_line=1672,
 )
 
 
@@ -5987,7 +5987,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1678,
+    spec_line=1680,
 )
 
 
@@ -6003,7 +6003,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1685,
+    spec_line=1687,
 )
 
 
@@ -6019,7 +6019,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1692,
+    spec_line=1694,
 )
 
 
@@ -6035,7 +6035,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1700,
+    spec_line=1702,
 )
 
 
@@ -6051,7 +6051,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1708,
+    spec_line=1710,
 )
 
 
@@ -6067,7 +6067,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1715,
+    spec_line=1717,
 )
 
 
@@ -6083,7 +6083,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1722,
+    spec_line=1724,
 )
 
 
@@ -6099,7 +6099,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1726,
+    spec_line=1728,
 )
 
 
@@ -6115,7 +6115,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1733,
+    spec_line=1735,
 )
 
 
@@ -6131,7 +6131,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1733,
+    spec_line=1735,
 )
 
 
@@ -6147,7 +6147,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1740,
+    spec_line=1742,
 )
 
 
@@ -6163,7 +6163,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1740,
+    spec_line=1742,
 )
 
 
@@ -6179,7 +6179,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1747,
+    spec_line=1749,
 )
 
 
@@ -6195,7 +6195,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1754,
+    spec_line=1756,
 )
 
 
@@ -6211,7 +6211,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1762,
+    spec_line=1764,
 )
 
 
@@ -6227,7 +6227,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1770,
+    spec_line=1772,
 )
 
 
@@ -6243,7 +6243,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1778,
+    spec_line=1780,
 )
 
 
@@ -6259,7 +6259,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1786,
+    spec_line=1788,
 )
 
 
@@ -6275,7 +6275,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1794,
+    spec_line=1796,
 )
 
 
@@ -6291,7 +6291,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1802,
+    spec_line=1804,
 )
 
 
@@ -6307,7 +6307,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1810,
+    spec_line=1812,
 )
 
 
@@ -6323,7 +6323,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1818,
+    spec_line=1820,
 )
 
 
@@ -6339,7 +6339,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1826,
+    spec_line=1828,
 )
 
 
@@ -6355,7 +6355,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1831,
+    spec_line=1833,
 )
 
 
@@ -6371,7 +6371,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1836,
+    spec_line=1838,
 )
 
 
@@ -6387,7 +6387,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1841,
+    spec_line=1843,
 )
 
 
@@ -6403,7 +6403,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1846,
+    spec_line=1848,
 )
 
 
@@ -6419,7 +6419,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1854,
+    spec_line=1856,
 )
 
 
@@ -6435,7 +6435,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1861,
+    spec_line=1863,
 )
 
 
@@ -6451,7 +6451,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1861,
+    spec_line=1863,
 )
 
 
@@ -6467,7 +6467,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1870,
+    spec_line=1872,
 )
 
 
@@ -6483,7 +6483,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1876,
+    spec_line=1878,
 )
 
 
@@ -6499,7 +6499,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=1876,
+    spec_line=1878,
 )
 
 
@@ -6515,7 +6515,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1885,
+    spec_line=1887,
 )
 
 
@@ -6531,7 +6531,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=1885,
+    spec_line=1887,
 )
 
 
@@ -6547,7 +6547,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1894,
+    spec_line=1896,
 )
 
 
@@ -6563,7 +6563,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=1894,
+    spec_line=1896,
 )
 
 
@@ -6579,7 +6579,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1903,
+    spec_line=1905,
 )
 
 
@@ -6595,7 +6595,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=1903,
+    spec_line=1905,
 )
 
 
@@ -6611,7 +6611,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1916,
+    spec_line=1918,
 )
 
 
@@ -6627,7 +6627,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1924,
+    spec_line=1926,
 )
 
 
@@ -6643,7 +6643,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1932,
+    spec_line=1934,
 )
 
 
@@ -6659,7 +6659,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1938,
+    spec_line=1940,
 )
 
 
@@ -6675,7 +6675,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=1938,
+    spec_line=1940,
 )
 
 
@@ -6691,7 +6691,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1947,
+    spec_line=1949,
 )
 
 
@@ -6707,7 +6707,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=1947,
+    spec_line=1949,
 )
 
 
@@ -6723,7 +6723,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1954,
+    spec_line=1956,
 )
 
 
@@ -6739,7 +6739,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=1954,
+    spec_line=1956,
 )
 
 
@@ -6755,7 +6755,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1960,
+    spec_line=1962,
 )
 
 
@@ -6771,7 +6771,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=1960,
+    spec_line=1962,
 )
 
 
@@ -6787,7 +6787,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1969,
+    spec_line=1971,
 )
 
 
@@ -6803,7 +6803,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=1969,
+    spec_line=1971,
 )
 
 
@@ -6819,7 +6819,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1979,
+    spec_line=1981,
 )
 
 
@@ -6835,7 +6835,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=1979,
+    spec_line=1981,
 )
 
 
@@ -6851,7 +6851,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1988,
+    spec_line=1990,
 )
 
 
@@ -6867,7 +6867,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=1988,
+    spec_line=1990,
 )
 
 
@@ -6883,7 +6883,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1995,
+    spec_line=1997,
 )
 
 
@@ -6899,7 +6899,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=1995,
+    spec_line=1997,
 )
 
 
@@ -6915,7 +6915,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2001,
+    spec_line=2003,
 )
 
 
@@ -6931,7 +6931,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2001,
+    spec_line=2003,
 )
 
 
@@ -6947,7 +6947,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2008,
+    spec_line=2010,
 )
 
 
@@ -6963,7 +6963,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2014,
+    spec_line=2016,
 )
 
 
@@ -6979,7 +6979,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2025,
+    spec_line=2027,
 )
 
 
@@ -6995,7 +6995,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2034,
+    spec_line=2036,
 )
 
 
@@ -7011,7 +7011,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2041,
+    spec_line=2043,
 )
 
 
@@ -7027,7 +7027,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2047,
+    spec_line=2049,
 )
 
 
@@ -7043,7 +7043,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2053,
+    spec_line=2055,
 )
 
 
@@ -7059,7 +7059,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2063,
+    spec_line=2065,
 )
 
 
@@ -7075,7 +7075,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2063,
+    spec_line=2065,
 )
 
 
@@ -7091,5 +7091,5 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2069,
+    spec_line=2071,
 )

@@ -25,6 +25,7 @@ from dualgen.formulas import (
     expand_loss_grad,
     expand_reduced,
     gather_grad,
+    group_norm_backward,
     inverse_permutation,
     logit_derivative,
     logsumexp_weights,
@@ -1270,7 +1271,7 @@ def native_layer_norm_default(
     grads, input, normalized_shape, weight, bias, eps, result0, result1, result2
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 592
+    # functional, spec line 593
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
@@ -1301,7 +1302,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 600
+    # functional, spec line 601
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -1323,11 +1324,12 @@ def native_group_norm_default(
     grads, input, weight, bias, N, C, HxW, group, eps, result0, result1, result2
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 610
-    grad = grads[0]
-    # input, weight, bias: torch.ops.aten.native_group_norm_backward(grad, input, result1, result2, weight, N, C, HxW, group, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_group_norm_backward(
-        grad,
+    # functional, spec line 611
+    # input, weight, bias: group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = group_norm_backward(
+        grads[0],
+        grads[1],
+        grads[2],
         input,
         result1,
         result2,
@@ -1343,7 +1345,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 621
+    # functional, spec line 623
     # self: torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     return (self_grad,)
@@ -1361,7 +1363,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 628
+    # functional, spec line 630
     # self: torch.ops.aten.avg_pool2d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool2d_backward(
         grad,
@@ -1380,7 +1382,7 @@ def max_pool2d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 636
+    # functional, spec line 638
     grad = grads[0]
     # self: torch.ops.aten.max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool2d_with_indices_backward(
@@ -1391,7 +1393,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(grad, self, output_size, scales, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 647
+    # functional, spec line 649
     # self: torch.ops.aten.upsample_nearest1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad, output_size, self.shape, scales
@@ -1401,7 +1403,7 @@ def upsample_nearest1d_default(grad, self, output_size, scales, result):
 
 def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 654
+    # functional, spec line 656
     # self: torch.ops.aten.upsample_nearest2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1411,7 +1413,7 @@ def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, resu
 
 def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 661
+    # functional, spec line 663
     # input: torch.ops.aten.upsample_nearest1d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0])
     input_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad,
@@ -1424,7 +1426,7 @@ def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
 
 def upsample_nearest2d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 666
+    # functional, spec line 668
     # input: torch.ops.aten.upsample_nearest2d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad,
@@ -1440,7 +1442,7 @@ def upsample_bilinear2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 671
+    # functional, spec line 673
     # self: torch.ops.aten.upsample_bilinear2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1452,7 +1454,7 @@ def upsample_bilinear2d_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 679
+    # functional, spec line 681
     # input: torch.ops.aten.upsample_bilinear2d_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad,
@@ -1467,7 +1469,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(grad, self, target, reduction, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 690
+    # functional, spec line 692
     # self: torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     self_grad = torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     # target: -torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
@@ -1477,7 +1479,7 @@ def mse_loss_default(grad, self, target, reduction, result):
 
 def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 699
+    # functional, spec line 701
     # self: torch.ops.aten.smooth_l1_loss_backward(grad, self, target, reduction, beta)
     self_grad = torch.ops.aten.smooth_l1_loss_backward(
         grad, self, target, reduction, beta
@@ -1491,7 +1493,7 @@ def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
 
 def huber_loss_default(grad, self, target, reduction, delta, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 708
+    # functional, spec line 710
     # self: torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     self_grad = torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     # target: -torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
@@ -1503,7 +1505,7 @@ def huber_loss_default(grad, self, target, reduction, delta, result):
 
 def glu_default(grad, self, dim, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 719
+    # functional, spec line 721
     # self: torch.ops.aten.glu_backward(grad, self, dim)
     self_grad = torch.ops.aten.glu_backward(grad, self, dim)
     return (self_grad,)
@@ -1511,7 +1513,7 @@ def glu_default(grad, self, dim, result):
 
 def native_dropout_default(grads, input, p, train, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 728
+    # functional, spec line 730
     grad = grads[0]
     # input: torch.ops.aten.native_dropout_backward(grad, result1, dropout_scale(p, train))
     input_grad = torch.ops.aten.native_dropout_backward(
@@ -1522,7 +1524,7 @@ def native_dropout_default(grads, input, p, train, result0, result1):
 
 def _adaptive_avg_pool3d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 739
+    # functional, spec line 741
     # self: torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     return (self_grad,)
@@ -1540,7 +1542,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 746
+    # functional, spec line 748
     # self: torch.ops.aten.avg_pool3d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool3d_backward(
         grad,
@@ -1559,7 +1561,7 @@ def max_pool3d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 754
+    # functional, spec line 756
     grad = grads[0]
     # self: torch.ops.aten.max_pool3d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool3d_with_indices_backward(
@@ -1570,7 +1572,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 762
+    # functional, spec line 764
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
@@ -1579,7 +1581,7 @@ def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
 
 def adaptive_max_pool3d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 770
+    # functional, spec line 772
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
@@ -1590,7 +1592,7 @@ def upsample_nearest3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 778
+    # functional, spec line 780
     # self: torch.ops.aten.upsample_nearest3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1600,7 +1602,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(grad, self, output_size, scales, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 785
+    # functional, spec line 787
     # self: torch.ops.aten._upsample_nearest_exact1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten._upsample_nearest_exact1d_backward(
         grad, output_size, self.shape, scales
@@ -1612,7 +1614,7 @@ def _upsample_nearest_exact2d_default(
     grad, self, output_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 792
+    # functional, spec line 794
     # self: torch.ops.aten._upsample_nearest_exact2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1624,7 +1626,7 @@ def _upsample_nearest_exact3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 799
+    # functional, spec line 801
     # self: torch.ops.aten._upsample_nearest_exact3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1634,7 +1636,7 @@ def _upsample_nearest_exact3d_default(
 
 def upsample_linear1d_default(grad, self, output_size, align_corners, scales, result):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 806
+    # functional, spec line 808
     # self: torch.ops.aten.upsample_linear1d_backward(grad, output_size, self.shape, align_corners, scales)
     self_grad = torch.ops.aten.upsample_linear1d_backward(
         grad, output_size, self.shape, align_corners, scales
@@ -1646,7 +1648,7 @@ def upsample_bicubic2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 814
+    # functional, spec line 816
     # self: torch.ops.aten.upsample_bicubic2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bicubic2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1658,7 +1660,7 @@ def upsample_trilinear3d_default(
     grad, self, output_size, align_corners, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 822
+    # functional, spec line 824
     # self: torch.ops.aten.upsample_trilinear3d_backward(grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_trilinear3d_backward(
         grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w
@@ -1668,7 +1670,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(grad, self, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 834
+    # functional, spec line 836
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
     return (self_grad,)
@@ -1676,7 +1678,7 @@ def log10_default(grad, self, result):
 
 def log10__default(grad, self, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 834
+    # inplace, spec line 836
     # formulas from log10; self_p is self before the update
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
@@ -1685,7 +1687,7 @@ def log10__default(grad, self, result):
 
 def asinh_default(grad, self, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 839
+    # functional, spec line 841
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
     return (self_grad,)
@@ -1693,7 +1695,7 @@ def asinh_default(grad, self, result):
 
 def asinh__default(grad, self, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 839
+    # inplace, spec line 841
     # formulas from asinh; self_p is self before the update
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
@@ -1702,7 +1704,7 @@ def asinh__default(grad, self, result):
 
 def atanh_default(grad, self, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 843
+    # functional, spec line 845
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
     return (self_grad,)
@@ -1710,7 +1712,7 @@ def atanh_default(grad, self, result):
 
 def atanh__default(grad, self, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 843
+    # inplace, spec line 845
     # formulas from atanh; self_p is self before the update
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
@@ -1719,7 +1721,7 @@ def atanh__default(grad, self, result):
 
 def erfc_default(grad, self, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 848
+    # functional, spec line 850
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -1727,7 +1729,7 @@ def erfc_default(grad, self, result):
 
 def erfc__default(grad, self, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 848
+    # inplace, spec line 850
     # formulas from erfc; self_p is self before the update
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
@@ -1736,7 +1738,7 @@ def erfc__default(grad, self, result):
 
 def erfinv_default(grad, self, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 852
+    # functional, spec line 854
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
     return (self_grad,)
@@ -1744,7 +1746,7 @@ def erfinv_default(grad, self, result):
 
 def erfinv__default(grad, self, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 852
+    # inplace, spec line 854
     # formulas from erfinv; self_p is self before the update
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
@@ -1753,7 +1755,7 @@ def erfinv__default(grad, self, result):
 
 def lgamma_default(grad, self, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 857
+    # functional, spec line 859
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
     return (self_grad,)
@@ -1761,7 +1763,7 @@ def lgamma_default(grad, self, result):
 
 def lgamma__default(grad, self, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 857
+    # inplace, spec line 859
     # formulas from lgamma; self_p is self before the update
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
@@ -1770,7 +1772,7 @@ def lgamma__default(grad, self, result):
 
 def digamma_default(grad, self, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 862
+    # functional, spec line 864
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
     return (self_grad,)
@@ -1778,7 +1780,7 @@ def digamma_default(grad, self, result):
 
 def digamma__default(grad, self, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 862
+    # inplace, spec line 864
     # formulas from digamma; self_p is self before the update
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
@@ -1787,7 +1789,7 @@ def digamma__default(grad, self, result):
 
 def polygamma_default(grad, n, self, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 867
+    # functional, spec line 869
     # self: grad * torch.polygamma(n + 1, self).conj()
     self_grad = grad * torch.polygamma(n + 1, self).conj()
     return (self_grad,)
@@ -1795,7 +1797,7 @@ def polygamma_default(grad, n, self, result):
 
 def mvlgamma_default(grad, self, p, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 874
+    # functional, spec line 876
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
     return (self_grad,)
@@ -1803,7 +1805,7 @@ def mvlgamma_default(grad, self, p, result):
 
 def mvlgamma__default(grad, self, p, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 874
+    # inplace, spec line 876
     # formulas from mvlgamma; self_p is self before the update
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
@@ -1812,7 +1814,7 @@ def mvlgamma__default(grad, self, p, result):
 
 def logit_default(grad, self, eps, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 881
+    # functional, spec line 883
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
     return (self_grad,)
@@ -1820,7 +1822,7 @@ def logit_default(grad, self, eps, result):
 
 def logit__default(grad, self, eps, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 881
+    # inplace, spec line 883
     # formulas from logit; self_p is self before the update
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
@@ -1829,7 +1831,7 @@ def logit__default(grad, self, eps, result):
 
 def sinc_default(grad, self, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 888
+    # functional, spec line 890
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
         grad
@@ -1845,7 +1847,7 @@ def sinc_default(grad, self, result):
 
 def sinc__default(grad, self, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 888
+    # inplace, spec line 890
     # formulas from sinc; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
@@ -1862,7 +1864,7 @@ def sinc__default(grad, self, result):
 
 def i0_default(grad, self, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 892
+    # functional, spec line 894
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
     return (self_grad,)
@@ -1870,7 +1872,7 @@ def i0_default(grad, self, result):
 
 def i0__default(grad, self, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 892
+    # inplace, spec line 894
     # formulas from i0; self_p is self before the update
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
@@ -1879,7 +1881,7 @@ def i0__default(grad, self, result):
 
 def special_i0e_default(grad, self, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 896
+    # functional, spec line 898
     # self: grad * (torch.special.i1e(self) - self.sgn() * result)
     self_grad = grad * (torch.special.i1e(self) - self.sgn() * result)
     return (self_grad,)
@@ -1887,7 +1889,7 @@ def special_i0e_default(grad, self, result):
 
 def special_i1_default(grad, self, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 900
+    # functional, spec line 902
     # self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     self_grad = grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     return (self_grad,)
@@ -1895,7 +1897,7 @@ def special_i1_default(grad, self, result):
 
 def special_i1e_default(grad, self, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 904
+    # functional, spec line 906
     # self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     self_grad = grad * torch.where(
         self == 0,
@@ -1907,7 +1909,7 @@ def special_i1e_default(grad, self, result):
 
 def special_ndtr_default(grad, self, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 908
+    # functional, spec line 910
     # self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     return (self_grad,)
@@ -1915,7 +1917,7 @@ def special_ndtr_default(grad, self, result):
 
 def special_log_ndtr_default(grad, self, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 912
+    # functional, spec line 914
     # self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     return (self_grad,)
@@ -1923,7 +1925,7 @@ def special_log_ndtr_default(grad, self, result):
 
 def special_erfcx_default(grad, self, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 916
+    # functional, spec line 918
     # self: grad * (2 * self * result - 1.1283791670955126)
     self_grad = grad * (2 * self * result - 1.1283791670955126)
     return (self_grad,)
@@ -1931,7 +1933,7 @@ def special_erfcx_default(grad, self, result):
 
 def special_entr_default(grad, self, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 920
+    # functional, spec line 922
     # self: grad * -(1 + self.log())
     self_grad = grad * -(1 + self.log())
     return (self_grad,)
@@ -1939,7 +1941,7 @@ def special_entr_default(grad, self, result):
 
 def sgn_default(grad, self, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 925
+    # functional, spec line 927
     # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
     self_grad = torch.where(
         self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs()
@@ -1949,7 +1951,7 @@ def sgn_default(grad, self, result):
 
 def sgn__default(grad, self, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 925
+    # inplace, spec line 927
     # formulas from sgn; self_p is self before the update
     # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
     self_grad = torch.where(
@@ -1960,7 +1962,7 @@ def sgn__default(grad, self, result):
 
 def angle_default(grad, self, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 931
+    # functional, spec line 933
     # self: angle_grad(grad, self)
     self_grad = angle_grad(grad, self)
     return (self_grad,)
@@ -1968,7 +1970,7 @@ def angle_default(grad, self, result):
 
 def sign_default(grad, self, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 936
+    # functional, spec line 938
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1976,7 +1978,7 @@ def sign_default(grad, self, result):
 
 def sign__default(grad, self, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 936
+    # inplace, spec line 938
     # formulas from sign; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -1985,7 +1987,7 @@ def sign__default(grad, self, result):
 
 def ceil_default(grad, self, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 940
+    # functional, spec line 942
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1993,7 +1995,7 @@ def ceil_default(grad, self, result):
 
 def ceil__default(grad, self, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 940
+    # inplace, spec line 942
     # formulas from ceil; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2002,7 +2004,7 @@ def ceil__default(grad, self, result):
 
 def floor_default(grad, self, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 944
+    # functional, spec line 946
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2010,7 +2012,7 @@ def floor_default(grad, self, result):
 
 def floor__default(grad, self, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 944
+    # inplace, spec line 946
     # formulas from floor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2019,7 +2021,7 @@ def floor__default(grad, self, result):
 
 def trunc_default(grad, self, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 948
+    # functional, spec line 950
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2027,7 +2029,7 @@ def trunc_default(grad, self, result):
 
 def trunc__default(grad, self, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 948
+    # inplace, spec line 950
     # formulas from trunc; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2036,7 +2038,7 @@ def trunc__default(grad, self, result):
 
 def round_default(grad, self, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 952
+    # functional, spec line 954
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2044,7 +2046,7 @@ def round_default(grad, self, result):
 
 def round__default(grad, self, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 952
+    # inplace, spec line 954
     # formulas from round; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2053,7 +2055,7 @@ def round__default(grad, self, result):
 
 def round_decimals(grad, self, decimals, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 956
+    # functional, spec line 958
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2061,7 +2063,7 @@ def round_decimals(grad, self, decimals, result):
 
 def round__decimals(grad, self, decimals, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 956
+    # inplace, spec line 958
     # formulas from round.decimals; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2070,7 +2072,7 @@ def round__decimals(grad, self, decimals, result):
 
 def frac_default(grad, self, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 961
+    # functional, spec line 963
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2078,7 +2080,7 @@ def frac_default(grad, self, result):
 
 def frac__default(grad, self, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 961
+    # inplace, spec line 963
     # formulas from frac; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2087,7 +2089,7 @@ def frac__default(grad, self, result):
 
 def deg2rad_default(grad, self, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 965
+    # functional, spec line 967
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
     return (self_grad,)
@@ -2095,7 +2097,7 @@ def deg2rad_default(grad, self, result):
 
 def deg2rad__default(grad, self, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 965
+    # inplace, spec line 967
     # formulas from deg2rad; self_p is self before the update
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
@@ -2104,7 +2106,7 @@ def deg2rad__default(grad, self, result):
 
 def rad2deg_default(grad, self, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 969
+    # functional, spec line 971
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
     return (self_grad,)
@@ -2112,7 +2114,7 @@ def rad2deg_default(grad, self, result):
 
 def rad2deg__default(grad, self, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 969
+    # inplace, spec line 971
     # formulas from rad2deg; self_p is self before the update
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
@@ -2121,7 +2123,7 @@ def rad2deg__default(grad, self, result):
 
 def nan_to_num_default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 973
+    # functional, spec line 975
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
     return (self_grad,)
@@ -2129,7 +2131,7 @@ def nan_to_num_default(grad, self, nan, posinf, neginf, result):
 
 def nan_to_num__default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 973
+    # inplace, spec line 975
     # formulas from nan_to_num; self_p is self before the update
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
@@ -2138,7 +2140,7 @@ def nan_to_num__default(grad, self, nan, posinf, neginf, result):
 
 def frexp_Tensor(grads, self, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 977
+    # functional, spec line 979
     grad = grads[0]
     # self: grad / exponent.exp2()
     self_grad = grad / exponent.exp2()
@@ -2147,7 +2149,7 @@ def frexp_Tensor(grads, self, mantissa, exponent):
 
 def hardswish_default(grad, self, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 984
+    # functional, spec line 986
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
     return (self_grad,)
@@ -2155,7 +2157,7 @@ def hardswish_default(grad, self, result):
 
 def hardswish__default(grad, self, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 984
+    # inplace, spec line 986
     # formulas from hardswish; self_p is self before the update
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
@@ -2164,7 +2166,7 @@ def hardswish__default(grad, self, result):
 
 def hardsigmoid_default(grad, self, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 988
+    # functional, spec line 990
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (self_grad,)
@@ -2172,7 +2174,7 @@ def hardsigmoid_default(grad, self, result):
 
 def hardsigmoid__default(grad, self, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 988
+    # inplace, spec line 990
     # formulas from hardsigmoid; self_p is self before the update
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
@@ -2181,7 +2183,7 @@ def hardsigmoid__default(grad, self, result):
 
 def hardtanh_default(grad, self, min_val, max_val, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 992
+    # functional, spec line 994
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (self_grad,)
@@ -2189,7 +2191,7 @@ def hardtanh_default(grad, self, min_val, max_val, result):
 
 def hardtanh__default(grad, self, min_val, max_val, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 992
+    # inplace, spec line 994
     # formulas from hardtanh; self_p is self before the update
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
@@ -2198,7 +2200,7 @@ def hardtanh__default(grad, self, min_val, max_val, result):
 
 def leaky_relu_default(grad, self, negative_slope, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 997
+    # functional, spec line 999
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     return (self_grad,)
@@ -2206,7 +2208,7 @@ def leaky_relu_default(grad, self, negative_slope, result):
 
 def leaky_relu__default(grad, self, negative_slope, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 997
+    # inplace, spec line 999
     # formulas from leaky_relu; self_p is self before the update
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
@@ -2215,7 +2217,7 @@ def leaky_relu__default(grad, self, negative_slope, result):
 
 def elu_default(grad, self, alpha, scale, input_scale, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1002
+    # functional, spec line 1004
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, False, self
@@ -2225,7 +2227,7 @@ def elu_default(grad, self, alpha, scale, input_scale, result):
 
 def elu__default(grad, self, alpha, scale, input_scale, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1002
+    # inplace, spec line 1004
     # formulas from elu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
@@ -2236,7 +2238,7 @@ def elu__default(grad, self, alpha, scale, input_scale, result):
 
 def celu_default(grad, self, alpha, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1009
+    # functional, spec line 1011
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     return (self_grad,)
@@ -2244,7 +2246,7 @@ def celu_default(grad, self, alpha, result):
 
 def celu__default(grad, self, alpha, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1009
+    # inplace, spec line 1011
     # formulas from celu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
@@ -2253,7 +2255,7 @@ def celu__default(grad, self, alpha, result):
 
 def silu_default(grad, self, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1016
+    # functional, spec line 1018
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     return (self_grad,)
@@ -2261,7 +2263,7 @@ def silu_default(grad, self, result):
 
 def silu__default(grad, self, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1016
+    # inplace, spec line 1018
     # formulas from silu; self_p is self before the update
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -2270,7 +2272,7 @@ def silu__default(grad, self, result):
 
 def mish_default(grad, self, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1020
+    # functional, spec line 1022
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
     return (self_grad,)
@@ -2278,7 +2280,7 @@ def mish_default(grad, self, result):
 
 def mish__default(grad, self, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1020
+    # inplace, spec line 1022
     # formulas from mish; self_p is self before the update
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
@@ -2287,7 +2289,7 @@ def mish__default(grad, self, result):
 
 def gelu_default(grad, self, approximate, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1024
+    # functional, spec line 1026
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     return (self_grad,)
@@ -2295,7 +2297,7 @@ def gelu_default(grad, self, approximate, result):
 
 def gelu__default(grad, self, approximate, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1024
+    # inplace, spec line 1026
     # formulas from gelu; self_p is self before the update
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
@@ -2304,7 +2306,7 @@ def gelu__default(grad, self, approximate, result):
 
 def softplus_default(grad, self, beta, threshold, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1028
+    # functional, spec line 1030
     # self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     self_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     return (self_grad,)
@@ -2312,7 +2314,7 @@ def softplus_default(grad, self, beta, threshold, result):
 
 def threshold_default(grad, self, threshold, value, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1035
+    # functional, spec line 1037
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
     return (self_grad,)
@@ -2320,7 +2322,7 @@ def threshold_default(grad, self, threshold, value, result):
 
 def threshold__default(grad, self, threshold, value, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1035
+    # inplace, spec line 1037
     # formulas from threshold; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
@@ -2329,7 +2331,7 @@ def threshold__default(grad, self, threshold, value, result):
 
 def softshrink_default(grad, self, lambd, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1040
+    # functional, spec line 1042
     # self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2337,7 +2339,7 @@ def softshrink_default(grad, self, lambd, result):
 
 def hardshrink_default(grad, self, lambd, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1045
+    # functional, spec line 1047
     # self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2345,7 +2347,7 @@ def hardshrink_default(grad, self, lambd, result):
 
 def log_sigmoid_forward_default(grads, self, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1050
+    # functional, spec line 1052
     grad = grads[0]
     # self: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     self_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
@@ -2354,7 +2356,7 @@ def log_sigmoid_forward_default(grads, self, output, buffer):
 
 def _prelu_kernel_default(grad, self, weight, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1055
+    # functional, spec line 1057
     # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
@@ -2364,7 +2366,7 @@ def _prelu_kernel_default(grad, self, weight, result):
 
 def clamp_min_default(grad, self, min, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1065
+    # functional, spec line 1067
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
     return (self_grad,)
@@ -2372,7 +2374,7 @@ def clamp_min_default(grad, self, min, result):
 
 def clamp_min__default(grad, self, min, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1065
+    # inplace, spec line 1067
     # formulas from clamp_min; self_p is self before the update
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
@@ -2381,7 +2383,7 @@ def clamp_min__default(grad, self, min, result):
 
 def clamp_max_default(grad, self, max, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1070
+    # functional, spec line 1072
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
     return (self_grad,)
@@ -2389,7 +2391,7 @@ def clamp_max_default(grad, self, max, result):
 
 def clamp_max__default(grad, self, max, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1070
+    # inplace, spec line 1072
     # formulas from clamp_max; self_p is self before the update
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
@@ -2398,7 +2400,7 @@ def clamp_max__default(grad, self, max, result):
 
 def clamp_min_Tensor(grad, self, min, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1075
+    # functional, spec line 1077
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
     # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
@@ -2408,7 +2410,7 @@ def clamp_min_Tensor(grad, self, min, result):
 
 def clamp_min__Tensor(grad, self, min, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1075
+    # inplace, spec line 1077
     # formulas from clamp_min.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
@@ -2419,7 +2421,7 @@ def clamp_min__Tensor(grad, self, min, result):
 
 def clamp_max_Tensor(grad, self, max, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1081
+    # functional, spec line 1083
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
     # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
@@ -2429,7 +2431,7 @@ def clamp_max_Tensor(grad, self, max, result):
 
 def clamp_max__Tensor(grad, self, max, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1081
+    # inplace, spec line 1083
     # formulas from clamp_max.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
@@ -2440,7 +2442,7 @@ def clamp_max__Tensor(grad, self, max, result):
 
 def copysign_Tensor(grad, self, other, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1087
+    # functional, spec line 1089
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     return (self_grad,)
@@ -2448,7 +2450,7 @@ def copysign_Tensor(grad, self, other, result):
 
 def copysign__Tensor(grad, self, other, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1087
+    # inplace, spec line 1089
     # formulas from copysign.Tensor; self_p is self before the update
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
@@ -2457,7 +2459,7 @@ def copysign__Tensor(grad, self, other, result):
 
 def copysign_Scalar(grad, self, other, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1093
+    # functional, spec line 1095
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
     return (self_grad,)
@@ -2465,7 +2467,7 @@ def copysign_Scalar(grad, self, other, result):
 
 def copysign__Scalar(grad, self, other, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1093
+    # inplace, spec line 1095
     # formulas from copysign.Scalar; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
@@ -2474,7 +2476,7 @@ def copysign__Scalar(grad, self, other, result):
 
 def fmod_Tensor(grad, self, other, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1100
+    # functional, spec line 1102
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
@@ -2484,7 +2486,7 @@ def fmod_Tensor(grad, self, other, result):
 
 def fmod__Tensor(grad, self, other, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1100
+    # inplace, spec line 1102
     # formulas from fmod.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2495,7 +2497,7 @@ def fmod__Tensor(grad, self, other, result):
 
 def fmod_Scalar(grad, self, other, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1106
+    # functional, spec line 1108
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2503,7 +2505,7 @@ def fmod_Scalar(grad, self, other, result):
 
 def fmod__Scalar(grad, self, other, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1106
+    # inplace, spec line 1108
     # formulas from fmod.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2512,7 +2514,7 @@ def fmod__Scalar(grad, self, other, result):
 
 def remainder_Tensor(grad, self, other, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1111
+    # functional, spec line 1113
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
@@ -2522,7 +2524,7 @@ def remainder_Tensor(grad, self, other, result):
 
 def remainder__Tensor(grad, self, other, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1111
+    # inplace, spec line 1113
     # formulas from remainder.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2533,7 +2535,7 @@ def remainder__Tensor(grad, self, other, result):
 
 def remainder_Scalar(grad, self, other, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1117
+    # functional, spec line 1119
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2541,7 +2543,7 @@ def remainder_Scalar(grad, self, other, result):
 
 def remainder__Scalar(grad, self, other, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1117
+    # inplace, spec line 1119
     # formulas from remainder.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2550,7 +2552,7 @@ def remainder__Scalar(grad, self, other, result):
 
 def div_Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1122
+    # functional, spec line 1124
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
@@ -2562,7 +2564,7 @@ def div_Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div__Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1122
+    # inplace, spec line 1124
     # formulas from div.Tensor_mode; self_p is self before the update
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
@@ -2575,7 +2577,7 @@ def div__Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div_Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1128
+    # functional, spec line 1130
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     return (self_grad,)
@@ -2583,7 +2585,7 @@ def div_Scalar_mode(grad, self, other, rounding_mode, result):
 
 def div__Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1128
+    # inplace, spec line 1130
     # formulas from div.Scalar_mode; self_p is self before the update
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
@@ -2592,7 +2594,7 @@ def div__Scalar_mode(grad, self, other, rounding_mode, result):
 
 def fmax_default(grad, self, other, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1133
+    # functional, spec line 1135
     # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2606,7 +2608,7 @@ def fmax_default(grad, self, other, result):
 
 def fmin_default(grad, self, other, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1138
+    # functional, spec line 1140
     # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2620,7 +2622,7 @@ def fmin_default(grad, self, other, result):
 
 def hypot_default(grad, self, other, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1143
+    # functional, spec line 1145
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
     # other: unbroadcast(grad * other / result, other)
@@ -2630,7 +2632,7 @@ def hypot_default(grad, self, other, result):
 
 def hypot__default(grad, self, other, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1143
+    # inplace, spec line 1145
     # formulas from hypot; self_p is self before the update
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
@@ -2641,7 +2643,7 @@ def hypot__default(grad, self, other, result):
 
 def logaddexp_default(grad, self, other, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1149
+    # functional, spec line 1151
     # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
@@ -2651,7 +2653,7 @@ def logaddexp_default(grad, self, other, result):
 
 def logaddexp2_default(grad, self, other, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1154
+    # functional, spec line 1156
     # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
@@ -2661,7 +2663,7 @@ def logaddexp2_default(grad, self, other, result):
 
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1159
+    # functional, spec line 1161
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
@@ -2671,7 +2673,7 @@ def ldexp_Tensor(grad, self, other, result):
 
 def xlogy_Tensor(grad, self, other, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1164
+    # functional, spec line 1166
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
         torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
@@ -2684,7 +2686,7 @@ def xlogy_Tensor(grad, self, other, result):
 
 def xlogy__Tensor(grad, self, other, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1164
+    # inplace, spec line 1166
     # formulas from xlogy.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
@@ -2698,7 +2700,7 @@ def xlogy__Tensor(grad, self, other, result):
 
 def xlogy_Scalar_Self(grad, self, other, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1170
+    # functional, spec line 1172
     # other: grad * self / other
     other_grad = grad * self / other
     return (other_grad,)
@@ -2706,7 +2708,7 @@ def xlogy_Scalar_Self(grad, self, other, result):
 
 def xlogy_Scalar_Other(grad, self, other, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1175
+    # functional, spec line 1177
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.xlogy(grad, other))
@@ -2718,7 +2720,7 @@ def xlogy_Scalar_Other(grad, self, other, result):
 
 def xlogy__Scalar_Other(grad, self, other, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1175
+    # inplace, spec line 1177
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
@@ -2731,7 +2733,7 @@ def xlogy__Scalar_Other(grad, self, other, result):
 
 def special_xlog1py_default(grad, self, other, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1180
+    # functional, spec line 1182
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
     self_grad = unbroadcast(
         torch.where(
@@ -2748,7 +2750,7 @@ def special_xlog1py_default(grad, self, other, result):
 
 def special_xlog1py_self_scalar(grad, self, other, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1186
+    # functional, spec line 1188
     # other: grad * self / (other + 1)
     other_grad = grad * self / (other + 1)
     return (other_grad,)
@@ -2756,7 +2758,7 @@ def special_xlog1py_self_scalar(grad, self, other, result):
 
 def special_xlog1py_other_scalar(grad, self, other, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1191
+    # functional, spec line 1193
     # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
@@ -2768,7 +2770,7 @@ def special_xlog1py_other_scalar(grad, self, other, result):
 
 def clamp_Tensor(grad, self, min, max, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1198
+    # functional, spec line 1200
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
     return (self_grad, min_grad, max_grad)
@@ -2776,7 +2778,7 @@ def clamp_Tensor(grad, self, min, max, result):
 
 def clamp__Tensor(grad, self, min, max, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1198
+    # inplace, spec line 1200
     # formulas from clamp.Tensor; self_p is self before the update
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
@@ -2785,7 +2787,7 @@ def clamp__Tensor(grad, self, min, max, result):
 
 def lerp_Scalar(grad, self, end, weight, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1206
+    # functional, spec line 1208
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
     # end: unbroadcast(scale_conj(grad, weight), end)
@@ -2795,7 +2797,7 @@ def lerp_Scalar(grad, self, end, weight, result):
 
 def lerp__Scalar(grad, self, end, weight, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1206
+    # inplace, spec line 1208
     # formulas from lerp.Scalar; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
@@ -2806,7 +2808,7 @@ def lerp__Scalar(grad, self, end, weight, result):
 
 def lerp_Tensor(grad, self, end, weight, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1214
+    # functional, spec line 1216
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
     # end: unbroadcast(grad * weight.conj(), end)
@@ -2818,7 +2820,7 @@ def lerp_Tensor(grad, self, end, weight, result):
 
 def lerp__Tensor(grad, self, end, weight, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1214
+    # inplace, spec line 1216
     # formulas from lerp.Tensor; self_p is self before the update
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
@@ -2831,7 +2833,7 @@ def lerp__Tensor(grad, self, end, weight, result):
 
 def addcmul_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1220
+    # functional, spec line 1222
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
@@ -2843,7 +2845,7 @@ def addcmul_default(grad, self, tensor1, tensor2, value, result):
 
 def addcmul__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1220
+    # inplace, spec line 1222
     # formulas from addcmul; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2856,7 +2858,7 @@ def addcmul__default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1229
+    # functional, spec line 1231
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
@@ -2870,7 +2872,7 @@ def addcdiv_default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1229
+    # inplace, spec line 1231
     # formulas from addcdiv; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2885,7 +2887,7 @@ def addcdiv__default(grad, self, tensor1, tensor2, value, result):
 
 def nextafter_default(grad, self, other, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1238
+    # functional, spec line 1240
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
     return (self_grad,)
@@ -2893,7 +2895,7 @@ def nextafter_default(grad, self, other, result):
 
 def nextafter__default(grad, self, other, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1238
+    # inplace, spec line 1240
     # formulas from nextafter; self_p is self before the update
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
@@ -2904,7 +2906,7 @@ def rrelu_with_noise_default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1244
+    # functional, spec line 1246
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise, lower, upper, training, False
@@ -2916,7 +2918,7 @@ def rrelu_with_noise__default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1244
+    # inplace, spec line 1246
     # formulas from rrelu_with_noise; self_p is self before the update
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
@@ -2927,7 +2929,7 @@ def rrelu_with_noise__default(
 
 def complex_default(grad, real, imag, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1252
+    # functional, spec line 1254
     # real: unbroadcast(grad.real, real)
     real_grad = unbroadcast(grad.real, real)
     # imag: unbroadcast(grad.imag, imag)
@@ -2937,7 +2939,7 @@ def complex_default(grad, real, imag, result):
 
 def polar_default(grad, abs, angle, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1257
+    # functional, spec line 1259
     # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
     abs_grad = unbroadcast(
         (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
@@ -2949,7 +2951,7 @@ def polar_default(grad, abs, angle, result):
 
 def diagonal_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1269
+    # view, spec line 1271
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -2957,7 +2959,7 @@ def diagonal_default(grad, self, offset, dim1, dim2, result):
 
 def squeeze_dims(grad, self, dim, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1276
+    # view, spec line 1278
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -2965,7 +2967,7 @@ def squeeze_dims(grad, self, dim, result):
 
 def unfold_default(grad, self, dimension, size, step, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1282
+    # view, spec line 1284
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -2973,7 +2975,7 @@ def unfold_default(grad, self, dimension, size, step, result):
 
 def narrow_default(grad, self, dim, start, length, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1288
+    # view, spec line 1290
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -2981,7 +2983,7 @@ def narrow_default(grad, self, dim, start, length, result):
 
 def split_Tensor(grad, self, split_size, dim, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1292
+    # view, spec line 1294
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -2989,7 +2991,7 @@ def split_Tensor(grad, self, split_size, dim, result):
 
 def split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1298
+    # view, spec line 1300
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -2997,7 +2999,7 @@ def split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def unbind_int(grad, self, dim, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1304
+    # view, spec line 1306
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3005,7 +3007,7 @@ def unbind_int(grad, self, dim, result):
 
 def unsafe_split_Tensor(grad, self, split_size, dim, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1312
+    # functional, spec line 1314
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3013,7 +3015,7 @@ def unsafe_split_Tensor(grad, self, split_size, dim, result):
 
 def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1319
+    # functional, spec line 1321
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3021,7 +3023,7 @@ def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1326
+    # functional, spec line 1328
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3029,7 +3031,7 @@ def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
 
 def unbind_copy_int(grad, self, dim, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1333
+    # functional, spec line 1335
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3037,7 +3039,7 @@ def unbind_copy_int(grad, self, dim, result):
 
 def alias_copy_default(grad, self, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1340
+    # functional, spec line 1342
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -3045,7 +3047,7 @@ def alias_copy_default(grad, self, result):
 
 def view_copy_default(grad, self, size, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1344
+    # functional, spec line 1346
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3053,7 +3055,7 @@ def view_copy_default(grad, self, size, result):
 
 def t_copy_default(grad, self, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1349
+    # functional, spec line 1351
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -3061,7 +3063,7 @@ def t_copy_default(grad, self, result):
 
 def transpose_copy_int(grad, self, dim0, dim1, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1353
+    # functional, spec line 1355
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3069,7 +3071,7 @@ def transpose_copy_int(grad, self, dim0, dim1, result):
 
 def permute_copy_default(grad, self, dims, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1358
+    # functional, spec line 1360
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -3077,7 +3079,7 @@ def permute_copy_default(grad, self, dims, result):
 
 def unsqueeze_copy_default(grad, self, dim, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1363
+    # functional, spec line 1365
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -3085,7 +3087,7 @@ def unsqueeze_copy_default(grad, self, dim, result):
 
 def squeeze_copy_default(grad, self, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1367
+    # functional, spec line 1369
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3093,7 +3095,7 @@ def squeeze_copy_default(grad, self, result):
 
 def squeeze_copy_dim(grad, self, dim, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1372
+    # functional, spec line 1374
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3101,7 +3103,7 @@ def squeeze_copy_dim(grad, self, dim, result):
 
 def squeeze_copy_dims(grad, self, dim, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1377
+    # functional, spec line 1379
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3109,7 +3111,7 @@ def squeeze_copy_dims(grad, self, dim, result):
 
 def unfold_copy_default(grad, self, dimension, size, step, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1382
+    # functional, spec line 1384
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3117,7 +3119,7 @@ def unfold_copy_default(grad, self, dimension, size, step, result):
 
 def narrow_copy_default(grad, self, dim, start, length, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1387
+    # functional, spec line 1389
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3125,7 +3127,7 @@ def narrow_copy_default(grad, self, dim, start, length, result):
 
 def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1392
+    # functional, spec line 1394
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3133,7 +3135,7 @@ def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
 
 def expand_copy_default(grad, self, size, implicit, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1399
+    # functional, spec line 1401
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -3141,7 +3143,7 @@ def expand_copy_default(grad, self, size, implicit, result):
 
 def select_copy_int(grad, self, dim, index, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1406
+    # functional, spec line 1408
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3149,7 +3151,7 @@ def select_copy_int(grad, self, dim, index, result):
 
 def slice_copy_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1411
+    # functional, spec line 1413
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -3157,7 +3159,7 @@ def slice_copy_Tensor(grad, self, dim, start, end, step, result):
 
 def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1418
+    # functional, spec line 1420
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -3165,7 +3167,7 @@ def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
 
 def constant_pad_nd_default(grad, self, pad, value, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1425
+    # functional, spec line 1427
     # self: torch.constant_pad_nd(grad, negated(pad))
     self_grad = torch.constant_pad_nd(grad, negated(pad))
     return (self_grad,)
@@ -3173,7 +3175,7 @@ def constant_pad_nd_default(grad, self, pad, value, result):
 
 def diag_embed_default(grad, self, offset, dim1, dim2, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1432
+    # functional, spec line 1434
     # self: grad.diagonal(offset, dim1, dim2)
     self_grad = grad.diagonal(offset, dim1, dim2)
     return (self_grad,)
@@ -3181,7 +3183,7 @@ def diag_embed_default(grad, self, offset, dim1, dim2, result):
 
 def roll_default(grad, self, shifts, dims, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1440
+    # functional, spec line 1442
     # self: grad.roll(negated(shifts), dims)
     self_grad = grad.roll(negated(shifts), dims)
     return (self_grad,)
@@ -3189,7 +3191,7 @@ def roll_default(grad, self, shifts, dims, result):
 
 def flip_default(grad, self, dims, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1448
+    # functional, spec line 1450
     # self: grad.flip(dims)
     self_grad = grad.flip(dims)
     return (self_grad,)
@@ -3197,7 +3199,7 @@ def flip_default(grad, self, dims, result):
 
 def rot90_default(grad, self, k, dims, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1455
+    # functional, spec line 1457
     # self: grad.rot90(-k, dims)
     self_grad = grad.rot90(-k, dims)
     return (self_grad,)
@@ -3205,7 +3207,7 @@ def rot90_default(grad, self, k, dims, result):
 
 def repeat_default(grad, self, repeats, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1463
+    # functional, spec line 1465
     # self: repeat_grad(grad, self, repeats)
     self_grad = repeat_grad(grad, self, repeats)
     return (self_grad,)
@@ -3213,7 +3215,7 @@ def repeat_default(grad, self, repeats, result):
 
 def tril_default(grad, self, diagonal, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1470
+    # functional, spec line 1472
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
     return (self_grad,)
@@ -3221,7 +3223,7 @@ def tril_default(grad, self, diagonal, result):
 
 def tril__default(grad, self, diagonal, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1470
+    # inplace, spec line 1472
     # formulas from tril; self_p is self before the update
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
@@ -3230,7 +3232,7 @@ def tril__default(grad, self, diagonal, result):
 
 def triu_default(grad, self, diagonal, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1477
+    # functional, spec line 1479
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
     return (self_grad,)
@@ -3238,7 +3240,7 @@ def triu_default(grad, self, diagonal, result):
 
 def triu__default(grad, self, diagonal, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1477
+    # inplace, spec line 1479
     # formulas from triu; self_p is self before the update
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
@@ -3247,7 +3249,7 @@ def triu__default(grad, self, diagonal, result):
 
 def pixel_shuffle_default(grad, self, upscale_factor, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1484
+    # functional, spec line 1486
     # self: torch.pixel_unshuffle(grad, upscale_factor)
     self_grad = torch.pixel_unshuffle(grad, upscale_factor)
     return (self_grad,)
@@ -3255,7 +3257,7 @@ def pixel_shuffle_default(grad, self, upscale_factor, result):
 
 def pixel_unshuffle_default(grad, self, downscale_factor, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1489
+    # functional, spec line 1491
     # self: torch.pixel_shuffle(grad, downscale_factor)
     self_grad = torch.pixel_shuffle(grad, downscale_factor)
     return (self_grad,)
@@ -3263,7 +3265,7 @@ def pixel_unshuffle_default(grad, self, downscale_factor, result):
 
 def channel_shuffle_default(grad, self, groups, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1494
+    # functional, spec line 1496
     # self: torch.channel_shuffle(grad, self.shape[1] // groups)
     self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
     return (self_grad,)
@@ -3271,7 +3273,7 @@ def channel_shuffle_default(grad, self, groups, result):
 
 def reflection_pad1d_default(grad, self, padding, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1501
+    # functional, spec line 1503
     # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3279,7 +3281,7 @@ def reflection_pad1d_default(grad, self, padding, result):
 
 def reflection_pad2d_default(grad, self, padding, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1506
+    # functional, spec line 1508
     # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3287,7 +3289,7 @@ def reflection_pad2d_default(grad, self, padding, result):
 
 def reflection_pad3d_default(grad, self, padding, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1511
+    # functional, spec line 1513
     # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3295,7 +3297,7 @@ def reflection_pad3d_default(grad, self, padding, result):
 
 def replication_pad1d_default(grad, self, padding, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1516
+    # functional, spec line 1518
     # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3303,7 +3305,7 @@ def replication_pad1d_default(grad, self, padding, result):
 
 def replication_pad2d_default(grad, self, padding, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1521
+    # functional, spec line 1523
     # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3311,7 +3313,7 @@ def replication_pad2d_default(grad, self, padding, result):
 
 def replication_pad3d_default(grad, self, padding, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1526
+    # functional, spec line 1528
     # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3319,7 +3321,7 @@ def replication_pad3d_default(grad, self, padding, result):
 
 def masked_fill_Scalar(grad, self, mask, value, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1533
+    # functional, spec line 1535
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     return (self_grad,)
@@ -3327,7 +3329,7 @@ def masked_fill_Scalar(grad, self, mask, value, result):
 
 def masked_fill__Scalar(grad, self, mask, value, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1533
+    # inplace, spec line 1535
     # formulas from masked_fill.Scalar; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3336,7 +3338,7 @@ def masked_fill__Scalar(grad, self, mask, value, result):
 
 def masked_fill_Tensor(grad, self, mask, value, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1542
+    # functional, spec line 1544
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
@@ -3346,7 +3348,7 @@ def masked_fill_Tensor(grad, self, mask, value, result):
 
 def masked_fill__Tensor(grad, self, mask, value, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1542
+    # inplace, spec line 1544
     # formulas from masked_fill.Tensor; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3357,7 +3359,7 @@ def masked_fill__Tensor(grad, self, mask, value, result):
 
 def masked_select_default(grad, self, mask, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1551
+    # functional, spec line 1553
     # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
     self_grad = unbroadcast(
         torch.ops.aten.masked_select_backward(grad, self, mask), self
@@ -3367,7 +3369,7 @@ def masked_select_default(grad, self, mask, result):
 
 def masked_scatter_default(grad, self, mask, source, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1560
+    # functional, spec line 1562
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
@@ -3377,7 +3379,7 @@ def masked_scatter_default(grad, self, mask, source, result):
 
 def masked_scatter__default(grad, self, mask, source, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1560
+    # inplace, spec line 1562
     # formulas from masked_scatter; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3388,7 +3390,7 @@ def masked_scatter__default(grad, self, mask, source, result):
 
 def index_Tensor(grad, self, indices, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1570
+    # functional, spec line 1572
     # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
     self_grad = torch.ops.aten.index_put.default(
         grad.new_zeros(self.shape), indices, grad, True
@@ -3398,7 +3400,7 @@ def index_Tensor(grad, self, indices, result):
 
 def index_put_default(grad, self, indices, values, accumulate, result):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1578
+    # functional, spec line 1580
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
         grad
@@ -3412,7 +3414,7 @@ def index_put_default(grad, self, indices, values, accumulate, result):
 
 def index_put__default(grad, self, indices, values, accumulate, result):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1578
+    # inplace, spec line 1580
     # formulas from index_put; self_p is self before the update
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
@@ -3427,7 +3429,7 @@ def index_put__default(grad, self, indices, values, accumulate, result):
 
 def squeeze__dim(grad, self, dim, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1591
+    # inplace, spec line 1593
     # formulas from squeeze.dim; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3436,7 +3438,7 @@ def squeeze__dim(grad, self, dim, result):
 
 def squeeze__dims(grad, self, dim, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1593
+    # inplace, spec line 1595
     # formulas from squeeze.dims; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3445,7 +3447,7 @@ def squeeze__dims(grad, self, dim, result):
 
 def squeeze__default(grad, self, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1595
+    # inplace, spec line 1597
     # formulas from squeeze; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3454,7 +3456,7 @@ def squeeze__default(grad, self, result):
 
 def unsqueeze__default(grad, self, dim, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1597
+    # inplace, spec line 1599
     # formulas from unsqueeze; self_p is self before the update
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
@@ -3463,7 +3465,7 @@ def unsqueeze__default(grad, self, dim, result):
 
 def t__default(grad, self, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1599
+    # inplace, spec line 1601
     # formulas from t; self_p is self before the update
     # self: grad.t()
     self_grad = grad.t()
@@ -3472,7 +3474,7 @@ def t__default(grad, self, result):
 
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1601
+    # inplace, spec line 1603
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3480,7 +3482,7 @@ def transpose__default(grad, self, dim0, dim1, result):
 
 def select_scatter_default(grad, self, src, dim, index, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1608
+    # functional, spec line 1610
     # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     # src: grad.select(dim, index)
@@ -3490,7 +3492,7 @@ def select_scatter_default(grad, self, src, dim, index, result):
 
 def slice_scatter_default(grad, self, src, dim, start, end, step, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1616
+    # functional, spec line 1618
     # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
@@ -3500,7 +3502,7 @@ def slice_scatter_default(grad, self, src, dim, start, end, step, result):
 
 def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1624
+    # functional, spec line 1626
     # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     # src: grad.diagonal(offset, dim1, dim2)
@@ -3510,7 +3512,7 @@ def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
 
 def fill_Scalar(grad, self, value, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1632
+    # functional, spec line 1634
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -3518,7 +3520,7 @@ def fill_Scalar(grad, self, value, result):
 
 def block_diag_default(grad, tensors, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1636
+    # functional, spec line 1638
     # tensors: block_diag_grads(grad, tensors)
     tensors_grad = block_diag_grads(grad, tensors)
     return (tensors_grad,)
@@ -3526,7 +3528,7 @@ def block_diag_default(grad, tensors, result):
 
 def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1646
+    # functional, spec line 1648
     # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
     return (self_grad,)
@@ -3534,7 +3536,7 @@ def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
 
 def norm_Scalar(grad, self, p, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1656
+    # functional, spec line 1658
     # self: vector_norm_grad(grad, self, p, None, False, result)
     self_grad = vector_norm_grad(grad, self, p, None, False, result)
     return (self_grad,)
@@ -3542,7 +3544,7 @@ def norm_Scalar(grad, self, p, result):
 
 def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1663
+    # functional, spec line 1665
     # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
     return (self_grad,)
@@ -3550,7 +3552,7 @@ def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
 
 def dist_default(grad, self, other, p, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1670
+    # functional, spec line 1672
     # self: dist_grad(grad, self, other, p, result, self)
     self_grad = dist_grad(grad, self, other, p, result, self)
     # other: -dist_grad(grad, self, other, p, result, other)
@@ -3560,7 +3562,7 @@ def dist_default(grad, self, other, p, result):
 
 def var_correction(grad, self, dim, correction, keepdim, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1678
+    # functional, spec line 1680
     # self: var_grad(grad, self, dim, correction, keepdim)
     self_grad = var_grad(grad, self, dim, correction, keepdim)
     return (self_grad,)
@@ -3568,7 +3570,7 @@ def var_correction(grad, self, dim, correction, keepdim, result):
 
 def std_correction(grad, self, dim, correction, keepdim, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1685
+    # functional, spec line 1687
     # self: std_grad(grad, self, dim, correction, keepdim, result)
     self_grad = std_grad(grad, self, dim, correction, keepdim, result)
     return (self_grad,)
@@ -3576,7 +3578,7 @@ def std_correction(grad, self, dim, correction, keepdim, result):
 
 def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1692
+    # functional, spec line 1694
     # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
         grads[1], self, dim, keepdim
@@ -3586,7 +3588,7 @@ def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1700
+    # functional, spec line 1702
     # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = std_grad(
         grads[0], self, dim, correction, keepdim, result0
@@ -3596,7 +3598,7 @@ def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def logsumexp_default(grad, self, dim, keepdim, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1708
+    # functional, spec line 1710
     # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
     self_grad = (
         expand_reduced(grad, self, dim, keepdim)
@@ -3607,7 +3609,7 @@ def logsumexp_default(grad, self, dim, keepdim, result):
 
 def nansum_default(grad, self, dim, keepdim, dtype, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1715
+    # functional, spec line 1717
     # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
     self_grad = torch.where(
         self.isnan(),
@@ -3619,7 +3621,7 @@ def nansum_default(grad, self, dim, keepdim, dtype, result):
 
 def prod_default(grad, self, dtype, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1722
+    # functional, spec line 1724
     # self: prod_grad(grad, self, None, False)
     self_grad = prod_grad(grad, self, None, False)
     return (self_grad,)
@@ -3627,7 +3629,7 @@ def prod_default(grad, self, dtype, result):
 
 def prod_dim_int(grad, self, dim, keepdim, dtype, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1726
+    # functional, spec line 1728
     # self: prod_grad(grad, self, dim, keepdim)
     self_grad = prod_grad(grad, self, dim, keepdim)
     return (self_grad,)
@@ -3635,7 +3637,7 @@ def prod_dim_int(grad, self, dim, keepdim, dtype, result):
 
 def cumsum_default(grad, self, dim, dtype, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1733
+    # functional, spec line 1735
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     return (self_grad,)
@@ -3643,7 +3645,7 @@ def cumsum_default(grad, self, dim, dtype, result):
 
 def cumsum__default(grad, self, dim, dtype, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1733
+    # inplace, spec line 1735
     # formulas from cumsum; self_p is self before the update
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
@@ -3652,7 +3654,7 @@ def cumsum__default(grad, self, dim, dtype, result):
 
 def cumprod_default(grad, self, dim, dtype, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1740
+    # functional, spec line 1742
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     return (self_grad,)
@@ -3660,7 +3662,7 @@ def cumprod_default(grad, self, dim, dtype, result):
 
 def cumprod__default(grad, self, dim, dtype, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1740
+    # inplace, spec line 1742
     # formulas from cumprod; self_p is self before the update
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
@@ -3669,7 +3671,7 @@ def cumprod__default(grad, self, dim, dtype, result):
 
 def logcumsumexp_default(grad, self, dim, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1747
+    # functional, spec line 1749
     # self: scan_grad(grad, self, dim, "logcumsumexp")
     self_grad = scan_grad(grad, self, dim, "logcumsumexp")
     return (self_grad,)
@@ -3677,7 +3679,7 @@ def logcumsumexp_default(grad, self, dim, result):
 
 def cummax_default(grads, self, dim, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1754
+    # functional, spec line 1756
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3686,7 +3688,7 @@ def cummax_default(grads, self, dim, values, indices):
 
 def cummin_default(grads, self, dim, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1762
+    # functional, spec line 1764
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3695,7 +3697,7 @@ def cummin_default(grads, self, dim, values, indices):
 
 def sort_default(grads, self, dim, descending, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1770
+    # functional, spec line 1772
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3704,7 +3706,7 @@ def sort_default(grads, self, dim, descending, values, indices):
 
 def sort_stable(grads, self, stable, dim, descending, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1778
+    # functional, spec line 1780
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3713,7 +3715,7 @@ def sort_stable(grads, self, stable, dim, descending, values, indices):
 
 def topk_default(grads, self, k, dim, largest, sorted, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1786
+    # functional, spec line 1788
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3722,7 +3724,7 @@ def topk_default(grads, self, k, dim, largest, sorted, values, indices):
 
 def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1794
+    # functional, spec line 1796
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3733,7 +3735,7 @@ def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
 
 def mode_default(grads, self, dim, keepdim, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1802
+    # functional, spec line 1804
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3744,7 +3746,7 @@ def mode_default(grads, self, dim, keepdim, values, indices):
 
 def median_dim(grads, self, dim, keepdim, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1810
+    # functional, spec line 1812
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3755,7 +3757,7 @@ def median_dim(grads, self, dim, keepdim, values, indices):
 
 def nanmedian_dim(grads, self, dim, keepdim, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1818
+    # functional, spec line 1820
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3766,7 +3768,7 @@ def nanmedian_dim(grads, self, dim, keepdim, values, indices):
 
 def median_default(grad, self, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1826
+    # functional, spec line 1828
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3774,7 +3776,7 @@ def median_default(grad, self, result):
 
 def nanmedian_default(grad, self, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1831
+    # functional, spec line 1833
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3782,7 +3784,7 @@ def nanmedian_default(grad, self, result):
 
 def max_default(grad, self, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1836
+    # functional, spec line 1838
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3790,7 +3792,7 @@ def max_default(grad, self, result):
 
 def min_default(grad, self, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1841
+    # functional, spec line 1843
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3798,7 +3800,7 @@ def min_default(grad, self, result):
 
 def aminmax_default(grads, self, dim, keepdim, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1846
+    # functional, spec line 1848
     grad_min = grads[0]
     grad_max = grads[1]
     # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
@@ -3810,7 +3812,7 @@ def aminmax_default(grads, self, dim, keepdim, min, max):
 
 def trace_default(grad, self, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1854
+    # functional, spec line 1856
     # self: trace_grad(grad, self)
     self_grad = trace_grad(grad, self)
     return (self_grad,)
@@ -3818,7 +3820,7 @@ def trace_default(grad, self, result):
 
 def renorm_default(grad, self, p, dim, maxnorm, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1861
+    # functional, spec line 1863
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
     return (self_grad,)
@@ -3826,7 +3828,7 @@ def renorm_default(grad, self, p, dim, maxnorm, result):
 
 def renorm__default(grad, self, p, dim, maxnorm, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1861
+    # inplace, spec line 1863
     # formulas from renorm; self_p is self before the update
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
@@ -3835,7 +3837,7 @@ def renorm__default(grad, self, p, dim, maxnorm, result):
 
 def vdot_default(grad, self, other, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1870
+    # functional, spec line 1872
     # self: grad.conj() * other
     self_grad = grad.conj() * other
     # other: grad * self
@@ -3845,7 +3847,7 @@ def vdot_default(grad, self, other, result):
 
 def addmv_default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1876
+    # functional, spec line 1878
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
@@ -3857,7 +3859,7 @@ def addmv_default(grad, self, mat, vec, beta, alpha, result):
 
 def addmv__default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1876
+    # inplace, spec line 1878
     # formulas from addmv; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3870,7 +3872,7 @@ def addmv__default(grad, self, mat, vec, beta, alpha, result):
 
 def addr_default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1885
+    # functional, spec line 1887
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
@@ -3882,7 +3884,7 @@ def addr_default(grad, self, vec1, vec2, beta, alpha, result):
 
 def addr__default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1885
+    # inplace, spec line 1887
     # formulas from addr; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3895,7 +3897,7 @@ def addr__default(grad, self, vec1, vec2, beta, alpha, result):
 
 def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1894
+    # functional, spec line 1896
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
@@ -3907,7 +3909,7 @@ def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1894
+    # inplace, spec line 1896
     # formulas from baddbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3920,7 +3922,7 @@ def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1903
+    # functional, spec line 1905
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
@@ -3936,7 +3938,7 @@ def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1903
+    # inplace, spec line 1905
     # formulas from addbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3953,7 +3955,7 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def index_select_default(grad, self, dim, index, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1916
+    # functional, spec line 1918
     # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3961,7 +3963,7 @@ def index_select_default(grad, self, dim, index, result):
 
 def gather_default(grad, self, dim, index, sparse_grad, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1924
+    # functional, spec line 1926
     # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     return (self_grad,)
@@ -3969,7 +3971,7 @@ def gather_default(grad, self, dim, index, sparse_grad, result):
 
 def take_default(grad, self, index, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1932
+    # functional, spec line 1934
     # self: grad.new_zeros(self.shape).put(index, grad, True)
     self_grad = grad.new_zeros(self.shape).put(index, grad, True)
     return (self_grad,)
@@ -3977,7 +3979,7 @@ def take_default(grad, self, index, result):
 
 def put_default(grad, self, index, source, accumulate, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1938
+    # functional, spec line 1940
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
         grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
@@ -3989,7 +3991,7 @@ def put_default(grad, self, index, source, accumulate, result):
 
 def put__default(grad, self, index, source, accumulate, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1938
+    # inplace, spec line 1940
     # formulas from put; self_p is self before the update
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
@@ -4002,7 +4004,7 @@ def put__default(grad, self, index, source, accumulate, result):
 
 def scatter_src(grad, self, dim, index, src, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1947
+    # functional, spec line 1949
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     # src: gather_grad(grad, dim, index, src)
@@ -4012,7 +4014,7 @@ def scatter_src(grad, self, dim, index, src, result):
 
 def scatter__src(grad, self, dim, index, src, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1947
+    # inplace, spec line 1949
     # formulas from scatter.src; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4023,7 +4025,7 @@ def scatter__src(grad, self, dim, index, src, result):
 
 def scatter_value(grad, self, dim, index, value, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1954
+    # functional, spec line 1956
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     return (self_grad,)
@@ -4031,7 +4033,7 @@ def scatter_value(grad, self, dim, index, value, result):
 
 def scatter__value(grad, self, dim, index, value, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1954
+    # inplace, spec line 1956
     # formulas from scatter.value; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4040,7 +4042,7 @@ def scatter__value(grad, self, dim, index, value, result):
 
 def scatter_add_default(grad, self, dim, index, src, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1960
+    # functional, spec line 1962
     # self: grad
     self_grad = grad
     # src: gather_grad(grad, dim, index, src)
@@ -4050,7 +4052,7 @@ def scatter_add_default(grad, self, dim, index, src, result):
 
 def scatter_add__default(grad, self, dim, index, src, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1960
+    # inplace, spec line 1962
     # formulas from scatter_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4061,7 +4063,7 @@ def scatter_add__default(grad, self, dim, index, src, result):
 
 def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 1969
+    # functional, spec line 1971
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
         grad, self, dim, index, src, reduce, include_self, result
@@ -4071,7 +4073,7 @@ def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result
 
 def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 1969
+    # inplace, spec line 1971
     # formulas from scatter_reduce.two; self_p is self before the update
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
@@ -4082,7 +4084,7 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
 
 def index_add_default(grad, self, dim, index, source, alpha, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1979
+    # functional, spec line 1981
     # self: grad
     self_grad = grad
     # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
@@ -4092,7 +4094,7 @@ def index_add_default(grad, self, dim, index, source, alpha, result):
 
 def index_add__default(grad, self, dim, index, source, alpha, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1979
+    # inplace, spec line 1981
     # formulas from index_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4103,7 +4105,7 @@ def index_add__default(grad, self, dim, index, source, alpha, result):
 
 def index_copy_default(grad, self, dim, index, source, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 1988
+    # functional, spec line 1990
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # source: grad.index_select(dim, index).reshape(source.shape)
@@ -4113,7 +4115,7 @@ def index_copy_default(grad, self, dim, index, source, result):
 
 def index_copy__default(grad, self, dim, index, source, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1988
+    # inplace, spec line 1990
     # formulas from index_copy; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4124,7 +4126,7 @@ def index_copy__default(grad, self, dim, index, source, result):
 
 def index_fill_int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1995
+    # functional, spec line 1997
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     return (self_grad,)
@@ -4132,7 +4134,7 @@ def index_fill_int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill__int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1995
+    # inplace, spec line 1997
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4141,7 +4143,7 @@ def index_fill__int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill_int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2001
+    # functional, spec line 2003
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
@@ -4151,7 +4153,7 @@ def index_fill_int_Tensor(grad, self, dim, index, value, result):
 
 def index_fill__int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2001
+    # inplace, spec line 2003
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4162,7 +4164,7 @@ def index_fill__int_Tensor(grad, self, dim, index, value, result):
 
 def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2008
+    # functional, spec line 2010
     # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
     self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
         grad.new_zeros(self.shape), mask, indices, grad
@@ -4174,7 +4176,7 @@ def _unsafe_masked_index_put_accumulate_default(
     grad, self, mask, indices, values, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2014
+    # functional, spec line 2016
     # self: grad
     self_grad = grad
     # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
@@ -4188,7 +4190,7 @@ def nll_loss_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2025
+    # functional, spec line 2027
     grad = grads[0]
     # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
@@ -4201,7 +4203,7 @@ def nll_loss2d_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2034
+    # functional, spec line 2036
     grad = grads[0]
     # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
@@ -4214,7 +4216,7 @@ def embedding_default(
     grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2041
+    # functional, spec line 2043
     # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
     weight_grad = torch.ops.aten.embedding_dense_backward(
         grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
@@ -4224,7 +4226,7 @@ def embedding_default(
 
 def max_unpool2d_default(grad, self, indices, output_size, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2047
+    # functional, spec line 2049
     # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     return (self_grad,)
@@ -4232,7 +4234,7 @@ def max_unpool2d_default(grad, self, indices, output_size, result):
 
 def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2053
+    # functional, spec line 2055
     # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
     self_grad = torch.ops.aten.binary_cross_entropy_backward(
         grad, self, target, weight, reduction
@@ -4246,7 +4248,7 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
 
 def acosh_default(grad, self, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2063
+    # functional, spec line 2065
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     return (self_grad,)
@@ -4254,7 +4256,7 @@ def acosh_default(grad, self, result):
 
 def acosh__default(grad, self, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2063
+    # inplace, spec line 2065
     # formulas from acosh; self_p is self before the update
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -4263,7 +4265,7 @@ def acosh__default(grad, self, result):
 
 def special_ndtri_default(grad, self, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2069
+    # functional, spec line 2071
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)

@@ -950,3 +950,43 @@ def block_diag_grads(grad: torch.Tensor, tensors: Sequence[torch.Tensor]) -> lis
         row += rows
         col += cols
     return pieces
+
+
+__all__ += [
+    "group_norm_backward",
+    "group_norm_mean_tangent",
+    "group_norm_rstd_tangent",
+]
+
+
+def group_norm_mean_tangent(input_t, group: int):
+    """Tangent of native_group_norm's saved mean ([N, group]): the mean of the
+    input's tangent over each group."""
+    return input_t.reshape(_group_shape(input_t, group)).mean(-1)
+
+
+def group_norm_rstd_tangent(input_t, input_p, mean, rstd, group: int):
+    """Tangent of native_group_norm's saved rstd ([N, group]), 1 / sqrt(var + eps)
+    of each group: -rstd^3 * mean((x - mean) * dx) over the group."""
+    shape = _group_shape(input_p, group)
+    centered = input_p.reshape(shape) - mean.unsqueeze(-1)
+    return -(rstd**3) * (centered * input_t.reshape(shape)).mean(-1)
+
+
+def group_norm_backward(
+    grad_out, grad_mean, grad_rstd, input, mean, rstd, weight, N, C, HxW, group, mask
+):
+    """Gradients of native_group_norm (input, weight, bias) from those of all three
+    outputs: native_group_norm_backward for the output's, plus what the saved mean
+    and rstd contribute to the input's (the backward of the two tangents above)."""
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_group_norm_backward(
+        grad_out, input, mean, rstd, weight, N, C, HxW, group, mask
+    )
+    shape = _group_shape(input, group)
+    centered = input.reshape(shape) - mean.unsqueeze(-1)
+    stats_grad = (
+        grad_mean.unsqueeze(-1) - (grad_rstd * rstd**3).unsqueeze(-1) * centered
+    ) / max(shape[-1], 1)
+    stats_grad = stats_grad.reshape(input.shape)
+    input_grad = stats_grad if input_grad is None else input_grad + stats_grad
+    return input_grad, weight_grad, bias_grad

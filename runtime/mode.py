@@ -267,6 +267,8 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
             if inplace:
                 _update_self(level, outputs[0], self_tangent, results[0])
             else:
+                if rule.kind != "view":
+                    results = _unaliased(results, tangents)
                 _attach(rule, level, outputs, results)
     if tracking:
         remember_saved_outputs(level, outputs)
@@ -300,6 +302,30 @@ def _tracking(primals, tangents) -> bool:
         if v.requires_grad:
             return True
     return False
+
+
+def _unaliased(results, tangents):
+    """Output tangents of a non-view op that share storage with an input's tangent
+    (a formula that reduced to `self_t` once its other terms were dropped) are
+    copied: otherwise an in-place op on the output, or on the input, would also
+    write into the other's tangent. Native forward AD gives such outputs fresh
+    tangents too."""
+    taken = {
+        t.untyped_storage().data_ptr()
+        for t in _tensors(t for t in tangents if t is not None)
+    }
+    taken.discard(0)  # empty tensors share no memory
+
+    def fresh(value):
+        if isinstance(value, torch.Tensor):
+            if value.untyped_storage().data_ptr() in taken:
+                return value.clone()
+            return value
+        if isinstance(value, (list, tuple)):
+            return type(value)(fresh(v) for v in value)
+        return value
+
+    return tuple(fresh(v) for v in results)
 
 
 def _update_self(level: Level, self_value, self_tangent, new) -> None:

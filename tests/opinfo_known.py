@@ -25,27 +25,12 @@ KNOWN = {
     ("lu_solve", "", "complex128"): "no rule for aten::linalg_lu_solve yet",
     ("matrix_exp", "", "float64"): "no rule for aten::linalg_matrix_exp yet",
     ("matrix_exp", "", "complex128"): "no rule for aten::linalg_matrix_exp yet",
-    (
-        "quantile",
-        "",
-        "float64",
-    ): "wrong: sample 37, output 0: worst element 1: -0.05520116495656596 vs native 2.257413340349275",
-    (
-        "nanquantile",
-        "",
-        "float64",
-    ): "wrong: sample 37, output 0: worst element 1: -0.05520116495656596 vs native 2.257413340349275",
     ("as_strided_scatter", "", "float64"): "no rule for aten::as_strided_scatter yet",
     (
         "as_strided_scatter",
         "",
         "complex128",
     ): "no rule for aten::as_strided_scatter yet",
-    (
-        "native_group_norm",
-        "",
-        "float64",
-    ): "wrong: sample 0, output 1: tangent None vs native present",
     (
         "_native_batch_norm_legit",
         "",

@@ -926,3 +926,35 @@ def test_group_norm_tangent_and_xhat_match_forward_ad(shape, group, weighted):
         wt = torch.randn(c, dtype=R)
         expected = jvp(lambda w: run(x, w, bias)[0], [weight], [wt])
         close(xhat * F.channel_view(wt, x.dim()), expected)
+
+
+@pytest.mark.parametrize(
+    "shape, group, weighted",
+    [((2, 4, 3), 2, True), ((2, 6, 2, 2), 3, False), ((3, 4), 4, True)],
+)
+def test_group_norm_statistics_tangents_and_backward_match_autograd(
+    shape, group, weighted
+):
+    x = torch.randn(shape, dtype=R)
+    n, c = shape[:2]
+    hxw = math.prod(shape[2:])
+    weight = torch.randn(c, dtype=R) if weighted else None
+    bias = torch.randn(c, dtype=R) if weighted else None
+
+    def run(a, w=weight, b=bias):
+        return torch.ops.aten.native_group_norm(a, w, b, n, c, hxw, group, 1e-5)
+
+    _, mean, rstd = run(x)
+    t = torch.randn_like(x)
+    close(F.group_norm_mean_tangent(t, group), jvp(lambda a: run(a)[1], [x], [t]))
+    close(
+        F.group_norm_rstd_tangent(t, x, mean, rstd, group),
+        jvp(lambda a: run(a)[2], [x], [t]),
+    )
+    grads = [torch.randn_like(o) for o in run(x)]
+    inputs = [v.clone().requires_grad_() for v in (x, weight, bias) if v is not None]
+    expected = torch.autograd.grad(run(*inputs), inputs, grads)
+    mask = [True, weighted, weighted]
+    got = F.group_norm_backward(*grads, x, mean, rstd, weight, n, c, hxw, group, mask)
+    for g, e in zip([g for g in got if g is not None], expected, strict=True):
+        close(g, e)

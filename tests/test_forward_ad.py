@@ -1931,3 +1931,22 @@ def test_custom_op_without_rule_raises_native_drops_tangent(user_rules):
         out = norule(native_fwAD.make_dual(x, t))
         assert native_fwAD.unpack_dual(out).tangent is None
         assert_close(out, 2 * x)
+
+
+def test_output_tangent_never_aliases_an_input_tangent():
+    """A formula that reduces to `self_t` (the other term's tangent is absent) must
+    not hand the input's tangent to the output: in-place ops on either would write
+    into the other (this broke quantile's `ranks - ranks_below` then `ceil_`)."""
+
+    def fn(fwAD):
+        with fwAD.dual_level():
+            x = fwAD.make_dual(torch.ones(3, dtype=DTYPE), torch.ones(3, dtype=DTYPE))
+            y = x + torch.arange(3, dtype=DTYPE)
+            y.mul_(2.0)
+            z = x - 1.0
+            x.ceil_()
+            return [fwAD.unpack_dual(v).tangent.clone() for v in (x, y, z)]
+
+    ours, native = fn(dual_fwAD), fn(native_fwAD)
+    for a, b in zip(ours, native):
+        assert_close(a, b)
