@@ -305,27 +305,26 @@ def _tracking(primals, tangents) -> bool:
 
 
 def _unaliased(results, tangents):
-    """Output tangents of a non-view op that share storage with an input's tangent
-    (a formula that reduced to `self_t` once its other terms were dropped) are
-    copied: otherwise an in-place op on the output, or on the input, would also
-    write into the other's tangent. Native forward AD gives such outputs fresh
-    tangents too."""
-    taken = {
-        t.untyped_storage().data_ptr()
-        for t in _tensors(t for t in tangents if t is not None)
+    """Output tangents of a non-view op that alias an input's tangent (a formula
+    that reduced to `self_t`, or `conform(self_t)`, once its other terms were
+    dropped) are copied: otherwise an in-place op on the output, or on the input,
+    would also write into the other's tangent. Native gives such outputs fresh
+    tangents too. Identity and `_base` checks only: this runs on every op."""
+    roots = {
+        id(t if t._base is None else t._base)
+        for t in tangents
+        if isinstance(t, torch.Tensor)
     }
-    taken.discard(0)  # empty tensors share no memory
-
-    def fresh(value):
-        if isinstance(value, torch.Tensor):
-            if value.untyped_storage().data_ptr() in taken:
-                return value.clone()
-            return value
-        if isinstance(value, (list, tuple)):
-            return type(value)(fresh(v) for v in value)
-        return value
-
-    return tuple(fresh(v) for v in results)
+    if not roots:
+        return results
+    fresh = list(results)
+    for i, v in enumerate(fresh):
+        if (
+            isinstance(v, torch.Tensor)
+            and id(v if v._base is None else v._base) in roots
+        ):
+            fresh[i] = v.clone()
+    return tuple(fresh)
 
 
 def _update_self(level: Level, self_value, self_tangent, new) -> None:
