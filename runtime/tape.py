@@ -25,6 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .kernel_info import KernelInfo
+from .mode import bind
 
 Node = int  # None stands for a constant (nothing to differentiate)
 
@@ -41,20 +42,9 @@ def _op_name(func) -> str:
     return f"{name}.{schema.overload_name}" if schema.overload_name else name
 
 
-def _differentiable(t) -> bool:
+def is_differentiable(t) -> bool:
+    """A floating or complex tensor: one that can carry a gradient."""
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-
-
-def _bind(schema, args, kwargs) -> list:
-    values = []
-    for i, arg in enumerate(schema.arguments):
-        if i < len(args) and not arg.kwarg_only:
-            values.append(args[i])
-        elif arg.name in kwargs:
-            values.append(kwargs[arg.name])
-        else:
-            values.append(arg.default_value if arg.has_default_value() else None)
-    return values
 
 
 def _geometry(t: torch.Tensor) -> tuple:
@@ -153,7 +143,7 @@ class Tape(TorchDispatchMode):
     def watch(self, *tensors: torch.Tensor) -> None:
         """Make each tensor an input to differentiate with respect to."""
         for t in tensors:
-            if not _differentiable(t):
+            if not is_differentiable(t):
                 raise TypeError(
                     "only floating point and complex tensors can be watched"
                 )
@@ -178,7 +168,7 @@ class Tape(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         schema = func._schema
-        values = _bind(schema, args, kwargs)
+        values = bind(schema, args, kwargs)
         written = [
             i
             for i, a in enumerate(schema.arguments)
@@ -205,7 +195,7 @@ class Tape(TorchDispatchMode):
                 for item in outputs
                 for o in (item if isinstance(item, (list, tuple)) else (item,))
             ]
-            if not any(_differentiable(o) for o in flat):
+            if not any(is_differentiable(o) for o in flat):
                 self._add_outputs(out, None)
                 return out
         if info is None or any(schema.arguments[i].is_out for i in written):
@@ -246,7 +236,7 @@ class Tape(TorchDispatchMode):
         """A new node for a differentiable output; a list of them for Tensor[]."""
         if isinstance(o, (list, tuple)):
             return [self._output_nodes(item) for item in o]
-        return self._new_node(o) if _differentiable(o) else None
+        return self._new_node(o) if is_differentiable(o) else None
 
     def _new_node(self, t: torch.Tensor) -> Node:
         self._node_meta.append((t.shape, t.dtype))
@@ -273,7 +263,7 @@ class Tape(TorchDispatchMode):
 
     def _nodes_of(self, value):
         if isinstance(value, torch.Tensor):
-            return self._node_of(value) if _differentiable(value) else None
+            return self._node_of(value) if is_differentiable(value) else None
         if isinstance(value, (list, tuple)):
             return [self._nodes_of(v) for v in value]
         return None
@@ -405,7 +395,7 @@ class Tape(TorchDispatchMode):
         grad_outputs = _as_tuple(grad_outputs)
         cotangents: dict[Node, torch.Tensor] = {}
         for output, g in zip(outputs, grad_outputs, strict=True):
-            if g is None or not _differentiable(output):
+            if g is None or not is_differentiable(output):
                 continue
             node = self._node_of(output)
             if node is not None:

@@ -6,21 +6,13 @@ import sys
 
 import torch
 
-from .problem import Part, Problem
+from .problem import Part, Problem, unravel
 
 _torch_gradcheck = sys.modules["torch.autograd.gradcheck"]
 
 
 class GradcheckError(_torch_gradcheck.GradcheckError):
     """A derivative disagrees (also caught by `except torch's GradcheckError`)."""
-
-
-def _position(shape, flat: int) -> tuple[int, ...]:
-    index = []
-    for size in reversed(shape):
-        flat, r = divmod(flat, size)
-        index.append(r)
-    return tuple(reversed(index))
 
 
 def _format(value) -> str:
@@ -62,8 +54,8 @@ def matrix_mismatch(
             f"{mode} mode, in {problem.name}"
         ),
         (
-            f"  worst element: input {i}{list(_position(x.shape, j))} -> "
-            f"{part.describe()}{list(_position(output_shape, m))}"
+            f"  worst element: input {i}{list(unravel(x.shape, j))} -> "
+            f"{part.describe()}{list(unravel(output_shape, m))}"
         ),
         f"  numerical:  {_format(n)}",
         f"  analytical: {_format(a)}",

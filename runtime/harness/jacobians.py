@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .problem import Part, Problem
+from .problem import Part, Problem, unravel
 
 Jacobians = dict[tuple[int, Part], torch.Tensor]
 
@@ -31,11 +31,7 @@ def _directions(x: torch.Tensor):
 
 def _element(x: torch.Tensor, j: int) -> torch.Tensor:
     """A 0-d view of x's element j in row-major order (x need not be contiguous)."""
-    index = []
-    for size in reversed(x.shape):
-        j, r = divmod(j, size)
-        index.append(r)
-    return x[tuple(reversed(index))]
+    return x[unravel(x.shape, j)]
 
 
 def numerical(problem: Problem, eps: float) -> Jacobians:

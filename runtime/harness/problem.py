@@ -16,11 +16,16 @@ from dataclasses import dataclass
 import torch
 
 from .. import forward_ad as fwAD
-from ..tape import Tape
+from ..tape import Tape, is_differentiable
 
 
-def is_differentiable(t) -> bool:
-    return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+def unravel(shape, flat: int) -> tuple[int, ...]:
+    """The index of element `flat` (row-major) of a tensor of `shape`."""
+    index = []
+    for size in reversed(shape):
+        flat, r = divmod(flat, size)
+        index.append(r)
+    return tuple(reversed(index))
 
 
 @dataclass(frozen=True)
