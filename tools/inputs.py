@@ -11,7 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .sample import DtypeName, Sample, TensorListSample, TensorSample
+from .sample import (
+    SYMMETRIC_DOMAINS,
+    DtypeName,
+    Sample,
+    TensorListSample,
+    TensorSample,
+)
 from .schema import parse_schema
 
 DEFAULT_SHAPES = {"2-d": (3, 4), "0-d": (), "empty": (0, 4)}
@@ -22,6 +28,7 @@ _TYPE_DEFAULTS = {"int": -1, "SymInt": -1, "bool": False, "float": 0.5, "Scalar"
 class Case:
     label: str  # "sample 2, 0-d"
     values: dict  # every argument of the schema, by name
+    symmetric: frozenset = frozenset()  # arguments the op sees as (A + A^H)/2
 
 
 def cases_for(
@@ -50,7 +57,12 @@ def cases_for(
                 for a in op._schema.arguments
             }
             label = f"{prefix}, {variant}" if variant else prefix
-            cases.append(Case(label, values))
+            symmetric = frozenset(
+                name
+                for name, value in declared.items()
+                if isinstance(value, TensorSample) and value.domain in SYMMETRIC_DOMAINS
+            )
+            cases.append(Case(label, values, symmetric))
     return cases
 
 
@@ -118,6 +130,8 @@ def make_tensor(sample: TensorSample, default_shape, dtype, generator) -> torch.
         for size in shape:
             numel *= size
         return torch.randperm(sample.high, generator=generator)[:numel].reshape(shape)
+    if sample.domain in ("invertible", "spd", "hermitian"):
+        return _matrix(sample.domain, shape, dtype, generator)
     real = _draw(sample.domain, shape, generator)
     if not dtype.is_complex:
         return real.to(dtype)
@@ -129,6 +143,21 @@ def make_tensor(sample: TensorSample, default_shape, dtype, generator) -> torch.
     }.get(sample.domain, "any")
     imag = _draw(imag_domain, shape, generator)
     return torch.complex(real, imag).to(dtype)
+
+
+def _matrix(domain: str, shape, dtype, generator) -> torch.Tensor:
+    """Matrices in the last two dims (a batch before them); anything else is drawn
+    from the standard normal."""
+    a = make_tensor(TensorSample("any", tuple(shape)), None, dtype, generator)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        return a
+    n = shape[-1]
+    eye = torch.eye(n, dtype=dtype)
+    if domain == "invertible":
+        return a + n * eye
+    if domain == "spd":
+        return a @ a.mH / n + eye
+    return (a + a.mH) / 2
 
 
 def _draw(domain: str, shape, generator) -> torch.Tensor:

@@ -32,10 +32,17 @@ DOMAINS = {
     "bool": "random booleans (a non-differentiable mask)",
     "prob": "in (0.05, 0.95): probabilities",
     "above_one": "in [1.2, 2.2) (acosh)",
+    "invertible": "standard normal plus n on the diagonal of the last two dims",
+    "spd": "Hermitian positive definite in the last two dims; the op sees (A + A^H)/2",
+    "hermitian": "Hermitian in the last two dims; the op sees (A + A^H)/2",
     "index": "int64 in [0, high): `index(2, 3, high=5)`",
     "unique_index": "distinct int64 in [0, high): `unique_index(2, high=5)`",
 }
 INDEX_DOMAINS = ("index", "unique_index")
+# Domains of matrices whose op reads one triangle: validate passes the op the
+# Hermitian part of the input, so every perturbation gradcheck makes stays in
+# the domain and the derivative is that of a function of the whole matrix.
+SYMMETRIC_DOMAINS = ("spd", "hermitian")
 DTYPES = ("float64", "float32", "complex128", "complex64", "int64", "bool")
 
 

@@ -131,6 +131,8 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
             k: (list(v) if isinstance(v, list) else v) for k, v in case.values.items()
         }
         for (name, index), t in zip(slots, tensors):
+            if name in case.symmetric:
+                t = (t + t.mH) * 0.5
             if index is None:
                 values[name] = t
             else:
