@@ -56,7 +56,7 @@ from dualgen.formulas import (
 
 def abs_default(self_p, self_t, result):
     """aten::abs(Tensor self) -> Tensor"""
-    # functional, spec line 59
+    # functional, spec line 61
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
         return as_real_like(self_t.conj() * self_p.sgn(), result)
@@ -66,7 +66,7 @@ def abs_default(self_p, self_t, result):
 
 def abs__default(self_p, self_t, result):
     """aten::abs_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 59
+    # inplace, spec line 61
     # formulas from abs; self_p is self before the update
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
@@ -77,7 +77,7 @@ def abs__default(self_p, self_t, result):
 
 def neg_default(self_p, self_t, result):
     """aten::neg(Tensor self) -> Tensor"""
-    # functional, spec line 64
+    # functional, spec line 66
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.neg.default(self_t)
@@ -87,7 +87,7 @@ def neg_default(self_p, self_t, result):
 
 def neg__default(self_p, self_t, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 64
+    # inplace, spec line 66
     # formulas from neg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -98,7 +98,7 @@ def neg__default(self_p, self_t, result):
 
 def sin_default(self_p, self_t, result):
     """aten::sin(Tensor self) -> Tensor"""
-    # functional, spec line 68
+    # functional, spec line 70
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
         return self_t * self_p.cos()
@@ -108,7 +108,7 @@ def sin_default(self_p, self_t, result):
 
 def sin__default(self_p, self_t, result):
     """aten::sin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 68
+    # inplace, spec line 70
     # formulas from sin; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
@@ -119,7 +119,7 @@ def sin__default(self_p, self_t, result):
 
 def cos_default(self_p, self_t, result):
     """aten::cos(Tensor self) -> Tensor"""
-    # functional, spec line 72
+    # functional, spec line 74
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
         return self_t * -self_p.sin()
@@ -129,7 +129,7 @@ def cos_default(self_p, self_t, result):
 
 def cos__default(self_p, self_t, result):
     """aten::cos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 72
+    # inplace, spec line 74
     # formulas from cos; self_p is self before the update
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
@@ -140,7 +140,7 @@ def cos__default(self_p, self_t, result):
 
 def tan_default(self_p, self_t, result):
     """aten::tan(Tensor self) -> Tensor"""
-    # functional, spec line 76
+    # functional, spec line 78
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
         return self_t * (1 + result * result)
@@ -150,7 +150,7 @@ def tan_default(self_p, self_t, result):
 
 def tan__default(self_p, self_t, result):
     """aten::tan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 76
+    # inplace, spec line 78
     # formulas from tan; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
@@ -161,7 +161,7 @@ def tan__default(self_p, self_t, result):
 
 def tanh_default(self_p, self_t, result):
     """aten::tanh(Tensor self) -> Tensor"""
-    # functional, spec line 81
+    # functional, spec line 83
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.tanh_backward(self_t.conj(), result).conj()
@@ -171,7 +171,7 @@ def tanh_default(self_p, self_t, result):
 
 def tanh__default(self_p, self_t, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 81
+    # inplace, spec line 83
     # formulas from tanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
@@ -182,7 +182,7 @@ def tanh__default(self_p, self_t, result):
 
 def sigmoid_default(self_p, self_t, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 85
+    # functional, spec line 87
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
@@ -192,7 +192,7 @@ def sigmoid_default(self_p, self_t, result):
 
 def sigmoid__default(self_p, self_t, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 85
+    # inplace, spec line 87
     # formulas from sigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
@@ -203,7 +203,7 @@ def sigmoid__default(self_p, self_t, result):
 
 def exp_default(self_p, self_t, result):
     """aten::exp(Tensor self) -> Tensor"""
-    # functional, spec line 89
+    # functional, spec line 91
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
         return self_t * result
@@ -213,7 +213,7 @@ def exp_default(self_p, self_t, result):
 
 def exp__default(self_p, self_t, result):
     """aten::exp_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 89
+    # inplace, spec line 91
     # formulas from exp; self_p is self before the update
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
@@ -224,7 +224,7 @@ def exp__default(self_p, self_t, result):
 
 def exp2_default(self_p, self_t, result):
     """aten::exp2(Tensor self) -> Tensor"""
-    # functional, spec line 93
+    # functional, spec line 95
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t * (result * 0.6931471805599453)
@@ -234,7 +234,7 @@ def exp2_default(self_p, self_t, result):
 
 def exp2__default(self_p, self_t, result):
     """aten::exp2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 93
+    # inplace, spec line 95
     # formulas from exp2; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
@@ -245,7 +245,7 @@ def exp2__default(self_p, self_t, result):
 
 def expm1_default(self_p, self_t, result):
     """aten::expm1(Tensor self) -> Tensor"""
-    # functional, spec line 97
+    # functional, spec line 99
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
         return self_t * (result + 1)
@@ -255,7 +255,7 @@ def expm1_default(self_p, self_t, result):
 
 def expm1__default(self_p, self_t, result):
     """aten::expm1_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 97
+    # inplace, spec line 99
     # formulas from expm1; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
@@ -266,7 +266,7 @@ def expm1__default(self_p, self_t, result):
 
 def log_default(self_p, self_t, result):
     """aten::log(Tensor self) -> Tensor"""
-    # functional, spec line 101
+    # functional, spec line 103
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
         return self_t / self_p
@@ -276,7 +276,7 @@ def log_default(self_p, self_t, result):
 
 def log__default(self_p, self_t, result):
     """aten::log_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 101
+    # inplace, spec line 103
     # formulas from log; self_p is self before the update
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
@@ -287,7 +287,7 @@ def log__default(self_p, self_t, result):
 
 def log2_default(self_p, self_t, result):
     """aten::log2(Tensor self) -> Tensor"""
-    # functional, spec line 106
+    # functional, spec line 108
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t / (self_p * 0.6931471805599453)
@@ -297,7 +297,7 @@ def log2_default(self_p, self_t, result):
 
 def log2__default(self_p, self_t, result):
     """aten::log2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 106
+    # inplace, spec line 108
     # formulas from log2; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
@@ -308,7 +308,7 @@ def log2__default(self_p, self_t, result):
 
 def log1p_default(self_p, self_t, result):
     """aten::log1p(Tensor self) -> Tensor"""
-    # functional, spec line 111
+    # functional, spec line 113
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
         return self_t / (self_p + 1)
@@ -318,7 +318,7 @@ def log1p_default(self_p, self_t, result):
 
 def log1p__default(self_p, self_t, result):
     """aten::log1p_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 111
+    # inplace, spec line 113
     # formulas from log1p; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
@@ -329,7 +329,7 @@ def log1p__default(self_p, self_t, result):
 
 def sqrt_default(self_p, self_t, result):
     """aten::sqrt(Tensor self) -> Tensor"""
-    # functional, spec line 116
+    # functional, spec line 118
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
         return self_t / (2 * result)
@@ -339,7 +339,7 @@ def sqrt_default(self_p, self_t, result):
 
 def sqrt__default(self_p, self_t, result):
     """aten::sqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 116
+    # inplace, spec line 118
     # formulas from sqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
@@ -350,7 +350,7 @@ def sqrt__default(self_p, self_t, result):
 
 def rsqrt_default(self_p, self_t, result):
     """aten::rsqrt(Tensor self) -> Tensor"""
-    # functional, spec line 121
+    # functional, spec line 123
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
         return self_t * (-0.5 * result * result * result)
@@ -360,7 +360,7 @@ def rsqrt_default(self_p, self_t, result):
 
 def rsqrt__default(self_p, self_t, result):
     """aten::rsqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 121
+    # inplace, spec line 123
     # formulas from rsqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
@@ -371,7 +371,7 @@ def rsqrt__default(self_p, self_t, result):
 
 def reciprocal_default(self_p, self_t, result):
     """aten::reciprocal(Tensor self) -> Tensor"""
-    # functional, spec line 126
+    # functional, spec line 128
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
         return self_t * (-result * result)
@@ -381,7 +381,7 @@ def reciprocal_default(self_p, self_t, result):
 
 def reciprocal__default(self_p, self_t, result):
     """aten::reciprocal_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 126
+    # inplace, spec line 128
     # formulas from reciprocal; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
@@ -392,7 +392,7 @@ def reciprocal__default(self_p, self_t, result):
 
 def relu_default(self_p, self_t, result):
     """aten::relu(Tensor self) -> Tensor"""
-    # functional, spec line 131
+    # functional, spec line 133
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
@@ -402,7 +402,7 @@ def relu_default(self_p, self_t, result):
 
 def relu__default(self_p, self_t, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 131
+    # inplace, spec line 133
     # formulas from relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
@@ -413,7 +413,7 @@ def relu__default(self_p, self_t, result):
 
 def sinh_default(self_p, self_t, result):
     """aten::sinh(Tensor self) -> Tensor"""
-    # functional, spec line 136
+    # functional, spec line 138
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
         return self_t * self_p.cosh()
@@ -423,7 +423,7 @@ def sinh_default(self_p, self_t, result):
 
 def sinh__default(self_p, self_t, result):
     """aten::sinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 136
+    # inplace, spec line 138
     # formulas from sinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
@@ -434,7 +434,7 @@ def sinh__default(self_p, self_t, result):
 
 def cosh_default(self_p, self_t, result):
     """aten::cosh(Tensor self) -> Tensor"""
-    # functional, spec line 140
+    # functional, spec line 142
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
         return self_t * self_p.sinh()
@@ -444,7 +444,7 @@ def cosh_default(self_p, self_t, result):
 
 def cosh__default(self_p, self_t, result):
     """aten::cosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 140
+    # inplace, spec line 142
     # formulas from cosh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
@@ -455,7 +455,7 @@ def cosh__default(self_p, self_t, result):
 
 def asin_default(self_p, self_t, result):
     """aten::asin(Tensor self) -> Tensor"""
-    # functional, spec line 144
+    # functional, spec line 146
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return self_t * (1 - self_p * self_p).rsqrt()
@@ -465,7 +465,7 @@ def asin_default(self_p, self_t, result):
 
 def asin__default(self_p, self_t, result):
     """aten::asin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 144
+    # inplace, spec line 146
     # formulas from asin; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -476,7 +476,7 @@ def asin__default(self_p, self_t, result):
 
 def acos_default(self_p, self_t, result):
     """aten::acos(Tensor self) -> Tensor"""
-    # functional, spec line 149
+    # functional, spec line 151
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return -self_t * (1 - self_p * self_p).rsqrt()
@@ -486,7 +486,7 @@ def acos_default(self_p, self_t, result):
 
 def acos__default(self_p, self_t, result):
     """aten::acos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 149
+    # inplace, spec line 151
     # formulas from acos; self_p is self before the update
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -497,7 +497,7 @@ def acos__default(self_p, self_t, result):
 
 def atan_default(self_p, self_t, result):
     """aten::atan(Tensor self) -> Tensor"""
-    # functional, spec line 154
+    # functional, spec line 156
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
         return self_t / (1 + self_p * self_p)
@@ -507,7 +507,7 @@ def atan_default(self_p, self_t, result):
 
 def atan__default(self_p, self_t, result):
     """aten::atan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 154
+    # inplace, spec line 156
     # formulas from atan; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
@@ -518,7 +518,7 @@ def atan__default(self_p, self_t, result):
 
 def erf_default(self_p, self_t, result):
     """aten::erf(Tensor self) -> Tensor"""
-    # functional, spec line 158
+    # functional, spec line 160
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (2.0 / torch.pi**0.5 * (-self_p * self_p).exp())
@@ -528,7 +528,7 @@ def erf_default(self_p, self_t, result):
 
 def erf__default(self_p, self_t, result):
     """aten::erf_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 158
+    # inplace, spec line 160
     # formulas from erf; self_p is self before the update
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -539,7 +539,7 @@ def erf__default(self_p, self_t, result):
 
 def clamp_default(self_p, min, max, self_t, result):
     """aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    # functional, spec line 162
+    # functional, spec line 164
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
         return self_t * clamp_mask(self_p, min, max).conj()
@@ -549,7 +549,7 @@ def clamp_default(self_p, min, max, self_t, result):
 
 def clamp__default(self_p, min, max, self_t, result):
     """aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"""
-    # inplace, spec line 162
+    # inplace, spec line 164
     # formulas from clamp; self_p is self before the update
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
@@ -560,7 +560,7 @@ def clamp__default(self_p, min, max, self_t, result):
 
 def clone_default(self_p, memory_format, self_t, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 169
+    # functional, spec line 171
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.clone.default(self_t, memory_format=memory_format)
@@ -580,7 +580,7 @@ def _to_copy_default(
     result,
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 173
+    # functional, spec line 175
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._to_copy.default(
@@ -598,7 +598,7 @@ def _to_copy_default(
 
 def detach_default(self_p, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 177
+    # view, spec line 179
     return None
 
 
@@ -606,13 +606,13 @@ def zeros_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 184
+    # functional, spec line 186
     return None
 
 
 def ones_like_default(self_p, dtype, layout, device, pin_memory, memory_format, result):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 188
+    # functional, spec line 190
     return None
 
 
@@ -620,7 +620,7 @@ def empty_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 192
+    # functional, spec line 194
     return None
 
 
@@ -628,25 +628,25 @@ def full_like_default(
     self_p, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 196
+    # functional, spec line 198
     return None
 
 
 def new_zeros_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 200
+    # functional, spec line 202
     return None
 
 
 def new_ones_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 205
+    # functional, spec line 207
     return None
 
 
 def new_empty_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 210
+    # functional, spec line 212
     return None
 
 
@@ -654,13 +654,13 @@ def new_full_default(
     self_p, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 215
+    # functional, spec line 217
     return None
 
 
 def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 222
+    # functional, spec line 224
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t + scale(other_t, alpha)
@@ -674,7 +674,7 @@ def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def add_Scalar(self_p, other, alpha, self_t, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 227
+    # functional, spec line 229
     # result: self_t
     if self_t is not None:
         return self_t
@@ -684,7 +684,7 @@ def add_Scalar(self_p, other, alpha, self_t, result):
 
 def add__Scalar(self_p, other, alpha, self_t, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 227
+    # inplace, spec line 229
     # formulas from add.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -695,7 +695,7 @@ def add__Scalar(self_p, other, alpha, self_t, result):
 
 def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 231
+    # functional, spec line 233
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t - scale(other_t, alpha)
@@ -709,7 +709,7 @@ def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 231
+    # inplace, spec line 233
     # formulas from sub.Tensor; self_p is self before the update
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -724,7 +724,7 @@ def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub_Scalar(self_p, other, alpha, self_t, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 236
+    # functional, spec line 238
     # result: self_t
     if self_t is not None:
         return self_t
@@ -734,7 +734,7 @@ def sub_Scalar(self_p, other, alpha, self_t, result):
 
 def sub__Scalar(self_p, other, alpha, self_t, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 236
+    # inplace, spec line 238
     # formulas from sub.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -745,7 +745,7 @@ def sub__Scalar(self_p, other, alpha, self_t, result):
 
 def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 242
     # result: other_t - scale(self_t, alpha)
     if self_t is not None and other_t is not None:
         return other_t - scale(self_t, alpha)
@@ -759,7 +759,7 @@ def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def rsub_Scalar(self_p, other, alpha, self_t, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 245
+    # functional, spec line 247
     # result: -scale(self_t, alpha)
     if self_t is not None:
         return -scale(self_t, alpha)
@@ -769,7 +769,7 @@ def rsub_Scalar(self_p, other, alpha, self_t, result):
 
 def mul_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 249
+    # functional, spec line 251
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
         return self_t * other_p + other_t * self_p
@@ -783,7 +783,7 @@ def mul_Tensor(self_p, other_p, self_t, other_t, result):
 
 def mul_Scalar(self_p, other, self_t, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 254
+    # functional, spec line 256
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mul.Scalar(self_t, other)
@@ -793,7 +793,7 @@ def mul_Scalar(self_p, other, self_t, result):
 
 def mul__Scalar(self_p, other, self_t, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 254
+    # inplace, spec line 256
     # formulas from mul.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -804,7 +804,7 @@ def mul__Scalar(self_p, other, self_t, result):
 
 def div_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 258
+    # functional, spec line 260
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
         return (self_t - other_t * result) / other_p
@@ -818,7 +818,7 @@ def div_Tensor(self_p, other_p, self_t, other_t, result):
 
 def div__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 258
+    # inplace, spec line 260
     # formulas from div.Tensor; self_p is self before the update
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
@@ -833,7 +833,7 @@ def div__Tensor(self_p, other_p, self_t, other_t, result):
 
 def div_Scalar(self_p, other, self_t, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 264
+    # functional, spec line 266
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.div.Scalar(self_t, other)
@@ -843,7 +843,7 @@ def div_Scalar(self_p, other, self_t, result):
 
 def div__Scalar(self_p, other, self_t, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 264
+    # inplace, spec line 266
     # formulas from div.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -854,7 +854,7 @@ def div__Scalar(self_p, other, self_t, result):
 
 def pow_Tensor_Scalar(self_p, exponent, self_t, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 269
+    # functional, spec line 271
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
         return self_t * pow_self_derivative(self_p, exponent)
@@ -864,7 +864,7 @@ def pow_Tensor_Scalar(self_p, exponent, self_t, result):
 
 def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 276
+    # functional, spec line 278
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
         return self_t * pow_self_derivative(
@@ -882,7 +882,7 @@ def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow_Scalar(self, exponent_p, exponent_t, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 282
+    # functional, spec line 284
     # result: auto_element_wise, from exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     if exponent_t is not None:
         return exponent_t * pow_exponent_derivative(self, exponent_p, result)
@@ -892,7 +892,7 @@ def pow_Scalar(self, exponent_p, exponent_t, result):
 
 def maximum_default(self_p, other_p, self_t, other_t, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 287
+    # functional, spec line 289
     # result: self_t * winner_weight(self_p, other_p) + other_t * winner_weight(other_p, self_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(self_p, other_p) + other_t * winner_weight(
@@ -908,7 +908,7 @@ def maximum_default(self_p, other_p, self_t, other_t, result):
 
 def minimum_default(self_p, other_p, self_t, other_t, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 292
+    # functional, spec line 294
     # result: self_t * winner_weight(other_p, self_p) + other_t * winner_weight(self_p, other_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(other_p, self_p) + other_t * winner_weight(
@@ -924,7 +924,7 @@ def minimum_default(self_p, other_p, self_t, other_t, result):
 
 def where_self(condition_p, self_p, other_p, self_t, other_t, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 297
+    # functional, spec line 299
     # result: torch.where(condition_p, self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(condition_p, self_t, other_t)
@@ -938,7 +938,7 @@ def where_self(condition_p, self_p, other_p, self_t, other_t, result):
 
 def atan2_default(self_p, other_p, self_t, other_t, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 304
+    # functional, spec line 306
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
         return (self_t * other_p - other_t * self_p) / (
@@ -956,7 +956,7 @@ def atan2_default(self_p, other_p, self_t, other_t, result):
 
 def atan2__default(self_p, other_p, self_t, other_t, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 304
+    # inplace, spec line 306
     # formulas from atan2; self_p is self before the update
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
@@ -975,7 +975,7 @@ def atan2__default(self_p, other_p, self_t, other_t, result):
 
 def sum_default(self_p, dtype, self_t, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 312
+    # functional, spec line 314
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.default(self_t, dtype=dtype)
@@ -985,7 +985,7 @@ def sum_default(self_p, dtype, self_t, result):
 
 def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 316
+    # functional, spec line 318
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)
@@ -995,7 +995,7 @@ def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
 
 def mean_default(self_p, dtype, self_t, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 323
+    # functional, spec line 325
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.default(self_t, dtype=dtype)
@@ -1005,7 +1005,7 @@ def mean_default(self_p, dtype, self_t, result):
 
 def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 327
+    # functional, spec line 329
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.dim(self_t, dim, keepdim, dtype=dtype)
@@ -1015,7 +1015,7 @@ def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
 
 def amax_default(self_p, dim, keepdim, self_t, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 334
+    # functional, spec line 336
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -1025,7 +1025,7 @@ def amax_default(self_p, dim, keepdim, self_t, result):
 
 def amin_default(self_p, dim, keepdim, self_t, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 341
+    # functional, spec line 343
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -1035,7 +1035,7 @@ def amin_default(self_p, dim, keepdim, self_t, result):
 
 def max_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 348
+    # functional, spec line 350
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1046,7 +1046,7 @@ def max_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def min_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 356
+    # functional, spec line 358
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1057,7 +1057,7 @@ def min_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def mm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 366
+    # functional, spec line 368
     # result: self_t.mm(mat2_p) + self_p.mm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.mm(mat2_p) + self_p.mm(mat2_t)
@@ -1071,7 +1071,7 @@ def mm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 372
+    # functional, spec line 374
     # result: self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
@@ -1085,7 +1085,7 @@ def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 378
+    # functional, spec line 380
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
         return scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
@@ -1107,7 +1107,7 @@ def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, r
 
 def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 378
+    # inplace, spec line 380
     # formulas from addmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
@@ -1130,7 +1130,7 @@ def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, 
 
 def mv_default(self_p, vec_p, self_t, vec_t, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 387
+    # functional, spec line 389
     # result: self_t.mv(vec_p) + self_p.mv(vec_t)
     if self_t is not None and vec_t is not None:
         return self_t.mv(vec_p) + self_p.mv(vec_t)
@@ -1144,7 +1144,7 @@ def mv_default(self_p, vec_p, self_t, vec_t, result):
 
 def dot_default(self_p, tensor_p, self_t, tensor_t, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 393
+    # functional, spec line 395
     # result: self_t.dot(tensor_p) + self_p.dot(tensor_t)
     if self_t is not None and tensor_t is not None:
         return self_t.dot(tensor_p) + self_p.dot(tensor_t)
@@ -1158,7 +1158,7 @@ def dot_default(self_p, tensor_p, self_t, tensor_t, result):
 
 def alias_default(self_p, self_t, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 402
+    # view, spec line 404
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias.default(self_t)
@@ -1168,7 +1168,7 @@ def alias_default(self_p, self_t, result):
 
 def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 405
+    # view, spec line 407
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided.default(self_t, size, stride, storage_offset)
@@ -1178,7 +1178,7 @@ def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
 
 def view_default(self_p, size, self_t, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 410
+    # view, spec line 412
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view.default(self_t, size)
@@ -1188,7 +1188,7 @@ def view_default(self_p, size, self_t, result):
 
 def _unsafe_view_default(self_p, size, self_t, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 414
+    # functional, spec line 416
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._unsafe_view.default(self_t, size)
@@ -1198,7 +1198,7 @@ def _unsafe_view_default(self_p, size, self_t, result):
 
 def t_default(self_p, self_t, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 419
+    # view, spec line 421
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t.default(self_t)
@@ -1208,7 +1208,7 @@ def t_default(self_p, self_t, result):
 
 def transpose_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 422
+    # view, spec line 424
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose.int(self_t, dim0, dim1)
@@ -1218,7 +1218,7 @@ def transpose_int(self_p, dim0, dim1, self_t, result):
 
 def permute_default(self_p, dims, self_t, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 426
+    # view, spec line 428
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute.default(self_t, dims)
@@ -1228,7 +1228,7 @@ def permute_default(self_p, dims, self_t, result):
 
 def expand_default(self_p, size, implicit, self_t, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 430
+    # view, spec line 432
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand.default(self_t, size, implicit=implicit)
@@ -1238,7 +1238,7 @@ def expand_default(self_p, size, implicit, self_t, result):
 
 def slice_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 436
+    # view, spec line 438
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice.Tensor(self_t, dim, start, end, step)
@@ -1248,7 +1248,7 @@ def slice_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def select_int(self_p, dim, index, self_t, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 442
+    # view, spec line 444
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select.int(self_t, dim, index)
@@ -1258,7 +1258,7 @@ def select_int(self_p, dim, index, self_t, result):
 
 def unsqueeze_default(self_p, dim, self_t, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 446
+    # view, spec line 448
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze.default(self_t, dim)
@@ -1268,7 +1268,7 @@ def unsqueeze_default(self_p, dim, self_t, result):
 
 def squeeze_dim(self_p, dim, self_t, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 449
+    # view, spec line 451
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dim(self_t, dim)
@@ -1278,7 +1278,7 @@ def squeeze_dim(self_p, dim, self_t, result):
 
 def squeeze_default(self_p, self_t, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 453
+    # view, spec line 455
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.default(self_t)
@@ -1288,7 +1288,7 @@ def squeeze_default(self_p, self_t, result):
 
 def _conj_default(self_p, self_t, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 459
+    # view, spec line 461
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._conj.default(self_t)
@@ -1298,7 +1298,7 @@ def _conj_default(self_p, self_t, result):
 
 def resolve_conj_default(self_p, self_t, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 462
+    # view, spec line 464
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.resolve_conj.default(self_t)
@@ -1308,7 +1308,7 @@ def resolve_conj_default(self_p, self_t, result):
 
 def conj_physical_default(self_p, self_t, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 465
+    # functional, spec line 467
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.conj_physical.default(self_t)
@@ -1318,7 +1318,7 @@ def conj_physical_default(self_p, self_t, result):
 
 def conj_physical__default(self_p, self_t, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 465
+    # inplace, spec line 467
     # formulas from conj_physical; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -1329,7 +1329,7 @@ def conj_physical__default(self_p, self_t, result):
 
 def _conj_physical_default(self_p, self_t, result):
     """aten::_conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 469
+    # functional, spec line 471
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._conj_physical.default(self_t)
@@ -1339,7 +1339,7 @@ def _conj_physical_default(self_p, self_t, result):
 
 def cat_default(tensors_p, dim, tensors_t, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 475
+    # functional, spec line 477
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1350,7 +1350,7 @@ def cat_default(tensors_p, dim, tensors_t, result):
 
 def stack_default(tensors_p, dim, tensors_t, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 482
+    # functional, spec line 484
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1361,7 +1361,7 @@ def stack_default(tensors_p, dim, tensors_t, result):
 
 def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 492
+    # inplace, spec line 494
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -1376,7 +1376,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 494
+    # inplace, spec line 496
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
@@ -1391,7 +1391,7 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 496
+    # inplace, spec line 498
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.copy_.default(self_t, src_t, non_blocking)
@@ -1409,7 +1409,7 @@ def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
 
 def zero__default(self_p, self_t, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 504
+    # inplace, spec line 506
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.zero_.default(self_t)
@@ -1419,7 +1419,7 @@ def zero__default(self_p, self_t, result):
 
 def fill__Scalar(self_p, value, self_t, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 508
+    # inplace, spec line 510
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1429,7 +1429,7 @@ def fill__Scalar(self_p, value, self_t, result):
 
 def fill__Tensor(self_p, value_p, self_t, value_t, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 512
+    # inplace, spec line 514
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
         return value_t.expand_as(self_p)
@@ -1443,7 +1443,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
 
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 520
+    # functional, spec line 522
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1453,7 +1453,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 524
+    # functional, spec line 526
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1463,7 +1463,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 528
+    # functional, spec line 530
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1473,7 +1473,7 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 532
+    # functional, spec line 534
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1483,7 +1483,7 @@ def log_softmax_int(self_p, dim, dtype, self_t, result):
 
 def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 540
+    # functional, spec line 542
     # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1500,7 +1500,7 @@ def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, resu
 
 def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 545
+    # functional, spec line 547
     # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1517,7 +1517,7 @@ def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, r
 
 def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 550
+    # functional, spec line 552
     # result: torch.where(self_p > threshold, grad_output_t, 0.0)
     if grad_output_t is not None:
         return torch.where(self_p > threshold, grad_output_t, 0.0)
@@ -1529,7 +1529,7 @@ def _softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 556
+    # functional, spec line 558
     # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
     if grad_output_t is not None and output_t is not None:
         return output_t * (
@@ -1561,7 +1561,7 @@ def _log_softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 561
+    # functional, spec line 563
     # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1586,7 +1586,7 @@ def select_backward_default(
     grad_output_p, input_sizes, dim, index, grad_output_t, result
 ):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 566
+    # functional, spec line 568
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.select_backward.default(
@@ -1600,7 +1600,7 @@ def slice_backward_default(
     grad_output_p, input_sizes, dim, start, end, step, grad_output_t, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 571
+    # functional, spec line 573
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.slice_backward.default(
@@ -1626,7 +1626,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 581
+    # functional, spec line 583
     # result: torch.ops.aten.convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups) + torch.ops.aten.convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups) + channel_view(bias_t, result.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         return (
@@ -1762,7 +1762,7 @@ def native_layer_norm_default(
     result2,
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 593
+    # functional, spec line 595
     # result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -1823,7 +1823,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 601
+    # functional, spec line 603
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -1935,7 +1935,7 @@ def native_group_norm_default(
     result2,
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 611
+    # functional, spec line 613
     # result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -1994,7 +1994,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 623
+    # functional, spec line 625
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d.default(self_t, output_size)
@@ -2014,7 +2014,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 630
+    # functional, spec line 632
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool2d.default(
@@ -2034,7 +2034,7 @@ def max_pool2d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 638
+    # functional, spec line 640
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2047,7 +2047,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 649
+    # functional, spec line 651
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest1d.default(self_t, output_size, scales)
@@ -2057,7 +2057,7 @@ def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
 
 def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 656
+    # functional, spec line 658
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest2d.default(
@@ -2069,7 +2069,7 @@ def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, 
 
 def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 663
+    # functional, spec line 665
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest1d.vec(
@@ -2081,7 +2081,7 @@ def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result)
 
 def upsample_nearest2d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 668
+    # functional, spec line 670
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest2d.vec(
@@ -2095,7 +2095,7 @@ def upsample_bilinear2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 673
+    # functional, spec line 675
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bilinear2d.default(
@@ -2109,7 +2109,7 @@ def upsample_bilinear2d_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 681
+    # functional, spec line 683
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_bilinear2d.vec(
@@ -2121,7 +2121,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 692
+    # functional, spec line 694
     # result: apply_loss_reduction(torch.ops.aten.mse_loss_backward(self_t - target_t, self_p, target_p, 0), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2149,7 +2149,7 @@ def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
 
 def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 701
+    # functional, spec line 703
     # result: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(self_t - target_t, self_p, target_p, 0, beta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2184,7 +2184,7 @@ def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, 
 
 def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 710
+    # functional, spec line 712
     # result: apply_loss_reduction(torch.ops.aten.huber_loss_backward(self_t - target_t, self_p, target_p, 0, delta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2217,7 +2217,7 @@ def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, res
 
 def glu_default(self_p, dim, self_t, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 721
+    # functional, spec line 723
     # result: self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
     if self_t is not None:
         return (
@@ -2230,7 +2230,7 @@ def glu_default(self_p, dim, self_t, result):
 
 def native_dropout_default(input_p, p, train, input_t, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 730
+    # functional, spec line 732
     # result0: input_t * result1 * dropout_scale(p, train)
     if input_t is not None:
         result0_t = input_t * result1 * dropout_scale(p, train)
@@ -2241,7 +2241,7 @@ def native_dropout_default(input_p, p, train, input_t, result0, result1):
 
 def _adaptive_avg_pool3d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 741
+    # functional, spec line 743
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d.default(self_t, output_size)
@@ -2261,7 +2261,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 748
+    # functional, spec line 750
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool3d.default(
@@ -2281,7 +2281,7 @@ def max_pool3d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 756
+    # functional, spec line 758
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2294,7 +2294,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 764
+    # functional, spec line 766
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2307,7 +2307,7 @@ def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
 
 def adaptive_max_pool3d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 772
+    # functional, spec line 774
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2322,7 +2322,7 @@ def upsample_nearest3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 780
+    # functional, spec line 782
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest3d.default(
@@ -2334,7 +2334,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(self_p, output_size, scales, self_t, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 787
+    # functional, spec line 789
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d.default(
@@ -2348,7 +2348,7 @@ def _upsample_nearest_exact2d_default(
     self_p, output_size, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 794
+    # functional, spec line 796
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d.default(
@@ -2362,7 +2362,7 @@ def _upsample_nearest_exact3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 801
+    # functional, spec line 803
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d.default(
@@ -2376,7 +2376,7 @@ def upsample_linear1d_default(
     self_p, output_size, align_corners, scales, self_t, result
 ):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 808
+    # functional, spec line 810
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_linear1d.default(
@@ -2390,7 +2390,7 @@ def upsample_bicubic2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 816
+    # functional, spec line 818
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bicubic2d.default(
@@ -2404,7 +2404,7 @@ def upsample_trilinear3d_default(
     self_p, output_size, align_corners, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 824
+    # functional, spec line 826
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_trilinear3d.default(
@@ -2416,7 +2416,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(self_p, self_t, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 836
+    # functional, spec line 838
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
         return self_t / (self_p * 2.302585092994046)
@@ -2426,7 +2426,7 @@ def log10_default(self_p, self_t, result):
 
 def log10__default(self_p, self_t, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 836
+    # inplace, spec line 838
     # formulas from log10; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
@@ -2437,7 +2437,7 @@ def log10__default(self_p, self_t, result):
 
 def asinh_default(self_p, self_t, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 841
+    # functional, spec line 843
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
         return self_t * (self_p * self_p + 1).rsqrt()
@@ -2447,7 +2447,7 @@ def asinh_default(self_p, self_t, result):
 
 def asinh__default(self_p, self_t, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 841
+    # inplace, spec line 843
     # formulas from asinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
@@ -2458,7 +2458,7 @@ def asinh__default(self_p, self_t, result):
 
 def atanh_default(self_p, self_t, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 845
+    # functional, spec line 847
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
         return self_t / (1 - self_p * self_p)
@@ -2468,7 +2468,7 @@ def atanh_default(self_p, self_t, result):
 
 def atanh__default(self_p, self_t, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 845
+    # inplace, spec line 847
     # formulas from atanh; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
@@ -2479,7 +2479,7 @@ def atanh__default(self_p, self_t, result):
 
 def erfc_default(self_p, self_t, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 850
+    # functional, spec line 852
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (-1.1283791670955126 * (-self_p * self_p).exp())
@@ -2489,7 +2489,7 @@ def erfc_default(self_p, self_t, result):
 
 def erfc__default(self_p, self_t, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 850
+    # inplace, spec line 852
     # formulas from erfc; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -2500,7 +2500,7 @@ def erfc__default(self_p, self_t, result):
 
 def erfinv_default(self_p, self_t, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 854
+    # functional, spec line 856
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
         return self_t * (0.886226925452758 * (result * result).exp())
@@ -2510,7 +2510,7 @@ def erfinv_default(self_p, self_t, result):
 
 def erfinv__default(self_p, self_t, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 854
+    # inplace, spec line 856
     # formulas from erfinv; self_p is self before the update
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
@@ -2521,7 +2521,7 @@ def erfinv__default(self_p, self_t, result):
 
 def lgamma_default(self_p, self_t, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 859
+    # functional, spec line 861
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
         return self_t * self_p.digamma()
@@ -2531,7 +2531,7 @@ def lgamma_default(self_p, self_t, result):
 
 def lgamma__default(self_p, self_t, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 859
+    # inplace, spec line 861
     # formulas from lgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
@@ -2542,7 +2542,7 @@ def lgamma__default(self_p, self_t, result):
 
 def digamma_default(self_p, self_t, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 864
+    # functional, spec line 866
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(1, self_p)
@@ -2552,7 +2552,7 @@ def digamma_default(self_p, self_t, result):
 
 def digamma__default(self_p, self_t, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 864
+    # inplace, spec line 866
     # formulas from digamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
@@ -2563,7 +2563,7 @@ def digamma__default(self_p, self_t, result):
 
 def polygamma_default(n, self_p, self_t, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 869
+    # functional, spec line 871
     # result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(n + 1, self_p)
@@ -2573,7 +2573,7 @@ def polygamma_default(n, self_p, self_t, result):
 
 def mvlgamma_default(self_p, p, self_t, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 876
+    # functional, spec line 878
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
         return self_t * mvlgamma_derivative(self_p, p)
@@ -2583,7 +2583,7 @@ def mvlgamma_default(self_p, p, self_t, result):
 
 def mvlgamma__default(self_p, p, self_t, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 876
+    # inplace, spec line 878
     # formulas from mvlgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
@@ -2594,7 +2594,7 @@ def mvlgamma__default(self_p, p, self_t, result):
 
 def logit_default(self_p, eps, self_t, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 883
+    # functional, spec line 885
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
         return self_t * logit_derivative(self_p, eps)
@@ -2604,7 +2604,7 @@ def logit_default(self_p, eps, self_t, result):
 
 def logit__default(self_p, eps, self_t, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 883
+    # inplace, spec line 885
     # formulas from logit; self_p is self before the update
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
@@ -2615,7 +2615,7 @@ def logit__default(self_p, eps, self_t, result):
 
 def sinc_default(self_p, self_t, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 890
+    # functional, spec line 892
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
         return self_t * torch.where(
@@ -2630,7 +2630,7 @@ def sinc_default(self_p, self_t, result):
 
 def sinc__default(self_p, self_t, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 890
+    # inplace, spec line 892
     # formulas from sinc; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
@@ -2646,7 +2646,7 @@ def sinc__default(self_p, self_t, result):
 
 def i0_default(self_p, self_t, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 894
+    # functional, spec line 896
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
         return self_t * torch.special.i1(self_p).conj()
@@ -2656,7 +2656,7 @@ def i0_default(self_p, self_t, result):
 
 def i0__default(self_p, self_t, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 894
+    # inplace, spec line 896
     # formulas from i0; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
@@ -2667,7 +2667,7 @@ def i0__default(self_p, self_t, result):
 
 def special_i0e_default(self_p, self_t, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 898
+    # functional, spec line 900
     # result: auto_element_wise, from self: grad * (torch.special.i1e(self) - self.sgn() * result)
     if self_t is not None:
         return self_t * (
@@ -2679,7 +2679,7 @@ def special_i0e_default(self_p, self_t, result):
 
 def special_i1_default(self_p, self_t, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 902
+    # functional, spec line 904
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     if self_t is not None:
         return (
@@ -2691,7 +2691,7 @@ def special_i1_default(self_p, self_t, result):
 
 def special_i1e_default(self_p, self_t, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 906
+    # functional, spec line 908
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     if self_t is not None:
         return (
@@ -2709,7 +2709,7 @@ def special_i1e_default(self_p, self_t, result):
 
 def special_ndtr_default(self_p, self_t, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 910
+    # functional, spec line 912
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     if self_t is not None:
         return self_t * 0.3989422804014327 * (-0.5 * self_p * self_p).exp().conj()
@@ -2719,7 +2719,7 @@ def special_ndtr_default(self_p, self_t, result):
 
 def special_log_ndtr_default(self_p, self_t, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 914
+    # functional, spec line 916
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     if self_t is not None:
         return (
@@ -2731,7 +2731,7 @@ def special_log_ndtr_default(self_p, self_t, result):
 
 def special_erfcx_default(self_p, self_t, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 918
+    # functional, spec line 920
     # result: auto_element_wise, from self: grad * (2 * self * result - 1.1283791670955126)
     if self_t is not None:
         return self_t * (2 * self_p.conj() * result.conj() - 1.1283791670955126)
@@ -2741,7 +2741,7 @@ def special_erfcx_default(self_p, self_t, result):
 
 def special_entr_default(self_p, self_t, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 922
+    # functional, spec line 924
     # result: auto_element_wise, from self: grad * -(1 + self.log())
     if self_t is not None:
         return self_t * -(1 + self_p.log().conj())
@@ -2751,7 +2751,7 @@ def special_entr_default(self_p, self_t, result):
 
 def sgn_default(self_p, self_t, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 927
+    # functional, spec line 929
     # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
     if self_t is not None:
         return torch.where(
@@ -2765,7 +2765,7 @@ def sgn_default(self_p, self_t, result):
 
 def sgn__default(self_p, self_t, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 927
+    # inplace, spec line 929
     # formulas from sgn; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
     if self_t is not None:
@@ -2780,7 +2780,7 @@ def sgn__default(self_p, self_t, result):
 
 def angle_default(self_p, self_t, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 933
+    # functional, spec line 935
     # result: angle_tangent(self_t, self_p)
     if self_t is not None:
         return angle_tangent(self_t, self_p)
@@ -2790,7 +2790,7 @@ def angle_default(self_p, self_t, result):
 
 def sign_default(self_p, self_t, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 938
+    # functional, spec line 940
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2800,7 +2800,7 @@ def sign_default(self_p, self_t, result):
 
 def sign__default(self_p, self_t, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 938
+    # inplace, spec line 940
     # formulas from sign; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2811,7 +2811,7 @@ def sign__default(self_p, self_t, result):
 
 def ceil_default(self_p, self_t, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 942
+    # functional, spec line 944
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2821,7 +2821,7 @@ def ceil_default(self_p, self_t, result):
 
 def ceil__default(self_p, self_t, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 942
+    # inplace, spec line 944
     # formulas from ceil; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2832,7 +2832,7 @@ def ceil__default(self_p, self_t, result):
 
 def floor_default(self_p, self_t, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 946
+    # functional, spec line 948
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2842,7 +2842,7 @@ def floor_default(self_p, self_t, result):
 
 def floor__default(self_p, self_t, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 946
+    # inplace, spec line 948
     # formulas from floor; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2853,7 +2853,7 @@ def floor__default(self_p, self_t, result):
 
 def trunc_default(self_p, self_t, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 950
+    # functional, spec line 952
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2863,7 +2863,7 @@ def trunc_default(self_p, self_t, result):
 
 def trunc__default(self_p, self_t, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 950
+    # inplace, spec line 952
     # formulas from trunc; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2874,7 +2874,7 @@ def trunc__default(self_p, self_t, result):
 
 def round_default(self_p, self_t, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 954
+    # functional, spec line 956
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2884,7 +2884,7 @@ def round_default(self_p, self_t, result):
 
 def round__default(self_p, self_t, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 954
+    # inplace, spec line 956
     # formulas from round; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2895,7 +2895,7 @@ def round__default(self_p, self_t, result):
 
 def round_decimals(self_p, decimals, self_t, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 958
+    # functional, spec line 960
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2905,7 +2905,7 @@ def round_decimals(self_p, decimals, self_t, result):
 
 def round__decimals(self_p, decimals, self_t, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 958
+    # inplace, spec line 960
     # formulas from round.decimals; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2916,7 +2916,7 @@ def round__decimals(self_p, decimals, self_t, result):
 
 def frac_default(self_p, self_t, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 963
+    # functional, spec line 965
     # result: self_t
     if self_t is not None:
         return self_t
@@ -2926,7 +2926,7 @@ def frac_default(self_p, self_t, result):
 
 def frac__default(self_p, self_t, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 963
+    # inplace, spec line 965
     # formulas from frac; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -2937,7 +2937,7 @@ def frac__default(self_p, self_t, result):
 
 def deg2rad_default(self_p, self_t, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 967
+    # functional, spec line 969
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.deg2rad.default(self_t)
@@ -2947,7 +2947,7 @@ def deg2rad_default(self_p, self_t, result):
 
 def deg2rad__default(self_p, self_t, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 967
+    # inplace, spec line 969
     # formulas from deg2rad; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -2958,7 +2958,7 @@ def deg2rad__default(self_p, self_t, result):
 
 def rad2deg_default(self_p, self_t, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 971
+    # functional, spec line 973
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rad2deg.default(self_t)
@@ -2968,7 +2968,7 @@ def rad2deg_default(self_p, self_t, result):
 
 def rad2deg__default(self_p, self_t, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 971
+    # inplace, spec line 973
     # formulas from rad2deg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -2979,7 +2979,7 @@ def rad2deg__default(self_p, self_t, result):
 
 def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 975
+    # functional, spec line 977
     # result: self_t * self_p.isfinite()
     if self_t is not None:
         return self_t * self_p.isfinite()
@@ -2989,7 +2989,7 @@ def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
 
 def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 975
+    # inplace, spec line 977
     # formulas from nan_to_num; self_p is self before the update
     # result: self_t * self_p.isfinite()
     if self_t is not None:
@@ -3000,7 +3000,7 @@ def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
 
 def frexp_Tensor(self_p, self_t, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 979
+    # functional, spec line 981
     # mantissa: self_t / exponent.exp2()
     if self_t is not None:
         mantissa_t = self_t / exponent.exp2()
@@ -3011,7 +3011,7 @@ def frexp_Tensor(self_p, self_t, mantissa, exponent):
 
 def hardswish_default(self_p, self_t, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 986
+    # functional, spec line 988
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
@@ -3021,7 +3021,7 @@ def hardswish_default(self_p, self_t, result):
 
 def hardswish__default(self_p, self_t, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 986
+    # inplace, spec line 988
     # formulas from hardswish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
@@ -3032,7 +3032,7 @@ def hardswish__default(self_p, self_t, result):
 
 def hardsigmoid_default(self_p, self_t, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 990
+    # functional, spec line 992
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
@@ -3042,7 +3042,7 @@ def hardsigmoid_default(self_p, self_t, result):
 
 def hardsigmoid__default(self_p, self_t, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 990
+    # inplace, spec line 992
     # formulas from hardsigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
@@ -3053,7 +3053,7 @@ def hardsigmoid__default(self_p, self_t, result):
 
 def hardtanh_default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 994
+    # functional, spec line 996
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
         return torch.ops.aten.hardtanh_backward(
@@ -3065,7 +3065,7 @@ def hardtanh_default(self_p, min_val, max_val, self_t, result):
 
 def hardtanh__default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 994
+    # inplace, spec line 996
     # formulas from hardtanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
@@ -3078,7 +3078,7 @@ def hardtanh__default(self_p, min_val, max_val, self_t, result):
 
 def leaky_relu_default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 999
+    # functional, spec line 1001
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -3090,7 +3090,7 @@ def leaky_relu_default(self_p, negative_slope, self_t, result):
 
 def leaky_relu__default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 999
+    # inplace, spec line 1001
     # formulas from leaky_relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
@@ -3103,7 +3103,7 @@ def leaky_relu__default(self_p, negative_slope, self_t, result):
 
 def elu_default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1004
+    # functional, spec line 1006
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3115,7 +3115,7 @@ def elu_default(self_p, alpha, scale, input_scale, self_t, result):
 
 def elu__default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1004
+    # inplace, spec line 1006
     # formulas from elu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
@@ -3128,7 +3128,7 @@ def elu__default(self_p, alpha, scale, input_scale, self_t, result):
 
 def celu_default(self_p, alpha, self_t, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1011
+    # functional, spec line 1013
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3140,7 +3140,7 @@ def celu_default(self_p, alpha, self_t, result):
 
 def celu__default(self_p, alpha, self_t, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1011
+    # inplace, spec line 1013
     # formulas from celu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
@@ -3153,7 +3153,7 @@ def celu__default(self_p, alpha, self_t, result):
 
 def silu_default(self_p, self_t, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1018
+    # functional, spec line 1020
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
         return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
@@ -3163,7 +3163,7 @@ def silu_default(self_p, self_t, result):
 
 def silu__default(self_p, self_t, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1018
+    # inplace, spec line 1020
     # formulas from silu; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
@@ -3174,7 +3174,7 @@ def silu__default(self_p, self_t, result):
 
 def mish_default(self_p, self_t, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1022
+    # functional, spec line 1024
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
@@ -3184,7 +3184,7 @@ def mish_default(self_p, self_t, result):
 
 def mish__default(self_p, self_t, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1022
+    # inplace, spec line 1024
     # formulas from mish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
@@ -3195,7 +3195,7 @@ def mish__default(self_p, self_t, result):
 
 def gelu_default(self_p, approximate, self_t, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1026
+    # functional, spec line 1028
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
         return torch.ops.aten.gelu_backward(
@@ -3207,7 +3207,7 @@ def gelu_default(self_p, approximate, self_t, result):
 
 def gelu__default(self_p, approximate, self_t, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1026
+    # inplace, spec line 1028
     # formulas from gelu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
@@ -3220,7 +3220,7 @@ def gelu__default(self_p, approximate, self_t, result):
 
 def softplus_default(self_p, beta, threshold, self_t, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1030
+    # functional, spec line 1032
     # result: auto_element_wise, from self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     if self_t is not None:
         return torch.ops.aten.softplus_backward(
@@ -3232,7 +3232,7 @@ def softplus_default(self_p, beta, threshold, self_t, result):
 
 def threshold_default(self_p, threshold, value, self_t, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1037
+    # functional, spec line 1039
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(
@@ -3244,7 +3244,7 @@ def threshold_default(self_p, threshold, value, self_t, result):
 
 def threshold__default(self_p, threshold, value, self_t, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1037
+    # inplace, spec line 1039
     # formulas from threshold; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
@@ -3257,7 +3257,7 @@ def threshold__default(self_p, threshold, value, self_t, result):
 
 def softshrink_default(self_p, lambd, self_t, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1042
+    # functional, spec line 1044
     # result: auto_element_wise, from self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.softshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3267,7 +3267,7 @@ def softshrink_default(self_p, lambd, self_t, result):
 
 def hardshrink_default(self_p, lambd, self_t, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1047
+    # functional, spec line 1049
     # result: auto_element_wise, from self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.hardshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3277,7 +3277,7 @@ def hardshrink_default(self_p, lambd, self_t, result):
 
 def log_sigmoid_forward_default(self_p, self_t, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1052
+    # functional, spec line 1054
     # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     if self_t is not None:
         output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
@@ -3288,7 +3288,7 @@ def log_sigmoid_forward_default(self_p, self_t, output, buffer):
 
 def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1057
+    # functional, spec line 1059
     # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
     if self_t is not None and weight_t is not None:
         return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
@@ -3309,7 +3309,7 @@ def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
 
 def clamp_min_default(self_p, min, self_t, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1067
+    # functional, spec line 1069
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
@@ -3319,7 +3319,7 @@ def clamp_min_default(self_p, min, self_t, result):
 
 def clamp_min__default(self_p, min, self_t, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1067
+    # inplace, spec line 1069
     # formulas from clamp_min; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
@@ -3330,7 +3330,7 @@ def clamp_min__default(self_p, min, self_t, result):
 
 def clamp_max_default(self_p, max, self_t, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1072
+    # functional, spec line 1074
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
@@ -3340,7 +3340,7 @@ def clamp_max_default(self_p, max, self_t, result):
 
 def clamp_max__default(self_p, max, self_t, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1072
+    # inplace, spec line 1074
     # formulas from clamp_max; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
@@ -3351,7 +3351,7 @@ def clamp_max__default(self_p, max, self_t, result):
 
 def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1077
+    # functional, spec line 1079
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
         return torch.where(self_p >= min_p, self_t, min_t)
@@ -3365,7 +3365,7 @@ def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1077
+    # inplace, spec line 1079
     # formulas from clamp_min.Tensor; self_p is self before the update
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
@@ -3382,7 +3382,7 @@ def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1083
+    # functional, spec line 1085
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
         return torch.where(self_p <= max_p, self_t, max_t)
@@ -3396,7 +3396,7 @@ def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
 
 def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1083
+    # inplace, spec line 1085
     # formulas from clamp_max.Tensor; self_p is self before the update
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
@@ -3413,7 +3413,7 @@ def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
 
 def copysign_Tensor(self_p, other_p, self_t, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1089
+    # functional, spec line 1091
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3423,7 +3423,7 @@ def copysign_Tensor(self_p, other_p, self_t, result):
 
 def copysign__Tensor(self_p, other_p, self_t, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1089
+    # inplace, spec line 1091
     # formulas from copysign.Tensor; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3434,7 +3434,7 @@ def copysign__Tensor(self_p, other_p, self_t, result):
 
 def copysign_Scalar(self_p, other, self_t, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1095
+    # functional, spec line 1097
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3444,7 +3444,7 @@ def copysign_Scalar(self_p, other, self_t, result):
 
 def copysign__Scalar(self_p, other, self_t, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1095
+    # inplace, spec line 1097
     # formulas from copysign.Scalar; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3455,7 +3455,7 @@ def copysign__Scalar(self_p, other, self_t, result):
 
 def fmod_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1102
+    # functional, spec line 1104
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
@@ -3469,7 +3469,7 @@ def fmod_Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1102
+    # inplace, spec line 1104
     # formulas from fmod.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
@@ -3484,7 +3484,7 @@ def fmod__Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod_Scalar(self_p, other, self_t, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1108
+    # functional, spec line 1110
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3494,7 +3494,7 @@ def fmod_Scalar(self_p, other, self_t, result):
 
 def fmod__Scalar(self_p, other, self_t, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1108
+    # inplace, spec line 1110
     # formulas from fmod.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3505,7 +3505,7 @@ def fmod__Scalar(self_p, other, self_t, result):
 
 def remainder_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1113
+    # functional, spec line 1115
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
@@ -3519,7 +3519,7 @@ def remainder_Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1113
+    # inplace, spec line 1115
     # formulas from remainder.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
@@ -3534,7 +3534,7 @@ def remainder__Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder_Scalar(self_p, other, self_t, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1119
+    # functional, spec line 1121
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3544,7 +3544,7 @@ def remainder_Scalar(self_p, other, self_t, result):
 
 def remainder__Scalar(self_p, other, self_t, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1119
+    # inplace, spec line 1121
     # formulas from remainder.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3555,7 +3555,7 @@ def remainder__Scalar(self_p, other, self_t, result):
 
 def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1124
+    # functional, spec line 1126
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
         return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
@@ -3571,7 +3571,7 @@ def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1124
+    # inplace, spec line 1126
     # formulas from div.Tensor_mode; self_p is self before the update
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
@@ -3588,7 +3588,7 @@ def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1130
+    # functional, spec line 1132
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
         return unless_rounded(self_t / other, rounding_mode)
@@ -3598,7 +3598,7 @@ def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1130
+    # inplace, spec line 1132
     # formulas from div.Scalar_mode; self_p is self before the update
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
@@ -3609,7 +3609,7 @@ def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def fmax_default(self_p, other_p, self_t, other_t, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1135
+    # functional, spec line 1137
     # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3633,7 +3633,7 @@ def fmax_default(self_p, other_p, self_t, other_t, result):
 
 def fmin_default(self_p, other_p, self_t, other_t, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1140
+    # functional, spec line 1142
     # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3657,7 +3657,7 @@ def fmin_default(self_p, other_p, self_t, other_t, result):
 
 def hypot_default(self_p, other_p, self_t, other_t, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1145
+    # functional, spec line 1147
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
         return (self_t * self_p + other_t * other_p) / result
@@ -3671,7 +3671,7 @@ def hypot_default(self_p, other_p, self_t, other_t, result):
 
 def hypot__default(self_p, other_p, self_t, other_t, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1145
+    # inplace, spec line 1147
     # formulas from hypot; self_p is self before the update
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
@@ -3686,7 +3686,7 @@ def hypot__default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1151
+    # functional, spec line 1153
     # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp()) + other_t / (
@@ -3702,7 +3702,7 @@ def logaddexp_default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp2_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1156
+    # functional, spec line 1158
     # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
@@ -3718,7 +3718,7 @@ def logaddexp2_default(self_p, other_p, self_t, other_t, result):
 
 def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1161
+    # functional, spec line 1163
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
@@ -3732,7 +3732,7 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1166
+    # functional, spec line 1168
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
         return (
@@ -3760,7 +3760,7 @@ def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1166
+    # inplace, spec line 1168
     # formulas from xlogy.Tensor; self_p is self before the update
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
@@ -3784,7 +3784,7 @@ def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Scalar_Self(self, other_p, other_t, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1172
+    # functional, spec line 1174
     # result: other_t * self / other_p
     if other_t is not None:
         return other_t * self / other_p
@@ -3794,7 +3794,7 @@ def xlogy_Scalar_Self(self, other_p, other_t, result):
 
 def xlogy_Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1177
+    # functional, spec line 1179
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
         return (
@@ -3808,7 +3808,7 @@ def xlogy_Scalar_Other(self_p, other, self_t, result):
 
 def xlogy__Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1177
+    # inplace, spec line 1179
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
@@ -3823,7 +3823,7 @@ def xlogy__Scalar_Other(self_p, other, self_t, result):
 
 def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1182
+    # functional, spec line 1184
     # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3848,7 +3848,7 @@ def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
 
 def special_xlog1py_self_scalar(self, other_p, other_t, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1188
+    # functional, spec line 1190
     # result: other_t * self / (other_p + 1)
     if other_t is not None:
         return other_t * self / (other_p + 1)
@@ -3858,7 +3858,7 @@ def special_xlog1py_self_scalar(self, other_p, other_t, result):
 
 def special_xlog1py_other_scalar(self_p, other, self_t, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1193
+    # functional, spec line 1195
     # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
     if self_t is not None:
         return (
@@ -3872,7 +3872,7 @@ def special_xlog1py_other_scalar(self_p, other, self_t, result):
 
 def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1200
+    # functional, spec line 1202
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
         return (
@@ -3912,7 +3912,7 @@ def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1200
+    # inplace, spec line 1202
     # formulas from clamp.Tensor; self_p is self before the update
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
@@ -3947,7 +3947,7 @@ def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1208
+    # functional, spec line 1210
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
         return scale(self_t, 1 - weight) + scale(end_t, weight)
@@ -3961,7 +3961,7 @@ def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1208
+    # inplace, spec line 1210
     # formulas from lerp.Scalar; self_p is self before the update
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
@@ -3976,7 +3976,7 @@ def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1216
+    # functional, spec line 1218
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
         return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
@@ -3998,7 +3998,7 @@ def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
 
 def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1216
+    # inplace, spec line 1218
     # formulas from lerp.Tensor; self_p is self before the update
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
@@ -4023,7 +4023,7 @@ def addcmul_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1222
+    # functional, spec line 1224
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
@@ -4049,7 +4049,7 @@ def addcmul__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1222
+    # inplace, spec line 1224
     # formulas from addcmul; self_p is self before the update
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4076,7 +4076,7 @@ def addcdiv_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1231
+    # functional, spec line 1233
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(
@@ -4114,7 +4114,7 @@ def addcdiv__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1231
+    # inplace, spec line 1233
     # formulas from addcdiv; self_p is self before the update
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4148,7 +4148,7 @@ def addcdiv__default(
 
 def nextafter_default(self_p, other_p, self_t, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1240
+    # functional, spec line 1242
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
         return torch.where(self_p != other_p, self_t, 0.0)
@@ -4158,7 +4158,7 @@ def nextafter_default(self_p, other_p, self_t, result):
 
 def nextafter__default(self_p, other_p, self_t, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1240
+    # inplace, spec line 1242
     # formulas from nextafter; self_p is self before the update
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
@@ -4171,7 +4171,7 @@ def rrelu_with_noise_default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1246
+    # functional, spec line 1248
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -4185,7 +4185,7 @@ def rrelu_with_noise__default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1246
+    # inplace, spec line 1248
     # formulas from rrelu_with_noise; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
@@ -4198,7 +4198,7 @@ def rrelu_with_noise__default(
 
 def complex_default(real_p, imag_p, real_t, imag_t, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1254
+    # functional, spec line 1256
     # result: auto_linear
     if real_t is not None and imag_t is not None:
         return torch.ops.aten.complex.default(real_t, imag_t)
@@ -4212,7 +4212,7 @@ def complex_default(real_p, imag_p, real_t, imag_t, result):
 
 def polar_default(abs_p, angle_p, abs_t, angle_t, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1259
+    # functional, spec line 1261
     # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
     if abs_t is not None and angle_t is not None:
         return (
@@ -4229,7 +4229,7 @@ def polar_default(abs_p, angle_p, abs_t, angle_t, result):
 
 def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1271
+    # view, spec line 1273
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
@@ -4239,7 +4239,7 @@ def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
 
 def squeeze_dims(self_p, dim, self_t, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1278
+    # view, spec line 1280
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dims(self_t, dim)
@@ -4249,7 +4249,7 @@ def squeeze_dims(self_p, dim, self_t, result):
 
 def unfold_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1284
+    # view, spec line 1286
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold.default(self_t, dimension, size, step)
@@ -4259,7 +4259,7 @@ def unfold_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_default(self_p, dim, start, length, self_t, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1290
+    # view, spec line 1292
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow.default(self_t, dim, start, length)
@@ -4269,7 +4269,7 @@ def narrow_default(self_p, dim, start, length, self_t, result):
 
 def split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1294
+    # view, spec line 1296
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split.Tensor(self_t, split_size, dim)
@@ -4279,7 +4279,7 @@ def split_Tensor(self_p, split_size, dim, self_t, result):
 
 def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1300
+    # view, spec line 1302
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
@@ -4289,7 +4289,7 @@ def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_int(self_p, dim, self_t, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1306
+    # view, spec line 1308
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind.int(self_t, dim)
@@ -4299,7 +4299,7 @@ def unbind_int(self_p, dim, self_t, result):
 
 def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1314
+    # functional, spec line 1316
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
@@ -4309,7 +4309,7 @@ def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
 
 def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1321
+    # functional, spec line 1323
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
@@ -4319,7 +4319,7 @@ def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1328
+    # functional, spec line 1330
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
@@ -4329,7 +4329,7 @@ def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_copy_int(self_p, dim, self_t, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1335
+    # functional, spec line 1337
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind_copy.int(self_t, dim)
@@ -4339,7 +4339,7 @@ def unbind_copy_int(self_p, dim, self_t, result):
 
 def alias_copy_default(self_p, self_t, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1342
+    # functional, spec line 1344
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias_copy.default(self_t)
@@ -4349,7 +4349,7 @@ def alias_copy_default(self_p, self_t, result):
 
 def view_copy_default(self_p, size, self_t, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1346
+    # functional, spec line 1348
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_copy.default(self_t, size)
@@ -4359,7 +4359,7 @@ def view_copy_default(self_p, size, self_t, result):
 
 def t_copy_default(self_p, self_t, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1351
+    # functional, spec line 1353
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t_copy.default(self_t)
@@ -4369,7 +4369,7 @@ def t_copy_default(self_p, self_t, result):
 
 def transpose_copy_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1355
+    # functional, spec line 1357
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
@@ -4379,7 +4379,7 @@ def transpose_copy_int(self_p, dim0, dim1, self_t, result):
 
 def permute_copy_default(self_p, dims, self_t, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1360
+    # functional, spec line 1362
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute_copy.default(self_t, dims)
@@ -4389,7 +4389,7 @@ def permute_copy_default(self_p, dims, self_t, result):
 
 def unsqueeze_copy_default(self_p, dim, self_t, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1365
+    # functional, spec line 1367
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
@@ -4399,7 +4399,7 @@ def unsqueeze_copy_default(self_p, dim, self_t, result):
 
 def squeeze_copy_default(self_p, self_t, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1369
+    # functional, spec line 1371
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.default(self_t)
@@ -4409,7 +4409,7 @@ def squeeze_copy_default(self_p, self_t, result):
 
 def squeeze_copy_dim(self_p, dim, self_t, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1374
+    # functional, spec line 1376
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dim(self_t, dim)
@@ -4419,7 +4419,7 @@ def squeeze_copy_dim(self_p, dim, self_t, result):
 
 def squeeze_copy_dims(self_p, dim, self_t, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1379
+    # functional, spec line 1381
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dims(self_t, dim)
@@ -4429,7 +4429,7 @@ def squeeze_copy_dims(self_p, dim, self_t, result):
 
 def unfold_copy_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1384
+    # functional, spec line 1386
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
@@ -4439,7 +4439,7 @@ def unfold_copy_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_copy_default(self_p, dim, start, length, self_t, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1389
+    # functional, spec line 1391
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
@@ -4449,7 +4449,7 @@ def narrow_copy_default(self_p, dim, start, length, self_t, result):
 
 def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1394
+    # functional, spec line 1396
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
@@ -4459,7 +4459,7 @@ def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
 
 def expand_copy_default(self_p, size, implicit, self_t, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1401
+    # functional, spec line 1403
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
@@ -4469,7 +4469,7 @@ def expand_copy_default(self_p, size, implicit, self_t, result):
 
 def select_copy_int(self_p, dim, index, self_t, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1408
+    # functional, spec line 1410
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select_copy.int(self_t, dim, index)
@@ -4479,7 +4479,7 @@ def select_copy_int(self_p, dim, index, self_t, result):
 
 def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1413
+    # functional, spec line 1415
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
@@ -4489,7 +4489,7 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1420
+    # functional, spec line 1422
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided_copy.default(
@@ -4501,7 +4501,7 @@ def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result
 
 def constant_pad_nd_default(self_p, pad, value, self_t, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1427
+    # functional, spec line 1429
     # result: torch.constant_pad_nd(self_t, pad, 0)
     if self_t is not None:
         return torch.constant_pad_nd(self_t, pad, 0)
@@ -4511,7 +4511,7 @@ def constant_pad_nd_default(self_p, pad, value, self_t, result):
 
 def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1434
+    # functional, spec line 1436
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
@@ -4521,7 +4521,7 @@ def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
 
 def roll_default(self_p, shifts, dims, self_t, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1442
+    # functional, spec line 1444
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.roll.default(self_t, shifts, dims)
@@ -4531,7 +4531,7 @@ def roll_default(self_p, shifts, dims, self_t, result):
 
 def flip_default(self_p, dims, self_t, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1450
+    # functional, spec line 1452
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.flip.default(self_t, dims)
@@ -4541,7 +4541,7 @@ def flip_default(self_p, dims, self_t, result):
 
 def rot90_default(self_p, k, dims, self_t, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1457
+    # functional, spec line 1459
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rot90.default(self_t, k, dims)
@@ -4551,7 +4551,7 @@ def rot90_default(self_p, k, dims, self_t, result):
 
 def repeat_default(self_p, repeats, self_t, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1465
+    # functional, spec line 1467
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.repeat.default(self_t, repeats)
@@ -4561,7 +4561,7 @@ def repeat_default(self_p, repeats, self_t, result):
 
 def tril_default(self_p, diagonal, self_t, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1472
+    # functional, spec line 1474
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.tril.default(self_t, diagonal)
@@ -4571,7 +4571,7 @@ def tril_default(self_p, diagonal, self_t, result):
 
 def tril__default(self_p, diagonal, self_t, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1472
+    # inplace, spec line 1474
     # formulas from tril; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4582,7 +4582,7 @@ def tril__default(self_p, diagonal, self_t, result):
 
 def triu_default(self_p, diagonal, self_t, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1479
+    # functional, spec line 1481
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.triu.default(self_t, diagonal)
@@ -4592,7 +4592,7 @@ def triu_default(self_p, diagonal, self_t, result):
 
 def triu__default(self_p, diagonal, self_t, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1479
+    # inplace, spec line 1481
     # formulas from triu; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4603,7 +4603,7 @@ def triu__default(self_p, diagonal, self_t, result):
 
 def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1486
+    # functional, spec line 1488
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
@@ -4613,7 +4613,7 @@ def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
 
 def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1491
+    # functional, spec line 1493
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
@@ -4623,7 +4623,7 @@ def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
 
 def channel_shuffle_default(self_p, groups, self_t, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1496
+    # functional, spec line 1498
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.channel_shuffle.default(self_t, groups)
@@ -4633,7 +4633,7 @@ def channel_shuffle_default(self_p, groups, self_t, result):
 
 def reflection_pad1d_default(self_p, padding, self_t, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1503
+    # functional, spec line 1505
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad1d.default(self_t, padding)
@@ -4643,7 +4643,7 @@ def reflection_pad1d_default(self_p, padding, self_t, result):
 
 def reflection_pad2d_default(self_p, padding, self_t, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1508
+    # functional, spec line 1510
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad2d.default(self_t, padding)
@@ -4653,7 +4653,7 @@ def reflection_pad2d_default(self_p, padding, self_t, result):
 
 def reflection_pad3d_default(self_p, padding, self_t, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1513
+    # functional, spec line 1515
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad3d.default(self_t, padding)
@@ -4663,7 +4663,7 @@ def reflection_pad3d_default(self_p, padding, self_t, result):
 
 def replication_pad1d_default(self_p, padding, self_t, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1518
+    # functional, spec line 1520
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad1d.default(self_t, padding)
@@ -4673,7 +4673,7 @@ def replication_pad1d_default(self_p, padding, self_t, result):
 
 def replication_pad2d_default(self_p, padding, self_t, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1523
+    # functional, spec line 1525
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad2d.default(self_t, padding)
@@ -4683,7 +4683,7 @@ def replication_pad2d_default(self_p, padding, self_t, result):
 
 def replication_pad3d_default(self_p, padding, self_t, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1528
+    # functional, spec line 1530
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad3d.default(self_t, padding)
@@ -4693,7 +4693,7 @@ def replication_pad3d_default(self_p, padding, self_t, result):
 
 def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1535
+    # functional, spec line 1537
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
         return self_t.masked_fill(mask_p, 0)
@@ -4703,7 +4703,7 @@ def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1535
+    # inplace, spec line 1537
     # formulas from masked_fill.Scalar; self_p is self before the update
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
@@ -4714,7 +4714,7 @@ def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1544
+    # functional, spec line 1546
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.masked_fill(mask_p, value_t)
@@ -4728,7 +4728,7 @@ def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1544
+    # inplace, spec line 1546
     # formulas from masked_fill.Tensor; self_p is self before the update
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
@@ -4743,7 +4743,7 @@ def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_select_default(self_p, mask_p, self_t, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1553
+    # functional, spec line 1555
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.masked_select.default(self_t, mask_p)
@@ -4753,7 +4753,7 @@ def masked_select_default(self_p, mask_p, self_t, result):
 
 def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1562
+    # functional, spec line 1564
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.masked_scatter(mask_p, source_t)
@@ -4767,7 +4767,7 @@ def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1562
+    # inplace, spec line 1564
     # formulas from masked_scatter; self_p is self before the update
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
@@ -4784,7 +4784,7 @@ def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def index_Tensor(self_p, indices_p, self_t, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1572
+    # functional, spec line 1574
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index.Tensor(self_t, indices_p)
@@ -4796,7 +4796,7 @@ def index_put_default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1580
+    # functional, spec line 1582
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
         return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
@@ -4816,7 +4816,7 @@ def index_put__default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1580
+    # inplace, spec line 1582
     # formulas from index_put; self_p is self before the update
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
@@ -4836,9 +4836,29 @@ def index_put__default(
         return None
 
 
+def view_as_real_default(self_p, self_t, result):
+    """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 1597
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.view_as_real.default(self_t)
+    else:
+        return None
+
+
+def view_as_complex_default(self_p, self_t, result):
+    """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 1601
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.view_as_complex.default(self_t)
+    else:
+        return None
+
+
 def squeeze__dim(self_p, dim, self_t, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1593
+    # inplace, spec line 1608
     # formulas from squeeze.dim; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4849,7 +4869,7 @@ def squeeze__dim(self_p, dim, self_t, result):
 
 def squeeze__dims(self_p, dim, self_t, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1595
+    # inplace, spec line 1610
     # formulas from squeeze.dims; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4860,7 +4880,7 @@ def squeeze__dims(self_p, dim, self_t, result):
 
 def squeeze__default(self_p, self_t, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1597
+    # inplace, spec line 1612
     # formulas from squeeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4871,7 +4891,7 @@ def squeeze__default(self_p, self_t, result):
 
 def unsqueeze__default(self_p, dim, self_t, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1599
+    # inplace, spec line 1614
     # formulas from unsqueeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4882,7 +4902,7 @@ def unsqueeze__default(self_p, dim, self_t, result):
 
 def t__default(self_p, self_t, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1601
+    # inplace, spec line 1616
     # formulas from t; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4893,7 +4913,7 @@ def t__default(self_p, self_t, result):
 
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1603
+    # inplace, spec line 1618
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
@@ -4903,7 +4923,7 @@ def transpose__default(self_p, dim0, dim1, self_t, result):
 
 def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1610
+    # functional, spec line 1625
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
@@ -4921,7 +4941,7 @@ def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
 
 def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1618
+    # functional, spec line 1633
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.slice_scatter.default(
@@ -4941,7 +4961,7 @@ def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, r
 
 def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1626
+    # functional, spec line 1641
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.diagonal_scatter.default(
@@ -4961,7 +4981,7 @@ def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, r
 
 def fill_Scalar(self_p, value, self_t, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1634
+    # functional, spec line 1649
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -4971,7 +4991,7 @@ def fill_Scalar(self_p, value, self_t, result):
 
 def block_diag_default(tensors_p, tensors_t, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1638
+    # functional, spec line 1653
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -4982,7 +5002,7 @@ def block_diag_default(tensors_p, tensors_t, result):
 
 def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1648
+    # functional, spec line 1663
     # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
@@ -4992,7 +5012,7 @@ def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result)
 
 def norm_Scalar(self_p, p, self_t, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1658
+    # functional, spec line 1673
     # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, None, False, result)
@@ -5002,7 +5022,7 @@ def norm_Scalar(self_p, p, self_t, result):
 
 def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1665
+    # functional, spec line 1680
     # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
@@ -5012,7 +5032,7 @@ def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
 
 def dist_default(self_p, other_p, p, self_t, other_t, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1672
+    # functional, spec line 1687
     # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
     if self_t is not None and other_t is not None:
         return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
@@ -5028,7 +5048,7 @@ def dist_default(self_p, other_p, p, self_t, other_t, result):
 
 def var_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1680
+    # functional, spec line 1695
     # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return var_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5038,7 +5058,7 @@ def var_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def std_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1702
     # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return std_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5048,7 +5068,7 @@ def std_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1694
+    # functional, spec line 1709
     # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5064,7 +5084,7 @@ def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1702
+    # functional, spec line 1717
     # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5080,7 +5100,7 @@ def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def logsumexp_default(self_p, dim, keepdim, self_t, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1710
+    # functional, spec line 1725
     # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
@@ -5090,7 +5110,7 @@ def logsumexp_default(self_p, dim, keepdim, self_t, result):
 
 def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1717
+    # functional, spec line 1732
     # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
     if self_t is not None:
         return torch.ops.aten.nansum(
@@ -5102,7 +5122,7 @@ def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
 
 def prod_default(self_p, dtype, self_t, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1724
+    # functional, spec line 1739
     # result: prod_tangent(self_t, self_p, None, False, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, None, False, result)
@@ -5112,7 +5132,7 @@ def prod_default(self_p, dtype, self_t, result):
 
 def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1728
+    # functional, spec line 1743
     # result: prod_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, dim, keepdim, result)
@@ -5122,7 +5142,7 @@ def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
 
 def cumsum_default(self_p, dim, dtype, self_t, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1735
+    # functional, spec line 1750
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
@@ -5132,7 +5152,7 @@ def cumsum_default(self_p, dim, dtype, self_t, result):
 
 def cumsum__default(self_p, dim, dtype, self_t, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1735
+    # inplace, spec line 1750
     # formulas from cumsum; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5143,7 +5163,7 @@ def cumsum__default(self_p, dim, dtype, self_t, result):
 
 def cumprod_default(self_p, dim, dtype, self_t, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1742
+    # functional, spec line 1757
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
         return scan_tangent(
@@ -5155,7 +5175,7 @@ def cumprod_default(self_p, dim, dtype, self_t, result):
 
 def cumprod__default(self_p, dim, dtype, self_t, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1742
+    # inplace, spec line 1757
     # formulas from cumprod; self_p is self before the update
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
@@ -5168,7 +5188,7 @@ def cumprod__default(self_p, dim, dtype, self_t, result):
 
 def logcumsumexp_default(self_p, dim, self_t, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1749
+    # functional, spec line 1764
     # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
     if self_t is not None:
         return scan_tangent(self_t, self_p, dim, "logcumsumexp")
@@ -5178,7 +5198,7 @@ def logcumsumexp_default(self_p, dim, self_t, result):
 
 def cummax_default(self_p, dim, self_t, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1756
+    # functional, spec line 1771
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5189,7 +5209,7 @@ def cummax_default(self_p, dim, self_t, values, indices):
 
 def cummin_default(self_p, dim, self_t, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1764
+    # functional, spec line 1779
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5200,7 +5220,7 @@ def cummin_default(self_p, dim, self_t, values, indices):
 
 def sort_default(self_p, dim, descending, self_t, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1772
+    # functional, spec line 1787
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5211,7 +5231,7 @@ def sort_default(self_p, dim, descending, self_t, values, indices):
 
 def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1780
+    # functional, spec line 1795
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5222,7 +5242,7 @@ def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
 
 def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1788
+    # functional, spec line 1803
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5233,7 +5253,7 @@ def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
 
 def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1796
+    # functional, spec line 1811
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5244,7 +5264,7 @@ def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
 
 def mode_default(self_p, dim, keepdim, self_t, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1804
+    # functional, spec line 1819
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5255,7 +5275,7 @@ def mode_default(self_p, dim, keepdim, self_t, values, indices):
 
 def median_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1812
+    # functional, spec line 1827
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5266,7 +5286,7 @@ def median_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1820
+    # functional, spec line 1835
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5277,7 +5297,7 @@ def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def median_default(self_p, self_t, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1828
+    # functional, spec line 1843
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5287,7 +5307,7 @@ def median_default(self_p, self_t, result):
 
 def nanmedian_default(self_p, self_t, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1833
+    # functional, spec line 1848
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5297,7 +5317,7 @@ def nanmedian_default(self_p, self_t, result):
 
 def max_default(self_p, self_t, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1838
+    # functional, spec line 1853
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5307,7 +5327,7 @@ def max_default(self_p, self_t, result):
 
 def min_default(self_p, self_t, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1843
+    # functional, spec line 1858
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5317,7 +5337,7 @@ def min_default(self_p, self_t, result):
 
 def aminmax_default(self_p, dim, keepdim, self_t, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1848
+    # functional, spec line 1863
     # min: amax_tangent(self_t, self_p, min, dim, keepdim)
     if self_t is not None:
         min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
@@ -5333,7 +5353,7 @@ def aminmax_default(self_p, dim, keepdim, self_t, min, max):
 
 def trace_default(self_p, self_t, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1856
+    # functional, spec line 1871
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.trace.default(self_t)
@@ -5343,7 +5363,7 @@ def trace_default(self_p, self_t, result):
 
 def renorm_default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1863
+    # functional, spec line 1878
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
         return renorm_tangent(self_t, self_p, p, dim, maxnorm)
@@ -5353,7 +5373,7 @@ def renorm_default(self_p, p, dim, maxnorm, self_t, result):
 
 def renorm__default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1863
+    # inplace, spec line 1878
     # formulas from renorm; self_p is self before the update
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
@@ -5364,7 +5384,7 @@ def renorm__default(self_p, p, dim, maxnorm, self_t, result):
 
 def vdot_default(self_p, other_p, self_t, other_t, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1872
+    # functional, spec line 1887
     # result: self_t.vdot(other_p) + self_p.vdot(other_t)
     if self_t is not None and other_t is not None:
         return self_t.vdot(other_p) + self_p.vdot(other_t)
@@ -5378,7 +5398,7 @@ def vdot_default(self_p, other_p, self_t, other_t, result):
 
 def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1878
+    # functional, spec line 1893
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
         return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
@@ -5400,7 +5420,7 @@ def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resul
 
 def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1878
+    # inplace, spec line 1893
     # formulas from addmv; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
@@ -5423,7 +5443,7 @@ def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resu
 
 def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1887
+    # functional, spec line 1902
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5449,7 +5469,7 @@ def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, re
 
 def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1887
+    # inplace, spec line 1902
     # formulas from addr; self_p is self before the update
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
@@ -5478,7 +5498,7 @@ def baddbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1896
+    # functional, spec line 1911
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5510,7 +5530,7 @@ def baddbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1896
+    # inplace, spec line 1911
     # formulas from baddbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5539,7 +5559,7 @@ def addbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1905
+    # functional, spec line 1920
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5572,7 +5592,7 @@ def addbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1905
+    # inplace, spec line 1920
     # formulas from addbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5600,7 +5620,7 @@ def addbmm__default(
 
 def index_select_default(self_p, dim, index_p, self_t, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1918
+    # functional, spec line 1933
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index_select.default(self_t, dim, index_p)
@@ -5610,7 +5630,7 @@ def index_select_default(self_p, dim, index_p, self_t, result):
 
 def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1926
+    # functional, spec line 1941
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.gather.default(
@@ -5622,7 +5642,7 @@ def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
 
 def take_default(self_p, index_p, self_t, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1934
+    # functional, spec line 1949
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.take.default(self_t, index_p)
@@ -5632,7 +5652,7 @@ def take_default(self_p, index_p, self_t, result):
 
 def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1940
+    # functional, spec line 1955
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
         return self_t.put(index_p, source_t, accumulate)
@@ -5646,7 +5666,7 @@ def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result)
 
 def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1940
+    # inplace, spec line 1955
     # formulas from put; self_p is self before the update
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
@@ -5663,7 +5683,7 @@ def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result
 
 def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1949
+    # functional, spec line 1964
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
         return self_t.scatter(dim, index_p, src_t)
@@ -5677,7 +5697,7 @@ def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1949
+    # inplace, spec line 1964
     # formulas from scatter.src; self_p is self before the update
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
@@ -5692,7 +5712,7 @@ def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1956
+    # functional, spec line 1971
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
         return self_t.scatter(dim, index_p, 0)
@@ -5702,7 +5722,7 @@ def scatter_value(self_p, dim, index_p, value, self_t, result):
 
 def scatter__value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1956
+    # inplace, spec line 1971
     # formulas from scatter.value; self_p is self before the update
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
@@ -5713,7 +5733,7 @@ def scatter__value(self_p, dim, index_p, value, self_t, result):
 
 def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1962
+    # functional, spec line 1977
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
@@ -5731,7 +5751,7 @@ def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1962
+    # inplace, spec line 1977
     # formulas from scatter_add; self_p is self before the update
     # result: auto_linear
     if self_t is not None and src_t is not None:
@@ -5752,7 +5772,7 @@ def scatter_reduce_two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 1971
+    # functional, spec line 1986
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
         return scatter_reduce_tangent(
@@ -5790,7 +5810,7 @@ def scatter_reduce__two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 1971
+    # inplace, spec line 1986
     # formulas from scatter_reduce.two; self_p is self before the update
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
@@ -5830,7 +5850,7 @@ def scatter_reduce__two(
 
 def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1981
+    # functional, spec line 1996
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
         return self_t.index_add(dim, index_p, scale(source_t, alpha))
@@ -5844,7 +5864,7 @@ def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, r
 
 def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1981
+    # inplace, spec line 1996
     # formulas from index_add; self_p is self before the update
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
@@ -5862,7 +5882,7 @@ def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, 
 
 def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 1990
+    # functional, spec line 2005
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.index_copy(dim, index_p, source_t)
@@ -5876,7 +5896,7 @@ def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result)
 
 def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1990
+    # inplace, spec line 2005
     # formulas from index_copy; self_p is self before the update
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
@@ -5893,7 +5913,7 @@ def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result
 
 def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1997
+    # functional, spec line 2012
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
         return self_t.index_fill(dim, index_p, 0)
@@ -5903,7 +5923,7 @@ def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1997
+    # inplace, spec line 2012
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
@@ -5914,7 +5934,7 @@ def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2003
+    # functional, spec line 2018
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.index_fill(dim, index_p, value_t)
@@ -5928,7 +5948,7 @@ def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result
 
 def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2003
+    # inplace, spec line 2018
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
@@ -5945,7 +5965,7 @@ def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, resul
 
 def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2010
+    # functional, spec line 2025
     # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
     if self_t is not None:
         return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
@@ -5957,7 +5977,7 @@ def _unsafe_masked_index_put_accumulate_default(
     self_p, mask_p, indices_p, values_p, self_t, values_t, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2016
+    # functional, spec line 2031
     # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
     if self_t is not None and values_t is not None:
         return torch.ops.aten._unsafe_masked_index_put_accumulate(
@@ -5979,7 +5999,7 @@ def nll_loss_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2027
+    # functional, spec line 2042
     # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
@@ -5994,7 +6014,7 @@ def nll_loss2d_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2036
+    # functional, spec line 2051
     # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
@@ -6009,7 +6029,7 @@ def embedding_default(
     weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2043
+    # functional, spec line 2058
     # result: auto_linear
     if weight_t is not None:
         return torch.ops.aten.embedding.default(
@@ -6021,7 +6041,7 @@ def embedding_default(
 
 def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2049
+    # functional, spec line 2064
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
@@ -6033,7 +6053,7 @@ def binary_cross_entropy_default(
     self_p, target_p, weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2055
+    # functional, spec line 2070
     # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -6061,7 +6081,7 @@ def binary_cross_entropy_default(
 
 def acosh_default(self_p, self_t, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2065
+    # functional, spec line 2080
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
         return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
@@ -6071,7 +6091,7 @@ def acosh_default(self_p, self_t, result):
 
 def acosh__default(self_p, self_t, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2065
+    # inplace, spec line 2080
     # formulas from acosh; self_p is self before the update
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
@@ -6082,7 +6102,7 @@ def acosh__default(self_p, self_t, result):
 
 def special_ndtri_default(self_p, self_t, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2071
+    # functional, spec line 2086
     # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     if self_t is not None:
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()

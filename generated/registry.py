@@ -25,7 +25,7 @@ KERNELS[aten.abs.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=59,
+    spec_line=61,
 )
 
 
@@ -41,7 +41,7 @@ KERNELS[aten.abs_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="abs",
-    spec_line=59,
+    spec_line=61,
 )
 
 
@@ -57,7 +57,7 @@ KERNELS[aten.neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=64,
+    spec_line=66,
 )
 
 
@@ -73,7 +73,7 @@ KERNELS[aten.neg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="neg",
-    spec_line=64,
+    spec_line=66,
 )
 
 
@@ -89,7 +89,7 @@ KERNELS[aten.sin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=68,
+    spec_line=70,
 )
 
 
@@ -105,7 +105,7 @@ KERNELS[aten.sin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sin",
-    spec_line=68,
+    spec_line=70,
 )
 
 
@@ -121,7 +121,7 @@ KERNELS[aten.cos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=72,
+    spec_line=74,
 )
 
 
@@ -137,7 +137,7 @@ KERNELS[aten.cos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cos",
-    spec_line=72,
+    spec_line=74,
 )
 
 
@@ -153,7 +153,7 @@ KERNELS[aten.tan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=76,
+    spec_line=78,
 )
 
 
@@ -169,7 +169,7 @@ KERNELS[aten.tan_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tan",
-    spec_line=76,
+    spec_line=78,
 )
 
 
@@ -185,7 +185,7 @@ KERNELS[aten.tanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=81,
+    spec_line=83,
 )
 
 
@@ -201,7 +201,7 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tanh",
-    spec_line=81,
+    spec_line=83,
 )
 
 
@@ -217,7 +217,7 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=85,
+    spec_line=87,
 )
 
 
@@ -233,7 +233,7 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sigmoid",
-    spec_line=85,
+    spec_line=87,
 )
 
 
@@ -249,7 +249,7 @@ KERNELS[aten.exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=89,
+    spec_line=91,
 )
 
 
@@ -265,7 +265,7 @@ KERNELS[aten.exp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp",
-    spec_line=89,
+    spec_line=91,
 )
 
 
@@ -281,7 +281,7 @@ KERNELS[aten.exp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=93,
+    spec_line=95,
 )
 
 
@@ -297,7 +297,7 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp2",
-    spec_line=93,
+    spec_line=95,
 )
 
 
@@ -313,7 +313,7 @@ KERNELS[aten.expm1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=97,
+    spec_line=99,
 )
 
 
@@ -329,7 +329,7 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="expm1",
-    spec_line=97,
+    spec_line=99,
 )
 
 
@@ -345,7 +345,7 @@ KERNELS[aten.log.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=101,
+    spec_line=103,
 )
 
 
@@ -361,7 +361,7 @@ KERNELS[aten.log_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log",
-    spec_line=101,
+    spec_line=103,
 )
 
 
@@ -377,7 +377,7 @@ KERNELS[aten.log2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=106,
+    spec_line=108,
 )
 
 
@@ -393,7 +393,7 @@ KERNELS[aten.log2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log2",
-    spec_line=106,
+    spec_line=108,
 )
 
 
@@ -409,7 +409,7 @@ KERNELS[aten.log1p.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=111,
+    spec_line=113,
 )
 
 
@@ -425,7 +425,7 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log1p",
-    spec_line=111,
+    spec_line=113,
 )
 
 
@@ -441,7 +441,7 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=116,
+    spec_line=118,
 )
 
 
@@ -457,7 +457,7 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sqrt",
-    spec_line=116,
+    spec_line=118,
 )
 
 
@@ -473,7 +473,7 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=121,
+    spec_line=123,
 )
 
 
@@ -489,7 +489,7 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="rsqrt",
-    spec_line=121,
+    spec_line=123,
 )
 
 
@@ -505,7 +505,7 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=126,
+    spec_line=128,
 )
 
 
@@ -521,7 +521,7 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="reciprocal",
-    spec_line=126,
+    spec_line=128,
 )
 
 
@@ -537,7 +537,7 @@ KERNELS[aten.relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=131,
+    spec_line=133,
 )
 
 
@@ -553,7 +553,7 @@ KERNELS[aten.relu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="relu",
-    spec_line=131,
+    spec_line=133,
 )
 
 
@@ -569,7 +569,7 @@ KERNELS[aten.sinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=136,
+    spec_line=138,
 )
 
 
@@ -585,7 +585,7 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinh",
-    spec_line=136,
+    spec_line=138,
 )
 
 
@@ -601,7 +601,7 @@ KERNELS[aten.cosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=140,
+    spec_line=142,
 )
 
 
@@ -617,7 +617,7 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cosh",
-    spec_line=140,
+    spec_line=142,
 )
 
 
@@ -633,7 +633,7 @@ KERNELS[aten.asin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=144,
+    spec_line=146,
 )
 
 
@@ -649,7 +649,7 @@ KERNELS[aten.asin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asin",
-    spec_line=144,
+    spec_line=146,
 )
 
 
@@ -665,7 +665,7 @@ KERNELS[aten.acos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=149,
+    spec_line=151,
 )
 
 
@@ -681,7 +681,7 @@ KERNELS[aten.acos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acos",
-    spec_line=149,
+    spec_line=151,
 )
 
 
@@ -697,7 +697,7 @@ KERNELS[aten.atan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=154,
+    spec_line=156,
 )
 
 
@@ -713,7 +713,7 @@ KERNELS[aten.atan_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan",
-    spec_line=154,
+    spec_line=156,
 )
 
 
@@ -729,7 +729,7 @@ KERNELS[aten.erf.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=158,
+    spec_line=160,
 )
 
 
@@ -745,7 +745,7 @@ KERNELS[aten.erf_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erf",
-    spec_line=158,
+    spec_line=160,
 )
 
 
@@ -761,7 +761,7 @@ KERNELS[aten.clamp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=162,
+    spec_line=164,
 )
 
 
@@ -777,7 +777,7 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp",
-    spec_line=162,
+    spec_line=164,
 )
 
 
@@ -793,7 +793,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=169,
+    spec_line=171,
 )
 
 
@@ -817,7 +817,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=173,
+    spec_line=175,
 )
 
 
@@ -833,7 +833,7 @@ KERNELS[aten.detach.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=177,
+    spec_line=179,
 )
 
 
@@ -849,7 +849,7 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=184,
+    spec_line=186,
 )
 
 
@@ -865,7 +865,7 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=188,
+    spec_line=190,
 )
 
 
@@ -881,7 +881,7 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=192,
+    spec_line=194,
 )
 
 
@@ -905,7 +905,7 @@ KERNELS[aten.full_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=196,
+    spec_line=198,
 )
 
 
@@ -921,7 +921,7 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=200,
+    spec_line=202,
 )
 
 
@@ -937,7 +937,7 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=205,
+    spec_line=207,
 )
 
 
@@ -953,7 +953,7 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=210,
+    spec_line=212,
 )
 
 
@@ -969,7 +969,7 @@ KERNELS[aten.new_full.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=215,
+    spec_line=217,
 )
 
 
@@ -985,7 +985,7 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=222,
+    spec_line=224,
 )
 
 
@@ -1001,7 +1001,7 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=227,
+    spec_line=229,
 )
 
 
@@ -1017,7 +1017,7 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Scalar",
-    spec_line=227,
+    spec_line=229,
 )
 
 
@@ -1033,7 +1033,7 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=231,
+    spec_line=233,
 )
 
 
@@ -1049,7 +1049,7 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Tensor",
-    spec_line=231,
+    spec_line=233,
 )
 
 
@@ -1065,7 +1065,7 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=236,
+    spec_line=238,
 )
 
 
@@ -1081,7 +1081,7 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Scalar",
-    spec_line=236,
+    spec_line=238,
 )
 
 
@@ -1097,7 +1097,7 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=240,
+    spec_line=242,
 )
 
 
@@ -1113,7 +1113,7 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=245,
+    spec_line=247,
 )
 
 
@@ -1129,7 +1129,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=249,
+    spec_line=251,
 )
 
 
@@ -1145,7 +1145,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=254,
+    spec_line=256,
 )
 
 
@@ -1161,7 +1161,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="mul.Scalar",
-    spec_line=254,
+    spec_line=256,
 )
 
 
@@ -1177,7 +1177,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=258,
+    spec_line=260,
 )
 
 
@@ -1193,7 +1193,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor",
-    spec_line=258,
+    spec_line=260,
 )
 
 
@@ -1209,7 +1209,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=264,
+    spec_line=266,
 )
 
 
@@ -1225,7 +1225,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar",
-    spec_line=264,
+    spec_line=266,
 )
 
 
@@ -1241,7 +1241,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=269,
+    spec_line=271,
 )
 
 
@@ -1257,7 +1257,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=276,
+    spec_line=278,
 )
 
 
@@ -1273,7 +1273,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=282,
+    spec_line=284,
 )
 
 
@@ -1289,7 +1289,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=287,
+    spec_line=289,
 )
 
 
@@ -1305,7 +1305,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=292,
+    spec_line=294,
 )
 
 
@@ -1321,7 +1321,7 @@ KERNELS[aten.where.self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=297,
+    spec_line=299,
 )
 
 
@@ -1337,7 +1337,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=304,
+    spec_line=306,
 )
 
 
@@ -1353,7 +1353,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan2",
-    spec_line=304,
+    spec_line=306,
 )
 
 
@@ -1369,7 +1369,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=312,
+    spec_line=314,
 )
 
 
@@ -1385,7 +1385,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=316,
+    spec_line=318,
 )
 
 
@@ -1401,7 +1401,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=323,
+    spec_line=325,
 )
 
 
@@ -1417,7 +1417,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=327,
+    spec_line=329,
 )
 
 
@@ -1433,7 +1433,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=334,
+    spec_line=336,
 )
 
 
@@ -1449,7 +1449,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=341,
+    spec_line=343,
 )
 
 
@@ -1465,7 +1465,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=348,
+    spec_line=350,
 )
 
 
@@ -1481,7 +1481,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=356,
+    spec_line=358,
 )
 
 
@@ -1497,7 +1497,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=366,
+    spec_line=368,
 )
 
 
@@ -1513,7 +1513,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=372,
+    spec_line=374,
 )
 
 
@@ -1529,7 +1529,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=378,
+    spec_line=380,
 )
 
 
@@ -1545,7 +1545,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmm",
-    spec_line=378,
+    spec_line=380,
 )
 
 
@@ -1561,7 +1561,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=387,
+    spec_line=389,
 )
 
 
@@ -1577,7 +1577,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=393,
+    spec_line=395,
 )
 
 
@@ -1593,7 +1593,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=402,
+    spec_line=404,
 )
 
 
@@ -1609,7 +1609,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=405,
+    spec_line=407,
 )
 
 
@@ -1625,7 +1625,7 @@ KERNELS[aten.view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=410,
+    spec_line=412,
 )
 
 
@@ -1641,7 +1641,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=414,
+    spec_line=416,
 )
 
 
@@ -1657,7 +1657,7 @@ KERNELS[aten.t.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=419,
+    spec_line=421,
 )
 
 
@@ -1673,7 +1673,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=422,
+    spec_line=424,
 )
 
 
@@ -1689,7 +1689,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=426,
+    spec_line=428,
 )
 
 
@@ -1705,7 +1705,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=430,
+    spec_line=432,
 )
 
 
@@ -1721,7 +1721,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=436,
+    spec_line=438,
 )
 
 
@@ -1737,7 +1737,7 @@ KERNELS[aten.select.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=442,
+    spec_line=444,
 )
 
 
@@ -1753,7 +1753,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=446,
+    spec_line=448,
 )
 
 
@@ -1769,7 +1769,7 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=449,
+    spec_line=451,
 )
 
 
@@ -1785,7 +1785,7 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=453,
+    spec_line=455,
 )
 
 
@@ -1801,7 +1801,7 @@ KERNELS[aten._conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=459,
+    spec_line=461,
 )
 
 
@@ -1817,7 +1817,7 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=462,
+    spec_line=464,
 )
 
 
@@ -1833,7 +1833,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=465,
+    spec_line=467,
 )
 
 
@@ -1849,7 +1849,7 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="conj_physical",
-    spec_line=465,
+    spec_line=467,
 )
 
 
@@ -1865,7 +1865,7 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=469,
+    spec_line=471,
 )
 
 
@@ -1881,7 +1881,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=475,
+    spec_line=477,
 )
 
 
@@ -1897,7 +1897,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=482,
+    spec_line=484,
 )
 
 
@@ -1913,7 +1913,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=492,
+    spec_line=494,
 )
 
 
@@ -1929,7 +1929,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=494,
+    spec_line=496,
 )
 
 
@@ -1945,7 +1945,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=496,
+    spec_line=498,
 )
 
 
@@ -1961,7 +1961,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=504,
+    spec_line=506,
 )
 
 
@@ -1977,7 +1977,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=508,
+    spec_line=510,
 )
 
 
@@ -1993,7 +1993,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=512,
+    spec_line=514,
 )
 
 
@@ -2009,7 +2009,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=520,
+    spec_line=522,
 )
 
 
@@ -2025,7 +2025,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=524,
+    spec_line=526,
 )
 
 
@@ -2041,7 +2041,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=528,
+    spec_line=530,
 )
 
 
@@ -2057,7 +2057,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=532,
+    spec_line=534,
 )
 
 
@@ -2073,7 +2073,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=540,
+    spec_line=542,
 )
 
 
@@ -2089,7 +2089,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=545,
+    spec_line=547,
 )
 
 
@@ -2105,7 +2105,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=550,
+    spec_line=552,
 )
 
 
@@ -2121,7 +2121,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=556,
+    spec_line=558,
 )
 
 
@@ -2137,7 +2137,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=561,
+    spec_line=563,
 )
 
 
@@ -2153,7 +2153,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=566,
+    spec_line=568,
 )
 
 
@@ -2169,7 +2169,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=571,
+    spec_line=573,
 )
 
 
@@ -2195,7 +2195,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=581,
+    spec_line=583,
 )
 
 
@@ -2211,7 +2211,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=593,
+    spec_line=595,
 )
 
 
@@ -2236,7 +2236,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=601,
+    spec_line=603,
 )
 
 
@@ -2252,7 +2252,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=611,
+    spec_line=613,
 )
 
 
@@ -2268,7 +2268,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=623,
+    spec_line=625,
 )
 
 
@@ -2292,7 +2292,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=630,
+    spec_line=632,
 )
 
 
@@ -2308,7 +2308,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=638,
+    spec_line=640,
 )
 
 
@@ -2324,7 +2324,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=649,
+    spec_line=651,
 )
 
 
@@ -2340,7 +2340,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=656,
+    spec_line=658,
 )
 
 
@@ -2356,7 +2356,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=663,
+    spec_line=665,
 )
 
 
@@ -2372,7 +2372,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=668,
+    spec_line=670,
 )
 
 
@@ -2388,7 +2388,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=673,
+    spec_line=675,
 )
 
 
@@ -2404,7 +2404,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=681,
+    spec_line=683,
 )
 
 
@@ -2420,7 +2420,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=692,
+    spec_line=694,
 )
 
 
@@ -2436,7 +2436,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=701,
+    spec_line=703,
 )
 
 
@@ -2452,7 +2452,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=710,
+    spec_line=712,
 )
 
 
@@ -2468,7 +2468,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=721,
+    spec_line=723,
 )
 
 
@@ -2484,7 +2484,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=730,
+    spec_line=732,
 )
 
 
@@ -2500,7 +2500,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=741,
+    spec_line=743,
 )
 
 
@@ -2524,7 +2524,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=748,
+    spec_line=750,
 )
 
 
@@ -2540,7 +2540,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=756,
+    spec_line=758,
 )
 
 
@@ -2556,7 +2556,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=764,
+    spec_line=766,
 )
 
 
@@ -2572,7 +2572,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=772,
+    spec_line=774,
 )
 
 
@@ -2588,7 +2588,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=780,
+    spec_line=782,
 )
 
 
@@ -2604,7 +2604,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=787,
+    spec_line=789,
 )
 
 
@@ -2620,7 +2620,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=794,
+    spec_line=796,
 )
 
 
@@ -2636,7 +2636,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=801,
+    spec_line=803,
 )
 
 
@@ -2652,7 +2652,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=808,
+    spec_line=810,
 )
 
 
@@ -2668,7 +2668,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=816,
+    spec_line=818,
 )
 
 
@@ -2691,7 +2691,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=824,
+    spec_line=826,
 )
 
 
@@ -2707,7 +2707,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=836,
+    spec_line=838,
 )
 
 
@@ -2723,7 +2723,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=836,
+    spec_line=838,
 )
 
 
@@ -2739,7 +2739,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=841,
+    spec_line=843,
 )
 
 
@@ -2755,7 +2755,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=841,
+    spec_line=843,
 )
 
 
@@ -2771,7 +2771,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=845,
+    spec_line=847,
 )
 
 
@@ -2787,7 +2787,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=845,
+    spec_line=847,
 )
 
 
@@ -2803,7 +2803,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=850,
+    spec_line=852,
 )
 
 
@@ -2819,7 +2819,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=850,
+    spec_line=852,
 )
 
 
@@ -2835,7 +2835,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=854,
+    spec_line=856,
 )
 
 
@@ -2851,7 +2851,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=854,
+    spec_line=856,
 )
 
 
@@ -2867,7 +2867,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=859,
+    spec_line=861,
 )
 
 
@@ -2883,7 +2883,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=859,
+    spec_line=861,
 )
 
 
@@ -2899,7 +2899,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=864,
+    spec_line=866,
 )
 
 
@@ -2915,7 +2915,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=864,
+    spec_line=866,
 )
 
 
@@ -2931,7 +2931,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=869,
+    spec_line=871,
 )
 
 
@@ -2947,7 +2947,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=876,
+    spec_line=878,
 )
 
 
@@ -2963,7 +2963,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=876,
+    spec_line=878,
 )
 
 
@@ -2979,7 +2979,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=883,
+    spec_line=885,
 )
 
 
@@ -2995,7 +2995,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=883,
+    spec_line=885,
 )
 
 
@@ -3011,7 +3011,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=890,
+    spec_line=892,
 )
 
 
@@ -3027,7 +3027,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=890,
+    spec_line=892,
 )
 
 
@@ -3043,7 +3043,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=894,
+    spec_line=896,
 )
 
 
@@ -3059,7 +3059,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=894,
+    spec_line=896,
 )
 
 
@@ -3075,7 +3075,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=898,
+    spec_line=900,
 )
 
 
@@ -3091,7 +3091,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=902,
+    spec_line=904,
 )
 
 
@@ -3107,7 +3107,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=906,
+    spec_line=908,
 )
 
 
@@ -3123,7 +3123,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=910,
+    spec_line=912,
 )
 
 
@@ -3139,7 +3139,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=914,
+    spec_line=916,
 )
 
 
@@ -3155,7 +3155,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=918,
+    spec_line=920,
 )
 
 
@@ -3171,7 +3171,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=922,
+    spec_line=924,
 )
 
 
@@ -3187,7 +3187,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=927,
+    spec_line=929,
 )
 
 
@@ -3203,7 +3203,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=927,
+    spec_line=929,
 )
 
 
@@ -3219,7 +3219,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=933,
+    spec_line=935,
 )
 
 
@@ -3235,7 +3235,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=938,
+    spec_line=940,
 )
 
 
@@ -3251,7 +3251,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=938,
+    spec_line=940,
 )
 
 
@@ -3267,7 +3267,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=942,
+    spec_line=944,
 )
 
 
@@ -3283,7 +3283,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=942,
+    spec_line=944,
 )
 
 
@@ -3299,7 +3299,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=946,
+    spec_line=948,
 )
 
 
@@ -3315,7 +3315,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=946,
+    spec_line=948,
 )
 
 
@@ -3331,7 +3331,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=950,
+    spec_line=952,
 )
 
 
@@ -3347,7 +3347,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=950,
+    spec_line=952,
 )
 
 
@@ -3363,7 +3363,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=954,
+    spec_line=956,
 )
 
 
@@ -3379,7 +3379,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=954,
+    spec_line=956,
 )
 
 
@@ -3395,7 +3395,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=958,
+    spec_line=960,
 )
 
 
@@ -3411,7 +3411,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=958,
+    spec_line=960,
 )
 
 
@@ -3427,7 +3427,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=963,
+    spec_line=965,
 )
 
 
@@ -3443,7 +3443,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=963,
+    spec_line=965,
 )
 
 
@@ -3459,7 +3459,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=967,
+    spec_line=969,
 )
 
 
@@ -3475,7 +3475,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=967,
+    spec_line=969,
 )
 
 
@@ -3491,7 +3491,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=971,
+    spec_line=973,
 )
 
 
@@ -3507,7 +3507,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=971,
+    spec_line=973,
 )
 
 
@@ -3523,7 +3523,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=975,
+    spec_line=977,
 )
 
 
@@ -3539,7 +3539,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=975,
+    spec_line=977,
 )
 
 
@@ -3555,7 +3555,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=979,
+    spec_line=981,
 )
 
 
@@ -3571,7 +3571,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=986,
+    spec_line=988,
 )
 
 
@@ -3587,7 +3587,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=986,
+    spec_line=988,
 )
 
 
@@ -3603,7 +3603,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=990,
+    spec_line=992,
 )
 
 
@@ -3619,7 +3619,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=990,
+    spec_line=992,
 )
 
 
@@ -3635,7 +3635,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=994,
+    spec_line=996,
 )
 
 
@@ -3651,7 +3651,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=994,
+    spec_line=996,
 )
 
 
@@ -3667,7 +3667,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=999,
+    spec_line=1001,
 )
 
 
@@ -3683,7 +3683,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=999,
+    spec_line=1001,
 )
 
 
@@ -3699,7 +3699,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1004,
+    spec_line=1006,
 )
 
 
@@ -3715,7 +3715,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1004,
+    spec_line=1006,
 )
 
 
@@ -3731,7 +3731,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1011,
+    spec_line=1013,
 )
 
 
@@ -3747,7 +3747,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1011,
+    spec_line=1013,
 )
 
 
@@ -3763,7 +3763,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1018,
+    spec_line=1020,
 )
 
 
@@ -3779,7 +3779,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1018,
+    spec_line=1020,
 )
 
 
@@ -3795,7 +3795,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1022,
+    spec_line=1024,
 )
 
 
@@ -3811,7 +3811,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1022,
+    spec_line=1024,
 )
 
 
@@ -3827,7 +3827,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1026,
+    spec_line=1028,
 )
 
 
@@ -3843,7 +3843,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1026,
+    spec_line=1028,
 )
 
 
@@ -3859,7 +3859,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1030,
+    spec_line=1032,
 )
 
 
@@ -3875,7 +3875,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1037,
+    spec_line=1039,
 )
 
 
@@ -3891,7 +3891,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1037,
+    spec_line=1039,
 )
 
 
@@ -3907,7 +3907,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1042,
+    spec_line=1044,
 )
 
 
@@ -3923,7 +3923,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1047,
+    spec_line=1049,
 )
 
 
@@ -3939,7 +3939,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1052,
+    spec_line=1054,
 )
 
 
@@ -3955,7 +3955,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1057,
+    spec_line=1059,
 )
 
 
@@ -3971,7 +3971,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1067,
+    spec_line=1069,
 )
 
 
@@ -3987,7 +3987,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1067,
+    spec_line=1069,
 )
 
 
@@ -4003,7 +4003,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1072,
+    spec_line=1074,
 )
 
 
@@ -4019,7 +4019,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1072,
+    spec_line=1074,
 )
 
 
@@ -4035,7 +4035,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1077,
+    spec_line=1079,
 )
 
 
@@ -4051,7 +4051,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1077,
+    spec_line=1079,
 )
 
 
@@ -4067,7 +4067,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1083,
+    spec_line=1085,
 )
 
 
@@ -4083,7 +4083,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1083,
+    spec_line=1085,
 )
 
 
@@ -4099,7 +4099,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1089,
+    spec_line=1091,
 )
 
 
@@ -4115,7 +4115,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1089,
+    spec_line=1091,
 )
 
 
@@ -4131,7 +4131,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1095,
+    spec_line=1097,
 )
 
 
@@ -4147,7 +4147,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1095,
+    spec_line=1097,
 )
 
 
@@ -4163,7 +4163,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1102,
+    spec_line=1104,
 )
 
 
@@ -4179,7 +4179,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1102,
+    spec_line=1104,
 )
 
 
@@ -4195,7 +4195,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1108,
+    spec_line=1110,
 )
 
 
@@ -4211,7 +4211,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1108,
+    spec_line=1110,
 )
 
 
@@ -4227,7 +4227,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1113,
+    spec_line=1115,
 )
 
 
@@ -4243,7 +4243,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1113,
+    spec_line=1115,
 )
 
 
@@ -4259,7 +4259,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1119,
+    spec_line=1121,
 )
 
 
@@ -4275,7 +4275,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1119,
+    spec_line=1121,
 )
 
 
@@ -4291,7 +4291,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1124,
+    spec_line=1126,
 )
 
 
@@ -4307,7 +4307,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1124,
+    spec_line=1126,
 )
 
 
@@ -4323,7 +4323,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1130,
+    spec_line=1132,
 )
 
 
@@ -4339,7 +4339,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1130,
+    spec_line=1132,
 )
 
 
@@ -4355,7 +4355,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1135,
+    spec_line=1137,
 )
 
 
@@ -4371,7 +4371,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1140,
+    spec_line=1142,
 )
 
 
@@ -4387,7 +4387,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1145,
+    spec_line=1147,
 )
 
 
@@ -4403,7 +4403,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1145,
+    spec_line=1147,
 )
 
 
@@ -4419,7 +4419,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1151,
+    spec_line=1153,
 )
 
 
@@ -4435,7 +4435,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1156,
+    spec_line=1158,
 )
 
 
@@ -4451,7 +4451,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1161,
+    spec_line=1163,
 )
 
 
@@ -4467,7 +4467,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1166,
+    spec_line=1168,
 )
 
 
@@ -4483,7 +4483,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1166,
+    spec_line=1168,
 )
 
 
@@ -4499,7 +4499,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1172,
+    spec_line=1174,
 )
 
 
@@ -4515,7 +4515,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1177,
+    spec_line=1179,
 )
 
 
@@ -4531,7 +4531,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1177,
+    spec_line=1179,
 )
 
 
@@ -4547,7 +4547,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1182,
+    spec_line=1184,
 )
 
 
@@ -4563,7 +4563,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1188,
+    spec_line=1190,
 )
 
 
@@ -4579,7 +4579,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1193,
+    spec_line=1195,
 )
 
 
@@ -4595,7 +4595,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1200,
+    spec_line=1202,
 )
 
 
@@ -4611,7 +4611,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1200,
+    spec_line=1202,
 )
 
 
@@ -4627,7 +4627,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1208,
+    spec_line=1210,
 )
 
 
@@ -4643,7 +4643,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1208,
+    spec_line=1210,
 )
 
 
@@ -4659,7 +4659,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1216,
+    spec_line=1218,
 )
 
 
@@ -4675,7 +4675,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1216,
+    spec_line=1218,
 )
 
 
@@ -4691,7 +4691,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1222,
+    spec_line=1224,
 )
 
 
@@ -4707,7 +4707,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1222,
+    spec_line=1224,
 )
 
 
@@ -4723,7 +4723,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1231,
+    spec_line=1233,
 )
 
 
@@ -4739,7 +4739,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1231,
+    spec_line=1233,
 )
 
 
@@ -4755,7 +4755,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1240,
+    spec_line=1242,
 )
 
 
@@ -4771,7 +4771,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1240,
+    spec_line=1242,
 )
 
 
@@ -4787,7 +4787,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1246,
+    spec_line=1248,
 )
 
 
@@ -4803,7 +4803,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1246,
+    spec_line=1248,
 )
 
 
@@ -4819,7 +4819,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1254,
+    spec_line=1256,
 )
 
 
@@ -4835,7 +4835,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1259,
+    spec_line=1261,
 )
 
 
@@ -4851,7 +4851,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1271,
+    spec_line=1273,
 )
 
 
@@ -4867,7 +4867,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1278,
+    spec_line=1280,
 )
 
 
@@ -4883,7 +4883,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1284,
+    spec_line=1286,
 )
 
 
@@ -4899,7 +4899,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1290,
+    spec_line=1292,
 )
 
 
@@ -4915,7 +4915,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1294,
+    spec_line=1296,
 )
 
 
@@ -4931,7 +4931,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1300,
+    spec_line=1302,
 )
 
 
@@ -4947,7 +4947,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1306,
+    spec_line=1308,
 )
 
 
@@ -4963,7 +4963,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1314,
+    spec_line=1316,
 )
 
 
@@ -4979,7 +4979,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1321,
+    spec_line=1323,
 )
 
 
@@ -4995,7 +4995,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1328,
+    spec_line=1330,
 )
 
 
@@ -5011,7 +5011,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1335,
+    spec_line=1337,
 )
 
 
@@ -5027,7 +5027,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1342,
+    spec_line=1344,
 )
 
 
@@ -5043,7 +5043,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1346,
+    spec_line=1348,
 )
 
 
@@ -5059,7 +5059,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1351,
+    spec_line=1353,
 )
 
 
@@ -5075,7 +5075,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1355,
+    spec_line=1357,
 )
 
 
@@ -5091,7 +5091,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1360,
+    spec_line=1362,
 )
 
 
@@ -5107,7 +5107,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1365,
+    spec_line=1367,
 )
 
 
@@ -5123,7 +5123,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1369,
+    spec_line=1371,
 )
 
 
@@ -5139,7 +5139,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1374,
+    spec_line=1376,
 )
 
 
@@ -5155,7 +5155,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1379,
+    spec_line=1381,
 )
 
 
@@ -5171,7 +5171,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1384,
+    spec_line=1386,
 )
 
 
@@ -5187,7 +5187,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1389,
+    spec_line=1391,
 )
 
 
@@ -5203,7 +5203,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1394,
+    spec_line=1396,
 )
 
 
@@ -5219,7 +5219,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1401,
+    spec_line=1403,
 )
 
 
@@ -5235,7 +5235,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1408,
+    spec_line=1410,
 )
 
 
@@ -5251,7 +5251,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1413,
+    spec_line=1415,
 )
 
 
@@ -5267,7 +5267,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1420,
+    spec_line=1422,
 )
 
 
@@ -5283,7 +5283,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1427,
+    spec_line=1429,
 )
 
 
@@ -5299,7 +5299,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1434,
+    spec_line=1436,
 )
 
 
@@ -5315,7 +5315,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1442,
+    spec_line=1444,
 )
 
 
@@ -5331,7 +5331,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1450,
+    spec_line=1452,
 )
 
 
@@ -5347,7 +5347,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1457,
+    spec_line=1459,
 )
 
 
@@ -5363,7 +5363,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1465,
+    spec_line=1467,
 )
 
 
@@ -5379,7 +5379,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1472,
+    spec_line=1474,
 )
 
 
@@ -5395,7 +5395,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1472,
+    spec_line=1474,
 )
 
 
@@ -5411,7 +5411,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1479,
+    spec_line=1481,
 )
 
 
@@ -5427,7 +5427,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1479,
+    spec_line=1481,
 )
 
 
@@ -5443,7 +5443,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1486,
+    spec_line=1488,
 )
 
 
@@ -5459,7 +5459,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1491,
+    spec_line=1493,
 )
 
 
@@ -5475,7 +5475,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1496,
+    spec_line=1498,
 )
 
 
@@ -5491,7 +5491,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1503,
+    spec_line=1505,
 )
 
 
@@ -5507,7 +5507,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1508,
+    spec_line=1510,
 )
 
 
@@ -5523,7 +5523,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1513,
+    spec_line=1515,
 )
 
 
@@ -5539,7 +5539,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1518,
+    spec_line=1520,
 )
 
 
@@ -5555,7 +5555,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1523,
+    spec_line=1525,
 )
 
 
@@ -5571,7 +5571,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1528,
+    spec_line=1530,
 )
 
 
@@ -5587,7 +5587,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1535,
+    spec_line=1537,
 )
 
 
@@ -5603,7 +5603,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1535,
+    spec_line=1537,
 )
 
 
@@ -5619,7 +5619,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1544,
+    spec_line=1546,
 )
 
 
@@ -5635,7 +5635,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1544,
+    spec_line=1546,
 )
 
 
@@ -5651,7 +5651,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1553,
+    spec_line=1555,
 )
 
 
@@ -5667,7 +5667,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1562,
+    spec_line=1564,
 )
 
 
@@ -5683,7 +5683,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1562,
+    spec_line=1564,
 )
 
 
@@ -5699,7 +5699,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1572,
+    spec_line=1574,
 )
 
 
@@ -5715,7 +5715,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1580,
+    spec_line=1582,
 )
 
 
@@ -5731,7 +5731,39 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1580,
+    spec_line=1582,
+)
+
+
+KERNELS[aten.view_as_real.default] = KernelInfo(
+    name="view_as_real",
+    kind="view",
+    jvp=jvp.view_as_real_default,
+    vjp=vjp.view_as_real_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1597,
+)
+
+
+KERNELS[aten.view_as_complex.default] = KernelInfo(
+    name="view_as_complex",
+    kind="view",
+    jvp=jvp.view_as_complex_default,
+    vjp=vjp.view_as_complex_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1601,
 )
 
 
@@ -5747,7 +5779,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1593,
+    spec_line=1608,
 )
 
 
@@ -5763,7 +5795,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1595,
+    spec_line=1610,
 )
 
 
@@ -5779,7 +5811,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1597,
+    spec_line=1612,
 )
 
 
@@ -5795,7 +5827,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1599,
+    spec_line=1614,
 )
 
 
@@ -5811,7 +5843,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1601,
+    spec_line=1616,
 )
 
 
@@ -5827,7 +5859,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1603,
+    spec_line=1618,
 )
 
 
@@ -5843,7 +5875,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1610,
+    spec_line=1625,
 )
 
 
@@ -5859,7 +5891,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1618,
+    spec_line=1633,
 )
 
 
@@ -5875,7 +5907,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1626,
+    spec_line=1641,
 )
 
 
@@ -5891,7 +5923,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1634,
+    spec_line=1649,
 )
 
 
@@ -5907,7 +5939,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1638,
+    spec_line=1653,
 )
 
 
@@ -5923,7 +5955,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1648,
+    spec_line=1663,
 )
 
 
@@ -5939,7 +5971,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1658,
+    spec_line=1673,
 )
 
 
@@ -5955,7 +5987,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1665,
+    spec_line=1680,
 )
 
 
@@ -5971,7 +6003,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1672,
+    spec_line=1687,
 )
 
 
@@ -5987,7 +6019,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1680,
+    spec_line=1695,
 )
 
 
@@ -6003,7 +6035,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1687,
+    spec_line=1702,
 )
 
 
@@ -6019,7 +6051,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1694,
+    spec_line=1709,
 )
 
 
@@ -6035,7 +6067,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1702,
+    spec_line=1717,
 )
 
 
@@ -6051,7 +6083,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1710,
+    spec_line=1725,
 )
 
 
@@ -6067,7 +6099,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1717,
+    spec_line=1732,
 )
 
 
@@ -6083,7 +6115,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1724,
+    spec_line=1739,
 )
 
 
@@ -6099,7 +6131,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1728,
+    spec_line=1743,
 )
 
 
@@ -6115,7 +6147,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1735,
+    spec_line=1750,
 )
 
 
@@ -6131,7 +6163,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1735,
+    spec_line=1750,
 )
 
 
@@ -6147,7 +6179,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1742,
+    spec_line=1757,
 )
 
 
@@ -6163,7 +6195,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1742,
+    spec_line=1757,
 )
 
 
@@ -6179,7 +6211,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1749,
+    spec_line=1764,
 )
 
 
@@ -6195,7 +6227,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1756,
+    spec_line=1771,
 )
 
 
@@ -6211,7 +6243,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1764,
+    spec_line=1779,
 )
 
 
@@ -6227,7 +6259,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1772,
+    spec_line=1787,
 )
 
 
@@ -6243,7 +6275,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1780,
+    spec_line=1795,
 )
 
 
@@ -6259,7 +6291,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1788,
+    spec_line=1803,
 )
 
 
@@ -6275,7 +6307,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1796,
+    spec_line=1811,
 )
 
 
@@ -6291,7 +6323,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1804,
+    spec_line=1819,
 )
 
 
@@ -6307,7 +6339,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1812,
+    spec_line=1827,
 )
 
 
@@ -6323,7 +6355,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1820,
+    spec_line=1835,
 )
 
 
@@ -6339,7 +6371,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1828,
+    spec_line=1843,
 )
 
 
@@ -6355,7 +6387,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1833,
+    spec_line=1848,
 )
 
 
@@ -6371,7 +6403,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1838,
+    spec_line=1853,
 )
 
 
@@ -6387,7 +6419,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1843,
+    spec_line=1858,
 )
 
 
@@ -6403,7 +6435,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1848,
+    spec_line=1863,
 )
 
 
@@ -6419,7 +6451,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1856,
+    spec_line=1871,
 )
 
 
@@ -6435,7 +6467,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1863,
+    spec_line=1878,
 )
 
 
@@ -6451,7 +6483,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1863,
+    spec_line=1878,
 )
 
 
@@ -6467,7 +6499,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1872,
+    spec_line=1887,
 )
 
 
@@ -6483,7 +6515,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1878,
+    spec_line=1893,
 )
 
 
@@ -6499,7 +6531,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=1878,
+    spec_line=1893,
 )
 
 
@@ -6515,7 +6547,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1887,
+    spec_line=1902,
 )
 
 
@@ -6531,7 +6563,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=1887,
+    spec_line=1902,
 )
 
 
@@ -6547,7 +6579,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1896,
+    spec_line=1911,
 )
 
 
@@ -6563,7 +6595,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=1896,
+    spec_line=1911,
 )
 
 
@@ -6579,7 +6611,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1905,
+    spec_line=1920,
 )
 
 
@@ -6595,7 +6627,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=1905,
+    spec_line=1920,
 )
 
 
@@ -6611,7 +6643,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1918,
+    spec_line=1933,
 )
 
 
@@ -6627,7 +6659,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1926,
+    spec_line=1941,
 )
 
 
@@ -6643,7 +6675,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1934,
+    spec_line=1949,
 )
 
 
@@ -6659,7 +6691,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1940,
+    spec_line=1955,
 )
 
 
@@ -6675,7 +6707,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=1940,
+    spec_line=1955,
 )
 
 
@@ -6691,7 +6723,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1949,
+    spec_line=1964,
 )
 
 
@@ -6707,7 +6739,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=1949,
+    spec_line=1964,
 )
 
 
@@ -6723,7 +6755,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1956,
+    spec_line=1971,
 )
 
 
@@ -6739,7 +6771,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=1956,
+    spec_line=1971,
 )
 
 
@@ -6755,7 +6787,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1962,
+    spec_line=1977,
 )
 
 
@@ -6771,7 +6803,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=1962,
+    spec_line=1977,
 )
 
 
@@ -6787,7 +6819,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1971,
+    spec_line=1986,
 )
 
 
@@ -6803,7 +6835,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=1971,
+    spec_line=1986,
 )
 
 
@@ -6819,7 +6851,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1981,
+    spec_line=1996,
 )
 
 
@@ -6835,7 +6867,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=1981,
+    spec_line=1996,
 )
 
 
@@ -6851,7 +6883,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1990,
+    spec_line=2005,
 )
 
 
@@ -6867,7 +6899,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=1990,
+    spec_line=2005,
 )
 
 
@@ -6883,7 +6915,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1997,
+    spec_line=2012,
 )
 
 
@@ -6899,7 +6931,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=1997,
+    spec_line=2012,
 )
 
 
@@ -6915,7 +6947,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2003,
+    spec_line=2018,
 )
 
 
@@ -6931,7 +6963,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2003,
+    spec_line=2018,
 )
 
 
@@ -6947,7 +6979,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2010,
+    spec_line=2025,
 )
 
 
@@ -6963,7 +6995,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2016,
+    spec_line=2031,
 )
 
 
@@ -6979,7 +7011,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2027,
+    spec_line=2042,
 )
 
 
@@ -6995,7 +7027,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2036,
+    spec_line=2051,
 )
 
 
@@ -7011,7 +7043,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2043,
+    spec_line=2058,
 )
 
 
@@ -7027,7 +7059,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2049,
+    spec_line=2064,
 )
 
 
@@ -7043,7 +7075,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2055,
+    spec_line=2070,
 )
 
 
@@ -7059,7 +7091,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2065,
+    spec_line=2080,
 )
 
 
@@ -7075,7 +7107,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2065,
+    spec_line=2080,
 )
 
 
@@ -7091,5 +7123,5 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2071,
+    spec_line=2086,
 )

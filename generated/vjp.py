@@ -58,7 +58,7 @@ from dualgen.formulas import (
 
 def abs_default(grad, self, result):
     """aten::abs(Tensor self) -> Tensor"""
-    # functional, spec line 59
+    # functional, spec line 61
     # self: grad * self.sgn()
     self_grad = grad * self.sgn()
     return (self_grad,)
@@ -66,7 +66,7 @@ def abs_default(grad, self, result):
 
 def abs__default(grad, self, result):
     """aten::abs_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 59
+    # inplace, spec line 61
     # formulas from abs; self_p is self before the update
     # self: grad * self.sgn()
     self_grad = grad * self.sgn()
@@ -75,7 +75,7 @@ def abs__default(grad, self, result):
 
 def neg_default(grad, self, result):
     """aten::neg(Tensor self) -> Tensor"""
-    # functional, spec line 64
+    # functional, spec line 66
     # self: -grad
     self_grad = -grad
     return (self_grad,)
@@ -83,7 +83,7 @@ def neg_default(grad, self, result):
 
 def neg__default(grad, self, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 64
+    # inplace, spec line 66
     # formulas from neg; self_p is self before the update
     # self: -grad
     self_grad = -grad
@@ -92,7 +92,7 @@ def neg__default(grad, self, result):
 
 def sin_default(grad, self, result):
     """aten::sin(Tensor self) -> Tensor"""
-    # functional, spec line 68
+    # functional, spec line 70
     # self: grad * self.cos().conj()
     self_grad = grad * self.cos().conj()
     return (self_grad,)
@@ -100,7 +100,7 @@ def sin_default(grad, self, result):
 
 def sin__default(grad, self, result):
     """aten::sin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 68
+    # inplace, spec line 70
     # formulas from sin; self_p is self before the update
     # self: grad * self.cos().conj()
     self_grad = grad * self.cos().conj()
@@ -109,7 +109,7 @@ def sin__default(grad, self, result):
 
 def cos_default(grad, self, result):
     """aten::cos(Tensor self) -> Tensor"""
-    # functional, spec line 72
+    # functional, spec line 74
     # self: grad * -self.sin().conj()
     self_grad = grad * -self.sin().conj()
     return (self_grad,)
@@ -117,7 +117,7 @@ def cos_default(grad, self, result):
 
 def cos__default(grad, self, result):
     """aten::cos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 72
+    # inplace, spec line 74
     # formulas from cos; self_p is self before the update
     # self: grad * -self.sin().conj()
     self_grad = grad * -self.sin().conj()
@@ -126,7 +126,7 @@ def cos__default(grad, self, result):
 
 def tan_default(grad, self, result):
     """aten::tan(Tensor self) -> Tensor"""
-    # functional, spec line 76
+    # functional, spec line 78
     # self: grad * (1 + result * result).conj()
     self_grad = grad * (1 + result * result).conj()
     return (self_grad,)
@@ -134,7 +134,7 @@ def tan_default(grad, self, result):
 
 def tan__default(grad, self, result):
     """aten::tan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 76
+    # inplace, spec line 78
     # formulas from tan; self_p is self before the update
     # self: grad * (1 + result * result).conj()
     self_grad = grad * (1 + result * result).conj()
@@ -143,7 +143,7 @@ def tan__default(grad, self, result):
 
 def tanh_default(grad, self, result):
     """aten::tanh(Tensor self) -> Tensor"""
-    # functional, spec line 81
+    # functional, spec line 83
     # self: torch.ops.aten.tanh_backward(grad, result)
     self_grad = torch.ops.aten.tanh_backward(grad, result)
     return (self_grad,)
@@ -151,7 +151,7 @@ def tanh_default(grad, self, result):
 
 def tanh__default(grad, self, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 81
+    # inplace, spec line 83
     # formulas from tanh; self_p is self before the update
     # self: torch.ops.aten.tanh_backward(grad, result)
     self_grad = torch.ops.aten.tanh_backward(grad, result)
@@ -160,7 +160,7 @@ def tanh__default(grad, self, result):
 
 def sigmoid_default(grad, self, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 85
+    # functional, spec line 87
     # self: torch.ops.aten.sigmoid_backward(grad, result)
     self_grad = torch.ops.aten.sigmoid_backward(grad, result)
     return (self_grad,)
@@ -168,7 +168,7 @@ def sigmoid_default(grad, self, result):
 
 def sigmoid__default(grad, self, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 85
+    # inplace, spec line 87
     # formulas from sigmoid; self_p is self before the update
     # self: torch.ops.aten.sigmoid_backward(grad, result)
     self_grad = torch.ops.aten.sigmoid_backward(grad, result)
@@ -177,7 +177,7 @@ def sigmoid__default(grad, self, result):
 
 def exp_default(grad, self, result):
     """aten::exp(Tensor self) -> Tensor"""
-    # functional, spec line 89
+    # functional, spec line 91
     # self: grad * result.conj()
     self_grad = grad * result.conj()
     return (self_grad,)
@@ -185,7 +185,7 @@ def exp_default(grad, self, result):
 
 def exp__default(grad, self, result):
     """aten::exp_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 89
+    # inplace, spec line 91
     # formulas from exp; self_p is self before the update
     # self: grad * result.conj()
     self_grad = grad * result.conj()
@@ -194,7 +194,7 @@ def exp__default(grad, self, result):
 
 def exp2_default(grad, self, result):
     """aten::exp2(Tensor self) -> Tensor"""
-    # functional, spec line 93
+    # functional, spec line 95
     # self: grad * (result * 0.6931471805599453).conj()
     self_grad = grad * (result * 0.6931471805599453).conj()
     return (self_grad,)
@@ -202,7 +202,7 @@ def exp2_default(grad, self, result):
 
 def exp2__default(grad, self, result):
     """aten::exp2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 93
+    # inplace, spec line 95
     # formulas from exp2; self_p is self before the update
     # self: grad * (result * 0.6931471805599453).conj()
     self_grad = grad * (result * 0.6931471805599453).conj()
@@ -211,7 +211,7 @@ def exp2__default(grad, self, result):
 
 def expm1_default(grad, self, result):
     """aten::expm1(Tensor self) -> Tensor"""
-    # functional, spec line 97
+    # functional, spec line 99
     # self: grad * (result + 1).conj()
     self_grad = grad * (result + 1).conj()
     return (self_grad,)
@@ -219,7 +219,7 @@ def expm1_default(grad, self, result):
 
 def expm1__default(grad, self, result):
     """aten::expm1_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 97
+    # inplace, spec line 99
     # formulas from expm1; self_p is self before the update
     # self: grad * (result + 1).conj()
     self_grad = grad * (result + 1).conj()
@@ -228,7 +228,7 @@ def expm1__default(grad, self, result):
 
 def log_default(grad, self, result):
     """aten::log(Tensor self) -> Tensor"""
-    # functional, spec line 101
+    # functional, spec line 103
     # self: grad / self.conj()
     self_grad = grad / self.conj()
     return (self_grad,)
@@ -236,7 +236,7 @@ def log_default(grad, self, result):
 
 def log__default(grad, self, result):
     """aten::log_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 101
+    # inplace, spec line 103
     # formulas from log; self_p is self before the update
     # self: grad / self.conj()
     self_grad = grad / self.conj()
@@ -245,7 +245,7 @@ def log__default(grad, self, result):
 
 def log2_default(grad, self, result):
     """aten::log2(Tensor self) -> Tensor"""
-    # functional, spec line 106
+    # functional, spec line 108
     # self: grad / (self * 0.6931471805599453).conj()
     self_grad = grad / (self * 0.6931471805599453).conj()
     return (self_grad,)
@@ -253,7 +253,7 @@ def log2_default(grad, self, result):
 
 def log2__default(grad, self, result):
     """aten::log2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 106
+    # inplace, spec line 108
     # formulas from log2; self_p is self before the update
     # self: grad / (self * 0.6931471805599453).conj()
     self_grad = grad / (self * 0.6931471805599453).conj()
@@ -262,7 +262,7 @@ def log2__default(grad, self, result):
 
 def log1p_default(grad, self, result):
     """aten::log1p(Tensor self) -> Tensor"""
-    # functional, spec line 111
+    # functional, spec line 113
     # self: grad / (self + 1).conj()
     self_grad = grad / (self + 1).conj()
     return (self_grad,)
@@ -270,7 +270,7 @@ def log1p_default(grad, self, result):
 
 def log1p__default(grad, self, result):
     """aten::log1p_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 111
+    # inplace, spec line 113
     # formulas from log1p; self_p is self before the update
     # self: grad / (self + 1).conj()
     self_grad = grad / (self + 1).conj()
@@ -279,7 +279,7 @@ def log1p__default(grad, self, result):
 
 def sqrt_default(grad, self, result):
     """aten::sqrt(Tensor self) -> Tensor"""
-    # functional, spec line 116
+    # functional, spec line 118
     # self: grad / (2 * result.conj())
     self_grad = grad / (2 * result.conj())
     return (self_grad,)
@@ -287,7 +287,7 @@ def sqrt_default(grad, self, result):
 
 def sqrt__default(grad, self, result):
     """aten::sqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 116
+    # inplace, spec line 118
     # formulas from sqrt; self_p is self before the update
     # self: grad / (2 * result.conj())
     self_grad = grad / (2 * result.conj())
@@ -296,7 +296,7 @@ def sqrt__default(grad, self, result):
 
 def rsqrt_default(grad, self, result):
     """aten::rsqrt(Tensor self) -> Tensor"""
-    # functional, spec line 121
+    # functional, spec line 123
     # self: grad * (-0.5 * result * result * result).conj()
     self_grad = grad * (-0.5 * result * result * result).conj()
     return (self_grad,)
@@ -304,7 +304,7 @@ def rsqrt_default(grad, self, result):
 
 def rsqrt__default(grad, self, result):
     """aten::rsqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 121
+    # inplace, spec line 123
     # formulas from rsqrt; self_p is self before the update
     # self: grad * (-0.5 * result * result * result).conj()
     self_grad = grad * (-0.5 * result * result * result).conj()
@@ -313,7 +313,7 @@ def rsqrt__default(grad, self, result):
 
 def reciprocal_default(grad, self, result):
     """aten::reciprocal(Tensor self) -> Tensor"""
-    # functional, spec line 126
+    # functional, spec line 128
     # self: grad * (-result * result).conj()
     self_grad = grad * (-result * result).conj()
     return (self_grad,)
@@ -321,7 +321,7 @@ def reciprocal_default(grad, self, result):
 
 def reciprocal__default(grad, self, result):
     """aten::reciprocal_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 126
+    # inplace, spec line 128
     # formulas from reciprocal; self_p is self before the update
     # self: grad * (-result * result).conj()
     self_grad = grad * (-result * result).conj()
@@ -330,7 +330,7 @@ def reciprocal__default(grad, self, result):
 
 def relu_default(grad, self, result):
     """aten::relu(Tensor self) -> Tensor"""
-    # functional, spec line 131
+    # functional, spec line 133
     # self: torch.ops.aten.threshold_backward(grad, result, 0)
     self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
     return (self_grad,)
@@ -338,7 +338,7 @@ def relu_default(grad, self, result):
 
 def relu__default(grad, self, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 131
+    # inplace, spec line 133
     # formulas from relu; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, result, 0)
     self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
@@ -347,7 +347,7 @@ def relu__default(grad, self, result):
 
 def sinh_default(grad, self, result):
     """aten::sinh(Tensor self) -> Tensor"""
-    # functional, spec line 136
+    # functional, spec line 138
     # self: grad * self.cosh().conj()
     self_grad = grad * self.cosh().conj()
     return (self_grad,)
@@ -355,7 +355,7 @@ def sinh_default(grad, self, result):
 
 def sinh__default(grad, self, result):
     """aten::sinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 136
+    # inplace, spec line 138
     # formulas from sinh; self_p is self before the update
     # self: grad * self.cosh().conj()
     self_grad = grad * self.cosh().conj()
@@ -364,7 +364,7 @@ def sinh__default(grad, self, result):
 
 def cosh_default(grad, self, result):
     """aten::cosh(Tensor self) -> Tensor"""
-    # functional, spec line 140
+    # functional, spec line 142
     # self: grad * self.sinh().conj()
     self_grad = grad * self.sinh().conj()
     return (self_grad,)
@@ -372,7 +372,7 @@ def cosh_default(grad, self, result):
 
 def cosh__default(grad, self, result):
     """aten::cosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 140
+    # inplace, spec line 142
     # formulas from cosh; self_p is self before the update
     # self: grad * self.sinh().conj()
     self_grad = grad * self.sinh().conj()
@@ -381,7 +381,7 @@ def cosh__default(grad, self, result):
 
 def asin_default(grad, self, result):
     """aten::asin(Tensor self) -> Tensor"""
-    # functional, spec line 144
+    # functional, spec line 146
     # self: grad * (1 - self * self).rsqrt().conj()
     self_grad = grad * (1 - self * self).rsqrt().conj()
     return (self_grad,)
@@ -389,7 +389,7 @@ def asin_default(grad, self, result):
 
 def asin__default(grad, self, result):
     """aten::asin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 144
+    # inplace, spec line 146
     # formulas from asin; self_p is self before the update
     # self: grad * (1 - self * self).rsqrt().conj()
     self_grad = grad * (1 - self * self).rsqrt().conj()
@@ -398,7 +398,7 @@ def asin__default(grad, self, result):
 
 def acos_default(grad, self, result):
     """aten::acos(Tensor self) -> Tensor"""
-    # functional, spec line 149
+    # functional, spec line 151
     # self: -grad * (1 - self * self).rsqrt().conj()
     self_grad = -grad * (1 - self * self).rsqrt().conj()
     return (self_grad,)
@@ -406,7 +406,7 @@ def acos_default(grad, self, result):
 
 def acos__default(grad, self, result):
     """aten::acos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 149
+    # inplace, spec line 151
     # formulas from acos; self_p is self before the update
     # self: -grad * (1 - self * self).rsqrt().conj()
     self_grad = -grad * (1 - self * self).rsqrt().conj()
@@ -415,7 +415,7 @@ def acos__default(grad, self, result):
 
 def atan_default(grad, self, result):
     """aten::atan(Tensor self) -> Tensor"""
-    # functional, spec line 154
+    # functional, spec line 156
     # self: grad / (1 + self * self).conj()
     self_grad = grad / (1 + self * self).conj()
     return (self_grad,)
@@ -423,7 +423,7 @@ def atan_default(grad, self, result):
 
 def atan__default(grad, self, result):
     """aten::atan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 154
+    # inplace, spec line 156
     # formulas from atan; self_p is self before the update
     # self: grad / (1 + self * self).conj()
     self_grad = grad / (1 + self * self).conj()
@@ -432,7 +432,7 @@ def atan__default(grad, self, result):
 
 def erf_default(grad, self, result):
     """aten::erf(Tensor self) -> Tensor"""
-    # functional, spec line 158
+    # functional, spec line 160
     # self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     self_grad = grad * (2.0 / torch.pi**0.5 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -440,7 +440,7 @@ def erf_default(grad, self, result):
 
 def erf__default(grad, self, result):
     """aten::erf_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 158
+    # inplace, spec line 160
     # formulas from erf; self_p is self before the update
     # self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     self_grad = grad * (2.0 / torch.pi**0.5 * (-self * self).exp()).conj()
@@ -449,7 +449,7 @@ def erf__default(grad, self, result):
 
 def clamp_default(grad, self, min, max, result):
     """aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    # functional, spec line 162
+    # functional, spec line 164
     # self: grad * clamp_mask(self, min, max)
     self_grad = grad * clamp_mask(self, min, max)
     return (self_grad,)
@@ -457,7 +457,7 @@ def clamp_default(grad, self, min, max, result):
 
 def clamp__default(grad, self, min, max, result):
     """aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"""
-    # inplace, spec line 162
+    # inplace, spec line 164
     # formulas from clamp; self_p is self before the update
     # self: grad * clamp_mask(self, min, max)
     self_grad = grad * clamp_mask(self, min, max)
@@ -466,7 +466,7 @@ def clamp__default(grad, self, min, max, result):
 
 def clone_default(grad, self, memory_format, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 169
+    # functional, spec line 171
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -476,7 +476,7 @@ def _to_copy_default(
     grad, self, dtype, layout, device, pin_memory, non_blocking, memory_format, result
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 173
+    # functional, spec line 175
     # self: as_real_like(grad, self).to(self.dtype)
     self_grad = as_real_like(grad, self).to(self.dtype)
     return (self_grad,)
@@ -484,7 +484,7 @@ def _to_copy_default(
 
 def detach_default(grad, self, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 177
+    # view, spec line 179
     return ()
 
 
@@ -492,7 +492,7 @@ def zeros_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 184
+    # functional, spec line 186
     return ()
 
 
@@ -500,7 +500,7 @@ def ones_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 188
+    # functional, spec line 190
     return ()
 
 
@@ -508,7 +508,7 @@ def empty_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 192
+    # functional, spec line 194
     return ()
 
 
@@ -516,25 +516,25 @@ def full_like_default(
     grad, self, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 196
+    # functional, spec line 198
     return ()
 
 
 def new_zeros_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 200
+    # functional, spec line 202
     return ()
 
 
 def new_ones_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 205
+    # functional, spec line 207
     return ()
 
 
 def new_empty_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 210
+    # functional, spec line 212
     return ()
 
 
@@ -542,13 +542,13 @@ def new_full_default(
     grad, self, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 215
+    # functional, spec line 217
     return ()
 
 
 def add_Tensor(grad, self, other, alpha, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 222
+    # functional, spec line 224
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(scale_conj(grad, alpha), other)
@@ -558,7 +558,7 @@ def add_Tensor(grad, self, other, alpha, result):
 
 def add_Scalar(grad, self, other, alpha, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 227
+    # functional, spec line 229
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -566,7 +566,7 @@ def add_Scalar(grad, self, other, alpha, result):
 
 def add__Scalar(grad, self, other, alpha, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 227
+    # inplace, spec line 229
     # formulas from add.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -575,7 +575,7 @@ def add__Scalar(grad, self, other, alpha, result):
 
 def sub_Tensor(grad, self, other, alpha, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 231
+    # functional, spec line 233
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-scale_conj(grad, alpha), other)
@@ -585,7 +585,7 @@ def sub_Tensor(grad, self, other, alpha, result):
 
 def sub__Tensor(grad, self, other, alpha, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 231
+    # inplace, spec line 233
     # formulas from sub.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -596,7 +596,7 @@ def sub__Tensor(grad, self, other, alpha, result):
 
 def sub_Scalar(grad, self, other, alpha, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 236
+    # functional, spec line 238
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -604,7 +604,7 @@ def sub_Scalar(grad, self, other, alpha, result):
 
 def sub__Scalar(grad, self, other, alpha, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 236
+    # inplace, spec line 238
     # formulas from sub.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -613,7 +613,7 @@ def sub__Scalar(grad, self, other, alpha, result):
 
 def rsub_Tensor(grad, self, other, alpha, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 240
+    # functional, spec line 242
     # self: unbroadcast(-scale_conj(grad, alpha), self)
     self_grad = unbroadcast(-scale_conj(grad, alpha), self)
     # other: unbroadcast(grad, other)
@@ -623,7 +623,7 @@ def rsub_Tensor(grad, self, other, alpha, result):
 
 def rsub_Scalar(grad, self, other, alpha, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 245
+    # functional, spec line 247
     # self: -scale_conj(grad, alpha)
     self_grad = -scale_conj(grad, alpha)
     return (self_grad,)
@@ -631,7 +631,7 @@ def rsub_Scalar(grad, self, other, alpha, result):
 
 def mul_Tensor(grad, self, other, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 249
+    # functional, spec line 251
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
     # other: unbroadcast(grad * self.conj(), other)
@@ -641,7 +641,7 @@ def mul_Tensor(grad, self, other, result):
 
 def mul_Scalar(grad, self, other, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 254
+    # functional, spec line 256
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
     return (self_grad,)
@@ -649,7 +649,7 @@ def mul_Scalar(grad, self, other, result):
 
 def mul__Scalar(grad, self, other, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 254
+    # inplace, spec line 256
     # formulas from mul.Scalar; self_p is self before the update
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
@@ -658,7 +658,7 @@ def mul__Scalar(grad, self, other, result):
 
 def div_Tensor(grad, self, other, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 258
+    # functional, spec line 260
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
     # other: unbroadcast(-grad * (self / (other * other)).conj(), other)
@@ -668,7 +668,7 @@ def div_Tensor(grad, self, other, result):
 
 def div__Tensor(grad, self, other, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 258
+    # inplace, spec line 260
     # formulas from div.Tensor; self_p is self before the update
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
@@ -679,7 +679,7 @@ def div__Tensor(grad, self, other, result):
 
 def div_Scalar(grad, self, other, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 264
+    # functional, spec line 266
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
     return (self_grad,)
@@ -687,7 +687,7 @@ def div_Scalar(grad, self, other, result):
 
 def div__Scalar(grad, self, other, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 264
+    # inplace, spec line 266
     # formulas from div.Scalar; self_p is self before the update
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
@@ -696,7 +696,7 @@ def div__Scalar(grad, self, other, result):
 
 def pow_Tensor_Scalar(grad, self, exponent, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 269
+    # functional, spec line 271
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
     return (self_grad,)
@@ -704,7 +704,7 @@ def pow_Tensor_Scalar(grad, self, exponent, result):
 
 def pow_Tensor_Tensor(grad, self, exponent, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 276
+    # functional, spec line 278
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
@@ -716,7 +716,7 @@ def pow_Tensor_Tensor(grad, self, exponent, result):
 
 def pow_Scalar(grad, self, exponent, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 282
+    # functional, spec line 284
     # exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     exponent_grad = grad * pow_exponent_derivative(self, exponent, result).conj()
     return (exponent_grad,)
@@ -724,7 +724,7 @@ def pow_Scalar(grad, self, exponent, result):
 
 def maximum_default(grad, self, other, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 287
+    # functional, spec line 289
     # self: unbroadcast(grad * winner_weight(self, other), self)
     self_grad = unbroadcast(grad * winner_weight(self, other), self)
     # other: unbroadcast(grad * winner_weight(other, self), other)
@@ -734,7 +734,7 @@ def maximum_default(grad, self, other, result):
 
 def minimum_default(grad, self, other, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 292
+    # functional, spec line 294
     # self: unbroadcast(grad * winner_weight(other, self), self)
     self_grad = unbroadcast(grad * winner_weight(other, self), self)
     # other: unbroadcast(grad * winner_weight(self, other), other)
@@ -744,7 +744,7 @@ def minimum_default(grad, self, other, result):
 
 def where_self(grad, condition, self, other, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 297
+    # functional, spec line 299
     # self: unbroadcast(torch.where(condition, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(condition, grad, 0.0), self)
     # other: unbroadcast(torch.where(condition, 0.0, grad), other)
@@ -754,7 +754,7 @@ def where_self(grad, condition, self, other, result):
 
 def atan2_default(grad, self, other, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 304
+    # functional, spec line 306
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
     # other: unbroadcast(-grad * self / (self * self + other * other), other)
@@ -764,7 +764,7 @@ def atan2_default(grad, self, other, result):
 
 def atan2__default(grad, self, other, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 304
+    # inplace, spec line 306
     # formulas from atan2; self_p is self before the update
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
@@ -775,7 +775,7 @@ def atan2__default(grad, self, other, result):
 
 def sum_default(grad, self, dtype, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 312
+    # functional, spec line 314
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape)
     self_grad = as_real_like(grad, self).to(self.dtype).expand(self.shape)
     return (self_grad,)
@@ -783,7 +783,7 @@ def sum_default(grad, self, dtype, result):
 
 def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 316
+    # functional, spec line 318
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -793,7 +793,7 @@ def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
 
 def mean_default(grad, self, dtype, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 323
+    # functional, spec line 325
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
     self_grad = (
         as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
@@ -803,7 +803,7 @@ def mean_default(grad, self, dtype, result):
 
 def mean_dim(grad, self, dim, keepdim, dtype, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 327
+    # functional, spec line 329
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -813,7 +813,7 @@ def mean_dim(grad, self, dim, keepdim, dtype, result):
 
 def amax_default(grad, self, dim, keepdim, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 334
+    # functional, spec line 336
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -821,7 +821,7 @@ def amax_default(grad, self, dim, keepdim, result):
 
 def amin_default(grad, self, dim, keepdim, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 341
+    # functional, spec line 343
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -829,7 +829,7 @@ def amin_default(grad, self, dim, keepdim, result):
 
 def max_dim(grads, self, dim, keepdim, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 348
+    # functional, spec line 350
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -840,7 +840,7 @@ def max_dim(grads, self, dim, keepdim, values, indices):
 
 def min_dim(grads, self, dim, keepdim, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 356
+    # functional, spec line 358
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -851,7 +851,7 @@ def min_dim(grads, self, dim, keepdim, values, indices):
 
 def mm_default(grad, self, mat2, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 366
+    # functional, spec line 368
     # self: grad.mm(mat2.mH)
     self_grad = grad.mm(mat2.mH)
     # mat2: self.mH.mm(grad)
@@ -861,7 +861,7 @@ def mm_default(grad, self, mat2, result):
 
 def bmm_default(grad, self, mat2, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 372
+    # functional, spec line 374
     # self: grad.bmm(mat2.mH)
     self_grad = grad.bmm(mat2.mH)
     # mat2: self.mH.bmm(grad)
@@ -871,7 +871,7 @@ def bmm_default(grad, self, mat2, result):
 
 def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 378
+    # functional, spec line 380
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat1: scale_conj(grad.mm(mat2.mH), alpha)
@@ -883,7 +883,7 @@ def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
 
 def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 378
+    # inplace, spec line 380
     # formulas from addmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -896,7 +896,7 @@ def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
 
 def mv_default(grad, self, vec, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 387
+    # functional, spec line 389
     # self: grad.unsqueeze(1) * vec.conj()
     self_grad = grad.unsqueeze(1) * vec.conj()
     # vec: self.mH.mv(grad)
@@ -906,7 +906,7 @@ def mv_default(grad, self, vec, result):
 
 def dot_default(grad, self, tensor, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 393
+    # functional, spec line 395
     # self: grad * tensor.conj()
     self_grad = grad * tensor.conj()
     # tensor: grad * self.conj()
@@ -916,7 +916,7 @@ def dot_default(grad, self, tensor, result):
 
 def alias_default(grad, self, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 402
+    # view, spec line 404
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -924,7 +924,7 @@ def alias_default(grad, self, result):
 
 def as_strided_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 405
+    # view, spec line 407
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -932,7 +932,7 @@ def as_strided_default(grad, self, size, stride, storage_offset, result):
 
 def view_default(grad, self, size, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 410
+    # view, spec line 412
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -940,7 +940,7 @@ def view_default(grad, self, size, result):
 
 def _unsafe_view_default(grad, self, size, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 414
+    # functional, spec line 416
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -948,7 +948,7 @@ def _unsafe_view_default(grad, self, size, result):
 
 def t_default(grad, self, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 419
+    # view, spec line 421
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -956,7 +956,7 @@ def t_default(grad, self, result):
 
 def transpose_int(grad, self, dim0, dim1, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 422
+    # view, spec line 424
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -964,7 +964,7 @@ def transpose_int(grad, self, dim0, dim1, result):
 
 def permute_default(grad, self, dims, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 426
+    # view, spec line 428
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -972,7 +972,7 @@ def permute_default(grad, self, dims, result):
 
 def expand_default(grad, self, size, implicit, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 430
+    # view, spec line 432
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -980,7 +980,7 @@ def expand_default(grad, self, size, implicit, result):
 
 def slice_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 436
+    # view, spec line 438
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -988,7 +988,7 @@ def slice_Tensor(grad, self, dim, start, end, step, result):
 
 def select_int(grad, self, dim, index, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 442
+    # view, spec line 444
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -996,7 +996,7 @@ def select_int(grad, self, dim, index, result):
 
 def unsqueeze_default(grad, self, dim, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 446
+    # view, spec line 448
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -1004,7 +1004,7 @@ def unsqueeze_default(grad, self, dim, result):
 
 def squeeze_dim(grad, self, dim, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 449
+    # view, spec line 451
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1012,7 +1012,7 @@ def squeeze_dim(grad, self, dim, result):
 
 def squeeze_default(grad, self, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 453
+    # view, spec line 455
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1020,7 +1020,7 @@ def squeeze_default(grad, self, result):
 
 def _conj_default(grad, self, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 459
+    # view, spec line 461
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1028,7 +1028,7 @@ def _conj_default(grad, self, result):
 
 def resolve_conj_default(grad, self, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 462
+    # view, spec line 464
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -1036,7 +1036,7 @@ def resolve_conj_default(grad, self, result):
 
 def conj_physical_default(grad, self, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 465
+    # functional, spec line 467
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1044,7 +1044,7 @@ def conj_physical_default(grad, self, result):
 
 def conj_physical__default(grad, self, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 465
+    # inplace, spec line 467
     # formulas from conj_physical; self_p is self before the update
     # self: grad.conj()
     self_grad = grad.conj()
@@ -1053,7 +1053,7 @@ def conj_physical__default(grad, self, result):
 
 def _conj_physical_default(grad, self, result):
     """aten::_conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 469
+    # functional, spec line 471
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1061,7 +1061,7 @@ def _conj_physical_default(grad, self, result):
 
 def cat_default(grad, tensors, dim, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 475
+    # functional, spec line 477
     # tensors: split_like(grad, tensors, dim)
     tensors_grad = split_like(grad, tensors, dim)
     return (tensors_grad,)
@@ -1069,7 +1069,7 @@ def cat_default(grad, tensors, dim, result):
 
 def stack_default(grad, tensors, dim, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 482
+    # functional, spec line 484
     # tensors: grad.unbind(dim)
     tensors_grad = grad.unbind(dim)
     return (tensors_grad,)
@@ -1077,7 +1077,7 @@ def stack_default(grad, tensors, dim, result):
 
 def add__Tensor(grad, self, other, alpha, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 492
+    # inplace, spec line 494
     # formulas from add.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -1088,7 +1088,7 @@ def add__Tensor(grad, self, other, alpha, result):
 
 def mul__Tensor(grad, self, other, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 494
+    # inplace, spec line 496
     # formulas from mul.Tensor; self_p is self before the update
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
@@ -1099,7 +1099,7 @@ def mul__Tensor(grad, self, other, result):
 
 def copy__default(grad, self, src, non_blocking, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 496
+    # inplace, spec line 498
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # src: unbroadcast(grad, src).to(src.dtype)
@@ -1109,7 +1109,7 @@ def copy__default(grad, self, src, non_blocking, result):
 
 def zero__default(grad, self, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 504
+    # inplace, spec line 506
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1117,7 +1117,7 @@ def zero__default(grad, self, result):
 
 def fill__Scalar(grad, self, value, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 508
+    # inplace, spec line 510
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1125,7 +1125,7 @@ def fill__Scalar(grad, self, value, result):
 
 def fill__Tensor(grad, self, value, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 512
+    # inplace, spec line 514
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # value: grad.sum()
@@ -1135,7 +1135,7 @@ def fill__Tensor(grad, self, value, result):
 
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 520
+    # functional, spec line 522
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1143,7 +1143,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 524
+    # functional, spec line 526
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1151,7 +1151,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 528
+    # functional, spec line 530
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1159,7 +1159,7 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 532
+    # functional, spec line 534
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1167,7 +1167,7 @@ def log_softmax_int(grad, self, dim, dtype, result):
 
 def tanh_backward_default(grad, grad_output, output, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 540
+    # functional, spec line 542
     # grad_output: grad * (1 - output * output)
     grad_output_grad = grad * (1 - output * output)
     # output: -2 * grad.conj() * grad_output * output.conj()
@@ -1177,7 +1177,7 @@ def tanh_backward_default(grad, grad_output, output, result):
 
 def sigmoid_backward_default(grad, grad_output, output, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 545
+    # functional, spec line 547
     # grad_output: grad * output * (1 - output)
     grad_output_grad = grad * output * (1 - output)
     # output: grad.conj() * grad_output * (1 - 2 * output).conj()
@@ -1187,7 +1187,7 @@ def sigmoid_backward_default(grad, grad_output, output, result):
 
 def threshold_backward_default(grad, grad_output, self, threshold, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 550
+    # functional, spec line 552
     # grad_output: torch.where(self > threshold, grad, 0.0)
     grad_output_grad = torch.where(self > threshold, grad, 0.0)
     return (grad_output_grad,)
@@ -1195,7 +1195,7 @@ def threshold_backward_default(grad, grad_output, self, threshold, result):
 
 def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 556
+    # functional, spec line 558
     # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
     grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
     # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
@@ -1209,7 +1209,7 @@ def _log_softmax_backward_data_default(
     grad, grad_output, output, dim, input_dtype, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 561
+    # functional, spec line 563
     # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
     grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
     # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
@@ -1219,7 +1219,7 @@ def _log_softmax_backward_data_default(
 
 def select_backward_default(grad, grad_output, input_sizes, dim, index, result):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 566
+    # functional, spec line 568
     # grad_output: grad.select(dim, index)
     grad_output_grad = grad.select(dim, index)
     return (grad_output_grad,)
@@ -1229,7 +1229,7 @@ def slice_backward_default(
     grad, grad_output, input_sizes, dim, start, end, step, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 571
+    # functional, spec line 573
     # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     return (grad_output_grad,)
@@ -1249,7 +1249,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 581
+    # functional, spec line 583
     # input, weight, bias: torch.ops.aten.convolution_backward(grad, input, weight, None if bias is None else bias.shape, stride, padding, dilation, transposed, output_padding, groups, [True, True, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.convolution_backward(
         grad,
@@ -1271,7 +1271,7 @@ def native_layer_norm_default(
     grads, input, normalized_shape, weight, bias, eps, result0, result1, result2
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 593
+    # functional, spec line 595
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
@@ -1302,7 +1302,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 601
+    # functional, spec line 603
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -1324,7 +1324,7 @@ def native_group_norm_default(
     grads, input, weight, bias, N, C, HxW, group, eps, result0, result1, result2
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 611
+    # functional, spec line 613
     # input, weight, bias: group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = group_norm_backward(
         grads[0],
@@ -1345,7 +1345,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 623
+    # functional, spec line 625
     # self: torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     return (self_grad,)
@@ -1363,7 +1363,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 630
+    # functional, spec line 632
     # self: torch.ops.aten.avg_pool2d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool2d_backward(
         grad,
@@ -1382,7 +1382,7 @@ def max_pool2d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 638
+    # functional, spec line 640
     grad = grads[0]
     # self: torch.ops.aten.max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool2d_with_indices_backward(
@@ -1393,7 +1393,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(grad, self, output_size, scales, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 649
+    # functional, spec line 651
     # self: torch.ops.aten.upsample_nearest1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad, output_size, self.shape, scales
@@ -1403,7 +1403,7 @@ def upsample_nearest1d_default(grad, self, output_size, scales, result):
 
 def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 656
+    # functional, spec line 658
     # self: torch.ops.aten.upsample_nearest2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1413,7 +1413,7 @@ def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, resu
 
 def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 663
+    # functional, spec line 665
     # input: torch.ops.aten.upsample_nearest1d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0])
     input_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad,
@@ -1426,7 +1426,7 @@ def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
 
 def upsample_nearest2d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 668
+    # functional, spec line 670
     # input: torch.ops.aten.upsample_nearest2d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad,
@@ -1442,7 +1442,7 @@ def upsample_bilinear2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 673
+    # functional, spec line 675
     # self: torch.ops.aten.upsample_bilinear2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1454,7 +1454,7 @@ def upsample_bilinear2d_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 681
+    # functional, spec line 683
     # input: torch.ops.aten.upsample_bilinear2d_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad,
@@ -1469,7 +1469,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(grad, self, target, reduction, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 692
+    # functional, spec line 694
     # self: torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     self_grad = torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     # target: -torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
@@ -1479,7 +1479,7 @@ def mse_loss_default(grad, self, target, reduction, result):
 
 def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 701
+    # functional, spec line 703
     # self: torch.ops.aten.smooth_l1_loss_backward(grad, self, target, reduction, beta)
     self_grad = torch.ops.aten.smooth_l1_loss_backward(
         grad, self, target, reduction, beta
@@ -1493,7 +1493,7 @@ def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
 
 def huber_loss_default(grad, self, target, reduction, delta, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 710
+    # functional, spec line 712
     # self: torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     self_grad = torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     # target: -torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
@@ -1505,7 +1505,7 @@ def huber_loss_default(grad, self, target, reduction, delta, result):
 
 def glu_default(grad, self, dim, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 721
+    # functional, spec line 723
     # self: torch.ops.aten.glu_backward(grad, self, dim)
     self_grad = torch.ops.aten.glu_backward(grad, self, dim)
     return (self_grad,)
@@ -1513,7 +1513,7 @@ def glu_default(grad, self, dim, result):
 
 def native_dropout_default(grads, input, p, train, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 730
+    # functional, spec line 732
     grad = grads[0]
     # input: torch.ops.aten.native_dropout_backward(grad, result1, dropout_scale(p, train))
     input_grad = torch.ops.aten.native_dropout_backward(
@@ -1524,7 +1524,7 @@ def native_dropout_default(grads, input, p, train, result0, result1):
 
 def _adaptive_avg_pool3d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 741
+    # functional, spec line 743
     # self: torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     return (self_grad,)
@@ -1542,7 +1542,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 748
+    # functional, spec line 750
     # self: torch.ops.aten.avg_pool3d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool3d_backward(
         grad,
@@ -1561,7 +1561,7 @@ def max_pool3d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 756
+    # functional, spec line 758
     grad = grads[0]
     # self: torch.ops.aten.max_pool3d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool3d_with_indices_backward(
@@ -1572,7 +1572,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 764
+    # functional, spec line 766
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
@@ -1581,7 +1581,7 @@ def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
 
 def adaptive_max_pool3d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 772
+    # functional, spec line 774
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
@@ -1592,7 +1592,7 @@ def upsample_nearest3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 780
+    # functional, spec line 782
     # self: torch.ops.aten.upsample_nearest3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1602,7 +1602,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(grad, self, output_size, scales, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 787
+    # functional, spec line 789
     # self: torch.ops.aten._upsample_nearest_exact1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten._upsample_nearest_exact1d_backward(
         grad, output_size, self.shape, scales
@@ -1614,7 +1614,7 @@ def _upsample_nearest_exact2d_default(
     grad, self, output_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 794
+    # functional, spec line 796
     # self: torch.ops.aten._upsample_nearest_exact2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1626,7 +1626,7 @@ def _upsample_nearest_exact3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 801
+    # functional, spec line 803
     # self: torch.ops.aten._upsample_nearest_exact3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1636,7 +1636,7 @@ def _upsample_nearest_exact3d_default(
 
 def upsample_linear1d_default(grad, self, output_size, align_corners, scales, result):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 808
+    # functional, spec line 810
     # self: torch.ops.aten.upsample_linear1d_backward(grad, output_size, self.shape, align_corners, scales)
     self_grad = torch.ops.aten.upsample_linear1d_backward(
         grad, output_size, self.shape, align_corners, scales
@@ -1648,7 +1648,7 @@ def upsample_bicubic2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 816
+    # functional, spec line 818
     # self: torch.ops.aten.upsample_bicubic2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bicubic2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1660,7 +1660,7 @@ def upsample_trilinear3d_default(
     grad, self, output_size, align_corners, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 824
+    # functional, spec line 826
     # self: torch.ops.aten.upsample_trilinear3d_backward(grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_trilinear3d_backward(
         grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w
@@ -1670,7 +1670,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(grad, self, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 836
+    # functional, spec line 838
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
     return (self_grad,)
@@ -1678,7 +1678,7 @@ def log10_default(grad, self, result):
 
 def log10__default(grad, self, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 836
+    # inplace, spec line 838
     # formulas from log10; self_p is self before the update
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
@@ -1687,7 +1687,7 @@ def log10__default(grad, self, result):
 
 def asinh_default(grad, self, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 841
+    # functional, spec line 843
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
     return (self_grad,)
@@ -1695,7 +1695,7 @@ def asinh_default(grad, self, result):
 
 def asinh__default(grad, self, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 841
+    # inplace, spec line 843
     # formulas from asinh; self_p is self before the update
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
@@ -1704,7 +1704,7 @@ def asinh__default(grad, self, result):
 
 def atanh_default(grad, self, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 845
+    # functional, spec line 847
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
     return (self_grad,)
@@ -1712,7 +1712,7 @@ def atanh_default(grad, self, result):
 
 def atanh__default(grad, self, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 845
+    # inplace, spec line 847
     # formulas from atanh; self_p is self before the update
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
@@ -1721,7 +1721,7 @@ def atanh__default(grad, self, result):
 
 def erfc_default(grad, self, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 850
+    # functional, spec line 852
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -1729,7 +1729,7 @@ def erfc_default(grad, self, result):
 
 def erfc__default(grad, self, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 850
+    # inplace, spec line 852
     # formulas from erfc; self_p is self before the update
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
@@ -1738,7 +1738,7 @@ def erfc__default(grad, self, result):
 
 def erfinv_default(grad, self, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 854
+    # functional, spec line 856
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
     return (self_grad,)
@@ -1746,7 +1746,7 @@ def erfinv_default(grad, self, result):
 
 def erfinv__default(grad, self, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 854
+    # inplace, spec line 856
     # formulas from erfinv; self_p is self before the update
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
@@ -1755,7 +1755,7 @@ def erfinv__default(grad, self, result):
 
 def lgamma_default(grad, self, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 859
+    # functional, spec line 861
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
     return (self_grad,)
@@ -1763,7 +1763,7 @@ def lgamma_default(grad, self, result):
 
 def lgamma__default(grad, self, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 859
+    # inplace, spec line 861
     # formulas from lgamma; self_p is self before the update
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
@@ -1772,7 +1772,7 @@ def lgamma__default(grad, self, result):
 
 def digamma_default(grad, self, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 864
+    # functional, spec line 866
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
     return (self_grad,)
@@ -1780,7 +1780,7 @@ def digamma_default(grad, self, result):
 
 def digamma__default(grad, self, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 864
+    # inplace, spec line 866
     # formulas from digamma; self_p is self before the update
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
@@ -1789,7 +1789,7 @@ def digamma__default(grad, self, result):
 
 def polygamma_default(grad, n, self, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 869
+    # functional, spec line 871
     # self: grad * torch.polygamma(n + 1, self).conj()
     self_grad = grad * torch.polygamma(n + 1, self).conj()
     return (self_grad,)
@@ -1797,7 +1797,7 @@ def polygamma_default(grad, n, self, result):
 
 def mvlgamma_default(grad, self, p, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 876
+    # functional, spec line 878
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
     return (self_grad,)
@@ -1805,7 +1805,7 @@ def mvlgamma_default(grad, self, p, result):
 
 def mvlgamma__default(grad, self, p, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 876
+    # inplace, spec line 878
     # formulas from mvlgamma; self_p is self before the update
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
@@ -1814,7 +1814,7 @@ def mvlgamma__default(grad, self, p, result):
 
 def logit_default(grad, self, eps, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 883
+    # functional, spec line 885
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
     return (self_grad,)
@@ -1822,7 +1822,7 @@ def logit_default(grad, self, eps, result):
 
 def logit__default(grad, self, eps, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 883
+    # inplace, spec line 885
     # formulas from logit; self_p is self before the update
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
@@ -1831,7 +1831,7 @@ def logit__default(grad, self, eps, result):
 
 def sinc_default(grad, self, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 890
+    # functional, spec line 892
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
         grad
@@ -1847,7 +1847,7 @@ def sinc_default(grad, self, result):
 
 def sinc__default(grad, self, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 890
+    # inplace, spec line 892
     # formulas from sinc; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
@@ -1864,7 +1864,7 @@ def sinc__default(grad, self, result):
 
 def i0_default(grad, self, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 894
+    # functional, spec line 896
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
     return (self_grad,)
@@ -1872,7 +1872,7 @@ def i0_default(grad, self, result):
 
 def i0__default(grad, self, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 894
+    # inplace, spec line 896
     # formulas from i0; self_p is self before the update
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
@@ -1881,7 +1881,7 @@ def i0__default(grad, self, result):
 
 def special_i0e_default(grad, self, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 898
+    # functional, spec line 900
     # self: grad * (torch.special.i1e(self) - self.sgn() * result)
     self_grad = grad * (torch.special.i1e(self) - self.sgn() * result)
     return (self_grad,)
@@ -1889,7 +1889,7 @@ def special_i0e_default(grad, self, result):
 
 def special_i1_default(grad, self, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 902
+    # functional, spec line 904
     # self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     self_grad = grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     return (self_grad,)
@@ -1897,7 +1897,7 @@ def special_i1_default(grad, self, result):
 
 def special_i1e_default(grad, self, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 906
+    # functional, spec line 908
     # self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     self_grad = grad * torch.where(
         self == 0,
@@ -1909,7 +1909,7 @@ def special_i1e_default(grad, self, result):
 
 def special_ndtr_default(grad, self, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 910
+    # functional, spec line 912
     # self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     return (self_grad,)
@@ -1917,7 +1917,7 @@ def special_ndtr_default(grad, self, result):
 
 def special_log_ndtr_default(grad, self, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 914
+    # functional, spec line 916
     # self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     return (self_grad,)
@@ -1925,7 +1925,7 @@ def special_log_ndtr_default(grad, self, result):
 
 def special_erfcx_default(grad, self, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 918
+    # functional, spec line 920
     # self: grad * (2 * self * result - 1.1283791670955126)
     self_grad = grad * (2 * self * result - 1.1283791670955126)
     return (self_grad,)
@@ -1933,7 +1933,7 @@ def special_erfcx_default(grad, self, result):
 
 def special_entr_default(grad, self, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 922
+    # functional, spec line 924
     # self: grad * -(1 + self.log())
     self_grad = grad * -(1 + self.log())
     return (self_grad,)
@@ -1941,7 +1941,7 @@ def special_entr_default(grad, self, result):
 
 def sgn_default(grad, self, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 927
+    # functional, spec line 929
     # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
     self_grad = torch.where(
         self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs()
@@ -1951,7 +1951,7 @@ def sgn_default(grad, self, result):
 
 def sgn__default(grad, self, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 927
+    # inplace, spec line 929
     # formulas from sgn; self_p is self before the update
     # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
     self_grad = torch.where(
@@ -1962,7 +1962,7 @@ def sgn__default(grad, self, result):
 
 def angle_default(grad, self, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 933
+    # functional, spec line 935
     # self: angle_grad(grad, self)
     self_grad = angle_grad(grad, self)
     return (self_grad,)
@@ -1970,7 +1970,7 @@ def angle_default(grad, self, result):
 
 def sign_default(grad, self, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 938
+    # functional, spec line 940
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1978,7 +1978,7 @@ def sign_default(grad, self, result):
 
 def sign__default(grad, self, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 938
+    # inplace, spec line 940
     # formulas from sign; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -1987,7 +1987,7 @@ def sign__default(grad, self, result):
 
 def ceil_default(grad, self, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 942
+    # functional, spec line 944
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1995,7 +1995,7 @@ def ceil_default(grad, self, result):
 
 def ceil__default(grad, self, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 942
+    # inplace, spec line 944
     # formulas from ceil; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2004,7 +2004,7 @@ def ceil__default(grad, self, result):
 
 def floor_default(grad, self, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 946
+    # functional, spec line 948
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2012,7 +2012,7 @@ def floor_default(grad, self, result):
 
 def floor__default(grad, self, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 946
+    # inplace, spec line 948
     # formulas from floor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2021,7 +2021,7 @@ def floor__default(grad, self, result):
 
 def trunc_default(grad, self, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 950
+    # functional, spec line 952
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2029,7 +2029,7 @@ def trunc_default(grad, self, result):
 
 def trunc__default(grad, self, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 950
+    # inplace, spec line 952
     # formulas from trunc; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2038,7 +2038,7 @@ def trunc__default(grad, self, result):
 
 def round_default(grad, self, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 954
+    # functional, spec line 956
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2046,7 +2046,7 @@ def round_default(grad, self, result):
 
 def round__default(grad, self, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 954
+    # inplace, spec line 956
     # formulas from round; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2055,7 +2055,7 @@ def round__default(grad, self, result):
 
 def round_decimals(grad, self, decimals, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 958
+    # functional, spec line 960
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2063,7 +2063,7 @@ def round_decimals(grad, self, decimals, result):
 
 def round__decimals(grad, self, decimals, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 958
+    # inplace, spec line 960
     # formulas from round.decimals; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2072,7 +2072,7 @@ def round__decimals(grad, self, decimals, result):
 
 def frac_default(grad, self, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 963
+    # functional, spec line 965
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2080,7 +2080,7 @@ def frac_default(grad, self, result):
 
 def frac__default(grad, self, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 963
+    # inplace, spec line 965
     # formulas from frac; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2089,7 +2089,7 @@ def frac__default(grad, self, result):
 
 def deg2rad_default(grad, self, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 967
+    # functional, spec line 969
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
     return (self_grad,)
@@ -2097,7 +2097,7 @@ def deg2rad_default(grad, self, result):
 
 def deg2rad__default(grad, self, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 967
+    # inplace, spec line 969
     # formulas from deg2rad; self_p is self before the update
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
@@ -2106,7 +2106,7 @@ def deg2rad__default(grad, self, result):
 
 def rad2deg_default(grad, self, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 971
+    # functional, spec line 973
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
     return (self_grad,)
@@ -2114,7 +2114,7 @@ def rad2deg_default(grad, self, result):
 
 def rad2deg__default(grad, self, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 971
+    # inplace, spec line 973
     # formulas from rad2deg; self_p is self before the update
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
@@ -2123,7 +2123,7 @@ def rad2deg__default(grad, self, result):
 
 def nan_to_num_default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 975
+    # functional, spec line 977
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
     return (self_grad,)
@@ -2131,7 +2131,7 @@ def nan_to_num_default(grad, self, nan, posinf, neginf, result):
 
 def nan_to_num__default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 975
+    # inplace, spec line 977
     # formulas from nan_to_num; self_p is self before the update
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
@@ -2140,7 +2140,7 @@ def nan_to_num__default(grad, self, nan, posinf, neginf, result):
 
 def frexp_Tensor(grads, self, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 979
+    # functional, spec line 981
     grad = grads[0]
     # self: grad / exponent.exp2()
     self_grad = grad / exponent.exp2()
@@ -2149,7 +2149,7 @@ def frexp_Tensor(grads, self, mantissa, exponent):
 
 def hardswish_default(grad, self, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 986
+    # functional, spec line 988
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
     return (self_grad,)
@@ -2157,7 +2157,7 @@ def hardswish_default(grad, self, result):
 
 def hardswish__default(grad, self, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 986
+    # inplace, spec line 988
     # formulas from hardswish; self_p is self before the update
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
@@ -2166,7 +2166,7 @@ def hardswish__default(grad, self, result):
 
 def hardsigmoid_default(grad, self, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 990
+    # functional, spec line 992
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (self_grad,)
@@ -2174,7 +2174,7 @@ def hardsigmoid_default(grad, self, result):
 
 def hardsigmoid__default(grad, self, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 990
+    # inplace, spec line 992
     # formulas from hardsigmoid; self_p is self before the update
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
@@ -2183,7 +2183,7 @@ def hardsigmoid__default(grad, self, result):
 
 def hardtanh_default(grad, self, min_val, max_val, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 994
+    # functional, spec line 996
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (self_grad,)
@@ -2191,7 +2191,7 @@ def hardtanh_default(grad, self, min_val, max_val, result):
 
 def hardtanh__default(grad, self, min_val, max_val, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 994
+    # inplace, spec line 996
     # formulas from hardtanh; self_p is self before the update
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
@@ -2200,7 +2200,7 @@ def hardtanh__default(grad, self, min_val, max_val, result):
 
 def leaky_relu_default(grad, self, negative_slope, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 999
+    # functional, spec line 1001
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     return (self_grad,)
@@ -2208,7 +2208,7 @@ def leaky_relu_default(grad, self, negative_slope, result):
 
 def leaky_relu__default(grad, self, negative_slope, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 999
+    # inplace, spec line 1001
     # formulas from leaky_relu; self_p is self before the update
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
@@ -2217,7 +2217,7 @@ def leaky_relu__default(grad, self, negative_slope, result):
 
 def elu_default(grad, self, alpha, scale, input_scale, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1004
+    # functional, spec line 1006
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, False, self
@@ -2227,7 +2227,7 @@ def elu_default(grad, self, alpha, scale, input_scale, result):
 
 def elu__default(grad, self, alpha, scale, input_scale, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1004
+    # inplace, spec line 1006
     # formulas from elu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
@@ -2238,7 +2238,7 @@ def elu__default(grad, self, alpha, scale, input_scale, result):
 
 def celu_default(grad, self, alpha, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1011
+    # functional, spec line 1013
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     return (self_grad,)
@@ -2246,7 +2246,7 @@ def celu_default(grad, self, alpha, result):
 
 def celu__default(grad, self, alpha, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1011
+    # inplace, spec line 1013
     # formulas from celu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
@@ -2255,7 +2255,7 @@ def celu__default(grad, self, alpha, result):
 
 def silu_default(grad, self, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1018
+    # functional, spec line 1020
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     return (self_grad,)
@@ -2263,7 +2263,7 @@ def silu_default(grad, self, result):
 
 def silu__default(grad, self, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1018
+    # inplace, spec line 1020
     # formulas from silu; self_p is self before the update
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -2272,7 +2272,7 @@ def silu__default(grad, self, result):
 
 def mish_default(grad, self, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1022
+    # functional, spec line 1024
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
     return (self_grad,)
@@ -2280,7 +2280,7 @@ def mish_default(grad, self, result):
 
 def mish__default(grad, self, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1022
+    # inplace, spec line 1024
     # formulas from mish; self_p is self before the update
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
@@ -2289,7 +2289,7 @@ def mish__default(grad, self, result):
 
 def gelu_default(grad, self, approximate, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1026
+    # functional, spec line 1028
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     return (self_grad,)
@@ -2297,7 +2297,7 @@ def gelu_default(grad, self, approximate, result):
 
 def gelu__default(grad, self, approximate, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1026
+    # inplace, spec line 1028
     # formulas from gelu; self_p is self before the update
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
@@ -2306,7 +2306,7 @@ def gelu__default(grad, self, approximate, result):
 
 def softplus_default(grad, self, beta, threshold, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1030
+    # functional, spec line 1032
     # self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     self_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     return (self_grad,)
@@ -2314,7 +2314,7 @@ def softplus_default(grad, self, beta, threshold, result):
 
 def threshold_default(grad, self, threshold, value, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1037
+    # functional, spec line 1039
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
     return (self_grad,)
@@ -2322,7 +2322,7 @@ def threshold_default(grad, self, threshold, value, result):
 
 def threshold__default(grad, self, threshold, value, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1037
+    # inplace, spec line 1039
     # formulas from threshold; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
@@ -2331,7 +2331,7 @@ def threshold__default(grad, self, threshold, value, result):
 
 def softshrink_default(grad, self, lambd, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1042
+    # functional, spec line 1044
     # self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2339,7 +2339,7 @@ def softshrink_default(grad, self, lambd, result):
 
 def hardshrink_default(grad, self, lambd, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1047
+    # functional, spec line 1049
     # self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2347,7 +2347,7 @@ def hardshrink_default(grad, self, lambd, result):
 
 def log_sigmoid_forward_default(grads, self, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1052
+    # functional, spec line 1054
     grad = grads[0]
     # self: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     self_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
@@ -2356,7 +2356,7 @@ def log_sigmoid_forward_default(grads, self, output, buffer):
 
 def _prelu_kernel_default(grad, self, weight, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1057
+    # functional, spec line 1059
     # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
@@ -2366,7 +2366,7 @@ def _prelu_kernel_default(grad, self, weight, result):
 
 def clamp_min_default(grad, self, min, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1067
+    # functional, spec line 1069
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
     return (self_grad,)
@@ -2374,7 +2374,7 @@ def clamp_min_default(grad, self, min, result):
 
 def clamp_min__default(grad, self, min, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1067
+    # inplace, spec line 1069
     # formulas from clamp_min; self_p is self before the update
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
@@ -2383,7 +2383,7 @@ def clamp_min__default(grad, self, min, result):
 
 def clamp_max_default(grad, self, max, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1072
+    # functional, spec line 1074
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
     return (self_grad,)
@@ -2391,7 +2391,7 @@ def clamp_max_default(grad, self, max, result):
 
 def clamp_max__default(grad, self, max, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1072
+    # inplace, spec line 1074
     # formulas from clamp_max; self_p is self before the update
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
@@ -2400,7 +2400,7 @@ def clamp_max__default(grad, self, max, result):
 
 def clamp_min_Tensor(grad, self, min, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1077
+    # functional, spec line 1079
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
     # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
@@ -2410,7 +2410,7 @@ def clamp_min_Tensor(grad, self, min, result):
 
 def clamp_min__Tensor(grad, self, min, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1077
+    # inplace, spec line 1079
     # formulas from clamp_min.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
@@ -2421,7 +2421,7 @@ def clamp_min__Tensor(grad, self, min, result):
 
 def clamp_max_Tensor(grad, self, max, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1083
+    # functional, spec line 1085
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
     # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
@@ -2431,7 +2431,7 @@ def clamp_max_Tensor(grad, self, max, result):
 
 def clamp_max__Tensor(grad, self, max, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1083
+    # inplace, spec line 1085
     # formulas from clamp_max.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
@@ -2442,7 +2442,7 @@ def clamp_max__Tensor(grad, self, max, result):
 
 def copysign_Tensor(grad, self, other, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1089
+    # functional, spec line 1091
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     return (self_grad,)
@@ -2450,7 +2450,7 @@ def copysign_Tensor(grad, self, other, result):
 
 def copysign__Tensor(grad, self, other, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1089
+    # inplace, spec line 1091
     # formulas from copysign.Tensor; self_p is self before the update
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
@@ -2459,7 +2459,7 @@ def copysign__Tensor(grad, self, other, result):
 
 def copysign_Scalar(grad, self, other, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1095
+    # functional, spec line 1097
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
     return (self_grad,)
@@ -2467,7 +2467,7 @@ def copysign_Scalar(grad, self, other, result):
 
 def copysign__Scalar(grad, self, other, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1095
+    # inplace, spec line 1097
     # formulas from copysign.Scalar; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
@@ -2476,7 +2476,7 @@ def copysign__Scalar(grad, self, other, result):
 
 def fmod_Tensor(grad, self, other, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1102
+    # functional, spec line 1104
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
@@ -2486,7 +2486,7 @@ def fmod_Tensor(grad, self, other, result):
 
 def fmod__Tensor(grad, self, other, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1102
+    # inplace, spec line 1104
     # formulas from fmod.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2497,7 +2497,7 @@ def fmod__Tensor(grad, self, other, result):
 
 def fmod_Scalar(grad, self, other, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1108
+    # functional, spec line 1110
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2505,7 +2505,7 @@ def fmod_Scalar(grad, self, other, result):
 
 def fmod__Scalar(grad, self, other, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1108
+    # inplace, spec line 1110
     # formulas from fmod.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2514,7 +2514,7 @@ def fmod__Scalar(grad, self, other, result):
 
 def remainder_Tensor(grad, self, other, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1113
+    # functional, spec line 1115
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
@@ -2524,7 +2524,7 @@ def remainder_Tensor(grad, self, other, result):
 
 def remainder__Tensor(grad, self, other, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1113
+    # inplace, spec line 1115
     # formulas from remainder.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2535,7 +2535,7 @@ def remainder__Tensor(grad, self, other, result):
 
 def remainder_Scalar(grad, self, other, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1119
+    # functional, spec line 1121
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2543,7 +2543,7 @@ def remainder_Scalar(grad, self, other, result):
 
 def remainder__Scalar(grad, self, other, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1119
+    # inplace, spec line 1121
     # formulas from remainder.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2552,7 +2552,7 @@ def remainder__Scalar(grad, self, other, result):
 
 def div_Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1124
+    # functional, spec line 1126
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
@@ -2564,7 +2564,7 @@ def div_Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div__Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1124
+    # inplace, spec line 1126
     # formulas from div.Tensor_mode; self_p is self before the update
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
@@ -2577,7 +2577,7 @@ def div__Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div_Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1130
+    # functional, spec line 1132
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     return (self_grad,)
@@ -2585,7 +2585,7 @@ def div_Scalar_mode(grad, self, other, rounding_mode, result):
 
 def div__Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1130
+    # inplace, spec line 1132
     # formulas from div.Scalar_mode; self_p is self before the update
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
@@ -2594,7 +2594,7 @@ def div__Scalar_mode(grad, self, other, rounding_mode, result):
 
 def fmax_default(grad, self, other, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1135
+    # functional, spec line 1137
     # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2608,7 +2608,7 @@ def fmax_default(grad, self, other, result):
 
 def fmin_default(grad, self, other, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1140
+    # functional, spec line 1142
     # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2622,7 +2622,7 @@ def fmin_default(grad, self, other, result):
 
 def hypot_default(grad, self, other, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1145
+    # functional, spec line 1147
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
     # other: unbroadcast(grad * other / result, other)
@@ -2632,7 +2632,7 @@ def hypot_default(grad, self, other, result):
 
 def hypot__default(grad, self, other, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1145
+    # inplace, spec line 1147
     # formulas from hypot; self_p is self before the update
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
@@ -2643,7 +2643,7 @@ def hypot__default(grad, self, other, result):
 
 def logaddexp_default(grad, self, other, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1151
+    # functional, spec line 1153
     # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
@@ -2653,7 +2653,7 @@ def logaddexp_default(grad, self, other, result):
 
 def logaddexp2_default(grad, self, other, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1156
+    # functional, spec line 1158
     # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
@@ -2663,7 +2663,7 @@ def logaddexp2_default(grad, self, other, result):
 
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1161
+    # functional, spec line 1163
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
@@ -2673,7 +2673,7 @@ def ldexp_Tensor(grad, self, other, result):
 
 def xlogy_Tensor(grad, self, other, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1166
+    # functional, spec line 1168
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
         torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
@@ -2686,7 +2686,7 @@ def xlogy_Tensor(grad, self, other, result):
 
 def xlogy__Tensor(grad, self, other, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1166
+    # inplace, spec line 1168
     # formulas from xlogy.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
@@ -2700,7 +2700,7 @@ def xlogy__Tensor(grad, self, other, result):
 
 def xlogy_Scalar_Self(grad, self, other, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1172
+    # functional, spec line 1174
     # other: grad * self / other
     other_grad = grad * self / other
     return (other_grad,)
@@ -2708,7 +2708,7 @@ def xlogy_Scalar_Self(grad, self, other, result):
 
 def xlogy_Scalar_Other(grad, self, other, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1177
+    # functional, spec line 1179
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.xlogy(grad, other))
@@ -2720,7 +2720,7 @@ def xlogy_Scalar_Other(grad, self, other, result):
 
 def xlogy__Scalar_Other(grad, self, other, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1177
+    # inplace, spec line 1179
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
@@ -2733,7 +2733,7 @@ def xlogy__Scalar_Other(grad, self, other, result):
 
 def special_xlog1py_default(grad, self, other, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1182
+    # functional, spec line 1184
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
     self_grad = unbroadcast(
         torch.where(
@@ -2750,7 +2750,7 @@ def special_xlog1py_default(grad, self, other, result):
 
 def special_xlog1py_self_scalar(grad, self, other, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1188
+    # functional, spec line 1190
     # other: grad * self / (other + 1)
     other_grad = grad * self / (other + 1)
     return (other_grad,)
@@ -2758,7 +2758,7 @@ def special_xlog1py_self_scalar(grad, self, other, result):
 
 def special_xlog1py_other_scalar(grad, self, other, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1193
+    # functional, spec line 1195
     # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
@@ -2770,7 +2770,7 @@ def special_xlog1py_other_scalar(grad, self, other, result):
 
 def clamp_Tensor(grad, self, min, max, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1200
+    # functional, spec line 1202
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
     return (self_grad, min_grad, max_grad)
@@ -2778,7 +2778,7 @@ def clamp_Tensor(grad, self, min, max, result):
 
 def clamp__Tensor(grad, self, min, max, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1200
+    # inplace, spec line 1202
     # formulas from clamp.Tensor; self_p is self before the update
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
@@ -2787,7 +2787,7 @@ def clamp__Tensor(grad, self, min, max, result):
 
 def lerp_Scalar(grad, self, end, weight, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1208
+    # functional, spec line 1210
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
     # end: unbroadcast(scale_conj(grad, weight), end)
@@ -2797,7 +2797,7 @@ def lerp_Scalar(grad, self, end, weight, result):
 
 def lerp__Scalar(grad, self, end, weight, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1208
+    # inplace, spec line 1210
     # formulas from lerp.Scalar; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
@@ -2808,7 +2808,7 @@ def lerp__Scalar(grad, self, end, weight, result):
 
 def lerp_Tensor(grad, self, end, weight, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1216
+    # functional, spec line 1218
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
     # end: unbroadcast(grad * weight.conj(), end)
@@ -2820,7 +2820,7 @@ def lerp_Tensor(grad, self, end, weight, result):
 
 def lerp__Tensor(grad, self, end, weight, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1216
+    # inplace, spec line 1218
     # formulas from lerp.Tensor; self_p is self before the update
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
@@ -2833,7 +2833,7 @@ def lerp__Tensor(grad, self, end, weight, result):
 
 def addcmul_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1222
+    # functional, spec line 1224
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
@@ -2845,7 +2845,7 @@ def addcmul_default(grad, self, tensor1, tensor2, value, result):
 
 def addcmul__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1222
+    # inplace, spec line 1224
     # formulas from addcmul; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2858,7 +2858,7 @@ def addcmul__default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1231
+    # functional, spec line 1233
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
@@ -2872,7 +2872,7 @@ def addcdiv_default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1231
+    # inplace, spec line 1233
     # formulas from addcdiv; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2887,7 +2887,7 @@ def addcdiv__default(grad, self, tensor1, tensor2, value, result):
 
 def nextafter_default(grad, self, other, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1240
+    # functional, spec line 1242
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
     return (self_grad,)
@@ -2895,7 +2895,7 @@ def nextafter_default(grad, self, other, result):
 
 def nextafter__default(grad, self, other, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1240
+    # inplace, spec line 1242
     # formulas from nextafter; self_p is self before the update
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
@@ -2906,7 +2906,7 @@ def rrelu_with_noise_default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1246
+    # functional, spec line 1248
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise, lower, upper, training, False
@@ -2918,7 +2918,7 @@ def rrelu_with_noise__default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1246
+    # inplace, spec line 1248
     # formulas from rrelu_with_noise; self_p is self before the update
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
@@ -2929,7 +2929,7 @@ def rrelu_with_noise__default(
 
 def complex_default(grad, real, imag, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1254
+    # functional, spec line 1256
     # real: unbroadcast(grad.real, real)
     real_grad = unbroadcast(grad.real, real)
     # imag: unbroadcast(grad.imag, imag)
@@ -2939,7 +2939,7 @@ def complex_default(grad, real, imag, result):
 
 def polar_default(grad, abs, angle, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1259
+    # functional, spec line 1261
     # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
     abs_grad = unbroadcast(
         (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
@@ -2951,7 +2951,7 @@ def polar_default(grad, abs, angle, result):
 
 def diagonal_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1271
+    # view, spec line 1273
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -2959,7 +2959,7 @@ def diagonal_default(grad, self, offset, dim1, dim2, result):
 
 def squeeze_dims(grad, self, dim, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1278
+    # view, spec line 1280
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -2967,7 +2967,7 @@ def squeeze_dims(grad, self, dim, result):
 
 def unfold_default(grad, self, dimension, size, step, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1284
+    # view, spec line 1286
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -2975,7 +2975,7 @@ def unfold_default(grad, self, dimension, size, step, result):
 
 def narrow_default(grad, self, dim, start, length, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1290
+    # view, spec line 1292
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -2983,7 +2983,7 @@ def narrow_default(grad, self, dim, start, length, result):
 
 def split_Tensor(grad, self, split_size, dim, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1294
+    # view, spec line 1296
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -2991,7 +2991,7 @@ def split_Tensor(grad, self, split_size, dim, result):
 
 def split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1300
+    # view, spec line 1302
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -2999,7 +2999,7 @@ def split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def unbind_int(grad, self, dim, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1306
+    # view, spec line 1308
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3007,7 +3007,7 @@ def unbind_int(grad, self, dim, result):
 
 def unsafe_split_Tensor(grad, self, split_size, dim, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1314
+    # functional, spec line 1316
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3015,7 +3015,7 @@ def unsafe_split_Tensor(grad, self, split_size, dim, result):
 
 def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1321
+    # functional, spec line 1323
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3023,7 +3023,7 @@ def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1328
+    # functional, spec line 1330
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3031,7 +3031,7 @@ def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
 
 def unbind_copy_int(grad, self, dim, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1335
+    # functional, spec line 1337
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3039,7 +3039,7 @@ def unbind_copy_int(grad, self, dim, result):
 
 def alias_copy_default(grad, self, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1342
+    # functional, spec line 1344
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -3047,7 +3047,7 @@ def alias_copy_default(grad, self, result):
 
 def view_copy_default(grad, self, size, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1346
+    # functional, spec line 1348
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3055,7 +3055,7 @@ def view_copy_default(grad, self, size, result):
 
 def t_copy_default(grad, self, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1351
+    # functional, spec line 1353
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -3063,7 +3063,7 @@ def t_copy_default(grad, self, result):
 
 def transpose_copy_int(grad, self, dim0, dim1, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1355
+    # functional, spec line 1357
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3071,7 +3071,7 @@ def transpose_copy_int(grad, self, dim0, dim1, result):
 
 def permute_copy_default(grad, self, dims, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1360
+    # functional, spec line 1362
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -3079,7 +3079,7 @@ def permute_copy_default(grad, self, dims, result):
 
 def unsqueeze_copy_default(grad, self, dim, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1365
+    # functional, spec line 1367
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -3087,7 +3087,7 @@ def unsqueeze_copy_default(grad, self, dim, result):
 
 def squeeze_copy_default(grad, self, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1369
+    # functional, spec line 1371
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3095,7 +3095,7 @@ def squeeze_copy_default(grad, self, result):
 
 def squeeze_copy_dim(grad, self, dim, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1374
+    # functional, spec line 1376
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3103,7 +3103,7 @@ def squeeze_copy_dim(grad, self, dim, result):
 
 def squeeze_copy_dims(grad, self, dim, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1379
+    # functional, spec line 1381
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3111,7 +3111,7 @@ def squeeze_copy_dims(grad, self, dim, result):
 
 def unfold_copy_default(grad, self, dimension, size, step, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1384
+    # functional, spec line 1386
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3119,7 +3119,7 @@ def unfold_copy_default(grad, self, dimension, size, step, result):
 
 def narrow_copy_default(grad, self, dim, start, length, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1389
+    # functional, spec line 1391
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3127,7 +3127,7 @@ def narrow_copy_default(grad, self, dim, start, length, result):
 
 def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1394
+    # functional, spec line 1396
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3135,7 +3135,7 @@ def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
 
 def expand_copy_default(grad, self, size, implicit, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1401
+    # functional, spec line 1403
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -3143,7 +3143,7 @@ def expand_copy_default(grad, self, size, implicit, result):
 
 def select_copy_int(grad, self, dim, index, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1408
+    # functional, spec line 1410
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3151,7 +3151,7 @@ def select_copy_int(grad, self, dim, index, result):
 
 def slice_copy_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1413
+    # functional, spec line 1415
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -3159,7 +3159,7 @@ def slice_copy_Tensor(grad, self, dim, start, end, step, result):
 
 def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1420
+    # functional, spec line 1422
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -3167,7 +3167,7 @@ def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
 
 def constant_pad_nd_default(grad, self, pad, value, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1427
+    # functional, spec line 1429
     # self: torch.constant_pad_nd(grad, negated(pad))
     self_grad = torch.constant_pad_nd(grad, negated(pad))
     return (self_grad,)
@@ -3175,7 +3175,7 @@ def constant_pad_nd_default(grad, self, pad, value, result):
 
 def diag_embed_default(grad, self, offset, dim1, dim2, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1434
+    # functional, spec line 1436
     # self: grad.diagonal(offset, dim1, dim2)
     self_grad = grad.diagonal(offset, dim1, dim2)
     return (self_grad,)
@@ -3183,7 +3183,7 @@ def diag_embed_default(grad, self, offset, dim1, dim2, result):
 
 def roll_default(grad, self, shifts, dims, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1442
+    # functional, spec line 1444
     # self: grad.roll(negated(shifts), dims)
     self_grad = grad.roll(negated(shifts), dims)
     return (self_grad,)
@@ -3191,7 +3191,7 @@ def roll_default(grad, self, shifts, dims, result):
 
 def flip_default(grad, self, dims, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1450
+    # functional, spec line 1452
     # self: grad.flip(dims)
     self_grad = grad.flip(dims)
     return (self_grad,)
@@ -3199,7 +3199,7 @@ def flip_default(grad, self, dims, result):
 
 def rot90_default(grad, self, k, dims, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1457
+    # functional, spec line 1459
     # self: grad.rot90(-k, dims)
     self_grad = grad.rot90(-k, dims)
     return (self_grad,)
@@ -3207,7 +3207,7 @@ def rot90_default(grad, self, k, dims, result):
 
 def repeat_default(grad, self, repeats, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1465
+    # functional, spec line 1467
     # self: repeat_grad(grad, self, repeats)
     self_grad = repeat_grad(grad, self, repeats)
     return (self_grad,)
@@ -3215,7 +3215,7 @@ def repeat_default(grad, self, repeats, result):
 
 def tril_default(grad, self, diagonal, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1472
+    # functional, spec line 1474
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
     return (self_grad,)
@@ -3223,7 +3223,7 @@ def tril_default(grad, self, diagonal, result):
 
 def tril__default(grad, self, diagonal, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1472
+    # inplace, spec line 1474
     # formulas from tril; self_p is self before the update
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
@@ -3232,7 +3232,7 @@ def tril__default(grad, self, diagonal, result):
 
 def triu_default(grad, self, diagonal, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1479
+    # functional, spec line 1481
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
     return (self_grad,)
@@ -3240,7 +3240,7 @@ def triu_default(grad, self, diagonal, result):
 
 def triu__default(grad, self, diagonal, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1479
+    # inplace, spec line 1481
     # formulas from triu; self_p is self before the update
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
@@ -3249,7 +3249,7 @@ def triu__default(grad, self, diagonal, result):
 
 def pixel_shuffle_default(grad, self, upscale_factor, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1486
+    # functional, spec line 1488
     # self: torch.pixel_unshuffle(grad, upscale_factor)
     self_grad = torch.pixel_unshuffle(grad, upscale_factor)
     return (self_grad,)
@@ -3257,7 +3257,7 @@ def pixel_shuffle_default(grad, self, upscale_factor, result):
 
 def pixel_unshuffle_default(grad, self, downscale_factor, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1491
+    # functional, spec line 1493
     # self: torch.pixel_shuffle(grad, downscale_factor)
     self_grad = torch.pixel_shuffle(grad, downscale_factor)
     return (self_grad,)
@@ -3265,7 +3265,7 @@ def pixel_unshuffle_default(grad, self, downscale_factor, result):
 
 def channel_shuffle_default(grad, self, groups, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1496
+    # functional, spec line 1498
     # self: torch.channel_shuffle(grad, self.shape[1] // groups)
     self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
     return (self_grad,)
@@ -3273,7 +3273,7 @@ def channel_shuffle_default(grad, self, groups, result):
 
 def reflection_pad1d_default(grad, self, padding, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1503
+    # functional, spec line 1505
     # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3281,7 +3281,7 @@ def reflection_pad1d_default(grad, self, padding, result):
 
 def reflection_pad2d_default(grad, self, padding, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1508
+    # functional, spec line 1510
     # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3289,7 +3289,7 @@ def reflection_pad2d_default(grad, self, padding, result):
 
 def reflection_pad3d_default(grad, self, padding, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1513
+    # functional, spec line 1515
     # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3297,7 +3297,7 @@ def reflection_pad3d_default(grad, self, padding, result):
 
 def replication_pad1d_default(grad, self, padding, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1518
+    # functional, spec line 1520
     # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3305,7 +3305,7 @@ def replication_pad1d_default(grad, self, padding, result):
 
 def replication_pad2d_default(grad, self, padding, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1523
+    # functional, spec line 1525
     # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3313,7 +3313,7 @@ def replication_pad2d_default(grad, self, padding, result):
 
 def replication_pad3d_default(grad, self, padding, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1528
+    # functional, spec line 1530
     # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3321,7 +3321,7 @@ def replication_pad3d_default(grad, self, padding, result):
 
 def masked_fill_Scalar(grad, self, mask, value, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1535
+    # functional, spec line 1537
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     return (self_grad,)
@@ -3329,7 +3329,7 @@ def masked_fill_Scalar(grad, self, mask, value, result):
 
 def masked_fill__Scalar(grad, self, mask, value, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1535
+    # inplace, spec line 1537
     # formulas from masked_fill.Scalar; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3338,7 +3338,7 @@ def masked_fill__Scalar(grad, self, mask, value, result):
 
 def masked_fill_Tensor(grad, self, mask, value, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1544
+    # functional, spec line 1546
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
@@ -3348,7 +3348,7 @@ def masked_fill_Tensor(grad, self, mask, value, result):
 
 def masked_fill__Tensor(grad, self, mask, value, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1544
+    # inplace, spec line 1546
     # formulas from masked_fill.Tensor; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3359,7 +3359,7 @@ def masked_fill__Tensor(grad, self, mask, value, result):
 
 def masked_select_default(grad, self, mask, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1553
+    # functional, spec line 1555
     # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
     self_grad = unbroadcast(
         torch.ops.aten.masked_select_backward(grad, self, mask), self
@@ -3369,7 +3369,7 @@ def masked_select_default(grad, self, mask, result):
 
 def masked_scatter_default(grad, self, mask, source, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1562
+    # functional, spec line 1564
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
@@ -3379,7 +3379,7 @@ def masked_scatter_default(grad, self, mask, source, result):
 
 def masked_scatter__default(grad, self, mask, source, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1562
+    # inplace, spec line 1564
     # formulas from masked_scatter; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3390,7 +3390,7 @@ def masked_scatter__default(grad, self, mask, source, result):
 
 def index_Tensor(grad, self, indices, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1572
+    # functional, spec line 1574
     # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
     self_grad = torch.ops.aten.index_put.default(
         grad.new_zeros(self.shape), indices, grad, True
@@ -3400,7 +3400,7 @@ def index_Tensor(grad, self, indices, result):
 
 def index_put_default(grad, self, indices, values, accumulate, result):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1580
+    # functional, spec line 1582
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
         grad
@@ -3414,7 +3414,7 @@ def index_put_default(grad, self, indices, values, accumulate, result):
 
 def index_put__default(grad, self, indices, values, accumulate, result):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1580
+    # inplace, spec line 1582
     # formulas from index_put; self_p is self before the update
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
@@ -3427,9 +3427,25 @@ def index_put__default(grad, self, indices, values, accumulate, result):
     return (self_grad, values_grad)
 
 
+def view_as_real_default(grad, self, result):
+    """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 1597
+    # self: torch.view_as_complex(grad.contiguous())
+    self_grad = torch.view_as_complex(grad.contiguous())
+    return (self_grad,)
+
+
+def view_as_complex_default(grad, self, result):
+    """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
+    # view, spec line 1601
+    # self: torch.view_as_real(grad.resolve_conj()).contiguous()
+    self_grad = torch.view_as_real(grad.resolve_conj()).contiguous()
+    return (self_grad,)
+
+
 def squeeze__dim(grad, self, dim, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1593
+    # inplace, spec line 1608
     # formulas from squeeze.dim; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3438,7 +3454,7 @@ def squeeze__dim(grad, self, dim, result):
 
 def squeeze__dims(grad, self, dim, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1595
+    # inplace, spec line 1610
     # formulas from squeeze.dims; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3447,7 +3463,7 @@ def squeeze__dims(grad, self, dim, result):
 
 def squeeze__default(grad, self, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1597
+    # inplace, spec line 1612
     # formulas from squeeze; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3456,7 +3472,7 @@ def squeeze__default(grad, self, result):
 
 def unsqueeze__default(grad, self, dim, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1599
+    # inplace, spec line 1614
     # formulas from unsqueeze; self_p is self before the update
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
@@ -3465,7 +3481,7 @@ def unsqueeze__default(grad, self, dim, result):
 
 def t__default(grad, self, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1601
+    # inplace, spec line 1616
     # formulas from t; self_p is self before the update
     # self: grad.t()
     self_grad = grad.t()
@@ -3474,7 +3490,7 @@ def t__default(grad, self, result):
 
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1603
+    # inplace, spec line 1618
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3482,7 +3498,7 @@ def transpose__default(grad, self, dim0, dim1, result):
 
 def select_scatter_default(grad, self, src, dim, index, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1610
+    # functional, spec line 1625
     # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     # src: grad.select(dim, index)
@@ -3492,7 +3508,7 @@ def select_scatter_default(grad, self, src, dim, index, result):
 
 def slice_scatter_default(grad, self, src, dim, start, end, step, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1618
+    # functional, spec line 1633
     # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
@@ -3502,7 +3518,7 @@ def slice_scatter_default(grad, self, src, dim, start, end, step, result):
 
 def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1626
+    # functional, spec line 1641
     # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     # src: grad.diagonal(offset, dim1, dim2)
@@ -3512,7 +3528,7 @@ def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
 
 def fill_Scalar(grad, self, value, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1634
+    # functional, spec line 1649
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -3520,7 +3536,7 @@ def fill_Scalar(grad, self, value, result):
 
 def block_diag_default(grad, tensors, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1638
+    # functional, spec line 1653
     # tensors: block_diag_grads(grad, tensors)
     tensors_grad = block_diag_grads(grad, tensors)
     return (tensors_grad,)
@@ -3528,7 +3544,7 @@ def block_diag_default(grad, tensors, result):
 
 def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1648
+    # functional, spec line 1663
     # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
     return (self_grad,)
@@ -3536,7 +3552,7 @@ def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
 
 def norm_Scalar(grad, self, p, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1658
+    # functional, spec line 1673
     # self: vector_norm_grad(grad, self, p, None, False, result)
     self_grad = vector_norm_grad(grad, self, p, None, False, result)
     return (self_grad,)
@@ -3544,7 +3560,7 @@ def norm_Scalar(grad, self, p, result):
 
 def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1665
+    # functional, spec line 1680
     # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
     return (self_grad,)
@@ -3552,7 +3568,7 @@ def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
 
 def dist_default(grad, self, other, p, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1672
+    # functional, spec line 1687
     # self: dist_grad(grad, self, other, p, result, self)
     self_grad = dist_grad(grad, self, other, p, result, self)
     # other: -dist_grad(grad, self, other, p, result, other)
@@ -3562,7 +3578,7 @@ def dist_default(grad, self, other, p, result):
 
 def var_correction(grad, self, dim, correction, keepdim, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1680
+    # functional, spec line 1695
     # self: var_grad(grad, self, dim, correction, keepdim)
     self_grad = var_grad(grad, self, dim, correction, keepdim)
     return (self_grad,)
@@ -3570,7 +3586,7 @@ def var_correction(grad, self, dim, correction, keepdim, result):
 
 def std_correction(grad, self, dim, correction, keepdim, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1702
     # self: std_grad(grad, self, dim, correction, keepdim, result)
     self_grad = std_grad(grad, self, dim, correction, keepdim, result)
     return (self_grad,)
@@ -3578,7 +3594,7 @@ def std_correction(grad, self, dim, correction, keepdim, result):
 
 def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1694
+    # functional, spec line 1709
     # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
         grads[1], self, dim, keepdim
@@ -3588,7 +3604,7 @@ def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1702
+    # functional, spec line 1717
     # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = std_grad(
         grads[0], self, dim, correction, keepdim, result0
@@ -3598,7 +3614,7 @@ def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def logsumexp_default(grad, self, dim, keepdim, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1710
+    # functional, spec line 1725
     # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
     self_grad = (
         expand_reduced(grad, self, dim, keepdim)
@@ -3609,7 +3625,7 @@ def logsumexp_default(grad, self, dim, keepdim, result):
 
 def nansum_default(grad, self, dim, keepdim, dtype, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1717
+    # functional, spec line 1732
     # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
     self_grad = torch.where(
         self.isnan(),
@@ -3621,7 +3637,7 @@ def nansum_default(grad, self, dim, keepdim, dtype, result):
 
 def prod_default(grad, self, dtype, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1724
+    # functional, spec line 1739
     # self: prod_grad(grad, self, None, False)
     self_grad = prod_grad(grad, self, None, False)
     return (self_grad,)
@@ -3629,7 +3645,7 @@ def prod_default(grad, self, dtype, result):
 
 def prod_dim_int(grad, self, dim, keepdim, dtype, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1728
+    # functional, spec line 1743
     # self: prod_grad(grad, self, dim, keepdim)
     self_grad = prod_grad(grad, self, dim, keepdim)
     return (self_grad,)
@@ -3637,7 +3653,7 @@ def prod_dim_int(grad, self, dim, keepdim, dtype, result):
 
 def cumsum_default(grad, self, dim, dtype, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1735
+    # functional, spec line 1750
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     return (self_grad,)
@@ -3645,7 +3661,7 @@ def cumsum_default(grad, self, dim, dtype, result):
 
 def cumsum__default(grad, self, dim, dtype, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1735
+    # inplace, spec line 1750
     # formulas from cumsum; self_p is self before the update
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
@@ -3654,7 +3670,7 @@ def cumsum__default(grad, self, dim, dtype, result):
 
 def cumprod_default(grad, self, dim, dtype, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1742
+    # functional, spec line 1757
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     return (self_grad,)
@@ -3662,7 +3678,7 @@ def cumprod_default(grad, self, dim, dtype, result):
 
 def cumprod__default(grad, self, dim, dtype, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1742
+    # inplace, spec line 1757
     # formulas from cumprod; self_p is self before the update
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
@@ -3671,7 +3687,7 @@ def cumprod__default(grad, self, dim, dtype, result):
 
 def logcumsumexp_default(grad, self, dim, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1749
+    # functional, spec line 1764
     # self: scan_grad(grad, self, dim, "logcumsumexp")
     self_grad = scan_grad(grad, self, dim, "logcumsumexp")
     return (self_grad,)
@@ -3679,7 +3695,7 @@ def logcumsumexp_default(grad, self, dim, result):
 
 def cummax_default(grads, self, dim, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1756
+    # functional, spec line 1771
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3688,7 +3704,7 @@ def cummax_default(grads, self, dim, values, indices):
 
 def cummin_default(grads, self, dim, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1764
+    # functional, spec line 1779
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3697,7 +3713,7 @@ def cummin_default(grads, self, dim, values, indices):
 
 def sort_default(grads, self, dim, descending, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1772
+    # functional, spec line 1787
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3706,7 +3722,7 @@ def sort_default(grads, self, dim, descending, values, indices):
 
 def sort_stable(grads, self, stable, dim, descending, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1780
+    # functional, spec line 1795
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3715,7 +3731,7 @@ def sort_stable(grads, self, stable, dim, descending, values, indices):
 
 def topk_default(grads, self, k, dim, largest, sorted, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1788
+    # functional, spec line 1803
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3724,7 +3740,7 @@ def topk_default(grads, self, k, dim, largest, sorted, values, indices):
 
 def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1796
+    # functional, spec line 1811
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3735,7 +3751,7 @@ def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
 
 def mode_default(grads, self, dim, keepdim, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1804
+    # functional, spec line 1819
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3746,7 +3762,7 @@ def mode_default(grads, self, dim, keepdim, values, indices):
 
 def median_dim(grads, self, dim, keepdim, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1812
+    # functional, spec line 1827
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3757,7 +3773,7 @@ def median_dim(grads, self, dim, keepdim, values, indices):
 
 def nanmedian_dim(grads, self, dim, keepdim, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1820
+    # functional, spec line 1835
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3768,7 +3784,7 @@ def nanmedian_dim(grads, self, dim, keepdim, values, indices):
 
 def median_default(grad, self, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1828
+    # functional, spec line 1843
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3776,7 +3792,7 @@ def median_default(grad, self, result):
 
 def nanmedian_default(grad, self, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1833
+    # functional, spec line 1848
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3784,7 +3800,7 @@ def nanmedian_default(grad, self, result):
 
 def max_default(grad, self, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1838
+    # functional, spec line 1853
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3792,7 +3808,7 @@ def max_default(grad, self, result):
 
 def min_default(grad, self, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1843
+    # functional, spec line 1858
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3800,7 +3816,7 @@ def min_default(grad, self, result):
 
 def aminmax_default(grads, self, dim, keepdim, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1848
+    # functional, spec line 1863
     grad_min = grads[0]
     grad_max = grads[1]
     # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
@@ -3812,7 +3828,7 @@ def aminmax_default(grads, self, dim, keepdim, min, max):
 
 def trace_default(grad, self, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1856
+    # functional, spec line 1871
     # self: trace_grad(grad, self)
     self_grad = trace_grad(grad, self)
     return (self_grad,)
@@ -3820,7 +3836,7 @@ def trace_default(grad, self, result):
 
 def renorm_default(grad, self, p, dim, maxnorm, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1863
+    # functional, spec line 1878
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
     return (self_grad,)
@@ -3828,7 +3844,7 @@ def renorm_default(grad, self, p, dim, maxnorm, result):
 
 def renorm__default(grad, self, p, dim, maxnorm, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1863
+    # inplace, spec line 1878
     # formulas from renorm; self_p is self before the update
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
@@ -3837,7 +3853,7 @@ def renorm__default(grad, self, p, dim, maxnorm, result):
 
 def vdot_default(grad, self, other, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1872
+    # functional, spec line 1887
     # self: grad.conj() * other
     self_grad = grad.conj() * other
     # other: grad * self
@@ -3847,7 +3863,7 @@ def vdot_default(grad, self, other, result):
 
 def addmv_default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1878
+    # functional, spec line 1893
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
@@ -3859,7 +3875,7 @@ def addmv_default(grad, self, mat, vec, beta, alpha, result):
 
 def addmv__default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1878
+    # inplace, spec line 1893
     # formulas from addmv; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3872,7 +3888,7 @@ def addmv__default(grad, self, mat, vec, beta, alpha, result):
 
 def addr_default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1887
+    # functional, spec line 1902
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
@@ -3884,7 +3900,7 @@ def addr_default(grad, self, vec1, vec2, beta, alpha, result):
 
 def addr__default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1887
+    # inplace, spec line 1902
     # formulas from addr; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3897,7 +3913,7 @@ def addr__default(grad, self, vec1, vec2, beta, alpha, result):
 
 def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1896
+    # functional, spec line 1911
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
@@ -3909,7 +3925,7 @@ def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1896
+    # inplace, spec line 1911
     # formulas from baddbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3922,7 +3938,7 @@ def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1905
+    # functional, spec line 1920
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
@@ -3938,7 +3954,7 @@ def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1905
+    # inplace, spec line 1920
     # formulas from addbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3955,7 +3971,7 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def index_select_default(grad, self, dim, index, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1918
+    # functional, spec line 1933
     # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3963,7 +3979,7 @@ def index_select_default(grad, self, dim, index, result):
 
 def gather_default(grad, self, dim, index, sparse_grad, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1926
+    # functional, spec line 1941
     # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     return (self_grad,)
@@ -3971,7 +3987,7 @@ def gather_default(grad, self, dim, index, sparse_grad, result):
 
 def take_default(grad, self, index, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1934
+    # functional, spec line 1949
     # self: grad.new_zeros(self.shape).put(index, grad, True)
     self_grad = grad.new_zeros(self.shape).put(index, grad, True)
     return (self_grad,)
@@ -3979,7 +3995,7 @@ def take_default(grad, self, index, result):
 
 def put_default(grad, self, index, source, accumulate, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1940
+    # functional, spec line 1955
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
         grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
@@ -3991,7 +4007,7 @@ def put_default(grad, self, index, source, accumulate, result):
 
 def put__default(grad, self, index, source, accumulate, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1940
+    # inplace, spec line 1955
     # formulas from put; self_p is self before the update
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
@@ -4004,7 +4020,7 @@ def put__default(grad, self, index, source, accumulate, result):
 
 def scatter_src(grad, self, dim, index, src, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1949
+    # functional, spec line 1964
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     # src: gather_grad(grad, dim, index, src)
@@ -4014,7 +4030,7 @@ def scatter_src(grad, self, dim, index, src, result):
 
 def scatter__src(grad, self, dim, index, src, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1949
+    # inplace, spec line 1964
     # formulas from scatter.src; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4025,7 +4041,7 @@ def scatter__src(grad, self, dim, index, src, result):
 
 def scatter_value(grad, self, dim, index, value, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1956
+    # functional, spec line 1971
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     return (self_grad,)
@@ -4033,7 +4049,7 @@ def scatter_value(grad, self, dim, index, value, result):
 
 def scatter__value(grad, self, dim, index, value, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1956
+    # inplace, spec line 1971
     # formulas from scatter.value; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4042,7 +4058,7 @@ def scatter__value(grad, self, dim, index, value, result):
 
 def scatter_add_default(grad, self, dim, index, src, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1962
+    # functional, spec line 1977
     # self: grad
     self_grad = grad
     # src: gather_grad(grad, dim, index, src)
@@ -4052,7 +4068,7 @@ def scatter_add_default(grad, self, dim, index, src, result):
 
 def scatter_add__default(grad, self, dim, index, src, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1962
+    # inplace, spec line 1977
     # formulas from scatter_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4063,7 +4079,7 @@ def scatter_add__default(grad, self, dim, index, src, result):
 
 def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 1971
+    # functional, spec line 1986
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
         grad, self, dim, index, src, reduce, include_self, result
@@ -4073,7 +4089,7 @@ def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result
 
 def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 1971
+    # inplace, spec line 1986
     # formulas from scatter_reduce.two; self_p is self before the update
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
@@ -4084,7 +4100,7 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
 
 def index_add_default(grad, self, dim, index, source, alpha, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1981
+    # functional, spec line 1996
     # self: grad
     self_grad = grad
     # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
@@ -4094,7 +4110,7 @@ def index_add_default(grad, self, dim, index, source, alpha, result):
 
 def index_add__default(grad, self, dim, index, source, alpha, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1981
+    # inplace, spec line 1996
     # formulas from index_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4105,7 +4121,7 @@ def index_add__default(grad, self, dim, index, source, alpha, result):
 
 def index_copy_default(grad, self, dim, index, source, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 1990
+    # functional, spec line 2005
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # source: grad.index_select(dim, index).reshape(source.shape)
@@ -4115,7 +4131,7 @@ def index_copy_default(grad, self, dim, index, source, result):
 
 def index_copy__default(grad, self, dim, index, source, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1990
+    # inplace, spec line 2005
     # formulas from index_copy; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4126,7 +4142,7 @@ def index_copy__default(grad, self, dim, index, source, result):
 
 def index_fill_int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1997
+    # functional, spec line 2012
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     return (self_grad,)
@@ -4134,7 +4150,7 @@ def index_fill_int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill__int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1997
+    # inplace, spec line 2012
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4143,7 +4159,7 @@ def index_fill__int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill_int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2003
+    # functional, spec line 2018
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
@@ -4153,7 +4169,7 @@ def index_fill_int_Tensor(grad, self, dim, index, value, result):
 
 def index_fill__int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2003
+    # inplace, spec line 2018
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4164,7 +4180,7 @@ def index_fill__int_Tensor(grad, self, dim, index, value, result):
 
 def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2010
+    # functional, spec line 2025
     # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
     self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
         grad.new_zeros(self.shape), mask, indices, grad
@@ -4176,7 +4192,7 @@ def _unsafe_masked_index_put_accumulate_default(
     grad, self, mask, indices, values, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2016
+    # functional, spec line 2031
     # self: grad
     self_grad = grad
     # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
@@ -4190,7 +4206,7 @@ def nll_loss_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2027
+    # functional, spec line 2042
     grad = grads[0]
     # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
@@ -4203,7 +4219,7 @@ def nll_loss2d_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2036
+    # functional, spec line 2051
     grad = grads[0]
     # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
@@ -4216,7 +4232,7 @@ def embedding_default(
     grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2043
+    # functional, spec line 2058
     # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
     weight_grad = torch.ops.aten.embedding_dense_backward(
         grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
@@ -4226,7 +4242,7 @@ def embedding_default(
 
 def max_unpool2d_default(grad, self, indices, output_size, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2049
+    # functional, spec line 2064
     # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     return (self_grad,)
@@ -4234,7 +4250,7 @@ def max_unpool2d_default(grad, self, indices, output_size, result):
 
 def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2055
+    # functional, spec line 2070
     # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
     self_grad = torch.ops.aten.binary_cross_entropy_backward(
         grad, self, target, weight, reduction
@@ -4248,7 +4264,7 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
 
 def acosh_default(grad, self, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2065
+    # functional, spec line 2080
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     return (self_grad,)
@@ -4256,7 +4272,7 @@ def acosh_default(grad, self, result):
 
 def acosh__default(grad, self, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2065
+    # inplace, spec line 2080
     # formulas from acosh; self_p is self before the update
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -4265,7 +4281,7 @@ def acosh__default(grad, self, result):
 
 def special_ndtri_default(grad, self, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2071
+    # functional, spec line 2086
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)

@@ -51,6 +51,28 @@ def _geometry(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), t.stride(), t.storage_offset())
 
 
+def _real_geometry(t: torch.Tensor) -> tuple:
+    """t's geometry in elements of its real dtype: a complex tensor seen as its
+    real view (a last dim of 2), so a float view of complex memory (view_as_real)
+    and the complex tensor it views are placed in one coordinate system."""
+    shape, stride, offset = _geometry(t)
+    if not t.is_complex():
+        return shape, stride, offset
+    return (*shape, 2), (*(2 * s for s in stride), 1), 2 * offset
+
+
+def _real_dtype(dtype: torch.dtype) -> torch.dtype:
+    return dtype.to_real() if dtype.is_complex else dtype
+
+
+def _as_real(g: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(g.resolve_conj()) if g.is_complex() else g
+
+
+def _from_real(r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return torch.view_as_complex(r) if dtype.is_complex else r
+
+
 class GradDtypeMismatch(RuntimeError):
     """A VJP kernel returned a gradient of another dtype than its input's (raised
     only by tapes made with check_grad_dtypes=True)."""
@@ -69,7 +91,7 @@ class _Saved:
 class _Storage:
     root: torch.Tensor  # the first tensor seen on this storage
     root_node: Node | None
-    length: int  # in elements of root's dtype
+    length: int  # in elements of root's real dtype
     version: int = 0
     saved: list = field(default_factory=list)  # _Saved on this storage, not copied
 
@@ -98,10 +120,10 @@ class _GetStep:
 
     root_node: Node | None
     node: Node
-    root_geometry: tuple
+    root_geometry: tuple  # real geometries (_real_geometry)
     geometry: tuple
     length: int
-    dtype: torch.dtype
+    root_dtype: torch.dtype
 
 
 @dataclass
@@ -111,10 +133,11 @@ class _PutbackStep:
     root_node: Node | None
     view_node: Node | None
     node: Node
-    root_geometry: tuple
+    root_geometry: tuple  # real geometries (_real_geometry)
     geometry: tuple
     length: int
-    dtype: torch.dtype
+    root_dtype: torch.dtype
+    view_dtype: torch.dtype
 
 
 class Tape(TorchDispatchMode):
@@ -243,7 +266,8 @@ class Tape(TorchDispatchMode):
         return len(self._node_meta) - 1
 
     def _add_storage(self, t: torch.Tensor, node: Node | None) -> _Storage:
-        storage = _Storage(t, node, t.untyped_storage().nbytes() // t.element_size())
+        real_size = t.element_size() // (2 if t.is_complex() else 1)
+        storage = _Storage(t, node, t.untyped_storage().nbytes() // real_size)
         self._storages[t.untyped_storage()._cdata] = storage
         return storage
 
@@ -288,10 +312,10 @@ class Tape(TorchDispatchMode):
             _GetStep(
                 storage.root_node,
                 node,
-                _geometry(storage.root),
-                _geometry(t),
+                _real_geometry(storage.root),
+                _real_geometry(t),
                 storage.length,
-                t.dtype,
+                storage.root.dtype,
             )
         )
         return node
@@ -306,7 +330,8 @@ class Tape(TorchDispatchMode):
             return
         record = self._record(value)
         storage = record.storage
-        if value is storage.root or _geometry(value) == _geometry(storage.root):
+        same = value is storage.root or _geometry(value) == _geometry(storage.root)
+        if same and value.dtype == storage.root.dtype:
             storage.root_node = node
         elif node is not None or storage.root_node is not None:
             self._check_alias(storage, value)
@@ -316,10 +341,11 @@ class Tape(TorchDispatchMode):
                     storage.root_node,
                     node,
                     new_root,
-                    _geometry(storage.root),
-                    _geometry(value),
+                    _real_geometry(storage.root),
+                    _real_geometry(value),
                     storage.length,
                     storage.root.dtype,
+                    value.dtype,
                 )
             )
             storage.root_node = new_root
@@ -328,11 +354,7 @@ class Tape(TorchDispatchMode):
         record.version = storage.version
 
     def _check_alias(self, storage: _Storage, t: torch.Tensor) -> None:
-        if t.dtype != storage.root.dtype:
-            raise NotImplementedError(
-                "the tape cannot follow a view with another dtype than its base "
-                f"({t.dtype} of {storage.root.dtype})"
-            )
+        _check_dtype(storage, t)
         if torch._debug_has_internal_overlap(t) == 1:
             raise NotImplementedError(
                 "the tape cannot read a self-overlapping view (expand) of memory "
@@ -355,10 +377,8 @@ class Tape(TorchDispatchMode):
         storage = self._storages.get(key)
         if storage is None or not t.untyped_storage().nbytes():
             storage = self._add_storage(t, node)
-        elif t.dtype != storage.root.dtype and node is not None:
-            raise NotImplementedError(
-                "the tape cannot follow a view with another dtype than its base"
-            )
+        elif node is not None:
+            _check_dtype(storage, t)
         self._tensors[id(t)] = _TensorRecord(t, node, storage.version, storage)
 
     def _save(self, value):
@@ -470,6 +490,15 @@ class Tape(TorchDispatchMode):
         cotangents[node] = g if previous is None else previous + g
 
 
+def _check_dtype(storage: _Storage, t: torch.Tensor) -> None:
+    if _real_dtype(t.dtype) != _real_dtype(storage.root.dtype):
+        raise NotImplementedError(
+            "the tape cannot follow a view with another dtype than its base "
+            f"({t.dtype} of {storage.root.dtype}) unless it is the real view "
+            "of complex memory or the reverse"
+        )
+
+
 def _as_tensor_argument(value, argument):
     """A Python number passed for a Tensor argument (`x * 2`) as the 0-d tensor
     the kernels expect."""
@@ -506,7 +535,8 @@ def _as_tuple(value) -> tuple:
 
 
 def _scratch(g: torch.Tensor, length: int) -> torch.Tensor:
-    return g.new_zeros(length)
+    """Zeroed memory for a whole storage, in elements of g's real dtype."""
+    return torch.zeros(length, dtype=_real_dtype(g.dtype), device=g.device)
 
 
 def _backward_get(tape: Tape, step: _GetStep, cotangents: dict) -> None:
@@ -514,8 +544,10 @@ def _backward_get(tape: Tape, step: _GetStep, cotangents: dict) -> None:
     if g is None or step.root_node is None:
         return
     flat = _scratch(g, step.length)
-    flat.as_strided(*step.geometry).copy_(g)
-    root_grad = flat.as_strided(*step.root_geometry).clone()
+    flat.as_strided(*step.geometry).copy_(_as_real(g))
+    root_grad = _from_real(
+        flat.as_strided(*step.root_geometry).clone(), step.root_dtype
+    )
     tape._accumulate(cotangents, step.root_node, root_grad, "a view of its base")
 
 
@@ -524,11 +556,13 @@ def _backward_putback(tape: Tape, step: _PutbackStep, cotangents: dict) -> None:
     if g is None:
         return
     flat = _scratch(g, step.length)
-    flat.as_strided(*step.root_geometry).copy_(g)
+    flat.as_strided(*step.root_geometry).copy_(_as_real(g))
     if step.view_node is not None:
-        view_grad = flat.as_strided(*step.geometry).clone()
+        view_grad = _from_real(flat.as_strided(*step.geometry).clone(), step.view_dtype)
         tape._accumulate(cotangents, step.view_node, view_grad, "a write to a view")
     if step.root_node is not None:
         flat.as_strided(*step.geometry).zero_()
-        root_grad = flat.as_strided(*step.root_geometry).clone()
+        root_grad = _from_real(
+            flat.as_strided(*step.root_geometry).clone(), step.root_dtype
+        )
         tape._accumulate(cotangents, step.root_node, root_grad, "a write to a view")

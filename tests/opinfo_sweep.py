@@ -1,7 +1,12 @@
 """The OpInfo conformance sweep: every OpInfo that supports forward AD, every sample,
 dualgen.forward_ad against torch.autograd.forward_ad.
 
-    python tests/opinfo_sweep.py [--ops NAME ...] [--spec PATH] [--report PATH]
+    python tests/opinfo_sweep.py [--ops NAME ...] [--spec PATH] [--report PATH] [--hvp]
+
+`--hvp` sweeps forward-over-reverse instead: the tangents of the gradients
+torch.autograd.grad computes from dual inputs, which go through the forward
+formulas of the backward ops (`*_backward`) autograd calls: Hessian-vector
+products. It covers OpInfos that support forward-over-reverse (float64 only).
 
 `--spec` sweeps with the kernels generated from that spec (in memory) instead of
 the installed ones.
@@ -104,6 +109,61 @@ def _run(op, sample, tangents, module):
     return result
 
 
+def _run_hvp(op, sample, tangents, module):
+    """Forward-over-reverse under `module`'s forward AD: the gradients of the op's
+    differentiable outputs (seeded cotangents) with respect to its differentiable
+    inputs, as (primal, tangent) pairs; an unused input gives (None, None)."""
+    leaves = []
+
+    def leaf(t):
+        if _is_diff(t):
+            leaves.append(t.detach().clone().requires_grad_())
+            return leaves[-1]
+        return t
+
+    values = _map((sample.input, sample.args, sample.kwargs), leaf)
+    pending = iter(tangents)
+    generator = torch.Generator().manual_seed(1)
+    with module.dual_level():
+        args = _map(
+            values,
+            lambda t: (
+                module.make_dual(t, next(pending))
+                if _is_diff(t) and t.requires_grad
+                else t
+            ),
+        )
+        out = op(args[0], *args[1], **args[2])
+        outputs = []
+        _map(out, outputs.append)
+        outputs = [o for o in outputs if _is_diff(o) and o.requires_grad]
+        if not outputs:
+            return []
+        cotangents = [_random_like(o, generator) for o in outputs]
+        grads = torch.autograd.grad(outputs, leaves, cotangents, allow_unused=True)
+        result = []
+        for g in grads:
+            if g is None:
+                result.append((None, None))
+                continue
+            primal, tangent = module.unpack_dual(g)
+            result.append(
+                (
+                    primal.detach().clone(),
+                    None if tangent is None else tangent.detach().clone(),
+                )
+            )
+    return result
+
+
+def _random_like(t, generator):
+    real = torch.randn(t.shape, generator=generator, dtype=t.real.dtype)
+    if not t.is_complex():
+        return real
+    imag = torch.randn(t.shape, generator=generator, dtype=t.real.dtype)
+    return torch.complex(real, imag)
+
+
 def _differs(a, b) -> str | None:
     if (a is None) != (b is None):
         return f"tangent {'None' if a is None else 'present'} vs native {'None' if b is None else 'present'}"
@@ -120,10 +180,14 @@ def _differs(a, b) -> str | None:
     return None
 
 
-def _first_difference(got, expected) -> str | None:
+def _first_difference(got, expected, zero_is_none=False) -> str | None:
     if expected is None or got is None:
         return "no reference"
     for k, ((p, t), (ep, et)) in enumerate(zip(got, expected)):
+        if zero_is_none and (t is None) != (et is None):
+            # A gradient's tangent: native sometimes materialises zeros where
+            # dualgen has none; the values agree.
+            t, et = [x if x is not None else torch.zeros_like(p) for x in (t, et)]
         problem = None
         if isinstance(p, torch.Tensor):
             problem = _differs(p, ep) and f"primal: {_differs(p, ep)}"
@@ -133,9 +197,9 @@ def _first_difference(got, expected) -> str | None:
     return None
 
 
-def _native_or_none(op, sample, tangents):
+def _native_or_none(op, sample, tangents, run):
     try:
-        return _run(op, sample, tangents, native_fwAD)
+        return run(op, sample, tangents, native_fwAD)
     except Exception:  # noqa: BLE001 (whatever native raises, it has no reference)
         return None
 
@@ -144,18 +208,19 @@ def full_name(op) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
 
 
-def check(op, dtype) -> OpResult:
+def check(op, dtype, hvp=False) -> OpResult:
     # One thread: kernels that write one place from several (max_unpool with
     # repeated indices) then pick the same winner for the primal and the tangent.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _check(op, dtype)
+        return _check(op, dtype, hvp)
     finally:
         torch.set_num_threads(threads)
 
 
-def _check(op, dtype) -> OpResult:
+def _check(op, dtype, hvp) -> OpResult:
+    run = _run_hvp if hvp else _run
     result = OpResult(full_name(op), str(dtype).removeprefix("torch."))
     result.key = (op.name, op.variant_test_name, result.dtype)
     generator = torch.Generator().manual_seed(0)
@@ -164,12 +229,12 @@ def _check(op, dtype) -> OpResult:
         tangents = _tangents(sample, generator)
         if not tangents:
             continue
-        expected = _native_or_none(op, sample, tangents)
+        expected = _native_or_none(op, sample, tangents, run)
         if expected is None:
             continue  # native refuses this sample: nothing to compare
         result.samples += 1
         try:
-            got = _run(op, sample, tangents, fwAD)
+            got = run(op, sample, tangents, fwAD)
         except Exception as exc:  # noqa: BLE001 (a dualgen failure is the verdict)
             result.failures.append(
                 ("error", f"sample {n}: {type(exc).__name__}: {exc}")
@@ -180,9 +245,9 @@ def _check(op, dtype) -> OpResult:
                 ("wrong", f"sample {n}: {len(got)} outputs vs {len(expected)}")
             )
             continue
-        problem = _first_difference(got, expected)
+        problem = _first_difference(got, expected, hvp)
         if problem and _first_difference(
-            _native_or_none(op, sample, tangents), expected
+            _native_or_none(op, sample, tangents, run), expected, hvp
         ):
             # Native disagrees with itself (max_unpool with repeated indices, ...):
             # this sample has no reference value.
@@ -199,16 +264,24 @@ def _check(op, dtype) -> OpResult:
     return result
 
 
-def sweep(names=None, progress=True) -> list[OpResult]:
+def hvp_ops():
+    return [op for op in forward_ad_ops() if op.supports_fwgrad_bwgrad]
+
+
+def hvp_dtypes_for(op) -> list[torch.dtype]:
+    return [d for d in dtypes_for(op) if d == torch.float64]
+
+
+def sweep(names=None, progress=True, hvp=False) -> list[OpResult]:
     ops = [
         op
-        for op in forward_ad_ops()
+        for op in (hvp_ops() if hvp else forward_ad_ops())
         if names is None or op.name in names or full_name(op) in names
     ]
     results = []
     for i, op in enumerate(ops):
-        for dtype in dtypes_for(op):
-            results.append(check(op, dtype))
+        for dtype in hvp_dtypes_for(op) if hvp else dtypes_for(op):
+            results.append(check(op, dtype, hvp))
         if progress:
             print(f"\r{i + 1}/{len(ops)} {op.name:30}", end="", file=sys.stderr)
     if progress:
@@ -234,13 +307,15 @@ def reason(result: OpResult) -> str:
     return f"{kind}: {detail.splitlines()[0][:160]}"
 
 
-def write_known(results: list[OpResult]) -> None:
+def write_known(results: list[OpResult], hvp=False) -> None:
+    what = "forward-over-reverse (HVP)" if hvp else "forward AD"
+    flag = "--hvp --known" if hvp else "--known"
     lines = [
-        '"""(OpInfo name, variant, dtype) pairs dualgen does not match native forward',
-        "AD on yet, and why. Generated by `python tests/opinfo_sweep.py --known`; the",
-        'suite fails when one of them starts passing."""',
+        f'"""(OpInfo name, variant, dtype) pairs dualgen does not match native {what}',
+        f"on yet, and why. Generated by `python tests/opinfo_sweep.py {flag}`;",
+        'the suite fails when one of them starts passing."""',
         "",
-        "KNOWN = {",
+        f"{'KNOWN_HVP' if hvp else 'KNOWN'} = {{",
     ]
     for r in results:
         if r.status in ("wrong", "error"):
@@ -249,7 +324,8 @@ def write_known(results: list[OpResult]) -> None:
     import black
 
     text = black.format_str("\n".join(lines) + "\n", mode=black.Mode())
-    Path(__file__).with_name("opinfo_known.py").write_text(text)
+    name = "opinfo_known_hvp.py" if hvp else "opinfo_known.py"
+    Path(__file__).with_name(name).write_text(text)
 
 
 def report(results: list[OpResult]) -> str:
@@ -279,7 +355,11 @@ def main() -> int:
     parser.add_argument(
         "--known",
         action="store_true",
-        help="rewrite tests/opinfo_known.py: the failing (op, dtype) pairs and why",
+        help="rewrite tests/opinfo_known.py (with --hvp: opinfo_known_hvp.py): "
+        "the failing (op, dtype) pairs and why",
+    )
+    parser.add_argument(
+        "--hvp", action="store_true", help="sweep forward-over-reverse instead"
     )
     args = parser.parse_args()
     names = set(args.ops) if args.ops else None
@@ -290,15 +370,15 @@ def main() -> int:
 
         kernels = load_kernels(generate_files(Path(args.spec)).files)
         with using_kernels(kernels):
-            results = sweep(names)
+            results = sweep(names, hvp=args.hvp)
     else:
-        results = sweep(names)
+        results = sweep(names, hvp=args.hvp)
     for r in results:
         if r.status in ("wrong", "error"):
             print(f"{r.status.upper():5} {r.name} [{r.dtype}]: {r.detail}")
     print(summary(results))
     if args.known:
-        write_known(results)
+        write_known(results, args.hvp)
     if args.report:
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(report(results))

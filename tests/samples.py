@@ -186,6 +186,8 @@ SAMPLES: dict[str, list[Sample]] = {
     "unsqueeze": [S(T(3, 4), 1), S(T(3, 4), -1)],
     "squeeze": [S(T(3, 1, 4)), S(T(1, 1))],
     "squeeze.dim": [S(T(3, 1, 4), 1), S(T(3, 4), 0)],
+    "view_as_real": [S(T(3, 4), real_ok=False), S(T(), real_ok=False)],
+    "view_as_complex": [S(T(3, 2), complex_ok=False), S(T(2, 4, 2), complex_ok=False)],
     # torch asserts on _conj of a real tensor: complex only.
     "_conj": [S(T(3, 4), real_ok=False), S(T(), real_ok=False)],
     "resolve_conj": unary(),

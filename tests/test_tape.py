@@ -146,6 +146,26 @@ def cat_softmax(a, b):
     return torch.cat([a, b.unsqueeze(0)]).softmax(1)
 
 
+def write_real_part_of_complex(z):
+    w = z.clone()
+    torch.view_as_real(w)[:, 0].mul_(3)  # scales the real parts in place
+    return w * z.conj(), torch.view_as_real(z).sin()
+
+
+def write_complex_view_of_real(x):
+    y = x.clone()
+    c = torch.view_as_complex(y)
+    c.mul_(torch.view_as_complex(x.flip(0).contiguous()))
+    return y.exp(), c.imag
+
+
+def read_real_and_imag_after_write(z):
+    w = z.clone()
+    re, im = w.real, w.imag
+    w.mul_(1j)
+    return re * im, w.abs()
+
+
 MASK = torch.tensor([True, False, True])
 
 CASES = {
@@ -173,6 +193,15 @@ CASES = {
         (rand(3, 2, dtype=C128), rand(3, 2, seed=2)),
     ),
     "complex_to_real": (lambda z: (z * z).abs() + z.abs(), (rand(3, dtype=C128),)),
+    "write_real_part_of_complex": (
+        write_real_part_of_complex,
+        (rand(3, 2, dtype=C128),),
+    ),
+    "write_complex_view_of_real": (write_complex_view_of_real, (rand(3, 2),)),
+    "read_real_and_imag_after_write": (
+        read_real_and_imag_after_write,
+        (rand(4, dtype=C128),),
+    ),
     "complex_view_inplace": (
         lambda z: z.clone().t().mul_(z.t().sin()).exp(),
         (rand(2, 3, dtype=C128),),
