@@ -862,6 +862,17 @@ def pow_Tensor_Scalar(self_p, exponent, self_t, result):
         return None
 
 
+def pow__Scalar(self_p, exponent, self_t, result):
+    """aten::pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)"""
+    # inplace, spec line 271
+    # formulas from pow.Tensor_Scalar; self_p is self before the update
+    # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
+    if self_t is not None:
+        return self_t * pow_self_derivative(self_p, exponent)
+    else:
+        return None
+
+
 def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
     # functional, spec line 278
@@ -872,6 +883,25 @@ def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
         ) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     elif self_t is not None:
         return conform(self_t * pow_self_derivative(self_p, exponent_p), result)
+    elif exponent_t is not None:
+        return conform(
+            exponent_t * pow_exponent_derivative(self_p, exponent_p, result), result
+        )
+    else:
+        return None
+
+
+def pow__Tensor(self_p, exponent_p, self_t, exponent_t, result):
+    """aten::pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)"""
+    # inplace, spec line 278
+    # formulas from pow.Tensor_Tensor; self_p is self before the update
+    # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
+    if self_t is not None and exponent_t is not None:
+        return self_t * pow_self_derivative(
+            self_p, exponent_p
+        ) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
+    elif self_t is not None:
+        return self_t * pow_self_derivative(self_p, exponent_p)
     elif exponent_t is not None:
         return conform(
             exponent_t * pow_exponent_derivative(self_p, exponent_p, result), result
@@ -3724,6 +3754,21 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     elif self_t is not None:
         return conform(torch.ldexp(self_t, other_p), result)
+    elif other_t is not None:
+        return conform(other_t * result * 0.6931471805599453, result)
+    else:
+        return None
+
+
+def ldexp__default(self_p, other_p, self_t, other_t, result):
+    """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1163
+    # formulas from ldexp.Tensor; self_p is self before the update
+    # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
+    if self_t is not None and other_t is not None:
+        return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
+    elif self_t is not None:
+        return torch.ldexp(self_t, other_p)
     elif other_t is not None:
         return conform(other_t * result * 0.6931471805599453, result)
     else:

@@ -1245,6 +1245,22 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
 )
 
 
+KERNELS[aten.pow_.Scalar] = KernelInfo(
+    name="pow_.Scalar",
+    kind="inplace",
+    jvp=jvp.pow__Scalar,
+    vjp=vjp.pow__Scalar,
+    arguments=("self", "exponent"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="pow.Tensor_Scalar",
+    spec_line=271,
+)
+
+
 KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     name="pow.Tensor_Tensor",
     kind="functional",
@@ -1257,6 +1273,22 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    spec_line=278,
+)
+
+
+KERNELS[aten.pow_.Tensor] = KernelInfo(
+    name="pow_.Tensor",
+    kind="inplace",
+    jvp=jvp.pow__Tensor,
+    vjp=vjp.pow__Tensor,
+    arguments=("self", "exponent"),
+    outputs=("result",),
+    differentiable_inputs=("self", "exponent"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    derived_from="pow.Tensor_Tensor",
     spec_line=278,
 )
 
@@ -4451,6 +4483,22 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    spec_line=1163,
+)
+
+
+KERNELS[aten.ldexp_.default] = KernelInfo(
+    name="ldexp_",
+    kind="inplace",
+    jvp=jvp.ldexp__default,
+    vjp=vjp.ldexp__default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from="ldexp.Tensor",
     spec_line=1163,
 )
 

@@ -702,9 +702,31 @@ def pow_Tensor_Scalar(grad, self, exponent, result):
     return (self_grad,)
 
 
+def pow__Scalar(grad, self, exponent, result):
+    """aten::pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)"""
+    # inplace, spec line 271
+    # formulas from pow.Tensor_Scalar; self_p is self before the update
+    # self: grad * pow_self_derivative(self, exponent).conj()
+    self_grad = grad * pow_self_derivative(self, exponent).conj()
+    return (self_grad,)
+
+
 def pow_Tensor_Tensor(grad, self, exponent, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
     # functional, spec line 278
+    # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
+    self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
+    # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
+    exponent_grad = unbroadcast(
+        grad * pow_exponent_derivative(self, exponent, result).conj(), exponent
+    )
+    return (self_grad, exponent_grad)
+
+
+def pow__Tensor(grad, self, exponent, result):
+    """aten::pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)"""
+    # inplace, spec line 278
+    # formulas from pow.Tensor_Tensor; self_p is self before the update
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
@@ -2664,6 +2686,17 @@ def logaddexp2_default(grad, self, other, result):
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
     # functional, spec line 1163
+    # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
+    self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
+    # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
+    other_grad = unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
+    return (self_grad, other_grad)
+
+
+def ldexp__default(grad, self, other, result):
+    """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 1163
+    # formulas from ldexp.Tensor; self_p is self before the update
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)

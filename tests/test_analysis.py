@@ -91,3 +91,27 @@ def test_auto_linear_calls_the_op_on_tangents_with_keywords():
         ast.unparse(op_call(where, {"self", "other"}))
         == "torch.ops.aten.where.self(condition_p, self_t, other_t)"
     )
+
+
+@pytest.mark.parametrize(
+    "functional, inplace",
+    [
+        ("sin(Tensor self) -> Tensor", "sin_"),
+        (
+            "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+            "add_.Tensor",
+        ),
+        # torch names these in-place overloads differently from the functional ones
+        ("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", "pow_.Scalar"),
+        ("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", "pow_.Tensor"),
+        ("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", None),
+        ("abs(Tensor self) -> Tensor", "abs_"),
+        ("angle(Tensor self) -> Tensor", None),
+    ],
+)
+def test_inplace_counterpart_matches_by_arguments(functional, inplace):
+    from dualgen.tools.analyse import _inplace_counterpart
+    from dualgen.tools.schema import TorchOperators
+
+    found = _inplace_counterpart(parse_schema(functional), TorchOperators())
+    assert (found.full_name if found else None) == inplace

@@ -38,27 +38,35 @@ def analyse(spec: Spec, ops: TorchOperators) -> tuple[OpPlan, ...]:
             plans.append(_plan(entry.schema, by_name[entry.inherits_from], entry))
             continue
         plans.append(_plan(entry.schema, entry, entry))
-        inplace = _inplace_counterpart(entry, ops)
+        inplace = _inplace_counterpart(entry.schema, ops)
         if inplace is not None and inplace.full_name not in by_name:
             plans.append(_plan(inplace, entry, entry))
     return tuple(plans)
 
 
-def _inplace_counterpart(entry: Entry, ops: TorchOperators) -> OperatorSchema | None:
-    """`sin_` for `sin`: the in-place overload whose arguments match, if torch has one."""
-    schema = entry.schema
+def _inplace_counterpart(
+    schema: OperatorSchema, ops: TorchOperators
+) -> OperatorSchema | None:
+    """`sin_` for `sin`: the in-place overload whose arguments match, if torch has
+    one. Its overload name usually matches; where it does not (pow.Tensor_Scalar's
+    is pow_.Scalar), the arguments decide."""
     if schema.kind is not OpKind.FUNCTIONAL:
-        return None
-    name = f"{schema.name}_.{schema.overload}" if schema.overload else f"{schema.name}_"
-    inplace = ops.schema(name)
-    if inplace is None or inplace.kind is not OpKind.INPLACE:
         return None
     strip = lambda args: [
         (a.name, a.type.base, a.type.suffix, a.default, a.kwarg_only) for a in args
     ]
-    if strip(inplace.arguments) != strip(schema.arguments):
-        return None
-    return inplace
+    same_name = (
+        f"{schema.name}_.{schema.overload}" if schema.overload else f"{schema.name}_"
+    )
+    candidates = sorted(
+        ops.overloads(f"{schema.name}_"), key=lambda s: s.full_name != same_name
+    )
+    for inplace in candidates:
+        if inplace.kind is OpKind.INPLACE and strip(inplace.arguments) == strip(
+            schema.arguments
+        ):
+            return inplace
+    return None
 
 
 def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:

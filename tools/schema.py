@@ -186,6 +186,14 @@ class TorchOperators:
     def all_names(self) -> list[str]:
         return sorted(self._schemas)
 
+    def overloads(self, name: str) -> list[OperatorSchema]:
+        """Every overload of `name` (no overload part): `pow_` gives pow_.Scalar, ..."""
+        return [
+            parse_schema(text)
+            for key, text in sorted(self._schemas.items())
+            if key.split(".")[0] == name
+        ]
+
 
 def describe_mismatch(written: OperatorSchema, real: OperatorSchema) -> str:
     """Say where a written schema differs from torch's, in one phrase."""
