@@ -86,7 +86,9 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
             derived = view_of_tangent(base_tangent, t, base)
         set_tangent(t, level, derived)
         return derived
-    if level.saved:
+    # Efficient zero tensors (autograd's zeros, e.g. the gradient of sgn) have no
+    # memory, so no saved output can be one.
+    if level.saved and not t._is_zerotensor():
         saved = level.saved.get(geometry(t))
         if saved is not None:
             value = saved[1].get(level)
@@ -113,7 +115,7 @@ def remember_saved_outputs(level: Level, outputs) -> None:
 
     for o in _tensors(outputs):
         entries = o.__dict__.get(TANGENTS)
-        if entries and level in entries:
+        if entries and level in entries and not o._is_zerotensor():
             # Holding the output keeps its memory from being reused by another
             # tensor of the same geometry while the level lasts.
             level.saved[geometry(o)] = (o, entries)
@@ -178,6 +180,14 @@ def _missing_rule(mode, func, args, kwargs, level):
         f"dualgen has no forward-mode (JVP) rule for {name}; add an entry to "
         f"derivatives.yaml (or register one with dualgen.register_jvp)"
     )
+    if has_decomposition(func):
+        # A composite op reached us below its usual decomposition (autograd's
+        # zero tensors call `to` directly): run its aten ops through the mode.
+        with mode:
+            # The C++ kernel: a Python one (torch._refs) would reach prims.
+            return func._op_dk(
+                torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs
+            )
     if _mutates(schema):
         raise NotImplementedError(message)
     with handling_levels_below(level, mode):
@@ -189,6 +199,13 @@ def _missing_rule(mode, func, args, kwargs, level):
     ):
         raise NotImplementedError(message)
     return out  # nothing differentiable comes out (comparisons, indices, sizes)
+
+
+def has_decomposition(func) -> bool:
+    """True for ops torch implements in other aten ops (CompositeImplicitAutograd)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd"
+    )
 
 
 def bind(schema, args, kwargs) -> list:
@@ -237,9 +254,15 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         if inplace and rule.needs_original_self:
             with autograd_enabled():
                 primals[0] = primals[0].clone()
-        if self_tangent is not None and tracking:
+        if (
+            self_tangent is not None
+            and tracking
+            and torch.Tag.inplace_view not in func.tags
+        ):
             # The formula must read a tangent that the update below does not
-            # modify, or autograd's saved values would change under it.
+            # modify, or autograd's saved values would change under it. (An op
+            # that changes only self's geometry, like transpose_, changes no
+            # value: its tangent gets the same new geometry in place.)
             with autograd_enabled():
                 tangents[0] = self_tangent.clone()
         recompute = rule.uses_outputs and tracking

@@ -1673,9 +1673,18 @@ FOR = {
     "relu_times_x": lambda x, w: (torch.relu(x) * x * w).sum(),
     "exp_times_x": lambda x, w: (x.exp() * x * w).sum(),
     "mm_input": lambda x, w: (x @ x * w).sum(),
+    # autograd's gradient of sgn is an efficient zero tensor, which has no memory
+    "sgn_zero_tensor_grad": lambda x, w: (x.sgn() * w).sum(),
+    "sgn_zero_tensor_accumulated": lambda x, w: (x.sgn() * w).sum() + (x * x * w).sum(),
 }
 
 FOR_BUGS = {
+    "sgn_zero_tensor_grad": "dualgen difference: the gradient of sgn is an "
+    "efficient zero tensor that does not depend on x; dualgen gives it no tangent "
+    "(None) where torch.func materialises a zero tangent",
+    "sgn_zero_tensor_accumulated": "dualgen limitation: autograd adds a dual "
+    "gradient to an efficient zero tensor through torch._refs.add, whose prims "
+    "ops have no forward rules",
     "relu": "dualgen difference: threshold_backward declares `self` "
     "non-differentiable, so the gradient of relu gets no tangent (None) where "
     "native and torch.func materialise a zero tangent",
@@ -1950,3 +1959,26 @@ def test_output_tangent_never_aliases_an_input_tangent():
     ours, native = fn(dual_fwAD), fn(native_fwAD)
     for a, b in zip(ours, native):
         assert_close(a, b)
+
+
+def test_inplace_view_op_on_a_tracked_dual_keeps_its_tangent_in_step():
+    # transpose_ and unsqueeze_ change only geometry; under autograd the tangent
+    # must take the same geometry (it once was copied into the old shape).
+    torch.manual_seed(3)
+    x0, t = randn(2, 3), randn(2, 3)
+
+    def fn(fwAD):
+        x = x0.clone().requires_grad_()
+        with fwAD.dual_level():
+            y = fwAD.make_dual(x, t) * 1
+            y.transpose_(0, 1)
+            y.unsqueeze_(0)
+            z = y.sin()
+            (g,) = torch.autograd.grad(z.sum(), x)
+            return tuple(fwAD.unpack_dual(z)), tuple(fwAD.unpack_dual(g))
+
+    ours, native = run_both(fn)
+    assert_close(ours[0][1], (t.T * x0.T.cos()).unsqueeze(0))
+    assert_close(ours[1][1], -x0.sin() * t)
+    for a, b in zip(ours, native):
+        assert_same(a, b)
