@@ -6153,3 +6153,47 @@ def special_ndtri_default(self_p, self_t, result):
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()
     else:
         return None
+
+
+def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
+    """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
+    # functional, spec line 2096
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._fft_c2c.default(self_t, dim, normalization, forward)
+    else:
+        return None
+
+
+def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
+    """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
+    # functional, spec line 2106
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._fft_r2c.default(self_t, dim, normalization, onesided)
+    else:
+        return None
+
+
+def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
+    """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
+    # functional, spec line 2118
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._fft_c2r.default(
+            self_t, dim, normalization, last_dim_size
+        )
+    else:
+        return None
+
+
+def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, result):
+    """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
+    # functional, spec line 2131
+    # result: auto_linear
+    if grad_in_t is not None:
+        return torch.ops.aten.unfold_backward.default(
+            grad_in_t, input_sizes, dim, size, step
+        )
+    else:
+        return None

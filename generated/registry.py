@@ -7173,3 +7173,67 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     derived_from=None,
     spec_line=2086,
 )
+
+
+KERNELS[aten._fft_c2c.default] = KernelInfo(
+    name="_fft_c2c",
+    kind="functional",
+    jvp=jvp._fft_c2c_default,
+    vjp=vjp._fft_c2c_default,
+    arguments=("self", "dim", "normalization", "forward"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2096,
+)
+
+
+KERNELS[aten._fft_r2c.default] = KernelInfo(
+    name="_fft_r2c",
+    kind="functional",
+    jvp=jvp._fft_r2c_default,
+    vjp=vjp._fft_r2c_default,
+    arguments=("self", "dim", "normalization", "onesided"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2106,
+)
+
+
+KERNELS[aten._fft_c2r.default] = KernelInfo(
+    name="_fft_c2r",
+    kind="functional",
+    jvp=jvp._fft_c2r_default,
+    vjp=vjp._fft_c2r_default,
+    arguments=("self", "dim", "normalization", "last_dim_size"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2118,
+)
+
+
+KERNELS[aten.unfold_backward.default] = KernelInfo(
+    name="unfold_backward",
+    kind="functional",
+    jvp=jvp.unfold_backward_default,
+    vjp=vjp.unfold_backward_default,
+    arguments=("grad_in", "input_sizes", "dim", "size", "step"),
+    outputs=("result",),
+    differentiable_inputs=("grad_in",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2131,
+)

@@ -24,6 +24,8 @@ from dualgen.formulas import (
     evenly_distribute_grad,
     expand_loss_grad,
     expand_reduced,
+    fft_c2r_grad,
+    fft_r2c_grad,
     gather_grad,
     group_norm_backward,
     inverse_permutation,
@@ -4318,3 +4320,35 @@ def special_ndtri_default(grad, self, result):
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)
+
+
+def _fft_c2c_default(grad, self, dim, normalization, forward, result):
+    """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
+    # functional, spec line 2096
+    # self: torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
+    self_grad = torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
+    return (self_grad,)
+
+
+def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
+    """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
+    # functional, spec line 2106
+    # self: fft_r2c_grad(grad, self, dim, normalization, onesided)
+    self_grad = fft_r2c_grad(grad, self, dim, normalization, onesided)
+    return (self_grad,)
+
+
+def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
+    """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
+    # functional, spec line 2118
+    # self: fft_c2r_grad(grad, dim, normalization)
+    self_grad = fft_c2r_grad(grad, dim, normalization)
+    return (self_grad,)
+
+
+def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result):
+    """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
+    # functional, spec line 2131
+    # grad_in: grad.unfold(dim, size, step)
+    grad_in_grad = grad.unfold(dim, size, step)
+    return (grad_in_grad,)

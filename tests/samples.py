@@ -835,6 +835,36 @@ SAMPLES: dict[str, list[Sample]] = {
     "special_ndtri": [S(T(2, 2, domain="prob"), complex_ok=False)],
     # torch has no derivative for acosh_: validate's gradcheck covers it.
     "acosh_": [S(T(3, 4), real_ok=False, complex_ok=False)],
+    # ----- fft (part: fft)
+    "_fft_c2c": [
+        S(T(3, 4), [1], 0, True, real_ok=False),
+        S(T(3, 5), [0, 1], 1, False, real_ok=False),
+        S(T(2, 3, 4), [2, 0], 2, True, real_ok=False),
+        S(T(2, 3, 5), [1], 2, False, real_ok=False),
+    ],
+    "_fft_r2c": [
+        S(T(3, 6), [1], 0, True, complex_ok=False),
+        S(T(3, 5), [1], 1, True, complex_ok=False),
+        S(T(3, 5), [0, 1], 2, False, complex_ok=False),
+        S(T(2, 3, 5), [0, 2], 2, True, complex_ok=False),
+        S(T(4, 3, 2), [1, 0], 1, True, complex_ok=False),
+        S(T(3, 4), [1], 0, False, complex_ok=False),
+    ],
+    # input: the half spectrum, last_dim_size // 2 + 1 bins along dim[-1]
+    "_fft_c2r": [
+        S(T(3, 4), [1], 0, 6, real_ok=False),
+        S(T(3, 4), [1], 1, 7, real_ok=False),
+        S(T(2, 4, 3), [0, 2], 2, 4, real_ok=False),
+        S(T(3, 4), [1, 0], 2, 5, real_ok=False),
+        S(T(3, 2), [1], 0, 2, real_ok=False),
+        S(T(3, 1), [1], 1, 1, real_ok=False),
+    ],
+    "unfold_backward": [
+        S(T(3, 3, 3), [3, 7], 1, 3, 2),
+        S(T(4, 2, 2), [5, 2], 0, 2, 1),
+        S(T(3, 3, 2), [3, 8], 1, 2, 3),
+        S(T(2, 4), [5], 0, 4, 1),
+    ],
 }
 
 
