@@ -46,6 +46,7 @@ from dualgen.formulas import (
     scale,
     scan_tangent,
     scatter_reduce_tangent,
+    sgn_derivative,
     std_tangent,
     unless_rounded,
     var_tangent,
@@ -2782,13 +2783,9 @@ def special_entr_default(self_p, self_t, result):
 def sgn_default(self_p, self_t, result):
     """aten::sgn(Tensor self) -> Tensor"""
     # functional, spec line 929
-    # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
+    # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
-        return torch.where(
-            self_p == 0,
-            0.0,
-            (self_t - (self_t * result.conj()).real * result) / self_p.abs(),
-        )
+        return sgn_derivative(self_t, self_p, result)
     else:
         return None
 
@@ -2797,13 +2794,9 @@ def sgn__default(self_p, self_t, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 929
     # formulas from sgn; self_p is self before the update
-    # result: torch.where(self_p == 0, 0.0, (self_t - (self_t * result.conj()).real * result) / self_p.abs())
+    # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
-        return torch.where(
-            self_p == 0,
-            0.0,
-            (self_t - (self_t * result.conj()).real * result) / self_p.abs(),
-        )
+        return sgn_derivative(self_t, self_p, result)
     else:
         return None
 

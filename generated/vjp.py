@@ -45,6 +45,7 @@ from dualgen.formulas import (
     scan_grad,
     scatter_reduce_grads,
     scatter_selected,
+    sgn_derivative,
     slice_grad,
     split_like,
     stack_grads,
@@ -1966,10 +1967,8 @@ def special_entr_default(grad, self, result):
 def sgn_default(grad, self, result):
     """aten::sgn(Tensor self) -> Tensor"""
     # functional, spec line 929
-    # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
-    self_grad = torch.where(
-        self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs()
-    )
+    # self: sgn_derivative(grad, self, result)
+    self_grad = sgn_derivative(grad, self, result)
     return (self_grad,)
 
 
@@ -1977,10 +1976,8 @@ def sgn__default(grad, self, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, spec line 929
     # formulas from sgn; self_p is self before the update
-    # self: torch.where(self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs())
-    self_grad = torch.where(
-        self == 0, 0.0, (grad - (grad * result.conj()).real * result) / self.abs()
-    )
+    # self: sgn_derivative(grad, self, result)
+    self_grad = sgn_derivative(grad, self, result)
     return (self_grad,)
 
 

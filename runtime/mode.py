@@ -358,7 +358,7 @@ def _update_self(level: Level, self_value, self_tangent, new) -> None:
                 new if new is not None else torch.zeros_like(self_tangent)
             )
     elif new is not None:
-        set_new_tangent(self_value, level, new)
+        set_new_tangent(self_value, level, _in_dtype_of(new, self_value))
 
 
 def _attach(rule: Rule, level: Level, outputs, results) -> None:
@@ -385,8 +385,20 @@ def _attach_one(rule: Rule, level: Level, output, value) -> None:
             f"{list(value.shape)} for an output of shape {list(output.shape)}"
         )
     if rule.kind != "view":
-        value = conform_layout(value, output)
+        value = conform_layout(_in_dtype_of(value, output), output)
     set_tangent(output, level, value)
+
+
+def _in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
+    """A tangent has its primal's dtype, as in native forward AD: a formula over
+    mixed precisions (a float64 0-d tangent times float32 values) is promoted
+    like values are, not like the primal was."""
+    if tangent.dtype == primal.dtype or (
+        tangent.is_complex() and not primal.is_complex()
+    ):
+        return tangent
+    with autograd_enabled():
+        return tangent.to(primal.dtype)
 
 
 def conform_layout(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:

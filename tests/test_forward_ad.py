@@ -1982,3 +1982,18 @@ def test_inplace_view_op_on_a_tracked_dual_keeps_its_tangent_in_step():
     assert_close(ours[1][1], -x0.sin() * t)
     for a, b in zip(ours, native):
         assert_same(a, b)
+
+
+def test_a_tangent_takes_its_primals_dtype_under_mixed_precision():
+    def fn(fwAD):
+        with fwAD.dual_level():
+            x = fwAD.make_dual(torch.ones(3), torch.full((3,), 2.0))
+            y = x + torch.ones(3, dtype=torch.float64)  # float64 result
+            z = torch.zeros(3, dtype=torch.float64)
+            z.add_(x)  # in place, z had no tangent
+            return [tuple(fwAD.unpack_dual(v)) for v in (y, z)]
+
+    ours, native = run_both(fn)
+    for (p, t), (np_, nt) in zip(ours, native):
+        assert t.dtype == p.dtype == torch.float64
+        assert_same((p, t), (np_, nt))
