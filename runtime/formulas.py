@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 __all__ = [
+    "sgn_derivative",
     "amax_grad",
     "amax_tangent",
     "as_real_like",
@@ -1030,3 +1031,1263 @@ def fft_c2r_grad(grad, dim, normalization: int):
     weight = torch.ones(half, dtype=grad.dtype, device=grad.device)
     weight[1 : 1 + n - half] = 2  # bins 1 .. (n - 1) // 2
     return spectrum * weight.reshape([half] + [1] * (grad.dim() - 1 - last))
+
+
+__all__ += [  # nn2
+    "as_strided_scatter_grads",
+    "bce_logits_self_derivative",
+    "bce_logits_target_derivative",
+    "trilinear_grads",
+]
+
+
+def bce_logits_self_derivative(self, target, weight, pos_weight):
+    """d binary_cross_entropy_with_logits / d self, element-wise (unreduced):
+    w * (sigmoid(x) * (1 - y) - (1 - sigmoid(x)) * pw * y), pw = 1 without pos_weight.
+    """
+    sig = self.sigmoid()
+    if pos_weight is None:
+        d = sig - target
+    else:
+        d = sig * (1 - target) - (1 - sig) * pos_weight * target
+    return d if weight is None else d * weight
+
+
+def bce_logits_target_derivative(self, weight, pos_weight):
+    """d binary_cross_entropy_with_logits / d target, element-wise (unreduced):
+    w * (log(1 - sigmoid(x)) - pw * log(sigmoid(x))) = -w * (x + (pw - 1) log sigmoid(x)).
+    """
+    d = -self
+    if pos_weight is not None:
+        d = d - (pos_weight - 1) * torch.nn.functional.logsigmoid(self)
+    return d if weight is None else d * weight
+
+
+def _unsqueezed(t: torch.Tensor, dims: Sequence[int]) -> torch.Tensor:
+    for d in sorted(dims):
+        t = t.unsqueeze(d)
+    return t
+
+
+def trilinear_grads(grad, i1, i2, i3, expand1, expand2, expand3, sumdim) -> tuple:
+    """Gradients of `_trilinear` (i1, i2, i3): each input unsqueezed at its `expand`
+    dims, the three multiplied (broadcasting) and summed over `sumdim`. An input's
+    gradient is `grad` (unsqueezed back at `sumdim`) times the conjugate product of
+    the other two, summed to the input's expanded shape."""
+    e1, e2, e3 = (
+        _unsqueezed(i1, expand1),
+        _unsqueezed(i2, expand2),
+        _unsqueezed(i3, expand3),
+    )
+    g = _unsqueezed(grad, sumdim)
+
+    def one(e, a, b, like):
+        full = g * (a * b).conj()
+        return as_real_like(full.sum_to_size(e.shape), like).reshape(like.shape)
+
+    return one(e1, e2, e3, i1), one(e2, e1, e3, i2), one(e3, e1, e2, i3)
+
+
+def as_strided_scatter_grads(grad, result, size, stride, storage_offset) -> tuple:
+    """Gradients of `as_strided_scatter` (self, src). The op writes src into an
+    as_strided view of a copy of self, so `size`, `stride` and `storage_offset` are
+    read in `result`'s layout: `grad` is laid out like `result`, then src gets the
+    view of it and self the rest (zeros where src was written)."""
+    g = torch.empty_strided(
+        result.size(), result.stride(), dtype=grad.dtype, device=grad.device
+    )
+    g.copy_(grad)
+    offset = 0 if storage_offset is None else storage_offset
+    src_grad = g.as_strided(size, stride, offset).clone()
+    g.as_strided(size, stride, offset).zero_()
+    return g, src_grad
+
+
+__all__ += [  # linalg: decompositions (part linalg2)
+    "eig_grad",
+    "eig_tangents",
+    "eigh_grad",
+    "eigh_tangents",
+    "lstsq_b_tangent",
+    "lstsq_grads",
+    "lstsq_residuals_tangent",
+    "lstsq_self_tangent",
+    "pinv_grad",
+    "pinv_tangent",
+    "qr_grad",
+    "qr_tangents",
+    "svd_grad",
+    "svd_tangents",
+]
+
+
+def _offdiag(x: torch.Tensor) -> torch.Tensor:
+    """`x` with its (batched) diagonal set to zero."""
+    return x - torch.diag_embed(x.diagonal(0, -2, -1))
+
+
+def _gaps(values: torch.Tensor) -> torch.Tensor:
+    """E[..., i, j] = values[j] - values[i], with ones on the diagonal (so that
+    dividing an off-diagonal matrix by it leaves the diagonal alone)."""
+    k = values.shape[-1]
+    eye = torch.eye(k, dtype=values.dtype, device=values.device)
+    return values.unsqueeze(-2) - values.unsqueeze(-1) + eye
+
+
+def _svd_factors(A, U, S, Vh, full_matrices: bool, compute_uv: bool):
+    """The thin factors (U with k columns, Vh with k rows, k = min(m, n)) of an SVD
+    output; recomputed when the op ran with compute_uv=False (svdvals)."""
+    if not compute_uv:
+        U, S, Vh = torch.linalg.svd(A, full_matrices=False)
+    k = S.shape[-1]
+    if full_matrices:
+        U, Vh = U[..., :k], Vh[..., :k, :]
+    return U, S, Vh
+
+
+def svd_tangents(A_t, A_p, U, S, Vh, full_matrices: bool, compute_uv: bool):
+    """Tangents (dU, dS, dVh) of `_linalg_svd` (A = U diag(S) Vh) for the tangent
+    A_t, in the gauge native forward AD uses.
+
+    With dP = U^H dA V (k x k): dS = Re diag(dP); off the diagonal
+    U^H dU = (dP S + S dP^H) / E and V^H dV = (S dP + dP^H S) / E, with
+    E_ij = s_j^2 - s_i^2. The phase of each complex singular pair is split evenly:
+    diag(U^H dU) = -diag(V^H dV) = i Im(diag dP) / (2 S). For m > n (m < n) U (V)
+    also moves off its span by (I - U U^H) dA V S^-1 ((I - V V^H) dA^H U S^-1).
+    With full_matrices the extra columns of U (rows of Vh) get zero tangents;
+    without compute_uv only dS is returned (dU, dVh empty like U, Vh)."""
+    U0, Vh0 = U, Vh
+    U, S, Vh = _svd_factors(A_p, U, S, Vh, full_matrices, compute_uv)
+    V = Vh.mH
+    m, n = A_t.shape[-2], A_t.shape[-1]
+    dP = U.mH @ (A_t @ V) if m >= n else (U.mH @ A_t) @ V
+    dS = dP.diagonal(0, -2, -1).real
+    if not compute_uv:
+        return torch.zeros_like(U0), dS, torch.zeros_like(Vh0)
+    E = _gaps(S * S)
+    off = _offdiag(dP)
+    dU = U @ ((off * S.unsqueeze(-2) + S.unsqueeze(-1) * off.mH) / E)
+    dV = V @ ((S.unsqueeze(-1) * off + off.mH * S.unsqueeze(-2)) / E)
+    if dP.is_complex():
+        phase = 0.5j * dP.diagonal(0, -2, -1).imag / S
+        dU = dU + U * phase.unsqueeze(-2)
+        dV = dV - V * phase.unsqueeze(-2)
+    if m > n:
+        X = A_t @ (V / S.unsqueeze(-2))
+        dU = dU + X - U @ (U.mH @ X)
+    elif m < n:
+        X = A_t.mH @ (U / S.unsqueeze(-2))
+        dV = dV + X - V @ (Vh @ X)
+    dVh = dV.mH
+    if full_matrices:
+        dU = torch.cat([dU, dU.new_zeros(U0.shape[:-1] + (m - dU.shape[-1],))], -1)
+        pad = Vh0.shape[:-2] + (n - dVh.shape[-2], n)
+        dVh = torch.cat([dVh, dVh.new_zeros(pad)], -2)
+    return dU, dS, dVh
+
+
+def svd_grad(grad_U, grad_S, grad_Vh, A, U, S, Vh, full_matrices: bool, compute_uv):
+    """Gradient of `_linalg_svd` at A: the adjoint of `svd_tangents`.
+
+    gA = U gP V^H with gP = diag(gS) + (skew(U^H gU) / E) S + S (skew(V^H gV) / E)
+    (skew(X) = X - X^H, E as in svd_tangents) plus, for complex A, the diagonal
+    i (Im diag(U^H gU) - Im diag(V^H gV)) / (2 S); for m > n add
+    (I - U U^H) gU S^-1 V^H, for m < n add U S^-1 gVh (I - V V^H). Gradients of
+    the extra columns of a full_matrices U (rows of Vh) are ignored."""
+    U, S, Vh = _svd_factors(A, U, S, Vh, full_matrices, compute_uv)
+    m, n = A.shape[-2], A.shape[-1]
+    k = S.shape[-1]
+    gP = torch.diag_embed(grad_S.to(A.dtype))
+    if compute_uv:
+        gU, gVh = grad_U[..., :k], grad_Vh[..., :k, :]
+        UhgU, VhgV = U.mH @ gU, Vh @ gVh.mH
+        E = _gaps(S * S)
+        gP = gP + _offdiag(
+            (UhgU - UhgU.mH) / E * S.unsqueeze(-2)
+            + S.unsqueeze(-1) * ((VhgV - VhgV.mH) / E)
+        )
+        if A.is_complex():
+            imag = UhgU.diagonal(0, -2, -1).imag - VhgV.diagonal(0, -2, -1).imag
+            gP = gP + torch.diag_embed(0.5j * imag / S)
+        gA = U @ gP @ Vh
+        if m > n:
+            X = gU / S.unsqueeze(-2)
+            gA = gA + (X - U @ (U.mH @ X)) @ Vh
+        elif m < n:
+            X = gVh / S.unsqueeze(-1)
+            gA = gA + U @ (X - (X @ Vh.mH) @ Vh)
+        return gA
+    return U @ gP @ Vh
+
+
+def _eigh_vectors(A, L, V, compute_v: bool):
+    if compute_v:
+        return L, V
+    return torch.linalg.eigh(A)
+
+
+def eigh_tangents(A_t, A_p, L, V, compute_v: bool):
+    """Tangents (dL, dV) of `_linalg_eigh` (A = V diag(L) V^H) for the tangent
+    A_t, taken as given (like native forward AD, which does not symmetrise it):
+    with X = V^H dA V, dL = Re diag(X), dV = V (X / E) off the diagonal,
+    E_ij = L_j - L_i (so diag(V^H dV) = 0). Without compute_v, dV is empty like V
+    (and V is recomputed to get dL)."""
+    V0 = V
+    L, V = _eigh_vectors(A_p, L, V, compute_v)
+    X = V.mH @ A_t @ V
+    dL = X.diagonal(0, -2, -1).real
+    if not compute_v:
+        return dL, torch.zeros_like(V0)
+    return dL, V @ (_offdiag(X) / _gaps(L))
+
+
+def eigh_grad(grad_L, grad_V, A, L, V, compute_v: bool):
+    """Gradient of `_linalg_eigh` at A: the Hermitian part of the adjoint of
+    `eigh_tangents` (the gradient native autograd returns), with K = V^H gV:
+    V (diag(gL) + ((K - K^H) / (2 E)) off the diagonal) V^H."""
+    L, V = _eigh_vectors(A, L, V, compute_v)
+    gX = torch.diag_embed(grad_L.to(V.dtype))
+    if compute_v:
+        K = V.mH @ grad_V
+        gX = gX + _offdiag(K - K.mH) / (2 * _gaps(L))
+    return V @ gX @ V.mH
+
+
+def eig_tangents(self_t, L, V):
+    """Tangents (dL, dV) of `linalg_eig` (A V = V diag(L), unit-norm columns) for
+    the tangent self_t, in the gauge of native forward AD.
+
+    With X = V^-1 dA V: dL = diag(X); dV = V Y - V Re(diag(V^H V Y)), where
+    Y = X / E off the diagonal (E_ij = L_j - L_i) and zero on it; the correction
+    keeps the columns at unit norm (Re(v_i^H dv_i) = 0)."""
+    X = torch.linalg.solve(V, self_t.to(V.dtype) @ V)
+    dV = V @ (_offdiag(X) / _gaps(L))
+    dV = dV - V * (V.mH @ dV).diagonal(0, -2, -1).real.unsqueeze(-2)
+    return X.diagonal(0, -2, -1), dV
+
+
+def eig_grad(grad_L, grad_V, self, L, V):
+    """Gradient of `linalg_eig` at self, the adjoint of `eig_tangents`:
+    V^-H (diag(gL) + (V^H g / conj(E)) off the diagonal) V^H with
+    g = gV - V Re(diag(V^H gV)); its real part for a real input."""
+    VhgV = V.mH @ grad_V
+    g = VhgV - (V.mH @ V) * VhgV.diagonal(0, -2, -1).real.unsqueeze(-2)
+    gX = torch.diag_embed(grad_L) + _offdiag(g) / _gaps(L).conj()
+    gA = torch.linalg.solve(V.mH, gX @ V.mH)
+    return as_real_like(gA, self)
+
+
+def _qr_check(Q, R, mode: str) -> None:
+    if mode == "r":
+        raise RuntimeError(
+            "The derivative of linalg.qr depends on Q, which is not computed when "
+            "mode='r'. Please use linalg.qr(A, mode='reduced') if you are going to "
+            "differentiate through linalg.qr."
+        )
+    if Q.shape[-2] > R.shape[-1] and mode == "complete":
+        raise RuntimeError(
+            "The QR decomposition is not differentiable when mode='complete' and "
+            "nrows > ncols."
+        )
+
+
+def qr_tangents(A_t, Q, R, mode: str):
+    """Tangents (dQ, dR) of `linalg_qr` (A = QR, diag(R) real) for A_t.
+
+    For m >= n: with D = dA R^-1 and C = Q^H D, Q^H dQ is the skew-Hermitian
+    Om = tril(C, -1) - tril(C, -1)^H + i Im diag(C) (dR R^-1 = C - Om is upper
+    triangular with a real diagonal), so dR = (C - Om) R and
+    dQ = Q Om + (I - Q Q^H) D. For m < n, A = [X | Y] with X square: (dQ, dR1)
+    from X, dR2 = Q^H (dY - dQ R2)."""
+    _qr_check(Q, R, mode)
+    m, n = A_t.shape[-2], A_t.shape[-1]
+    if m < n:
+        dQ, dR1 = qr_tangents(A_t[..., :m], Q, R[..., :m], mode)
+        dR2 = Q.mH @ (A_t[..., m:] - dQ @ R[..., m:])
+        return dQ, torch.cat([dR1, dR2], -1)
+    D = torch.linalg.solve_triangular(R, A_t, upper=True, left=False)
+    C = Q.mH @ D
+    low = C.tril(-1)
+    Om = low - low.mH
+    if C.is_complex():
+        Om = Om + torch.diag_embed(1j * C.diagonal(0, -2, -1).imag)
+    dR = (C - Om) @ R
+    dQ = Q @ Om + D - Q @ (Q.mH @ D)
+    return dQ, dR
+
+
+def qr_grad(grad_Q, grad_R, A, Q, R, mode: str):
+    """Gradient of `linalg_qr` at A, the adjoint of `qr_tangents`. For m >= n, with
+    M = Q^H gQ - gR R^H: gA = (Q gC + (I - Q Q^H) gQ) R^-H where
+    gC = gR R^H + tril(M - M^H, -1) + i Im diag(M). For m < n, A = [X | Y]:
+    gY = Q gR2 and gX is that of the square part with gQ - Q gR2 R2^H."""
+    _qr_check(Q, R, mode)
+    m, n = A.shape[-2], A.shape[-1]
+    if m < n:
+        gR2 = grad_R[..., m:]
+        gQ = grad_Q - Q @ (gR2 @ R[..., m:].mH)
+        gX = qr_grad(gQ, grad_R[..., :m], A[..., :m], Q, R[..., :m], mode)
+        return torch.cat([gX, Q @ gR2], -1)
+    M = Q.mH @ grad_Q - grad_R @ R.mH
+    gC = grad_R @ R.mH + (M - M.mH).tril(-1)
+    if M.is_complex():
+        gC = gC + torch.diag_embed(1j * M.diagonal(0, -2, -1).imag)
+    G = Q @ gC + grad_Q - Q @ (Q.mH @ grad_Q)
+    return torch.linalg.solve_triangular(R.mH, G, upper=False, left=False)
+
+
+def pinv_tangent(A_t, A_p, pinv):
+    """Tangent of the pseudo-inverse P = pinv(A) (of constant rank) for A_t:
+    -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P."""
+    dAh = A_t.mH
+    return (
+        -pinv @ A_t @ pinv
+        + (pinv @ pinv.mH) @ (dAh - (dAh @ A_p) @ pinv)
+        + (dAh - pinv @ (A_p @ dAh)) @ (pinv.mH @ pinv)
+    )
+
+
+def pinv_grad(grad, A, pinv):
+    """Gradient of P = pinv(A), the adjoint of `pinv_tangent`:
+    -P^H g P^H + (I - A P) g^H P P^H + P^H P g^H (I - P A)."""
+    gh = grad.mH
+    return (
+        -pinv.mH @ grad @ pinv.mH
+        + (gh - A @ (pinv @ gh)) @ (pinv @ pinv.mH)
+        + (pinv.mH @ pinv) @ (gh - (gh @ pinv) @ A)
+    )
+
+
+def _as_matrix(b, A):
+    """b as a matrix: `linalg_lstsq` takes a vector right side when b has one
+    dimension less than A."""
+    return b.unsqueeze(-1) if b.dim() == A.dim() - 1 else b
+
+
+def lstsq_self_tangent(self_t, self_p, b_p):
+    """Tangent of the `linalg_lstsq` solution X = pinv(A) B for the tangent of A:
+    d(pinv A) B (see pinv_tangent)."""
+    pinv = torch.linalg.pinv(self_p)
+    B = _as_matrix(b_p, self_p)
+    X = pinv_tangent(self_t, self_p, pinv) @ B
+    return X.squeeze(-1) if B is not b_p else X
+
+
+def lstsq_b_tangent(b_t, self_p):
+    """Tangent of the `linalg_lstsq` solution X = pinv(A) B for the tangent of B."""
+    B = _as_matrix(b_t, self_p)
+    X = torch.linalg.pinv(self_p) @ B
+    return X.squeeze(-1) if B is not b_t else X
+
+
+def lstsq_grads(grad, grad_residuals, self, b, solution, residuals):
+    """Gradients (gA, gB) of `linalg_lstsq`'s solution X = pinv(A) B and residuals:
+    gA = pinv_grad(gX B^H, A, pinv(A)), gB = pinv(A)^H gX, plus, where the
+    residuals were computed, 2 (r diag(g_res)) X^H for A and -2 r diag(g_res) for B
+    (see lstsq_residuals_tangent); summed over broadcast batch dimensions."""
+    pinv = torch.linalg.pinv(self)
+    B = _as_matrix(b, self)
+    vector = B is not b
+    g = grad.unsqueeze(-1) if vector else grad
+    gA = pinv_grad(g @ B.mH, self, pinv)
+    gB = pinv.mH @ g
+    if residuals.numel():
+        X = solution.unsqueeze(-1) if vector else solution
+        weighted = 2 * (self @ X - B) * grad_residuals.unsqueeze(-2)
+        gA = gA + weighted @ X.mH
+        gB = gB - weighted
+    gB = gB.squeeze(-1) if vector else gB
+    return unbroadcast(gA, self), unbroadcast(gB, b)
+
+
+def lstsq_residuals_tangent(self_t, b_t, self_p, b_p, solution, residuals):
+    """Tangent of `linalg_lstsq`'s residuals, the squared column norms of
+    r = A X - B (computed for m > n with a driver other than gelsy; else empty):
+    2 Re sum_rows(conj(r) (dA X - dB)) (the dX term vanishes: A^H r = 0)."""
+    if not residuals.numel():
+        return torch.zeros_like(residuals)
+    B = _as_matrix(b_p, self_p)
+    vector = B is not b_p
+    X = solution.unsqueeze(-1) if vector else solution
+    dB = b_t.unsqueeze(-1) if vector else b_t
+    r = self_p @ X - B
+    return 2 * (r.conj() * (self_t @ X - dB)).real.sum(-2)
+
+
+__all__ += [  # linalg1: solves, factorizations, determinants
+    "cholesky_grad",
+    "cholesky_inverse_grad",
+    "cholesky_inverse_tangent",
+    "cholesky_solve_grads",
+    "cholesky_solve_tangent",
+    "cholesky_tangent",
+    "det_grad",
+    "det_tangent",
+    "householder_product_grads",
+    "householder_product_tangent",
+    "linalg_solve_grads",
+    "linalg_solve_tangent",
+    "lu_factor_grad",
+    "lu_factor_tangent",
+    "lu_grad",
+    "lu_solve_grads",
+    "lu_solve_tangent",
+    "lu_tangents",
+    "lu_unpack_grad",
+    "lu_unpack_tangents",
+    "matrix_exp_differential",
+    "side_matmul",
+    "slogdet_grad",
+    "slogdet_tangents",
+    "solve_triangular_grads",
+    "triangular_part",
+    "triangular_solve_grads",
+    "triangular_solve_tangent",
+]
+
+
+def triangular_part(t: torch.Tensor, upper: bool, unitriangular: bool = False):
+    """The triangle of the last two dims an `upper`/lower triangular op reads: triu
+    or tril, without the diagonal when `unitriangular` (a unit diagonal is not read).
+    Self-adjoint, so it projects tangents and gradients alike."""
+    if upper:
+        return t.triu(1 if unitriangular else 0)
+    return t.tril(-1 if unitriangular else 0)
+
+
+def side_matmul(m: torch.Tensor, x: torch.Tensor, left: bool) -> torch.Tensor:
+    """`m @ x` when `left`, else `x @ m`: the coefficient matrix on its side of a
+    solve (`left` as in linalg.solve)."""
+    return m.matmul(x) if left else x.matmul(m)
+
+
+def _sum_to(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Sum broadcast batch dims away to `like`'s shape (real part for a real one)."""
+    return unbroadcast(t, like)
+
+
+def _is_vector_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
+    # linalg.solve's rule: B is a (batch of) vector(s) when it is 1-d or has A's
+    # shape without the last dim.
+    return B.dim() == 1 or (B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
+
+
+def linalg_solve_tangent(A_t, B_t, A, B, result, LU, pivots, left: bool):
+    """Tangent of X = A^{-1} B (`left`) or B A^{-1}: A^{-1}(dB - dA X), or
+    (dB - X dA) A^{-1}, with the saved LU factorization of A; vector right-hand
+    sides as linalg.solve reads them."""
+    vector = _is_vector_rhs(A, B)
+    X = result.unsqueeze(-1) if vector else result
+    dB = B_t.unsqueeze(-1) if vector else B_t
+    rhs = dB - side_matmul(A_t, X, left)
+    dX = torch.linalg.lu_solve(LU, pivots, rhs, left=left)
+    return dX.squeeze(-1) if vector else dX
+
+
+def linalg_solve_grads(grad, A, B, result, LU, pivots, left: bool):
+    """Gradients (A, B) of X = A^{-1} B (`left`) or B A^{-1}: gB = A^{-H} g (or
+    g A^{-H}), gA = -gB X^H (or -X^H gB), summed to the inputs' shapes."""
+    vector = _is_vector_rhs(A, B)
+    g = grad.unsqueeze(-1) if vector else grad
+    X = result.unsqueeze(-1) if vector else result
+    gB = torch.linalg.lu_solve(LU, pivots, g, left=left, adjoint=True)
+    gA = -(gB.matmul(X.mH) if left else X.mH.matmul(gB))
+    return _sum_to(gA, A), _sum_to(gB.squeeze(-1) if vector else gB, B)
+
+
+def solve_triangular_grads(grad, A, B, result, upper: bool, left: bool, unitri: bool):
+    """Gradients (A, B) of linalg.solve_triangular: gB solves the adjoint system,
+    gA = -gB X^H (or -X^H gB) restricted to the triangle the op reads."""
+    gB = torch.linalg.solve_triangular(
+        A.mH, grad, upper=not upper, left=left, unitriangular=unitri
+    )
+    gA = -(gB.matmul(result.mH) if left else result.mH.matmul(gB))
+    return _sum_to(triangular_part(gA, upper, unitri), A), _sum_to(gB, B)
+
+
+def triangular_solve_tangent(B_t, A_t, A, solution, upper, transpose, unitri):
+    """Tangent of triangular_solve's solution X of op(A) X = B (op: transpose when
+    `transpose`): op(A)^{-1}(dB - op(dA') X), dA' the triangle of dA it reads."""
+    dA = triangular_part(A_t, upper, unitri)
+    rhs = B_t - (dA.mT if transpose else dA).matmul(solution)
+    return torch.triangular_solve(rhs, A, upper, transpose, unitri)[0]
+
+
+def triangular_solve_grads(
+    grad_solution, grad_coefficient, B, A, solution, upper, transpose, unitri
+):
+    """Gradients (B, A) of triangular_solve, from those of the solution and of the
+    cloned coefficient (a copy of A): gB = op(A)^{-H} g, gA = the triangle of
+    -gB X^H (transposed back when `transpose`) plus the clone's gradient."""
+    gB = torch.triangular_solve(grad_solution, A.conj(), upper, not transpose, unitri)[
+        0
+    ]
+    g_op = -gB.matmul(solution.mH)
+    gA = triangular_part(g_op.mT if transpose else g_op, upper, unitri)
+    gA = gA + grad_coefficient
+    return _sum_to(gB, B), _sum_to(gA, A)
+
+
+def _phi(m: torch.Tensor) -> torch.Tensor:
+    # The lower triangle with half the diagonal (self-adjoint).
+    return m.tril() - 0.5 * torch.diag_embed(m.diagonal(0, -2, -1))
+
+
+def cholesky_tangent(A_t, L, upper: bool):
+    """Tangent of the Cholesky factor (A = L L^H, or U^H U when `upper`):
+    dL = L phi(L^{-1} dA L^{-H}), phi = lower triangle with half the diagonal."""
+    L_ = L.mH if upper else L
+    m = torch.linalg.solve_triangular(L_, A_t, upper=False, left=True)
+    m = torch.linalg.solve_triangular(L_.mH, m, upper=True, left=False)
+    dL = L_.matmul(_phi(m))
+    return dL.mH if upper else dL
+
+
+def cholesky_grad(grad, L, upper: bool):
+    """Gradient of the Cholesky factor: L^{-H} S L^{-1}, with X = tril(L^H gL) and
+    S = (X + tril(X, -1)^H) / 2, Hermitian but for the diagonal (as native); on
+    Hermitian tangents, the adjoint of `cholesky_tangent`."""
+    L_ = L.mH if upper else L
+    g = grad.mH if upper else grad
+    x = L_.mH.matmul(g).tril()
+    m = 0.5 * (x + x.tril(-1).mH)
+    m = torch.linalg.solve_triangular(L_.mH, m, upper=True, left=True)
+    return torch.linalg.solve_triangular(L_, m, upper=False, left=False)
+
+
+def _cholesky_product_tangent(L_t, L, upper: bool):
+    # d(L L^H) (or d(U^H U)), reading the factor's triangle only.
+    L, dL = triangular_part(L, upper), triangular_part(L_t, upper)
+    k = dL.mH.matmul(L) if upper else dL.matmul(L.mH)
+    return k + k.mH
+
+
+def _cholesky_product_grad(gA, L, upper: bool):
+    # Adjoint of `_cholesky_product_tangent`.
+    L = triangular_part(L, upper)
+    s = gA + gA.mH
+    return triangular_part(L.matmul(s) if upper else s.matmul(L), upper)
+
+
+def cholesky_solve_tangent(B_t, L_t, L, result, upper: bool):
+    """Tangent of X = (L L^H)^{-1} B (U^H U when `upper`), the factor read in its
+    triangle: (L L^H)^{-1}(dB - d(L L^H) X)."""
+    rhs = B_t - _cholesky_product_tangent(L_t, L, upper).matmul(result)
+    return torch.cholesky_solve(rhs, L, upper)
+
+
+def cholesky_solve_grads(grad, B, L, result, upper: bool):
+    """Gradients (B, L) of cholesky_solve: gB = A^{-1} g (A = L L^H is Hermitian),
+    gA = -gB X^H taken back to the factor's triangle."""
+    gB = torch.cholesky_solve(grad, L, upper)
+    gL = _cholesky_product_grad(-gB.matmul(result.mH), L, upper)
+    return _sum_to(gB, B), _sum_to(gL, L)
+
+
+def cholesky_inverse_tangent(L_t, L, result, upper: bool):
+    """Tangent of R = (L L^H)^{-1} (U^H U when `upper`): -R d(L L^H) R."""
+    return -result.matmul(_cholesky_product_tangent(L_t, L, upper)).matmul(result)
+
+
+def cholesky_inverse_grad(grad, L, result, upper: bool):
+    """Gradient of cholesky_inverse: -R g R (R Hermitian) taken back to the factor."""
+    return _cholesky_product_grad(-result.matmul(grad).matmul(result), L, upper)
+
+
+def _lu_nonsingular(LU: torch.Tensor) -> torch.Tensor:
+    # Zero pivots moved to eps, as native does: det is smooth, so its derivative
+    # at a singular matrix is the limit of nearby ones.
+    d = LU.diagonal(0, -2, -1)
+    eps = torch.finfo(d.real.dtype).eps
+    return LU + torch.diag_embed(torch.where(d == 0, eps, 0.0).to(LU.dtype))
+
+
+def _det_lu_is_of_transpose(A: torch.Tensor) -> bool:
+    # _linalg_det and _linalg_slogdet factor A^T when A is real and contiguous.
+    return A.is_contiguous() and not A.is_complex()
+
+
+def _trace_inv_times(A_t, A, LU, pivots) -> torch.Tensor:
+    # tr(A^{-1} dA) from the saved LU of A (or of A^T).
+    solved = torch.linalg.lu_solve(
+        _lu_nonsingular(LU), pivots, A_t, adjoint=_det_lu_is_of_transpose(A)
+    )
+    return solved.diagonal(0, -2, -1).sum(-1)
+
+
+def _inverse_adjoint(A, LU, pivots) -> torch.Tensor:
+    # A^{-H} from the saved LU of A (or of A^T).
+    eye = torch.eye(A.shape[-1], dtype=A.dtype).expand_as(A)
+    adjoint = not _det_lu_is_of_transpose(A)
+    return torch.linalg.lu_solve(_lu_nonsingular(LU), pivots, eye, adjoint=adjoint)
+
+
+def _det_or_limit(det, LU, pivots) -> torch.Tensor:
+    # det, or where it is 0, the determinant with zero pivots moved to eps: times
+    # A^{-1} from the same factors, it tends to the adjugate (the derivative of det).
+    k = LU.shape[-1]
+    swaps = (pivots != torch.arange(1, k + 1, dtype=pivots.dtype)).sum(-1)
+    sign = (1 - 2 * (swaps % 2)).to(LU.dtype)
+    nudged = sign * _lu_nonsingular(LU).diagonal(0, -2, -1).prod(-1)
+    return torch.where(det == 0, nudged, det)
+
+
+def det_tangent(A_t, A, det, LU, pivots):
+    """Tangent of det(A): det * tr(A^{-1} dA), from _linalg_det's LU (of A^T for a
+    real contiguous A); at a singular A, the limit tr(adj(A) dA)."""
+    return _det_or_limit(det, LU, pivots) * _trace_inv_times(A_t, A, LU, pivots)
+
+
+def det_grad(grad, A, det, LU, pivots):
+    """Gradient of det(A): g conj(det) A^{-H} (g adj(A)^H at a singular A)."""
+    scale = (grad * _det_or_limit(det, LU, pivots).conj()).unsqueeze(-1).unsqueeze(-1)
+    return scale * _inverse_adjoint(A, LU, pivots)
+
+
+def slogdet_tangents(A_t, A, sign, LU, pivots):
+    """Tangents (sign, logabsdet) of slogdet: with t = tr(A^{-1} dA), d logabsdet =
+    Re t and d sign = i Im(t) sign (zero for real A)."""
+    t = _trace_inv_times(A_t, A, LU, pivots)
+    if not t.is_complex():
+        return torch.zeros_like(sign), t
+    return sign * (1j * t.imag), t.real
+
+
+def slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots):
+    """Gradient of slogdet: c A^{-H}, c = g_logabsdet + i Im(g_sign conj(sign))
+    (c = g_logabsdet for real A)."""
+    c = grad_logabsdet
+    if A.is_complex():
+        c = c + 1j * (grad_sign * sign.conj()).imag
+    return c.unsqueeze(-1).unsqueeze(-1) * _inverse_adjoint(A, LU, pivots)
+
+
+def lu_tangents(A_t, P, L, U):
+    """Tangents (dL, dU) of A = P L U (L unit lower m x k, U upper k x n, any m, n).
+    On the leading k x k block, M = L^{-1} P^T dA U^{-1}, dL = L tril(M, -1),
+    dU = triu(M) U; the rest of U (wide) or of L (tall) follows from the remaining
+    columns or rows of P^T dA."""
+    m, n = L.shape[-2], U.shape[-1]
+    k = min(m, n)
+    E = P.mT.matmul(A_t)
+    L1, U1 = L[..., :k, :], U[..., :, :k]
+    M = torch.linalg.solve_triangular(
+        L1, E[..., :k, :k], upper=False, left=True, unitriangular=True
+    )
+    M = torch.linalg.solve_triangular(U1, M, upper=True, left=False)
+    dL, dU = L1.matmul(M.tril(-1)), M.triu().matmul(U1)
+    if m < n:
+        rest = E[..., :, k:] - dL.matmul(U[..., :, k:])
+        rest = torch.linalg.solve_triangular(
+            L1, rest, upper=False, left=True, unitriangular=True
+        )
+        dU = torch.cat([dU, rest], -1)
+    elif m > n:
+        rest = E[..., k:, :] - L[..., k:, :].matmul(dU)
+        rest = torch.linalg.solve_triangular(U1, rest, upper=True, left=False)
+        dL = torch.cat([dL, rest], -2)
+    return dL, dU
+
+
+def lu_grad(grad_L, grad_U, P, L, U):
+    """Gradient of A = P L U from those of L and U: the adjoint of `lu_tangents`
+    (only the strictly lower part of grad_L's leading block and the upper part of
+    grad_U's count, as L's unit diagonal and zeros are constants)."""
+    m, n = L.shape[-2], U.shape[-1]
+    k = min(m, n)
+    L1, U1 = L[..., :k, :], U[..., :, :k]
+    gL, gU = grad_L[..., :k, :], grad_U[..., :, :k]
+    tail = None
+    if m < n:
+        tail = torch.linalg.solve_triangular(
+            L1.mH, grad_U[..., :, k:], upper=True, left=True, unitriangular=True
+        )
+        gL = gL - tail.matmul(U[..., :, k:].mH)
+    elif m > n:
+        tail = torch.linalg.solve_triangular(
+            U1.mH, grad_L[..., k:, :], upper=False, left=False
+        )
+        gU = gU - L[..., k:, :].mH.matmul(tail)
+    gM = L1.mH.matmul(gL).tril(-1) + gU.matmul(U1.mH).triu()
+    gE = torch.linalg.solve_triangular(
+        L1.mH, gM, upper=True, left=True, unitriangular=True
+    )
+    gE = torch.linalg.solve_triangular(U1.mH, gE, upper=False, left=False)
+    if m < n:
+        gE = torch.cat([gE, tail], -1)
+    elif m > n:
+        gE = torch.cat([gE, tail], -2)
+    return P.matmul(gE)
+
+
+def lu_unpack_tangents(LU_t):
+    """(L, U) parts of a packed LU (m x n): the strictly lower part of its first
+    k = min(m, n) columns and the upper part of its first k rows; linear, so also
+    lu_unpack's tangents."""
+    k = min(LU_t.shape[-2], LU_t.shape[-1])
+    return LU_t[..., :, :k].tril(-1), LU_t[..., :k, :].triu()
+
+
+def lu_unpack_grad(grad_L, grad_U, LU):
+    """Gradient of a packed LU from those of its unpacked L and U (the adjoint of
+    `lu_unpack_tangents`)."""
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    g = torch.zeros_like(LU, dtype=grad_L.dtype)
+    g = g + torch.nn.functional.pad(grad_L.tril(-1), (0, n - k))
+    return g + torch.nn.functional.pad(grad_U.triu(), (0, 0, 0, m - k))
+
+
+def lu_factor_tangent(A_t, LU, pivots):
+    """Tangent of linalg.lu_factor's packed LU, dL and dU packed the same way."""
+    P, L, U = torch.lu_unpack(LU, pivots)
+    dL, dU = lu_tangents(A_t, P, L, U)
+    return lu_unpack_grad(dL, dU, LU)
+
+
+def lu_factor_grad(grad, LU, pivots):
+    """Gradient of linalg.lu_factor from that of the packed LU."""
+    P, L, U = torch.lu_unpack(LU, pivots)
+    gL, gU = lu_unpack_tangents(grad)
+    return lu_grad(gL, gU, P, L, U)
+
+
+def lu_solve_tangent(LU_t, B_t, LU, pivots, result, left: bool, adjoint: bool):
+    """Tangent of linalg.lu_solve, X = op(A)^{-1} B (or B op(A)^{-1}), A = P L U
+    from the packed LU, op = ^H when `adjoint`: op(A)^{-1}(dB - op(dA) X) (or on the
+    right), dA = P (dL U + L dU) from the packed tangent."""
+    P, L, U = torch.lu_unpack(LU, pivots)
+    dL, dU = lu_unpack_tangents(LU_t)
+    dA = P.matmul(dL.matmul(U) + L.matmul(dU))
+    rhs = B_t - side_matmul(dA.mH if adjoint else dA, result, left)
+    return torch.linalg.lu_solve(LU, pivots, rhs, left=left, adjoint=adjoint)
+
+
+def lu_solve_grads(grad, LU, pivots, B, result, left: bool, adjoint: bool):
+    """Gradients (LU, B) of linalg.lu_solve: gB solves the adjoint system, and the
+    gradient of op(A) (-gB X^H, or -X^H gB) goes back to the packed factors."""
+    gB = torch.linalg.lu_solve(LU, pivots, grad, left=left, adjoint=not adjoint)
+    g_op = -(gB.matmul(result.mH) if left else result.mH.matmul(gB))
+    gA = g_op.mH if adjoint else g_op
+    P, L, U = torch.lu_unpack(LU, pivots)
+    gA = P.mT.matmul(gA)
+    gLU = gA.matmul(U.mH).tril(-1) + L.mH.matmul(gA).triu()
+    return _sum_to(gLU, LU), _sum_to(gB, B)
+
+
+def matrix_exp_differential(A, E, adjoint: bool):
+    """The Frechet derivative of the matrix exponential at A in direction E, read
+    off exp([[A, E], [0, A]]); with `adjoint`, at A^H (its adjoint, for gradients)."""
+    if adjoint:
+        A = A.mH
+    E = E.to(A.dtype) if A.is_complex() else E
+    top = torch.cat([A, E], -1)
+    bottom = torch.cat([torch.zeros_like(A), A], -1)
+    n = A.shape[-1]
+    return torch.linalg.matrix_exp(torch.cat([top, bottom], -2))[..., :n, n:]
+
+
+def _householder_vectors(input: torch.Tensor, k: int) -> torch.Tensor:
+    # The first k reflector vectors: below the diagonal from input, 1 on it.
+    v = input[..., :, :k].tril(-1)
+    eye = torch.eye(input.shape[-2], k, dtype=input.dtype)
+    return v + eye
+
+
+def householder_product_tangent(input_t, tau_t, input, tau):
+    """Tangent of Q = (H_1 ... H_k)[:, :n], H_i = I - tau_i v_i v_i^H, built up
+    H by H: d(Q_i) = d(Q_{i-1}) H_i + Q_{i-1} dH_i, dH_i = -dtau_i v v^H -
+    tau_i (dv v^H + v dv^H) (dv: input_t's column i below the diagonal)."""
+    m, n, k = input.shape[-2], input.shape[-1], tau.shape[-1]
+    V = _householder_vectors(input, k)
+    dV = input_t[..., :, :k].tril(-1)
+    Q = torch.eye(m, dtype=input.dtype).expand(*input.shape[:-2], m, m)
+    dQ = torch.zeros_like(Q)
+    for i in range(k):
+        v, dv = V[..., :, i : i + 1], dV[..., :, i : i + 1]
+        t, dt = tau[..., i, None, None], tau_t[..., i, None, None]
+        vvH = v.matmul(v.mH)
+        H = torch.eye(m, dtype=input.dtype) - t * vvH
+        dH = -dt * vvH - t * (dv.matmul(v.mH) + v.matmul(dv.mH))
+        dQ = dQ.matmul(H) + Q.matmul(dH)
+        Q = Q.matmul(H)
+    return dQ[..., :, :n]
+
+
+def householder_product_grads(grad, input, tau):
+    """Gradients (input, tau) of householder_product, the adjoint of
+    `householder_product_tangent`: with gH_i = (H_1..H_{i-1})^H G (H_{i+1}..H_k
+    E)^H, gtau_i = -v^H gH_i v and gv_i = -conj(tau_i) gH_i v - tau_i gH_i^H v."""
+    m, n, k = input.shape[-2], input.shape[-1], tau.shape[-1]
+    V = _householder_vectors(input, k)
+    eye = torch.eye(m, dtype=input.dtype)
+    Hs = [
+        eye
+        - tau[..., i, None, None] * V[..., :, i : i + 1].matmul(V[..., :, i : i + 1].mH)
+        for i in range(k)
+    ]
+    # right[i] = H_{i+1} ... H_k E (m x n), E the first n columns of I.
+    right = [None] * (k + 1)
+    right[k] = torch.eye(m, n, dtype=input.dtype).expand(*input.shape[:-2], m, n)
+    for i in reversed(range(k)):
+        right[i] = Hs[i].matmul(right[i + 1])
+    prefix = torch.eye(m, dtype=input.dtype).expand(*input.shape[:-2], m, m)
+    g_cols, g_tau = [], []
+    for i in range(k):
+        gH = prefix.mH.matmul(grad).matmul(right[i + 1].mH)
+        v, t = V[..., :, i : i + 1], tau[..., i, None, None]
+        g_tau.append(-(v.mH.matmul(gH).matmul(v))[..., 0, 0])
+        g_cols.append(-t.conj() * gH.matmul(v) - t * gH.mH.matmul(v))
+        prefix = prefix.matmul(Hs[i])
+    g_input = torch.zeros_like(input, dtype=grad.dtype)
+    if k:
+        g_input = g_input + torch.nn.functional.pad(
+            torch.cat(g_cols, -1).tril(-1), (0, n - k)
+        )
+        g_tau = torch.stack(g_tau, -1)
+    else:
+        g_tau = torch.zeros_like(tau, dtype=grad.dtype)
+    return as_real_like(g_input, input), as_real_like(g_tau, tau)
+
+
+__all__ += [  # hvp_act
+    "bce_cross_derivative",
+    "bce_self_second_derivative",
+    "elu_second_derivative",
+    "gelu_second_derivative",
+    "glu_double_backward",
+    "glu_tangent",
+    "mish_second_derivative",
+]
+
+
+def elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result):
+    """d elu_backward(g, ...) / d self_or_result, divided by g, element-wise. With
+    the input x (is_result False) it is elu's second derivative:
+    input_scale**2 * alpha * scale * exp(x * input_scale) where x <= 0, else 0.
+    With elu's result y (is_result True) the op computes the first derivative as
+    input_scale * (y + alpha * scale) where y <= 0: its derivative in y is
+    input_scale there, else 0."""
+    x = self_or_result
+    negative = (x <= 0).to(x.dtype)
+    if is_result:
+        return negative * input_scale
+    return (
+        negative * (input_scale * input_scale * alpha * scale) * (x * input_scale).exp()
+    )
+
+
+def gelu_second_derivative(self, approximate="none"):
+    """The second derivative of gelu, element-wise: phi(x) (2 - x^2) for the exact
+    form (phi the standard normal density); for approximate="tanh", with
+    u = k (x + c x^3), k = sqrt(2/pi), c = 0.044715 and T = tanh(u):
+    (1 - T^2) (u' - x T u'^2 + x u''/2)."""
+    x = self
+    if approximate == "tanh":
+        k = (2.0 / torch.pi) ** 0.5
+        c = 0.044715
+        t = (k * (x + c * x * x * x)).tanh()
+        du = k * (1 + 3 * c * x * x)
+        return (1 - t * t) * (du - x * t * du * du + 3 * k * c * x * x)
+    return (-0.5 * x * x).exp() / (2.0 * torch.pi) ** 0.5 * (2 - x * x)
+
+
+def mish_second_derivative(self):
+    """The second derivative of mish(x) = x tanh(softplus(x)), element-wise: with
+    T = tanh(softplus(x)) and s = sigmoid(x),
+    (1 - T^2) (2 s + x s (1 - s) - 2 x s^2 T)."""
+    x = self
+    t = torch.nn.functional.softplus(x).tanh()
+    s = x.sigmoid()
+    return (1 - t * t) * (2 * s + x * s * (1 - s) - 2 * x * s * s * t)
+
+
+def glu_tangent(t, self, dim: int):
+    """The tangent of glu(self, dim) = a * sigmoid(b) ((a, b) the halves of self along
+    `dim`) for the input tangent t: t_a sigmoid(b) + a sigmoid'(b) t_b. Also the
+    gradient of glu_backward with respect to its grad_output (real)."""
+    a, b = self.chunk(2, dim)
+    ta, tb = t.chunk(2, dim)
+    s = b.sigmoid()
+    return ta * s + a * s * (1 - s) * tb
+
+
+def glu_double_backward(grad, grad_output, self, dim: int):
+    """The gradient with respect to self of glu_backward(grad_output, self, dim)
+    weighted by `grad` (real): glu's Hessian applied to grad and contracted with
+    grad_output. With (a, b) the halves of self, s = sigmoid(b), s' = s (1 - s) and
+    (g_a, g_b) the halves of grad: [g_b go s', s' go (g_a + g_b a (1 - 2 s))].
+    The Hessian is symmetric, so with grad := a tangent of self it is also that
+    tangent's term in glu_backward's forward derivative."""
+    a, b = self.chunk(2, dim)
+    ga, gb = grad.chunk(2, dim)
+    s = b.sigmoid()
+    ds = s * (1 - s)
+    return torch.cat(
+        [gb * grad_output * ds, ds * grad_output * (ga + gb * a * (1 - 2 * s))], dim
+    )
+
+
+def bce_self_second_derivative(self, target, weight):
+    """d^2 binary_cross_entropy / d self^2, element-wise (unreduced):
+    w ((x - y)^2 + y (1 - y)) / (x (1 - x))^2, the x (1 - x) kept from 0 as in
+    `bce_self_derivative`."""
+    d = (self - target) ** 2 + target * (1 - target)
+    d = d / (self * (1 - self)).clamp_min(1e-12) ** 2
+    return d if weight is None else d * weight
+
+
+def bce_cross_derivative(self, weight):
+    """d^2 binary_cross_entropy / d self d target, element-wise (unreduced):
+    -w / (x (1 - x)), the denominator kept from 0 as in `bce_self_derivative`."""
+    d = -(self * (1 - self)).clamp_min(1e-12).reciprocal()
+    return d if weight is None else d * weight
+
+
+__all__ += [  # nn backward ops (part hvp_nn): forward-over-reverse
+    "convolution_backward_grads",
+    "convolution_backward_tangent",
+    "embedding_dense_backward_grad",
+    "norm_backward_grads",
+    "norm_backward_tangent",
+]
+
+
+def _conv_backward(grad_output, input, weight, conv_args, mask):
+    stride, padding, dilation, transposed, output_padding, groups = conv_args
+    return torch.ops.aten.convolution_backward(
+        grad_output,
+        input,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        mask,
+    )
+
+
+def convolution_backward_tangent(
+    which: int,
+    result,
+    grad_output_t,
+    other_t,
+    grad_output,
+    input,
+    weight,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+):
+    """Tangent of output `which` of `convolution_backward` (None where that output
+    was not computed). With A(w) the convolution x -> conv(x, w) and C(x) the map
+    w -> conv(x, w), the outputs are A(w)^H g, C(x)^H g and the sum of g over all
+    but the channel dimension: bilinear in (g, w), bilinear in (g, x), linear in g.
+    `other_t` is the weight's tangent for output 0, the input's for output 1
+    (unused for output 2)."""
+    if result is None:
+        return None
+    args = (stride, padding, dilation, transposed, output_padding, groups)
+    if which == 2:
+        return grad_output_t.sum([0] + list(range(2, grad_output_t.dim())))
+    mask = [which == 0, which == 1, False]
+    tangent = _conv_backward(grad_output_t, input, weight, args, mask)[which]
+    if which == 0:
+        other = _conv_backward(grad_output, input, other_t, args, mask)[0]
+    else:
+        other = _conv_backward(grad_output, other_t, weight, args, mask)[1]
+    return tangent + other
+
+
+def convolution_backward_grads(
+    grad_input_grad,
+    grad_weight_grad,
+    grad_bias_grad,
+    grad_output,
+    input,
+    weight,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+) -> tuple:
+    """Gradients of `convolution_backward` (grad_output, input, weight) from those of
+    its three outputs (None where absent), the adjoints of the maps in
+    `convolution_backward_tangent`: grad_output gets conv(gI, w) + conv(x, gW) + gb
+    (per channel), input gets A(gW)^H g and weight gets C(gI)^H g."""
+    args = (stride, padding, dilation, transposed, output_padding, groups)
+    go_grad = input_grad = weight_grad = None
+
+    def conv(x, w):
+        return torch.ops.aten.convolution(x, w, None, *args)
+
+    if grad_input_grad is not None:
+        go_grad = conv(grad_input_grad, weight)
+        weight_grad = _conv_backward(
+            grad_output, grad_input_grad, weight, args, [False, True, False]
+        )[1]
+    if grad_weight_grad is not None:
+        term = conv(input, grad_weight_grad)
+        go_grad = term if go_grad is None else go_grad + term
+        input_grad = _conv_backward(
+            grad_output, input, grad_weight_grad, args, [True, False, False]
+        )[0]
+    if grad_bias_grad is not None:
+        term = channel_view(grad_bias_grad, grad_output.dim()).expand(grad_output.shape)
+        go_grad = term if go_grad is None else go_grad + term
+    return go_grad, input_grad, weight_grad
+
+
+def embedding_dense_backward_grad(
+    grad, indices, padding_idx, scale_grad_by_freq: bool
+) -> torch.Tensor:
+    """Gradient of `embedding_dense_backward` at its grad_output: the op adds row i
+    of grad_output into row indices[i] (skipping padding_idx, divided by the count
+    of each index when scale_grad_by_freq), so its adjoint reads `grad` back at
+    `indices` with the same mask and scale."""
+    flat = indices.reshape(-1)
+    rows = grad.index_select(0, flat)
+    if scale_grad_by_freq:
+        counts = torch.bincount(flat, minlength=grad.shape[0]).to(grad.dtype)
+        rows = rows / counts.index_select(0, flat).unsqueeze(-1)
+    if padding_idx is not None and padding_idx >= 0:
+        rows = rows * (flat != padding_idx).unsqueeze(-1).to(rows.dtype)
+    return rows.reshape(list(indices.shape) + [grad.shape[-1]])
+
+
+# The backward ops of layer, batch and group norm compute, over the reduced
+# dimensions `dims` of a layout where the statistics broadcast,
+#   grad_input = r * (u - mean(u) - xhat * mean(u * xhat)),  u = g * w,
+#   xhat = (x - mean) * r,  grad_weight = sum(g * xhat),  grad_bias = sum(g),
+# the weight sums over the dimensions the weight is broadcast along.
+
+
+class _NormLayout:
+    """How one norm's tensors are laid out so that `dims` are the reduced ones:
+    `view` (input-shaped tensors), `stat` (mean, rstd: broadcastable), `wview`
+    (the weight, a bias-shaped gradient); `out` maps back to the input's shape and
+    `to_weight` sums to the weight's."""
+
+    def __init__(self, kind, input, extra):
+        self.kind = kind
+        self.shape = input.shape
+        ndim = input.dim()
+        if kind == "layer":
+            k = len(extra)
+            self.dims = list(range(ndim - k, ndim))
+            self.wshape = list(extra)
+            self.view = lambda t: t
+            self.stat = lambda t: t
+            self.wview = lambda w: w
+        elif kind == "batch":
+            self.dims = [0] + list(range(2, ndim))
+            self.view = lambda t: t
+            self.stat = lambda t: channel_view(t, ndim)
+            self.wview = lambda w: channel_view(w, ndim)
+        else:  # group: [N, group, C / group * HxW]
+            group = extra
+            n, c = input.shape[0], input.shape[1]
+            shape = _group_shape(input, group)
+            self.dims = [-1]
+            self.view = lambda t: t.reshape(shape)
+            self.stat = lambda t: t.unsqueeze(-1)
+            hxw = input.shape[2:].numel()
+
+            def wview(w):
+                return w.reshape(1, c, 1).expand(1, c, hxw).reshape(1, group, -1)
+
+            self.wview = wview
+        self.ndim = ndim
+
+    def out(self, t):
+        return t.reshape(self.shape)
+
+    def to_weight(self, t):
+        """A layout tensor summed to the weight's (or bias's) shape."""
+        t = t.reshape(self.shape)
+        if self.kind == "layer":
+            lead = self.ndim - len(self.wshape)
+            return t.sum(list(range(lead))) if lead else t
+        return t.sum([0] + list(range(2, self.ndim)))
+
+    def from_weight(self, t):
+        """A weight-shaped tensor broadcast to the layout."""
+        return self.wview(t)
+
+    def mean(self, t):
+        return t.mean(self.dims, keepdim=True)
+
+    def sum(self, t):
+        return t.sum(self.dims, keepdim=True)
+
+
+def _norm_layout(kind, input, weight, mean, rstd, extra, train, eps):
+    """The layout and, in it, x, mean, rstd (eval batch norm: from the running
+    statistics) and the weight (None without one)."""
+    layout = _NormLayout(kind, input, extra)
+    x = layout.view(input)
+    if kind == "batch" and not train:
+        m = layout.stat(mean)
+        r = layout.stat((rstd + eps).rsqrt())
+    else:
+        m, r = layout.stat(mean), layout.stat(rstd)
+    w = None if weight is None else layout.wview(weight)
+    return layout, x, m, r, w
+
+
+def norm_backward_tangent(
+    which: int,
+    result,
+    kind: str,
+    grad_out_t,
+    input_t,
+    weight_t,
+    mean_t,
+    rstd_t,
+    grad_out,
+    input,
+    weight,
+    mean,
+    rstd,
+    extra,
+    train=True,
+    eps=0.0,
+):
+    """Tangent of output `which` (grad_input, grad_weight, grad_bias) of the
+    backward op of a norm, `kind` "layer" (`extra`: normalized_shape), "batch"
+    (`mean`, `rstd`: save_mean, save_invstd in training, running_mean,
+    running_var in eval with `eps`) or "group" (`extra`: the group count); None
+    where that output was not computed. Tangents may be None (the weight's when
+    there is none).
+
+    With mean_t = rstd_t = None the statistics are taken as the input's, moving
+    with it: xhat_t = r (x_t - mean(x_t) - xhat mean(xhat x_t)),
+    r_t = -r^2 mean(xhat x_t) (the total derivative; what forward-over-reverse
+    needs, as the saved statistics of layer and batch norm carry no tangent).
+    Given their tangents (group norm only), they are inputs of their own:
+    xhat_t = r_t (x - mean) + r (x_t - mean_t) (the partial derivatives)."""
+    if result is None:
+        return None
+    layout, x, m, r, w = _norm_layout(
+        kind, input, weight, mean, rstd, extra, train, eps
+    )
+    g = layout.view(grad_out)
+    xhat = (x - m) * r
+    g_t = None if grad_out_t is None else layout.view(grad_out_t)
+    x_t = None if input_t is None else layout.view(input_t)
+    w_t = None if weight_t is None else layout.wview(weight_t)
+    if which == 2:
+        return layout.to_weight(g_t)
+    eval_mode = kind == "batch" and not train
+    if eval_mode:
+        xhat_t = x_t * r
+        r_t = None
+    elif mean_t is not None:
+        xhat_t = (x - m) * layout.stat(rstd_t) + r * (x_t - layout.stat(mean_t))
+        r_t = layout.stat(rstd_t)
+    else:
+        xhat_t = r * (x_t - layout.mean(x_t) - xhat * layout.mean(xhat * x_t))
+        r_t = -r * r * layout.mean(xhat * x_t)
+    if which == 1:
+        return layout.to_weight(g_t * xhat + g * xhat_t)
+    u = g if w is None else g * w
+    u_t = g_t if w is None else g_t * w
+    if w_t is not None:
+        u_t = u_t + g * w_t
+    if eval_mode:
+        return layout.out(u_t * r)
+    inner = u - layout.mean(u) - xhat * layout.mean(u * xhat)
+    inner_t = (
+        u_t
+        - layout.mean(u_t)
+        - xhat_t * layout.mean(u * xhat)
+        - xhat * layout.mean(u_t * xhat + u * xhat_t)
+    )
+    return layout.out(r_t * inner + r * inner_t)
+
+
+def norm_backward_grads(
+    grad_input_grad,
+    grad_weight_grad,
+    grad_bias_grad,
+    kind: str,
+    grad_out,
+    input,
+    weight,
+    mean,
+    rstd,
+    extra,
+    train=True,
+    eps=0.0,
+    stats_are_inputs: bool = False,
+) -> tuple:
+    """Gradients of a norm's backward op (see `norm_backward_tangent`) from those of
+    its three outputs (None where absent): (grad_out, input, weight, mean, rstd),
+    the adjoint of the tangent map. The statistics are the input's (their
+    gradient flows into the input's; None for mean and rstd) unless
+    `stats_are_inputs` (group norm only: the partial derivatives); the weight's is
+    None without a weight."""
+    layout, x, m, r, w = _norm_layout(
+        kind, input, weight, mean, rstd, extra, train, eps
+    )
+    g = layout.view(grad_out)
+    xhat = (x - m) * r
+    eval_mode = kind == "batch" and not train
+    zero = torch.zeros_like(x)
+    gi = zero if grad_input_grad is None else layout.view(grad_input_grad)
+    gw = zero if grad_weight_grad is None else layout.from_weight(grad_weight_grad)
+    gb = zero if grad_bias_grad is None else layout.from_weight(grad_bias_grad)
+    if eval_mode:
+        u_grad = gi * r
+        xhat_grad = g * gw
+        r_grad = None
+    else:
+        u = g if w is None else g * w
+        # grad_input = r * Q(u): Q is symmetric, so u's gradient is r * Q(gi).
+        u_grad = r * (gi - layout.mean(gi) - xhat * layout.mean(xhat * gi))
+        xhat_grad = -r * (gi * layout.mean(u * xhat) + u * layout.mean(gi * xhat))
+        xhat_grad = xhat_grad + g * gw
+        inner = u - layout.mean(u) - xhat * layout.mean(u * xhat)
+        r_grad = layout.sum(gi * inner)
+    g_grad = (u_grad if w is None else u_grad * w) + gw * xhat + gb
+    weight_grad = None if w is None else layout.to_weight(u_grad * g)
+    mean_grad = rstd_grad = None
+    if eval_mode:
+        input_grad = xhat_grad * r
+    elif stats_are_inputs:
+        input_grad = r * xhat_grad
+        mean_grad = -layout.sum(input_grad).squeeze(-1)
+        rstd_grad = (r_grad + layout.sum(xhat_grad * (x - m))).squeeze(-1)
+    else:
+        # xhat_t = r * P(x_t) with P symmetric; r_t = -r^2 mean(xhat * x_t).
+        input_grad = r * (
+            xhat_grad - layout.mean(xhat_grad) - xhat * layout.mean(xhat * xhat_grad)
+        )
+        count = max(x.numel() // max(r.numel(), 1), 1)
+        input_grad = input_grad - r * r * xhat * r_grad / count
+    return (
+        layout.out(g_grad),
+        layout.out(input_grad),
+        weight_grad,
+        mean_grad,
+        rstd_grad,
+    )
+
+
+def sgn_derivative(v, self, result):
+    """sgn's derivative applied to v (a tangent or a gradient: it is self-adjoint):
+    (v - Re(v conj(sgn z)) sgn z) / |z|, zero at z = 0; for real inputs sgn is
+    piecewise constant, so zero everywhere (also at NaN, as in PyTorch)."""
+    if not self.is_complex():
+        return torch.zeros_like(v)
+    return torch.where(
+        self == 0, 0.0, (v - (v * result.conj()).real * result) / self.abs()
+    )
