@@ -18,36 +18,69 @@ from dualgen.formulas import (
     as_real_like,
     batch_norm_tangent,
     batch_norm_xhat,
+    bce_cross_derivative,
+    bce_logits_self_derivative,
+    bce_logits_target_derivative,
     bce_self_derivative,
+    bce_self_second_derivative,
     bce_target_derivative,
     channel_view,
+    cholesky_inverse_tangent,
+    cholesky_solve_tangent,
+    cholesky_tangent,
     clamp_mask,
     clamp_tensor_weight,
     conform,
+    convolution_backward_tangent,
+    det_tangent,
     dist_tangent,
     dropout_scale,
+    eig_tangents,
+    eigh_tangents,
+    elu_second_derivative,
     evenly_read_tangent,
+    expand_loss_grad,
     fill_absent,
     gather_reduced,
     gather_selected,
+    gelu_second_derivative,
+    glu_double_backward,
     group_norm_mean_tangent,
     group_norm_rstd_tangent,
     group_norm_tangent,
     group_norm_xhat,
+    householder_product_tangent,
     layer_norm_tangent,
+    linalg_solve_tangent,
     logit_derivative,
     logsumexp_tangent,
+    lstsq_b_tangent,
+    lstsq_residuals_tangent,
+    lstsq_self_tangent,
+    lu_factor_tangent,
+    lu_solve_tangent,
+    lu_tangents,
+    lu_unpack_tangents,
+    matrix_exp_differential,
     mean_tangent,
+    mish_second_derivative,
     mvlgamma_derivative,
+    pinv_tangent,
     pow_exponent_derivative,
     pow_self_derivative,
     prod_tangent,
+    qr_tangents,
     renorm_tangent,
     scale,
     scan_tangent,
     scatter_reduce_tangent,
     sgn_derivative,
+    side_matmul,
+    slogdet_tangents,
     std_tangent,
+    svd_tangents,
+    triangular_part,
+    triangular_solve_tangent,
     unless_rounded,
     var_tangent,
     vector_norm_tangent,
@@ -3300,18 +3333,23 @@ def hardshrink_default(self_p, lambd, self_t, result):
 
 def log_sigmoid_forward_default(self_p, self_t, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1054
+    # functional, spec line 1057
     # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     if self_t is not None:
         output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     else:
         output_t = None
-    return output_t, None
+    # buffer: -self_t * self_p.sgn() * buffer
+    if self_t is not None:
+        buffer_t = -self_t * self_p.sgn() * buffer
+    else:
+        buffer_t = None
+    return output_t, buffer_t
 
 
 def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1059
+    # functional, spec line 1063
     # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
     if self_t is not None and weight_t is not None:
         return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
@@ -3332,7 +3370,7 @@ def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
 
 def clamp_min_default(self_p, min, self_t, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1069
+    # functional, spec line 1073
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
@@ -3342,7 +3380,7 @@ def clamp_min_default(self_p, min, self_t, result):
 
 def clamp_min__default(self_p, min, self_t, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1069
+    # inplace, spec line 1073
     # formulas from clamp_min; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
@@ -3353,7 +3391,7 @@ def clamp_min__default(self_p, min, self_t, result):
 
 def clamp_max_default(self_p, max, self_t, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1074
+    # functional, spec line 1078
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
@@ -3363,7 +3401,7 @@ def clamp_max_default(self_p, max, self_t, result):
 
 def clamp_max__default(self_p, max, self_t, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1074
+    # inplace, spec line 1078
     # formulas from clamp_max; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
@@ -3374,7 +3412,7 @@ def clamp_max__default(self_p, max, self_t, result):
 
 def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1079
+    # functional, spec line 1083
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
         return torch.where(self_p >= min_p, self_t, min_t)
@@ -3388,7 +3426,7 @@ def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1079
+    # inplace, spec line 1083
     # formulas from clamp_min.Tensor; self_p is self before the update
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
@@ -3405,7 +3443,7 @@ def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1085
+    # functional, spec line 1089
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
         return torch.where(self_p <= max_p, self_t, max_t)
@@ -3419,7 +3457,7 @@ def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
 
 def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1085
+    # inplace, spec line 1089
     # formulas from clamp_max.Tensor; self_p is self before the update
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
@@ -3436,7 +3474,7 @@ def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
 
 def copysign_Tensor(self_p, other_p, self_t, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1091
+    # functional, spec line 1095
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3446,7 +3484,7 @@ def copysign_Tensor(self_p, other_p, self_t, result):
 
 def copysign__Tensor(self_p, other_p, self_t, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1091
+    # inplace, spec line 1095
     # formulas from copysign.Tensor; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3457,7 +3495,7 @@ def copysign__Tensor(self_p, other_p, self_t, result):
 
 def copysign_Scalar(self_p, other, self_t, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1097
+    # functional, spec line 1101
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3467,7 +3505,7 @@ def copysign_Scalar(self_p, other, self_t, result):
 
 def copysign__Scalar(self_p, other, self_t, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1097
+    # inplace, spec line 1101
     # formulas from copysign.Scalar; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3478,7 +3516,7 @@ def copysign__Scalar(self_p, other, self_t, result):
 
 def fmod_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1104
+    # functional, spec line 1108
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
@@ -3492,7 +3530,7 @@ def fmod_Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1104
+    # inplace, spec line 1108
     # formulas from fmod.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
@@ -3507,7 +3545,7 @@ def fmod__Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod_Scalar(self_p, other, self_t, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1110
+    # functional, spec line 1114
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3517,7 +3555,7 @@ def fmod_Scalar(self_p, other, self_t, result):
 
 def fmod__Scalar(self_p, other, self_t, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1110
+    # inplace, spec line 1114
     # formulas from fmod.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3528,7 +3566,7 @@ def fmod__Scalar(self_p, other, self_t, result):
 
 def remainder_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1115
+    # functional, spec line 1119
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
@@ -3542,7 +3580,7 @@ def remainder_Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1115
+    # inplace, spec line 1119
     # formulas from remainder.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
@@ -3557,7 +3595,7 @@ def remainder__Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder_Scalar(self_p, other, self_t, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1121
+    # functional, spec line 1125
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3567,7 +3605,7 @@ def remainder_Scalar(self_p, other, self_t, result):
 
 def remainder__Scalar(self_p, other, self_t, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1121
+    # inplace, spec line 1125
     # formulas from remainder.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3578,7 +3616,7 @@ def remainder__Scalar(self_p, other, self_t, result):
 
 def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1126
+    # functional, spec line 1130
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
         return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
@@ -3594,7 +3632,7 @@ def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1126
+    # inplace, spec line 1130
     # formulas from div.Tensor_mode; self_p is self before the update
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
@@ -3611,7 +3649,7 @@ def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1132
+    # functional, spec line 1136
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
         return unless_rounded(self_t / other, rounding_mode)
@@ -3621,7 +3659,7 @@ def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1132
+    # inplace, spec line 1136
     # formulas from div.Scalar_mode; self_p is self before the update
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
@@ -3632,7 +3670,7 @@ def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def fmax_default(self_p, other_p, self_t, other_t, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1137
+    # functional, spec line 1141
     # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3656,7 +3694,7 @@ def fmax_default(self_p, other_p, self_t, other_t, result):
 
 def fmin_default(self_p, other_p, self_t, other_t, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1142
+    # functional, spec line 1146
     # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3680,7 +3718,7 @@ def fmin_default(self_p, other_p, self_t, other_t, result):
 
 def hypot_default(self_p, other_p, self_t, other_t, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1147
+    # functional, spec line 1151
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
         return (self_t * self_p + other_t * other_p) / result
@@ -3694,7 +3732,7 @@ def hypot_default(self_p, other_p, self_t, other_t, result):
 
 def hypot__default(self_p, other_p, self_t, other_t, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1147
+    # inplace, spec line 1151
     # formulas from hypot; self_p is self before the update
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
@@ -3709,7 +3747,7 @@ def hypot__default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1153
+    # functional, spec line 1157
     # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp()) + other_t / (
@@ -3725,7 +3763,7 @@ def logaddexp_default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp2_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1158
+    # functional, spec line 1162
     # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
@@ -3741,7 +3779,7 @@ def logaddexp2_default(self_p, other_p, self_t, other_t, result):
 
 def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1163
+    # functional, spec line 1167
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
@@ -3755,7 +3793,7 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
 
 def ldexp__default(self_p, other_p, self_t, other_t, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1163
+    # inplace, spec line 1167
     # formulas from ldexp.Tensor; self_p is self before the update
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
@@ -3770,7 +3808,7 @@ def ldexp__default(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1168
+    # functional, spec line 1172
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
         return (
@@ -3798,7 +3836,7 @@ def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1168
+    # inplace, spec line 1172
     # formulas from xlogy.Tensor; self_p is self before the update
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
@@ -3822,7 +3860,7 @@ def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Scalar_Self(self, other_p, other_t, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1174
+    # functional, spec line 1178
     # result: other_t * self / other_p
     if other_t is not None:
         return other_t * self / other_p
@@ -3832,7 +3870,7 @@ def xlogy_Scalar_Self(self, other_p, other_t, result):
 
 def xlogy_Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1179
+    # functional, spec line 1183
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
         return (
@@ -3846,7 +3884,7 @@ def xlogy_Scalar_Other(self_p, other, self_t, result):
 
 def xlogy__Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1179
+    # inplace, spec line 1183
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
@@ -3861,7 +3899,7 @@ def xlogy__Scalar_Other(self_p, other, self_t, result):
 
 def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1184
+    # functional, spec line 1188
     # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3886,7 +3924,7 @@ def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
 
 def special_xlog1py_self_scalar(self, other_p, other_t, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1190
+    # functional, spec line 1194
     # result: other_t * self / (other_p + 1)
     if other_t is not None:
         return other_t * self / (other_p + 1)
@@ -3896,7 +3934,7 @@ def special_xlog1py_self_scalar(self, other_p, other_t, result):
 
 def special_xlog1py_other_scalar(self_p, other, self_t, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1195
+    # functional, spec line 1199
     # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
     if self_t is not None:
         return (
@@ -3910,7 +3948,7 @@ def special_xlog1py_other_scalar(self_p, other, self_t, result):
 
 def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1202
+    # functional, spec line 1206
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
         return (
@@ -3950,7 +3988,7 @@ def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1202
+    # inplace, spec line 1206
     # formulas from clamp.Tensor; self_p is self before the update
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
@@ -3985,7 +4023,7 @@ def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1210
+    # functional, spec line 1214
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
         return scale(self_t, 1 - weight) + scale(end_t, weight)
@@ -3999,7 +4037,7 @@ def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1210
+    # inplace, spec line 1214
     # formulas from lerp.Scalar; self_p is self before the update
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
@@ -4014,7 +4052,7 @@ def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1218
+    # functional, spec line 1222
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
         return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
@@ -4036,7 +4074,7 @@ def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
 
 def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1218
+    # inplace, spec line 1222
     # formulas from lerp.Tensor; self_p is self before the update
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
@@ -4061,7 +4099,7 @@ def addcmul_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1224
+    # functional, spec line 1228
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
@@ -4087,7 +4125,7 @@ def addcmul__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1224
+    # inplace, spec line 1228
     # formulas from addcmul; self_p is self before the update
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4114,7 +4152,7 @@ def addcdiv_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1233
+    # functional, spec line 1237
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(
@@ -4152,7 +4190,7 @@ def addcdiv__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1233
+    # inplace, spec line 1237
     # formulas from addcdiv; self_p is self before the update
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4186,7 +4224,7 @@ def addcdiv__default(
 
 def nextafter_default(self_p, other_p, self_t, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1242
+    # functional, spec line 1246
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
         return torch.where(self_p != other_p, self_t, 0.0)
@@ -4196,7 +4234,7 @@ def nextafter_default(self_p, other_p, self_t, result):
 
 def nextafter__default(self_p, other_p, self_t, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1242
+    # inplace, spec line 1246
     # formulas from nextafter; self_p is self before the update
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
@@ -4209,7 +4247,7 @@ def rrelu_with_noise_default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1248
+    # functional, spec line 1252
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -4223,7 +4261,7 @@ def rrelu_with_noise__default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1248
+    # inplace, spec line 1252
     # formulas from rrelu_with_noise; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
@@ -4236,7 +4274,7 @@ def rrelu_with_noise__default(
 
 def complex_default(real_p, imag_p, real_t, imag_t, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1256
+    # functional, spec line 1260
     # result: auto_linear
     if real_t is not None and imag_t is not None:
         return torch.ops.aten.complex.default(real_t, imag_t)
@@ -4250,7 +4288,7 @@ def complex_default(real_p, imag_p, real_t, imag_t, result):
 
 def polar_default(abs_p, angle_p, abs_t, angle_t, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1261
+    # functional, spec line 1265
     # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
     if abs_t is not None and angle_t is not None:
         return (
@@ -4267,7 +4305,7 @@ def polar_default(abs_p, angle_p, abs_t, angle_t, result):
 
 def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1273
+    # view, spec line 1277
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
@@ -4277,7 +4315,7 @@ def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
 
 def squeeze_dims(self_p, dim, self_t, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1280
+    # view, spec line 1284
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dims(self_t, dim)
@@ -4287,7 +4325,7 @@ def squeeze_dims(self_p, dim, self_t, result):
 
 def unfold_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1286
+    # view, spec line 1290
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold.default(self_t, dimension, size, step)
@@ -4297,7 +4335,7 @@ def unfold_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_default(self_p, dim, start, length, self_t, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1292
+    # view, spec line 1296
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow.default(self_t, dim, start, length)
@@ -4307,7 +4345,7 @@ def narrow_default(self_p, dim, start, length, self_t, result):
 
 def split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1296
+    # view, spec line 1300
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split.Tensor(self_t, split_size, dim)
@@ -4317,7 +4355,7 @@ def split_Tensor(self_p, split_size, dim, self_t, result):
 
 def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1302
+    # view, spec line 1306
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
@@ -4327,7 +4365,7 @@ def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_int(self_p, dim, self_t, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1308
+    # view, spec line 1312
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind.int(self_t, dim)
@@ -4337,7 +4375,7 @@ def unbind_int(self_p, dim, self_t, result):
 
 def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1316
+    # functional, spec line 1320
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
@@ -4347,7 +4385,7 @@ def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
 
 def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1323
+    # functional, spec line 1327
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
@@ -4357,7 +4395,7 @@ def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1330
+    # functional, spec line 1334
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
@@ -4367,7 +4405,7 @@ def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_copy_int(self_p, dim, self_t, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1337
+    # functional, spec line 1341
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind_copy.int(self_t, dim)
@@ -4377,7 +4415,7 @@ def unbind_copy_int(self_p, dim, self_t, result):
 
 def alias_copy_default(self_p, self_t, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1344
+    # functional, spec line 1348
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias_copy.default(self_t)
@@ -4387,7 +4425,7 @@ def alias_copy_default(self_p, self_t, result):
 
 def view_copy_default(self_p, size, self_t, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1348
+    # functional, spec line 1352
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_copy.default(self_t, size)
@@ -4397,7 +4435,7 @@ def view_copy_default(self_p, size, self_t, result):
 
 def t_copy_default(self_p, self_t, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1353
+    # functional, spec line 1357
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t_copy.default(self_t)
@@ -4407,7 +4445,7 @@ def t_copy_default(self_p, self_t, result):
 
 def transpose_copy_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1357
+    # functional, spec line 1361
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
@@ -4417,7 +4455,7 @@ def transpose_copy_int(self_p, dim0, dim1, self_t, result):
 
 def permute_copy_default(self_p, dims, self_t, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1362
+    # functional, spec line 1366
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute_copy.default(self_t, dims)
@@ -4427,7 +4465,7 @@ def permute_copy_default(self_p, dims, self_t, result):
 
 def unsqueeze_copy_default(self_p, dim, self_t, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1367
+    # functional, spec line 1371
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
@@ -4437,7 +4475,7 @@ def unsqueeze_copy_default(self_p, dim, self_t, result):
 
 def squeeze_copy_default(self_p, self_t, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1371
+    # functional, spec line 1375
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.default(self_t)
@@ -4447,7 +4485,7 @@ def squeeze_copy_default(self_p, self_t, result):
 
 def squeeze_copy_dim(self_p, dim, self_t, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1376
+    # functional, spec line 1380
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dim(self_t, dim)
@@ -4457,7 +4495,7 @@ def squeeze_copy_dim(self_p, dim, self_t, result):
 
 def squeeze_copy_dims(self_p, dim, self_t, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1381
+    # functional, spec line 1385
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dims(self_t, dim)
@@ -4467,7 +4505,7 @@ def squeeze_copy_dims(self_p, dim, self_t, result):
 
 def unfold_copy_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1386
+    # functional, spec line 1390
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
@@ -4477,7 +4515,7 @@ def unfold_copy_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_copy_default(self_p, dim, start, length, self_t, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1391
+    # functional, spec line 1395
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
@@ -4487,7 +4525,7 @@ def narrow_copy_default(self_p, dim, start, length, self_t, result):
 
 def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1396
+    # functional, spec line 1400
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
@@ -4497,7 +4535,7 @@ def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
 
 def expand_copy_default(self_p, size, implicit, self_t, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1403
+    # functional, spec line 1407
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
@@ -4507,7 +4545,7 @@ def expand_copy_default(self_p, size, implicit, self_t, result):
 
 def select_copy_int(self_p, dim, index, self_t, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1410
+    # functional, spec line 1414
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select_copy.int(self_t, dim, index)
@@ -4517,7 +4555,7 @@ def select_copy_int(self_p, dim, index, self_t, result):
 
 def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1415
+    # functional, spec line 1419
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
@@ -4527,7 +4565,7 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1422
+    # functional, spec line 1426
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided_copy.default(
@@ -4539,7 +4577,7 @@ def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result
 
 def constant_pad_nd_default(self_p, pad, value, self_t, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1429
+    # functional, spec line 1433
     # result: torch.constant_pad_nd(self_t, pad, 0)
     if self_t is not None:
         return torch.constant_pad_nd(self_t, pad, 0)
@@ -4549,7 +4587,7 @@ def constant_pad_nd_default(self_p, pad, value, self_t, result):
 
 def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1436
+    # functional, spec line 1440
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
@@ -4559,7 +4597,7 @@ def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
 
 def roll_default(self_p, shifts, dims, self_t, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1444
+    # functional, spec line 1448
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.roll.default(self_t, shifts, dims)
@@ -4569,7 +4607,7 @@ def roll_default(self_p, shifts, dims, self_t, result):
 
 def flip_default(self_p, dims, self_t, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1452
+    # functional, spec line 1456
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.flip.default(self_t, dims)
@@ -4579,7 +4617,7 @@ def flip_default(self_p, dims, self_t, result):
 
 def rot90_default(self_p, k, dims, self_t, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1459
+    # functional, spec line 1463
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rot90.default(self_t, k, dims)
@@ -4589,7 +4627,7 @@ def rot90_default(self_p, k, dims, self_t, result):
 
 def repeat_default(self_p, repeats, self_t, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1467
+    # functional, spec line 1471
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.repeat.default(self_t, repeats)
@@ -4599,7 +4637,7 @@ def repeat_default(self_p, repeats, self_t, result):
 
 def tril_default(self_p, diagonal, self_t, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1474
+    # functional, spec line 1478
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.tril.default(self_t, diagonal)
@@ -4609,7 +4647,7 @@ def tril_default(self_p, diagonal, self_t, result):
 
 def tril__default(self_p, diagonal, self_t, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1474
+    # inplace, spec line 1478
     # formulas from tril; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4620,7 +4658,7 @@ def tril__default(self_p, diagonal, self_t, result):
 
 def triu_default(self_p, diagonal, self_t, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1481
+    # functional, spec line 1485
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.triu.default(self_t, diagonal)
@@ -4630,7 +4668,7 @@ def triu_default(self_p, diagonal, self_t, result):
 
 def triu__default(self_p, diagonal, self_t, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1481
+    # inplace, spec line 1485
     # formulas from triu; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4641,7 +4679,7 @@ def triu__default(self_p, diagonal, self_t, result):
 
 def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1488
+    # functional, spec line 1492
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
@@ -4651,7 +4689,7 @@ def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
 
 def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1493
+    # functional, spec line 1497
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
@@ -4661,7 +4699,7 @@ def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
 
 def channel_shuffle_default(self_p, groups, self_t, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1498
+    # functional, spec line 1502
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.channel_shuffle.default(self_t, groups)
@@ -4671,7 +4709,7 @@ def channel_shuffle_default(self_p, groups, self_t, result):
 
 def reflection_pad1d_default(self_p, padding, self_t, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1505
+    # functional, spec line 1509
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad1d.default(self_t, padding)
@@ -4681,7 +4719,7 @@ def reflection_pad1d_default(self_p, padding, self_t, result):
 
 def reflection_pad2d_default(self_p, padding, self_t, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1510
+    # functional, spec line 1514
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad2d.default(self_t, padding)
@@ -4691,7 +4729,7 @@ def reflection_pad2d_default(self_p, padding, self_t, result):
 
 def reflection_pad3d_default(self_p, padding, self_t, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1515
+    # functional, spec line 1519
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad3d.default(self_t, padding)
@@ -4701,7 +4739,7 @@ def reflection_pad3d_default(self_p, padding, self_t, result):
 
 def replication_pad1d_default(self_p, padding, self_t, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1520
+    # functional, spec line 1524
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad1d.default(self_t, padding)
@@ -4711,7 +4749,7 @@ def replication_pad1d_default(self_p, padding, self_t, result):
 
 def replication_pad2d_default(self_p, padding, self_t, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1525
+    # functional, spec line 1529
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad2d.default(self_t, padding)
@@ -4721,7 +4759,7 @@ def replication_pad2d_default(self_p, padding, self_t, result):
 
 def replication_pad3d_default(self_p, padding, self_t, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1530
+    # functional, spec line 1534
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad3d.default(self_t, padding)
@@ -4731,7 +4769,7 @@ def replication_pad3d_default(self_p, padding, self_t, result):
 
 def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1537
+    # functional, spec line 1541
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
         return self_t.masked_fill(mask_p, 0)
@@ -4741,7 +4779,7 @@ def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1537
+    # inplace, spec line 1541
     # formulas from masked_fill.Scalar; self_p is self before the update
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
@@ -4752,7 +4790,7 @@ def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1546
+    # functional, spec line 1550
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.masked_fill(mask_p, value_t)
@@ -4766,7 +4804,7 @@ def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1546
+    # inplace, spec line 1550
     # formulas from masked_fill.Tensor; self_p is self before the update
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
@@ -4781,7 +4819,7 @@ def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_select_default(self_p, mask_p, self_t, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1555
+    # functional, spec line 1559
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.masked_select.default(self_t, mask_p)
@@ -4791,7 +4829,7 @@ def masked_select_default(self_p, mask_p, self_t, result):
 
 def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1564
+    # functional, spec line 1568
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.masked_scatter(mask_p, source_t)
@@ -4805,7 +4843,7 @@ def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1564
+    # inplace, spec line 1568
     # formulas from masked_scatter; self_p is self before the update
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
@@ -4822,7 +4860,7 @@ def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def index_Tensor(self_p, indices_p, self_t, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1574
+    # functional, spec line 1578
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index.Tensor(self_t, indices_p)
@@ -4834,7 +4872,7 @@ def index_put_default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1582
+    # functional, spec line 1586
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
         return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
@@ -4854,7 +4892,7 @@ def index_put__default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1582
+    # inplace, spec line 1586
     # formulas from index_put; self_p is self before the update
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
@@ -4876,7 +4914,7 @@ def index_put__default(
 
 def view_as_real_default(self_p, self_t, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1597
+    # view, spec line 1601
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_real.default(self_t)
@@ -4886,7 +4924,7 @@ def view_as_real_default(self_p, self_t, result):
 
 def view_as_complex_default(self_p, self_t, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1601
+    # view, spec line 1605
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_complex.default(self_t)
@@ -4896,7 +4934,7 @@ def view_as_complex_default(self_p, self_t, result):
 
 def squeeze__dim(self_p, dim, self_t, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1608
+    # inplace, spec line 1612
     # formulas from squeeze.dim; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4907,7 +4945,7 @@ def squeeze__dim(self_p, dim, self_t, result):
 
 def squeeze__dims(self_p, dim, self_t, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1610
+    # inplace, spec line 1614
     # formulas from squeeze.dims; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4918,7 +4956,7 @@ def squeeze__dims(self_p, dim, self_t, result):
 
 def squeeze__default(self_p, self_t, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1612
+    # inplace, spec line 1616
     # formulas from squeeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4929,7 +4967,7 @@ def squeeze__default(self_p, self_t, result):
 
 def unsqueeze__default(self_p, dim, self_t, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1614
+    # inplace, spec line 1618
     # formulas from unsqueeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4940,7 +4978,7 @@ def unsqueeze__default(self_p, dim, self_t, result):
 
 def t__default(self_p, self_t, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1616
+    # inplace, spec line 1620
     # formulas from t; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4951,7 +4989,7 @@ def t__default(self_p, self_t, result):
 
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1618
+    # inplace, spec line 1622
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
@@ -4961,7 +4999,7 @@ def transpose__default(self_p, dim0, dim1, self_t, result):
 
 def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1625
+    # functional, spec line 1629
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
@@ -4979,7 +5017,7 @@ def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
 
 def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1633
+    # functional, spec line 1637
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.slice_scatter.default(
@@ -4999,7 +5037,7 @@ def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, r
 
 def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1641
+    # functional, spec line 1645
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.diagonal_scatter.default(
@@ -5019,7 +5057,7 @@ def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, r
 
 def fill_Scalar(self_p, value, self_t, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1649
+    # functional, spec line 1653
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -5029,7 +5067,7 @@ def fill_Scalar(self_p, value, self_t, result):
 
 def block_diag_default(tensors_p, tensors_t, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1653
+    # functional, spec line 1657
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -5040,7 +5078,7 @@ def block_diag_default(tensors_p, tensors_t, result):
 
 def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1663
+    # functional, spec line 1667
     # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
@@ -5050,7 +5088,7 @@ def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result)
 
 def norm_Scalar(self_p, p, self_t, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1673
+    # functional, spec line 1677
     # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, None, False, result)
@@ -5060,7 +5098,7 @@ def norm_Scalar(self_p, p, self_t, result):
 
 def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1680
+    # functional, spec line 1684
     # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
@@ -5070,7 +5108,7 @@ def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
 
 def dist_default(self_p, other_p, p, self_t, other_t, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1691
     # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
     if self_t is not None and other_t is not None:
         return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
@@ -5086,7 +5124,7 @@ def dist_default(self_p, other_p, p, self_t, other_t, result):
 
 def var_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1695
+    # functional, spec line 1699
     # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return var_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5096,7 +5134,7 @@ def var_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def std_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1702
+    # functional, spec line 1706
     # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return std_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5106,7 +5144,7 @@ def std_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1709
+    # functional, spec line 1713
     # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5122,7 +5160,7 @@ def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1717
+    # functional, spec line 1721
     # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5138,7 +5176,7 @@ def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def logsumexp_default(self_p, dim, keepdim, self_t, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1725
+    # functional, spec line 1729
     # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
@@ -5148,7 +5186,7 @@ def logsumexp_default(self_p, dim, keepdim, self_t, result):
 
 def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1732
+    # functional, spec line 1736
     # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
     if self_t is not None:
         return torch.ops.aten.nansum(
@@ -5160,7 +5198,7 @@ def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
 
 def prod_default(self_p, dtype, self_t, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1739
+    # functional, spec line 1743
     # result: prod_tangent(self_t, self_p, None, False, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, None, False, result)
@@ -5170,7 +5208,7 @@ def prod_default(self_p, dtype, self_t, result):
 
 def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1743
+    # functional, spec line 1747
     # result: prod_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, dim, keepdim, result)
@@ -5180,7 +5218,7 @@ def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
 
 def cumsum_default(self_p, dim, dtype, self_t, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1750
+    # functional, spec line 1754
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
@@ -5190,7 +5228,7 @@ def cumsum_default(self_p, dim, dtype, self_t, result):
 
 def cumsum__default(self_p, dim, dtype, self_t, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1750
+    # inplace, spec line 1754
     # formulas from cumsum; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5201,7 +5239,7 @@ def cumsum__default(self_p, dim, dtype, self_t, result):
 
 def cumprod_default(self_p, dim, dtype, self_t, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1757
+    # functional, spec line 1761
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
         return scan_tangent(
@@ -5213,7 +5251,7 @@ def cumprod_default(self_p, dim, dtype, self_t, result):
 
 def cumprod__default(self_p, dim, dtype, self_t, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1757
+    # inplace, spec line 1761
     # formulas from cumprod; self_p is self before the update
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
@@ -5226,7 +5264,7 @@ def cumprod__default(self_p, dim, dtype, self_t, result):
 
 def logcumsumexp_default(self_p, dim, self_t, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1764
+    # functional, spec line 1768
     # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
     if self_t is not None:
         return scan_tangent(self_t, self_p, dim, "logcumsumexp")
@@ -5236,7 +5274,7 @@ def logcumsumexp_default(self_p, dim, self_t, result):
 
 def cummax_default(self_p, dim, self_t, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1771
+    # functional, spec line 1775
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5247,7 +5285,7 @@ def cummax_default(self_p, dim, self_t, values, indices):
 
 def cummin_default(self_p, dim, self_t, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1779
+    # functional, spec line 1783
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5258,7 +5296,7 @@ def cummin_default(self_p, dim, self_t, values, indices):
 
 def sort_default(self_p, dim, descending, self_t, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1787
+    # functional, spec line 1791
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5269,7 +5307,7 @@ def sort_default(self_p, dim, descending, self_t, values, indices):
 
 def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1795
+    # functional, spec line 1799
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5280,7 +5318,7 @@ def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
 
 def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1803
+    # functional, spec line 1807
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5291,7 +5329,7 @@ def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
 
 def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1811
+    # functional, spec line 1815
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5302,7 +5340,7 @@ def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
 
 def mode_default(self_p, dim, keepdim, self_t, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1819
+    # functional, spec line 1823
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5313,7 +5351,7 @@ def mode_default(self_p, dim, keepdim, self_t, values, indices):
 
 def median_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1827
+    # functional, spec line 1831
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5324,7 +5362,7 @@ def median_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1835
+    # functional, spec line 1839
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5335,7 +5373,7 @@ def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def median_default(self_p, self_t, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1843
+    # functional, spec line 1847
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5345,7 +5383,7 @@ def median_default(self_p, self_t, result):
 
 def nanmedian_default(self_p, self_t, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1848
+    # functional, spec line 1852
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5355,7 +5393,7 @@ def nanmedian_default(self_p, self_t, result):
 
 def max_default(self_p, self_t, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1853
+    # functional, spec line 1857
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5365,7 +5403,7 @@ def max_default(self_p, self_t, result):
 
 def min_default(self_p, self_t, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1858
+    # functional, spec line 1862
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5375,7 +5413,7 @@ def min_default(self_p, self_t, result):
 
 def aminmax_default(self_p, dim, keepdim, self_t, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1863
+    # functional, spec line 1867
     # min: amax_tangent(self_t, self_p, min, dim, keepdim)
     if self_t is not None:
         min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
@@ -5391,7 +5429,7 @@ def aminmax_default(self_p, dim, keepdim, self_t, min, max):
 
 def trace_default(self_p, self_t, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1871
+    # functional, spec line 1875
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.trace.default(self_t)
@@ -5401,7 +5439,7 @@ def trace_default(self_p, self_t, result):
 
 def renorm_default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1878
+    # functional, spec line 1882
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
         return renorm_tangent(self_t, self_p, p, dim, maxnorm)
@@ -5411,7 +5449,7 @@ def renorm_default(self_p, p, dim, maxnorm, self_t, result):
 
 def renorm__default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1878
+    # inplace, spec line 1882
     # formulas from renorm; self_p is self before the update
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
@@ -5422,7 +5460,7 @@ def renorm__default(self_p, p, dim, maxnorm, self_t, result):
 
 def vdot_default(self_p, other_p, self_t, other_t, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1887
+    # functional, spec line 1891
     # result: self_t.vdot(other_p) + self_p.vdot(other_t)
     if self_t is not None and other_t is not None:
         return self_t.vdot(other_p) + self_p.vdot(other_t)
@@ -5436,7 +5474,7 @@ def vdot_default(self_p, other_p, self_t, other_t, result):
 
 def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1893
+    # functional, spec line 1897
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
         return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
@@ -5458,7 +5496,7 @@ def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resul
 
 def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1893
+    # inplace, spec line 1897
     # formulas from addmv; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
@@ -5481,7 +5519,7 @@ def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resu
 
 def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1902
+    # functional, spec line 1906
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5507,7 +5545,7 @@ def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, re
 
 def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1902
+    # inplace, spec line 1906
     # formulas from addr; self_p is self before the update
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
@@ -5536,7 +5574,7 @@ def baddbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1911
+    # functional, spec line 1915
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5568,7 +5606,7 @@ def baddbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1911
+    # inplace, spec line 1915
     # formulas from baddbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5597,7 +5635,7 @@ def addbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1920
+    # functional, spec line 1924
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5630,7 +5668,7 @@ def addbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1920
+    # inplace, spec line 1924
     # formulas from addbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5658,7 +5696,7 @@ def addbmm__default(
 
 def index_select_default(self_p, dim, index_p, self_t, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1933
+    # functional, spec line 1937
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index_select.default(self_t, dim, index_p)
@@ -5668,7 +5706,7 @@ def index_select_default(self_p, dim, index_p, self_t, result):
 
 def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1941
+    # functional, spec line 1945
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.gather.default(
@@ -5680,7 +5718,7 @@ def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
 
 def take_default(self_p, index_p, self_t, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1949
+    # functional, spec line 1953
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.take.default(self_t, index_p)
@@ -5690,7 +5728,7 @@ def take_default(self_p, index_p, self_t, result):
 
 def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1955
+    # functional, spec line 1959
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
         return self_t.put(index_p, source_t, accumulate)
@@ -5704,7 +5742,7 @@ def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result)
 
 def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1955
+    # inplace, spec line 1959
     # formulas from put; self_p is self before the update
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
@@ -5721,7 +5759,7 @@ def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result
 
 def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1964
+    # functional, spec line 1968
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
         return self_t.scatter(dim, index_p, src_t)
@@ -5735,7 +5773,7 @@ def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1964
+    # inplace, spec line 1968
     # formulas from scatter.src; self_p is self before the update
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
@@ -5750,7 +5788,7 @@ def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1971
+    # functional, spec line 1975
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
         return self_t.scatter(dim, index_p, 0)
@@ -5760,7 +5798,7 @@ def scatter_value(self_p, dim, index_p, value, self_t, result):
 
 def scatter__value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1971
+    # inplace, spec line 1975
     # formulas from scatter.value; self_p is self before the update
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
@@ -5771,7 +5809,7 @@ def scatter__value(self_p, dim, index_p, value, self_t, result):
 
 def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1977
+    # functional, spec line 1981
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
@@ -5789,7 +5827,7 @@ def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1977
+    # inplace, spec line 1981
     # formulas from scatter_add; self_p is self before the update
     # result: auto_linear
     if self_t is not None and src_t is not None:
@@ -5810,7 +5848,7 @@ def scatter_reduce_two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 1986
+    # functional, spec line 1990
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
         return scatter_reduce_tangent(
@@ -5848,7 +5886,7 @@ def scatter_reduce__two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 1986
+    # inplace, spec line 1990
     # formulas from scatter_reduce.two; self_p is self before the update
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
@@ -5888,7 +5926,7 @@ def scatter_reduce__two(
 
 def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1996
+    # functional, spec line 2000
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
         return self_t.index_add(dim, index_p, scale(source_t, alpha))
@@ -5902,7 +5940,7 @@ def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, r
 
 def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1996
+    # inplace, spec line 2000
     # formulas from index_add; self_p is self before the update
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
@@ -5920,7 +5958,7 @@ def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, 
 
 def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2005
+    # functional, spec line 2009
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.index_copy(dim, index_p, source_t)
@@ -5934,7 +5972,7 @@ def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result)
 
 def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2005
+    # inplace, spec line 2009
     # formulas from index_copy; self_p is self before the update
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
@@ -5951,7 +5989,7 @@ def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result
 
 def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2012
+    # functional, spec line 2016
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
         return self_t.index_fill(dim, index_p, 0)
@@ -5961,7 +5999,7 @@ def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2012
+    # inplace, spec line 2016
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
@@ -5972,7 +6010,7 @@ def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2018
+    # functional, spec line 2022
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.index_fill(dim, index_p, value_t)
@@ -5986,7 +6024,7 @@ def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result
 
 def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2018
+    # inplace, spec line 2022
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
@@ -6003,7 +6041,7 @@ def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, resul
 
 def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2025
+    # functional, spec line 2029
     # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
     if self_t is not None:
         return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
@@ -6015,7 +6053,7 @@ def _unsafe_masked_index_put_accumulate_default(
     self_p, mask_p, indices_p, values_p, self_t, values_t, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2031
+    # functional, spec line 2035
     # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
     if self_t is not None and values_t is not None:
         return torch.ops.aten._unsafe_masked_index_put_accumulate(
@@ -6037,7 +6075,7 @@ def nll_loss_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2042
+    # functional, spec line 2046
     # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
@@ -6052,7 +6090,7 @@ def nll_loss2d_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2051
+    # functional, spec line 2055
     # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
@@ -6067,7 +6105,7 @@ def embedding_default(
     weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2058
+    # functional, spec line 2062
     # result: auto_linear
     if weight_t is not None:
         return torch.ops.aten.embedding.default(
@@ -6079,7 +6117,7 @@ def embedding_default(
 
 def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2064
+    # functional, spec line 2068
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
@@ -6091,7 +6129,7 @@ def binary_cross_entropy_default(
     self_p, target_p, weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2070
+    # functional, spec line 2074
     # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -6119,7 +6157,7 @@ def binary_cross_entropy_default(
 
 def acosh_default(self_p, self_t, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2080
+    # functional, spec line 2084
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
         return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
@@ -6129,7 +6167,7 @@ def acosh_default(self_p, self_t, result):
 
 def acosh__default(self_p, self_t, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2080
+    # inplace, spec line 2084
     # formulas from acosh; self_p is self before the update
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
@@ -6140,7 +6178,7 @@ def acosh__default(self_p, self_t, result):
 
 def special_ndtri_default(self_p, self_t, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2086
+    # functional, spec line 2090
     # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     if self_t is not None:
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()
@@ -6150,7 +6188,7 @@ def special_ndtri_default(self_p, self_t, result):
 
 def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2096
+    # functional, spec line 2100
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2c.default(self_t, dim, normalization, forward)
@@ -6160,7 +6198,7 @@ def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
 
 def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2106
+    # functional, spec line 2110
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_r2c.default(self_t, dim, normalization, onesided)
@@ -6170,7 +6208,7 @@ def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
 
 def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2118
+    # functional, spec line 2122
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2r.default(
@@ -6182,11 +6220,2603 @@ def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
 
 def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2131
+    # functional, spec line 2135
     # result: auto_linear
     if grad_in_t is not None:
         return torch.ops.aten.unfold_backward.default(
             grad_in_t, input_sizes, dim, size, step
+        )
+    else:
+        return None
+
+
+def linalg_inv_ex_default(A_p, check_errors, A_t, inverse, info):
+    """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
+    # functional, spec line 2151
+    # inverse: -inverse.matmul(A_t).matmul(inverse)
+    if A_t is not None:
+        inverse_t = -inverse.matmul(A_t).matmul(inverse)
+    else:
+        inverse_t = None
+    return inverse_t, None
+
+
+def _linalg_solve_ex_default(
+    A_p, B_p, left, check_errors, A_t, B_t, result, LU, pivots, info
+):
+    """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
+    # functional, spec line 2160
+    # result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
+    if A_t is not None and B_t is not None:
+        result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
+    elif A_t is not None:
+        result_t = linalg_solve_tangent(
+            A_t, torch.zeros_like(B_p), A_p, B_p, result, LU, pivots, left
+        )
+    elif B_t is not None:
+        result_t = linalg_solve_tangent(
+            torch.zeros_like(A_p), B_t, A_p, B_p, result, LU, pivots, left
+        )
+    else:
+        result_t = None
+    return result_t, None, None, None
+
+
+def linalg_solve_triangular_default(
+    self_p, B_p, upper, left, unitriangular, self_t, B_t, result
+):
+    """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
+    # functional, spec line 2173
+    # result: torch.linalg.solve_triangular(self_p, B_t - side_matmul(triangular_part(self_t, upper, unitriangular), result, left), upper=upper, left=left, unitriangular=unitriangular)
+    if self_t is not None and B_t is not None:
+        return torch.linalg.solve_triangular(
+            self_p,
+            B_t
+            - side_matmul(triangular_part(self_t, upper, unitriangular), result, left),
+            upper=upper,
+            left=left,
+            unitriangular=unitriangular,
+        )
+    elif self_t is not None:
+        return conform(
+            torch.linalg.solve_triangular(
+                self_p,
+                -side_matmul(
+                    triangular_part(self_t, upper, unitriangular), result, left
+                ),
+                upper=upper,
+                left=left,
+                unitriangular=unitriangular,
+            ),
+            result,
+        )
+    elif B_t is not None:
+        return conform(
+            torch.linalg.solve_triangular(
+                self_p, B_t, upper=upper, left=left, unitriangular=unitriangular
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def triangular_solve_default(
+    self_p,
+    A_p,
+    upper,
+    transpose,
+    unitriangular,
+    self_t,
+    A_t,
+    solution,
+    cloned_coefficient,
+):
+    """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
+    # functional, spec line 2186
+    # solution: triangular_solve_tangent(self_t, A_t, A_p, solution, upper, transpose, unitriangular)
+    if self_t is not None and A_t is not None:
+        solution_t = triangular_solve_tangent(
+            self_t, A_t, A_p, solution, upper, transpose, unitriangular
+        )
+    elif self_t is not None:
+        solution_t = triangular_solve_tangent(
+            self_t,
+            torch.zeros_like(A_p),
+            A_p,
+            solution,
+            upper,
+            transpose,
+            unitriangular,
+        )
+    elif A_t is not None:
+        solution_t = triangular_solve_tangent(
+            torch.zeros_like(self_p),
+            A_t,
+            A_p,
+            solution,
+            upper,
+            transpose,
+            unitriangular,
+        )
+    else:
+        solution_t = None
+    # cloned_coefficient: A_t.expand_as(cloned_coefficient).clone()
+    if A_t is not None:
+        cloned_coefficient_t = A_t.expand_as(cloned_coefficient).clone()
+    else:
+        cloned_coefficient_t = None
+    return solution_t, cloned_coefficient_t
+
+
+def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
+    """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
+    # functional, spec line 2196
+    # L: cholesky_tangent(self_t, L, upper)
+    if self_t is not None:
+        L_t = cholesky_tangent(self_t, L, upper)
+    else:
+        L_t = None
+    return L_t, None
+
+
+def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
+    """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
+    # functional, spec line 2209
+    # result: cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
+    if self_t is not None and input2_t is not None:
+        return cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
+    elif self_t is not None:
+        return cholesky_solve_tangent(
+            self_t, torch.zeros_like(input2_p), input2_p, result, upper
+        )
+    elif input2_t is not None:
+        return cholesky_solve_tangent(
+            torch.zeros_like(self_p), input2_t, input2_p, result, upper
+        )
+    else:
+        return None
+
+
+def cholesky_inverse_default(self_p, upper, self_t, result):
+    """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
+    # functional, spec line 2217
+    # result: cholesky_inverse_tangent(self_t, self_p, result, upper)
+    if self_t is not None:
+        return cholesky_inverse_tangent(self_t, self_p, result, upper)
+    else:
+        return None
+
+
+def _linalg_det_default(A_p, A_t, result, LU, pivots):
+    """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
+    # functional, spec line 2226
+    # result: det_tangent(A_t, A_p, result, LU, pivots)
+    if A_t is not None:
+        result_t = det_tangent(A_t, A_p, result, LU, pivots)
+    else:
+        result_t = None
+    return result_t, None, None
+
+
+def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
+    """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
+    # functional, spec line 2234
+    # sign: slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
+    if A_t is not None:
+        sign_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
+    else:
+        sign_t = None
+    # logabsdet: slogdet_tangents(A_t, A_p, sign, LU, pivots)[1]
+    if A_t is not None:
+        logabsdet_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[1]
+    else:
+        logabsdet_t = None
+    return sign_t, logabsdet_t, None, None
+
+
+def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info):
+    """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
+    # functional, spec line 2243
+    # LU: lu_factor_tangent(A_t, LU, pivots)
+    if A_t is not None:
+        LU_t = lu_factor_tangent(A_t, LU, pivots)
+    else:
+        LU_t = None
+    return LU_t, None, None
+
+
+def linalg_lu_default(A_p, pivot, A_t, P, L, U):
+    """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
+    # functional, spec line 2252
+    # L: lu_tangents(A_t, P, L, U)[0]
+    if A_t is not None:
+        L_t = lu_tangents(A_t, P, L, U)[0]
+    else:
+        L_t = None
+    # U: lu_tangents(A_t, P, L, U)[1]
+    if A_t is not None:
+        U_t = lu_tangents(A_t, P, L, U)[1]
+    else:
+        U_t = None
+    return None, L_t, U_t
+
+
+def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
+    """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
+    # functional, spec line 2262
+    # result: torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(self_p, other_t, dim=dim)
+    if self_t is not None and other_t is not None:
+        return torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(
+            self_p, other_t, dim=dim
+        )
+    elif self_t is not None:
+        return conform(torch.linalg.cross(self_t, other_p, dim=dim), result)
+    elif other_t is not None:
+        return conform(torch.linalg.cross(self_p, other_t, dim=dim), result)
+    else:
+        return None
+
+
+def linalg_matrix_exp_default(self_p, self_t, result):
+    """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
+    # functional, spec line 2271
+    # result: matrix_exp_differential(self_p, self_t, False)
+    if self_t is not None:
+        return matrix_exp_differential(self_p, self_t, False)
+    else:
+        return None
+
+
+def linalg_householder_product_default(input_p, tau_p, input_t, tau_t, result):
+    """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
+    # functional, spec line 2278
+    # result: householder_product_tangent(input_t, tau_t, input_p, tau_p)
+    if input_t is not None and tau_t is not None:
+        return householder_product_tangent(input_t, tau_t, input_p, tau_p)
+    elif input_t is not None:
+        return householder_product_tangent(
+            input_t, torch.zeros_like(tau_p), input_p, tau_p
+        )
+    elif tau_t is not None:
+        return householder_product_tangent(
+            torch.zeros_like(input_p), tau_t, input_p, tau_p
+        )
+    else:
+        return None
+
+
+def lu_unpack_default(
+    LU_data_p, LU_pivots_p, unpack_data, unpack_pivots, LU_data_t, P, L, U
+):
+    """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
+    # functional, spec line 2286
+    # L: lu_unpack_tangents(LU_data_t)[0]
+    if LU_data_t is not None:
+        L_t = lu_unpack_tangents(LU_data_t)[0]
+    else:
+        L_t = None
+    # U: lu_unpack_tangents(LU_data_t)[1]
+    if LU_data_t is not None:
+        U_t = lu_unpack_tangents(LU_data_t)[1]
+    else:
+        U_t = None
+    return None, L_t, U_t
+
+
+def linalg_lu_solve_default(LU_p, pivots_p, B_p, left, adjoint, LU_t, B_t, result):
+    """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
+    # functional, spec line 2298
+    # result: lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
+    if LU_t is not None and B_t is not None:
+        return lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
+    elif LU_t is not None:
+        return lu_solve_tangent(
+            LU_t, torch.zeros_like(B_p), LU_p, pivots_p, result, left, adjoint
+        )
+    elif B_t is not None:
+        return lu_solve_tangent(
+            torch.zeros_like(LU_p), B_t, LU_p, pivots_p, result, left, adjoint
+        )
+    else:
+        return None
+
+
+def elu_backward_default(
+    grad_output_p,
+    alpha,
+    scale,
+    input_scale,
+    is_result,
+    self_or_result_p,
+    grad_output_t,
+    self_or_result_t,
+    result,
+):
+    """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
+    # functional, spec line 2314
+    # result: torch.ops.aten.elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result_p) + grad_output_p * elu_second_derivative(self_or_result_p, alpha, scale, input_scale, is_result) * self_or_result_t
+    if grad_output_t is not None and self_or_result_t is not None:
+        return (
+            torch.ops.aten.elu_backward(
+                grad_output_t, alpha, scale, input_scale, is_result, self_or_result_p
+            )
+            + grad_output_p
+            * elu_second_derivative(
+                self_or_result_p, alpha, scale, input_scale, is_result
+            )
+            * self_or_result_t
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.elu_backward(
+                grad_output_t, alpha, scale, input_scale, is_result, self_or_result_p
+            ),
+            result,
+        )
+    elif self_or_result_t is not None:
+        return conform(
+            grad_output_p
+            * elu_second_derivative(
+                self_or_result_p, alpha, scale, input_scale, is_result
+            )
+            * self_or_result_t,
+            result,
+        )
+    else:
+        return None
+
+
+def log_sigmoid_backward_default(
+    grad_output_p, self_p, buffer_p, grad_output_t, buffer_t, result
+):
+    """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
+    # functional, spec line 2325
+    # result: torch.ops.aten.log_sigmoid_backward(grad_output_t, self_p, buffer_p) - grad_output_p * torch.where(self_p < 0, 1.0, -1.0) / (1 + buffer_p) ** 2 * buffer_t
+    if grad_output_t is not None and buffer_t is not None:
+        return (
+            torch.ops.aten.log_sigmoid_backward(grad_output_t, self_p, buffer_p)
+            - grad_output_p
+            * torch.where(self_p < 0, 1.0, -1.0)
+            / (1 + buffer_p) ** 2
+            * buffer_t
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.log_sigmoid_backward(grad_output_t, self_p, buffer_p), result
+        )
+    elif buffer_t is not None:
+        return conform(
+            -(
+                grad_output_p
+                * torch.where(self_p < 0, 1.0, -1.0)
+                / (1 + buffer_p) ** 2
+                * buffer_t
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def hardtanh_backward_default(
+    grad_output_p, self_p, min_val, max_val, grad_output_t, result
+):
+    """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
+    # functional, spec line 2332
+    # result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
+    if grad_output_t is not None:
+        return torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
+    else:
+        return None
+
+
+def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, result):
+    """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
+    # functional, spec line 2340
+    # result: torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
+    if grad_output_t is not None:
+        return torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
+    else:
+        return None
+
+
+def hardshrink_backward_default(grad_out_p, self_p, lambd, grad_out_t, result):
+    """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
+    # functional, spec line 2346
+    # result: torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
+    if grad_out_t is not None:
+        return torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
+    else:
+        return None
+
+
+def leaky_relu_backward_default(
+    grad_output_p, self_p, negative_slope, self_is_result, grad_output_t, result
+):
+    """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
+    # functional, spec line 2352
+    # result: torch.ops.aten.leaky_relu_backward(grad_output_t, self_p, negative_slope, self_is_result)
+    if grad_output_t is not None:
+        return torch.ops.aten.leaky_relu_backward(
+            grad_output_t, self_p, negative_slope, self_is_result
+        )
+    else:
+        return None
+
+
+def rrelu_with_noise_backward_default(
+    grad_output_p,
+    self_p,
+    noise_p,
+    lower,
+    upper,
+    training,
+    self_is_result,
+    grad_output_t,
+    result,
+):
+    """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
+    # functional, spec line 2360
+    # result: torch.ops.aten.rrelu_with_noise_backward(grad_output_t, self_p, noise_p, lower, upper, training, self_is_result)
+    if grad_output_t is not None:
+        return torch.ops.aten.rrelu_with_noise_backward(
+            grad_output_t, self_p, noise_p, lower, upper, training, self_is_result
+        )
+    else:
+        return None
+
+
+def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
+    """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2369
+    # result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
+    if grad_output_t is not None:
+        return torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
+    else:
+        return None
+
+
+def hardswish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
+    """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2375
+    # result: torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where((self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0)
+    if grad_output_t is not None and self_t is not None:
+        return torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where(
+            (self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0
+        )
+    elif grad_output_t is not None:
+        return conform(torch.ops.aten.hardswish_backward(grad_output_t, self_p), result)
+    elif self_t is not None:
+        return conform(
+            torch.where((self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0),
+            result,
+        )
+    else:
+        return None
+
+
+def softplus_backward_default(
+    grad_output_p, self_p, beta, threshold, grad_output_t, self_t, result
+):
+    """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
+    # functional, spec line 2381
+    # result: torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold) + grad_output_p * torch.where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t
+    if grad_output_t is not None and self_t is not None:
+        return (
+            torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold)
+            + grad_output_p
+            * torch.where(
+                self_p * beta > threshold,
+                0.0,
+                beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid()),
+            )
+            * self_t
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            grad_output_p
+            * torch.where(
+                self_p * beta > threshold,
+                0.0,
+                beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid()),
+            )
+            * self_t,
+            result,
+        )
+    else:
+        return None
+
+
+def gelu_backward_default(
+    grad_output_p, self_p, approximate, grad_output_t, self_t, result
+):
+    """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
+    # functional, spec line 2389
+    # result: torch.ops.aten.gelu_backward(grad_output_t, self_p, approximate=approximate) + grad_output_p * gelu_second_derivative(self_p, approximate) * self_t
+    if grad_output_t is not None and self_t is not None:
+        return (
+            torch.ops.aten.gelu_backward(grad_output_t, self_p, approximate=approximate)
+            + grad_output_p * gelu_second_derivative(self_p, approximate) * self_t
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.gelu_backward(
+                grad_output_t, self_p, approximate=approximate
+            ),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            grad_output_p * gelu_second_derivative(self_p, approximate) * self_t, result
+        )
+    else:
+        return None
+
+
+def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
+    """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2399
+    # result: grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t
+    if grad_output_t is not None and self_t is not None:
+        return (
+            grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid()))
+            + grad_output_p
+            * self_p.sigmoid()
+            * (1 - self_p.sigmoid())
+            * (2 + self_p * (1 - 2 * self_p.sigmoid()))
+            * self_t
+        )
+    elif grad_output_t is not None:
+        return conform(
+            grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            grad_output_p
+            * self_p.sigmoid()
+            * (1 - self_p.sigmoid())
+            * (2 + self_p * (1 - 2 * self_p.sigmoid()))
+            * self_t,
+            result,
+        )
+    else:
+        return None
+
+
+def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
+    """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2405
+    # result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
+    if grad_output_t is not None and self_t is not None:
+        return (
+            torch.ops.aten.mish_backward(grad_output_t, self_p)
+            + grad_output_p * mish_second_derivative(self_p) * self_t
+        )
+    elif grad_output_t is not None:
+        return conform(torch.ops.aten.mish_backward(grad_output_t, self_p), result)
+    elif self_t is not None:
+        return conform(grad_output_p * mish_second_derivative(self_p) * self_t, result)
+    else:
+        return None
+
+
+def glu_backward_default(grad_output_p, self_p, dim, grad_output_t, self_t, result):
+    """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
+    # functional, spec line 2411
+    # result: torch.ops.aten.glu_backward(grad_output_t, self_p, dim) + glu_double_backward(self_t, grad_output_p, self_p, dim)
+    if grad_output_t is not None and self_t is not None:
+        return torch.ops.aten.glu_backward(
+            grad_output_t, self_p, dim
+        ) + glu_double_backward(self_t, grad_output_p, self_p, dim)
+    elif grad_output_t is not None:
+        return conform(torch.ops.aten.glu_backward(grad_output_t, self_p, dim), result)
+    elif self_t is not None:
+        return conform(glu_double_backward(self_t, grad_output_p, self_p, dim), result)
+    else:
+        return None
+
+
+def _prelu_kernel_backward_default(
+    grad_output_p, self_p, weight_p, grad_output_t, self_t, weight_t, result0, result1
+):
+    """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
+    # functional, spec line 2419
+    # result0: torch.where(self_p > 0, grad_output_t, weight_p * grad_output_t + weight_t * grad_output_p)
+    if grad_output_t is not None and weight_t is not None:
+        result0_t = torch.where(
+            self_p > 0,
+            grad_output_t,
+            weight_p * grad_output_t + weight_t * grad_output_p,
+        )
+    elif grad_output_t is not None:
+        result0_t = conform(
+            torch.where(self_p > 0, grad_output_t, weight_p * grad_output_t), result0
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            torch.where(
+                self_p > 0,
+                torch.zeros_like(grad_output_p),
+                weight_p * torch.zeros_like(grad_output_p) + weight_t * grad_output_p,
+            ),
+            result0,
+        )
+    else:
+        result0_t = None
+    # result1: torch.where(self_p > 0, 0.0, self_p * grad_output_t + self_t * grad_output_p)
+    if grad_output_t is not None and self_t is not None:
+        result1_t = torch.where(
+            self_p > 0, 0.0, self_p * grad_output_t + self_t * grad_output_p
+        )
+    elif grad_output_t is not None:
+        result1_t = conform(
+            torch.where(self_p > 0, 0.0, self_p * grad_output_t), result1
+        )
+    elif self_t is not None:
+        result1_t = conform(
+            torch.where(self_p > 0, 0.0, self_t * grad_output_p), result1
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def mse_loss_backward_default(
+    grad_output_p, self_p, target_p, reduction, grad_output_t, self_t, target_t, result
+):
+    """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
+    # functional, spec line 2431
+    # result: torch.ops.aten.mse_loss_backward(grad_output_t, self_p, target_p, reduction) + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t)
+    if grad_output_t is not None and self_t is not None and target_t is not None:
+        return torch.ops.aten.mse_loss_backward(
+            grad_output_t, self_p, target_p, reduction
+        ) + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t)
+    elif grad_output_t is not None and self_t is not None:
+        return conform(
+            torch.ops.aten.mse_loss_backward(grad_output_t, self_p, target_p, reduction)
+            + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * self_t,
+            result,
+        )
+    elif grad_output_t is not None and target_t is not None:
+        return conform(
+            torch.ops.aten.mse_loss_backward(grad_output_t, self_p, target_p, reduction)
+            + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * -target_t,
+            result,
+        )
+    elif self_t is not None and target_t is not None:
+        return conform(
+            2
+            * expand_loss_grad(grad_output_p, self_p, reduction)
+            * (self_t - target_t),
+            result,
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.mse_loss_backward(
+                grad_output_t, self_p, target_p, reduction
+            ),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            2 * expand_loss_grad(grad_output_p, self_p, reduction) * self_t, result
+        )
+    elif target_t is not None:
+        return conform(
+            2 * expand_loss_grad(grad_output_p, self_p, reduction) * -target_t, result
+        )
+    else:
+        return None
+
+
+def smooth_l1_loss_backward_default(
+    grad_output_p,
+    self_p,
+    target_p,
+    reduction,
+    beta,
+    grad_output_t,
+    self_t,
+    target_t,
+    result,
+):
+    """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
+    # functional, spec line 2441
+    # result: torch.ops.aten.smooth_l1_loss_backward(grad_output_t, self_p, target_p, reduction, beta) + torch.where((self_p - target_p).abs() < beta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t) / beta, 0.0)
+    if grad_output_t is not None and self_t is not None and target_t is not None:
+        return torch.ops.aten.smooth_l1_loss_backward(
+            grad_output_t, self_p, target_p, reduction, beta
+        ) + torch.where(
+            (self_p - target_p).abs() < beta,
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (self_t - target_t)
+            / beta,
+            0.0,
+        )
+    elif grad_output_t is not None and self_t is not None:
+        return conform(
+            torch.ops.aten.smooth_l1_loss_backward(
+                grad_output_t, self_p, target_p, reduction, beta
+            )
+            + torch.where(
+                (self_p - target_p).abs() < beta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * self_t / beta,
+                0.0,
+            ),
+            result,
+        )
+    elif grad_output_t is not None and target_t is not None:
+        return conform(
+            torch.ops.aten.smooth_l1_loss_backward(
+                grad_output_t, self_p, target_p, reduction, beta
+            )
+            + torch.where(
+                (self_p - target_p).abs() < beta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * -target_t / beta,
+                0.0,
+            ),
+            result,
+        )
+    elif self_t is not None and target_t is not None:
+        return conform(
+            torch.where(
+                (self_p - target_p).abs() < beta,
+                expand_loss_grad(grad_output_p, self_p, reduction)
+                * (self_t - target_t)
+                / beta,
+                0.0,
+            ),
+            result,
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.smooth_l1_loss_backward(
+                grad_output_t, self_p, target_p, reduction, beta
+            ),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            torch.where(
+                (self_p - target_p).abs() < beta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * self_t / beta,
+                0.0,
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            torch.where(
+                (self_p - target_p).abs() < beta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * -target_t / beta,
+                0.0,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def huber_loss_backward_default(
+    grad_output_p,
+    self_p,
+    target_p,
+    reduction,
+    delta,
+    grad_output_t,
+    self_t,
+    target_t,
+    result,
+):
+    """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
+    # functional, spec line 2451
+    # result: torch.ops.aten.huber_loss_backward(grad_output_t, self_p, target_p, reduction, delta) + torch.where((self_p - target_p).abs() <= delta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t), 0.0)
+    if grad_output_t is not None and self_t is not None and target_t is not None:
+        return torch.ops.aten.huber_loss_backward(
+            grad_output_t, self_p, target_p, reduction, delta
+        ) + torch.where(
+            (self_p - target_p).abs() <= delta,
+            expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t),
+            0.0,
+        )
+    elif grad_output_t is not None and self_t is not None:
+        return conform(
+            torch.ops.aten.huber_loss_backward(
+                grad_output_t, self_p, target_p, reduction, delta
+            )
+            + torch.where(
+                (self_p - target_p).abs() <= delta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * self_t,
+                0.0,
+            ),
+            result,
+        )
+    elif grad_output_t is not None and target_t is not None:
+        return conform(
+            torch.ops.aten.huber_loss_backward(
+                grad_output_t, self_p, target_p, reduction, delta
+            )
+            + torch.where(
+                (self_p - target_p).abs() <= delta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * -target_t,
+                0.0,
+            ),
+            result,
+        )
+    elif self_t is not None and target_t is not None:
+        return conform(
+            torch.where(
+                (self_p - target_p).abs() <= delta,
+                expand_loss_grad(grad_output_p, self_p, reduction)
+                * (self_t - target_t),
+                0.0,
+            ),
+            result,
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.huber_loss_backward(
+                grad_output_t, self_p, target_p, reduction, delta
+            ),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            torch.where(
+                (self_p - target_p).abs() <= delta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * self_t,
+                0.0,
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            torch.where(
+                (self_p - target_p).abs() <= delta,
+                expand_loss_grad(grad_output_p, self_p, reduction) * -target_t,
+                0.0,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def binary_cross_entropy_backward_default(
+    grad_output_p,
+    self_p,
+    target_p,
+    weight_p,
+    reduction,
+    grad_output_t,
+    self_t,
+    target_t,
+    result,
+):
+    """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
+    # functional, spec line 2461
+    # result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
+    if grad_output_t is not None and self_t is not None and target_t is not None:
+        return torch.ops.aten.binary_cross_entropy_backward(
+            grad_output_t, self_p, target_p, weight_p, reduction
+        ) + expand_loss_grad(grad_output_p, self_p, reduction) * (
+            bce_self_second_derivative(self_p, target_p, weight_p) * self_t
+            + bce_cross_derivative(self_p, weight_p) * target_t
+        )
+    elif grad_output_t is not None and self_t is not None:
+        return conform(
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t),
+            result,
+        )
+    elif grad_output_t is not None and target_t is not None:
+        return conform(
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_cross_derivative(self_p, weight_p) * target_t),
+            result,
+        )
+    elif self_t is not None and target_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (
+                bce_self_second_derivative(self_p, target_p, weight_p) * self_t
+                + bce_cross_derivative(self_p, weight_p) * target_t
+            ),
+            result,
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            ),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_cross_derivative(self_p, weight_p) * target_t),
+            result,
+        )
+    else:
+        return None
+
+
+def nll_loss_backward_default(
+    grad_output_p,
+    self_p,
+    target_p,
+    weight_p,
+    reduction,
+    ignore_index,
+    total_weight_p,
+    grad_output_t,
+    result,
+):
+    """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
+    # functional, spec line 2474
+    # result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
+    if grad_output_t is not None:
+        return torch.ops.aten.nll_loss_backward(
+            grad_output_t,
+            self_p,
+            target_p,
+            weight_p,
+            reduction,
+            ignore_index,
+            total_weight_p,
+        )
+    else:
+        return None
+
+
+def nll_loss2d_backward_default(
+    grad_output_p,
+    self_p,
+    target_p,
+    weight_p,
+    reduction,
+    ignore_index,
+    total_weight_p,
+    grad_output_t,
+    result,
+):
+    """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
+    # functional, spec line 2484
+    # result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
+    if grad_output_t is not None:
+        return torch.ops.aten.nll_loss2d_backward(
+            grad_output_t,
+            self_p,
+            target_p,
+            weight_p,
+            reduction,
+            ignore_index,
+            total_weight_p,
+        )
+    else:
+        return None
+
+
+def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
+    """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
+    # functional, spec line 2496
+    # U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
+    if A_t is not None:
+        U_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
+    else:
+        U_t = None
+    # S: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[1]
+    if A_t is not None:
+        S_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[1]
+    else:
+        S_t = None
+    # Vh: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[2]
+    if A_t is not None:
+        Vh_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[2]
+    else:
+        Vh_t = None
+    return U_t, S_t, Vh_t
+
+
+def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
+    """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
+    # functional, spec line 2507
+    # eigenvalues: eig_tangents(self_t, eigenvalues, eigenvectors)[0]
+    if self_t is not None:
+        eigenvalues_t = eig_tangents(self_t, eigenvalues, eigenvectors)[0]
+    else:
+        eigenvalues_t = None
+    # eigenvectors: eig_tangents(self_t, eigenvalues, eigenvectors)[1]
+    if self_t is not None:
+        eigenvectors_t = eig_tangents(self_t, eigenvalues, eigenvectors)[1]
+    else:
+        eigenvectors_t = None
+    return eigenvalues_t, eigenvectors_t
+
+
+def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
+    """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
+    # functional, spec line 2515
+    # eigenvalues: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
+    if A_t is not None:
+        eigenvalues_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
+    else:
+        eigenvalues_t = None
+    # eigenvectors: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[1]
+    if A_t is not None:
+        eigenvectors_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[
+            1
+        ]
+    else:
+        eigenvectors_t = None
+    return eigenvalues_t, eigenvectors_t
+
+
+def linalg_qr_default(A_p, mode, A_t, Q, R):
+    """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
+    # functional, spec line 2524
+    # Q: qr_tangents(A_t, Q, R, mode)[0]
+    if A_t is not None:
+        Q_t = qr_tangents(A_t, Q, R, mode)[0]
+    else:
+        Q_t = None
+    # R: qr_tangents(A_t, Q, R, mode)[1]
+    if A_t is not None:
+        R_t = qr_tangents(A_t, Q, R, mode)[1]
+    else:
+        R_t = None
+    return Q_t, R_t
+
+
+def linalg_pinv_atol_rtol_tensor(self_p, atol_p, rtol_p, hermitian, self_t, result):
+    """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
+    # functional, spec line 2533
+    # result: pinv_tangent(self_t, self_p, result)
+    if self_t is not None:
+        return pinv_tangent(self_t, self_p, result)
+    else:
+        return None
+
+
+def linalg_lstsq_default(
+    self_p, b_p, rcond, driver, self_t, b_t, solution, residuals, rank, singular_values
+):
+    """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
+    # functional, spec line 2542
+    # solution: lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(b_t, self_p)
+    if self_t is not None and b_t is not None:
+        solution_t = lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(
+            b_t, self_p
+        )
+    elif self_t is not None:
+        solution_t = conform(lstsq_self_tangent(self_t, self_p, b_p), solution)
+    elif b_t is not None:
+        solution_t = conform(lstsq_b_tangent(b_t, self_p), solution)
+    else:
+        solution_t = None
+    # residuals: lstsq_residuals_tangent(self_t, b_t, self_p, b_p, solution, residuals)
+    if self_t is not None and b_t is not None:
+        residuals_t = lstsq_residuals_tangent(
+            self_t, b_t, self_p, b_p, solution, residuals
+        )
+    elif self_t is not None:
+        residuals_t = lstsq_residuals_tangent(
+            self_t, torch.zeros_like(b_p), self_p, b_p, solution, residuals
+        )
+    elif b_t is not None:
+        residuals_t = lstsq_residuals_tangent(
+            torch.zeros_like(self_p), b_t, self_p, b_p, solution, residuals
+        )
+    else:
+        residuals_t = None
+    return solution_t, residuals_t, None, None
+
+
+def _native_batch_norm_legit_default(
+    input_p,
+    weight_p,
+    bias_p,
+    running_mean_p,
+    running_var_p,
+    training,
+    momentum,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2557
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            )
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                training,
+                eps,
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, training, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif bias_t is not None:
+        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+    else:
+        result0_t = None
+    return result0_t, None, None
+
+
+def _native_batch_norm_legit_no_stats(
+    input_p,
+    weight_p,
+    bias_p,
+    training,
+    momentum,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2566
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            batch_norm_tangent(
+                input_t, input_p, weight_p, None, None, result1, result2, training, eps
+            )
+            + batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t, input_p, weight_p, None, None, result1, result2, training, eps
+            )
+            + batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t, input_p, weight_p, None, None, result1, result2, training, eps
+            )
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t, input_p, weight_p, None, None, result1, result2, training, eps
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif bias_t is not None:
+        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+    else:
+        result0_t = None
+    return result0_t, None, None
+
+
+def _native_batch_norm_legit_no_training_default(
+    input_p,
+    weight_p,
+    bias_p,
+    running_mean_p,
+    running_var_p,
+    momentum,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2574
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            )
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif bias_t is not None:
+        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+    else:
+        result0_t = None
+    return result0_t, None, None
+
+
+def _batch_norm_with_update_default(
+    input_p,
+    weight_p,
+    bias_p,
+    running_mean_p,
+    running_var_p,
+    momentum,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, spec line 2582
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                True,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, True, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                True,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, True, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                True,
+                eps,
+            )
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, True, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                True,
+                eps,
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, True, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif bias_t is not None:
+        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+    else:
+        result0_t = None
+    return result0_t, None, None, None
+
+
+def _batch_norm_no_update_default(
+    input_p,
+    weight_p,
+    bias_p,
+    running_mean_p,
+    running_var_p,
+    momentum,
+    eps,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, spec line 2592
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = (
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            )
+            + batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            )
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim())
+            + channel_view(bias_t, input_p.dim()),
+            result0,
+        )
+    elif input_t is not None:
+        result0_t = conform(
+            batch_norm_tangent(
+                input_t,
+                input_p,
+                weight_p,
+                running_mean_p,
+                running_var_p,
+                result1,
+                result2,
+                False,
+                eps,
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            batch_norm_xhat(
+                input_p, running_mean_p, running_var_p, result1, result2, False, eps
+            )
+            * channel_view(weight_t, input_p.dim()),
+            result0,
+        )
+    elif bias_t is not None:
+        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+    else:
+        result0_t = None
+    return result0_t, None, None, None
+
+
+def binary_cross_entropy_with_logits_default(
+    self_p, target_p, weight_p, pos_weight_p, reduction, self_t, target_t, result
+):
+    """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
+    # functional, spec line 2603
+    # result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
+    if self_t is not None and target_t is not None:
+        return apply_loss_reduction(
+            bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+            * self_t
+            + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t,
+            reduction,
+        )
+    elif self_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+                * self_t,
+                reduction,
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t,
+                reduction,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def im2col_default(self_p, kernel_size, dilation, padding, stride, self_t, result):
+    """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    # functional, spec line 2615
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.im2col.default(
+            self_t, kernel_size, dilation, padding, stride
+        )
+    else:
+        return None
+
+
+def col2im_default(
+    self_p, output_size, kernel_size, dilation, padding, stride, self_t, result
+):
+    """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    # functional, spec line 2622
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.col2im.default(
+            self_t, output_size, kernel_size, dilation, padding, stride
+        )
+    else:
+        return None
+
+
+def _upsample_bilinear2d_aa_default(
+    self_p, output_size, align_corners, scales_h, scales_w, self_t, result
+):
+    """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2631
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._upsample_bilinear2d_aa.default(
+            self_t, output_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_bilinear2d_aa_vec(
+    input_p, output_size, align_corners, scale_factors, input_t, result
+):
+    """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 2639
+    # result: auto_linear
+    if input_t is not None:
+        return torch.ops.aten._upsample_bilinear2d_aa.vec(
+            input_t, output_size, align_corners, scale_factors
+        )
+    else:
+        return None
+
+
+def _upsample_bilinear2d_aa_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2647
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten._upsample_bilinear2d_aa_backward.default(
+            grad_output_t, output_size, input_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def fractional_max_pool2d_default(
+    self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
+):
+    """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    # functional, spec line 2657
+    # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
+    if self_t is not None:
+        result0_t = (
+            self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
+        )
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def fractional_max_pool3d_default(
+    self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
+):
+    """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    # functional, spec line 2666
+    # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
+    if self_t is not None:
+        result0_t = (
+            self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
+        )
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def max_pool2d_with_indices_backward_default(
+    grad_output_p,
+    self_p,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    indices_p,
+    grad_output_t,
+    self_t,
+    result,
+):
+    """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    # functional, spec line 2677
+    # result: auto_linear
+    if grad_output_t is not None and self_t is not None:
+        return torch.ops.aten.max_pool2d_with_indices_backward.default(
+            grad_output_t,
+            self_t,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+            indices_p,
+        )
+    elif grad_output_t is not None:
+        return torch.ops.aten.max_pool2d_with_indices_backward.default(
+            grad_output_t,
+            torch.zeros_like(self_p),
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+            indices_p,
+        )
+    elif self_t is not None:
+        return torch.ops.aten.max_pool2d_with_indices_backward.default(
+            torch.zeros_like(grad_output_p),
+            self_t,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+            indices_p,
+        )
+    else:
+        return None
+
+
+def max_pool3d_with_indices_backward_default(
+    grad_output_p,
+    self_p,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    indices_p,
+    grad_output_t,
+    self_t,
+    result,
+):
+    """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    # functional, spec line 2686
+    # result: auto_linear
+    if grad_output_t is not None and self_t is not None:
+        return torch.ops.aten.max_pool3d_with_indices_backward.default(
+            grad_output_t,
+            self_t,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+            indices_p,
+        )
+    elif grad_output_t is not None:
+        return torch.ops.aten.max_pool3d_with_indices_backward.default(
+            grad_output_t,
+            torch.zeros_like(self_p),
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+            indices_p,
+        )
+    elif self_t is not None:
+        return torch.ops.aten.max_pool3d_with_indices_backward.default(
+            torch.zeros_like(grad_output_p),
+            self_t,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            ceil_mode,
+            indices_p,
+        )
+    else:
+        return None
+
+
+def fractional_max_pool2d_backward_default(
+    grad_output_p,
+    self_p,
+    kernel_size,
+    output_size,
+    indices_p,
+    grad_output_t,
+    self_t,
+    result,
+):
+    """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
+    # functional, spec line 2694
+    # result: auto_linear
+    if grad_output_t is not None and self_t is not None:
+        return torch.ops.aten.fractional_max_pool2d_backward.default(
+            grad_output_t, self_t, kernel_size, output_size, indices_p
+        )
+    elif grad_output_t is not None:
+        return torch.ops.aten.fractional_max_pool2d_backward.default(
+            grad_output_t, torch.zeros_like(self_p), kernel_size, output_size, indices_p
+        )
+    elif self_t is not None:
+        return torch.ops.aten.fractional_max_pool2d_backward.default(
+            torch.zeros_like(grad_output_p), self_t, kernel_size, output_size, indices_p
+        )
+    else:
+        return None
+
+
+def fractional_max_pool3d_backward_default(
+    grad_output_p,
+    self_p,
+    kernel_size,
+    output_size,
+    indices_p,
+    grad_output_t,
+    self_t,
+    result,
+):
+    """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
+    # functional, spec line 2703
+    # result: auto_linear
+    if grad_output_t is not None and self_t is not None:
+        return torch.ops.aten.fractional_max_pool3d_backward.default(
+            grad_output_t, self_t, kernel_size, output_size, indices_p
+        )
+    elif grad_output_t is not None:
+        return torch.ops.aten.fractional_max_pool3d_backward.default(
+            grad_output_t, torch.zeros_like(self_p), kernel_size, output_size, indices_p
+        )
+    elif self_t is not None:
+        return torch.ops.aten.fractional_max_pool3d_backward.default(
+            torch.zeros_like(grad_output_p), self_t, kernel_size, output_size, indices_p
+        )
+    else:
+        return None
+
+
+def max_unpool3d_default(
+    self_p, indices_p, output_size, stride, padding, self_t, result
+):
+    """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
+    # functional, spec line 2711
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.max_unpool3d.default(
+            self_t, indices_p, output_size, stride, padding
+        )
+    else:
+        return None
+
+
+def _trilinear_default(
+    i1_p,
+    i2_p,
+    i3_p,
+    expand1,
+    expand2,
+    expand3,
+    sumdim,
+    unroll_dim,
+    i1_t,
+    i2_t,
+    i3_t,
+    result,
+):
+    """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
+    # functional, spec line 2723
+    # result: torch.ops.aten._trilinear(i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim)
+    if i1_t is not None and i2_t is not None and i3_t is not None:
+        return (
+            torch.ops.aten._trilinear(
+                i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            )
+            + torch.ops.aten._trilinear(
+                i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            )
+            + torch.ops.aten._trilinear(
+                i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim
+            )
+        )
+    elif i1_t is not None and i2_t is not None:
+        return conform(
+            torch.ops.aten._trilinear(
+                i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            )
+            + torch.ops.aten._trilinear(
+                i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            ),
+            result,
+        )
+    elif i1_t is not None and i3_t is not None:
+        return conform(
+            torch.ops.aten._trilinear(
+                i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            )
+            + torch.ops.aten._trilinear(
+                i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim
+            ),
+            result,
+        )
+    elif i2_t is not None and i3_t is not None:
+        return conform(
+            torch.ops.aten._trilinear(
+                i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            )
+            + torch.ops.aten._trilinear(
+                i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim
+            ),
+            result,
+        )
+    elif i1_t is not None:
+        return conform(
+            torch.ops.aten._trilinear(
+                i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            ),
+            result,
+        )
+    elif i2_t is not None:
+        return conform(
+            torch.ops.aten._trilinear(
+                i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim
+            ),
+            result,
+        )
+    elif i3_t is not None:
+        return conform(
+            torch.ops.aten._trilinear(
+                i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def _safe_softmax_default(self_p, dim, dtype, self_t, result):
+    """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 2731
+    # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+    if self_t is not None:
+        return result * (self_t - (result * self_t).sum(dim, keepdim=True))
+    else:
+        return None
+
+
+def as_strided_scatter_default(
+    self_p, src_p, size, stride, storage_offset, self_t, src_t, result
+):
+    """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
+    # functional, spec line 2738
+    # result: auto_linear
+    if self_t is not None and src_t is not None:
+        return torch.ops.aten.as_strided_scatter.default(
+            self_t, src_t, size, stride, storage_offset
+        )
+    elif self_t is not None:
+        return torch.ops.aten.as_strided_scatter.default(
+            self_t, torch.zeros_like(src_p), size, stride, storage_offset
+        )
+    elif src_t is not None:
+        return torch.ops.aten.as_strided_scatter.default(
+            torch.zeros_like(self_p), src_t, size, stride, storage_offset
+        )
+    else:
+        return None
+
+
+def convolution_backward_default(
+    grad_output_p,
+    input_p,
+    weight_p,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    grad_output_t,
+    input_t,
+    weight_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2751
+    # result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+    if grad_output_t is not None and weight_t is not None:
+        result0_t = convolution_backward_tangent(
+            0,
+            result0,
+            grad_output_t,
+            weight_t,
+            grad_output_p,
+            input_p,
+            weight_p,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+        )
+    elif grad_output_t is not None:
+        result0_t = convolution_backward_tangent(
+            0,
+            result0,
+            grad_output_t,
+            torch.zeros_like(weight_p),
+            grad_output_p,
+            input_p,
+            weight_p,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+        )
+    elif weight_t is not None:
+        result0_t = convolution_backward_tangent(
+            0,
+            result0,
+            torch.zeros_like(grad_output_p),
+            weight_t,
+            grad_output_p,
+            input_p,
+            weight_p,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+        )
+    else:
+        result0_t = None
+    # result1: convolution_backward_tangent(1, result1, grad_output_t, input_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+    if grad_output_t is not None and input_t is not None:
+        result1_t = convolution_backward_tangent(
+            1,
+            result1,
+            grad_output_t,
+            input_t,
+            grad_output_p,
+            input_p,
+            weight_p,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+        )
+    elif grad_output_t is not None:
+        result1_t = convolution_backward_tangent(
+            1,
+            result1,
+            grad_output_t,
+            torch.zeros_like(input_p),
+            grad_output_p,
+            input_p,
+            weight_p,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+        )
+    elif input_t is not None:
+        result1_t = convolution_backward_tangent(
+            1,
+            result1,
+            torch.zeros_like(grad_output_p),
+            input_t,
+            grad_output_p,
+            input_p,
+            weight_p,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+        )
+    else:
+        result1_t = None
+    # result2: convolution_backward_tangent(2, result2, grad_output_t, None, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+    if grad_output_t is not None:
+        result2_t = convolution_backward_tangent(
+            2,
+            result2,
+            grad_output_t,
+            None,
+            grad_output_p,
+            input_p,
+            weight_p,
+            stride,
+            padding,
+            dilation,
+            transposed,
+            output_padding,
+            groups,
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
+
+
+def avg_pool2d_backward_default(
+    grad_output_p,
+    self_p,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    grad_output_t,
+    result,
+):
+    """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
+    # functional, spec line 2761
+    # result: torch.ops.aten.avg_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    if grad_output_t is not None:
+        return torch.ops.aten.avg_pool2d_backward(
+            grad_output_t,
+            self_p,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+        )
+    else:
+        return None
+
+
+def avg_pool3d_backward_default(
+    grad_output_p,
+    self_p,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    grad_output_t,
+    result,
+):
+    """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
+    # functional, spec line 2770
+    # result: torch.ops.aten.avg_pool3d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    if grad_output_t is not None:
+        return torch.ops.aten.avg_pool3d_backward(
+            grad_output_t,
+            self_p,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+        )
+    else:
+        return None
+
+
+def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, result):
+    """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2779
+    # result: torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
+    if grad_output_t is not None:
+        return torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
+    else:
+        return None
+
+
+def _adaptive_avg_pool3d_backward_default(grad_output_p, self_p, grad_output_t, result):
+    """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2787
+    # result: torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
+    if grad_output_t is not None:
+        return torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
+    else:
+        return None
+
+
+def adaptive_max_pool2d_backward_default(
+    grad_output_p, self_p, indices_p, grad_output_t, result
+):
+    """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
+    # functional, spec line 2797
+    # result: torch.ops.aten.adaptive_max_pool2d_backward(grad_output_t, self_p, indices_p)
+    if grad_output_t is not None:
+        return torch.ops.aten.adaptive_max_pool2d_backward(
+            grad_output_t, self_p, indices_p
+        )
+    else:
+        return None
+
+
+def adaptive_max_pool3d_backward_default(
+    grad_output_p, self_p, indices_p, grad_output_t, result
+):
+    """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
+    # functional, spec line 2805
+    # result: torch.ops.aten.adaptive_max_pool3d_backward(grad_output_t, self_p, indices_p)
+    if grad_output_t is not None:
+        return torch.ops.aten.adaptive_max_pool3d_backward(
+            grad_output_t, self_p, indices_p
+        )
+    else:
+        return None
+
+
+def reflection_pad1d_backward_default(
+    grad_output_p, self_p, padding, grad_output_t, result
+):
+    """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 2815
+    # result: torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
+    if grad_output_t is not None:
+        return torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
+    else:
+        return None
+
+
+def reflection_pad2d_backward_default(
+    grad_output_p, self_p, padding, grad_output_t, result
+):
+    """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 2823
+    # result: torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
+    if grad_output_t is not None:
+        return torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
+    else:
+        return None
+
+
+def reflection_pad3d_backward_default(
+    grad_output_p, self_p, padding, grad_output_t, result
+):
+    """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 2831
+    # result: torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
+    if grad_output_t is not None:
+        return torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
+    else:
+        return None
+
+
+def replication_pad1d_backward_default(
+    grad_output_p, self_p, padding, grad_output_t, result
+):
+    """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 2839
+    # result: torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
+    if grad_output_t is not None:
+        return torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
+    else:
+        return None
+
+
+def replication_pad2d_backward_default(
+    grad_output_p, self_p, padding, grad_output_t, result
+):
+    """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 2847
+    # result: torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
+    if grad_output_t is not None:
+        return torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
+    else:
+        return None
+
+
+def replication_pad3d_backward_default(
+    grad_output_p, self_p, padding, grad_output_t, result
+):
+    """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 2855
+    # result: torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
+    if grad_output_t is not None:
+        return torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
+    else:
+        return None
+
+
+def upsample_nearest1d_backward_default(
+    grad_output_p, output_size, input_size, scales, grad_output_t, result
+):
+    """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
+    # functional, spec line 2865
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.upsample_nearest1d_backward.default(
+            grad_output_t, output_size, input_size, scales
+        )
+    else:
+        return None
+
+
+def upsample_nearest2d_backward_default(
+    grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
+):
+    """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2872
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.upsample_nearest2d_backward.default(
+            grad_output_t, output_size, input_size, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_nearest3d_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    scales_d,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2879
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.upsample_nearest3d_backward.default(
+            grad_output_t, output_size, input_size, scales_d, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_nearest_exact1d_backward_default(
+    grad_output_p, output_size, input_size, scales, grad_output_t, result
+):
+    """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
+    # functional, spec line 2886
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten._upsample_nearest_exact1d_backward.default(
+            grad_output_t, output_size, input_size, scales
+        )
+    else:
+        return None
+
+
+def _upsample_nearest_exact2d_backward_default(
+    grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
+):
+    """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2893
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten._upsample_nearest_exact2d_backward.default(
+            grad_output_t, output_size, input_size, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_nearest_exact3d_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    scales_d,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2900
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten._upsample_nearest_exact3d_backward.default(
+            grad_output_t, output_size, input_size, scales_d, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_linear1d_backward_default(
+    grad_output_p, output_size, input_size, align_corners, scales, grad_output_t, result
+):
+    """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
+    # functional, spec line 2907
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.upsample_linear1d_backward.default(
+            grad_output_t, output_size, input_size, align_corners, scales
+        )
+    else:
+        return None
+
+
+def upsample_bilinear2d_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2915
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.upsample_bilinear2d_backward.default(
+            grad_output_t, output_size, input_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_bicubic2d_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2923
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.upsample_bicubic2d_backward.default(
+            grad_output_t, output_size, input_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def upsample_trilinear3d_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    align_corners,
+    scales_d,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2931
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.upsample_trilinear3d_backward.default(
+            grad_output_t,
+            output_size,
+            input_size,
+            align_corners,
+            scales_d,
+            scales_h,
+            scales_w,
+        )
+    else:
+        return None
+
+
+def diagonal_backward_default(
+    grad_output_p, input_sizes, offset, dim1, dim2, grad_output_t, result
+):
+    """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
+    # functional, spec line 2941
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.diagonal_backward.default(
+            grad_output_t, input_sizes, offset, dim1, dim2
+        )
+    else:
+        return None
+
+
+def embedding_dense_backward_default(
+    grad_output_p,
+    indices_p,
+    num_weights,
+    padding_idx,
+    scale_grad_by_freq,
+    grad_output_t,
+    result,
+):
+    """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
+    # functional, spec line 2949
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten.embedding_dense_backward.default(
+            grad_output_t, indices_p, num_weights, padding_idx, scale_grad_by_freq
         )
     else:
         return None

@@ -3967,11 +3967,11 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     arguments=("self",),
     outputs=("output", "buffer"),
     differentiable_inputs=("self",),
-    differentiable_outputs=("output",),
+    differentiable_outputs=("output", "buffer"),
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1054,
+    spec_line=1057,
 )
 
 
@@ -3987,7 +3987,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1059,
+    spec_line=1063,
 )
 
 
@@ -4003,7 +4003,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1069,
+    spec_line=1073,
 )
 
 
@@ -4019,7 +4019,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1069,
+    spec_line=1073,
 )
 
 
@@ -4035,7 +4035,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1074,
+    spec_line=1078,
 )
 
 
@@ -4051,7 +4051,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1074,
+    spec_line=1078,
 )
 
 
@@ -4067,7 +4067,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1079,
+    spec_line=1083,
 )
 
 
@@ -4083,7 +4083,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1079,
+    spec_line=1083,
 )
 
 
@@ -4099,7 +4099,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1085,
+    spec_line=1089,
 )
 
 
@@ -4115,7 +4115,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1085,
+    spec_line=1089,
 )
 
 
@@ -4131,7 +4131,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1091,
+    spec_line=1095,
 )
 
 
@@ -4147,7 +4147,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1091,
+    spec_line=1095,
 )
 
 
@@ -4163,7 +4163,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1097,
+    spec_line=1101,
 )
 
 
@@ -4179,7 +4179,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1097,
+    spec_line=1101,
 )
 
 
@@ -4195,7 +4195,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1104,
+    spec_line=1108,
 )
 
 
@@ -4211,7 +4211,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1104,
+    spec_line=1108,
 )
 
 
@@ -4227,7 +4227,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1110,
+    spec_line=1114,
 )
 
 
@@ -4243,7 +4243,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1110,
+    spec_line=1114,
 )
 
 
@@ -4259,7 +4259,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1115,
+    spec_line=1119,
 )
 
 
@@ -4275,7 +4275,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1115,
+    spec_line=1119,
 )
 
 
@@ -4291,7 +4291,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1121,
+    spec_line=1125,
 )
 
 
@@ -4307,7 +4307,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1121,
+    spec_line=1125,
 )
 
 
@@ -4323,7 +4323,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1126,
+    spec_line=1130,
 )
 
 
@@ -4339,7 +4339,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1126,
+    spec_line=1130,
 )
 
 
@@ -4355,7 +4355,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1132,
+    spec_line=1136,
 )
 
 
@@ -4371,7 +4371,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1132,
+    spec_line=1136,
 )
 
 
@@ -4387,7 +4387,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1137,
+    spec_line=1141,
 )
 
 
@@ -4403,7 +4403,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1142,
+    spec_line=1146,
 )
 
 
@@ -4419,7 +4419,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1147,
+    spec_line=1151,
 )
 
 
@@ -4435,7 +4435,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1147,
+    spec_line=1151,
 )
 
 
@@ -4451,7 +4451,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1153,
+    spec_line=1157,
 )
 
 
@@ -4467,7 +4467,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1158,
+    spec_line=1162,
 )
 
 
@@ -4483,7 +4483,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1163,
+    spec_line=1167,
 )
 
 
@@ -4499,7 +4499,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1163,
+    spec_line=1167,
 )
 
 
@@ -4515,7 +4515,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1168,
+    spec_line=1172,
 )
 
 
@@ -4531,7 +4531,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1168,
+    spec_line=1172,
 )
 
 
@@ -4547,7 +4547,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1174,
+    spec_line=1178,
 )
 
 
@@ -4563,7 +4563,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1179,
+    spec_line=1183,
 )
 
 
@@ -4579,7 +4579,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1179,
+    spec_line=1183,
 )
 
 
@@ -4595,7 +4595,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1184,
+    spec_line=1188,
 )
 
 
@@ -4611,7 +4611,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1190,
+    spec_line=1194,
 )
 
 
@@ -4627,7 +4627,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1195,
+    spec_line=1199,
 )
 
 
@@ -4643,7 +4643,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1202,
+    spec_line=1206,
 )
 
 
@@ -4659,7 +4659,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1202,
+    spec_line=1206,
 )
 
 
@@ -4675,7 +4675,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1210,
+    spec_line=1214,
 )
 
 
@@ -4691,7 +4691,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1210,
+    spec_line=1214,
 )
 
 
@@ -4707,7 +4707,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1218,
+    spec_line=1222,
 )
 
 
@@ -4723,7 +4723,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1218,
+    spec_line=1222,
 )
 
 
@@ -4739,7 +4739,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1224,
+    spec_line=1228,
 )
 
 
@@ -4755,7 +4755,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1224,
+    spec_line=1228,
 )
 
 
@@ -4771,7 +4771,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1233,
+    spec_line=1237,
 )
 
 
@@ -4787,7 +4787,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1233,
+    spec_line=1237,
 )
 
 
@@ -4803,7 +4803,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1242,
+    spec_line=1246,
 )
 
 
@@ -4819,7 +4819,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1242,
+    spec_line=1246,
 )
 
 
@@ -4835,7 +4835,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1248,
+    spec_line=1252,
 )
 
 
@@ -4851,7 +4851,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1248,
+    spec_line=1252,
 )
 
 
@@ -4867,7 +4867,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1256,
+    spec_line=1260,
 )
 
 
@@ -4883,7 +4883,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1261,
+    spec_line=1265,
 )
 
 
@@ -4899,7 +4899,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1273,
+    spec_line=1277,
 )
 
 
@@ -4915,7 +4915,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1280,
+    spec_line=1284,
 )
 
 
@@ -4931,7 +4931,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1286,
+    spec_line=1290,
 )
 
 
@@ -4947,7 +4947,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1292,
+    spec_line=1296,
 )
 
 
@@ -4963,7 +4963,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1296,
+    spec_line=1300,
 )
 
 
@@ -4979,7 +4979,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1302,
+    spec_line=1306,
 )
 
 
@@ -4995,7 +4995,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1308,
+    spec_line=1312,
 )
 
 
@@ -5011,7 +5011,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1316,
+    spec_line=1320,
 )
 
 
@@ -5027,7 +5027,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1323,
+    spec_line=1327,
 )
 
 
@@ -5043,7 +5043,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1330,
+    spec_line=1334,
 )
 
 
@@ -5059,7 +5059,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1337,
+    spec_line=1341,
 )
 
 
@@ -5075,7 +5075,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1344,
+    spec_line=1348,
 )
 
 
@@ -5091,7 +5091,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1348,
+    spec_line=1352,
 )
 
 
@@ -5107,7 +5107,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1353,
+    spec_line=1357,
 )
 
 
@@ -5123,7 +5123,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1357,
+    spec_line=1361,
 )
 
 
@@ -5139,7 +5139,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1362,
+    spec_line=1366,
 )
 
 
@@ -5155,7 +5155,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1367,
+    spec_line=1371,
 )
 
 
@@ -5171,7 +5171,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1371,
+    spec_line=1375,
 )
 
 
@@ -5187,7 +5187,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1376,
+    spec_line=1380,
 )
 
 
@@ -5203,7 +5203,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1381,
+    spec_line=1385,
 )
 
 
@@ -5219,7 +5219,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1386,
+    spec_line=1390,
 )
 
 
@@ -5235,7 +5235,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1391,
+    spec_line=1395,
 )
 
 
@@ -5251,7 +5251,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1396,
+    spec_line=1400,
 )
 
 
@@ -5267,7 +5267,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1403,
+    spec_line=1407,
 )
 
 
@@ -5283,7 +5283,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1410,
+    spec_line=1414,
 )
 
 
@@ -5299,7 +5299,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1415,
+    spec_line=1419,
 )
 
 
@@ -5315,7 +5315,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1422,
+    spec_line=1426,
 )
 
 
@@ -5331,7 +5331,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1429,
+    spec_line=1433,
 )
 
 
@@ -5347,7 +5347,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1436,
+    spec_line=1440,
 )
 
 
@@ -5363,7 +5363,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1444,
+    spec_line=1448,
 )
 
 
@@ -5379,7 +5379,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1452,
+    spec_line=1456,
 )
 
 
@@ -5395,7 +5395,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1459,
+    spec_line=1463,
 )
 
 
@@ -5411,7 +5411,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1467,
+    spec_line=1471,
 )
 
 
@@ -5427,7 +5427,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1474,
+    spec_line=1478,
 )
 
 
@@ -5443,7 +5443,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1474,
+    spec_line=1478,
 )
 
 
@@ -5459,7 +5459,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1481,
+    spec_line=1485,
 )
 
 
@@ -5475,7 +5475,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1481,
+    spec_line=1485,
 )
 
 
@@ -5491,7 +5491,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1488,
+    spec_line=1492,
 )
 
 
@@ -5507,7 +5507,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1493,
+    spec_line=1497,
 )
 
 
@@ -5523,7 +5523,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1498,
+    spec_line=1502,
 )
 
 
@@ -5539,7 +5539,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1505,
+    spec_line=1509,
 )
 
 
@@ -5555,7 +5555,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1510,
+    spec_line=1514,
 )
 
 
@@ -5571,7 +5571,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1515,
+    spec_line=1519,
 )
 
 
@@ -5587,7 +5587,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1520,
+    spec_line=1524,
 )
 
 
@@ -5603,7 +5603,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1525,
+    spec_line=1529,
 )
 
 
@@ -5619,7 +5619,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1530,
+    spec_line=1534,
 )
 
 
@@ -5635,7 +5635,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1537,
+    spec_line=1541,
 )
 
 
@@ -5651,7 +5651,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1537,
+    spec_line=1541,
 )
 
 
@@ -5667,7 +5667,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1546,
+    spec_line=1550,
 )
 
 
@@ -5683,7 +5683,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1546,
+    spec_line=1550,
 )
 
 
@@ -5699,7 +5699,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1555,
+    spec_line=1559,
 )
 
 
@@ -5715,7 +5715,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1564,
+    spec_line=1568,
 )
 
 
@@ -5731,7 +5731,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1564,
+    spec_line=1568,
 )
 
 
@@ -5747,7 +5747,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1574,
+    spec_line=1578,
 )
 
 
@@ -5763,7 +5763,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1582,
+    spec_line=1586,
 )
 
 
@@ -5779,7 +5779,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1582,
+    spec_line=1586,
 )
 
 
@@ -5795,7 +5795,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1597,
+    spec_line=1601,
 )
 
 
@@ -5811,7 +5811,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1601,
+    spec_line=1605,
 )
 
 
@@ -5827,7 +5827,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1608,
+    spec_line=1612,
 )
 
 
@@ -5843,7 +5843,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1610,
+    spec_line=1614,
 )
 
 
@@ -5859,7 +5859,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1612,
+    spec_line=1616,
 )
 
 
@@ -5875,7 +5875,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1614,
+    spec_line=1618,
 )
 
 
@@ -5891,7 +5891,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1616,
+    spec_line=1620,
 )
 
 
@@ -5907,7 +5907,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1618,
+    spec_line=1622,
 )
 
 
@@ -5923,7 +5923,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1625,
+    spec_line=1629,
 )
 
 
@@ -5939,7 +5939,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1633,
+    spec_line=1637,
 )
 
 
@@ -5955,7 +5955,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1641,
+    spec_line=1645,
 )
 
 
@@ -5971,7 +5971,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1649,
+    spec_line=1653,
 )
 
 
@@ -5987,7 +5987,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1653,
+    spec_line=1657,
 )
 
 
@@ -6003,7 +6003,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1663,
+    spec_line=1667,
 )
 
 
@@ -6019,7 +6019,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1673,
+    spec_line=1677,
 )
 
 
@@ -6035,7 +6035,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1680,
+    spec_line=1684,
 )
 
 
@@ -6051,7 +6051,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1687,
+    spec_line=1691,
 )
 
 
@@ -6067,7 +6067,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1695,
+    spec_line=1699,
 )
 
 
@@ -6083,7 +6083,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1702,
+    spec_line=1706,
 )
 
 
@@ -6099,7 +6099,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1709,
+    spec_line=1713,
 )
 
 
@@ -6115,7 +6115,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1717,
+    spec_line=1721,
 )
 
 
@@ -6131,7 +6131,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1725,
+    spec_line=1729,
 )
 
 
@@ -6147,7 +6147,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1732,
+    spec_line=1736,
 )
 
 
@@ -6163,7 +6163,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1739,
+    spec_line=1743,
 )
 
 
@@ -6179,7 +6179,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1743,
+    spec_line=1747,
 )
 
 
@@ -6195,7 +6195,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1750,
+    spec_line=1754,
 )
 
 
@@ -6211,7 +6211,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1750,
+    spec_line=1754,
 )
 
 
@@ -6227,7 +6227,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1757,
+    spec_line=1761,
 )
 
 
@@ -6243,7 +6243,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1757,
+    spec_line=1761,
 )
 
 
@@ -6259,7 +6259,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1764,
+    spec_line=1768,
 )
 
 
@@ -6275,7 +6275,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1771,
+    spec_line=1775,
 )
 
 
@@ -6291,7 +6291,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1779,
+    spec_line=1783,
 )
 
 
@@ -6307,7 +6307,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1787,
+    spec_line=1791,
 )
 
 
@@ -6323,7 +6323,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1795,
+    spec_line=1799,
 )
 
 
@@ -6339,7 +6339,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1803,
+    spec_line=1807,
 )
 
 
@@ -6355,7 +6355,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1811,
+    spec_line=1815,
 )
 
 
@@ -6371,7 +6371,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1819,
+    spec_line=1823,
 )
 
 
@@ -6387,7 +6387,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1827,
+    spec_line=1831,
 )
 
 
@@ -6403,7 +6403,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1835,
+    spec_line=1839,
 )
 
 
@@ -6419,7 +6419,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1843,
+    spec_line=1847,
 )
 
 
@@ -6435,7 +6435,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1848,
+    spec_line=1852,
 )
 
 
@@ -6451,7 +6451,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1853,
+    spec_line=1857,
 )
 
 
@@ -6467,7 +6467,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1858,
+    spec_line=1862,
 )
 
 
@@ -6483,7 +6483,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1863,
+    spec_line=1867,
 )
 
 
@@ -6499,7 +6499,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1871,
+    spec_line=1875,
 )
 
 
@@ -6515,7 +6515,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1878,
+    spec_line=1882,
 )
 
 
@@ -6531,7 +6531,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1878,
+    spec_line=1882,
 )
 
 
@@ -6547,7 +6547,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1887,
+    spec_line=1891,
 )
 
 
@@ -6563,7 +6563,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1893,
+    spec_line=1897,
 )
 
 
@@ -6579,7 +6579,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=1893,
+    spec_line=1897,
 )
 
 
@@ -6595,7 +6595,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1902,
+    spec_line=1906,
 )
 
 
@@ -6611,7 +6611,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=1902,
+    spec_line=1906,
 )
 
 
@@ -6627,7 +6627,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1911,
+    spec_line=1915,
 )
 
 
@@ -6643,7 +6643,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=1911,
+    spec_line=1915,
 )
 
 
@@ -6659,7 +6659,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1920,
+    spec_line=1924,
 )
 
 
@@ -6675,7 +6675,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=1920,
+    spec_line=1924,
 )
 
 
@@ -6691,7 +6691,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1933,
+    spec_line=1937,
 )
 
 
@@ -6707,7 +6707,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1941,
+    spec_line=1945,
 )
 
 
@@ -6723,7 +6723,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1949,
+    spec_line=1953,
 )
 
 
@@ -6739,7 +6739,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1955,
+    spec_line=1959,
 )
 
 
@@ -6755,7 +6755,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=1955,
+    spec_line=1959,
 )
 
 
@@ -6771,7 +6771,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1964,
+    spec_line=1968,
 )
 
 
@@ -6787,7 +6787,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=1964,
+    spec_line=1968,
 )
 
 
@@ -6803,7 +6803,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1971,
+    spec_line=1975,
 )
 
 
@@ -6819,7 +6819,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=1971,
+    spec_line=1975,
 )
 
 
@@ -6835,7 +6835,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1977,
+    spec_line=1981,
 )
 
 
@@ -6851,7 +6851,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=1977,
+    spec_line=1981,
 )
 
 
@@ -6867,7 +6867,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1986,
+    spec_line=1990,
 )
 
 
@@ -6883,7 +6883,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=1986,
+    spec_line=1990,
 )
 
 
@@ -6899,7 +6899,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1996,
+    spec_line=2000,
 )
 
 
@@ -6915,7 +6915,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=1996,
+    spec_line=2000,
 )
 
 
@@ -6931,7 +6931,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2005,
+    spec_line=2009,
 )
 
 
@@ -6947,7 +6947,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2005,
+    spec_line=2009,
 )
 
 
@@ -6963,7 +6963,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2012,
+    spec_line=2016,
 )
 
 
@@ -6979,7 +6979,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2012,
+    spec_line=2016,
 )
 
 
@@ -6995,7 +6995,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2018,
+    spec_line=2022,
 )
 
 
@@ -7011,7 +7011,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2018,
+    spec_line=2022,
 )
 
 
@@ -7027,7 +7027,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2025,
+    spec_line=2029,
 )
 
 
@@ -7043,7 +7043,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2031,
+    spec_line=2035,
 )
 
 
@@ -7059,7 +7059,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2042,
+    spec_line=2046,
 )
 
 
@@ -7075,7 +7075,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2051,
+    spec_line=2055,
 )
 
 
@@ -7091,7 +7091,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2058,
+    spec_line=2062,
 )
 
 
@@ -7107,7 +7107,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2064,
+    spec_line=2068,
 )
 
 
@@ -7123,7 +7123,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2070,
+    spec_line=2074,
 )
 
 
@@ -7139,7 +7139,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2080,
+    spec_line=2084,
 )
 
 
@@ -7155,7 +7155,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2080,
+    spec_line=2084,
 )
 
 
@@ -7171,7 +7171,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2086,
+    spec_line=2090,
 )
 
 
@@ -7187,7 +7187,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2096,
+    spec_line=2100,
 )
 
 
@@ -7203,7 +7203,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2106,
+    spec_line=2110,
 )
 
 
@@ -7219,7 +7219,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2118,
+    spec_line=2122,
 )
 
 
@@ -7235,5 +7235,1599 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2131,
+    spec_line=2135,
+)
+
+
+KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
+    name="linalg_inv_ex",
+    kind="functional",
+    jvp=jvp.linalg_inv_ex_default,
+    vjp=vjp.linalg_inv_ex_default,
+    arguments=("A", "check_errors"),
+    outputs=("inverse", "info"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("inverse",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2151,
+)
+
+
+KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
+    name="_linalg_solve_ex",
+    kind="functional",
+    jvp=jvp._linalg_solve_ex_default,
+    vjp=vjp._linalg_solve_ex_default,
+    arguments=("A", "B", "left", "check_errors"),
+    outputs=("result", "LU", "pivots", "info"),
+    differentiable_inputs=("A", "B"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2160,
+)
+
+
+KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
+    name="linalg_solve_triangular",
+    kind="functional",
+    jvp=jvp.linalg_solve_triangular_default,
+    vjp=vjp.linalg_solve_triangular_default,
+    arguments=("self", "B", "upper", "left", "unitriangular"),
+    outputs=("result",),
+    differentiable_inputs=("self", "B"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2173,
+)
+
+
+KERNELS[aten.triangular_solve.default] = KernelInfo(
+    name="triangular_solve",
+    kind="functional",
+    jvp=jvp.triangular_solve_default,
+    vjp=vjp.triangular_solve_default,
+    arguments=("self", "A", "upper", "transpose", "unitriangular"),
+    outputs=("solution", "cloned_coefficient"),
+    differentiable_inputs=("self", "A"),
+    differentiable_outputs=("solution", "cloned_coefficient"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2186,
+)
+
+
+KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
+    name="linalg_cholesky_ex",
+    kind="functional",
+    jvp=jvp.linalg_cholesky_ex_default,
+    vjp=vjp.linalg_cholesky_ex_default,
+    arguments=("self", "upper", "check_errors"),
+    outputs=("L", "info"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("L",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2196,
+)
+
+
+KERNELS[aten.cholesky_solve.default] = KernelInfo(
+    name="cholesky_solve",
+    kind="functional",
+    jvp=jvp.cholesky_solve_default,
+    vjp=vjp.cholesky_solve_default,
+    arguments=("self", "input2", "upper"),
+    outputs=("result",),
+    differentiable_inputs=("self", "input2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2209,
+)
+
+
+KERNELS[aten.cholesky_inverse.default] = KernelInfo(
+    name="cholesky_inverse",
+    kind="functional",
+    jvp=jvp.cholesky_inverse_default,
+    vjp=vjp.cholesky_inverse_default,
+    arguments=("self", "upper"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2217,
+)
+
+
+KERNELS[aten._linalg_det.default] = KernelInfo(
+    name="_linalg_det",
+    kind="functional",
+    jvp=jvp._linalg_det_default,
+    vjp=vjp._linalg_det_default,
+    arguments=("A",),
+    outputs=("result", "LU", "pivots"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2226,
+)
+
+
+KERNELS[aten._linalg_slogdet.default] = KernelInfo(
+    name="_linalg_slogdet",
+    kind="functional",
+    jvp=jvp._linalg_slogdet_default,
+    vjp=vjp._linalg_slogdet_default,
+    arguments=("A",),
+    outputs=("sign", "logabsdet", "LU", "pivots"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("sign", "logabsdet"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2234,
+)
+
+
+KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
+    name="linalg_lu_factor_ex",
+    kind="functional",
+    jvp=jvp.linalg_lu_factor_ex_default,
+    vjp=vjp.linalg_lu_factor_ex_default,
+    arguments=("A", "pivot", "check_errors"),
+    outputs=("LU", "pivots", "info"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("LU",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2243,
+)
+
+
+KERNELS[aten.linalg_lu.default] = KernelInfo(
+    name="linalg_lu",
+    kind="functional",
+    jvp=jvp.linalg_lu_default,
+    vjp=vjp.linalg_lu_default,
+    arguments=("A", "pivot"),
+    outputs=("P", "L", "U"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("L", "U"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2252,
+)
+
+
+KERNELS[aten.linalg_cross.default] = KernelInfo(
+    name="linalg_cross",
+    kind="functional",
+    jvp=jvp.linalg_cross_default,
+    vjp=vjp.linalg_cross_default,
+    arguments=("self", "other", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2262,
+)
+
+
+KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
+    name="linalg_matrix_exp",
+    kind="functional",
+    jvp=jvp.linalg_matrix_exp_default,
+    vjp=vjp.linalg_matrix_exp_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2271,
+)
+
+
+KERNELS[aten.linalg_householder_product.default] = KernelInfo(
+    name="linalg_householder_product",
+    kind="functional",
+    jvp=jvp.linalg_householder_product_default,
+    vjp=vjp.linalg_householder_product_default,
+    arguments=("input", "tau"),
+    outputs=("result",),
+    differentiable_inputs=("input", "tau"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2278,
+)
+
+
+KERNELS[aten.lu_unpack.default] = KernelInfo(
+    name="lu_unpack",
+    kind="functional",
+    jvp=jvp.lu_unpack_default,
+    vjp=vjp.lu_unpack_default,
+    arguments=("LU_data", "LU_pivots", "unpack_data", "unpack_pivots"),
+    outputs=("P", "L", "U"),
+    differentiable_inputs=("LU_data",),
+    differentiable_outputs=("L", "U"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2286,
+)
+
+
+KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
+    name="linalg_lu_solve",
+    kind="functional",
+    jvp=jvp.linalg_lu_solve_default,
+    vjp=vjp.linalg_lu_solve_default,
+    arguments=("LU", "pivots", "B", "left", "adjoint"),
+    outputs=("result",),
+    differentiable_inputs=("LU", "B"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2298,
+)
+
+
+KERNELS[aten.elu_backward.default] = KernelInfo(
+    name="elu_backward",
+    kind="functional",
+    jvp=jvp.elu_backward_default,
+    vjp=vjp.elu_backward_default,
+    arguments=(
+        "grad_output",
+        "alpha",
+        "scale",
+        "input_scale",
+        "is_result",
+        "self_or_result",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self_or_result"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2314,
+)
+
+
+KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
+    name="log_sigmoid_backward",
+    kind="functional",
+    jvp=jvp.log_sigmoid_backward_default,
+    vjp=vjp.log_sigmoid_backward_default,
+    arguments=("grad_output", "self", "buffer"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "buffer"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2325,
+)
+
+
+KERNELS[aten.hardtanh_backward.default] = KernelInfo(
+    name="hardtanh_backward",
+    kind="functional",
+    jvp=jvp.hardtanh_backward_default,
+    vjp=vjp.hardtanh_backward_default,
+    arguments=("grad_output", "self", "min_val", "max_val"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2332,
+)
+
+
+KERNELS[aten.softshrink_backward.default] = KernelInfo(
+    name="softshrink_backward",
+    kind="functional",
+    jvp=jvp.softshrink_backward_default,
+    vjp=vjp.softshrink_backward_default,
+    arguments=("grad_output", "self", "lambd"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2340,
+)
+
+
+KERNELS[aten.hardshrink_backward.default] = KernelInfo(
+    name="hardshrink_backward",
+    kind="functional",
+    jvp=jvp.hardshrink_backward_default,
+    vjp=vjp.hardshrink_backward_default,
+    arguments=("grad_out", "self", "lambd"),
+    outputs=("result",),
+    differentiable_inputs=("grad_out",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2346,
+)
+
+
+KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
+    name="leaky_relu_backward",
+    kind="functional",
+    jvp=jvp.leaky_relu_backward_default,
+    vjp=vjp.leaky_relu_backward_default,
+    arguments=("grad_output", "self", "negative_slope", "self_is_result"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2352,
+)
+
+
+KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
+    name="rrelu_with_noise_backward",
+    kind="functional",
+    jvp=jvp.rrelu_with_noise_backward_default,
+    vjp=vjp.rrelu_with_noise_backward_default,
+    arguments=(
+        "grad_output",
+        "self",
+        "noise",
+        "lower",
+        "upper",
+        "training",
+        "self_is_result",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2360,
+)
+
+
+KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
+    name="hardsigmoid_backward",
+    kind="functional",
+    jvp=jvp.hardsigmoid_backward_default,
+    vjp=vjp.hardsigmoid_backward_default,
+    arguments=("grad_output", "self"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2369,
+)
+
+
+KERNELS[aten.hardswish_backward.default] = KernelInfo(
+    name="hardswish_backward",
+    kind="functional",
+    jvp=jvp.hardswish_backward_default,
+    vjp=vjp.hardswish_backward_default,
+    arguments=("grad_output", "self"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2375,
+)
+
+
+KERNELS[aten.softplus_backward.default] = KernelInfo(
+    name="softplus_backward",
+    kind="functional",
+    jvp=jvp.softplus_backward_default,
+    vjp=vjp.softplus_backward_default,
+    arguments=("grad_output", "self", "beta", "threshold"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2381,
+)
+
+
+KERNELS[aten.gelu_backward.default] = KernelInfo(
+    name="gelu_backward",
+    kind="functional",
+    jvp=jvp.gelu_backward_default,
+    vjp=vjp.gelu_backward_default,
+    arguments=("grad_output", "self", "approximate"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2389,
+)
+
+
+KERNELS[aten.silu_backward.default] = KernelInfo(
+    name="silu_backward",
+    kind="functional",
+    jvp=jvp.silu_backward_default,
+    vjp=vjp.silu_backward_default,
+    arguments=("grad_output", "self"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2399,
+)
+
+
+KERNELS[aten.mish_backward.default] = KernelInfo(
+    name="mish_backward",
+    kind="functional",
+    jvp=jvp.mish_backward_default,
+    vjp=vjp.mish_backward_default,
+    arguments=("grad_output", "self"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2405,
+)
+
+
+KERNELS[aten.glu_backward.default] = KernelInfo(
+    name="glu_backward",
+    kind="functional",
+    jvp=jvp.glu_backward_default,
+    vjp=vjp.glu_backward_default,
+    arguments=("grad_output", "self", "dim"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2411,
+)
+
+
+KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
+    name="_prelu_kernel_backward",
+    kind="functional",
+    jvp=jvp._prelu_kernel_backward_default,
+    vjp=vjp._prelu_kernel_backward_default,
+    arguments=("grad_output", "self", "weight"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("grad_output", "self", "weight"),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2419,
+)
+
+
+KERNELS[aten.mse_loss_backward.default] = KernelInfo(
+    name="mse_loss_backward",
+    kind="functional",
+    jvp=jvp.mse_loss_backward_default,
+    vjp=vjp.mse_loss_backward_default,
+    arguments=("grad_output", "self", "target", "reduction"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2431,
+)
+
+
+KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
+    name="smooth_l1_loss_backward",
+    kind="functional",
+    jvp=jvp.smooth_l1_loss_backward_default,
+    vjp=vjp.smooth_l1_loss_backward_default,
+    arguments=("grad_output", "self", "target", "reduction", "beta"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2441,
+)
+
+
+KERNELS[aten.huber_loss_backward.default] = KernelInfo(
+    name="huber_loss_backward",
+    kind="functional",
+    jvp=jvp.huber_loss_backward_default,
+    vjp=vjp.huber_loss_backward_default,
+    arguments=("grad_output", "self", "target", "reduction", "delta"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2451,
+)
+
+
+KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
+    name="binary_cross_entropy_backward",
+    kind="functional",
+    jvp=jvp.binary_cross_entropy_backward_default,
+    vjp=vjp.binary_cross_entropy_backward_default,
+    arguments=("grad_output", "self", "target", "weight", "reduction"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2461,
+)
+
+
+KERNELS[aten.nll_loss_backward.default] = KernelInfo(
+    name="nll_loss_backward",
+    kind="functional",
+    jvp=jvp.nll_loss_backward_default,
+    vjp=vjp.nll_loss_backward_default,
+    arguments=(
+        "grad_output",
+        "self",
+        "target",
+        "weight",
+        "reduction",
+        "ignore_index",
+        "total_weight",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2474,
+)
+
+
+KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
+    name="nll_loss2d_backward",
+    kind="functional",
+    jvp=jvp.nll_loss2d_backward_default,
+    vjp=vjp.nll_loss2d_backward_default,
+    arguments=(
+        "grad_output",
+        "self",
+        "target",
+        "weight",
+        "reduction",
+        "ignore_index",
+        "total_weight",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2484,
+)
+
+
+KERNELS[aten._linalg_svd.default] = KernelInfo(
+    name="_linalg_svd",
+    kind="functional",
+    jvp=jvp._linalg_svd_default,
+    vjp=vjp._linalg_svd_default,
+    arguments=("A", "full_matrices", "compute_uv", "driver"),
+    outputs=("U", "S", "Vh"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("U", "S", "Vh"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2496,
+)
+
+
+KERNELS[aten.linalg_eig.default] = KernelInfo(
+    name="linalg_eig",
+    kind="functional",
+    jvp=jvp.linalg_eig_default,
+    vjp=vjp.linalg_eig_default,
+    arguments=("self",),
+    outputs=("eigenvalues", "eigenvectors"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("eigenvalues", "eigenvectors"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2507,
+)
+
+
+KERNELS[aten._linalg_eigh.default] = KernelInfo(
+    name="_linalg_eigh",
+    kind="functional",
+    jvp=jvp._linalg_eigh_default,
+    vjp=vjp._linalg_eigh_default,
+    arguments=("A", "UPLO", "compute_v"),
+    outputs=("eigenvalues", "eigenvectors"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("eigenvalues", "eigenvectors"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2515,
+)
+
+
+KERNELS[aten.linalg_qr.default] = KernelInfo(
+    name="linalg_qr",
+    kind="functional",
+    jvp=jvp.linalg_qr_default,
+    vjp=vjp.linalg_qr_default,
+    arguments=("A", "mode"),
+    outputs=("Q", "R"),
+    differentiable_inputs=("A",),
+    differentiable_outputs=("Q", "R"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2524,
+)
+
+
+KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
+    name="linalg_pinv.atol_rtol_tensor",
+    kind="functional",
+    jvp=jvp.linalg_pinv_atol_rtol_tensor,
+    vjp=vjp.linalg_pinv_atol_rtol_tensor,
+    arguments=("self", "atol", "rtol", "hermitian"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2533,
+)
+
+
+KERNELS[aten.linalg_lstsq.default] = KernelInfo(
+    name="linalg_lstsq",
+    kind="functional",
+    jvp=jvp.linalg_lstsq_default,
+    vjp=vjp.linalg_lstsq_default,
+    arguments=("self", "b", "rcond", "driver"),
+    outputs=("solution", "residuals", "rank", "singular_values"),
+    differentiable_inputs=("self", "b"),
+    differentiable_outputs=("solution", "residuals"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2542,
+)
+
+
+KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
+    name="_native_batch_norm_legit",
+    kind="functional",
+    jvp=jvp._native_batch_norm_legit_default,
+    vjp=vjp._native_batch_norm_legit_default,
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "training",
+        "momentum",
+        "eps",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2557,
+)
+
+
+KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
+    name="_native_batch_norm_legit.no_stats",
+    kind="functional",
+    jvp=jvp._native_batch_norm_legit_no_stats,
+    vjp=vjp._native_batch_norm_legit_no_stats,
+    arguments=("input", "weight", "bias", "training", "momentum", "eps"),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2566,
+)
+
+
+KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
+    name="_native_batch_norm_legit_no_training",
+    kind="functional",
+    jvp=jvp._native_batch_norm_legit_no_training_default,
+    vjp=vjp._native_batch_norm_legit_no_training_default,
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "momentum",
+        "eps",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2574,
+)
+
+
+KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
+    name="_batch_norm_with_update",
+    kind="functional",
+    jvp=jvp._batch_norm_with_update_default,
+    vjp=vjp._batch_norm_with_update_default,
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "momentum",
+        "eps",
+    ),
+    outputs=("result0", "result1", "result2", "result3"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2582,
+)
+
+
+KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
+    name="_batch_norm_no_update",
+    kind="functional",
+    jvp=jvp._batch_norm_no_update_default,
+    vjp=vjp._batch_norm_no_update_default,
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "momentum",
+        "eps",
+    ),
+    outputs=("result0", "result1", "result2", "result3"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2592,
+)
+
+
+KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
+    name="binary_cross_entropy_with_logits",
+    kind="functional",
+    jvp=jvp.binary_cross_entropy_with_logits_default,
+    vjp=vjp.binary_cross_entropy_with_logits_default,
+    arguments=("self", "target", "weight", "pos_weight", "reduction"),
+    outputs=("result",),
+    differentiable_inputs=("self", "target"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2603,
+)
+
+
+KERNELS[aten.im2col.default] = KernelInfo(
+    name="im2col",
+    kind="functional",
+    jvp=jvp.im2col_default,
+    vjp=vjp.im2col_default,
+    arguments=("self", "kernel_size", "dilation", "padding", "stride"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2615,
+)
+
+
+KERNELS[aten.col2im.default] = KernelInfo(
+    name="col2im",
+    kind="functional",
+    jvp=jvp.col2im_default,
+    vjp=vjp.col2im_default,
+    arguments=("self", "output_size", "kernel_size", "dilation", "padding", "stride"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2622,
+)
+
+
+KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
+    name="_upsample_bilinear2d_aa",
+    kind="functional",
+    jvp=jvp._upsample_bilinear2d_aa_default,
+    vjp=vjp._upsample_bilinear2d_aa_default,
+    arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2631,
+)
+
+
+KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
+    name="_upsample_bilinear2d_aa.vec",
+    kind="functional",
+    jvp=jvp._upsample_bilinear2d_aa_vec,
+    vjp=vjp._upsample_bilinear2d_aa_vec,
+    arguments=("input", "output_size", "align_corners", "scale_factors"),
+    outputs=("result",),
+    differentiable_inputs=("input",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2639,
+)
+
+
+KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
+    name="_upsample_bilinear2d_aa_backward",
+    kind="functional",
+    jvp=jvp._upsample_bilinear2d_aa_backward_default,
+    vjp=vjp._upsample_bilinear2d_aa_backward_default,
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "align_corners",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2647,
+)
+
+
+KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
+    name="fractional_max_pool2d",
+    kind="functional",
+    jvp=jvp.fractional_max_pool2d_default,
+    vjp=vjp.fractional_max_pool2d_default,
+    arguments=("self", "kernel_size", "output_size", "random_samples"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2657,
+)
+
+
+KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
+    name="fractional_max_pool3d",
+    kind="functional",
+    jvp=jvp.fractional_max_pool3d_default,
+    vjp=vjp.fractional_max_pool3d_default,
+    arguments=("self", "kernel_size", "output_size", "random_samples"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2666,
+)
+
+
+KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
+    name="max_pool2d_with_indices_backward",
+    kind="functional",
+    jvp=jvp.max_pool2d_with_indices_backward_default,
+    vjp=vjp.max_pool2d_with_indices_backward_default,
+    arguments=(
+        "grad_output",
+        "self",
+        "kernel_size",
+        "stride",
+        "padding",
+        "dilation",
+        "ceil_mode",
+        "indices",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2677,
+)
+
+
+KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
+    name="max_pool3d_with_indices_backward",
+    kind="functional",
+    jvp=jvp.max_pool3d_with_indices_backward_default,
+    vjp=vjp.max_pool3d_with_indices_backward_default,
+    arguments=(
+        "grad_output",
+        "self",
+        "kernel_size",
+        "stride",
+        "padding",
+        "dilation",
+        "ceil_mode",
+        "indices",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2686,
+)
+
+
+KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
+    name="fractional_max_pool2d_backward",
+    kind="functional",
+    jvp=jvp.fractional_max_pool2d_backward_default,
+    vjp=vjp.fractional_max_pool2d_backward_default,
+    arguments=("grad_output", "self", "kernel_size", "output_size", "indices"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2694,
+)
+
+
+KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
+    name="fractional_max_pool3d_backward",
+    kind="functional",
+    jvp=jvp.fractional_max_pool3d_backward_default,
+    vjp=vjp.fractional_max_pool3d_backward_default,
+    arguments=("grad_output", "self", "kernel_size", "output_size", "indices"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2703,
+)
+
+
+KERNELS[aten.max_unpool3d.default] = KernelInfo(
+    name="max_unpool3d",
+    kind="functional",
+    jvp=jvp.max_unpool3d_default,
+    vjp=vjp.max_unpool3d_default,
+    arguments=("self", "indices", "output_size", "stride", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2711,
+)
+
+
+KERNELS[aten._trilinear.default] = KernelInfo(
+    name="_trilinear",
+    kind="functional",
+    jvp=jvp._trilinear_default,
+    vjp=vjp._trilinear_default,
+    arguments=(
+        "i1",
+        "i2",
+        "i3",
+        "expand1",
+        "expand2",
+        "expand3",
+        "sumdim",
+        "unroll_dim",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("i1", "i2", "i3"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2723,
+)
+
+
+KERNELS[aten._safe_softmax.default] = KernelInfo(
+    name="_safe_softmax",
+    kind="functional",
+    jvp=jvp._safe_softmax_default,
+    vjp=vjp._safe_softmax_default,
+    arguments=("self", "dim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2731,
+)
+
+
+KERNELS[aten.as_strided_scatter.default] = KernelInfo(
+    name="as_strided_scatter",
+    kind="functional",
+    jvp=jvp.as_strided_scatter_default,
+    vjp=vjp.as_strided_scatter_default,
+    arguments=("self", "src", "size", "stride", "storage_offset"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2738,
+)
+
+
+KERNELS[aten.convolution_backward.default] = KernelInfo(
+    name="convolution_backward",
+    kind="functional",
+    jvp=jvp.convolution_backward_default,
+    vjp=vjp.convolution_backward_default,
+    arguments=(
+        "grad_output",
+        "input",
+        "weight",
+        "bias_sizes",
+        "stride",
+        "padding",
+        "dilation",
+        "transposed",
+        "output_padding",
+        "groups",
+        "output_mask",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("grad_output", "input", "weight"),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2751,
+)
+
+
+KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
+    name="avg_pool2d_backward",
+    kind="functional",
+    jvp=jvp.avg_pool2d_backward_default,
+    vjp=vjp.avg_pool2d_backward_default,
+    arguments=(
+        "grad_output",
+        "self",
+        "kernel_size",
+        "stride",
+        "padding",
+        "ceil_mode",
+        "count_include_pad",
+        "divisor_override",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2761,
+)
+
+
+KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
+    name="avg_pool3d_backward",
+    kind="functional",
+    jvp=jvp.avg_pool3d_backward_default,
+    vjp=vjp.avg_pool3d_backward_default,
+    arguments=(
+        "grad_output",
+        "self",
+        "kernel_size",
+        "stride",
+        "padding",
+        "ceil_mode",
+        "count_include_pad",
+        "divisor_override",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2770,
+)
+
+
+KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
+    name="_adaptive_avg_pool2d_backward",
+    kind="functional",
+    jvp=jvp._adaptive_avg_pool2d_backward_default,
+    vjp=vjp._adaptive_avg_pool2d_backward_default,
+    arguments=("grad_output", "self"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2779,
+)
+
+
+KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
+    name="_adaptive_avg_pool3d_backward",
+    kind="functional",
+    jvp=jvp._adaptive_avg_pool3d_backward_default,
+    vjp=vjp._adaptive_avg_pool3d_backward_default,
+    arguments=("grad_output", "self"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2787,
+)
+
+
+KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
+    name="adaptive_max_pool2d_backward",
+    kind="functional",
+    jvp=jvp.adaptive_max_pool2d_backward_default,
+    vjp=vjp.adaptive_max_pool2d_backward_default,
+    arguments=("grad_output", "self", "indices"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2797,
+)
+
+
+KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
+    name="adaptive_max_pool3d_backward",
+    kind="functional",
+    jvp=jvp.adaptive_max_pool3d_backward_default,
+    vjp=vjp.adaptive_max_pool3d_backward_default,
+    arguments=("grad_output", "self", "indices"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2805,
+)
+
+
+KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
+    name="reflection_pad1d_backward",
+    kind="functional",
+    jvp=jvp.reflection_pad1d_backward_default,
+    vjp=vjp.reflection_pad1d_backward_default,
+    arguments=("grad_output", "self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2815,
+)
+
+
+KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
+    name="reflection_pad2d_backward",
+    kind="functional",
+    jvp=jvp.reflection_pad2d_backward_default,
+    vjp=vjp.reflection_pad2d_backward_default,
+    arguments=("grad_output", "self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2823,
+)
+
+
+KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
+    name="reflection_pad3d_backward",
+    kind="functional",
+    jvp=jvp.reflection_pad3d_backward_default,
+    vjp=vjp.reflection_pad3d_backward_default,
+    arguments=("grad_output", "self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2831,
+)
+
+
+KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
+    name="replication_pad1d_backward",
+    kind="functional",
+    jvp=jvp.replication_pad1d_backward_default,
+    vjp=vjp.replication_pad1d_backward_default,
+    arguments=("grad_output", "self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2839,
+)
+
+
+KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
+    name="replication_pad2d_backward",
+    kind="functional",
+    jvp=jvp.replication_pad2d_backward_default,
+    vjp=vjp.replication_pad2d_backward_default,
+    arguments=("grad_output", "self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2847,
+)
+
+
+KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
+    name="replication_pad3d_backward",
+    kind="functional",
+    jvp=jvp.replication_pad3d_backward_default,
+    vjp=vjp.replication_pad3d_backward_default,
+    arguments=("grad_output", "self", "padding"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2855,
+)
+
+
+KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
+    name="upsample_nearest1d_backward",
+    kind="functional",
+    jvp=jvp.upsample_nearest1d_backward_default,
+    vjp=vjp.upsample_nearest1d_backward_default,
+    arguments=("grad_output", "output_size", "input_size", "scales"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2865,
+)
+
+
+KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
+    name="upsample_nearest2d_backward",
+    kind="functional",
+    jvp=jvp.upsample_nearest2d_backward_default,
+    vjp=vjp.upsample_nearest2d_backward_default,
+    arguments=("grad_output", "output_size", "input_size", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2872,
+)
+
+
+KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
+    name="upsample_nearest3d_backward",
+    kind="functional",
+    jvp=jvp.upsample_nearest3d_backward_default,
+    vjp=vjp.upsample_nearest3d_backward_default,
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "scales_d",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2879,
+)
+
+
+KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
+    name="_upsample_nearest_exact1d_backward",
+    kind="functional",
+    jvp=jvp._upsample_nearest_exact1d_backward_default,
+    vjp=vjp._upsample_nearest_exact1d_backward_default,
+    arguments=("grad_output", "output_size", "input_size", "scales"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2886,
+)
+
+
+KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
+    name="_upsample_nearest_exact2d_backward",
+    kind="functional",
+    jvp=jvp._upsample_nearest_exact2d_backward_default,
+    vjp=vjp._upsample_nearest_exact2d_backward_default,
+    arguments=("grad_output", "output_size", "input_size", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2893,
+)
+
+
+KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
+    name="_upsample_nearest_exact3d_backward",
+    kind="functional",
+    jvp=jvp._upsample_nearest_exact3d_backward_default,
+    vjp=vjp._upsample_nearest_exact3d_backward_default,
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "scales_d",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2900,
+)
+
+
+KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
+    name="upsample_linear1d_backward",
+    kind="functional",
+    jvp=jvp.upsample_linear1d_backward_default,
+    vjp=vjp.upsample_linear1d_backward_default,
+    arguments=("grad_output", "output_size", "input_size", "align_corners", "scales"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2907,
+)
+
+
+KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
+    name="upsample_bilinear2d_backward",
+    kind="functional",
+    jvp=jvp.upsample_bilinear2d_backward_default,
+    vjp=vjp.upsample_bilinear2d_backward_default,
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "align_corners",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2915,
+)
+
+
+KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
+    name="upsample_bicubic2d_backward",
+    kind="functional",
+    jvp=jvp.upsample_bicubic2d_backward_default,
+    vjp=vjp.upsample_bicubic2d_backward_default,
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "align_corners",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2923,
+)
+
+
+KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
+    name="upsample_trilinear3d_backward",
+    kind="functional",
+    jvp=jvp.upsample_trilinear3d_backward_default,
+    vjp=vjp.upsample_trilinear3d_backward_default,
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "align_corners",
+        "scales_d",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2931,
+)
+
+
+KERNELS[aten.diagonal_backward.default] = KernelInfo(
+    name="diagonal_backward",
+    kind="functional",
+    jvp=jvp.diagonal_backward_default,
+    vjp=vjp.diagonal_backward_default,
+    arguments=("grad_output", "input_sizes", "offset", "dim1", "dim2"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2941,
+)
+
+
+KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
+    name="embedding_dense_backward",
+    kind="functional",
+    jvp=jvp.embedding_dense_backward_default,
+    vjp=vjp.embedding_dense_backward_default,
+    arguments=(
+        "grad_output",
+        "indices",
+        "num_weights",
+        "padding_idx",
+        "scale_grad_by_freq",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2949,
 )

@@ -12,31 +12,61 @@ import torch
 from dualgen.formulas import (
     amax_grad,
     angle_grad,
+    apply_loss_reduction,
     as_real_like,
     as_strided_grad,
+    as_strided_scatter_grads,
+    bce_cross_derivative,
+    bce_logits_self_derivative,
+    bce_logits_target_derivative,
+    bce_self_derivative,
+    bce_self_second_derivative,
     bce_target_derivative,
     block_diag_grads,
     cat_grads,
+    cholesky_grad,
+    cholesky_inverse_grad,
+    cholesky_solve_grads,
     clamp_mask,
     clamp_tensor_grads,
+    convolution_backward_grads,
+    det_grad,
     dist_grad,
     dropout_scale,
+    eig_grad,
+    eigh_grad,
+    elu_second_derivative,
+    embedding_dense_backward_grad,
     evenly_distribute_grad,
     expand_loss_grad,
     expand_reduced,
     fft_c2r_grad,
     fft_r2c_grad,
     gather_grad,
+    gelu_second_derivative,
+    glu_double_backward,
+    glu_tangent,
     group_norm_backward,
+    householder_product_grads,
     inverse_permutation,
+    linalg_solve_grads,
     logit_derivative,
     logsumexp_weights,
+    lstsq_grads,
+    lu_factor_grad,
+    lu_grad,
+    lu_solve_grads,
+    lu_unpack_grad,
+    matrix_exp_differential,
+    mish_second_derivative,
     mvlgamma_derivative,
     narrow_grad,
     negated,
+    pinv_grad,
     pow_exponent_derivative,
     pow_self_derivative,
     prod_grad,
+    qr_grad,
     reduced_numel,
     renorm_grad,
     repeat_grad,
@@ -47,10 +77,15 @@ from dualgen.formulas import (
     scatter_selected,
     sgn_derivative,
     slice_grad,
+    slogdet_grad,
+    solve_triangular_grads,
     split_like,
     stack_grads,
     std_grad,
+    svd_grad,
     trace_grad,
+    triangular_solve_grads,
+    trilinear_grads,
     unbroadcast,
     unless_rounded,
     var_grad,
@@ -2368,16 +2403,18 @@ def hardshrink_default(grad, self, lambd, result):
 
 def log_sigmoid_forward_default(grads, self, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1054
-    grad = grads[0]
-    # self: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
-    self_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
+    # functional, spec line 1057
+    # self: torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer) - grads[1] * self.sgn() * buffer
+    self_grad = (
+        torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer)
+        - grads[1] * self.sgn() * buffer
+    )
     return (self_grad,)
 
 
 def _prelu_kernel_default(grad, self, weight, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1059
+    # functional, spec line 1063
     # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
@@ -2387,7 +2424,7 @@ def _prelu_kernel_default(grad, self, weight, result):
 
 def clamp_min_default(grad, self, min, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1069
+    # functional, spec line 1073
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
     return (self_grad,)
@@ -2395,7 +2432,7 @@ def clamp_min_default(grad, self, min, result):
 
 def clamp_min__default(grad, self, min, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1069
+    # inplace, spec line 1073
     # formulas from clamp_min; self_p is self before the update
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
@@ -2404,7 +2441,7 @@ def clamp_min__default(grad, self, min, result):
 
 def clamp_max_default(grad, self, max, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1074
+    # functional, spec line 1078
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
     return (self_grad,)
@@ -2412,7 +2449,7 @@ def clamp_max_default(grad, self, max, result):
 
 def clamp_max__default(grad, self, max, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1074
+    # inplace, spec line 1078
     # formulas from clamp_max; self_p is self before the update
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
@@ -2421,7 +2458,7 @@ def clamp_max__default(grad, self, max, result):
 
 def clamp_min_Tensor(grad, self, min, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1079
+    # functional, spec line 1083
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
     # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
@@ -2431,7 +2468,7 @@ def clamp_min_Tensor(grad, self, min, result):
 
 def clamp_min__Tensor(grad, self, min, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1079
+    # inplace, spec line 1083
     # formulas from clamp_min.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
@@ -2442,7 +2479,7 @@ def clamp_min__Tensor(grad, self, min, result):
 
 def clamp_max_Tensor(grad, self, max, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1085
+    # functional, spec line 1089
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
     # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
@@ -2452,7 +2489,7 @@ def clamp_max_Tensor(grad, self, max, result):
 
 def clamp_max__Tensor(grad, self, max, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1085
+    # inplace, spec line 1089
     # formulas from clamp_max.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
@@ -2463,7 +2500,7 @@ def clamp_max__Tensor(grad, self, max, result):
 
 def copysign_Tensor(grad, self, other, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1091
+    # functional, spec line 1095
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     return (self_grad,)
@@ -2471,7 +2508,7 @@ def copysign_Tensor(grad, self, other, result):
 
 def copysign__Tensor(grad, self, other, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1091
+    # inplace, spec line 1095
     # formulas from copysign.Tensor; self_p is self before the update
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
@@ -2480,7 +2517,7 @@ def copysign__Tensor(grad, self, other, result):
 
 def copysign_Scalar(grad, self, other, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1097
+    # functional, spec line 1101
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
     return (self_grad,)
@@ -2488,7 +2525,7 @@ def copysign_Scalar(grad, self, other, result):
 
 def copysign__Scalar(grad, self, other, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1097
+    # inplace, spec line 1101
     # formulas from copysign.Scalar; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
@@ -2497,7 +2534,7 @@ def copysign__Scalar(grad, self, other, result):
 
 def fmod_Tensor(grad, self, other, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1104
+    # functional, spec line 1108
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
@@ -2507,7 +2544,7 @@ def fmod_Tensor(grad, self, other, result):
 
 def fmod__Tensor(grad, self, other, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1104
+    # inplace, spec line 1108
     # formulas from fmod.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2518,7 +2555,7 @@ def fmod__Tensor(grad, self, other, result):
 
 def fmod_Scalar(grad, self, other, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1110
+    # functional, spec line 1114
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2526,7 +2563,7 @@ def fmod_Scalar(grad, self, other, result):
 
 def fmod__Scalar(grad, self, other, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1110
+    # inplace, spec line 1114
     # formulas from fmod.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2535,7 +2572,7 @@ def fmod__Scalar(grad, self, other, result):
 
 def remainder_Tensor(grad, self, other, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1115
+    # functional, spec line 1119
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
@@ -2545,7 +2582,7 @@ def remainder_Tensor(grad, self, other, result):
 
 def remainder__Tensor(grad, self, other, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1115
+    # inplace, spec line 1119
     # formulas from remainder.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2556,7 +2593,7 @@ def remainder__Tensor(grad, self, other, result):
 
 def remainder_Scalar(grad, self, other, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1121
+    # functional, spec line 1125
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2564,7 +2601,7 @@ def remainder_Scalar(grad, self, other, result):
 
 def remainder__Scalar(grad, self, other, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1121
+    # inplace, spec line 1125
     # formulas from remainder.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2573,7 +2610,7 @@ def remainder__Scalar(grad, self, other, result):
 
 def div_Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1126
+    # functional, spec line 1130
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
@@ -2585,7 +2622,7 @@ def div_Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div__Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1126
+    # inplace, spec line 1130
     # formulas from div.Tensor_mode; self_p is self before the update
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
@@ -2598,7 +2635,7 @@ def div__Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div_Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1132
+    # functional, spec line 1136
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     return (self_grad,)
@@ -2606,7 +2643,7 @@ def div_Scalar_mode(grad, self, other, rounding_mode, result):
 
 def div__Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1132
+    # inplace, spec line 1136
     # formulas from div.Scalar_mode; self_p is self before the update
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
@@ -2615,7 +2652,7 @@ def div__Scalar_mode(grad, self, other, rounding_mode, result):
 
 def fmax_default(grad, self, other, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1137
+    # functional, spec line 1141
     # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2629,7 +2666,7 @@ def fmax_default(grad, self, other, result):
 
 def fmin_default(grad, self, other, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1142
+    # functional, spec line 1146
     # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2643,7 +2680,7 @@ def fmin_default(grad, self, other, result):
 
 def hypot_default(grad, self, other, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1147
+    # functional, spec line 1151
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
     # other: unbroadcast(grad * other / result, other)
@@ -2653,7 +2690,7 @@ def hypot_default(grad, self, other, result):
 
 def hypot__default(grad, self, other, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1147
+    # inplace, spec line 1151
     # formulas from hypot; self_p is self before the update
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
@@ -2664,7 +2701,7 @@ def hypot__default(grad, self, other, result):
 
 def logaddexp_default(grad, self, other, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1153
+    # functional, spec line 1157
     # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
@@ -2674,7 +2711,7 @@ def logaddexp_default(grad, self, other, result):
 
 def logaddexp2_default(grad, self, other, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1158
+    # functional, spec line 1162
     # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
@@ -2684,7 +2721,7 @@ def logaddexp2_default(grad, self, other, result):
 
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1163
+    # functional, spec line 1167
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
@@ -2694,7 +2731,7 @@ def ldexp_Tensor(grad, self, other, result):
 
 def ldexp__default(grad, self, other, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1163
+    # inplace, spec line 1167
     # formulas from ldexp.Tensor; self_p is self before the update
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
@@ -2705,7 +2742,7 @@ def ldexp__default(grad, self, other, result):
 
 def xlogy_Tensor(grad, self, other, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1168
+    # functional, spec line 1172
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
         torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
@@ -2718,7 +2755,7 @@ def xlogy_Tensor(grad, self, other, result):
 
 def xlogy__Tensor(grad, self, other, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1168
+    # inplace, spec line 1172
     # formulas from xlogy.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
@@ -2732,7 +2769,7 @@ def xlogy__Tensor(grad, self, other, result):
 
 def xlogy_Scalar_Self(grad, self, other, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1174
+    # functional, spec line 1178
     # other: grad * self / other
     other_grad = grad * self / other
     return (other_grad,)
@@ -2740,7 +2777,7 @@ def xlogy_Scalar_Self(grad, self, other, result):
 
 def xlogy_Scalar_Other(grad, self, other, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1179
+    # functional, spec line 1183
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.xlogy(grad, other))
@@ -2752,7 +2789,7 @@ def xlogy_Scalar_Other(grad, self, other, result):
 
 def xlogy__Scalar_Other(grad, self, other, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1179
+    # inplace, spec line 1183
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
@@ -2765,7 +2802,7 @@ def xlogy__Scalar_Other(grad, self, other, result):
 
 def special_xlog1py_default(grad, self, other, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1184
+    # functional, spec line 1188
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
     self_grad = unbroadcast(
         torch.where(
@@ -2782,7 +2819,7 @@ def special_xlog1py_default(grad, self, other, result):
 
 def special_xlog1py_self_scalar(grad, self, other, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1190
+    # functional, spec line 1194
     # other: grad * self / (other + 1)
     other_grad = grad * self / (other + 1)
     return (other_grad,)
@@ -2790,7 +2827,7 @@ def special_xlog1py_self_scalar(grad, self, other, result):
 
 def special_xlog1py_other_scalar(grad, self, other, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1195
+    # functional, spec line 1199
     # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
@@ -2802,7 +2839,7 @@ def special_xlog1py_other_scalar(grad, self, other, result):
 
 def clamp_Tensor(grad, self, min, max, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1202
+    # functional, spec line 1206
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
     return (self_grad, min_grad, max_grad)
@@ -2810,7 +2847,7 @@ def clamp_Tensor(grad, self, min, max, result):
 
 def clamp__Tensor(grad, self, min, max, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1202
+    # inplace, spec line 1206
     # formulas from clamp.Tensor; self_p is self before the update
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
@@ -2819,7 +2856,7 @@ def clamp__Tensor(grad, self, min, max, result):
 
 def lerp_Scalar(grad, self, end, weight, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1210
+    # functional, spec line 1214
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
     # end: unbroadcast(scale_conj(grad, weight), end)
@@ -2829,7 +2866,7 @@ def lerp_Scalar(grad, self, end, weight, result):
 
 def lerp__Scalar(grad, self, end, weight, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1210
+    # inplace, spec line 1214
     # formulas from lerp.Scalar; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
@@ -2840,7 +2877,7 @@ def lerp__Scalar(grad, self, end, weight, result):
 
 def lerp_Tensor(grad, self, end, weight, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1218
+    # functional, spec line 1222
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
     # end: unbroadcast(grad * weight.conj(), end)
@@ -2852,7 +2889,7 @@ def lerp_Tensor(grad, self, end, weight, result):
 
 def lerp__Tensor(grad, self, end, weight, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1218
+    # inplace, spec line 1222
     # formulas from lerp.Tensor; self_p is self before the update
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
@@ -2865,7 +2902,7 @@ def lerp__Tensor(grad, self, end, weight, result):
 
 def addcmul_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1224
+    # functional, spec line 1228
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
@@ -2877,7 +2914,7 @@ def addcmul_default(grad, self, tensor1, tensor2, value, result):
 
 def addcmul__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1224
+    # inplace, spec line 1228
     # formulas from addcmul; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2890,7 +2927,7 @@ def addcmul__default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1233
+    # functional, spec line 1237
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
@@ -2904,7 +2941,7 @@ def addcdiv_default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1233
+    # inplace, spec line 1237
     # formulas from addcdiv; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2919,7 +2956,7 @@ def addcdiv__default(grad, self, tensor1, tensor2, value, result):
 
 def nextafter_default(grad, self, other, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1242
+    # functional, spec line 1246
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
     return (self_grad,)
@@ -2927,7 +2964,7 @@ def nextafter_default(grad, self, other, result):
 
 def nextafter__default(grad, self, other, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1242
+    # inplace, spec line 1246
     # formulas from nextafter; self_p is self before the update
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
@@ -2938,7 +2975,7 @@ def rrelu_with_noise_default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1248
+    # functional, spec line 1252
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise, lower, upper, training, False
@@ -2950,7 +2987,7 @@ def rrelu_with_noise__default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1248
+    # inplace, spec line 1252
     # formulas from rrelu_with_noise; self_p is self before the update
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
@@ -2961,7 +2998,7 @@ def rrelu_with_noise__default(
 
 def complex_default(grad, real, imag, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1256
+    # functional, spec line 1260
     # real: unbroadcast(grad.real, real)
     real_grad = unbroadcast(grad.real, real)
     # imag: unbroadcast(grad.imag, imag)
@@ -2971,7 +3008,7 @@ def complex_default(grad, real, imag, result):
 
 def polar_default(grad, abs, angle, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1261
+    # functional, spec line 1265
     # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
     abs_grad = unbroadcast(
         (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
@@ -2983,7 +3020,7 @@ def polar_default(grad, abs, angle, result):
 
 def diagonal_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1273
+    # view, spec line 1277
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -2991,7 +3028,7 @@ def diagonal_default(grad, self, offset, dim1, dim2, result):
 
 def squeeze_dims(grad, self, dim, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1280
+    # view, spec line 1284
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -2999,7 +3036,7 @@ def squeeze_dims(grad, self, dim, result):
 
 def unfold_default(grad, self, dimension, size, step, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1286
+    # view, spec line 1290
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3007,7 +3044,7 @@ def unfold_default(grad, self, dimension, size, step, result):
 
 def narrow_default(grad, self, dim, start, length, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1292
+    # view, spec line 1296
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3015,7 +3052,7 @@ def narrow_default(grad, self, dim, start, length, result):
 
 def split_Tensor(grad, self, split_size, dim, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1296
+    # view, spec line 1300
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3023,7 +3060,7 @@ def split_Tensor(grad, self, split_size, dim, result):
 
 def split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1302
+    # view, spec line 1306
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3031,7 +3068,7 @@ def split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def unbind_int(grad, self, dim, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1308
+    # view, spec line 1312
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3039,7 +3076,7 @@ def unbind_int(grad, self, dim, result):
 
 def unsafe_split_Tensor(grad, self, split_size, dim, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1316
+    # functional, spec line 1320
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3047,7 +3084,7 @@ def unsafe_split_Tensor(grad, self, split_size, dim, result):
 
 def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1323
+    # functional, spec line 1327
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3055,7 +3092,7 @@ def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1330
+    # functional, spec line 1334
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3063,7 +3100,7 @@ def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
 
 def unbind_copy_int(grad, self, dim, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1337
+    # functional, spec line 1341
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3071,7 +3108,7 @@ def unbind_copy_int(grad, self, dim, result):
 
 def alias_copy_default(grad, self, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1344
+    # functional, spec line 1348
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -3079,7 +3116,7 @@ def alias_copy_default(grad, self, result):
 
 def view_copy_default(grad, self, size, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1348
+    # functional, spec line 1352
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3087,7 +3124,7 @@ def view_copy_default(grad, self, size, result):
 
 def t_copy_default(grad, self, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1353
+    # functional, spec line 1357
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -3095,7 +3132,7 @@ def t_copy_default(grad, self, result):
 
 def transpose_copy_int(grad, self, dim0, dim1, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1357
+    # functional, spec line 1361
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3103,7 +3140,7 @@ def transpose_copy_int(grad, self, dim0, dim1, result):
 
 def permute_copy_default(grad, self, dims, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1362
+    # functional, spec line 1366
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -3111,7 +3148,7 @@ def permute_copy_default(grad, self, dims, result):
 
 def unsqueeze_copy_default(grad, self, dim, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1367
+    # functional, spec line 1371
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -3119,7 +3156,7 @@ def unsqueeze_copy_default(grad, self, dim, result):
 
 def squeeze_copy_default(grad, self, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1371
+    # functional, spec line 1375
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3127,7 +3164,7 @@ def squeeze_copy_default(grad, self, result):
 
 def squeeze_copy_dim(grad, self, dim, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1376
+    # functional, spec line 1380
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3135,7 +3172,7 @@ def squeeze_copy_dim(grad, self, dim, result):
 
 def squeeze_copy_dims(grad, self, dim, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1381
+    # functional, spec line 1385
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3143,7 +3180,7 @@ def squeeze_copy_dims(grad, self, dim, result):
 
 def unfold_copy_default(grad, self, dimension, size, step, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1386
+    # functional, spec line 1390
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3151,7 +3188,7 @@ def unfold_copy_default(grad, self, dimension, size, step, result):
 
 def narrow_copy_default(grad, self, dim, start, length, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1391
+    # functional, spec line 1395
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3159,7 +3196,7 @@ def narrow_copy_default(grad, self, dim, start, length, result):
 
 def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1396
+    # functional, spec line 1400
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3167,7 +3204,7 @@ def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
 
 def expand_copy_default(grad, self, size, implicit, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1403
+    # functional, spec line 1407
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -3175,7 +3212,7 @@ def expand_copy_default(grad, self, size, implicit, result):
 
 def select_copy_int(grad, self, dim, index, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1410
+    # functional, spec line 1414
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3183,7 +3220,7 @@ def select_copy_int(grad, self, dim, index, result):
 
 def slice_copy_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1415
+    # functional, spec line 1419
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -3191,7 +3228,7 @@ def slice_copy_Tensor(grad, self, dim, start, end, step, result):
 
 def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1422
+    # functional, spec line 1426
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -3199,7 +3236,7 @@ def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
 
 def constant_pad_nd_default(grad, self, pad, value, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1429
+    # functional, spec line 1433
     # self: torch.constant_pad_nd(grad, negated(pad))
     self_grad = torch.constant_pad_nd(grad, negated(pad))
     return (self_grad,)
@@ -3207,7 +3244,7 @@ def constant_pad_nd_default(grad, self, pad, value, result):
 
 def diag_embed_default(grad, self, offset, dim1, dim2, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1436
+    # functional, spec line 1440
     # self: grad.diagonal(offset, dim1, dim2)
     self_grad = grad.diagonal(offset, dim1, dim2)
     return (self_grad,)
@@ -3215,7 +3252,7 @@ def diag_embed_default(grad, self, offset, dim1, dim2, result):
 
 def roll_default(grad, self, shifts, dims, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1444
+    # functional, spec line 1448
     # self: grad.roll(negated(shifts), dims)
     self_grad = grad.roll(negated(shifts), dims)
     return (self_grad,)
@@ -3223,7 +3260,7 @@ def roll_default(grad, self, shifts, dims, result):
 
 def flip_default(grad, self, dims, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1452
+    # functional, spec line 1456
     # self: grad.flip(dims)
     self_grad = grad.flip(dims)
     return (self_grad,)
@@ -3231,7 +3268,7 @@ def flip_default(grad, self, dims, result):
 
 def rot90_default(grad, self, k, dims, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1459
+    # functional, spec line 1463
     # self: grad.rot90(-k, dims)
     self_grad = grad.rot90(-k, dims)
     return (self_grad,)
@@ -3239,7 +3276,7 @@ def rot90_default(grad, self, k, dims, result):
 
 def repeat_default(grad, self, repeats, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1467
+    # functional, spec line 1471
     # self: repeat_grad(grad, self, repeats)
     self_grad = repeat_grad(grad, self, repeats)
     return (self_grad,)
@@ -3247,7 +3284,7 @@ def repeat_default(grad, self, repeats, result):
 
 def tril_default(grad, self, diagonal, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1474
+    # functional, spec line 1478
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
     return (self_grad,)
@@ -3255,7 +3292,7 @@ def tril_default(grad, self, diagonal, result):
 
 def tril__default(grad, self, diagonal, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1474
+    # inplace, spec line 1478
     # formulas from tril; self_p is self before the update
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
@@ -3264,7 +3301,7 @@ def tril__default(grad, self, diagonal, result):
 
 def triu_default(grad, self, diagonal, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1481
+    # functional, spec line 1485
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
     return (self_grad,)
@@ -3272,7 +3309,7 @@ def triu_default(grad, self, diagonal, result):
 
 def triu__default(grad, self, diagonal, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1481
+    # inplace, spec line 1485
     # formulas from triu; self_p is self before the update
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
@@ -3281,7 +3318,7 @@ def triu__default(grad, self, diagonal, result):
 
 def pixel_shuffle_default(grad, self, upscale_factor, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1488
+    # functional, spec line 1492
     # self: torch.pixel_unshuffle(grad, upscale_factor)
     self_grad = torch.pixel_unshuffle(grad, upscale_factor)
     return (self_grad,)
@@ -3289,7 +3326,7 @@ def pixel_shuffle_default(grad, self, upscale_factor, result):
 
 def pixel_unshuffle_default(grad, self, downscale_factor, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1493
+    # functional, spec line 1497
     # self: torch.pixel_shuffle(grad, downscale_factor)
     self_grad = torch.pixel_shuffle(grad, downscale_factor)
     return (self_grad,)
@@ -3297,7 +3334,7 @@ def pixel_unshuffle_default(grad, self, downscale_factor, result):
 
 def channel_shuffle_default(grad, self, groups, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1498
+    # functional, spec line 1502
     # self: torch.channel_shuffle(grad, self.shape[1] // groups)
     self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
     return (self_grad,)
@@ -3305,7 +3342,7 @@ def channel_shuffle_default(grad, self, groups, result):
 
 def reflection_pad1d_default(grad, self, padding, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1505
+    # functional, spec line 1509
     # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3313,7 +3350,7 @@ def reflection_pad1d_default(grad, self, padding, result):
 
 def reflection_pad2d_default(grad, self, padding, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1510
+    # functional, spec line 1514
     # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3321,7 +3358,7 @@ def reflection_pad2d_default(grad, self, padding, result):
 
 def reflection_pad3d_default(grad, self, padding, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1515
+    # functional, spec line 1519
     # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3329,7 +3366,7 @@ def reflection_pad3d_default(grad, self, padding, result):
 
 def replication_pad1d_default(grad, self, padding, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1520
+    # functional, spec line 1524
     # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3337,7 +3374,7 @@ def replication_pad1d_default(grad, self, padding, result):
 
 def replication_pad2d_default(grad, self, padding, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1525
+    # functional, spec line 1529
     # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3345,7 +3382,7 @@ def replication_pad2d_default(grad, self, padding, result):
 
 def replication_pad3d_default(grad, self, padding, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1530
+    # functional, spec line 1534
     # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3353,7 +3390,7 @@ def replication_pad3d_default(grad, self, padding, result):
 
 def masked_fill_Scalar(grad, self, mask, value, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1537
+    # functional, spec line 1541
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     return (self_grad,)
@@ -3361,7 +3398,7 @@ def masked_fill_Scalar(grad, self, mask, value, result):
 
 def masked_fill__Scalar(grad, self, mask, value, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1537
+    # inplace, spec line 1541
     # formulas from masked_fill.Scalar; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3370,7 +3407,7 @@ def masked_fill__Scalar(grad, self, mask, value, result):
 
 def masked_fill_Tensor(grad, self, mask, value, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1546
+    # functional, spec line 1550
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
@@ -3380,7 +3417,7 @@ def masked_fill_Tensor(grad, self, mask, value, result):
 
 def masked_fill__Tensor(grad, self, mask, value, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1546
+    # inplace, spec line 1550
     # formulas from masked_fill.Tensor; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3391,7 +3428,7 @@ def masked_fill__Tensor(grad, self, mask, value, result):
 
 def masked_select_default(grad, self, mask, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1555
+    # functional, spec line 1559
     # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
     self_grad = unbroadcast(
         torch.ops.aten.masked_select_backward(grad, self, mask), self
@@ -3401,7 +3438,7 @@ def masked_select_default(grad, self, mask, result):
 
 def masked_scatter_default(grad, self, mask, source, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1564
+    # functional, spec line 1568
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
@@ -3411,7 +3448,7 @@ def masked_scatter_default(grad, self, mask, source, result):
 
 def masked_scatter__default(grad, self, mask, source, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1564
+    # inplace, spec line 1568
     # formulas from masked_scatter; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3422,7 +3459,7 @@ def masked_scatter__default(grad, self, mask, source, result):
 
 def index_Tensor(grad, self, indices, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1574
+    # functional, spec line 1578
     # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
     self_grad = torch.ops.aten.index_put.default(
         grad.new_zeros(self.shape), indices, grad, True
@@ -3432,7 +3469,7 @@ def index_Tensor(grad, self, indices, result):
 
 def index_put_default(grad, self, indices, values, accumulate, result):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1582
+    # functional, spec line 1586
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
         grad
@@ -3446,7 +3483,7 @@ def index_put_default(grad, self, indices, values, accumulate, result):
 
 def index_put__default(grad, self, indices, values, accumulate, result):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1582
+    # inplace, spec line 1586
     # formulas from index_put; self_p is self before the update
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
@@ -3461,7 +3498,7 @@ def index_put__default(grad, self, indices, values, accumulate, result):
 
 def view_as_real_default(grad, self, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1597
+    # view, spec line 1601
     # self: torch.view_as_complex(grad.contiguous())
     self_grad = torch.view_as_complex(grad.contiguous())
     return (self_grad,)
@@ -3469,7 +3506,7 @@ def view_as_real_default(grad, self, result):
 
 def view_as_complex_default(grad, self, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1601
+    # view, spec line 1605
     # self: torch.view_as_real(grad.resolve_conj()).contiguous()
     self_grad = torch.view_as_real(grad.resolve_conj()).contiguous()
     return (self_grad,)
@@ -3477,7 +3514,7 @@ def view_as_complex_default(grad, self, result):
 
 def squeeze__dim(grad, self, dim, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1608
+    # inplace, spec line 1612
     # formulas from squeeze.dim; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3486,7 +3523,7 @@ def squeeze__dim(grad, self, dim, result):
 
 def squeeze__dims(grad, self, dim, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1610
+    # inplace, spec line 1614
     # formulas from squeeze.dims; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3495,7 +3532,7 @@ def squeeze__dims(grad, self, dim, result):
 
 def squeeze__default(grad, self, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1612
+    # inplace, spec line 1616
     # formulas from squeeze; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3504,7 +3541,7 @@ def squeeze__default(grad, self, result):
 
 def unsqueeze__default(grad, self, dim, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1614
+    # inplace, spec line 1618
     # formulas from unsqueeze; self_p is self before the update
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
@@ -3513,7 +3550,7 @@ def unsqueeze__default(grad, self, dim, result):
 
 def t__default(grad, self, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1616
+    # inplace, spec line 1620
     # formulas from t; self_p is self before the update
     # self: grad.t()
     self_grad = grad.t()
@@ -3522,7 +3559,7 @@ def t__default(grad, self, result):
 
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1618
+    # inplace, spec line 1622
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3530,7 +3567,7 @@ def transpose__default(grad, self, dim0, dim1, result):
 
 def select_scatter_default(grad, self, src, dim, index, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1625
+    # functional, spec line 1629
     # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     # src: grad.select(dim, index)
@@ -3540,7 +3577,7 @@ def select_scatter_default(grad, self, src, dim, index, result):
 
 def slice_scatter_default(grad, self, src, dim, start, end, step, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1633
+    # functional, spec line 1637
     # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
@@ -3550,7 +3587,7 @@ def slice_scatter_default(grad, self, src, dim, start, end, step, result):
 
 def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1641
+    # functional, spec line 1645
     # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     # src: grad.diagonal(offset, dim1, dim2)
@@ -3560,7 +3597,7 @@ def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
 
 def fill_Scalar(grad, self, value, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1649
+    # functional, spec line 1653
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -3568,7 +3605,7 @@ def fill_Scalar(grad, self, value, result):
 
 def block_diag_default(grad, tensors, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1653
+    # functional, spec line 1657
     # tensors: block_diag_grads(grad, tensors)
     tensors_grad = block_diag_grads(grad, tensors)
     return (tensors_grad,)
@@ -3576,7 +3613,7 @@ def block_diag_default(grad, tensors, result):
 
 def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1663
+    # functional, spec line 1667
     # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
     return (self_grad,)
@@ -3584,7 +3621,7 @@ def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
 
 def norm_Scalar(grad, self, p, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1673
+    # functional, spec line 1677
     # self: vector_norm_grad(grad, self, p, None, False, result)
     self_grad = vector_norm_grad(grad, self, p, None, False, result)
     return (self_grad,)
@@ -3592,7 +3629,7 @@ def norm_Scalar(grad, self, p, result):
 
 def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1680
+    # functional, spec line 1684
     # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
     return (self_grad,)
@@ -3600,7 +3637,7 @@ def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
 
 def dist_default(grad, self, other, p, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1691
     # self: dist_grad(grad, self, other, p, result, self)
     self_grad = dist_grad(grad, self, other, p, result, self)
     # other: -dist_grad(grad, self, other, p, result, other)
@@ -3610,7 +3647,7 @@ def dist_default(grad, self, other, p, result):
 
 def var_correction(grad, self, dim, correction, keepdim, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1695
+    # functional, spec line 1699
     # self: var_grad(grad, self, dim, correction, keepdim)
     self_grad = var_grad(grad, self, dim, correction, keepdim)
     return (self_grad,)
@@ -3618,7 +3655,7 @@ def var_correction(grad, self, dim, correction, keepdim, result):
 
 def std_correction(grad, self, dim, correction, keepdim, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1702
+    # functional, spec line 1706
     # self: std_grad(grad, self, dim, correction, keepdim, result)
     self_grad = std_grad(grad, self, dim, correction, keepdim, result)
     return (self_grad,)
@@ -3626,7 +3663,7 @@ def std_correction(grad, self, dim, correction, keepdim, result):
 
 def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1709
+    # functional, spec line 1713
     # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
         grads[1], self, dim, keepdim
@@ -3636,7 +3673,7 @@ def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1717
+    # functional, spec line 1721
     # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = std_grad(
         grads[0], self, dim, correction, keepdim, result0
@@ -3646,7 +3683,7 @@ def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def logsumexp_default(grad, self, dim, keepdim, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1725
+    # functional, spec line 1729
     # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
     self_grad = (
         expand_reduced(grad, self, dim, keepdim)
@@ -3657,7 +3694,7 @@ def logsumexp_default(grad, self, dim, keepdim, result):
 
 def nansum_default(grad, self, dim, keepdim, dtype, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1732
+    # functional, spec line 1736
     # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
     self_grad = torch.where(
         self.isnan(),
@@ -3669,7 +3706,7 @@ def nansum_default(grad, self, dim, keepdim, dtype, result):
 
 def prod_default(grad, self, dtype, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1739
+    # functional, spec line 1743
     # self: prod_grad(grad, self, None, False)
     self_grad = prod_grad(grad, self, None, False)
     return (self_grad,)
@@ -3677,7 +3714,7 @@ def prod_default(grad, self, dtype, result):
 
 def prod_dim_int(grad, self, dim, keepdim, dtype, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1743
+    # functional, spec line 1747
     # self: prod_grad(grad, self, dim, keepdim)
     self_grad = prod_grad(grad, self, dim, keepdim)
     return (self_grad,)
@@ -3685,7 +3722,7 @@ def prod_dim_int(grad, self, dim, keepdim, dtype, result):
 
 def cumsum_default(grad, self, dim, dtype, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1750
+    # functional, spec line 1754
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     return (self_grad,)
@@ -3693,7 +3730,7 @@ def cumsum_default(grad, self, dim, dtype, result):
 
 def cumsum__default(grad, self, dim, dtype, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1750
+    # inplace, spec line 1754
     # formulas from cumsum; self_p is self before the update
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
@@ -3702,7 +3739,7 @@ def cumsum__default(grad, self, dim, dtype, result):
 
 def cumprod_default(grad, self, dim, dtype, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1757
+    # functional, spec line 1761
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     return (self_grad,)
@@ -3710,7 +3747,7 @@ def cumprod_default(grad, self, dim, dtype, result):
 
 def cumprod__default(grad, self, dim, dtype, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1757
+    # inplace, spec line 1761
     # formulas from cumprod; self_p is self before the update
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
@@ -3719,7 +3756,7 @@ def cumprod__default(grad, self, dim, dtype, result):
 
 def logcumsumexp_default(grad, self, dim, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1764
+    # functional, spec line 1768
     # self: scan_grad(grad, self, dim, "logcumsumexp")
     self_grad = scan_grad(grad, self, dim, "logcumsumexp")
     return (self_grad,)
@@ -3727,7 +3764,7 @@ def logcumsumexp_default(grad, self, dim, result):
 
 def cummax_default(grads, self, dim, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1771
+    # functional, spec line 1775
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3736,7 +3773,7 @@ def cummax_default(grads, self, dim, values, indices):
 
 def cummin_default(grads, self, dim, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1779
+    # functional, spec line 1783
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3745,7 +3782,7 @@ def cummin_default(grads, self, dim, values, indices):
 
 def sort_default(grads, self, dim, descending, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1787
+    # functional, spec line 1791
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3754,7 +3791,7 @@ def sort_default(grads, self, dim, descending, values, indices):
 
 def sort_stable(grads, self, stable, dim, descending, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1795
+    # functional, spec line 1799
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3763,7 +3800,7 @@ def sort_stable(grads, self, stable, dim, descending, values, indices):
 
 def topk_default(grads, self, k, dim, largest, sorted, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1803
+    # functional, spec line 1807
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3772,7 +3809,7 @@ def topk_default(grads, self, k, dim, largest, sorted, values, indices):
 
 def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1811
+    # functional, spec line 1815
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3783,7 +3820,7 @@ def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
 
 def mode_default(grads, self, dim, keepdim, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1819
+    # functional, spec line 1823
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3794,7 +3831,7 @@ def mode_default(grads, self, dim, keepdim, values, indices):
 
 def median_dim(grads, self, dim, keepdim, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1827
+    # functional, spec line 1831
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3805,7 +3842,7 @@ def median_dim(grads, self, dim, keepdim, values, indices):
 
 def nanmedian_dim(grads, self, dim, keepdim, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1835
+    # functional, spec line 1839
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3816,7 +3853,7 @@ def nanmedian_dim(grads, self, dim, keepdim, values, indices):
 
 def median_default(grad, self, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1843
+    # functional, spec line 1847
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3824,7 +3861,7 @@ def median_default(grad, self, result):
 
 def nanmedian_default(grad, self, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1848
+    # functional, spec line 1852
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3832,7 +3869,7 @@ def nanmedian_default(grad, self, result):
 
 def max_default(grad, self, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1853
+    # functional, spec line 1857
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3840,7 +3877,7 @@ def max_default(grad, self, result):
 
 def min_default(grad, self, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1858
+    # functional, spec line 1862
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3848,7 +3885,7 @@ def min_default(grad, self, result):
 
 def aminmax_default(grads, self, dim, keepdim, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1863
+    # functional, spec line 1867
     grad_min = grads[0]
     grad_max = grads[1]
     # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
@@ -3860,7 +3897,7 @@ def aminmax_default(grads, self, dim, keepdim, min, max):
 
 def trace_default(grad, self, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1871
+    # functional, spec line 1875
     # self: trace_grad(grad, self)
     self_grad = trace_grad(grad, self)
     return (self_grad,)
@@ -3868,7 +3905,7 @@ def trace_default(grad, self, result):
 
 def renorm_default(grad, self, p, dim, maxnorm, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1878
+    # functional, spec line 1882
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
     return (self_grad,)
@@ -3876,7 +3913,7 @@ def renorm_default(grad, self, p, dim, maxnorm, result):
 
 def renorm__default(grad, self, p, dim, maxnorm, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1878
+    # inplace, spec line 1882
     # formulas from renorm; self_p is self before the update
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
@@ -3885,7 +3922,7 @@ def renorm__default(grad, self, p, dim, maxnorm, result):
 
 def vdot_default(grad, self, other, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1887
+    # functional, spec line 1891
     # self: grad.conj() * other
     self_grad = grad.conj() * other
     # other: grad * self
@@ -3895,7 +3932,7 @@ def vdot_default(grad, self, other, result):
 
 def addmv_default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1893
+    # functional, spec line 1897
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
@@ -3907,7 +3944,7 @@ def addmv_default(grad, self, mat, vec, beta, alpha, result):
 
 def addmv__default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1893
+    # inplace, spec line 1897
     # formulas from addmv; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3920,7 +3957,7 @@ def addmv__default(grad, self, mat, vec, beta, alpha, result):
 
 def addr_default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1902
+    # functional, spec line 1906
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
@@ -3932,7 +3969,7 @@ def addr_default(grad, self, vec1, vec2, beta, alpha, result):
 
 def addr__default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1902
+    # inplace, spec line 1906
     # formulas from addr; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3945,7 +3982,7 @@ def addr__default(grad, self, vec1, vec2, beta, alpha, result):
 
 def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1911
+    # functional, spec line 1915
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
@@ -3957,7 +3994,7 @@ def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1911
+    # inplace, spec line 1915
     # formulas from baddbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3970,7 +4007,7 @@ def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1920
+    # functional, spec line 1924
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
@@ -3986,7 +4023,7 @@ def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1920
+    # inplace, spec line 1924
     # formulas from addbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4003,7 +4040,7 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def index_select_default(grad, self, dim, index, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1933
+    # functional, spec line 1937
     # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -4011,7 +4048,7 @@ def index_select_default(grad, self, dim, index, result):
 
 def gather_default(grad, self, dim, index, sparse_grad, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1941
+    # functional, spec line 1945
     # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     return (self_grad,)
@@ -4019,7 +4056,7 @@ def gather_default(grad, self, dim, index, sparse_grad, result):
 
 def take_default(grad, self, index, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1949
+    # functional, spec line 1953
     # self: grad.new_zeros(self.shape).put(index, grad, True)
     self_grad = grad.new_zeros(self.shape).put(index, grad, True)
     return (self_grad,)
@@ -4027,7 +4064,7 @@ def take_default(grad, self, index, result):
 
 def put_default(grad, self, index, source, accumulate, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1955
+    # functional, spec line 1959
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
         grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
@@ -4039,7 +4076,7 @@ def put_default(grad, self, index, source, accumulate, result):
 
 def put__default(grad, self, index, source, accumulate, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1955
+    # inplace, spec line 1959
     # formulas from put; self_p is self before the update
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
@@ -4052,7 +4089,7 @@ def put__default(grad, self, index, source, accumulate, result):
 
 def scatter_src(grad, self, dim, index, src, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1964
+    # functional, spec line 1968
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     # src: gather_grad(grad, dim, index, src)
@@ -4062,7 +4099,7 @@ def scatter_src(grad, self, dim, index, src, result):
 
 def scatter__src(grad, self, dim, index, src, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1964
+    # inplace, spec line 1968
     # formulas from scatter.src; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4073,7 +4110,7 @@ def scatter__src(grad, self, dim, index, src, result):
 
 def scatter_value(grad, self, dim, index, value, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 1971
+    # functional, spec line 1975
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     return (self_grad,)
@@ -4081,7 +4118,7 @@ def scatter_value(grad, self, dim, index, value, result):
 
 def scatter__value(grad, self, dim, index, value, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1971
+    # inplace, spec line 1975
     # formulas from scatter.value; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4090,7 +4127,7 @@ def scatter__value(grad, self, dim, index, value, result):
 
 def scatter_add_default(grad, self, dim, index, src, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1977
+    # functional, spec line 1981
     # self: grad
     self_grad = grad
     # src: gather_grad(grad, dim, index, src)
@@ -4100,7 +4137,7 @@ def scatter_add_default(grad, self, dim, index, src, result):
 
 def scatter_add__default(grad, self, dim, index, src, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1977
+    # inplace, spec line 1981
     # formulas from scatter_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4111,7 +4148,7 @@ def scatter_add__default(grad, self, dim, index, src, result):
 
 def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 1986
+    # functional, spec line 1990
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
         grad, self, dim, index, src, reduce, include_self, result
@@ -4121,7 +4158,7 @@ def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result
 
 def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 1986
+    # inplace, spec line 1990
     # formulas from scatter_reduce.two; self_p is self before the update
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
@@ -4132,7 +4169,7 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
 
 def index_add_default(grad, self, dim, index, source, alpha, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1996
+    # functional, spec line 2000
     # self: grad
     self_grad = grad
     # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
@@ -4142,7 +4179,7 @@ def index_add_default(grad, self, dim, index, source, alpha, result):
 
 def index_add__default(grad, self, dim, index, source, alpha, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1996
+    # inplace, spec line 2000
     # formulas from index_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4153,7 +4190,7 @@ def index_add__default(grad, self, dim, index, source, alpha, result):
 
 def index_copy_default(grad, self, dim, index, source, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2005
+    # functional, spec line 2009
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # source: grad.index_select(dim, index).reshape(source.shape)
@@ -4163,7 +4200,7 @@ def index_copy_default(grad, self, dim, index, source, result):
 
 def index_copy__default(grad, self, dim, index, source, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2005
+    # inplace, spec line 2009
     # formulas from index_copy; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4174,7 +4211,7 @@ def index_copy__default(grad, self, dim, index, source, result):
 
 def index_fill_int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2012
+    # functional, spec line 2016
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     return (self_grad,)
@@ -4182,7 +4219,7 @@ def index_fill_int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill__int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2012
+    # inplace, spec line 2016
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4191,7 +4228,7 @@ def index_fill__int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill_int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2018
+    # functional, spec line 2022
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
@@ -4201,7 +4238,7 @@ def index_fill_int_Tensor(grad, self, dim, index, value, result):
 
 def index_fill__int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2018
+    # inplace, spec line 2022
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4212,7 +4249,7 @@ def index_fill__int_Tensor(grad, self, dim, index, value, result):
 
 def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2025
+    # functional, spec line 2029
     # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
     self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
         grad.new_zeros(self.shape), mask, indices, grad
@@ -4224,7 +4261,7 @@ def _unsafe_masked_index_put_accumulate_default(
     grad, self, mask, indices, values, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2031
+    # functional, spec line 2035
     # self: grad
     self_grad = grad
     # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
@@ -4238,7 +4275,7 @@ def nll_loss_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2042
+    # functional, spec line 2046
     grad = grads[0]
     # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
@@ -4251,7 +4288,7 @@ def nll_loss2d_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2051
+    # functional, spec line 2055
     grad = grads[0]
     # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
@@ -4264,7 +4301,7 @@ def embedding_default(
     grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2058
+    # functional, spec line 2062
     # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
     weight_grad = torch.ops.aten.embedding_dense_backward(
         grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
@@ -4274,7 +4311,7 @@ def embedding_default(
 
 def max_unpool2d_default(grad, self, indices, output_size, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2064
+    # functional, spec line 2068
     # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     return (self_grad,)
@@ -4282,7 +4319,7 @@ def max_unpool2d_default(grad, self, indices, output_size, result):
 
 def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2070
+    # functional, spec line 2074
     # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
     self_grad = torch.ops.aten.binary_cross_entropy_backward(
         grad, self, target, weight, reduction
@@ -4296,7 +4333,7 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
 
 def acosh_default(grad, self, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2080
+    # functional, spec line 2084
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     return (self_grad,)
@@ -4304,7 +4341,7 @@ def acosh_default(grad, self, result):
 
 def acosh__default(grad, self, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2080
+    # inplace, spec line 2084
     # formulas from acosh; self_p is self before the update
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -4313,7 +4350,7 @@ def acosh__default(grad, self, result):
 
 def special_ndtri_default(grad, self, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2086
+    # functional, spec line 2090
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)
@@ -4321,7 +4358,7 @@ def special_ndtri_default(grad, self, result):
 
 def _fft_c2c_default(grad, self, dim, normalization, forward, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2096
+    # functional, spec line 2100
     # self: torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     self_grad = torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     return (self_grad,)
@@ -4329,7 +4366,7 @@ def _fft_c2c_default(grad, self, dim, normalization, forward, result):
 
 def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2106
+    # functional, spec line 2110
     # self: fft_r2c_grad(grad, self, dim, normalization, onesided)
     self_grad = fft_r2c_grad(grad, self, dim, normalization, onesided)
     return (self_grad,)
@@ -4337,7 +4374,7 @@ def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
 
 def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2118
+    # functional, spec line 2122
     # self: fft_c2r_grad(grad, dim, normalization)
     self_grad = fft_c2r_grad(grad, dim, normalization)
     return (self_grad,)
@@ -4345,7 +4382,1243 @@ def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
 
 def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2131
+    # functional, spec line 2135
     # grad_in: grad.unfold(dim, size, step)
     grad_in_grad = grad.unfold(dim, size, step)
     return (grad_in_grad,)
+
+
+def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
+    """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
+    # functional, spec line 2151
+    grad = grads[0]
+    # A: -inverse.mH.matmul(grad).matmul(inverse.mH)
+    A_grad = -inverse.mH.matmul(grad).matmul(inverse.mH)
+    return (A_grad,)
+
+
+def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots, info):
+    """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
+    # functional, spec line 2160
+    grad = grads[0]
+    # A, B: linalg_solve_grads(grad, A, B, result, LU, pivots, left)
+    A_grad, B_grad = linalg_solve_grads(grad, A, B, result, LU, pivots, left)
+    return (A_grad, B_grad)
+
+
+def linalg_solve_triangular_default(grad, self, B, upper, left, unitriangular, result):
+    """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
+    # functional, spec line 2173
+    # self, B: solve_triangular_grads(grad, self, B, result, upper, left, unitriangular)
+    self_grad, B_grad = solve_triangular_grads(
+        grad, self, B, result, upper, left, unitriangular
+    )
+    return (self_grad, B_grad)
+
+
+def triangular_solve_default(
+    grads, self, A, upper, transpose, unitriangular, solution, cloned_coefficient
+):
+    """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
+    # functional, spec line 2186
+    # self, A: triangular_solve_grads(grads[0], grads[1], self, A, solution, upper, transpose, unitriangular)
+    self_grad, A_grad = triangular_solve_grads(
+        grads[0], grads[1], self, A, solution, upper, transpose, unitriangular
+    )
+    return (self_grad, A_grad)
+
+
+def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
+    """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
+    # functional, spec line 2196
+    grad = grads[0]
+    # self: cholesky_grad(grad, L, upper)
+    self_grad = cholesky_grad(grad, L, upper)
+    return (self_grad,)
+
+
+def cholesky_solve_default(grad, self, input2, upper, result):
+    """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
+    # functional, spec line 2209
+    # self, input2: cholesky_solve_grads(grad, self, input2, result, upper)
+    self_grad, input2_grad = cholesky_solve_grads(grad, self, input2, result, upper)
+    return (self_grad, input2_grad)
+
+
+def cholesky_inverse_default(grad, self, upper, result):
+    """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
+    # functional, spec line 2217
+    # self: cholesky_inverse_grad(grad, self, result, upper)
+    self_grad = cholesky_inverse_grad(grad, self, result, upper)
+    return (self_grad,)
+
+
+def _linalg_det_default(grads, A, result, LU, pivots):
+    """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
+    # functional, spec line 2226
+    grad = grads[0]
+    # A: det_grad(grad, A, result, LU, pivots)
+    A_grad = det_grad(grad, A, result, LU, pivots)
+    return (A_grad,)
+
+
+def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
+    """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
+    # functional, spec line 2234
+    grad_sign = grads[0]
+    grad_logabsdet = grads[1]
+    # A: slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
+    A_grad = slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
+    return (A_grad,)
+
+
+def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info):
+    """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
+    # functional, spec line 2243
+    grad = grads[0]
+    # A: lu_factor_grad(grad, LU, pivots)
+    A_grad = lu_factor_grad(grad, LU, pivots)
+    return (A_grad,)
+
+
+def linalg_lu_default(grads, A, pivot, P, L, U):
+    """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
+    # functional, spec line 2252
+    grad_L = grads[1]
+    grad_U = grads[2]
+    # A: lu_grad(grad_L, grad_U, P, L, U)
+    A_grad = lu_grad(grad_L, grad_U, P, L, U)
+    return (A_grad,)
+
+
+def linalg_cross_default(grad, self, other, dim, result):
+    """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
+    # functional, spec line 2262
+    # self: unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
+    self_grad = unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
+    # other: unbroadcast(torch.linalg.cross(grad, self.conj(), dim=dim), other)
+    other_grad = unbroadcast(torch.linalg.cross(grad, self.conj(), dim=dim), other)
+    return (self_grad, other_grad)
+
+
+def linalg_matrix_exp_default(grad, self, result):
+    """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
+    # functional, spec line 2271
+    # self: matrix_exp_differential(self, grad, True)
+    self_grad = matrix_exp_differential(self, grad, True)
+    return (self_grad,)
+
+
+def linalg_householder_product_default(grad, input, tau, result):
+    """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
+    # functional, spec line 2278
+    # input, tau: householder_product_grads(grad, input, tau)
+    input_grad, tau_grad = householder_product_grads(grad, input, tau)
+    return (input_grad, tau_grad)
+
+
+def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
+    """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
+    # functional, spec line 2286
+    grad_L = grads[1]
+    grad_U = grads[2]
+    # LU_data: lu_unpack_grad(grad_L, grad_U, LU_data)
+    LU_data_grad = lu_unpack_grad(grad_L, grad_U, LU_data)
+    return (LU_data_grad,)
+
+
+def linalg_lu_solve_default(grad, LU, pivots, B, left, adjoint, result):
+    """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
+    # functional, spec line 2298
+    # LU, B: lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
+    LU_grad, B_grad = lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
+    return (LU_grad, B_grad)
+
+
+def elu_backward_default(
+    grad, grad_output, alpha, scale, input_scale, is_result, self_or_result, result
+):
+    """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
+    # functional, spec line 2314
+    # grad_output: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
+    grad_output_grad = torch.ops.aten.elu_backward(
+        grad, alpha, scale, input_scale, is_result, self_or_result
+    )
+    # self_or_result: grad * grad_output * elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result)
+    self_or_result_grad = (
+        grad
+        * grad_output
+        * elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result)
+    )
+    return (grad_output_grad, self_or_result_grad)
+
+
+def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
+    """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
+    # functional, spec line 2325
+    # grad_output: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
+    grad_output_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
+    # buffer: -grad * grad_output * torch.where(self < 0, 1.0, -1.0) / (1 + buffer) ** 2
+    buffer_grad = (
+        -grad * grad_output * torch.where(self < 0, 1.0, -1.0) / (1 + buffer) ** 2
+    )
+    return (grad_output_grad, buffer_grad)
+
+
+def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result):
+    """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
+    # functional, spec line 2332
+    # grad_output: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    grad_output_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
+    return (grad_output_grad,)
+
+
+def softshrink_backward_default(grad, grad_output, self, lambd, result):
+    """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
+    # functional, spec line 2340
+    # grad_output: torch.ops.aten.softshrink_backward(grad, self, lambd)
+    grad_output_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
+    return (grad_output_grad,)
+
+
+def hardshrink_backward_default(grad, grad_out, self, lambd, result):
+    """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
+    # functional, spec line 2346
+    # grad_out: torch.ops.aten.hardshrink_backward(grad, self, lambd)
+    grad_out_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
+    return (grad_out_grad,)
+
+
+def leaky_relu_backward_default(
+    grad, grad_output, self, negative_slope, self_is_result, result
+):
+    """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
+    # functional, spec line 2352
+    # grad_output: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, self_is_result)
+    grad_output_grad = torch.ops.aten.leaky_relu_backward(
+        grad, self, negative_slope, self_is_result
+    )
+    return (grad_output_grad,)
+
+
+def rrelu_with_noise_backward_default(
+    grad, grad_output, self, noise, lower, upper, training, self_is_result, result
+):
+    """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
+    # functional, spec line 2360
+    # grad_output: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise.conj(), lower, upper, training, self_is_result)
+    grad_output_grad = torch.ops.aten.rrelu_with_noise_backward(
+        grad, self, noise.conj(), lower, upper, training, self_is_result
+    )
+    return (grad_output_grad,)
+
+
+def hardsigmoid_backward_default(grad, grad_output, self, result):
+    """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2369
+    # grad_output: torch.ops.aten.hardsigmoid_backward(grad, self)
+    grad_output_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
+    return (grad_output_grad,)
+
+
+def hardswish_backward_default(grad, grad_output, self, result):
+    """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2375
+    # grad_output: torch.ops.aten.hardswish_backward(grad, self)
+    grad_output_grad = torch.ops.aten.hardswish_backward(grad, self)
+    # self: torch.where((self > -3) & (self < 3), grad * grad_output / 3, 0.0)
+    self_grad = torch.where((self > -3) & (self < 3), grad * grad_output / 3, 0.0)
+    return (grad_output_grad, self_grad)
+
+
+def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
+    """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
+    # functional, spec line 2381
+    # grad_output: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
+    grad_output_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
+    # self: grad * grad_output * torch.where(self * beta > threshold, 0.0, beta * (self * beta).sigmoid() * (1 - (self * beta).sigmoid()))
+    self_grad = (
+        grad
+        * grad_output
+        * torch.where(
+            self * beta > threshold,
+            0.0,
+            beta * (self * beta).sigmoid() * (1 - (self * beta).sigmoid()),
+        )
+    )
+    return (grad_output_grad, self_grad)
+
+
+def gelu_backward_default(grad, grad_output, self, approximate, result):
+    """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
+    # functional, spec line 2389
+    # grad_output: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    grad_output_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
+    # self: grad * grad_output * gelu_second_derivative(self, approximate)
+    self_grad = grad * grad_output * gelu_second_derivative(self, approximate)
+    return (grad_output_grad, self_grad)
+
+
+def silu_backward_default(grad, grad_output, self, result):
+    """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2399
+    # grad_output: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    grad_output_grad = (
+        grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
+    )
+    # self: grad * (grad_output * self.sigmoid() * (1 - self.sigmoid()) * (2 + self * (1 - 2 * self.sigmoid()))).conj()
+    self_grad = (
+        grad
+        * (
+            grad_output
+            * self.sigmoid()
+            * (1 - self.sigmoid())
+            * (2 + self * (1 - 2 * self.sigmoid()))
+        ).conj()
+    )
+    return (grad_output_grad, self_grad)
+
+
+def mish_backward_default(grad, grad_output, self, result):
+    """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2405
+    # grad_output: torch.ops.aten.mish_backward(grad, self)
+    grad_output_grad = torch.ops.aten.mish_backward(grad, self)
+    # self: grad * grad_output * mish_second_derivative(self)
+    self_grad = grad * grad_output * mish_second_derivative(self)
+    return (grad_output_grad, self_grad)
+
+
+def glu_backward_default(grad, grad_output, self, dim, result):
+    """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
+    # functional, spec line 2411
+    # grad_output: glu_tangent(grad, self, dim)
+    grad_output_grad = glu_tangent(grad, self, dim)
+    # self: glu_double_backward(grad, grad_output, self, dim)
+    self_grad = glu_double_backward(grad, grad_output, self, dim)
+    return (grad_output_grad, self_grad)
+
+
+def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, result1):
+    """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
+    # functional, spec line 2419
+    # grad_output: torch.where(self > 0, grads[0], weight * grads[0] + self * grads[1])
+    grad_output_grad = torch.where(
+        self > 0, grads[0], weight * grads[0] + self * grads[1]
+    )
+    # self: torch.where(self > 0, 0.0, grad_output * grads[1])
+    self_grad = torch.where(self > 0, 0.0, grad_output * grads[1])
+    # weight: unbroadcast(torch.where(self > 0, 0.0, grad_output * grads[0]), weight)
+    weight_grad = unbroadcast(
+        torch.where(self > 0, 0.0, grad_output * grads[0]), weight
+    )
+    return (grad_output_grad, self_grad, weight_grad)
+
+
+def mse_loss_backward_default(grad, grad_output, self, target, reduction, result):
+    """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
+    # functional, spec line 2431
+    # grad_output: apply_loss_reduction(torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction)
+    grad_output_grad = apply_loss_reduction(
+        torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction
+    )
+    # self: 2 * expand_loss_grad(grad_output, self, reduction) * grad
+    self_grad = 2 * expand_loss_grad(grad_output, self, reduction) * grad
+    # target: -2 * expand_loss_grad(grad_output, self, reduction) * grad
+    target_grad = -2 * expand_loss_grad(grad_output, self, reduction) * grad
+    return (grad_output_grad, self_grad, target_grad)
+
+
+def smooth_l1_loss_backward_default(
+    grad, grad_output, self, target, reduction, beta, result
+):
+    """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
+    # functional, spec line 2441
+    # grad_output: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction)
+    grad_output_grad = apply_loss_reduction(
+        torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction
+    )
+    # self: torch.where((self - target).abs() < beta, expand_loss_grad(grad_output, self, reduction) * grad / beta, 0.0)
+    self_grad = torch.where(
+        (self - target).abs() < beta,
+        expand_loss_grad(grad_output, self, reduction) * grad / beta,
+        0.0,
+    )
+    # target: torch.where((self - target).abs() < beta, -expand_loss_grad(grad_output, self, reduction) * grad / beta, 0.0)
+    target_grad = torch.where(
+        (self - target).abs() < beta,
+        -expand_loss_grad(grad_output, self, reduction) * grad / beta,
+        0.0,
+    )
+    return (grad_output_grad, self_grad, target_grad)
+
+
+def huber_loss_backward_default(
+    grad, grad_output, self, target, reduction, delta, result
+):
+    """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
+    # functional, spec line 2451
+    # grad_output: apply_loss_reduction(torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction)
+    grad_output_grad = apply_loss_reduction(
+        torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction
+    )
+    # self: torch.where((self - target).abs() <= delta, expand_loss_grad(grad_output, self, reduction) * grad, 0.0)
+    self_grad = torch.where(
+        (self - target).abs() <= delta,
+        expand_loss_grad(grad_output, self, reduction) * grad,
+        0.0,
+    )
+    # target: torch.where((self - target).abs() <= delta, -expand_loss_grad(grad_output, self, reduction) * grad, 0.0)
+    target_grad = torch.where(
+        (self - target).abs() <= delta,
+        -expand_loss_grad(grad_output, self, reduction) * grad,
+        0.0,
+    )
+    return (grad_output_grad, self_grad, target_grad)
+
+
+def binary_cross_entropy_backward_default(
+    grad, grad_output, self, target, weight, reduction, result
+):
+    """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
+    # functional, spec line 2461
+    # grad_output: apply_loss_reduction(grad * bce_self_derivative(self, target, weight), reduction)
+    grad_output_grad = apply_loss_reduction(
+        grad * bce_self_derivative(self, target, weight), reduction
+    )
+    # self: expand_loss_grad(grad_output, self, reduction) * grad * bce_self_second_derivative(self, target, weight)
+    self_grad = (
+        expand_loss_grad(grad_output, self, reduction)
+        * grad
+        * bce_self_second_derivative(self, target, weight)
+    )
+    # target: expand_loss_grad(grad_output, self, reduction) * grad * bce_cross_derivative(self, weight)
+    target_grad = (
+        expand_loss_grad(grad_output, self, reduction)
+        * grad
+        * bce_cross_derivative(self, weight)
+    )
+    return (grad_output_grad, self_grad, target_grad)
+
+
+def nll_loss_backward_default(
+    grad,
+    grad_output,
+    self,
+    target,
+    weight,
+    reduction,
+    ignore_index,
+    total_weight,
+    result,
+):
+    """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
+    # functional, spec line 2474
+    # grad_output: torch.ops.aten.nll_loss_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
+    grad_output_grad = torch.ops.aten.nll_loss_forward(
+        grad, target, weight, 0 if reduction == 0 else 2, ignore_index
+    )[0] / (total_weight if reduction == 1 else 1.0)
+    return (grad_output_grad,)
+
+
+def nll_loss2d_backward_default(
+    grad,
+    grad_output,
+    self,
+    target,
+    weight,
+    reduction,
+    ignore_index,
+    total_weight,
+    result,
+):
+    """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
+    # functional, spec line 2484
+    # grad_output: torch.ops.aten.nll_loss2d_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
+    grad_output_grad = torch.ops.aten.nll_loss2d_forward(
+        grad, target, weight, 0 if reduction == 0 else 2, ignore_index
+    )[0] / (total_weight if reduction == 1 else 1.0)
+    return (grad_output_grad,)
+
+
+def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
+    """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
+    # functional, spec line 2496
+    grad_U = grads[0]
+    grad_S = grads[1]
+    grad_Vh = grads[2]
+    # A: svd_grad(grad_U, grad_S, grad_Vh, A, U, S, Vh, full_matrices, compute_uv)
+    A_grad = svd_grad(grad_U, grad_S, grad_Vh, A, U, S, Vh, full_matrices, compute_uv)
+    return (A_grad,)
+
+
+def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
+    """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
+    # functional, spec line 2507
+    grad_eigenvalues = grads[0]
+    grad_eigenvectors = grads[1]
+    # self: eig_grad(grad_eigenvalues, grad_eigenvectors, self, eigenvalues, eigenvectors)
+    self_grad = eig_grad(
+        grad_eigenvalues, grad_eigenvectors, self, eigenvalues, eigenvectors
+    )
+    return (self_grad,)
+
+
+def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
+    """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
+    # functional, spec line 2515
+    grad_eigenvalues = grads[0]
+    grad_eigenvectors = grads[1]
+    # A: eigh_grad(grad_eigenvalues, grad_eigenvectors, A, eigenvalues, eigenvectors, compute_v)
+    A_grad = eigh_grad(
+        grad_eigenvalues, grad_eigenvectors, A, eigenvalues, eigenvectors, compute_v
+    )
+    return (A_grad,)
+
+
+def linalg_qr_default(grads, A, mode, Q, R):
+    """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
+    # functional, spec line 2524
+    grad_Q = grads[0]
+    grad_R = grads[1]
+    # A: qr_grad(grad_Q, grad_R, A, Q, R, mode)
+    A_grad = qr_grad(grad_Q, grad_R, A, Q, R, mode)
+    return (A_grad,)
+
+
+def linalg_pinv_atol_rtol_tensor(grad, self, atol, rtol, hermitian, result):
+    """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
+    # functional, spec line 2533
+    # self: pinv_grad(grad, self, result)
+    self_grad = pinv_grad(grad, self, result)
+    return (self_grad,)
+
+
+def linalg_lstsq_default(
+    grads, self, b, rcond, driver, solution, residuals, rank, singular_values
+):
+    """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
+    # functional, spec line 2542
+    grad_solution = grads[0]
+    grad_residuals = grads[1]
+    # self, b: lstsq_grads(grad_solution, grad_residuals, self, b, solution, residuals)
+    self_grad, b_grad = lstsq_grads(
+        grad_solution, grad_residuals, self, b, solution, residuals
+    )
+    return (self_grad, b_grad)
+
+
+def _native_batch_norm_legit_default(
+    grads,
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    momentum,
+    eps,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2557
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        result1,
+        result2,
+        training,
+        eps,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def _native_batch_norm_legit_no_stats(
+    grads, input, weight, bias, training, momentum, eps, result0, result1, result2
+):
+    """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2566
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        None,
+        None,
+        result1,
+        result2,
+        training,
+        eps,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def _native_batch_norm_legit_no_training_default(
+    grads,
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    momentum,
+    eps,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2574
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        result1,
+        result2,
+        False,
+        eps,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def _batch_norm_with_update_default(
+    grads,
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    momentum,
+    eps,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, spec line 2582
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        result1,
+        result2,
+        True,
+        eps,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def _batch_norm_no_update_default(
+    grads,
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    momentum,
+    eps,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, spec line 2592
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        result1,
+        result2,
+        False,
+        eps,
+        [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def binary_cross_entropy_with_logits_default(
+    grad, self, target, weight, pos_weight, reduction, result
+):
+    """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
+    # functional, spec line 2603
+    # self: unbroadcast(expand_loss_grad(grad, self, reduction) * bce_logits_self_derivative(self, target, weight, pos_weight), self)
+    self_grad = unbroadcast(
+        expand_loss_grad(grad, self, reduction)
+        * bce_logits_self_derivative(self, target, weight, pos_weight),
+        self,
+    )
+    # target: unbroadcast(expand_loss_grad(grad, target, reduction) * bce_logits_target_derivative(self, weight, pos_weight), target)
+    target_grad = unbroadcast(
+        expand_loss_grad(grad, target, reduction)
+        * bce_logits_target_derivative(self, weight, pos_weight),
+        target,
+    )
+    return (self_grad, target_grad)
+
+
+def im2col_default(grad, self, kernel_size, dilation, padding, stride, result):
+    """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    # functional, spec line 2615
+    # self: torch.ops.aten.col2im(grad, self.shape[-2:], kernel_size, dilation, padding, stride)
+    self_grad = torch.ops.aten.col2im(
+        grad, self.shape[-2:], kernel_size, dilation, padding, stride
+    )
+    return (self_grad,)
+
+
+def col2im_default(
+    grad, self, output_size, kernel_size, dilation, padding, stride, result
+):
+    """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    # functional, spec line 2622
+    # self: torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
+    self_grad = torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
+    return (self_grad,)
+
+
+def _upsample_bilinear2d_aa_default(
+    grad, self, output_size, align_corners, scales_h, scales_w, result
+):
+    """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2631
+    # self: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
+    self_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
+        grad, output_size, self.shape, align_corners, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def _upsample_bilinear2d_aa_vec(
+    grad, input, output_size, align_corners, scale_factors, result
+):
+    """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
+    # functional, spec line 2639
+    # input: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
+    input_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
+        grad,
+        result.shape[2:],
+        input.shape,
+        align_corners,
+        None if scale_factors is None else scale_factors[0],
+        None if scale_factors is None else scale_factors[1],
+    )
+    return (input_grad,)
+
+
+def _upsample_bilinear2d_aa_backward_default(
+    grad,
+    grad_output,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    result,
+):
+    """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2647
+    # grad_output: torch.ops.aten._upsample_bilinear2d_aa(grad, output_size, align_corners, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten._upsample_bilinear2d_aa(
+        grad, output_size, align_corners, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def fractional_max_pool2d_default(
+    grads, self, kernel_size, output_size, random_samples, result0, result1
+):
+    """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    # functional, spec line 2657
+    grad = grads[0]
+    # self: torch.ops.aten.fractional_max_pool2d_backward(grad, self, kernel_size, output_size, result1)
+    self_grad = torch.ops.aten.fractional_max_pool2d_backward(
+        grad, self, kernel_size, output_size, result1
+    )
+    return (self_grad,)
+
+
+def fractional_max_pool3d_default(
+    grads, self, kernel_size, output_size, random_samples, result0, result1
+):
+    """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
+    # functional, spec line 2666
+    grad = grads[0]
+    # self: torch.ops.aten.fractional_max_pool3d_backward(grad, self, kernel_size, output_size, result1)
+    self_grad = torch.ops.aten.fractional_max_pool3d_backward(
+        grad, self, kernel_size, output_size, result1
+    )
+    return (self_grad,)
+
+
+def max_pool2d_with_indices_backward_default(
+    grad,
+    grad_output,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    indices,
+    result,
+):
+    """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    # functional, spec line 2677
+    # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
+    grad_output_grad = (
+        grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
+    )
+    # self: grad.new_zeros(self.shape)
+    self_grad = grad.new_zeros(self.shape)
+    return (grad_output_grad, self_grad)
+
+
+def max_pool3d_with_indices_backward_default(
+    grad,
+    grad_output,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    indices,
+    result,
+):
+    """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
+    # functional, spec line 2686
+    # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
+    grad_output_grad = (
+        grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
+    )
+    # self: grad.new_zeros(self.shape)
+    self_grad = grad.new_zeros(self.shape)
+    return (grad_output_grad, self_grad)
+
+
+def fractional_max_pool2d_backward_default(
+    grad, grad_output, self, kernel_size, output_size, indices, result
+):
+    """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
+    # functional, spec line 2694
+    # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
+    grad_output_grad = (
+        grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
+    )
+    # self: grad.new_zeros(self.shape)
+    self_grad = grad.new_zeros(self.shape)
+    return (grad_output_grad, self_grad)
+
+
+def fractional_max_pool3d_backward_default(
+    grad, grad_output, self, kernel_size, output_size, indices, result
+):
+    """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
+    # functional, spec line 2703
+    # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
+    grad_output_grad = (
+        grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
+    )
+    # self: grad.new_zeros(self.shape)
+    self_grad = grad.new_zeros(self.shape)
+    return (grad_output_grad, self_grad)
+
+
+def max_unpool3d_default(grad, self, indices, output_size, stride, padding, result):
+    """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
+    # functional, spec line 2711
+    # self: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
+    self_grad = grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
+    return (self_grad,)
+
+
+def _trilinear_default(
+    grad, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim, result
+):
+    """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
+    # functional, spec line 2723
+    # i1, i2, i3: trilinear_grads(grad, i1, i2, i3, expand1, expand2, expand3, sumdim)
+    i1_grad, i2_grad, i3_grad = trilinear_grads(
+        grad, i1, i2, i3, expand1, expand2, expand3, sumdim
+    )
+    return (i1_grad, i2_grad, i3_grad)
+
+
+def _safe_softmax_default(grad, self, dim, dtype, result):
+    """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
+    # functional, spec line 2731
+    # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
+    self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
+    return (self_grad,)
+
+
+def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, result):
+    """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
+    # functional, spec line 2738
+    # self, src: as_strided_scatter_grads(grad, result, size, stride, storage_offset)
+    self_grad, src_grad = as_strided_scatter_grads(
+        grad, result, size, stride, storage_offset
+    )
+    return (self_grad, src_grad)
+
+
+def convolution_backward_default(
+    grads,
+    grad_output,
+    input,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    result0,
+    result1,
+    result2,
+):
+    """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2751
+    # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups)
+    grad_output_grad, input_grad, weight_grad = convolution_backward_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        grad_output,
+        input,
+        weight,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+    )
+    return (grad_output_grad, input_grad, weight_grad)
+
+
+def avg_pool2d_backward_default(
+    grad,
+    grad_output,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    result,
+):
+    """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
+    # functional, spec line 2761
+    # grad_output: torch.ops.aten.avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    grad_output_grad = torch.ops.aten.avg_pool2d(
+        grad,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
+    return (grad_output_grad,)
+
+
+def avg_pool3d_backward_default(
+    grad,
+    grad_output,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    result,
+):
+    """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
+    # functional, spec line 2770
+    # grad_output: torch.ops.aten.avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    grad_output_grad = torch.ops.aten.avg_pool3d(
+        grad,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
+    return (grad_output_grad,)
+
+
+def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
+    """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2779
+    # grad_output: torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
+    grad_output_grad = torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
+    return (grad_output_grad,)
+
+
+def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
+    """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
+    # functional, spec line 2787
+    # grad_output: torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
+    grad_output_grad = torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
+    return (grad_output_grad,)
+
+
+def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, result):
+    """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
+    # functional, spec line 2797
+    # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
+    grad_output_grad = (
+        grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
+    )
+    return (grad_output_grad,)
+
+
+def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, result):
+    """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
+    # functional, spec line 2805
+    # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
+    grad_output_grad = (
+        grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
+    )
+    return (grad_output_grad,)
+
+
+def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
+    """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 2815
+    # grad_output: torch.ops.aten.reflection_pad1d(grad, padding)
+    grad_output_grad = torch.ops.aten.reflection_pad1d(grad, padding)
+    return (grad_output_grad,)
+
+
+def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
+    """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 2823
+    # grad_output: torch.ops.aten.reflection_pad2d(grad, padding)
+    grad_output_grad = torch.ops.aten.reflection_pad2d(grad, padding)
+    return (grad_output_grad,)
+
+
+def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
+    """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 2831
+    # grad_output: torch.ops.aten.reflection_pad3d(grad, padding)
+    grad_output_grad = torch.ops.aten.reflection_pad3d(grad, padding)
+    return (grad_output_grad,)
+
+
+def replication_pad1d_backward_default(grad, grad_output, self, padding, result):
+    """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
+    # functional, spec line 2839
+    # grad_output: torch.ops.aten.replication_pad1d(grad, padding)
+    grad_output_grad = torch.ops.aten.replication_pad1d(grad, padding)
+    return (grad_output_grad,)
+
+
+def replication_pad2d_backward_default(grad, grad_output, self, padding, result):
+    """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
+    # functional, spec line 2847
+    # grad_output: torch.ops.aten.replication_pad2d(grad, padding)
+    grad_output_grad = torch.ops.aten.replication_pad2d(grad, padding)
+    return (grad_output_grad,)
+
+
+def replication_pad3d_backward_default(grad, grad_output, self, padding, result):
+    """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
+    # functional, spec line 2855
+    # grad_output: torch.ops.aten.replication_pad3d(grad, padding)
+    grad_output_grad = torch.ops.aten.replication_pad3d(grad, padding)
+    return (grad_output_grad,)
+
+
+def upsample_nearest1d_backward_default(
+    grad, grad_output, output_size, input_size, scales, result
+):
+    """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
+    # functional, spec line 2865
+    # grad_output: torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
+    grad_output_grad = torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
+    return (grad_output_grad,)
+
+
+def upsample_nearest2d_backward_default(
+    grad, grad_output, output_size, input_size, scales_h, scales_w, result
+):
+    """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2872
+    # grad_output: torch.ops.aten.upsample_nearest2d(grad, output_size, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten.upsample_nearest2d(
+        grad, output_size, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def upsample_nearest3d_backward_default(
+    grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
+):
+    """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2879
+    # grad_output: torch.ops.aten.upsample_nearest3d(grad, output_size, scales_d, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten.upsample_nearest3d(
+        grad, output_size, scales_d, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def _upsample_nearest_exact1d_backward_default(
+    grad, grad_output, output_size, input_size, scales, result
+):
+    """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
+    # functional, spec line 2886
+    # grad_output: torch.ops.aten._upsample_nearest_exact1d(grad, output_size, scales)
+    grad_output_grad = torch.ops.aten._upsample_nearest_exact1d(
+        grad, output_size, scales
+    )
+    return (grad_output_grad,)
+
+
+def _upsample_nearest_exact2d_backward_default(
+    grad, grad_output, output_size, input_size, scales_h, scales_w, result
+):
+    """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2893
+    # grad_output: torch.ops.aten._upsample_nearest_exact2d(grad, output_size, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten._upsample_nearest_exact2d(
+        grad, output_size, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def _upsample_nearest_exact3d_backward_default(
+    grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
+):
+    """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2900
+    # grad_output: torch.ops.aten._upsample_nearest_exact3d(grad, output_size, scales_d, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten._upsample_nearest_exact3d(
+        grad, output_size, scales_d, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def upsample_linear1d_backward_default(
+    grad, grad_output, output_size, input_size, align_corners, scales, result
+):
+    """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
+    # functional, spec line 2907
+    # grad_output: torch.ops.aten.upsample_linear1d(grad, output_size, align_corners, scales)
+    grad_output_grad = torch.ops.aten.upsample_linear1d(
+        grad, output_size, align_corners, scales
+    )
+    return (grad_output_grad,)
+
+
+def upsample_bilinear2d_backward_default(
+    grad,
+    grad_output,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    result,
+):
+    """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2915
+    # grad_output: torch.ops.aten.upsample_bilinear2d(grad, output_size, align_corners, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten.upsample_bilinear2d(
+        grad, output_size, align_corners, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def upsample_bicubic2d_backward_default(
+    grad,
+    grad_output,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    result,
+):
+    """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2923
+    # grad_output: torch.ops.aten.upsample_bicubic2d(grad, output_size, align_corners, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten.upsample_bicubic2d(
+        grad, output_size, align_corners, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def upsample_trilinear3d_backward_default(
+    grad,
+    grad_output,
+    output_size,
+    input_size,
+    align_corners,
+    scales_d,
+    scales_h,
+    scales_w,
+    result,
+):
+    """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, spec line 2931
+    # grad_output: torch.ops.aten.upsample_trilinear3d(grad, output_size, align_corners, scales_d, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten.upsample_trilinear3d(
+        grad, output_size, align_corners, scales_d, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def diagonal_backward_default(
+    grad, grad_output, input_sizes, offset, dim1, dim2, result
+):
+    """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
+    # functional, spec line 2941
+    # grad_output: grad.diagonal(offset, dim1, dim2)
+    grad_output_grad = grad.diagonal(offset, dim1, dim2)
+    return (grad_output_grad,)
+
+
+def embedding_dense_backward_default(
+    grad, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, result
+):
+    """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
+    # functional, spec line 2949
+    # grad_output: embedding_dense_backward_grad(grad, indices, padding_idx, scale_grad_by_freq)
+    grad_output_grad = embedding_dense_backward_grad(
+        grad, indices, padding_idx, scale_grad_by_freq
+    )
+    return (grad_output_grad,)

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import torch
 
 __all__ = [
-    "sgn_derivative",
     "amax_grad",
     "amax_tangent",
     "as_real_like",
@@ -28,6 +27,7 @@ __all__ = [
     "reduced_numel",
     "scale",
     "scale_conj",
+    "sgn_derivative",
     "slice_grad",
     "split_like",
     "unbroadcast",
@@ -2094,7 +2094,7 @@ class _NormLayout:
             self.wview = lambda w: channel_view(w, ndim)
         else:  # group: [N, group, C / group * HxW]
             group = extra
-            n, c = input.shape[0], input.shape[1]
+            c = input.shape[1]
             shape = _group_shape(input, group)
             self.dims = [-1]
             self.view = lambda t: t.reshape(shape)

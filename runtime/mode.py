@@ -150,10 +150,26 @@ class DualMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        level = innermost_level_with_tangent(args, kwargs)
-        if level is None:
-            return func(*args, **kwargs)
-        return _dispatch_at(self, func, args, kwargs, level)
+        with native_dispatch_keys():
+            level = innermost_level_with_tangent(args, kwargs)
+            if level is None:
+                return func(*args, **kwargs)
+            return _dispatch_at(self, func, args, kwargs, level)
+
+
+_LAZY_VIEW_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Conjugate) | (
+    torch._C.DispatchKeySet(torch._C.DispatchKey.Negative)
+)
+
+
+def native_dispatch_keys():
+    """Inside __torch_dispatch__ torch excludes the Conjugate and Negative keys, so
+    kernels that build conjugate views internally (linalg_pinv, linalg_lstsq's
+    residuals) compute wrong complex values. Re-include them, as outside a mode."""
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    return torch._C._ForceDispatchKeyGuard(
+        torch._C._dispatch_tls_local_include_set(), excluded - _LAZY_VIEW_KEYS
+    )
 
 
 def _is_out_variant(schema) -> bool:
@@ -248,6 +264,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         with handling_levels_below(level, mode):
             return func(*args, **kwargs)
     tracking = _tracking(primals, tangents)
+    promote = _tangents_have_primal_dtypes(primals, tangents, rule.input_indices)
     inplace = rule.kind == "inplace"
     self_tangent = tangents[0] if inplace and rule.input_indices[:1] == (0,) else None
     with handling_levels_below(level, mode):
@@ -288,11 +305,11 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         results = result if many else (result,)
         with autograd_enabled():
             if inplace:
-                _update_self(level, outputs[0], self_tangent, results[0])
+                _update_self(level, outputs[0], self_tangent, results[0], promote)
             else:
                 if rule.kind != "view":
                     results = _unaliased(results, tangents)
-                _attach(rule, level, outputs, results)
+                _attach(rule, level, outputs, results, promote)
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
@@ -350,7 +367,7 @@ def _unaliased(results, tangents):
     return tuple(fresh)
 
 
-def _update_self(level: Level, self_value, self_tangent, new) -> None:
+def _update_self(level: Level, self_value, self_tangent, new, promote) -> None:
     """An in-place op's tangent: written into self's tangent, or given to self."""
     if self_tangent is not None:
         if new is not self_tangent:
@@ -358,21 +375,23 @@ def _update_self(level: Level, self_value, self_tangent, new) -> None:
                 new if new is not None else torch.zeros_like(self_tangent)
             )
     elif new is not None:
-        set_new_tangent(self_value, level, _in_dtype_of(new, self_value))
+        set_new_tangent(
+            self_value, level, _in_dtype_of(new, self_value) if promote else new
+        )
 
 
-def _attach(rule: Rule, level: Level, outputs, results) -> None:
+def _attach(rule: Rule, level: Level, outputs, results, promote) -> None:
     for output, value, differentiable in zip(
         outputs, results, rule.differentiable_outputs
     ):
         if isinstance(output, (list, tuple)):
             for o, v in zip(output, value or [None] * len(output)):
-                _attach_one(rule, level, o, v if differentiable else None)
+                _attach_one(rule, level, o, v if differentiable else None, promote)
         else:
-            _attach_one(rule, level, output, value if differentiable else None)
+            _attach_one(rule, level, output, value if differentiable else None, promote)
 
 
-def _attach_one(rule: Rule, level: Level, output, value) -> None:
+def _attach_one(rule: Rule, level: Level, output, value, promote) -> None:
     if not isinstance(output, torch.Tensor):
         return
     if value is None or not is_differentiable_dtype(output):
@@ -385,14 +404,31 @@ def _attach_one(rule: Rule, level: Level, output, value) -> None:
             f"{list(value.shape)} for an output of shape {list(output.shape)}"
         )
     if rule.kind != "view":
-        value = conform_layout(_in_dtype_of(value, output), output)
+        if promote:
+            value = _in_dtype_of(value, output)
+        value = conform_layout(value, output)
     set_tangent(output, level, value)
 
 
+def _tangents_have_primal_dtypes(primals, tangents, indices) -> bool:
+    for i, tangent in zip(indices, tangents):
+        pairs = (
+            zip(primals[i], tangent)
+            if isinstance(tangent, list)
+            else [(primals[i], tangent)]
+        )
+        for p, t in pairs:
+            if t is not None and isinstance(p, torch.Tensor) and t.dtype != p.dtype:
+                return False
+    return True
+
+
 def _in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
-    """A tangent has its primal's dtype, as in native forward AD: a formula over
-    mixed precisions (a float64 0-d tangent times float32 values) is promoted
-    like values are, not like the primal was."""
+    """The output tangent in its primal's dtype, when every input tangent has its
+    primal's dtype. Native forward AD evaluates formulas with zeros of the
+    primals' dtypes for absent tangents, so its tangents promote like the primals
+    do; dualgen drops those terms (a float64 0-d tangent times float32 values
+    would stay float32). Tangents made with another dtype on purpose keep it."""
     if tangent.dtype == primal.dtype or (
         tangent.is_complex() and not primal.is_complex()
     ):

@@ -25,7 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .kernel_info import KernelInfo
-from .mode import bind
+from .mode import bind, native_dispatch_keys
 
 Node = int  # None stands for a constant (nothing to differentiate)
 
@@ -189,7 +189,10 @@ class Tape(TorchDispatchMode):
             self._watched[id(t)] = (t, node)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        with native_dispatch_keys():
+            return self._dispatch(func, args, kwargs or {})
+
+    def _dispatch(self, func, args, kwargs):
         schema = func._schema
         values = bind(schema, args, kwargs)
         written = [

@@ -1216,7 +1216,7 @@ SAMPLE_CASES = [
         "sample_unknown_domain",
         SIN_OK + "  sample: self=positve\n",
         [
-            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): unknown domain 'positve' (one of any, positive, unit, nonzero, distinct, bool, prob, above_one, invertible, spd, hermitian, index, unique_index)"
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): unknown domain 'positve' (one of any, positive, unit, nonzero, distinct, bool, prob, above_one, invertible, spd, hermitian, index, unique_index, pivots)"
         ],
     ),
     (

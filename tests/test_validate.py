@@ -565,3 +565,20 @@ def test_spec_without_the_harness_entries_is_refused(tmp_path, monkeypatch, caps
     assert rc == 1
     assert "validate needs entries for alias, clone" in err
     assert "FAIL" not in out
+
+
+def test_gauge_invariants_ignore_the_phase_of_each_vector():
+    from dualgen.tools.validate import GAUGE_INVARIANTS
+
+    A = torch.randn(4, 3, dtype=torch.complex128)
+    phase = torch.exp(1j * torch.randn(3, dtype=torch.float64))
+    U, S, Vh = torch.linalg.svd(A, full_matrices=True)
+    turned = torch.cat([U[:, :3] * phase, -U[:, 3:]], -1), S, Vh * phase.conj()[:, None]
+    svd = GAUGE_INVARIANTS["_linalg_svd"]
+    for a, b in zip(svd((U, S, Vh)), svd(turned)):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close((svd((U, S, Vh))[1] * S).sum(-1), A)
+    L, V = torch.linalg.eig(A[:3])
+    eig = GAUGE_INVARIANTS["linalg_eig"]
+    for a, b in zip(eig((L, V)), eig((L, V * phase))):
+        torch.testing.assert_close(a, b)

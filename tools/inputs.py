@@ -125,6 +125,11 @@ def make_tensor(sample: TensorSample, default_shape, dtype, generator) -> torch.
         return torch.rand(shape, generator=generator) > 0.5
     if sample.domain == "index":
         return torch.randint(0, sample.high, shape, generator=generator)
+    if sample.domain == "pivots":
+        # LAPACK's 1-based row swaps: step i swaps row i with one of rows i..high.
+        steps = torch.arange(shape[-1], dtype=torch.int32)
+        draws = torch.rand(shape, generator=generator, dtype=torch.float64)
+        return (steps + 1 + (draws * (sample.high - steps)).int()).to(torch.int32)
     if sample.domain == "unique_index":
         numel = 1
         for size in shape:

@@ -37,8 +37,9 @@ DOMAINS = {
     "hermitian": "Hermitian in the last two dims; the op sees (A + A^H)/2",
     "index": "int64 in [0, high): `index(2, 3, high=5)`",
     "unique_index": "distinct int64 in [0, high): `unique_index(2, high=5)`",
+    "pivots": "int32 LU pivots of a matrix of `high` rows: `pivots(2, 3, high=3)`",
 }
-INDEX_DOMAINS = ("index", "unique_index")
+INDEX_DOMAINS = ("index", "unique_index", "pivots")
 # Domains of matrices whose op reads one triangle: validate passes the op the
 # Hermitian part of the input, so every perturbation gradcheck makes stays in
 # the domain and the derivative is that of a function of the whole matrix.
@@ -142,6 +143,15 @@ def _value(node: ast.expr, argument: Argument):
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise SampleError(f"{what} must be a number")
         return number
+    if base == "bool" and suffix.startswith("["):
+        values = (
+            tuple(_literal(e, what) for e in node.elts)
+            if isinstance(node, ast.List | ast.Tuple)
+            else ()
+        )
+        if not values or not all(isinstance(v, bool) for v in values):
+            raise SampleError(f"{what} must be a list of true/false (True/False)")
+        return values
     if base == "bool" and suffix == "":
         value = _literal(node, what)
         if not isinstance(value, bool):
@@ -181,6 +191,10 @@ def _tensor(node: ast.expr, what: str) -> TensorSample:
             numel *= size
         if high < 1 or (domain == "unique_index" and numel > high):
             raise SampleError(f"{what}: high={high} cannot give {numel} indices")
+        if domain == "pivots" and (not shape or shape[-1] > high):
+            raise SampleError(
+                f"{what}: pivots need a shape of at most {high} in the last dim"
+            )
         return TensorSample(domain, shape or None, high)
     raise SampleError(
         f"{what} must be a domain ({', '.join(DOMAINS)}), optionally with a shape: "

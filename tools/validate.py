@@ -147,10 +147,50 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
                 args.append(values[a.name])
         out = op(*args, **kwargs)
         outputs = tuple(out) if len(schema.returns) > 1 else (out,)
+        invariants = GAUGE_INVARIANTS.get(info.name)
+        if invariants is not None:
+            return invariants(outputs)
         return tuple(outputs[i] for i in wanted)
 
     call.__name__ = info.name
     return call, tuple(inputs)
+
+
+def _column_outer(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """[..., a, b, i] = X[..., a, i] * conj(Y[..., b, i]): per column i, the rank-one
+    matrix x_i y_i^H, unchanged when x_i and y_i take the same phase (sign)."""
+    return X.unsqueeze(-2) * Y.conj().unsqueeze(-3)
+
+
+def _svd_invariants(outputs: tuple) -> tuple:
+    """S and u_i v_i^H per singular triple (full_matrices' extra, arbitrary,
+    columns of U and rows of Vh left out); S alone without compute_uv."""
+    U, S, Vh = outputs
+    if U.numel() == 0:
+        return (S,)
+    k = S.shape[-1]
+    return S, _column_outer(U[..., :k], Vh[..., :k, :].mH)
+
+
+def _eig_invariants(outputs: tuple) -> tuple:
+    """The eigenvalues and v_i v_i^H per (unit-norm) eigenvector (linalg_eig,
+    _linalg_eigh); the eigenvalues alone without eigenvectors."""
+    values, vectors = outputs
+    if vectors.numel() == 0:
+        return (values,)
+    return values, _column_outer(vectors, vectors)
+
+
+# Singular vectors and eigenvectors are defined only up to a phase (a sign when
+# real) per column: finite differences follow LAPACK's choice, the kernels native
+# forward AD's, and the two differ by a gauge term. As PyTorch's OpInfos do for
+# gradcheck, validation checks these kernels through gauge-invariant functions of
+# their outputs (kernel name -> outputs -> the tensors checked instead).
+GAUGE_INVARIANTS: dict[str, Callable[[tuple], tuple]] = {
+    "_linalg_svd": _svd_invariants,
+    "linalg_eig": _eig_invariants,
+    "_linalg_eigh": _eig_invariants,
+}
 
 
 def _floating(t: torch.Tensor) -> bool:
