@@ -1,9 +1,12 @@
 """The OpInfo conformance suite: every OpInfo that supports forward AD, every sample,
-dualgen.forward_ad against native forward AD (tests/opinfo_sweep.py does the work).
+dualgen.forward_ad against native forward AD (tests/opinfo_sweep.py does the work);
+and every OpInfo that supports forward-over-reverse, the Hessian-vector products
+torch.autograd.grad gives from dual inputs (float64).
 
-Ops dualgen does not cover yet are listed in tests/opinfo_known.py with the reason,
-as strict xfails: one that starts passing fails the suite until it is taken off
-the list. Regenerate the list with `python tests/opinfo_sweep.py --known`.
+Pairs dualgen does not match are listed in tests/opinfo_known.py and
+tests/opinfo_known_hvp.py with the reason, as strict xfails: one that starts passing
+fails the suite until it is taken off the list. Regenerate the lists with
+`python tests/opinfo_sweep.py --known` and `python tests/opinfo_sweep.py --hvp --known`.
 """
 
 from __future__ import annotations
@@ -11,22 +14,33 @@ from __future__ import annotations
 import pytest
 import torch
 from opinfo_known import KNOWN
-from opinfo_sweep import check, dtypes_for, forward_ad_ops
+from opinfo_known_hvp import KNOWN_HVP
+from opinfo_sweep import check, dtypes_for, forward_ad_ops, hvp_dtypes_for, hvp_ops
 
 
-def _cases():
-    for op in forward_ad_ops():
-        for dtype in dtypes_for(op):
+def _cases(ops, dtypes_of, known):
+    for op in ops:
+        for dtype in dtypes_of(op):
             key = (op.name, op.variant_test_name, str(dtype).removeprefix("torch."))
             marks = ()
-            if key in KNOWN:
-                marks = pytest.mark.xfail(strict=True, reason=KNOWN[key])
+            if key in known:
+                marks = pytest.mark.xfail(strict=True, reason=known[key])
             yield pytest.param(op, dtype, id="-".join(k for k in key if k), marks=marks)
 
 
-@pytest.mark.parametrize("op, dtype", list(_cases()))
+@pytest.mark.parametrize("op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN)))
 def test_forward_ad_matches_native(op, dtype):
     result = check(op, dtype)
+    assert result.status in ("pass", "n/a"), "\n".join(
+        f"{kind}: {op.name} {dtype}: {detail}" for kind, detail in result.failures[:5]
+    )
+
+
+@pytest.mark.parametrize(
+    "op, dtype", list(_cases(hvp_ops(), hvp_dtypes_for, KNOWN_HVP))
+)
+def test_forward_over_reverse_matches_native(op, dtype):
+    result = check(op, dtype, hvp=True)
     assert result.status in ("pass", "n/a"), "\n".join(
         f"{kind}: {op.name} {dtype}: {detail}" for kind, detail in result.failures[:5]
     )
