@@ -8831,3 +8831,55 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     derived_from=None,
     spec_line=2949,
 )
+
+
+KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
+    name="native_layer_norm_backward",
+    kind="functional",
+    jvp=jvp.native_layer_norm_backward_default,
+    vjp=vjp.native_layer_norm_backward_default,
+    arguments=(
+        "grad_out",
+        "input",
+        "normalized_shape",
+        "mean",
+        "rstd",
+        "weight",
+        "bias",
+        "output_mask",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("grad_out", "input", "weight"),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2962,
+)
+
+
+KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
+    name="native_batch_norm_backward",
+    kind="functional",
+    jvp=jvp.native_batch_norm_backward_default,
+    vjp=vjp.native_batch_norm_backward_default,
+    arguments=(
+        "grad_out",
+        "input",
+        "weight",
+        "running_mean",
+        "running_var",
+        "save_mean",
+        "save_invstd",
+        "train",
+        "eps",
+        "output_mask",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("grad_out", "input", "weight"),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2974,
+)

@@ -62,6 +62,7 @@ from dualgen.formulas import (
     mvlgamma_derivative,
     narrow_grad,
     negated,
+    norm_backward_grads,
     pinv_grad,
     pow_exponent_derivative,
     pow_self_derivative,
@@ -5622,3 +5623,71 @@ def embedding_dense_backward_default(
         grad, indices, padding_idx, scale_grad_by_freq
     )
     return (grad_output_grad,)
+
+
+def native_layer_norm_backward_default(
+    grads,
+    grad_out,
+    input,
+    normalized_shape,
+    mean,
+    rstd,
+    weight,
+    bias,
+    output_mask,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2962
+    # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
+    grad_out_grad, input_grad, weight_grad = norm_backward_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        "layer",
+        grad_out,
+        input,
+        weight,
+        mean,
+        rstd,
+        normalized_shape,
+    )[:3]
+    return (grad_out_grad, input_grad, weight_grad)
+
+
+def native_batch_norm_backward_default(
+    grads,
+    grad_out,
+    input,
+    weight,
+    running_mean,
+    running_var,
+    save_mean,
+    save_invstd,
+    train,
+    eps,
+    output_mask,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    # functional, spec line 2974
+    # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
+    grad_out_grad, input_grad, weight_grad = norm_backward_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        "batch",
+        grad_out,
+        input,
+        weight,
+        save_mean if train else running_mean,
+        save_invstd if train else running_var,
+        None,
+        train,
+        eps,
+    )[:3]
+    return (grad_out_grad, input_grad, weight_grad)

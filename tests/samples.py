@@ -87,6 +87,17 @@ DIFFERS_FROM_NATIVE = {
     for check in ("jvp", "vjp")
 }
 
+
+def _statistics(x: torch.Tensor, dims, keepdim: bool, eps: float) -> tuple:
+    """The mean and 1 / sqrt(biased variance + eps) of `x` over `dims`."""
+    mean = x.mean(dims, keepdim=keepdim)
+    return mean, (x.var(dims, correction=0, keepdim=keepdim) + eps).rsqrt()
+
+
+_FIXED = torch.Generator().manual_seed(5)
+_LN_X = torch.randn(2, 3, 4, generator=_FIXED, dtype=torch.float64)
+_BN_X = torch.randn(3, 2, 4, generator=_FIXED, dtype=torch.float64)
+
 SAMPLES: dict[str, list[Sample]] = {
     "abs": unary(domain="nonzero"),
     "neg": unary(),
@@ -1586,6 +1597,57 @@ SAMPLES: dict[str, list[Sample]] = {
             complex_ok=False,
         ),
         S(T(4, 6), torch.tensor([1, 2, 2, 0]), 5, 2, True, complex_ok=False),
+    ],
+    # Norm backward ops: the saved statistics are those of a fixed input, as the
+    # formulas take them (moving with the input; their own tangents are ignored).
+    "native_layer_norm_backward": [
+        S(
+            T(2, 3, 4),
+            _LN_X,
+            [4],
+            *_statistics(_LN_X, (2,), keepdim=True, eps=1e-5),
+            T(4),
+            T(4),
+            [True, True, True],
+            complex_ok=False,
+        ),
+        S(
+            T(2, 3, 4),
+            _LN_X,
+            [3, 4],
+            *_statistics(_LN_X, (1, 2), keepdim=True, eps=0.0),
+            None,
+            None,
+            [True, False, False],
+            complex_ok=False,
+        ),
+    ],
+    "native_batch_norm_backward": [
+        S(
+            T(3, 2, 4),
+            _BN_X,
+            T(2),
+            None,
+            None,
+            *_statistics(_BN_X, (0, 2), keepdim=False, eps=1e-5),
+            True,
+            1e-5,
+            [True, True, True],
+            complex_ok=False,
+        ),
+        S(
+            T(3, 2, 4),
+            _BN_X,
+            T(2),
+            T(2),
+            T(2, domain="positive"),
+            None,
+            None,
+            False,
+            1e-5,
+            [True, True, True],
+            complex_ok=False,
+        ),
     ],
 }
 

@@ -53,6 +53,18 @@ def test_specialise_drops_terms_of_absent_tangents(
     assert _spec(src, present, absent) == (expected, dropped)
 
 
+def test_zero_of_an_optional_tensor_is_none_where_it_is():
+    result = specialise(
+        ast.parse("f(a_t, w_t)", mode="eval").body,
+        frozenset({"a_t"}),
+        frozenset({"w_t"}),
+        frozenset({"w_t"}),
+    )
+    assert ast.unparse(result.expr) == (
+        "f(a_t, None if w_p is None else torch.zeros_like(w_p))"
+    )
+
+
 @pytest.mark.parametrize(
     "src, expected",
     [

@@ -194,7 +194,11 @@ def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
     outputs = outputs_of(op, call(op, inputs))
     gen = torch.Generator().manual_seed(2)
     grads = [
-        random_like(o, gen) if n in info.differentiable_outputs else None
+        (
+            random_like(o, gen)
+            if n in info.differentiable_outputs and o is not None
+            else None
+        )
         for o, n in zip(outputs, info.outputs)
     ]
     pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
@@ -206,7 +210,12 @@ def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
         allow_unused=True,
     )
     detached = tuple(
-        [x.detach() for x in o] if isinstance(o, list) else o.detach() for o in outputs
+        (
+            [x.detach() for x in o]
+            if isinstance(o, list)
+            else None if o is None else o.detach()
+        )
+        for o in outputs
     )
     arguments = [values[a.name] for a in op._schema.arguments]
     grad_arg = grads[0] if len(outputs) == 1 else tuple(grads)

@@ -1282,6 +1282,45 @@ SAMPLE_CASES = [
             "spec.yaml:3: error: transpose.int: sample: sample value for 'dim0' (int) must be an int"
         ],
     ),
+    (
+        "sample_statistic_of_a_differentiable_argument",
+        entry(
+            ADD,
+            "self: grad",
+            "other: grad",
+            "result: auto_linear",
+            "sample: self=any(2, 3), other=mean_of(self, dims=[0], keepdim=True)",
+        ),
+        [
+            "spec.yaml:5: error: add.Tensor: sample: 'other' is a statistic of 'self'; list it under non_differentiable (its rule takes it as a function of 'self')"
+        ],
+    ),
+    (
+        "sample_statistic_of_no_tensor",
+        entry(
+            ADD,
+            "self: grad",
+            "non_differentiable: [other]",
+            "result: auto_linear",
+            "sample: other=rstd_of(self, dims=[0])",
+        ),
+        [
+            "spec.yaml:5: error: add.Tensor: sample: 'other' is a statistic of 'self', which the sample does not give as a tensor"
+        ],
+    ),
+    (
+        "sample_statistic_without_dims",
+        entry(
+            ADD,
+            "self: grad",
+            "non_differentiable: [other]",
+            "result: auto_linear",
+            "sample: self=any(2), other=mean_of(self, eps=0.1)",
+        ),
+        [
+            "spec.yaml:5: error: add.Tensor: sample: sample value for 'other' (Tensor): write mean_of(source, dims=[...])"
+        ],
+    ),
 ]
 
 CASES = (

@@ -419,6 +419,38 @@ def test_real_spec_selection_passes(monkeypatch, capsys, tmp_path):
     assert re.search(rf"{len(rows)} kernels: {len(rows)} pass, 0 fail", out)
 
 
+def _real_entry(name: str) -> str:
+    """The text of one entry of the real spec."""
+    text = (REPO / "derivatives.yaml").read_text()
+    start = text.index(f"- name: {name}(")
+    end = text.find("\n- name: ", start + 1)
+    return text[start:] if end < 0 else text[start : end + 1]
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_statistics_move_with_their_source(tmp_path, monkeypatch, capsys, statistics):
+    # The rule of native_layer_norm_backward takes mean and rstd as the input's.
+    # With samples that recompute them from the perturbed input it passes; with
+    # fixed ones, finite differences see another function and it fails.
+    real = _real_entry("native_layer_norm_backward")
+    if not statistics:
+        real = re.sub(
+            r"mean_of\(input, dims=\[2\], keepdim=True\)", "any(2, 3, 1)", real
+        )
+        real = re.sub(r"rstd_of\(input, dims=\[2\][^)]*\)", "positive(2, 3, 1)", real)
+    rc = validate(
+        tmp_path, monkeypatch, HARNESS + real, "--ops", "native_layer_norm_backward"
+    )
+    out, _ = capsys.readouterr()
+    if statistics:
+        assert rc == 0, out
+    else:
+        assert rc == 1
+        found = failures(out)
+        assert ("native_layer_norm_backward", "float64", "slow") in found
+        assert all(detail.startswith("sample 1") for _, detail in found.values())
+
+
 # ---------------------------------------------------------------- tools/inputs.py
 
 

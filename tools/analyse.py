@@ -12,7 +12,15 @@ import itertools
 from dataclasses import dataclass
 
 from .derive import element_wise_jvp, is_name, op_call
-from .model import Auto, Entry, ForwardFormula, OperatorSchema, OpKind, Spec
+from .model import (
+    Auto,
+    Entry,
+    ForwardFormula,
+    OperatorSchema,
+    OpKind,
+    Spec,
+    TypeKind,
+)
 from .plan import Action, BackwardStep, Branch, JvpPlan, OpPlan, OutputTangent, VjpPlan
 from .schema import TorchOperators
 from .zeros import specialise
@@ -140,6 +148,11 @@ def _jvp_plan(
         for a in source.differentiable_inputs
         if a.kind.is_list
     }
+    optional = frozenset(
+        f"{a.name}_t"
+        for a in source.differentiable_inputs
+        if a.kind is TypeKind.OPTIONAL_TENSOR
+    )
     tensor_inputs = sum(1 for a in schema.arguments if a.kind.is_tensor_like)
     by_output = {r.output: r for r in resolved}
     outputs = []
@@ -150,7 +163,7 @@ def _jvp_plan(
             continue
         mutating = inplace and r.origin == "auto_linear"
         branches = _branches(
-            r.expr, diff_inputs, lists, inplace, mutating, tensor_inputs > 1
+            r.expr, diff_inputs, lists, optional, inplace, mutating, tensor_inputs > 1
         )
         outputs.append(OutputTangent(name, r.text, r.origin, branches))
     return JvpPlan(schema.kernel_name, _jvp_params(schema, diff_inputs), tuple(outputs))
@@ -165,6 +178,7 @@ def _branches(
     expr: ast.expr,
     diff_inputs: tuple[str, ...],
     lists: dict[str, str],
+    optional: frozenset[str],
     inplace: bool,
     mutating: bool,
     may_broadcast: bool,
@@ -175,7 +189,14 @@ def _branches(
     if len(referenced) > MAX_SPECIALISED_TANGENTS:
         return (
             _branch(
-                expr, tuple(referenced), (), lists, inplace, mutating, may_broadcast
+                expr,
+                tuple(referenced),
+                (),
+                lists,
+                optional,
+                inplace,
+                mutating,
+                may_broadcast,
             ),
         )
     branches = []
@@ -183,13 +204,24 @@ def _branches(
         for present in itertools.combinations(referenced, count):
             absent = tuple(t for t in referenced if t not in present)
             branches.append(
-                _branch(expr, present, absent, lists, inplace, mutating, may_broadcast)
+                _branch(
+                    expr,
+                    present,
+                    absent,
+                    lists,
+                    optional,
+                    inplace,
+                    mutating,
+                    may_broadcast,
+                )
             )
     return tuple(branches)
 
 
-def _branch(expr, present, absent, lists, inplace, mutating, may_broadcast) -> Branch:
-    result = specialise(expr, frozenset(present), frozenset(absent))
+def _branch(
+    expr, present, absent, lists, optional, inplace, mutating, may_broadcast
+) -> Branch:
+    result = specialise(expr, frozenset(present), frozenset(absent), optional)
     fill = tuple((t, lists[t]) for t in present if t in lists)
     if result.expr is None:
         action = Action.ZERO_SELF if inplace and "self_t" in present else Action.NONE

@@ -24,7 +24,7 @@ from .model import (
     Spec,
     TypeKind,
 )
-from .sample import SampleError, needs_value, parse_sample
+from .sample import SampleError, StatisticSample, needs_value, parse_sample
 from .schema import SchemaSyntaxError, TorchOperators, describe_mismatch, parse_schema
 
 META_KEYS = ("name", "non_differentiable", "output_differentiability", "sample")
@@ -119,7 +119,7 @@ class _EntryBuilder:
                     backward_fields[0].location,
                 )
             forward = self._forward(forward_fields, diff_inputs, out_diff)
-        samples = self._samples(inherited=inherits is not None)
+        samples = self._samples(inherited=inherits is not None, non_diff=non_diff)
         if self.failed:
             return None
         return Entry(
@@ -135,7 +135,7 @@ class _EntryBuilder:
 
     # -- samples ------------------------------------------------------------
 
-    def _samples(self, *, inherited: bool) -> tuple:
+    def _samples(self, *, inherited: bool, non_diff: tuple[str, ...]) -> tuple:
         field = self.raw.get("sample")
         texts: list[tuple[RawScalar, Location]] = []
         if field is not None:
@@ -156,6 +156,15 @@ class _EntryBuilder:
                 samples.append(parse_sample(item.text, arguments, location))
             except SampleError as exc:
                 self.error(f"sample: {exc}", location)
+                continue
+            for name, value in samples[-1].values:
+                if isinstance(value, StatisticSample) and name not in non_diff:
+                    self.error(
+                        f"sample: '{name}' is a statistic of '{value.source}'; list "
+                        f"it under non_differentiable (its rule takes it as a "
+                        f"function of '{value.source}')",
+                        location,
+                    )
         if inherited or len(samples) != len(texts):
             return tuple(samples)  # an inheriting entry may use its source's
         for argument in self.schema.arguments:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from .sample import (
     SYMMETRIC_DOMAINS,
     DtypeName,
     Sample,
+    StatisticSample,
     TensorListSample,
     TensorSample,
 )
@@ -29,6 +31,18 @@ class Case:
     label: str  # "sample 2, 0-d"
     values: dict  # every argument of the schema, by name
     symmetric: frozenset = frozenset()  # arguments the op sees as (A + A^H)/2
+    # Arguments recomputed from another whenever it changes: name -> statistic.
+    statistics: tuple[tuple[str, StatisticSample], ...] = ()
+
+    def with_statistics(self, values: dict) -> dict:
+        """`values` with every statistic recomputed from its (new) source. They are
+        computed from its value alone: the rule reads them as functions of the
+        source, so they carry no derivative of their own (and need no rules): no
+        mode of ours sees them computed."""
+        with _disable_current_modes(), torch.no_grad():
+            for name, statistic in self.statistics:
+                values[name] = statistic.of(values[statistic.source])
+        return values
 
 
 def cases_for(
@@ -62,7 +76,14 @@ def cases_for(
                 for name, value in declared.items()
                 if isinstance(value, TensorSample) and value.domain in SYMMETRIC_DOMAINS
             )
-            cases.append(Case(label, values, symmetric))
+            statistics = tuple(
+                (name, value)
+                for name, value in declared.items()
+                if isinstance(value, StatisticSample)
+            )
+            case = Case(label, values, symmetric, statistics)
+            case.with_statistics(values)
+            cases.append(case)
     return cases
 
 
@@ -108,6 +129,8 @@ def _value(argument, base: str, declared: dict, shape, dtype, generator):
         return dtype
     else:
         return _TYPE_DEFAULTS[base]  # the generator made every other type declared
+    if isinstance(value, StatisticSample):
+        return None  # computed from its source once every value is drawn
     if isinstance(value, TensorSample):
         return make_tensor(value, shape, dtype, generator)
     if isinstance(value, TensorListSample):

@@ -12,6 +12,17 @@ argument takes a list of them. Other arguments take literals of their type (ints
 numbers, bools, None, lists of ints; dtype names for ScalarType). Arguments left
 out take their schema default, or a default for their type; an argument with
 neither must be given.
+
+A tensor argument may instead be a statistic of another one, recomputed from it
+whenever validation perturbs it, so the op sees statistics consistent with its
+input (the saved mean and rstd a norm's backward op reads):
+
+    save_mean=mean_of(input, dims=[0, 2])              mean over dims
+    save_invstd=rstd_of(input, dims=[0, 2], eps=1e-5)  1 / sqrt(biased var + eps)
+    mean=mean_of(input, dims=[2], keepdim=True)
+
+Such an argument must be non-differentiable: its rule takes it as a function of
+its source.
 """
 
 from __future__ import annotations
@@ -52,6 +63,28 @@ class TensorSample:
     domain: str = "any"
     shape: tuple[int, ...] | None = None  # None: the default shapes
     high: int | None = None  # index domains: values below this
+
+
+@dataclass(frozen=True)
+class StatisticSample:
+    """A statistic of another tensor argument (`source`) over `dims`."""
+
+    kind: str  # "mean" or "rstd"
+    source: str
+    dims: tuple[int, ...]
+    keepdim: bool = False
+    eps: float = 0.0
+
+    def of(self, source):
+        """The statistic of `source`, the tensor the op is given."""
+        mean = source.mean(self.dims, keepdim=self.keepdim)
+        if self.kind == "mean":
+            return mean
+        var = source.var(self.dims, correction=0, keepdim=self.keepdim)
+        return (var + self.eps).rsqrt()
+
+
+STATISTICS = {"mean_of": "mean", "rstd_of": "rstd"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +143,15 @@ def parse_sample(
         if argument is None:
             raise SampleError(f"sample names '{keyword.arg}', which is not an argument")
         values.append((keyword.arg, _value(keyword.value, argument)))
+    given = dict(values)
+    for name, value in values:
+        if isinstance(value, StatisticSample) and not isinstance(
+            given.get(value.source), TensorSample
+        ):
+            raise SampleError(
+                f"'{name}' is a statistic of '{value.source}', which the sample "
+                f"does not give as a tensor"
+            )
     return Sample(tuple(values), location)
 
 
@@ -168,7 +210,13 @@ def _value(node: ast.expr, argument: Argument):
     raise SampleError(f"{what}: samples of this type are not supported")
 
 
-def _tensor(node: ast.expr, what: str) -> TensorSample:
+def _tensor(node: ast.expr, what: str) -> TensorSample | StatisticSample:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in STATISTICS
+    ):
+        return _statistic(node, what)
     if isinstance(node, ast.Name):
         if node.id in INDEX_DOMAINS:
             raise SampleError(f"{what}: {node.id} needs a bound: {node.id}(high=N)")
@@ -199,6 +247,31 @@ def _tensor(node: ast.expr, what: str) -> TensorSample:
     raise SampleError(
         f"{what} must be a domain ({', '.join(DOMAINS)}), optionally with a shape: "
         f"positive(3, 4)"
+    )
+
+
+def _statistic(node: ast.Call, what: str) -> StatisticSample:
+    usage = f"{what}: write {node.func.id}(source, dims=[...]"
+    usage += ", eps=...)" if node.func.id == "rstd_of" else ")"
+    keywords = {k.arg: k.value for k in node.keywords}
+    allowed = {"dims", "keepdim"} | ({"eps"} if node.func.id == "rstd_of" else set())
+    if (
+        len(node.args) != 1
+        or not isinstance(node.args[0], ast.Name)
+        or "dims" not in keywords
+        or not set(keywords) <= allowed
+        or not isinstance(keywords["dims"], ast.List | ast.Tuple)
+    ):
+        raise SampleError(usage)
+    dims = tuple(_int(d, what) for d in keywords["dims"].elts)
+    keepdim = _literal(keywords["keepdim"], what) if "keepdim" in keywords else False
+    if not isinstance(keepdim, bool):
+        raise SampleError(f"{what}: keepdim must be True or False")
+    eps = _literal(keywords["eps"], what) if "eps" in keywords else 0.0
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or eps < 0:
+        raise SampleError(f"{what}: eps must be a number at least 0")
+    return StatisticSample(
+        STATISTICS[node.func.id], node.args[0].id, dims, keepdim, float(eps)
     )
 
 

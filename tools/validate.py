@@ -137,6 +137,7 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
                 values[name] = t
             else:
                 values[name][index] = t
+        case.with_statistics(values)
         if info.kind == "inplace":
             values["self"] = values["self"].clone()
         args, kwargs = [], {}

@@ -4,6 +4,7 @@ A forward formula is linear in the tangents, so an absent tangent is a symbolic
 zero: `a + 0 -> a`, `f(0) -> 0` for any part that reaches tangents only through
 absent ones. Zeros are built (`torch.zeros_like(x_p)`) only where a present and an
 absent tangent meet inside one call (`where(c, x_t, 0)`), never to be multiplied away.
+The zero of an optional tensor (`Tensor? weight`) is None where the tensor is.
 """
 
 from __future__ import annotations
@@ -24,23 +25,36 @@ class Specialised:
 
 
 def specialise(
-    tree: ast.expr, present: frozenset[str], absent: frozenset[str]
+    tree: ast.expr,
+    present: frozenset[str],
+    absent: frozenset[str],
+    optional: frozenset[str] = frozenset(),
 ) -> Specialised:
-    """Specialise `tree` for tangents: `present` are there, `absent` are zero."""
-    state = _State(present, absent)
+    """Specialise `tree` for tangents: `present` are there, `absent` are zero;
+    `optional` are the tangents of optional tensors."""
+    state = _State(present, absent, optional)
     expr = state.visit(tree)
     return Specialised(expr, state.dropped)
 
 
-def zeros_for(tangent: str) -> ast.expr:
+def zeros_for(tangent: str, optional: bool = False) -> ast.expr:
     primal = tangent[: -len("_t")] + "_p"
-    return ast.Call(func=dotted("torch.zeros_like"), args=[name(primal)], keywords=[])
+    zeros = ast.Call(func=dotted("torch.zeros_like"), args=[name(primal)], keywords=[])
+    if not optional:
+        return zeros
+    is_none = ast.Compare(
+        left=name(primal), ops=[ast.Is()], comparators=[ast.Constant(None)]
+    )
+    return ast.IfExp(test=is_none, body=ast.Constant(None), orelse=zeros)
 
 
 class _State:
-    def __init__(self, present: frozenset[str], absent: frozenset[str]):
+    def __init__(
+        self, present: frozenset[str], absent: frozenset[str], optional: frozenset[str]
+    ):
         self.present = present
         self.absent = absent
+        self.optional = optional
         self.dropped = False
 
     def mentions(self, node: ast.AST, names: frozenset[str]) -> bool:
@@ -93,7 +107,7 @@ class _State:
         if zero_parts and not live_parts:
             return None
         if zero_parts:
-            return _Materialise(self.absent).visit(_copy(node))
+            return _Materialise(self.absent, self.optional).visit(_copy(node))
         return type(node)(**fields)
 
     def _part(self, value):
@@ -114,8 +128,11 @@ def _copy(node: ast.expr) -> ast.expr:
 
 
 class _Materialise(ast.NodeTransformer):
-    def __init__(self, absent: frozenset[str]):
+    def __init__(self, absent: frozenset[str], optional: frozenset[str]):
         self.absent = absent
+        self.optional = optional
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
-        return zeros_for(node.id) if node.id in self.absent else node
+        if node.id not in self.absent:
+            return node
+        return zeros_for(node.id, node.id in self.optional)
