@@ -8282,6 +8282,151 @@ def as_strided_scatter_default(
         return None
 
 
+def bernoulli_default(self_p, generator, self_t, result):
+    """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
+    # functional, spec line 2748
+    # result: auto_element_wise, from self: torch.zeros_like(grad)
+    if self_t is not None:
+        return torch.zeros_like(self_t.conj()).conj()
+    else:
+        return None
+
+
+def bernoulli_p(self_p, p, generator, result):
+    """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
+    # functional, spec line 2754
+    return None
+
+
+def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
+    """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
+    # functional, spec line 2759
+    # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
+    if self_t is not None and p_t is not None:
+        return torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
+    elif self_t is not None:
+        return conform(torch.zeros_like(self_t), result)
+    elif p_t is not None:
+        return conform(torch.zeros_like(p_t).expand_as(result), result)
+    else:
+        return None
+
+
+def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
+    """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2759
+    # formulas from bernoulli.Tensor; self_p is self before the update
+    # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
+    if self_t is not None and p_t is not None:
+        return torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
+    elif self_t is not None:
+        return torch.zeros_like(self_t)
+    elif p_t is not None:
+        return conform(torch.zeros_like(p_t).expand_as(result), result)
+    else:
+        return None
+
+
+def uniform__default(self_p, from_, to, generator, self_t, result):
+    """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2769
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def normal__default(self_p, mean, std, generator, self_t, result):
+    """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2773
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def exponential__default(self_p, lambd, generator, self_t, result):
+    """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2777
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def cauchy__default(self_p, median, sigma, generator, self_t, result):
+    """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2781
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def log_normal__default(self_p, mean, std, generator, self_t, result):
+    """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2785
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def geometric__default(self_p, p, generator, self_t, result):
+    """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2789
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def random__default(self_p, generator, self_t, result):
+    """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2794
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def random__from(self_p, from_, to, generator, self_t, result):
+    """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2798
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def random__to(self_p, to, generator, self_t, result):
+    """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2803
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def bernoulli__float(self_p, p, generator, self_t, result):
+    """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2808
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
 def convolution_backward_default(
     grad_output_p,
     input_p,
@@ -8302,7 +8447,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2751
+    # functional, spec line 2818
     # result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
     if grad_output_t is not None and weight_t is not None:
         result0_t = convolution_backward_tangent(
@@ -8440,7 +8585,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2761
+    # functional, spec line 2828
     # result: torch.ops.aten.avg_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool2d_backward(
@@ -8470,7 +8615,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2770
+    # functional, spec line 2837
     # result: torch.ops.aten.avg_pool3d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool3d_backward(
@@ -8489,7 +8634,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2779
+    # functional, spec line 2846
     # result: torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
@@ -8499,7 +8644,7 @@ def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, 
 
 def _adaptive_avg_pool3d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2787
+    # functional, spec line 2854
     # result: torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
@@ -8511,7 +8656,7 @@ def adaptive_max_pool2d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2797
+    # functional, spec line 2864
     # result: torch.ops.aten.adaptive_max_pool2d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool2d_backward(
@@ -8525,7 +8670,7 @@ def adaptive_max_pool3d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2805
+    # functional, spec line 2872
     # result: torch.ops.aten.adaptive_max_pool3d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool3d_backward(
@@ -8539,7 +8684,7 @@ def reflection_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2815
+    # functional, spec line 2882
     # result: torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
@@ -8551,7 +8696,7 @@ def reflection_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2823
+    # functional, spec line 2890
     # result: torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
@@ -8563,7 +8708,7 @@ def reflection_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2831
+    # functional, spec line 2898
     # result: torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
@@ -8575,7 +8720,7 @@ def replication_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2839
+    # functional, spec line 2906
     # result: torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
@@ -8587,7 +8732,7 @@ def replication_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2847
+    # functional, spec line 2914
     # result: torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
@@ -8599,7 +8744,7 @@ def replication_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2855
+    # functional, spec line 2922
     # result: torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
@@ -8611,7 +8756,7 @@ def upsample_nearest1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2865
+    # functional, spec line 2932
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest1d_backward.default(
@@ -8625,7 +8770,7 @@ def upsample_nearest2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2872
+    # functional, spec line 2939
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest2d_backward.default(
@@ -8646,7 +8791,7 @@ def upsample_nearest3d_backward_default(
     result,
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2879
+    # functional, spec line 2946
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest3d_backward.default(
@@ -8660,7 +8805,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2886
+    # functional, spec line 2953
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d_backward.default(
@@ -8674,7 +8819,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2893
+    # functional, spec line 2960
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d_backward.default(
@@ -8695,7 +8840,7 @@ def _upsample_nearest_exact3d_backward_default(
     result,
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2900
+    # functional, spec line 2967
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d_backward.default(
@@ -8709,7 +8854,7 @@ def upsample_linear1d_backward_default(
     grad_output_p, output_size, input_size, align_corners, scales, grad_output_t, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 2907
+    # functional, spec line 2974
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_linear1d_backward.default(
@@ -8730,7 +8875,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2915
+    # functional, spec line 2982
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bilinear2d_backward.default(
@@ -8751,7 +8896,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2923
+    # functional, spec line 2990
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bicubic2d_backward.default(
@@ -8773,7 +8918,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2931
+    # functional, spec line 2998
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_trilinear3d_backward.default(
@@ -8793,7 +8938,7 @@ def diagonal_backward_default(
     grad_output_p, input_sizes, offset, dim1, dim2, grad_output_t, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 2941
+    # functional, spec line 3008
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.diagonal_backward.default(
@@ -8813,7 +8958,7 @@ def embedding_dense_backward_default(
     result,
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 2949
+    # functional, spec line 3016
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.embedding_dense_backward.default(
@@ -8840,7 +8985,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2962
+    # functional, spec line 3029
     # result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
@@ -9229,7 +9374,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2974
+    # functional, spec line 3041
     # result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(

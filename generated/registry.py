@@ -8361,6 +8361,230 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
 )
 
 
+KERNELS[aten.bernoulli.default] = KernelInfo(
+    name="bernoulli",
+    kind="functional",
+    jvp=jvp.bernoulli_default,
+    vjp=vjp.bernoulli_default,
+    arguments=("self", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2748,
+)
+
+
+KERNELS[aten.bernoulli.p] = KernelInfo(
+    name="bernoulli.p",
+    kind="functional",
+    jvp=jvp.bernoulli_p,
+    vjp=vjp.bernoulli_p,
+    arguments=("self", "p", "generator"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2754,
+)
+
+
+KERNELS[aten.bernoulli.Tensor] = KernelInfo(
+    name="bernoulli.Tensor",
+    kind="functional",
+    jvp=jvp.bernoulli_Tensor,
+    vjp=vjp.bernoulli_Tensor,
+    arguments=("self", "p", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self", "p"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    spec_line=2759,
+)
+
+
+KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
+    name="bernoulli_.Tensor",
+    kind="inplace",
+    jvp=jvp.bernoulli__Tensor,
+    vjp=vjp.bernoulli__Tensor,
+    arguments=("self", "p", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self", "p"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from="bernoulli.Tensor",
+    spec_line=2759,
+)
+
+
+KERNELS[aten.uniform_.default] = KernelInfo(
+    name="uniform_",
+    kind="inplace",
+    jvp=jvp.uniform__default,
+    vjp=vjp.uniform__default,
+    arguments=("self", "from", "to", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2769,
+)
+
+
+KERNELS[aten.normal_.default] = KernelInfo(
+    name="normal_",
+    kind="inplace",
+    jvp=jvp.normal__default,
+    vjp=vjp.normal__default,
+    arguments=("self", "mean", "std", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2773,
+)
+
+
+KERNELS[aten.exponential_.default] = KernelInfo(
+    name="exponential_",
+    kind="inplace",
+    jvp=jvp.exponential__default,
+    vjp=vjp.exponential__default,
+    arguments=("self", "lambd", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2777,
+)
+
+
+KERNELS[aten.cauchy_.default] = KernelInfo(
+    name="cauchy_",
+    kind="inplace",
+    jvp=jvp.cauchy__default,
+    vjp=vjp.cauchy__default,
+    arguments=("self", "median", "sigma", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2781,
+)
+
+
+KERNELS[aten.log_normal_.default] = KernelInfo(
+    name="log_normal_",
+    kind="inplace",
+    jvp=jvp.log_normal__default,
+    vjp=vjp.log_normal__default,
+    arguments=("self", "mean", "std", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2785,
+)
+
+
+KERNELS[aten.geometric_.default] = KernelInfo(
+    name="geometric_",
+    kind="inplace",
+    jvp=jvp.geometric__default,
+    vjp=vjp.geometric__default,
+    arguments=("self", "p", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2789,
+)
+
+
+KERNELS[aten.random_.default] = KernelInfo(
+    name="random_",
+    kind="inplace",
+    jvp=jvp.random__default,
+    vjp=vjp.random__default,
+    arguments=("self", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2794,
+)
+
+
+KERNELS[getattr(aten.random_, "from")] = KernelInfo(
+    name="random_.from",
+    kind="inplace",
+    jvp=jvp.random__from,
+    vjp=vjp.random__from,
+    arguments=("self", "from", "to", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2798,
+)
+
+
+KERNELS[aten.random_.to] = KernelInfo(
+    name="random_.to",
+    kind="inplace",
+    jvp=jvp.random__to,
+    vjp=vjp.random__to,
+    arguments=("self", "to", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2803,
+)
+
+
+KERNELS[aten.bernoulli_.float] = KernelInfo(
+    name="bernoulli_.float",
+    kind="inplace",
+    jvp=jvp.bernoulli__float,
+    vjp=vjp.bernoulli__float,
+    arguments=("self", "p", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=2808,
+)
+
+
 KERNELS[aten.convolution_backward.default] = KernelInfo(
     name="convolution_backward",
     kind="functional",
@@ -8385,7 +8609,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2751,
+    spec_line=2818,
 )
 
 
@@ -8410,7 +8634,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2761,
+    spec_line=2828,
 )
 
 
@@ -8435,7 +8659,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2770,
+    spec_line=2837,
 )
 
 
@@ -8451,7 +8675,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2779,
+    spec_line=2846,
 )
 
 
@@ -8467,7 +8691,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2787,
+    spec_line=2854,
 )
 
 
@@ -8483,7 +8707,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2797,
+    spec_line=2864,
 )
 
 
@@ -8499,7 +8723,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2805,
+    spec_line=2872,
 )
 
 
@@ -8515,7 +8739,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2815,
+    spec_line=2882,
 )
 
 
@@ -8531,7 +8755,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2823,
+    spec_line=2890,
 )
 
 
@@ -8547,7 +8771,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2831,
+    spec_line=2898,
 )
 
 
@@ -8563,7 +8787,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2839,
+    spec_line=2906,
 )
 
 
@@ -8579,7 +8803,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2847,
+    spec_line=2914,
 )
 
 
@@ -8595,7 +8819,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2855,
+    spec_line=2922,
 )
 
 
@@ -8611,7 +8835,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2865,
+    spec_line=2932,
 )
 
 
@@ -8627,7 +8851,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2872,
+    spec_line=2939,
 )
 
 
@@ -8650,7 +8874,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2879,
+    spec_line=2946,
 )
 
 
@@ -8666,7 +8890,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2886,
+    spec_line=2953,
 )
 
 
@@ -8682,7 +8906,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2893,
+    spec_line=2960,
 )
 
 
@@ -8705,7 +8929,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2900,
+    spec_line=2967,
 )
 
 
@@ -8721,7 +8945,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2907,
+    spec_line=2974,
 )
 
 
@@ -8744,7 +8968,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2915,
+    spec_line=2982,
 )
 
 
@@ -8767,7 +8991,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2923,
+    spec_line=2990,
 )
 
 
@@ -8791,7 +9015,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2931,
+    spec_line=2998,
 )
 
 
@@ -8807,7 +9031,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2941,
+    spec_line=3008,
 )
 
 
@@ -8829,7 +9053,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2949,
+    spec_line=3016,
 )
 
 
@@ -8854,7 +9078,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2962,
+    spec_line=3029,
 )
 
 
@@ -8881,5 +9105,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2974,
+    spec_line=3041,
 )

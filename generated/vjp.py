@@ -5288,6 +5288,121 @@ def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, re
     return (self_grad, src_grad)
 
 
+def bernoulli_default(grad, self, generator, result):
+    """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
+    # functional, spec line 2748
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def bernoulli_p(grad, self, p, generator, result):
+    """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
+    # functional, spec line 2754
+    return ()
+
+
+def bernoulli_Tensor(grad, self, p, generator, result):
+    """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
+    # functional, spec line 2759
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # p: unbroadcast(torch.zeros_like(grad), p)
+    p_grad = unbroadcast(torch.zeros_like(grad), p)
+    return (self_grad, p_grad)
+
+
+def bernoulli__Tensor(grad, self, p, generator, result):
+    """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2759
+    # formulas from bernoulli.Tensor; self_p is self before the update
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # p: unbroadcast(torch.zeros_like(grad), p)
+    p_grad = unbroadcast(torch.zeros_like(grad), p)
+    return (self_grad, p_grad)
+
+
+def uniform__default(grad, self, from_, to, generator, result):
+    """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2769
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def normal__default(grad, self, mean, std, generator, result):
+    """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2773
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def exponential__default(grad, self, lambd, generator, result):
+    """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2777
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def cauchy__default(grad, self, median, sigma, generator, result):
+    """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2781
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def log_normal__default(grad, self, mean, std, generator, result):
+    """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2785
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def geometric__default(grad, self, p, generator, result):
+    """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2789
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def random__default(grad, self, generator, result):
+    """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2794
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def random__from(grad, self, from_, to, generator, result):
+    """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2798
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def random__to(grad, self, to, generator, result):
+    """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2803
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def bernoulli__float(grad, self, p, generator, result):
+    """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
+    # inplace, spec line 2808
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
 def convolution_backward_default(
     grads,
     grad_output,
@@ -5306,7 +5421,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2751
+    # functional, spec line 2818
     # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups)
     grad_output_grad, input_grad, weight_grad = convolution_backward_grads(
         grads[0],
@@ -5338,7 +5453,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2761
+    # functional, spec line 2828
     # grad_output: torch.ops.aten.avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool2d(
         grad,
@@ -5365,7 +5480,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2770
+    # functional, spec line 2837
     # grad_output: torch.ops.aten.avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool3d(
         grad,
@@ -5381,7 +5496,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2779
+    # functional, spec line 2846
     # grad_output: torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     return (grad_output_grad,)
@@ -5389,7 +5504,7 @@ def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
 
 def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2787
+    # functional, spec line 2854
     # grad_output: torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     return (grad_output_grad,)
@@ -5397,7 +5512,7 @@ def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
 
 def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2797
+    # functional, spec line 2864
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5407,7 +5522,7 @@ def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, resul
 
 def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2805
+    # functional, spec line 2872
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5417,7 +5532,7 @@ def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, resul
 
 def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2815
+    # functional, spec line 2882
     # grad_output: torch.ops.aten.reflection_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5425,7 +5540,7 @@ def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2823
+    # functional, spec line 2890
     # grad_output: torch.ops.aten.reflection_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5433,7 +5548,7 @@ def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2831
+    # functional, spec line 2898
     # grad_output: torch.ops.aten.reflection_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5441,7 +5556,7 @@ def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
 
 def replication_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2839
+    # functional, spec line 2906
     # grad_output: torch.ops.aten.replication_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5449,7 +5564,7 @@ def replication_pad1d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2847
+    # functional, spec line 2914
     # grad_output: torch.ops.aten.replication_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5457,7 +5572,7 @@ def replication_pad2d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2855
+    # functional, spec line 2922
     # grad_output: torch.ops.aten.replication_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5467,7 +5582,7 @@ def upsample_nearest1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2865
+    # functional, spec line 2932
     # grad_output: torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     return (grad_output_grad,)
@@ -5477,7 +5592,7 @@ def upsample_nearest2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2872
+    # functional, spec line 2939
     # grad_output: torch.ops.aten.upsample_nearest2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest2d(
         grad, output_size, scales_h, scales_w
@@ -5489,7 +5604,7 @@ def upsample_nearest3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2879
+    # functional, spec line 2946
     # grad_output: torch.ops.aten.upsample_nearest3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5501,7 +5616,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2886
+    # functional, spec line 2953
     # grad_output: torch.ops.aten._upsample_nearest_exact1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact1d(
         grad, output_size, scales
@@ -5513,7 +5628,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2893
+    # functional, spec line 2960
     # grad_output: torch.ops.aten._upsample_nearest_exact2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact2d(
         grad, output_size, scales_h, scales_w
@@ -5525,7 +5640,7 @@ def _upsample_nearest_exact3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2900
+    # functional, spec line 2967
     # grad_output: torch.ops.aten._upsample_nearest_exact3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5537,7 +5652,7 @@ def upsample_linear1d_backward_default(
     grad, grad_output, output_size, input_size, align_corners, scales, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 2907
+    # functional, spec line 2974
     # grad_output: torch.ops.aten.upsample_linear1d(grad, output_size, align_corners, scales)
     grad_output_grad = torch.ops.aten.upsample_linear1d(
         grad, output_size, align_corners, scales
@@ -5556,7 +5671,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2915
+    # functional, spec line 2982
     # grad_output: torch.ops.aten.upsample_bilinear2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bilinear2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5575,7 +5690,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2923
+    # functional, spec line 2990
     # grad_output: torch.ops.aten.upsample_bicubic2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bicubic2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5595,7 +5710,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2931
+    # functional, spec line 2998
     # grad_output: torch.ops.aten.upsample_trilinear3d(grad, output_size, align_corners, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_trilinear3d(
         grad, output_size, align_corners, scales_d, scales_h, scales_w
@@ -5607,7 +5722,7 @@ def diagonal_backward_default(
     grad, grad_output, input_sizes, offset, dim1, dim2, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 2941
+    # functional, spec line 3008
     # grad_output: grad.diagonal(offset, dim1, dim2)
     grad_output_grad = grad.diagonal(offset, dim1, dim2)
     return (grad_output_grad,)
@@ -5617,7 +5732,7 @@ def embedding_dense_backward_default(
     grad, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, result
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 2949
+    # functional, spec line 3016
     # grad_output: embedding_dense_backward_grad(grad, indices, padding_idx, scale_grad_by_freq)
     grad_output_grad = embedding_dense_backward_grad(
         grad, indices, padding_idx, scale_grad_by_freq
@@ -5640,7 +5755,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2962
+    # functional, spec line 3029
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
@@ -5674,7 +5789,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2974
+    # functional, spec line 3041
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],

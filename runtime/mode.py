@@ -150,6 +150,11 @@ class DualMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if not reads_lazy_views(args, kwargs):
+            level = innermost_level_with_tangent(args, kwargs)
+            if level is None:
+                return func(*args, **kwargs)
+            return _dispatch_at(self, func, args, kwargs, level)
         with native_dispatch_keys():
             level = innermost_level_with_tangent(args, kwargs)
             if level is None:
@@ -160,6 +165,18 @@ class DualMode(TorchDispatchMode):
 _LAZY_VIEW_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Conjugate) | (
     torch._C.DispatchKeySet(torch._C.DispatchKey.Negative)
 )
+
+
+def reads_lazy_views(args, kwargs) -> bool:
+    """True if an argument is complex or a lazily negated view (`x.conj().imag`):
+    only then can the Conjugate and Negative keys matter (`native_dispatch_keys`),
+    so real-only ops skip the guard's cost."""
+    for t in _tensors(args):
+        if t.is_complex() or t.is_neg():
+            return True
+    return bool(kwargs) and any(
+        t.is_complex() or t.is_neg() for t in _tensors(kwargs.values())
+    )
 
 
 def native_dispatch_keys():

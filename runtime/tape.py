@@ -25,7 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .kernel_info import KernelInfo
-from .mode import bind, native_dispatch_keys
+from .mode import bind, native_dispatch_keys, reads_lazy_views
 
 Node = int  # None stands for a constant (nothing to differentiate)
 
@@ -189,8 +189,11 @@ class Tape(TorchDispatchMode):
             self._watched[id(t)] = (t, node)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not reads_lazy_views(args, kwargs):
+            return self._dispatch(func, args, kwargs)
         with native_dispatch_keys():
-            return self._dispatch(func, args, kwargs or {})
+            return self._dispatch(func, args, kwargs)
 
     def _dispatch(self, func, args, kwargs):
         schema = func._schema

@@ -34,11 +34,6 @@ KNOWN = {
         "complex128",
     ): "native wrong: its JVP uses the whole tangent of the factor, not the triangle the op reads; dualgen agrees with finite differences (dualgen validate)",
     (
-        "bernoulli",
-        "",
-        "float64",
-    ): "no rule: bernoulli draws new random numbers on every call, so dualgen validate's finite differences cannot check one (native's tangent is zero)",
-    (
         "logcumsumexp",
         "",
         "float64",

@@ -7,7 +7,7 @@ KNOWN_HVP = {
         "addr",
         "",
         "float64",
-    ): "NaN semantics: with alpha = 0 and NaN vectors native's tangent is NaN, dualgen's 0",
+    ): "NaN semantics: with alpha = 0 and NaN vectors native's tangent of vec1's gradient is NaN (it multiplies the cotangent's materialised zero tangent by the NaN vector); dualgen has no such term and gives alpha times the tangent's product, 0",
     (
         "cholesky_inverse",
         "",
@@ -19,40 +19,10 @@ KNOWN_HVP = {
         "float64",
     ): "native wrong: its JVP uses the whole tangent of the factor, not the triangle the op reads; dualgen agrees with finite differences (dualgen validate)",
     (
-        "native_batch_norm",
-        "",
-        "float64",
-    ): "no rule for aten::native_batch_norm_backward yet",
-    (
-        "_native_batch_norm_legit",
-        "",
-        "float64",
-    ): "no rule for aten::native_batch_norm_backward yet",
-    (
-        "nn.functional.instance_norm",
-        "",
-        "float64",
-    ): "no rule for aten::native_batch_norm_backward yet",
-    (
-        "nn.functional.layer_norm",
-        "",
-        "float64",
-    ): "no rule for aten::native_layer_norm_backward yet",
-    (
-        "nn.functional.batch_norm",
-        "",
-        "float64",
-    ): "no rule for aten::native_batch_norm_backward yet",
-    (
         "triangular_solve",
         "",
         "float64",
     ): "native wrong: its JVP uses the whole tangent of the factor, not the triangle the op reads; dualgen agrees with finite differences (dualgen validate)",
-    (
-        "bernoulli",
-        "",
-        "float64",
-    ): "no rule: bernoulli draws new random numbers on every call, so dualgen validate's finite differences cannot check one (native's tangent is zero)",
     (
         "logcumsumexp",
         "",
@@ -67,5 +37,5 @@ KNOWN_HVP = {
         "masked.prod",
         "",
         "float64",
-    ): "inputs with inf: dualgen's mode computes a finite gradient where native gives NaN (not investigated further)",
+    ): "native wrong: at a NaN input the gradient of a product is the (finite) product of the other elements; native divides the product by the input (NaN), while under a dispatch mode torch's prod_backward takes its exact exclusive-product path",
 }

@@ -326,16 +326,14 @@ NATIVE_WRONG = {
     },
     ("logcumsumexp", "", "float64", "hvp"): "native wrong: the same 1e-13 bias as "
     "its forward AD",
-    ("masked.prod", "", "float64", "hvp"): "inputs with inf: dualgen's mode computes "
-    "a finite gradient where native gives NaN (not investigated further)",
-    **{
-        ("bernoulli", "", "float64", mode): "no rule: bernoulli draws new random "
-        "numbers on every call, so dualgen validate's finite differences cannot "
-        "check one (native's tangent is zero)"
-        for mode in ("jvp", "hvp")
-    },
+    ("masked.prod", "", "float64", "hvp"): "native wrong: at a NaN input the "
+    "gradient of a product is the (finite) product of the other elements; native "
+    "divides the product by the input (NaN), while under a dispatch mode torch's "
+    "prod_backward takes its exact exclusive-product path",
     ("addr", "", "float64", "hvp"): "NaN semantics: with alpha = 0 and NaN vectors "
-    "native's tangent is NaN, dualgen's 0",
+    "native's tangent of vec1's gradient is NaN (it multiplies the cotangent's "
+    "materialised zero tangent by the NaN vector); dualgen has no such term and "
+    "gives alpha times the tangent's product, 0",
     ("prod", "", "float64", "hvp"): "native wrong: with two or more zeros native "
     "forward-over-reverse gives no tangent; dualgen's equals torch.func.jvp of "
     "torch.func.grad and finite differences of the gradient",

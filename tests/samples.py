@@ -1377,6 +1377,22 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     # random output: its tangent and gradient are zero whatever the draw
     "bernoulli": [S(T(3, 4, domain="prob"), complex_ok=False)],
+    "bernoulli.p": [S(T(3, 4), 0.3, complex_ok=False)],
+    # In-place random fills: self's tangent becomes zero.
+    "uniform_": [S(T(3, 4), -1.0, 2.0), S(T())],
+    "normal_": [S(T(3, 4), 1.0, 0.5), S(T())],
+    "exponential_": [S(T(3, 4), 2.0, complex_ok=False)],
+    "cauchy_": [S(T(3, 4), complex_ok=False)],
+    "log_normal_": [S(T(3, 4), complex_ok=False)],
+    "geometric_": [S(T(3, 4), 0.3, complex_ok=False)],
+    "random_": [S(T(3, 4), complex_ok=False)],
+    "random_.from": [S(T(3, 4), -3, 5, complex_ok=False)],
+    "random_.to": [S(T(3, 4), 7, complex_ok=False)],
+    "bernoulli_.float": [S(T(3, 4), 0.3, complex_ok=False)],
+    "bernoulli.Tensor": [
+        S(T(3, 4), T(3, 4, domain="prob"), complex_ok=False),
+        S(T(3, 4), T(4, domain="prob"), complex_ok=False),
+    ],
     # native's VJP is wrong for self: see NATIVE_WRONG (nn2_native_wrong.py)
     "as_strided_scatter": [
         S(T(3, 4), T(2, 2), [2, 2], [1, 2], 1),

@@ -9,7 +9,8 @@ Each sample is keyword arguments, parsed as a Python call (never executed). Tens
 arguments take a domain, alone (shapes chosen by `dualgen validate`: 2-d, 0-d and
 empty) or called with a shape (`positive(3, 4)`, `any()` for 0-d); a Tensor[]
 argument takes a list of them. Other arguments take literals of their type (ints,
-numbers, bools, None, lists of ints; dtype names for ScalarType). Arguments left
+numbers, bools, None, lists of ints; dtype names for ScalarType; an argument
+named like a Python keyword takes a trailing underscore: `from_=2`). Arguments left
 out take their schema default, or a default for their type; an argument with
 neither must be given.
 
@@ -138,11 +139,13 @@ def parse_sample(
     ):
         raise SampleError(f"sample is not `name=value, ...`: {text!r}")
     values = []
+    # An argument named like a Python keyword (`from`) is written `from_`.
+    by_py_name = {a.py_name: a for a in arguments.values()}
     for keyword in tree.keywords:
-        argument = arguments.get(keyword.arg)
+        argument = by_py_name.get(keyword.arg)
         if argument is None:
             raise SampleError(f"sample names '{keyword.arg}', which is not an argument")
-        values.append((keyword.arg, _value(keyword.value, argument)))
+        values.append((argument.name, _value(keyword.value, argument)))
     given = dict(values)
     for name, value in values:
         if isinstance(value, StatisticSample) and not isinstance(

@@ -105,6 +105,9 @@ def describe_formulas(entry: Entry, info) -> str:
     return "; ".join(parts) or "no formulas"
 
 
+_RANDOM_SEED = 20261124
+
+
 def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
     """A function of the differentiable inputs (tensors, list items one by one)
     returning the differentiable outputs, and those inputs; None if there are
@@ -125,6 +128,7 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
     if not inputs or not wanted:
         return None
     schema = op._schema
+    seeded = torch.Tag.nondeterministic_seeded in op.tags
 
     def call(*tensors):
         values = {
@@ -146,7 +150,14 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
                 kwargs[a.name] = values[a.name]
             else:
                 args.append(values[a.name])
-        out = op(*args, **kwargs)
+        if seeded:
+            # A random op draws anew on every call: seed each call alike, so finite
+            # differences see one function (piecewise constant, for bernoulli).
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(_RANDOM_SEED)
+                out = op(*args, **kwargs)
+        else:
+            out = op(*args, **kwargs)
         outputs = tuple(out) if len(schema.returns) > 1 else (out,)
         invariants = GAUGE_INVARIANTS.get(info.name)
         if invariants is not None:
