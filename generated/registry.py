@@ -2516,7 +2516,23 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=732,
+    spec_line=731,
+)
+
+
+KERNELS[aten.native_dropout_backward.default] = KernelInfo(
+    name="native_dropout_backward",
+    kind="functional",
+    jvp=jvp.native_dropout_backward_default,
+    vjp=vjp.native_dropout_backward_default,
+    arguments=("grad_output", "mask", "scale"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=742,
 )
 
 
@@ -2532,7 +2548,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=743,
+    spec_line=752,
 )
 
 
@@ -2556,7 +2572,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=750,
+    spec_line=759,
 )
 
 
@@ -2572,7 +2588,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=758,
+    spec_line=767,
 )
 
 
@@ -2588,7 +2604,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=766,
+    spec_line=775,
 )
 
 
@@ -2604,7 +2620,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=774,
+    spec_line=783,
 )
 
 
@@ -2620,7 +2636,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=782,
+    spec_line=791,
 )
 
 
@@ -2636,7 +2652,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=789,
+    spec_line=798,
 )
 
 
@@ -2652,7 +2668,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=796,
+    spec_line=805,
 )
 
 
@@ -2668,7 +2684,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=803,
+    spec_line=812,
 )
 
 
@@ -2684,7 +2700,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=810,
+    spec_line=819,
 )
 
 
@@ -2700,7 +2716,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=818,
+    spec_line=827,
 )
 
 
@@ -2723,7 +2739,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=826,
+    spec_line=835,
 )
 
 
@@ -2739,7 +2755,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=838,
+    spec_line=847,
 )
 
 
@@ -2755,7 +2771,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=838,
+    spec_line=847,
 )
 
 
@@ -2771,7 +2787,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=843,
+    spec_line=852,
 )
 
 
@@ -2787,7 +2803,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=843,
+    spec_line=852,
 )
 
 
@@ -2803,7 +2819,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=847,
+    spec_line=856,
 )
 
 
@@ -2819,7 +2835,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=847,
+    spec_line=856,
 )
 
 
@@ -2835,7 +2851,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=852,
+    spec_line=861,
 )
 
 
@@ -2851,7 +2867,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=852,
+    spec_line=861,
 )
 
 
@@ -2867,7 +2883,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=856,
+    spec_line=865,
 )
 
 
@@ -2883,7 +2899,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=856,
+    spec_line=865,
 )
 
 
@@ -2899,7 +2915,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=861,
+    spec_line=870,
 )
 
 
@@ -2915,7 +2931,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=861,
+    spec_line=870,
 )
 
 
@@ -2931,7 +2947,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=866,
+    spec_line=875,
 )
 
 
@@ -2947,7 +2963,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=866,
+    spec_line=875,
 )
 
 
@@ -2963,7 +2979,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=871,
+    spec_line=880,
 )
 
 
@@ -2979,7 +2995,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=878,
+    spec_line=887,
 )
 
 
@@ -2995,7 +3011,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=878,
+    spec_line=887,
 )
 
 
@@ -3011,7 +3027,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=885,
+    spec_line=894,
 )
 
 
@@ -3027,7 +3043,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=885,
+    spec_line=894,
 )
 
 
@@ -3043,7 +3059,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=892,
+    spec_line=901,
 )
 
 
@@ -3059,7 +3075,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=892,
+    spec_line=901,
 )
 
 
@@ -3075,7 +3091,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=896,
+    spec_line=905,
 )
 
 
@@ -3091,7 +3107,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=896,
+    spec_line=905,
 )
 
 
@@ -3107,7 +3123,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=900,
+    spec_line=909,
 )
 
 
@@ -3123,7 +3139,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=904,
+    spec_line=913,
 )
 
 
@@ -3139,7 +3155,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=908,
+    spec_line=917,
 )
 
 
@@ -3155,7 +3171,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=912,
+    spec_line=921,
 )
 
 
@@ -3171,7 +3187,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=916,
+    spec_line=925,
 )
 
 
@@ -3187,7 +3203,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=920,
+    spec_line=929,
 )
 
 
@@ -3203,7 +3219,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=924,
+    spec_line=933,
 )
 
 
@@ -3219,7 +3235,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=929,
+    spec_line=938,
 )
 
 
@@ -3235,7 +3251,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=929,
+    spec_line=938,
 )
 
 
@@ -3251,7 +3267,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=935,
+    spec_line=944,
 )
 
 
@@ -3267,7 +3283,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=940,
+    spec_line=949,
 )
 
 
@@ -3283,7 +3299,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=940,
+    spec_line=949,
 )
 
 
@@ -3299,7 +3315,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=944,
+    spec_line=953,
 )
 
 
@@ -3315,7 +3331,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=944,
+    spec_line=953,
 )
 
 
@@ -3331,7 +3347,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=948,
+    spec_line=957,
 )
 
 
@@ -3347,7 +3363,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=948,
+    spec_line=957,
 )
 
 
@@ -3363,7 +3379,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=952,
+    spec_line=961,
 )
 
 
@@ -3379,7 +3395,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=952,
+    spec_line=961,
 )
 
 
@@ -3395,7 +3411,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=956,
+    spec_line=965,
 )
 
 
@@ -3411,7 +3427,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=956,
+    spec_line=965,
 )
 
 
@@ -3427,7 +3443,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=960,
+    spec_line=969,
 )
 
 
@@ -3443,7 +3459,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=960,
+    spec_line=969,
 )
 
 
@@ -3459,7 +3475,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=965,
+    spec_line=974,
 )
 
 
@@ -3475,7 +3491,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=965,
+    spec_line=974,
 )
 
 
@@ -3491,7 +3507,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=969,
+    spec_line=978,
 )
 
 
@@ -3507,7 +3523,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=969,
+    spec_line=978,
 )
 
 
@@ -3523,7 +3539,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=973,
+    spec_line=982,
 )
 
 
@@ -3539,7 +3555,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=973,
+    spec_line=982,
 )
 
 
@@ -3555,7 +3571,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=977,
+    spec_line=986,
 )
 
 
@@ -3571,7 +3587,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=977,
+    spec_line=986,
 )
 
 
@@ -3587,7 +3603,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=981,
+    spec_line=990,
 )
 
 
@@ -3603,7 +3619,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=988,
+    spec_line=997,
 )
 
 
@@ -3619,7 +3635,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=988,
+    spec_line=997,
 )
 
 
@@ -3635,7 +3651,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=992,
+    spec_line=1001,
 )
 
 
@@ -3651,7 +3667,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=992,
+    spec_line=1001,
 )
 
 
@@ -3667,7 +3683,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=996,
+    spec_line=1005,
 )
 
 
@@ -3683,7 +3699,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=996,
+    spec_line=1005,
 )
 
 
@@ -3699,7 +3715,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1001,
+    spec_line=1010,
 )
 
 
@@ -3715,7 +3731,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=1001,
+    spec_line=1010,
 )
 
 
@@ -3731,7 +3747,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1006,
+    spec_line=1015,
 )
 
 
@@ -3747,7 +3763,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1006,
+    spec_line=1015,
 )
 
 
@@ -3763,7 +3779,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1013,
+    spec_line=1022,
 )
 
 
@@ -3779,7 +3795,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1013,
+    spec_line=1022,
 )
 
 
@@ -3795,7 +3811,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1020,
+    spec_line=1029,
 )
 
 
@@ -3811,7 +3827,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1020,
+    spec_line=1029,
 )
 
 
@@ -3827,7 +3843,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1024,
+    spec_line=1033,
 )
 
 
@@ -3843,7 +3859,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1024,
+    spec_line=1033,
 )
 
 
@@ -3859,7 +3875,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1028,
+    spec_line=1037,
 )
 
 
@@ -3875,7 +3891,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1028,
+    spec_line=1037,
 )
 
 
@@ -3891,7 +3907,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1032,
+    spec_line=1041,
 )
 
 
@@ -3907,7 +3923,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1039,
+    spec_line=1048,
 )
 
 
@@ -3923,7 +3939,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1039,
+    spec_line=1048,
 )
 
 
@@ -3939,7 +3955,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1044,
+    spec_line=1053,
 )
 
 
@@ -3955,7 +3971,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1049,
+    spec_line=1058,
 )
 
 
@@ -3971,7 +3987,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1057,
+    spec_line=1066,
 )
 
 
@@ -3987,7 +4003,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1063,
+    spec_line=1072,
 )
 
 
@@ -4003,7 +4019,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1073,
+    spec_line=1082,
 )
 
 
@@ -4019,7 +4035,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1073,
+    spec_line=1082,
 )
 
 
@@ -4035,7 +4051,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1078,
+    spec_line=1087,
 )
 
 
@@ -4051,7 +4067,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1078,
+    spec_line=1087,
 )
 
 
@@ -4067,7 +4083,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1083,
+    spec_line=1092,
 )
 
 
@@ -4083,7 +4099,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1083,
+    spec_line=1092,
 )
 
 
@@ -4099,7 +4115,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1089,
+    spec_line=1098,
 )
 
 
@@ -4115,7 +4131,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1089,
+    spec_line=1098,
 )
 
 
@@ -4131,7 +4147,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1095,
+    spec_line=1104,
 )
 
 
@@ -4147,7 +4163,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1095,
+    spec_line=1104,
 )
 
 
@@ -4163,7 +4179,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1101,
+    spec_line=1110,
 )
 
 
@@ -4179,7 +4195,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1101,
+    spec_line=1110,
 )
 
 
@@ -4195,7 +4211,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1108,
+    spec_line=1117,
 )
 
 
@@ -4211,7 +4227,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1108,
+    spec_line=1117,
 )
 
 
@@ -4227,7 +4243,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1114,
+    spec_line=1123,
 )
 
 
@@ -4243,7 +4259,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1114,
+    spec_line=1123,
 )
 
 
@@ -4259,7 +4275,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1119,
+    spec_line=1128,
 )
 
 
@@ -4275,7 +4291,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1119,
+    spec_line=1128,
 )
 
 
@@ -4291,7 +4307,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1125,
+    spec_line=1134,
 )
 
 
@@ -4307,7 +4323,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1125,
+    spec_line=1134,
 )
 
 
@@ -4323,7 +4339,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1130,
+    spec_line=1139,
 )
 
 
@@ -4339,7 +4355,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1130,
+    spec_line=1139,
 )
 
 
@@ -4355,7 +4371,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1136,
+    spec_line=1145,
 )
 
 
@@ -4371,7 +4387,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1136,
+    spec_line=1145,
 )
 
 
@@ -4387,7 +4403,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1141,
+    spec_line=1150,
 )
 
 
@@ -4403,7 +4419,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1146,
+    spec_line=1155,
 )
 
 
@@ -4419,7 +4435,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1151,
+    spec_line=1160,
 )
 
 
@@ -4435,7 +4451,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1151,
+    spec_line=1160,
 )
 
 
@@ -4451,7 +4467,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1157,
+    spec_line=1166,
 )
 
 
@@ -4467,7 +4483,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1162,
+    spec_line=1171,
 )
 
 
@@ -4483,7 +4499,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1167,
+    spec_line=1176,
 )
 
 
@@ -4499,7 +4515,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1167,
+    spec_line=1176,
 )
 
 
@@ -4515,7 +4531,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1172,
+    spec_line=1181,
 )
 
 
@@ -4531,7 +4547,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1172,
+    spec_line=1181,
 )
 
 
@@ -4547,7 +4563,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1178,
+    spec_line=1187,
 )
 
 
@@ -4563,7 +4579,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1183,
+    spec_line=1192,
 )
 
 
@@ -4579,7 +4595,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1183,
+    spec_line=1192,
 )
 
 
@@ -4595,7 +4611,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1188,
+    spec_line=1197,
 )
 
 
@@ -4611,7 +4627,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1194,
+    spec_line=1203,
 )
 
 
@@ -4627,7 +4643,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1199,
+    spec_line=1208,
 )
 
 
@@ -4643,7 +4659,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1206,
+    spec_line=1215,
 )
 
 
@@ -4659,7 +4675,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1206,
+    spec_line=1215,
 )
 
 
@@ -4675,7 +4691,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1214,
+    spec_line=1223,
 )
 
 
@@ -4691,7 +4707,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1214,
+    spec_line=1223,
 )
 
 
@@ -4707,7 +4723,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1222,
+    spec_line=1231,
 )
 
 
@@ -4723,7 +4739,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1222,
+    spec_line=1231,
 )
 
 
@@ -4739,7 +4755,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1228,
+    spec_line=1237,
 )
 
 
@@ -4755,7 +4771,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1228,
+    spec_line=1237,
 )
 
 
@@ -4771,7 +4787,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1237,
+    spec_line=1246,
 )
 
 
@@ -4787,7 +4803,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1237,
+    spec_line=1246,
 )
 
 
@@ -4803,7 +4819,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1246,
+    spec_line=1255,
 )
 
 
@@ -4819,7 +4835,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1246,
+    spec_line=1255,
 )
 
 
@@ -4835,7 +4851,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1252,
+    spec_line=1261,
 )
 
 
@@ -4851,7 +4867,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1252,
+    spec_line=1261,
 )
 
 
@@ -4867,7 +4883,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1260,
+    spec_line=1269,
 )
 
 
@@ -4883,7 +4899,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1265,
+    spec_line=1274,
 )
 
 
@@ -4899,7 +4915,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1277,
+    spec_line=1286,
 )
 
 
@@ -4915,7 +4931,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1284,
+    spec_line=1293,
 )
 
 
@@ -4931,7 +4947,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1290,
+    spec_line=1299,
 )
 
 
@@ -4947,7 +4963,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1296,
+    spec_line=1305,
 )
 
 
@@ -4963,7 +4979,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1300,
+    spec_line=1309,
 )
 
 
@@ -4979,7 +4995,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1306,
+    spec_line=1315,
 )
 
 
@@ -4995,7 +5011,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1312,
+    spec_line=1321,
 )
 
 
@@ -5011,7 +5027,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1320,
+    spec_line=1329,
 )
 
 
@@ -5027,7 +5043,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1327,
+    spec_line=1336,
 )
 
 
@@ -5043,7 +5059,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1334,
+    spec_line=1343,
 )
 
 
@@ -5059,7 +5075,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1341,
+    spec_line=1350,
 )
 
 
@@ -5075,7 +5091,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1348,
+    spec_line=1357,
 )
 
 
@@ -5091,7 +5107,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1352,
+    spec_line=1361,
 )
 
 
@@ -5107,7 +5123,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1357,
+    spec_line=1366,
 )
 
 
@@ -5123,7 +5139,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1361,
+    spec_line=1370,
 )
 
 
@@ -5139,7 +5155,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1366,
+    spec_line=1375,
 )
 
 
@@ -5155,7 +5171,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1371,
+    spec_line=1380,
 )
 
 
@@ -5171,7 +5187,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1375,
+    spec_line=1384,
 )
 
 
@@ -5187,7 +5203,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1380,
+    spec_line=1389,
 )
 
 
@@ -5203,7 +5219,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1385,
+    spec_line=1394,
 )
 
 
@@ -5219,7 +5235,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1390,
+    spec_line=1399,
 )
 
 
@@ -5235,7 +5251,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1395,
+    spec_line=1404,
 )
 
 
@@ -5251,7 +5267,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1400,
+    spec_line=1409,
 )
 
 
@@ -5267,7 +5283,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1407,
+    spec_line=1416,
 )
 
 
@@ -5283,7 +5299,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1414,
+    spec_line=1423,
 )
 
 
@@ -5299,7 +5315,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1419,
+    spec_line=1428,
 )
 
 
@@ -5315,7 +5331,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1426,
+    spec_line=1435,
 )
 
 
@@ -5331,7 +5347,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1433,
+    spec_line=1442,
 )
 
 
@@ -5347,7 +5363,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1440,
+    spec_line=1449,
 )
 
 
@@ -5363,7 +5379,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1448,
+    spec_line=1457,
 )
 
 
@@ -5379,7 +5395,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1456,
+    spec_line=1465,
 )
 
 
@@ -5395,7 +5411,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1463,
+    spec_line=1472,
 )
 
 
@@ -5411,7 +5427,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1471,
+    spec_line=1480,
 )
 
 
@@ -5427,7 +5443,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1478,
+    spec_line=1487,
 )
 
 
@@ -5443,7 +5459,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1478,
+    spec_line=1487,
 )
 
 
@@ -5459,7 +5475,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1485,
+    spec_line=1494,
 )
 
 
@@ -5475,7 +5491,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1485,
+    spec_line=1494,
 )
 
 
@@ -5491,7 +5507,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1492,
+    spec_line=1501,
 )
 
 
@@ -5507,7 +5523,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1497,
+    spec_line=1506,
 )
 
 
@@ -5523,7 +5539,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1502,
+    spec_line=1511,
 )
 
 
@@ -5539,7 +5555,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1509,
+    spec_line=1518,
 )
 
 
@@ -5555,7 +5571,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1514,
+    spec_line=1523,
 )
 
 
@@ -5571,7 +5587,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1519,
+    spec_line=1528,
 )
 
 
@@ -5587,7 +5603,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1524,
+    spec_line=1533,
 )
 
 
@@ -5603,7 +5619,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1529,
+    spec_line=1538,
 )
 
 
@@ -5619,7 +5635,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1534,
+    spec_line=1543,
 )
 
 
@@ -5635,7 +5651,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1541,
+    spec_line=1550,
 )
 
 
@@ -5651,7 +5667,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1541,
+    spec_line=1550,
 )
 
 
@@ -5667,7 +5683,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1550,
+    spec_line=1559,
 )
 
 
@@ -5683,7 +5699,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1550,
+    spec_line=1559,
 )
 
 
@@ -5699,7 +5715,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1559,
+    spec_line=1568,
 )
 
 
@@ -5715,7 +5731,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1568,
+    spec_line=1577,
 )
 
 
@@ -5731,7 +5747,23 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1568,
+    spec_line=1577,
+)
+
+
+KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
+    name="masked_scatter_backward",
+    kind="functional",
+    jvp=jvp.masked_scatter_backward_default,
+    vjp=vjp.masked_scatter_backward_default,
+    arguments=("grad_output", "mask", "sizes"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=1589,
 )
 
 
@@ -5747,7 +5779,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1578,
+    spec_line=1597,
 )
 
 
@@ -5763,7 +5795,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1586,
+    spec_line=1605,
 )
 
 
@@ -5779,7 +5811,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1586,
+    spec_line=1605,
 )
 
 
@@ -5795,7 +5827,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1601,
+    spec_line=1620,
 )
 
 
@@ -5811,7 +5843,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1605,
+    spec_line=1624,
 )
 
 
@@ -5827,7 +5859,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1612,
+    spec_line=1631,
 )
 
 
@@ -5843,7 +5875,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1614,
+    spec_line=1633,
 )
 
 
@@ -5859,7 +5891,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1616,
+    spec_line=1635,
 )
 
 
@@ -5875,7 +5907,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1618,
+    spec_line=1637,
 )
 
 
@@ -5891,7 +5923,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1620,
+    spec_line=1639,
 )
 
 
@@ -5907,7 +5939,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1622,
+    spec_line=1641,
 )
 
 
@@ -5923,7 +5955,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1629,
+    spec_line=1648,
 )
 
 
@@ -5939,7 +5971,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1637,
+    spec_line=1656,
 )
 
 
@@ -5955,7 +5987,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1645,
+    spec_line=1664,
 )
 
 
@@ -5971,7 +6003,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1653,
+    spec_line=1672,
 )
 
 
@@ -5987,7 +6019,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1657,
+    spec_line=1676,
 )
 
 
@@ -6003,7 +6035,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1667,
+    spec_line=1686,
 )
 
 
@@ -6019,7 +6051,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1677,
+    spec_line=1696,
 )
 
 
@@ -6035,7 +6067,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1684,
+    spec_line=1703,
 )
 
 
@@ -6051,7 +6083,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1691,
+    spec_line=1710,
 )
 
 
@@ -6067,7 +6099,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1699,
+    spec_line=1718,
 )
 
 
@@ -6083,7 +6115,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1706,
+    spec_line=1725,
 )
 
 
@@ -6099,7 +6131,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1713,
+    spec_line=1732,
 )
 
 
@@ -6115,7 +6147,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1721,
+    spec_line=1740,
 )
 
 
@@ -6131,7 +6163,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1729,
+    spec_line=1748,
 )
 
 
@@ -6147,7 +6179,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1736,
+    spec_line=1755,
 )
 
 
@@ -6163,7 +6195,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1743,
+    spec_line=1762,
 )
 
 
@@ -6179,7 +6211,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1747,
+    spec_line=1766,
 )
 
 
@@ -6195,7 +6227,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1754,
+    spec_line=1773,
 )
 
 
@@ -6211,7 +6243,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1754,
+    spec_line=1773,
 )
 
 
@@ -6227,7 +6259,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1761,
+    spec_line=1780,
 )
 
 
@@ -6243,7 +6275,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1761,
+    spec_line=1780,
 )
 
 
@@ -6259,7 +6291,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1768,
+    spec_line=1787,
 )
 
 
@@ -6275,7 +6307,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1775,
+    spec_line=1794,
 )
 
 
@@ -6291,7 +6323,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1783,
+    spec_line=1802,
 )
 
 
@@ -6307,7 +6339,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1791,
+    spec_line=1810,
 )
 
 
@@ -6323,7 +6355,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1799,
+    spec_line=1818,
 )
 
 
@@ -6339,7 +6371,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1807,
+    spec_line=1826,
 )
 
 
@@ -6355,7 +6387,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1815,
+    spec_line=1834,
 )
 
 
@@ -6371,7 +6403,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1823,
+    spec_line=1842,
 )
 
 
@@ -6387,7 +6419,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1831,
+    spec_line=1850,
 )
 
 
@@ -6403,7 +6435,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1839,
+    spec_line=1858,
 )
 
 
@@ -6419,7 +6451,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1847,
+    spec_line=1866,
 )
 
 
@@ -6435,7 +6467,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1852,
+    spec_line=1871,
 )
 
 
@@ -6451,7 +6483,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1857,
+    spec_line=1876,
 )
 
 
@@ -6467,7 +6499,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1862,
+    spec_line=1881,
 )
 
 
@@ -6483,7 +6515,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1867,
+    spec_line=1886,
 )
 
 
@@ -6499,7 +6531,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1875,
+    spec_line=1894,
 )
 
 
@@ -6515,7 +6547,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1882,
+    spec_line=1901,
 )
 
 
@@ -6531,7 +6563,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1882,
+    spec_line=1901,
 )
 
 
@@ -6547,7 +6579,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1891,
+    spec_line=1910,
 )
 
 
@@ -6563,7 +6595,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1897,
+    spec_line=1916,
 )
 
 
@@ -6579,7 +6611,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=1897,
+    spec_line=1916,
 )
 
 
@@ -6595,7 +6627,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1906,
+    spec_line=1925,
 )
 
 
@@ -6611,7 +6643,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=1906,
+    spec_line=1925,
 )
 
 
@@ -6627,7 +6659,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1915,
+    spec_line=1934,
 )
 
 
@@ -6643,7 +6675,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=1915,
+    spec_line=1934,
 )
 
 
@@ -6659,7 +6691,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1924,
+    spec_line=1943,
 )
 
 
@@ -6675,7 +6707,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=1924,
+    spec_line=1943,
 )
 
 
@@ -6691,7 +6723,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1937,
+    spec_line=1956,
 )
 
 
@@ -6707,7 +6739,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1945,
+    spec_line=1964,
 )
 
 
@@ -6723,7 +6755,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1953,
+    spec_line=1972,
 )
 
 
@@ -6739,7 +6771,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1959,
+    spec_line=1978,
 )
 
 
@@ -6755,7 +6787,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=1959,
+    spec_line=1978,
 )
 
 
@@ -6771,7 +6803,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1968,
+    spec_line=1987,
 )
 
 
@@ -6787,7 +6819,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=1968,
+    spec_line=1987,
 )
 
 
@@ -6803,7 +6835,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1975,
+    spec_line=1994,
 )
 
 
@@ -6819,7 +6851,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=1975,
+    spec_line=1994,
 )
 
 
@@ -6835,7 +6867,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1981,
+    spec_line=2000,
 )
 
 
@@ -6851,7 +6883,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=1981,
+    spec_line=2000,
 )
 
 
@@ -6867,7 +6899,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1990,
+    spec_line=2009,
 )
 
 
@@ -6883,7 +6915,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=1990,
+    spec_line=2009,
 )
 
 
@@ -6899,7 +6931,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2000,
+    spec_line=2019,
 )
 
 
@@ -6915,7 +6947,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=2000,
+    spec_line=2019,
 )
 
 
@@ -6931,7 +6963,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2009,
+    spec_line=2028,
 )
 
 
@@ -6947,7 +6979,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2009,
+    spec_line=2028,
 )
 
 
@@ -6963,7 +6995,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2016,
+    spec_line=2035,
 )
 
 
@@ -6979,7 +7011,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2016,
+    spec_line=2035,
 )
 
 
@@ -6995,7 +7027,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2022,
+    spec_line=2041,
 )
 
 
@@ -7011,7 +7043,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2022,
+    spec_line=2041,
 )
 
 
@@ -7027,7 +7059,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2029,
+    spec_line=2048,
 )
 
 
@@ -7043,7 +7075,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2035,
+    spec_line=2054,
 )
 
 
@@ -7059,7 +7091,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2046,
+    spec_line=2065,
 )
 
 
@@ -7075,7 +7107,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2055,
+    spec_line=2074,
 )
 
 
@@ -7091,7 +7123,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2062,
+    spec_line=2081,
 )
 
 
@@ -7107,7 +7139,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2068,
+    spec_line=2087,
 )
 
 
@@ -7123,7 +7155,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2074,
+    spec_line=2093,
 )
 
 
@@ -7139,7 +7171,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2084,
+    spec_line=2103,
 )
 
 
@@ -7155,7 +7187,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2084,
+    spec_line=2103,
 )
 
 
@@ -7171,7 +7203,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2090,
+    spec_line=2109,
 )
 
 
@@ -7187,7 +7219,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2100,
+    spec_line=2119,
 )
 
 
@@ -7203,7 +7235,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2110,
+    spec_line=2129,
 )
 
 
@@ -7219,7 +7251,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2122,
+    spec_line=2141,
 )
 
 
@@ -7235,7 +7267,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2135,
+    spec_line=2154,
 )
 
 
@@ -7251,7 +7283,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2151,
+    spec_line=2170,
 )
 
 
@@ -7267,7 +7299,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2160,
+    spec_line=2179,
 )
 
 
@@ -7283,7 +7315,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2173,
+    spec_line=2192,
 )
 
 
@@ -7299,7 +7331,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2186,
+    spec_line=2205,
 )
 
 
@@ -7315,7 +7347,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2196,
+    spec_line=2215,
 )
 
 
@@ -7331,7 +7363,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2209,
+    spec_line=2228,
 )
 
 
@@ -7347,7 +7379,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2217,
+    spec_line=2236,
 )
 
 
@@ -7363,7 +7395,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2226,
+    spec_line=2245,
 )
 
 
@@ -7379,7 +7411,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2234,
+    spec_line=2253,
 )
 
 
@@ -7395,7 +7427,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2243,
+    spec_line=2262,
 )
 
 
@@ -7411,7 +7443,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2252,
+    spec_line=2271,
 )
 
 
@@ -7427,7 +7459,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2262,
+    spec_line=2281,
 )
 
 
@@ -7443,7 +7475,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2271,
+    spec_line=2290,
 )
 
 
@@ -7459,7 +7491,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2278,
+    spec_line=2297,
 )
 
 
@@ -7475,7 +7507,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2286,
+    spec_line=2305,
 )
 
 
@@ -7491,7 +7523,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2298,
+    spec_line=2317,
 )
 
 
@@ -7514,7 +7546,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2314,
+    spec_line=2333,
 )
 
 
@@ -7530,7 +7562,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2325,
+    spec_line=2344,
 )
 
 
@@ -7546,7 +7578,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2332,
+    spec_line=2351,
 )
 
 
@@ -7562,7 +7594,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2340,
+    spec_line=2359,
 )
 
 
@@ -7578,7 +7610,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2346,
+    spec_line=2365,
 )
 
 
@@ -7594,7 +7626,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2352,
+    spec_line=2371,
 )
 
 
@@ -7618,7 +7650,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2360,
+    spec_line=2379,
 )
 
 
@@ -7634,7 +7666,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2369,
+    spec_line=2388,
 )
 
 
@@ -7650,7 +7682,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2375,
+    spec_line=2394,
 )
 
 
@@ -7666,7 +7698,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2381,
+    spec_line=2400,
 )
 
 
@@ -7682,7 +7714,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2389,
+    spec_line=2408,
 )
 
 
@@ -7698,7 +7730,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2399,
+    spec_line=2418,
 )
 
 
@@ -7714,7 +7746,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2405,
+    spec_line=2424,
 )
 
 
@@ -7730,7 +7762,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2411,
+    spec_line=2430,
 )
 
 
@@ -7746,7 +7778,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2419,
+    spec_line=2438,
 )
 
 
@@ -7762,7 +7794,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2431,
+    spec_line=2450,
 )
 
 
@@ -7778,7 +7810,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2441,
+    spec_line=2460,
 )
 
 
@@ -7794,7 +7826,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2451,
+    spec_line=2470,
 )
 
 
@@ -7810,7 +7842,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2461,
+    spec_line=2480,
 )
 
 
@@ -7834,7 +7866,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2474,
+    spec_line=2493,
 )
 
 
@@ -7858,7 +7890,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2484,
+    spec_line=2503,
 )
 
 
@@ -7874,7 +7906,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2496,
+    spec_line=2515,
 )
 
 
@@ -7890,7 +7922,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2507,
+    spec_line=2526,
 )
 
 
@@ -7906,7 +7938,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2515,
+    spec_line=2534,
 )
 
 
@@ -7922,7 +7954,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2524,
+    spec_line=2543,
 )
 
 
@@ -7938,7 +7970,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2533,
+    spec_line=2552,
 )
 
 
@@ -7954,7 +7986,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2542,
+    spec_line=2561,
 )
 
 
@@ -7979,7 +8011,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2557,
+    spec_line=2576,
 )
 
 
@@ -7995,7 +8027,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2566,
+    spec_line=2585,
 )
 
 
@@ -8019,7 +8051,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2574,
+    spec_line=2593,
 )
 
 
@@ -8043,7 +8075,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2582,
+    spec_line=2601,
 )
 
 
@@ -8067,7 +8099,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2592,
+    spec_line=2611,
 )
 
 
@@ -8083,7 +8115,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2603,
+    spec_line=2622,
 )
 
 
@@ -8099,7 +8131,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2615,
+    spec_line=2634,
 )
 
 
@@ -8115,7 +8147,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2622,
+    spec_line=2641,
 )
 
 
@@ -8131,7 +8163,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2631,
+    spec_line=2650,
 )
 
 
@@ -8147,7 +8179,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2639,
+    spec_line=2658,
 )
 
 
@@ -8170,7 +8202,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2647,
+    spec_line=2666,
 )
 
 
@@ -8186,7 +8218,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2657,
+    spec_line=2676,
 )
 
 
@@ -8202,7 +8234,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2666,
+    spec_line=2685,
 )
 
 
@@ -8227,7 +8259,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2677,
+    spec_line=2696,
 )
 
 
@@ -8252,7 +8284,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2686,
+    spec_line=2705,
 )
 
 
@@ -8268,7 +8300,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2694,
+    spec_line=2713,
 )
 
 
@@ -8284,7 +8316,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2703,
+    spec_line=2722,
 )
 
 
@@ -8300,7 +8332,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2711,
+    spec_line=2730,
 )
 
 
@@ -8325,7 +8357,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2723,
+    spec_line=2742,
 )
 
 
@@ -8341,7 +8373,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2731,
+    spec_line=2750,
 )
 
 
@@ -8357,7 +8389,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2738,
+    spec_line=2757,
 )
 
 
@@ -8373,7 +8405,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2748,
+    spec_line=2767,
 )
 
 
@@ -8389,7 +8421,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2754,
+    spec_line=2773,
 )
 
 
@@ -8405,7 +8437,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2759,
+    spec_line=2778,
 )
 
 
@@ -8421,7 +8453,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
-    spec_line=2759,
+    spec_line=2778,
 )
 
 
@@ -8437,7 +8469,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2769,
+    spec_line=2788,
 )
 
 
@@ -8453,7 +8485,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2773,
+    spec_line=2792,
 )
 
 
@@ -8469,7 +8501,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2777,
+    spec_line=2796,
 )
 
 
@@ -8485,7 +8517,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2781,
+    spec_line=2800,
 )
 
 
@@ -8501,7 +8533,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2785,
+    spec_line=2804,
 )
 
 
@@ -8517,7 +8549,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2789,
+    spec_line=2808,
 )
 
 
@@ -8533,7 +8565,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2794,
+    spec_line=2813,
 )
 
 
@@ -8549,7 +8581,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2798,
+    spec_line=2817,
 )
 
 
@@ -8565,7 +8597,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2803,
+    spec_line=2822,
 )
 
 
@@ -8581,7 +8613,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2808,
+    spec_line=2827,
 )
 
 
@@ -8609,7 +8641,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2818,
+    spec_line=2837,
 )
 
 
@@ -8634,7 +8666,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2828,
+    spec_line=2847,
 )
 
 
@@ -8659,7 +8691,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2837,
+    spec_line=2856,
 )
 
 
@@ -8675,7 +8707,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2846,
+    spec_line=2865,
 )
 
 
@@ -8691,7 +8723,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2854,
+    spec_line=2873,
 )
 
 
@@ -8707,7 +8739,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2864,
+    spec_line=2883,
 )
 
 
@@ -8723,7 +8755,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2872,
+    spec_line=2891,
 )
 
 
@@ -8739,7 +8771,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2882,
+    spec_line=2901,
 )
 
 
@@ -8755,7 +8787,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2890,
+    spec_line=2909,
 )
 
 
@@ -8771,7 +8803,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2898,
+    spec_line=2917,
 )
 
 
@@ -8787,7 +8819,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2906,
+    spec_line=2925,
 )
 
 
@@ -8803,7 +8835,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2914,
+    spec_line=2933,
 )
 
 
@@ -8819,7 +8851,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2922,
+    spec_line=2941,
 )
 
 
@@ -8835,7 +8867,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2932,
+    spec_line=2951,
 )
 
 
@@ -8851,7 +8883,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2939,
+    spec_line=2958,
 )
 
 
@@ -8874,7 +8906,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2946,
+    spec_line=2965,
 )
 
 
@@ -8890,7 +8922,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2953,
+    spec_line=2972,
 )
 
 
@@ -8906,7 +8938,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2960,
+    spec_line=2979,
 )
 
 
@@ -8929,7 +8961,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2967,
+    spec_line=2986,
 )
 
 
@@ -8945,7 +8977,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2974,
+    spec_line=2993,
 )
 
 
@@ -8968,7 +9000,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2982,
+    spec_line=3001,
 )
 
 
@@ -8991,7 +9023,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2990,
+    spec_line=3009,
 )
 
 
@@ -9015,7 +9047,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2998,
+    spec_line=3017,
 )
 
 
@@ -9031,7 +9063,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3008,
+    spec_line=3027,
 )
 
 
@@ -9053,7 +9085,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3016,
+    spec_line=3035,
 )
 
 
@@ -9078,7 +9110,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3029,
+    spec_line=3048,
 )
 
 
@@ -9105,5 +9137,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3041,
+    spec_line=3060,
 )

@@ -303,6 +303,8 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         if recompute and inplace:
             with autograd_enabled():
                 before = primals[0].clone()
+        # A random op recomputed below must draw the same numbers again.
+        replay = _RandomReplay(func, schema, primals) if recompute else None
         out = func(*args, **kwargs)
         many = len(schema.returns) > 1
         outputs = tuple(out) if many else (out,)
@@ -311,7 +313,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
             # The primal above ran below autograd; formulas that read the output
             # need it inside the graph for reverse-over-forward (for an in-place
             # op: its functional form applied to self as it was before).
-            with autograd_enabled():
+            with autograd_enabled(), replay:
                 if inplace:
                     tracked = call_with(functional_form(func), [before, *primals[1:]])
                 else:
@@ -330,6 +332,50 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
+
+
+class _RandomReplay:
+    """For a random op (bernoulli, native_dropout): its generator's state before
+    the first call, restored for a second call and advanced as after the first on
+    leaving, so both calls draw the same numbers and the stream moves on once."""
+
+    def __init__(self, func, schema, primals: list):
+        self.generator = None
+        if torch.Tag.nondeterministic_seeded not in func.tags:
+            return
+        explicit = [
+            v
+            for a, v in zip(schema.arguments, primals)
+            if a.name == "generator" and v is not None
+        ]
+        if explicit:
+            self.generator = explicit[0]
+        else:
+            device = next(
+                (t.device for t in _tensors(primals) if isinstance(t, torch.Tensor)),
+                torch.device("cpu"),
+            )
+            self.generator = default_generator(device)
+        self.before = self.generator.get_state()
+
+    def __enter__(self):
+        if self.generator is not None:
+            self.after = self.generator.get_state()
+            self.generator.set_state(self.before)
+
+    def __exit__(self, *exc):
+        if self.generator is not None:
+            self.generator.set_state(self.after)
+        return False
+
+
+def default_generator(device: torch.device) -> torch.Generator:
+    """The generator a random op on `device` draws from when given none."""
+    if device.type == "cpu":
+        return torch.default_generator
+    module = torch.get_device_module(device.type)
+    index = device.index if device.index is not None else module.current_device()
+    return module.default_generators[index]
 
 
 def call_with(func, values: list):

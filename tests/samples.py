@@ -57,9 +57,15 @@ def binary(
     ]
 
 
-# (kernel, "jvp" or "vjp") where native PyTorch 2.13 is wrong, so comparing with it
-# fails; `dualgen validate` checks these kernels against finite differences.
+# (kernel, "jvp" or "vjp") where native PyTorch 2.13 is wrong or has no rule, so
+# comparing with it fails; `dualgen validate` checks these kernels against finite
+# differences.
 NATIVE_WRONG = {
+    ("native_dropout_backward", "jvp"): "native has no forward-AD formula for "
+    "native_dropout_backward (NotImplementedError), so forward-over-reverse of "
+    "dropout fails natively",
+    ("masked_scatter_backward", "jvp"): "native's forward formula gives a tangent "
+    "of grad_output's shape, not of `sizes` (RuntimeError: different size)",
     ("triangular_solve", "jvp"): "native's JVP uses the whole tangent of A, not the "
     "triangle the op reads, and dA X for dA^T X with transpose=True",
     ("cholesky_solve", "jvp"): "native's JVP uses the whole tangent of the factor, "
@@ -373,6 +379,10 @@ SAMPLES: dict[str, list[Sample]] = {
         S(T(3, 4), 1.0, True, complex_ok=False),
         S(T(3, 4), 0.5, False, complex_ok=False),
     ],
+    "native_dropout_backward": [
+        S(T(3, 4), T(3, 4, dtype=torch.bool), 2.0, complex_ok=False),
+        S(T(3, 4), T(3, 4, dtype=torch.bool), 0.0, complex_ok=False),
+    ],
     # ----- elementwise (part `elementwise`)
     "log10": unary(domain="positive"),
     "asinh": unary(),
@@ -602,6 +612,10 @@ SAMPLES: dict[str, list[Sample]] = {
         S(T(3, 4), T(3, 4, dtype=torch.bool)),
         S(T(3, 4), T(4, dtype=torch.bool)),
         S(T(4), T(3, 4, dtype=torch.bool)),
+    ],
+    "masked_scatter_backward": [
+        S(T(3, 4), T(3, 4, dtype=torch.bool), [3, 5]),
+        S(T(3, 4), T(4, dtype=torch.bool), [2, 7]),
     ],
     "masked_scatter": [
         S(T(3, 4), T(3, 4, dtype=torch.bool), T(3, 4)),
