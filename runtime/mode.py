@@ -87,8 +87,9 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
         set_tangent(t, level, derived)
         return derived
     # Efficient zero tensors (autograd's zeros, e.g. the gradient of sgn) have no
-    # memory, so no saved output can be one.
-    if level.saved and not t._is_zerotensor():
+    # memory, so no saved output can be one. A rebuilt saved output keeps its
+    # place in the graph (requires_grad); `.data` and from_dlpack copies do not.
+    if level.saved and t.requires_grad and not t._is_zerotensor():
         saved = level.saved.get(geometry(t))
         if saved is not None:
             value = saved[1].get(level)
@@ -213,6 +214,11 @@ def _missing_rule(mode, func, args, kwargs, level):
         f"dualgen has no forward-mode (JVP) rule for {name}; add an entry to "
         f"derivatives.yaml (or register one with dualgen.register_jvp)"
     )
+    twin = _ATEN_TWIN_OF_PRIM.get(func)
+    if twin is not None:
+        # Autograd adds a gradient to an efficient zero tensor through
+        # torch._refs.add, which reaches prims: run the prim as its aten twin.
+        return _dispatch_at(mode, twin, args, kwargs, level)
     if has_decomposition(func):
         # A composite op reached us below its usual decomposition (autograd's
         # zero tensors call `to` directly): run its aten ops through the mode.
@@ -232,6 +238,16 @@ def _missing_rule(mode, func, args, kwargs, level):
     ):
         raise NotImplementedError(message)
     return out  # nothing differentiable comes out (comparisons, indices, sizes)
+
+
+# Element-wise prims with an aten op of the same arguments and values (torch._refs
+# has promoted their dtypes and broadcast their shapes already).
+_ATEN_TWIN_OF_PRIM = {
+    torch.ops.prims.add.default: torch.ops.aten.add.Tensor,
+    torch.ops.prims.sub.default: torch.ops.aten.sub.Tensor,
+    torch.ops.prims.mul.default: torch.ops.aten.mul.Tensor,
+    torch.ops.prims.neg.default: torch.ops.aten.neg.default,
+}
 
 
 def has_decomposition(func) -> bool:

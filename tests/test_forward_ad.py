@@ -1305,12 +1305,6 @@ def test_copy_into_other_dtype_keeps_tangent_dtype_as_native():
     run_both(fn)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dualgen bug: a new tensor aliasing a saved op output with the same "
-    "geometry (`.data`, from_dlpack) inherits its tangent through the saved-output "
-    "lookup by storage and geometry (mode.tangent_of); native gives None",
-)
 def test_data_of_a_saved_output_has_no_tangent():
     def fn(fwAD):
         x = randn(3, requires_grad=True)
@@ -1679,9 +1673,6 @@ FOR_BUGS = {
     "sgn_zero_tensor_grad": "dualgen difference: the gradient of sgn is an "
     "efficient zero tensor that does not depend on x; dualgen gives it no tangent "
     "(None) where torch.func materialises a zero tangent",
-    "sgn_zero_tensor_accumulated": "dualgen limitation: autograd adds a dual "
-    "gradient to an efficient zero tensor through torch._refs.add, whose prims "
-    "ops have no forward rules",
     "relu": "dualgen difference: threshold_backward declares `self` "
     "non-differentiable, so the gradient of relu gets no tangent (None) where "
     "native and torch.func materialise a zero tangent",
