@@ -70,14 +70,19 @@ def as_real_like(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def conform(tangent: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+def conform(
+    tangent: torch.Tensor | None, result: torch.Tensor | None
+) -> torch.Tensor | None:
     """Give a tangent its primal's shape (in the primal's layout).
 
     Generated kernels call this where a term was dropped for an absent tangent, so
     the remaining term may have an input's shape rather than the broadcast output's.
     The tangent keeps its dtype, as in native forward AD (its real part where the
-    output is real).
+    output is real). An output the op did not compute (None: a backward op's
+    output_mask) has no tangent.
     """
+    if tangent is None or result is None:
+        return None
     tangent = as_real_like(tangent, result)
     if tangent.shape == result.shape:
         return tangent
@@ -85,9 +90,13 @@ def conform(tangent: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
 
 
 def fill_absent(
-    tangents: Sequence[torch.Tensor | None], primals: Sequence[torch.Tensor | None]
+    tangents: Sequence[torch.Tensor | None] | None,
+    primals: Sequence[torch.Tensor | None],
 ) -> list[torch.Tensor | None]:
-    """Zeros in place of the absent tangents of a tensor list (needed by `cat`)."""
+    """Zeros in place of the absent tangents of a tensor list (needed by `cat`);
+    `tangents` None: zeros for every tensor of the list."""
+    if tangents is None:
+        tangents = [None] * len(primals)
     return [
         torch.zeros_like(p) if t is None and p is not None else t
         for t, p in zip(tangents, primals)

@@ -127,3 +127,81 @@ def test_inplace_counterpart_matches_by_arguments(functional, inplace):
 
     found = _inplace_counterpart(parse_schema(functional), TorchOperators())
     assert (found.full_name if found else None) == inplace
+
+
+# A formula with more tangents than MAX_SPECIALISED_TANGENTS gets one branch, taken
+# when any tangent is present, with zeros for the absent ones: the same tangents as
+# the enumerated branches.
+DENSE_SPEC = """\
+- name: addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
+  self: grad
+  tensor1: grad * tensor2 * value
+  tensor2: grad * tensor1 * value
+  result: self_t + value * (tensor1_t * tensor2_p + tensor1_p * tensor2_t)
+- name: cat(Tensor[] tensors, int dim=0) -> Tensor
+  tensors: cat_grads(grad, tensors, dim)
+  result: auto_linear
+- name: native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
+  sample: normalized_shape=[3]
+  output_differentiability: [true, false, false]
+  input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
+  result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
+"""
+
+
+def _kernels(tmp_path, monkeypatch, limit: int, tag: str):
+    from dualgen.tools import analyse as analyse_module
+    from dualgen.tools.cli import generate_files
+    from dualgen.tools.validate import load_kernels
+
+    monkeypatch.setattr(analyse_module, "MAX_SPECIALISED_TANGENTS", limit)
+    spec = tmp_path / f"{tag}.yaml"
+    spec.write_text(DENSE_SPEC)
+    outcome = generate_files(spec)
+    return outcome.files["jvp.py"], load_kernels(outcome.files)
+
+
+def test_too_many_tangents_give_one_dense_branch(tmp_path, monkeypatch):
+    import itertools
+
+    import torch
+
+    from dualgen.mode import call_with
+
+    enumerated_text, enumerated = _kernels(tmp_path, monkeypatch, 4, "enumerated")
+    dense_text, dense = _kernels(tmp_path, monkeypatch, 0, "dense")
+    assert "zeros_like(tensor1_p) if" not in enumerated_text
+    assert "tensor1_t = torch.zeros_like(tensor1_p) if tensor1_t is None" in dense_text
+    # Optional tensors' tangents are still branched on: their primal may be None.
+    assert "elif weight_t is None and bias_t is None and input_t is not None:" in (
+        dense_text
+    )
+    aten = torch.ops.aten
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+    cases = {
+        aten.addcmul.default: ([r(3, 4), r(3, 4), r(4), 0.5], [r(3, 4), r(3, 4), r(4)]),
+        aten.cat.default: ([[r(2, 3), r(1, 3)], 0], [[r(2, 3), r(1, 3)]]),
+        aten.native_layer_norm.default: (
+            [r(2, 3), [3], r(3), None, 1e-5],
+            [r(2, 3), r(3), None],
+        ),
+    }
+    for op, (primals, tangents) in cases.items():
+        out = call_with(op, primals)
+        outputs = tuple(out) if isinstance(out, tuple) else (out,)
+        for mask in itertools.product([False, True], repeat=len(tangents)):
+            given = [t if keep else None for t, keep in zip(tangents, mask)]
+            if op is aten.cat.default and mask[0]:
+                given = [[tangents[0][0], None]]  # a list with one tangent absent
+            want = enumerated[op].jvp(*primals, *given, *outputs)
+            got = dense[op].jvp(*primals, *given, *outputs)
+            want = want[0] if isinstance(want, tuple) else want
+            got = got[0] if isinstance(got, tuple) else got
+            if not any(t is not None for t in given):
+                assert got is None and want is None
+                continue
+            torch.testing.assert_close(got, want)

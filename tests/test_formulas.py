@@ -51,6 +51,9 @@ def test_conform_expands_to_the_result_and_keeps_the_tangent_dtype():
     assert F.conform(same, result) is same
     z = torch.randn(3, 4, dtype=torch.complex128)
     torch.testing.assert_close(F.conform(z, result), z.real)
+    # An output not computed (output_mask False) has no tangent.
+    assert F.conform(torch.randn(3, 4), None) is None
+    assert F.conform(None, result) is None
 
 
 def test_fill_absent_builds_zeros_only_for_missing_tangents():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .derive import element_wise_jvp, is_name, op_call
 from .model import (
@@ -26,7 +26,7 @@ from .schema import TorchOperators
 from .zeros import specialise
 
 # Beyond this many tangents referenced by one formula, absent ones are materialised
-# as zeros instead of enumerating 2**n branches.
+# as zeros in one branch instead of enumerating 2**n branches.
 MAX_SPECIALISED_TANGENTS = 4
 
 
@@ -187,17 +187,8 @@ def _branches(
     if inplace and "self_t" not in referenced:
         referenced.insert(0, "self_t")
     if len(referenced) > MAX_SPECIALISED_TANGENTS:
-        return (
-            _branch(
-                expr,
-                tuple(referenced),
-                (),
-                lists,
-                optional,
-                inplace,
-                mutating,
-                may_broadcast,
-            ),
+        return _dense_branches(
+            expr, referenced, lists, optional, inplace, mutating, may_broadcast
         )
     branches = []
     for count in range(len(referenced), 0, -1):
@@ -215,6 +206,27 @@ def _branches(
                     may_broadcast,
                 )
             )
+    return tuple(branches)
+
+
+def _dense_branches(
+    expr, referenced, lists, optional, inplace, mutating, may_broadcast
+) -> tuple[Branch, ...]:
+    """Branches on the optional tensors' tangents only (their primal may be None,
+    so no zeros can stand in for them); zeros for the other absent tangents."""
+    maybe_none = [t for t in referenced if t in optional]
+    required = [t for t in referenced if t not in optional]
+    zeros = tuple((t, t[: -len("_t")] + "_p") for t in required if t not in lists)
+    branches = []
+    for count in range(len(maybe_none), -1, -1):
+        for chosen in itertools.combinations(maybe_none, count):
+            absent = tuple(t for t in maybe_none if t not in chosen)
+            present = tuple(t for t in referenced if t not in absent)
+            branch = _branch(
+                expr, present, absent, lists, optional, inplace, mutating, may_broadcast
+            )
+            filled = tuple((t, lists[t]) for t in required if t in lists)
+            branches.append(replace(branch, lists_to_fill=filled, zeros_to_fill=zeros))
     return tuple(branches)
 
 

@@ -141,7 +141,7 @@ class Emitter:
         target = f"{out.output}_t = " if multi else "return "
         branches = tuple(
             BranchView(
-                self.printer.present(b.present),
+                self._condition(b),
                 self._branch_lines(b, out.output, target),
             )
             for b in out.branches
@@ -151,8 +151,22 @@ class Emitter:
             out.output, f"{out.output}: {out.formula}", branches, f"{target}None"
         )
 
+    def _condition(self, b: Branch) -> str:
+        if not b.dense:
+            return self.printer.present(b.present)
+        required = {t for t, _ in b.zeros_to_fill} | {t for t, _ in b.lists_to_fill}
+        chosen = tuple(t for t in b.present if t not in required)
+        return self.printer.dense(
+            chosen, b.absent, () if chosen else tuple(sorted(required))
+        )
+
     def _branch_lines(self, b: Branch, output: str, target: str) -> tuple[str, ...]:
-        fills = tuple(f"{t} = fill_absent({t}, {p})" for t, p in b.lists_to_fill)
+        zeros = tuple(
+            f"{t} = {self.printer.zeros_if_absent(t, p)}" for t, p in b.zeros_to_fill
+        )
+        fills = zeros + tuple(
+            f"{t} = fill_absent({t}, {p})" for t, p in b.lists_to_fill
+        )
         code = self.printer.expr(b.expr) if b.expr is not None else ""
         value = {
             Action.RETURN: code,

@@ -32,6 +32,14 @@ class Branch:
     lists_to_fill: tuple[tuple[str, str], ...]  # (tangent list, primal list) to densify
     expr: ast.expr | None
     action: Action
+    # A formula with too many tangents to enumerate branches only on its optional
+    # tensors' tangents (whose primal may be None); the others, (tangent, primal)
+    # here, are zeros where absent.
+    zeros_to_fill: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def dense(self) -> bool:
+        return bool(self.zeros_to_fill)
 
 
 @dataclass(frozen=True)

@@ -17,3 +17,18 @@ class PythonPrinter:
 
     def present(self, tangents: tuple[str, ...]) -> str:
         return " and ".join(f"{t} is not None" for t in tangents)
+
+    def dense(
+        self, present: tuple[str, ...], absent: tuple[str, ...], any_of: tuple[str, ...]
+    ) -> str:
+        """`present` are there, `absent` are not, and one of `any_of` is."""
+        parts = [f"{t} is not None" for t in present]
+        parts += [f"{t} is None" for t in absent]
+        if len(any_of) == 1:
+            parts.append(f"{any_of[0]} is not None")
+        elif any_of:
+            parts.append("(" + " or ".join(f"{t} is not None" for t in any_of) + ")")
+        return " and ".join(parts)
+
+    def zeros_if_absent(self, tangent: str, primal: str) -> str:
+        return f"torch.zeros_like({primal}) if {tangent} is None else {tangent}"
