@@ -26,9 +26,10 @@ from dualgen.generated.registry import KERNELS
 
 
 def _cases(check: str) -> list:
-    """Every (kernel, sample, dtype); a strict xfail where native is wrong
-    (samples.NATIVE_WRONG: `dualgen validate` checks those against finite
-    differences)."""
+    """Every (kernel, sample, dtype); a strict xfail where native is wrong or has
+    no rule (samples.NATIVE_WRONG) or where dualgen differs on purpose
+    (samples.DIFFERS_FROM_NATIVE): `dualgen validate` checks those against finite
+    differences."""
     cases = []
     for op, info in KERNELS.items():
         wrong = NATIVE_WRONG.get((info.name, check))
@@ -37,7 +38,7 @@ def _cases(check: str) -> list:
         if wrong:
             marks = pytest.mark.xfail(strict=True, reason=wrong)
         elif differs:
-            marks = pytest.mark.xfail(strict=False, reason=differs)
+            marks = pytest.mark.xfail(strict=True, reason=differs)
         for i, sample in enumerate(samples_for(info.name, info.derived_from)):
             for dtype in (torch.float64, torch.complex128):
                 if not (sample.complex_ok if dtype.is_complex else sample.real_ok):
