@@ -60,6 +60,10 @@ def test_fill_absent_builds_zeros_only_for_missing_tangents():
     a, b = torch.randn(2), torch.randn(3)
     out = F.fill_absent([a, None], [torch.randn(2), b])
     assert out[0] is a and torch.equal(out[1], torch.zeros(3))
+    # No tangent list at all (a dense kernel branch): zeros for every tensor.
+    zeros = F.fill_absent(None, [a, None, b])
+    assert torch.equal(zeros[0], torch.zeros(2)) and zeros[1] is None
+    assert torch.equal(zeros[2], torch.zeros(3))
 
 
 @pytest.mark.parametrize(
