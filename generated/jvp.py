@@ -9013,7 +9013,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3048
+    # functional, spec line 3050
     # result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
@@ -9136,66 +9136,15 @@ def native_layer_norm_backward_default(
         )
     else:
         result0_t = None
-    # result1: norm_backward_tangent(1, result1, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
-    if grad_out_t is not None and input_t is not None and weight_t is not None:
+    # result1: norm_backward_tangent(1, result1, "layer", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+    if grad_out_t is not None and input_t is not None:
         result1_t = norm_backward_tangent(
             1,
             result1,
             "layer",
             grad_out_t,
             input_t,
-            weight_t,
             None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif grad_out_t is not None and input_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "layer",
-            grad_out_t,
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif grad_out_t is not None and weight_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "layer",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif input_t is not None and weight_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "layer",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            weight_t,
             None,
             None,
             grad_out_p,
@@ -9212,7 +9161,7 @@ def native_layer_norm_backward_default(
             "layer",
             grad_out_t,
             torch.zeros_like(input_p),
-            None if weight_p is None else torch.zeros_like(weight_p),
+            None,
             None,
             None,
             grad_out_p,
@@ -9229,24 +9178,7 @@ def native_layer_norm_backward_default(
             "layer",
             torch.zeros_like(grad_out_p),
             input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
             None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif weight_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "layer",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            weight_t,
             None,
             None,
             grad_out_p,
@@ -9258,117 +9190,15 @@ def native_layer_norm_backward_default(
         )
     else:
         result1_t = None
-    # result2: norm_backward_tangent(2, result2, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
-    if grad_out_t is not None and input_t is not None and weight_t is not None:
+    # result2: norm_backward_tangent(2, result2, "layer", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+    if grad_out_t is not None:
         result2_t = norm_backward_tangent(
             2,
             result2,
             "layer",
             grad_out_t,
-            input_t,
-            weight_t,
             None,
             None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif grad_out_t is not None and input_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "layer",
-            grad_out_t,
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif grad_out_t is not None and weight_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "layer",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif input_t is not None and weight_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "layer",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif grad_out_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "layer",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif input_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "layer",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
-            normalized_shape,
-        )
-    elif weight_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "layer",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            weight_t,
             None,
             None,
             grad_out_p,
@@ -9402,7 +9232,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3060
+    # functional, spec line 3062
     # result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
@@ -9539,72 +9369,15 @@ def native_batch_norm_backward_default(
         )
     else:
         result0_t = None
-    # result1: norm_backward_tangent(1, result1, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
-    if grad_out_t is not None and input_t is not None and weight_t is not None:
+    # result1: norm_backward_tangent(1, result1, "batch", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+    if grad_out_t is not None and input_t is not None:
         result1_t = norm_backward_tangent(
             1,
             result1,
             "batch",
             grad_out_t,
             input_t,
-            weight_t,
             None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif grad_out_t is not None and input_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "batch",
-            grad_out_t,
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif grad_out_t is not None and weight_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "batch",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif input_t is not None and weight_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "batch",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            weight_t,
             None,
             None,
             grad_out_p,
@@ -9623,7 +9396,7 @@ def native_batch_norm_backward_default(
             "batch",
             grad_out_t,
             torch.zeros_like(input_p),
-            None if weight_p is None else torch.zeros_like(weight_p),
+            None,
             None,
             None,
             grad_out_p,
@@ -9642,26 +9415,7 @@ def native_batch_norm_backward_default(
             "batch",
             torch.zeros_like(grad_out_p),
             input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
             None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif weight_t is not None:
-        result1_t = norm_backward_tangent(
-            1,
-            result1,
-            "batch",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            weight_t,
             None,
             None,
             grad_out_p,
@@ -9675,129 +9429,15 @@ def native_batch_norm_backward_default(
         )
     else:
         result1_t = None
-    # result2: norm_backward_tangent(2, result2, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
-    if grad_out_t is not None and input_t is not None and weight_t is not None:
+    # result2: norm_backward_tangent(2, result2, "batch", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+    if grad_out_t is not None:
         result2_t = norm_backward_tangent(
             2,
             result2,
             "batch",
             grad_out_t,
-            input_t,
-            weight_t,
             None,
             None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif grad_out_t is not None and input_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "batch",
-            grad_out_t,
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif grad_out_t is not None and weight_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "batch",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif input_t is not None and weight_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "batch",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif grad_out_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "batch",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif input_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "batch",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
-            None,
-            train,
-            eps,
-        )
-    elif weight_t is not None:
-        result2_t = norm_backward_tangent(
-            2,
-            result2,
-            "batch",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            weight_t,
             None,
             None,
             grad_out_p,

@@ -9110,7 +9110,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3048,
+    spec_line=3050,
 )
 
 
@@ -9137,5 +9137,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3060,
+    spec_line=3062,
 )

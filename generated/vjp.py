@@ -5771,7 +5771,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3048
+    # functional, spec line 3050
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
@@ -5805,7 +5805,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3060
+    # functional, spec line 3062
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
