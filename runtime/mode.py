@@ -151,16 +151,16 @@ class DualMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not reads_lazy_views(args, kwargs):
-            level = innermost_level_with_tangent(args, kwargs)
-            if level is None:
-                return func(*args, **kwargs)
-            return _dispatch_at(self, func, args, kwargs, level)
-        with native_dispatch_keys():
-            level = innermost_level_with_tangent(args, kwargs)
-            if level is None:
-                return func(*args, **kwargs)
-            return _dispatch_at(self, func, args, kwargs, level)
+        if reads_lazy_views(args, kwargs):
+            with native_dispatch_keys():
+                return self._dispatch(func, args, kwargs)
+        return self._dispatch(func, args, kwargs)
+
+    def _dispatch(self, func, args, kwargs):
+        level = innermost_level_with_tangent(args, kwargs)
+        if level is None:
+            return func(*args, **kwargs)
+        return _dispatch_at(self, func, args, kwargs, level)
 
 
 _LAZY_VIEW_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Conjugate) | (
