@@ -25,8 +25,8 @@ from .plan import Action, BackwardStep, Branch, JvpPlan, OpPlan, OutputTangent, 
 from .schema import TorchOperators
 from .zeros import specialise
 
-# Beyond this many tangents referenced by one formula, absent ones are materialised
-# as zeros in one branch instead of enumerating 2**n branches.
+# Beyond this many tangents referenced by one formula, branches are enumerated only
+# over its optional tensors' tangents; the other absent ones become zeros.
 MAX_SPECIALISED_TANGENTS = 4
 
 
@@ -217,6 +217,7 @@ def _dense_branches(
     maybe_none = [t for t in referenced if t in optional]
     required = [t for t in referenced if t not in optional]
     zeros = tuple((t, t[: -len("_t")] + "_p") for t in required if t not in lists)
+    filled = tuple((t, lists[t]) for t in required if t in lists)
     branches = []
     for count in range(len(maybe_none), -1, -1):
         for chosen in itertools.combinations(maybe_none, count):
@@ -225,7 +226,6 @@ def _dense_branches(
             branch = _branch(
                 expr, present, absent, lists, optional, inplace, mutating, may_broadcast
             )
-            filled = tuple((t, lists[t]) for t in required if t in lists)
             branches.append(replace(branch, lists_to_fill=filled, zeros_to_fill=zeros))
     return tuple(branches)
 
