@@ -86,6 +86,14 @@ def own_tangent(t: torch.Tensor, level: Level):
 MISSING = object()
 
 
+def copy_entries(source: torch.Tensor, target: torch.Tensor) -> None:
+    """Give `target` every tangent entry of `source` (an alias standing in for it)."""
+    entries = _entries(source)
+    if entries:
+        for level, value in entries.items():
+            set_tangent(target, level, None if value is _NO_TANGENT else value)
+
+
 def view_of_tangent(
     base_tangent: torch.Tensor, view: torch.Tensor, base: torch.Tensor
 ) -> torch.Tensor:

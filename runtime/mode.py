@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import (
     TorchDispatchMode,
+    _disable_current_modes,
     _get_current_dispatch_mode,
     _pop_mode,
     _push_mode,
@@ -23,6 +24,7 @@ from .levels import (
     MISSING,
     STATE,
     Level,
+    copy_entries,
     own_tangent,
     set_tangent,
     view_of_tangent,
@@ -320,6 +322,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     inplace = rule.kind == "inplace"
     self_tangent = tangents[0] if inplace and rule.input_indices[:1] == (0,) else None
     with handling_levels_below(level, mode):
+        target = primals[0] if inplace else None
         if inplace and rule.needs_original_self:
             with autograd_enabled():
                 primals[0] = primals[0].clone()
@@ -334,26 +337,21 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
             # value: its tangent gets the same new geometry in place.)
             with autograd_enabled():
                 tangents[0] = self_tangent.clone()
-        recompute = rule.uses_outputs and tracking
-        if recompute and inplace:
-            with autograd_enabled():
-                before = primals[0].clone()
-        # A random op recomputed below must draw the same numbers again.
-        replay = _RandomReplay(func, schema, primals) if recompute else None
-        out = func(*args, **kwargs)
         many = len(schema.returns) > 1
+        if rule.uses_outputs and tracking:
+            # Reverse-over-forward needs the outputs the formula reads inside the
+            # graph: the op runs once, under autograd (never twice: side effects
+            # such as running statistics and random draws happen once).
+            if inplace:
+                out, kernel_outputs = _run_inplace_tracked(
+                    func, target, primals, rule.needs_original_self
+                )
+            else:
+                out, kernel_outputs = _run_tracked(func, args, kwargs, many)
+        else:
+            out = func(*args, **kwargs)
+            kernel_outputs = tuple(out) if many else (out,)
         outputs = tuple(out) if many else (out,)
-        kernel_outputs = outputs
-        if recompute:
-            # The primal above ran below autograd; formulas that read the output
-            # need it inside the graph for reverse-over-forward (for an in-place
-            # op: its functional form applied to self as it was before).
-            with autograd_enabled(), replay:
-                if inplace:
-                    tracked = call_with(functional_form(func), [before, *primals[1:]])
-                else:
-                    tracked = func(*args, **kwargs)
-            kernel_outputs = tuple(tracked) if many else (tracked,)
         with autograd_enabled():
             result = rule.call(primals, tangents, kernel_outputs)
         results = result if many else (result,)
@@ -369,48 +367,39 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     return out
 
 
-class _RandomReplay:
-    """For a random op (bernoulli, native_dropout): its generator's state before
-    the first call, restored for a second call and advanced as after the first on
-    leaving, so both calls draw the same numbers and the stream moves on once."""
-
-    def __init__(self, func, schema, primals: list):
-        self.generator = None
-        if torch.Tag.nondeterministic_seeded not in func.tags:
-            return
-        explicit = [
-            v
-            for a, v in zip(schema.arguments, primals)
-            if a.name == "generator" and v is not None
-        ]
-        if explicit:
-            self.generator = explicit[0]
-        else:
-            device = next(
-                (t.device for t in _tensors(primals) if isinstance(t, torch.Tensor)),
-                torch.device("cpu"),
-            )
-            self.generator = default_generator(device)
-        self.before = self.generator.get_state()
-
-    def __enter__(self):
-        if self.generator is not None:
-            self.after = self.generator.get_state()
-            self.generator.set_state(self.before)
-
-    def __exit__(self, *exc):
-        if self.generator is not None:
-            self.generator.set_state(self.after)
-        return False
+def _run_tracked(func, args, kwargs, many: bool):
+    """Run a functional op once with autograd recording. Returns what the mode
+    hands back (each output as a detached alias: the autograd layer above records
+    its own node on it) and the recorded outputs the formula reads."""
+    with autograd_enabled():
+        tracked = func(*args, **kwargs)
+    outputs = tuple(tracked) if many else (tracked,)
+    plain = tuple(_detached_alias(o) for o in outputs)
+    return (plain if many else plain[0]), outputs
 
 
-def default_generator(device: torch.device) -> torch.Generator:
-    """The generator a random op on `device` draws from when given none."""
-    if device.type == "cpu":
-        return torch.default_generator
-    module = torch.get_device_module(device.type)
-    index = device.index if device.index is not None else module.current_device()
-    return module.default_generators[index]
+def _run_inplace_tracked(func, target, primals: list, have_original: bool):
+    """An in-place op whose formula reads its result, with autograd recording:
+    its functional form runs once on self's old value, inside the graph, and the
+    result is written into self. Returns self and the recorded result."""
+    with autograd_enabled():
+        before = primals[0] if have_original else target.clone()
+        tracked = call_with(functional_form(func), [before, *primals[1:]])
+    target.copy_(tracked)  # below autograd: recorded by the layer above
+    return target, (tracked,)
+
+
+def _detached_alias(value):
+    """`value` without autograd history, sharing its memory, version counter and
+    tangents (the tangents of the levels below the one being handled)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached_alias(v) for v in value)
+    if not isinstance(value, torch.Tensor) or not value.requires_grad:
+        return value
+    with _disable_current_modes():
+        alias = value.detach()
+    copy_entries(value, alias)
+    return alias
 
 
 def call_with(func, values: list):
