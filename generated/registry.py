@@ -1853,6 +1853,38 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
 )
 
 
+KERNELS[aten._neg_view.default] = KernelInfo(
+    name="_neg_view",
+    kind="view",
+    jvp=jvp._neg_view_default,
+    vjp=vjp._neg_view_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=469,
+)
+
+
+KERNELS[aten.resolve_neg.default] = KernelInfo(
+    name="resolve_neg",
+    kind="view",
+    jvp=jvp.resolve_neg_default,
+    vjp=vjp.resolve_neg_default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=472,
+)
+
+
 KERNELS[aten.conj_physical.default] = KernelInfo(
     name="conj_physical",
     kind="functional",
@@ -1865,7 +1897,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=467,
+    spec_line=475,
 )
 
 
@@ -1881,7 +1913,7 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="conj_physical",
-    spec_line=467,
+    spec_line=475,
 )
 
 
@@ -1897,7 +1929,7 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=471,
+    spec_line=479,
 )
 
 
@@ -1913,7 +1945,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=477,
+    spec_line=485,
 )
 
 
@@ -1929,7 +1961,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=484,
+    spec_line=492,
 )
 
 
@@ -1945,7 +1977,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=494,
+    spec_line=502,
 )
 
 
@@ -1961,7 +1993,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=496,
+    spec_line=504,
 )
 
 
@@ -1974,10 +2006,10 @@ KERNELS[aten.copy_.default] = KernelInfo(
     outputs=("result",),
     differentiable_inputs=("self", "src"),
     differentiable_outputs=("result",),
-    needs_original_self=False,
+    needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=498,
+    spec_line=506,
 )
 
 
@@ -1993,7 +2025,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=506,
+    spec_line=516,
 )
 
 
@@ -2009,7 +2041,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=510,
+    spec_line=520,
 )
 
 
@@ -2025,7 +2057,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=514,
+    spec_line=524,
 )
 
 
@@ -2041,7 +2073,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=522,
+    spec_line=532,
 )
 
 
@@ -2057,7 +2089,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=526,
+    spec_line=536,
 )
 
 
@@ -2073,7 +2105,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=530,
+    spec_line=540,
 )
 
 
@@ -2089,7 +2121,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=534,
+    spec_line=544,
 )
 
 
@@ -2105,7 +2137,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=542,
+    spec_line=552,
 )
 
 
@@ -2121,7 +2153,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=547,
+    spec_line=557,
 )
 
 
@@ -2137,7 +2169,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=552,
+    spec_line=562,
 )
 
 
@@ -2153,7 +2185,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=558,
+    spec_line=568,
 )
 
 
@@ -2169,7 +2201,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=563,
+    spec_line=573,
 )
 
 
@@ -2185,7 +2217,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=568,
+    spec_line=578,
 )
 
 
@@ -2201,7 +2233,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=573,
+    spec_line=583,
 )
 
 
@@ -2227,7 +2259,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=583,
+    spec_line=593,
 )
 
 
@@ -2243,7 +2275,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=595,
+    spec_line=605,
 )
 
 
@@ -2268,7 +2300,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=603,
+    spec_line=613,
 )
 
 
@@ -2284,7 +2316,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=613,
+    spec_line=623,
 )
 
 
@@ -2300,7 +2332,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=625,
+    spec_line=635,
 )
 
 
@@ -2324,7 +2356,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=632,
+    spec_line=642,
 )
 
 
@@ -2340,7 +2372,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=640,
+    spec_line=650,
 )
 
 
@@ -2356,7 +2388,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=651,
+    spec_line=661,
 )
 
 
@@ -2372,7 +2404,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=658,
+    spec_line=668,
 )
 
 
@@ -2388,7 +2420,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=665,
+    spec_line=675,
 )
 
 
@@ -2404,7 +2436,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=670,
+    spec_line=680,
 )
 
 
@@ -2420,7 +2452,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=675,
+    spec_line=685,
 )
 
 
@@ -2436,7 +2468,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=683,
+    spec_line=693,
 )
 
 
@@ -2452,7 +2484,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=694,
+    spec_line=704,
 )
 
 
@@ -2468,7 +2500,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=703,
+    spec_line=713,
 )
 
 
@@ -2484,7 +2516,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=712,
+    spec_line=722,
 )
 
 
@@ -2500,7 +2532,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=723,
+    spec_line=733,
 )
 
 
@@ -2516,7 +2548,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=731,
+    spec_line=741,
 )
 
 
@@ -2532,7 +2564,7 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=742,
+    spec_line=752,
 )
 
 
@@ -2548,7 +2580,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=752,
+    spec_line=762,
 )
 
 
@@ -2572,7 +2604,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=759,
+    spec_line=769,
 )
 
 
@@ -2588,7 +2620,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=767,
+    spec_line=777,
 )
 
 
@@ -2604,7 +2636,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=775,
+    spec_line=785,
 )
 
 
@@ -2620,7 +2652,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=783,
+    spec_line=793,
 )
 
 
@@ -2636,7 +2668,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=791,
+    spec_line=801,
 )
 
 
@@ -2652,7 +2684,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=798,
+    spec_line=808,
 )
 
 
@@ -2668,7 +2700,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=805,
+    spec_line=815,
 )
 
 
@@ -2684,7 +2716,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=812,
+    spec_line=822,
 )
 
 
@@ -2700,7 +2732,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=819,
+    spec_line=829,
 )
 
 
@@ -2716,7 +2748,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=827,
+    spec_line=837,
 )
 
 
@@ -2739,7 +2771,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=835,
+    spec_line=845,
 )
 
 
@@ -2755,7 +2787,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=847,
+    spec_line=857,
 )
 
 
@@ -2771,7 +2803,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=847,
+    spec_line=857,
 )
 
 
@@ -2787,7 +2819,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=852,
+    spec_line=862,
 )
 
 
@@ -2803,7 +2835,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=852,
+    spec_line=862,
 )
 
 
@@ -2819,7 +2851,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=856,
+    spec_line=866,
 )
 
 
@@ -2835,7 +2867,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=856,
+    spec_line=866,
 )
 
 
@@ -2851,7 +2883,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=861,
+    spec_line=871,
 )
 
 
@@ -2867,7 +2899,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=861,
+    spec_line=871,
 )
 
 
@@ -2883,7 +2915,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=865,
+    spec_line=875,
 )
 
 
@@ -2899,7 +2931,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=865,
+    spec_line=875,
 )
 
 
@@ -2915,7 +2947,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=870,
+    spec_line=880,
 )
 
 
@@ -2931,7 +2963,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=870,
+    spec_line=880,
 )
 
 
@@ -2947,7 +2979,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=875,
+    spec_line=885,
 )
 
 
@@ -2963,7 +2995,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=875,
+    spec_line=885,
 )
 
 
@@ -2979,7 +3011,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=880,
+    spec_line=890,
 )
 
 
@@ -2995,7 +3027,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=887,
+    spec_line=897,
 )
 
 
@@ -3011,7 +3043,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=887,
+    spec_line=897,
 )
 
 
@@ -3027,7 +3059,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=894,
+    spec_line=904,
 )
 
 
@@ -3043,7 +3075,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=894,
+    spec_line=904,
 )
 
 
@@ -3059,7 +3091,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=901,
+    spec_line=911,
 )
 
 
@@ -3075,7 +3107,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=901,
+    spec_line=911,
 )
 
 
@@ -3091,7 +3123,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=905,
+    spec_line=915,
 )
 
 
@@ -3107,7 +3139,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=905,
+    spec_line=915,
 )
 
 
@@ -3123,7 +3155,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=909,
+    spec_line=919,
 )
 
 
@@ -3139,7 +3171,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=913,
+    spec_line=923,
 )
 
 
@@ -3155,7 +3187,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=917,
+    spec_line=927,
 )
 
 
@@ -3171,7 +3203,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=921,
+    spec_line=931,
 )
 
 
@@ -3187,7 +3219,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=925,
+    spec_line=935,
 )
 
 
@@ -3203,7 +3235,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=929,
+    spec_line=939,
 )
 
 
@@ -3219,7 +3251,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=933,
+    spec_line=943,
 )
 
 
@@ -3235,7 +3267,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=938,
+    spec_line=948,
 )
 
 
@@ -3251,7 +3283,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=938,
+    spec_line=948,
 )
 
 
@@ -3267,7 +3299,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=944,
+    spec_line=954,
 )
 
 
@@ -3283,7 +3315,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=949,
+    spec_line=959,
 )
 
 
@@ -3299,7 +3331,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=949,
+    spec_line=959,
 )
 
 
@@ -3315,7 +3347,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=953,
+    spec_line=963,
 )
 
 
@@ -3331,7 +3363,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=953,
+    spec_line=963,
 )
 
 
@@ -3347,7 +3379,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=957,
+    spec_line=967,
 )
 
 
@@ -3363,7 +3395,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=957,
+    spec_line=967,
 )
 
 
@@ -3379,7 +3411,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=961,
+    spec_line=971,
 )
 
 
@@ -3395,7 +3427,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=961,
+    spec_line=971,
 )
 
 
@@ -3411,7 +3443,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=965,
+    spec_line=975,
 )
 
 
@@ -3427,7 +3459,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=965,
+    spec_line=975,
 )
 
 
@@ -3443,7 +3475,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=969,
+    spec_line=979,
 )
 
 
@@ -3459,7 +3491,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=969,
+    spec_line=979,
 )
 
 
@@ -3475,7 +3507,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=974,
+    spec_line=984,
 )
 
 
@@ -3491,7 +3523,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=974,
+    spec_line=984,
 )
 
 
@@ -3507,7 +3539,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=978,
+    spec_line=988,
 )
 
 
@@ -3523,7 +3555,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=978,
+    spec_line=988,
 )
 
 
@@ -3539,7 +3571,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=982,
+    spec_line=992,
 )
 
 
@@ -3555,7 +3587,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=982,
+    spec_line=992,
 )
 
 
@@ -3571,7 +3603,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=986,
+    spec_line=996,
 )
 
 
@@ -3587,7 +3619,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=986,
+    spec_line=996,
 )
 
 
@@ -3603,7 +3635,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=990,
+    spec_line=1000,
 )
 
 
@@ -3619,7 +3651,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=997,
+    spec_line=1007,
 )
 
 
@@ -3635,7 +3667,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=997,
+    spec_line=1007,
 )
 
 
@@ -3651,7 +3683,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1001,
+    spec_line=1011,
 )
 
 
@@ -3667,7 +3699,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=1001,
+    spec_line=1011,
 )
 
 
@@ -3683,7 +3715,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1005,
+    spec_line=1015,
 )
 
 
@@ -3699,7 +3731,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=1005,
+    spec_line=1015,
 )
 
 
@@ -3715,7 +3747,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1010,
+    spec_line=1020,
 )
 
 
@@ -3731,7 +3763,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=1010,
+    spec_line=1020,
 )
 
 
@@ -3747,7 +3779,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1015,
+    spec_line=1025,
 )
 
 
@@ -3763,7 +3795,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1015,
+    spec_line=1025,
 )
 
 
@@ -3779,7 +3811,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1022,
+    spec_line=1032,
 )
 
 
@@ -3795,7 +3827,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1022,
+    spec_line=1032,
 )
 
 
@@ -3811,7 +3843,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1029,
+    spec_line=1039,
 )
 
 
@@ -3827,7 +3859,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1029,
+    spec_line=1039,
 )
 
 
@@ -3843,7 +3875,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1033,
+    spec_line=1043,
 )
 
 
@@ -3859,7 +3891,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1033,
+    spec_line=1043,
 )
 
 
@@ -3875,7 +3907,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1037,
+    spec_line=1047,
 )
 
 
@@ -3891,7 +3923,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1037,
+    spec_line=1047,
 )
 
 
@@ -3907,7 +3939,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1041,
+    spec_line=1051,
 )
 
 
@@ -3923,7 +3955,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1048,
+    spec_line=1058,
 )
 
 
@@ -3939,7 +3971,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1048,
+    spec_line=1058,
 )
 
 
@@ -3955,7 +3987,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1053,
+    spec_line=1063,
 )
 
 
@@ -3971,7 +4003,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1058,
+    spec_line=1068,
 )
 
 
@@ -3987,7 +4019,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1066,
+    spec_line=1076,
 )
 
 
@@ -4003,7 +4035,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1072,
+    spec_line=1082,
 )
 
 
@@ -4019,7 +4051,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1082,
+    spec_line=1092,
 )
 
 
@@ -4035,7 +4067,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1082,
+    spec_line=1092,
 )
 
 
@@ -4051,7 +4083,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1087,
+    spec_line=1097,
 )
 
 
@@ -4067,7 +4099,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1087,
+    spec_line=1097,
 )
 
 
@@ -4083,7 +4115,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1092,
+    spec_line=1102,
 )
 
 
@@ -4099,7 +4131,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1092,
+    spec_line=1102,
 )
 
 
@@ -4115,7 +4147,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1098,
+    spec_line=1108,
 )
 
 
@@ -4131,7 +4163,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1098,
+    spec_line=1108,
 )
 
 
@@ -4147,7 +4179,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1104,
+    spec_line=1114,
 )
 
 
@@ -4163,7 +4195,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1104,
+    spec_line=1114,
 )
 
 
@@ -4179,7 +4211,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1110,
+    spec_line=1120,
 )
 
 
@@ -4195,7 +4227,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1110,
+    spec_line=1120,
 )
 
 
@@ -4211,7 +4243,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1117,
+    spec_line=1127,
 )
 
 
@@ -4227,7 +4259,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1117,
+    spec_line=1127,
 )
 
 
@@ -4243,7 +4275,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1123,
+    spec_line=1133,
 )
 
 
@@ -4259,7 +4291,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1123,
+    spec_line=1133,
 )
 
 
@@ -4275,7 +4307,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1128,
+    spec_line=1138,
 )
 
 
@@ -4291,7 +4323,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1128,
+    spec_line=1138,
 )
 
 
@@ -4307,7 +4339,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1134,
+    spec_line=1144,
 )
 
 
@@ -4323,7 +4355,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1134,
+    spec_line=1144,
 )
 
 
@@ -4339,7 +4371,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1139,
+    spec_line=1149,
 )
 
 
@@ -4355,7 +4387,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1139,
+    spec_line=1149,
 )
 
 
@@ -4371,7 +4403,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1145,
+    spec_line=1155,
 )
 
 
@@ -4387,7 +4419,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1145,
+    spec_line=1155,
 )
 
 
@@ -4403,7 +4435,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1150,
+    spec_line=1160,
 )
 
 
@@ -4419,7 +4451,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1155,
+    spec_line=1165,
 )
 
 
@@ -4435,7 +4467,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1160,
+    spec_line=1170,
 )
 
 
@@ -4451,7 +4483,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1160,
+    spec_line=1170,
 )
 
 
@@ -4467,7 +4499,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1166,
+    spec_line=1176,
 )
 
 
@@ -4483,7 +4515,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1171,
+    spec_line=1181,
 )
 
 
@@ -4499,7 +4531,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1176,
+    spec_line=1186,
 )
 
 
@@ -4515,7 +4547,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1176,
+    spec_line=1186,
 )
 
 
@@ -4531,7 +4563,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1181,
+    spec_line=1191,
 )
 
 
@@ -4547,7 +4579,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1181,
+    spec_line=1191,
 )
 
 
@@ -4563,7 +4595,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1187,
+    spec_line=1197,
 )
 
 
@@ -4579,7 +4611,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1192,
+    spec_line=1202,
 )
 
 
@@ -4595,7 +4627,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1192,
+    spec_line=1202,
 )
 
 
@@ -4611,7 +4643,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1197,
+    spec_line=1207,
 )
 
 
@@ -4627,7 +4659,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1203,
+    spec_line=1213,
 )
 
 
@@ -4643,7 +4675,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1208,
+    spec_line=1218,
 )
 
 
@@ -4659,7 +4691,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1215,
+    spec_line=1225,
 )
 
 
@@ -4675,7 +4707,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1215,
+    spec_line=1225,
 )
 
 
@@ -4691,7 +4723,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1223,
+    spec_line=1233,
 )
 
 
@@ -4707,7 +4739,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1223,
+    spec_line=1233,
 )
 
 
@@ -4723,7 +4755,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1231,
+    spec_line=1241,
 )
 
 
@@ -4739,7 +4771,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1231,
+    spec_line=1241,
 )
 
 
@@ -4755,7 +4787,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1237,
+    spec_line=1247,
 )
 
 
@@ -4771,7 +4803,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1237,
+    spec_line=1247,
 )
 
 
@@ -4787,7 +4819,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1246,
+    spec_line=1256,
 )
 
 
@@ -4803,7 +4835,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1246,
+    spec_line=1256,
 )
 
 
@@ -4819,7 +4851,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1255,
+    spec_line=1265,
 )
 
 
@@ -4835,7 +4867,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1255,
+    spec_line=1265,
 )
 
 
@@ -4851,7 +4883,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1261,
+    spec_line=1271,
 )
 
 
@@ -4867,7 +4899,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1261,
+    spec_line=1271,
 )
 
 
@@ -4883,7 +4915,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1269,
+    spec_line=1279,
 )
 
 
@@ -4899,7 +4931,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1274,
+    spec_line=1284,
 )
 
 
@@ -4915,7 +4947,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1286,
+    spec_line=1296,
 )
 
 
@@ -4931,7 +4963,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1293,
+    spec_line=1303,
 )
 
 
@@ -4947,7 +4979,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1299,
+    spec_line=1309,
 )
 
 
@@ -4963,7 +4995,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1305,
+    spec_line=1315,
 )
 
 
@@ -4979,7 +5011,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1309,
+    spec_line=1319,
 )
 
 
@@ -4995,7 +5027,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1315,
+    spec_line=1325,
 )
 
 
@@ -5011,7 +5043,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1321,
+    spec_line=1331,
 )
 
 
@@ -5027,7 +5059,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1329,
+    spec_line=1339,
 )
 
 
@@ -5043,7 +5075,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1336,
+    spec_line=1346,
 )
 
 
@@ -5059,7 +5091,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1343,
+    spec_line=1353,
 )
 
 
@@ -5075,7 +5107,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1350,
+    spec_line=1360,
 )
 
 
@@ -5091,7 +5123,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1357,
+    spec_line=1367,
 )
 
 
@@ -5107,7 +5139,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1361,
+    spec_line=1371,
 )
 
 
@@ -5123,7 +5155,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1366,
+    spec_line=1376,
 )
 
 
@@ -5139,7 +5171,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1370,
+    spec_line=1380,
 )
 
 
@@ -5155,7 +5187,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1375,
+    spec_line=1385,
 )
 
 
@@ -5171,7 +5203,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1380,
+    spec_line=1390,
 )
 
 
@@ -5187,7 +5219,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1384,
+    spec_line=1394,
 )
 
 
@@ -5203,7 +5235,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1389,
+    spec_line=1399,
 )
 
 
@@ -5219,7 +5251,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1394,
+    spec_line=1404,
 )
 
 
@@ -5235,7 +5267,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1399,
+    spec_line=1409,
 )
 
 
@@ -5251,7 +5283,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1404,
+    spec_line=1414,
 )
 
 
@@ -5267,7 +5299,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1409,
+    spec_line=1419,
 )
 
 
@@ -5283,7 +5315,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1416,
+    spec_line=1426,
 )
 
 
@@ -5299,7 +5331,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1423,
+    spec_line=1433,
 )
 
 
@@ -5315,7 +5347,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1428,
+    spec_line=1438,
 )
 
 
@@ -5331,7 +5363,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1435,
+    spec_line=1445,
 )
 
 
@@ -5347,7 +5379,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1442,
+    spec_line=1452,
 )
 
 
@@ -5363,7 +5395,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1449,
+    spec_line=1459,
 )
 
 
@@ -5379,7 +5411,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1457,
+    spec_line=1467,
 )
 
 
@@ -5395,7 +5427,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1465,
+    spec_line=1475,
 )
 
 
@@ -5411,7 +5443,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1472,
+    spec_line=1482,
 )
 
 
@@ -5427,7 +5459,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1480,
+    spec_line=1490,
 )
 
 
@@ -5443,7 +5475,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1487,
+    spec_line=1497,
 )
 
 
@@ -5459,7 +5491,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1487,
+    spec_line=1497,
 )
 
 
@@ -5475,7 +5507,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1494,
+    spec_line=1504,
 )
 
 
@@ -5491,7 +5523,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1494,
+    spec_line=1504,
 )
 
 
@@ -5507,7 +5539,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1501,
+    spec_line=1511,
 )
 
 
@@ -5523,7 +5555,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1506,
+    spec_line=1516,
 )
 
 
@@ -5539,7 +5571,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1511,
+    spec_line=1521,
 )
 
 
@@ -5555,7 +5587,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1518,
+    spec_line=1528,
 )
 
 
@@ -5571,7 +5603,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1523,
+    spec_line=1533,
 )
 
 
@@ -5587,7 +5619,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1528,
+    spec_line=1538,
 )
 
 
@@ -5603,7 +5635,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1533,
+    spec_line=1543,
 )
 
 
@@ -5619,7 +5651,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1538,
+    spec_line=1548,
 )
 
 
@@ -5635,7 +5667,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1543,
+    spec_line=1553,
 )
 
 
@@ -5651,7 +5683,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1550,
+    spec_line=1560,
 )
 
 
@@ -5667,7 +5699,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1550,
+    spec_line=1560,
 )
 
 
@@ -5683,7 +5715,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1559,
+    spec_line=1569,
 )
 
 
@@ -5699,7 +5731,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1559,
+    spec_line=1569,
 )
 
 
@@ -5715,7 +5747,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1568,
+    spec_line=1578,
 )
 
 
@@ -5731,7 +5763,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1577,
+    spec_line=1587,
 )
 
 
@@ -5747,7 +5779,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1577,
+    spec_line=1587,
 )
 
 
@@ -5763,7 +5795,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1589,
+    spec_line=1599,
 )
 
 
@@ -5779,7 +5811,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1597,
+    spec_line=1607,
 )
 
 
@@ -5795,7 +5827,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1605,
+    spec_line=1615,
 )
 
 
@@ -5811,7 +5843,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1605,
+    spec_line=1615,
 )
 
 
@@ -5827,7 +5859,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1620,
+    spec_line=1630,
 )
 
 
@@ -5843,7 +5875,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1624,
+    spec_line=1634,
 )
 
 
@@ -5859,7 +5891,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1631,
+    spec_line=1641,
 )
 
 
@@ -5875,7 +5907,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1633,
+    spec_line=1643,
 )
 
 
@@ -5891,7 +5923,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1635,
+    spec_line=1645,
 )
 
 
@@ -5907,7 +5939,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1637,
+    spec_line=1647,
 )
 
 
@@ -5923,7 +5955,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1639,
+    spec_line=1649,
 )
 
 
@@ -5939,7 +5971,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1641,
+    spec_line=1651,
 )
 
 
@@ -5955,7 +5987,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1648,
+    spec_line=1658,
 )
 
 
@@ -5971,7 +6003,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1656,
+    spec_line=1666,
 )
 
 
@@ -5987,7 +6019,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1664,
+    spec_line=1674,
 )
 
 
@@ -6003,7 +6035,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1672,
+    spec_line=1682,
 )
 
 
@@ -6019,7 +6051,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1676,
+    spec_line=1686,
 )
 
 
@@ -6035,7 +6067,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1686,
+    spec_line=1696,
 )
 
 
@@ -6051,7 +6083,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1696,
+    spec_line=1706,
 )
 
 
@@ -6067,7 +6099,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1703,
+    spec_line=1713,
 )
 
 
@@ -6083,7 +6115,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1710,
+    spec_line=1720,
 )
 
 
@@ -6099,7 +6131,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1718,
+    spec_line=1728,
 )
 
 
@@ -6115,7 +6147,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1725,
+    spec_line=1735,
 )
 
 
@@ -6131,7 +6163,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1732,
+    spec_line=1742,
 )
 
 
@@ -6147,7 +6179,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1740,
+    spec_line=1750,
 )
 
 
@@ -6163,7 +6195,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1748,
+    spec_line=1758,
 )
 
 
@@ -6179,7 +6211,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1755,
+    spec_line=1765,
 )
 
 
@@ -6195,7 +6227,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1762,
+    spec_line=1772,
 )
 
 
@@ -6211,7 +6243,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1766,
+    spec_line=1776,
 )
 
 
@@ -6227,7 +6259,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1773,
+    spec_line=1783,
 )
 
 
@@ -6243,7 +6275,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1773,
+    spec_line=1783,
 )
 
 
@@ -6259,7 +6291,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1780,
+    spec_line=1790,
 )
 
 
@@ -6275,7 +6307,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1780,
+    spec_line=1790,
 )
 
 
@@ -6291,7 +6323,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1787,
+    spec_line=1797,
 )
 
 
@@ -6307,7 +6339,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1794,
+    spec_line=1804,
 )
 
 
@@ -6323,7 +6355,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1802,
+    spec_line=1812,
 )
 
 
@@ -6339,7 +6371,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1810,
+    spec_line=1820,
 )
 
 
@@ -6355,7 +6387,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1818,
+    spec_line=1828,
 )
 
 
@@ -6371,7 +6403,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1826,
+    spec_line=1836,
 )
 
 
@@ -6387,7 +6419,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1834,
+    spec_line=1844,
 )
 
 
@@ -6403,7 +6435,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1842,
+    spec_line=1852,
 )
 
 
@@ -6419,7 +6451,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1850,
+    spec_line=1860,
 )
 
 
@@ -6435,7 +6467,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1858,
+    spec_line=1868,
 )
 
 
@@ -6451,7 +6483,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1866,
+    spec_line=1876,
 )
 
 
@@ -6467,7 +6499,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1871,
+    spec_line=1881,
 )
 
 
@@ -6483,7 +6515,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1876,
+    spec_line=1886,
 )
 
 
@@ -6499,7 +6531,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1881,
+    spec_line=1891,
 )
 
 
@@ -6515,7 +6547,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1886,
+    spec_line=1896,
 )
 
 
@@ -6531,7 +6563,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1894,
+    spec_line=1904,
 )
 
 
@@ -6547,7 +6579,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1901,
+    spec_line=1911,
 )
 
 
@@ -6563,7 +6595,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1901,
+    spec_line=1911,
 )
 
 
@@ -6579,7 +6611,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1910,
+    spec_line=1920,
 )
 
 
@@ -6595,7 +6627,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1916,
+    spec_line=1926,
 )
 
 
@@ -6611,7 +6643,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=1916,
+    spec_line=1926,
 )
 
 
@@ -6627,7 +6659,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1925,
+    spec_line=1935,
 )
 
 
@@ -6643,7 +6675,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=1925,
+    spec_line=1935,
 )
 
 
@@ -6659,7 +6691,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1934,
+    spec_line=1944,
 )
 
 
@@ -6675,7 +6707,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=1934,
+    spec_line=1944,
 )
 
 
@@ -6691,7 +6723,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1943,
+    spec_line=1953,
 )
 
 
@@ -6707,7 +6739,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=1943,
+    spec_line=1953,
 )
 
 
@@ -6723,7 +6755,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1956,
+    spec_line=1966,
 )
 
 
@@ -6739,7 +6771,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1964,
+    spec_line=1974,
 )
 
 
@@ -6755,7 +6787,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1972,
+    spec_line=1982,
 )
 
 
@@ -6771,7 +6803,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1978,
+    spec_line=1988,
 )
 
 
@@ -6787,7 +6819,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=1978,
+    spec_line=1988,
 )
 
 
@@ -6803,7 +6835,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1987,
+    spec_line=1997,
 )
 
 
@@ -6819,7 +6851,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=1987,
+    spec_line=1997,
 )
 
 
@@ -6835,7 +6867,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1994,
+    spec_line=2004,
 )
 
 
@@ -6851,7 +6883,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=1994,
+    spec_line=2004,
 )
 
 
@@ -6867,7 +6899,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2000,
+    spec_line=2010,
 )
 
 
@@ -6883,7 +6915,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=2000,
+    spec_line=2010,
 )
 
 
@@ -6899,7 +6931,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2009,
+    spec_line=2019,
 )
 
 
@@ -6915,7 +6947,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=2009,
+    spec_line=2019,
 )
 
 
@@ -6931,7 +6963,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2019,
+    spec_line=2029,
 )
 
 
@@ -6947,7 +6979,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=2019,
+    spec_line=2029,
 )
 
 
@@ -6963,7 +6995,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2028,
+    spec_line=2038,
 )
 
 
@@ -6979,7 +7011,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2028,
+    spec_line=2038,
 )
 
 
@@ -6995,7 +7027,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2035,
+    spec_line=2045,
 )
 
 
@@ -7011,7 +7043,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2035,
+    spec_line=2045,
 )
 
 
@@ -7027,7 +7059,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2041,
+    spec_line=2051,
 )
 
 
@@ -7043,7 +7075,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2041,
+    spec_line=2051,
 )
 
 
@@ -7059,7 +7091,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2048,
+    spec_line=2058,
 )
 
 
@@ -7075,7 +7107,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2054,
+    spec_line=2064,
 )
 
 
@@ -7091,7 +7123,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2065,
+    spec_line=2075,
 )
 
 
@@ -7107,7 +7139,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2074,
+    spec_line=2084,
 )
 
 
@@ -7123,7 +7155,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2081,
+    spec_line=2091,
 )
 
 
@@ -7139,7 +7171,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2087,
+    spec_line=2097,
 )
 
 
@@ -7155,7 +7187,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2093,
+    spec_line=2103,
 )
 
 
@@ -7171,7 +7203,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2103,
+    spec_line=2113,
 )
 
 
@@ -7187,7 +7219,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2103,
+    spec_line=2113,
 )
 
 
@@ -7203,7 +7235,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2109,
+    spec_line=2119,
 )
 
 
@@ -7219,7 +7251,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2119,
+    spec_line=2129,
 )
 
 
@@ -7235,7 +7267,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2129,
+    spec_line=2139,
 )
 
 
@@ -7251,7 +7283,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2141,
+    spec_line=2151,
 )
 
 
@@ -7267,7 +7299,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2154,
+    spec_line=2164,
 )
 
 
@@ -7283,7 +7315,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2170,
+    spec_line=2180,
 )
 
 
@@ -7299,7 +7331,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2179,
+    spec_line=2189,
 )
 
 
@@ -7315,7 +7347,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2192,
+    spec_line=2202,
 )
 
 
@@ -7331,7 +7363,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2205,
+    spec_line=2215,
 )
 
 
@@ -7347,7 +7379,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2215,
+    spec_line=2225,
 )
 
 
@@ -7363,7 +7395,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2228,
+    spec_line=2238,
 )
 
 
@@ -7379,7 +7411,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2236,
+    spec_line=2246,
 )
 
 
@@ -7395,7 +7427,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2245,
+    spec_line=2255,
 )
 
 
@@ -7411,7 +7443,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2253,
+    spec_line=2263,
 )
 
 
@@ -7427,7 +7459,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2262,
+    spec_line=2272,
 )
 
 
@@ -7443,7 +7475,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2271,
+    spec_line=2281,
 )
 
 
@@ -7459,7 +7491,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2281,
+    spec_line=2291,
 )
 
 
@@ -7475,7 +7507,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2290,
+    spec_line=2300,
 )
 
 
@@ -7491,7 +7523,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2297,
+    spec_line=2307,
 )
 
 
@@ -7507,7 +7539,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2305,
+    spec_line=2315,
 )
 
 
@@ -7523,7 +7555,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2317,
+    spec_line=2327,
 )
 
 
@@ -7546,7 +7578,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2333,
+    spec_line=2343,
 )
 
 
@@ -7562,7 +7594,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2344,
+    spec_line=2354,
 )
 
 
@@ -7578,7 +7610,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2351,
+    spec_line=2361,
 )
 
 
@@ -7594,7 +7626,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2359,
+    spec_line=2369,
 )
 
 
@@ -7610,7 +7642,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2365,
+    spec_line=2375,
 )
 
 
@@ -7626,7 +7658,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2371,
+    spec_line=2381,
 )
 
 
@@ -7650,7 +7682,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2379,
+    spec_line=2389,
 )
 
 
@@ -7666,7 +7698,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2388,
+    spec_line=2398,
 )
 
 
@@ -7682,7 +7714,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2394,
+    spec_line=2404,
 )
 
 
@@ -7698,7 +7730,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2400,
+    spec_line=2410,
 )
 
 
@@ -7714,7 +7746,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2408,
+    spec_line=2418,
 )
 
 
@@ -7730,7 +7762,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2418,
+    spec_line=2428,
 )
 
 
@@ -7746,7 +7778,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2424,
+    spec_line=2434,
 )
 
 
@@ -7762,7 +7794,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2430,
+    spec_line=2440,
 )
 
 
@@ -7778,7 +7810,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2438,
+    spec_line=2448,
 )
 
 
@@ -7794,7 +7826,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2450,
+    spec_line=2460,
 )
 
 
@@ -7810,7 +7842,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2460,
+    spec_line=2470,
 )
 
 
@@ -7826,7 +7858,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2470,
+    spec_line=2480,
 )
 
 
@@ -7842,7 +7874,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2480,
+    spec_line=2490,
 )
 
 
@@ -7866,7 +7898,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2493,
+    spec_line=2503,
 )
 
 
@@ -7890,7 +7922,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2503,
+    spec_line=2513,
 )
 
 
@@ -7906,7 +7938,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2515,
+    spec_line=2525,
 )
 
 
@@ -7922,7 +7954,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2526,
+    spec_line=2536,
 )
 
 
@@ -7938,7 +7970,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2534,
+    spec_line=2544,
 )
 
 
@@ -7954,7 +7986,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2543,
+    spec_line=2553,
 )
 
 
@@ -7970,7 +8002,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2552,
+    spec_line=2562,
 )
 
 
@@ -7986,7 +8018,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2561,
+    spec_line=2571,
 )
 
 
@@ -8011,7 +8043,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2576,
+    spec_line=2586,
 )
 
 
@@ -8027,7 +8059,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2585,
+    spec_line=2595,
 )
 
 
@@ -8051,7 +8083,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2593,
+    spec_line=2603,
 )
 
 
@@ -8075,7 +8107,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2601,
+    spec_line=2611,
 )
 
 
@@ -8099,7 +8131,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2611,
+    spec_line=2621,
 )
 
 
@@ -8115,7 +8147,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2622,
+    spec_line=2632,
 )
 
 
@@ -8131,7 +8163,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2634,
+    spec_line=2644,
 )
 
 
@@ -8147,7 +8179,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2641,
+    spec_line=2651,
 )
 
 
@@ -8163,7 +8195,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2650,
+    spec_line=2660,
 )
 
 
@@ -8179,7 +8211,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2658,
+    spec_line=2668,
 )
 
 
@@ -8202,7 +8234,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2666,
+    spec_line=2676,
 )
 
 
@@ -8218,7 +8250,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2676,
+    spec_line=2686,
 )
 
 
@@ -8234,7 +8266,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2685,
+    spec_line=2695,
 )
 
 
@@ -8259,7 +8291,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2696,
+    spec_line=2706,
 )
 
 
@@ -8284,7 +8316,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2705,
+    spec_line=2715,
 )
 
 
@@ -8300,7 +8332,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2713,
+    spec_line=2723,
 )
 
 
@@ -8316,7 +8348,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2722,
+    spec_line=2732,
 )
 
 
@@ -8332,7 +8364,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2730,
+    spec_line=2740,
 )
 
 
@@ -8357,7 +8389,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2742,
+    spec_line=2752,
 )
 
 
@@ -8373,7 +8405,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2750,
+    spec_line=2760,
 )
 
 
@@ -8389,7 +8421,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2757,
+    spec_line=2767,
 )
 
 
@@ -8405,7 +8437,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2767,
+    spec_line=2777,
 )
 
 
@@ -8421,7 +8453,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2773,
+    spec_line=2783,
 )
 
 
@@ -8437,7 +8469,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2778,
+    spec_line=2788,
 )
 
 
@@ -8453,7 +8485,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
-    spec_line=2778,
+    spec_line=2788,
 )
 
 
@@ -8469,7 +8501,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2788,
+    spec_line=2798,
 )
 
 
@@ -8485,7 +8517,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2792,
+    spec_line=2802,
 )
 
 
@@ -8501,7 +8533,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2796,
+    spec_line=2806,
 )
 
 
@@ -8517,7 +8549,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2800,
+    spec_line=2810,
 )
 
 
@@ -8533,7 +8565,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2804,
+    spec_line=2814,
 )
 
 
@@ -8549,7 +8581,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2808,
+    spec_line=2818,
 )
 
 
@@ -8565,7 +8597,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2813,
+    spec_line=2823,
 )
 
 
@@ -8581,7 +8613,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2817,
+    spec_line=2827,
 )
 
 
@@ -8597,7 +8629,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2822,
+    spec_line=2832,
 )
 
 
@@ -8613,7 +8645,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2827,
+    spec_line=2837,
 )
 
 
@@ -8641,7 +8673,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2837,
+    spec_line=2847,
 )
 
 
@@ -8666,7 +8698,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2847,
+    spec_line=2857,
 )
 
 
@@ -8691,7 +8723,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2856,
+    spec_line=2866,
 )
 
 
@@ -8707,7 +8739,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2865,
+    spec_line=2875,
 )
 
 
@@ -8723,7 +8755,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2873,
+    spec_line=2883,
 )
 
 
@@ -8739,7 +8771,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2883,
+    spec_line=2893,
 )
 
 
@@ -8755,7 +8787,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2891,
+    spec_line=2901,
 )
 
 
@@ -8771,7 +8803,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2901,
+    spec_line=2911,
 )
 
 
@@ -8787,7 +8819,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2909,
+    spec_line=2919,
 )
 
 
@@ -8803,7 +8835,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2917,
+    spec_line=2927,
 )
 
 
@@ -8819,7 +8851,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2925,
+    spec_line=2935,
 )
 
 
@@ -8835,7 +8867,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2933,
+    spec_line=2943,
 )
 
 
@@ -8851,7 +8883,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2941,
+    spec_line=2951,
 )
 
 
@@ -8867,7 +8899,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2951,
+    spec_line=2961,
 )
 
 
@@ -8883,7 +8915,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2958,
+    spec_line=2968,
 )
 
 
@@ -8906,7 +8938,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2965,
+    spec_line=2975,
 )
 
 
@@ -8922,7 +8954,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2972,
+    spec_line=2982,
 )
 
 
@@ -8938,7 +8970,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2979,
+    spec_line=2989,
 )
 
 
@@ -8961,7 +8993,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2986,
+    spec_line=2996,
 )
 
 
@@ -8977,7 +9009,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2993,
+    spec_line=3003,
 )
 
 
@@ -9000,7 +9032,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3001,
+    spec_line=3011,
 )
 
 
@@ -9023,7 +9055,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3009,
+    spec_line=3019,
 )
 
 
@@ -9047,7 +9079,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3017,
+    spec_line=3027,
 )
 
 
@@ -9063,7 +9095,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3027,
+    spec_line=3037,
 )
 
 
@@ -9085,7 +9117,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3035,
+    spec_line=3045,
 )
 
 
@@ -9110,7 +9142,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3050,
+    spec_line=3060,
 )
 
 
@@ -9137,5 +9169,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3062,
+    spec_line=3072,
 )

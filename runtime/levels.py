@@ -97,11 +97,81 @@ def copy_entries(source: torch.Tensor, target: torch.Tensor) -> None:
 def view_of_tangent(
     base_tangent: torch.Tensor, view: torch.Tensor, base: torch.Tensor
 ) -> torch.Tensor:
-    """The tangent of `view` as the same view of its base's tangent."""
-    offset = (
-        view.storage_offset() - base.storage_offset() + base_tangent.storage_offset()
-    )
-    return base_tangent.as_strided(view.size(), view.stride(), offset)
+    """The tangent of `view` as the same view of its base's tangent.
+
+    A tangent has its primal's layout and conjugate and negative bits, so the
+    view is found in memory: the base tangent's memory (bits dropped) taken with
+    the view's geometry, and the view's bits applied. A view of another kind of
+    dtype (`.real` or `view_as_real` of complex memory, `view_as_complex` of real
+    memory) is placed in units of the real dtype."""
+    memory = _without_lazy_bits(base_tangent)
+    offset = view.storage_offset()
+    base_offset = base.storage_offset()
+    if view.is_complex() == base.is_complex():
+        tangent = memory.as_strided(
+            view.size(),
+            view.stride(),
+            offset - base_offset + memory.storage_offset(),
+        )
+    elif base.is_complex() and memory.is_complex():  # a real view of complex memory
+        real = torch.view_as_real(memory)
+        tangent = real.as_strided(
+            view.size(),
+            view.stride(),
+            offset - 2 * base_offset + real.storage_offset(),
+        )
+    elif view.is_complex() and not memory.is_complex():  # complex view of reals
+        pairs = memory.as_strided(
+            (*view.size(), 2),
+            (*(2 * s for s in view.stride()), 1),
+            2 * offset - base_offset + memory.storage_offset(),
+        )
+        tangent = torch.view_as_complex(pairs)
+    else:
+        raise NotImplementedError(
+            f"dualgen cannot derive the tangent of a {view.dtype} view of a "
+            f"{base.dtype} tensor whose tangent is {base_tangent.dtype}"
+        )
+    return with_lazy_bits(tangent, view)
+
+
+def _without_lazy_bits(t: torch.Tensor) -> torch.Tensor:
+    """The same memory with the conjugate and negative bits off (a view)."""
+    if t.is_conj():
+        t = t.conj()
+    if t.is_neg():
+        t = t._neg_view()
+    return t
+
+
+def with_lazy_bits(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    if like.is_neg():
+        t = t._neg_view()
+    if like.is_conj():
+        t = t.conj()
+    return t
+
+
+FORWARD_BASE = "_dualgen_forward_base"
+
+
+def forward_base(t: torch.Tensor) -> torch.Tensor | None:
+    """The tensor t's tangent is a view of when t has no tangent of its own.
+
+    Usually t's `_base`; but torch collapses chains of views onto the first base,
+    and a view of a tensor that has tangents of its own (a make_dual result, the
+    primal of `unpack_dual`) must follow that tensor, not the memory's owner."""
+    base = t.__dict__.get(FORWARD_BASE)
+    return t._base if base is None else base
+
+
+def note_view(view: torch.Tensor, source: torch.Tensor) -> None:
+    """Record that `view` was made from `source` by a view op."""
+    base = source.__dict__.get(FORWARD_BASE)
+    if base is None and source._base is not None and TANGENTS in source.__dict__:
+        base = source
+    if base is not None:  # (inside the mode, torch has not made view a view yet)
+        view.__dict__[FORWARD_BASE] = base
 
 
 def clear_level(level: Level) -> None:

@@ -25,11 +25,14 @@ from .levels import (
     STATE,
     Level,
     copy_entries,
+    forward_base,
+    note_view,
     own_tangent,
     set_tangent,
     view_of_tangent,
+    with_lazy_bits,
 )
-from .rules import Rule, rule_for
+from .rules import Rule, generated_kernels, rule_for
 
 
 def is_differentiable_dtype(t: torch.Tensor) -> bool:
@@ -79,7 +82,7 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
     own = own_tangent(t, level)
     if own is not MISSING:
         return own
-    base = t._base
+    base = forward_base(t)
     if base is not None:
         base_tangent = tangent_of(base, level)
         if base_tangent is None:
@@ -161,8 +164,24 @@ class DualMode(TorchDispatchMode):
     def _dispatch(self, func, args, kwargs):
         level = innermost_level_with_tangent(args, kwargs)
         if level is None:
-            return func(*args, **kwargs)
-        return _dispatch_at(self, func, args, kwargs, level)
+            out = func(*args, **kwargs)
+        else:
+            out = _dispatch_at(self, func, args, kwargs, level)
+        if func.is_view and func is not _DETACH:
+            _note_views(out, args)
+        return out
+
+
+_DETACH = torch.ops.aten.detach.default  # a view whose tangent is never derived
+
+
+def _note_views(out, args) -> None:
+    """Views of a tensor with tangents of its own follow that tensor's tangent,
+    not their memory's owner's (`levels.forward_base`)."""
+    source = args[0] if args else None
+    if isinstance(source, torch.Tensor):
+        for o in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
+            note_view(o, source)
 
 
 _LAZY_VIEW_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Conjugate) | (
@@ -323,6 +342,8 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     self_tangent = tangents[0] if inplace and rule.input_indices[:1] == (0,) else None
     with handling_levels_below(level, mode):
         target = primals[0] if inplace else None
+        if inplace:
+            _separate_from_self(primals, tangents, rule.input_indices, self_tangent)
         if inplace and rule.needs_original_self:
             with autograd_enabled():
                 primals[0] = primals[0].clone()
@@ -357,7 +378,9 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         results = result if many else (result,)
         with autograd_enabled():
             if inplace:
-                _update_self(level, outputs[0], self_tangent, results[0], promote)
+                _update_self(
+                    level, outputs[0], self_tangent, results[0], promote, tangents
+                )
             else:
                 if rule.kind != "view":
                     results = _unaliased(results, tangents)
@@ -365,6 +388,35 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
+
+
+def _separate_from_self(primals: list, tangents: list, indices, self_tangent) -> None:
+    """An in-place op's formula reads its other operands as they were before the
+    update: any that shares memory with self (`x.mul_(x)`, `x[i] = x[j]` through
+    a view) is read from a copy, and so is a tangent sharing memory with self's
+    tangent, which the update writes into. Storage identity only: free unless
+    operands overlap."""
+    target = primals[0]
+    if not isinstance(target, torch.Tensor):
+        return
+    memory = _storage_key(target)
+    for i in range(1, len(primals)):
+        value = primals[i]
+        if isinstance(value, torch.Tensor) and _storage_key(value) == memory:
+            with autograd_enabled():
+                primals[i] = value.clone()
+    if self_tangent is None:
+        return
+    tangent_memory = _storage_key(self_tangent)
+    for j, (i, t) in enumerate(zip(indices, tangents)):
+        shares = i != 0 and isinstance(t, torch.Tensor)
+        if shares and _storage_key(t) == tangent_memory:
+            with autograd_enabled():
+                tangents[j] = t.clone()
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
 
 
 def _run_tracked(func, args, kwargs, many: bool):
@@ -414,7 +466,13 @@ def call_with(func, values: list):
 
 
 def functional_form(func):
-    """`aten.exp.default` for `aten.exp_.default`."""
+    """The functional op an in-place op's formulas come from (`aten.exp.default`
+    for `aten.exp_.default`, `aten.pow.Tensor_Tensor` for `aten.pow_.Tensor`):
+    the spec's entry where it names one, else the same name without `_`."""
+    info = generated_kernels().get(func)
+    if info is not None and info.derived_from:
+        name, _, overload = info.derived_from.partition(".")
+        return getattr(getattr(torch.ops.aten, name), overload or "default")
     schema = func._schema
     packet = getattr(torch.ops.aten, schema.name.split("::")[-1].rstrip("_"))
     return getattr(packet, schema.overload_name or "default")
@@ -454,7 +512,9 @@ def _unaliased(results, tangents):
     return tuple(fresh)
 
 
-def _update_self(level: Level, self_value, self_tangent, new, promote) -> None:
+def _update_self(
+    level: Level, self_value, self_tangent, new, promote, tangents
+) -> None:
     """An in-place op's tangent: written into self's tangent, or given to self."""
     if self_tangent is not None:
         if new is not self_tangent:
@@ -462,9 +522,9 @@ def _update_self(level: Level, self_value, self_tangent, new, promote) -> None:
                 new if new is not None else torch.zeros_like(self_tangent)
             )
     elif new is not None:
-        set_new_tangent(
-            self_value, level, _in_dtype_of(new, self_value) if promote else new
-        )
+        if promote:
+            new = _promoted_for_self(new, self_value, tangents)
+        set_new_tangent(self_value, level, new)
 
 
 def _attach(rule: Rule, level: Level, outputs, results, promote) -> None:
@@ -524,49 +584,74 @@ def _in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
         return tangent.to(primal.dtype)
 
 
+def _promoted_for_self(new: torch.Tensor, self_value: torch.Tensor, tangents):
+    """The tangent an in-place op gives a tensor that had none, in the dtype
+    native's formula gives it: the promotion of a zero tangent of self's dtype
+    with the operands' tangents (so a float32 tensor updated from a float64 dual
+    gets a float64 tangent, and from a 0-d float64 dual a float32 one)."""
+    dtype = self_value.dtype
+    for t in _tensors(tangents):
+        if t.dtype != dtype:
+            dtype = torch.result_type(
+                torch.empty(self_value.shape, dtype=dtype, device="meta"),
+                torch.empty(t.shape, dtype=t.dtype, device="meta"),
+            )
+    if new.is_complex() and not self_value.is_complex():
+        new = new.real  # as writing complex values into real memory does
+    if new.dtype == dtype or (new.is_complex() and not dtype.is_complex):
+        return new
+    with autograd_enabled():
+        return new.to(dtype)
+
+
 def conform_layout(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
-    """The tangent in the primal's memory layout (views of it then match views of
-    the primal). A copy only where the strides differ."""
+    """The tangent as native forward AD stores it: kept as it is when it has the
+    primal's sizes, strides, storage offset, storage length and conjugate and
+    negative bits; otherwise copied into a new tensor of the primal's dtype,
+    layout and bits (views of it then match views of the primal)."""
     offset = primal.storage_offset()
-    length = primal.untyped_storage().nbytes() // primal.element_size()
-    tangent_length = tangent.untyped_storage().nbytes() // tangent.element_size()
-    if primal.numel() <= 1 or (
+    length = _storage_length(primal)
+    if (
         tangent.stride() == primal.stride()
         and tangent.storage_offset() == offset
-        and tangent_length == length
+        and tangent.shape == primal.shape
+        and _storage_length(tangent) == length
+        and tangent.is_conj() == primal.is_conj()
+        and tangent.is_neg() == primal.is_neg()
     ):
         return tangent
     with autograd_enabled():  # from make_dual; a no-op inside the mode
         if offset or length != primal.numel():
             # A view into a larger storage: the tangent gets storage of the same
             # size, zeros outside the view, so as_strided reaches the same places.
-            storage = torch.zeros(length, dtype=tangent.dtype, device=tangent.device)
+            storage = torch.zeros(length, dtype=primal.dtype, device=primal.device)
             laid_out = storage.as_strided(primal.size(), primal.stride(), offset)
         else:
             laid_out = torch.empty_strided(
                 primal.size(),
                 primal.stride(),
-                dtype=tangent.dtype,
-                device=tangent.device,
+                dtype=primal.dtype,
+                device=primal.device,
             )
-        return laid_out.copy_(tangent)
+        return with_lazy_bits(laid_out, primal).copy_(tangent)
+
+
+def _storage_length(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes() // t.element_size()
 
 
 def set_new_tangent(t: torch.Tensor, level: Level, value: torch.Tensor) -> None:
     """Give `t`, which had no tangent at `level`, the tangent `value`. If t is a view,
     the tangent lives on its base (zeros elsewhere), so the base and its other
     views see it."""
-    base = t._base
+    base = forward_base(t)
     if base is None or own_tangent(t, level) is None:
         set_tangent(t, level, conform_layout(value, t))
         return
     base_tangent = tangent_of(base, level)
     with autograd_enabled():
         if base_tangent is None:
-            base_tangent = torch.empty_strided(
-                base.size(), base.stride(), dtype=base.dtype, device=base.device
-            )
-            base_tangent.zero_()
+            base_tangent = conform_layout(torch.zeros((), dtype=base.dtype), base)
             set_tangent(base, level, base_tangent)
         view_tangent = view_of_tangent(base_tangent, t, base)
         view_tangent.copy_(value)

@@ -238,6 +238,8 @@ SAMPLES: dict[str, list[Sample]] = {
     # torch asserts on _conj of a real tensor: complex only.
     "_conj": [S(T(3, 4), real_ok=False), S(T(), real_ok=False)],
     "resolve_conj": unary(),
+    "_neg_view": unary(),
+    "resolve_neg": unary(),
     "conj_physical": unary(),
     "_conj_physical": unary(),
     "cat": [S([T(2, 3), T(4, 3)]), S([T(2, 3), T(2, 1)], 1), S([T(2, 3), T(0)])],

@@ -1289,11 +1289,6 @@ def test_more_views_and_inplace(name):
     run_both(fn)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dualgen bug: copy_ into a float32 tensor from a float64 dual casts the "
-    "tangent to float32; native keeps the source tangent's dtype (float64)",
-)
 def test_copy_into_other_dtype_keeps_tangent_dtype_as_native():
     def fn(fwAD):
         with fwAD.dual_level():
