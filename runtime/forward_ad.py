@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
+from . import functions
 from .levels import STATE, Level, clear_level, current_level, set_tangent
 from .mode import DualMode, conform_layout, tangent_of
 
@@ -51,6 +52,7 @@ def enter_dual_level() -> int:
         mode = DualMode()
         _push_mode(mode)
         state.mode = mode
+        functions.install()  # custom autograd.Functions use their jvp
     level = Level(len(state.levels))
     state.levels.append(level)
     state.cap = level.index
@@ -75,6 +77,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
         if _get_current_dispatch_mode() is state.mode:
             _pop_mode()
         state.mode = None
+        functions.uninstall()
 
 
 class dual_level(contextlib.ContextDecorator):

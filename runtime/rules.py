@@ -201,7 +201,8 @@ def _user_rule(op: torch._ops.OpOverload, fn: Callable) -> Rule:
 
 
 def register_jvp(op) -> Callable[[Callable], Callable]:
-    """Register a JVP rule for an operator (decorator).
+    """Register a JVP rule for an operator, or for a custom autograd.Function
+    (decorator; for a Function, see `dualgen.functions.register_function_jvp`).
 
     The rule's parameters are named as in the spec's forward formulas: `<arg>_p` for
     a tensor argument's primal, `<arg>_t` for its tangent (None when absent), plain
@@ -214,6 +215,10 @@ def register_jvp(op) -> Callable[[Callable], Callable]:
         def mysin_jvp(x_p, x_t):
             return x_t * x_p.cos()
     """
+    if isinstance(op, type) and issubclass(op, torch.autograd.Function):
+        from .functions import register_function_jvp
+
+        return register_function_jvp(op)
     overload = _as_overload(op)
 
     def decorate(fn: Callable) -> Callable:
@@ -225,4 +230,9 @@ def register_jvp(op) -> Callable[[Callable], Callable]:
 
 def unregister_jvp(op) -> None:
     """Remove a user rule (the generated kernel, if any, applies again)."""
+    if isinstance(op, type) and issubclass(op, torch.autograd.Function):
+        from .functions import unregister_function_jvp
+
+        unregister_function_jvp(op)
+        return
     _USER_RULES.pop(_as_overload(op), None)
