@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .functions import backward as functions
 from .kernel_info import KernelInfo
 from .mode import bind, native_dispatch_keys, reads_lazy_views
 
@@ -149,7 +150,9 @@ class Tape(TorchDispatchMode):
         (gx,) = tape.grad(y, x, torch.ones_like(y))
 
     Ops run under `torch.no_grad()` are recorded as constants. An op reached by a
-    watched value without a VJP kernel raises NotImplementedError.
+    watched value without a VJP kernel raises NotImplementedError. A custom
+    autograd.Function is one step, run backwards by its own backward (or vjp):
+    see `dualgen.functions.backward`.
     """
 
     def __init__(self, *, check_grad_dtypes: bool = False):
@@ -162,6 +165,15 @@ class Tape(TorchDispatchMode):
         self._node_meta: list[tuple[torch.Size, torch.dtype]] = []
 
     # Recording
+
+    def __enter__(self):
+        mode = super().__enter__()
+        functions.start(self)
+        return mode
+
+    def __exit__(self, *exc):
+        functions.stop(self)
+        return super().__exit__(*exc)
 
     def watch(self, *tensors: torch.Tensor) -> None:
         """Make each tensor an input to differentiate with respect to."""
@@ -411,11 +423,13 @@ class Tape(TorchDispatchMode):
 
     # Running backwards
 
-    def grad(self, outputs, inputs, grad_outputs) -> tuple:
+    def grad(self, outputs, inputs, grad_outputs, *, undefined: bool = False) -> tuple:
         """Gradients (the `2 * CW` convention for complex) of `inputs`, which were
         watched, for the cotangents `grad_outputs` of `outputs`; None where an input
         does not reach any output. Runs outside the tape, so an enclosing tape or
-        dual level differentiates it."""
+        dual level differentiates it. `undefined`: zero cotangents stand for
+        undefined gradients, which a Function that does not materialize grads gets
+        as None (gradcheck's check_undefined_grad)."""
         outputs = _as_tuple(outputs)
         inputs = _as_tuple(inputs)
         grad_outputs = _as_tuple(grad_outputs)
@@ -431,6 +445,8 @@ class Tape(TorchDispatchMode):
                 self._backward_op(step, cotangents)
             elif isinstance(step, _GetStep):
                 _backward_get(self, step, cotangents)
+            elif isinstance(step, functions.FunctionStep):
+                functions.backward(self, step, cotangents, undefined)
             else:
                 _backward_putback(self, step, cotangents)
         result = []

@@ -26,9 +26,14 @@ was entered, is covered too), in place of the C++ `_FunctionBase.apply`:
   of <backward(ctx, *v), t> (the double-backward trick). Where that cannot work the
   error names the Function and the fixes: a `jvp`, or `dualgen.register_jvp(cls)`.
 
+The same hook serves the reverse tape of the gradcheck harness (`dualgen.tape`):
+while a tape records, each Function call that it differentiates becomes one step,
+run backwards by the Function's own `backward`/`vjp` (`backward.py`).
+
 torch.utils.checkpoint's reentrant Function runs its function directly while a
-level is active. Everything is installed when the first level is entered and
-removed when the last one exits (`install`/`uninstall`, from `dualgen.forward_ad`).
+level is active or a tape records. Everything is installed when the first level is
+entered or the first tape starts recording, and removed when the last one is done
+(`install`/`uninstall`, from `dualgen.forward_ad` and `Tape`).
 """
 
 from .hooks import install, uninstall

@@ -4,26 +4,26 @@ as the C++ apply binds them."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.autograd.function import _SingleLevelFunction
 
 from ..levels import STATE, Level
 from ..mode import handling_levels_below, is_differentiable_dtype, tangent_of
-from .call import _CAPTURE, _NEEDS_INPUT_GRAD, _RECORD, _Call, _Record, _record
+from .backward import native_apply as _native_apply  # C++ apply, + tape steps
+from .call import (
+    _CAPTURE,
+    _NEEDS_INPUT_GRAD,
+    _RECORD,
+    _bound_inputs,
+    _Call,
+    _has_setup_context,
+    _Record,
+    _record,
+)
 from .differentiate import _as_tuple, _differentiate, _has_jvp
 from .rules import _transparent
-
-_C_APPLY = torch._C._FunctionBase.__dict__["apply"]
-
-
-def _native_apply(cls, *args, **kwargs):
-    """The C++ `_FunctionBase.apply` (what `_apply` stands in for)."""
-    return _C_APPLY.__get__(None, cls)(*args, **kwargs)
-
 
 _TRANSPARENT: dict[type, Callable] | None = None
 
@@ -102,32 +102,6 @@ def _run_primal(call: _Call) -> tuple[Any, Any]:
             f"dualgen: could not match {call.name}'s inputs to forward's arguments"
         )
     return outputs, ctx
-
-
-def _bound_inputs(call: _Call) -> tuple:
-    """forward's inputs as the C++ apply passes them: positional arguments, then
-    keyword arguments at their parameters' positions (after `setup_context`'s
-    Function.apply has bound the defaults)."""
-    cls, args, kwargs = call.cls, call.args, call.kwargs
-    has_setup = _has_setup_context(cls)
-    if has_setup:
-        bound = inspect.signature(cls.forward).bind(*args, **kwargs)
-        bound.apply_defaults()
-        args, kwargs = bound.args, bound.kwargs
-    if not kwargs:
-        return tuple(args)
-    names = list(inspect.signature(cls.forward).parameters)[0 if has_setup else 1 :]
-    slots = list(args) + [None] * (len(names) - len(args))
-    last = len(args) - 1
-    for key, value in kwargs.items():
-        position = names.index(key)
-        slots[position] = value
-        last = max(last, position)
-    return tuple(slots[: last + 1])
-
-
-def _has_setup_context(cls: type) -> bool:
-    return cls.setup_context is not _SingleLevelFunction.setup_context
 
 
 # --------------------------------------------------------------------------------------

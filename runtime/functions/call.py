@@ -3,15 +3,19 @@ of what forward / setup_context put on the ctx (caught by `hooks`)."""
 
 from __future__ import annotations
 
+import inspect
 import threading
 from dataclasses import dataclass
 
 import torch
+from torch.autograd.function import _SingleLevelFunction
 
 _FIELDS = ("to_save", "saved_for_forward", "dirty_tensors", "non_differentiable")
 _RAW = {name: torch._C._FunctionBase.__dict__[name] for name in _FIELDS}
 _NEEDS_INPUT_GRAD = torch._C._FunctionBase.__dict__["needs_input_grad"]
 _RECORD = "_dualgen_record"
+# The inputs a recording tape differentiates, while its apply runs (hooks._NEEDS).
+_TAPE_NEEDS = "_dualgen_tape_needs"
 
 
 @dataclass
@@ -26,7 +30,8 @@ class _Record:
 
 class _Capture(threading.local):
     def __init__(self) -> None:
-        # One [backward class, ctx] frame per `_run_primal` in progress.
+        # One [backward class, ctx] frame per `_run_primal` in progress; a tape's
+        # frame also holds the inputs it differentiates (hooks._ctx_init).
         self.pending: list[list] = []
 
 
@@ -58,3 +63,29 @@ class _Call:
     @property
     def name(self) -> str:
         return self.cls.__name__  # as native names it (`{name}Backward`)
+
+
+def _bound_inputs(call: _Call) -> tuple:
+    """forward's inputs as the C++ apply passes them: positional arguments, then
+    keyword arguments at their parameters' positions (after `setup_context`'s
+    Function.apply has bound the defaults)."""
+    cls, args, kwargs = call.cls, call.args, call.kwargs
+    has_setup = _has_setup_context(cls)
+    if has_setup:
+        bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+        bound.apply_defaults()
+        args, kwargs = bound.args, bound.kwargs
+    if not kwargs:
+        return tuple(args)
+    names = list(inspect.signature(cls.forward).parameters)[0 if has_setup else 1 :]
+    slots = list(args) + [None] * (len(names) - len(args))
+    last = len(args) - 1
+    for key, value in kwargs.items():
+        position = names.index(key)
+        slots[position] = value
+        last = max(last, position)
+    return tuple(slots[: last + 1])
+
+
+def _has_setup_context(cls: type) -> bool:
+    return cls.setup_context is not _SingleLevelFunction.setup_context

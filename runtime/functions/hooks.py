@@ -9,7 +9,16 @@ import torch
 from torch.autograd.function import BackwardCFunction, _SingleLevelFunction
 
 from .apply import _apply
-from .call import _CAPTURE, _FIELDS, _NO_MATERIALIZE, _RAW, _RECORD, _Record
+from .call import (
+    _CAPTURE,
+    _FIELDS,
+    _NEEDS_INPUT_GRAD,
+    _NO_MATERIALIZE,
+    _RAW,
+    _RECORD,
+    _TAPE_NEEDS,
+    _Record,
+)
 
 # --------------------------------------------------------------------------------------
 # catching the ctx and what is saved on it
@@ -18,13 +27,17 @@ from .call import _CAPTURE, _FIELDS, _NO_MATERIALIZE, _RAW, _RECORD, _Record
 def _ctx_init(self) -> None:
     """`BackwardCFunction.__init__` while installed: the C++ apply constructs the ctx
     (with no arguments) before calling forward, so the first ctx of the expected
-    class after `_run_primal` opened its frame is that call's."""
-    pending = _CAPTURE.pending
-    if pending:
-        frame = pending[-1]
-        if frame[1] is None and type(self) is frame[0]:
-            frame[1] = self
-            self.__dict__[_RECORD] = _Record()
+    class after a frame was opened is that call's. It fills every innermost frame
+    still waiting for one: a tape's and a level's can wait on the same call. A
+    tape's frame also says which inputs `ctx.needs_input_grad` shows as needing a
+    gradient (C++ sees none: the tape's inputs do not require grad)."""
+    for frame in reversed(_CAPTURE.pending):
+        if frame[1] is not None or type(self) is not frame[0]:
+            break
+        frame[1] = self
+        self.__dict__.setdefault(_RECORD, _Record())
+        if len(frame) > 2:
+            self.__dict__[_TAPE_NEEDS] = frame[2]
 
 
 def _recording(name: str) -> property:
@@ -60,26 +73,41 @@ def _get_materialize(self):
 _MATERIALIZE = property(_get_materialize, _set_materialize)
 
 
+def _get_needs(self) -> tuple:
+    """ctx.needs_input_grad, with the inputs a recording tape differentiates."""
+    needs = _NEEDS_INPUT_GRAD.__get__(self)
+    extra = self.__dict__.get(_TAPE_NEEDS)
+    if extra is None:
+        return needs
+    return tuple(bool(n) or e for n, e in zip(needs, extra))
+
+
+_NEEDS = property(_get_needs, _NEEDS_INPUT_GRAD.__set__)
+
+
 # --------------------------------------------------------------------------------------
 # installing
 
 
 _INSTALL_LOCK = threading.Lock()
-_INSTALLED = 0  # threads with active levels; the patches are process-wide
+# Users of the patches, which are process-wide: threads' active levels, and
+# recording tapes (the gradcheck harness's backward mode).
+_USERS = {"levels": 0, "tapes": 0}
 
 
 _CTX_HOOKED = False
 
 
-def install() -> None:
-    """Hook Function.apply (first level entered, any thread). The ctx class is
-    hooked once for good: changing BackwardCFunction's attributes updates every
-    Function's backward class (about 12 µs a time, paid on every level entered
-    otherwise), and the hooks do nothing unless `_apply` is catching a ctx."""
-    global _INSTALLED, _CTX_HOOKED
+def install(user: str = "levels") -> None:
+    """Hook Function.apply (first level entered or tape recording, any thread). The
+    ctx class is hooked once for good: changing BackwardCFunction's attributes
+    updates every Function's backward class (about 12 µs a time, paid on every
+    level entered otherwise), and the hooks do nothing unless `_apply` or a tape is
+    catching a ctx."""
+    global _CTX_HOOKED
     with _INSTALL_LOCK:
-        _INSTALLED += 1
-        if _INSTALLED > 1:
+        _USERS[user] += 1
+        if sum(_USERS.values()) > 1:
             return
         _SingleLevelFunction.apply = classmethod(_apply)
         if not _CTX_HOOKED:
@@ -87,16 +115,16 @@ def install() -> None:
             for name in _FIELDS:
                 setattr(BackwardCFunction, name, _recording(name))
             BackwardCFunction.materialize_grads = _MATERIALIZE
+            BackwardCFunction.needs_input_grad = _NEEDS
             _CTX_HOOKED = True
 
 
-def uninstall() -> None:
-    """Undo the apply hook when the last thread's last level exits."""
-    global _INSTALLED
+def uninstall(user: str = "levels") -> None:
+    """Undo the apply hook when the last level exits and the last tape stops
+    recording, in every thread."""
     with _INSTALL_LOCK:
-        _INSTALLED -= 1
-        if _INSTALLED > 0:
+        _USERS[user] = max(_USERS[user] - 1, 0)
+        if sum(_USERS.values()) > 0:
             return
-        _INSTALLED = 0
         if "apply" in _SingleLevelFunction.__dict__:
             del _SingleLevelFunction.apply

@@ -61,6 +61,8 @@ def gradcheck(
         failures = (_fast if fast_mode else _slow)(problem, **options)
     except GradDtypeMismatch as exc:
         failures = [f"{exc} (in {problem.name})"]
+    if check_backward_ad:
+        failures += _zero_cotangents(problem)
     if check_undefined_grad:
         failures += _undefined(problem, check_forward_ad, check_backward_ad)
     if check_adjoint and check_forward_ad and check_backward_ad and not failures:
@@ -185,16 +187,43 @@ def _fast(
     return failures
 
 
+def _zero_cotangents(problem: Problem) -> list[str]:
+    """Native's "backward not multiplied by grad_output" (backward mode, always):
+    zero cotangents on every output at once give zero gradients."""
+    recording = problem.recorded()
+    outputs = [recording.outputs[k] for k in sorted({p.output for p in problem.parts})]
+    grads = recording.tape.grad(
+        outputs, recording.watched, [torch.zeros_like(o) for o in outputs]
+    )
+    return [
+        f"backward not multiplied by grad_output (in {problem.name}): zero cotangents "
+        f"on every output give a nonzero gradient for input {i}"
+        for i, g in zip(problem.inputs, grads)
+        if g is not None and g.count_nonzero()
+    ]
+
+
 def _undefined(problem: Problem, forward: bool, backward: bool) -> list[str]:
     """Zero in, zero out: a zero cotangent (tangent) must give zero gradients
-    (tangents), which catches formulas that divide by the gradient or make NaNs."""
+    (tangents), which catches formulas that divide by the gradient or make NaNs.
+    The zero cotangent stands for an undefined gradient, which a Function that does
+    not materialize grads gets as None, as in torch."""
     failures = []
     if backward:
         recording = problem.recorded()
         for part in problem.parts:
             output = recording.outputs[part.output]
             real = output.real if output.is_complex() else output
-            grads = recording.vjp(part, torch.zeros_like(real))
+            try:
+                grads = recording.vjp(part, torch.zeros_like(real), undefined=True)
+            except NotImplementedError:
+                raise
+            except RuntimeError as error:
+                failures.append(
+                    f"Expected backward function to handle undefined output grads "
+                    f"(in {problem.name}, for {part.describe()}): {error}"
+                )
+                continue
             for i, g in zip(problem.inputs, grads):
                 if g.count_nonzero():
                     failures.append(

@@ -165,11 +165,19 @@ class Recording:
     watched: tuple
     outputs: tuple
 
-    def vjp(self, part: Part, cotangent: torch.Tensor) -> list[torch.Tensor]:
+    def vjp(
+        self, part: Part, cotangent: torch.Tensor, *, undefined: bool = False
+    ) -> list[torch.Tensor]:
         """Gradients of every differentiable input for `cotangent` (real, shaped like
-        the output) on `part`; zeros where an input does not reach the output."""
+        the output) on `part`; zeros where an input does not reach the output.
+        `undefined`: a zero cotangent stands for an undefined gradient."""
         output = self.outputs[part.output]
-        grads = self.tape.grad(output, self.watched, cotangent * part.cotangent_unit)
+        grads = self.tape.grad(
+            output,
+            self.watched,
+            cotangent * part.cotangent_unit,
+            undefined=undefined,
+        )
         return [
             torch.zeros_like(x) if g is None else g for g, x in zip(grads, self.watched)
         ]
