@@ -1,0 +1,426 @@
+"""Conformance with PyTorch's forward-AD tests: `gradcheck(check_forward_ad=True)`.
+
+From the gradcheck tests of `TestAutograd` in pytorch/pytorch
+`test/test_autograd.py`, in our own words: forward-mode verdicts for real and
+complex inputs, how often `jvp` is called and with what, which modes run, the
+batched checks, input validation (mkldnn, no input requiring grad, zero strides,
+single precision), the error raised, outputs that change under perturbation.
+Programs run `torch.autograd.gradcheck` and `dualgen.gradcheck` through
+`conform`; see `tests/test_native_conformance.py`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import ClassVar
+
+import pytest
+import torch
+from test_native_conformance import (
+    C128,
+    DUALGEN,
+    F64,
+    FAST,
+    NATIVE,
+    _outcome,
+    _same,
+    conform,
+    forward_mismatch,
+    level_active,
+    no_level_left_behind,  # noqa: F401 - autouse
+    rand,
+    xfail,
+)
+from torch.autograd import Function
+
+
+def quiet(fn, *args, **kwargs):
+    """fn(...) with warnings silenced (gradcheck on float32 inputs warns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# 1. gradcheck(check_forward_ad=True)
+
+
+def plus(x, y):
+    return x + y, y
+
+
+def plus_with_a_wrong_tangent(api):
+    """`plus`, but y's tangent (when it has one) is scaled by 1.1."""
+
+    def fn(x, y):
+        primal, tangent = api.fwAD.unpack_dual(y)
+        if tangent is not None:
+            y = api.fwAD.make_dual(primal, tangent * 1.1)
+        return x + y, y
+
+    return fn
+
+
+@pytest.mark.parametrize("fast", FAST)
+@pytest.mark.parametrize("dtypes", [(F64, F64), (C128, F64), (C128, C128)])
+@pytest.mark.parametrize("wrong", [False, True])
+def test_gradcheck_forward_mode_verdict(wrong, dtypes, fast):
+    def program(api):
+        x = torch.rand(2, dtype=dtypes[0], requires_grad=True)
+        y = torch.rand(2, dtype=dtypes[1], requires_grad=True)
+        fn = plus_with_a_wrong_tangent(api) if wrong else plus
+        return api.gradcheck(fn, (x, y), check_forward_ad=True, fast_mode=fast)
+
+    if wrong:
+        conform(program, error=RuntimeError, match=forward_mismatch(1))
+    else:
+        assert conform(program) is True
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_gradcheck_forward_mode_of_view_as_real_of_a_resolved_conj(fast):
+    def program(api):
+        x = torch.rand(2, dtype=F64, requires_grad=True)
+        return api.gradcheck(
+            lambda x: torch.view_as_real(torch.resolve_conj(x * 1j)),
+            x,
+            check_forward_ad=True,
+            fast_mode=fast,
+        )
+
+    assert conform(program) is True
+
+
+def _recording_function():
+    class Record(Function):
+        calls = 0
+        grad_flags: ClassVar[list] = []
+
+        @staticmethod
+        def forward(ctx, x, y):
+            if Record.level_active():
+                Record.grad_flags.append((x.requires_grad, y.requires_grad))
+            return x.clone(), y.clone()
+
+        @staticmethod
+        def jvp(ctx, x_t, y_t):
+            Record.calls += 1
+            return x_t, y_t
+
+    return Record
+
+
+BATCHED = xfail("gradcheck check_batched_forward_grad")
+JVP_COUNT_CASES = [
+    pytest.param(True, False, False, id="no_undefined_check"),
+    pytest.param(True, True, False, id="undefined_check"),
+    pytest.param(False, True, False, id="y_no_grad"),
+    pytest.param(True, True, True, id="batched", marks=BATCHED),
+    pytest.param(False, True, True, id="batched_y_no_grad", marks=BATCHED),
+]
+
+
+@pytest.mark.parametrize("y_grad, undefined, batched", JVP_COUNT_CASES)
+def test_gradcheck_forward_mode_calls_jvp_as_often_and_without_requires_grad(
+    y_grad, undefined, batched
+):
+    """gradcheck passes its inputs to the function inside the level without
+    requires_grad, and calls jvp once per differentiable input (numel 1), plus the
+    calls of the undefined-tangent check, plus more for the batched checks.
+
+    Deliberate difference in the undefined-tangent check: native runs it with a
+    zero tangent and with an "efficient zero" tangent for each input (one run
+    when a single input is differentiable); dualgen, which has no efficient zero
+    tensors, runs one zero-tangent jvp for all inputs (tests/test_gradcheck_
+    functions.py)."""
+
+    def program(api):
+        Record = _recording_function()
+        Record.level_active = staticmethod(lambda: level_active(api))
+        x = torch.rand(1, dtype=F64, requires_grad=True)
+        y = torch.rand(1, dtype=F64, requires_grad=y_grad)
+        checked = api.gradcheck(
+            Record.apply,
+            (x, y),
+            check_forward_ad=True,
+            check_undefined_grad=undefined,
+            check_backward_ad=False,
+            check_batched_grad=False,
+            check_batched_forward_grad=batched,
+        )
+        return checked, set(Record.grad_flags), Record.calls
+
+    native_ok, native = _outcome(program, NATIVE, 0)
+    assert native_ok, native
+    dual_ok, dual = _outcome(program, DUALGEN, 0)
+    if not dual_ok:
+        raise dual
+    _same(dual[:2], native[:2], "verdict and requires_grad inside the level")
+    assert native[1] == {(False, False)}
+    differentiable = 1 + y_grad
+    if batched:
+        assert dual[2] == native[2]
+    elif undefined:
+        native_extra = 1 if differentiable == 1 else 2 * differentiable
+        assert native[2] == differentiable + native_extra
+        assert dual[2] == differentiable + 1
+    else:
+        assert dual[2] == native[2] == differentiable
+
+
+@pytest.mark.parametrize("fwd_bad", [False, True])
+@pytest.mark.parametrize("bwd_bad", [False, True])
+@pytest.mark.parametrize(
+    "forward, backward",
+    [
+        (1, 1),
+        (1, 0),
+        (0, 1),
+        pytest.param(
+            0, 0, marks=xfail("(new) gradcheck with neither mode checked returns True")
+        ),
+    ],
+)
+def test_gradcheck_runs_only_the_modes_asked_for(forward, backward, fwd_bad, bwd_bad):
+    """PyTorch's test also sets check_batched_grad=check_backward_ad; here it stays
+    False (the batched checks have their own xfail)."""
+
+    class Scale(Function):
+        @staticmethod
+        def forward(ctx, x, fwd_bad, bwd_bad):
+            ctx.fwd_bad, ctx.bwd_bad = fwd_bad, bwd_bad
+            return x * 2
+
+        @staticmethod
+        def vjp(ctx, grad):
+            if ctx.bwd_bad:
+                raise RuntimeError("FAIL BWD")
+            return 2 * grad, None, None
+
+        @staticmethod
+        def jvp(ctx, x_t, _1, _2):
+            if ctx.fwd_bad:
+                raise RuntimeError("FAIL FWD")
+            return 2 * x_t
+
+    def program(api, fast):
+        x = torch.rand(2, dtype=F64, requires_grad=True)
+        return api.gradcheck(
+            Scale.apply,
+            (x, fwd_bad, bwd_bad),
+            check_forward_ad=bool(forward),
+            check_backward_ad=bool(backward),
+            check_undefined_grad=bool(backward),
+            fast_mode=fast,
+        )
+
+    for fast in (False, True):
+
+        def run(api, fast=fast):
+            return program(api, fast)
+
+        if not forward and not backward:
+            conform(run, error=AssertionError, match="Expected at least one of")
+        elif backward and bwd_bad:  # a backward failure hides a forward one
+            conform(run, error=RuntimeError, match="FAIL BWD")
+        elif forward and fwd_bad:
+            conform(run, error=RuntimeError, match="FAIL FWD")
+        else:
+            assert conform(run) is True
+
+
+def _random_in_jvp():
+    class Twice(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def vjp(ctx, grad):
+            return grad * 2
+
+        @staticmethod
+        def jvp(ctx, x_t):
+            torch.randn_like(x_t)
+            return x_t * 2
+
+    return Twice.apply
+
+
+BATCHED_FORWARD_CASES = {
+    "non_tensor_input": (lambda a, b: (a.clone(), a + 1), lambda x: (x, 1), None),
+    "unused_input": (lambda a, c: a.clone(), lambda x: (x, x.clone()), None),
+    "random_in_jvp": (
+        _random_in_jvp(),
+        lambda x: (x,),
+        "vmap: We do not yet support calling random operations inside of vmap",
+    ),
+}
+
+
+@xfail("gradcheck check_batched_forward_grad")
+@pytest.mark.parametrize("case", BATCHED_FORWARD_CASES)
+def test_gradcheck_batched_forward_grad(case):
+    fn, make_inputs, error = BATCHED_FORWARD_CASES[case]
+
+    def program(api):
+        x = torch.rand(2, dtype=F64, requires_grad=True)
+        return api.gradcheck(
+            fn,
+            make_inputs(x),
+            check_forward_ad=True,
+            check_backward_ad=error is not None,
+            check_batched_grad=False,
+            check_undefined_grad=False,
+            check_batched_forward_grad=True,
+        )
+
+    if error is None:
+        assert conform(program) is True
+    else:
+        conform(program, error=RuntimeError, match=error)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no MKL-DNN")
+@xfail("gradcheck of mkldnn inputs with forward AD (ValueError)")
+@pytest.mark.parametrize("fast", FAST)
+def test_gradcheck_forward_mode_refuses_mkldnn_inputs(fast):
+    def program(api):
+        x = torch.ones(1).to_mkldnn().requires_grad_()
+        return quiet(
+            api.gradcheck,
+            lambda x: x.to_dense(),
+            (x,),
+            raise_exception=False,
+            fast_mode=fast,
+            check_forward_ad=True,
+            atol=1e-1,
+            rtol=1e-1,
+        )
+
+    conform(
+        program,
+        error=ValueError,
+        match="MKLDNN inputs are not support for forward AD gradcheck",
+    )
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_gradcheck_needs_an_input_that_requires_grad(fast):
+    def program(api):
+        return api.gradcheck(
+            lambda x: x,
+            (rand(10),),
+            raise_exception=False,
+            fast_mode=fast,
+            check_forward_ad=True,
+        )
+
+    conform(
+        program, error=ValueError, match="at least one input tensor to require gradient"
+    )
+
+
+@xfail("(new) gradcheck accepts an input with a zero stride")
+@pytest.mark.parametrize("fast", FAST)
+def test_gradcheck_refuses_an_input_with_a_zero_stride(fast):
+    def program(api):
+        x = torch.ones(1, dtype=F64, requires_grad=True).expand((2, 2))
+        return api.gradcheck(
+            lambda x: x,
+            (x,),
+            raise_exception=False,
+            fast_mode=fast,
+            check_forward_ad=True,
+        )
+
+    conform(
+        program, error=RuntimeError, match="The 0th input has a dimension with stride 0"
+    )
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_gradcheck_warns_about_single_precision_inputs(fast):
+    def program(api):
+        x = torch.ones(1, dtype=torch.float32, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            checked = api.gradcheck(
+                lambda x: x, (x,), atol=1e-1, fast_mode=fast, check_forward_ad=True
+            )
+        return checked, any(
+            "Input #0 requires gradient and is not a double precision" in str(w.message)
+            and issubclass(w.category, UserWarning)
+            for w in caught
+        )
+
+    assert conform(program) == (True, True)
+
+
+@pytest.mark.parametrize("fast", FAST)
+def test_gradcheck_forward_failure_is_a_gradcheck_error_or_false(fast):
+    """A forward-mode mismatch raises GradcheckError (a RuntimeError), or gives
+    False with raise_exception=False; other errors of the function propagate."""
+
+    def program(api):
+        x = torch.rand(2, dtype=F64, requires_grad=True)
+        y = torch.rand(2, dtype=F64, requires_grad=True)
+        wrong = plus_with_a_wrong_tangent(api)
+        options = {"check_forward_ad": True, "check_backward_ad": False}
+        verdict = api.gradcheck(
+            wrong, (x, y), raise_exception=False, fast_mode=fast, **options
+        )
+        try:
+            api.gradcheck(wrong, (x, y), fast_mode=fast, **options)
+        except RuntimeError as exc:
+            raised = type(exc).__name__
+        try:
+
+            def broken(x):
+                raise RuntimeError("Not a GradcheckError!")
+
+            api.gradcheck(broken, (x,), raise_exception=False, **options)
+        except RuntimeError as exc:
+            propagated = str(exc)
+        return verdict, raised, propagated
+
+    assert conform(program) == (False, "GradcheckError", "Not a GradcheckError!")
+
+
+def test_gradcheck_forward_mode_with_complex_and_real_outputs():
+    def program(api):
+        a = torch.ones(2, 2, dtype=F64, requires_grad=True)
+        b = torch.ones(2, 2, dtype=F64, requires_grad=True)
+        c = torch.ones(2, 2, dtype=C128, requires_grad=True)
+        return (
+            api.gradcheck(
+                lambda x, y: (torch.complex(x, y), x + 1),
+                (a, b),
+                check_forward_ad=True,
+            ),
+            api.gradcheck(lambda z: (z, torch.real(z)), (c,), check_forward_ad=True),
+        )
+
+    assert conform(program) == (True, True)
+
+
+@xfail("(new) gradcheck does not check outputs keep shape/dtype when perturbed")
+@pytest.mark.parametrize("fast", FAST)
+@pytest.mark.parametrize("what", ["shape", "dtype"])
+def test_gradcheck_forward_mode_outputs_must_not_change_with_perturbation(what, fast):
+    def fn(x):
+        if torch.all(x >= 1):
+            return torch.cat([x, x]) if what == "shape" else x.to(torch.float32)
+        return x
+
+    def program(api):
+        a = torch.ones(1, dtype=F64, requires_grad=True)
+        return api.gradcheck(
+            fn, (a,), check_forward_ad=True, check_backward_ad=False, fast_mode=fast
+        )
+
+    conform(
+        program,
+        error=AssertionError,
+        match=f"return outputs with the same {what} when inputs are perturbed",
+    )
