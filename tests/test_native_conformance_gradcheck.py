@@ -176,9 +176,7 @@ def test_gradcheck_forward_mode_calls_jvp_as_often_and_without_requires_grad(
         (1, 1),
         (1, 0),
         (0, 1),
-        pytest.param(
-            0, 0, marks=xfail("(new) gradcheck with neither mode checked returns True")
-        ),
+        (0, 0),
     ],
 )
 def test_gradcheck_runs_only_the_modes_asked_for(forward, backward, fwd_bad, bwd_bad):
@@ -282,7 +280,6 @@ def test_gradcheck_batched_forward_grad(case):
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no MKL-DNN")
-@xfail("gradcheck of mkldnn inputs with forward AD (ValueError)")
 @pytest.mark.parametrize("fast", FAST)
 def test_gradcheck_forward_mode_refuses_mkldnn_inputs(fast):
     def program(api):
@@ -321,7 +318,6 @@ def test_gradcheck_needs_an_input_that_requires_grad(fast):
     )
 
 
-@xfail("(new) gradcheck accepts an input with a zero stride")
 @pytest.mark.parametrize("fast", FAST)
 def test_gradcheck_refuses_an_input_with_a_zero_stride(fast):
     def program(api):
@@ -404,7 +400,6 @@ def test_gradcheck_forward_mode_with_complex_and_real_outputs():
     assert conform(program) == (True, True)
 
 
-@xfail("(new) gradcheck does not check outputs keep shape/dtype when perturbed")
 @pytest.mark.parametrize("fast", FAST)
 @pytest.mark.parametrize("what", ["shape", "dtype"])
 def test_gradcheck_forward_mode_outputs_must_not_change_with_perturbation(what, fast):

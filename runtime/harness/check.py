@@ -43,11 +43,17 @@ def gradcheck(
     with <J^T v, u> from the backward ones. Returns True, or raises GradcheckError
     (returns False when `raise_exception` is False).
     """
+    if not (check_forward_ad or check_backward_ad):
+        raise AssertionError(
+            "Expected at least one of check_forward_ad or check_backward_ad to be True"
+        )
     if check_batched_grad or check_batched_forward_grad:
         raise NotImplementedError(
             "dualgen.gradcheck does not check batched (vmap) gradients"
         )
-    problem = Problem.make(func, inputs, masked=masked)
+    problem = Problem.make(
+        func, inputs, masked=masked, finite_differences=True, forward=check_forward_ad
+    )
     options = {
         "eps": eps,
         "atol": atol,
@@ -327,6 +333,16 @@ def gradgradcheck(
     forward-over-reverse with `check_fwd_over_rev`) and, beyond torch, of
     G(x, u) = J(x) u computed by dualgen.forward_ad (`check_fwd_over_fwd`,
     `check_rev_over_fwd`)."""
+    if not (
+        check_fwd_over_rev
+        or check_rev_over_rev
+        or check_fwd_over_fwd
+        or check_rev_over_fwd
+    ):
+        raise AssertionError(
+            "Expected at least one of check_fwd_over_rev, check_rev_over_rev, "
+            "check_fwd_over_fwd or check_rev_over_fwd to be True"
+        )
     raw = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     problem = Problem.make(func, raw, masked=masked)
     outputs = problem.evaluate(problem.values)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .problem import Part, Problem, random_like
+from .problem import Part, Problem, check_perturbed_outputs, random_like
 
 Scalars = dict[tuple[int, Part], complex]
 
@@ -71,6 +71,7 @@ def numerical(problem: Problem, probes: Probes, eps: float) -> Scalars:
             x.copy_(original - eps * tangent)
             minus = problem.sample()
             x.copy_(original)
+            check_perturbed_outputs(minus, plus, eps)
             for part in problem.parts:
                 k = part.output
                 column = (part.of(plus[k]) - part.of(minus[k])) / (2 * eps)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .problem import Part, Problem, unravel
+from .problem import Part, Problem, check_perturbed_outputs, unravel
 
 Jacobians = dict[tuple[int, Part], torch.Tensor]
 
@@ -47,6 +47,7 @@ def numerical(problem: Problem, eps: float) -> Jacobians:
                 entry.copy_(original - eps * step)
                 minus = problem.sample()
                 entry.copy_(original)
+                check_perturbed_outputs(minus, plus, eps, unravel(x.shape, j))
                 for part in problem.parts:
                     k = part.output
                     column = (part.of(plus[k]) - part.of(minus[k])) / (2 * eps)

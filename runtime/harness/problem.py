@@ -60,29 +60,53 @@ class Problem:
     parts: tuple[Part, ...]
 
     @staticmethod
-    def make(func: Callable, inputs, *, masked) -> Problem:
+    def make(
+        func: Callable,
+        inputs,
+        *,
+        masked,
+        finite_differences: bool = False,
+        forward: bool = False,
+    ) -> Problem:
+        """The problem of differentiating `func` at `inputs`, after native
+        gradcheck's checks on them. `finite_differences`: gradcheck will perturb the
+        inputs in place, so a differentiable input must not have a zero stride.
+        `forward`: forward mode will be checked."""
         raw = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-        for x in raw:
-            if isinstance(x, torch.Tensor) and x.layout != torch.strided:
-                raise NotImplementedError(
-                    f"dualgen.gradcheck checks strided tensors only, not {x.layout}"
-                    + (" (masked semantics)" if masked else "")
-                )
-        diff = tuple(
-            i for i, x in enumerate(raw) if is_differentiable(x) and x.requires_grad
-        )
-        if not diff:
-            raise ValueError(
-                "gradcheck expects at least one input tensor to require gradient, "
-                "but none of them have requires_grad=True."
-            )
-        for i in diff:
-            if raw[i].dtype not in (torch.float64, torch.complex128):
+        diff = []
+        for i, x in enumerate(raw):
+            if not (isinstance(x, torch.Tensor) and x.requires_grad):
+                continue
+            if x.dtype not in (torch.float64, torch.complex128):
                 warnings.warn(
                     f"Input #{i} requires gradient and is not a double precision "
                     "floating point or complex. This check will likely fail if all "
                     "the inputs are not of double precision floating point or complex.",
                     stacklevel=3,
+                )
+            if finite_differences and x.layout == torch.strided:
+                _check_no_zero_stride(i, x)
+            if is_differentiable(x):
+                diff.append(i)
+        diff = tuple(diff)
+        if not diff:
+            raise ValueError(
+                "gradcheck expects at least one input tensor to require gradient, "
+                "but none of them have requires_grad=True."
+            )
+        for i, x in enumerate(raw):
+            if isinstance(x, torch.Tensor) and x.layout != torch.strided:
+                if forward and x.layout == torch._mkldnn and x.requires_grad:
+                    # Native's error, for the same case (native checks mkldnn
+                    # inputs in backward mode, dualgen in neither).
+                    raise ValueError(
+                        "MKLDNN inputs are not support for forward AD gradcheck. "
+                        f"(dualgen.gradcheck checks strided tensors only; input {i} "
+                        f"is {x.layout})"
+                    )
+                raise NotImplementedError(
+                    f"dualgen.gradcheck checks strided tensors only, not {x.layout}"
+                    + (" (masked semantics)" if masked else "")
                 )
         values = tuple(
             x.detach().clone() if isinstance(x, torch.Tensor) else x for x in raw
@@ -181,6 +205,38 @@ class Recording:
         return [
             torch.zeros_like(x) if g is None else g for g, x in zip(grads, self.watched)
         ]
+
+
+def _check_no_zero_stride(i: int, x: torch.Tensor) -> None:
+    """Native's rule: perturbing one element of an input whose elements overlap
+    (a dimension of size > 1 with stride 0, as `expand` makes) perturbs several."""
+    if any(stride <= 0 and size > 1 for stride, size in zip(x.stride(), x.shape)):
+        raise RuntimeError(
+            f"The {i}th input has a dimension with stride 0. gradcheck only supports "
+            "inputs that are non-overlapping to be able to compute the numerical "
+            "gradients correctly. You should call .contiguous on the input before "
+            "passing it to gradcheck."
+        )
+
+
+def check_perturbed_outputs(minus, plus, eps: float, index=None) -> None:
+    """Native's check that `func` returns outputs of the same shapes and dtypes at
+    the two points of a central difference (`index`: the element perturbed, in
+    slow mode). An AssertionError, as in torch."""
+    on_index = f"on index {index} " if index is not None else ""
+    for a, b in zip(minus, plus):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            continue
+        for what, first, second in (
+            ("shape", a.shape, b.shape),
+            ("dtype", a.dtype, b.dtype),
+        ):
+            if first != second:
+                raise AssertionError(
+                    f"Expected `func` to return outputs with the same {what} when "
+                    f"inputs are perturbed {on_index}by {eps}, but got: {what}s "
+                    f"{first} and {second}."
+                )
 
 
 def _flatten(value):
