@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install generate check-generated test validate lint format bench clean
+.PHONY: install generate check-generated test validate lint format bench fuzz clean
 
 install: $(STAMP)
 
@@ -29,6 +29,16 @@ test: $(STAMP)
 # complex128; the report lands in reports/validate.{md,html}.
 validate: $(STAMP)
 	$(VENV)/bin/dualgen validate --report reports/validate
+
+# Differential fuzzing against native forward AD (and, nested, torch.func) for
+# FUZZ_SECONDS (default 300) or FUZZ_EXAMPLES programs (both given: whichever
+# ends first); the summary by cause lands in reports/fuzz.md.
+FUZZ_SECONDS ?=
+FUZZ_EXAMPLES ?=
+
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz.run $(if $(FUZZ_SECONDS),--seconds $(FUZZ_SECONDS)) \
+		$(if $(FUZZ_EXAMPLES),--examples $(FUZZ_EXAMPLES)) --report reports/fuzz.md
 
 lint: $(STAMP)
 	$(PY) -m ruff check tools runtime tests bench

@@ -360,7 +360,12 @@ def logsumexp_weights(self, dim, keepdim: bool, result) -> torch.Tensor:
 def logsumexp_tangent(self_t, self_p, dim, keepdim: bool, result):
     """Tangent of logsumexp: the exp(self - result)-weighted sum of self's tangent."""
     w = logsumexp_weights(self_p, dim, keepdim, result)
-    return _sum_reduced(self_t * w, self_p, dim, keepdim)
+    weighted = self_t * w
+    if weighted.is_complex() == w.is_complex():
+        # In w's dtype, as native's in-place product (a float64 tangent of a
+        # float32 input gives a float32 tangent).
+        weighted = weighted.to(w.dtype)
+    return _sum_reduced(weighted, self_p, dim, keepdim)
 
 
 def reverse_cumsum(grad: torch.Tensor, dim: int) -> torch.Tensor:
@@ -423,7 +428,9 @@ def _prod_others(self: torch.Tensor, dim) -> torch.Tensor:
 def prod_tangent(self_t, self_p, dim, keepdim: bool, result) -> torch.Tensor:
     """Tangent of prod (dim None: all elements)."""
     w = _prod_others(self_p.to(result.dtype), dim)
-    return _sum_reduced(self_t.to(result.dtype) * w, self_p, dim, keepdim)
+    # Promoted, not cast: a float64 tangent of a float32 input stays float64.
+    dtype = torch.promote_types(self_t.dtype, result.dtype)
+    return _sum_reduced(self_t.to(dtype) * w, self_p, dim, keepdim)
 
 
 def prod_grad(grad, self, dim, keepdim: bool) -> torch.Tensor:

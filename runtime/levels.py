@@ -168,7 +168,9 @@ def forward_base(t: torch.Tensor) -> torch.Tensor | None:
 def note_view(view: torch.Tensor, source: torch.Tensor) -> None:
     """Record that `view` was made from `source` by a view op."""
     base = source.__dict__.get(FORWARD_BASE)
-    if base is None and source._base is not None and TANGENTS in source.__dict__:
+    if TANGENTS in source.__dict__ and (base is not None or source._base is not None):
+        # source has entries of its own (`unpack_dual(x).primal` says "none"):
+        # its views follow it, not the tensor source itself follows.
         base = source
     if base is not None:  # (inside the mode, torch has not made view a view yet)
         view.__dict__[FORWARD_BASE] = base

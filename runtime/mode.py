@@ -174,6 +174,11 @@ class DualMode(TorchDispatchMode):
 
 _DETACH = torch.ops.aten.detach.default  # a view whose tangent is never derived
 
+# In-place ops whose native formula, for a self without a tangent, is an
+# operand's tangent alone (copy_: `src_t`), not a promotion with self's
+# zero-filled one: self gets that tangent in the operand's dtype.
+_WRITES_OPERAND_AS_IS = frozenset({torch.ops.aten.copy_.default})
+
 
 def _note_views(out, args) -> None:
     """Views of a tensor with tangents of its own follow that tensor's tangent,
@@ -376,15 +381,24 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         with autograd_enabled():
             result = rule.call(primals, tangents, kernel_outputs)
         results = result if many else (result,)
+        if not promote:
+            results = _in_native_dtypes(
+                rule, primals, tangents, kernel_outputs, results
+            )
         with autograd_enabled():
             if inplace:
+                promote = promote and func not in _WRITES_OPERAND_AS_IS
                 _update_self(
                     level, outputs[0], self_tangent, results[0], promote, tangents
                 )
+                if self_tangent is not None and _has_shared_elements(self_tangent):
+                    written = _written(rule, primals, tangents, kernel_outputs)
+                    _write_shared(self_tangent, results[0], written)
             else:
+                shared = None
                 if rule.kind != "view":
-                    results = _unaliased(results, tangents)
-                _attach(rule, level, outputs, results, promote)
+                    shared = _shared_with_inputs(results, tangents)
+                _attach(rule, level, outputs, results, promote, shared)
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
@@ -395,17 +409,20 @@ def _separate_from_self(primals: list, tangents: list, indices, self_tangent) ->
     update: any that shares memory with self (`x.mul_(x)`, `x[i] = x[j]` through
     a view) is read from a copy, and so is a tangent sharing memory with self's
     tangent, which the update writes into. Storage identity only: free unless
-    operands overlap."""
+    operands overlap, and nothing to look up without tensor operands."""
     target = primals[0]
     if not isinstance(target, torch.Tensor):
         return
-    memory = _storage_key(target)
+    memory = None
     for i in range(1, len(primals)):
         value = primals[i]
-        if isinstance(value, torch.Tensor) and _storage_key(value) == memory:
-            with autograd_enabled():
-                primals[i] = value.clone()
-    if self_tangent is None:
+        if isinstance(value, torch.Tensor):
+            if memory is None:
+                memory = _storage_key(target)
+            if _storage_key(value) == memory:
+                with autograd_enabled():
+                    primals[i] = value.clone()
+    if self_tangent is None or len(tangents) < 2:
         return
     tangent_memory = _storage_key(self_tangent)
     for j, (i, t) in enumerate(zip(indices, tangents)):
@@ -448,10 +465,21 @@ def _detached_alias(value):
         return type(value)(_detached_alias(v) for v in value)
     if not isinstance(value, torch.Tensor) or not value.requires_grad:
         return value
-    with _disable_current_modes():
-        alias = value.detach()
+    if type(value) is torch.Tensor:
+        # The mode must not see this detach (it would derive a view's tangent);
+        # excluding the Python key is the cheap way when no subclass needs it.
+        with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+            alias = value.detach()
+    else:
+        with _disable_current_modes():
+            alias = value.detach()
     copy_entries(value, alias)
     return alias
+
+
+_PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | (
+    torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot)
+)
 
 
 def call_with(func, values: list):
@@ -489,56 +517,104 @@ def _tracking(primals, tangents) -> bool:
     return False
 
 
-def _unaliased(results, tangents):
-    """Output tangents of a non-view op that alias an input's tangent (a formula
+def _shared_with_inputs(results, tangents) -> tuple[bool, ...] | None:
+    """Which output tangents of a non-view op alias an input's tangent (a formula
     that reduced to `self_t`, or `conform(self_t)`, once its other terms were
-    dropped) are copied: otherwise an in-place op on the output, or on the input,
-    would also write into the other's tangent. Native gives such outputs fresh
-    tangents too. Identity and `_base` checks only: this runs on every op."""
+    dropped): they are stored as copies, laid out as native lays out the tangent
+    it is given (`conform_layout(..., fresh=True)`); otherwise an in-place op on
+    the output, or on the input, would also write into the other's tangent.
+    Native gives such outputs fresh tangents too. None: no input has a tangent
+    tensor. Identity and `_base` checks only: this runs on every op."""
     roots = {
         id(t if t._base is None else t._base)
         for t in tangents
         if isinstance(t, torch.Tensor)
     }
     if not roots:
-        return results
-    fresh = list(results)
-    for i, v in enumerate(fresh):
-        if (
-            isinstance(v, torch.Tensor)
-            and id(v if v._base is None else v._base) in roots
-        ):
-            fresh[i] = v.clone()
-    return tuple(fresh)
+        return None
+    return tuple(
+        isinstance(v, torch.Tensor) and id(v if v._base is None else v._base) in roots
+        for v in results
+    )
 
 
 def _update_self(
     level: Level, self_value, self_tangent, new, promote, tangents
 ) -> None:
-    """An in-place op's tangent: written into self's tangent, or given to self."""
+    """An in-place op's tangent: written into self's tangent, or given to self.
+    (A tangent whose elements share memory is written by `_write_shared`.)"""
     if self_tangent is not None:
-        if new is not self_tangent:
+        if new is not self_tangent and not _has_shared_elements(self_tangent):
             self_tangent.copy_(
                 new if new is not None else torch.zeros_like(self_tangent)
             )
     elif new is not None:
         if promote:
             new = _promoted_for_self(new, self_value, tangents)
-        set_new_tangent(self_value, level, new)
+        elif self_value.is_complex() and not new.is_complex():
+            # A complex tensor gets a complex tangent (native keeps copy_'s real
+            # one, and then cannot take the tensor's .real or .imag).
+            with autograd_enabled():
+                new = new.to(self_value.dtype)
+        # A formula that reduced to an operand's tangent (copy_: `src_t`) must
+        # not make self share that operand's tangent.
+        fresh = (_shared_with_inputs((new,), tangents) or (False,))[0]
+        set_new_tangent(self_value, level, new, fresh)
 
 
-def _attach(rule: Rule, level: Level, outputs, results, promote) -> None:
-    for output, value, differentiable in zip(
-        outputs, results, rule.differentiable_outputs
+def _has_shared_elements(t: torch.Tensor) -> bool:
+    """Whether elements of t share memory (a stride-0 dimension of size > 1)."""
+    return any(n > 1 and not s for n, s in zip(t.shape, t.stride()))
+
+
+def _written(rule: Rule, primals, tangents, outputs) -> torch.Tensor:
+    """Where an in-place op writes self (fill_, masked_fill_ and index_put_ may
+    write memory whose elements alias): the positions its formula does not take
+    from self's tangent, found by running it once more with self's tangent NaN."""
+    like = tangents[0]
+    sentinel = torch.full(
+        like.shape, float("nan"), dtype=like.dtype, device=like.device
+    )
+    probe = rule.call(primals, [sentinel, *tangents[1:]], outputs)
+    if probe is None:
+        return torch.ones(like.shape, dtype=torch.bool, device=like.device)
+    return ~probe.isnan()
+
+
+def _write_shared(target: torch.Tensor, value, written: torch.Tensor) -> None:
+    """Write an in-place op's new tangent into a tangent whose elements share
+    memory: each location once, from the first of its elements the op writes
+    (so a location keeps a write made through any of its aliases), or as it is
+    where the op writes none."""
+    if value is None:
+        value = torch.zeros(target.shape, dtype=target.dtype)
+    merged = torch.where(written, value.to(target.dtype), target)
+    for d, (n, stride) in enumerate(zip(target.shape, target.stride())):
+        if n > 1 and not stride:
+            first = written.to(torch.int8).argmax(d, keepdim=True)
+            merged, written = merged.gather(d, first), written.gather(d, first)
+            target = target.narrow(d, 0, 1)
+    target.copy_(merged)
+
+
+def _attach(rule: Rule, level: Level, outputs, results, promote, shared) -> None:
+    """Give each output its tangent (`shared[i]`: result i is an input's tangent,
+    stored as a copy)."""
+    for i, (output, value, differentiable) in enumerate(
+        zip(outputs, results, rule.differentiable_outputs)
     ):
         if isinstance(output, (list, tuple)):
             for o, v in zip(output, value or [None] * len(output)):
                 _attach_one(rule, level, o, v if differentiable else None, promote)
         else:
-            _attach_one(rule, level, output, value if differentiable else None, promote)
+            fresh = shared is not None and shared[i]
+            value = value if differentiable else None
+            _attach_one(rule, level, output, value, promote, fresh)
 
 
-def _attach_one(rule: Rule, level: Level, output, value, promote) -> None:
+def _attach_one(
+    rule: Rule, level: Level, output, value, promote, fresh: bool = False
+) -> None:
     if not isinstance(output, torch.Tensor):
         return
     if value is None or not is_differentiable_dtype(output):
@@ -553,7 +629,7 @@ def _attach_one(rule: Rule, level: Level, output, value, promote) -> None:
     if rule.kind != "view":
         if promote:
             value = _in_dtype_of(value, output)
-        value = conform_layout(value, output)
+        value = conform_layout(value, output, fresh)
     set_tangent(output, level, value)
 
 
@@ -568,6 +644,59 @@ def _tangents_have_primal_dtypes(primals, tangents, indices) -> bool:
             if t is not None and isinstance(p, torch.Tensor) and t.dtype != p.dtype:
                 return False
     return True
+
+
+def _as_meta(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(
+            value.size(), value.stride(), dtype=value.dtype, device="meta"
+        )
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_meta(v) for v in value)
+    return value
+
+
+def _zero_filled(tangent, primal):
+    """A meta stand-in for each absent tangent: a zero of its primal's dtype."""
+    if isinstance(tangent, list) or isinstance(primal, (list, tuple)):
+        tangents = tangent or [None] * len(primal)
+        return [_zero_filled(t, p) for t, p in zip(tangents, primal)]
+    if tangent is None and isinstance(primal, torch.Tensor):
+        return _as_meta(primal) if is_differentiable_dtype(primal) else None
+    if tangent is None and type(primal) in (int, float, complex):
+        # A number where the schema has a tensor: native wraps it, and its zero
+        # tangent promotes as a number does (`x + 0.5` keeps x's tangent dtype,
+        # `x * 0.5` gets x's dtype from `other_t * self_p`).
+        return type(primal)(0)
+    return _as_meta(tangent)
+
+
+def _in_native_dtypes(rule: Rule, primals, tangents, outputs, results):
+    """Where a tangent has another dtype than its primal, the dtypes native's
+    tangents get: native evaluates a formula's every term, with zeros of the
+    primals' dtypes for absent tangents, so `x * 0.5` with a float32 tangent of a
+    float64 x is float64 (from `other_t * self_p`), where dualgen drops that
+    term. The formula run on meta tensors tells; one meta cannot run keeps the
+    dtypes it has."""
+    try:
+        filled = [
+            _zero_filled(t, primals[i]) for i, t in zip(rule.input_indices, tangents)
+        ]
+        meta = rule.call([_as_meta(p) for p in primals], filled, _as_meta(outputs))
+    except Exception:  # noqa: BLE001 - a formula meta tensors cannot run
+        return results
+    metas = meta if len(results) > 1 else (meta,)
+    out = []
+    for value, like in zip(results, metas):
+        if (
+            isinstance(value, torch.Tensor)
+            and isinstance(like, torch.Tensor)
+            and value.dtype != like.dtype
+        ):
+            with autograd_enabled():
+                value = value.to(like.dtype)
+        out.append(value)
+    return tuple(out)
 
 
 def _in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
@@ -596,62 +725,106 @@ def _promoted_for_self(new: torch.Tensor, self_value: torch.Tensor, tangents):
                 torch.empty(self_value.shape, dtype=dtype, device="meta"),
                 torch.empty(t.shape, dtype=t.dtype, device="meta"),
             )
-    if new.is_complex() and not self_value.is_complex():
-        new = new.real  # as writing complex values into real memory does
+    if not self_value.is_complex():
+        # as writing complex values into real memory does
+        new = new.real if new.is_complex() else new
+        dtype = dtype.to_real() if dtype.is_complex else dtype
     if new.dtype == dtype or (new.is_complex() and not dtype.is_complex):
         return new
     with autograd_enabled():
         return new.to(dtype)
 
 
-def conform_layout(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
+def same_layout(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
+    """Native's test (`has_same_meta`) for keeping a tangent as it is: the same
+    storage length, lazy bits and sizes, and, unless there are no elements, the
+    same storage offset and strides (a dimension of size 1 has no stride that
+    matters). Cheapest checks first: this runs on every output."""
+    if (
+        tangent.shape != primal.shape
+        or tangent.is_conj() != primal.is_conj()
+        or tangent.is_neg() != primal.is_neg()
+    ):
+        return False
+    if primal.numel() != 0:
+        if tangent.storage_offset() != primal.storage_offset():
+            return False
+        strides, primal_strides = tangent.stride(), primal.stride()
+        if strides != primal_strides and not all(
+            a == b or n == 1 for a, b, n in zip(strides, primal_strides, primal.shape)
+        ):
+            return False
+    return _storage_length(tangent) == _storage_length(primal)
+
+
+def conform_layout(
+    tangent: torch.Tensor, primal: torch.Tensor, fresh: bool = False
+) -> torch.Tensor:
     """The tangent as native forward AD stores it: kept as it is when it has the
-    primal's sizes, strides, storage offset, storage length and conjugate and
-    negative bits; otherwise copied into a new tensor of the primal's dtype,
-    layout and bits (views of it then match views of the primal)."""
+    primal's layout (`same_layout`); otherwise copied into a new tensor of the
+    primal's dtype, layout and bits (views of it then match views of the
+    primal). `fresh`: the tangent is another tensor's, so one that would be kept
+    is copied into new memory of the same layout and dtype instead."""
+    keep = same_layout(tangent, primal)
+    if keep and not fresh:
+        return tangent
+    dtype = tangent.dtype if keep else primal.dtype
+    with autograd_enabled():  # from make_dual; a no-op inside the mode
+        return laid_out_like(primal, dtype, zeros=False).copy_(tangent)
+
+
+def laid_out_like(primal: torch.Tensor, dtype: torch.dtype, zeros: bool = True):
+    """New memory of `dtype` laid out like `primal` (sizes, strides, offset,
+    storage length, lazy bits); zeros, or (`zeros=False`) unset where the primal
+    covers its storage. Zeros are not written through the layout: an expanded
+    primal's memory has elements that share a location."""
     offset = primal.storage_offset()
     length = _storage_length(primal)
-    if (
-        tangent.stride() == primal.stride()
-        and tangent.storage_offset() == offset
-        and tangent.shape == primal.shape
-        and _storage_length(tangent) == length
-        and tangent.is_conj() == primal.is_conj()
-        and tangent.is_neg() == primal.is_neg()
-    ):
-        return tangent
-    with autograd_enabled():  # from make_dual; a no-op inside the mode
-        if offset or length != primal.numel():
-            # A view into a larger storage: the tangent gets storage of the same
-            # size, zeros outside the view, so as_strided reaches the same places.
-            storage = torch.zeros(length, dtype=primal.dtype, device=primal.device)
-            laid_out = storage.as_strided(primal.size(), primal.stride(), offset)
-        else:
-            laid_out = torch.empty_strided(
-                primal.size(),
-                primal.stride(),
-                dtype=primal.dtype,
-                device=primal.device,
-            )
-        return with_lazy_bits(laid_out, primal).copy_(tangent)
+    if zeros or offset or length != primal.numel():
+        # A view into a larger storage: the tangent gets storage of the same
+        # size, zeros outside the view, so as_strided reaches the same places.
+        storage = torch.zeros(length, dtype=dtype, device=primal.device)
+        laid_out = storage.as_strided(primal.size(), primal.stride(), offset)
+    else:
+        laid_out = torch.empty_strided(
+            primal.size(), primal.stride(), dtype=dtype, device=primal.device
+        )
+    return with_lazy_bits(laid_out, primal)
 
 
 def _storage_length(t: torch.Tensor) -> int:
     return t.untyped_storage().nbytes() // t.element_size()
 
 
-def set_new_tangent(t: torch.Tensor, level: Level, value: torch.Tensor) -> None:
-    """Give `t`, which had no tangent at `level`, the tangent `value`. If t is a view,
-    the tangent lives on its base (zeros elsewhere), so the base and its other
-    views see it."""
+def set_new_tangent(
+    t: torch.Tensor, level: Level, value: torch.Tensor, fresh: bool = False
+) -> None:
+    """Give `t`, which had no tangent at `level`, the tangent `value` (`fresh`: a
+    copy of it, value being another tensor's tangent). If t is a view, the
+    tangent lives on its base (zeros elsewhere), so the base and its other views
+    see it."""
     base = forward_base(t)
     if base is None or own_tangent(t, level) is None:
-        set_tangent(t, level, conform_layout(value, t))
+        set_tangent(t, level, conform_layout(value, t, fresh))
         return
     base_tangent = tangent_of(base, level)
+    if (
+        base_tangent is None
+        and value.is_complex() == base.is_complex()
+        and same_layout(value, base)
+        and same_layout(value, t)
+    ):
+        # As native: a tangent laid out like both becomes the base's as it is
+        # (in its own dtype), and the view's is the same tensor. (Not a real one
+        # for a complex base, which only an empty `.real` view lays out alike:
+        # the base's complex views could not be taken of it.)
+        value = conform_layout(value, t, fresh)
+        set_tangent(base, level, value)
+        set_tangent(t, level, value)
+        return
     with autograd_enabled():
         if base_tangent is None:
-            base_tangent = conform_layout(torch.zeros((), dtype=base.dtype), base)
+            base_tangent = laid_out_like(base, base.dtype)
             set_tangent(base, level, base_tangent)
         view_tangent = view_of_tangent(base_tangent, t, base)
         view_tangent.copy_(value)

@@ -1,0 +1,190 @@
+"""Native forward AD's known defects, by cause.
+
+Each defect names what native does wrong and why, gives a minimal program that
+shows it (a test checks that native still gets it wrong and dualgen right), and
+recognises the disagreements it causes: the fuzzer's first difference between
+native and dualgen, where the line that caused it is known. A disagreement no
+defect recognises fails the fuzz test, so a new cause is looked at, not absorbed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .interpret import Trace
+from .judge import Finding
+from .program import Program, StepInfo
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A disagreement and what the recognisers may look at."""
+
+    program: Program
+    finding: Finding
+    native: Trace
+    dualgen: Trace
+
+    @property
+    def step(self) -> StepInfo:
+        return self.program.steps[self.finding.step]
+
+    @property
+    def line(self) -> str:
+        return self.program.lines[self.finding.step]
+
+    @property
+    def aliased(self) -> bool:
+        """The line updates a tensor in place reading its memory through another
+        operand."""
+        return self.native.aliased[self.finding.step]
+
+    def native_state(self):
+        return self.native.states[self.finding.step].get(self.finding.variable)
+
+    def dualgen_state(self):
+        return self.dualgen.states[self.finding.step].get(self.finding.variable)
+
+
+@dataclass(frozen=True)
+class NativeDefect:
+    """A cause. `reproducer`: a program whose judged outcome is this defect, with
+    native the culprit by finite differences (both engines alike where `shared`;
+    where `dtype_only`, native's tangent is complex for a real value or real for a
+    complex one, and dualgen's is not); `variable`: the variable that shows it."""
+
+    name: str
+    summary: str
+    reproducer: str
+    variable: str
+    recognises: Callable[[Evidence], bool]
+    shared: bool = False  # dualgen follows native here on purpose (see summary)
+    dtype_only: bool = False  # only the tangent's dtype: no arbiter but the value's
+
+
+def _inplace_reads_updated_self(e: Evidence) -> bool:
+    return e.aliased and e.finding.aspect == "tangent value"
+
+
+def _complex_tangent_of_real_value(e: Evidence) -> bool:
+    # Where it shows: the written tensor, or one computed from it (an empty one's
+    # tangent dtype is not compared, its sum's is).
+    if e.finding.variable is None:
+        return False
+    native, dual = e.native_state(), e.dualgen_state()
+    return (
+        e.finding.aspect in ("tangent value", "tangent dtype")
+        and native.tangent is not None
+        and native.tangent.is_complex()
+        and not native.value.is_complex()
+        and not (dual.tangent is not None and dual.tangent.is_complex())
+    )
+
+
+def _complex_value_with_real_tangent(e: Evidence) -> bool:
+    if e.finding.variable is None:
+        return False
+    native, dual = e.native_state(), e.dualgen_state()
+    return (
+        e.finding.aspect == "tangent dtype"
+        and native.value.is_complex()
+        and not native.tangent.is_complex()
+        and dual.tangent.is_complex()
+    )
+
+
+def _real_tangent_of_complex_value(e: Evidence) -> bool:
+    native = e.native_state()
+    return (
+        e.finding.culprit == "both"
+        and e.finding.aspect == "tangent value"
+        and native.value.is_complex()
+        and native.tangent is not None
+        and not native.tangent.is_complex()
+    )
+
+
+DEFECTS: tuple[NativeDefect, ...] = (
+    NativeDefect(
+        name="inplace op reads updated self",
+        summary=(
+            "An in-place op whose other operand shares memory with self (x.mul_(x), "
+            "x.addcmul_(x, x), v.mul_(x) with v a view of x, x[i] = x[j]): native "
+            "evaluates the tangent formula after the primal update, so the operand "
+            "it reads is the new value of self."
+        ),
+        reproducer="""
+            x0 = fwAD.make_dual(torch.tensor([2.0], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
+            x0.mul_(x0)
+        """,
+        variable="x0",
+        recognises=_inplace_reads_updated_self,
+    ),
+    NativeDefect(
+        name="complex written into real memory keeps a complex tangent",
+        summary=(
+            "copy_ (or setitem) of a complex dual into a real tensor without a "
+            "tangent: the value keeps the real part, but native gives the real "
+            "tensor the complex tangent as it is (its own formula, `src_t`, is not "
+            "cast), so the tangent is not the derivative of the value."
+        ),
+        reproducer="""
+            x0 = fwAD.make_dual(torch.tensor([0.5], dtype=torch.complex128), torch.tensor([(1.0+2.0j)], dtype=torch.complex128))
+            x1 = torch.zeros((1,), dtype=torch.float64)
+            x1.copy_(x0)
+        """,
+        variable="x1",
+        recognises=_complex_tangent_of_real_value,
+    ),
+    NativeDefect(
+        name="real tangent of a complex primal stays real",
+        summary=(
+            "make_dual of a complex primal with a real tangent keeps the tangent "
+            "real; an in-place op that makes it complex (x.mul_(1j)) writes into "
+            "it, dropping the imaginary part. dualgen stores tangents as native "
+            "does (a tangent of another dtype is kept as given), so it shares this; "
+            "native also refuses .real, .imag and conj views of such a tensor."
+        ),
+        reproducer="""
+            x0 = fwAD.make_dual(torch.tensor([(0.5+1.0j)], dtype=torch.complex128), torch.tensor([1.0], dtype=torch.float64))
+            x0.mul_(torch.tensor([1j], dtype=torch.complex128))
+        """,
+        variable="x0",
+        recognises=_real_tangent_of_complex_value,
+        shared=True,
+    ),
+    NativeDefect(
+        name="complex tensor written with a real tangent keeps it real",
+        summary=(
+            "An in-place write of a real dual into a complex tensor without a "
+            "tangent: copy_ gives it the source's real tangent as it is, and an "
+            "update through its .real view hands the view's real tangent to the "
+            "base when laid out like both (always, for an empty tensor). The "
+            "complex tensor then has a real tangent: its .real and .imag raise, "
+            "and results computed from it have real tangents. dualgen gives it a "
+            "complex one."
+        ),
+        reproducer="""
+            x0 = fwAD.make_dual(torch.tensor([0.5], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
+            x1 = torch.zeros((1,), dtype=torch.complex128)
+            x1.copy_(x0)
+        """,
+        variable="x1",
+        recognises=_complex_value_with_real_tangent,
+        dtype_only=True,
+    ),
+)
+
+
+def explain(
+    program: Program, finding: Finding, native: Trace, dualgen: Trace
+) -> NativeDefect | None:
+    """The registered defect that accounts for `finding`, if any."""
+    if finding.culprit == "dualgen":
+        return None
+    evidence = Evidence(program, finding, native, dualgen)
+    for defect in DEFECTS:
+        if defect.recognises(evidence):
+            return defect
+    return None

@@ -1,0 +1,33 @@
+"""Each registered native defect still reproduces on native, and dualgen gets its
+reproducer right (or, for a defect dualgen shares on purpose, exactly as wrong):
+when PyTorch fixes one, this says so, and the registry entry goes."""
+
+from __future__ import annotations
+
+import pytest
+
+from .interpret import NATIVE, run
+from .judge import judge
+from .native_defects import DEFECTS
+from .program import Program
+
+
+@pytest.mark.parametrize("defect", DEFECTS, ids=lambda d: d.name)
+def test_reproducer_shows_the_defect(defect):
+    program = Program.from_code(defect.reproducer)
+    # A plain function of its leaves: finite differences apply, so no entry about
+    # values rests on native's word alone.
+    assert program.finite_differences_apply
+    verdict = judge(program)
+    assert verdict.outcome == defect.name, verdict.report()
+    finding = verdict.finding
+    assert finding.variable == defect.variable, verdict.report()
+    if defect.dtype_only:
+        # Only the dtype differs: native's tangent is of the other kind (real or
+        # complex) than the value it belongs to, dualgen's is not.
+        assert finding.aspect == "tangent dtype", verdict.report()
+        native = run(program, NATIVE).states[finding.step][finding.variable]
+        assert native.tangent.is_complex() != native.value.is_complex()
+        return
+    expected = "both" if defect.shared else "native"
+    assert finding.culprit == expected, verdict.report()

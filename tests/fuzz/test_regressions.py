@@ -1,0 +1,233 @@
+"""Programs the fuzzer once failed on, shrunk, each with the outcome it must have
+now: "agree", or the registered native defect that explains the difference.
+
+Add a failure here as it is printed (the program's lines; a nested program's
+`x0 = input(...)` lines too) with a name saying what it exercises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from .judge import AGREE, judge
+from .nested import judge_nested
+from .program import NestedProgram, Program
+
+F64 = "dtype=torch.float64"
+F32 = "dtype=torch.float32"
+C128 = "dtype=torch.complex128"
+
+
+@dataclass(frozen=True)
+class Regression:
+    """`code`: the program; `expect`: its outcome; `nested`: a nested program;
+    `all_dtypes`: compare tangent dtypes also past a tangent of another dtype than
+    its primal (see judge.first_disagreement)."""
+
+    code: str
+    expect: str = AGREE
+    nested: bool = False
+    all_dtypes: bool = False
+
+
+REGRESSIONS = {
+    # A view of unpack_dual's primal, where the dual is itself a view: no tangent.
+    "view_of_unpacked_primal_of_a_view": Regression(f"""
+        x1 = fwAD.make_dual(torch.ones(2, 1, 4, {F64})[..., ::2], torch.tensor([[[0.0, 1.0]], [[-0.375, 2.0]]], {F64}))
+        x2 = fwAD.unpack_dual(x1).primal[0]
+        """),
+    # Native keeps a tangent whose strides differ only in size-1 dimensions, and
+    # any tangent of an empty primal, as given (its dtype too).
+    "tangent_kept_despite_size1_strides": Regression(f"""
+        x0 = fwAD.make_dual(torch.zeros((1, 3), {F64}), torch.tensor([[1.0], [2.0], [3.0]], {F32}).t())
+        x1 = x0 * x0
+        """),
+    "tangent_of_empty_primal_kept": Regression(f"""
+        x0 = fwAD.make_dual(torch.zeros((3, 0), {F64})[1:], torch.zeros((0, 2), {F32}).transpose(0, 1))
+        """),
+    # fill_, masked_fill_ and index_put_ may write memory whose elements alias.
+    "index_put_into_expanded_dual": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([1.25], {F32}).expand(3), torch.tensor([-1.5], {F32}).expand(3))
+        x0[torch.tensor([1, 2, 0])] = 0.5
+        """),
+    "masked_fill_of_expanded_view_of_a_dual": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([1.0, 2.0], {F64}), torch.tensor([0.5, -1.0], {F64}))
+        x1 = x0.expand(2, 2)
+        x1.masked_fill_(torch.tensor([[True, False], [False, False]]), 0.5)
+        """),
+    "fill_of_expanded_dual": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([[0.5], [1.0]], {F64}).expand(2, 3), torch.tensor([[1.0], [2.0]], {F64}).expand(2, 3))
+        x0[0].fill_(0.25)
+        """),
+    # copy_ into a plain tensor gives it a copy of the source's tangent.
+    "copy_into_plain_does_not_share_the_source_tangent": Regression(f"""
+        x1 = fwAD.make_dual(torch.tensor([-0.375, -1.75], {F32}), torch.tensor([-1.875, 1.875], {F32}))
+        x2 = torch.zeros((2,), {F32})
+        x2[...] = x1
+        x2.mul_(2.0)
+        x3 = torch.zeros((2,), {F32})
+        x3.copy_(x1)
+        x3.mul_(2.0)
+        """),
+    "copy_into_plain_of_another_dtype_keeps_the_source_dtype": Regression(f"""
+        x1 = fwAD.make_dual(torch.tensor([-0.375, -1.75], {F32}), torch.tensor([-1.875, 1.875], {F32}))
+        x2 = torch.zeros((2,), {F64})
+        x2[...] = x1
+        x3 = torch.zeros((2,), {F64})
+        x3.copy_(x1)
+        """),
+    "copy_of_expanded_dual_into_plain": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([[1.5]], {F32}).expand(1, 3), torch.tensor([[1.5]], {F32}).expand(1, 3))
+        x3 = torch.zeros((1, 3), {F64})
+        x3[...] = x0
+        """),
+    # Writing into a view of an expanded tensor without tangent: the base's zero
+    # tangent is made without writing through its layout.
+    "dual_written_into_view_of_expanded_plain": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([0.125], {F32}).expand(2), torch.tensor([-1.875], {F32}).expand(2))
+        x4 = fwAD.make_dual(torch.tensor([[-1.25], [0.875]], {F32}).expand(2, 2), torch.tensor([[-0.875], [1.0]], {F32}).expand(2, 2))
+        x5 = fwAD.unpack_dual(x4).primal
+        x5[..., 1:] = x0[0]
+        """),
+    # A tangent of another dtype: native's formulas promote with zero-filled terms.
+    "other_dtype_tangent_times_a_number": Regression(
+        f"""
+        x0 = fwAD.make_dual(torch.tensor(1.875, {F64}), torch.tensor(0.875, {F32}))
+        x1 = x0 * 0.5
+        x2 = x0 / 2.0
+        x3 = x0 * torch.tensor(0.5, {F32})
+        x4 = x0 + 0.5
+        """,
+        all_dtypes=True,
+    ),
+    "other_dtype_tangent_through_prod_and_logsumexp": Regression(
+        f"""
+        x1 = fwAD.make_dual(torch.tensor([0.5, 0.25], {F32}), torch.tensor([1.0, 2.0], {F64}))
+        x2 = x1.prod(0)
+        x3 = torch.logsumexp(x1, 0)
+        """,
+        all_dtypes=True,
+    ),
+    # A complex value written into real memory: the tangent is real too.
+    "complex_dual_filled_into_real_plain": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor((0.125-1.625j), {C128}), torch.tensor((0.5-1.0j), {C128}))
+        x1 = torch.zeros((0,), {F64})
+        x1[1:] = x0
+        x2 = torch.zeros((2,), {F64})
+        x2[...] = x0
+        """),
+    # Native's known defects, as the fuzzer met them.
+    "real_view_updated_with_itself": Regression(
+        f"""
+        x1 = fwAD.make_dual(torch.tensor([1.125, 0.5], {F64}), torch.tensor([-0.5, 0.0], {F64}))
+        x1.real.mul_(x1)
+        """,
+        expect="inplace op reads updated self",
+    ),
+    "complex_dual_copied_into_real_plain": Regression(
+        f"""
+        x2 = fwAD.make_dual(torch.tensor((0.0+0.25j), {C128}), torch.tensor((0.25-1.125j), {C128}))
+        x1 = torch.tensor(0.0, {F64})
+        x1.copy_(x2)
+        """,
+        expect="complex written into real memory keeps a complex tangent",
+    ),
+    "real_tangent_of_complex_primal_updated_in_place": Regression(
+        f"""
+        x2 = fwAD.make_dual(torch.tensor((0.25-1.5j), {C128}), torch.tensor(1.875, {F64}))
+        x2.mul_(torch.tensor((1.0+2.0j), {C128}))
+        """,
+        expect="real tangent of a complex primal stays real",
+    ),
+    # Both defects at once: native's own differs from dualgen's first.
+    "real_tangent_of_complex_primal_updated_with_itself": Regression(
+        f"""
+        x2 = fwAD.make_dual(torch.tensor((0.25-1.5j), {C128}), torch.tensor(1.875, {F64}))
+        x2.addcmul_(x2, x2)
+        """,
+        expect="inplace op reads updated self",
+    ),
+    # Native's defects showing on a result computed from an empty tensor.
+    "complex_written_into_empty_real_then_summed": Regression(
+        f"""
+        x0 = fwAD.make_dual(torch.zeros((0,), {C128}), torch.zeros((0,), {C128}))
+        x2 = torch.zeros((0,), {F64})
+        x2[...] = x0
+        x5 = x2.sum()
+        """,
+        expect="complex written into real memory keeps a complex tangent",
+    ),
+    "empty_complex_updated_through_real_view_then_summed": Regression(
+        f"""
+        x0 = fwAD.make_dual(torch.tensor(0.0, {F64}), torch.tensor(0.0, {F64}))
+        x1 = torch.zeros((0,), {C128})
+        x1.real.mul_(x0)
+        x3 = x1.sum()
+        """,
+        expect="complex tensor written with a real tangent keeps it real",
+    ),
+    # Nested: the inner tangent of a complex tensor, written from a real one at
+    # the outer level, gets a complex outer tangent (its .real is taken next).
+    "nested_real_written_into_complex_then_real_view": Regression(
+        f"""
+        x0 = input(torch.tensor(0.5, {F64}), v=torch.tensor(1.0, {F64}), u=torch.tensor(2.0, {F64}))
+        x3 = x0.to(torch.complex128, copy=True)
+        x4 = x3.real
+        x11 = x0.sin()
+        x3[...] = x11
+        """,
+        nested=True,
+    ),
+    # Nested: torch.func shares native's in-place aliasing defect.
+    "nested_inplace_square": Regression(
+        f"""
+        x0 = input(torch.tensor([1.5, -0.5], {F64}), v=torch.tensor([1.0, 2.0], {F64}), u=torch.tensor([0.5, 1.0], {F64}))
+        x1 = x0 * 1.0
+        x1.mul_(x1)
+        """,
+        expect="inplace op reads updated self",
+        nested=True,
+    ),
+    # A masked write through an expanded view, of a value equal to the old one
+    # at the inner level but not at the outer: the write still happens.
+    "nested_masked_fill_of_expanded_view": Regression(
+        f"""
+        x0 = input(torch.tensor([[[0.0, 0.0]], [[0.0, 0.0]]], {F64}), v=torch.tensor([[[0.0, 0.0]], [[0.0, 0.125]]], {F64}), u=torch.tensor([[[0.0, 0.0]], [[0.0, 0.125]]], {F64}))
+        x2 = x0.square()
+        x4 = x2.expand(2, *x2.shape)
+        x4.masked_fill_(torch.tensor([[[[False, False]], [[False, False]]], [[[False, False]], [[False, True]]]]), 0.5)
+        """,
+        nested=True,
+    ),
+    # An empty complex tensor updated through its `.real` view at the inner level:
+    # at the outer level the inner tangent gets a tangent of its own, complex.
+    "nested_empty_complex_updated_through_real_view": Regression(
+        f"""
+        x0 = input(torch.tensor([(0.0+0.0j)], {C128})[1:], v=torch.tensor([(0.0+0.0j)], {C128})[1:], u=torch.tensor([(0.0+0.0j)], {C128})[1:])
+        x2 = x0 + x0
+        x2.real.sin_()
+        x3 = x2.imag
+        """,
+        nested=True,
+    ),
+    "nested_expanded_input_made_contiguous_then_updated": Regression(
+        f"""
+        x0 = input(torch.tensor([[1.375], [0.125]], {F64}).expand(2, 3), v=torch.tensor([[0.5], [1.25]], {F64}).expand(2, 3), u=torch.tensor([[0.125], [-0.75]], {F64}).expand(2, 3))
+        x2 = x0.contiguous()
+        x2.transpose(0, 1).sin_()
+        """,
+        nested=True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", REGRESSIONS)
+def test_regression(name):
+    case = REGRESSIONS[name]
+    if case.nested:
+        verdict = judge_nested(NestedProgram.from_code(case.code))
+    else:
+        verdict = judge(Program.from_code(case.code), case.all_dtypes)
+    assert verdict.outcome == case.expect, verdict.report()
