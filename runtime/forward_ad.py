@@ -24,8 +24,10 @@ from torch.utils._python_dispatch import (
 )
 
 from . import functions
+from .layout import conform_layout
 from .levels import STATE, Level, clear_level, current_level, set_tangent
-from .mode import DualMode, conform_layout, tangent_of
+from .mode import DualMode
+from .tangents import tangent_of
 
 __all__ = [
     "UnpackedDualTensor",

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ..levels import STATE, Level
-from ..mode import handling_levels_below, is_differentiable_dtype, tangent_of
+from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from .backward import native_apply as _native_apply  # C++ apply, + tape steps
 from .call import (
     _CAPTURE,

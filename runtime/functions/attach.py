@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from ..levels import Level, set_tangent
-from ..mode import (
-    conform_layout,
-    is_differentiable_dtype,
-    set_new_tangent,
-    view_of_tangent,
-)
+from ..layout import conform_layout, set_new_tangent
+from ..levels import Level, set_tangent, view_of_tangent
+from ..tangents import is_differentiable_dtype
 from .call import _Call, _Record
 
 

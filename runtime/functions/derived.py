@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch.autograd.function import _SingleLevelFunction, once_differentiable
 
-from ..mode import is_differentiable_dtype
+from ..tangents import is_differentiable_dtype
 from .attach import _marked_non_differentiable
 from .call import _NEEDS_INPUT_GRAD, _RAW, _Call, _Record
 

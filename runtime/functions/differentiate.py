@@ -9,7 +9,7 @@ import torch
 from torch.autograd.function import _SingleLevelFunction
 
 from ..levels import Level
-from ..mode import is_differentiable_dtype, remember_saved_outputs, tangent_of
+from ..tangents import is_differentiable_dtype, remember_saved_outputs, tangent_of
 from .attach import _attach
 from .call import _RAW, _Call, _materializes, _Record, _record
 from .derived import _derived_jvp

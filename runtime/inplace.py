@@ -1,0 +1,145 @@
+"""In-place ops: reading operands as they were, and updating self's tangent.
+
+An in-place op's formula reads its other operands from before the update
+(`_separate_from_self`); its new tangent is written into self's tangent or given to
+self (`_update_self`), and a tangent whose elements share memory is written once
+per location (`_write_shared`). `functional_form` and `call_with` run the
+functional op an in-place op's formulas come from.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .dtypes import _promoted_for_self
+from .layout import set_new_tangent
+from .levels import Level
+from .outputs import _shared_with_inputs
+from .rules import Rule, generated_kernels
+from .tangents import autograd_enabled
+
+
+def _separate_from_self(primals: list, tangents: list, indices, self_tangent) -> None:
+    """An in-place op's formula reads its other operands as they were before the
+    update: any that shares memory with self (`x.mul_(x)`, `x[i] = x[j]` through
+    a view) is read from a copy, and so is a tangent sharing memory with self's
+    tangent, which the update writes into. Storage identity only: free unless
+    operands overlap, and nothing to look up without tensor operands."""
+    target = primals[0]
+    if not isinstance(target, torch.Tensor):
+        return
+    memory = None
+    for i in range(1, len(primals)):
+        value = primals[i]
+        if isinstance(value, torch.Tensor):
+            if memory is None:
+                memory = _storage_key(target)
+            if _storage_key(value) == memory:
+                with autograd_enabled():
+                    primals[i] = value.clone()
+    if self_tangent is None or len(tangents) < 2:
+        return
+    tangent_memory = _storage_key(self_tangent)
+    for j, (i, t) in enumerate(zip(indices, tangents)):
+        shares = i != 0 and isinstance(t, torch.Tensor)
+        if shares and _storage_key(t) == tangent_memory:
+            with autograd_enabled():
+                tangents[j] = t.clone()
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _run_inplace_tracked(func, target, primals: list, have_original: bool):
+    """An in-place op whose formula reads its result, with autograd recording:
+    its functional form runs once on self's old value, inside the graph, and the
+    result is written into self. Returns self and the recorded result."""
+    with autograd_enabled():
+        before = primals[0] if have_original else target.clone()
+        tracked = call_with(functional_form(func), [before, *primals[1:]])
+    target.copy_(tracked)  # below autograd: recorded by the layer above
+    return target, (tracked,)
+
+
+def call_with(func, values: list):
+    """Call an op with its arguments in schema order (keyword-only ones by name)."""
+    args, kwargs = [], {}
+    for arg, value in zip(func._schema.arguments, values):
+        if arg.kwarg_only:
+            kwargs[arg.name] = value
+        else:
+            args.append(value)
+    return func(*args, **kwargs)
+
+
+def functional_form(func):
+    """The functional op an in-place op's formulas come from (`aten.exp.default`
+    for `aten.exp_.default`, `aten.pow.Tensor_Tensor` for `aten.pow_.Tensor`):
+    the spec's entry where it names one, else the same name without `_`."""
+    info = generated_kernels().get(func)
+    if info is not None and info.derived_from:
+        name, _, overload = info.derived_from.partition(".")
+        return getattr(getattr(torch.ops.aten, name), overload or "default")
+    schema = func._schema
+    packet = getattr(torch.ops.aten, schema.name.split("::")[-1].rstrip("_"))
+    return getattr(packet, schema.overload_name or "default")
+
+
+def _update_self(
+    level: Level, self_value, self_tangent, new, promote, tangents
+) -> None:
+    """An in-place op's tangent: written into self's tangent, or given to self.
+    (A tangent whose elements share memory is written by `_write_shared`.)"""
+    if self_tangent is not None:
+        if new is not self_tangent and not _has_shared_elements(self_tangent):
+            self_tangent.copy_(
+                new if new is not None else torch.zeros_like(self_tangent)
+            )
+    elif new is not None:
+        if promote:
+            new = _promoted_for_self(new, self_value, tangents)
+        elif self_value.is_complex() and not new.is_complex():
+            # A complex tensor gets a complex tangent (native keeps copy_'s real
+            # one, and then cannot take the tensor's .real or .imag).
+            with autograd_enabled():
+                new = new.to(self_value.dtype)
+        # A formula that reduced to an operand's tangent (copy_: `src_t`) must
+        # not make self share that operand's tangent.
+        fresh = (_shared_with_inputs((new,), tangents) or (False,))[0]
+        set_new_tangent(self_value, level, new, fresh)
+
+
+def _has_shared_elements(t: torch.Tensor) -> bool:
+    """Whether elements of t share memory (a stride-0 dimension of size > 1)."""
+    return any(n > 1 and not s for n, s in zip(t.shape, t.stride()))
+
+
+def _written(rule: Rule, primals, tangents, outputs) -> torch.Tensor:
+    """Where an in-place op writes self (fill_, masked_fill_ and index_put_ may
+    write memory whose elements alias): the positions its formula does not take
+    from self's tangent, found by running it once more with self's tangent NaN."""
+    like = tangents[0]
+    sentinel = torch.full(
+        like.shape, float("nan"), dtype=like.dtype, device=like.device
+    )
+    probe = rule.call(primals, [sentinel, *tangents[1:]], outputs)
+    if probe is None:
+        return torch.ones(like.shape, dtype=torch.bool, device=like.device)
+    return ~probe.isnan()
+
+
+def _write_shared(target: torch.Tensor, value, written: torch.Tensor) -> None:
+    """Write an in-place op's new tangent into a tangent whose elements share
+    memory: each location once, from the first of its elements the op writes
+    (so a location keeps a write made through any of its aliases), or as it is
+    where the op writes none."""
+    if value is None:
+        value = torch.zeros(target.shape, dtype=target.dtype)
+    merged = torch.where(written, value.to(target.dtype), target)
+    for d, (n, stride) in enumerate(zip(target.shape, target.stride())):
+        if n > 1 and not stride:
+            first = written.to(torch.int8).argmax(d, keepdim=True)
+            merged, written = merged.gather(d, first), written.gather(d, first)
+            target = target.narrow(d, 0, 1)
+    target.copy_(merged)
