@@ -2,8 +2,10 @@
 
 In one process, interleaved (each round times every implementation once, in turn),
 the median of the rounds per implementation; ratios are dualgen / native.
-Cases: a chain of element-wise ops, an MLP with biases with tangents on the input,
-the same MLP with tangents on its parameters (torch.func.functional_call), and
+Cases: a chain of element-wise ops (also on an input requiring grad, as in a
+training step: exp, tanh and sigmoid's formulas read their outputs), an MLP with biases with tangents on the input,
+the same MLP with tangents on its parameters (torch.func.functional_call), with
+the parameters detached and with them requiring grad (inside a training step), and
 single ops mixing a dual and a plain value. Tiny sizes are overhead-bound, large
 ones compute-bound.
 """
@@ -55,9 +57,12 @@ def make_mlp(width: int) -> nn.Module:
     )
 
 
-def parameter_case(model: nn.Module, x: torch.Tensor):
+def parameter_case(model: nn.Module, x: torch.Tensor, requires_grad: bool = False):
+    """Tangents on the parameters; with `requires_grad` the parameters stay in
+    autograd's graph (a JVP inside a training step), so formulas that read their
+    op's output (tanh) need it recorded."""
     names = [n for n, _ in model.named_parameters()]
-    params = [p.detach() for p in model.parameters()]
+    params = [p if requires_grad else p.detach() for p in model.parameters()]
     tangents = [torch.randn_like(p) for p in params]
 
     def f(*ps):
@@ -119,11 +124,23 @@ def cases(quick: bool):
     yield "element-wise chain (9 ops)", "large", input_case(
         chain, torch.randn(large, dtype=d)
     ), CHAIN_OPS
+    yield "element-wise chain, input requiring grad", "tiny", input_case(
+        chain, torch.randn(tiny, dtype=d, requires_grad=True)
+    ), CHAIN_OPS
+    yield "element-wise chain, input requiring grad", "large", input_case(
+        chain, torch.randn(large, dtype=d, requires_grad=True)
+    ), CHAIN_OPS
     yield "MLP, tangent on input", "tiny", input_case(mlp_tiny, x_tiny), None
     yield "MLP, tangent on input", "large", input_case(mlp_large, x_large), None
     yield "MLP, tangents on parameters", "tiny", parameter_case(mlp_tiny, x_tiny), None
     yield "MLP, tangents on parameters", "large", parameter_case(
         mlp_large, x_large
+    ), None
+    yield "MLP, tangents on parameters requiring grad", "tiny", parameter_case(
+        mlp_tiny, x_tiny, requires_grad=True
+    ), None
+    yield "MLP, tangents on parameters requiring grad", "large", parameter_case(
+        mlp_large, x_large, requires_grad=True
     ), None
     yield "dual * tensor", "tiny", input_case(
         lambda x: x * plain, torch.randn(tiny, dtype=d)
