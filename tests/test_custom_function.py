@@ -13,12 +13,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from leaks import release_levels
 from torch.autograd.function import Function, _SingleLevelFunction
 from torch.testing import assert_close
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 import dualgen.forward_ad as dual_fwAD
-from dualgen.levels import STATE
 
 DTYPE = torch.float64
 ORIGINAL_APPLY = Function.__dict__["apply"].__func__
@@ -114,15 +113,8 @@ def seen(tangents):
 def clean_state():
     """No level, mode or patch is left behind by a test."""
     yield
-    leaked = []
-    while STATE.levels:
-        leaked.append(f"dualgen level {len(STATE.levels) - 1}")
-        dual_fwAD.exit_dual_level()
-    while native_fwAD._current_level >= 0:
-        leaked.append(f"native level {native_fwAD._current_level}")
-        native_fwAD.exit_dual_level()
-    assert not leaked, f"levels left active: {leaked}"
-    assert _get_current_dispatch_mode() is None
+    leaked = release_levels()
+    assert not leaked, f"left behind: {leaked}"
     assert_unpatched()
 
 

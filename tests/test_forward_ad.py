@@ -17,9 +17,9 @@ import weakref
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from leaks import release_levels
 from torch import nn
 from torch.testing import assert_close
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 import dualgen
 import dualgen.forward_ad as dual_fwAD
@@ -127,15 +127,8 @@ def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 def no_level_left_behind():
     """Each test leaves no level active (native or dualgen) and no mode pushed."""
     yield
-    leaked = []
-    while STATE.levels:
-        leaked.append(f"dualgen level {len(STATE.levels) - 1}")
-        dual_fwAD.exit_dual_level()
-    while native_fwAD._current_level >= 0:
-        leaked.append(f"native level {native_fwAD._current_level}")
-        native_fwAD.exit_dual_level()
-    assert not leaked, f"levels left active: {leaked}"
-    assert _get_current_dispatch_mode() is None
+    leaked = release_levels()
+    assert not leaked, f"left behind: {leaked}"
 
 
 # --------------------------------------------------------------------------------------

@@ -31,8 +31,8 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from leaks import release_levels
 from torch.utils._mode_utils import no_dispatch
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 import dualgen
 import dualgen.forward_ad as dual_fwAD
@@ -140,18 +140,8 @@ def no_level_left_behind():
     """Every test leaves no level (native or dualgen), no mode pushed, and forward
     grad mode enabled."""
     yield
-    leaked = []
-    while STATE.levels:
-        leaked.append(f"dualgen level {len(STATE.levels) - 1}")
-        dual_fwAD.exit_dual_level()
-    while native_fwAD._current_level >= 0:
-        leaked.append(f"native level {native_fwAD._current_level}")
-        native_fwAD.exit_dual_level()
-    if not torch._C._is_fwd_grad_enabled():
-        leaked.append("forward grad mode left disabled")
-        torch._C._set_fwd_grad_enabled(True)
+    leaked = release_levels()
     assert not leaked, f"left behind: {leaked}"
-    assert _get_current_dispatch_mode() is None
 
 
 def rand(*shape, dtype=F64):
