@@ -210,18 +210,25 @@ def test_views_of_a_dual_with_a_conjugate_tangent():
     compare(fn)
 
 
+def nested_pair(f, x, u, w):
+    """(dualgen, torch.func): the first-order tangent of f at x along u, and its
+    tangent along w, from two dualgen levels and from nested torch.func.jvp."""
+    expected = torch.func.jvp(lambda a: torch.func.jvp(f, (a,), (u,))[1], (x,), (w,))
+    with dual_fwAD.dual_level():
+        outer = dual_fwAD.make_dual(x, w)
+        with dual_fwAD.dual_level():
+            inner = dual_fwAD.unpack_dual(f(dual_fwAD.make_dual(outer, u))).tangent
+        actual = dual_fwAD.unpack_dual(inner)
+    return actual, expected
+
+
 def test_view_as_complex_under_nested_levels():
     p, u, w = (torch.randn(3, 2, dtype=F64) for _ in range(3))
 
     def f(x):
         return torch.view_as_complex(x).exp()
 
-    expected = torch.func.jvp(lambda a: torch.func.jvp(f, (a,), (u,))[1], (p,), (w,))
-    with dual_fwAD.dual_level():
-        x = dual_fwAD.make_dual(p, w)
-        with dual_fwAD.dual_level():
-            inner = dual_fwAD.unpack_dual(f(dual_fwAD.make_dual(x, u))).tangent
-        actual = dual_fwAD.unpack_dual(inner)
+    actual, expected = nested_pair(f, p, u, w)
     assert_close(actual.primal, expected[0])
     assert_close(actual.tangent, expected[1])
 
@@ -240,12 +247,7 @@ def test_in_place_on_a_conjugate_view_under_nested_levels(op):
         update(y.conj())
         return y
 
-    expected = torch.func.jvp(lambda a: torch.func.jvp(f, (a,), (u,))[1], (z,), (w,))
-    with dual_fwAD.dual_level():
-        x = dual_fwAD.make_dual(z, w)
-        with dual_fwAD.dual_level():
-            inner = dual_fwAD.unpack_dual(f(dual_fwAD.make_dual(x, u))).tangent
-        actual = dual_fwAD.unpack_dual(inner)
+    actual, expected = nested_pair(f, z, u, w)
     assert_close(actual.primal, expected[0])
     # No tangent is a symbolic zero (a linear update has no second-order term).
     second = actual.tangent if actual.tangent is not None else torch.zeros_like(z)

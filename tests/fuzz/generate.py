@@ -18,6 +18,7 @@ import warnings
 
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from .interpret import PlainEngine, compiled
@@ -204,3 +205,16 @@ def nested_programs(draw, max_steps: int = MAX_STEPS) -> NestedProgram:
             inputs.append(i)
         builder.write(NESTED_GROUPS, draw(st.integers(1, max_steps)))
         return NestedProgram(tuple(inputs), tuple(builder.lines))
+
+
+# What every fuzz run shares (the short one in the suite derandomizes it).
+FUZZ_PROFILE = settings(
+    database=None,
+    deadline=None,
+    print_blob=False,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)

@@ -17,9 +17,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
-from .generate import nested_programs, programs
+from .generate import FUZZ_PROFILE, nested_programs, programs
 from .judge import AGREE, DUALGEN_WRONG, UNRECOGNISED, Verdict, check, judge
 from .native_defects import DEFECTS
 from .nested import judge_nested
@@ -27,17 +27,7 @@ from .nested import judge_nested
 BATCH = 50
 # Of every four batches, one is of nested programs (they cost about twice as much).
 KINDS = ("flat", "flat", "flat", "nested")
-LONG_RUN = settings(
-    max_examples=BATCH,
-    database=None,
-    deadline=None,
-    print_blob=False,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-    ],
-)
+LONG_RUN = settings(FUZZ_PROFILE, max_examples=BATCH)
 
 
 @dataclass

@@ -8,24 +8,14 @@ keep it in test_regressions.py.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
-from .generate import nested_programs, programs
+from .generate import FUZZ_PROFILE, nested_programs, programs
 from .judge import check, judge
 from .nested import judge_nested
 
 # Fixed examples (derandomize), no example database: the same programs every run.
-SHORT_RUN = settings(
-    derandomize=True,
-    database=None,
-    deadline=None,
-    print_blob=False,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-    ],
-)
+SHORT_RUN = settings(FUZZ_PROFILE, derandomize=True)
 
 
 @settings(SHORT_RUN, max_examples=400)
