@@ -13,6 +13,7 @@ ones compute-bound.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -155,8 +156,22 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="smaller sizes, fewer rounds"
     )
+    parser.add_argument(
+        "--size", choices=["tiny", "large"], help="only the cases of this size"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON object of times (seconds)"
+    )
     args = parser.parse_args()
     rounds, budget = (5, 0.5) if args.quick else (11, 2.0)
+    selected = [c for c in cases(args.quick) if args.size in (None, c[1])]
+    if args.json:
+        times = {
+            f"{name} | {size}": measure(impls, rounds, budget)
+            for name, size, impls, _ops in selected
+        }
+        print(json.dumps(times))
+        return
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, median of {rounds} rounds\n"
     )
@@ -164,7 +179,7 @@ def main() -> None:
         "| case | size | native | func.jvp | dualgen | dualgen / native | dualgen / func.jvp |"
     )
     print("|---|---|---|---|---|---|---|")
-    for name, size, impls, _ops in cases(args.quick):
+    for name, size, impls, _ops in selected:
         t = measure(impls, rounds, budget)
         row = [f"{t[k] * 1e6:.0f} µs" for k in ("native", "func.jvp", "dualgen")]
         print(

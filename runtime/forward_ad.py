@@ -26,8 +26,8 @@ from torch.utils._python_dispatch import (
 from . import functions
 from .layout import conform_layout
 from .levels import STATE, Level, clear_level, current_level, set_tangent
-from .mode import DualMode
-from .tangents import tangent_of
+from .mode import DualMode, alias
+from .tangents import handling_levels_below, tangent_of
 
 __all__ = [
     "UnpackedDualTensor",
@@ -125,7 +125,7 @@ def make_dual(
             "Making a dual Tensor based on a Tensor that already has a forward gradient "
             f"at the same level {lvl.index} is not supported."
         )
-    dual = torch.ops.aten.alias.default(tensor)  # via the mode: other levels carry over
+    dual = alias(tensor)  # as the mode runs it: other levels carry over
     set_tangent(dual, lvl, conform_layout(tangent, tensor))
     return dual
 
@@ -138,6 +138,12 @@ def unpack_dual(
         return UnpackedDualTensor(tensor, None)
     lvl = current_level(level)
     tangent = tangent_of(tensor, lvl)
-    primal = torch.ops.aten.alias.default(tensor)
+    if lvl.index == STATE.cap and STATE.mode is not None:
+        # The primal has no tangent at lvl: alias it with the mode handling only
+        # the levels below (whose tangents it keeps), not deriving one to drop.
+        with handling_levels_below(lvl, STATE.mode):
+            primal = torch.ops.aten.alias.default(tensor)
+    else:
+        primal = torch.ops.aten.alias.default(tensor)
     set_tangent(primal, lvl, None)
     return UnpackedDualTensor(primal, tangent)

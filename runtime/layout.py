@@ -25,22 +25,32 @@ def same_layout(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
     """Native's test (`has_same_meta`) for keeping a tangent as it is: the same
     storage length, lazy bits and sizes, and, unless there are no elements, the
     same storage offset and strides (a dimension of size 1 has no stride that
-    matters). Cheapest checks first: this runs on every output."""
-    if (
-        tangent.shape != primal.shape
-        or tangent.is_conj() != primal.is_conj()
-        or tangent.is_neg() != primal.is_neg()
+    matters). The common case (equal strides and offset) first: this runs on
+    every output."""
+    shape = primal.shape
+    if tangent.shape != shape:
+        return False
+    strides, primal_strides = tangent.stride(), primal.stride()
+    offset = primal.storage_offset()
+    if (strides != primal_strides or tangent.storage_offset() != offset) and (
+        primal.numel() != 0
+        and (
+            tangent.storage_offset() != offset
+            or not all(
+                a == b or n == 1 for a, b, n in zip(strides, primal_strides, shape)
+            )
+        )
     ):
         return False
-    if primal.numel() != 0:
-        if tangent.storage_offset() != primal.storage_offset():
-            return False
-        strides, primal_strides = tangent.stride(), primal.stride()
-        if strides != primal_strides and not all(
-            a == b or n == 1 for a, b, n in zip(strides, primal_strides, primal.shape)
-        ):
-            return False
-    return _storage_length(tangent) == _storage_length(primal)
+    if tangent.is_conj() != primal.is_conj() or tangent.is_neg() != primal.is_neg():
+        return False
+    nbytes, primal_nbytes = (
+        tangent.untyped_storage().nbytes(),
+        primal.untyped_storage().nbytes(),
+    )
+    if tangent.dtype == primal.dtype:
+        return nbytes == primal_nbytes
+    return nbytes * primal.element_size() == primal_nbytes * tangent.element_size()
 
 
 def conform_layout(

@@ -18,7 +18,7 @@ tangent, the dispatch contexts), `layout` and `dtypes` (how a tangent is stored)
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
 from .inplace import (
@@ -41,16 +41,11 @@ from .tangents import (
     remember_saved_outputs,
     tangent_of,
 )
-from .tracked import _run_tracked, _tracking
+from .tracked import _PYTHON_KEYS, _run_tracked, _tracking
 
 
-def innermost_level_with_tangent(args, kwargs) -> Level | None:
+def innermost_level_with_tangent(tensors) -> Level | None:
     levels = STATE.levels[: STATE.cap + 1]
-    if not levels:
-        return None
-    tensors = list(_tensors(args))
-    if kwargs:
-        tensors.extend(_tensors(kwargs.values()))
     for level in reversed(levels):
         for t in tensors:
             if tangent_of(t, level) is not None:
@@ -58,18 +53,33 @@ def innermost_level_with_tangent(args, kwargs) -> Level | None:
     return None
 
 
+def tensor_arguments(args, kwargs) -> list:
+    """The tensors among an op's arguments (in lists too), in one pass: the mode
+    reads them twice per op."""
+    tensors = []
+    for v in args:
+        if isinstance(v, torch.Tensor):
+            tensors.append(v)
+        elif isinstance(v, (list, tuple)):
+            tensors.extend(item for item in v if isinstance(item, torch.Tensor))
+    if kwargs:
+        tensors.extend(_tensors(kwargs.values()))
+    return tensors
+
+
 class DualMode(TorchDispatchMode):
     """Runs every aten op; computes tangents where its inputs have them."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if reads_lazy_views(args, kwargs):
+        tensors = tensor_arguments(args, kwargs)
+        if _any_lazy_view(tensors):
             with native_dispatch_keys():
-                return self._dispatch(func, args, kwargs)
-        return self._dispatch(func, args, kwargs)
+                return self._dispatch(func, args, kwargs, tensors)
+        return self._dispatch(func, args, kwargs, tensors)
 
-    def _dispatch(self, func, args, kwargs):
-        level = innermost_level_with_tangent(args, kwargs)
+    def _dispatch(self, func, args, kwargs, tensors):
+        level = innermost_level_with_tangent(tensors) if STATE.cap >= 0 else None
         if level is None:
             out = func(*args, **kwargs)
         else:
@@ -80,6 +90,24 @@ class DualMode(TorchDispatchMode):
 
 
 _DETACH = torch.ops.aten.detach.default  # a view whose tangent is never derived
+_ALIAS = torch.ops.aten.alias.default
+
+
+def alias(tensor: torch.Tensor) -> torch.Tensor:
+    """`aten.alias(tensor)` as the mode runs it. A plain tensor with no tangent
+    at a visible level skips the mode (make_dual's common case: the mode would
+    only run the op and note the view; another mode above it must see it)."""
+    if (
+        type(tensor) is not torch.Tensor
+        or STATE.mode is None
+        or _get_current_dispatch_mode() is not STATE.mode
+        or innermost_level_with_tangent((tensor,)) is not None
+    ):
+        return _ALIAS(tensor)
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+        out = _ALIAS(tensor)
+    note_view(out, tensor)
+    return out
 
 
 # In-place ops whose native formula, for a self without a tangent, is an
@@ -106,12 +134,14 @@ def reads_lazy_views(args, kwargs) -> bool:
     """True if an argument is complex or a lazily negated view (`x.conj().imag`):
     only then can the Conjugate and Negative keys matter (`native_dispatch_keys`),
     so real-only ops skip the guard's cost."""
-    for t in _tensors(args):
+    return _any_lazy_view(tensor_arguments(args, kwargs))
+
+
+def _any_lazy_view(tensors) -> bool:
+    for t in tensors:
         if t.is_complex() or t.is_neg():
             return True
-    return bool(kwargs) and any(
-        t.is_complex() or t.is_neg() for t in _tensors(kwargs.values())
-    )
+    return False
 
 
 def native_dispatch_keys():
@@ -245,18 +275,19 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         return _missing_rule(mode, func, args, kwargs, level)
     schema = func._schema
     primals = bind(schema, args, kwargs)
-    tangents = [_tangent_arg(primals[i], level) for i in rule.input_indices]
+    indices = rule.input_indices
+    tangents = [_tangent_arg(primals[i], level) for i in indices]
     if all(t is None for t in tangents):
         with handling_levels_below(level, mode):
             return func(*args, **kwargs)
     tracking = _tracking(primals, tangents)
-    promote = _tangents_have_primal_dtypes(primals, tangents, rule.input_indices)
+    promote = _tangents_have_primal_dtypes(primals, tangents, indices)
     inplace = rule.kind == "inplace"
-    self_tangent = tangents[0] if inplace and rule.input_indices[:1] == (0,) else None
+    self_tangent = tangents[0] if inplace and indices[:1] == (0,) else None
     with handling_levels_below(level, mode):
         target = primals[0] if inplace else None
         if inplace:
-            _separate_from_self(primals, tangents, rule.input_indices, self_tangent)
+            _separate_from_self(primals, tangents, indices, self_tangent)
         if inplace and rule.needs_original_self:
             with autograd_enabled():
                 primals[0] = primals[0].clone()
@@ -288,12 +319,11 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         outputs = tuple(out) if many else (out,)
         with autograd_enabled():
             result = rule.call(primals, tangents, kernel_outputs)
-        results = result if many else (result,)
-        if not promote:
-            results = _in_native_dtypes(
-                rule, primals, tangents, kernel_outputs, results
-            )
-        with autograd_enabled():
+            results = result if many else (result,)
+            if not promote:
+                results = _in_native_dtypes(
+                    rule, primals, tangents, kernel_outputs, results
+                )
             if inplace:
                 promote = promote and func not in _WRITES_OPERAND_AS_IS
                 _update_self(

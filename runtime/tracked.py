@@ -12,7 +12,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .levels import copy_entries
-from .tangents import _tensors, autograd_enabled
+from .tangents import autograd_enabled
 
 
 def _run_tracked(func, args, kwargs, many: bool):
@@ -51,11 +51,16 @@ _PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | (
 
 
 def _tracking(primals, tangents) -> bool:
+    """True if autograd records: a primal or tangent requires grad."""
     if not torch.is_grad_enabled():
         return False
-    for v in list(_tensors(primals)) + list(
-        _tensors(t for t in tangents if t is not None)
-    ):
-        if v.requires_grad:
-            return True
+    for values in (primals, tangents):
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                if v.requires_grad:
+                    return True
+            elif isinstance(v, (list, tuple)):
+                for item in v:
+                    if isinstance(item, torch.Tensor) and item.requires_grad:
+                        return True
     return False

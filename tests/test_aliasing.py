@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
 from torch.testing import assert_close
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import dualgen.forward_ad as dual_fwAD
 
@@ -322,6 +323,41 @@ def test_make_dual_keeps_or_copies_the_tangent_as_native(case):
                 t.resolve_conj().resolve_neg().to(C128),
             )
     assert seen[1] == seen[0], f"dualgen {seen[1]}, native {seen[0]}"
+
+
+class _RecordingMode(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_mode_above_dualgen_sees_make_dual_and_unpack_dual():
+    """make_dual and unpack_dual skip dualgen's mode where it would do nothing
+    (their cheap path), never another mode pushed inside the level."""
+    with dual_fwAD.dual_level():
+        with _RecordingMode() as recording:
+            x = dual_fwAD.make_dual(torch.ones(3, dtype=F64), torch.ones(3, dtype=F64))
+            y = dual_fwAD.unpack_dual(x * 2)
+        assert_close(y.tangent, torch.full((3,), 2.0, dtype=F64))
+    assert recording.ops.count(torch.ops.aten.alias.default) == 2
+
+
+def test_make_dual_of_a_view_of_an_outer_dual_keeps_the_outer_tangent():
+    x, u, w = (torch.randn(4, dtype=F64) for _ in range(3))
+    with dual_fwAD.dual_level():
+        outer = dual_fwAD.make_dual(x, w)[1:]
+        with dual_fwAD.dual_level():
+            inner = dual_fwAD.make_dual(outer, u[1:])
+            y = dual_fwAD.unpack_dual(inner.sin())
+            assert dual_fwAD.unpack_dual(y.primal, level=0).tangent is not None
+        assert_close(
+            dual_fwAD.unpack_dual(y.tangent).tangent, -x[1:].sin() * u[1:] * w[1:]
+        )
+        assert_close(dual_fwAD.unpack_dual(y.primal).tangent, x[1:].cos() * w[1:])
 
 
 def test_in_place_on_the_user_tangent_after_make_dual_as_native():
