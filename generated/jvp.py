@@ -1522,9 +1522,169 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
         return None
 
 
+def eq__Scalar(self_p, other, self_t, result):
+    """aten::eq_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 536
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def eq__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::eq_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 540
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def ne__Scalar(self_p, other, self_t, result):
+    """aten::ne_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 545
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def ne__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::ne_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 549
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def lt__Scalar(self_p, other, self_t, result):
+    """aten::lt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 554
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def lt__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::lt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 558
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def le__Scalar(self_p, other, self_t, result):
+    """aten::le_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 563
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def le__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::le_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 567
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def gt__Scalar(self_p, other, self_t, result):
+    """aten::gt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 572
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def gt__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::gt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 576
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def ge__Scalar(self_p, other, self_t, result):
+    """aten::ge_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 581
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def ge__Tensor(self_p, other_p, self_t, other_t, result):
+    """aten::ge_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 585
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def logical_and__default(self_p, other_p, self_t, other_t, result):
+    """aten::logical_and_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 590
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def logical_or__default(self_p, other_p, self_t, other_t, result):
+    """aten::logical_or_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 595
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def logical_xor__default(self_p, other_p, self_t, other_t, result):
+    """aten::logical_xor_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 600
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
+def logical_not__default(self_p, self_t, result):
+    """aten::logical_not_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 605
+    # result: torch.zeros_like(self_t)
+    if self_t is not None:
+        return torch.zeros_like(self_t)
+    else:
+        return None
+
+
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 533
+    # functional, spec line 611
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1534,7 +1694,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 537
+    # functional, spec line 615
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1544,7 +1704,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 541
+    # functional, spec line 619
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1554,7 +1714,7 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 545
+    # functional, spec line 623
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1564,7 +1724,7 @@ def log_softmax_int(self_p, dim, dtype, self_t, result):
 
 def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 553
+    # functional, spec line 631
     # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1581,7 +1741,7 @@ def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, resu
 
 def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 558
+    # functional, spec line 636
     # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1598,7 +1758,7 @@ def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, r
 
 def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 563
+    # functional, spec line 641
     # result: torch.where(self_p > threshold, grad_output_t, 0.0)
     if grad_output_t is not None:
         return torch.where(self_p > threshold, grad_output_t, 0.0)
@@ -1610,7 +1770,7 @@ def _softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 569
+    # functional, spec line 647
     # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
     if grad_output_t is not None and output_t is not None:
         return output_t * (
@@ -1642,7 +1802,7 @@ def _log_softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 574
+    # functional, spec line 652
     # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1667,7 +1827,7 @@ def select_backward_default(
     grad_output_p, input_sizes, dim, index, grad_output_t, result
 ):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 579
+    # functional, spec line 657
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.select_backward.default(
@@ -1681,7 +1841,7 @@ def slice_backward_default(
     grad_output_p, input_sizes, dim, start, end, step, grad_output_t, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 584
+    # functional, spec line 662
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.slice_backward.default(
@@ -1707,7 +1867,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 594
+    # functional, spec line 672
     # result: torch.ops.aten.convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups) + torch.ops.aten.convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups) + channel_view(bias_t, result.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         return (
@@ -1843,7 +2003,7 @@ def native_layer_norm_default(
     result2,
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 606
+    # functional, spec line 684
     # result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -1904,7 +2064,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 614
+    # functional, spec line 692
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2016,7 +2176,7 @@ def native_group_norm_default(
     result2,
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 624
+    # functional, spec line 702
     # result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2075,7 +2235,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 636
+    # functional, spec line 714
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d.default(self_t, output_size)
@@ -2095,7 +2255,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 643
+    # functional, spec line 721
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool2d.default(
@@ -2115,7 +2275,7 @@ def max_pool2d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 651
+    # functional, spec line 729
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2128,7 +2288,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 662
+    # functional, spec line 740
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest1d.default(self_t, output_size, scales)
@@ -2138,7 +2298,7 @@ def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
 
 def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 669
+    # functional, spec line 747
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest2d.default(
@@ -2150,7 +2310,7 @@ def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, 
 
 def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 676
+    # functional, spec line 754
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest1d.vec(
@@ -2162,7 +2322,7 @@ def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result)
 
 def upsample_nearest2d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 681
+    # functional, spec line 759
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest2d.vec(
@@ -2176,7 +2336,7 @@ def upsample_bilinear2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 686
+    # functional, spec line 764
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bilinear2d.default(
@@ -2190,7 +2350,7 @@ def upsample_bilinear2d_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 694
+    # functional, spec line 772
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_bilinear2d.vec(
@@ -2202,7 +2362,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 705
+    # functional, spec line 783
     # result: apply_loss_reduction(torch.ops.aten.mse_loss_backward(self_t - target_t, self_p, target_p, 0), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2230,7 +2390,7 @@ def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
 
 def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 714
+    # functional, spec line 792
     # result: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(self_t - target_t, self_p, target_p, 0, beta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2265,7 +2425,7 @@ def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, 
 
 def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 723
+    # functional, spec line 801
     # result: apply_loss_reduction(torch.ops.aten.huber_loss_backward(self_t - target_t, self_p, target_p, 0, delta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2298,7 +2458,7 @@ def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, res
 
 def glu_default(self_p, dim, self_t, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 734
+    # functional, spec line 812
     # result: self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
     if self_t is not None:
         return (
@@ -2311,7 +2471,7 @@ def glu_default(self_p, dim, self_t, result):
 
 def native_dropout_default(input_p, p, train, input_t, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 742
+    # functional, spec line 820
     # result0: input_t * result1 * dropout_scale(p, train)
     if input_t is not None:
         result0_t = input_t * result1 * dropout_scale(p, train)
@@ -2324,7 +2484,7 @@ def native_dropout_backward_default(
     grad_output_p, mask_p, scale, grad_output_t, result
 ):
     """aten::native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
-    # functional, spec line 753
+    # functional, spec line 831
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.native_dropout_backward.default(
@@ -2336,7 +2496,7 @@ def native_dropout_backward_default(
 
 def _adaptive_avg_pool3d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 763
+    # functional, spec line 841
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d.default(self_t, output_size)
@@ -2356,7 +2516,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 770
+    # functional, spec line 848
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool3d.default(
@@ -2376,7 +2536,7 @@ def max_pool3d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 778
+    # functional, spec line 856
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2389,7 +2549,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 786
+    # functional, spec line 864
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2402,7 +2562,7 @@ def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
 
 def adaptive_max_pool3d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 794
+    # functional, spec line 872
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2417,7 +2577,7 @@ def upsample_nearest3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 802
+    # functional, spec line 880
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest3d.default(
@@ -2429,7 +2589,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(self_p, output_size, scales, self_t, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 809
+    # functional, spec line 887
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d.default(
@@ -2443,7 +2603,7 @@ def _upsample_nearest_exact2d_default(
     self_p, output_size, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 816
+    # functional, spec line 894
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d.default(
@@ -2457,7 +2617,7 @@ def _upsample_nearest_exact3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 823
+    # functional, spec line 901
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d.default(
@@ -2471,7 +2631,7 @@ def upsample_linear1d_default(
     self_p, output_size, align_corners, scales, self_t, result
 ):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 830
+    # functional, spec line 908
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_linear1d.default(
@@ -2485,7 +2645,7 @@ def upsample_bicubic2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 838
+    # functional, spec line 916
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bicubic2d.default(
@@ -2499,7 +2659,7 @@ def upsample_trilinear3d_default(
     self_p, output_size, align_corners, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 846
+    # functional, spec line 924
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_trilinear3d.default(
@@ -2511,7 +2671,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(self_p, self_t, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 858
+    # functional, spec line 936
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
         return self_t / (self_p * 2.302585092994046)
@@ -2521,7 +2681,7 @@ def log10_default(self_p, self_t, result):
 
 def log10__default(self_p, self_t, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 858
+    # inplace, spec line 936
     # formulas from log10; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
@@ -2532,7 +2692,7 @@ def log10__default(self_p, self_t, result):
 
 def asinh_default(self_p, self_t, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 863
+    # functional, spec line 941
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
         return self_t * (self_p * self_p + 1).rsqrt()
@@ -2542,7 +2702,7 @@ def asinh_default(self_p, self_t, result):
 
 def asinh__default(self_p, self_t, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 863
+    # inplace, spec line 941
     # formulas from asinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
@@ -2553,7 +2713,7 @@ def asinh__default(self_p, self_t, result):
 
 def atanh_default(self_p, self_t, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 867
+    # functional, spec line 945
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
         return self_t / (1 - self_p * self_p)
@@ -2563,7 +2723,7 @@ def atanh_default(self_p, self_t, result):
 
 def atanh__default(self_p, self_t, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 867
+    # inplace, spec line 945
     # formulas from atanh; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
@@ -2574,7 +2734,7 @@ def atanh__default(self_p, self_t, result):
 
 def erfc_default(self_p, self_t, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 872
+    # functional, spec line 950
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (-1.1283791670955126 * (-self_p * self_p).exp())
@@ -2584,7 +2744,7 @@ def erfc_default(self_p, self_t, result):
 
 def erfc__default(self_p, self_t, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 872
+    # inplace, spec line 950
     # formulas from erfc; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -2595,7 +2755,7 @@ def erfc__default(self_p, self_t, result):
 
 def erfinv_default(self_p, self_t, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 876
+    # functional, spec line 954
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
         return self_t * (0.886226925452758 * (result * result).exp())
@@ -2605,7 +2765,7 @@ def erfinv_default(self_p, self_t, result):
 
 def erfinv__default(self_p, self_t, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 876
+    # inplace, spec line 954
     # formulas from erfinv; self_p is self before the update
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
@@ -2616,7 +2776,7 @@ def erfinv__default(self_p, self_t, result):
 
 def lgamma_default(self_p, self_t, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 881
+    # functional, spec line 959
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
         return self_t * self_p.digamma()
@@ -2626,7 +2786,7 @@ def lgamma_default(self_p, self_t, result):
 
 def lgamma__default(self_p, self_t, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 881
+    # inplace, spec line 959
     # formulas from lgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
@@ -2637,7 +2797,7 @@ def lgamma__default(self_p, self_t, result):
 
 def digamma_default(self_p, self_t, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 886
+    # functional, spec line 964
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(1, self_p)
@@ -2647,7 +2807,7 @@ def digamma_default(self_p, self_t, result):
 
 def digamma__default(self_p, self_t, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 886
+    # inplace, spec line 964
     # formulas from digamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
@@ -2658,7 +2818,7 @@ def digamma__default(self_p, self_t, result):
 
 def polygamma_default(n, self_p, self_t, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 891
+    # functional, spec line 969
     # result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(n + 1, self_p)
@@ -2668,7 +2828,7 @@ def polygamma_default(n, self_p, self_t, result):
 
 def mvlgamma_default(self_p, p, self_t, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 898
+    # functional, spec line 976
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
         return self_t * mvlgamma_derivative(self_p, p)
@@ -2678,7 +2838,7 @@ def mvlgamma_default(self_p, p, self_t, result):
 
 def mvlgamma__default(self_p, p, self_t, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 898
+    # inplace, spec line 976
     # formulas from mvlgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
@@ -2689,7 +2849,7 @@ def mvlgamma__default(self_p, p, self_t, result):
 
 def logit_default(self_p, eps, self_t, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 905
+    # functional, spec line 983
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
         return self_t * logit_derivative(self_p, eps)
@@ -2699,7 +2859,7 @@ def logit_default(self_p, eps, self_t, result):
 
 def logit__default(self_p, eps, self_t, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 905
+    # inplace, spec line 983
     # formulas from logit; self_p is self before the update
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
@@ -2710,7 +2870,7 @@ def logit__default(self_p, eps, self_t, result):
 
 def sinc_default(self_p, self_t, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 912
+    # functional, spec line 990
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
         return self_t * torch.where(
@@ -2725,7 +2885,7 @@ def sinc_default(self_p, self_t, result):
 
 def sinc__default(self_p, self_t, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 912
+    # inplace, spec line 990
     # formulas from sinc; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
@@ -2741,7 +2901,7 @@ def sinc__default(self_p, self_t, result):
 
 def i0_default(self_p, self_t, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 916
+    # functional, spec line 994
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
         return self_t * torch.special.i1(self_p).conj()
@@ -2751,7 +2911,7 @@ def i0_default(self_p, self_t, result):
 
 def i0__default(self_p, self_t, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 916
+    # inplace, spec line 994
     # formulas from i0; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
@@ -2762,7 +2922,7 @@ def i0__default(self_p, self_t, result):
 
 def special_i0e_default(self_p, self_t, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 920
+    # functional, spec line 998
     # result: auto_element_wise, from self: grad * (torch.special.i1e(self) - self.sgn() * result)
     if self_t is not None:
         return self_t * (
@@ -2774,7 +2934,7 @@ def special_i0e_default(self_p, self_t, result):
 
 def special_i1_default(self_p, self_t, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 924
+    # functional, spec line 1002
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     if self_t is not None:
         return (
@@ -2786,7 +2946,7 @@ def special_i1_default(self_p, self_t, result):
 
 def special_i1e_default(self_p, self_t, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 928
+    # functional, spec line 1006
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     if self_t is not None:
         return (
@@ -2804,7 +2964,7 @@ def special_i1e_default(self_p, self_t, result):
 
 def special_ndtr_default(self_p, self_t, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 932
+    # functional, spec line 1010
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     if self_t is not None:
         return self_t * 0.3989422804014327 * (-0.5 * self_p * self_p).exp().conj()
@@ -2814,7 +2974,7 @@ def special_ndtr_default(self_p, self_t, result):
 
 def special_log_ndtr_default(self_p, self_t, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 936
+    # functional, spec line 1014
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     if self_t is not None:
         return (
@@ -2826,7 +2986,7 @@ def special_log_ndtr_default(self_p, self_t, result):
 
 def special_erfcx_default(self_p, self_t, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 940
+    # functional, spec line 1018
     # result: auto_element_wise, from self: grad * (2 * self * result - 1.1283791670955126)
     if self_t is not None:
         return self_t * (2 * self_p.conj() * result.conj() - 1.1283791670955126)
@@ -2836,7 +2996,7 @@ def special_erfcx_default(self_p, self_t, result):
 
 def special_entr_default(self_p, self_t, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 944
+    # functional, spec line 1022
     # result: auto_element_wise, from self: grad * -(1 + self.log())
     if self_t is not None:
         return self_t * -(1 + self_p.log().conj())
@@ -2846,7 +3006,7 @@ def special_entr_default(self_p, self_t, result):
 
 def sgn_default(self_p, self_t, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 949
+    # functional, spec line 1027
     # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
         return sgn_derivative(self_t, self_p, result)
@@ -2856,7 +3016,7 @@ def sgn_default(self_p, self_t, result):
 
 def sgn__default(self_p, self_t, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 949
+    # inplace, spec line 1027
     # formulas from sgn; self_p is self before the update
     # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
@@ -2867,7 +3027,7 @@ def sgn__default(self_p, self_t, result):
 
 def angle_default(self_p, self_t, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 955
+    # functional, spec line 1033
     # result: angle_tangent(self_t, self_p)
     if self_t is not None:
         return angle_tangent(self_t, self_p)
@@ -2877,7 +3037,7 @@ def angle_default(self_p, self_t, result):
 
 def sign_default(self_p, self_t, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 960
+    # functional, spec line 1038
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2887,7 +3047,7 @@ def sign_default(self_p, self_t, result):
 
 def sign__default(self_p, self_t, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 960
+    # inplace, spec line 1038
     # formulas from sign; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2898,7 +3058,7 @@ def sign__default(self_p, self_t, result):
 
 def ceil_default(self_p, self_t, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 964
+    # functional, spec line 1042
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2908,7 +3068,7 @@ def ceil_default(self_p, self_t, result):
 
 def ceil__default(self_p, self_t, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 964
+    # inplace, spec line 1042
     # formulas from ceil; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2919,7 +3079,7 @@ def ceil__default(self_p, self_t, result):
 
 def floor_default(self_p, self_t, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 968
+    # functional, spec line 1046
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2929,7 +3089,7 @@ def floor_default(self_p, self_t, result):
 
 def floor__default(self_p, self_t, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 968
+    # inplace, spec line 1046
     # formulas from floor; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2940,7 +3100,7 @@ def floor__default(self_p, self_t, result):
 
 def trunc_default(self_p, self_t, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 972
+    # functional, spec line 1050
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2950,7 +3110,7 @@ def trunc_default(self_p, self_t, result):
 
 def trunc__default(self_p, self_t, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 972
+    # inplace, spec line 1050
     # formulas from trunc; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2961,7 +3121,7 @@ def trunc__default(self_p, self_t, result):
 
 def round_default(self_p, self_t, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 976
+    # functional, spec line 1054
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2971,7 +3131,7 @@ def round_default(self_p, self_t, result):
 
 def round__default(self_p, self_t, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 976
+    # inplace, spec line 1054
     # formulas from round; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -2982,7 +3142,7 @@ def round__default(self_p, self_t, result):
 
 def round_decimals(self_p, decimals, self_t, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 980
+    # functional, spec line 1058
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -2992,7 +3152,7 @@ def round_decimals(self_p, decimals, self_t, result):
 
 def round__decimals(self_p, decimals, self_t, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 980
+    # inplace, spec line 1058
     # formulas from round.decimals; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3003,7 +3163,7 @@ def round__decimals(self_p, decimals, self_t, result):
 
 def frac_default(self_p, self_t, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 985
+    # functional, spec line 1063
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3013,7 +3173,7 @@ def frac_default(self_p, self_t, result):
 
 def frac__default(self_p, self_t, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 985
+    # inplace, spec line 1063
     # formulas from frac; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3024,7 +3184,7 @@ def frac__default(self_p, self_t, result):
 
 def deg2rad_default(self_p, self_t, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 989
+    # functional, spec line 1067
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.deg2rad.default(self_t)
@@ -3034,7 +3194,7 @@ def deg2rad_default(self_p, self_t, result):
 
 def deg2rad__default(self_p, self_t, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 989
+    # inplace, spec line 1067
     # formulas from deg2rad; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -3045,7 +3205,7 @@ def deg2rad__default(self_p, self_t, result):
 
 def rad2deg_default(self_p, self_t, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 993
+    # functional, spec line 1071
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rad2deg.default(self_t)
@@ -3055,7 +3215,7 @@ def rad2deg_default(self_p, self_t, result):
 
 def rad2deg__default(self_p, self_t, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 993
+    # inplace, spec line 1071
     # formulas from rad2deg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -3066,7 +3226,7 @@ def rad2deg__default(self_p, self_t, result):
 
 def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 997
+    # functional, spec line 1075
     # result: self_t * self_p.isfinite()
     if self_t is not None:
         return self_t * self_p.isfinite()
@@ -3076,7 +3236,7 @@ def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
 
 def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 997
+    # inplace, spec line 1075
     # formulas from nan_to_num; self_p is self before the update
     # result: self_t * self_p.isfinite()
     if self_t is not None:
@@ -3087,7 +3247,7 @@ def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
 
 def frexp_Tensor(self_p, self_t, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1001
+    # functional, spec line 1079
     # mantissa: self_t / exponent.exp2()
     if self_t is not None:
         mantissa_t = self_t / exponent.exp2()
@@ -3098,7 +3258,7 @@ def frexp_Tensor(self_p, self_t, mantissa, exponent):
 
 def hardswish_default(self_p, self_t, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1008
+    # functional, spec line 1086
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
@@ -3108,7 +3268,7 @@ def hardswish_default(self_p, self_t, result):
 
 def hardswish__default(self_p, self_t, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1008
+    # inplace, spec line 1086
     # formulas from hardswish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
@@ -3119,7 +3279,7 @@ def hardswish__default(self_p, self_t, result):
 
 def hardsigmoid_default(self_p, self_t, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1012
+    # functional, spec line 1090
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
@@ -3129,7 +3289,7 @@ def hardsigmoid_default(self_p, self_t, result):
 
 def hardsigmoid__default(self_p, self_t, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1012
+    # inplace, spec line 1090
     # formulas from hardsigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
@@ -3140,7 +3300,7 @@ def hardsigmoid__default(self_p, self_t, result):
 
 def hardtanh_default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1016
+    # functional, spec line 1094
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
         return torch.ops.aten.hardtanh_backward(
@@ -3152,7 +3312,7 @@ def hardtanh_default(self_p, min_val, max_val, self_t, result):
 
 def hardtanh__default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1016
+    # inplace, spec line 1094
     # formulas from hardtanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
@@ -3165,7 +3325,7 @@ def hardtanh__default(self_p, min_val, max_val, self_t, result):
 
 def leaky_relu_default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1021
+    # functional, spec line 1099
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -3177,7 +3337,7 @@ def leaky_relu_default(self_p, negative_slope, self_t, result):
 
 def leaky_relu__default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1021
+    # inplace, spec line 1099
     # formulas from leaky_relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
@@ -3190,7 +3350,7 @@ def leaky_relu__default(self_p, negative_slope, self_t, result):
 
 def elu_default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1026
+    # functional, spec line 1104
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3202,7 +3362,7 @@ def elu_default(self_p, alpha, scale, input_scale, self_t, result):
 
 def elu__default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1026
+    # inplace, spec line 1104
     # formulas from elu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
@@ -3215,7 +3375,7 @@ def elu__default(self_p, alpha, scale, input_scale, self_t, result):
 
 def celu_default(self_p, alpha, self_t, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1033
+    # functional, spec line 1111
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3227,7 +3387,7 @@ def celu_default(self_p, alpha, self_t, result):
 
 def celu__default(self_p, alpha, self_t, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1033
+    # inplace, spec line 1111
     # formulas from celu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
@@ -3240,7 +3400,7 @@ def celu__default(self_p, alpha, self_t, result):
 
 def silu_default(self_p, self_t, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1040
+    # functional, spec line 1118
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
         return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
@@ -3250,7 +3410,7 @@ def silu_default(self_p, self_t, result):
 
 def silu__default(self_p, self_t, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1040
+    # inplace, spec line 1118
     # formulas from silu; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
@@ -3261,7 +3421,7 @@ def silu__default(self_p, self_t, result):
 
 def mish_default(self_p, self_t, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1044
+    # functional, spec line 1122
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
@@ -3271,7 +3431,7 @@ def mish_default(self_p, self_t, result):
 
 def mish__default(self_p, self_t, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1044
+    # inplace, spec line 1122
     # formulas from mish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
@@ -3282,7 +3442,7 @@ def mish__default(self_p, self_t, result):
 
 def gelu_default(self_p, approximate, self_t, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1048
+    # functional, spec line 1126
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
         return torch.ops.aten.gelu_backward(
@@ -3294,7 +3454,7 @@ def gelu_default(self_p, approximate, self_t, result):
 
 def gelu__default(self_p, approximate, self_t, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1048
+    # inplace, spec line 1126
     # formulas from gelu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
@@ -3307,7 +3467,7 @@ def gelu__default(self_p, approximate, self_t, result):
 
 def softplus_default(self_p, beta, threshold, self_t, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1052
+    # functional, spec line 1130
     # result: auto_element_wise, from self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     if self_t is not None:
         return torch.ops.aten.softplus_backward(
@@ -3319,7 +3479,7 @@ def softplus_default(self_p, beta, threshold, self_t, result):
 
 def threshold_default(self_p, threshold, value, self_t, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1059
+    # functional, spec line 1137
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(
@@ -3331,7 +3491,7 @@ def threshold_default(self_p, threshold, value, self_t, result):
 
 def threshold__default(self_p, threshold, value, self_t, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1059
+    # inplace, spec line 1137
     # formulas from threshold; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
@@ -3344,7 +3504,7 @@ def threshold__default(self_p, threshold, value, self_t, result):
 
 def softshrink_default(self_p, lambd, self_t, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1064
+    # functional, spec line 1142
     # result: auto_element_wise, from self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.softshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3354,7 +3514,7 @@ def softshrink_default(self_p, lambd, self_t, result):
 
 def hardshrink_default(self_p, lambd, self_t, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1069
+    # functional, spec line 1147
     # result: auto_element_wise, from self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.hardshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3364,7 +3524,7 @@ def hardshrink_default(self_p, lambd, self_t, result):
 
 def log_sigmoid_forward_default(self_p, self_t, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1077
+    # functional, spec line 1155
     # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     if self_t is not None:
         output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
@@ -3380,7 +3540,7 @@ def log_sigmoid_forward_default(self_p, self_t, output, buffer):
 
 def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1083
+    # functional, spec line 1161
     # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
     if self_t is not None and weight_t is not None:
         return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
@@ -3401,7 +3561,7 @@ def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
 
 def clamp_min_default(self_p, min, self_t, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1093
+    # functional, spec line 1171
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
@@ -3411,7 +3571,7 @@ def clamp_min_default(self_p, min, self_t, result):
 
 def clamp_min__default(self_p, min, self_t, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1093
+    # inplace, spec line 1171
     # formulas from clamp_min; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
@@ -3422,7 +3582,7 @@ def clamp_min__default(self_p, min, self_t, result):
 
 def clamp_max_default(self_p, max, self_t, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1098
+    # functional, spec line 1176
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
@@ -3432,7 +3592,7 @@ def clamp_max_default(self_p, max, self_t, result):
 
 def clamp_max__default(self_p, max, self_t, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1098
+    # inplace, spec line 1176
     # formulas from clamp_max; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
@@ -3443,7 +3603,7 @@ def clamp_max__default(self_p, max, self_t, result):
 
 def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1103
+    # functional, spec line 1181
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
         return torch.where(self_p >= min_p, self_t, min_t)
@@ -3457,7 +3617,7 @@ def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1103
+    # inplace, spec line 1181
     # formulas from clamp_min.Tensor; self_p is self before the update
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
@@ -3474,7 +3634,7 @@ def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1109
+    # functional, spec line 1187
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
         return torch.where(self_p <= max_p, self_t, max_t)
@@ -3488,7 +3648,7 @@ def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
 
 def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1109
+    # inplace, spec line 1187
     # formulas from clamp_max.Tensor; self_p is self before the update
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
@@ -3505,7 +3665,7 @@ def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
 
 def copysign_Tensor(self_p, other_p, self_t, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1115
+    # functional, spec line 1193
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3515,7 +3675,7 @@ def copysign_Tensor(self_p, other_p, self_t, result):
 
 def copysign__Tensor(self_p, other_p, self_t, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1115
+    # inplace, spec line 1193
     # formulas from copysign.Tensor; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3526,7 +3686,7 @@ def copysign__Tensor(self_p, other_p, self_t, result):
 
 def copysign_Scalar(self_p, other, self_t, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1121
+    # functional, spec line 1199
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3536,7 +3696,7 @@ def copysign_Scalar(self_p, other, self_t, result):
 
 def copysign__Scalar(self_p, other, self_t, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1121
+    # inplace, spec line 1199
     # formulas from copysign.Scalar; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3547,7 +3707,7 @@ def copysign__Scalar(self_p, other, self_t, result):
 
 def fmod_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1128
+    # functional, spec line 1206
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
@@ -3561,7 +3721,7 @@ def fmod_Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1128
+    # inplace, spec line 1206
     # formulas from fmod.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
@@ -3576,7 +3736,7 @@ def fmod__Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod_Scalar(self_p, other, self_t, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1134
+    # functional, spec line 1212
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3586,7 +3746,7 @@ def fmod_Scalar(self_p, other, self_t, result):
 
 def fmod__Scalar(self_p, other, self_t, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1134
+    # inplace, spec line 1212
     # formulas from fmod.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3597,7 +3757,7 @@ def fmod__Scalar(self_p, other, self_t, result):
 
 def remainder_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1139
+    # functional, spec line 1217
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
@@ -3611,7 +3771,7 @@ def remainder_Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1139
+    # inplace, spec line 1217
     # formulas from remainder.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
@@ -3626,7 +3786,7 @@ def remainder__Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder_Scalar(self_p, other, self_t, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1145
+    # functional, spec line 1223
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3636,7 +3796,7 @@ def remainder_Scalar(self_p, other, self_t, result):
 
 def remainder__Scalar(self_p, other, self_t, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1145
+    # inplace, spec line 1223
     # formulas from remainder.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3647,7 +3807,7 @@ def remainder__Scalar(self_p, other, self_t, result):
 
 def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1150
+    # functional, spec line 1228
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
         return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
@@ -3663,7 +3823,7 @@ def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1150
+    # inplace, spec line 1228
     # formulas from div.Tensor_mode; self_p is self before the update
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
@@ -3680,7 +3840,7 @@ def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1156
+    # functional, spec line 1234
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
         return unless_rounded(self_t / other, rounding_mode)
@@ -3690,7 +3850,7 @@ def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1156
+    # inplace, spec line 1234
     # formulas from div.Scalar_mode; self_p is self before the update
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
@@ -3701,7 +3861,7 @@ def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def fmax_default(self_p, other_p, self_t, other_t, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1161
+    # functional, spec line 1239
     # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3725,7 +3885,7 @@ def fmax_default(self_p, other_p, self_t, other_t, result):
 
 def fmin_default(self_p, other_p, self_t, other_t, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1166
+    # functional, spec line 1244
     # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3749,7 +3909,7 @@ def fmin_default(self_p, other_p, self_t, other_t, result):
 
 def hypot_default(self_p, other_p, self_t, other_t, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1171
+    # functional, spec line 1249
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
         return (self_t * self_p + other_t * other_p) / result
@@ -3763,7 +3923,7 @@ def hypot_default(self_p, other_p, self_t, other_t, result):
 
 def hypot__default(self_p, other_p, self_t, other_t, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1171
+    # inplace, spec line 1249
     # formulas from hypot; self_p is self before the update
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
@@ -3778,7 +3938,7 @@ def hypot__default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1177
+    # functional, spec line 1255
     # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp()) + other_t / (
@@ -3794,7 +3954,7 @@ def logaddexp_default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp2_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1182
+    # functional, spec line 1260
     # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
@@ -3810,7 +3970,7 @@ def logaddexp2_default(self_p, other_p, self_t, other_t, result):
 
 def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1187
+    # functional, spec line 1265
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
@@ -3824,7 +3984,7 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
 
 def ldexp__default(self_p, other_p, self_t, other_t, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1187
+    # inplace, spec line 1265
     # formulas from ldexp.Tensor; self_p is self before the update
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
@@ -3839,7 +3999,7 @@ def ldexp__default(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1192
+    # functional, spec line 1270
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
         return (
@@ -3867,7 +4027,7 @@ def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1192
+    # inplace, spec line 1270
     # formulas from xlogy.Tensor; self_p is self before the update
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
@@ -3891,7 +4051,7 @@ def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Scalar_Self(self, other_p, other_t, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1198
+    # functional, spec line 1276
     # result: other_t * self / other_p
     if other_t is not None:
         return other_t * self / other_p
@@ -3901,7 +4061,7 @@ def xlogy_Scalar_Self(self, other_p, other_t, result):
 
 def xlogy_Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1203
+    # functional, spec line 1281
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
         return (
@@ -3915,7 +4075,7 @@ def xlogy_Scalar_Other(self_p, other, self_t, result):
 
 def xlogy__Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1203
+    # inplace, spec line 1281
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
@@ -3930,7 +4090,7 @@ def xlogy__Scalar_Other(self_p, other, self_t, result):
 
 def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1208
+    # functional, spec line 1286
     # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3955,7 +4115,7 @@ def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
 
 def special_xlog1py_self_scalar(self, other_p, other_t, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1214
+    # functional, spec line 1292
     # result: other_t * self / (other_p + 1)
     if other_t is not None:
         return other_t * self / (other_p + 1)
@@ -3965,7 +4125,7 @@ def special_xlog1py_self_scalar(self, other_p, other_t, result):
 
 def special_xlog1py_other_scalar(self_p, other, self_t, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1219
+    # functional, spec line 1297
     # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
     if self_t is not None:
         return (
@@ -3979,7 +4139,7 @@ def special_xlog1py_other_scalar(self_p, other, self_t, result):
 
 def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1226
+    # functional, spec line 1304
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
         return (
@@ -4019,7 +4179,7 @@ def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1226
+    # inplace, spec line 1304
     # formulas from clamp.Tensor; self_p is self before the update
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
@@ -4054,7 +4214,7 @@ def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1234
+    # functional, spec line 1312
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
         return scale(self_t, 1 - weight) + scale(end_t, weight)
@@ -4068,7 +4228,7 @@ def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1234
+    # inplace, spec line 1312
     # formulas from lerp.Scalar; self_p is self before the update
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
@@ -4083,7 +4243,7 @@ def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1242
+    # functional, spec line 1320
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
         return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
@@ -4105,7 +4265,7 @@ def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
 
 def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1242
+    # inplace, spec line 1320
     # formulas from lerp.Tensor; self_p is self before the update
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
@@ -4130,7 +4290,7 @@ def addcmul_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1248
+    # functional, spec line 1326
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
@@ -4156,7 +4316,7 @@ def addcmul__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1248
+    # inplace, spec line 1326
     # formulas from addcmul; self_p is self before the update
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4183,7 +4343,7 @@ def addcdiv_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1257
+    # functional, spec line 1335
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(
@@ -4221,7 +4381,7 @@ def addcdiv__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1257
+    # inplace, spec line 1335
     # formulas from addcdiv; self_p is self before the update
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4255,7 +4415,7 @@ def addcdiv__default(
 
 def nextafter_default(self_p, other_p, self_t, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1266
+    # functional, spec line 1344
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
         return torch.where(self_p != other_p, self_t, 0.0)
@@ -4265,7 +4425,7 @@ def nextafter_default(self_p, other_p, self_t, result):
 
 def nextafter__default(self_p, other_p, self_t, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1266
+    # inplace, spec line 1344
     # formulas from nextafter; self_p is self before the update
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
@@ -4278,7 +4438,7 @@ def rrelu_with_noise_default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1272
+    # functional, spec line 1350
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -4292,7 +4452,7 @@ def rrelu_with_noise__default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1272
+    # inplace, spec line 1350
     # formulas from rrelu_with_noise; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
@@ -4305,7 +4465,7 @@ def rrelu_with_noise__default(
 
 def complex_default(real_p, imag_p, real_t, imag_t, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1280
+    # functional, spec line 1358
     # result: auto_linear
     if real_t is not None and imag_t is not None:
         return torch.ops.aten.complex.default(real_t, imag_t)
@@ -4319,7 +4479,7 @@ def complex_default(real_p, imag_p, real_t, imag_t, result):
 
 def polar_default(abs_p, angle_p, abs_t, angle_t, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1285
+    # functional, spec line 1363
     # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
     if abs_t is not None and angle_t is not None:
         return (
@@ -4336,7 +4496,7 @@ def polar_default(abs_p, angle_p, abs_t, angle_t, result):
 
 def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1297
+    # view, spec line 1375
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
@@ -4346,7 +4506,7 @@ def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
 
 def squeeze_dims(self_p, dim, self_t, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1304
+    # view, spec line 1382
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dims(self_t, dim)
@@ -4356,7 +4516,7 @@ def squeeze_dims(self_p, dim, self_t, result):
 
 def unfold_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1310
+    # view, spec line 1388
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold.default(self_t, dimension, size, step)
@@ -4366,7 +4526,7 @@ def unfold_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_default(self_p, dim, start, length, self_t, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1316
+    # view, spec line 1394
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow.default(self_t, dim, start, length)
@@ -4376,7 +4536,7 @@ def narrow_default(self_p, dim, start, length, self_t, result):
 
 def split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1320
+    # view, spec line 1398
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split.Tensor(self_t, split_size, dim)
@@ -4386,7 +4546,7 @@ def split_Tensor(self_p, split_size, dim, self_t, result):
 
 def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1326
+    # view, spec line 1404
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
@@ -4396,7 +4556,7 @@ def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_int(self_p, dim, self_t, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1332
+    # view, spec line 1410
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind.int(self_t, dim)
@@ -4406,7 +4566,7 @@ def unbind_int(self_p, dim, self_t, result):
 
 def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1340
+    # functional, spec line 1418
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
@@ -4416,7 +4576,7 @@ def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
 
 def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1347
+    # functional, spec line 1425
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
@@ -4426,7 +4586,7 @@ def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1354
+    # functional, spec line 1432
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
@@ -4436,7 +4596,7 @@ def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_copy_int(self_p, dim, self_t, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1361
+    # functional, spec line 1439
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind_copy.int(self_t, dim)
@@ -4446,7 +4606,7 @@ def unbind_copy_int(self_p, dim, self_t, result):
 
 def alias_copy_default(self_p, self_t, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1368
+    # functional, spec line 1446
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias_copy.default(self_t)
@@ -4456,7 +4616,7 @@ def alias_copy_default(self_p, self_t, result):
 
 def view_copy_default(self_p, size, self_t, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1372
+    # functional, spec line 1450
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_copy.default(self_t, size)
@@ -4466,7 +4626,7 @@ def view_copy_default(self_p, size, self_t, result):
 
 def t_copy_default(self_p, self_t, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1377
+    # functional, spec line 1455
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t_copy.default(self_t)
@@ -4476,7 +4636,7 @@ def t_copy_default(self_p, self_t, result):
 
 def transpose_copy_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1381
+    # functional, spec line 1459
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
@@ -4486,7 +4646,7 @@ def transpose_copy_int(self_p, dim0, dim1, self_t, result):
 
 def permute_copy_default(self_p, dims, self_t, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1386
+    # functional, spec line 1464
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute_copy.default(self_t, dims)
@@ -4496,7 +4656,7 @@ def permute_copy_default(self_p, dims, self_t, result):
 
 def unsqueeze_copy_default(self_p, dim, self_t, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1391
+    # functional, spec line 1469
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
@@ -4506,7 +4666,7 @@ def unsqueeze_copy_default(self_p, dim, self_t, result):
 
 def squeeze_copy_default(self_p, self_t, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1395
+    # functional, spec line 1473
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.default(self_t)
@@ -4516,7 +4676,7 @@ def squeeze_copy_default(self_p, self_t, result):
 
 def squeeze_copy_dim(self_p, dim, self_t, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1400
+    # functional, spec line 1478
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dim(self_t, dim)
@@ -4526,7 +4686,7 @@ def squeeze_copy_dim(self_p, dim, self_t, result):
 
 def squeeze_copy_dims(self_p, dim, self_t, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1405
+    # functional, spec line 1483
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dims(self_t, dim)
@@ -4536,7 +4696,7 @@ def squeeze_copy_dims(self_p, dim, self_t, result):
 
 def unfold_copy_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1410
+    # functional, spec line 1488
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
@@ -4546,7 +4706,7 @@ def unfold_copy_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_copy_default(self_p, dim, start, length, self_t, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1415
+    # functional, spec line 1493
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
@@ -4556,7 +4716,7 @@ def narrow_copy_default(self_p, dim, start, length, self_t, result):
 
 def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1420
+    # functional, spec line 1498
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
@@ -4566,7 +4726,7 @@ def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
 
 def expand_copy_default(self_p, size, implicit, self_t, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1427
+    # functional, spec line 1505
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
@@ -4576,7 +4736,7 @@ def expand_copy_default(self_p, size, implicit, self_t, result):
 
 def select_copy_int(self_p, dim, index, self_t, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1434
+    # functional, spec line 1512
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select_copy.int(self_t, dim, index)
@@ -4586,7 +4746,7 @@ def select_copy_int(self_p, dim, index, self_t, result):
 
 def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1439
+    # functional, spec line 1517
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
@@ -4596,7 +4756,7 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1446
+    # functional, spec line 1524
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided_copy.default(
@@ -4608,7 +4768,7 @@ def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result
 
 def constant_pad_nd_default(self_p, pad, value, self_t, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1453
+    # functional, spec line 1531
     # result: torch.constant_pad_nd(self_t, pad, 0)
     if self_t is not None:
         return torch.constant_pad_nd(self_t, pad, 0)
@@ -4618,7 +4778,7 @@ def constant_pad_nd_default(self_p, pad, value, self_t, result):
 
 def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1460
+    # functional, spec line 1538
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
@@ -4628,7 +4788,7 @@ def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
 
 def roll_default(self_p, shifts, dims, self_t, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1468
+    # functional, spec line 1546
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.roll.default(self_t, shifts, dims)
@@ -4638,7 +4798,7 @@ def roll_default(self_p, shifts, dims, self_t, result):
 
 def flip_default(self_p, dims, self_t, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1476
+    # functional, spec line 1554
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.flip.default(self_t, dims)
@@ -4648,7 +4808,7 @@ def flip_default(self_p, dims, self_t, result):
 
 def rot90_default(self_p, k, dims, self_t, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1483
+    # functional, spec line 1561
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rot90.default(self_t, k, dims)
@@ -4658,7 +4818,7 @@ def rot90_default(self_p, k, dims, self_t, result):
 
 def repeat_default(self_p, repeats, self_t, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1491
+    # functional, spec line 1569
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.repeat.default(self_t, repeats)
@@ -4668,7 +4828,7 @@ def repeat_default(self_p, repeats, self_t, result):
 
 def tril_default(self_p, diagonal, self_t, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1498
+    # functional, spec line 1576
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.tril.default(self_t, diagonal)
@@ -4678,7 +4838,7 @@ def tril_default(self_p, diagonal, self_t, result):
 
 def tril__default(self_p, diagonal, self_t, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1498
+    # inplace, spec line 1576
     # formulas from tril; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4689,7 +4849,7 @@ def tril__default(self_p, diagonal, self_t, result):
 
 def triu_default(self_p, diagonal, self_t, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1505
+    # functional, spec line 1583
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.triu.default(self_t, diagonal)
@@ -4699,7 +4859,7 @@ def triu_default(self_p, diagonal, self_t, result):
 
 def triu__default(self_p, diagonal, self_t, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1505
+    # inplace, spec line 1583
     # formulas from triu; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4710,7 +4870,7 @@ def triu__default(self_p, diagonal, self_t, result):
 
 def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1512
+    # functional, spec line 1590
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
@@ -4720,7 +4880,7 @@ def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
 
 def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1517
+    # functional, spec line 1595
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
@@ -4730,7 +4890,7 @@ def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
 
 def channel_shuffle_default(self_p, groups, self_t, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1522
+    # functional, spec line 1600
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.channel_shuffle.default(self_t, groups)
@@ -4740,7 +4900,7 @@ def channel_shuffle_default(self_p, groups, self_t, result):
 
 def reflection_pad1d_default(self_p, padding, self_t, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1529
+    # functional, spec line 1607
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad1d.default(self_t, padding)
@@ -4750,7 +4910,7 @@ def reflection_pad1d_default(self_p, padding, self_t, result):
 
 def reflection_pad2d_default(self_p, padding, self_t, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1534
+    # functional, spec line 1612
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad2d.default(self_t, padding)
@@ -4760,7 +4920,7 @@ def reflection_pad2d_default(self_p, padding, self_t, result):
 
 def reflection_pad3d_default(self_p, padding, self_t, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1539
+    # functional, spec line 1617
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad3d.default(self_t, padding)
@@ -4770,7 +4930,7 @@ def reflection_pad3d_default(self_p, padding, self_t, result):
 
 def replication_pad1d_default(self_p, padding, self_t, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1544
+    # functional, spec line 1622
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad1d.default(self_t, padding)
@@ -4780,7 +4940,7 @@ def replication_pad1d_default(self_p, padding, self_t, result):
 
 def replication_pad2d_default(self_p, padding, self_t, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1549
+    # functional, spec line 1627
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad2d.default(self_t, padding)
@@ -4790,7 +4950,7 @@ def replication_pad2d_default(self_p, padding, self_t, result):
 
 def replication_pad3d_default(self_p, padding, self_t, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1554
+    # functional, spec line 1632
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad3d.default(self_t, padding)
@@ -4800,7 +4960,7 @@ def replication_pad3d_default(self_p, padding, self_t, result):
 
 def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1561
+    # functional, spec line 1639
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
         return self_t.masked_fill(mask_p, 0)
@@ -4810,7 +4970,7 @@ def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1561
+    # inplace, spec line 1639
     # formulas from masked_fill.Scalar; self_p is self before the update
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
@@ -4821,7 +4981,7 @@ def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1570
+    # functional, spec line 1648
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.masked_fill(mask_p, value_t)
@@ -4835,7 +4995,7 @@ def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1570
+    # inplace, spec line 1648
     # formulas from masked_fill.Tensor; self_p is self before the update
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
@@ -4850,7 +5010,7 @@ def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_select_default(self_p, mask_p, self_t, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1579
+    # functional, spec line 1657
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.masked_select.default(self_t, mask_p)
@@ -4860,7 +5020,7 @@ def masked_select_default(self_p, mask_p, self_t, result):
 
 def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1588
+    # functional, spec line 1666
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.masked_scatter(mask_p, source_t)
@@ -4874,7 +5034,7 @@ def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1588
+    # inplace, spec line 1666
     # formulas from masked_scatter; self_p is self before the update
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
@@ -4893,7 +5053,7 @@ def masked_scatter_backward_default(
     grad_output_p, mask_p, sizes, grad_output_t, result
 ):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 1600
+    # functional, spec line 1678
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.masked_scatter_backward.default(
@@ -4905,7 +5065,7 @@ def masked_scatter_backward_default(
 
 def index_Tensor(self_p, indices_p, self_t, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1608
+    # functional, spec line 1686
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index.Tensor(self_t, indices_p)
@@ -4917,7 +5077,7 @@ def index_put_default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1616
+    # functional, spec line 1694
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
         return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
@@ -4937,7 +5097,7 @@ def index_put__default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1616
+    # inplace, spec line 1694
     # formulas from index_put; self_p is self before the update
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
@@ -4959,7 +5119,7 @@ def index_put__default(
 
 def view_as_real_default(self_p, self_t, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1631
+    # view, spec line 1709
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_real.default(self_t)
@@ -4969,7 +5129,7 @@ def view_as_real_default(self_p, self_t, result):
 
 def view_as_complex_default(self_p, self_t, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1635
+    # view, spec line 1713
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_complex.default(self_t)
@@ -4979,7 +5139,7 @@ def view_as_complex_default(self_p, self_t, result):
 
 def squeeze__dim(self_p, dim, self_t, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1642
+    # inplace, spec line 1720
     # formulas from squeeze.dim; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4990,7 +5150,7 @@ def squeeze__dim(self_p, dim, self_t, result):
 
 def squeeze__dims(self_p, dim, self_t, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1644
+    # inplace, spec line 1722
     # formulas from squeeze.dims; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5001,7 +5161,7 @@ def squeeze__dims(self_p, dim, self_t, result):
 
 def squeeze__default(self_p, self_t, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1646
+    # inplace, spec line 1724
     # formulas from squeeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5012,7 +5172,7 @@ def squeeze__default(self_p, self_t, result):
 
 def unsqueeze__default(self_p, dim, self_t, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1648
+    # inplace, spec line 1726
     # formulas from unsqueeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5023,7 +5183,7 @@ def unsqueeze__default(self_p, dim, self_t, result):
 
 def t__default(self_p, self_t, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1650
+    # inplace, spec line 1728
     # formulas from t; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5034,7 +5194,7 @@ def t__default(self_p, self_t, result):
 
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1652
+    # inplace, spec line 1730
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
@@ -5044,7 +5204,7 @@ def transpose__default(self_p, dim0, dim1, self_t, result):
 
 def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1659
+    # functional, spec line 1737
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
@@ -5062,7 +5222,7 @@ def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
 
 def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1667
+    # functional, spec line 1745
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.slice_scatter.default(
@@ -5082,7 +5242,7 @@ def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, r
 
 def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1675
+    # functional, spec line 1753
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.diagonal_scatter.default(
@@ -5102,7 +5262,7 @@ def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, r
 
 def fill_Scalar(self_p, value, self_t, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1683
+    # functional, spec line 1761
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -5112,7 +5272,7 @@ def fill_Scalar(self_p, value, self_t, result):
 
 def block_diag_default(tensors_p, tensors_t, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1765
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -5123,7 +5283,7 @@ def block_diag_default(tensors_p, tensors_t, result):
 
 def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1697
+    # functional, spec line 1775
     # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
@@ -5133,7 +5293,7 @@ def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result)
 
 def norm_Scalar(self_p, p, self_t, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1707
+    # functional, spec line 1785
     # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, None, False, result)
@@ -5143,7 +5303,7 @@ def norm_Scalar(self_p, p, self_t, result):
 
 def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1714
+    # functional, spec line 1792
     # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
@@ -5153,7 +5313,7 @@ def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
 
 def dist_default(self_p, other_p, p, self_t, other_t, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1721
+    # functional, spec line 1799
     # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
     if self_t is not None and other_t is not None:
         return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
@@ -5169,7 +5329,7 @@ def dist_default(self_p, other_p, p, self_t, other_t, result):
 
 def var_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1729
+    # functional, spec line 1807
     # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return var_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5179,7 +5339,7 @@ def var_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def std_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1736
+    # functional, spec line 1814
     # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return std_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5189,7 +5349,7 @@ def std_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1743
+    # functional, spec line 1821
     # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5205,7 +5365,7 @@ def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1751
+    # functional, spec line 1829
     # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5221,7 +5381,7 @@ def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def logsumexp_default(self_p, dim, keepdim, self_t, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1759
+    # functional, spec line 1837
     # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
@@ -5231,7 +5391,7 @@ def logsumexp_default(self_p, dim, keepdim, self_t, result):
 
 def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1766
+    # functional, spec line 1844
     # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
     if self_t is not None:
         return torch.ops.aten.nansum(
@@ -5243,7 +5403,7 @@ def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
 
 def prod_default(self_p, dtype, self_t, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1773
+    # functional, spec line 1851
     # result: prod_tangent(self_t, self_p, None, False, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, None, False, result)
@@ -5253,7 +5413,7 @@ def prod_default(self_p, dtype, self_t, result):
 
 def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1777
+    # functional, spec line 1855
     # result: prod_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, dim, keepdim, result)
@@ -5263,7 +5423,7 @@ def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
 
 def cumsum_default(self_p, dim, dtype, self_t, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1784
+    # functional, spec line 1862
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
@@ -5273,7 +5433,7 @@ def cumsum_default(self_p, dim, dtype, self_t, result):
 
 def cumsum__default(self_p, dim, dtype, self_t, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1784
+    # inplace, spec line 1862
     # formulas from cumsum; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5284,7 +5444,7 @@ def cumsum__default(self_p, dim, dtype, self_t, result):
 
 def cumprod_default(self_p, dim, dtype, self_t, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1791
+    # functional, spec line 1869
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
         return scan_tangent(
@@ -5296,7 +5456,7 @@ def cumprod_default(self_p, dim, dtype, self_t, result):
 
 def cumprod__default(self_p, dim, dtype, self_t, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1791
+    # inplace, spec line 1869
     # formulas from cumprod; self_p is self before the update
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
@@ -5309,7 +5469,7 @@ def cumprod__default(self_p, dim, dtype, self_t, result):
 
 def logcumsumexp_default(self_p, dim, self_t, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1798
+    # functional, spec line 1876
     # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
     if self_t is not None:
         return scan_tangent(self_t, self_p, dim, "logcumsumexp")
@@ -5319,7 +5479,7 @@ def logcumsumexp_default(self_p, dim, self_t, result):
 
 def cummax_default(self_p, dim, self_t, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1805
+    # functional, spec line 1883
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5330,7 +5490,7 @@ def cummax_default(self_p, dim, self_t, values, indices):
 
 def cummin_default(self_p, dim, self_t, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1813
+    # functional, spec line 1891
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5341,7 +5501,7 @@ def cummin_default(self_p, dim, self_t, values, indices):
 
 def sort_default(self_p, dim, descending, self_t, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1821
+    # functional, spec line 1899
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5352,7 +5512,7 @@ def sort_default(self_p, dim, descending, self_t, values, indices):
 
 def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1829
+    # functional, spec line 1907
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5363,7 +5523,7 @@ def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
 
 def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1837
+    # functional, spec line 1915
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5374,7 +5534,7 @@ def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
 
 def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1845
+    # functional, spec line 1923
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5385,7 +5545,7 @@ def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
 
 def mode_default(self_p, dim, keepdim, self_t, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1853
+    # functional, spec line 1931
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5396,7 +5556,7 @@ def mode_default(self_p, dim, keepdim, self_t, values, indices):
 
 def median_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1861
+    # functional, spec line 1939
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5407,7 +5567,7 @@ def median_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1869
+    # functional, spec line 1947
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5418,7 +5578,7 @@ def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def median_default(self_p, self_t, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1877
+    # functional, spec line 1955
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5428,7 +5588,7 @@ def median_default(self_p, self_t, result):
 
 def nanmedian_default(self_p, self_t, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1882
+    # functional, spec line 1960
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5438,7 +5598,7 @@ def nanmedian_default(self_p, self_t, result):
 
 def max_default(self_p, self_t, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1887
+    # functional, spec line 1965
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5448,7 +5608,7 @@ def max_default(self_p, self_t, result):
 
 def min_default(self_p, self_t, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1892
+    # functional, spec line 1970
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5458,7 +5618,7 @@ def min_default(self_p, self_t, result):
 
 def aminmax_default(self_p, dim, keepdim, self_t, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1897
+    # functional, spec line 1975
     # min: amax_tangent(self_t, self_p, min, dim, keepdim)
     if self_t is not None:
         min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
@@ -5474,7 +5634,7 @@ def aminmax_default(self_p, dim, keepdim, self_t, min, max):
 
 def trace_default(self_p, self_t, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1905
+    # functional, spec line 1983
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.trace.default(self_t)
@@ -5484,7 +5644,7 @@ def trace_default(self_p, self_t, result):
 
 def renorm_default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1912
+    # functional, spec line 1990
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
         return renorm_tangent(self_t, self_p, p, dim, maxnorm)
@@ -5494,7 +5654,7 @@ def renorm_default(self_p, p, dim, maxnorm, self_t, result):
 
 def renorm__default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1912
+    # inplace, spec line 1990
     # formulas from renorm; self_p is self before the update
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
@@ -5505,7 +5665,7 @@ def renorm__default(self_p, p, dim, maxnorm, self_t, result):
 
 def vdot_default(self_p, other_p, self_t, other_t, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1921
+    # functional, spec line 1999
     # result: self_t.vdot(other_p) + self_p.vdot(other_t)
     if self_t is not None and other_t is not None:
         return self_t.vdot(other_p) + self_p.vdot(other_t)
@@ -5519,7 +5679,7 @@ def vdot_default(self_p, other_p, self_t, other_t, result):
 
 def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1927
+    # functional, spec line 2005
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
         return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
@@ -5541,7 +5701,7 @@ def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resul
 
 def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1927
+    # inplace, spec line 2005
     # formulas from addmv; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
@@ -5564,7 +5724,7 @@ def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resu
 
 def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1936
+    # functional, spec line 2014
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5590,7 +5750,7 @@ def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, re
 
 def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1936
+    # inplace, spec line 2014
     # formulas from addr; self_p is self before the update
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
@@ -5619,7 +5779,7 @@ def baddbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1945
+    # functional, spec line 2023
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5651,7 +5811,7 @@ def baddbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1945
+    # inplace, spec line 2023
     # formulas from baddbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5680,7 +5840,7 @@ def addbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1954
+    # functional, spec line 2032
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5713,7 +5873,7 @@ def addbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1954
+    # inplace, spec line 2032
     # formulas from addbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5741,7 +5901,7 @@ def addbmm__default(
 
 def index_select_default(self_p, dim, index_p, self_t, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1967
+    # functional, spec line 2045
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index_select.default(self_t, dim, index_p)
@@ -5751,7 +5911,7 @@ def index_select_default(self_p, dim, index_p, self_t, result):
 
 def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1975
+    # functional, spec line 2053
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.gather.default(
@@ -5763,7 +5923,7 @@ def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
 
 def take_default(self_p, index_p, self_t, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1983
+    # functional, spec line 2061
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.take.default(self_t, index_p)
@@ -5773,7 +5933,7 @@ def take_default(self_p, index_p, self_t, result):
 
 def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1989
+    # functional, spec line 2067
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
         return self_t.put(index_p, source_t, accumulate)
@@ -5787,7 +5947,7 @@ def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result)
 
 def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1989
+    # inplace, spec line 2067
     # formulas from put; self_p is self before the update
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
@@ -5804,7 +5964,7 @@ def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result
 
 def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1998
+    # functional, spec line 2076
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
         return self_t.scatter(dim, index_p, src_t)
@@ -5818,7 +5978,7 @@ def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1998
+    # inplace, spec line 2076
     # formulas from scatter.src; self_p is self before the update
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
@@ -5833,7 +5993,7 @@ def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2005
+    # functional, spec line 2083
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
         return self_t.scatter(dim, index_p, 0)
@@ -5843,7 +6003,7 @@ def scatter_value(self_p, dim, index_p, value, self_t, result):
 
 def scatter__value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2005
+    # inplace, spec line 2083
     # formulas from scatter.value; self_p is self before the update
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
@@ -5854,7 +6014,7 @@ def scatter__value(self_p, dim, index_p, value, self_t, result):
 
 def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2011
+    # functional, spec line 2089
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
@@ -5872,7 +6032,7 @@ def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2011
+    # inplace, spec line 2089
     # formulas from scatter_add; self_p is self before the update
     # result: auto_linear
     if self_t is not None and src_t is not None:
@@ -5893,7 +6053,7 @@ def scatter_reduce_two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2020
+    # functional, spec line 2098
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
         return scatter_reduce_tangent(
@@ -5931,7 +6091,7 @@ def scatter_reduce__two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2020
+    # inplace, spec line 2098
     # formulas from scatter_reduce.two; self_p is self before the update
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
@@ -5971,7 +6131,7 @@ def scatter_reduce__two(
 
 def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2030
+    # functional, spec line 2108
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
         return self_t.index_add(dim, index_p, scale(source_t, alpha))
@@ -5985,7 +6145,7 @@ def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, r
 
 def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2030
+    # inplace, spec line 2108
     # formulas from index_add; self_p is self before the update
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
@@ -6003,7 +6163,7 @@ def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, 
 
 def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2039
+    # functional, spec line 2117
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.index_copy(dim, index_p, source_t)
@@ -6017,7 +6177,7 @@ def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result)
 
 def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2039
+    # inplace, spec line 2117
     # formulas from index_copy; self_p is self before the update
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
@@ -6034,7 +6194,7 @@ def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result
 
 def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2046
+    # functional, spec line 2124
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
         return self_t.index_fill(dim, index_p, 0)
@@ -6044,7 +6204,7 @@ def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2046
+    # inplace, spec line 2124
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
@@ -6055,7 +6215,7 @@ def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2052
+    # functional, spec line 2130
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.index_fill(dim, index_p, value_t)
@@ -6069,7 +6229,7 @@ def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result
 
 def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2052
+    # inplace, spec line 2130
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
@@ -6086,7 +6246,7 @@ def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, resul
 
 def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2059
+    # functional, spec line 2137
     # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
     if self_t is not None:
         return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
@@ -6098,7 +6258,7 @@ def _unsafe_masked_index_put_accumulate_default(
     self_p, mask_p, indices_p, values_p, self_t, values_t, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2065
+    # functional, spec line 2143
     # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
     if self_t is not None and values_t is not None:
         return torch.ops.aten._unsafe_masked_index_put_accumulate(
@@ -6120,7 +6280,7 @@ def nll_loss_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2076
+    # functional, spec line 2154
     # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
@@ -6135,7 +6295,7 @@ def nll_loss2d_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2085
+    # functional, spec line 2163
     # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
@@ -6150,7 +6310,7 @@ def embedding_default(
     weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2092
+    # functional, spec line 2170
     # result: auto_linear
     if weight_t is not None:
         return torch.ops.aten.embedding.default(
@@ -6162,7 +6322,7 @@ def embedding_default(
 
 def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2098
+    # functional, spec line 2176
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
@@ -6174,7 +6334,7 @@ def binary_cross_entropy_default(
     self_p, target_p, weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2104
+    # functional, spec line 2182
     # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -6202,7 +6362,7 @@ def binary_cross_entropy_default(
 
 def acosh_default(self_p, self_t, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2114
+    # functional, spec line 2192
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
         return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
@@ -6212,7 +6372,7 @@ def acosh_default(self_p, self_t, result):
 
 def acosh__default(self_p, self_t, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2114
+    # inplace, spec line 2192
     # formulas from acosh; self_p is self before the update
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
@@ -6223,7 +6383,7 @@ def acosh__default(self_p, self_t, result):
 
 def special_ndtri_default(self_p, self_t, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2120
+    # functional, spec line 2198
     # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     if self_t is not None:
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()
@@ -6233,7 +6393,7 @@ def special_ndtri_default(self_p, self_t, result):
 
 def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2130
+    # functional, spec line 2208
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2c.default(self_t, dim, normalization, forward)
@@ -6243,7 +6403,7 @@ def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
 
 def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2140
+    # functional, spec line 2218
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_r2c.default(self_t, dim, normalization, onesided)
@@ -6253,7 +6413,7 @@ def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
 
 def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2152
+    # functional, spec line 2230
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2r.default(
@@ -6265,7 +6425,7 @@ def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
 
 def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2165
+    # functional, spec line 2243
     # result: auto_linear
     if grad_in_t is not None:
         return torch.ops.aten.unfold_backward.default(
@@ -6277,7 +6437,7 @@ def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, 
 
 def linalg_inv_ex_default(A_p, check_errors, A_t, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2181
+    # functional, spec line 2259
     # inverse: -inverse.matmul(A_t).matmul(inverse)
     if A_t is not None:
         inverse_t = -inverse.matmul(A_t).matmul(inverse)
@@ -6290,7 +6450,7 @@ def _linalg_solve_ex_default(
     A_p, B_p, left, check_errors, A_t, B_t, result, LU, pivots, info
 ):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2190
+    # functional, spec line 2268
     # result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
     if A_t is not None and B_t is not None:
         result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
@@ -6311,7 +6471,7 @@ def linalg_solve_triangular_default(
     self_p, B_p, upper, left, unitriangular, self_t, B_t, result
 ):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2203
+    # functional, spec line 2281
     # result: torch.linalg.solve_triangular(self_p, B_t - side_matmul(triangular_part(self_t, upper, unitriangular), result, left), upper=upper, left=left, unitriangular=unitriangular)
     if self_t is not None and B_t is not None:
         return torch.linalg.solve_triangular(
@@ -6358,7 +6518,7 @@ def triangular_solve_default(
     cloned_coefficient,
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2216
+    # functional, spec line 2294
     # solution: triangular_solve_tangent(self_t, A_t, A_p, solution, upper, transpose, unitriangular)
     if self_t is not None and A_t is not None:
         solution_t = triangular_solve_tangent(
@@ -6396,7 +6556,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2226
+    # functional, spec line 2304
     # L: cholesky_tangent(self_t, L, upper)
     if self_t is not None:
         L_t = cholesky_tangent(self_t, L, upper)
@@ -6407,7 +6567,7 @@ def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
 
 def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2239
+    # functional, spec line 2317
     # result: cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
     if self_t is not None and input2_t is not None:
         return cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
@@ -6425,7 +6585,7 @@ def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
 
 def cholesky_inverse_default(self_p, upper, self_t, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2247
+    # functional, spec line 2325
     # result: cholesky_inverse_tangent(self_t, self_p, result, upper)
     if self_t is not None:
         return cholesky_inverse_tangent(self_t, self_p, result, upper)
@@ -6435,7 +6595,7 @@ def cholesky_inverse_default(self_p, upper, self_t, result):
 
 def _linalg_det_default(A_p, A_t, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2256
+    # functional, spec line 2334
     # result: det_tangent(A_t, A_p, result, LU, pivots)
     if A_t is not None:
         result_t = det_tangent(A_t, A_p, result, LU, pivots)
@@ -6446,7 +6606,7 @@ def _linalg_det_default(A_p, A_t, result, LU, pivots):
 
 def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2264
+    # functional, spec line 2342
     # sign: slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
     if A_t is not None:
         sign_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
@@ -6462,7 +6622,7 @@ def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2273
+    # functional, spec line 2351
     # LU: lu_factor_tangent(A_t, LU, pivots)
     if A_t is not None:
         LU_t = lu_factor_tangent(A_t, LU, pivots)
@@ -6473,7 +6633,7 @@ def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info)
 
 def linalg_lu_default(A_p, pivot, A_t, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2282
+    # functional, spec line 2360
     # L: lu_tangents(A_t, P, L, U)[0]
     if A_t is not None:
         L_t = lu_tangents(A_t, P, L, U)[0]
@@ -6489,7 +6649,7 @@ def linalg_lu_default(A_p, pivot, A_t, P, L, U):
 
 def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2292
+    # functional, spec line 2370
     # result: torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(self_p, other_t, dim=dim)
     if self_t is not None and other_t is not None:
         return torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(
@@ -6505,7 +6665,7 @@ def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
 
 def linalg_matrix_exp_default(self_p, self_t, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2301
+    # functional, spec line 2379
     # result: matrix_exp_differential(self_p, self_t, False)
     if self_t is not None:
         return matrix_exp_differential(self_p, self_t, False)
@@ -6515,7 +6675,7 @@ def linalg_matrix_exp_default(self_p, self_t, result):
 
 def linalg_householder_product_default(input_p, tau_p, input_t, tau_t, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2308
+    # functional, spec line 2386
     # result: householder_product_tangent(input_t, tau_t, input_p, tau_p)
     if input_t is not None and tau_t is not None:
         return householder_product_tangent(input_t, tau_t, input_p, tau_p)
@@ -6535,7 +6695,7 @@ def lu_unpack_default(
     LU_data_p, LU_pivots_p, unpack_data, unpack_pivots, LU_data_t, P, L, U
 ):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2316
+    # functional, spec line 2394
     # L: lu_unpack_tangents(LU_data_t)[0]
     if LU_data_t is not None:
         L_t = lu_unpack_tangents(LU_data_t)[0]
@@ -6551,7 +6711,7 @@ def lu_unpack_default(
 
 def linalg_lu_solve_default(LU_p, pivots_p, B_p, left, adjoint, LU_t, B_t, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2328
+    # functional, spec line 2406
     # result: lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
     if LU_t is not None and B_t is not None:
         return lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
@@ -6579,7 +6739,7 @@ def elu_backward_default(
     result,
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2344
+    # functional, spec line 2422
     # result: torch.ops.aten.elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result_p) + grad_output_p * elu_second_derivative(self_or_result_p, alpha, scale, input_scale, is_result) * self_or_result_t
     if grad_output_t is not None and self_or_result_t is not None:
         return (
@@ -6616,7 +6776,7 @@ def log_sigmoid_backward_default(
     grad_output_p, self_p, buffer_p, grad_output_t, buffer_t, result
 ):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2355
+    # functional, spec line 2433
     # result: torch.ops.aten.log_sigmoid_backward(grad_output_t, self_p, buffer_p) - grad_output_p * torch.where(self_p < 0, 1.0, -1.0) / (1 + buffer_p) ** 2 * buffer_t
     if grad_output_t is not None and buffer_t is not None:
         return (
@@ -6648,7 +6808,7 @@ def hardtanh_backward_default(
     grad_output_p, self_p, min_val, max_val, grad_output_t, result
 ):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2362
+    # functional, spec line 2440
     # result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
     if grad_output_t is not None:
         return torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
@@ -6658,7 +6818,7 @@ def hardtanh_backward_default(
 
 def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2370
+    # functional, spec line 2448
     # result: torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
     if grad_output_t is not None:
         return torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
@@ -6668,7 +6828,7 @@ def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, res
 
 def hardshrink_backward_default(grad_out_p, self_p, lambd, grad_out_t, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2376
+    # functional, spec line 2454
     # result: torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
     if grad_out_t is not None:
         return torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
@@ -6680,7 +6840,7 @@ def leaky_relu_backward_default(
     grad_output_p, self_p, negative_slope, self_is_result, grad_output_t, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2382
+    # functional, spec line 2460
     # result: torch.ops.aten.leaky_relu_backward(grad_output_t, self_p, negative_slope, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -6702,7 +6862,7 @@ def rrelu_with_noise_backward_default(
     result,
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2390
+    # functional, spec line 2468
     # result: torch.ops.aten.rrelu_with_noise_backward(grad_output_t, self_p, noise_p, lower, upper, training, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -6714,7 +6874,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2399
+    # functional, spec line 2477
     # result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
@@ -6724,7 +6884,7 @@ def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
 
 def hardswish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2405
+    # functional, spec line 2483
     # result: torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where((self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where(
@@ -6745,7 +6905,7 @@ def softplus_backward_default(
     grad_output_p, self_p, beta, threshold, grad_output_t, self_t, result
 ):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2411
+    # functional, spec line 2489
     # result: torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold) + grad_output_p * torch.where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6782,7 +6942,7 @@ def gelu_backward_default(
     grad_output_p, self_p, approximate, grad_output_t, self_t, result
 ):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2419
+    # functional, spec line 2497
     # result: torch.ops.aten.gelu_backward(grad_output_t, self_p, approximate=approximate) + grad_output_p * gelu_second_derivative(self_p, approximate) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6806,7 +6966,7 @@ def gelu_backward_default(
 
 def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2429
+    # functional, spec line 2507
     # result: grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6837,7 +6997,7 @@ def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2435
+    # functional, spec line 2513
     # result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6854,7 +7014,7 @@ def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def glu_backward_default(grad_output_p, self_p, dim, grad_output_t, self_t, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2441
+    # functional, spec line 2519
     # result: torch.ops.aten.glu_backward(grad_output_t, self_p, dim) + glu_double_backward(self_t, grad_output_p, self_p, dim)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.glu_backward(
@@ -6872,7 +7032,7 @@ def _prelu_kernel_backward_default(
     grad_output_p, self_p, weight_p, grad_output_t, self_t, weight_t, result0, result1
 ):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2449
+    # functional, spec line 2527
     # result0: torch.where(self_p > 0, grad_output_t, weight_p * grad_output_t + weight_t * grad_output_p)
     if grad_output_t is not None and weight_t is not None:
         result0_t = torch.where(
@@ -6917,7 +7077,7 @@ def mse_loss_backward_default(
     grad_output_p, self_p, target_p, reduction, grad_output_t, self_t, target_t, result
 ):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2461
+    # functional, spec line 2539
     # result: torch.ops.aten.mse_loss_backward(grad_output_t, self_p, target_p, reduction) + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.mse_loss_backward(
@@ -6973,7 +7133,7 @@ def smooth_l1_loss_backward_default(
     result,
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2471
+    # functional, spec line 2549
     # result: torch.ops.aten.smooth_l1_loss_backward(grad_output_t, self_p, target_p, reduction, beta) + torch.where((self_p - target_p).abs() < beta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t) / beta, 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.smooth_l1_loss_backward(
@@ -7061,7 +7221,7 @@ def huber_loss_backward_default(
     result,
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2481
+    # functional, spec line 2559
     # result: torch.ops.aten.huber_loss_backward(grad_output_t, self_p, target_p, reduction, delta) + torch.where((self_p - target_p).abs() <= delta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t), 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.huber_loss_backward(
@@ -7146,7 +7306,7 @@ def binary_cross_entropy_backward_default(
     result,
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2491
+    # functional, spec line 2569
     # result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.binary_cross_entropy_backward(
@@ -7217,7 +7377,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2504
+    # functional, spec line 2582
     # result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss_backward(
@@ -7245,7 +7405,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2514
+    # functional, spec line 2592
     # result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss2d_backward(
@@ -7263,7 +7423,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 2526
+    # functional, spec line 2604
     # U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
     if A_t is not None:
         U_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
@@ -7284,7 +7444,7 @@ def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
 
 def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2537
+    # functional, spec line 2615
     # eigenvalues: eig_tangents(self_t, eigenvalues, eigenvectors)[0]
     if self_t is not None:
         eigenvalues_t = eig_tangents(self_t, eigenvalues, eigenvectors)[0]
@@ -7300,7 +7460,7 @@ def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2545
+    # functional, spec line 2623
     # eigenvalues: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
     if A_t is not None:
         eigenvalues_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
@@ -7318,7 +7478,7 @@ def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
 
 def linalg_qr_default(A_p, mode, A_t, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 2554
+    # functional, spec line 2632
     # Q: qr_tangents(A_t, Q, R, mode)[0]
     if A_t is not None:
         Q_t = qr_tangents(A_t, Q, R, mode)[0]
@@ -7334,7 +7494,7 @@ def linalg_qr_default(A_p, mode, A_t, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(self_p, atol_p, rtol_p, hermitian, self_t, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 2563
+    # functional, spec line 2641
     # result: pinv_tangent(self_t, self_p, result)
     if self_t is not None:
         return pinv_tangent(self_t, self_p, result)
@@ -7346,7 +7506,7 @@ def linalg_lstsq_default(
     self_p, b_p, rcond, driver, self_t, b_t, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 2572
+    # functional, spec line 2650
     # solution: lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(b_t, self_p)
     if self_t is not None and b_t is not None:
         solution_t = lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(
@@ -7393,7 +7553,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2587
+    # functional, spec line 2665
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7503,7 +7663,7 @@ def _native_batch_norm_legit_no_stats(
     result2,
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2596
+    # functional, spec line 2674
     # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7574,7 +7734,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2604
+    # functional, spec line 2682
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7686,7 +7846,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2612
+    # functional, spec line 2690
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7798,7 +7958,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2622
+    # functional, spec line 2700
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7897,7 +8057,7 @@ def binary_cross_entropy_with_logits_default(
     self_p, target_p, weight_p, pos_weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2633
+    # functional, spec line 2711
     # result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -7929,7 +8089,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(self_p, kernel_size, dilation, padding, stride, self_t, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2645
+    # functional, spec line 2723
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.im2col.default(
@@ -7943,7 +8103,7 @@ def col2im_default(
     self_p, output_size, kernel_size, dilation, padding, stride, self_t, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2652
+    # functional, spec line 2730
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.col2im.default(
@@ -7957,7 +8117,7 @@ def _upsample_bilinear2d_aa_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2661
+    # functional, spec line 2739
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.default(
@@ -7971,7 +8131,7 @@ def _upsample_bilinear2d_aa_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 2669
+    # functional, spec line 2747
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.vec(
@@ -7992,7 +8152,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2677
+    # functional, spec line 2755
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa_backward.default(
@@ -8006,7 +8166,7 @@ def fractional_max_pool2d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2687
+    # functional, spec line 2765
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8021,7 +8181,7 @@ def fractional_max_pool3d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2696
+    # functional, spec line 2774
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8046,7 +8206,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2707
+    # functional, spec line 2785
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool2d_with_indices_backward.default(
@@ -8099,7 +8259,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2716
+    # functional, spec line 2794
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool3d_with_indices_backward.default(
@@ -8149,7 +8309,7 @@ def fractional_max_pool2d_backward_default(
     result,
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2724
+    # functional, spec line 2802
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool2d_backward.default(
@@ -8178,7 +8338,7 @@ def fractional_max_pool3d_backward_default(
     result,
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2733
+    # functional, spec line 2811
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool3d_backward.default(
@@ -8200,7 +8360,7 @@ def max_unpool3d_default(
     self_p, indices_p, output_size, stride, padding, self_t, result
 ):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 2741
+    # functional, spec line 2819
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool3d.default(
@@ -8225,7 +8385,7 @@ def _trilinear_default(
     result,
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 2753
+    # functional, spec line 2831
     # result: torch.ops.aten._trilinear(i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim)
     if i1_t is not None and i2_t is not None and i3_t is not None:
         return (
@@ -8296,7 +8456,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(self_p, dim, dtype, self_t, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2761
+    # functional, spec line 2839
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -8308,7 +8468,7 @@ def as_strided_scatter_default(
     self_p, src_p, size, stride, storage_offset, self_t, src_t, result
 ):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 2768
+    # functional, spec line 2846
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.as_strided_scatter.default(
@@ -8328,7 +8488,7 @@ def as_strided_scatter_default(
 
 def bernoulli_default(self_p, generator, self_t, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2778
+    # functional, spec line 2856
     # result: auto_element_wise, from self: torch.zeros_like(grad)
     if self_t is not None:
         return torch.zeros_like(self_t.conj()).conj()
@@ -8338,13 +8498,13 @@ def bernoulli_default(self_p, generator, self_t, result):
 
 def bernoulli_p(self_p, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2784
+    # functional, spec line 2862
     return None
 
 
 def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2789
+    # functional, spec line 2867
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
         return torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
@@ -8358,7 +8518,7 @@ def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2789
+    # inplace, spec line 2867
     # formulas from bernoulli.Tensor; self_p is self before the update
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
@@ -8373,7 +8533,7 @@ def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def uniform__default(self_p, from_, to, generator, self_t, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2799
+    # inplace, spec line 2877
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8383,7 +8543,7 @@ def uniform__default(self_p, from_, to, generator, self_t, result):
 
 def normal__default(self_p, mean, std, generator, self_t, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2803
+    # inplace, spec line 2881
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8393,7 +8553,7 @@ def normal__default(self_p, mean, std, generator, self_t, result):
 
 def exponential__default(self_p, lambd, generator, self_t, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2807
+    # inplace, spec line 2885
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8403,7 +8563,7 @@ def exponential__default(self_p, lambd, generator, self_t, result):
 
 def cauchy__default(self_p, median, sigma, generator, self_t, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2811
+    # inplace, spec line 2889
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8413,7 +8573,7 @@ def cauchy__default(self_p, median, sigma, generator, self_t, result):
 
 def log_normal__default(self_p, mean, std, generator, self_t, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2815
+    # inplace, spec line 2893
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8423,7 +8583,7 @@ def log_normal__default(self_p, mean, std, generator, self_t, result):
 
 def geometric__default(self_p, p, generator, self_t, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2819
+    # inplace, spec line 2897
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8433,7 +8593,7 @@ def geometric__default(self_p, p, generator, self_t, result):
 
 def random__default(self_p, generator, self_t, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2824
+    # inplace, spec line 2902
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8443,7 +8603,7 @@ def random__default(self_p, generator, self_t, result):
 
 def random__from(self_p, from_, to, generator, self_t, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2828
+    # inplace, spec line 2906
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8453,7 +8613,7 @@ def random__from(self_p, from_, to, generator, self_t, result):
 
 def random__to(self_p, to, generator, self_t, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2833
+    # inplace, spec line 2911
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8463,7 +8623,7 @@ def random__to(self_p, to, generator, self_t, result):
 
 def bernoulli__float(self_p, p, generator, self_t, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2838
+    # inplace, spec line 2916
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8491,7 +8651,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2848
+    # functional, spec line 2926
     # result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
     if grad_output_t is not None and weight_t is not None:
         result0_t = convolution_backward_tangent(
@@ -8629,7 +8789,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2858
+    # functional, spec line 2936
     # result: torch.ops.aten.avg_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool2d_backward(
@@ -8659,7 +8819,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2867
+    # functional, spec line 2945
     # result: torch.ops.aten.avg_pool3d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool3d_backward(
@@ -8678,7 +8838,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2876
+    # functional, spec line 2954
     # result: torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
@@ -8688,7 +8848,7 @@ def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, 
 
 def _adaptive_avg_pool3d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2884
+    # functional, spec line 2962
     # result: torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
@@ -8700,7 +8860,7 @@ def adaptive_max_pool2d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2894
+    # functional, spec line 2972
     # result: torch.ops.aten.adaptive_max_pool2d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool2d_backward(
@@ -8714,7 +8874,7 @@ def adaptive_max_pool3d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2902
+    # functional, spec line 2980
     # result: torch.ops.aten.adaptive_max_pool3d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool3d_backward(
@@ -8728,7 +8888,7 @@ def reflection_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2912
+    # functional, spec line 2990
     # result: torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
@@ -8740,7 +8900,7 @@ def reflection_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2920
+    # functional, spec line 2998
     # result: torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
@@ -8752,7 +8912,7 @@ def reflection_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2928
+    # functional, spec line 3006
     # result: torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
@@ -8764,7 +8924,7 @@ def replication_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2936
+    # functional, spec line 3014
     # result: torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
@@ -8776,7 +8936,7 @@ def replication_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2944
+    # functional, spec line 3022
     # result: torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
@@ -8788,7 +8948,7 @@ def replication_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2952
+    # functional, spec line 3030
     # result: torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
@@ -8800,7 +8960,7 @@ def upsample_nearest1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2962
+    # functional, spec line 3040
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest1d_backward.default(
@@ -8814,7 +8974,7 @@ def upsample_nearest2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2969
+    # functional, spec line 3047
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest2d_backward.default(
@@ -8835,7 +8995,7 @@ def upsample_nearest3d_backward_default(
     result,
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2976
+    # functional, spec line 3054
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest3d_backward.default(
@@ -8849,7 +9009,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2983
+    # functional, spec line 3061
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d_backward.default(
@@ -8863,7 +9023,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2990
+    # functional, spec line 3068
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d_backward.default(
@@ -8884,7 +9044,7 @@ def _upsample_nearest_exact3d_backward_default(
     result,
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2997
+    # functional, spec line 3075
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d_backward.default(
@@ -8898,7 +9058,7 @@ def upsample_linear1d_backward_default(
     grad_output_p, output_size, input_size, align_corners, scales, grad_output_t, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3004
+    # functional, spec line 3082
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_linear1d_backward.default(
@@ -8919,7 +9079,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3012
+    # functional, spec line 3090
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bilinear2d_backward.default(
@@ -8940,7 +9100,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3020
+    # functional, spec line 3098
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bicubic2d_backward.default(
@@ -8962,7 +9122,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3028
+    # functional, spec line 3106
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_trilinear3d_backward.default(
@@ -8982,7 +9142,7 @@ def diagonal_backward_default(
     grad_output_p, input_sizes, offset, dim1, dim2, grad_output_t, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3038
+    # functional, spec line 3116
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.diagonal_backward.default(
@@ -9002,7 +9162,7 @@ def embedding_dense_backward_default(
     result,
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3046
+    # functional, spec line 3124
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.embedding_dense_backward.default(
@@ -9029,7 +9189,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3061
+    # functional, spec line 3139
     # result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
@@ -9248,7 +9408,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3073
+    # functional, spec line 3151
     # result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(

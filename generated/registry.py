@@ -2061,6 +2061,262 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
 )
 
 
+KERNELS[aten.eq_.Scalar] = KernelInfo(
+    name="eq_.Scalar",
+    kind="inplace",
+    jvp=jvp.eq__Scalar,
+    vjp=vjp.eq__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=536,
+)
+
+
+KERNELS[aten.eq_.Tensor] = KernelInfo(
+    name="eq_.Tensor",
+    kind="inplace",
+    jvp=jvp.eq__Tensor,
+    vjp=vjp.eq__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=540,
+)
+
+
+KERNELS[aten.ne_.Scalar] = KernelInfo(
+    name="ne_.Scalar",
+    kind="inplace",
+    jvp=jvp.ne__Scalar,
+    vjp=vjp.ne__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=545,
+)
+
+
+KERNELS[aten.ne_.Tensor] = KernelInfo(
+    name="ne_.Tensor",
+    kind="inplace",
+    jvp=jvp.ne__Tensor,
+    vjp=vjp.ne__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=549,
+)
+
+
+KERNELS[aten.lt_.Scalar] = KernelInfo(
+    name="lt_.Scalar",
+    kind="inplace",
+    jvp=jvp.lt__Scalar,
+    vjp=vjp.lt__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=554,
+)
+
+
+KERNELS[aten.lt_.Tensor] = KernelInfo(
+    name="lt_.Tensor",
+    kind="inplace",
+    jvp=jvp.lt__Tensor,
+    vjp=vjp.lt__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=558,
+)
+
+
+KERNELS[aten.le_.Scalar] = KernelInfo(
+    name="le_.Scalar",
+    kind="inplace",
+    jvp=jvp.le__Scalar,
+    vjp=vjp.le__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=563,
+)
+
+
+KERNELS[aten.le_.Tensor] = KernelInfo(
+    name="le_.Tensor",
+    kind="inplace",
+    jvp=jvp.le__Tensor,
+    vjp=vjp.le__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=567,
+)
+
+
+KERNELS[aten.gt_.Scalar] = KernelInfo(
+    name="gt_.Scalar",
+    kind="inplace",
+    jvp=jvp.gt__Scalar,
+    vjp=vjp.gt__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=572,
+)
+
+
+KERNELS[aten.gt_.Tensor] = KernelInfo(
+    name="gt_.Tensor",
+    kind="inplace",
+    jvp=jvp.gt__Tensor,
+    vjp=vjp.gt__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=576,
+)
+
+
+KERNELS[aten.ge_.Scalar] = KernelInfo(
+    name="ge_.Scalar",
+    kind="inplace",
+    jvp=jvp.ge__Scalar,
+    vjp=vjp.ge__Scalar,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=581,
+)
+
+
+KERNELS[aten.ge_.Tensor] = KernelInfo(
+    name="ge_.Tensor",
+    kind="inplace",
+    jvp=jvp.ge__Tensor,
+    vjp=vjp.ge__Tensor,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=585,
+)
+
+
+KERNELS[aten.logical_and_.default] = KernelInfo(
+    name="logical_and_",
+    kind="inplace",
+    jvp=jvp.logical_and__default,
+    vjp=vjp.logical_and__default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=590,
+)
+
+
+KERNELS[aten.logical_or_.default] = KernelInfo(
+    name="logical_or_",
+    kind="inplace",
+    jvp=jvp.logical_or__default,
+    vjp=vjp.logical_or__default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=595,
+)
+
+
+KERNELS[aten.logical_xor_.default] = KernelInfo(
+    name="logical_xor_",
+    kind="inplace",
+    jvp=jvp.logical_xor__default,
+    vjp=vjp.logical_xor__default,
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=600,
+)
+
+
+KERNELS[aten.logical_not_.default] = KernelInfo(
+    name="logical_not_",
+    kind="inplace",
+    jvp=jvp.logical_not__default,
+    vjp=vjp.logical_not__default,
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    spec_line=605,
+)
+
+
 KERNELS[aten._softmax.default] = KernelInfo(
     name="_softmax",
     kind="functional",
@@ -2073,7 +2329,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=533,
+    spec_line=611,
 )
 
 
@@ -2089,7 +2345,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=537,
+    spec_line=615,
 )
 
 
@@ -2105,7 +2361,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=541,
+    spec_line=619,
 )
 
 
@@ -2121,7 +2377,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=545,
+    spec_line=623,
 )
 
 
@@ -2137,7 +2393,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=553,
+    spec_line=631,
 )
 
 
@@ -2153,7 +2409,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=558,
+    spec_line=636,
 )
 
 
@@ -2169,7 +2425,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=563,
+    spec_line=641,
 )
 
 
@@ -2185,7 +2441,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=569,
+    spec_line=647,
 )
 
 
@@ -2201,7 +2457,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=574,
+    spec_line=652,
 )
 
 
@@ -2217,7 +2473,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=579,
+    spec_line=657,
 )
 
 
@@ -2233,7 +2489,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=584,
+    spec_line=662,
 )
 
 
@@ -2259,7 +2515,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=594,
+    spec_line=672,
 )
 
 
@@ -2275,7 +2531,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=606,
+    spec_line=684,
 )
 
 
@@ -2300,7 +2556,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=614,
+    spec_line=692,
 )
 
 
@@ -2316,7 +2572,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=624,
+    spec_line=702,
 )
 
 
@@ -2332,7 +2588,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=636,
+    spec_line=714,
 )
 
 
@@ -2356,7 +2612,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=643,
+    spec_line=721,
 )
 
 
@@ -2372,7 +2628,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=651,
+    spec_line=729,
 )
 
 
@@ -2388,7 +2644,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=662,
+    spec_line=740,
 )
 
 
@@ -2404,7 +2660,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=669,
+    spec_line=747,
 )
 
 
@@ -2420,7 +2676,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=676,
+    spec_line=754,
 )
 
 
@@ -2436,7 +2692,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=681,
+    spec_line=759,
 )
 
 
@@ -2452,7 +2708,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=686,
+    spec_line=764,
 )
 
 
@@ -2468,7 +2724,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=694,
+    spec_line=772,
 )
 
 
@@ -2484,7 +2740,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=705,
+    spec_line=783,
 )
 
 
@@ -2500,7 +2756,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=714,
+    spec_line=792,
 )
 
 
@@ -2516,7 +2772,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=723,
+    spec_line=801,
 )
 
 
@@ -2532,7 +2788,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=734,
+    spec_line=812,
 )
 
 
@@ -2548,7 +2804,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=742,
+    spec_line=820,
 )
 
 
@@ -2564,7 +2820,7 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=753,
+    spec_line=831,
 )
 
 
@@ -2580,7 +2836,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=763,
+    spec_line=841,
 )
 
 
@@ -2604,7 +2860,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=770,
+    spec_line=848,
 )
 
 
@@ -2620,7 +2876,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=778,
+    spec_line=856,
 )
 
 
@@ -2636,7 +2892,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=786,
+    spec_line=864,
 )
 
 
@@ -2652,7 +2908,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=794,
+    spec_line=872,
 )
 
 
@@ -2668,7 +2924,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=802,
+    spec_line=880,
 )
 
 
@@ -2684,7 +2940,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=809,
+    spec_line=887,
 )
 
 
@@ -2700,7 +2956,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=816,
+    spec_line=894,
 )
 
 
@@ -2716,7 +2972,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=823,
+    spec_line=901,
 )
 
 
@@ -2732,7 +2988,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=830,
+    spec_line=908,
 )
 
 
@@ -2748,7 +3004,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=838,
+    spec_line=916,
 )
 
 
@@ -2771,7 +3027,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=846,
+    spec_line=924,
 )
 
 
@@ -2787,7 +3043,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=858,
+    spec_line=936,
 )
 
 
@@ -2803,7 +3059,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=858,
+    spec_line=936,
 )
 
 
@@ -2819,7 +3075,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=863,
+    spec_line=941,
 )
 
 
@@ -2835,7 +3091,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=863,
+    spec_line=941,
 )
 
 
@@ -2851,7 +3107,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=867,
+    spec_line=945,
 )
 
 
@@ -2867,7 +3123,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=867,
+    spec_line=945,
 )
 
 
@@ -2883,7 +3139,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=872,
+    spec_line=950,
 )
 
 
@@ -2899,7 +3155,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=872,
+    spec_line=950,
 )
 
 
@@ -2915,7 +3171,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=876,
+    spec_line=954,
 )
 
 
@@ -2931,7 +3187,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=876,
+    spec_line=954,
 )
 
 
@@ -2947,7 +3203,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=881,
+    spec_line=959,
 )
 
 
@@ -2963,7 +3219,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=881,
+    spec_line=959,
 )
 
 
@@ -2979,7 +3235,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=886,
+    spec_line=964,
 )
 
 
@@ -2995,7 +3251,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=886,
+    spec_line=964,
 )
 
 
@@ -3011,7 +3267,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=891,
+    spec_line=969,
 )
 
 
@@ -3027,7 +3283,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=898,
+    spec_line=976,
 )
 
 
@@ -3043,7 +3299,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=898,
+    spec_line=976,
 )
 
 
@@ -3059,7 +3315,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=905,
+    spec_line=983,
 )
 
 
@@ -3075,7 +3331,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=905,
+    spec_line=983,
 )
 
 
@@ -3091,7 +3347,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=912,
+    spec_line=990,
 )
 
 
@@ -3107,7 +3363,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=912,
+    spec_line=990,
 )
 
 
@@ -3123,7 +3379,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=916,
+    spec_line=994,
 )
 
 
@@ -3139,7 +3395,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=916,
+    spec_line=994,
 )
 
 
@@ -3155,7 +3411,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=920,
+    spec_line=998,
 )
 
 
@@ -3171,7 +3427,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=924,
+    spec_line=1002,
 )
 
 
@@ -3187,7 +3443,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=928,
+    spec_line=1006,
 )
 
 
@@ -3203,7 +3459,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=932,
+    spec_line=1010,
 )
 
 
@@ -3219,7 +3475,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=936,
+    spec_line=1014,
 )
 
 
@@ -3235,7 +3491,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=940,
+    spec_line=1018,
 )
 
 
@@ -3251,7 +3507,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=944,
+    spec_line=1022,
 )
 
 
@@ -3267,7 +3523,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=949,
+    spec_line=1027,
 )
 
 
@@ -3283,7 +3539,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=949,
+    spec_line=1027,
 )
 
 
@@ -3299,7 +3555,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=955,
+    spec_line=1033,
 )
 
 
@@ -3315,7 +3571,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=960,
+    spec_line=1038,
 )
 
 
@@ -3331,7 +3587,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=960,
+    spec_line=1038,
 )
 
 
@@ -3347,7 +3603,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=964,
+    spec_line=1042,
 )
 
 
@@ -3363,7 +3619,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=964,
+    spec_line=1042,
 )
 
 
@@ -3379,7 +3635,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=968,
+    spec_line=1046,
 )
 
 
@@ -3395,7 +3651,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=968,
+    spec_line=1046,
 )
 
 
@@ -3411,7 +3667,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=972,
+    spec_line=1050,
 )
 
 
@@ -3427,7 +3683,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=972,
+    spec_line=1050,
 )
 
 
@@ -3443,7 +3699,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=976,
+    spec_line=1054,
 )
 
 
@@ -3459,7 +3715,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=976,
+    spec_line=1054,
 )
 
 
@@ -3475,7 +3731,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=980,
+    spec_line=1058,
 )
 
 
@@ -3491,7 +3747,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=980,
+    spec_line=1058,
 )
 
 
@@ -3507,7 +3763,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=985,
+    spec_line=1063,
 )
 
 
@@ -3523,7 +3779,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=985,
+    spec_line=1063,
 )
 
 
@@ -3539,7 +3795,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=989,
+    spec_line=1067,
 )
 
 
@@ -3555,7 +3811,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=989,
+    spec_line=1067,
 )
 
 
@@ -3571,7 +3827,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=993,
+    spec_line=1071,
 )
 
 
@@ -3587,7 +3843,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=993,
+    spec_line=1071,
 )
 
 
@@ -3603,7 +3859,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=997,
+    spec_line=1075,
 )
 
 
@@ -3619,7 +3875,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=997,
+    spec_line=1075,
 )
 
 
@@ -3635,7 +3891,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1001,
+    spec_line=1079,
 )
 
 
@@ -3651,7 +3907,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1008,
+    spec_line=1086,
 )
 
 
@@ -3667,7 +3923,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=1008,
+    spec_line=1086,
 )
 
 
@@ -3683,7 +3939,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1012,
+    spec_line=1090,
 )
 
 
@@ -3699,7 +3955,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=1012,
+    spec_line=1090,
 )
 
 
@@ -3715,7 +3971,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1016,
+    spec_line=1094,
 )
 
 
@@ -3731,7 +3987,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=1016,
+    spec_line=1094,
 )
 
 
@@ -3747,7 +4003,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1021,
+    spec_line=1099,
 )
 
 
@@ -3763,7 +4019,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=1021,
+    spec_line=1099,
 )
 
 
@@ -3779,7 +4035,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1026,
+    spec_line=1104,
 )
 
 
@@ -3795,7 +4051,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1026,
+    spec_line=1104,
 )
 
 
@@ -3811,7 +4067,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1033,
+    spec_line=1111,
 )
 
 
@@ -3827,7 +4083,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1033,
+    spec_line=1111,
 )
 
 
@@ -3843,7 +4099,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1040,
+    spec_line=1118,
 )
 
 
@@ -3859,7 +4115,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1040,
+    spec_line=1118,
 )
 
 
@@ -3875,7 +4131,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1044,
+    spec_line=1122,
 )
 
 
@@ -3891,7 +4147,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1044,
+    spec_line=1122,
 )
 
 
@@ -3907,7 +4163,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1048,
+    spec_line=1126,
 )
 
 
@@ -3923,7 +4179,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1048,
+    spec_line=1126,
 )
 
 
@@ -3939,7 +4195,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1052,
+    spec_line=1130,
 )
 
 
@@ -3955,7 +4211,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1059,
+    spec_line=1137,
 )
 
 
@@ -3971,7 +4227,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1059,
+    spec_line=1137,
 )
 
 
@@ -3987,7 +4243,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1064,
+    spec_line=1142,
 )
 
 
@@ -4003,7 +4259,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1069,
+    spec_line=1147,
 )
 
 
@@ -4019,7 +4275,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1077,
+    spec_line=1155,
 )
 
 
@@ -4035,7 +4291,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1083,
+    spec_line=1161,
 )
 
 
@@ -4051,7 +4307,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1093,
+    spec_line=1171,
 )
 
 
@@ -4067,7 +4323,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1093,
+    spec_line=1171,
 )
 
 
@@ -4083,7 +4339,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1098,
+    spec_line=1176,
 )
 
 
@@ -4099,7 +4355,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1098,
+    spec_line=1176,
 )
 
 
@@ -4115,7 +4371,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1103,
+    spec_line=1181,
 )
 
 
@@ -4131,7 +4387,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1103,
+    spec_line=1181,
 )
 
 
@@ -4147,7 +4403,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1109,
+    spec_line=1187,
 )
 
 
@@ -4163,7 +4419,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1109,
+    spec_line=1187,
 )
 
 
@@ -4179,7 +4435,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1115,
+    spec_line=1193,
 )
 
 
@@ -4195,7 +4451,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1115,
+    spec_line=1193,
 )
 
 
@@ -4211,7 +4467,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1121,
+    spec_line=1199,
 )
 
 
@@ -4227,7 +4483,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1121,
+    spec_line=1199,
 )
 
 
@@ -4243,7 +4499,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1128,
+    spec_line=1206,
 )
 
 
@@ -4259,7 +4515,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1128,
+    spec_line=1206,
 )
 
 
@@ -4275,7 +4531,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1134,
+    spec_line=1212,
 )
 
 
@@ -4291,7 +4547,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1134,
+    spec_line=1212,
 )
 
 
@@ -4307,7 +4563,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1139,
+    spec_line=1217,
 )
 
 
@@ -4323,7 +4579,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1139,
+    spec_line=1217,
 )
 
 
@@ -4339,7 +4595,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1145,
+    spec_line=1223,
 )
 
 
@@ -4355,7 +4611,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1145,
+    spec_line=1223,
 )
 
 
@@ -4371,7 +4627,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1150,
+    spec_line=1228,
 )
 
 
@@ -4387,7 +4643,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1150,
+    spec_line=1228,
 )
 
 
@@ -4403,7 +4659,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1156,
+    spec_line=1234,
 )
 
 
@@ -4419,7 +4675,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1156,
+    spec_line=1234,
 )
 
 
@@ -4435,7 +4691,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1161,
+    spec_line=1239,
 )
 
 
@@ -4451,7 +4707,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1166,
+    spec_line=1244,
 )
 
 
@@ -4467,7 +4723,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1171,
+    spec_line=1249,
 )
 
 
@@ -4483,7 +4739,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1171,
+    spec_line=1249,
 )
 
 
@@ -4499,7 +4755,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1177,
+    spec_line=1255,
 )
 
 
@@ -4515,7 +4771,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1182,
+    spec_line=1260,
 )
 
 
@@ -4531,7 +4787,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1187,
+    spec_line=1265,
 )
 
 
@@ -4547,7 +4803,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1187,
+    spec_line=1265,
 )
 
 
@@ -4563,7 +4819,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1192,
+    spec_line=1270,
 )
 
 
@@ -4579,7 +4835,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1192,
+    spec_line=1270,
 )
 
 
@@ -4595,7 +4851,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1198,
+    spec_line=1276,
 )
 
 
@@ -4611,7 +4867,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1203,
+    spec_line=1281,
 )
 
 
@@ -4627,7 +4883,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1203,
+    spec_line=1281,
 )
 
 
@@ -4643,7 +4899,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1208,
+    spec_line=1286,
 )
 
 
@@ -4659,7 +4915,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1214,
+    spec_line=1292,
 )
 
 
@@ -4675,7 +4931,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1219,
+    spec_line=1297,
 )
 
 
@@ -4691,7 +4947,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1226,
+    spec_line=1304,
 )
 
 
@@ -4707,7 +4963,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1226,
+    spec_line=1304,
 )
 
 
@@ -4723,7 +4979,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1234,
+    spec_line=1312,
 )
 
 
@@ -4739,7 +4995,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1234,
+    spec_line=1312,
 )
 
 
@@ -4755,7 +5011,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1242,
+    spec_line=1320,
 )
 
 
@@ -4771,7 +5027,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1242,
+    spec_line=1320,
 )
 
 
@@ -4787,7 +5043,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1248,
+    spec_line=1326,
 )
 
 
@@ -4803,7 +5059,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1248,
+    spec_line=1326,
 )
 
 
@@ -4819,7 +5075,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1257,
+    spec_line=1335,
 )
 
 
@@ -4835,7 +5091,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1257,
+    spec_line=1335,
 )
 
 
@@ -4851,7 +5107,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1266,
+    spec_line=1344,
 )
 
 
@@ -4867,7 +5123,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1266,
+    spec_line=1344,
 )
 
 
@@ -4883,7 +5139,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1272,
+    spec_line=1350,
 )
 
 
@@ -4899,7 +5155,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1272,
+    spec_line=1350,
 )
 
 
@@ -4915,7 +5171,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1280,
+    spec_line=1358,
 )
 
 
@@ -4931,7 +5187,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1285,
+    spec_line=1363,
 )
 
 
@@ -4947,7 +5203,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1297,
+    spec_line=1375,
 )
 
 
@@ -4963,7 +5219,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1304,
+    spec_line=1382,
 )
 
 
@@ -4979,7 +5235,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1310,
+    spec_line=1388,
 )
 
 
@@ -4995,7 +5251,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1316,
+    spec_line=1394,
 )
 
 
@@ -5011,7 +5267,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1320,
+    spec_line=1398,
 )
 
 
@@ -5027,7 +5283,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1326,
+    spec_line=1404,
 )
 
 
@@ -5043,7 +5299,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1332,
+    spec_line=1410,
 )
 
 
@@ -5059,7 +5315,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1340,
+    spec_line=1418,
 )
 
 
@@ -5075,7 +5331,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1347,
+    spec_line=1425,
 )
 
 
@@ -5091,7 +5347,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1354,
+    spec_line=1432,
 )
 
 
@@ -5107,7 +5363,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1361,
+    spec_line=1439,
 )
 
 
@@ -5123,7 +5379,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1368,
+    spec_line=1446,
 )
 
 
@@ -5139,7 +5395,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1372,
+    spec_line=1450,
 )
 
 
@@ -5155,7 +5411,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1377,
+    spec_line=1455,
 )
 
 
@@ -5171,7 +5427,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1381,
+    spec_line=1459,
 )
 
 
@@ -5187,7 +5443,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1386,
+    spec_line=1464,
 )
 
 
@@ -5203,7 +5459,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1391,
+    spec_line=1469,
 )
 
 
@@ -5219,7 +5475,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1395,
+    spec_line=1473,
 )
 
 
@@ -5235,7 +5491,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1400,
+    spec_line=1478,
 )
 
 
@@ -5251,7 +5507,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1405,
+    spec_line=1483,
 )
 
 
@@ -5267,7 +5523,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1410,
+    spec_line=1488,
 )
 
 
@@ -5283,7 +5539,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1415,
+    spec_line=1493,
 )
 
 
@@ -5299,7 +5555,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1420,
+    spec_line=1498,
 )
 
 
@@ -5315,7 +5571,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1427,
+    spec_line=1505,
 )
 
 
@@ -5331,7 +5587,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1434,
+    spec_line=1512,
 )
 
 
@@ -5347,7 +5603,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1439,
+    spec_line=1517,
 )
 
 
@@ -5363,7 +5619,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1446,
+    spec_line=1524,
 )
 
 
@@ -5379,7 +5635,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1453,
+    spec_line=1531,
 )
 
 
@@ -5395,7 +5651,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1460,
+    spec_line=1538,
 )
 
 
@@ -5411,7 +5667,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1468,
+    spec_line=1546,
 )
 
 
@@ -5427,7 +5683,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1476,
+    spec_line=1554,
 )
 
 
@@ -5443,7 +5699,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1483,
+    spec_line=1561,
 )
 
 
@@ -5459,7 +5715,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1491,
+    spec_line=1569,
 )
 
 
@@ -5475,7 +5731,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1498,
+    spec_line=1576,
 )
 
 
@@ -5491,7 +5747,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1498,
+    spec_line=1576,
 )
 
 
@@ -5507,7 +5763,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1505,
+    spec_line=1583,
 )
 
 
@@ -5523,7 +5779,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1505,
+    spec_line=1583,
 )
 
 
@@ -5539,7 +5795,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1512,
+    spec_line=1590,
 )
 
 
@@ -5555,7 +5811,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1517,
+    spec_line=1595,
 )
 
 
@@ -5571,7 +5827,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1522,
+    spec_line=1600,
 )
 
 
@@ -5587,7 +5843,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1529,
+    spec_line=1607,
 )
 
 
@@ -5603,7 +5859,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1534,
+    spec_line=1612,
 )
 
 
@@ -5619,7 +5875,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1539,
+    spec_line=1617,
 )
 
 
@@ -5635,7 +5891,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1544,
+    spec_line=1622,
 )
 
 
@@ -5651,7 +5907,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1549,
+    spec_line=1627,
 )
 
 
@@ -5667,7 +5923,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1554,
+    spec_line=1632,
 )
 
 
@@ -5683,7 +5939,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1561,
+    spec_line=1639,
 )
 
 
@@ -5699,7 +5955,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1561,
+    spec_line=1639,
 )
 
 
@@ -5715,7 +5971,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1570,
+    spec_line=1648,
 )
 
 
@@ -5731,7 +5987,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1570,
+    spec_line=1648,
 )
 
 
@@ -5747,7 +6003,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1579,
+    spec_line=1657,
 )
 
 
@@ -5763,7 +6019,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1588,
+    spec_line=1666,
 )
 
 
@@ -5779,7 +6035,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1588,
+    spec_line=1666,
 )
 
 
@@ -5795,7 +6051,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1600,
+    spec_line=1678,
 )
 
 
@@ -5811,7 +6067,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1608,
+    spec_line=1686,
 )
 
 
@@ -5827,7 +6083,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1616,
+    spec_line=1694,
 )
 
 
@@ -5843,7 +6099,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1616,
+    spec_line=1694,
 )
 
 
@@ -5859,7 +6115,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1631,
+    spec_line=1709,
 )
 
 
@@ -5875,7 +6131,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1635,
+    spec_line=1713,
 )
 
 
@@ -5891,7 +6147,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1642,
+    spec_line=1720,
 )
 
 
@@ -5907,7 +6163,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1644,
+    spec_line=1722,
 )
 
 
@@ -5923,7 +6179,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1646,
+    spec_line=1724,
 )
 
 
@@ -5939,7 +6195,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1648,
+    spec_line=1726,
 )
 
 
@@ -5955,7 +6211,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1650,
+    spec_line=1728,
 )
 
 
@@ -5971,7 +6227,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1652,
+    spec_line=1730,
 )
 
 
@@ -5987,7 +6243,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1659,
+    spec_line=1737,
 )
 
 
@@ -6003,7 +6259,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1667,
+    spec_line=1745,
 )
 
 
@@ -6019,7 +6275,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1675,
+    spec_line=1753,
 )
 
 
@@ -6035,7 +6291,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1683,
+    spec_line=1761,
 )
 
 
@@ -6051,7 +6307,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1687,
+    spec_line=1765,
 )
 
 
@@ -6067,7 +6323,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1697,
+    spec_line=1775,
 )
 
 
@@ -6083,7 +6339,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1707,
+    spec_line=1785,
 )
 
 
@@ -6099,7 +6355,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1714,
+    spec_line=1792,
 )
 
 
@@ -6115,7 +6371,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1721,
+    spec_line=1799,
 )
 
 
@@ -6131,7 +6387,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1729,
+    spec_line=1807,
 )
 
 
@@ -6147,7 +6403,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1736,
+    spec_line=1814,
 )
 
 
@@ -6163,7 +6419,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1743,
+    spec_line=1821,
 )
 
 
@@ -6179,7 +6435,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1751,
+    spec_line=1829,
 )
 
 
@@ -6195,7 +6451,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1759,
+    spec_line=1837,
 )
 
 
@@ -6211,7 +6467,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1766,
+    spec_line=1844,
 )
 
 
@@ -6227,7 +6483,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1773,
+    spec_line=1851,
 )
 
 
@@ -6243,7 +6499,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1777,
+    spec_line=1855,
 )
 
 
@@ -6259,7 +6515,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1784,
+    spec_line=1862,
 )
 
 
@@ -6275,7 +6531,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1784,
+    spec_line=1862,
 )
 
 
@@ -6291,7 +6547,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1791,
+    spec_line=1869,
 )
 
 
@@ -6307,7 +6563,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1791,
+    spec_line=1869,
 )
 
 
@@ -6323,7 +6579,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1798,
+    spec_line=1876,
 )
 
 
@@ -6339,7 +6595,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1805,
+    spec_line=1883,
 )
 
 
@@ -6355,7 +6611,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1813,
+    spec_line=1891,
 )
 
 
@@ -6371,7 +6627,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1821,
+    spec_line=1899,
 )
 
 
@@ -6387,7 +6643,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1829,
+    spec_line=1907,
 )
 
 
@@ -6403,7 +6659,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1837,
+    spec_line=1915,
 )
 
 
@@ -6419,7 +6675,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1845,
+    spec_line=1923,
 )
 
 
@@ -6435,7 +6691,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1853,
+    spec_line=1931,
 )
 
 
@@ -6451,7 +6707,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1861,
+    spec_line=1939,
 )
 
 
@@ -6467,7 +6723,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1869,
+    spec_line=1947,
 )
 
 
@@ -6483,7 +6739,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1877,
+    spec_line=1955,
 )
 
 
@@ -6499,7 +6755,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1882,
+    spec_line=1960,
 )
 
 
@@ -6515,7 +6771,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1887,
+    spec_line=1965,
 )
 
 
@@ -6531,7 +6787,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1892,
+    spec_line=1970,
 )
 
 
@@ -6547,7 +6803,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1897,
+    spec_line=1975,
 )
 
 
@@ -6563,7 +6819,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1905,
+    spec_line=1983,
 )
 
 
@@ -6579,7 +6835,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1912,
+    spec_line=1990,
 )
 
 
@@ -6595,7 +6851,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1912,
+    spec_line=1990,
 )
 
 
@@ -6611,7 +6867,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1921,
+    spec_line=1999,
 )
 
 
@@ -6627,7 +6883,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1927,
+    spec_line=2005,
 )
 
 
@@ -6643,7 +6899,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=1927,
+    spec_line=2005,
 )
 
 
@@ -6659,7 +6915,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1936,
+    spec_line=2014,
 )
 
 
@@ -6675,7 +6931,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=1936,
+    spec_line=2014,
 )
 
 
@@ -6691,7 +6947,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1945,
+    spec_line=2023,
 )
 
 
@@ -6707,7 +6963,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=1945,
+    spec_line=2023,
 )
 
 
@@ -6723,7 +6979,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1954,
+    spec_line=2032,
 )
 
 
@@ -6739,7 +6995,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=1954,
+    spec_line=2032,
 )
 
 
@@ -6755,7 +7011,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1967,
+    spec_line=2045,
 )
 
 
@@ -6771,7 +7027,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1975,
+    spec_line=2053,
 )
 
 
@@ -6787,7 +7043,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1983,
+    spec_line=2061,
 )
 
 
@@ -6803,7 +7059,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1989,
+    spec_line=2067,
 )
 
 
@@ -6819,7 +7075,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=1989,
+    spec_line=2067,
 )
 
 
@@ -6835,7 +7091,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1998,
+    spec_line=2076,
 )
 
 
@@ -6851,7 +7107,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=1998,
+    spec_line=2076,
 )
 
 
@@ -6867,7 +7123,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2005,
+    spec_line=2083,
 )
 
 
@@ -6883,7 +7139,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=2005,
+    spec_line=2083,
 )
 
 
@@ -6899,7 +7155,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2011,
+    spec_line=2089,
 )
 
 
@@ -6915,7 +7171,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=2011,
+    spec_line=2089,
 )
 
 
@@ -6931,7 +7187,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2020,
+    spec_line=2098,
 )
 
 
@@ -6947,7 +7203,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=2020,
+    spec_line=2098,
 )
 
 
@@ -6963,7 +7219,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2030,
+    spec_line=2108,
 )
 
 
@@ -6979,7 +7235,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=2030,
+    spec_line=2108,
 )
 
 
@@ -6995,7 +7251,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2039,
+    spec_line=2117,
 )
 
 
@@ -7011,7 +7267,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2039,
+    spec_line=2117,
 )
 
 
@@ -7027,7 +7283,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2046,
+    spec_line=2124,
 )
 
 
@@ -7043,7 +7299,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2046,
+    spec_line=2124,
 )
 
 
@@ -7059,7 +7315,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2052,
+    spec_line=2130,
 )
 
 
@@ -7075,7 +7331,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2052,
+    spec_line=2130,
 )
 
 
@@ -7091,7 +7347,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2059,
+    spec_line=2137,
 )
 
 
@@ -7107,7 +7363,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2065,
+    spec_line=2143,
 )
 
 
@@ -7123,7 +7379,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2076,
+    spec_line=2154,
 )
 
 
@@ -7139,7 +7395,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2085,
+    spec_line=2163,
 )
 
 
@@ -7155,7 +7411,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2092,
+    spec_line=2170,
 )
 
 
@@ -7171,7 +7427,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2098,
+    spec_line=2176,
 )
 
 
@@ -7187,7 +7443,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2104,
+    spec_line=2182,
 )
 
 
@@ -7203,7 +7459,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2114,
+    spec_line=2192,
 )
 
 
@@ -7219,7 +7475,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2114,
+    spec_line=2192,
 )
 
 
@@ -7235,7 +7491,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2120,
+    spec_line=2198,
 )
 
 
@@ -7251,7 +7507,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2130,
+    spec_line=2208,
 )
 
 
@@ -7267,7 +7523,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2140,
+    spec_line=2218,
 )
 
 
@@ -7283,7 +7539,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2152,
+    spec_line=2230,
 )
 
 
@@ -7299,7 +7555,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2165,
+    spec_line=2243,
 )
 
 
@@ -7315,7 +7571,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2181,
+    spec_line=2259,
 )
 
 
@@ -7331,7 +7587,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2190,
+    spec_line=2268,
 )
 
 
@@ -7347,7 +7603,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2203,
+    spec_line=2281,
 )
 
 
@@ -7363,7 +7619,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2216,
+    spec_line=2294,
 )
 
 
@@ -7379,7 +7635,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2226,
+    spec_line=2304,
 )
 
 
@@ -7395,7 +7651,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2239,
+    spec_line=2317,
 )
 
 
@@ -7411,7 +7667,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2247,
+    spec_line=2325,
 )
 
 
@@ -7427,7 +7683,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2256,
+    spec_line=2334,
 )
 
 
@@ -7443,7 +7699,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2264,
+    spec_line=2342,
 )
 
 
@@ -7459,7 +7715,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2273,
+    spec_line=2351,
 )
 
 
@@ -7475,7 +7731,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2282,
+    spec_line=2360,
 )
 
 
@@ -7491,7 +7747,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2292,
+    spec_line=2370,
 )
 
 
@@ -7507,7 +7763,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2301,
+    spec_line=2379,
 )
 
 
@@ -7523,7 +7779,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2308,
+    spec_line=2386,
 )
 
 
@@ -7539,7 +7795,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2316,
+    spec_line=2394,
 )
 
 
@@ -7555,7 +7811,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2328,
+    spec_line=2406,
 )
 
 
@@ -7578,7 +7834,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2344,
+    spec_line=2422,
 )
 
 
@@ -7594,7 +7850,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2355,
+    spec_line=2433,
 )
 
 
@@ -7610,7 +7866,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2362,
+    spec_line=2440,
 )
 
 
@@ -7626,7 +7882,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2370,
+    spec_line=2448,
 )
 
 
@@ -7642,7 +7898,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2376,
+    spec_line=2454,
 )
 
 
@@ -7658,7 +7914,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2382,
+    spec_line=2460,
 )
 
 
@@ -7682,7 +7938,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2390,
+    spec_line=2468,
 )
 
 
@@ -7698,7 +7954,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2399,
+    spec_line=2477,
 )
 
 
@@ -7714,7 +7970,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2405,
+    spec_line=2483,
 )
 
 
@@ -7730,7 +7986,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2411,
+    spec_line=2489,
 )
 
 
@@ -7746,7 +8002,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2419,
+    spec_line=2497,
 )
 
 
@@ -7762,7 +8018,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2429,
+    spec_line=2507,
 )
 
 
@@ -7778,7 +8034,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2435,
+    spec_line=2513,
 )
 
 
@@ -7794,7 +8050,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2441,
+    spec_line=2519,
 )
 
 
@@ -7810,7 +8066,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2449,
+    spec_line=2527,
 )
 
 
@@ -7826,7 +8082,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2461,
+    spec_line=2539,
 )
 
 
@@ -7842,7 +8098,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2471,
+    spec_line=2549,
 )
 
 
@@ -7858,7 +8114,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2481,
+    spec_line=2559,
 )
 
 
@@ -7874,7 +8130,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2491,
+    spec_line=2569,
 )
 
 
@@ -7898,7 +8154,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2504,
+    spec_line=2582,
 )
 
 
@@ -7922,7 +8178,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2514,
+    spec_line=2592,
 )
 
 
@@ -7938,7 +8194,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2526,
+    spec_line=2604,
 )
 
 
@@ -7954,7 +8210,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2537,
+    spec_line=2615,
 )
 
 
@@ -7970,7 +8226,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2545,
+    spec_line=2623,
 )
 
 
@@ -7986,7 +8242,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2554,
+    spec_line=2632,
 )
 
 
@@ -8002,7 +8258,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2563,
+    spec_line=2641,
 )
 
 
@@ -8018,7 +8274,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2572,
+    spec_line=2650,
 )
 
 
@@ -8043,7 +8299,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2587,
+    spec_line=2665,
 )
 
 
@@ -8059,7 +8315,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2596,
+    spec_line=2674,
 )
 
 
@@ -8083,7 +8339,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2604,
+    spec_line=2682,
 )
 
 
@@ -8107,7 +8363,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2612,
+    spec_line=2690,
 )
 
 
@@ -8131,7 +8387,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2622,
+    spec_line=2700,
 )
 
 
@@ -8147,7 +8403,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2633,
+    spec_line=2711,
 )
 
 
@@ -8163,7 +8419,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2645,
+    spec_line=2723,
 )
 
 
@@ -8179,7 +8435,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2652,
+    spec_line=2730,
 )
 
 
@@ -8195,7 +8451,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2661,
+    spec_line=2739,
 )
 
 
@@ -8211,7 +8467,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2669,
+    spec_line=2747,
 )
 
 
@@ -8234,7 +8490,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2677,
+    spec_line=2755,
 )
 
 
@@ -8250,7 +8506,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2687,
+    spec_line=2765,
 )
 
 
@@ -8266,7 +8522,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2696,
+    spec_line=2774,
 )
 
 
@@ -8291,7 +8547,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2707,
+    spec_line=2785,
 )
 
 
@@ -8316,7 +8572,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2716,
+    spec_line=2794,
 )
 
 
@@ -8332,7 +8588,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2724,
+    spec_line=2802,
 )
 
 
@@ -8348,7 +8604,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2733,
+    spec_line=2811,
 )
 
 
@@ -8364,7 +8620,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2741,
+    spec_line=2819,
 )
 
 
@@ -8389,7 +8645,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2753,
+    spec_line=2831,
 )
 
 
@@ -8405,7 +8661,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2761,
+    spec_line=2839,
 )
 
 
@@ -8421,7 +8677,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2768,
+    spec_line=2846,
 )
 
 
@@ -8437,7 +8693,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2778,
+    spec_line=2856,
 )
 
 
@@ -8453,7 +8709,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2784,
+    spec_line=2862,
 )
 
 
@@ -8469,7 +8725,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2789,
+    spec_line=2867,
 )
 
 
@@ -8485,7 +8741,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
-    spec_line=2789,
+    spec_line=2867,
 )
 
 
@@ -8501,7 +8757,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2799,
+    spec_line=2877,
 )
 
 
@@ -8517,7 +8773,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2803,
+    spec_line=2881,
 )
 
 
@@ -8533,7 +8789,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2807,
+    spec_line=2885,
 )
 
 
@@ -8549,7 +8805,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2811,
+    spec_line=2889,
 )
 
 
@@ -8565,7 +8821,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2815,
+    spec_line=2893,
 )
 
 
@@ -8581,7 +8837,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2819,
+    spec_line=2897,
 )
 
 
@@ -8597,7 +8853,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2824,
+    spec_line=2902,
 )
 
 
@@ -8613,7 +8869,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2828,
+    spec_line=2906,
 )
 
 
@@ -8629,7 +8885,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2833,
+    spec_line=2911,
 )
 
 
@@ -8645,7 +8901,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2838,
+    spec_line=2916,
 )
 
 
@@ -8673,7 +8929,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2848,
+    spec_line=2926,
 )
 
 
@@ -8698,7 +8954,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2858,
+    spec_line=2936,
 )
 
 
@@ -8723,7 +8979,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2867,
+    spec_line=2945,
 )
 
 
@@ -8739,7 +8995,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2876,
+    spec_line=2954,
 )
 
 
@@ -8755,7 +9011,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2884,
+    spec_line=2962,
 )
 
 
@@ -8771,7 +9027,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2894,
+    spec_line=2972,
 )
 
 
@@ -8787,7 +9043,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2902,
+    spec_line=2980,
 )
 
 
@@ -8803,7 +9059,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2912,
+    spec_line=2990,
 )
 
 
@@ -8819,7 +9075,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2920,
+    spec_line=2998,
 )
 
 
@@ -8835,7 +9091,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2928,
+    spec_line=3006,
 )
 
 
@@ -8851,7 +9107,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2936,
+    spec_line=3014,
 )
 
 
@@ -8867,7 +9123,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2944,
+    spec_line=3022,
 )
 
 
@@ -8883,7 +9139,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2952,
+    spec_line=3030,
 )
 
 
@@ -8899,7 +9155,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2962,
+    spec_line=3040,
 )
 
 
@@ -8915,7 +9171,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2969,
+    spec_line=3047,
 )
 
 
@@ -8938,7 +9194,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2976,
+    spec_line=3054,
 )
 
 
@@ -8954,7 +9210,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2983,
+    spec_line=3061,
 )
 
 
@@ -8970,7 +9226,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2990,
+    spec_line=3068,
 )
 
 
@@ -8993,7 +9249,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2997,
+    spec_line=3075,
 )
 
 
@@ -9009,7 +9265,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3004,
+    spec_line=3082,
 )
 
 
@@ -9032,7 +9288,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3012,
+    spec_line=3090,
 )
 
 
@@ -9055,7 +9311,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3020,
+    spec_line=3098,
 )
 
 
@@ -9079,7 +9335,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3028,
+    spec_line=3106,
 )
 
 
@@ -9095,7 +9351,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3038,
+    spec_line=3116,
 )
 
 
@@ -9117,7 +9373,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3046,
+    spec_line=3124,
 )
 
 
@@ -9142,7 +9398,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3061,
+    spec_line=3139,
 )
 
 
@@ -9169,5 +9425,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3073,
+    spec_line=3151,
 )

@@ -1210,9 +1210,155 @@ def fill__Tensor(grad, self, value, result):
     return (self_grad, value_grad)
 
 
+def eq__Scalar(grad, self, other, result):
+    """aten::eq_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 536
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def eq__Tensor(grad, self, other, result):
+    """aten::eq_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 540
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def ne__Scalar(grad, self, other, result):
+    """aten::ne_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 545
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def ne__Tensor(grad, self, other, result):
+    """aten::ne_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 549
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def lt__Scalar(grad, self, other, result):
+    """aten::lt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 554
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def lt__Tensor(grad, self, other, result):
+    """aten::lt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 558
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def le__Scalar(grad, self, other, result):
+    """aten::le_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 563
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def le__Tensor(grad, self, other, result):
+    """aten::le_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 567
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def gt__Scalar(grad, self, other, result):
+    """aten::gt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 572
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def gt__Tensor(grad, self, other, result):
+    """aten::gt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 576
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def ge__Scalar(grad, self, other, result):
+    """aten::ge_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
+    # inplace, spec line 581
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def ge__Tensor(grad, self, other, result):
+    """aten::ge_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 585
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def logical_and__default(grad, self, other, result):
+    """aten::logical_and_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 590
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def logical_or__default(grad, self, other, result):
+    """aten::logical_or_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 595
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def logical_xor__default(grad, self, other, result):
+    """aten::logical_xor_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
+    # inplace, spec line 600
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # other: grad.new_zeros(other.shape, dtype=other.dtype)
+    other_grad = grad.new_zeros(other.shape, dtype=other.dtype)
+    return (self_grad, other_grad)
+
+
+def logical_not__default(grad, self, result):
+    """aten::logical_not_(Tensor(a!) self) -> Tensor(a!)"""
+    # inplace, spec line 605
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 533
+    # functional, spec line 611
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1220,7 +1366,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 537
+    # functional, spec line 615
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1228,7 +1374,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 541
+    # functional, spec line 619
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1236,7 +1382,7 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 545
+    # functional, spec line 623
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1244,7 +1390,7 @@ def log_softmax_int(grad, self, dim, dtype, result):
 
 def tanh_backward_default(grad, grad_output, output, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 553
+    # functional, spec line 631
     # grad_output: grad * (1 - output * output)
     grad_output_grad = grad * (1 - output * output)
     # output: -2 * grad.conj() * grad_output * output.conj()
@@ -1254,7 +1400,7 @@ def tanh_backward_default(grad, grad_output, output, result):
 
 def sigmoid_backward_default(grad, grad_output, output, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 558
+    # functional, spec line 636
     # grad_output: grad * output * (1 - output)
     grad_output_grad = grad * output * (1 - output)
     # output: grad.conj() * grad_output * (1 - 2 * output).conj()
@@ -1264,7 +1410,7 @@ def sigmoid_backward_default(grad, grad_output, output, result):
 
 def threshold_backward_default(grad, grad_output, self, threshold, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 563
+    # functional, spec line 641
     # grad_output: torch.where(self > threshold, grad, 0.0)
     grad_output_grad = torch.where(self > threshold, grad, 0.0)
     return (grad_output_grad,)
@@ -1272,7 +1418,7 @@ def threshold_backward_default(grad, grad_output, self, threshold, result):
 
 def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 569
+    # functional, spec line 647
     # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
     grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
     # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
@@ -1286,7 +1432,7 @@ def _log_softmax_backward_data_default(
     grad, grad_output, output, dim, input_dtype, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 574
+    # functional, spec line 652
     # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
     grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
     # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
@@ -1296,7 +1442,7 @@ def _log_softmax_backward_data_default(
 
 def select_backward_default(grad, grad_output, input_sizes, dim, index, result):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 579
+    # functional, spec line 657
     # grad_output: grad.select(dim, index)
     grad_output_grad = grad.select(dim, index)
     return (grad_output_grad,)
@@ -1306,7 +1452,7 @@ def slice_backward_default(
     grad, grad_output, input_sizes, dim, start, end, step, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 584
+    # functional, spec line 662
     # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     return (grad_output_grad,)
@@ -1326,7 +1472,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 594
+    # functional, spec line 672
     # input, weight, bias: torch.ops.aten.convolution_backward(grad, input, weight, None if bias is None else bias.shape, stride, padding, dilation, transposed, output_padding, groups, [True, True, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.convolution_backward(
         grad,
@@ -1348,7 +1494,7 @@ def native_layer_norm_default(
     grads, input, normalized_shape, weight, bias, eps, result0, result1, result2
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 606
+    # functional, spec line 684
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
@@ -1379,7 +1525,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 614
+    # functional, spec line 692
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -1401,7 +1547,7 @@ def native_group_norm_default(
     grads, input, weight, bias, N, C, HxW, group, eps, result0, result1, result2
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 624
+    # functional, spec line 702
     # input, weight, bias: group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = group_norm_backward(
         grads[0],
@@ -1422,7 +1568,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 636
+    # functional, spec line 714
     # self: torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     return (self_grad,)
@@ -1440,7 +1586,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 643
+    # functional, spec line 721
     # self: torch.ops.aten.avg_pool2d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool2d_backward(
         grad,
@@ -1459,7 +1605,7 @@ def max_pool2d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 651
+    # functional, spec line 729
     grad = grads[0]
     # self: torch.ops.aten.max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool2d_with_indices_backward(
@@ -1470,7 +1616,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(grad, self, output_size, scales, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 662
+    # functional, spec line 740
     # self: torch.ops.aten.upsample_nearest1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad, output_size, self.shape, scales
@@ -1480,7 +1626,7 @@ def upsample_nearest1d_default(grad, self, output_size, scales, result):
 
 def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 669
+    # functional, spec line 747
     # self: torch.ops.aten.upsample_nearest2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1490,7 +1636,7 @@ def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, resu
 
 def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 676
+    # functional, spec line 754
     # input: torch.ops.aten.upsample_nearest1d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0])
     input_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad,
@@ -1503,7 +1649,7 @@ def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
 
 def upsample_nearest2d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 681
+    # functional, spec line 759
     # input: torch.ops.aten.upsample_nearest2d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad,
@@ -1519,7 +1665,7 @@ def upsample_bilinear2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 686
+    # functional, spec line 764
     # self: torch.ops.aten.upsample_bilinear2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1531,7 +1677,7 @@ def upsample_bilinear2d_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 694
+    # functional, spec line 772
     # input: torch.ops.aten.upsample_bilinear2d_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad,
@@ -1546,7 +1692,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(grad, self, target, reduction, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 705
+    # functional, spec line 783
     # self: torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     self_grad = torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     # target: -torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
@@ -1556,7 +1702,7 @@ def mse_loss_default(grad, self, target, reduction, result):
 
 def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 714
+    # functional, spec line 792
     # self: torch.ops.aten.smooth_l1_loss_backward(grad, self, target, reduction, beta)
     self_grad = torch.ops.aten.smooth_l1_loss_backward(
         grad, self, target, reduction, beta
@@ -1570,7 +1716,7 @@ def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
 
 def huber_loss_default(grad, self, target, reduction, delta, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 723
+    # functional, spec line 801
     # self: torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     self_grad = torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     # target: -torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
@@ -1582,7 +1728,7 @@ def huber_loss_default(grad, self, target, reduction, delta, result):
 
 def glu_default(grad, self, dim, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 734
+    # functional, spec line 812
     # self: torch.ops.aten.glu_backward(grad, self, dim)
     self_grad = torch.ops.aten.glu_backward(grad, self, dim)
     return (self_grad,)
@@ -1590,7 +1736,7 @@ def glu_default(grad, self, dim, result):
 
 def native_dropout_default(grads, input, p, train, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 742
+    # functional, spec line 820
     grad = grads[0]
     # input: torch.ops.aten.native_dropout_backward(grad, result1, dropout_scale(p, train))
     input_grad = torch.ops.aten.native_dropout_backward(
@@ -1601,7 +1747,7 @@ def native_dropout_default(grads, input, p, train, result0, result1):
 
 def native_dropout_backward_default(grad, grad_output, mask, scale, result):
     """aten::native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
-    # functional, spec line 753
+    # functional, spec line 831
     # grad_output: torch.ops.aten.native_dropout_backward(grad, mask, scale)
     grad_output_grad = torch.ops.aten.native_dropout_backward(grad, mask, scale)
     return (grad_output_grad,)
@@ -1609,7 +1755,7 @@ def native_dropout_backward_default(grad, grad_output, mask, scale, result):
 
 def _adaptive_avg_pool3d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 763
+    # functional, spec line 841
     # self: torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     return (self_grad,)
@@ -1627,7 +1773,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 770
+    # functional, spec line 848
     # self: torch.ops.aten.avg_pool3d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool3d_backward(
         grad,
@@ -1646,7 +1792,7 @@ def max_pool3d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 778
+    # functional, spec line 856
     grad = grads[0]
     # self: torch.ops.aten.max_pool3d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool3d_with_indices_backward(
@@ -1657,7 +1803,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 786
+    # functional, spec line 864
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
@@ -1666,7 +1812,7 @@ def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
 
 def adaptive_max_pool3d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 794
+    # functional, spec line 872
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
@@ -1677,7 +1823,7 @@ def upsample_nearest3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 802
+    # functional, spec line 880
     # self: torch.ops.aten.upsample_nearest3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1687,7 +1833,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(grad, self, output_size, scales, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 809
+    # functional, spec line 887
     # self: torch.ops.aten._upsample_nearest_exact1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten._upsample_nearest_exact1d_backward(
         grad, output_size, self.shape, scales
@@ -1699,7 +1845,7 @@ def _upsample_nearest_exact2d_default(
     grad, self, output_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 816
+    # functional, spec line 894
     # self: torch.ops.aten._upsample_nearest_exact2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1711,7 +1857,7 @@ def _upsample_nearest_exact3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 823
+    # functional, spec line 901
     # self: torch.ops.aten._upsample_nearest_exact3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1721,7 +1867,7 @@ def _upsample_nearest_exact3d_default(
 
 def upsample_linear1d_default(grad, self, output_size, align_corners, scales, result):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 830
+    # functional, spec line 908
     # self: torch.ops.aten.upsample_linear1d_backward(grad, output_size, self.shape, align_corners, scales)
     self_grad = torch.ops.aten.upsample_linear1d_backward(
         grad, output_size, self.shape, align_corners, scales
@@ -1733,7 +1879,7 @@ def upsample_bicubic2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 838
+    # functional, spec line 916
     # self: torch.ops.aten.upsample_bicubic2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bicubic2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1745,7 +1891,7 @@ def upsample_trilinear3d_default(
     grad, self, output_size, align_corners, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 846
+    # functional, spec line 924
     # self: torch.ops.aten.upsample_trilinear3d_backward(grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_trilinear3d_backward(
         grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w
@@ -1755,7 +1901,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(grad, self, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 858
+    # functional, spec line 936
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
     return (self_grad,)
@@ -1763,7 +1909,7 @@ def log10_default(grad, self, result):
 
 def log10__default(grad, self, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 858
+    # inplace, spec line 936
     # formulas from log10; self_p is self before the update
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
@@ -1772,7 +1918,7 @@ def log10__default(grad, self, result):
 
 def asinh_default(grad, self, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 863
+    # functional, spec line 941
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
     return (self_grad,)
@@ -1780,7 +1926,7 @@ def asinh_default(grad, self, result):
 
 def asinh__default(grad, self, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 863
+    # inplace, spec line 941
     # formulas from asinh; self_p is self before the update
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
@@ -1789,7 +1935,7 @@ def asinh__default(grad, self, result):
 
 def atanh_default(grad, self, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 867
+    # functional, spec line 945
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
     return (self_grad,)
@@ -1797,7 +1943,7 @@ def atanh_default(grad, self, result):
 
 def atanh__default(grad, self, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 867
+    # inplace, spec line 945
     # formulas from atanh; self_p is self before the update
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
@@ -1806,7 +1952,7 @@ def atanh__default(grad, self, result):
 
 def erfc_default(grad, self, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 872
+    # functional, spec line 950
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -1814,7 +1960,7 @@ def erfc_default(grad, self, result):
 
 def erfc__default(grad, self, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 872
+    # inplace, spec line 950
     # formulas from erfc; self_p is self before the update
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
@@ -1823,7 +1969,7 @@ def erfc__default(grad, self, result):
 
 def erfinv_default(grad, self, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 876
+    # functional, spec line 954
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
     return (self_grad,)
@@ -1831,7 +1977,7 @@ def erfinv_default(grad, self, result):
 
 def erfinv__default(grad, self, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 876
+    # inplace, spec line 954
     # formulas from erfinv; self_p is self before the update
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
@@ -1840,7 +1986,7 @@ def erfinv__default(grad, self, result):
 
 def lgamma_default(grad, self, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 881
+    # functional, spec line 959
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
     return (self_grad,)
@@ -1848,7 +1994,7 @@ def lgamma_default(grad, self, result):
 
 def lgamma__default(grad, self, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 881
+    # inplace, spec line 959
     # formulas from lgamma; self_p is self before the update
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
@@ -1857,7 +2003,7 @@ def lgamma__default(grad, self, result):
 
 def digamma_default(grad, self, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 886
+    # functional, spec line 964
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
     return (self_grad,)
@@ -1865,7 +2011,7 @@ def digamma_default(grad, self, result):
 
 def digamma__default(grad, self, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 886
+    # inplace, spec line 964
     # formulas from digamma; self_p is self before the update
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
@@ -1874,7 +2020,7 @@ def digamma__default(grad, self, result):
 
 def polygamma_default(grad, n, self, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 891
+    # functional, spec line 969
     # self: grad * torch.polygamma(n + 1, self).conj()
     self_grad = grad * torch.polygamma(n + 1, self).conj()
     return (self_grad,)
@@ -1882,7 +2028,7 @@ def polygamma_default(grad, n, self, result):
 
 def mvlgamma_default(grad, self, p, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 898
+    # functional, spec line 976
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
     return (self_grad,)
@@ -1890,7 +2036,7 @@ def mvlgamma_default(grad, self, p, result):
 
 def mvlgamma__default(grad, self, p, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 898
+    # inplace, spec line 976
     # formulas from mvlgamma; self_p is self before the update
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
@@ -1899,7 +2045,7 @@ def mvlgamma__default(grad, self, p, result):
 
 def logit_default(grad, self, eps, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 905
+    # functional, spec line 983
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
     return (self_grad,)
@@ -1907,7 +2053,7 @@ def logit_default(grad, self, eps, result):
 
 def logit__default(grad, self, eps, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 905
+    # inplace, spec line 983
     # formulas from logit; self_p is self before the update
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
@@ -1916,7 +2062,7 @@ def logit__default(grad, self, eps, result):
 
 def sinc_default(grad, self, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 912
+    # functional, spec line 990
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
         grad
@@ -1932,7 +2078,7 @@ def sinc_default(grad, self, result):
 
 def sinc__default(grad, self, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 912
+    # inplace, spec line 990
     # formulas from sinc; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
@@ -1949,7 +2095,7 @@ def sinc__default(grad, self, result):
 
 def i0_default(grad, self, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 916
+    # functional, spec line 994
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
     return (self_grad,)
@@ -1957,7 +2103,7 @@ def i0_default(grad, self, result):
 
 def i0__default(grad, self, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 916
+    # inplace, spec line 994
     # formulas from i0; self_p is self before the update
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
@@ -1966,7 +2112,7 @@ def i0__default(grad, self, result):
 
 def special_i0e_default(grad, self, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 920
+    # functional, spec line 998
     # self: grad * (torch.special.i1e(self) - self.sgn() * result)
     self_grad = grad * (torch.special.i1e(self) - self.sgn() * result)
     return (self_grad,)
@@ -1974,7 +2120,7 @@ def special_i0e_default(grad, self, result):
 
 def special_i1_default(grad, self, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 924
+    # functional, spec line 1002
     # self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     self_grad = grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     return (self_grad,)
@@ -1982,7 +2128,7 @@ def special_i1_default(grad, self, result):
 
 def special_i1e_default(grad, self, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 928
+    # functional, spec line 1006
     # self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     self_grad = grad * torch.where(
         self == 0,
@@ -1994,7 +2140,7 @@ def special_i1e_default(grad, self, result):
 
 def special_ndtr_default(grad, self, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 932
+    # functional, spec line 1010
     # self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     return (self_grad,)
@@ -2002,7 +2148,7 @@ def special_ndtr_default(grad, self, result):
 
 def special_log_ndtr_default(grad, self, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 936
+    # functional, spec line 1014
     # self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     return (self_grad,)
@@ -2010,7 +2156,7 @@ def special_log_ndtr_default(grad, self, result):
 
 def special_erfcx_default(grad, self, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 940
+    # functional, spec line 1018
     # self: grad * (2 * self * result - 1.1283791670955126)
     self_grad = grad * (2 * self * result - 1.1283791670955126)
     return (self_grad,)
@@ -2018,7 +2164,7 @@ def special_erfcx_default(grad, self, result):
 
 def special_entr_default(grad, self, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 944
+    # functional, spec line 1022
     # self: grad * -(1 + self.log())
     self_grad = grad * -(1 + self.log())
     return (self_grad,)
@@ -2026,7 +2172,7 @@ def special_entr_default(grad, self, result):
 
 def sgn_default(grad, self, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 949
+    # functional, spec line 1027
     # self: sgn_derivative(grad, self, result)
     self_grad = sgn_derivative(grad, self, result)
     return (self_grad,)
@@ -2034,7 +2180,7 @@ def sgn_default(grad, self, result):
 
 def sgn__default(grad, self, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 949
+    # inplace, spec line 1027
     # formulas from sgn; self_p is self before the update
     # self: sgn_derivative(grad, self, result)
     self_grad = sgn_derivative(grad, self, result)
@@ -2043,7 +2189,7 @@ def sgn__default(grad, self, result):
 
 def angle_default(grad, self, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 955
+    # functional, spec line 1033
     # self: angle_grad(grad, self)
     self_grad = angle_grad(grad, self)
     return (self_grad,)
@@ -2051,7 +2197,7 @@ def angle_default(grad, self, result):
 
 def sign_default(grad, self, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 960
+    # functional, spec line 1038
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2059,7 +2205,7 @@ def sign_default(grad, self, result):
 
 def sign__default(grad, self, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 960
+    # inplace, spec line 1038
     # formulas from sign; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2068,7 +2214,7 @@ def sign__default(grad, self, result):
 
 def ceil_default(grad, self, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 964
+    # functional, spec line 1042
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2076,7 +2222,7 @@ def ceil_default(grad, self, result):
 
 def ceil__default(grad, self, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 964
+    # inplace, spec line 1042
     # formulas from ceil; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2085,7 +2231,7 @@ def ceil__default(grad, self, result):
 
 def floor_default(grad, self, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 968
+    # functional, spec line 1046
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2093,7 +2239,7 @@ def floor_default(grad, self, result):
 
 def floor__default(grad, self, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 968
+    # inplace, spec line 1046
     # formulas from floor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2102,7 +2248,7 @@ def floor__default(grad, self, result):
 
 def trunc_default(grad, self, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 972
+    # functional, spec line 1050
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2110,7 +2256,7 @@ def trunc_default(grad, self, result):
 
 def trunc__default(grad, self, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 972
+    # inplace, spec line 1050
     # formulas from trunc; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2119,7 +2265,7 @@ def trunc__default(grad, self, result):
 
 def round_default(grad, self, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 976
+    # functional, spec line 1054
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2127,7 +2273,7 @@ def round_default(grad, self, result):
 
 def round__default(grad, self, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 976
+    # inplace, spec line 1054
     # formulas from round; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2136,7 +2282,7 @@ def round__default(grad, self, result):
 
 def round_decimals(grad, self, decimals, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 980
+    # functional, spec line 1058
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2144,7 +2290,7 @@ def round_decimals(grad, self, decimals, result):
 
 def round__decimals(grad, self, decimals, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 980
+    # inplace, spec line 1058
     # formulas from round.decimals; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2153,7 +2299,7 @@ def round__decimals(grad, self, decimals, result):
 
 def frac_default(grad, self, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 985
+    # functional, spec line 1063
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2161,7 +2307,7 @@ def frac_default(grad, self, result):
 
 def frac__default(grad, self, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 985
+    # inplace, spec line 1063
     # formulas from frac; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2170,7 +2316,7 @@ def frac__default(grad, self, result):
 
 def deg2rad_default(grad, self, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 989
+    # functional, spec line 1067
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
     return (self_grad,)
@@ -2178,7 +2324,7 @@ def deg2rad_default(grad, self, result):
 
 def deg2rad__default(grad, self, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 989
+    # inplace, spec line 1067
     # formulas from deg2rad; self_p is self before the update
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
@@ -2187,7 +2333,7 @@ def deg2rad__default(grad, self, result):
 
 def rad2deg_default(grad, self, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 993
+    # functional, spec line 1071
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
     return (self_grad,)
@@ -2195,7 +2341,7 @@ def rad2deg_default(grad, self, result):
 
 def rad2deg__default(grad, self, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 993
+    # inplace, spec line 1071
     # formulas from rad2deg; self_p is self before the update
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
@@ -2204,7 +2350,7 @@ def rad2deg__default(grad, self, result):
 
 def nan_to_num_default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 997
+    # functional, spec line 1075
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
     return (self_grad,)
@@ -2212,7 +2358,7 @@ def nan_to_num_default(grad, self, nan, posinf, neginf, result):
 
 def nan_to_num__default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 997
+    # inplace, spec line 1075
     # formulas from nan_to_num; self_p is self before the update
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
@@ -2221,7 +2367,7 @@ def nan_to_num__default(grad, self, nan, posinf, neginf, result):
 
 def frexp_Tensor(grads, self, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1001
+    # functional, spec line 1079
     grad = grads[0]
     # self: grad / exponent.exp2()
     self_grad = grad / exponent.exp2()
@@ -2230,7 +2376,7 @@ def frexp_Tensor(grads, self, mantissa, exponent):
 
 def hardswish_default(grad, self, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1008
+    # functional, spec line 1086
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
     return (self_grad,)
@@ -2238,7 +2384,7 @@ def hardswish_default(grad, self, result):
 
 def hardswish__default(grad, self, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1008
+    # inplace, spec line 1086
     # formulas from hardswish; self_p is self before the update
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
@@ -2247,7 +2393,7 @@ def hardswish__default(grad, self, result):
 
 def hardsigmoid_default(grad, self, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1012
+    # functional, spec line 1090
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (self_grad,)
@@ -2255,7 +2401,7 @@ def hardsigmoid_default(grad, self, result):
 
 def hardsigmoid__default(grad, self, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1012
+    # inplace, spec line 1090
     # formulas from hardsigmoid; self_p is self before the update
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
@@ -2264,7 +2410,7 @@ def hardsigmoid__default(grad, self, result):
 
 def hardtanh_default(grad, self, min_val, max_val, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1016
+    # functional, spec line 1094
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (self_grad,)
@@ -2272,7 +2418,7 @@ def hardtanh_default(grad, self, min_val, max_val, result):
 
 def hardtanh__default(grad, self, min_val, max_val, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1016
+    # inplace, spec line 1094
     # formulas from hardtanh; self_p is self before the update
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
@@ -2281,7 +2427,7 @@ def hardtanh__default(grad, self, min_val, max_val, result):
 
 def leaky_relu_default(grad, self, negative_slope, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1021
+    # functional, spec line 1099
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     return (self_grad,)
@@ -2289,7 +2435,7 @@ def leaky_relu_default(grad, self, negative_slope, result):
 
 def leaky_relu__default(grad, self, negative_slope, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1021
+    # inplace, spec line 1099
     # formulas from leaky_relu; self_p is self before the update
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
@@ -2298,7 +2444,7 @@ def leaky_relu__default(grad, self, negative_slope, result):
 
 def elu_default(grad, self, alpha, scale, input_scale, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1026
+    # functional, spec line 1104
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, False, self
@@ -2308,7 +2454,7 @@ def elu_default(grad, self, alpha, scale, input_scale, result):
 
 def elu__default(grad, self, alpha, scale, input_scale, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1026
+    # inplace, spec line 1104
     # formulas from elu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
@@ -2319,7 +2465,7 @@ def elu__default(grad, self, alpha, scale, input_scale, result):
 
 def celu_default(grad, self, alpha, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1033
+    # functional, spec line 1111
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     return (self_grad,)
@@ -2327,7 +2473,7 @@ def celu_default(grad, self, alpha, result):
 
 def celu__default(grad, self, alpha, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1033
+    # inplace, spec line 1111
     # formulas from celu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
@@ -2336,7 +2482,7 @@ def celu__default(grad, self, alpha, result):
 
 def silu_default(grad, self, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1040
+    # functional, spec line 1118
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     return (self_grad,)
@@ -2344,7 +2490,7 @@ def silu_default(grad, self, result):
 
 def silu__default(grad, self, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1040
+    # inplace, spec line 1118
     # formulas from silu; self_p is self before the update
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -2353,7 +2499,7 @@ def silu__default(grad, self, result):
 
 def mish_default(grad, self, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1044
+    # functional, spec line 1122
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
     return (self_grad,)
@@ -2361,7 +2507,7 @@ def mish_default(grad, self, result):
 
 def mish__default(grad, self, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1044
+    # inplace, spec line 1122
     # formulas from mish; self_p is self before the update
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
@@ -2370,7 +2516,7 @@ def mish__default(grad, self, result):
 
 def gelu_default(grad, self, approximate, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1048
+    # functional, spec line 1126
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     return (self_grad,)
@@ -2378,7 +2524,7 @@ def gelu_default(grad, self, approximate, result):
 
 def gelu__default(grad, self, approximate, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1048
+    # inplace, spec line 1126
     # formulas from gelu; self_p is self before the update
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
@@ -2387,7 +2533,7 @@ def gelu__default(grad, self, approximate, result):
 
 def softplus_default(grad, self, beta, threshold, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1052
+    # functional, spec line 1130
     # self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     self_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     return (self_grad,)
@@ -2395,7 +2541,7 @@ def softplus_default(grad, self, beta, threshold, result):
 
 def threshold_default(grad, self, threshold, value, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1059
+    # functional, spec line 1137
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
     return (self_grad,)
@@ -2403,7 +2549,7 @@ def threshold_default(grad, self, threshold, value, result):
 
 def threshold__default(grad, self, threshold, value, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1059
+    # inplace, spec line 1137
     # formulas from threshold; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
@@ -2412,7 +2558,7 @@ def threshold__default(grad, self, threshold, value, result):
 
 def softshrink_default(grad, self, lambd, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1064
+    # functional, spec line 1142
     # self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2420,7 +2566,7 @@ def softshrink_default(grad, self, lambd, result):
 
 def hardshrink_default(grad, self, lambd, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1069
+    # functional, spec line 1147
     # self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2428,7 +2574,7 @@ def hardshrink_default(grad, self, lambd, result):
 
 def log_sigmoid_forward_default(grads, self, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1077
+    # functional, spec line 1155
     # self: torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer) - grads[1] * self.sgn() * buffer
     self_grad = (
         torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer)
@@ -2439,7 +2585,7 @@ def log_sigmoid_forward_default(grads, self, output, buffer):
 
 def _prelu_kernel_default(grad, self, weight, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1083
+    # functional, spec line 1161
     # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
@@ -2449,7 +2595,7 @@ def _prelu_kernel_default(grad, self, weight, result):
 
 def clamp_min_default(grad, self, min, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1093
+    # functional, spec line 1171
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
     return (self_grad,)
@@ -2457,7 +2603,7 @@ def clamp_min_default(grad, self, min, result):
 
 def clamp_min__default(grad, self, min, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1093
+    # inplace, spec line 1171
     # formulas from clamp_min; self_p is self before the update
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
@@ -2466,7 +2612,7 @@ def clamp_min__default(grad, self, min, result):
 
 def clamp_max_default(grad, self, max, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1098
+    # functional, spec line 1176
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
     return (self_grad,)
@@ -2474,7 +2620,7 @@ def clamp_max_default(grad, self, max, result):
 
 def clamp_max__default(grad, self, max, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1098
+    # inplace, spec line 1176
     # formulas from clamp_max; self_p is self before the update
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
@@ -2483,7 +2629,7 @@ def clamp_max__default(grad, self, max, result):
 
 def clamp_min_Tensor(grad, self, min, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1103
+    # functional, spec line 1181
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
     # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
@@ -2493,7 +2639,7 @@ def clamp_min_Tensor(grad, self, min, result):
 
 def clamp_min__Tensor(grad, self, min, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1103
+    # inplace, spec line 1181
     # formulas from clamp_min.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
@@ -2504,7 +2650,7 @@ def clamp_min__Tensor(grad, self, min, result):
 
 def clamp_max_Tensor(grad, self, max, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1109
+    # functional, spec line 1187
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
     # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
@@ -2514,7 +2660,7 @@ def clamp_max_Tensor(grad, self, max, result):
 
 def clamp_max__Tensor(grad, self, max, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1109
+    # inplace, spec line 1187
     # formulas from clamp_max.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
@@ -2525,7 +2671,7 @@ def clamp_max__Tensor(grad, self, max, result):
 
 def copysign_Tensor(grad, self, other, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1115
+    # functional, spec line 1193
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     return (self_grad,)
@@ -2533,7 +2679,7 @@ def copysign_Tensor(grad, self, other, result):
 
 def copysign__Tensor(grad, self, other, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1115
+    # inplace, spec line 1193
     # formulas from copysign.Tensor; self_p is self before the update
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
@@ -2542,7 +2688,7 @@ def copysign__Tensor(grad, self, other, result):
 
 def copysign_Scalar(grad, self, other, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1121
+    # functional, spec line 1199
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
     return (self_grad,)
@@ -2550,7 +2696,7 @@ def copysign_Scalar(grad, self, other, result):
 
 def copysign__Scalar(grad, self, other, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1121
+    # inplace, spec line 1199
     # formulas from copysign.Scalar; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
@@ -2559,7 +2705,7 @@ def copysign__Scalar(grad, self, other, result):
 
 def fmod_Tensor(grad, self, other, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1128
+    # functional, spec line 1206
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
@@ -2569,7 +2715,7 @@ def fmod_Tensor(grad, self, other, result):
 
 def fmod__Tensor(grad, self, other, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1128
+    # inplace, spec line 1206
     # formulas from fmod.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2580,7 +2726,7 @@ def fmod__Tensor(grad, self, other, result):
 
 def fmod_Scalar(grad, self, other, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1134
+    # functional, spec line 1212
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2588,7 +2734,7 @@ def fmod_Scalar(grad, self, other, result):
 
 def fmod__Scalar(grad, self, other, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1134
+    # inplace, spec line 1212
     # formulas from fmod.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2597,7 +2743,7 @@ def fmod__Scalar(grad, self, other, result):
 
 def remainder_Tensor(grad, self, other, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1139
+    # functional, spec line 1217
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
@@ -2607,7 +2753,7 @@ def remainder_Tensor(grad, self, other, result):
 
 def remainder__Tensor(grad, self, other, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1139
+    # inplace, spec line 1217
     # formulas from remainder.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2618,7 +2764,7 @@ def remainder__Tensor(grad, self, other, result):
 
 def remainder_Scalar(grad, self, other, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1145
+    # functional, spec line 1223
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2626,7 +2772,7 @@ def remainder_Scalar(grad, self, other, result):
 
 def remainder__Scalar(grad, self, other, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1145
+    # inplace, spec line 1223
     # formulas from remainder.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2635,7 +2781,7 @@ def remainder__Scalar(grad, self, other, result):
 
 def div_Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1150
+    # functional, spec line 1228
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
@@ -2647,7 +2793,7 @@ def div_Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div__Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1150
+    # inplace, spec line 1228
     # formulas from div.Tensor_mode; self_p is self before the update
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
@@ -2660,7 +2806,7 @@ def div__Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div_Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1156
+    # functional, spec line 1234
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     return (self_grad,)
@@ -2668,7 +2814,7 @@ def div_Scalar_mode(grad, self, other, rounding_mode, result):
 
 def div__Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1156
+    # inplace, spec line 1234
     # formulas from div.Scalar_mode; self_p is self before the update
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
@@ -2677,7 +2823,7 @@ def div__Scalar_mode(grad, self, other, rounding_mode, result):
 
 def fmax_default(grad, self, other, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1161
+    # functional, spec line 1239
     # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2691,7 +2837,7 @@ def fmax_default(grad, self, other, result):
 
 def fmin_default(grad, self, other, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1166
+    # functional, spec line 1244
     # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2705,7 +2851,7 @@ def fmin_default(grad, self, other, result):
 
 def hypot_default(grad, self, other, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1171
+    # functional, spec line 1249
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
     # other: unbroadcast(grad * other / result, other)
@@ -2715,7 +2861,7 @@ def hypot_default(grad, self, other, result):
 
 def hypot__default(grad, self, other, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1171
+    # inplace, spec line 1249
     # formulas from hypot; self_p is self before the update
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
@@ -2726,7 +2872,7 @@ def hypot__default(grad, self, other, result):
 
 def logaddexp_default(grad, self, other, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1177
+    # functional, spec line 1255
     # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
@@ -2736,7 +2882,7 @@ def logaddexp_default(grad, self, other, result):
 
 def logaddexp2_default(grad, self, other, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1182
+    # functional, spec line 1260
     # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
@@ -2746,7 +2892,7 @@ def logaddexp2_default(grad, self, other, result):
 
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1187
+    # functional, spec line 1265
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
@@ -2756,7 +2902,7 @@ def ldexp_Tensor(grad, self, other, result):
 
 def ldexp__default(grad, self, other, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1187
+    # inplace, spec line 1265
     # formulas from ldexp.Tensor; self_p is self before the update
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
@@ -2767,7 +2913,7 @@ def ldexp__default(grad, self, other, result):
 
 def xlogy_Tensor(grad, self, other, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1192
+    # functional, spec line 1270
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
         torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
@@ -2780,7 +2926,7 @@ def xlogy_Tensor(grad, self, other, result):
 
 def xlogy__Tensor(grad, self, other, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1192
+    # inplace, spec line 1270
     # formulas from xlogy.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
@@ -2794,7 +2940,7 @@ def xlogy__Tensor(grad, self, other, result):
 
 def xlogy_Scalar_Self(grad, self, other, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1198
+    # functional, spec line 1276
     # other: grad * self / other
     other_grad = grad * self / other
     return (other_grad,)
@@ -2802,7 +2948,7 @@ def xlogy_Scalar_Self(grad, self, other, result):
 
 def xlogy_Scalar_Other(grad, self, other, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1203
+    # functional, spec line 1281
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.xlogy(grad, other))
@@ -2814,7 +2960,7 @@ def xlogy_Scalar_Other(grad, self, other, result):
 
 def xlogy__Scalar_Other(grad, self, other, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1203
+    # inplace, spec line 1281
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
@@ -2827,7 +2973,7 @@ def xlogy__Scalar_Other(grad, self, other, result):
 
 def special_xlog1py_default(grad, self, other, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1208
+    # functional, spec line 1286
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
     self_grad = unbroadcast(
         torch.where(
@@ -2844,7 +2990,7 @@ def special_xlog1py_default(grad, self, other, result):
 
 def special_xlog1py_self_scalar(grad, self, other, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1214
+    # functional, spec line 1292
     # other: grad * self / (other + 1)
     other_grad = grad * self / (other + 1)
     return (other_grad,)
@@ -2852,7 +2998,7 @@ def special_xlog1py_self_scalar(grad, self, other, result):
 
 def special_xlog1py_other_scalar(grad, self, other, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1219
+    # functional, spec line 1297
     # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
@@ -2864,7 +3010,7 @@ def special_xlog1py_other_scalar(grad, self, other, result):
 
 def clamp_Tensor(grad, self, min, max, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1226
+    # functional, spec line 1304
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
     return (self_grad, min_grad, max_grad)
@@ -2872,7 +3018,7 @@ def clamp_Tensor(grad, self, min, max, result):
 
 def clamp__Tensor(grad, self, min, max, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1226
+    # inplace, spec line 1304
     # formulas from clamp.Tensor; self_p is self before the update
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
@@ -2881,7 +3027,7 @@ def clamp__Tensor(grad, self, min, max, result):
 
 def lerp_Scalar(grad, self, end, weight, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1234
+    # functional, spec line 1312
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
     # end: unbroadcast(scale_conj(grad, weight), end)
@@ -2891,7 +3037,7 @@ def lerp_Scalar(grad, self, end, weight, result):
 
 def lerp__Scalar(grad, self, end, weight, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1234
+    # inplace, spec line 1312
     # formulas from lerp.Scalar; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
@@ -2902,7 +3048,7 @@ def lerp__Scalar(grad, self, end, weight, result):
 
 def lerp_Tensor(grad, self, end, weight, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1242
+    # functional, spec line 1320
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
     # end: unbroadcast(grad * weight.conj(), end)
@@ -2914,7 +3060,7 @@ def lerp_Tensor(grad, self, end, weight, result):
 
 def lerp__Tensor(grad, self, end, weight, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1242
+    # inplace, spec line 1320
     # formulas from lerp.Tensor; self_p is self before the update
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
@@ -2927,7 +3073,7 @@ def lerp__Tensor(grad, self, end, weight, result):
 
 def addcmul_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1248
+    # functional, spec line 1326
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
@@ -2939,7 +3085,7 @@ def addcmul_default(grad, self, tensor1, tensor2, value, result):
 
 def addcmul__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1248
+    # inplace, spec line 1326
     # formulas from addcmul; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2952,7 +3098,7 @@ def addcmul__default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1257
+    # functional, spec line 1335
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
@@ -2966,7 +3112,7 @@ def addcdiv_default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1257
+    # inplace, spec line 1335
     # formulas from addcdiv; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2981,7 +3127,7 @@ def addcdiv__default(grad, self, tensor1, tensor2, value, result):
 
 def nextafter_default(grad, self, other, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1266
+    # functional, spec line 1344
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
     return (self_grad,)
@@ -2989,7 +3135,7 @@ def nextafter_default(grad, self, other, result):
 
 def nextafter__default(grad, self, other, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1266
+    # inplace, spec line 1344
     # formulas from nextafter; self_p is self before the update
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
@@ -3000,7 +3146,7 @@ def rrelu_with_noise_default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1272
+    # functional, spec line 1350
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise, lower, upper, training, False
@@ -3012,7 +3158,7 @@ def rrelu_with_noise__default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1272
+    # inplace, spec line 1350
     # formulas from rrelu_with_noise; self_p is self before the update
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
@@ -3023,7 +3169,7 @@ def rrelu_with_noise__default(
 
 def complex_default(grad, real, imag, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1280
+    # functional, spec line 1358
     # real: unbroadcast(grad.real, real)
     real_grad = unbroadcast(grad.real, real)
     # imag: unbroadcast(grad.imag, imag)
@@ -3033,7 +3179,7 @@ def complex_default(grad, real, imag, result):
 
 def polar_default(grad, abs, angle, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1285
+    # functional, spec line 1363
     # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
     abs_grad = unbroadcast(
         (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
@@ -3045,7 +3191,7 @@ def polar_default(grad, abs, angle, result):
 
 def diagonal_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1297
+    # view, spec line 1375
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3053,7 +3199,7 @@ def diagonal_default(grad, self, offset, dim1, dim2, result):
 
 def squeeze_dims(grad, self, dim, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1304
+    # view, spec line 1382
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3061,7 +3207,7 @@ def squeeze_dims(grad, self, dim, result):
 
 def unfold_default(grad, self, dimension, size, step, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1310
+    # view, spec line 1388
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3069,7 +3215,7 @@ def unfold_default(grad, self, dimension, size, step, result):
 
 def narrow_default(grad, self, dim, start, length, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1316
+    # view, spec line 1394
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3077,7 +3223,7 @@ def narrow_default(grad, self, dim, start, length, result):
 
 def split_Tensor(grad, self, split_size, dim, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1320
+    # view, spec line 1398
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3085,7 +3231,7 @@ def split_Tensor(grad, self, split_size, dim, result):
 
 def split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1326
+    # view, spec line 1404
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3093,7 +3239,7 @@ def split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def unbind_int(grad, self, dim, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1332
+    # view, spec line 1410
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3101,7 +3247,7 @@ def unbind_int(grad, self, dim, result):
 
 def unsafe_split_Tensor(grad, self, split_size, dim, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1340
+    # functional, spec line 1418
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3109,7 +3255,7 @@ def unsafe_split_Tensor(grad, self, split_size, dim, result):
 
 def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1347
+    # functional, spec line 1425
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3117,7 +3263,7 @@ def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1354
+    # functional, spec line 1432
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3125,7 +3271,7 @@ def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
 
 def unbind_copy_int(grad, self, dim, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1361
+    # functional, spec line 1439
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3133,7 +3279,7 @@ def unbind_copy_int(grad, self, dim, result):
 
 def alias_copy_default(grad, self, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1368
+    # functional, spec line 1446
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -3141,7 +3287,7 @@ def alias_copy_default(grad, self, result):
 
 def view_copy_default(grad, self, size, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1372
+    # functional, spec line 1450
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3149,7 +3295,7 @@ def view_copy_default(grad, self, size, result):
 
 def t_copy_default(grad, self, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1377
+    # functional, spec line 1455
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -3157,7 +3303,7 @@ def t_copy_default(grad, self, result):
 
 def transpose_copy_int(grad, self, dim0, dim1, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1381
+    # functional, spec line 1459
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3165,7 +3311,7 @@ def transpose_copy_int(grad, self, dim0, dim1, result):
 
 def permute_copy_default(grad, self, dims, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1386
+    # functional, spec line 1464
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -3173,7 +3319,7 @@ def permute_copy_default(grad, self, dims, result):
 
 def unsqueeze_copy_default(grad, self, dim, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1391
+    # functional, spec line 1469
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -3181,7 +3327,7 @@ def unsqueeze_copy_default(grad, self, dim, result):
 
 def squeeze_copy_default(grad, self, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1395
+    # functional, spec line 1473
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3189,7 +3335,7 @@ def squeeze_copy_default(grad, self, result):
 
 def squeeze_copy_dim(grad, self, dim, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1400
+    # functional, spec line 1478
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3197,7 +3343,7 @@ def squeeze_copy_dim(grad, self, dim, result):
 
 def squeeze_copy_dims(grad, self, dim, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1405
+    # functional, spec line 1483
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3205,7 +3351,7 @@ def squeeze_copy_dims(grad, self, dim, result):
 
 def unfold_copy_default(grad, self, dimension, size, step, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1410
+    # functional, spec line 1488
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3213,7 +3359,7 @@ def unfold_copy_default(grad, self, dimension, size, step, result):
 
 def narrow_copy_default(grad, self, dim, start, length, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1415
+    # functional, spec line 1493
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3221,7 +3367,7 @@ def narrow_copy_default(grad, self, dim, start, length, result):
 
 def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1420
+    # functional, spec line 1498
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3229,7 +3375,7 @@ def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
 
 def expand_copy_default(grad, self, size, implicit, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1427
+    # functional, spec line 1505
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -3237,7 +3383,7 @@ def expand_copy_default(grad, self, size, implicit, result):
 
 def select_copy_int(grad, self, dim, index, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1434
+    # functional, spec line 1512
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3245,7 +3391,7 @@ def select_copy_int(grad, self, dim, index, result):
 
 def slice_copy_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1439
+    # functional, spec line 1517
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -3253,7 +3399,7 @@ def slice_copy_Tensor(grad, self, dim, start, end, step, result):
 
 def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1446
+    # functional, spec line 1524
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -3261,7 +3407,7 @@ def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
 
 def constant_pad_nd_default(grad, self, pad, value, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1453
+    # functional, spec line 1531
     # self: torch.constant_pad_nd(grad, negated(pad))
     self_grad = torch.constant_pad_nd(grad, negated(pad))
     return (self_grad,)
@@ -3269,7 +3415,7 @@ def constant_pad_nd_default(grad, self, pad, value, result):
 
 def diag_embed_default(grad, self, offset, dim1, dim2, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1460
+    # functional, spec line 1538
     # self: grad.diagonal(offset, dim1, dim2)
     self_grad = grad.diagonal(offset, dim1, dim2)
     return (self_grad,)
@@ -3277,7 +3423,7 @@ def diag_embed_default(grad, self, offset, dim1, dim2, result):
 
 def roll_default(grad, self, shifts, dims, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1468
+    # functional, spec line 1546
     # self: grad.roll(negated(shifts), dims)
     self_grad = grad.roll(negated(shifts), dims)
     return (self_grad,)
@@ -3285,7 +3431,7 @@ def roll_default(grad, self, shifts, dims, result):
 
 def flip_default(grad, self, dims, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1476
+    # functional, spec line 1554
     # self: grad.flip(dims)
     self_grad = grad.flip(dims)
     return (self_grad,)
@@ -3293,7 +3439,7 @@ def flip_default(grad, self, dims, result):
 
 def rot90_default(grad, self, k, dims, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1483
+    # functional, spec line 1561
     # self: grad.rot90(-k, dims)
     self_grad = grad.rot90(-k, dims)
     return (self_grad,)
@@ -3301,7 +3447,7 @@ def rot90_default(grad, self, k, dims, result):
 
 def repeat_default(grad, self, repeats, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1491
+    # functional, spec line 1569
     # self: repeat_grad(grad, self, repeats)
     self_grad = repeat_grad(grad, self, repeats)
     return (self_grad,)
@@ -3309,7 +3455,7 @@ def repeat_default(grad, self, repeats, result):
 
 def tril_default(grad, self, diagonal, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1498
+    # functional, spec line 1576
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
     return (self_grad,)
@@ -3317,7 +3463,7 @@ def tril_default(grad, self, diagonal, result):
 
 def tril__default(grad, self, diagonal, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1498
+    # inplace, spec line 1576
     # formulas from tril; self_p is self before the update
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
@@ -3326,7 +3472,7 @@ def tril__default(grad, self, diagonal, result):
 
 def triu_default(grad, self, diagonal, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1505
+    # functional, spec line 1583
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
     return (self_grad,)
@@ -3334,7 +3480,7 @@ def triu_default(grad, self, diagonal, result):
 
 def triu__default(grad, self, diagonal, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1505
+    # inplace, spec line 1583
     # formulas from triu; self_p is self before the update
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
@@ -3343,7 +3489,7 @@ def triu__default(grad, self, diagonal, result):
 
 def pixel_shuffle_default(grad, self, upscale_factor, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1512
+    # functional, spec line 1590
     # self: torch.pixel_unshuffle(grad, upscale_factor)
     self_grad = torch.pixel_unshuffle(grad, upscale_factor)
     return (self_grad,)
@@ -3351,7 +3497,7 @@ def pixel_shuffle_default(grad, self, upscale_factor, result):
 
 def pixel_unshuffle_default(grad, self, downscale_factor, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1517
+    # functional, spec line 1595
     # self: torch.pixel_shuffle(grad, downscale_factor)
     self_grad = torch.pixel_shuffle(grad, downscale_factor)
     return (self_grad,)
@@ -3359,7 +3505,7 @@ def pixel_unshuffle_default(grad, self, downscale_factor, result):
 
 def channel_shuffle_default(grad, self, groups, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1522
+    # functional, spec line 1600
     # self: torch.channel_shuffle(grad, self.shape[1] // groups)
     self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
     return (self_grad,)
@@ -3367,7 +3513,7 @@ def channel_shuffle_default(grad, self, groups, result):
 
 def reflection_pad1d_default(grad, self, padding, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1529
+    # functional, spec line 1607
     # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3375,7 +3521,7 @@ def reflection_pad1d_default(grad, self, padding, result):
 
 def reflection_pad2d_default(grad, self, padding, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1534
+    # functional, spec line 1612
     # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3383,7 +3529,7 @@ def reflection_pad2d_default(grad, self, padding, result):
 
 def reflection_pad3d_default(grad, self, padding, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1539
+    # functional, spec line 1617
     # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3391,7 +3537,7 @@ def reflection_pad3d_default(grad, self, padding, result):
 
 def replication_pad1d_default(grad, self, padding, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1544
+    # functional, spec line 1622
     # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3399,7 +3545,7 @@ def replication_pad1d_default(grad, self, padding, result):
 
 def replication_pad2d_default(grad, self, padding, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1549
+    # functional, spec line 1627
     # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3407,7 +3553,7 @@ def replication_pad2d_default(grad, self, padding, result):
 
 def replication_pad3d_default(grad, self, padding, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1554
+    # functional, spec line 1632
     # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3415,7 +3561,7 @@ def replication_pad3d_default(grad, self, padding, result):
 
 def masked_fill_Scalar(grad, self, mask, value, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1561
+    # functional, spec line 1639
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     return (self_grad,)
@@ -3423,7 +3569,7 @@ def masked_fill_Scalar(grad, self, mask, value, result):
 
 def masked_fill__Scalar(grad, self, mask, value, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1561
+    # inplace, spec line 1639
     # formulas from masked_fill.Scalar; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3432,7 +3578,7 @@ def masked_fill__Scalar(grad, self, mask, value, result):
 
 def masked_fill_Tensor(grad, self, mask, value, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1570
+    # functional, spec line 1648
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
@@ -3442,7 +3588,7 @@ def masked_fill_Tensor(grad, self, mask, value, result):
 
 def masked_fill__Tensor(grad, self, mask, value, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1570
+    # inplace, spec line 1648
     # formulas from masked_fill.Tensor; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3453,7 +3599,7 @@ def masked_fill__Tensor(grad, self, mask, value, result):
 
 def masked_select_default(grad, self, mask, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1579
+    # functional, spec line 1657
     # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
     self_grad = unbroadcast(
         torch.ops.aten.masked_select_backward(grad, self, mask), self
@@ -3463,7 +3609,7 @@ def masked_select_default(grad, self, mask, result):
 
 def masked_scatter_default(grad, self, mask, source, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1588
+    # functional, spec line 1666
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
@@ -3473,7 +3619,7 @@ def masked_scatter_default(grad, self, mask, source, result):
 
 def masked_scatter__default(grad, self, mask, source, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1588
+    # inplace, spec line 1666
     # formulas from masked_scatter; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3484,7 +3630,7 @@ def masked_scatter__default(grad, self, mask, source, result):
 
 def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 1600
+    # functional, spec line 1678
     # grad_output: torch.zeros_like(grad_output).masked_scatter(mask, grad)
     grad_output_grad = torch.zeros_like(grad_output).masked_scatter(mask, grad)
     return (grad_output_grad,)
@@ -3492,7 +3638,7 @@ def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
 
 def index_Tensor(grad, self, indices, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1608
+    # functional, spec line 1686
     # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
     self_grad = torch.ops.aten.index_put.default(
         grad.new_zeros(self.shape), indices, grad, True
@@ -3502,7 +3648,7 @@ def index_Tensor(grad, self, indices, result):
 
 def index_put_default(grad, self, indices, values, accumulate, result):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1616
+    # functional, spec line 1694
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
         grad
@@ -3516,7 +3662,7 @@ def index_put_default(grad, self, indices, values, accumulate, result):
 
 def index_put__default(grad, self, indices, values, accumulate, result):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1616
+    # inplace, spec line 1694
     # formulas from index_put; self_p is self before the update
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
@@ -3531,7 +3677,7 @@ def index_put__default(grad, self, indices, values, accumulate, result):
 
 def view_as_real_default(grad, self, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1631
+    # view, spec line 1709
     # self: torch.view_as_complex(grad.contiguous())
     self_grad = torch.view_as_complex(grad.contiguous())
     return (self_grad,)
@@ -3539,7 +3685,7 @@ def view_as_real_default(grad, self, result):
 
 def view_as_complex_default(grad, self, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1635
+    # view, spec line 1713
     # self: torch.view_as_real(grad.resolve_conj()).contiguous()
     self_grad = torch.view_as_real(grad.resolve_conj()).contiguous()
     return (self_grad,)
@@ -3547,7 +3693,7 @@ def view_as_complex_default(grad, self, result):
 
 def squeeze__dim(grad, self, dim, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1642
+    # inplace, spec line 1720
     # formulas from squeeze.dim; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3556,7 +3702,7 @@ def squeeze__dim(grad, self, dim, result):
 
 def squeeze__dims(grad, self, dim, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1644
+    # inplace, spec line 1722
     # formulas from squeeze.dims; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3565,7 +3711,7 @@ def squeeze__dims(grad, self, dim, result):
 
 def squeeze__default(grad, self, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1646
+    # inplace, spec line 1724
     # formulas from squeeze; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3574,7 +3720,7 @@ def squeeze__default(grad, self, result):
 
 def unsqueeze__default(grad, self, dim, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1648
+    # inplace, spec line 1726
     # formulas from unsqueeze; self_p is self before the update
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
@@ -3583,7 +3729,7 @@ def unsqueeze__default(grad, self, dim, result):
 
 def t__default(grad, self, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1650
+    # inplace, spec line 1728
     # formulas from t; self_p is self before the update
     # self: grad.t()
     self_grad = grad.t()
@@ -3592,7 +3738,7 @@ def t__default(grad, self, result):
 
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1652
+    # inplace, spec line 1730
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3600,7 +3746,7 @@ def transpose__default(grad, self, dim0, dim1, result):
 
 def select_scatter_default(grad, self, src, dim, index, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1659
+    # functional, spec line 1737
     # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     # src: grad.select(dim, index)
@@ -3610,7 +3756,7 @@ def select_scatter_default(grad, self, src, dim, index, result):
 
 def slice_scatter_default(grad, self, src, dim, start, end, step, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1667
+    # functional, spec line 1745
     # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
@@ -3620,7 +3766,7 @@ def slice_scatter_default(grad, self, src, dim, start, end, step, result):
 
 def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1675
+    # functional, spec line 1753
     # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     # src: grad.diagonal(offset, dim1, dim2)
@@ -3630,7 +3776,7 @@ def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
 
 def fill_Scalar(grad, self, value, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1683
+    # functional, spec line 1761
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -3638,7 +3784,7 @@ def fill_Scalar(grad, self, value, result):
 
 def block_diag_default(grad, tensors, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1765
     # tensors: block_diag_grads(grad, tensors)
     tensors_grad = block_diag_grads(grad, tensors)
     return (tensors_grad,)
@@ -3646,7 +3792,7 @@ def block_diag_default(grad, tensors, result):
 
 def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1697
+    # functional, spec line 1775
     # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
     return (self_grad,)
@@ -3654,7 +3800,7 @@ def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
 
 def norm_Scalar(grad, self, p, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1707
+    # functional, spec line 1785
     # self: vector_norm_grad(grad, self, p, None, False, result)
     self_grad = vector_norm_grad(grad, self, p, None, False, result)
     return (self_grad,)
@@ -3662,7 +3808,7 @@ def norm_Scalar(grad, self, p, result):
 
 def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1714
+    # functional, spec line 1792
     # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
     return (self_grad,)
@@ -3670,7 +3816,7 @@ def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
 
 def dist_default(grad, self, other, p, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1721
+    # functional, spec line 1799
     # self: dist_grad(grad, self, other, p, result, self)
     self_grad = dist_grad(grad, self, other, p, result, self)
     # other: -dist_grad(grad, self, other, p, result, other)
@@ -3680,7 +3826,7 @@ def dist_default(grad, self, other, p, result):
 
 def var_correction(grad, self, dim, correction, keepdim, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1729
+    # functional, spec line 1807
     # self: var_grad(grad, self, dim, correction, keepdim)
     self_grad = var_grad(grad, self, dim, correction, keepdim)
     return (self_grad,)
@@ -3688,7 +3834,7 @@ def var_correction(grad, self, dim, correction, keepdim, result):
 
 def std_correction(grad, self, dim, correction, keepdim, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1736
+    # functional, spec line 1814
     # self: std_grad(grad, self, dim, correction, keepdim, result)
     self_grad = std_grad(grad, self, dim, correction, keepdim, result)
     return (self_grad,)
@@ -3696,7 +3842,7 @@ def std_correction(grad, self, dim, correction, keepdim, result):
 
 def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1743
+    # functional, spec line 1821
     # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
         grads[1], self, dim, keepdim
@@ -3706,7 +3852,7 @@ def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1751
+    # functional, spec line 1829
     # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = std_grad(
         grads[0], self, dim, correction, keepdim, result0
@@ -3716,7 +3862,7 @@ def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def logsumexp_default(grad, self, dim, keepdim, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1759
+    # functional, spec line 1837
     # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
     self_grad = (
         expand_reduced(grad, self, dim, keepdim)
@@ -3727,7 +3873,7 @@ def logsumexp_default(grad, self, dim, keepdim, result):
 
 def nansum_default(grad, self, dim, keepdim, dtype, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1766
+    # functional, spec line 1844
     # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
     self_grad = torch.where(
         self.isnan(),
@@ -3739,7 +3885,7 @@ def nansum_default(grad, self, dim, keepdim, dtype, result):
 
 def prod_default(grad, self, dtype, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1773
+    # functional, spec line 1851
     # self: prod_grad(grad, self, None, False)
     self_grad = prod_grad(grad, self, None, False)
     return (self_grad,)
@@ -3747,7 +3893,7 @@ def prod_default(grad, self, dtype, result):
 
 def prod_dim_int(grad, self, dim, keepdim, dtype, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1777
+    # functional, spec line 1855
     # self: prod_grad(grad, self, dim, keepdim)
     self_grad = prod_grad(grad, self, dim, keepdim)
     return (self_grad,)
@@ -3755,7 +3901,7 @@ def prod_dim_int(grad, self, dim, keepdim, dtype, result):
 
 def cumsum_default(grad, self, dim, dtype, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1784
+    # functional, spec line 1862
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     return (self_grad,)
@@ -3763,7 +3909,7 @@ def cumsum_default(grad, self, dim, dtype, result):
 
 def cumsum__default(grad, self, dim, dtype, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1784
+    # inplace, spec line 1862
     # formulas from cumsum; self_p is self before the update
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
@@ -3772,7 +3918,7 @@ def cumsum__default(grad, self, dim, dtype, result):
 
 def cumprod_default(grad, self, dim, dtype, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1791
+    # functional, spec line 1869
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     return (self_grad,)
@@ -3780,7 +3926,7 @@ def cumprod_default(grad, self, dim, dtype, result):
 
 def cumprod__default(grad, self, dim, dtype, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1791
+    # inplace, spec line 1869
     # formulas from cumprod; self_p is self before the update
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
@@ -3789,7 +3935,7 @@ def cumprod__default(grad, self, dim, dtype, result):
 
 def logcumsumexp_default(grad, self, dim, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1798
+    # functional, spec line 1876
     # self: scan_grad(grad, self, dim, "logcumsumexp")
     self_grad = scan_grad(grad, self, dim, "logcumsumexp")
     return (self_grad,)
@@ -3797,7 +3943,7 @@ def logcumsumexp_default(grad, self, dim, result):
 
 def cummax_default(grads, self, dim, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1805
+    # functional, spec line 1883
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3806,7 +3952,7 @@ def cummax_default(grads, self, dim, values, indices):
 
 def cummin_default(grads, self, dim, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1813
+    # functional, spec line 1891
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3815,7 +3961,7 @@ def cummin_default(grads, self, dim, values, indices):
 
 def sort_default(grads, self, dim, descending, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1821
+    # functional, spec line 1899
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3824,7 +3970,7 @@ def sort_default(grads, self, dim, descending, values, indices):
 
 def sort_stable(grads, self, stable, dim, descending, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1829
+    # functional, spec line 1907
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3833,7 +3979,7 @@ def sort_stable(grads, self, stable, dim, descending, values, indices):
 
 def topk_default(grads, self, k, dim, largest, sorted, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1837
+    # functional, spec line 1915
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3842,7 +3988,7 @@ def topk_default(grads, self, k, dim, largest, sorted, values, indices):
 
 def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1845
+    # functional, spec line 1923
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3853,7 +3999,7 @@ def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
 
 def mode_default(grads, self, dim, keepdim, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1853
+    # functional, spec line 1931
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3864,7 +4010,7 @@ def mode_default(grads, self, dim, keepdim, values, indices):
 
 def median_dim(grads, self, dim, keepdim, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1861
+    # functional, spec line 1939
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3875,7 +4021,7 @@ def median_dim(grads, self, dim, keepdim, values, indices):
 
 def nanmedian_dim(grads, self, dim, keepdim, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1869
+    # functional, spec line 1947
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3886,7 +4032,7 @@ def nanmedian_dim(grads, self, dim, keepdim, values, indices):
 
 def median_default(grad, self, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1877
+    # functional, spec line 1955
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3894,7 +4040,7 @@ def median_default(grad, self, result):
 
 def nanmedian_default(grad, self, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1882
+    # functional, spec line 1960
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3902,7 +4048,7 @@ def nanmedian_default(grad, self, result):
 
 def max_default(grad, self, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1887
+    # functional, spec line 1965
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3910,7 +4056,7 @@ def max_default(grad, self, result):
 
 def min_default(grad, self, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1892
+    # functional, spec line 1970
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -3918,7 +4064,7 @@ def min_default(grad, self, result):
 
 def aminmax_default(grads, self, dim, keepdim, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1897
+    # functional, spec line 1975
     grad_min = grads[0]
     grad_max = grads[1]
     # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
@@ -3930,7 +4076,7 @@ def aminmax_default(grads, self, dim, keepdim, min, max):
 
 def trace_default(grad, self, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1905
+    # functional, spec line 1983
     # self: trace_grad(grad, self)
     self_grad = trace_grad(grad, self)
     return (self_grad,)
@@ -3938,7 +4084,7 @@ def trace_default(grad, self, result):
 
 def renorm_default(grad, self, p, dim, maxnorm, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1912
+    # functional, spec line 1990
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
     return (self_grad,)
@@ -3946,7 +4092,7 @@ def renorm_default(grad, self, p, dim, maxnorm, result):
 
 def renorm__default(grad, self, p, dim, maxnorm, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1912
+    # inplace, spec line 1990
     # formulas from renorm; self_p is self before the update
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
@@ -3955,7 +4101,7 @@ def renorm__default(grad, self, p, dim, maxnorm, result):
 
 def vdot_default(grad, self, other, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1921
+    # functional, spec line 1999
     # self: grad.conj() * other
     self_grad = grad.conj() * other
     # other: grad * self
@@ -3965,7 +4111,7 @@ def vdot_default(grad, self, other, result):
 
 def addmv_default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1927
+    # functional, spec line 2005
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
@@ -3977,7 +4123,7 @@ def addmv_default(grad, self, mat, vec, beta, alpha, result):
 
 def addmv__default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1927
+    # inplace, spec line 2005
     # formulas from addmv; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -3990,7 +4136,7 @@ def addmv__default(grad, self, mat, vec, beta, alpha, result):
 
 def addr_default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1936
+    # functional, spec line 2014
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
@@ -4002,7 +4148,7 @@ def addr_default(grad, self, vec1, vec2, beta, alpha, result):
 
 def addr__default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1936
+    # inplace, spec line 2014
     # formulas from addr; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4015,7 +4161,7 @@ def addr__default(grad, self, vec1, vec2, beta, alpha, result):
 
 def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1945
+    # functional, spec line 2023
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
@@ -4027,7 +4173,7 @@ def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1945
+    # inplace, spec line 2023
     # formulas from baddbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4040,7 +4186,7 @@ def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 1954
+    # functional, spec line 2032
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
@@ -4056,7 +4202,7 @@ def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 1954
+    # inplace, spec line 2032
     # formulas from addbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4073,7 +4219,7 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def index_select_default(grad, self, dim, index, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 1967
+    # functional, spec line 2045
     # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -4081,7 +4227,7 @@ def index_select_default(grad, self, dim, index, result):
 
 def gather_default(grad, self, dim, index, sparse_grad, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 1975
+    # functional, spec line 2053
     # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     return (self_grad,)
@@ -4089,7 +4235,7 @@ def gather_default(grad, self, dim, index, sparse_grad, result):
 
 def take_default(grad, self, index, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 1983
+    # functional, spec line 2061
     # self: grad.new_zeros(self.shape).put(index, grad, True)
     self_grad = grad.new_zeros(self.shape).put(index, grad, True)
     return (self_grad,)
@@ -4097,7 +4243,7 @@ def take_default(grad, self, index, result):
 
 def put_default(grad, self, index, source, accumulate, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1989
+    # functional, spec line 2067
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
         grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
@@ -4109,7 +4255,7 @@ def put_default(grad, self, index, source, accumulate, result):
 
 def put__default(grad, self, index, source, accumulate, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1989
+    # inplace, spec line 2067
     # formulas from put; self_p is self before the update
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
@@ -4122,7 +4268,7 @@ def put__default(grad, self, index, source, accumulate, result):
 
 def scatter_src(grad, self, dim, index, src, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 1998
+    # functional, spec line 2076
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     # src: gather_grad(grad, dim, index, src)
@@ -4132,7 +4278,7 @@ def scatter_src(grad, self, dim, index, src, result):
 
 def scatter__src(grad, self, dim, index, src, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 1998
+    # inplace, spec line 2076
     # formulas from scatter.src; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4143,7 +4289,7 @@ def scatter__src(grad, self, dim, index, src, result):
 
 def scatter_value(grad, self, dim, index, value, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2005
+    # functional, spec line 2083
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     return (self_grad,)
@@ -4151,7 +4297,7 @@ def scatter_value(grad, self, dim, index, value, result):
 
 def scatter__value(grad, self, dim, index, value, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2005
+    # inplace, spec line 2083
     # formulas from scatter.value; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4160,7 +4306,7 @@ def scatter__value(grad, self, dim, index, value, result):
 
 def scatter_add_default(grad, self, dim, index, src, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2011
+    # functional, spec line 2089
     # self: grad
     self_grad = grad
     # src: gather_grad(grad, dim, index, src)
@@ -4170,7 +4316,7 @@ def scatter_add_default(grad, self, dim, index, src, result):
 
 def scatter_add__default(grad, self, dim, index, src, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2011
+    # inplace, spec line 2089
     # formulas from scatter_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4181,7 +4327,7 @@ def scatter_add__default(grad, self, dim, index, src, result):
 
 def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2020
+    # functional, spec line 2098
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
         grad, self, dim, index, src, reduce, include_self, result
@@ -4191,7 +4337,7 @@ def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result
 
 def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2020
+    # inplace, spec line 2098
     # formulas from scatter_reduce.two; self_p is self before the update
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
@@ -4202,7 +4348,7 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
 
 def index_add_default(grad, self, dim, index, source, alpha, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2030
+    # functional, spec line 2108
     # self: grad
     self_grad = grad
     # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
@@ -4212,7 +4358,7 @@ def index_add_default(grad, self, dim, index, source, alpha, result):
 
 def index_add__default(grad, self, dim, index, source, alpha, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2030
+    # inplace, spec line 2108
     # formulas from index_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4223,7 +4369,7 @@ def index_add__default(grad, self, dim, index, source, alpha, result):
 
 def index_copy_default(grad, self, dim, index, source, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2039
+    # functional, spec line 2117
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # source: grad.index_select(dim, index).reshape(source.shape)
@@ -4233,7 +4379,7 @@ def index_copy_default(grad, self, dim, index, source, result):
 
 def index_copy__default(grad, self, dim, index, source, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2039
+    # inplace, spec line 2117
     # formulas from index_copy; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4244,7 +4390,7 @@ def index_copy__default(grad, self, dim, index, source, result):
 
 def index_fill_int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2046
+    # functional, spec line 2124
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     return (self_grad,)
@@ -4252,7 +4398,7 @@ def index_fill_int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill__int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2046
+    # inplace, spec line 2124
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4261,7 +4407,7 @@ def index_fill__int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill_int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2052
+    # functional, spec line 2130
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
@@ -4271,7 +4417,7 @@ def index_fill_int_Tensor(grad, self, dim, index, value, result):
 
 def index_fill__int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2052
+    # inplace, spec line 2130
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4282,7 +4428,7 @@ def index_fill__int_Tensor(grad, self, dim, index, value, result):
 
 def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2059
+    # functional, spec line 2137
     # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
     self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
         grad.new_zeros(self.shape), mask, indices, grad
@@ -4294,7 +4440,7 @@ def _unsafe_masked_index_put_accumulate_default(
     grad, self, mask, indices, values, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2065
+    # functional, spec line 2143
     # self: grad
     self_grad = grad
     # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
@@ -4308,7 +4454,7 @@ def nll_loss_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2076
+    # functional, spec line 2154
     grad = grads[0]
     # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
@@ -4321,7 +4467,7 @@ def nll_loss2d_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2085
+    # functional, spec line 2163
     grad = grads[0]
     # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
@@ -4334,7 +4480,7 @@ def embedding_default(
     grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2092
+    # functional, spec line 2170
     # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
     weight_grad = torch.ops.aten.embedding_dense_backward(
         grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
@@ -4344,7 +4490,7 @@ def embedding_default(
 
 def max_unpool2d_default(grad, self, indices, output_size, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2098
+    # functional, spec line 2176
     # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     return (self_grad,)
@@ -4352,7 +4498,7 @@ def max_unpool2d_default(grad, self, indices, output_size, result):
 
 def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2104
+    # functional, spec line 2182
     # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
     self_grad = torch.ops.aten.binary_cross_entropy_backward(
         grad, self, target, weight, reduction
@@ -4366,7 +4512,7 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
 
 def acosh_default(grad, self, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2114
+    # functional, spec line 2192
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     return (self_grad,)
@@ -4374,7 +4520,7 @@ def acosh_default(grad, self, result):
 
 def acosh__default(grad, self, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2114
+    # inplace, spec line 2192
     # formulas from acosh; self_p is self before the update
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -4383,7 +4529,7 @@ def acosh__default(grad, self, result):
 
 def special_ndtri_default(grad, self, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2120
+    # functional, spec line 2198
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)
@@ -4391,7 +4537,7 @@ def special_ndtri_default(grad, self, result):
 
 def _fft_c2c_default(grad, self, dim, normalization, forward, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2130
+    # functional, spec line 2208
     # self: torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     self_grad = torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     return (self_grad,)
@@ -4399,7 +4545,7 @@ def _fft_c2c_default(grad, self, dim, normalization, forward, result):
 
 def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2140
+    # functional, spec line 2218
     # self: fft_r2c_grad(grad, self, dim, normalization, onesided)
     self_grad = fft_r2c_grad(grad, self, dim, normalization, onesided)
     return (self_grad,)
@@ -4407,7 +4553,7 @@ def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
 
 def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2152
+    # functional, spec line 2230
     # self: fft_c2r_grad(grad, dim, normalization)
     self_grad = fft_c2r_grad(grad, dim, normalization)
     return (self_grad,)
@@ -4415,7 +4561,7 @@ def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
 
 def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2165
+    # functional, spec line 2243
     # grad_in: grad.unfold(dim, size, step)
     grad_in_grad = grad.unfold(dim, size, step)
     return (grad_in_grad,)
@@ -4423,7 +4569,7 @@ def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result)
 
 def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2181
+    # functional, spec line 2259
     grad = grads[0]
     # A: -inverse.mH.matmul(grad).matmul(inverse.mH)
     A_grad = -inverse.mH.matmul(grad).matmul(inverse.mH)
@@ -4432,7 +4578,7 @@ def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
 
 def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots, info):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2190
+    # functional, spec line 2268
     grad = grads[0]
     # A, B: linalg_solve_grads(grad, A, B, result, LU, pivots, left)
     A_grad, B_grad = linalg_solve_grads(grad, A, B, result, LU, pivots, left)
@@ -4441,7 +4587,7 @@ def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots
 
 def linalg_solve_triangular_default(grad, self, B, upper, left, unitriangular, result):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2203
+    # functional, spec line 2281
     # self, B: solve_triangular_grads(grad, self, B, result, upper, left, unitriangular)
     self_grad, B_grad = solve_triangular_grads(
         grad, self, B, result, upper, left, unitriangular
@@ -4453,7 +4599,7 @@ def triangular_solve_default(
     grads, self, A, upper, transpose, unitriangular, solution, cloned_coefficient
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2216
+    # functional, spec line 2294
     # self, A: triangular_solve_grads(grads[0], grads[1], self, A, solution, upper, transpose, unitriangular)
     self_grad, A_grad = triangular_solve_grads(
         grads[0], grads[1], self, A, solution, upper, transpose, unitriangular
@@ -4463,7 +4609,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2226
+    # functional, spec line 2304
     grad = grads[0]
     # self: cholesky_grad(grad, L, upper)
     self_grad = cholesky_grad(grad, L, upper)
@@ -4472,7 +4618,7 @@ def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
 
 def cholesky_solve_default(grad, self, input2, upper, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2239
+    # functional, spec line 2317
     # self, input2: cholesky_solve_grads(grad, self, input2, result, upper)
     self_grad, input2_grad = cholesky_solve_grads(grad, self, input2, result, upper)
     return (self_grad, input2_grad)
@@ -4480,7 +4626,7 @@ def cholesky_solve_default(grad, self, input2, upper, result):
 
 def cholesky_inverse_default(grad, self, upper, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2247
+    # functional, spec line 2325
     # self: cholesky_inverse_grad(grad, self, result, upper)
     self_grad = cholesky_inverse_grad(grad, self, result, upper)
     return (self_grad,)
@@ -4488,7 +4634,7 @@ def cholesky_inverse_default(grad, self, upper, result):
 
 def _linalg_det_default(grads, A, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2256
+    # functional, spec line 2334
     grad = grads[0]
     # A: det_grad(grad, A, result, LU, pivots)
     A_grad = det_grad(grad, A, result, LU, pivots)
@@ -4497,7 +4643,7 @@ def _linalg_det_default(grads, A, result, LU, pivots):
 
 def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2264
+    # functional, spec line 2342
     grad_sign = grads[0]
     grad_logabsdet = grads[1]
     # A: slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
@@ -4507,7 +4653,7 @@ def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2273
+    # functional, spec line 2351
     grad = grads[0]
     # A: lu_factor_grad(grad, LU, pivots)
     A_grad = lu_factor_grad(grad, LU, pivots)
@@ -4516,7 +4662,7 @@ def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info)
 
 def linalg_lu_default(grads, A, pivot, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2282
+    # functional, spec line 2360
     grad_L = grads[1]
     grad_U = grads[2]
     # A: lu_grad(grad_L, grad_U, P, L, U)
@@ -4526,7 +4672,7 @@ def linalg_lu_default(grads, A, pivot, P, L, U):
 
 def linalg_cross_default(grad, self, other, dim, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2292
+    # functional, spec line 2370
     # self: unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     self_grad = unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     # other: unbroadcast(torch.linalg.cross(grad, self.conj(), dim=dim), other)
@@ -4536,7 +4682,7 @@ def linalg_cross_default(grad, self, other, dim, result):
 
 def linalg_matrix_exp_default(grad, self, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2301
+    # functional, spec line 2379
     # self: matrix_exp_differential(self, grad, True)
     self_grad = matrix_exp_differential(self, grad, True)
     return (self_grad,)
@@ -4544,7 +4690,7 @@ def linalg_matrix_exp_default(grad, self, result):
 
 def linalg_householder_product_default(grad, input, tau, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2308
+    # functional, spec line 2386
     # input, tau: householder_product_grads(grad, input, tau)
     input_grad, tau_grad = householder_product_grads(grad, input, tau)
     return (input_grad, tau_grad)
@@ -4552,7 +4698,7 @@ def linalg_householder_product_default(grad, input, tau, result):
 
 def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2316
+    # functional, spec line 2394
     grad_L = grads[1]
     grad_U = grads[2]
     # LU_data: lu_unpack_grad(grad_L, grad_U, LU_data)
@@ -4562,7 +4708,7 @@ def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, 
 
 def linalg_lu_solve_default(grad, LU, pivots, B, left, adjoint, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2328
+    # functional, spec line 2406
     # LU, B: lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     LU_grad, B_grad = lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     return (LU_grad, B_grad)
@@ -4572,7 +4718,7 @@ def elu_backward_default(
     grad, grad_output, alpha, scale, input_scale, is_result, self_or_result, result
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2344
+    # functional, spec line 2422
     # grad_output: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
     grad_output_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, is_result, self_or_result
@@ -4588,7 +4734,7 @@ def elu_backward_default(
 
 def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2355
+    # functional, spec line 2433
     # grad_output: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     grad_output_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     # buffer: -grad * grad_output * torch.where(self < 0, 1.0, -1.0) / (1 + buffer) ** 2
@@ -4600,7 +4746,7 @@ def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
 
 def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2362
+    # functional, spec line 2440
     # grad_output: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     grad_output_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (grad_output_grad,)
@@ -4608,7 +4754,7 @@ def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result)
 
 def softshrink_backward_default(grad, grad_output, self, lambd, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2370
+    # functional, spec line 2448
     # grad_output: torch.ops.aten.softshrink_backward(grad, self, lambd)
     grad_output_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (grad_output_grad,)
@@ -4616,7 +4762,7 @@ def softshrink_backward_default(grad, grad_output, self, lambd, result):
 
 def hardshrink_backward_default(grad, grad_out, self, lambd, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2376
+    # functional, spec line 2454
     # grad_out: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     grad_out_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (grad_out_grad,)
@@ -4626,7 +4772,7 @@ def leaky_relu_backward_default(
     grad, grad_output, self, negative_slope, self_is_result, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2382
+    # functional, spec line 2460
     # grad_output: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, self_is_result)
     grad_output_grad = torch.ops.aten.leaky_relu_backward(
         grad, self, negative_slope, self_is_result
@@ -4638,7 +4784,7 @@ def rrelu_with_noise_backward_default(
     grad, grad_output, self, noise, lower, upper, training, self_is_result, result
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2390
+    # functional, spec line 2468
     # grad_output: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise.conj(), lower, upper, training, self_is_result)
     grad_output_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise.conj(), lower, upper, training, self_is_result
@@ -4648,7 +4794,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad, grad_output, self, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2399
+    # functional, spec line 2477
     # grad_output: torch.ops.aten.hardsigmoid_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (grad_output_grad,)
@@ -4656,7 +4802,7 @@ def hardsigmoid_backward_default(grad, grad_output, self, result):
 
 def hardswish_backward_default(grad, grad_output, self, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2405
+    # functional, spec line 2483
     # grad_output: torch.ops.aten.hardswish_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardswish_backward(grad, self)
     # self: torch.where((self > -3) & (self < 3), grad * grad_output / 3, 0.0)
@@ -4666,7 +4812,7 @@ def hardswish_backward_default(grad, grad_output, self, result):
 
 def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2411
+    # functional, spec line 2489
     # grad_output: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     grad_output_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     # self: grad * grad_output * torch.where(self * beta > threshold, 0.0, beta * (self * beta).sigmoid() * (1 - (self * beta).sigmoid()))
@@ -4684,7 +4830,7 @@ def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
 
 def gelu_backward_default(grad, grad_output, self, approximate, result):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2419
+    # functional, spec line 2497
     # grad_output: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     grad_output_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     # self: grad * grad_output * gelu_second_derivative(self, approximate)
@@ -4694,7 +4840,7 @@ def gelu_backward_default(grad, grad_output, self, approximate, result):
 
 def silu_backward_default(grad, grad_output, self, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2429
+    # functional, spec line 2507
     # grad_output: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     grad_output_grad = (
         grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -4714,7 +4860,7 @@ def silu_backward_default(grad, grad_output, self, result):
 
 def mish_backward_default(grad, grad_output, self, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2435
+    # functional, spec line 2513
     # grad_output: torch.ops.aten.mish_backward(grad, self)
     grad_output_grad = torch.ops.aten.mish_backward(grad, self)
     # self: grad * grad_output * mish_second_derivative(self)
@@ -4724,7 +4870,7 @@ def mish_backward_default(grad, grad_output, self, result):
 
 def glu_backward_default(grad, grad_output, self, dim, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2441
+    # functional, spec line 2519
     # grad_output: glu_tangent(grad, self, dim)
     grad_output_grad = glu_tangent(grad, self, dim)
     # self: glu_double_backward(grad, grad_output, self, dim)
@@ -4734,7 +4880,7 @@ def glu_backward_default(grad, grad_output, self, dim, result):
 
 def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, result1):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2449
+    # functional, spec line 2527
     # grad_output: torch.where(self > 0, grads[0], weight * grads[0] + self * grads[1])
     grad_output_grad = torch.where(
         self > 0, grads[0], weight * grads[0] + self * grads[1]
@@ -4750,7 +4896,7 @@ def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, re
 
 def mse_loss_backward_default(grad, grad_output, self, target, reduction, result):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2461
+    # functional, spec line 2539
     # grad_output: apply_loss_reduction(torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction
@@ -4766,7 +4912,7 @@ def smooth_l1_loss_backward_default(
     grad, grad_output, self, target, reduction, beta, result
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2471
+    # functional, spec line 2549
     # grad_output: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction
@@ -4790,7 +4936,7 @@ def huber_loss_backward_default(
     grad, grad_output, self, target, reduction, delta, result
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2481
+    # functional, spec line 2559
     # grad_output: apply_loss_reduction(torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction
@@ -4814,7 +4960,7 @@ def binary_cross_entropy_backward_default(
     grad, grad_output, self, target, weight, reduction, result
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2491
+    # functional, spec line 2569
     # grad_output: apply_loss_reduction(grad * bce_self_derivative(self, target, weight), reduction)
     grad_output_grad = apply_loss_reduction(
         grad * bce_self_derivative(self, target, weight), reduction
@@ -4846,7 +4992,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2504
+    # functional, spec line 2582
     # grad_output: torch.ops.aten.nll_loss_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -4866,7 +5012,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2514
+    # functional, spec line 2592
     # grad_output: torch.ops.aten.nll_loss2d_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss2d_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -4876,7 +5022,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 2526
+    # functional, spec line 2604
     grad_U = grads[0]
     grad_S = grads[1]
     grad_Vh = grads[2]
@@ -4887,7 +5033,7 @@ def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
 
 def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2537
+    # functional, spec line 2615
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # self: eig_grad(grad_eigenvalues, grad_eigenvectors, self, eigenvalues, eigenvectors)
@@ -4899,7 +5045,7 @@ def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2545
+    # functional, spec line 2623
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # A: eigh_grad(grad_eigenvalues, grad_eigenvectors, A, eigenvalues, eigenvectors, compute_v)
@@ -4911,7 +5057,7 @@ def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
 
 def linalg_qr_default(grads, A, mode, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 2554
+    # functional, spec line 2632
     grad_Q = grads[0]
     grad_R = grads[1]
     # A: qr_grad(grad_Q, grad_R, A, Q, R, mode)
@@ -4921,7 +5067,7 @@ def linalg_qr_default(grads, A, mode, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(grad, self, atol, rtol, hermitian, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 2563
+    # functional, spec line 2641
     # self: pinv_grad(grad, self, result)
     self_grad = pinv_grad(grad, self, result)
     return (self_grad,)
@@ -4931,7 +5077,7 @@ def linalg_lstsq_default(
     grads, self, b, rcond, driver, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 2572
+    # functional, spec line 2650
     grad_solution = grads[0]
     grad_residuals = grads[1]
     # self, b: lstsq_grads(grad_solution, grad_residuals, self, b, solution, residuals)
@@ -4956,7 +5102,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2587
+    # functional, spec line 2665
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -4978,7 +5124,7 @@ def _native_batch_norm_legit_no_stats(
     grads, input, weight, bias, training, momentum, eps, result0, result1, result2
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2596
+    # functional, spec line 2674
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5010,7 +5156,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2604
+    # functional, spec line 2682
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5043,7 +5189,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2612
+    # functional, spec line 2690
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5076,7 +5222,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2622
+    # functional, spec line 2700
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5098,7 +5244,7 @@ def binary_cross_entropy_with_logits_default(
     grad, self, target, weight, pos_weight, reduction, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2633
+    # functional, spec line 2711
     # self: unbroadcast(expand_loss_grad(grad, self, reduction) * bce_logits_self_derivative(self, target, weight, pos_weight), self)
     self_grad = unbroadcast(
         expand_loss_grad(grad, self, reduction)
@@ -5116,7 +5262,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(grad, self, kernel_size, dilation, padding, stride, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2645
+    # functional, spec line 2723
     # self: torch.ops.aten.col2im(grad, self.shape[-2:], kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.col2im(
         grad, self.shape[-2:], kernel_size, dilation, padding, stride
@@ -5128,7 +5274,7 @@ def col2im_default(
     grad, self, output_size, kernel_size, dilation, padding, stride, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2652
+    # functional, spec line 2730
     # self: torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     return (self_grad,)
@@ -5138,7 +5284,7 @@ def _upsample_bilinear2d_aa_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2661
+    # functional, spec line 2739
     # self: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -5150,7 +5296,7 @@ def _upsample_bilinear2d_aa_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 2669
+    # functional, spec line 2747
     # input: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad,
@@ -5174,7 +5320,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2677
+    # functional, spec line 2755
     # grad_output: torch.ops.aten._upsample_bilinear2d_aa(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_bilinear2d_aa(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5186,7 +5332,7 @@ def fractional_max_pool2d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2687
+    # functional, spec line 2765
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool2d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool2d_backward(
@@ -5199,7 +5345,7 @@ def fractional_max_pool3d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2696
+    # functional, spec line 2774
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool3d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool3d_backward(
@@ -5221,7 +5367,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2707
+    # functional, spec line 2785
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5244,7 +5390,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2716
+    # functional, spec line 2794
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5258,7 +5404,7 @@ def fractional_max_pool2d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2724
+    # functional, spec line 2802
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5272,7 +5418,7 @@ def fractional_max_pool3d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2733
+    # functional, spec line 2811
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5284,7 +5430,7 @@ def fractional_max_pool3d_backward_default(
 
 def max_unpool3d_default(grad, self, indices, output_size, stride, padding, result):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 2741
+    # functional, spec line 2819
     # self: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     self_grad = grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     return (self_grad,)
@@ -5294,7 +5440,7 @@ def _trilinear_default(
     grad, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim, result
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 2753
+    # functional, spec line 2831
     # i1, i2, i3: trilinear_grads(grad, i1, i2, i3, expand1, expand2, expand3, sumdim)
     i1_grad, i2_grad, i3_grad = trilinear_grads(
         grad, i1, i2, i3, expand1, expand2, expand3, sumdim
@@ -5304,7 +5450,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(grad, self, dim, dtype, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2761
+    # functional, spec line 2839
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -5312,7 +5458,7 @@ def _safe_softmax_default(grad, self, dim, dtype, result):
 
 def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, result):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 2768
+    # functional, spec line 2846
     # self, src: as_strided_scatter_grads(grad, result, size, stride, storage_offset)
     self_grad, src_grad = as_strided_scatter_grads(
         grad, result, size, stride, storage_offset
@@ -5322,7 +5468,7 @@ def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, re
 
 def bernoulli_default(grad, self, generator, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2778
+    # functional, spec line 2856
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5330,13 +5476,13 @@ def bernoulli_default(grad, self, generator, result):
 
 def bernoulli_p(grad, self, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2784
+    # functional, spec line 2862
     return ()
 
 
 def bernoulli_Tensor(grad, self, p, generator, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2789
+    # functional, spec line 2867
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # p: unbroadcast(torch.zeros_like(grad), p)
@@ -5346,7 +5492,7 @@ def bernoulli_Tensor(grad, self, p, generator, result):
 
 def bernoulli__Tensor(grad, self, p, generator, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2789
+    # inplace, spec line 2867
     # formulas from bernoulli.Tensor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -5357,7 +5503,7 @@ def bernoulli__Tensor(grad, self, p, generator, result):
 
 def uniform__default(grad, self, from_, to, generator, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2799
+    # inplace, spec line 2877
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5365,7 +5511,7 @@ def uniform__default(grad, self, from_, to, generator, result):
 
 def normal__default(grad, self, mean, std, generator, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2803
+    # inplace, spec line 2881
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5373,7 +5519,7 @@ def normal__default(grad, self, mean, std, generator, result):
 
 def exponential__default(grad, self, lambd, generator, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2807
+    # inplace, spec line 2885
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5381,7 +5527,7 @@ def exponential__default(grad, self, lambd, generator, result):
 
 def cauchy__default(grad, self, median, sigma, generator, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2811
+    # inplace, spec line 2889
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5389,7 +5535,7 @@ def cauchy__default(grad, self, median, sigma, generator, result):
 
 def log_normal__default(grad, self, mean, std, generator, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2815
+    # inplace, spec line 2893
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5397,7 +5543,7 @@ def log_normal__default(grad, self, mean, std, generator, result):
 
 def geometric__default(grad, self, p, generator, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2819
+    # inplace, spec line 2897
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5405,7 +5551,7 @@ def geometric__default(grad, self, p, generator, result):
 
 def random__default(grad, self, generator, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2824
+    # inplace, spec line 2902
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5413,7 +5559,7 @@ def random__default(grad, self, generator, result):
 
 def random__from(grad, self, from_, to, generator, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2828
+    # inplace, spec line 2906
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5421,7 +5567,7 @@ def random__from(grad, self, from_, to, generator, result):
 
 def random__to(grad, self, to, generator, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2833
+    # inplace, spec line 2911
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5429,7 +5575,7 @@ def random__to(grad, self, to, generator, result):
 
 def bernoulli__float(grad, self, p, generator, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2838
+    # inplace, spec line 2916
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5453,7 +5599,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2848
+    # functional, spec line 2926
     # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups)
     grad_output_grad, input_grad, weight_grad = convolution_backward_grads(
         grads[0],
@@ -5485,7 +5631,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2858
+    # functional, spec line 2936
     # grad_output: torch.ops.aten.avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool2d(
         grad,
@@ -5512,7 +5658,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2867
+    # functional, spec line 2945
     # grad_output: torch.ops.aten.avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool3d(
         grad,
@@ -5528,7 +5674,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2876
+    # functional, spec line 2954
     # grad_output: torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     return (grad_output_grad,)
@@ -5536,7 +5682,7 @@ def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
 
 def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2884
+    # functional, spec line 2962
     # grad_output: torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     return (grad_output_grad,)
@@ -5544,7 +5690,7 @@ def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
 
 def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2894
+    # functional, spec line 2972
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5554,7 +5700,7 @@ def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, resul
 
 def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2902
+    # functional, spec line 2980
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5564,7 +5710,7 @@ def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, resul
 
 def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2912
+    # functional, spec line 2990
     # grad_output: torch.ops.aten.reflection_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5572,7 +5718,7 @@ def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2920
+    # functional, spec line 2998
     # grad_output: torch.ops.aten.reflection_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5580,7 +5726,7 @@ def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2928
+    # functional, spec line 3006
     # grad_output: torch.ops.aten.reflection_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5588,7 +5734,7 @@ def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
 
 def replication_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2936
+    # functional, spec line 3014
     # grad_output: torch.ops.aten.replication_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5596,7 +5742,7 @@ def replication_pad1d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2944
+    # functional, spec line 3022
     # grad_output: torch.ops.aten.replication_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5604,7 +5750,7 @@ def replication_pad2d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 2952
+    # functional, spec line 3030
     # grad_output: torch.ops.aten.replication_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5614,7 +5760,7 @@ def upsample_nearest1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2962
+    # functional, spec line 3040
     # grad_output: torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     return (grad_output_grad,)
@@ -5624,7 +5770,7 @@ def upsample_nearest2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2969
+    # functional, spec line 3047
     # grad_output: torch.ops.aten.upsample_nearest2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest2d(
         grad, output_size, scales_h, scales_w
@@ -5636,7 +5782,7 @@ def upsample_nearest3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2976
+    # functional, spec line 3054
     # grad_output: torch.ops.aten.upsample_nearest3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5648,7 +5794,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 2983
+    # functional, spec line 3061
     # grad_output: torch.ops.aten._upsample_nearest_exact1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact1d(
         grad, output_size, scales
@@ -5660,7 +5806,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2990
+    # functional, spec line 3068
     # grad_output: torch.ops.aten._upsample_nearest_exact2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact2d(
         grad, output_size, scales_h, scales_w
@@ -5672,7 +5818,7 @@ def _upsample_nearest_exact3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2997
+    # functional, spec line 3075
     # grad_output: torch.ops.aten._upsample_nearest_exact3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5684,7 +5830,7 @@ def upsample_linear1d_backward_default(
     grad, grad_output, output_size, input_size, align_corners, scales, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3004
+    # functional, spec line 3082
     # grad_output: torch.ops.aten.upsample_linear1d(grad, output_size, align_corners, scales)
     grad_output_grad = torch.ops.aten.upsample_linear1d(
         grad, output_size, align_corners, scales
@@ -5703,7 +5849,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3012
+    # functional, spec line 3090
     # grad_output: torch.ops.aten.upsample_bilinear2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bilinear2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5722,7 +5868,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3020
+    # functional, spec line 3098
     # grad_output: torch.ops.aten.upsample_bicubic2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bicubic2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5742,7 +5888,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3028
+    # functional, spec line 3106
     # grad_output: torch.ops.aten.upsample_trilinear3d(grad, output_size, align_corners, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_trilinear3d(
         grad, output_size, align_corners, scales_d, scales_h, scales_w
@@ -5754,7 +5900,7 @@ def diagonal_backward_default(
     grad, grad_output, input_sizes, offset, dim1, dim2, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3038
+    # functional, spec line 3116
     # grad_output: grad.diagonal(offset, dim1, dim2)
     grad_output_grad = grad.diagonal(offset, dim1, dim2)
     return (grad_output_grad,)
@@ -5764,7 +5910,7 @@ def embedding_dense_backward_default(
     grad, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, result
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3046
+    # functional, spec line 3124
     # grad_output: embedding_dense_backward_grad(grad, indices, padding_idx, scale_grad_by_freq)
     grad_output_grad = embedding_dense_backward_grad(
         grad, indices, padding_idx, scale_grad_by_freq
@@ -5787,7 +5933,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3061
+    # functional, spec line 3139
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
@@ -5821,7 +5967,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3073
+    # functional, spec line 3151
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
