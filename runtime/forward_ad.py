@@ -17,17 +17,29 @@ import contextlib
 from typing import NamedTuple
 
 import torch
+import torch.autograd.forward_ad as native_forward_ad
 from torch.utils._python_dispatch import (
     _get_current_dispatch_mode,
     _pop_mode,
     _push_mode,
 )
 
-from . import functions
+from . import functions, tensor_hooks
 from .layout import conform_layout
 from .levels import STATE, Level, clear_level, current_level, set_tangent
 from .mode import DualMode, alias
 from .tangents import handling_levels_below, tangent_of
+
+# PyTorch's forward-AD module has these; its tests (and torch's own code) use them.
+_is_fwd_grad_enabled = torch._C._is_fwd_grad_enabled
+_set_fwd_grad_enabled = native_forward_ad._set_fwd_grad_enabled
+
+
+def __getattr__(name: str):
+    if name == "_current_level":  # the innermost level's index, -1 if none
+        return len(STATE.levels) - 1
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "UnpackedDualTensor",
@@ -55,6 +67,7 @@ def enter_dual_level() -> int:
         _push_mode(mode)
         state.mode = mode
         functions.install()  # custom autograd.Functions use their jvp
+        tensor_hooks.install()  # detach_ and printing
     level = Level(len(state.levels))
     state.levels.append(level)
     state.cap = level.index
@@ -80,6 +93,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
             _pop_mode()
         state.mode = None
         functions.uninstall()
+        tensor_hooks.uninstall()
 
 
 class dual_level(contextlib.ContextDecorator):
@@ -120,11 +134,17 @@ def make_dual(
             f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
             f"while the given forward gradient is of size {list(tangent.shape)}."
         )
-    if tangent_of(tensor, lvl) is not None:
-        raise RuntimeError(
-            "Making a dual Tensor based on a Tensor that already has a forward gradient "
-            f"at the same level {lvl.index} is not supported."
-        )
+    if _is_fwd_grad_enabled():  # (disabled: tangents are unseen, as native)
+        if tangent_of(tensor, lvl) is not None:
+            raise RuntimeError(
+                "Making a dual Tensor based on a Tensor that already has a forward "
+                f"gradient at the same level {lvl.index} is not supported."
+            )
+        if tangent_of(tangent, lvl) is not None:
+            raise RuntimeError(
+                "Setting a forward grad that itself has a forward gradient at the "
+                f"same level{lvl.index} is not supported."
+            )
     dual = alias(tensor)  # as the mode runs it: other levels carry over
     set_tangent(dual, lvl, conform_layout(tangent, tensor))
     return dual
@@ -137,7 +157,7 @@ def unpack_dual(
     if not STATE.levels:
         return UnpackedDualTensor(tensor, None)
     lvl = current_level(level)
-    tangent = tangent_of(tensor, lvl)
+    tangent = tangent_of(tensor, lvl) if _is_fwd_grad_enabled() else None
     if lvl.index == STATE.cap and STATE.mode is not None:
         # The primal has no tangent at lvl: alias it with the mode handling only
         # the levels below (whose tangents it keeps), not deriving one to drop.

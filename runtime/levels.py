@@ -176,6 +176,11 @@ def note_view(view: torch.Tensor, source: torch.Tensor) -> None:
         view.__dict__[FORWARD_BASE] = base
 
 
+def forget_view(t: torch.Tensor) -> None:
+    """t no longer follows the tangent of the tensor it was made from."""
+    t.__dict__.pop(FORWARD_BASE, None)
+
+
 def clear_level(level: Level) -> None:
     """Drop every tangent of `level`, leaving the tensors plain at that level."""
     for ref in level.tensors:

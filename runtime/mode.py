@@ -30,7 +30,16 @@ from .inplace import (
     _written,
     call_with,  # noqa: F401 - imported from here (tests)
 )
-from .levels import STATE, Level, note_view
+from .levels import (
+    FORWARD_BASE,
+    STATE,
+    TANGENTS,
+    Level,
+    forget_view,
+    note_view,
+    set_tangent,
+)
+from .missing import no_rule_message, out_variant_message
 from .outputs import _attach, _shared_with_inputs
 from .rules import rule_for
 from .tangents import (
@@ -73,13 +82,27 @@ class DualMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         tensors = tensor_arguments(args, kwargs)
+        if (
+            any(type(t) is not torch.Tensor for t in tensors)
+            and _dispatches_itself(tensors)
+            and _nothing_to_do(func, args, tensors)
+        ):
+            # The subclass's own __torch_dispatch__ runs with this mode still
+            # active, so ops it re-enters dispatch with reach a mode (run inside
+            # this one, with the mode off the stack, they would hit torch's
+            # "no arguments had PyInterpreter" assert).
+            return NotImplemented
         if _any_lazy_view(tensors):
             with native_dispatch_keys():
                 return self._dispatch(func, args, kwargs, tensors)
         return self._dispatch(func, args, kwargs, tensors)
 
     def _dispatch(self, func, args, kwargs, tensors):
-        level = innermost_level_with_tangent(tensors) if STATE.cap >= 0 else None
+        if func is _DETACH_INPLACE:
+            return _detach_in_place(func, args, kwargs)
+        level = None
+        if STATE.cap >= 0 and _is_fwd_grad_enabled():
+            level = innermost_level_with_tangent(tensors)
         if level is None:
             out = func(*args, **kwargs)
         else:
@@ -90,6 +113,22 @@ class DualMode(TorchDispatchMode):
 
 
 _DETACH = torch.ops.aten.detach.default  # a view whose tangent is never derived
+_DETACH_INPLACE = torch.ops.aten.detach_.default
+# With forward grad disabled (torch._C._set_fwd_grad_enabled(False), as torch's own
+# transforms do) no level's tangents are seen: ops give no tangents, in-place ops
+# leave self's as it was, and views still follow their base's (as native).
+_is_fwd_grad_enabled = torch._C._is_fwd_grad_enabled
+
+
+def _detach_in_place(func, args, kwargs):
+    """`x.detach_()`: x no longer has a tangent at any level, nor follows one."""
+    out = func(*args, **kwargs)
+    for level in STATE.levels:
+        set_tangent(out, level, None)
+    forget_view(out)
+    return out
+
+
 _ALIAS = torch.ops.aten.alias.default
 
 
@@ -137,6 +176,29 @@ def reads_lazy_views(args, kwargs) -> bool:
     return _any_lazy_view(tensor_arguments(args, kwargs))
 
 
+def _dispatches_itself(tensors) -> bool:
+    """True if an argument is a tensor subclass with its own __torch_dispatch__."""
+    return any(
+        type(t).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
+        for t in tensors
+    )
+
+
+def _nothing_to_do(func, args, tensors) -> bool:
+    """No tangent at a visible level, and for a view op, a source whose views
+    follow no tangent (`_note_views` would record nothing)."""
+    if (
+        STATE.cap >= 0
+        and _is_fwd_grad_enabled()
+        and innermost_level_with_tangent(tensors) is not None
+    ):
+        return False
+    if func.is_view and args and isinstance(args[0], torch.Tensor):
+        entries = args[0].__dict__
+        return FORWARD_BASE not in entries and TANGENTS not in entries
+    return True
+
+
 def _any_lazy_view(tensors) -> bool:
     for t in tensors:
         if t.is_complex() or t.is_neg():
@@ -166,18 +228,8 @@ def _mutates(schema) -> bool:
 
 def _missing_rule(mode, func, args, kwargs, level):
     schema = func._schema
-    name = (
-        f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
-    )
     if _is_out_variant(schema):
-        raise NotImplementedError(
-            f"{name} is an out= variant: forward AD cannot write tangents into out=; "
-            f"call the functional form instead"
-        )
-    message = (
-        f"dualgen has no forward-mode (JVP) rule for {name}; add an entry to "
-        f"derivatives.yaml (or register one with dualgen.register_jvp)"
-    )
+        raise NotImplementedError(out_variant_message(func))
     twin = _ATEN_TWIN_OF_PRIM.get(func)
     if twin is not None:
         # Autograd adds a gradient to an efficient zero tensor through
@@ -192,7 +244,7 @@ def _missing_rule(mode, func, args, kwargs, level):
                 torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs
             )
     if _mutates(schema):
-        raise NotImplementedError(message)
+        raise NotImplementedError(no_rule_message(func))
     with handling_levels_below(level, mode):
         out = func(*args, **kwargs)
     outputs = out if isinstance(out, (tuple, list)) else (out,)
@@ -200,7 +252,7 @@ def _missing_rule(mode, func, args, kwargs, level):
         isinstance(o, torch.Tensor) and is_differentiable_dtype(o)
         for o in _tensors(outputs)
     ):
-        raise NotImplementedError(message)
+        raise NotImplementedError(no_rule_message(func))
     return out  # nothing differentiable comes out (comparisons, indices, sizes)
 
 

@@ -795,6 +795,12 @@ def test_op_without_rule_raises(name):
         message = str(info.value)
         assert overload in message
         assert "derivatives.yaml" in message
+        # native's key phrase, where the user's code called it, the entry to add
+        assert "Trying to use forward AD with" in message
+        assert f"called at {__file__}:" in message
+        schema = str(op._schema).split("::", 1)[1]
+        assert f"- name: {schema}\n" in message
+        assert ": <tangent, from " in message
         # the same op without tangent inputs needs no rule
         assert_close(call(x.clone()), call(x.clone()))
     # native has none either (so the call itself is sound)
@@ -824,6 +830,7 @@ def test_out_variants_with_tangent_inputs_raise(name):
     assert type(native) is NotImplementedError
     assert type(ours) is NotImplementedError
     assert "out=" in str(native) and "out=" in str(ours)
+    assert str(native).split("(")[0] in str(ours)  # native's phrase, then ours
 
 
 def test_out_variants_without_tangent_inputs_work():

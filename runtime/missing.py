@@ -1,0 +1,80 @@
+"""What a user reads when an op with tangent inputs has no forward rule.
+
+Native's error type (NotImplementedError) and key phrase ("Trying to use forward
+AD with NAME that does not support it because ..."), which users and PyTorch's
+tests match, followed by what native cannot say: the overload, where the user's
+code called it, and the spec entry to add, as a stub to fill in.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+_DIFFERENTIABLE_TYPES = ("Tensor", "Optional[Tensor]", "List[Tensor]")
+
+# Frames inside these directories are not the user's call site.
+_INTERNAL = tuple(
+    os.path.dirname(module.__file__) + os.sep
+    for module in (torch, sys.modules[__package__])
+)
+
+
+def qualified_name(func) -> str:
+    schema = func._schema
+    if schema.overload_name:
+        return f"{schema.name}.{schema.overload_name}"
+    return schema.name
+
+
+def _native_name(func, out: bool) -> str:
+    """The name native's message uses: the C++ function's (`add_out`, `igamma`)."""
+    base = func._schema.name.split("::", 1)[-1]
+    return f"{base}_out" if out else base
+
+
+def out_variant_message(func) -> str:
+    return (
+        f"Trying to use forward AD with {_native_name(func, out=True)} that does "
+        f"not support it because it is an out= function ({qualified_name(func)}"
+        f"{_called_at()}). Call its functional form instead: its result carries "
+        f"tangents."
+    )
+
+
+def no_rule_message(func) -> str:
+    return (
+        f"Trying to use forward AD with {_native_name(func, out=False)} that does "
+        f"not support it because it has not been implemented yet.\n"
+        f"dualgen has no forward-mode (JVP) rule for {qualified_name(func)}"
+        f"{_called_at()}. Add an entry to derivatives.yaml (or register one with "
+        f"dualgen.register_jvp):\n\n{spec_stub(func)}"
+    )
+
+
+def spec_stub(func) -> str:
+    """The entry to write: the schema, a backward formula to fill in per
+    differentiable input, and the forward formula of each output."""
+    schema = func._schema
+    lines = [f"- name: {str(schema).split('::', 1)[-1]}"]
+    inputs = [a.name for a in schema.arguments if str(a.type) in _DIFFERENTIABLE_TYPES]
+    lines += [f"  {name}: <gradient of {name}, from grad>" for name in inputs]
+    tangents = ", ".join(f"{name}_t" for name in inputs)
+    outputs = [r.name or "result" for r in schema.returns]
+    if len(outputs) > 1:
+        outputs = [r.name or f"result{i}" for i, r in enumerate(schema.returns)]
+    lines += [f"  {name}: <tangent, from {tangents}>" for name in outputs]
+    return "\n".join(lines)
+
+
+def _called_at() -> str:
+    """`, called at FILE:LINE`: the innermost frame outside torch and dualgen."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_INTERNAL) and not filename.startswith("<"):
+            return f", called at {filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
