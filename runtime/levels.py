@@ -38,6 +38,10 @@ class _ThreadState(threading.local):
         self.cap: int = -1  # highest level index the mode handles right now
         self.mode = None  # the DualMode while any level is active
         self.user_exclude = None  # dispatch keys the user's context excludes
+        # The op being handled has a tensor subclass with its own dispatch among
+        # its arguments: the mode stays on the stack while it runs (`mode.py`).
+        self.subclass_op = False
+        self.defer_next = False  # the next op reaching the mode goes to the subclass
 
 
 STATE = _ThreadState()

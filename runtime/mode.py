@@ -18,7 +18,12 @@ tangent, the dispatch contexts), `layout` and `dtypes` (how a tangent is stored)
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _get_current_dispatch_mode,
+    _pop_mode,
+    _push_mode,
+)
 
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
 from .inplace import (
@@ -31,9 +36,7 @@ from .inplace import (
     call_with,  # noqa: F401 - imported from here (tests)
 )
 from .levels import (
-    FORWARD_BASE,
     STATE,
-    TANGENTS,
     Level,
     forget_view,
     note_view,
@@ -80,18 +83,23 @@ class DualMode(TorchDispatchMode):
     """Runs every aten op; computes tangents where its inputs have them."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if STATE.defer_next:
+            STATE.defer_next = False
+            return NotImplemented  # the subclass runs it (`_deferring`)
         kwargs = kwargs or {}
         tensors = tensor_arguments(args, kwargs)
-        if (
-            any(type(t) is not torch.Tensor for t in tensors)
-            and _dispatches_itself(tensors)
-            and _nothing_to_do(func, args, tensors)
-        ):
-            # The subclass's own __torch_dispatch__ runs with this mode still
-            # active, so ops it re-enters dispatch with reach a mode (run inside
-            # this one, with the mode off the stack, they would hit torch's
-            # "no arguments had PyInterpreter" assert).
-            return NotImplemented
+        subclass_op = any(type(t) is not torch.Tensor for t in tensors) and (
+            _dispatches_itself(tensors)
+        )
+        if subclass_op is not STATE.subclass_op:
+            previous, STATE.subclass_op = STATE.subclass_op, subclass_op
+            try:
+                return self._entered(func, args, kwargs, tensors)
+            finally:
+                STATE.subclass_op = previous
+        return self._entered(func, args, kwargs, tensors)
+
+    def _entered(self, func, args, kwargs, tensors):
         if _any_lazy_view(tensors):
             with native_dispatch_keys():
                 return self._dispatch(func, args, kwargs, tensors)
@@ -104,7 +112,11 @@ class DualMode(TorchDispatchMode):
         if STATE.cap >= 0 and _is_fwd_grad_enabled():
             level = innermost_level_with_tangent(tensors)
         if level is None:
-            out = func(*args, **kwargs)
+            out = (
+                _deferring(self, func, args, kwargs)
+                if STATE.subclass_op
+                else (func(*args, **kwargs))
+            )
         else:
             out = _dispatch_at(self, func, args, kwargs, level)
         if func.is_view and func is not _DETACH:
@@ -184,19 +196,19 @@ def _dispatches_itself(tensors) -> bool:
     )
 
 
-def _nothing_to_do(func, args, tensors) -> bool:
-    """No tangent at a visible level, and for a view op, a source whose views
-    follow no tangent (`_note_views` would record nothing)."""
-    if (
-        STATE.cap >= 0
-        and _is_fwd_grad_enabled()
-        and innermost_level_with_tangent(tensors) is not None
-    ):
-        return False
-    if func.is_view and args and isinstance(args[0], torch.Tensor):
-        entries = args[0].__dict__
-        return FORWARD_BASE not in entries and TANGENTS not in entries
-    return True
+def _deferring(mode, func, args, kwargs):
+    """Run `func` on arguments that include a tensor subclass with its own
+    __torch_dispatch__, with this mode on the stack (torch pops it while the mode
+    runs): the mode declines the call (NotImplemented), so the subclass's dispatch
+    runs it, and ops the subclass re-enters dispatch with reach the mode (with no
+    mode on the stack they fail torch's "no arguments had PyInterpreter" assert)."""
+    STATE.defer_next = True
+    _push_mode(mode)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _pop_mode()
+        STATE.defer_next = False
 
 
 def _any_lazy_view(tensors) -> bool:

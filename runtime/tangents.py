@@ -56,9 +56,11 @@ class handling_levels_below:
         STATE.cap = self.level.index - 1
         # Inside __torch_dispatch__ the mode is off the stack; from user code
         # (unpack_dual deriving a view's tangent) it is still on it.
+        # (Level 0 leaves nothing for the mode to see, except that a tensor
+        # subclass re-entering dispatch needs a mode on the stack: see mode.py.)
         self.pushed = (
-            self.level.index > 0 and _get_current_dispatch_mode() is not self.mode
-        )
+            self.level.index > 0 or STATE.subclass_op
+        ) and _get_current_dispatch_mode() is not self.mode
         if self.pushed:
             _push_mode(self.mode)
 

@@ -78,6 +78,15 @@ NATIVE_WRONG = {
     "triangle the op reads",
     ("as_strided_scatter", "vjp"): "native's gradient of self is grad inside the "
     "scattered region and zero outside, the reverse of the derivative",
+    **{
+        (f"logical_{op}_", check): f"native's {what} though the result (0 or 1) "
+        "is piecewise constant (docs/differences.md)"
+        for op in ("and", "or", "xor", "not")
+        for check, what in (
+            ("jvp", "tangent is self's old one"),
+            ("vjp", "gradient passes grad through to self"),
+        )
+    },
 }
 
 # Kernels that differ from native on purpose, on every sample they have (a strict
@@ -248,6 +257,22 @@ SAMPLES: dict[str, list[Sample]] = {
     "zero_": [S(T(3, 4))],
     "fill_.Scalar": [S(T(3, 4), 2.5)],
     "fill_.Tensor": [S(T(3, 4), T())],
+    **{
+        f"{op}_.Scalar": [S(T(3, 4), 0.25, complex_ok=False)]
+        for op in ("eq", "ne", "lt", "le", "gt", "ge")
+    },
+    **{
+        f"{op}_.Tensor": [
+            S(T(3, 4), T(3, 4), complex_ok=False),
+            S(T(3, 4), T(4), complex_ok=False),
+        ]
+        for op in ("eq", "ne", "lt", "le", "gt", "ge")
+    },
+    **{
+        f"logical_{op}_": [S(T(3, 4), T(3, 4), complex_ok=False)]
+        for op in ("and", "or", "xor")
+    },
+    "logical_not_": [S(T(3, 4), complex_ok=False)],
     "_softmax": [
         S(T(3, 4), 1, False, complex_ok=False),
         S(T(3, 4), 0, False, complex_ok=False),

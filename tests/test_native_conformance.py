@@ -391,6 +391,44 @@ def test_make_dual_of_a_dispatch_subclass_aliases_only_the_primal():
     assert conform(program) == (1, 1)
 
 
+class Rewrapping(torch.Tensor):
+    """A subclass whose __torch_dispatch__ re-enters dispatch (with autograd) on
+    every op and wraps what the op returns."""
+
+    @staticmethod
+    def __new__(cls, data):
+        return torch.Tensor._make_subclass(cls, data)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        with torch.overrides.enable_reentrant_dispatch():
+            probe = torch.rand(1, requires_grad=True)
+            assert probe.exp().grad_fn is not None
+        with no_dispatch():
+            out = func(*args, **(kwargs or {}))
+        return torch.utils._pytree.tree_map_only(
+            torch.Tensor, lambda t: t if isinstance(t, cls) else cls(t), out
+        )
+
+
+def test_a_dual_dispatch_subclass_that_re_enters_dispatch():
+    """Its ops run with dualgen's mode on the stack, so re-entered ops reach a
+    mode; tangents, views, in-place ops and types are native's."""
+
+    def program(api):
+        x = Rewrapping(rand(3))
+        with api.fwAD.dual_level():
+            dual = api.fwAD.make_dual(x, rand(3))
+            y = dual.sin() * dual
+            y[1:].add_(dual[:2])
+            primal, tangent = api.fwAD.unpack_dual(y)
+            types = [type(t).__name__ for t in (dual, y, primal, tangent)]
+            plain = lambda t: t.as_subclass(torch.Tensor).clone()
+            return types, plain(primal), plain(tangent)
+
+    conform(program)
+
+
 # --------------------------------------------------------------------------------------
 # 2. levels
 
