@@ -47,8 +47,11 @@ def _separate_from_self(primals: list, tangents: list, indices, self_tangent) ->
                 tangents[j] = t.clone()
 
 
-def _storage_key(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+def _storage_key(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:  # batched by vmap: no storage, so taken as shared
+        return None
 
 
 def _run_inplace_tracked(func, target, primals: list, have_original: bool):

@@ -4,6 +4,10 @@ A tangent keeps its own layout when it matches its primal's (`same_layout`) and 
 otherwise copied into memory laid out like the primal (`conform_layout`,
 `laid_out_like`); a view given a new tangent stores it on its base
 (`set_new_tangent`).
+
+Under vmap a tangent may be a batched tensor (a tangent per batch element, with no
+storage of its own): native then skips the storage-length test and lays copies out
+with the primal's layout per element (`zeros_laid_out_for`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import torch
 
 from .levels import (
     Level,
+    _without_lazy_bits,
     forward_base,
     own_tangent,
     set_tangent,
@@ -44,10 +49,15 @@ def same_layout(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
         return False
     if tangent.is_conj() != primal.is_conj() or tangent.is_neg() != primal.is_neg():
         return False
-    nbytes, primal_nbytes = (
-        tangent.untyped_storage().nbytes(),
-        primal.untyped_storage().nbytes(),
-    )
+    try:
+        nbytes, primal_nbytes = (
+            tangent.untyped_storage().nbytes(),
+            primal.untyped_storage().nbytes(),
+        )
+    except RuntimeError:  # no storage (vmap): only here, so others pay nothing
+        if not _batched_tangent_of_plain(tangent, primal):
+            raise
+        return True
     if tangent.dtype == primal.dtype:
         return nbytes == primal_nbytes
     return nbytes * primal.element_size() == primal_nbytes * tangent.element_size()
@@ -66,7 +76,11 @@ def conform_layout(
         return tangent
     dtype = tangent.dtype if keep else primal.dtype
     with autograd_enabled():  # from make_dual; a no-op inside the mode
-        return laid_out_like(primal, dtype, zeros=False).copy_(tangent)
+        if torch._C._has_storage(tangent):
+            laid_out = laid_out_like(primal, dtype, zeros=False)
+        else:  # batched by vmap, most likely
+            laid_out = _batched_laid_out_like(primal, dtype, tangent)
+        return laid_out.copy_(tangent)
 
 
 def laid_out_like(primal: torch.Tensor, dtype: torch.dtype, zeros: bool = True):
@@ -89,7 +103,77 @@ def laid_out_like(primal: torch.Tensor, dtype: torch.dtype, zeros: bool = True):
 
 
 def _storage_length(t: torch.Tensor) -> int:
-    return t.untyped_storage().nbytes() // t.element_size()
+    try:
+        return t.untyped_storage().nbytes() // t.element_size()
+    except RuntimeError:
+        _refuse_batched_primal(t)
+        raise
+
+
+def is_batched(t: torch.Tensor) -> bool:
+    """Whether t is batched by vmap (torch.vmap's or the legacy one that
+    `torch.autograd.functional.jacobian(vectorize=True)` and gradcheck use)."""
+    functorch = torch._C._functorch
+    return functorch.is_batchedtensor(t) or functorch.is_legacy_batchedtensor(t)
+
+
+def _batched_tangent_of_plain(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
+    """Whether `same_layout`'s storage test, which failed for want of storage,
+    passes by native's rule (`_has_same_storage_numel`): a batched tangent of a
+    plain primal does, vmap letting no view reach beyond a tensor's elements
+    anyway. A batched primal is refused: its ops reach the mode as its unbatched
+    tensor, which would not carry the tangent."""
+    _refuse_batched_primal(primal)
+    _refuse_functorch_batched(tangent)
+    return is_batched(tangent)
+
+
+def _refuse_batched_primal(primal: torch.Tensor) -> None:
+    if is_batched(primal):
+        raise RuntimeError(
+            "dualgen cannot make a dual of a tensor batched by vmap: call make_dual "
+            "outside vmap, or vmap over the tangent only (batching of the primal "
+            "is not supported)"
+        )
+
+
+def _refuse_functorch_batched(tangent: torch.Tensor) -> None:
+    """torch.vmap's batched tensors work only while their vmap level is on
+    functorch's stack, which functorch pops before a dispatch mode runs: the
+    mode could not compute with such a tangent (the legacy vmap has no stack)."""
+    if torch._C._functorch.is_batchedtensor(tangent):
+        raise RuntimeError(
+            "dualgen cannot take a tangent batched by torch.vmap: functorch hides "
+            "its vmap level from dispatch modes, where dualgen computes tangents. "
+            "Batch tangents with torch._vmap_internals._vmap (as "
+            "torch.autograd.functional.jacobian(vectorize=True) does), or make "
+            "the dual outside torch.vmap and vmap over it"
+        )
+
+
+def _batched_laid_out_like(primal: torch.Tensor, dtype: torch.dtype, tangent):
+    """New memory of `dtype` with the primal's sizes, strides and bits for each
+    batch element of `tangent`, as native copies a batched tangent
+    (`new_empty_strided`); plain memory (`laid_out_like`) if it is not batched."""
+    if not is_batched(tangent):
+        return laid_out_like(primal, dtype, zeros=False)
+    _refuse_functorch_batched(tangent)
+    laid_out = tangent.new_empty_strided(primal.size(), primal.stride(), dtype=dtype)
+    return with_lazy_bits(laid_out, primal)
+
+
+def zeros_laid_out_for(value: torch.Tensor, primal: torch.Tensor, dtype):
+    """Zeros of `dtype` laid out like `primal`, to write `value` into: batched
+    like `value` under vmap (the primal's layout per batch element, as native's
+    `_new_zeros_with_same_feature_meta`), so views of it reach what the same
+    views of the primal reach."""
+    zeros = laid_out_like(primal, dtype)
+    if not is_batched(value):
+        return zeros
+    batched = torch.ops.aten._new_zeros_with_same_feature_meta(
+        value, _without_lazy_bits(zeros)
+    )
+    return with_lazy_bits(batched, primal)
 
 
 def set_new_tangent(
@@ -113,14 +197,15 @@ def set_new_tangent(
         # As native: a tangent laid out like both becomes the base's as it is
         # (in its own dtype), and the view's is the same tensor. (Not a real one
         # for a complex base, which only an empty `.real` view lays out alike:
-        # the base's complex views could not be taken of it.)
-        value = conform_layout(value, t, fresh)
+        # the base's complex views could not be taken of it.) A batched value
+        # is copied: vmap hides whether it views an operand's tangent.
+        value = conform_layout(value, t, fresh or is_batched(value))
         set_tangent(base, level, value)
         set_tangent(t, level, value)
         return
     with autograd_enabled():
         if base_tangent is None:
-            base_tangent = laid_out_like(base, base.dtype)
+            base_tangent = zeros_laid_out_for(value, base, base.dtype)
             set_tangent(base, level, base_tangent)
         view_tangent = view_of_tangent(base_tangent, t, base)
         view_tangent.copy_(value)

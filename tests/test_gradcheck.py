@@ -628,15 +628,23 @@ def test_no_input_requires_grad_raises_value_error():
         dualgen.adjoint_check(torch.sin, (torch.arange(3),))
 
 
-@pytest.mark.parametrize("flag", ["check_batched_grad", "check_batched_forward_grad"])
-def test_batched_checks_are_not_implemented(flag):
-    with pytest.raises(NotImplementedError, match="batched"):
-        dualgen.gradcheck(torch.sin, (rand(3),), **{flag: True})
+def test_batched_checks_pass_a_right_function():
+    """The batched checks themselves are compared with native's in
+    test_native_conformance_gradcheck.py and test_batched_tangents.py."""
+    x = rand(3)
+    assert dualgen.gradcheck(
+        torch.sin,
+        (x,),
+        check_forward_ad=True,
+        check_batched_grad=True,
+        check_batched_forward_grad=True,
+    )
+    assert dualgen.gradgradcheck(torch.sin, (x,), check_batched_grad=True)
 
 
-def test_gradgradcheck_batched_is_not_implemented():
-    with pytest.raises(NotImplementedError, match="batched"):
-        dualgen.gradgradcheck(torch.sin, (rand(3),), check_batched_grad=True)
+def test_batched_checks_need_their_modes():
+    with pytest.raises(AssertionError, match="requires check_forward_ad"):  # native's
+        dualgen.gradcheck(torch.sin, (rand(3),), check_batched_forward_grad=True)
 
 
 def test_sparse_input_is_not_implemented():

@@ -29,7 +29,6 @@ from test_native_conformance import (
     level_active,
     no_level_left_behind,  # noqa: F401 - autouse
     rand,
-    xfail,
 )
 from torch.autograd import Function
 
@@ -110,13 +109,12 @@ def _recording_function():
     return Record
 
 
-BATCHED = xfail("gradcheck check_batched_forward_grad")
 JVP_COUNT_CASES = [
     pytest.param(True, False, False, id="no_undefined_check"),
     pytest.param(True, True, False, id="undefined_check"),
     pytest.param(False, True, False, id="y_no_grad"),
-    pytest.param(True, True, True, id="batched", marks=BATCHED),
-    pytest.param(False, True, True, id="batched_y_no_grad", marks=BATCHED),
+    pytest.param(True, True, True, id="batched"),
+    pytest.param(False, True, True, id="batched_y_no_grad"),
 ]
 
 
@@ -158,12 +156,12 @@ def test_gradcheck_forward_mode_calls_jvp_as_often_and_without_requires_grad(
     _same(dual[:2], native[:2], "verdict and requires_grad inside the level")
     assert native[1] == {(False, False)}
     differentiable = 1 + y_grad
-    if batched:
-        assert dual[2] == native[2]
-    elif undefined:
+    # The batched check: per input, two jvps in a loop and one under vmap.
+    batched_calls = 3 * differentiable if batched else 0
+    if undefined:
         native_extra = 1 if differentiable == 1 else 2 * differentiable
-        assert native[2] == differentiable + native_extra
-        assert dual[2] == differentiable + 1
+        assert native[2] == differentiable + native_extra + batched_calls
+        assert dual[2] == differentiable + 1 + batched_calls
     else:
         assert dual[2] == native[2] == differentiable
 
@@ -180,8 +178,8 @@ def test_gradcheck_forward_mode_calls_jvp_as_often_and_without_requires_grad(
     ],
 )
 def test_gradcheck_runs_only_the_modes_asked_for(forward, backward, fwd_bad, bwd_bad):
-    """PyTorch's test also sets check_batched_grad=check_backward_ad; here it stays
-    False (the batched checks have their own xfail)."""
+    """PyTorch's test also sets check_batched_grad=check_backward_ad: so does
+    this one."""
 
     class Scale(Function):
         @staticmethod
@@ -209,6 +207,7 @@ def test_gradcheck_runs_only_the_modes_asked_for(forward, backward, fwd_bad, bwd
             check_forward_ad=bool(forward),
             check_backward_ad=bool(backward),
             check_undefined_grad=bool(backward),
+            check_batched_grad=bool(backward),
             fast_mode=fast,
         )
 
@@ -256,7 +255,6 @@ BATCHED_FORWARD_CASES = {
 }
 
 
-@xfail("gradcheck check_batched_forward_grad")
 @pytest.mark.parametrize("case", BATCHED_FORWARD_CASES)
 def test_gradcheck_batched_forward_grad(case):
     fn, make_inputs, error = BATCHED_FORWARD_CASES[case]

@@ -24,7 +24,6 @@ from test_native_conformance import (
     conform,
     no_level_left_behind,  # noqa: F401 - autouse
     rand,
-    xfail,
 )
 
 # --------------------------------------------------------------------------------------
@@ -253,7 +252,6 @@ def _vmapped(fn, tangent):
     return torch._vmap_internals._vmap(fn, 0, 0)(tangent)
 
 
-@xfail("make_dual under torch._vmap_internals._vmap (BatchedTensorImpl storage)")
 def test_vmapped_make_dual_copies_a_tangent_of_another_layout():
     def program(api):
         primal = torch.zeros(2, 2, dtype=F64).transpose(0, 1)
@@ -286,7 +284,6 @@ def _copy_into_view_under_vmap(api, view):
     return x_tangent is tangents, view_tangent, base_tangent
 
 
-@xfail("make_dual under torch._vmap_internals._vmap (BatchedTensorImpl storage)")
 def test_vmapped_copy_into_a_same_layout_view_shares_the_base_tangent():
     def program(api):
         base = torch.zeros(2, 2, dtype=F64)
@@ -298,7 +295,6 @@ def test_vmapped_copy_into_a_same_layout_view_shares_the_base_tangent():
     assert conform(program) == (True, False, True)
 
 
-@xfail("make_dual under torch._vmap_internals._vmap (BatchedTensorImpl storage)")
 def test_vmapped_copy_into_a_transposed_view_gives_a_view_of_the_base_tangent():
     def program(api):
         view = torch.zeros(2, 2, dtype=F64).transpose(0, 1)
@@ -308,7 +304,6 @@ def test_vmapped_copy_into_a_transposed_view_gives_a_view_of_the_base_tangent():
     assert conform(program) == (True, True)
 
 
-@xfail("make_dual under torch._vmap_internals._vmap (BatchedTensorImpl storage)")
 def test_vmapped_make_dual_skips_the_storage_size_check():
     """Under vmap the tangent is kept as given though the primal's storage is
     larger, so an as_strided view over the whole storage raises."""
@@ -348,7 +343,6 @@ def test_vmap_over_a_dual_tensor_and_over_a_closure_holding_one():
     conform(program)
 
 
-@xfail("make_dual under torch.vmap (BatchedTensorImpl storage)")
 def test_make_dual_under_torch_vmap_refuses_cleanly_or_works():
     """Native refuses ("Batching rule not implemented for aten::_make_dual"). dualgen
     passes if it refuses with a RuntimeError that says vmap or batching (today:
@@ -377,7 +371,6 @@ def test_make_dual_under_torch_vmap_refuses_cleanly_or_works():
         raise dual
 
 
-@xfail("jacobian(strategy='forward-mode', vectorize=True) (vmap over make_dual)")
 def test_jacobian_in_forward_mode_vectorized():
     """`torch.autograd.functional.jacobian` imports `forward_ad as fwAD`; the
     dualgen run swaps that one import."""
@@ -395,7 +388,6 @@ def test_jacobian_in_forward_mode_vectorized():
     conform(program)
 
 
-@xfail("gradcheck check_batched_grad / check_batched_forward_grad")
 @pytest.mark.parametrize("arity", [1, 2])
 def test_gradcheck_with_batched_forward_and_backward_checks(arity):
     def program(api):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..tape import GradDtypeMismatch
-from . import fast, jacobians
+from . import batched, fast, jacobians
 from .compare import GradcheckError, matrix_mismatch, scalar_mismatch
 from .problem import Problem, is_differentiable
 
@@ -47,9 +47,14 @@ def gradcheck(
         raise AssertionError(
             "Expected at least one of check_forward_ad or check_backward_ad to be True"
         )
-    if check_batched_grad or check_batched_forward_grad:
-        raise NotImplementedError(
-            "dualgen.gradcheck does not check batched (vmap) gradients"
+    if check_batched_grad and not check_backward_ad:
+        raise AssertionError(
+            "Setting check_batched_grad=True requires check_backward_ad to be True"
+        )
+    if check_batched_forward_grad and not check_forward_ad:
+        raise AssertionError(
+            "Setting check_batched_forward_grad=True requires check_forward_ad to "
+            "be True"
         )
     problem = Problem.make(
         func, inputs, masked=masked, finite_differences=True, forward=check_forward_ad
@@ -73,6 +78,10 @@ def gradcheck(
         failures += _undefined(problem, check_forward_ad, check_backward_ad)
     if check_adjoint and check_forward_ad and check_backward_ad and not failures:
         failures += _adjoint(problem, rtol=None, atol=0.0)
+    if check_batched_forward_grad:
+        failures += batched.forward(problem)
+    if check_batched_grad:
+        failures += batched.backward(problem)
     return _verdict(failures, raise_exception)
 
 
