@@ -10,11 +10,10 @@ asserts the same result: values, dtypes, tangent presence (None against None),
 identities returned as booleans, or the same error type with the key phrase
 PyTorch's test looks for.
 
-Known gaps are strict xfails naming the item of issue 22 ("(new)" where the item
-was found by these tests), so a fix turns into an XPASS failure that asks for the
-mark to go. Where dualgen differs on purpose (nested levels, JVPs derived from
-`backward`, its own gradcheck messages), the test asserts dualgen's documented
-behaviour, pins native's, and says so in its docstring.
+Every behaviour matches native. Where dualgen differs on purpose (nested levels,
+JVPs derived from `backward`, zero tangents where native keeps a stale one, its
+own gradcheck messages), the test asserts dualgen's documented behaviour
+(docs/differences.md), pins native's, and says so in its docstring.
 
 This module has the helpers (imported by its siblings) and make_dual, levels,
 forward grad mode, unpack_dual; `test_native_conformance_views.py` has views,
@@ -54,10 +53,6 @@ def level_active(api: Api) -> bool:
     """Whether a forward-AD level of `api` is active (PyTorch's tests read
     `fwAD._current_level`)."""
     return api.fwAD._current_level >= 0
-
-
-def xfail(item: str):
-    return pytest.mark.xfail(strict=True, reason=f"issue 22: {item}")
 
 
 # --------------------------------------------------------------------------------------

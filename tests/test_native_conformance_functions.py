@@ -23,7 +23,6 @@ from test_native_conformance import (
     conform,
     forward_mismatch,
     no_level_left_behind,  # noqa: F401 - autouse
-    xfail,
 )
 from torch.autograd import Function
 
@@ -89,13 +88,7 @@ VIEW_ERRORS = {
 VIEW_FLAGS = [
     "ok",
     "not_a_view",
-    pytest.param(
-        "not_a_view_of_inp",
-        marks=xfail(
-            "(new) a jvp view of another tensor is reported as 'not a view of the "
-            "same base' instead of 'not returning a view of the given grad input'"
-        ),
-    ),
+    "not_a_view_of_inp",
     "not_a_view_of_inp_base",
 ]
 

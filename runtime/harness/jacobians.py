@@ -70,9 +70,11 @@ def forward(problem: Problem) -> Jacobians:
         x = problem.input(i)
         for j in range(x.numel()):
             for d, (step, _) in enumerate(_directions(x)):
-                tangent = torch.zeros(x.numel(), dtype=x.dtype)
-                tangent[j] = step
-                units.append((i, d, {i: tangent.reshape(x.shape)}))
+                # A tensor of its own laid out like x, as native's (a view's
+                # `_base` shows in custom Functions' jvp checks).
+                tangent = torch.zeros_like(x, requires_grad=False)
+                tangent[unravel(x.shape, j)] = step
+                units.append((i, d, {i: tangent}))
     results = problem.jvps(tangents for _, _, tangents in units)
     for (i, d, _), tangents in zip(units, results):
         for part in problem.parts:
