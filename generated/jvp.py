@@ -32,6 +32,7 @@ from dualgen.formulas import (
     clamp_tensor_weight,
     conform,
     convolution_backward_tangent,
+    copy_broadcast,
     det_tangent,
     dist_tangent,
     dropout_scale,
@@ -1477,13 +1478,13 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
     # inplace, spec line 506
-    # result: src_t.clone().expand_as(self_p)
+    # result: copy_broadcast(src_t, self_p)
     if self_t is not None and src_t is not None:
-        return src_t.clone().expand_as(self_p)
+        return copy_broadcast(src_t, self_p)
     elif self_t is not None:
         return self_t.zero_()
     elif src_t is not None:
-        return conform(src_t.clone().expand_as(self_p), result)
+        return conform(copy_broadcast(src_t, self_p), result)
     else:
         return None
 

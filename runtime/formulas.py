@@ -18,6 +18,7 @@ __all__ = [
     "as_strided_grad",
     "clamp_mask",
     "conform",
+    "copy_broadcast",
     "expand_reduced",
     "fill_absent",
     "gather_reduced",
@@ -61,6 +62,14 @@ def unbroadcast(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     if grad.shape != like.shape:
         grad = grad.sum_to_size(like.shape)
     return as_real_like(grad, like)
+
+
+def copy_broadcast(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` broadcast to `like`'s shape: a tensor of its own where no
+    broadcasting is needed (native's copy_ tangent is no view then), else an
+    expanded view of the copy."""
+    copy = t.clone()
+    return copy if copy.shape == like.shape else copy.expand_as(like)
 
 
 def as_real_like(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -90,7 +90,14 @@ def laid_out_like(primal: torch.Tensor, dtype: torch.dtype, zeros: bool = True):
     primal's memory has elements that share a location."""
     offset = primal.storage_offset()
     length = _storage_length(primal)
-    if zeros or offset or length != primal.numel():
+    covers = not offset and length == primal.numel()
+    if zeros and covers and primal.is_contiguous():
+        # A tensor of its own, as native's (not a view of a storage tensor: a
+        # view's tangent is then a view of this one, `_base` and all).
+        laid_out = torch.empty_strided(
+            primal.size(), primal.stride(), dtype=dtype, device=primal.device
+        ).zero_()
+    elif zeros or not covers:
         # A view into a larger storage: the tangent gets storage of the same
         # size, zeros outside the view, so as_strided reaches the same places.
         storage = torch.zeros(length, dtype=dtype, device=primal.device)

@@ -36,6 +36,17 @@ def test_unbroadcast_sums_to_shape_and_drops_imaginary_part_for_real_inputs():
     assert F.unbroadcast(g, like.to(torch.complex128)).is_complex()
 
 
+def test_copy_broadcast_copies_and_expands_only_when_needed():
+    t = torch.randn(3, dtype=torch.float64)
+    same = F.copy_broadcast(t, torch.empty(3))
+    assert same._base is None and same.data_ptr() != t.data_ptr()
+    torch.testing.assert_close(same, t)
+    wide = F.copy_broadcast(t, torch.empty(2, 3))
+    assert wide.shape == (2, 3) and wide.stride() == (0, 1)
+    assert wide.data_ptr() != t.data_ptr()
+    torch.testing.assert_close(wide, t.expand(2, 3))
+
+
 def test_as_real_like():
     z = torch.randn(3, dtype=torch.complex128)
     torch.testing.assert_close(F.as_real_like(z, torch.randn(3)), z.real)

@@ -304,6 +304,36 @@ def test_vmapped_copy_into_a_transposed_view_gives_a_view_of_the_base_tangent():
     assert conform(program) == (True, True)
 
 
+@pytest.mark.parametrize("view", ["same layout", "transposed", "broadcast"])
+def test_copy_of_a_dual_into_a_view_of_a_plain_tensor(view):
+    """Outside vmap: the base gets the tangent (as is where the view has the
+    base's layout), the view's is a view of it exactly where native's is."""
+
+    def program(api):
+        base = torch.zeros(2, 2, dtype=F64)
+        target = {
+            "same layout": base.view_as(base),
+            "transposed": base.transpose(0, 1),
+            "broadcast": base[0],
+        }[view]
+        with api.fwAD.dual_level():
+            tangent = rand(*target.shape)
+            x = api.fwAD.make_dual(rand(*target.shape), tangent)
+            target.copy_(x)
+            view_tangent = api.fwAD.unpack_dual(target).tangent
+            base_tangent = api.fwAD.unpack_dual(base).tangent
+            return (
+                view_tangent._is_view(),
+                view_tangent is base_tangent,
+                view_tangent._base is base_tangent,
+                base_tangent.data_ptr() == tangent.data_ptr(),
+                view_tangent,
+                base_tangent,
+            )
+
+    conform(program)
+
+
 def test_vmapped_make_dual_skips_the_storage_size_check():
     """Under vmap the tangent is kept as given though the primal's storage is
     larger, so an as_strided view over the whole storage raises."""
