@@ -67,7 +67,7 @@ def enter_dual_level() -> int:
         _push_mode(mode)
         state.mode = mode
         functions.install()  # custom autograd.Functions use their jvp
-        tensor_hooks.install()  # detach_ and printing
+        tensor_hooks.install()  # detach_ and printing (once, for good)
     level = Level(len(state.levels))
     state.levels.append(level)
     state.cap = level.index
@@ -93,7 +93,6 @@ def exit_dual_level(*, level: int | None = None) -> None:
             _pop_mode()
         state.mode = None
         functions.uninstall()
-        tensor_hooks.uninstall()
 
 
 class dual_level(contextlib.ContextDecorator):

@@ -38,9 +38,7 @@ from .inplace import (
 from .levels import (
     STATE,
     Level,
-    forget_view,
     note_view,
-    set_tangent,
 )
 from .missing import no_rule_message, out_variant_message
 from .outputs import _attach, _shared_with_inputs
@@ -88,16 +86,17 @@ class DualMode(TorchDispatchMode):
             return NotImplemented  # the subclass runs it (`_deferring`)
         kwargs = kwargs or {}
         tensors = tensor_arguments(args, kwargs)
-        subclass_op = any(type(t) is not torch.Tensor for t in tensors) and (
-            _dispatches_itself(tensors)
-        )
+        subclass_op = _dispatches_itself(types)
         if subclass_op is not STATE.subclass_op:
             previous, STATE.subclass_op = STATE.subclass_op, subclass_op
             try:
                 return self._entered(func, args, kwargs, tensors)
             finally:
                 STATE.subclass_op = previous
-        return self._entered(func, args, kwargs, tensors)
+        if _any_lazy_view(tensors):
+            with native_dispatch_keys():
+                return self._dispatch(func, args, kwargs, tensors)
+        return self._dispatch(func, args, kwargs, tensors)
 
     def _entered(self, func, args, kwargs, tensors):
         if _any_lazy_view(tensors):
@@ -106,8 +105,6 @@ class DualMode(TorchDispatchMode):
         return self._dispatch(func, args, kwargs, tensors)
 
     def _dispatch(self, func, args, kwargs, tensors):
-        if func is _DETACH_INPLACE:
-            return _detach_in_place(func, args, kwargs)
         level = None
         if STATE.cap >= 0 and _is_fwd_grad_enabled():
             level = innermost_level_with_tangent(tensors)
@@ -125,20 +122,10 @@ class DualMode(TorchDispatchMode):
 
 
 _DETACH = torch.ops.aten.detach.default  # a view whose tangent is never derived
-_DETACH_INPLACE = torch.ops.aten.detach_.default
 # With forward grad disabled (torch._C._set_fwd_grad_enabled(False), as torch's own
 # transforms do) no level's tangents are seen: ops give no tangents, in-place ops
 # leave self's as it was, and views still follow their base's (as native).
 _is_fwd_grad_enabled = torch._C._is_fwd_grad_enabled
-
-
-def _detach_in_place(func, args, kwargs):
-    """`x.detach_()`: x no longer has a tangent at any level, nor follows one."""
-    out = func(*args, **kwargs)
-    for level in STATE.levels:
-        set_tangent(out, level, None)
-    forget_view(out)
-    return out
 
 
 _ALIAS = torch.ops.aten.alias.default
@@ -188,12 +175,16 @@ def reads_lazy_views(args, kwargs) -> bool:
     return _any_lazy_view(tensor_arguments(args, kwargs))
 
 
-def _dispatches_itself(tensors) -> bool:
-    """True if an argument is a tensor subclass with its own __torch_dispatch__."""
-    return any(
-        type(t).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
-        for t in tensors
-    )
+def _dispatches_itself(types) -> bool:
+    """True if an argument is a tensor subclass with its own __torch_dispatch__
+    (`types`: the argument types torch hands the mode)."""
+    for t in types:
+        if t is not torch.Tensor and t.__torch_dispatch__ is not _PLAIN_DISPATCH:
+            return True
+    return False
+
+
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
 
 
 def _deferring(mode, func, args, kwargs):

@@ -1,5 +1,8 @@
-"""Tensor behaviour that never reaches the dispatch mode, patched while a level is
-active (the first level entered installs, the last one exited uninstalls).
+"""Tensor behaviour that never reaches the dispatch mode, patched when the first
+level is entered and kept for good: the patches do nothing while no level is
+active in the thread, and changing `torch.Tensor`'s attributes on every level
+entered and exited would cost every later attribute lookup on tensors (Python's
+type caches are invalidated), about 5 µs per level.
 
 - `detach_()` is done by autograd's own kernel, which calls no aten op: the mode
   cannot see it, so the patched method drops the tensor's tangents itself.
@@ -21,9 +24,10 @@ _ORIGINAL_STR_INTERN = tensor_str._str_intern
 
 def _detach_(self: torch.Tensor) -> torch.Tensor:
     out = _ORIGINAL_DETACH_(self)  # raises for a view, as native
-    for level in STATE.levels:
-        set_tangent(self, level, None)
-    forget_view(self)
+    if STATE.levels:
+        for level in STATE.levels:
+            set_tangent(self, level, None)
+        forget_view(self)
     return out
 
 
@@ -55,14 +59,24 @@ def _str_intern(inp, *, tensor_contents=None):
         torch.autograd.forward_ad.unpack_dual = native_unpack
 
 
+_INSTALLED = False
+
+
 def install() -> None:
-    torch.Tensor.detach_ = _detach_
-    torch.detach_ = _torch_detach_
-    tensor_str._str_intern = _str_intern
+    """Patch, once (from the first level entered in any thread)."""
+    global _INSTALLED
+    if not _INSTALLED:
+        torch.Tensor.detach_ = _detach_
+        torch.detach_ = _torch_detach_
+        tensor_str._str_intern = _str_intern
+        _INSTALLED = True
 
 
 def uninstall() -> None:
+    """Undo the patches (tests; dualgen itself keeps them)."""
+    global _INSTALLED
     if "detach_" in vars(torch.Tensor):
         del torch.Tensor.detach_  # back to TensorBase's
     torch.detach_ = _ORIGINAL_TORCH_DETACH_
     tensor_str._str_intern = _ORIGINAL_STR_INTERN
+    _INSTALLED = False
