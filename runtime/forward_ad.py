@@ -139,7 +139,7 @@ def make_dual(
                 "Making a dual Tensor based on a Tensor that already has a forward "
                 f"gradient at the same level {lvl.index} is not supported."
             )
-        if tangent_of(tangent, lvl) is not None:
+        if _may_be_dual(tangent) and tangent_of(tangent, lvl) is not None:
             raise RuntimeError(
                 "Setting a forward grad that itself has a forward gradient at the "
                 f"same level{lvl.index} is not supported."
@@ -147,6 +147,12 @@ def make_dual(
     dual = alias(tensor)  # as the mode runs it: other levels carry over
     set_tangent(dual, lvl, conform_layout(tangent, tensor))
     return dual
+
+
+def _may_be_dual(t: torch.Tensor) -> bool:
+    """Cheap test before `tangent_of`: a tensor with no entries of its own, no
+    base and no autograd history has no tangent at any level."""
+    return bool(t.__dict__) or t._base is not None or t.requires_grad
 
 
 def unpack_dual(

@@ -99,13 +99,9 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
 
 
 def geometry(t: torch.Tensor) -> tuple:
-    return (
-        t.untyped_storage().data_ptr(),
-        t.storage_offset(),
-        tuple(t.shape),
-        t.stride(),
-        t.dtype,
-    )
+    """Where and how t's elements lie (its first element's address includes the
+    storage offset): a saved output rebuilt by autograd has the same."""
+    return (t.data_ptr(), t.shape, t.stride(), t.dtype)
 
 
 def remember_saved_outputs(level: Level, outputs) -> None:
