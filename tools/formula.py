@@ -2,8 +2,9 @@
 
 Formulas are code we run, so a spec must not be able to run anything else: only
 names in scope, our helpers (`dualgen.formulas`) and `torch` functions from an
-allowed set of namespaces; no dunders, lambdas, comprehensions, walrus, f-strings,
-starred arguments, or calls to builtins.
+allowed set of namespaces that are pure, deterministic tensor math (decided from
+what each operator is: `admissible`); no dunders, lambdas, comprehensions, walrus,
+f-strings, starred arguments, or calls to builtins.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 
 from dualgen import formulas as helper_module
 
+from . import admissible
+
 MAX_FORMULA_CHARS = 4000
 MAX_DEPTH = 150
 
@@ -25,33 +28,9 @@ HELPERS: frozenset[str] = frozenset(helper_module.__all__)
 
 # torch namespaces a formula may reach into, besides plain `torch.<function>`.
 _TORCH_NAMESPACES = ("linalg", "special", "fft", "nn.functional", "ops.aten")
-_TORCH_DENIED = frozenset(
-    {
-        "load",
-        "save",
-        "compile",
-        "from_file",
-        "manual_seed",
-        "seed",
-        "use_deterministic_algorithms",
-    }
-)
-_METHODS_DENIED = frozenset(
-    {
-        "backward",
-        "register_hook",
-        "register_post_accumulate_grad_hook",
-        "retain_grad",
-        "storage",
-        "untyped_storage",
-        "data_ptr",
-        "numpy",
-        "tolist",
-        "data",
-        "grad",
-        "grad_fn",
-    }
-)
+# Attributes that reach outside the tensor's value (autograd state, raw data).
+# Methods are judged by what they are (`tools/admissible.py`).
+_ATTRIBUTES_DENIED = frozenset({"data", "grad", "grad_fn"})
 # Keyword arguments through which a torch function writes into a tensor.
 _MUTATING_KEYWORDS = frozenset({"out", "inplace"})
 
@@ -165,8 +144,6 @@ def check_torch_path(parts: list[str]) -> None:
         (ns for ns in _TORCH_NAMESPACES if dotted.startswith(ns + ".")), None
     )
     inner = rest[len(namespace.split(".")) :] if namespace else rest
-    if namespace is None and (rest[0] in _TORCH_DENIED or rest[0].startswith("set_")):
-        raise FormulaError(f"'torch.{dotted}' is not allowed in formulas")
     if any(p.endswith("_") and not _is_dunder(p) for p in inner):
         raise FormulaError(f"'torch.{dotted}' is not allowed in formulas (it mutates)")
     if namespace != "ops.aten" and any(p.startswith("_") for p in inner):
@@ -185,6 +162,10 @@ def check_torch_path(parts: list[str]) -> None:
             f"'torch.{dotted}' is outside the allowed namespaces "
             f"(torch, {', '.join('torch.' + ns for ns in _TORCH_NAMESPACES)})"
         )
+    if callable(obj) and not isinstance(obj, torch.dtype):
+        why = admissible.why_not(dotted)
+        if why is not None:
+            raise FormulaError(f"'torch.{dotted}' is not allowed in formulas: it {why}")
 
 
 def _did_you_mean(name: str, choices) -> str:
@@ -239,10 +220,18 @@ class _Checker(ast.NodeVisitor):
             raise FormulaError(
                 f"method '{node.attr}' must be called, not used as a value"
             )
+        if called:
+            why = admissible.why_not_method(node.attr)
+            if why is not None:
+                raise FormulaError(
+                    f"'.{node.attr}' is not allowed in formulas: it {why}"
+                )
         self.visit(node.value)
 
     def _check_tensor_attribute(self, attr: str) -> None:
-        if attr in _METHODS_DENIED or (attr.endswith("_") and not attr.startswith("_")):
+        if attr in _ATTRIBUTES_DENIED or (
+            attr.endswith("_") and not attr.startswith("_")
+        ):
             raise FormulaError(
                 f"'.{attr}' is not allowed in formulas (it mutates or escapes)"
             )
