@@ -23,6 +23,15 @@ from kernel_harness import (
 from samples import DIFFERS_FROM_NATIVE, NATIVE_WRONG, samples_for
 
 from dualgen.generated.registry import KERNELS
+from dualgen.tools.sandbox_dir import empty_cwd
+
+
+@pytest.fixture(autouse=True)
+def _writes_no_files():
+    """Each case runs in a fresh, empty working directory and fails if the kernel
+    (or anything it calls) leaves a file there."""
+    with empty_cwd(prefix="dualgen-kernel-cwd-"):
+        yield
 
 
 def _cases(check: str) -> list:

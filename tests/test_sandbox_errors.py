@@ -23,6 +23,10 @@ RANDOM = "draws random numbers (nondeterministic, advances the global generator)
 UNINITIALISED = "returns uninitialised memory (aten's empty* and resize* operators)"
 QUANTIZED = "builds quantized, sparse or MKL-DNN tensors (not what a derivative needs)"
 NUMBER = "reads tensor values into a Python number (not tensor math)"
+TORCHSCRIPT = (
+    "is a TorchScript operator, not one of the dispatcher's (no eager kernel to "
+    "judge or run)"
+)
 NOT_KNOWN = (
     "is no aten operator and not on the allowlist of pure Python functions "
     "(tools/admissible.py), so it is not known to be pure tensor math"
@@ -35,7 +39,8 @@ REFUSED = {
         "torch.ops.aten.from_file",
         FILES,
     ),
-    "save": ("torch.save({x}, 'f.pt')", "torch.save", FILES),
+    # torch.save is Python (its namesake aten::save is TorchScript only)
+    "save": ("torch.save({x}, 'f.pt')", "torch.save", NOT_KNOWN),
     "print": ("torch.ops.aten._print('x')", "torch.ops.aten._print", SIDE_EFFECT),
     "randn": ("torch.randn(1)", "torch.randn", RANDOM),
     "rand_like": ("torch.rand_like({x})", "torch.rand_like", RANDOM),
@@ -66,7 +71,27 @@ REFUSED = {
         NUMBER,
     ),
     "item": ("{x}.item()", ".item", NUMBER),
-    "manual_seed": ("torch.manual_seed(0)", "torch.manual_seed", SIDE_EFFECT),
+    "manual_seed": ("torch.manual_seed(0)", "torch.manual_seed", NOT_KNOWN),
+    "set_grad_enabled": (
+        "torch.set_grad_enabled(True)",
+        "torch.set_grad_enabled",
+        NOT_KNOWN,
+    ),
+    "embedding_max_norm": (
+        "torch.nn.functional.embedding({x}.long(), {x}, max_norm=1.0)",
+        "torch.nn.functional.embedding",
+        NOT_KNOWN,
+    ),
+    "fractional_max_pool2d": (
+        "torch.nn.functional.fractional_max_pool2d({x}, 2)",
+        "torch.nn.functional.fractional_max_pool2d",
+        NOT_KNOWN,
+    ),
+    "to_prim": (
+        "torch.ops.aten.to.prim_Device({x}, None)",
+        "torch.ops.aten.to.prim_Device",
+        TORCHSCRIPT,
+    ),
     "compile": ("torch.compile({x})", "torch.compile", NOT_KNOWN),
 }
 
@@ -189,3 +214,24 @@ def test_every_method_and_function_the_spec_uses_is_admitted():
 )
 def test_methods_are_judged_as_their_operator(method, why):
     assert admissible.why_not_method(method) == why
+
+
+@pytest.mark.parametrize(
+    "call, parameter",
+    [
+        ("torch.nn.functional.relu(grad, True)", "inplace"),
+        ("torch.nn.functional.silu(grad, grad)", "inplace"),
+        ("torch.nn.functional.threshold(grad, 0.5, 0.0, True)", "inplace"),
+    ],
+)
+def test_mutating_argument_given_by_position(
+    tmp_path, monkeypatch, capsys, call, parameter
+):
+    """`inplace=` by keyword is refused; by position it must be too."""
+    spec = entry(NEG, f"self: -{call}", "result: auto_linear")
+    err = _run(tmp_path, monkeypatch, capsys, spec)
+    function = call.split("(")[0]
+    assert err == (
+        f"spec.yaml:2: error: neg: self: argument '{parameter}' of '{function}' is "
+        "not allowed in formulas (it mutates)\n1 error(s); out left unchanged\n"
+    )

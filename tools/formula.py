@@ -32,7 +32,7 @@ _TORCH_NAMESPACES = ("linalg", "special", "fft", "nn.functional", "ops.aten")
 # Methods are judged by what they are (`tools/admissible.py`).
 _ATTRIBUTES_DENIED = frozenset({"data", "grad", "grad_fn"})
 # Keyword arguments through which a torch function writes into a tensor.
-_MUTATING_KEYWORDS = frozenset({"out", "inplace"})
+_MUTATING_KEYWORDS = admissible.MUTATING_PARAMETERS
 
 _ALLOWED_NODES = (
     ast.Expression,
@@ -257,6 +257,9 @@ class _Checker(ast.NodeVisitor):
                 )
         elif isinstance(func, ast.Attribute):
             self.visit_Attribute(func, called=True)
+            path = dotted_path(func)
+            if path is not None and path[0] == "torch":
+                _check_positional_mutation(path, len(node.args))
         else:
             self.visit(func)  # a lambda or a comprehension says what it is
             raise FormulaError("only named functions and methods may be called")
@@ -272,6 +275,17 @@ class _Checker(ast.NodeVisitor):
                     f"keyword '{kw.arg}=' is not allowed in formulas (it mutates)"
                 )
             self.visit(kw.value)
+
+
+def _check_positional_mutation(path: list[str], positional: int) -> None:
+    """`F.relu(x, True)`: `inplace` given by position, which the keyword check
+    cannot see."""
+    found = admissible.mutating_position(".".join(path[1:]))
+    if found is not None and positional > found[0]:
+        raise FormulaError(
+            f"argument '{found[1]}' of 'torch.{'.'.join(path[1:])}' is not allowed "
+            f"in formulas (it mutates)"
+        )
 
 
 def names_used(tree: ast.AST) -> set[str]:

@@ -3,7 +3,9 @@
 For each entry, its kernels (the functional or view op, its in-place variants) run
 on the entry's samples in float64 and complex128. Each check (gradcheck slow, fast,
 the adjoint check) passes if it passes on every sample torch accepts, fails if any
-fails, and is n/a where torch runs no sample in that dtype.
+fails, and is n/a where torch runs no sample in that dtype. Each kernel runs in a
+fresh, empty working directory (`sandbox_dir.empty_cwd`): one that leaves a file
+there fails every check.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 
 from .inputs import Case, cases_for
 from .model import Auto, Entry, OpKind, Spec
+from .sandbox_dir import FilesWritten, empty_cwd
 
 DTYPES = (torch.float64, torch.complex128)
 CHECKS = ("slow", "fast", "adjoint")
@@ -344,5 +347,28 @@ def validate(
             # An in-place entry without formulas takes its samples with them.
             source = entries.get(entry.inherits_from or "")
             samples = entry.samples or (source.samples if source is not None else ())
-            reports.append(validate_kernel(entry, op, info, samples))
+            reports.append(_validate_in_empty_cwd(entry, op, info, samples))
     return reports
+
+
+def _validate_in_empty_cwd(entry: Entry, op, info, samples: tuple) -> KernelReport:
+    """`validate_kernel` with a fresh, empty working directory: a kernel that leaves
+    anything in it fails every check, the message naming what it wrote."""
+    report = None
+    try:
+        with empty_cwd(prefix="dualgen-validate-cwd-"):
+            report = validate_kernel(entry, op, info, samples)
+    except FilesWritten as exc:
+        if report is None:  # it raised as well (validate_kernel catches torch's)
+            report = KernelReport(
+                kernel=info.name,
+                entry=entry.schema.full_name,
+                kind=info.kind,
+                formulas=describe_formulas(entry, info),
+                spec_line=info.spec_line,
+            )
+        for dtype in DTYPES:
+            for check in CHECKS:
+                key = (str(dtype).removeprefix("torch."), check)
+                report.verdicts[key] = Verdict("fail", str(exc))
+    return report
