@@ -188,7 +188,7 @@ def why_not(path: str) -> str | None:
     if path in PYTHON_FUNCTIONS:
         return None
     name = _aten_name(parts)
-    if name is not None and hasattr(torch.ops.aten, name):
+    if name is not None and _has_eager_overload(name):
         why = _why_not_packet(name, None)
         if why is not None or _is_binding(path):
             return why  # (a Python function whose operator is refused: that says why)
@@ -203,7 +203,7 @@ def why_not_method(name: str) -> str | None:
     if name in PYTHON_METHODS:
         return None
     method = getattr(torch.Tensor, name, None)
-    if hasattr(torch.ops.aten, name):
+    if _has_eager_overload(name):
         why = _why_not_packet(name, None)
         if why is not None or type(method).__name__ == "method_descriptor":
             return why
@@ -240,6 +240,8 @@ def _why_not_packet(name: str, overload: str | None) -> str | None:
     if packet is None:
         return None  # the name check reports it (with a suggestion)
     names = [overload] if overload is not None else packet.overloads()
+    if overload is None and not _has_eager_overload(name):
+        return _TORCHSCRIPT
     for overload_name in names:
         op = getattr(packet, overload_name, None)
         if op is None:
@@ -262,10 +264,7 @@ def why_not_op(op: torch._ops.OpOverload) -> str | None:
     name = schema.name.split("::", 1)[-1]
     arguments = schema.arguments
     if not _in_dispatcher(schema):
-        return (
-            "is a TorchScript operator, not one of the dispatcher's (no eager "
-            "kernel to judge or run)"
-        )
+        return _TORCHSCRIPT
     if any(a.alias_info is not None and a.alias_info.is_write for a in arguments):
         return "mutates its arguments"
     if torch.Tag.nondeterministic_seeded in op.tags or any(
@@ -299,6 +298,23 @@ def why_not_op(op: torch._ops.OpOverload) -> str | None:
 # read into a bool without the data_dependent_output tag.
 _UNCHECKED = frozenset({"_reshape_alias"})
 _VALUE_TO_NUMBER = frozenset({"is_nonzero"})
+
+
+_TORCHSCRIPT = (
+    "is a TorchScript operator, not one of the dispatcher's (no eager kernel to "
+    "judge or run)"
+)
+
+
+@functools.cache
+def _has_eager_overload(name: str) -> bool:
+    """Whether aten has a dispatcher operator `name` (a torch function of the same
+    name may be its binding); TorchScript's operators on Python values
+    (`aten::Int`, `aten::device`) do not count."""
+    packet = getattr(torch.ops.aten, name, None)
+    return packet is not None and any(
+        _in_dispatcher(getattr(packet, o)._schema) for o in packet.overloads()
+    )
 
 
 def _in_dispatcher(schema) -> bool:
