@@ -1,0 +1,53 @@
+"""Helpers that derivative formulas may call by name (the spec's one helper module).
+
+Every public helper is listed in `__all__`; the generator checks formula calls
+against that list, and generated kernels import what they use
+(`from dualgen.formulas import ...`). Each helper is a plain function of tensors
+and Python values, linear in any tangent it receives.
+
+The helpers live in one module per family of ops, each with its own `__all__`;
+this package re-exports them all:
+
+- `elementwise`: element-wise ops, and the general helpers (scale, unbroadcast,
+  as_real_like, conform, ...) the other families and generated kernels use
+- `reductions`: reductions, scans and sorts
+- `shapes`: shape, view and indexing ops
+- `nn`: normalization, losses, dropout, bilinear
+- `fft`: FFT ops
+- `linalg_decompositions`: SVD, eig, eigh, QR, pinv, lstsq
+- `linalg_solves`: solves, Cholesky, determinants, LU, matrix_exp, Householder
+- `backward_ops`: the formulas of backward ops (forward-over-reverse)
+"""
+
+from __future__ import annotations
+
+from . import (
+    backward_ops,
+    elementwise,
+    fft,
+    linalg_decompositions,
+    linalg_solves,
+    nn,
+    reductions,
+    shapes,
+)
+from .backward_ops import *
+from .elementwise import *
+from .fft import *
+from .linalg_decompositions import *
+from .linalg_solves import *
+from .nn import *
+from .reductions import *
+from .shapes import *
+
+__all__ = (
+    elementwise.__all__
+    + reductions.__all__
+    + shapes.__all__
+    + nn.__all__
+    + fft.__all__
+    + linalg_decompositions.__all__
+    + linalg_solves.__all__
+    + backward_ops.__all__
+)
+__all__.sort()

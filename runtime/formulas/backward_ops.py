@@ -1,0 +1,441 @@
+"""Helpers for the formulas of backward ops (`*_backward`): forward-over-reverse.
+
+A backward op's forward formula (and its own backward formula) differentiates the
+op's first derivative again: the second derivatives of elu, gelu, mish and binary
+cross entropy, glu's double backward, and the tangents and gradients of
+convolution_backward, embedding_dense_backward and the norms' backward ops. These
+helpers serve only entries of `*_backward` ops.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .nn import _group_shape, channel_view
+
+__all__ = [
+    "bce_cross_derivative",
+    "bce_self_second_derivative",
+    "convolution_backward_grads",
+    "convolution_backward_tangent",
+    "elu_second_derivative",
+    "embedding_dense_backward_grad",
+    "gelu_second_derivative",
+    "glu_double_backward",
+    "glu_tangent",
+    "mish_second_derivative",
+    "norm_backward_grads",
+    "norm_backward_tangent",
+]
+
+
+def elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result):
+    """d elu_backward(g, ...) / d self_or_result, divided by g, element-wise. With
+    the input x (is_result False) it is elu's second derivative:
+    input_scale**2 * alpha * scale * exp(x * input_scale) where x <= 0, else 0.
+    With elu's result y (is_result True) the op computes the first derivative as
+    input_scale * (y + alpha * scale) where y <= 0: its derivative in y is
+    input_scale there, else 0."""
+    x = self_or_result
+    negative = (x <= 0).to(x.dtype)
+    if is_result:
+        return negative * input_scale
+    return (
+        negative * (input_scale * input_scale * alpha * scale) * (x * input_scale).exp()
+    )
+
+
+def gelu_second_derivative(self, approximate="none"):
+    """The second derivative of gelu, element-wise: phi(x) (2 - x^2) for the exact
+    form (phi the standard normal density); for approximate="tanh", with
+    u = k (x + c x^3), k = sqrt(2/pi), c = 0.044715 and T = tanh(u):
+    (1 - T^2) (u' - x T u'^2 + x u''/2)."""
+    x = self
+    if approximate == "tanh":
+        k = (2.0 / torch.pi) ** 0.5
+        c = 0.044715
+        t = (k * (x + c * x * x * x)).tanh()
+        du = k * (1 + 3 * c * x * x)
+        return (1 - t * t) * (du - x * t * du * du + 3 * k * c * x * x)
+    return (-0.5 * x * x).exp() / (2.0 * torch.pi) ** 0.5 * (2 - x * x)
+
+
+def mish_second_derivative(self):
+    """The second derivative of mish(x) = x tanh(softplus(x)), element-wise: with
+    T = tanh(softplus(x)) and s = sigmoid(x),
+    (1 - T^2) (2 s + x s (1 - s) - 2 x s^2 T)."""
+    x = self
+    t = torch.nn.functional.softplus(x).tanh()
+    s = x.sigmoid()
+    return (1 - t * t) * (2 * s + x * s * (1 - s) - 2 * x * s * s * t)
+
+
+def glu_tangent(t, self, dim: int):
+    """The tangent of glu(self, dim) = a * sigmoid(b) ((a, b) the halves of self along
+    `dim`) for the input tangent t: t_a sigmoid(b) + a sigmoid'(b) t_b. Also the
+    gradient of glu_backward with respect to its grad_output (real)."""
+    a, b = self.chunk(2, dim)
+    ta, tb = t.chunk(2, dim)
+    s = b.sigmoid()
+    return ta * s + a * s * (1 - s) * tb
+
+
+def glu_double_backward(grad, grad_output, self, dim: int):
+    """The gradient with respect to self of glu_backward(grad_output, self, dim)
+    weighted by `grad` (real): glu's Hessian applied to grad and contracted with
+    grad_output. With (a, b) the halves of self, s = sigmoid(b), s' = s (1 - s) and
+    (g_a, g_b) the halves of grad: [g_b go s', s' go (g_a + g_b a (1 - 2 s))].
+    The Hessian is symmetric, so with grad := a tangent of self it is also that
+    tangent's term in glu_backward's forward derivative."""
+    a, b = self.chunk(2, dim)
+    ga, gb = grad.chunk(2, dim)
+    s = b.sigmoid()
+    ds = s * (1 - s)
+    return torch.cat(
+        [gb * grad_output * ds, ds * grad_output * (ga + gb * a * (1 - 2 * s))], dim
+    )
+
+
+def bce_self_second_derivative(self, target, weight):
+    """d^2 binary_cross_entropy / d self^2, element-wise (unreduced):
+    w ((x - y)^2 + y (1 - y)) / (x (1 - x))^2, the x (1 - x) kept from 0 as in
+    `bce_self_derivative`."""
+    d = (self - target) ** 2 + target * (1 - target)
+    d = d / (self * (1 - self)).clamp_min(1e-12) ** 2
+    return d if weight is None else d * weight
+
+
+def bce_cross_derivative(self, weight):
+    """d^2 binary_cross_entropy / d self d target, element-wise (unreduced):
+    -w / (x (1 - x)), the denominator kept from 0 as in `bce_self_derivative`."""
+    d = -(self * (1 - self)).clamp_min(1e-12).reciprocal()
+    return d if weight is None else d * weight
+
+
+def _conv_backward(grad_output, input, weight, conv_args, mask):
+    stride, padding, dilation, transposed, output_padding, groups = conv_args
+    return torch.ops.aten.convolution_backward(
+        grad_output,
+        input,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        mask,
+    )
+
+
+def convolution_backward_tangent(
+    which: int,
+    result,
+    grad_output_t,
+    other_t,
+    grad_output,
+    input,
+    weight,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+):
+    """Tangent of output `which` of `convolution_backward` (None where that output
+    was not computed). With A(w) the convolution x -> conv(x, w) and C(x) the map
+    w -> conv(x, w), the outputs are A(w)^H g, C(x)^H g and the sum of g over all
+    but the channel dimension: bilinear in (g, w), bilinear in (g, x), linear in g.
+    `other_t` is the weight's tangent for output 0, the input's for output 1
+    (unused for output 2)."""
+    if result is None:
+        return None
+    args = (stride, padding, dilation, transposed, output_padding, groups)
+    if which == 2:
+        return grad_output_t.sum([0] + list(range(2, grad_output_t.dim())))
+    mask = [which == 0, which == 1, False]
+    tangent = _conv_backward(grad_output_t, input, weight, args, mask)[which]
+    if which == 0:
+        other = _conv_backward(grad_output, input, other_t, args, mask)[0]
+    else:
+        other = _conv_backward(grad_output, other_t, weight, args, mask)[1]
+    return tangent + other
+
+
+def convolution_backward_grads(
+    grad_input_grad,
+    grad_weight_grad,
+    grad_bias_grad,
+    grad_output,
+    input,
+    weight,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+) -> tuple:
+    """Gradients of `convolution_backward` (grad_output, input, weight) from those of
+    its three outputs (None where absent), the adjoints of the maps in
+    `convolution_backward_tangent`: grad_output gets conv(gI, w) + conv(x, gW) + gb
+    (per channel), input gets A(gW)^H g and weight gets C(gI)^H g."""
+    args = (stride, padding, dilation, transposed, output_padding, groups)
+    go_grad = input_grad = weight_grad = None
+
+    def conv(x, w):
+        return torch.ops.aten.convolution(x, w, None, *args)
+
+    if grad_input_grad is not None:
+        go_grad = conv(grad_input_grad, weight)
+        weight_grad = _conv_backward(
+            grad_output, grad_input_grad, weight, args, [False, True, False]
+        )[1]
+    if grad_weight_grad is not None:
+        term = conv(input, grad_weight_grad)
+        go_grad = term if go_grad is None else go_grad + term
+        input_grad = _conv_backward(
+            grad_output, input, grad_weight_grad, args, [True, False, False]
+        )[0]
+    if grad_bias_grad is not None:
+        term = channel_view(grad_bias_grad, grad_output.dim()).expand(grad_output.shape)
+        go_grad = term if go_grad is None else go_grad + term
+    return go_grad, input_grad, weight_grad
+
+
+def embedding_dense_backward_grad(
+    grad, indices, padding_idx, scale_grad_by_freq: bool
+) -> torch.Tensor:
+    """Gradient of `embedding_dense_backward` at its grad_output: the op adds row i
+    of grad_output into row indices[i] (skipping padding_idx, divided by the count
+    of each index when scale_grad_by_freq), so its adjoint reads `grad` back at
+    `indices` with the same mask and scale."""
+    flat = indices.reshape(-1)
+    rows = grad.index_select(0, flat)
+    if scale_grad_by_freq:
+        counts = torch.bincount(flat, minlength=grad.shape[0]).to(grad.dtype)
+        rows = rows / counts.index_select(0, flat).unsqueeze(-1)
+    if padding_idx is not None and padding_idx >= 0:
+        rows = rows * (flat != padding_idx).unsqueeze(-1).to(rows.dtype)
+    return rows.reshape(list(indices.shape) + [grad.shape[-1]])
+
+
+# The backward ops of layer, batch and group norm compute, over the reduced
+# dimensions `dims` of a layout where the statistics broadcast,
+#   grad_input = r * (u - mean(u) - xhat * mean(u * xhat)),  u = g * w,
+#   xhat = (x - mean) * r,  grad_weight = sum(g * xhat),  grad_bias = sum(g),
+# the weight sums over the dimensions the weight is broadcast along.
+
+
+class _NormLayout:
+    """How one norm's tensors are laid out so that `dims` are the reduced ones:
+    `view` (input-shaped tensors), `stat` (mean, rstd: broadcastable), `wview`
+    (the weight, a bias-shaped gradient); `out` maps back to the input's shape and
+    `to_weight` sums to the weight's."""
+
+    def __init__(self, kind, input, extra):
+        self.kind = kind
+        self.shape = input.shape
+        ndim = input.dim()
+        if kind == "layer":
+            k = len(extra)
+            self.dims = list(range(ndim - k, ndim))
+            self.wshape = list(extra)
+            self.view = lambda t: t
+            self.stat = lambda t: t
+            self.wview = lambda w: w
+        elif kind == "batch":
+            self.dims = [0] + list(range(2, ndim))
+            self.view = lambda t: t
+            self.stat = lambda t: channel_view(t, ndim)
+            self.wview = lambda w: channel_view(w, ndim)
+        else:  # group: [N, group, C / group * HxW]
+            group = extra
+            c = input.shape[1]
+            shape = _group_shape(input, group)
+            self.dims = [-1]
+            self.view = lambda t: t.reshape(shape)
+            self.stat = lambda t: t.unsqueeze(-1)
+            hxw = input.shape[2:].numel()
+
+            def wview(w):
+                return w.reshape(1, c, 1).expand(1, c, hxw).reshape(1, group, -1)
+
+            self.wview = wview
+        self.ndim = ndim
+
+    def out(self, t):
+        return t.reshape(self.shape)
+
+    def to_weight(self, t):
+        """A layout tensor summed to the weight's (or bias's) shape."""
+        t = t.reshape(self.shape)
+        if self.kind == "layer":
+            lead = self.ndim - len(self.wshape)
+            return t.sum(list(range(lead))) if lead else t
+        return t.sum([0] + list(range(2, self.ndim)))
+
+    def from_weight(self, t):
+        """A weight-shaped tensor broadcast to the layout."""
+        return self.wview(t)
+
+    def mean(self, t):
+        return t.mean(self.dims, keepdim=True)
+
+    def sum(self, t):
+        return t.sum(self.dims, keepdim=True)
+
+
+def _norm_layout(kind, input, weight, mean, rstd, extra, train, eps):
+    """The layout and, in it, x, mean, rstd (eval batch norm: from the running
+    statistics) and the weight (None without one)."""
+    layout = _NormLayout(kind, input, extra)
+    x = layout.view(input)
+    if kind == "batch" and not train:
+        m = layout.stat(mean)
+        r = layout.stat((rstd + eps).rsqrt())
+    else:
+        m, r = layout.stat(mean), layout.stat(rstd)
+    w = None if weight is None else layout.wview(weight)
+    return layout, x, m, r, w
+
+
+def norm_backward_tangent(
+    which: int,
+    result,
+    kind: str,
+    grad_out_t,
+    input_t,
+    weight_t,
+    mean_t,
+    rstd_t,
+    grad_out,
+    input,
+    weight,
+    mean,
+    rstd,
+    extra,
+    train=True,
+    eps=0.0,
+):
+    """Tangent of output `which` (grad_input, grad_weight, grad_bias) of the
+    backward op of a norm, `kind` "layer" (`extra`: normalized_shape), "batch"
+    (`mean`, `rstd`: save_mean, save_invstd in training, running_mean,
+    running_var in eval with `eps`) or "group" (`extra`: the group count); None
+    where that output was not computed. Tangents may be None (the weight's when
+    there is none).
+
+    With mean_t = rstd_t = None the statistics are taken as the input's, moving
+    with it: xhat_t = r (x_t - mean(x_t) - xhat mean(xhat x_t)),
+    r_t = -r^2 mean(xhat x_t) (the total derivative; what forward-over-reverse
+    needs, as the saved statistics of layer and batch norm carry no tangent).
+    Given their tangents (group norm only), they are inputs of their own:
+    xhat_t = r_t (x - mean) + r (x_t - mean_t) (the partial derivatives)."""
+    if result is None:
+        return None
+    layout, x, m, r, w = _norm_layout(
+        kind, input, weight, mean, rstd, extra, train, eps
+    )
+    g = layout.view(grad_out)
+    xhat = (x - m) * r
+    g_t = None if grad_out_t is None else layout.view(grad_out_t)
+    x_t = None if input_t is None else layout.view(input_t)
+    w_t = None if weight_t is None else layout.wview(weight_t)
+    if which == 2:
+        return layout.to_weight(g_t)
+    eval_mode = kind == "batch" and not train
+    if eval_mode:
+        xhat_t = x_t * r
+        r_t = None
+    elif mean_t is not None:
+        xhat_t = (x - m) * layout.stat(rstd_t) + r * (x_t - layout.stat(mean_t))
+        r_t = layout.stat(rstd_t)
+    else:
+        xhat_t = r * (x_t - layout.mean(x_t) - xhat * layout.mean(xhat * x_t))
+        r_t = -r * r * layout.mean(xhat * x_t)
+    if which == 1:
+        return layout.to_weight(g_t * xhat + g * xhat_t)
+    u = g if w is None else g * w
+    u_t = g_t if w is None else g_t * w
+    if w_t is not None:
+        u_t = u_t + g * w_t
+    if eval_mode:
+        return layout.out(u_t * r)
+    inner = u - layout.mean(u) - xhat * layout.mean(u * xhat)
+    inner_t = (
+        u_t
+        - layout.mean(u_t)
+        - xhat_t * layout.mean(u * xhat)
+        - xhat * layout.mean(u_t * xhat + u * xhat_t)
+    )
+    return layout.out(r_t * inner + r * inner_t)
+
+
+def norm_backward_grads(
+    grad_input_grad,
+    grad_weight_grad,
+    grad_bias_grad,
+    kind: str,
+    grad_out,
+    input,
+    weight,
+    mean,
+    rstd,
+    extra,
+    train=True,
+    eps=0.0,
+    stats_are_inputs: bool = False,
+) -> tuple:
+    """Gradients of a norm's backward op (see `norm_backward_tangent`) from those of
+    its three outputs (None where absent): (grad_out, input, weight, mean, rstd),
+    the adjoint of the tangent map. The statistics are the input's (their
+    gradient flows into the input's; None for mean and rstd) unless
+    `stats_are_inputs` (group norm only: the partial derivatives); the weight's is
+    None without a weight."""
+    layout, x, m, r, w = _norm_layout(
+        kind, input, weight, mean, rstd, extra, train, eps
+    )
+    g = layout.view(grad_out)
+    xhat = (x - m) * r
+    eval_mode = kind == "batch" and not train
+    zero = torch.zeros_like(x)
+    gi = zero if grad_input_grad is None else layout.view(grad_input_grad)
+    gw = zero if grad_weight_grad is None else layout.from_weight(grad_weight_grad)
+    gb = zero if grad_bias_grad is None else layout.from_weight(grad_bias_grad)
+    if eval_mode:
+        u_grad = gi * r
+        xhat_grad = g * gw
+        r_grad = None
+    else:
+        u = g if w is None else g * w
+        # grad_input = r * Q(u): Q is symmetric, so u's gradient is r * Q(gi).
+        u_grad = r * (gi - layout.mean(gi) - xhat * layout.mean(xhat * gi))
+        xhat_grad = -r * (gi * layout.mean(u * xhat) + u * layout.mean(gi * xhat))
+        xhat_grad = xhat_grad + g * gw
+        inner = u - layout.mean(u) - xhat * layout.mean(u * xhat)
+        r_grad = layout.sum(gi * inner)
+    g_grad = (u_grad if w is None else u_grad * w) + gw * xhat + gb
+    weight_grad = None if w is None else layout.to_weight(u_grad * g)
+    mean_grad = rstd_grad = None
+    if eval_mode:
+        input_grad = xhat_grad * r
+    elif stats_are_inputs:
+        input_grad = r * xhat_grad
+        mean_grad = -layout.sum(input_grad).squeeze(-1)
+        rstd_grad = (r_grad + layout.sum(xhat_grad * (x - m))).squeeze(-1)
+    else:
+        # xhat_t = r * P(x_t) with P symmetric; r_t = -r^2 mean(xhat * x_t).
+        input_grad = r * (
+            xhat_grad - layout.mean(xhat_grad) - xhat * layout.mean(xhat * xhat_grad)
+        )
+        count = max(x.numel() // max(r.numel(), 1), 1)
+        input_grad = input_grad - r * r * xhat * r_grad / count
+    return (
+        layout.out(g_grad),
+        layout.out(input_grad),
+        weight_grad,
+        mean_grad,
+        rstd_grad,
+    )

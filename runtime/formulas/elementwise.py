@@ -1,0 +1,243 @@
+"""Helpers for element-wise ops, and the general ones every family uses.
+
+The general ones: `scale`/`scale_conj` (alpha, beta factors), `unbroadcast`,
+`as_real_like`, `copy_broadcast`, and `conform`/`fill_absent`, which generated
+kernels call themselves. The element-wise ones: the derivatives of pow, clamp,
+maximum/minimum, angle, sgn, logit, mvlgamma and rounding division.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "angle_grad",
+    "angle_tangent",
+    "as_real_like",
+    "clamp_mask",
+    "clamp_tensor_grads",
+    "clamp_tensor_weight",
+    "conform",
+    "copy_broadcast",
+    "fill_absent",
+    "logit_derivative",
+    "mvlgamma_derivative",
+    "pow_exponent_derivative",
+    "pow_self_derivative",
+    "scale",
+    "scale_conj",
+    "sgn_derivative",
+    "unbroadcast",
+    "unless_rounded",
+    "winner_weight",
+]
+
+
+def scale(t: torch.Tensor, factor) -> torch.Tensor:
+    """`t * factor`, skipping the multiplication when the factor is 1 (alpha, beta)."""
+    return t if _is_one(factor) else t * factor
+
+
+def scale_conj(t: torch.Tensor, factor) -> torch.Tensor:
+    """`t * conj(factor)` for a Python or 0-d scalar factor; backward of `scale`."""
+    if _is_one(factor):
+        return t
+    if isinstance(factor, complex):
+        factor = factor.conjugate()
+    elif isinstance(factor, torch.Tensor):
+        factor = factor.conj()
+    return t * factor
+
+
+def _is_one(factor) -> bool:
+    return not isinstance(factor, torch.Tensor) and factor == 1
+
+
+def unbroadcast(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Sum `grad` down to `like`'s shape (undoing broadcasting), and take its real
+    part when `like` is real and `grad` complex (a real input's gradient is real)."""
+    if grad.shape != like.shape:
+        grad = grad.sum_to_size(like.shape)
+    return as_real_like(grad, like)
+
+
+def copy_broadcast(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` broadcast to `like`'s shape: a tensor of its own where no
+    broadcasting is needed (native's copy_ tangent is no view then), else an
+    expanded view of the copy."""
+    copy = t.clone()
+    return copy if copy.shape == like.shape else copy.expand_as(like)
+
+
+def as_real_like(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """The real part of `t` when `like` is real and `t` complex, else `t`."""
+    if t.is_complex() and not like.is_complex():
+        return t.real
+    return t
+
+
+def conform(
+    tangent: torch.Tensor | None, result: torch.Tensor | None
+) -> torch.Tensor | None:
+    """Give a tangent its primal's shape (in the primal's layout).
+
+    Generated kernels call this where a term was dropped for an absent tangent, so
+    the remaining term may have an input's shape rather than the broadcast output's.
+    The tangent keeps its dtype, as in native forward AD (its real part where the
+    output is real). An output the op did not compute (None: a backward op's
+    output_mask) has no tangent.
+    """
+    if tangent is None or result is None:
+        return None
+    tangent = as_real_like(tangent, result)
+    if tangent.shape == result.shape:
+        return tangent
+    return torch.empty_like(result, dtype=tangent.dtype).copy_(tangent)
+
+
+def fill_absent(
+    tangents: Sequence[torch.Tensor | None] | None,
+    primals: Sequence[torch.Tensor | None],
+) -> list[torch.Tensor | None]:
+    """Zeros in place of the absent tangents of a tensor list (needed by `cat`);
+    `tangents` None: zeros for every tensor of the list."""
+    if tangents is None:
+        tangents = [None] * len(primals)
+    return [
+        torch.zeros_like(p) if t is None and p is not None else t
+        for t, p in zip(tangents, primals)
+    ]
+
+
+def winner_weight(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """d maximum(a, b) / d a: 1 where a wins, 1/2 at ties, 0 where b wins."""
+    return (a > b).to(torch.result_type(a, b)) + 0.5 * (a == b)
+
+
+def pow_self_derivative(self: torch.Tensor, exponent) -> torch.Tensor:
+    """d self**exponent / d self = exponent * self**(exponent - 1), 0 where exponent is 0."""
+    derivative = exponent * self.pow(exponent - 1)
+    if isinstance(exponent, torch.Tensor):
+        return torch.where(exponent == 0, 0.0, derivative)
+    return derivative if exponent != 0 else torch.zeros_like(derivative)
+
+
+def pow_exponent_derivative(self, exponent, result: torch.Tensor) -> torch.Tensor:
+    """d self**exponent / d exponent = result * log(self), 0 where self is 0 and the
+    exponent non-negative (the limit), as torch defines it."""
+    base = (
+        self
+        if isinstance(self, torch.Tensor)
+        else torch.tensor(self, dtype=result.dtype)
+    )
+    derivative = result * base.log()
+    at_zero = (base == 0) & (
+        exponent.real >= 0 if exponent.is_complex() else exponent >= 0
+    )
+    return torch.where(at_zero, 0.0, derivative)
+
+
+def clamp_mask(self: torch.Tensor, min, max) -> torch.Tensor:
+    """d clamp(self, min, max) / d self: 1 inside [min, max] (bounds included), 0 outside."""
+    mask = torch.ones_like(self, dtype=torch.bool)
+    if min is not None:
+        mask = mask & (self >= min)
+    if max is not None:
+        mask = mask & (self <= max)
+    return mask
+
+
+def mvlgamma_derivative(self: torch.Tensor, p: int) -> torch.Tensor:
+    """d mvlgamma(self, p) / d self: the sum of digamma(self - i / 2) over i < p."""
+    offsets = torch.arange(p, dtype=self.dtype, device=self.device) * -0.5
+    return (self.unsqueeze(-1) + offsets).digamma().sum(-1)
+
+
+def logit_derivative(self: torch.Tensor, eps) -> torch.Tensor:
+    """d logit(self, eps) / d self = 1 / (self (1 - self)); with eps, 0 outside
+    [eps, 1 - eps] (where logit clamps); without, NaN outside [0, 1], as torch."""
+    derivative = (self * (1 - self)).reciprocal()
+    if eps is None:
+        return torch.where((self < 0).logical_or(self > 1), float("nan"), derivative)
+    return torch.where((self < eps).logical_or(self > 1 - eps), 0.0, derivative)
+
+
+def angle_grad(grad: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
+    """Gradient of angle: zero for a real input (angle is piecewise constant); for
+    a complex one grad * i z / |z|^2 (d angle = Im(conj(z) dz) / |z|^2), 0 at 0."""
+    if not self.is_complex():
+        return torch.zeros_like(grad)
+    return torch.where(self == 0, 0.0, grad * self * 1j / self.abs().square())
+
+
+def angle_tangent(self_t: torch.Tensor, self_p: torch.Tensor) -> torch.Tensor:
+    """Tangent of angle: Im(conj(z) z_t) / |z|^2 (0 at 0); zero for a real input."""
+    if not self_p.is_complex():
+        return torch.zeros_like(self_t)
+    return torch.where(
+        self_p == 0, 0.0, (self_p.conj() * self_t).imag / self_p.abs().square()
+    )
+
+
+def unless_rounded(t: torch.Tensor, rounding_mode) -> torch.Tensor:
+    """`t` for true division (rounding_mode None), else zeros: a rounded quotient
+    (trunc, floor) is piecewise constant."""
+    return t if rounding_mode is None else torch.zeros_like(t)
+
+
+def clamp_tensor_grads(grad, self, min, max) -> tuple:
+    """Gradients of clamp.Tensor for (self, min, max), None for an absent bound.
+    With both bounds and min > max the result is max; ties go to self."""
+    zero = torch.zeros((), dtype=grad.dtype)
+    if min is None and max is None:
+        return grad, None, None
+    if min is not None and max is not None:
+        self_mask = (self >= min).logical_and(self <= max)
+        min_mask = (self < min).logical_and(min < max)
+        max_mask = (self > max).logical_or(max < min)
+    else:
+        self_mask = self >= min if min is not None else self <= max
+        min_mask = self < min if min is not None else None
+        max_mask = self > max if max is not None else None
+    return (
+        unbroadcast(torch.where(self_mask, grad, zero), self),
+        None if min is None else unbroadcast(torch.where(min_mask, grad, zero), min),
+        None if max is None else unbroadcast(torch.where(max_mask, grad, zero), max),
+    )
+
+
+def clamp_tensor_weight(self_p, min_p, max_p, which: str) -> torch.Tensor:
+    """Where clamp.Tensor's result took `which` ("self", "min" or "max"): a mask
+    to weight that input's tangent by (max wins where min > max; an absent bound
+    never does)."""
+    if min_p is not None and max_p is not None:
+        crossed = min_p > max_p
+        below = (self_p < min_p).logical_and(crossed.logical_not())
+        above = (self_p > max_p).logical_and(below.logical_not())
+        masks = {
+            "self": crossed.logical_or(below).logical_or(above).logical_not(),
+            "min": below,
+            "max": crossed.logical_or(above),
+        }
+    elif min_p is not None:
+        masks = {"self": self_p > min_p}
+        masks["min"] = masks["self"].logical_not()
+    elif max_p is not None:
+        masks = {"self": self_p < max_p}
+        masks["max"] = masks["self"].logical_not()
+    else:
+        masks = {"self": torch.ones_like(self_p, dtype=torch.bool)}
+    return masks[which]
+
+
+def sgn_derivative(v, self, result):
+    """sgn's derivative applied to v (a tangent or a gradient: it is self-adjoint):
+    (v - Re(v conj(sgn z)) sgn z) / |z|, zero at z = 0; for real inputs sgn is
+    piecewise constant, so zero everywhere (also at NaN, as in PyTorch)."""
+    if not self.is_complex():
+        return torch.zeros_like(v)
+    return torch.where(
+        self == 0, 0.0, (v - (v * result.conj()).real * result) / self.abs()
+    )
