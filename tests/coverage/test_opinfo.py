@@ -1,12 +1,12 @@
 """The OpInfo conformance suite: every OpInfo that supports forward AD, every sample,
-dualgen.forward_ad against native forward AD (tests/opinfo_sweep.py does the work);
+dualgen.forward_ad against native forward AD (tests/coverage/opinfo_sweep.py does the work);
 and every OpInfo that supports forward-over-reverse, the Hessian-vector products
 torch.autograd.grad gives from dual inputs (float64).
 
-Pairs dualgen does not match are listed in tests/opinfo_known.py and
-tests/opinfo_known_hvp.py with the reason, as strict xfails: one that starts passing
+Pairs dualgen does not match are listed in tests/coverage/opinfo_known.py and
+tests/coverage/opinfo_known_hvp.py with the reason, as strict xfails: one that starts passing
 fails the suite until it is taken off the list. Regenerate the lists with
-`python tests/opinfo_sweep.py --known` and `python tests/opinfo_sweep.py --hvp --known`.
+`python tests/coverage/opinfo_sweep.py --known` and `python tests/coverage/opinfo_sweep.py --hvp --known`.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ FAST = [pytest.param(False, id="slow"), pytest.param(True, id="fast")]
 # gradcheck's failure messages are dualgen's own ("Jacobian mismatch for output 0
 # (real part) with respect to input 1, forward mode, in f" against native's
 # "Jacobian computed with forward mode mismatch for output 0 with respect to input
-# 1"); the key phrases both carry, as in tests/test_gradcheck_functions.py:
+# 1"); the key phrases both carry, as in tests/harness/test_gradcheck_functions.py:
 FORWARD_MISMATCH = [
     r"mismatch for output 0\b.*with respect to input {}",
     "forward mode",

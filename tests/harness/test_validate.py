@@ -21,7 +21,7 @@ from dualgen.tools.inputs import cases_for
 from dualgen.tools.sample import DtypeName, Sample, TensorListSample, TensorSample
 from dualgen.tools.sandbox_dir import FilesWritten, empty_cwd
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 aten = torch.ops.aten
 
 DTYPES = ("float64", "complex128")

@@ -1,6 +1,6 @@
 """Batched tangents: dualgen.forward_ad under vmap, and gradcheck's batched checks.
 
-Beyond the conformance tests (tests/test_native_conformance_views.py, section 3):
+Beyond the conformance tests (tests/runtime/test_native_conformance_views.py, section 3):
 in-place ops on views inside the vmapped function, both orders of vmap and
 dual_level, nested levels, and batched gradcheck verdicts, each against
 torch.func.jvp one tangent at a time or native gradcheck.

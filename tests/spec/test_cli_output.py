@@ -12,7 +12,7 @@ import pytest
 from dualgen.tools import write
 from dualgen.tools.cli import generate_files, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "derivatives.yaml"
 TINY = Path(__file__).parent / "golden" / "spec.yaml"
 

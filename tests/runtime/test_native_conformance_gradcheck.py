@@ -6,7 +6,7 @@ complex inputs, how often `jvp` is called and with what, which modes run, the
 batched checks, input validation (mkldnn, no input requiring grad, zero strides,
 single precision), the error raised, outputs that change under perturbation.
 Programs run `torch.autograd.gradcheck` and `dualgen.gradcheck` through
-`conform`; see `tests/test_native_conformance.py`.
+`conform`; see `tests/runtime/test_native_conformance.py`.
 """
 
 from __future__ import annotations

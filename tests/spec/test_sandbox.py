@@ -411,7 +411,7 @@ def _by_name_call(fn: Callable, schema, profile: Profile):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if p.name in admissible.MUTATING_PARAMETERS:
-            continue  # formulas may not pass these (tests/test_sandbox_errors.py)
+            continue  # formulas may not pass these (tests/spec/test_sandbox_errors.py)
         argument = by_name.get(p.name)
         if argument is None and p.name in _INPUT_NAMES:
             argument = by_name.get("self") or by_name.get("input")

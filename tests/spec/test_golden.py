@@ -1,7 +1,7 @@
 """Golden tests: a tiny spec in, the exact generated text out.
 
 After an intended change to the output, refresh with
-`UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py` and review the diff.
+`UPDATE_GOLDEN=1 python -m pytest tests/spec/test_golden.py` and review the diff.
 """
 
 from __future__ import annotations
