@@ -23,6 +23,7 @@ _INTERNAL = tuple(
 
 
 def qualified_name(func) -> str:
+    """`aten::mul.Tensor`, `mylib::mysin` (with its namespace and overload)."""
     schema = func._schema
     if schema.overload_name:
         return f"{schema.name}.{schema.overload_name}"

@@ -93,10 +93,7 @@ class DualMode(TorchDispatchMode):
                 return self._entered(func, args, kwargs, tensors)
             finally:
                 STATE.subclass_op = previous
-        if _any_lazy_view(tensors):
-            with native_dispatch_keys():
-                return self._dispatch(func, args, kwargs, tensors)
-        return self._dispatch(func, args, kwargs, tensors)
+        return self._entered(func, args, kwargs, tensors)
 
     def _entered(self, func, args, kwargs, tensors):
         if _any_lazy_view(tensors):

@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .functions import backward as functions
 from .kernel_info import KernelInfo
+from .missing import qualified_name
 from .mode import bind, native_dispatch_keys, reads_lazy_views
 
 Node = int  # None stands for a constant (nothing to differentiate)
@@ -35,12 +36,6 @@ def _registry() -> dict:
     from .rules import generated_kernels
 
     return generated_kernels()
-
-
-def _op_name(func) -> str:
-    schema = func._schema
-    name = schema.name  # with its namespace: aten::mul, mylib::mysin
-    return f"{name}.{schema.overload_name}" if schema.overload_name else name
 
 
 def is_differentiable(t) -> bool:
@@ -241,10 +236,10 @@ class Tape(TorchDispatchMode):
                 return out
         if info is None or any(schema.arguments[i].is_out for i in written):
             raise NotImplementedError(
-                f"dualgen has no backward (VJP) rule for {_op_name(func)}; add an "
+                f"dualgen has no backward (VJP) rule for {qualified_name(func)}; add an "
                 f"entry to derivatives.yaml"
                 if info is None
-                else f"{_op_name(func)} is an out= variant: call its functional form"
+                else f"{qualified_name(func)} is an out= variant: call its functional form"
             )
         saved = [
             self._save(_as_tensor_argument(v, a))

@@ -151,11 +151,8 @@ def mutating_position(path: str) -> tuple[int, str] | None:
     """(index, name) of the first parameter of `torch.<path>` that makes it write
     into a tensor when passed positionally, or None (C bindings take `out=` by
     keyword only)."""
-    obj = torch
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
     try:
-        parameters = list(inspect.signature(obj).parameters.values())
+        parameters = list(inspect.signature(_resolve(path)).parameters.values())
     except (TypeError, ValueError):
         return None
     for index, parameter in enumerate(parameters):
@@ -218,10 +215,15 @@ def _is_binding(path: str) -> bool:
     Python function of that name may do more than the operator (F.embedding
     renormalises its weight in place, fractional_max_pool2d draws its samples):
     it must be on the allowlist instead."""
+    return type(_resolve(path)).__name__ == "builtin_function_or_method"
+
+
+def _resolve(path: str):
+    """`torch.<path>` (None where a part is missing)."""
     obj = torch
     for part in path.split("."):
         obj = getattr(obj, part, None)
-    return type(obj).__name__ == "builtin_function_or_method"
+    return obj
 
 
 def _aten_name(parts: list[str]) -> str | None:
