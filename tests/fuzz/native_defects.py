@@ -105,6 +105,20 @@ def _real_tangent_of_complex_value(e: Evidence) -> bool:
     )
 
 
+def _zero_dim_alpha_promotes_the_tangent(e: Evidence) -> bool:
+    if e.finding.variable is None or e.finding.aspect != "tangent dtype":
+        return False
+    native, dual = e.native_state(), e.dualgen_state()
+    return (
+        "alpha=" in e.line
+        and native.value.dim() == 0
+        and native.tangent is not None
+        and native.tangent.dtype != native.value.dtype
+        and dual.tangent is not None
+        and dual.tangent.dtype == dual.value.dtype
+    )
+
+
 DEFECTS: tuple[NativeDefect, ...] = (
     NativeDefect(
         name="inplace op reads updated self",
@@ -172,6 +186,23 @@ DEFECTS: tuple[NativeDefect, ...] = (
         """,
         variable="x1",
         recognises=_complex_value_with_real_tangent,
+        dtype_only=True,
+    ),
+    NativeDefect(
+        name="0-d add or sub with alpha promotes the tangent to float64",
+        summary=(
+            "torch.add / torch.sub of a 0-d float32 dual and an operand without a "
+            "tangent, with alpha: native scales the operand's zero tangent by "
+            "alpha as a 0-d float64 tensor, and 0-d with 0-d promotes, so the "
+            "float32 value gets a float64 tangent. dualgen's has the value's dtype."
+        ),
+        reproducer="""
+            x0 = fwAD.make_dual(torch.tensor(0.5, dtype=torch.float32), torch.tensor(1.0, dtype=torch.float32))
+            x1 = torch.tensor(2.0, dtype=torch.float32)
+            x2 = torch.add(x0, x1, alpha=0.5)
+        """,
+        variable="x2",
+        recognises=_zero_dim_alpha_promotes_the_tangent,
         dtype_only=True,
     ),
 )

@@ -24,6 +24,7 @@ OTHER_TANGENT_DTYPE = {
     torch.float32: torch.float64,
     torch.float64: torch.float32,
     torch.complex128: torch.float64,
+    torch.complex64: torch.complex128,  # a primal made complex64 by a view
 }
 
 
