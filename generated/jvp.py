@@ -92,7 +92,7 @@ from dualgen.formulas import (
 
 def abs_default(self_p, self_t, result):
     """aten::abs(Tensor self) -> Tensor"""
-    # functional, spec line 61
+    # functional, spec line 62
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
         return as_real_like(self_t.conj() * self_p.sgn(), result)
@@ -102,7 +102,7 @@ def abs_default(self_p, self_t, result):
 
 def abs__default(self_p, self_t, result):
     """aten::abs_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 61
+    # inplace, spec line 62
     # formulas from abs; self_p is self before the update
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
@@ -113,7 +113,7 @@ def abs__default(self_p, self_t, result):
 
 def neg_default(self_p, self_t, result):
     """aten::neg(Tensor self) -> Tensor"""
-    # functional, spec line 66
+    # functional, spec line 67
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.neg.default(self_t)
@@ -123,7 +123,7 @@ def neg_default(self_p, self_t, result):
 
 def neg__default(self_p, self_t, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 66
+    # inplace, spec line 67
     # formulas from neg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -134,7 +134,7 @@ def neg__default(self_p, self_t, result):
 
 def sin_default(self_p, self_t, result):
     """aten::sin(Tensor self) -> Tensor"""
-    # functional, spec line 70
+    # functional, spec line 71
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
         return self_t * self_p.cos()
@@ -144,7 +144,7 @@ def sin_default(self_p, self_t, result):
 
 def sin__default(self_p, self_t, result):
     """aten::sin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 70
+    # inplace, spec line 71
     # formulas from sin; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
@@ -155,7 +155,7 @@ def sin__default(self_p, self_t, result):
 
 def cos_default(self_p, self_t, result):
     """aten::cos(Tensor self) -> Tensor"""
-    # functional, spec line 74
+    # functional, spec line 75
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
         return self_t * -self_p.sin()
@@ -165,7 +165,7 @@ def cos_default(self_p, self_t, result):
 
 def cos__default(self_p, self_t, result):
     """aten::cos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 74
+    # inplace, spec line 75
     # formulas from cos; self_p is self before the update
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
@@ -176,7 +176,7 @@ def cos__default(self_p, self_t, result):
 
 def tan_default(self_p, self_t, result):
     """aten::tan(Tensor self) -> Tensor"""
-    # functional, spec line 78
+    # functional, spec line 79
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
         return self_t * (1 + result * result)
@@ -186,7 +186,7 @@ def tan_default(self_p, self_t, result):
 
 def tan__default(self_p, self_t, result):
     """aten::tan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 78
+    # inplace, spec line 79
     # formulas from tan; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
@@ -197,7 +197,7 @@ def tan__default(self_p, self_t, result):
 
 def tanh_default(self_p, self_t, result):
     """aten::tanh(Tensor self) -> Tensor"""
-    # functional, spec line 83
+    # functional, spec line 84
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.tanh_backward(self_t.conj(), result).conj()
@@ -207,7 +207,7 @@ def tanh_default(self_p, self_t, result):
 
 def tanh__default(self_p, self_t, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 83
+    # inplace, spec line 84
     # formulas from tanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
@@ -218,7 +218,7 @@ def tanh__default(self_p, self_t, result):
 
 def sigmoid_default(self_p, self_t, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 87
+    # functional, spec line 88
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
@@ -228,7 +228,7 @@ def sigmoid_default(self_p, self_t, result):
 
 def sigmoid__default(self_p, self_t, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 87
+    # inplace, spec line 88
     # formulas from sigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
@@ -239,7 +239,7 @@ def sigmoid__default(self_p, self_t, result):
 
 def exp_default(self_p, self_t, result):
     """aten::exp(Tensor self) -> Tensor"""
-    # functional, spec line 91
+    # functional, spec line 92
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
         return self_t * result
@@ -249,7 +249,7 @@ def exp_default(self_p, self_t, result):
 
 def exp__default(self_p, self_t, result):
     """aten::exp_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 91
+    # inplace, spec line 92
     # formulas from exp; self_p is self before the update
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
@@ -260,7 +260,7 @@ def exp__default(self_p, self_t, result):
 
 def exp2_default(self_p, self_t, result):
     """aten::exp2(Tensor self) -> Tensor"""
-    # functional, spec line 95
+    # functional, spec line 96
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t * (result * 0.6931471805599453)
@@ -270,7 +270,7 @@ def exp2_default(self_p, self_t, result):
 
 def exp2__default(self_p, self_t, result):
     """aten::exp2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 95
+    # inplace, spec line 96
     # formulas from exp2; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
@@ -281,7 +281,7 @@ def exp2__default(self_p, self_t, result):
 
 def expm1_default(self_p, self_t, result):
     """aten::expm1(Tensor self) -> Tensor"""
-    # functional, spec line 99
+    # functional, spec line 100
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
         return self_t * (result + 1)
@@ -291,7 +291,7 @@ def expm1_default(self_p, self_t, result):
 
 def expm1__default(self_p, self_t, result):
     """aten::expm1_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 99
+    # inplace, spec line 100
     # formulas from expm1; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
@@ -302,7 +302,7 @@ def expm1__default(self_p, self_t, result):
 
 def log_default(self_p, self_t, result):
     """aten::log(Tensor self) -> Tensor"""
-    # functional, spec line 103
+    # functional, spec line 104
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
         return self_t / self_p
@@ -312,7 +312,7 @@ def log_default(self_p, self_t, result):
 
 def log__default(self_p, self_t, result):
     """aten::log_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 103
+    # inplace, spec line 104
     # formulas from log; self_p is self before the update
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
@@ -323,7 +323,7 @@ def log__default(self_p, self_t, result):
 
 def log2_default(self_p, self_t, result):
     """aten::log2(Tensor self) -> Tensor"""
-    # functional, spec line 108
+    # functional, spec line 109
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t / (self_p * 0.6931471805599453)
@@ -333,7 +333,7 @@ def log2_default(self_p, self_t, result):
 
 def log2__default(self_p, self_t, result):
     """aten::log2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 108
+    # inplace, spec line 109
     # formulas from log2; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
@@ -344,7 +344,7 @@ def log2__default(self_p, self_t, result):
 
 def log1p_default(self_p, self_t, result):
     """aten::log1p(Tensor self) -> Tensor"""
-    # functional, spec line 113
+    # functional, spec line 114
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
         return self_t / (self_p + 1)
@@ -354,7 +354,7 @@ def log1p_default(self_p, self_t, result):
 
 def log1p__default(self_p, self_t, result):
     """aten::log1p_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 113
+    # inplace, spec line 114
     # formulas from log1p; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
@@ -365,7 +365,7 @@ def log1p__default(self_p, self_t, result):
 
 def sqrt_default(self_p, self_t, result):
     """aten::sqrt(Tensor self) -> Tensor"""
-    # functional, spec line 118
+    # functional, spec line 119
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
         return self_t / (2 * result)
@@ -375,7 +375,7 @@ def sqrt_default(self_p, self_t, result):
 
 def sqrt__default(self_p, self_t, result):
     """aten::sqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 118
+    # inplace, spec line 119
     # formulas from sqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
@@ -386,7 +386,7 @@ def sqrt__default(self_p, self_t, result):
 
 def rsqrt_default(self_p, self_t, result):
     """aten::rsqrt(Tensor self) -> Tensor"""
-    # functional, spec line 123
+    # functional, spec line 124
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
         return self_t * (-0.5 * result * result * result)
@@ -396,7 +396,7 @@ def rsqrt_default(self_p, self_t, result):
 
 def rsqrt__default(self_p, self_t, result):
     """aten::rsqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 123
+    # inplace, spec line 124
     # formulas from rsqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
@@ -407,7 +407,7 @@ def rsqrt__default(self_p, self_t, result):
 
 def reciprocal_default(self_p, self_t, result):
     """aten::reciprocal(Tensor self) -> Tensor"""
-    # functional, spec line 128
+    # functional, spec line 129
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
         return self_t * (-result * result)
@@ -417,7 +417,7 @@ def reciprocal_default(self_p, self_t, result):
 
 def reciprocal__default(self_p, self_t, result):
     """aten::reciprocal_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 128
+    # inplace, spec line 129
     # formulas from reciprocal; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
@@ -428,7 +428,7 @@ def reciprocal__default(self_p, self_t, result):
 
 def relu_default(self_p, self_t, result):
     """aten::relu(Tensor self) -> Tensor"""
-    # functional, spec line 133
+    # functional, spec line 134
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
@@ -438,7 +438,7 @@ def relu_default(self_p, self_t, result):
 
 def relu__default(self_p, self_t, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 133
+    # inplace, spec line 134
     # formulas from relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
@@ -449,7 +449,7 @@ def relu__default(self_p, self_t, result):
 
 def sinh_default(self_p, self_t, result):
     """aten::sinh(Tensor self) -> Tensor"""
-    # functional, spec line 138
+    # functional, spec line 139
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
         return self_t * self_p.cosh()
@@ -459,7 +459,7 @@ def sinh_default(self_p, self_t, result):
 
 def sinh__default(self_p, self_t, result):
     """aten::sinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 138
+    # inplace, spec line 139
     # formulas from sinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
@@ -470,7 +470,7 @@ def sinh__default(self_p, self_t, result):
 
 def cosh_default(self_p, self_t, result):
     """aten::cosh(Tensor self) -> Tensor"""
-    # functional, spec line 142
+    # functional, spec line 143
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
         return self_t * self_p.sinh()
@@ -480,7 +480,7 @@ def cosh_default(self_p, self_t, result):
 
 def cosh__default(self_p, self_t, result):
     """aten::cosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 142
+    # inplace, spec line 143
     # formulas from cosh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
@@ -491,7 +491,7 @@ def cosh__default(self_p, self_t, result):
 
 def asin_default(self_p, self_t, result):
     """aten::asin(Tensor self) -> Tensor"""
-    # functional, spec line 146
+    # functional, spec line 147
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return self_t * (1 - self_p * self_p).rsqrt()
@@ -501,7 +501,7 @@ def asin_default(self_p, self_t, result):
 
 def asin__default(self_p, self_t, result):
     """aten::asin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 146
+    # inplace, spec line 147
     # formulas from asin; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -512,7 +512,7 @@ def asin__default(self_p, self_t, result):
 
 def acos_default(self_p, self_t, result):
     """aten::acos(Tensor self) -> Tensor"""
-    # functional, spec line 151
+    # functional, spec line 152
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return -self_t * (1 - self_p * self_p).rsqrt()
@@ -522,7 +522,7 @@ def acos_default(self_p, self_t, result):
 
 def acos__default(self_p, self_t, result):
     """aten::acos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 151
+    # inplace, spec line 152
     # formulas from acos; self_p is self before the update
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -533,7 +533,7 @@ def acos__default(self_p, self_t, result):
 
 def atan_default(self_p, self_t, result):
     """aten::atan(Tensor self) -> Tensor"""
-    # functional, spec line 156
+    # functional, spec line 157
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
         return self_t / (1 + self_p * self_p)
@@ -543,7 +543,7 @@ def atan_default(self_p, self_t, result):
 
 def atan__default(self_p, self_t, result):
     """aten::atan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 156
+    # inplace, spec line 157
     # formulas from atan; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
@@ -554,7 +554,7 @@ def atan__default(self_p, self_t, result):
 
 def erf_default(self_p, self_t, result):
     """aten::erf(Tensor self) -> Tensor"""
-    # functional, spec line 160
+    # functional, spec line 161
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (2.0 / torch.pi**0.5 * (-self_p * self_p).exp())
@@ -564,7 +564,7 @@ def erf_default(self_p, self_t, result):
 
 def erf__default(self_p, self_t, result):
     """aten::erf_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 160
+    # inplace, spec line 161
     # formulas from erf; self_p is self before the update
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -575,7 +575,7 @@ def erf__default(self_p, self_t, result):
 
 def clamp_default(self_p, min, max, self_t, result):
     """aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    # functional, spec line 164
+    # functional, spec line 165
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
         return self_t * clamp_mask(self_p, min, max).conj()
@@ -585,7 +585,7 @@ def clamp_default(self_p, min, max, self_t, result):
 
 def clamp__default(self_p, min, max, self_t, result):
     """aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"""
-    # inplace, spec line 164
+    # inplace, spec line 165
     # formulas from clamp; self_p is self before the update
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
@@ -596,7 +596,7 @@ def clamp__default(self_p, min, max, self_t, result):
 
 def clone_default(self_p, memory_format, self_t, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 171
+    # functional, spec line 172
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.clone.default(self_t, memory_format=memory_format)
@@ -616,7 +616,7 @@ def _to_copy_default(
     result,
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 175
+    # functional, spec line 176
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._to_copy.default(
@@ -634,7 +634,7 @@ def _to_copy_default(
 
 def detach_default(self_p, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 179
+    # view, spec line 180
     return None
 
 
@@ -642,13 +642,13 @@ def zeros_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 186
+    # functional, spec line 187
     return None
 
 
 def ones_like_default(self_p, dtype, layout, device, pin_memory, memory_format, result):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 190
+    # functional, spec line 191
     return None
 
 
@@ -656,7 +656,7 @@ def empty_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 194
+    # functional, spec line 195
     return None
 
 
@@ -664,25 +664,25 @@ def full_like_default(
     self_p, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 198
+    # functional, spec line 199
     return None
 
 
 def new_zeros_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 202
+    # functional, spec line 203
     return None
 
 
 def new_ones_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 207
+    # functional, spec line 208
     return None
 
 
 def new_empty_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 212
+    # functional, spec line 213
     return None
 
 
@@ -690,13 +690,13 @@ def new_full_default(
     self_p, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 217
+    # functional, spec line 218
     return None
 
 
 def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 224
+    # functional, spec line 225
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t + scale(other_t, alpha)
@@ -710,7 +710,7 @@ def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def add_Scalar(self_p, other, alpha, self_t, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 229
+    # functional, spec line 230
     # result: self_t
     if self_t is not None:
         return self_t
@@ -720,7 +720,7 @@ def add_Scalar(self_p, other, alpha, self_t, result):
 
 def add__Scalar(self_p, other, alpha, self_t, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 229
+    # inplace, spec line 230
     # formulas from add.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -731,7 +731,7 @@ def add__Scalar(self_p, other, alpha, self_t, result):
 
 def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 233
+    # functional, spec line 234
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t - scale(other_t, alpha)
@@ -745,7 +745,7 @@ def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 233
+    # inplace, spec line 234
     # formulas from sub.Tensor; self_p is self before the update
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -760,7 +760,7 @@ def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub_Scalar(self_p, other, alpha, self_t, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 238
+    # functional, spec line 239
     # result: self_t
     if self_t is not None:
         return self_t
@@ -770,7 +770,7 @@ def sub_Scalar(self_p, other, alpha, self_t, result):
 
 def sub__Scalar(self_p, other, alpha, self_t, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 238
+    # inplace, spec line 239
     # formulas from sub.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -781,7 +781,7 @@ def sub__Scalar(self_p, other, alpha, self_t, result):
 
 def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 242
+    # functional, spec line 243
     # result: other_t - scale(self_t, alpha)
     if self_t is not None and other_t is not None:
         return other_t - scale(self_t, alpha)
@@ -795,7 +795,7 @@ def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def rsub_Scalar(self_p, other, alpha, self_t, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 247
+    # functional, spec line 248
     # result: -scale(self_t, alpha)
     if self_t is not None:
         return -scale(self_t, alpha)
@@ -805,7 +805,7 @@ def rsub_Scalar(self_p, other, alpha, self_t, result):
 
 def mul_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 251
+    # functional, spec line 252
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
         return self_t * other_p + other_t * self_p
@@ -819,7 +819,7 @@ def mul_Tensor(self_p, other_p, self_t, other_t, result):
 
 def mul_Scalar(self_p, other, self_t, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 256
+    # functional, spec line 257
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mul.Scalar(self_t, other)
@@ -829,7 +829,7 @@ def mul_Scalar(self_p, other, self_t, result):
 
 def mul__Scalar(self_p, other, self_t, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 256
+    # inplace, spec line 257
     # formulas from mul.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -840,7 +840,7 @@ def mul__Scalar(self_p, other, self_t, result):
 
 def div_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 260
+    # functional, spec line 261
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
         return (self_t - other_t * result) / other_p
@@ -854,7 +854,7 @@ def div_Tensor(self_p, other_p, self_t, other_t, result):
 
 def div__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 260
+    # inplace, spec line 261
     # formulas from div.Tensor; self_p is self before the update
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
@@ -869,7 +869,7 @@ def div__Tensor(self_p, other_p, self_t, other_t, result):
 
 def div_Scalar(self_p, other, self_t, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 266
+    # functional, spec line 267
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.div.Scalar(self_t, other)
@@ -879,7 +879,7 @@ def div_Scalar(self_p, other, self_t, result):
 
 def div__Scalar(self_p, other, self_t, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 266
+    # inplace, spec line 267
     # formulas from div.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -890,7 +890,7 @@ def div__Scalar(self_p, other, self_t, result):
 
 def pow_Tensor_Scalar(self_p, exponent, self_t, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 271
+    # functional, spec line 272
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
         return self_t * pow_self_derivative(self_p, exponent)
@@ -900,7 +900,7 @@ def pow_Tensor_Scalar(self_p, exponent, self_t, result):
 
 def pow__Scalar(self_p, exponent, self_t, result):
     """aten::pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)"""
-    # inplace, spec line 271
+    # inplace, spec line 272
     # formulas from pow.Tensor_Scalar; self_p is self before the update
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
@@ -911,7 +911,7 @@ def pow__Scalar(self_p, exponent, self_t, result):
 
 def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 278
+    # functional, spec line 279
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
         return self_t * pow_self_derivative(
@@ -929,7 +929,7 @@ def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow__Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)"""
-    # inplace, spec line 278
+    # inplace, spec line 279
     # formulas from pow.Tensor_Tensor; self_p is self before the update
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
@@ -948,7 +948,7 @@ def pow__Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow_Scalar(self, exponent_p, exponent_t, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 284
+    # functional, spec line 285
     # result: auto_element_wise, from exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     if exponent_t is not None:
         return exponent_t * pow_exponent_derivative(self, exponent_p, result)
@@ -958,7 +958,7 @@ def pow_Scalar(self, exponent_p, exponent_t, result):
 
 def maximum_default(self_p, other_p, self_t, other_t, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 289
+    # functional, spec line 290
     # result: self_t * winner_weight(self_p, other_p) + other_t * winner_weight(other_p, self_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(self_p, other_p) + other_t * winner_weight(
@@ -974,7 +974,7 @@ def maximum_default(self_p, other_p, self_t, other_t, result):
 
 def minimum_default(self_p, other_p, self_t, other_t, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 294
+    # functional, spec line 295
     # result: self_t * winner_weight(other_p, self_p) + other_t * winner_weight(self_p, other_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(other_p, self_p) + other_t * winner_weight(
@@ -990,7 +990,7 @@ def minimum_default(self_p, other_p, self_t, other_t, result):
 
 def where_self(condition_p, self_p, other_p, self_t, other_t, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 299
+    # functional, spec line 300
     # result: torch.where(condition_p, self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(condition_p, self_t, other_t)
@@ -1004,7 +1004,7 @@ def where_self(condition_p, self_p, other_p, self_t, other_t, result):
 
 def atan2_default(self_p, other_p, self_t, other_t, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 306
+    # functional, spec line 307
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
         return (self_t * other_p - other_t * self_p) / (
@@ -1022,7 +1022,7 @@ def atan2_default(self_p, other_p, self_t, other_t, result):
 
 def atan2__default(self_p, other_p, self_t, other_t, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 306
+    # inplace, spec line 307
     # formulas from atan2; self_p is self before the update
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
@@ -1041,7 +1041,7 @@ def atan2__default(self_p, other_p, self_t, other_t, result):
 
 def sum_default(self_p, dtype, self_t, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 314
+    # functional, spec line 315
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.default(self_t, dtype=dtype)
@@ -1051,7 +1051,7 @@ def sum_default(self_p, dtype, self_t, result):
 
 def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 318
+    # functional, spec line 319
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)
@@ -1061,7 +1061,7 @@ def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
 
 def mean_default(self_p, dtype, self_t, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 325
+    # functional, spec line 326
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.default(self_t, dtype=dtype)
@@ -1071,7 +1071,7 @@ def mean_default(self_p, dtype, self_t, result):
 
 def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 329
+    # functional, spec line 330
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.dim(self_t, dim, keepdim, dtype=dtype)
@@ -1081,7 +1081,7 @@ def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
 
 def amax_default(self_p, dim, keepdim, self_t, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 336
+    # functional, spec line 337
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -1091,7 +1091,7 @@ def amax_default(self_p, dim, keepdim, self_t, result):
 
 def amin_default(self_p, dim, keepdim, self_t, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 343
+    # functional, spec line 344
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -1101,7 +1101,7 @@ def amin_default(self_p, dim, keepdim, self_t, result):
 
 def max_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 350
+    # functional, spec line 351
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1112,7 +1112,7 @@ def max_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def min_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 358
+    # functional, spec line 359
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1123,7 +1123,7 @@ def min_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def mm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 368
+    # functional, spec line 369
     # result: self_t.mm(mat2_p) + self_p.mm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.mm(mat2_p) + self_p.mm(mat2_t)
@@ -1137,7 +1137,7 @@ def mm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 374
+    # functional, spec line 375
     # result: self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
@@ -1151,7 +1151,7 @@ def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 380
+    # functional, spec line 381
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
         return scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
@@ -1173,7 +1173,7 @@ def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, r
 
 def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 380
+    # inplace, spec line 381
     # formulas from addmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
@@ -1196,7 +1196,7 @@ def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, 
 
 def mv_default(self_p, vec_p, self_t, vec_t, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 389
+    # functional, spec line 390
     # result: self_t.mv(vec_p) + self_p.mv(vec_t)
     if self_t is not None and vec_t is not None:
         return self_t.mv(vec_p) + self_p.mv(vec_t)
@@ -1210,7 +1210,7 @@ def mv_default(self_p, vec_p, self_t, vec_t, result):
 
 def dot_default(self_p, tensor_p, self_t, tensor_t, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 395
+    # functional, spec line 396
     # result: self_t.dot(tensor_p) + self_p.dot(tensor_t)
     if self_t is not None and tensor_t is not None:
         return self_t.dot(tensor_p) + self_p.dot(tensor_t)
@@ -1224,7 +1224,7 @@ def dot_default(self_p, tensor_p, self_t, tensor_t, result):
 
 def alias_default(self_p, self_t, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 404
+    # view, spec line 405
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias.default(self_t)
@@ -1234,7 +1234,7 @@ def alias_default(self_p, self_t, result):
 
 def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 407
+    # view, spec line 408
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided.default(self_t, size, stride, storage_offset)
@@ -1244,7 +1244,7 @@ def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
 
 def view_default(self_p, size, self_t, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 412
+    # view, spec line 413
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view.default(self_t, size)
@@ -1254,7 +1254,7 @@ def view_default(self_p, size, self_t, result):
 
 def _unsafe_view_default(self_p, size, self_t, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 416
+    # functional, spec line 417
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._unsafe_view.default(self_t, size)
@@ -1264,7 +1264,7 @@ def _unsafe_view_default(self_p, size, self_t, result):
 
 def t_default(self_p, self_t, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 421
+    # view, spec line 422
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t.default(self_t)
@@ -1274,7 +1274,7 @@ def t_default(self_p, self_t, result):
 
 def transpose_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 424
+    # view, spec line 425
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose.int(self_t, dim0, dim1)
@@ -1284,7 +1284,7 @@ def transpose_int(self_p, dim0, dim1, self_t, result):
 
 def permute_default(self_p, dims, self_t, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 428
+    # view, spec line 429
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute.default(self_t, dims)
@@ -1294,7 +1294,7 @@ def permute_default(self_p, dims, self_t, result):
 
 def expand_default(self_p, size, implicit, self_t, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 432
+    # view, spec line 433
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand.default(self_t, size, implicit=implicit)
@@ -1304,7 +1304,7 @@ def expand_default(self_p, size, implicit, self_t, result):
 
 def slice_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 438
+    # view, spec line 439
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice.Tensor(self_t, dim, start, end, step)
@@ -1314,7 +1314,7 @@ def slice_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def select_int(self_p, dim, index, self_t, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 444
+    # view, spec line 445
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select.int(self_t, dim, index)
@@ -1324,7 +1324,7 @@ def select_int(self_p, dim, index, self_t, result):
 
 def unsqueeze_default(self_p, dim, self_t, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 448
+    # view, spec line 449
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze.default(self_t, dim)
@@ -1334,7 +1334,7 @@ def unsqueeze_default(self_p, dim, self_t, result):
 
 def squeeze_dim(self_p, dim, self_t, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 451
+    # view, spec line 452
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dim(self_t, dim)
@@ -1344,7 +1344,7 @@ def squeeze_dim(self_p, dim, self_t, result):
 
 def squeeze_default(self_p, self_t, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 455
+    # view, spec line 456
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.default(self_t)
@@ -1354,7 +1354,7 @@ def squeeze_default(self_p, self_t, result):
 
 def _conj_default(self_p, self_t, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 461
+    # view, spec line 462
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._conj.default(self_t)
@@ -1364,7 +1364,7 @@ def _conj_default(self_p, self_t, result):
 
 def resolve_conj_default(self_p, self_t, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 464
+    # view, spec line 465
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.resolve_conj.default(self_t)
@@ -1374,7 +1374,7 @@ def resolve_conj_default(self_p, self_t, result):
 
 def _neg_view_default(self_p, self_t, result):
     """aten::_neg_view(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 469
+    # view, spec line 470
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._neg_view.default(self_t)
@@ -1384,7 +1384,7 @@ def _neg_view_default(self_p, self_t, result):
 
 def resolve_neg_default(self_p, self_t, result):
     """aten::resolve_neg(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 472
+    # view, spec line 473
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.resolve_neg.default(self_t)
@@ -1394,7 +1394,7 @@ def resolve_neg_default(self_p, self_t, result):
 
 def conj_physical_default(self_p, self_t, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 475
+    # functional, spec line 476
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.conj_physical.default(self_t)
@@ -1404,7 +1404,7 @@ def conj_physical_default(self_p, self_t, result):
 
 def conj_physical__default(self_p, self_t, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 475
+    # inplace, spec line 476
     # formulas from conj_physical; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -1415,7 +1415,7 @@ def conj_physical__default(self_p, self_t, result):
 
 def _conj_physical_default(self_p, self_t, result):
     """aten::_conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 479
+    # functional, spec line 480
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._conj_physical.default(self_t)
@@ -1425,7 +1425,7 @@ def _conj_physical_default(self_p, self_t, result):
 
 def cat_default(tensors_p, dim, tensors_t, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 485
+    # functional, spec line 486
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1436,7 +1436,7 @@ def cat_default(tensors_p, dim, tensors_t, result):
 
 def stack_default(tensors_p, dim, tensors_t, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 492
+    # functional, spec line 493
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1447,7 +1447,7 @@ def stack_default(tensors_p, dim, tensors_t, result):
 
 def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 502
+    # inplace, spec line 503
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -1462,7 +1462,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 504
+    # inplace, spec line 505
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
@@ -1477,7 +1477,7 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 506
+    # inplace, spec line 507
     # result: copy_broadcast(src_t, self_p)
     if self_t is not None and src_t is not None:
         return copy_broadcast(src_t, self_p)
@@ -1491,7 +1491,7 @@ def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
 
 def zero__default(self_p, self_t, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 517
+    # inplace, spec line 518
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.zero_.default(self_t)
@@ -1501,7 +1501,7 @@ def zero__default(self_p, self_t, result):
 
 def fill__Scalar(self_p, value, self_t, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 521
+    # inplace, spec line 522
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1511,7 +1511,7 @@ def fill__Scalar(self_p, value, self_t, result):
 
 def fill__Tensor(self_p, value_p, self_t, value_t, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 525
+    # inplace, spec line 526
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
         return value_t.expand_as(self_p)
@@ -1525,7 +1525,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
 
 def eq__Scalar(self_p, other, self_t, result):
     """aten::eq_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 536
+    # inplace, spec line 537
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1535,7 +1535,7 @@ def eq__Scalar(self_p, other, self_t, result):
 
 def eq__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::eq_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 540
+    # inplace, spec line 541
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1545,7 +1545,7 @@ def eq__Tensor(self_p, other_p, self_t, other_t, result):
 
 def ne__Scalar(self_p, other, self_t, result):
     """aten::ne_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 545
+    # inplace, spec line 546
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1555,7 +1555,7 @@ def ne__Scalar(self_p, other, self_t, result):
 
 def ne__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ne_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 549
+    # inplace, spec line 550
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1565,7 +1565,7 @@ def ne__Tensor(self_p, other_p, self_t, other_t, result):
 
 def lt__Scalar(self_p, other, self_t, result):
     """aten::lt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 554
+    # inplace, spec line 555
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1575,7 +1575,7 @@ def lt__Scalar(self_p, other, self_t, result):
 
 def lt__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::lt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 558
+    # inplace, spec line 559
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1585,7 +1585,7 @@ def lt__Tensor(self_p, other_p, self_t, other_t, result):
 
 def le__Scalar(self_p, other, self_t, result):
     """aten::le_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 563
+    # inplace, spec line 564
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1595,7 +1595,7 @@ def le__Scalar(self_p, other, self_t, result):
 
 def le__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::le_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 567
+    # inplace, spec line 568
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1605,7 +1605,7 @@ def le__Tensor(self_p, other_p, self_t, other_t, result):
 
 def gt__Scalar(self_p, other, self_t, result):
     """aten::gt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 572
+    # inplace, spec line 573
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1615,7 +1615,7 @@ def gt__Scalar(self_p, other, self_t, result):
 
 def gt__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::gt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 576
+    # inplace, spec line 577
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1625,7 +1625,7 @@ def gt__Tensor(self_p, other_p, self_t, other_t, result):
 
 def ge__Scalar(self_p, other, self_t, result):
     """aten::ge_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 581
+    # inplace, spec line 582
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1635,7 +1635,7 @@ def ge__Scalar(self_p, other, self_t, result):
 
 def ge__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ge_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 585
+    # inplace, spec line 586
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1645,7 +1645,7 @@ def ge__Tensor(self_p, other_p, self_t, other_t, result):
 
 def logical_and__default(self_p, other_p, self_t, other_t, result):
     """aten::logical_and_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 590
+    # inplace, spec line 591
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1655,7 +1655,7 @@ def logical_and__default(self_p, other_p, self_t, other_t, result):
 
 def logical_or__default(self_p, other_p, self_t, other_t, result):
     """aten::logical_or_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 595
+    # inplace, spec line 596
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1665,7 +1665,7 @@ def logical_or__default(self_p, other_p, self_t, other_t, result):
 
 def logical_xor__default(self_p, other_p, self_t, other_t, result):
     """aten::logical_xor_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 600
+    # inplace, spec line 601
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1675,7 +1675,7 @@ def logical_xor__default(self_p, other_p, self_t, other_t, result):
 
 def logical_not__default(self_p, self_t, result):
     """aten::logical_not_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 605
+    # inplace, spec line 606
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1685,7 +1685,7 @@ def logical_not__default(self_p, self_t, result):
 
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 611
+    # functional, spec line 612
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1695,7 +1695,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 615
+    # functional, spec line 616
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1705,7 +1705,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 619
+    # functional, spec line 620
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1715,7 +1715,7 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 623
+    # functional, spec line 624
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1725,7 +1725,7 @@ def log_softmax_int(self_p, dim, dtype, self_t, result):
 
 def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 631
+    # functional, spec line 632
     # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1742,7 +1742,7 @@ def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, resu
 
 def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 636
+    # functional, spec line 637
     # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1759,7 +1759,7 @@ def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, r
 
 def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 641
+    # functional, spec line 642
     # result: torch.where(self_p > threshold, grad_output_t, 0.0)
     if grad_output_t is not None:
         return torch.where(self_p > threshold, grad_output_t, 0.0)
@@ -1771,7 +1771,7 @@ def _softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 647
+    # functional, spec line 648
     # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
     if grad_output_t is not None and output_t is not None:
         return output_t * (
@@ -1803,7 +1803,7 @@ def _log_softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 652
+    # functional, spec line 653
     # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1828,7 +1828,7 @@ def select_backward_default(
     grad_output_p, input_sizes, dim, index, grad_output_t, result
 ):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 657
+    # functional, spec line 658
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.select_backward.default(
@@ -1842,7 +1842,7 @@ def slice_backward_default(
     grad_output_p, input_sizes, dim, start, end, step, grad_output_t, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 662
+    # functional, spec line 663
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.slice_backward.default(
@@ -1868,7 +1868,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 672
+    # functional, spec line 673
     # result: torch.ops.aten.convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups) + torch.ops.aten.convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups) + channel_view(bias_t, result.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         return (
@@ -2004,7 +2004,7 @@ def native_layer_norm_default(
     result2,
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 684
+    # functional, spec line 685
     # result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2065,7 +2065,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 692
+    # functional, spec line 693
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2177,7 +2177,7 @@ def native_group_norm_default(
     result2,
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 702
+    # functional, spec line 703
     # result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2236,7 +2236,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 714
+    # functional, spec line 715
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d.default(self_t, output_size)
@@ -2256,7 +2256,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 721
+    # functional, spec line 722
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool2d.default(
@@ -2276,7 +2276,7 @@ def max_pool2d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 729
+    # functional, spec line 730
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2289,7 +2289,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 740
+    # functional, spec line 741
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest1d.default(self_t, output_size, scales)
@@ -2299,7 +2299,7 @@ def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
 
 def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 747
+    # functional, spec line 748
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest2d.default(
@@ -2311,7 +2311,7 @@ def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, 
 
 def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 754
+    # functional, spec line 755
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest1d.vec(
@@ -2323,7 +2323,7 @@ def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result)
 
 def upsample_nearest2d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 759
+    # functional, spec line 760
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest2d.vec(
@@ -2337,7 +2337,7 @@ def upsample_bilinear2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 764
+    # functional, spec line 765
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bilinear2d.default(
@@ -2351,7 +2351,7 @@ def upsample_bilinear2d_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 772
+    # functional, spec line 773
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_bilinear2d.vec(
@@ -2363,7 +2363,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 783
+    # functional, spec line 784
     # result: apply_loss_reduction(torch.ops.aten.mse_loss_backward(self_t - target_t, self_p, target_p, 0), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2391,7 +2391,7 @@ def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
 
 def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 792
+    # functional, spec line 793
     # result: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(self_t - target_t, self_p, target_p, 0, beta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2426,7 +2426,7 @@ def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, 
 
 def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 801
+    # functional, spec line 802
     # result: apply_loss_reduction(torch.ops.aten.huber_loss_backward(self_t - target_t, self_p, target_p, 0, delta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2459,7 +2459,7 @@ def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, res
 
 def glu_default(self_p, dim, self_t, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 812
+    # functional, spec line 813
     # result: self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
     if self_t is not None:
         return (
@@ -2472,7 +2472,7 @@ def glu_default(self_p, dim, self_t, result):
 
 def native_dropout_default(input_p, p, train, input_t, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 820
+    # functional, spec line 821
     # result0: input_t * result1 * dropout_scale(p, train)
     if input_t is not None:
         result0_t = input_t * result1 * dropout_scale(p, train)
@@ -2485,7 +2485,7 @@ def native_dropout_backward_default(
     grad_output_p, mask_p, scale, grad_output_t, result
 ):
     """aten::native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
-    # functional, spec line 831
+    # functional, spec line 832
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.native_dropout_backward.default(
@@ -2497,7 +2497,7 @@ def native_dropout_backward_default(
 
 def _adaptive_avg_pool3d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 841
+    # functional, spec line 842
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d.default(self_t, output_size)
@@ -2517,7 +2517,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 848
+    # functional, spec line 849
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool3d.default(
@@ -2537,7 +2537,7 @@ def max_pool3d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 856
+    # functional, spec line 857
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2550,7 +2550,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 864
+    # functional, spec line 865
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2563,7 +2563,7 @@ def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
 
 def adaptive_max_pool3d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 872
+    # functional, spec line 873
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2578,7 +2578,7 @@ def upsample_nearest3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 880
+    # functional, spec line 881
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest3d.default(
@@ -2590,7 +2590,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(self_p, output_size, scales, self_t, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 887
+    # functional, spec line 888
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d.default(
@@ -2604,7 +2604,7 @@ def _upsample_nearest_exact2d_default(
     self_p, output_size, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 894
+    # functional, spec line 895
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d.default(
@@ -2618,7 +2618,7 @@ def _upsample_nearest_exact3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 901
+    # functional, spec line 902
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d.default(
@@ -2632,7 +2632,7 @@ def upsample_linear1d_default(
     self_p, output_size, align_corners, scales, self_t, result
 ):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 908
+    # functional, spec line 909
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_linear1d.default(
@@ -2646,7 +2646,7 @@ def upsample_bicubic2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 916
+    # functional, spec line 917
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bicubic2d.default(
@@ -2660,7 +2660,7 @@ def upsample_trilinear3d_default(
     self_p, output_size, align_corners, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 924
+    # functional, spec line 925
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_trilinear3d.default(
@@ -2672,7 +2672,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(self_p, self_t, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 936
+    # functional, spec line 937
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
         return self_t / (self_p * 2.302585092994046)
@@ -2682,7 +2682,7 @@ def log10_default(self_p, self_t, result):
 
 def log10__default(self_p, self_t, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 936
+    # inplace, spec line 937
     # formulas from log10; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
@@ -2693,7 +2693,7 @@ def log10__default(self_p, self_t, result):
 
 def asinh_default(self_p, self_t, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 941
+    # functional, spec line 942
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
         return self_t * (self_p * self_p + 1).rsqrt()
@@ -2703,7 +2703,7 @@ def asinh_default(self_p, self_t, result):
 
 def asinh__default(self_p, self_t, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 941
+    # inplace, spec line 942
     # formulas from asinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
@@ -2714,7 +2714,7 @@ def asinh__default(self_p, self_t, result):
 
 def atanh_default(self_p, self_t, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 945
+    # functional, spec line 946
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
         return self_t / (1 - self_p * self_p)
@@ -2724,7 +2724,7 @@ def atanh_default(self_p, self_t, result):
 
 def atanh__default(self_p, self_t, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 945
+    # inplace, spec line 946
     # formulas from atanh; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
@@ -2735,7 +2735,7 @@ def atanh__default(self_p, self_t, result):
 
 def erfc_default(self_p, self_t, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 950
+    # functional, spec line 951
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (-1.1283791670955126 * (-self_p * self_p).exp())
@@ -2745,7 +2745,7 @@ def erfc_default(self_p, self_t, result):
 
 def erfc__default(self_p, self_t, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 950
+    # inplace, spec line 951
     # formulas from erfc; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -2756,7 +2756,7 @@ def erfc__default(self_p, self_t, result):
 
 def erfinv_default(self_p, self_t, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 954
+    # functional, spec line 955
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
         return self_t * (0.886226925452758 * (result * result).exp())
@@ -2766,7 +2766,7 @@ def erfinv_default(self_p, self_t, result):
 
 def erfinv__default(self_p, self_t, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 954
+    # inplace, spec line 955
     # formulas from erfinv; self_p is self before the update
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
@@ -2777,7 +2777,7 @@ def erfinv__default(self_p, self_t, result):
 
 def lgamma_default(self_p, self_t, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 959
+    # functional, spec line 960
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
         return self_t * self_p.digamma()
@@ -2787,7 +2787,7 @@ def lgamma_default(self_p, self_t, result):
 
 def lgamma__default(self_p, self_t, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 959
+    # inplace, spec line 960
     # formulas from lgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
@@ -2798,7 +2798,7 @@ def lgamma__default(self_p, self_t, result):
 
 def digamma_default(self_p, self_t, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 964
+    # functional, spec line 965
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(1, self_p)
@@ -2808,7 +2808,7 @@ def digamma_default(self_p, self_t, result):
 
 def digamma__default(self_p, self_t, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 964
+    # inplace, spec line 965
     # formulas from digamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
@@ -2819,7 +2819,7 @@ def digamma__default(self_p, self_t, result):
 
 def polygamma_default(n, self_p, self_t, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 969
+    # functional, spec line 970
     # result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(n + 1, self_p)
@@ -2829,7 +2829,7 @@ def polygamma_default(n, self_p, self_t, result):
 
 def mvlgamma_default(self_p, p, self_t, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 976
+    # functional, spec line 977
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
         return self_t * mvlgamma_derivative(self_p, p)
@@ -2839,7 +2839,7 @@ def mvlgamma_default(self_p, p, self_t, result):
 
 def mvlgamma__default(self_p, p, self_t, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 976
+    # inplace, spec line 977
     # formulas from mvlgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
@@ -2850,7 +2850,7 @@ def mvlgamma__default(self_p, p, self_t, result):
 
 def logit_default(self_p, eps, self_t, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 983
+    # functional, spec line 984
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
         return self_t * logit_derivative(self_p, eps)
@@ -2860,7 +2860,7 @@ def logit_default(self_p, eps, self_t, result):
 
 def logit__default(self_p, eps, self_t, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 983
+    # inplace, spec line 984
     # formulas from logit; self_p is self before the update
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
@@ -2871,7 +2871,7 @@ def logit__default(self_p, eps, self_t, result):
 
 def sinc_default(self_p, self_t, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 990
+    # functional, spec line 991
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
         return self_t * torch.where(
@@ -2886,7 +2886,7 @@ def sinc_default(self_p, self_t, result):
 
 def sinc__default(self_p, self_t, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 990
+    # inplace, spec line 991
     # formulas from sinc; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
@@ -2902,7 +2902,7 @@ def sinc__default(self_p, self_t, result):
 
 def i0_default(self_p, self_t, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 994
+    # functional, spec line 995
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
         return self_t * torch.special.i1(self_p).conj()
@@ -2912,7 +2912,7 @@ def i0_default(self_p, self_t, result):
 
 def i0__default(self_p, self_t, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 994
+    # inplace, spec line 995
     # formulas from i0; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
@@ -2923,7 +2923,7 @@ def i0__default(self_p, self_t, result):
 
 def special_i0e_default(self_p, self_t, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 998
+    # functional, spec line 999
     # result: auto_element_wise, from self: grad * (torch.special.i1e(self) - self.sgn() * result)
     if self_t is not None:
         return self_t * (
@@ -2935,7 +2935,7 @@ def special_i0e_default(self_p, self_t, result):
 
 def special_i1_default(self_p, self_t, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 1002
+    # functional, spec line 1003
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     if self_t is not None:
         return (
@@ -2947,7 +2947,7 @@ def special_i1_default(self_p, self_t, result):
 
 def special_i1e_default(self_p, self_t, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 1006
+    # functional, spec line 1007
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     if self_t is not None:
         return (
@@ -2965,7 +2965,7 @@ def special_i1e_default(self_p, self_t, result):
 
 def special_ndtr_default(self_p, self_t, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1010
+    # functional, spec line 1011
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     if self_t is not None:
         return self_t * 0.3989422804014327 * (-0.5 * self_p * self_p).exp().conj()
@@ -2975,7 +2975,7 @@ def special_ndtr_default(self_p, self_t, result):
 
 def special_log_ndtr_default(self_p, self_t, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1014
+    # functional, spec line 1015
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     if self_t is not None:
         return (
@@ -2987,7 +2987,7 @@ def special_log_ndtr_default(self_p, self_t, result):
 
 def special_erfcx_default(self_p, self_t, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 1018
+    # functional, spec line 1019
     # result: auto_element_wise, from self: grad * (2 * self * result - 1.1283791670955126)
     if self_t is not None:
         return self_t * (2 * self_p.conj() * result.conj() - 1.1283791670955126)
@@ -2997,7 +2997,7 @@ def special_erfcx_default(self_p, self_t, result):
 
 def special_entr_default(self_p, self_t, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 1022
+    # functional, spec line 1023
     # result: auto_element_wise, from self: grad * -(1 + self.log())
     if self_t is not None:
         return self_t * -(1 + self_p.log().conj())
@@ -3007,7 +3007,7 @@ def special_entr_default(self_p, self_t, result):
 
 def sgn_default(self_p, self_t, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 1027
+    # functional, spec line 1028
     # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
         return sgn_derivative(self_t, self_p, result)
@@ -3017,7 +3017,7 @@ def sgn_default(self_p, self_t, result):
 
 def sgn__default(self_p, self_t, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1027
+    # inplace, spec line 1028
     # formulas from sgn; self_p is self before the update
     # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
@@ -3028,7 +3028,7 @@ def sgn__default(self_p, self_t, result):
 
 def angle_default(self_p, self_t, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 1033
+    # functional, spec line 1034
     # result: angle_tangent(self_t, self_p)
     if self_t is not None:
         return angle_tangent(self_t, self_p)
@@ -3038,7 +3038,7 @@ def angle_default(self_p, self_t, result):
 
 def sign_default(self_p, self_t, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 1038
+    # functional, spec line 1039
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3048,7 +3048,7 @@ def sign_default(self_p, self_t, result):
 
 def sign__default(self_p, self_t, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1038
+    # inplace, spec line 1039
     # formulas from sign; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3059,7 +3059,7 @@ def sign__default(self_p, self_t, result):
 
 def ceil_default(self_p, self_t, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 1042
+    # functional, spec line 1043
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3069,7 +3069,7 @@ def ceil_default(self_p, self_t, result):
 
 def ceil__default(self_p, self_t, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1042
+    # inplace, spec line 1043
     # formulas from ceil; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3080,7 +3080,7 @@ def ceil__default(self_p, self_t, result):
 
 def floor_default(self_p, self_t, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 1046
+    # functional, spec line 1047
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3090,7 +3090,7 @@ def floor_default(self_p, self_t, result):
 
 def floor__default(self_p, self_t, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1046
+    # inplace, spec line 1047
     # formulas from floor; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3101,7 +3101,7 @@ def floor__default(self_p, self_t, result):
 
 def trunc_default(self_p, self_t, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 1050
+    # functional, spec line 1051
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3111,7 +3111,7 @@ def trunc_default(self_p, self_t, result):
 
 def trunc__default(self_p, self_t, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1050
+    # inplace, spec line 1051
     # formulas from trunc; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3122,7 +3122,7 @@ def trunc__default(self_p, self_t, result):
 
 def round_default(self_p, self_t, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 1054
+    # functional, spec line 1055
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3132,7 +3132,7 @@ def round_default(self_p, self_t, result):
 
 def round__default(self_p, self_t, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1054
+    # inplace, spec line 1055
     # formulas from round; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3143,7 +3143,7 @@ def round__default(self_p, self_t, result):
 
 def round_decimals(self_p, decimals, self_t, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 1058
+    # functional, spec line 1059
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3153,7 +3153,7 @@ def round_decimals(self_p, decimals, self_t, result):
 
 def round__decimals(self_p, decimals, self_t, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 1058
+    # inplace, spec line 1059
     # formulas from round.decimals; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3164,7 +3164,7 @@ def round__decimals(self_p, decimals, self_t, result):
 
 def frac_default(self_p, self_t, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 1063
+    # functional, spec line 1064
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3174,7 +3174,7 @@ def frac_default(self_p, self_t, result):
 
 def frac__default(self_p, self_t, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1063
+    # inplace, spec line 1064
     # formulas from frac; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3185,7 +3185,7 @@ def frac__default(self_p, self_t, result):
 
 def deg2rad_default(self_p, self_t, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 1067
+    # functional, spec line 1068
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.deg2rad.default(self_t)
@@ -3195,7 +3195,7 @@ def deg2rad_default(self_p, self_t, result):
 
 def deg2rad__default(self_p, self_t, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1067
+    # inplace, spec line 1068
     # formulas from deg2rad; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -3206,7 +3206,7 @@ def deg2rad__default(self_p, self_t, result):
 
 def rad2deg_default(self_p, self_t, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 1071
+    # functional, spec line 1072
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rad2deg.default(self_t)
@@ -3216,7 +3216,7 @@ def rad2deg_default(self_p, self_t, result):
 
 def rad2deg__default(self_p, self_t, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1071
+    # inplace, spec line 1072
     # formulas from rad2deg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -3227,7 +3227,7 @@ def rad2deg__default(self_p, self_t, result):
 
 def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 1075
+    # functional, spec line 1076
     # result: self_t * self_p.isfinite()
     if self_t is not None:
         return self_t * self_p.isfinite()
@@ -3237,7 +3237,7 @@ def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
 
 def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 1075
+    # inplace, spec line 1076
     # formulas from nan_to_num; self_p is self before the update
     # result: self_t * self_p.isfinite()
     if self_t is not None:
@@ -3248,7 +3248,7 @@ def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
 
 def frexp_Tensor(self_p, self_t, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1079
+    # functional, spec line 1080
     # mantissa: self_t / exponent.exp2()
     if self_t is not None:
         mantissa_t = self_t / exponent.exp2()
@@ -3259,7 +3259,7 @@ def frexp_Tensor(self_p, self_t, mantissa, exponent):
 
 def hardswish_default(self_p, self_t, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1086
+    # functional, spec line 1087
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
@@ -3269,7 +3269,7 @@ def hardswish_default(self_p, self_t, result):
 
 def hardswish__default(self_p, self_t, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1086
+    # inplace, spec line 1087
     # formulas from hardswish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
@@ -3280,7 +3280,7 @@ def hardswish__default(self_p, self_t, result):
 
 def hardsigmoid_default(self_p, self_t, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1090
+    # functional, spec line 1091
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
@@ -3290,7 +3290,7 @@ def hardsigmoid_default(self_p, self_t, result):
 
 def hardsigmoid__default(self_p, self_t, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1090
+    # inplace, spec line 1091
     # formulas from hardsigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
@@ -3301,7 +3301,7 @@ def hardsigmoid__default(self_p, self_t, result):
 
 def hardtanh_default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1094
+    # functional, spec line 1095
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
         return torch.ops.aten.hardtanh_backward(
@@ -3313,7 +3313,7 @@ def hardtanh_default(self_p, min_val, max_val, self_t, result):
 
 def hardtanh__default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1094
+    # inplace, spec line 1095
     # formulas from hardtanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
@@ -3326,7 +3326,7 @@ def hardtanh__default(self_p, min_val, max_val, self_t, result):
 
 def leaky_relu_default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1099
+    # functional, spec line 1100
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -3338,7 +3338,7 @@ def leaky_relu_default(self_p, negative_slope, self_t, result):
 
 def leaky_relu__default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1099
+    # inplace, spec line 1100
     # formulas from leaky_relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
@@ -3351,7 +3351,7 @@ def leaky_relu__default(self_p, negative_slope, self_t, result):
 
 def elu_default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1104
+    # functional, spec line 1105
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3363,7 +3363,7 @@ def elu_default(self_p, alpha, scale, input_scale, self_t, result):
 
 def elu__default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1104
+    # inplace, spec line 1105
     # formulas from elu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
@@ -3376,7 +3376,7 @@ def elu__default(self_p, alpha, scale, input_scale, self_t, result):
 
 def celu_default(self_p, alpha, self_t, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1111
+    # functional, spec line 1112
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3388,7 +3388,7 @@ def celu_default(self_p, alpha, self_t, result):
 
 def celu__default(self_p, alpha, self_t, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1111
+    # inplace, spec line 1112
     # formulas from celu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
@@ -3401,7 +3401,7 @@ def celu__default(self_p, alpha, self_t, result):
 
 def silu_default(self_p, self_t, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1118
+    # functional, spec line 1119
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
         return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
@@ -3411,7 +3411,7 @@ def silu_default(self_p, self_t, result):
 
 def silu__default(self_p, self_t, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1118
+    # inplace, spec line 1119
     # formulas from silu; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
@@ -3422,7 +3422,7 @@ def silu__default(self_p, self_t, result):
 
 def mish_default(self_p, self_t, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1122
+    # functional, spec line 1123
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
@@ -3432,7 +3432,7 @@ def mish_default(self_p, self_t, result):
 
 def mish__default(self_p, self_t, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1122
+    # inplace, spec line 1123
     # formulas from mish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
@@ -3443,7 +3443,7 @@ def mish__default(self_p, self_t, result):
 
 def gelu_default(self_p, approximate, self_t, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1126
+    # functional, spec line 1127
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
         return torch.ops.aten.gelu_backward(
@@ -3455,7 +3455,7 @@ def gelu_default(self_p, approximate, self_t, result):
 
 def gelu__default(self_p, approximate, self_t, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1126
+    # inplace, spec line 1127
     # formulas from gelu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
@@ -3468,7 +3468,7 @@ def gelu__default(self_p, approximate, self_t, result):
 
 def softplus_default(self_p, beta, threshold, self_t, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1130
+    # functional, spec line 1131
     # result: auto_element_wise, from self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     if self_t is not None:
         return torch.ops.aten.softplus_backward(
@@ -3480,7 +3480,7 @@ def softplus_default(self_p, beta, threshold, self_t, result):
 
 def threshold_default(self_p, threshold, value, self_t, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1137
+    # functional, spec line 1138
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(
@@ -3492,7 +3492,7 @@ def threshold_default(self_p, threshold, value, self_t, result):
 
 def threshold__default(self_p, threshold, value, self_t, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1137
+    # inplace, spec line 1138
     # formulas from threshold; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
@@ -3505,7 +3505,7 @@ def threshold__default(self_p, threshold, value, self_t, result):
 
 def softshrink_default(self_p, lambd, self_t, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1142
+    # functional, spec line 1143
     # result: auto_element_wise, from self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.softshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3515,7 +3515,7 @@ def softshrink_default(self_p, lambd, self_t, result):
 
 def hardshrink_default(self_p, lambd, self_t, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1147
+    # functional, spec line 1148
     # result: auto_element_wise, from self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.hardshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3525,7 +3525,7 @@ def hardshrink_default(self_p, lambd, self_t, result):
 
 def log_sigmoid_forward_default(self_p, self_t, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1155
+    # functional, spec line 1156
     # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     if self_t is not None:
         output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
@@ -3541,7 +3541,7 @@ def log_sigmoid_forward_default(self_p, self_t, output, buffer):
 
 def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1161
+    # functional, spec line 1162
     # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
     if self_t is not None and weight_t is not None:
         return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
@@ -3562,7 +3562,7 @@ def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
 
 def clamp_min_default(self_p, min, self_t, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1171
+    # functional, spec line 1172
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
@@ -3572,7 +3572,7 @@ def clamp_min_default(self_p, min, self_t, result):
 
 def clamp_min__default(self_p, min, self_t, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1171
+    # inplace, spec line 1172
     # formulas from clamp_min; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
@@ -3583,7 +3583,7 @@ def clamp_min__default(self_p, min, self_t, result):
 
 def clamp_max_default(self_p, max, self_t, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1176
+    # functional, spec line 1177
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
@@ -3593,7 +3593,7 @@ def clamp_max_default(self_p, max, self_t, result):
 
 def clamp_max__default(self_p, max, self_t, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1176
+    # inplace, spec line 1177
     # formulas from clamp_max; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
@@ -3604,7 +3604,7 @@ def clamp_max__default(self_p, max, self_t, result):
 
 def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1181
+    # functional, spec line 1182
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
         return torch.where(self_p >= min_p, self_t, min_t)
@@ -3618,7 +3618,7 @@ def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1181
+    # inplace, spec line 1182
     # formulas from clamp_min.Tensor; self_p is self before the update
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
@@ -3635,7 +3635,7 @@ def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1187
+    # functional, spec line 1188
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
         return torch.where(self_p <= max_p, self_t, max_t)
@@ -3649,7 +3649,7 @@ def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
 
 def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1187
+    # inplace, spec line 1188
     # formulas from clamp_max.Tensor; self_p is self before the update
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
@@ -3666,7 +3666,7 @@ def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
 
 def copysign_Tensor(self_p, other_p, self_t, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1193
+    # functional, spec line 1194
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3676,7 +3676,7 @@ def copysign_Tensor(self_p, other_p, self_t, result):
 
 def copysign__Tensor(self_p, other_p, self_t, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1193
+    # inplace, spec line 1194
     # formulas from copysign.Tensor; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3687,7 +3687,7 @@ def copysign__Tensor(self_p, other_p, self_t, result):
 
 def copysign_Scalar(self_p, other, self_t, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1199
+    # functional, spec line 1200
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3697,7 +3697,7 @@ def copysign_Scalar(self_p, other, self_t, result):
 
 def copysign__Scalar(self_p, other, self_t, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1199
+    # inplace, spec line 1200
     # formulas from copysign.Scalar; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3708,7 +3708,7 @@ def copysign__Scalar(self_p, other, self_t, result):
 
 def fmod_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1206
+    # functional, spec line 1207
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
@@ -3722,7 +3722,7 @@ def fmod_Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1206
+    # inplace, spec line 1207
     # formulas from fmod.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
@@ -3737,7 +3737,7 @@ def fmod__Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod_Scalar(self_p, other, self_t, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1212
+    # functional, spec line 1213
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3747,7 +3747,7 @@ def fmod_Scalar(self_p, other, self_t, result):
 
 def fmod__Scalar(self_p, other, self_t, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1212
+    # inplace, spec line 1213
     # formulas from fmod.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3758,7 +3758,7 @@ def fmod__Scalar(self_p, other, self_t, result):
 
 def remainder_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1217
+    # functional, spec line 1218
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
@@ -3772,7 +3772,7 @@ def remainder_Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1217
+    # inplace, spec line 1218
     # formulas from remainder.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
@@ -3787,7 +3787,7 @@ def remainder__Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder_Scalar(self_p, other, self_t, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1223
+    # functional, spec line 1224
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3797,7 +3797,7 @@ def remainder_Scalar(self_p, other, self_t, result):
 
 def remainder__Scalar(self_p, other, self_t, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1223
+    # inplace, spec line 1224
     # formulas from remainder.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3808,7 +3808,7 @@ def remainder__Scalar(self_p, other, self_t, result):
 
 def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1228
+    # functional, spec line 1229
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
         return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
@@ -3824,7 +3824,7 @@ def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1228
+    # inplace, spec line 1229
     # formulas from div.Tensor_mode; self_p is self before the update
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
@@ -3841,7 +3841,7 @@ def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1234
+    # functional, spec line 1235
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
         return unless_rounded(self_t / other, rounding_mode)
@@ -3851,7 +3851,7 @@ def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1234
+    # inplace, spec line 1235
     # formulas from div.Scalar_mode; self_p is self before the update
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
@@ -3862,7 +3862,7 @@ def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def fmax_default(self_p, other_p, self_t, other_t, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1239
+    # functional, spec line 1240
     # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3886,7 +3886,7 @@ def fmax_default(self_p, other_p, self_t, other_t, result):
 
 def fmin_default(self_p, other_p, self_t, other_t, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1244
+    # functional, spec line 1245
     # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3910,7 +3910,7 @@ def fmin_default(self_p, other_p, self_t, other_t, result):
 
 def hypot_default(self_p, other_p, self_t, other_t, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1249
+    # functional, spec line 1250
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
         return (self_t * self_p + other_t * other_p) / result
@@ -3924,7 +3924,7 @@ def hypot_default(self_p, other_p, self_t, other_t, result):
 
 def hypot__default(self_p, other_p, self_t, other_t, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1249
+    # inplace, spec line 1250
     # formulas from hypot; self_p is self before the update
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
@@ -3939,7 +3939,7 @@ def hypot__default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1255
+    # functional, spec line 1256
     # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp()) + other_t / (
@@ -3955,7 +3955,7 @@ def logaddexp_default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp2_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1260
+    # functional, spec line 1261
     # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
@@ -3971,7 +3971,7 @@ def logaddexp2_default(self_p, other_p, self_t, other_t, result):
 
 def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1265
+    # functional, spec line 1266
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
@@ -3985,7 +3985,7 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
 
 def ldexp__default(self_p, other_p, self_t, other_t, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1265
+    # inplace, spec line 1266
     # formulas from ldexp.Tensor; self_p is self before the update
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
@@ -4000,7 +4000,7 @@ def ldexp__default(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1270
+    # functional, spec line 1271
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
         return (
@@ -4028,7 +4028,7 @@ def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1270
+    # inplace, spec line 1271
     # formulas from xlogy.Tensor; self_p is self before the update
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
@@ -4052,7 +4052,7 @@ def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Scalar_Self(self, other_p, other_t, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1276
+    # functional, spec line 1277
     # result: other_t * self / other_p
     if other_t is not None:
         return other_t * self / other_p
@@ -4062,7 +4062,7 @@ def xlogy_Scalar_Self(self, other_p, other_t, result):
 
 def xlogy_Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1281
+    # functional, spec line 1282
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
         return (
@@ -4076,7 +4076,7 @@ def xlogy_Scalar_Other(self_p, other, self_t, result):
 
 def xlogy__Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1281
+    # inplace, spec line 1282
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
@@ -4091,7 +4091,7 @@ def xlogy__Scalar_Other(self_p, other, self_t, result):
 
 def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1286
+    # functional, spec line 1287
     # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -4116,7 +4116,7 @@ def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
 
 def special_xlog1py_self_scalar(self, other_p, other_t, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1292
+    # functional, spec line 1293
     # result: other_t * self / (other_p + 1)
     if other_t is not None:
         return other_t * self / (other_p + 1)
@@ -4126,7 +4126,7 @@ def special_xlog1py_self_scalar(self, other_p, other_t, result):
 
 def special_xlog1py_other_scalar(self_p, other, self_t, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1297
+    # functional, spec line 1298
     # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
     if self_t is not None:
         return (
@@ -4140,7 +4140,7 @@ def special_xlog1py_other_scalar(self_p, other, self_t, result):
 
 def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1304
+    # functional, spec line 1305
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
         return (
@@ -4180,7 +4180,7 @@ def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1304
+    # inplace, spec line 1305
     # formulas from clamp.Tensor; self_p is self before the update
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
@@ -4215,7 +4215,7 @@ def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1312
+    # functional, spec line 1313
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
         return scale(self_t, 1 - weight) + scale(end_t, weight)
@@ -4229,7 +4229,7 @@ def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1312
+    # inplace, spec line 1313
     # formulas from lerp.Scalar; self_p is self before the update
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
@@ -4244,7 +4244,7 @@ def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1320
+    # functional, spec line 1321
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
         return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
@@ -4266,7 +4266,7 @@ def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
 
 def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1320
+    # inplace, spec line 1321
     # formulas from lerp.Tensor; self_p is self before the update
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
@@ -4291,7 +4291,7 @@ def addcmul_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1326
+    # functional, spec line 1327
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
@@ -4317,7 +4317,7 @@ def addcmul__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1326
+    # inplace, spec line 1327
     # formulas from addcmul; self_p is self before the update
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4344,7 +4344,7 @@ def addcdiv_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1335
+    # functional, spec line 1336
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(
@@ -4382,7 +4382,7 @@ def addcdiv__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1335
+    # inplace, spec line 1336
     # formulas from addcdiv; self_p is self before the update
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4416,7 +4416,7 @@ def addcdiv__default(
 
 def nextafter_default(self_p, other_p, self_t, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1344
+    # functional, spec line 1345
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
         return torch.where(self_p != other_p, self_t, 0.0)
@@ -4426,7 +4426,7 @@ def nextafter_default(self_p, other_p, self_t, result):
 
 def nextafter__default(self_p, other_p, self_t, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1344
+    # inplace, spec line 1345
     # formulas from nextafter; self_p is self before the update
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
@@ -4439,7 +4439,7 @@ def rrelu_with_noise_default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1350
+    # functional, spec line 1351
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -4453,7 +4453,7 @@ def rrelu_with_noise__default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1350
+    # inplace, spec line 1351
     # formulas from rrelu_with_noise; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
@@ -4466,7 +4466,7 @@ def rrelu_with_noise__default(
 
 def complex_default(real_p, imag_p, real_t, imag_t, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1358
+    # functional, spec line 1359
     # result: auto_linear
     if real_t is not None and imag_t is not None:
         return torch.ops.aten.complex.default(real_t, imag_t)
@@ -4480,7 +4480,7 @@ def complex_default(real_p, imag_p, real_t, imag_t, result):
 
 def polar_default(abs_p, angle_p, abs_t, angle_t, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1363
+    # functional, spec line 1364
     # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
     if abs_t is not None and angle_t is not None:
         return (
@@ -4497,7 +4497,7 @@ def polar_default(abs_p, angle_p, abs_t, angle_t, result):
 
 def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1375
+    # view, spec line 1376
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
@@ -4507,7 +4507,7 @@ def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
 
 def squeeze_dims(self_p, dim, self_t, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1382
+    # view, spec line 1383
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dims(self_t, dim)
@@ -4517,7 +4517,7 @@ def squeeze_dims(self_p, dim, self_t, result):
 
 def unfold_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1388
+    # view, spec line 1389
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold.default(self_t, dimension, size, step)
@@ -4527,7 +4527,7 @@ def unfold_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_default(self_p, dim, start, length, self_t, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1394
+    # view, spec line 1395
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow.default(self_t, dim, start, length)
@@ -4537,7 +4537,7 @@ def narrow_default(self_p, dim, start, length, self_t, result):
 
 def split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1398
+    # view, spec line 1399
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split.Tensor(self_t, split_size, dim)
@@ -4547,7 +4547,7 @@ def split_Tensor(self_p, split_size, dim, self_t, result):
 
 def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1404
+    # view, spec line 1405
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
@@ -4557,7 +4557,7 @@ def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_int(self_p, dim, self_t, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1410
+    # view, spec line 1411
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind.int(self_t, dim)
@@ -4567,7 +4567,7 @@ def unbind_int(self_p, dim, self_t, result):
 
 def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1418
+    # functional, spec line 1419
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
@@ -4577,7 +4577,7 @@ def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
 
 def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1425
+    # functional, spec line 1426
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
@@ -4587,7 +4587,7 @@ def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1432
+    # functional, spec line 1433
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
@@ -4597,7 +4597,7 @@ def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_copy_int(self_p, dim, self_t, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1439
+    # functional, spec line 1440
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind_copy.int(self_t, dim)
@@ -4607,7 +4607,7 @@ def unbind_copy_int(self_p, dim, self_t, result):
 
 def alias_copy_default(self_p, self_t, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1446
+    # functional, spec line 1447
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias_copy.default(self_t)
@@ -4617,7 +4617,7 @@ def alias_copy_default(self_p, self_t, result):
 
 def view_copy_default(self_p, size, self_t, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1450
+    # functional, spec line 1451
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_copy.default(self_t, size)
@@ -4627,7 +4627,7 @@ def view_copy_default(self_p, size, self_t, result):
 
 def t_copy_default(self_p, self_t, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1455
+    # functional, spec line 1456
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t_copy.default(self_t)
@@ -4637,7 +4637,7 @@ def t_copy_default(self_p, self_t, result):
 
 def transpose_copy_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1459
+    # functional, spec line 1460
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
@@ -4647,7 +4647,7 @@ def transpose_copy_int(self_p, dim0, dim1, self_t, result):
 
 def permute_copy_default(self_p, dims, self_t, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1464
+    # functional, spec line 1465
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute_copy.default(self_t, dims)
@@ -4657,7 +4657,7 @@ def permute_copy_default(self_p, dims, self_t, result):
 
 def unsqueeze_copy_default(self_p, dim, self_t, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1469
+    # functional, spec line 1470
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
@@ -4667,7 +4667,7 @@ def unsqueeze_copy_default(self_p, dim, self_t, result):
 
 def squeeze_copy_default(self_p, self_t, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1473
+    # functional, spec line 1474
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.default(self_t)
@@ -4677,7 +4677,7 @@ def squeeze_copy_default(self_p, self_t, result):
 
 def squeeze_copy_dim(self_p, dim, self_t, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1478
+    # functional, spec line 1479
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dim(self_t, dim)
@@ -4687,7 +4687,7 @@ def squeeze_copy_dim(self_p, dim, self_t, result):
 
 def squeeze_copy_dims(self_p, dim, self_t, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1483
+    # functional, spec line 1484
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dims(self_t, dim)
@@ -4697,7 +4697,7 @@ def squeeze_copy_dims(self_p, dim, self_t, result):
 
 def unfold_copy_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1488
+    # functional, spec line 1489
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
@@ -4707,7 +4707,7 @@ def unfold_copy_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_copy_default(self_p, dim, start, length, self_t, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1493
+    # functional, spec line 1494
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
@@ -4717,7 +4717,7 @@ def narrow_copy_default(self_p, dim, start, length, self_t, result):
 
 def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1498
+    # functional, spec line 1499
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
@@ -4727,7 +4727,7 @@ def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
 
 def expand_copy_default(self_p, size, implicit, self_t, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1505
+    # functional, spec line 1506
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
@@ -4737,7 +4737,7 @@ def expand_copy_default(self_p, size, implicit, self_t, result):
 
 def select_copy_int(self_p, dim, index, self_t, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1512
+    # functional, spec line 1513
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select_copy.int(self_t, dim, index)
@@ -4747,7 +4747,7 @@ def select_copy_int(self_p, dim, index, self_t, result):
 
 def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1517
+    # functional, spec line 1518
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
@@ -4757,7 +4757,7 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1524
+    # functional, spec line 1525
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided_copy.default(
@@ -4769,7 +4769,7 @@ def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result
 
 def constant_pad_nd_default(self_p, pad, value, self_t, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1531
+    # functional, spec line 1532
     # result: torch.constant_pad_nd(self_t, pad, 0)
     if self_t is not None:
         return torch.constant_pad_nd(self_t, pad, 0)
@@ -4779,7 +4779,7 @@ def constant_pad_nd_default(self_p, pad, value, self_t, result):
 
 def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1538
+    # functional, spec line 1539
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
@@ -4789,7 +4789,7 @@ def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
 
 def roll_default(self_p, shifts, dims, self_t, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1546
+    # functional, spec line 1547
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.roll.default(self_t, shifts, dims)
@@ -4799,7 +4799,7 @@ def roll_default(self_p, shifts, dims, self_t, result):
 
 def flip_default(self_p, dims, self_t, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1554
+    # functional, spec line 1555
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.flip.default(self_t, dims)
@@ -4809,7 +4809,7 @@ def flip_default(self_p, dims, self_t, result):
 
 def rot90_default(self_p, k, dims, self_t, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1561
+    # functional, spec line 1562
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rot90.default(self_t, k, dims)
@@ -4819,7 +4819,7 @@ def rot90_default(self_p, k, dims, self_t, result):
 
 def repeat_default(self_p, repeats, self_t, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1569
+    # functional, spec line 1570
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.repeat.default(self_t, repeats)
@@ -4829,7 +4829,7 @@ def repeat_default(self_p, repeats, self_t, result):
 
 def tril_default(self_p, diagonal, self_t, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1576
+    # functional, spec line 1577
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.tril.default(self_t, diagonal)
@@ -4839,7 +4839,7 @@ def tril_default(self_p, diagonal, self_t, result):
 
 def tril__default(self_p, diagonal, self_t, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1576
+    # inplace, spec line 1577
     # formulas from tril; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4850,7 +4850,7 @@ def tril__default(self_p, diagonal, self_t, result):
 
 def triu_default(self_p, diagonal, self_t, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1583
+    # functional, spec line 1584
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.triu.default(self_t, diagonal)
@@ -4860,7 +4860,7 @@ def triu_default(self_p, diagonal, self_t, result):
 
 def triu__default(self_p, diagonal, self_t, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1583
+    # inplace, spec line 1584
     # formulas from triu; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4871,7 +4871,7 @@ def triu__default(self_p, diagonal, self_t, result):
 
 def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1590
+    # functional, spec line 1591
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
@@ -4881,7 +4881,7 @@ def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
 
 def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1595
+    # functional, spec line 1596
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
@@ -4891,7 +4891,7 @@ def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
 
 def channel_shuffle_default(self_p, groups, self_t, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1600
+    # functional, spec line 1601
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.channel_shuffle.default(self_t, groups)
@@ -4901,7 +4901,7 @@ def channel_shuffle_default(self_p, groups, self_t, result):
 
 def reflection_pad1d_default(self_p, padding, self_t, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1607
+    # functional, spec line 1608
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad1d.default(self_t, padding)
@@ -4911,7 +4911,7 @@ def reflection_pad1d_default(self_p, padding, self_t, result):
 
 def reflection_pad2d_default(self_p, padding, self_t, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1612
+    # functional, spec line 1613
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad2d.default(self_t, padding)
@@ -4921,7 +4921,7 @@ def reflection_pad2d_default(self_p, padding, self_t, result):
 
 def reflection_pad3d_default(self_p, padding, self_t, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1617
+    # functional, spec line 1618
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad3d.default(self_t, padding)
@@ -4931,7 +4931,7 @@ def reflection_pad3d_default(self_p, padding, self_t, result):
 
 def replication_pad1d_default(self_p, padding, self_t, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1622
+    # functional, spec line 1623
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad1d.default(self_t, padding)
@@ -4941,7 +4941,7 @@ def replication_pad1d_default(self_p, padding, self_t, result):
 
 def replication_pad2d_default(self_p, padding, self_t, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1627
+    # functional, spec line 1628
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad2d.default(self_t, padding)
@@ -4951,7 +4951,7 @@ def replication_pad2d_default(self_p, padding, self_t, result):
 
 def replication_pad3d_default(self_p, padding, self_t, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1632
+    # functional, spec line 1633
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad3d.default(self_t, padding)
@@ -4961,7 +4961,7 @@ def replication_pad3d_default(self_p, padding, self_t, result):
 
 def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1639
+    # functional, spec line 1640
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
         return self_t.masked_fill(mask_p, 0)
@@ -4971,7 +4971,7 @@ def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1639
+    # inplace, spec line 1640
     # formulas from masked_fill.Scalar; self_p is self before the update
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
@@ -4982,7 +4982,7 @@ def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1648
+    # functional, spec line 1649
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.masked_fill(mask_p, value_t)
@@ -4996,7 +4996,7 @@ def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1648
+    # inplace, spec line 1649
     # formulas from masked_fill.Tensor; self_p is self before the update
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
@@ -5011,7 +5011,7 @@ def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_select_default(self_p, mask_p, self_t, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1657
+    # functional, spec line 1658
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.masked_select.default(self_t, mask_p)
@@ -5021,7 +5021,7 @@ def masked_select_default(self_p, mask_p, self_t, result):
 
 def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1666
+    # functional, spec line 1667
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.masked_scatter(mask_p, source_t)
@@ -5035,7 +5035,7 @@ def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1666
+    # inplace, spec line 1667
     # formulas from masked_scatter; self_p is self before the update
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
@@ -5054,7 +5054,7 @@ def masked_scatter_backward_default(
     grad_output_p, mask_p, sizes, grad_output_t, result
 ):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 1678
+    # functional, spec line 1679
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.masked_scatter_backward.default(
@@ -5066,7 +5066,7 @@ def masked_scatter_backward_default(
 
 def index_Tensor(self_p, indices_p, self_t, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1686
+    # functional, spec line 1687
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index.Tensor(self_t, indices_p)
@@ -5078,7 +5078,7 @@ def index_put_default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1694
+    # functional, spec line 1695
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
         return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
@@ -5098,7 +5098,7 @@ def index_put__default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1694
+    # inplace, spec line 1695
     # formulas from index_put; self_p is self before the update
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
@@ -5120,7 +5120,7 @@ def index_put__default(
 
 def view_as_real_default(self_p, self_t, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1709
+    # view, spec line 1710
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_real.default(self_t)
@@ -5130,7 +5130,7 @@ def view_as_real_default(self_p, self_t, result):
 
 def view_as_complex_default(self_p, self_t, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1713
+    # view, spec line 1714
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_complex.default(self_t)
@@ -5140,7 +5140,7 @@ def view_as_complex_default(self_p, self_t, result):
 
 def squeeze__dim(self_p, dim, self_t, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1720
+    # inplace, spec line 1721
     # formulas from squeeze.dim; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5151,7 +5151,7 @@ def squeeze__dim(self_p, dim, self_t, result):
 
 def squeeze__dims(self_p, dim, self_t, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1722
+    # inplace, spec line 1723
     # formulas from squeeze.dims; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5162,7 +5162,7 @@ def squeeze__dims(self_p, dim, self_t, result):
 
 def squeeze__default(self_p, self_t, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1724
+    # inplace, spec line 1725
     # formulas from squeeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5173,7 +5173,7 @@ def squeeze__default(self_p, self_t, result):
 
 def unsqueeze__default(self_p, dim, self_t, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1726
+    # inplace, spec line 1727
     # formulas from unsqueeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5184,7 +5184,7 @@ def unsqueeze__default(self_p, dim, self_t, result):
 
 def t__default(self_p, self_t, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1728
+    # inplace, spec line 1729
     # formulas from t; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5195,7 +5195,7 @@ def t__default(self_p, self_t, result):
 
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1730
+    # inplace, spec line 1731
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
@@ -5205,7 +5205,7 @@ def transpose__default(self_p, dim0, dim1, self_t, result):
 
 def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1737
+    # functional, spec line 1738
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
@@ -5223,7 +5223,7 @@ def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
 
 def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1745
+    # functional, spec line 1746
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.slice_scatter.default(
@@ -5243,7 +5243,7 @@ def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, r
 
 def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1753
+    # functional, spec line 1754
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.diagonal_scatter.default(
@@ -5263,7 +5263,7 @@ def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, r
 
 def fill_Scalar(self_p, value, self_t, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1761
+    # functional, spec line 1762
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -5273,7 +5273,7 @@ def fill_Scalar(self_p, value, self_t, result):
 
 def block_diag_default(tensors_p, tensors_t, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1765
+    # functional, spec line 1766
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -5284,7 +5284,7 @@ def block_diag_default(tensors_p, tensors_t, result):
 
 def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1775
+    # functional, spec line 1776
     # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
@@ -5294,7 +5294,7 @@ def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result)
 
 def norm_Scalar(self_p, p, self_t, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1785
+    # functional, spec line 1786
     # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, None, False, result)
@@ -5304,7 +5304,7 @@ def norm_Scalar(self_p, p, self_t, result):
 
 def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1792
+    # functional, spec line 1793
     # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
@@ -5314,7 +5314,7 @@ def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
 
 def dist_default(self_p, other_p, p, self_t, other_t, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1799
+    # functional, spec line 1800
     # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
     if self_t is not None and other_t is not None:
         return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
@@ -5330,7 +5330,7 @@ def dist_default(self_p, other_p, p, self_t, other_t, result):
 
 def var_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1807
+    # functional, spec line 1808
     # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return var_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5340,7 +5340,7 @@ def var_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def std_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1814
+    # functional, spec line 1815
     # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return std_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5350,7 +5350,7 @@ def std_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1821
+    # functional, spec line 1822
     # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5366,7 +5366,7 @@ def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1829
+    # functional, spec line 1830
     # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5382,7 +5382,7 @@ def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def logsumexp_default(self_p, dim, keepdim, self_t, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1837
+    # functional, spec line 1838
     # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
@@ -5392,7 +5392,7 @@ def logsumexp_default(self_p, dim, keepdim, self_t, result):
 
 def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1844
+    # functional, spec line 1845
     # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
     if self_t is not None:
         return torch.ops.aten.nansum(
@@ -5404,7 +5404,7 @@ def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
 
 def prod_default(self_p, dtype, self_t, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1851
+    # functional, spec line 1852
     # result: prod_tangent(self_t, self_p, None, False, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, None, False, result)
@@ -5414,7 +5414,7 @@ def prod_default(self_p, dtype, self_t, result):
 
 def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1855
+    # functional, spec line 1856
     # result: prod_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, dim, keepdim, result)
@@ -5424,7 +5424,7 @@ def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
 
 def cumsum_default(self_p, dim, dtype, self_t, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1862
+    # functional, spec line 1863
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
@@ -5434,7 +5434,7 @@ def cumsum_default(self_p, dim, dtype, self_t, result):
 
 def cumsum__default(self_p, dim, dtype, self_t, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1862
+    # inplace, spec line 1863
     # formulas from cumsum; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5445,7 +5445,7 @@ def cumsum__default(self_p, dim, dtype, self_t, result):
 
 def cumprod_default(self_p, dim, dtype, self_t, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1869
+    # functional, spec line 1870
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
         return scan_tangent(
@@ -5457,7 +5457,7 @@ def cumprod_default(self_p, dim, dtype, self_t, result):
 
 def cumprod__default(self_p, dim, dtype, self_t, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1869
+    # inplace, spec line 1870
     # formulas from cumprod; self_p is self before the update
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
@@ -5470,7 +5470,7 @@ def cumprod__default(self_p, dim, dtype, self_t, result):
 
 def logcumsumexp_default(self_p, dim, self_t, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1876
+    # functional, spec line 1877
     # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
     if self_t is not None:
         return scan_tangent(self_t, self_p, dim, "logcumsumexp")
@@ -5480,7 +5480,7 @@ def logcumsumexp_default(self_p, dim, self_t, result):
 
 def cummax_default(self_p, dim, self_t, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1883
+    # functional, spec line 1884
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5491,7 +5491,7 @@ def cummax_default(self_p, dim, self_t, values, indices):
 
 def cummin_default(self_p, dim, self_t, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1891
+    # functional, spec line 1892
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5502,7 +5502,7 @@ def cummin_default(self_p, dim, self_t, values, indices):
 
 def sort_default(self_p, dim, descending, self_t, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1899
+    # functional, spec line 1900
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5513,7 +5513,7 @@ def sort_default(self_p, dim, descending, self_t, values, indices):
 
 def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1907
+    # functional, spec line 1908
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5524,7 +5524,7 @@ def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
 
 def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1915
+    # functional, spec line 1916
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5535,7 +5535,7 @@ def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
 
 def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1923
+    # functional, spec line 1924
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5546,7 +5546,7 @@ def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
 
 def mode_default(self_p, dim, keepdim, self_t, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1931
+    # functional, spec line 1932
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5557,7 +5557,7 @@ def mode_default(self_p, dim, keepdim, self_t, values, indices):
 
 def median_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1939
+    # functional, spec line 1940
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5568,7 +5568,7 @@ def median_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1947
+    # functional, spec line 1948
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5579,7 +5579,7 @@ def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def median_default(self_p, self_t, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1955
+    # functional, spec line 1956
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5589,7 +5589,7 @@ def median_default(self_p, self_t, result):
 
 def nanmedian_default(self_p, self_t, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1960
+    # functional, spec line 1961
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5599,7 +5599,7 @@ def nanmedian_default(self_p, self_t, result):
 
 def max_default(self_p, self_t, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1965
+    # functional, spec line 1966
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5609,7 +5609,7 @@ def max_default(self_p, self_t, result):
 
 def min_default(self_p, self_t, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1970
+    # functional, spec line 1971
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5619,7 +5619,7 @@ def min_default(self_p, self_t, result):
 
 def aminmax_default(self_p, dim, keepdim, self_t, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1975
+    # functional, spec line 1976
     # min: amax_tangent(self_t, self_p, min, dim, keepdim)
     if self_t is not None:
         min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
@@ -5635,7 +5635,7 @@ def aminmax_default(self_p, dim, keepdim, self_t, min, max):
 
 def trace_default(self_p, self_t, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1983
+    # functional, spec line 1984
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.trace.default(self_t)
@@ -5645,7 +5645,7 @@ def trace_default(self_p, self_t, result):
 
 def renorm_default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1990
+    # functional, spec line 1991
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
         return renorm_tangent(self_t, self_p, p, dim, maxnorm)
@@ -5655,7 +5655,7 @@ def renorm_default(self_p, p, dim, maxnorm, self_t, result):
 
 def renorm__default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1990
+    # inplace, spec line 1991
     # formulas from renorm; self_p is self before the update
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
@@ -5666,7 +5666,7 @@ def renorm__default(self_p, p, dim, maxnorm, self_t, result):
 
 def vdot_default(self_p, other_p, self_t, other_t, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1999
+    # functional, spec line 2000
     # result: self_t.vdot(other_p) + self_p.vdot(other_t)
     if self_t is not None and other_t is not None:
         return self_t.vdot(other_p) + self_p.vdot(other_t)
@@ -5680,7 +5680,7 @@ def vdot_default(self_p, other_p, self_t, other_t, result):
 
 def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2005
+    # functional, spec line 2006
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
         return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
@@ -5702,7 +5702,7 @@ def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resul
 
 def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2005
+    # inplace, spec line 2006
     # formulas from addmv; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
@@ -5725,7 +5725,7 @@ def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resu
 
 def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2014
+    # functional, spec line 2015
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5751,7 +5751,7 @@ def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, re
 
 def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2014
+    # inplace, spec line 2015
     # formulas from addr; self_p is self before the update
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
@@ -5780,7 +5780,7 @@ def baddbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2023
+    # functional, spec line 2024
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5812,7 +5812,7 @@ def baddbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2023
+    # inplace, spec line 2024
     # formulas from baddbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5841,7 +5841,7 @@ def addbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2032
+    # functional, spec line 2033
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5874,7 +5874,7 @@ def addbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2032
+    # inplace, spec line 2033
     # formulas from addbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5902,7 +5902,7 @@ def addbmm__default(
 
 def index_select_default(self_p, dim, index_p, self_t, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 2045
+    # functional, spec line 2046
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index_select.default(self_t, dim, index_p)
@@ -5912,7 +5912,7 @@ def index_select_default(self_p, dim, index_p, self_t, result):
 
 def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 2053
+    # functional, spec line 2054
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.gather.default(
@@ -5924,7 +5924,7 @@ def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
 
 def take_default(self_p, index_p, self_t, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 2061
+    # functional, spec line 2062
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.take.default(self_t, index_p)
@@ -5934,7 +5934,7 @@ def take_default(self_p, index_p, self_t, result):
 
 def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 2067
+    # functional, spec line 2068
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
         return self_t.put(index_p, source_t, accumulate)
@@ -5948,7 +5948,7 @@ def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result)
 
 def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 2067
+    # inplace, spec line 2068
     # formulas from put; self_p is self before the update
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
@@ -5965,7 +5965,7 @@ def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result
 
 def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2076
+    # functional, spec line 2077
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
         return self_t.scatter(dim, index_p, src_t)
@@ -5979,7 +5979,7 @@ def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2076
+    # inplace, spec line 2077
     # formulas from scatter.src; self_p is self before the update
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
@@ -5994,7 +5994,7 @@ def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2083
+    # functional, spec line 2084
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
         return self_t.scatter(dim, index_p, 0)
@@ -6004,7 +6004,7 @@ def scatter_value(self_p, dim, index_p, value, self_t, result):
 
 def scatter__value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2083
+    # inplace, spec line 2084
     # formulas from scatter.value; self_p is self before the update
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
@@ -6015,7 +6015,7 @@ def scatter__value(self_p, dim, index_p, value, self_t, result):
 
 def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2089
+    # functional, spec line 2090
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
@@ -6033,7 +6033,7 @@ def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2089
+    # inplace, spec line 2090
     # formulas from scatter_add; self_p is self before the update
     # result: auto_linear
     if self_t is not None and src_t is not None:
@@ -6054,7 +6054,7 @@ def scatter_reduce_two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2098
+    # functional, spec line 2099
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
         return scatter_reduce_tangent(
@@ -6092,7 +6092,7 @@ def scatter_reduce__two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2098
+    # inplace, spec line 2099
     # formulas from scatter_reduce.two; self_p is self before the update
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
@@ -6132,7 +6132,7 @@ def scatter_reduce__two(
 
 def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2108
+    # functional, spec line 2109
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
         return self_t.index_add(dim, index_p, scale(source_t, alpha))
@@ -6146,7 +6146,7 @@ def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, r
 
 def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2108
+    # inplace, spec line 2109
     # formulas from index_add; self_p is self before the update
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
@@ -6164,7 +6164,7 @@ def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, 
 
 def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2117
+    # functional, spec line 2118
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.index_copy(dim, index_p, source_t)
@@ -6178,7 +6178,7 @@ def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result)
 
 def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2117
+    # inplace, spec line 2118
     # formulas from index_copy; self_p is self before the update
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
@@ -6195,7 +6195,7 @@ def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result
 
 def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2124
+    # functional, spec line 2125
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
         return self_t.index_fill(dim, index_p, 0)
@@ -6205,7 +6205,7 @@ def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2124
+    # inplace, spec line 2125
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
@@ -6216,7 +6216,7 @@ def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2130
+    # functional, spec line 2131
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.index_fill(dim, index_p, value_t)
@@ -6230,7 +6230,7 @@ def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result
 
 def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2130
+    # inplace, spec line 2131
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
@@ -6247,7 +6247,7 @@ def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, resul
 
 def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2137
+    # functional, spec line 2138
     # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
     if self_t is not None:
         return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
@@ -6259,7 +6259,7 @@ def _unsafe_masked_index_put_accumulate_default(
     self_p, mask_p, indices_p, values_p, self_t, values_t, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2143
+    # functional, spec line 2144
     # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
     if self_t is not None and values_t is not None:
         return torch.ops.aten._unsafe_masked_index_put_accumulate(
@@ -6281,7 +6281,7 @@ def nll_loss_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2154
+    # functional, spec line 2155
     # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
@@ -6296,7 +6296,7 @@ def nll_loss2d_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2163
+    # functional, spec line 2164
     # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
@@ -6311,7 +6311,7 @@ def embedding_default(
     weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2170
+    # functional, spec line 2171
     # result: auto_linear
     if weight_t is not None:
         return torch.ops.aten.embedding.default(
@@ -6323,7 +6323,7 @@ def embedding_default(
 
 def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2176
+    # functional, spec line 2177
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
@@ -6335,7 +6335,7 @@ def binary_cross_entropy_default(
     self_p, target_p, weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2182
+    # functional, spec line 2183
     # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -6363,7 +6363,7 @@ def binary_cross_entropy_default(
 
 def acosh_default(self_p, self_t, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2192
+    # functional, spec line 2193
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
         return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
@@ -6373,7 +6373,7 @@ def acosh_default(self_p, self_t, result):
 
 def acosh__default(self_p, self_t, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2192
+    # inplace, spec line 2193
     # formulas from acosh; self_p is self before the update
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
@@ -6384,7 +6384,7 @@ def acosh__default(self_p, self_t, result):
 
 def special_ndtri_default(self_p, self_t, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2198
+    # functional, spec line 2199
     # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     if self_t is not None:
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()
@@ -6394,7 +6394,7 @@ def special_ndtri_default(self_p, self_t, result):
 
 def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2208
+    # functional, spec line 2209
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2c.default(self_t, dim, normalization, forward)
@@ -6404,7 +6404,7 @@ def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
 
 def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2218
+    # functional, spec line 2219
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_r2c.default(self_t, dim, normalization, onesided)
@@ -6414,7 +6414,7 @@ def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
 
 def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2230
+    # functional, spec line 2231
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2r.default(
@@ -6426,7 +6426,7 @@ def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
 
 def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2243
+    # functional, spec line 2244
     # result: auto_linear
     if grad_in_t is not None:
         return torch.ops.aten.unfold_backward.default(
@@ -6438,7 +6438,7 @@ def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, 
 
 def linalg_inv_ex_default(A_p, check_errors, A_t, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2259
+    # functional, spec line 2260
     # inverse: -inverse.matmul(A_t).matmul(inverse)
     if A_t is not None:
         inverse_t = -inverse.matmul(A_t).matmul(inverse)
@@ -6451,7 +6451,7 @@ def _linalg_solve_ex_default(
     A_p, B_p, left, check_errors, A_t, B_t, result, LU, pivots, info
 ):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2268
+    # functional, spec line 2269
     # result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
     if A_t is not None and B_t is not None:
         result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
@@ -6472,7 +6472,7 @@ def linalg_solve_triangular_default(
     self_p, B_p, upper, left, unitriangular, self_t, B_t, result
 ):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2281
+    # functional, spec line 2282
     # result: torch.linalg.solve_triangular(self_p, B_t - side_matmul(triangular_part(self_t, upper, unitriangular), result, left), upper=upper, left=left, unitriangular=unitriangular)
     if self_t is not None and B_t is not None:
         return torch.linalg.solve_triangular(
@@ -6519,7 +6519,7 @@ def triangular_solve_default(
     cloned_coefficient,
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2294
+    # functional, spec line 2295
     # solution: triangular_solve_tangent(self_t, A_t, A_p, solution, upper, transpose, unitriangular)
     if self_t is not None and A_t is not None:
         solution_t = triangular_solve_tangent(
@@ -6557,7 +6557,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2304
+    # functional, spec line 2305
     # L: cholesky_tangent(self_t, L, upper)
     if self_t is not None:
         L_t = cholesky_tangent(self_t, L, upper)
@@ -6568,7 +6568,7 @@ def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
 
 def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2317
+    # functional, spec line 2318
     # result: cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
     if self_t is not None and input2_t is not None:
         return cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
@@ -6586,7 +6586,7 @@ def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
 
 def cholesky_inverse_default(self_p, upper, self_t, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2325
+    # functional, spec line 2326
     # result: cholesky_inverse_tangent(self_t, self_p, result, upper)
     if self_t is not None:
         return cholesky_inverse_tangent(self_t, self_p, result, upper)
@@ -6596,7 +6596,7 @@ def cholesky_inverse_default(self_p, upper, self_t, result):
 
 def _linalg_det_default(A_p, A_t, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2334
+    # functional, spec line 2335
     # result: det_tangent(A_t, A_p, result, LU, pivots)
     if A_t is not None:
         result_t = det_tangent(A_t, A_p, result, LU, pivots)
@@ -6607,7 +6607,7 @@ def _linalg_det_default(A_p, A_t, result, LU, pivots):
 
 def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2342
+    # functional, spec line 2343
     # sign: slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
     if A_t is not None:
         sign_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
@@ -6623,7 +6623,7 @@ def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2351
+    # functional, spec line 2352
     # LU: lu_factor_tangent(A_t, LU, pivots)
     if A_t is not None:
         LU_t = lu_factor_tangent(A_t, LU, pivots)
@@ -6634,7 +6634,7 @@ def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info)
 
 def linalg_lu_default(A_p, pivot, A_t, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2360
+    # functional, spec line 2361
     # L: lu_tangents(A_t, P, L, U)[0]
     if A_t is not None:
         L_t = lu_tangents(A_t, P, L, U)[0]
@@ -6650,7 +6650,7 @@ def linalg_lu_default(A_p, pivot, A_t, P, L, U):
 
 def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2370
+    # functional, spec line 2371
     # result: torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(self_p, other_t, dim=dim)
     if self_t is not None and other_t is not None:
         return torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(
@@ -6666,7 +6666,7 @@ def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
 
 def linalg_matrix_exp_default(self_p, self_t, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2379
+    # functional, spec line 2380
     # result: matrix_exp_differential(self_p, self_t, False)
     if self_t is not None:
         return matrix_exp_differential(self_p, self_t, False)
@@ -6676,7 +6676,7 @@ def linalg_matrix_exp_default(self_p, self_t, result):
 
 def linalg_householder_product_default(input_p, tau_p, input_t, tau_t, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2386
+    # functional, spec line 2387
     # result: householder_product_tangent(input_t, tau_t, input_p, tau_p)
     if input_t is not None and tau_t is not None:
         return householder_product_tangent(input_t, tau_t, input_p, tau_p)
@@ -6696,7 +6696,7 @@ def lu_unpack_default(
     LU_data_p, LU_pivots_p, unpack_data, unpack_pivots, LU_data_t, P, L, U
 ):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2394
+    # functional, spec line 2395
     # L: lu_unpack_tangents(LU_data_t)[0]
     if LU_data_t is not None:
         L_t = lu_unpack_tangents(LU_data_t)[0]
@@ -6712,7 +6712,7 @@ def lu_unpack_default(
 
 def linalg_lu_solve_default(LU_p, pivots_p, B_p, left, adjoint, LU_t, B_t, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2406
+    # functional, spec line 2407
     # result: lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
     if LU_t is not None and B_t is not None:
         return lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
@@ -6740,7 +6740,7 @@ def elu_backward_default(
     result,
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2422
+    # functional, spec line 2423
     # result: torch.ops.aten.elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result_p) + grad_output_p * elu_second_derivative(self_or_result_p, alpha, scale, input_scale, is_result) * self_or_result_t
     if grad_output_t is not None and self_or_result_t is not None:
         return (
@@ -6777,7 +6777,7 @@ def log_sigmoid_backward_default(
     grad_output_p, self_p, buffer_p, grad_output_t, buffer_t, result
 ):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2433
+    # functional, spec line 2434
     # result: torch.ops.aten.log_sigmoid_backward(grad_output_t, self_p, buffer_p) - grad_output_p * torch.where(self_p < 0, 1.0, -1.0) / (1 + buffer_p) ** 2 * buffer_t
     if grad_output_t is not None and buffer_t is not None:
         return (
@@ -6809,7 +6809,7 @@ def hardtanh_backward_default(
     grad_output_p, self_p, min_val, max_val, grad_output_t, result
 ):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2440
+    # functional, spec line 2441
     # result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
     if grad_output_t is not None:
         return torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
@@ -6819,7 +6819,7 @@ def hardtanh_backward_default(
 
 def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2448
+    # functional, spec line 2449
     # result: torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
     if grad_output_t is not None:
         return torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
@@ -6829,7 +6829,7 @@ def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, res
 
 def hardshrink_backward_default(grad_out_p, self_p, lambd, grad_out_t, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2454
+    # functional, spec line 2455
     # result: torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
     if grad_out_t is not None:
         return torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
@@ -6841,7 +6841,7 @@ def leaky_relu_backward_default(
     grad_output_p, self_p, negative_slope, self_is_result, grad_output_t, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2460
+    # functional, spec line 2461
     # result: torch.ops.aten.leaky_relu_backward(grad_output_t, self_p, negative_slope, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -6863,7 +6863,7 @@ def rrelu_with_noise_backward_default(
     result,
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2468
+    # functional, spec line 2469
     # result: torch.ops.aten.rrelu_with_noise_backward(grad_output_t, self_p, noise_p, lower, upper, training, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -6875,7 +6875,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2477
+    # functional, spec line 2478
     # result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
@@ -6885,7 +6885,7 @@ def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
 
 def hardswish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2483
+    # functional, spec line 2484
     # result: torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where((self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where(
@@ -6906,7 +6906,7 @@ def softplus_backward_default(
     grad_output_p, self_p, beta, threshold, grad_output_t, self_t, result
 ):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2489
+    # functional, spec line 2490
     # result: torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold) + grad_output_p * torch.where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6943,7 +6943,7 @@ def gelu_backward_default(
     grad_output_p, self_p, approximate, grad_output_t, self_t, result
 ):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2497
+    # functional, spec line 2498
     # result: torch.ops.aten.gelu_backward(grad_output_t, self_p, approximate=approximate) + grad_output_p * gelu_second_derivative(self_p, approximate) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6967,7 +6967,7 @@ def gelu_backward_default(
 
 def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2507
+    # functional, spec line 2508
     # result: grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6998,7 +6998,7 @@ def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2513
+    # functional, spec line 2514
     # result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -7015,7 +7015,7 @@ def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def glu_backward_default(grad_output_p, self_p, dim, grad_output_t, self_t, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2519
+    # functional, spec line 2520
     # result: torch.ops.aten.glu_backward(grad_output_t, self_p, dim) + glu_double_backward(self_t, grad_output_p, self_p, dim)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.glu_backward(
@@ -7033,7 +7033,7 @@ def _prelu_kernel_backward_default(
     grad_output_p, self_p, weight_p, grad_output_t, self_t, weight_t, result0, result1
 ):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2527
+    # functional, spec line 2528
     # result0: torch.where(self_p > 0, grad_output_t, weight_p * grad_output_t + weight_t * grad_output_p)
     if grad_output_t is not None and weight_t is not None:
         result0_t = torch.where(
@@ -7078,7 +7078,7 @@ def mse_loss_backward_default(
     grad_output_p, self_p, target_p, reduction, grad_output_t, self_t, target_t, result
 ):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2539
+    # functional, spec line 2540
     # result: torch.ops.aten.mse_loss_backward(grad_output_t, self_p, target_p, reduction) + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.mse_loss_backward(
@@ -7134,7 +7134,7 @@ def smooth_l1_loss_backward_default(
     result,
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2549
+    # functional, spec line 2550
     # result: torch.ops.aten.smooth_l1_loss_backward(grad_output_t, self_p, target_p, reduction, beta) + torch.where((self_p - target_p).abs() < beta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t) / beta, 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.smooth_l1_loss_backward(
@@ -7222,7 +7222,7 @@ def huber_loss_backward_default(
     result,
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2559
+    # functional, spec line 2560
     # result: torch.ops.aten.huber_loss_backward(grad_output_t, self_p, target_p, reduction, delta) + torch.where((self_p - target_p).abs() <= delta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t), 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.huber_loss_backward(
@@ -7307,7 +7307,7 @@ def binary_cross_entropy_backward_default(
     result,
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2569
+    # functional, spec line 2570
     # result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.binary_cross_entropy_backward(
@@ -7378,7 +7378,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2582
+    # functional, spec line 2583
     # result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss_backward(
@@ -7406,7 +7406,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2592
+    # functional, spec line 2593
     # result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss2d_backward(
@@ -7424,7 +7424,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 2604
+    # functional, spec line 2605
     # U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
     if A_t is not None:
         U_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
@@ -7445,7 +7445,7 @@ def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
 
 def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2615
+    # functional, spec line 2616
     # eigenvalues: eig_tangents(self_t, eigenvalues, eigenvectors)[0]
     if self_t is not None:
         eigenvalues_t = eig_tangents(self_t, eigenvalues, eigenvectors)[0]
@@ -7461,7 +7461,7 @@ def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2623
+    # functional, spec line 2624
     # eigenvalues: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
     if A_t is not None:
         eigenvalues_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
@@ -7479,7 +7479,7 @@ def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
 
 def linalg_qr_default(A_p, mode, A_t, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 2632
+    # functional, spec line 2633
     # Q: qr_tangents(A_t, Q, R, mode)[0]
     if A_t is not None:
         Q_t = qr_tangents(A_t, Q, R, mode)[0]
@@ -7495,7 +7495,7 @@ def linalg_qr_default(A_p, mode, A_t, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(self_p, atol_p, rtol_p, hermitian, self_t, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 2641
+    # functional, spec line 2642
     # result: pinv_tangent(self_t, self_p, result)
     if self_t is not None:
         return pinv_tangent(self_t, self_p, result)
@@ -7507,7 +7507,7 @@ def linalg_lstsq_default(
     self_p, b_p, rcond, driver, self_t, b_t, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 2650
+    # functional, spec line 2651
     # solution: lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(b_t, self_p)
     if self_t is not None and b_t is not None:
         solution_t = lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(
@@ -7554,7 +7554,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2665
+    # functional, spec line 2666
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7664,7 +7664,7 @@ def _native_batch_norm_legit_no_stats(
     result2,
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2674
+    # functional, spec line 2675
     # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7735,7 +7735,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2682
+    # functional, spec line 2683
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7847,7 +7847,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2690
+    # functional, spec line 2691
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7959,7 +7959,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2700
+    # functional, spec line 2701
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -8058,7 +8058,7 @@ def binary_cross_entropy_with_logits_default(
     self_p, target_p, weight_p, pos_weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2711
+    # functional, spec line 2712
     # result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -8090,7 +8090,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(self_p, kernel_size, dilation, padding, stride, self_t, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2723
+    # functional, spec line 2724
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.im2col.default(
@@ -8104,7 +8104,7 @@ def col2im_default(
     self_p, output_size, kernel_size, dilation, padding, stride, self_t, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2730
+    # functional, spec line 2731
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.col2im.default(
@@ -8118,7 +8118,7 @@ def _upsample_bilinear2d_aa_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2739
+    # functional, spec line 2740
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.default(
@@ -8132,7 +8132,7 @@ def _upsample_bilinear2d_aa_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 2747
+    # functional, spec line 2748
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.vec(
@@ -8153,7 +8153,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2755
+    # functional, spec line 2756
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa_backward.default(
@@ -8167,7 +8167,7 @@ def fractional_max_pool2d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2765
+    # functional, spec line 2766
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8182,7 +8182,7 @@ def fractional_max_pool3d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2774
+    # functional, spec line 2775
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8207,7 +8207,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2785
+    # functional, spec line 2786
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool2d_with_indices_backward.default(
@@ -8260,7 +8260,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2794
+    # functional, spec line 2795
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool3d_with_indices_backward.default(
@@ -8310,7 +8310,7 @@ def fractional_max_pool2d_backward_default(
     result,
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2802
+    # functional, spec line 2803
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool2d_backward.default(
@@ -8339,7 +8339,7 @@ def fractional_max_pool3d_backward_default(
     result,
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2811
+    # functional, spec line 2812
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool3d_backward.default(
@@ -8361,7 +8361,7 @@ def max_unpool3d_default(
     self_p, indices_p, output_size, stride, padding, self_t, result
 ):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 2819
+    # functional, spec line 2820
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool3d.default(
@@ -8386,7 +8386,7 @@ def _trilinear_default(
     result,
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 2831
+    # functional, spec line 2832
     # result: torch.ops.aten._trilinear(i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim)
     if i1_t is not None and i2_t is not None and i3_t is not None:
         return (
@@ -8457,7 +8457,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(self_p, dim, dtype, self_t, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2839
+    # functional, spec line 2840
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -8469,7 +8469,7 @@ def as_strided_scatter_default(
     self_p, src_p, size, stride, storage_offset, self_t, src_t, result
 ):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 2846
+    # functional, spec line 2847
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.as_strided_scatter.default(
@@ -8489,7 +8489,7 @@ def as_strided_scatter_default(
 
 def bernoulli_default(self_p, generator, self_t, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2856
+    # functional, spec line 2857
     # result: auto_element_wise, from self: torch.zeros_like(grad)
     if self_t is not None:
         return torch.zeros_like(self_t.conj()).conj()
@@ -8499,13 +8499,13 @@ def bernoulli_default(self_p, generator, self_t, result):
 
 def bernoulli_p(self_p, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2862
+    # functional, spec line 2863
     return None
 
 
 def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2867
+    # functional, spec line 2868
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
         return torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
@@ -8519,7 +8519,7 @@ def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2867
+    # inplace, spec line 2868
     # formulas from bernoulli.Tensor; self_p is self before the update
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
@@ -8534,7 +8534,7 @@ def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def uniform__default(self_p, from_, to, generator, self_t, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2877
+    # inplace, spec line 2878
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8544,7 +8544,7 @@ def uniform__default(self_p, from_, to, generator, self_t, result):
 
 def normal__default(self_p, mean, std, generator, self_t, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2881
+    # inplace, spec line 2882
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8554,7 +8554,7 @@ def normal__default(self_p, mean, std, generator, self_t, result):
 
 def exponential__default(self_p, lambd, generator, self_t, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2885
+    # inplace, spec line 2886
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8564,7 +8564,7 @@ def exponential__default(self_p, lambd, generator, self_t, result):
 
 def cauchy__default(self_p, median, sigma, generator, self_t, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2889
+    # inplace, spec line 2890
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8574,7 +8574,7 @@ def cauchy__default(self_p, median, sigma, generator, self_t, result):
 
 def log_normal__default(self_p, mean, std, generator, self_t, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2893
+    # inplace, spec line 2894
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8584,7 +8584,7 @@ def log_normal__default(self_p, mean, std, generator, self_t, result):
 
 def geometric__default(self_p, p, generator, self_t, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2897
+    # inplace, spec line 2898
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8594,7 +8594,7 @@ def geometric__default(self_p, p, generator, self_t, result):
 
 def random__default(self_p, generator, self_t, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2902
+    # inplace, spec line 2903
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8604,7 +8604,7 @@ def random__default(self_p, generator, self_t, result):
 
 def random__from(self_p, from_, to, generator, self_t, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2906
+    # inplace, spec line 2907
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8614,7 +8614,7 @@ def random__from(self_p, from_, to, generator, self_t, result):
 
 def random__to(self_p, to, generator, self_t, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2911
+    # inplace, spec line 2912
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8624,7 +8624,7 @@ def random__to(self_p, to, generator, self_t, result):
 
 def bernoulli__float(self_p, p, generator, self_t, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2916
+    # inplace, spec line 2917
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8652,7 +8652,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2926
+    # functional, spec line 2927
     # result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
     if grad_output_t is not None and weight_t is not None:
         result0_t = convolution_backward_tangent(
@@ -8790,7 +8790,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2936
+    # functional, spec line 2937
     # result: torch.ops.aten.avg_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool2d_backward(
@@ -8820,7 +8820,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2945
+    # functional, spec line 2946
     # result: torch.ops.aten.avg_pool3d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool3d_backward(
@@ -8839,7 +8839,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2954
+    # functional, spec line 2955
     # result: torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
@@ -8849,7 +8849,7 @@ def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, 
 
 def _adaptive_avg_pool3d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2962
+    # functional, spec line 2963
     # result: torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
@@ -8861,7 +8861,7 @@ def adaptive_max_pool2d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2972
+    # functional, spec line 2973
     # result: torch.ops.aten.adaptive_max_pool2d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool2d_backward(
@@ -8875,7 +8875,7 @@ def adaptive_max_pool3d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2980
+    # functional, spec line 2981
     # result: torch.ops.aten.adaptive_max_pool3d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool3d_backward(
@@ -8889,7 +8889,7 @@ def reflection_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2990
+    # functional, spec line 2991
     # result: torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
@@ -8901,7 +8901,7 @@ def reflection_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2998
+    # functional, spec line 2999
     # result: torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
@@ -8913,7 +8913,7 @@ def reflection_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3006
+    # functional, spec line 3007
     # result: torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
@@ -8925,7 +8925,7 @@ def replication_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 3014
+    # functional, spec line 3015
     # result: torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
@@ -8937,7 +8937,7 @@ def replication_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3022
+    # functional, spec line 3023
     # result: torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
@@ -8949,7 +8949,7 @@ def replication_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3030
+    # functional, spec line 3031
     # result: torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
@@ -8961,7 +8961,7 @@ def upsample_nearest1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3040
+    # functional, spec line 3041
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest1d_backward.default(
@@ -8975,7 +8975,7 @@ def upsample_nearest2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3047
+    # functional, spec line 3048
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest2d_backward.default(
@@ -8996,7 +8996,7 @@ def upsample_nearest3d_backward_default(
     result,
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3054
+    # functional, spec line 3055
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest3d_backward.default(
@@ -9010,7 +9010,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3061
+    # functional, spec line 3062
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d_backward.default(
@@ -9024,7 +9024,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3068
+    # functional, spec line 3069
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d_backward.default(
@@ -9045,7 +9045,7 @@ def _upsample_nearest_exact3d_backward_default(
     result,
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3075
+    # functional, spec line 3076
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d_backward.default(
@@ -9059,7 +9059,7 @@ def upsample_linear1d_backward_default(
     grad_output_p, output_size, input_size, align_corners, scales, grad_output_t, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3082
+    # functional, spec line 3083
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_linear1d_backward.default(
@@ -9080,7 +9080,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3090
+    # functional, spec line 3091
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bilinear2d_backward.default(
@@ -9101,7 +9101,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3098
+    # functional, spec line 3099
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bicubic2d_backward.default(
@@ -9123,7 +9123,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3106
+    # functional, spec line 3107
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_trilinear3d_backward.default(
@@ -9143,7 +9143,7 @@ def diagonal_backward_default(
     grad_output_p, input_sizes, offset, dim1, dim2, grad_output_t, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3116
+    # functional, spec line 3117
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.diagonal_backward.default(
@@ -9163,7 +9163,7 @@ def embedding_dense_backward_default(
     result,
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3124
+    # functional, spec line 3125
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.embedding_dense_backward.default(
@@ -9190,7 +9190,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3139
+    # functional, spec line 3140
     # result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
@@ -9409,7 +9409,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3151
+    # functional, spec line 3152
     # result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(

@@ -25,7 +25,7 @@ KERNELS[aten.abs.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=61,
+    spec_line=62,
 )
 
 
@@ -41,7 +41,7 @@ KERNELS[aten.abs_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="abs",
-    spec_line=61,
+    spec_line=62,
 )
 
 
@@ -57,7 +57,7 @@ KERNELS[aten.neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=66,
+    spec_line=67,
 )
 
 
@@ -73,7 +73,7 @@ KERNELS[aten.neg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="neg",
-    spec_line=66,
+    spec_line=67,
 )
 
 
@@ -89,7 +89,7 @@ KERNELS[aten.sin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=70,
+    spec_line=71,
 )
 
 
@@ -105,7 +105,7 @@ KERNELS[aten.sin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sin",
-    spec_line=70,
+    spec_line=71,
 )
 
 
@@ -121,7 +121,7 @@ KERNELS[aten.cos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=74,
+    spec_line=75,
 )
 
 
@@ -137,7 +137,7 @@ KERNELS[aten.cos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cos",
-    spec_line=74,
+    spec_line=75,
 )
 
 
@@ -153,7 +153,7 @@ KERNELS[aten.tan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=78,
+    spec_line=79,
 )
 
 
@@ -169,7 +169,7 @@ KERNELS[aten.tan_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tan",
-    spec_line=78,
+    spec_line=79,
 )
 
 
@@ -185,7 +185,7 @@ KERNELS[aten.tanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=83,
+    spec_line=84,
 )
 
 
@@ -201,7 +201,7 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tanh",
-    spec_line=83,
+    spec_line=84,
 )
 
 
@@ -217,7 +217,7 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=87,
+    spec_line=88,
 )
 
 
@@ -233,7 +233,7 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sigmoid",
-    spec_line=87,
+    spec_line=88,
 )
 
 
@@ -249,7 +249,7 @@ KERNELS[aten.exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=91,
+    spec_line=92,
 )
 
 
@@ -265,7 +265,7 @@ KERNELS[aten.exp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp",
-    spec_line=91,
+    spec_line=92,
 )
 
 
@@ -281,7 +281,7 @@ KERNELS[aten.exp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=95,
+    spec_line=96,
 )
 
 
@@ -297,7 +297,7 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp2",
-    spec_line=95,
+    spec_line=96,
 )
 
 
@@ -313,7 +313,7 @@ KERNELS[aten.expm1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=99,
+    spec_line=100,
 )
 
 
@@ -329,7 +329,7 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="expm1",
-    spec_line=99,
+    spec_line=100,
 )
 
 
@@ -345,7 +345,7 @@ KERNELS[aten.log.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=103,
+    spec_line=104,
 )
 
 
@@ -361,7 +361,7 @@ KERNELS[aten.log_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log",
-    spec_line=103,
+    spec_line=104,
 )
 
 
@@ -377,7 +377,7 @@ KERNELS[aten.log2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=108,
+    spec_line=109,
 )
 
 
@@ -393,7 +393,7 @@ KERNELS[aten.log2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log2",
-    spec_line=108,
+    spec_line=109,
 )
 
 
@@ -409,7 +409,7 @@ KERNELS[aten.log1p.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=113,
+    spec_line=114,
 )
 
 
@@ -425,7 +425,7 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log1p",
-    spec_line=113,
+    spec_line=114,
 )
 
 
@@ -441,7 +441,7 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=118,
+    spec_line=119,
 )
 
 
@@ -457,7 +457,7 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sqrt",
-    spec_line=118,
+    spec_line=119,
 )
 
 
@@ -473,7 +473,7 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=123,
+    spec_line=124,
 )
 
 
@@ -489,7 +489,7 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="rsqrt",
-    spec_line=123,
+    spec_line=124,
 )
 
 
@@ -505,7 +505,7 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=128,
+    spec_line=129,
 )
 
 
@@ -521,7 +521,7 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="reciprocal",
-    spec_line=128,
+    spec_line=129,
 )
 
 
@@ -537,7 +537,7 @@ KERNELS[aten.relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=133,
+    spec_line=134,
 )
 
 
@@ -553,7 +553,7 @@ KERNELS[aten.relu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="relu",
-    spec_line=133,
+    spec_line=134,
 )
 
 
@@ -569,7 +569,7 @@ KERNELS[aten.sinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=138,
+    spec_line=139,
 )
 
 
@@ -585,7 +585,7 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinh",
-    spec_line=138,
+    spec_line=139,
 )
 
 
@@ -601,7 +601,7 @@ KERNELS[aten.cosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=142,
+    spec_line=143,
 )
 
 
@@ -617,7 +617,7 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cosh",
-    spec_line=142,
+    spec_line=143,
 )
 
 
@@ -633,7 +633,7 @@ KERNELS[aten.asin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=146,
+    spec_line=147,
 )
 
 
@@ -649,7 +649,7 @@ KERNELS[aten.asin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asin",
-    spec_line=146,
+    spec_line=147,
 )
 
 
@@ -665,7 +665,7 @@ KERNELS[aten.acos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=151,
+    spec_line=152,
 )
 
 
@@ -681,7 +681,7 @@ KERNELS[aten.acos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acos",
-    spec_line=151,
+    spec_line=152,
 )
 
 
@@ -697,7 +697,7 @@ KERNELS[aten.atan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=156,
+    spec_line=157,
 )
 
 
@@ -713,7 +713,7 @@ KERNELS[aten.atan_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan",
-    spec_line=156,
+    spec_line=157,
 )
 
 
@@ -729,7 +729,7 @@ KERNELS[aten.erf.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=160,
+    spec_line=161,
 )
 
 
@@ -745,7 +745,7 @@ KERNELS[aten.erf_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erf",
-    spec_line=160,
+    spec_line=161,
 )
 
 
@@ -761,7 +761,7 @@ KERNELS[aten.clamp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=164,
+    spec_line=165,
 )
 
 
@@ -777,7 +777,7 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp",
-    spec_line=164,
+    spec_line=165,
 )
 
 
@@ -793,7 +793,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=171,
+    spec_line=172,
 )
 
 
@@ -817,7 +817,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=175,
+    spec_line=176,
 )
 
 
@@ -833,7 +833,7 @@ KERNELS[aten.detach.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=179,
+    spec_line=180,
 )
 
 
@@ -849,7 +849,7 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=186,
+    spec_line=187,
 )
 
 
@@ -865,7 +865,7 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=190,
+    spec_line=191,
 )
 
 
@@ -881,7 +881,7 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=194,
+    spec_line=195,
 )
 
 
@@ -905,7 +905,7 @@ KERNELS[aten.full_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=198,
+    spec_line=199,
 )
 
 
@@ -921,7 +921,7 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=202,
+    spec_line=203,
 )
 
 
@@ -937,7 +937,7 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=207,
+    spec_line=208,
 )
 
 
@@ -953,7 +953,7 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=212,
+    spec_line=213,
 )
 
 
@@ -969,7 +969,7 @@ KERNELS[aten.new_full.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=217,
+    spec_line=218,
 )
 
 
@@ -985,7 +985,7 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=224,
+    spec_line=225,
 )
 
 
@@ -1001,7 +1001,7 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=229,
+    spec_line=230,
 )
 
 
@@ -1017,7 +1017,7 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Scalar",
-    spec_line=229,
+    spec_line=230,
 )
 
 
@@ -1033,7 +1033,7 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=233,
+    spec_line=234,
 )
 
 
@@ -1049,7 +1049,7 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Tensor",
-    spec_line=233,
+    spec_line=234,
 )
 
 
@@ -1065,7 +1065,7 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=238,
+    spec_line=239,
 )
 
 
@@ -1081,7 +1081,7 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Scalar",
-    spec_line=238,
+    spec_line=239,
 )
 
 
@@ -1097,7 +1097,7 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=242,
+    spec_line=243,
 )
 
 
@@ -1113,7 +1113,7 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=247,
+    spec_line=248,
 )
 
 
@@ -1129,7 +1129,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=251,
+    spec_line=252,
 )
 
 
@@ -1145,7 +1145,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=256,
+    spec_line=257,
 )
 
 
@@ -1161,7 +1161,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="mul.Scalar",
-    spec_line=256,
+    spec_line=257,
 )
 
 
@@ -1177,7 +1177,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=260,
+    spec_line=261,
 )
 
 
@@ -1193,7 +1193,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor",
-    spec_line=260,
+    spec_line=261,
 )
 
 
@@ -1209,7 +1209,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=266,
+    spec_line=267,
 )
 
 
@@ -1225,7 +1225,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar",
-    spec_line=266,
+    spec_line=267,
 )
 
 
@@ -1241,7 +1241,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=271,
+    spec_line=272,
 )
 
 
@@ -1257,7 +1257,7 @@ KERNELS[aten.pow_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="pow.Tensor_Scalar",
-    spec_line=271,
+    spec_line=272,
 )
 
 
@@ -1273,7 +1273,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=278,
+    spec_line=279,
 )
 
 
@@ -1289,7 +1289,7 @@ KERNELS[aten.pow_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="pow.Tensor_Tensor",
-    spec_line=278,
+    spec_line=279,
 )
 
 
@@ -1305,7 +1305,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=284,
+    spec_line=285,
 )
 
 
@@ -1321,7 +1321,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=289,
+    spec_line=290,
 )
 
 
@@ -1337,7 +1337,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=294,
+    spec_line=295,
 )
 
 
@@ -1353,7 +1353,7 @@ KERNELS[aten.where.self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=299,
+    spec_line=300,
 )
 
 
@@ -1369,7 +1369,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=306,
+    spec_line=307,
 )
 
 
@@ -1385,7 +1385,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan2",
-    spec_line=306,
+    spec_line=307,
 )
 
 
@@ -1401,7 +1401,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=314,
+    spec_line=315,
 )
 
 
@@ -1417,7 +1417,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=318,
+    spec_line=319,
 )
 
 
@@ -1433,7 +1433,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=325,
+    spec_line=326,
 )
 
 
@@ -1449,7 +1449,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=329,
+    spec_line=330,
 )
 
 
@@ -1465,7 +1465,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=336,
+    spec_line=337,
 )
 
 
@@ -1481,7 +1481,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=343,
+    spec_line=344,
 )
 
 
@@ -1497,7 +1497,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=350,
+    spec_line=351,
 )
 
 
@@ -1513,7 +1513,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=358,
+    spec_line=359,
 )
 
 
@@ -1529,7 +1529,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=368,
+    spec_line=369,
 )
 
 
@@ -1545,7 +1545,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=374,
+    spec_line=375,
 )
 
 
@@ -1561,7 +1561,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=380,
+    spec_line=381,
 )
 
 
@@ -1577,7 +1577,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmm",
-    spec_line=380,
+    spec_line=381,
 )
 
 
@@ -1593,7 +1593,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=389,
+    spec_line=390,
 )
 
 
@@ -1609,7 +1609,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=395,
+    spec_line=396,
 )
 
 
@@ -1625,7 +1625,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=404,
+    spec_line=405,
 )
 
 
@@ -1641,7 +1641,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=407,
+    spec_line=408,
 )
 
 
@@ -1657,7 +1657,7 @@ KERNELS[aten.view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=412,
+    spec_line=413,
 )
 
 
@@ -1673,7 +1673,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=416,
+    spec_line=417,
 )
 
 
@@ -1689,7 +1689,7 @@ KERNELS[aten.t.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=421,
+    spec_line=422,
 )
 
 
@@ -1705,7 +1705,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=424,
+    spec_line=425,
 )
 
 
@@ -1721,7 +1721,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=428,
+    spec_line=429,
 )
 
 
@@ -1737,7 +1737,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=432,
+    spec_line=433,
 )
 
 
@@ -1753,7 +1753,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=438,
+    spec_line=439,
 )
 
 
@@ -1769,7 +1769,7 @@ KERNELS[aten.select.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=444,
+    spec_line=445,
 )
 
 
@@ -1785,7 +1785,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=448,
+    spec_line=449,
 )
 
 
@@ -1801,7 +1801,7 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=451,
+    spec_line=452,
 )
 
 
@@ -1817,7 +1817,7 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=455,
+    spec_line=456,
 )
 
 
@@ -1833,7 +1833,7 @@ KERNELS[aten._conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=461,
+    spec_line=462,
 )
 
 
@@ -1849,7 +1849,7 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=464,
+    spec_line=465,
 )
 
 
@@ -1865,7 +1865,7 @@ KERNELS[aten._neg_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=469,
+    spec_line=470,
 )
 
 
@@ -1881,7 +1881,7 @@ KERNELS[aten.resolve_neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=472,
+    spec_line=473,
 )
 
 
@@ -1897,7 +1897,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=475,
+    spec_line=476,
 )
 
 
@@ -1913,7 +1913,7 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="conj_physical",
-    spec_line=475,
+    spec_line=476,
 )
 
 
@@ -1929,7 +1929,7 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=479,
+    spec_line=480,
 )
 
 
@@ -1945,7 +1945,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=485,
+    spec_line=486,
 )
 
 
@@ -1961,7 +1961,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=492,
+    spec_line=493,
 )
 
 
@@ -1977,7 +1977,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=502,
+    spec_line=503,
 )
 
 
@@ -1993,7 +1993,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=504,
+    spec_line=505,
 )
 
 
@@ -2009,7 +2009,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=506,
+    spec_line=507,
 )
 
 
@@ -2025,7 +2025,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=517,
+    spec_line=518,
 )
 
 
@@ -2041,7 +2041,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=521,
+    spec_line=522,
 )
 
 
@@ -2057,7 +2057,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=525,
+    spec_line=526,
 )
 
 
@@ -2073,7 +2073,7 @@ KERNELS[aten.eq_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=536,
+    spec_line=537,
 )
 
 
@@ -2089,7 +2089,7 @@ KERNELS[aten.eq_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=540,
+    spec_line=541,
 )
 
 
@@ -2105,7 +2105,7 @@ KERNELS[aten.ne_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=545,
+    spec_line=546,
 )
 
 
@@ -2121,7 +2121,7 @@ KERNELS[aten.ne_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=549,
+    spec_line=550,
 )
 
 
@@ -2137,7 +2137,7 @@ KERNELS[aten.lt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=554,
+    spec_line=555,
 )
 
 
@@ -2153,7 +2153,7 @@ KERNELS[aten.lt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=558,
+    spec_line=559,
 )
 
 
@@ -2169,7 +2169,7 @@ KERNELS[aten.le_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=563,
+    spec_line=564,
 )
 
 
@@ -2185,7 +2185,7 @@ KERNELS[aten.le_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=567,
+    spec_line=568,
 )
 
 
@@ -2201,7 +2201,7 @@ KERNELS[aten.gt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=572,
+    spec_line=573,
 )
 
 
@@ -2217,7 +2217,7 @@ KERNELS[aten.gt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=576,
+    spec_line=577,
 )
 
 
@@ -2233,7 +2233,7 @@ KERNELS[aten.ge_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=581,
+    spec_line=582,
 )
 
 
@@ -2249,7 +2249,7 @@ KERNELS[aten.ge_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=585,
+    spec_line=586,
 )
 
 
@@ -2265,7 +2265,7 @@ KERNELS[aten.logical_and_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=590,
+    spec_line=591,
 )
 
 
@@ -2281,7 +2281,7 @@ KERNELS[aten.logical_or_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=595,
+    spec_line=596,
 )
 
 
@@ -2297,7 +2297,7 @@ KERNELS[aten.logical_xor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=600,
+    spec_line=601,
 )
 
 
@@ -2313,7 +2313,7 @@ KERNELS[aten.logical_not_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=605,
+    spec_line=606,
 )
 
 
@@ -2329,7 +2329,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=611,
+    spec_line=612,
 )
 
 
@@ -2345,7 +2345,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=615,
+    spec_line=616,
 )
 
 
@@ -2361,7 +2361,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=619,
+    spec_line=620,
 )
 
 
@@ -2377,7 +2377,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=623,
+    spec_line=624,
 )
 
 
@@ -2393,7 +2393,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=631,
+    spec_line=632,
 )
 
 
@@ -2409,7 +2409,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=636,
+    spec_line=637,
 )
 
 
@@ -2425,7 +2425,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=641,
+    spec_line=642,
 )
 
 
@@ -2441,7 +2441,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=647,
+    spec_line=648,
 )
 
 
@@ -2457,7 +2457,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=652,
+    spec_line=653,
 )
 
 
@@ -2473,7 +2473,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=657,
+    spec_line=658,
 )
 
 
@@ -2489,7 +2489,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=662,
+    spec_line=663,
 )
 
 
@@ -2515,7 +2515,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=672,
+    spec_line=673,
 )
 
 
@@ -2531,7 +2531,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=684,
+    spec_line=685,
 )
 
 
@@ -2556,7 +2556,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=692,
+    spec_line=693,
 )
 
 
@@ -2572,7 +2572,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=702,
+    spec_line=703,
 )
 
 
@@ -2588,7 +2588,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=714,
+    spec_line=715,
 )
 
 
@@ -2612,7 +2612,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=721,
+    spec_line=722,
 )
 
 
@@ -2628,7 +2628,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=729,
+    spec_line=730,
 )
 
 
@@ -2644,7 +2644,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=740,
+    spec_line=741,
 )
 
 
@@ -2660,7 +2660,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=747,
+    spec_line=748,
 )
 
 
@@ -2676,7 +2676,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=754,
+    spec_line=755,
 )
 
 
@@ -2692,7 +2692,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=759,
+    spec_line=760,
 )
 
 
@@ -2708,7 +2708,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=764,
+    spec_line=765,
 )
 
 
@@ -2724,7 +2724,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=772,
+    spec_line=773,
 )
 
 
@@ -2740,7 +2740,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=783,
+    spec_line=784,
 )
 
 
@@ -2756,7 +2756,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=792,
+    spec_line=793,
 )
 
 
@@ -2772,7 +2772,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=801,
+    spec_line=802,
 )
 
 
@@ -2788,7 +2788,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=812,
+    spec_line=813,
 )
 
 
@@ -2804,7 +2804,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=820,
+    spec_line=821,
 )
 
 
@@ -2820,7 +2820,7 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=831,
+    spec_line=832,
 )
 
 
@@ -2836,7 +2836,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=841,
+    spec_line=842,
 )
 
 
@@ -2860,7 +2860,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=848,
+    spec_line=849,
 )
 
 
@@ -2876,7 +2876,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=856,
+    spec_line=857,
 )
 
 
@@ -2892,7 +2892,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=864,
+    spec_line=865,
 )
 
 
@@ -2908,7 +2908,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=872,
+    spec_line=873,
 )
 
 
@@ -2924,7 +2924,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=880,
+    spec_line=881,
 )
 
 
@@ -2940,7 +2940,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=887,
+    spec_line=888,
 )
 
 
@@ -2956,7 +2956,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=894,
+    spec_line=895,
 )
 
 
@@ -2972,7 +2972,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=901,
+    spec_line=902,
 )
 
 
@@ -2988,7 +2988,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=908,
+    spec_line=909,
 )
 
 
@@ -3004,7 +3004,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=916,
+    spec_line=917,
 )
 
 
@@ -3027,7 +3027,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=924,
+    spec_line=925,
 )
 
 
@@ -3043,7 +3043,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=936,
+    spec_line=937,
 )
 
 
@@ -3059,7 +3059,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=936,
+    spec_line=937,
 )
 
 
@@ -3075,7 +3075,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=941,
+    spec_line=942,
 )
 
 
@@ -3091,7 +3091,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=941,
+    spec_line=942,
 )
 
 
@@ -3107,7 +3107,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=945,
+    spec_line=946,
 )
 
 
@@ -3123,7 +3123,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=945,
+    spec_line=946,
 )
 
 
@@ -3139,7 +3139,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=950,
+    spec_line=951,
 )
 
 
@@ -3155,7 +3155,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=950,
+    spec_line=951,
 )
 
 
@@ -3171,7 +3171,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=954,
+    spec_line=955,
 )
 
 
@@ -3187,7 +3187,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=954,
+    spec_line=955,
 )
 
 
@@ -3203,7 +3203,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=959,
+    spec_line=960,
 )
 
 
@@ -3219,7 +3219,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=959,
+    spec_line=960,
 )
 
 
@@ -3235,7 +3235,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=964,
+    spec_line=965,
 )
 
 
@@ -3251,7 +3251,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=964,
+    spec_line=965,
 )
 
 
@@ -3267,7 +3267,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=969,
+    spec_line=970,
 )
 
 
@@ -3283,7 +3283,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=976,
+    spec_line=977,
 )
 
 
@@ -3299,7 +3299,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=976,
+    spec_line=977,
 )
 
 
@@ -3315,7 +3315,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=983,
+    spec_line=984,
 )
 
 
@@ -3331,7 +3331,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=983,
+    spec_line=984,
 )
 
 
@@ -3347,7 +3347,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=990,
+    spec_line=991,
 )
 
 
@@ -3363,7 +3363,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=990,
+    spec_line=991,
 )
 
 
@@ -3379,7 +3379,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=994,
+    spec_line=995,
 )
 
 
@@ -3395,7 +3395,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=994,
+    spec_line=995,
 )
 
 
@@ -3411,7 +3411,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=998,
+    spec_line=999,
 )
 
 
@@ -3427,7 +3427,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1002,
+    spec_line=1003,
 )
 
 
@@ -3443,7 +3443,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1006,
+    spec_line=1007,
 )
 
 
@@ -3459,7 +3459,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1010,
+    spec_line=1011,
 )
 
 
@@ -3475,7 +3475,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1014,
+    spec_line=1015,
 )
 
 
@@ -3491,7 +3491,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1018,
+    spec_line=1019,
 )
 
 
@@ -3507,7 +3507,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1022,
+    spec_line=1023,
 )
 
 
@@ -3523,7 +3523,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1027,
+    spec_line=1028,
 )
 
 
@@ -3539,7 +3539,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=1027,
+    spec_line=1028,
 )
 
 
@@ -3555,7 +3555,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1033,
+    spec_line=1034,
 )
 
 
@@ -3571,7 +3571,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1038,
+    spec_line=1039,
 )
 
 
@@ -3587,7 +3587,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=1038,
+    spec_line=1039,
 )
 
 
@@ -3603,7 +3603,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1042,
+    spec_line=1043,
 )
 
 
@@ -3619,7 +3619,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=1042,
+    spec_line=1043,
 )
 
 
@@ -3635,7 +3635,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1046,
+    spec_line=1047,
 )
 
 
@@ -3651,7 +3651,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=1046,
+    spec_line=1047,
 )
 
 
@@ -3667,7 +3667,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1050,
+    spec_line=1051,
 )
 
 
@@ -3683,7 +3683,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=1050,
+    spec_line=1051,
 )
 
 
@@ -3699,7 +3699,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1054,
+    spec_line=1055,
 )
 
 
@@ -3715,7 +3715,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=1054,
+    spec_line=1055,
 )
 
 
@@ -3731,7 +3731,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1058,
+    spec_line=1059,
 )
 
 
@@ -3747,7 +3747,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=1058,
+    spec_line=1059,
 )
 
 
@@ -3763,7 +3763,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1063,
+    spec_line=1064,
 )
 
 
@@ -3779,7 +3779,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=1063,
+    spec_line=1064,
 )
 
 
@@ -3795,7 +3795,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1067,
+    spec_line=1068,
 )
 
 
@@ -3811,7 +3811,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=1067,
+    spec_line=1068,
 )
 
 
@@ -3827,7 +3827,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1071,
+    spec_line=1072,
 )
 
 
@@ -3843,7 +3843,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=1071,
+    spec_line=1072,
 )
 
 
@@ -3859,7 +3859,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1075,
+    spec_line=1076,
 )
 
 
@@ -3875,7 +3875,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=1075,
+    spec_line=1076,
 )
 
 
@@ -3891,7 +3891,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1079,
+    spec_line=1080,
 )
 
 
@@ -3907,7 +3907,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1086,
+    spec_line=1087,
 )
 
 
@@ -3923,7 +3923,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=1086,
+    spec_line=1087,
 )
 
 
@@ -3939,7 +3939,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1090,
+    spec_line=1091,
 )
 
 
@@ -3955,7 +3955,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=1090,
+    spec_line=1091,
 )
 
 
@@ -3971,7 +3971,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1094,
+    spec_line=1095,
 )
 
 
@@ -3987,7 +3987,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=1094,
+    spec_line=1095,
 )
 
 
@@ -4003,7 +4003,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1099,
+    spec_line=1100,
 )
 
 
@@ -4019,7 +4019,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=1099,
+    spec_line=1100,
 )
 
 
@@ -4035,7 +4035,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1104,
+    spec_line=1105,
 )
 
 
@@ -4051,7 +4051,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1104,
+    spec_line=1105,
 )
 
 
@@ -4067,7 +4067,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1111,
+    spec_line=1112,
 )
 
 
@@ -4083,7 +4083,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1111,
+    spec_line=1112,
 )
 
 
@@ -4099,7 +4099,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1118,
+    spec_line=1119,
 )
 
 
@@ -4115,7 +4115,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1118,
+    spec_line=1119,
 )
 
 
@@ -4131,7 +4131,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1122,
+    spec_line=1123,
 )
 
 
@@ -4147,7 +4147,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1122,
+    spec_line=1123,
 )
 
 
@@ -4163,7 +4163,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1126,
+    spec_line=1127,
 )
 
 
@@ -4179,7 +4179,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1126,
+    spec_line=1127,
 )
 
 
@@ -4195,7 +4195,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1130,
+    spec_line=1131,
 )
 
 
@@ -4211,7 +4211,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1137,
+    spec_line=1138,
 )
 
 
@@ -4227,7 +4227,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1137,
+    spec_line=1138,
 )
 
 
@@ -4243,7 +4243,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1142,
+    spec_line=1143,
 )
 
 
@@ -4259,7 +4259,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1147,
+    spec_line=1148,
 )
 
 
@@ -4275,7 +4275,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1155,
+    spec_line=1156,
 )
 
 
@@ -4291,7 +4291,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1161,
+    spec_line=1162,
 )
 
 
@@ -4307,7 +4307,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1171,
+    spec_line=1172,
 )
 
 
@@ -4323,7 +4323,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1171,
+    spec_line=1172,
 )
 
 
@@ -4339,7 +4339,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1176,
+    spec_line=1177,
 )
 
 
@@ -4355,7 +4355,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1176,
+    spec_line=1177,
 )
 
 
@@ -4371,7 +4371,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1181,
+    spec_line=1182,
 )
 
 
@@ -4387,7 +4387,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1181,
+    spec_line=1182,
 )
 
 
@@ -4403,7 +4403,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1187,
+    spec_line=1188,
 )
 
 
@@ -4419,7 +4419,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1187,
+    spec_line=1188,
 )
 
 
@@ -4435,7 +4435,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1193,
+    spec_line=1194,
 )
 
 
@@ -4451,7 +4451,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1193,
+    spec_line=1194,
 )
 
 
@@ -4467,7 +4467,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1199,
+    spec_line=1200,
 )
 
 
@@ -4483,7 +4483,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1199,
+    spec_line=1200,
 )
 
 
@@ -4499,7 +4499,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1206,
+    spec_line=1207,
 )
 
 
@@ -4515,7 +4515,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1206,
+    spec_line=1207,
 )
 
 
@@ -4531,7 +4531,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1212,
+    spec_line=1213,
 )
 
 
@@ -4547,7 +4547,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1212,
+    spec_line=1213,
 )
 
 
@@ -4563,7 +4563,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1217,
+    spec_line=1218,
 )
 
 
@@ -4579,7 +4579,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1217,
+    spec_line=1218,
 )
 
 
@@ -4595,7 +4595,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1223,
+    spec_line=1224,
 )
 
 
@@ -4611,7 +4611,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1223,
+    spec_line=1224,
 )
 
 
@@ -4627,7 +4627,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1228,
+    spec_line=1229,
 )
 
 
@@ -4643,7 +4643,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1228,
+    spec_line=1229,
 )
 
 
@@ -4659,7 +4659,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1234,
+    spec_line=1235,
 )
 
 
@@ -4675,7 +4675,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1234,
+    spec_line=1235,
 )
 
 
@@ -4691,7 +4691,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1239,
+    spec_line=1240,
 )
 
 
@@ -4707,7 +4707,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1244,
+    spec_line=1245,
 )
 
 
@@ -4723,7 +4723,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1249,
+    spec_line=1250,
 )
 
 
@@ -4739,7 +4739,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1249,
+    spec_line=1250,
 )
 
 
@@ -4755,7 +4755,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1255,
+    spec_line=1256,
 )
 
 
@@ -4771,7 +4771,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1260,
+    spec_line=1261,
 )
 
 
@@ -4787,7 +4787,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1265,
+    spec_line=1266,
 )
 
 
@@ -4803,7 +4803,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1265,
+    spec_line=1266,
 )
 
 
@@ -4819,7 +4819,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1270,
+    spec_line=1271,
 )
 
 
@@ -4835,7 +4835,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1270,
+    spec_line=1271,
 )
 
 
@@ -4851,7 +4851,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1276,
+    spec_line=1277,
 )
 
 
@@ -4867,7 +4867,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1281,
+    spec_line=1282,
 )
 
 
@@ -4883,7 +4883,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1281,
+    spec_line=1282,
 )
 
 
@@ -4899,7 +4899,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1286,
+    spec_line=1287,
 )
 
 
@@ -4915,7 +4915,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1292,
+    spec_line=1293,
 )
 
 
@@ -4931,7 +4931,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1297,
+    spec_line=1298,
 )
 
 
@@ -4947,7 +4947,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1304,
+    spec_line=1305,
 )
 
 
@@ -4963,7 +4963,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1304,
+    spec_line=1305,
 )
 
 
@@ -4979,7 +4979,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1312,
+    spec_line=1313,
 )
 
 
@@ -4995,7 +4995,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1312,
+    spec_line=1313,
 )
 
 
@@ -5011,7 +5011,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1320,
+    spec_line=1321,
 )
 
 
@@ -5027,7 +5027,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1320,
+    spec_line=1321,
 )
 
 
@@ -5043,7 +5043,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1326,
+    spec_line=1327,
 )
 
 
@@ -5059,7 +5059,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1326,
+    spec_line=1327,
 )
 
 
@@ -5075,7 +5075,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1335,
+    spec_line=1336,
 )
 
 
@@ -5091,7 +5091,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1335,
+    spec_line=1336,
 )
 
 
@@ -5107,7 +5107,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1344,
+    spec_line=1345,
 )
 
 
@@ -5123,7 +5123,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1344,
+    spec_line=1345,
 )
 
 
@@ -5139,7 +5139,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1350,
+    spec_line=1351,
 )
 
 
@@ -5155,7 +5155,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1350,
+    spec_line=1351,
 )
 
 
@@ -5171,7 +5171,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1358,
+    spec_line=1359,
 )
 
 
@@ -5187,7 +5187,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1363,
+    spec_line=1364,
 )
 
 
@@ -5203,7 +5203,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1375,
+    spec_line=1376,
 )
 
 
@@ -5219,7 +5219,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1382,
+    spec_line=1383,
 )
 
 
@@ -5235,7 +5235,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1388,
+    spec_line=1389,
 )
 
 
@@ -5251,7 +5251,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1394,
+    spec_line=1395,
 )
 
 
@@ -5267,7 +5267,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1398,
+    spec_line=1399,
 )
 
 
@@ -5283,7 +5283,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1404,
+    spec_line=1405,
 )
 
 
@@ -5299,7 +5299,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1410,
+    spec_line=1411,
 )
 
 
@@ -5315,7 +5315,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1418,
+    spec_line=1419,
 )
 
 
@@ -5331,7 +5331,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1425,
+    spec_line=1426,
 )
 
 
@@ -5347,7 +5347,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1432,
+    spec_line=1433,
 )
 
 
@@ -5363,7 +5363,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1439,
+    spec_line=1440,
 )
 
 
@@ -5379,7 +5379,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1446,
+    spec_line=1447,
 )
 
 
@@ -5395,7 +5395,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1450,
+    spec_line=1451,
 )
 
 
@@ -5411,7 +5411,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1455,
+    spec_line=1456,
 )
 
 
@@ -5427,7 +5427,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1459,
+    spec_line=1460,
 )
 
 
@@ -5443,7 +5443,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1464,
+    spec_line=1465,
 )
 
 
@@ -5459,7 +5459,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1469,
+    spec_line=1470,
 )
 
 
@@ -5475,7 +5475,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1473,
+    spec_line=1474,
 )
 
 
@@ -5491,7 +5491,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1478,
+    spec_line=1479,
 )
 
 
@@ -5507,7 +5507,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1483,
+    spec_line=1484,
 )
 
 
@@ -5523,7 +5523,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1488,
+    spec_line=1489,
 )
 
 
@@ -5539,7 +5539,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1493,
+    spec_line=1494,
 )
 
 
@@ -5555,7 +5555,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1498,
+    spec_line=1499,
 )
 
 
@@ -5571,7 +5571,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1505,
+    spec_line=1506,
 )
 
 
@@ -5587,7 +5587,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1512,
+    spec_line=1513,
 )
 
 
@@ -5603,7 +5603,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1517,
+    spec_line=1518,
 )
 
 
@@ -5619,7 +5619,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1524,
+    spec_line=1525,
 )
 
 
@@ -5635,7 +5635,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1531,
+    spec_line=1532,
 )
 
 
@@ -5651,7 +5651,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1538,
+    spec_line=1539,
 )
 
 
@@ -5667,7 +5667,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1546,
+    spec_line=1547,
 )
 
 
@@ -5683,7 +5683,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1554,
+    spec_line=1555,
 )
 
 
@@ -5699,7 +5699,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1561,
+    spec_line=1562,
 )
 
 
@@ -5715,7 +5715,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1569,
+    spec_line=1570,
 )
 
 
@@ -5731,7 +5731,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1576,
+    spec_line=1577,
 )
 
 
@@ -5747,7 +5747,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1576,
+    spec_line=1577,
 )
 
 
@@ -5763,7 +5763,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1583,
+    spec_line=1584,
 )
 
 
@@ -5779,7 +5779,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1583,
+    spec_line=1584,
 )
 
 
@@ -5795,7 +5795,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1590,
+    spec_line=1591,
 )
 
 
@@ -5811,7 +5811,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1595,
+    spec_line=1596,
 )
 
 
@@ -5827,7 +5827,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1600,
+    spec_line=1601,
 )
 
 
@@ -5843,7 +5843,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1607,
+    spec_line=1608,
 )
 
 
@@ -5859,7 +5859,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1612,
+    spec_line=1613,
 )
 
 
@@ -5875,7 +5875,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1617,
+    spec_line=1618,
 )
 
 
@@ -5891,7 +5891,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1622,
+    spec_line=1623,
 )
 
 
@@ -5907,7 +5907,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1627,
+    spec_line=1628,
 )
 
 
@@ -5923,7 +5923,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1632,
+    spec_line=1633,
 )
 
 
@@ -5939,7 +5939,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1639,
+    spec_line=1640,
 )
 
 
@@ -5955,7 +5955,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1639,
+    spec_line=1640,
 )
 
 
@@ -5971,7 +5971,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1648,
+    spec_line=1649,
 )
 
 
@@ -5987,7 +5987,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1648,
+    spec_line=1649,
 )
 
 
@@ -6003,7 +6003,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1657,
+    spec_line=1658,
 )
 
 
@@ -6019,7 +6019,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1666,
+    spec_line=1667,
 )
 
 
@@ -6035,7 +6035,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1666,
+    spec_line=1667,
 )
 
 
@@ -6051,7 +6051,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1678,
+    spec_line=1679,
 )
 
 
@@ -6067,7 +6067,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1686,
+    spec_line=1687,
 )
 
 
@@ -6083,7 +6083,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1694,
+    spec_line=1695,
 )
 
 
@@ -6099,7 +6099,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1694,
+    spec_line=1695,
 )
 
 
@@ -6115,7 +6115,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1709,
+    spec_line=1710,
 )
 
 
@@ -6131,7 +6131,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1713,
+    spec_line=1714,
 )
 
 
@@ -6147,7 +6147,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1720,
+    spec_line=1721,
 )
 
 
@@ -6163,7 +6163,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1722,
+    spec_line=1723,
 )
 
 
@@ -6179,7 +6179,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1724,
+    spec_line=1725,
 )
 
 
@@ -6195,7 +6195,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1726,
+    spec_line=1727,
 )
 
 
@@ -6211,7 +6211,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1728,
+    spec_line=1729,
 )
 
 
@@ -6227,7 +6227,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1730,
+    spec_line=1731,
 )
 
 
@@ -6243,7 +6243,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1737,
+    spec_line=1738,
 )
 
 
@@ -6259,7 +6259,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1745,
+    spec_line=1746,
 )
 
 
@@ -6275,7 +6275,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1753,
+    spec_line=1754,
 )
 
 
@@ -6291,7 +6291,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1761,
+    spec_line=1762,
 )
 
 
@@ -6307,7 +6307,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1765,
+    spec_line=1766,
 )
 
 
@@ -6323,7 +6323,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1775,
+    spec_line=1776,
 )
 
 
@@ -6339,7 +6339,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1785,
+    spec_line=1786,
 )
 
 
@@ -6355,7 +6355,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1792,
+    spec_line=1793,
 )
 
 
@@ -6371,7 +6371,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1799,
+    spec_line=1800,
 )
 
 
@@ -6387,7 +6387,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1807,
+    spec_line=1808,
 )
 
 
@@ -6403,7 +6403,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1814,
+    spec_line=1815,
 )
 
 
@@ -6419,7 +6419,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1821,
+    spec_line=1822,
 )
 
 
@@ -6435,7 +6435,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1829,
+    spec_line=1830,
 )
 
 
@@ -6451,7 +6451,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1837,
+    spec_line=1838,
 )
 
 
@@ -6467,7 +6467,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1844,
+    spec_line=1845,
 )
 
 
@@ -6483,7 +6483,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1851,
+    spec_line=1852,
 )
 
 
@@ -6499,7 +6499,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1855,
+    spec_line=1856,
 )
 
 
@@ -6515,7 +6515,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1862,
+    spec_line=1863,
 )
 
 
@@ -6531,7 +6531,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1862,
+    spec_line=1863,
 )
 
 
@@ -6547,7 +6547,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1869,
+    spec_line=1870,
 )
 
 
@@ -6563,7 +6563,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1869,
+    spec_line=1870,
 )
 
 
@@ -6579,7 +6579,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1876,
+    spec_line=1877,
 )
 
 
@@ -6595,7 +6595,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1883,
+    spec_line=1884,
 )
 
 
@@ -6611,7 +6611,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1891,
+    spec_line=1892,
 )
 
 
@@ -6627,7 +6627,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1899,
+    spec_line=1900,
 )
 
 
@@ -6643,7 +6643,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1907,
+    spec_line=1908,
 )
 
 
@@ -6659,7 +6659,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1915,
+    spec_line=1916,
 )
 
 
@@ -6675,7 +6675,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1923,
+    spec_line=1924,
 )
 
 
@@ -6691,7 +6691,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1931,
+    spec_line=1932,
 )
 
 
@@ -6707,7 +6707,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1939,
+    spec_line=1940,
 )
 
 
@@ -6723,7 +6723,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1947,
+    spec_line=1948,
 )
 
 
@@ -6739,7 +6739,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1955,
+    spec_line=1956,
 )
 
 
@@ -6755,7 +6755,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1960,
+    spec_line=1961,
 )
 
 
@@ -6771,7 +6771,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1965,
+    spec_line=1966,
 )
 
 
@@ -6787,7 +6787,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1970,
+    spec_line=1971,
 )
 
 
@@ -6803,7 +6803,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1975,
+    spec_line=1976,
 )
 
 
@@ -6819,7 +6819,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1983,
+    spec_line=1984,
 )
 
 
@@ -6835,7 +6835,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1990,
+    spec_line=1991,
 )
 
 
@@ -6851,7 +6851,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1990,
+    spec_line=1991,
 )
 
 
@@ -6867,7 +6867,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1999,
+    spec_line=2000,
 )
 
 
@@ -6883,7 +6883,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2005,
+    spec_line=2006,
 )
 
 
@@ -6899,7 +6899,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=2005,
+    spec_line=2006,
 )
 
 
@@ -6915,7 +6915,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2014,
+    spec_line=2015,
 )
 
 
@@ -6931,7 +6931,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=2014,
+    spec_line=2015,
 )
 
 
@@ -6947,7 +6947,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2023,
+    spec_line=2024,
 )
 
 
@@ -6963,7 +6963,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=2023,
+    spec_line=2024,
 )
 
 
@@ -6979,7 +6979,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2032,
+    spec_line=2033,
 )
 
 
@@ -6995,7 +6995,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=2032,
+    spec_line=2033,
 )
 
 
@@ -7011,7 +7011,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2045,
+    spec_line=2046,
 )
 
 
@@ -7027,7 +7027,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2053,
+    spec_line=2054,
 )
 
 
@@ -7043,7 +7043,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2061,
+    spec_line=2062,
 )
 
 
@@ -7059,7 +7059,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2067,
+    spec_line=2068,
 )
 
 
@@ -7075,7 +7075,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=2067,
+    spec_line=2068,
 )
 
 
@@ -7091,7 +7091,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2076,
+    spec_line=2077,
 )
 
 
@@ -7107,7 +7107,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=2076,
+    spec_line=2077,
 )
 
 
@@ -7123,7 +7123,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2083,
+    spec_line=2084,
 )
 
 
@@ -7139,7 +7139,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=2083,
+    spec_line=2084,
 )
 
 
@@ -7155,7 +7155,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2089,
+    spec_line=2090,
 )
 
 
@@ -7171,7 +7171,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=2089,
+    spec_line=2090,
 )
 
 
@@ -7187,7 +7187,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2098,
+    spec_line=2099,
 )
 
 
@@ -7203,7 +7203,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=2098,
+    spec_line=2099,
 )
 
 
@@ -7219,7 +7219,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2108,
+    spec_line=2109,
 )
 
 
@@ -7235,7 +7235,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=2108,
+    spec_line=2109,
 )
 
 
@@ -7251,7 +7251,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2117,
+    spec_line=2118,
 )
 
 
@@ -7267,7 +7267,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2117,
+    spec_line=2118,
 )
 
 
@@ -7283,7 +7283,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2124,
+    spec_line=2125,
 )
 
 
@@ -7299,7 +7299,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2124,
+    spec_line=2125,
 )
 
 
@@ -7315,7 +7315,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2130,
+    spec_line=2131,
 )
 
 
@@ -7331,7 +7331,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2130,
+    spec_line=2131,
 )
 
 
@@ -7347,7 +7347,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2137,
+    spec_line=2138,
 )
 
 
@@ -7363,7 +7363,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2143,
+    spec_line=2144,
 )
 
 
@@ -7379,7 +7379,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2154,
+    spec_line=2155,
 )
 
 
@@ -7395,7 +7395,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2163,
+    spec_line=2164,
 )
 
 
@@ -7411,7 +7411,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2170,
+    spec_line=2171,
 )
 
 
@@ -7427,7 +7427,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2176,
+    spec_line=2177,
 )
 
 
@@ -7443,7 +7443,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2182,
+    spec_line=2183,
 )
 
 
@@ -7459,7 +7459,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2192,
+    spec_line=2193,
 )
 
 
@@ -7475,7 +7475,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2192,
+    spec_line=2193,
 )
 
 
@@ -7491,7 +7491,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2198,
+    spec_line=2199,
 )
 
 
@@ -7507,7 +7507,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2208,
+    spec_line=2209,
 )
 
 
@@ -7523,7 +7523,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2218,
+    spec_line=2219,
 )
 
 
@@ -7539,7 +7539,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2230,
+    spec_line=2231,
 )
 
 
@@ -7555,7 +7555,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2243,
+    spec_line=2244,
 )
 
 
@@ -7571,7 +7571,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2259,
+    spec_line=2260,
 )
 
 
@@ -7587,7 +7587,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2268,
+    spec_line=2269,
 )
 
 
@@ -7603,7 +7603,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2281,
+    spec_line=2282,
 )
 
 
@@ -7619,7 +7619,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2294,
+    spec_line=2295,
 )
 
 
@@ -7635,7 +7635,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2304,
+    spec_line=2305,
 )
 
 
@@ -7651,7 +7651,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2317,
+    spec_line=2318,
 )
 
 
@@ -7667,7 +7667,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2325,
+    spec_line=2326,
 )
 
 
@@ -7683,7 +7683,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2334,
+    spec_line=2335,
 )
 
 
@@ -7699,7 +7699,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2342,
+    spec_line=2343,
 )
 
 
@@ -7715,7 +7715,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2351,
+    spec_line=2352,
 )
 
 
@@ -7731,7 +7731,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2360,
+    spec_line=2361,
 )
 
 
@@ -7747,7 +7747,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2370,
+    spec_line=2371,
 )
 
 
@@ -7763,7 +7763,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2379,
+    spec_line=2380,
 )
 
 
@@ -7779,7 +7779,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2386,
+    spec_line=2387,
 )
 
 
@@ -7795,7 +7795,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2394,
+    spec_line=2395,
 )
 
 
@@ -7811,7 +7811,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2406,
+    spec_line=2407,
 )
 
 
@@ -7834,7 +7834,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2422,
+    spec_line=2423,
 )
 
 
@@ -7850,7 +7850,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2433,
+    spec_line=2434,
 )
 
 
@@ -7866,7 +7866,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2440,
+    spec_line=2441,
 )
 
 
@@ -7882,7 +7882,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2448,
+    spec_line=2449,
 )
 
 
@@ -7898,7 +7898,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2454,
+    spec_line=2455,
 )
 
 
@@ -7914,7 +7914,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2460,
+    spec_line=2461,
 )
 
 
@@ -7938,7 +7938,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2468,
+    spec_line=2469,
 )
 
 
@@ -7954,7 +7954,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2477,
+    spec_line=2478,
 )
 
 
@@ -7970,7 +7970,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2483,
+    spec_line=2484,
 )
 
 
@@ -7986,7 +7986,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2489,
+    spec_line=2490,
 )
 
 
@@ -8002,7 +8002,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2497,
+    spec_line=2498,
 )
 
 
@@ -8018,7 +8018,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2507,
+    spec_line=2508,
 )
 
 
@@ -8034,7 +8034,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2513,
+    spec_line=2514,
 )
 
 
@@ -8050,7 +8050,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2519,
+    spec_line=2520,
 )
 
 
@@ -8066,7 +8066,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2527,
+    spec_line=2528,
 )
 
 
@@ -8082,7 +8082,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2539,
+    spec_line=2540,
 )
 
 
@@ -8098,7 +8098,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2549,
+    spec_line=2550,
 )
 
 
@@ -8114,7 +8114,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2559,
+    spec_line=2560,
 )
 
 
@@ -8130,7 +8130,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2569,
+    spec_line=2570,
 )
 
 
@@ -8154,7 +8154,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2582,
+    spec_line=2583,
 )
 
 
@@ -8178,7 +8178,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2592,
+    spec_line=2593,
 )
 
 
@@ -8194,7 +8194,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2604,
+    spec_line=2605,
 )
 
 
@@ -8210,7 +8210,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2615,
+    spec_line=2616,
 )
 
 
@@ -8226,7 +8226,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2623,
+    spec_line=2624,
 )
 
 
@@ -8242,7 +8242,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2632,
+    spec_line=2633,
 )
 
 
@@ -8258,7 +8258,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2641,
+    spec_line=2642,
 )
 
 
@@ -8274,7 +8274,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2650,
+    spec_line=2651,
 )
 
 
@@ -8299,7 +8299,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2665,
+    spec_line=2666,
 )
 
 
@@ -8315,7 +8315,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2674,
+    spec_line=2675,
 )
 
 
@@ -8339,7 +8339,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2682,
+    spec_line=2683,
 )
 
 
@@ -8363,7 +8363,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2690,
+    spec_line=2691,
 )
 
 
@@ -8387,7 +8387,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2700,
+    spec_line=2701,
 )
 
 
@@ -8403,7 +8403,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2711,
+    spec_line=2712,
 )
 
 
@@ -8419,7 +8419,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2723,
+    spec_line=2724,
 )
 
 
@@ -8435,7 +8435,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2730,
+    spec_line=2731,
 )
 
 
@@ -8451,7 +8451,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2739,
+    spec_line=2740,
 )
 
 
@@ -8467,7 +8467,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2747,
+    spec_line=2748,
 )
 
 
@@ -8490,7 +8490,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2755,
+    spec_line=2756,
 )
 
 
@@ -8506,7 +8506,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2765,
+    spec_line=2766,
 )
 
 
@@ -8522,7 +8522,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2774,
+    spec_line=2775,
 )
 
 
@@ -8547,7 +8547,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2785,
+    spec_line=2786,
 )
 
 
@@ -8572,7 +8572,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2794,
+    spec_line=2795,
 )
 
 
@@ -8588,7 +8588,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2802,
+    spec_line=2803,
 )
 
 
@@ -8604,7 +8604,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2811,
+    spec_line=2812,
 )
 
 
@@ -8620,7 +8620,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2819,
+    spec_line=2820,
 )
 
 
@@ -8645,7 +8645,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2831,
+    spec_line=2832,
 )
 
 
@@ -8661,7 +8661,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2839,
+    spec_line=2840,
 )
 
 
@@ -8677,7 +8677,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2846,
+    spec_line=2847,
 )
 
 
@@ -8693,7 +8693,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2856,
+    spec_line=2857,
 )
 
 
@@ -8709,7 +8709,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2862,
+    spec_line=2863,
 )
 
 
@@ -8725,7 +8725,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2867,
+    spec_line=2868,
 )
 
 
@@ -8741,7 +8741,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
-    spec_line=2867,
+    spec_line=2868,
 )
 
 
@@ -8757,7 +8757,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2877,
+    spec_line=2878,
 )
 
 
@@ -8773,7 +8773,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2881,
+    spec_line=2882,
 )
 
 
@@ -8789,7 +8789,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2885,
+    spec_line=2886,
 )
 
 
@@ -8805,7 +8805,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2889,
+    spec_line=2890,
 )
 
 
@@ -8821,7 +8821,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2893,
+    spec_line=2894,
 )
 
 
@@ -8837,7 +8837,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2897,
+    spec_line=2898,
 )
 
 
@@ -8853,7 +8853,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2902,
+    spec_line=2903,
 )
 
 
@@ -8869,7 +8869,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2906,
+    spec_line=2907,
 )
 
 
@@ -8885,7 +8885,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2911,
+    spec_line=2912,
 )
 
 
@@ -8901,7 +8901,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2916,
+    spec_line=2917,
 )
 
 
@@ -8929,7 +8929,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2926,
+    spec_line=2927,
 )
 
 
@@ -8954,7 +8954,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2936,
+    spec_line=2937,
 )
 
 
@@ -8979,7 +8979,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2945,
+    spec_line=2946,
 )
 
 
@@ -8995,7 +8995,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2954,
+    spec_line=2955,
 )
 
 
@@ -9011,7 +9011,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2962,
+    spec_line=2963,
 )
 
 
@@ -9027,7 +9027,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2972,
+    spec_line=2973,
 )
 
 
@@ -9043,7 +9043,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2980,
+    spec_line=2981,
 )
 
 
@@ -9059,7 +9059,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2990,
+    spec_line=2991,
 )
 
 
@@ -9075,7 +9075,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2998,
+    spec_line=2999,
 )
 
 
@@ -9091,7 +9091,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3006,
+    spec_line=3007,
 )
 
 
@@ -9107,7 +9107,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3014,
+    spec_line=3015,
 )
 
 
@@ -9123,7 +9123,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3022,
+    spec_line=3023,
 )
 
 
@@ -9139,7 +9139,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3030,
+    spec_line=3031,
 )
 
 
@@ -9155,7 +9155,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3040,
+    spec_line=3041,
 )
 
 
@@ -9171,7 +9171,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3047,
+    spec_line=3048,
 )
 
 
@@ -9194,7 +9194,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3054,
+    spec_line=3055,
 )
 
 
@@ -9210,7 +9210,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3061,
+    spec_line=3062,
 )
 
 
@@ -9226,7 +9226,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3068,
+    spec_line=3069,
 )
 
 
@@ -9249,7 +9249,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3075,
+    spec_line=3076,
 )
 
 
@@ -9265,7 +9265,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3082,
+    spec_line=3083,
 )
 
 
@@ -9288,7 +9288,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3090,
+    spec_line=3091,
 )
 
 
@@ -9311,7 +9311,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3098,
+    spec_line=3099,
 )
 
 
@@ -9335,7 +9335,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3106,
+    spec_line=3107,
 )
 
 
@@ -9351,7 +9351,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3116,
+    spec_line=3117,
 )
 
 
@@ -9373,7 +9373,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3124,
+    spec_line=3125,
 )
 
 
@@ -9398,7 +9398,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3139,
+    spec_line=3140,
 )
 
 
@@ -9425,5 +9425,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3151,
+    spec_line=3152,
 )

@@ -97,7 +97,7 @@ from dualgen.formulas import (
 
 def abs_default(grad, self, result):
     """aten::abs(Tensor self) -> Tensor"""
-    # functional, spec line 61
+    # functional, spec line 62
     # self: grad * self.sgn()
     self_grad = grad * self.sgn()
     return (self_grad,)
@@ -105,7 +105,7 @@ def abs_default(grad, self, result):
 
 def abs__default(grad, self, result):
     """aten::abs_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 61
+    # inplace, spec line 62
     # formulas from abs; self_p is self before the update
     # self: grad * self.sgn()
     self_grad = grad * self.sgn()
@@ -114,7 +114,7 @@ def abs__default(grad, self, result):
 
 def neg_default(grad, self, result):
     """aten::neg(Tensor self) -> Tensor"""
-    # functional, spec line 66
+    # functional, spec line 67
     # self: -grad
     self_grad = -grad
     return (self_grad,)
@@ -122,7 +122,7 @@ def neg_default(grad, self, result):
 
 def neg__default(grad, self, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 66
+    # inplace, spec line 67
     # formulas from neg; self_p is self before the update
     # self: -grad
     self_grad = -grad
@@ -131,7 +131,7 @@ def neg__default(grad, self, result):
 
 def sin_default(grad, self, result):
     """aten::sin(Tensor self) -> Tensor"""
-    # functional, spec line 70
+    # functional, spec line 71
     # self: grad * self.cos().conj()
     self_grad = grad * self.cos().conj()
     return (self_grad,)
@@ -139,7 +139,7 @@ def sin_default(grad, self, result):
 
 def sin__default(grad, self, result):
     """aten::sin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 70
+    # inplace, spec line 71
     # formulas from sin; self_p is self before the update
     # self: grad * self.cos().conj()
     self_grad = grad * self.cos().conj()
@@ -148,7 +148,7 @@ def sin__default(grad, self, result):
 
 def cos_default(grad, self, result):
     """aten::cos(Tensor self) -> Tensor"""
-    # functional, spec line 74
+    # functional, spec line 75
     # self: grad * -self.sin().conj()
     self_grad = grad * -self.sin().conj()
     return (self_grad,)
@@ -156,7 +156,7 @@ def cos_default(grad, self, result):
 
 def cos__default(grad, self, result):
     """aten::cos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 74
+    # inplace, spec line 75
     # formulas from cos; self_p is self before the update
     # self: grad * -self.sin().conj()
     self_grad = grad * -self.sin().conj()
@@ -165,7 +165,7 @@ def cos__default(grad, self, result):
 
 def tan_default(grad, self, result):
     """aten::tan(Tensor self) -> Tensor"""
-    # functional, spec line 78
+    # functional, spec line 79
     # self: grad * (1 + result * result).conj()
     self_grad = grad * (1 + result * result).conj()
     return (self_grad,)
@@ -173,7 +173,7 @@ def tan_default(grad, self, result):
 
 def tan__default(grad, self, result):
     """aten::tan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 78
+    # inplace, spec line 79
     # formulas from tan; self_p is self before the update
     # self: grad * (1 + result * result).conj()
     self_grad = grad * (1 + result * result).conj()
@@ -182,7 +182,7 @@ def tan__default(grad, self, result):
 
 def tanh_default(grad, self, result):
     """aten::tanh(Tensor self) -> Tensor"""
-    # functional, spec line 83
+    # functional, spec line 84
     # self: torch.ops.aten.tanh_backward(grad, result)
     self_grad = torch.ops.aten.tanh_backward(grad, result)
     return (self_grad,)
@@ -190,7 +190,7 @@ def tanh_default(grad, self, result):
 
 def tanh__default(grad, self, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 83
+    # inplace, spec line 84
     # formulas from tanh; self_p is self before the update
     # self: torch.ops.aten.tanh_backward(grad, result)
     self_grad = torch.ops.aten.tanh_backward(grad, result)
@@ -199,7 +199,7 @@ def tanh__default(grad, self, result):
 
 def sigmoid_default(grad, self, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 87
+    # functional, spec line 88
     # self: torch.ops.aten.sigmoid_backward(grad, result)
     self_grad = torch.ops.aten.sigmoid_backward(grad, result)
     return (self_grad,)
@@ -207,7 +207,7 @@ def sigmoid_default(grad, self, result):
 
 def sigmoid__default(grad, self, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 87
+    # inplace, spec line 88
     # formulas from sigmoid; self_p is self before the update
     # self: torch.ops.aten.sigmoid_backward(grad, result)
     self_grad = torch.ops.aten.sigmoid_backward(grad, result)
@@ -216,7 +216,7 @@ def sigmoid__default(grad, self, result):
 
 def exp_default(grad, self, result):
     """aten::exp(Tensor self) -> Tensor"""
-    # functional, spec line 91
+    # functional, spec line 92
     # self: grad * result.conj()
     self_grad = grad * result.conj()
     return (self_grad,)
@@ -224,7 +224,7 @@ def exp_default(grad, self, result):
 
 def exp__default(grad, self, result):
     """aten::exp_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 91
+    # inplace, spec line 92
     # formulas from exp; self_p is self before the update
     # self: grad * result.conj()
     self_grad = grad * result.conj()
@@ -233,7 +233,7 @@ def exp__default(grad, self, result):
 
 def exp2_default(grad, self, result):
     """aten::exp2(Tensor self) -> Tensor"""
-    # functional, spec line 95
+    # functional, spec line 96
     # self: grad * (result * 0.6931471805599453).conj()
     self_grad = grad * (result * 0.6931471805599453).conj()
     return (self_grad,)
@@ -241,7 +241,7 @@ def exp2_default(grad, self, result):
 
 def exp2__default(grad, self, result):
     """aten::exp2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 95
+    # inplace, spec line 96
     # formulas from exp2; self_p is self before the update
     # self: grad * (result * 0.6931471805599453).conj()
     self_grad = grad * (result * 0.6931471805599453).conj()
@@ -250,7 +250,7 @@ def exp2__default(grad, self, result):
 
 def expm1_default(grad, self, result):
     """aten::expm1(Tensor self) -> Tensor"""
-    # functional, spec line 99
+    # functional, spec line 100
     # self: grad * (result + 1).conj()
     self_grad = grad * (result + 1).conj()
     return (self_grad,)
@@ -258,7 +258,7 @@ def expm1_default(grad, self, result):
 
 def expm1__default(grad, self, result):
     """aten::expm1_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 99
+    # inplace, spec line 100
     # formulas from expm1; self_p is self before the update
     # self: grad * (result + 1).conj()
     self_grad = grad * (result + 1).conj()
@@ -267,7 +267,7 @@ def expm1__default(grad, self, result):
 
 def log_default(grad, self, result):
     """aten::log(Tensor self) -> Tensor"""
-    # functional, spec line 103
+    # functional, spec line 104
     # self: grad / self.conj()
     self_grad = grad / self.conj()
     return (self_grad,)
@@ -275,7 +275,7 @@ def log_default(grad, self, result):
 
 def log__default(grad, self, result):
     """aten::log_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 103
+    # inplace, spec line 104
     # formulas from log; self_p is self before the update
     # self: grad / self.conj()
     self_grad = grad / self.conj()
@@ -284,7 +284,7 @@ def log__default(grad, self, result):
 
 def log2_default(grad, self, result):
     """aten::log2(Tensor self) -> Tensor"""
-    # functional, spec line 108
+    # functional, spec line 109
     # self: grad / (self * 0.6931471805599453).conj()
     self_grad = grad / (self * 0.6931471805599453).conj()
     return (self_grad,)
@@ -292,7 +292,7 @@ def log2_default(grad, self, result):
 
 def log2__default(grad, self, result):
     """aten::log2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 108
+    # inplace, spec line 109
     # formulas from log2; self_p is self before the update
     # self: grad / (self * 0.6931471805599453).conj()
     self_grad = grad / (self * 0.6931471805599453).conj()
@@ -301,7 +301,7 @@ def log2__default(grad, self, result):
 
 def log1p_default(grad, self, result):
     """aten::log1p(Tensor self) -> Tensor"""
-    # functional, spec line 113
+    # functional, spec line 114
     # self: grad / (self + 1).conj()
     self_grad = grad / (self + 1).conj()
     return (self_grad,)
@@ -309,7 +309,7 @@ def log1p_default(grad, self, result):
 
 def log1p__default(grad, self, result):
     """aten::log1p_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 113
+    # inplace, spec line 114
     # formulas from log1p; self_p is self before the update
     # self: grad / (self + 1).conj()
     self_grad = grad / (self + 1).conj()
@@ -318,7 +318,7 @@ def log1p__default(grad, self, result):
 
 def sqrt_default(grad, self, result):
     """aten::sqrt(Tensor self) -> Tensor"""
-    # functional, spec line 118
+    # functional, spec line 119
     # self: grad / (2 * result.conj())
     self_grad = grad / (2 * result.conj())
     return (self_grad,)
@@ -326,7 +326,7 @@ def sqrt_default(grad, self, result):
 
 def sqrt__default(grad, self, result):
     """aten::sqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 118
+    # inplace, spec line 119
     # formulas from sqrt; self_p is self before the update
     # self: grad / (2 * result.conj())
     self_grad = grad / (2 * result.conj())
@@ -335,7 +335,7 @@ def sqrt__default(grad, self, result):
 
 def rsqrt_default(grad, self, result):
     """aten::rsqrt(Tensor self) -> Tensor"""
-    # functional, spec line 123
+    # functional, spec line 124
     # self: grad * (-0.5 * result * result * result).conj()
     self_grad = grad * (-0.5 * result * result * result).conj()
     return (self_grad,)
@@ -343,7 +343,7 @@ def rsqrt_default(grad, self, result):
 
 def rsqrt__default(grad, self, result):
     """aten::rsqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 123
+    # inplace, spec line 124
     # formulas from rsqrt; self_p is self before the update
     # self: grad * (-0.5 * result * result * result).conj()
     self_grad = grad * (-0.5 * result * result * result).conj()
@@ -352,7 +352,7 @@ def rsqrt__default(grad, self, result):
 
 def reciprocal_default(grad, self, result):
     """aten::reciprocal(Tensor self) -> Tensor"""
-    # functional, spec line 128
+    # functional, spec line 129
     # self: grad * (-result * result).conj()
     self_grad = grad * (-result * result).conj()
     return (self_grad,)
@@ -360,7 +360,7 @@ def reciprocal_default(grad, self, result):
 
 def reciprocal__default(grad, self, result):
     """aten::reciprocal_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 128
+    # inplace, spec line 129
     # formulas from reciprocal; self_p is self before the update
     # self: grad * (-result * result).conj()
     self_grad = grad * (-result * result).conj()
@@ -369,7 +369,7 @@ def reciprocal__default(grad, self, result):
 
 def relu_default(grad, self, result):
     """aten::relu(Tensor self) -> Tensor"""
-    # functional, spec line 133
+    # functional, spec line 134
     # self: torch.ops.aten.threshold_backward(grad, result, 0)
     self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
     return (self_grad,)
@@ -377,7 +377,7 @@ def relu_default(grad, self, result):
 
 def relu__default(grad, self, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 133
+    # inplace, spec line 134
     # formulas from relu; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, result, 0)
     self_grad = torch.ops.aten.threshold_backward(grad, result, 0)
@@ -386,7 +386,7 @@ def relu__default(grad, self, result):
 
 def sinh_default(grad, self, result):
     """aten::sinh(Tensor self) -> Tensor"""
-    # functional, spec line 138
+    # functional, spec line 139
     # self: grad * self.cosh().conj()
     self_grad = grad * self.cosh().conj()
     return (self_grad,)
@@ -394,7 +394,7 @@ def sinh_default(grad, self, result):
 
 def sinh__default(grad, self, result):
     """aten::sinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 138
+    # inplace, spec line 139
     # formulas from sinh; self_p is self before the update
     # self: grad * self.cosh().conj()
     self_grad = grad * self.cosh().conj()
@@ -403,7 +403,7 @@ def sinh__default(grad, self, result):
 
 def cosh_default(grad, self, result):
     """aten::cosh(Tensor self) -> Tensor"""
-    # functional, spec line 142
+    # functional, spec line 143
     # self: grad * self.sinh().conj()
     self_grad = grad * self.sinh().conj()
     return (self_grad,)
@@ -411,7 +411,7 @@ def cosh_default(grad, self, result):
 
 def cosh__default(grad, self, result):
     """aten::cosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 142
+    # inplace, spec line 143
     # formulas from cosh; self_p is self before the update
     # self: grad * self.sinh().conj()
     self_grad = grad * self.sinh().conj()
@@ -420,7 +420,7 @@ def cosh__default(grad, self, result):
 
 def asin_default(grad, self, result):
     """aten::asin(Tensor self) -> Tensor"""
-    # functional, spec line 146
+    # functional, spec line 147
     # self: grad * (1 - self * self).rsqrt().conj()
     self_grad = grad * (1 - self * self).rsqrt().conj()
     return (self_grad,)
@@ -428,7 +428,7 @@ def asin_default(grad, self, result):
 
 def asin__default(grad, self, result):
     """aten::asin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 146
+    # inplace, spec line 147
     # formulas from asin; self_p is self before the update
     # self: grad * (1 - self * self).rsqrt().conj()
     self_grad = grad * (1 - self * self).rsqrt().conj()
@@ -437,7 +437,7 @@ def asin__default(grad, self, result):
 
 def acos_default(grad, self, result):
     """aten::acos(Tensor self) -> Tensor"""
-    # functional, spec line 151
+    # functional, spec line 152
     # self: -grad * (1 - self * self).rsqrt().conj()
     self_grad = -grad * (1 - self * self).rsqrt().conj()
     return (self_grad,)
@@ -445,7 +445,7 @@ def acos_default(grad, self, result):
 
 def acos__default(grad, self, result):
     """aten::acos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 151
+    # inplace, spec line 152
     # formulas from acos; self_p is self before the update
     # self: -grad * (1 - self * self).rsqrt().conj()
     self_grad = -grad * (1 - self * self).rsqrt().conj()
@@ -454,7 +454,7 @@ def acos__default(grad, self, result):
 
 def atan_default(grad, self, result):
     """aten::atan(Tensor self) -> Tensor"""
-    # functional, spec line 156
+    # functional, spec line 157
     # self: grad / (1 + self * self).conj()
     self_grad = grad / (1 + self * self).conj()
     return (self_grad,)
@@ -462,7 +462,7 @@ def atan_default(grad, self, result):
 
 def atan__default(grad, self, result):
     """aten::atan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 156
+    # inplace, spec line 157
     # formulas from atan; self_p is self before the update
     # self: grad / (1 + self * self).conj()
     self_grad = grad / (1 + self * self).conj()
@@ -471,7 +471,7 @@ def atan__default(grad, self, result):
 
 def erf_default(grad, self, result):
     """aten::erf(Tensor self) -> Tensor"""
-    # functional, spec line 160
+    # functional, spec line 161
     # self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     self_grad = grad * (2.0 / torch.pi**0.5 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -479,7 +479,7 @@ def erf_default(grad, self, result):
 
 def erf__default(grad, self, result):
     """aten::erf_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 160
+    # inplace, spec line 161
     # formulas from erf; self_p is self before the update
     # self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     self_grad = grad * (2.0 / torch.pi**0.5 * (-self * self).exp()).conj()
@@ -488,7 +488,7 @@ def erf__default(grad, self, result):
 
 def clamp_default(grad, self, min, max, result):
     """aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    # functional, spec line 164
+    # functional, spec line 165
     # self: grad * clamp_mask(self, min, max)
     self_grad = grad * clamp_mask(self, min, max)
     return (self_grad,)
@@ -496,7 +496,7 @@ def clamp_default(grad, self, min, max, result):
 
 def clamp__default(grad, self, min, max, result):
     """aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"""
-    # inplace, spec line 164
+    # inplace, spec line 165
     # formulas from clamp; self_p is self before the update
     # self: grad * clamp_mask(self, min, max)
     self_grad = grad * clamp_mask(self, min, max)
@@ -505,7 +505,7 @@ def clamp__default(grad, self, min, max, result):
 
 def clone_default(grad, self, memory_format, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 171
+    # functional, spec line 172
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -515,7 +515,7 @@ def _to_copy_default(
     grad, self, dtype, layout, device, pin_memory, non_blocking, memory_format, result
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 175
+    # functional, spec line 176
     # self: as_real_like(grad, self).to(self.dtype)
     self_grad = as_real_like(grad, self).to(self.dtype)
     return (self_grad,)
@@ -523,7 +523,7 @@ def _to_copy_default(
 
 def detach_default(grad, self, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 179
+    # view, spec line 180
     return ()
 
 
@@ -531,7 +531,7 @@ def zeros_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 186
+    # functional, spec line 187
     return ()
 
 
@@ -539,7 +539,7 @@ def ones_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 190
+    # functional, spec line 191
     return ()
 
 
@@ -547,7 +547,7 @@ def empty_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 194
+    # functional, spec line 195
     return ()
 
 
@@ -555,25 +555,25 @@ def full_like_default(
     grad, self, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 198
+    # functional, spec line 199
     return ()
 
 
 def new_zeros_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 202
+    # functional, spec line 203
     return ()
 
 
 def new_ones_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 207
+    # functional, spec line 208
     return ()
 
 
 def new_empty_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 212
+    # functional, spec line 213
     return ()
 
 
@@ -581,13 +581,13 @@ def new_full_default(
     grad, self, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 217
+    # functional, spec line 218
     return ()
 
 
 def add_Tensor(grad, self, other, alpha, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 224
+    # functional, spec line 225
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(scale_conj(grad, alpha), other)
@@ -597,7 +597,7 @@ def add_Tensor(grad, self, other, alpha, result):
 
 def add_Scalar(grad, self, other, alpha, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 229
+    # functional, spec line 230
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -605,7 +605,7 @@ def add_Scalar(grad, self, other, alpha, result):
 
 def add__Scalar(grad, self, other, alpha, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 229
+    # inplace, spec line 230
     # formulas from add.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -614,7 +614,7 @@ def add__Scalar(grad, self, other, alpha, result):
 
 def sub_Tensor(grad, self, other, alpha, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 233
+    # functional, spec line 234
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-scale_conj(grad, alpha), other)
@@ -624,7 +624,7 @@ def sub_Tensor(grad, self, other, alpha, result):
 
 def sub__Tensor(grad, self, other, alpha, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 233
+    # inplace, spec line 234
     # formulas from sub.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -635,7 +635,7 @@ def sub__Tensor(grad, self, other, alpha, result):
 
 def sub_Scalar(grad, self, other, alpha, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 238
+    # functional, spec line 239
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -643,7 +643,7 @@ def sub_Scalar(grad, self, other, alpha, result):
 
 def sub__Scalar(grad, self, other, alpha, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 238
+    # inplace, spec line 239
     # formulas from sub.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -652,7 +652,7 @@ def sub__Scalar(grad, self, other, alpha, result):
 
 def rsub_Tensor(grad, self, other, alpha, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 242
+    # functional, spec line 243
     # self: unbroadcast(-scale_conj(grad, alpha), self)
     self_grad = unbroadcast(-scale_conj(grad, alpha), self)
     # other: unbroadcast(grad, other)
@@ -662,7 +662,7 @@ def rsub_Tensor(grad, self, other, alpha, result):
 
 def rsub_Scalar(grad, self, other, alpha, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 247
+    # functional, spec line 248
     # self: -scale_conj(grad, alpha)
     self_grad = -scale_conj(grad, alpha)
     return (self_grad,)
@@ -670,7 +670,7 @@ def rsub_Scalar(grad, self, other, alpha, result):
 
 def mul_Tensor(grad, self, other, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 251
+    # functional, spec line 252
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
     # other: unbroadcast(grad * self.conj(), other)
@@ -680,7 +680,7 @@ def mul_Tensor(grad, self, other, result):
 
 def mul_Scalar(grad, self, other, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 256
+    # functional, spec line 257
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
     return (self_grad,)
@@ -688,7 +688,7 @@ def mul_Scalar(grad, self, other, result):
 
 def mul__Scalar(grad, self, other, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 256
+    # inplace, spec line 257
     # formulas from mul.Scalar; self_p is self before the update
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
@@ -697,7 +697,7 @@ def mul__Scalar(grad, self, other, result):
 
 def div_Tensor(grad, self, other, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 260
+    # functional, spec line 261
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
     # other: unbroadcast(-grad * (self / (other * other)).conj(), other)
@@ -707,7 +707,7 @@ def div_Tensor(grad, self, other, result):
 
 def div__Tensor(grad, self, other, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 260
+    # inplace, spec line 261
     # formulas from div.Tensor; self_p is self before the update
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
@@ -718,7 +718,7 @@ def div__Tensor(grad, self, other, result):
 
 def div_Scalar(grad, self, other, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 266
+    # functional, spec line 267
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
     return (self_grad,)
@@ -726,7 +726,7 @@ def div_Scalar(grad, self, other, result):
 
 def div__Scalar(grad, self, other, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 266
+    # inplace, spec line 267
     # formulas from div.Scalar; self_p is self before the update
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
@@ -735,7 +735,7 @@ def div__Scalar(grad, self, other, result):
 
 def pow_Tensor_Scalar(grad, self, exponent, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 271
+    # functional, spec line 272
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
     return (self_grad,)
@@ -743,7 +743,7 @@ def pow_Tensor_Scalar(grad, self, exponent, result):
 
 def pow__Scalar(grad, self, exponent, result):
     """aten::pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)"""
-    # inplace, spec line 271
+    # inplace, spec line 272
     # formulas from pow.Tensor_Scalar; self_p is self before the update
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
@@ -752,7 +752,7 @@ def pow__Scalar(grad, self, exponent, result):
 
 def pow_Tensor_Tensor(grad, self, exponent, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 278
+    # functional, spec line 279
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
@@ -764,7 +764,7 @@ def pow_Tensor_Tensor(grad, self, exponent, result):
 
 def pow__Tensor(grad, self, exponent, result):
     """aten::pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)"""
-    # inplace, spec line 278
+    # inplace, spec line 279
     # formulas from pow.Tensor_Tensor; self_p is self before the update
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
@@ -777,7 +777,7 @@ def pow__Tensor(grad, self, exponent, result):
 
 def pow_Scalar(grad, self, exponent, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 284
+    # functional, spec line 285
     # exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     exponent_grad = grad * pow_exponent_derivative(self, exponent, result).conj()
     return (exponent_grad,)
@@ -785,7 +785,7 @@ def pow_Scalar(grad, self, exponent, result):
 
 def maximum_default(grad, self, other, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 289
+    # functional, spec line 290
     # self: unbroadcast(grad * winner_weight(self, other), self)
     self_grad = unbroadcast(grad * winner_weight(self, other), self)
     # other: unbroadcast(grad * winner_weight(other, self), other)
@@ -795,7 +795,7 @@ def maximum_default(grad, self, other, result):
 
 def minimum_default(grad, self, other, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 294
+    # functional, spec line 295
     # self: unbroadcast(grad * winner_weight(other, self), self)
     self_grad = unbroadcast(grad * winner_weight(other, self), self)
     # other: unbroadcast(grad * winner_weight(self, other), other)
@@ -805,7 +805,7 @@ def minimum_default(grad, self, other, result):
 
 def where_self(grad, condition, self, other, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 299
+    # functional, spec line 300
     # self: unbroadcast(torch.where(condition, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(condition, grad, 0.0), self)
     # other: unbroadcast(torch.where(condition, 0.0, grad), other)
@@ -815,7 +815,7 @@ def where_self(grad, condition, self, other, result):
 
 def atan2_default(grad, self, other, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 306
+    # functional, spec line 307
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
     # other: unbroadcast(-grad * self / (self * self + other * other), other)
@@ -825,7 +825,7 @@ def atan2_default(grad, self, other, result):
 
 def atan2__default(grad, self, other, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 306
+    # inplace, spec line 307
     # formulas from atan2; self_p is self before the update
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
@@ -836,7 +836,7 @@ def atan2__default(grad, self, other, result):
 
 def sum_default(grad, self, dtype, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 314
+    # functional, spec line 315
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape)
     self_grad = as_real_like(grad, self).to(self.dtype).expand(self.shape)
     return (self_grad,)
@@ -844,7 +844,7 @@ def sum_default(grad, self, dtype, result):
 
 def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 318
+    # functional, spec line 319
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -854,7 +854,7 @@ def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
 
 def mean_default(grad, self, dtype, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 325
+    # functional, spec line 326
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
     self_grad = (
         as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
@@ -864,7 +864,7 @@ def mean_default(grad, self, dtype, result):
 
 def mean_dim(grad, self, dim, keepdim, dtype, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 329
+    # functional, spec line 330
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -874,7 +874,7 @@ def mean_dim(grad, self, dim, keepdim, dtype, result):
 
 def amax_default(grad, self, dim, keepdim, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 336
+    # functional, spec line 337
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -882,7 +882,7 @@ def amax_default(grad, self, dim, keepdim, result):
 
 def amin_default(grad, self, dim, keepdim, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 343
+    # functional, spec line 344
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -890,7 +890,7 @@ def amin_default(grad, self, dim, keepdim, result):
 
 def max_dim(grads, self, dim, keepdim, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 350
+    # functional, spec line 351
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -901,7 +901,7 @@ def max_dim(grads, self, dim, keepdim, values, indices):
 
 def min_dim(grads, self, dim, keepdim, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 358
+    # functional, spec line 359
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -912,7 +912,7 @@ def min_dim(grads, self, dim, keepdim, values, indices):
 
 def mm_default(grad, self, mat2, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 368
+    # functional, spec line 369
     # self: grad.mm(mat2.mH)
     self_grad = grad.mm(mat2.mH)
     # mat2: self.mH.mm(grad)
@@ -922,7 +922,7 @@ def mm_default(grad, self, mat2, result):
 
 def bmm_default(grad, self, mat2, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 374
+    # functional, spec line 375
     # self: grad.bmm(mat2.mH)
     self_grad = grad.bmm(mat2.mH)
     # mat2: self.mH.bmm(grad)
@@ -932,7 +932,7 @@ def bmm_default(grad, self, mat2, result):
 
 def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 380
+    # functional, spec line 381
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat1: scale_conj(grad.mm(mat2.mH), alpha)
@@ -944,7 +944,7 @@ def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
 
 def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 380
+    # inplace, spec line 381
     # formulas from addmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -957,7 +957,7 @@ def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
 
 def mv_default(grad, self, vec, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 389
+    # functional, spec line 390
     # self: grad.unsqueeze(1) * vec.conj()
     self_grad = grad.unsqueeze(1) * vec.conj()
     # vec: self.mH.mv(grad)
@@ -967,7 +967,7 @@ def mv_default(grad, self, vec, result):
 
 def dot_default(grad, self, tensor, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 395
+    # functional, spec line 396
     # self: grad * tensor.conj()
     self_grad = grad * tensor.conj()
     # tensor: grad * self.conj()
@@ -977,7 +977,7 @@ def dot_default(grad, self, tensor, result):
 
 def alias_default(grad, self, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 404
+    # view, spec line 405
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -985,7 +985,7 @@ def alias_default(grad, self, result):
 
 def as_strided_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 407
+    # view, spec line 408
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -993,7 +993,7 @@ def as_strided_default(grad, self, size, stride, storage_offset, result):
 
 def view_default(grad, self, size, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 412
+    # view, spec line 413
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1001,7 +1001,7 @@ def view_default(grad, self, size, result):
 
 def _unsafe_view_default(grad, self, size, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 416
+    # functional, spec line 417
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1009,7 +1009,7 @@ def _unsafe_view_default(grad, self, size, result):
 
 def t_default(grad, self, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 421
+    # view, spec line 422
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -1017,7 +1017,7 @@ def t_default(grad, self, result):
 
 def transpose_int(grad, self, dim0, dim1, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 424
+    # view, spec line 425
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -1025,7 +1025,7 @@ def transpose_int(grad, self, dim0, dim1, result):
 
 def permute_default(grad, self, dims, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 428
+    # view, spec line 429
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -1033,7 +1033,7 @@ def permute_default(grad, self, dims, result):
 
 def expand_default(grad, self, size, implicit, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 432
+    # view, spec line 433
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -1041,7 +1041,7 @@ def expand_default(grad, self, size, implicit, result):
 
 def slice_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 438
+    # view, spec line 439
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -1049,7 +1049,7 @@ def slice_Tensor(grad, self, dim, start, end, step, result):
 
 def select_int(grad, self, dim, index, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 444
+    # view, spec line 445
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -1057,7 +1057,7 @@ def select_int(grad, self, dim, index, result):
 
 def unsqueeze_default(grad, self, dim, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 448
+    # view, spec line 449
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -1065,7 +1065,7 @@ def unsqueeze_default(grad, self, dim, result):
 
 def squeeze_dim(grad, self, dim, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 451
+    # view, spec line 452
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1073,7 +1073,7 @@ def squeeze_dim(grad, self, dim, result):
 
 def squeeze_default(grad, self, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 455
+    # view, spec line 456
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1081,7 +1081,7 @@ def squeeze_default(grad, self, result):
 
 def _conj_default(grad, self, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 461
+    # view, spec line 462
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1089,7 +1089,7 @@ def _conj_default(grad, self, result):
 
 def resolve_conj_default(grad, self, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 464
+    # view, spec line 465
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -1097,7 +1097,7 @@ def resolve_conj_default(grad, self, result):
 
 def _neg_view_default(grad, self, result):
     """aten::_neg_view(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 469
+    # view, spec line 470
     # self: -grad
     self_grad = -grad
     return (self_grad,)
@@ -1105,7 +1105,7 @@ def _neg_view_default(grad, self, result):
 
 def resolve_neg_default(grad, self, result):
     """aten::resolve_neg(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 472
+    # view, spec line 473
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -1113,7 +1113,7 @@ def resolve_neg_default(grad, self, result):
 
 def conj_physical_default(grad, self, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 475
+    # functional, spec line 476
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1121,7 +1121,7 @@ def conj_physical_default(grad, self, result):
 
 def conj_physical__default(grad, self, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 475
+    # inplace, spec line 476
     # formulas from conj_physical; self_p is self before the update
     # self: grad.conj()
     self_grad = grad.conj()
@@ -1130,7 +1130,7 @@ def conj_physical__default(grad, self, result):
 
 def _conj_physical_default(grad, self, result):
     """aten::_conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 479
+    # functional, spec line 480
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1138,7 +1138,7 @@ def _conj_physical_default(grad, self, result):
 
 def cat_default(grad, tensors, dim, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 485
+    # functional, spec line 486
     # tensors: split_like(grad, tensors, dim)
     tensors_grad = split_like(grad, tensors, dim)
     return (tensors_grad,)
@@ -1146,7 +1146,7 @@ def cat_default(grad, tensors, dim, result):
 
 def stack_default(grad, tensors, dim, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 492
+    # functional, spec line 493
     # tensors: grad.unbind(dim)
     tensors_grad = grad.unbind(dim)
     return (tensors_grad,)
@@ -1154,7 +1154,7 @@ def stack_default(grad, tensors, dim, result):
 
 def add__Tensor(grad, self, other, alpha, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 502
+    # inplace, spec line 503
     # formulas from add.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -1165,7 +1165,7 @@ def add__Tensor(grad, self, other, alpha, result):
 
 def mul__Tensor(grad, self, other, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 504
+    # inplace, spec line 505
     # formulas from mul.Tensor; self_p is self before the update
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
@@ -1176,7 +1176,7 @@ def mul__Tensor(grad, self, other, result):
 
 def copy__default(grad, self, src, non_blocking, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 506
+    # inplace, spec line 507
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # src: unbroadcast(grad, src).to(src.dtype)
@@ -1186,7 +1186,7 @@ def copy__default(grad, self, src, non_blocking, result):
 
 def zero__default(grad, self, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 517
+    # inplace, spec line 518
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1194,7 +1194,7 @@ def zero__default(grad, self, result):
 
 def fill__Scalar(grad, self, value, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 521
+    # inplace, spec line 522
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1202,7 +1202,7 @@ def fill__Scalar(grad, self, value, result):
 
 def fill__Tensor(grad, self, value, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 525
+    # inplace, spec line 526
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # value: grad.sum()
@@ -1212,7 +1212,7 @@ def fill__Tensor(grad, self, value, result):
 
 def eq__Scalar(grad, self, other, result):
     """aten::eq_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 536
+    # inplace, spec line 537
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1220,7 +1220,7 @@ def eq__Scalar(grad, self, other, result):
 
 def eq__Tensor(grad, self, other, result):
     """aten::eq_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 540
+    # inplace, spec line 541
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1230,7 +1230,7 @@ def eq__Tensor(grad, self, other, result):
 
 def ne__Scalar(grad, self, other, result):
     """aten::ne_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 545
+    # inplace, spec line 546
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1238,7 +1238,7 @@ def ne__Scalar(grad, self, other, result):
 
 def ne__Tensor(grad, self, other, result):
     """aten::ne_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 549
+    # inplace, spec line 550
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1248,7 +1248,7 @@ def ne__Tensor(grad, self, other, result):
 
 def lt__Scalar(grad, self, other, result):
     """aten::lt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 554
+    # inplace, spec line 555
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1256,7 +1256,7 @@ def lt__Scalar(grad, self, other, result):
 
 def lt__Tensor(grad, self, other, result):
     """aten::lt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 558
+    # inplace, spec line 559
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1266,7 +1266,7 @@ def lt__Tensor(grad, self, other, result):
 
 def le__Scalar(grad, self, other, result):
     """aten::le_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 563
+    # inplace, spec line 564
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1274,7 +1274,7 @@ def le__Scalar(grad, self, other, result):
 
 def le__Tensor(grad, self, other, result):
     """aten::le_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 567
+    # inplace, spec line 568
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1284,7 +1284,7 @@ def le__Tensor(grad, self, other, result):
 
 def gt__Scalar(grad, self, other, result):
     """aten::gt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 572
+    # inplace, spec line 573
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1292,7 +1292,7 @@ def gt__Scalar(grad, self, other, result):
 
 def gt__Tensor(grad, self, other, result):
     """aten::gt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 576
+    # inplace, spec line 577
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1302,7 +1302,7 @@ def gt__Tensor(grad, self, other, result):
 
 def ge__Scalar(grad, self, other, result):
     """aten::ge_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 581
+    # inplace, spec line 582
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1310,7 +1310,7 @@ def ge__Scalar(grad, self, other, result):
 
 def ge__Tensor(grad, self, other, result):
     """aten::ge_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 585
+    # inplace, spec line 586
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1320,7 +1320,7 @@ def ge__Tensor(grad, self, other, result):
 
 def logical_and__default(grad, self, other, result):
     """aten::logical_and_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 590
+    # inplace, spec line 591
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1330,7 +1330,7 @@ def logical_and__default(grad, self, other, result):
 
 def logical_or__default(grad, self, other, result):
     """aten::logical_or_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 595
+    # inplace, spec line 596
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1340,7 +1340,7 @@ def logical_or__default(grad, self, other, result):
 
 def logical_xor__default(grad, self, other, result):
     """aten::logical_xor_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 600
+    # inplace, spec line 601
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1350,7 +1350,7 @@ def logical_xor__default(grad, self, other, result):
 
 def logical_not__default(grad, self, result):
     """aten::logical_not_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 605
+    # inplace, spec line 606
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1358,7 +1358,7 @@ def logical_not__default(grad, self, result):
 
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 611
+    # functional, spec line 612
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1366,7 +1366,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 615
+    # functional, spec line 616
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1374,7 +1374,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 619
+    # functional, spec line 620
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1382,7 +1382,7 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 623
+    # functional, spec line 624
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1390,7 +1390,7 @@ def log_softmax_int(grad, self, dim, dtype, result):
 
 def tanh_backward_default(grad, grad_output, output, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 631
+    # functional, spec line 632
     # grad_output: grad * (1 - output * output)
     grad_output_grad = grad * (1 - output * output)
     # output: -2 * grad.conj() * grad_output * output.conj()
@@ -1400,7 +1400,7 @@ def tanh_backward_default(grad, grad_output, output, result):
 
 def sigmoid_backward_default(grad, grad_output, output, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 636
+    # functional, spec line 637
     # grad_output: grad * output * (1 - output)
     grad_output_grad = grad * output * (1 - output)
     # output: grad.conj() * grad_output * (1 - 2 * output).conj()
@@ -1410,7 +1410,7 @@ def sigmoid_backward_default(grad, grad_output, output, result):
 
 def threshold_backward_default(grad, grad_output, self, threshold, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 641
+    # functional, spec line 642
     # grad_output: torch.where(self > threshold, grad, 0.0)
     grad_output_grad = torch.where(self > threshold, grad, 0.0)
     return (grad_output_grad,)
@@ -1418,7 +1418,7 @@ def threshold_backward_default(grad, grad_output, self, threshold, result):
 
 def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 647
+    # functional, spec line 648
     # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
     grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
     # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
@@ -1432,7 +1432,7 @@ def _log_softmax_backward_data_default(
     grad, grad_output, output, dim, input_dtype, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 652
+    # functional, spec line 653
     # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
     grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
     # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
@@ -1442,7 +1442,7 @@ def _log_softmax_backward_data_default(
 
 def select_backward_default(grad, grad_output, input_sizes, dim, index, result):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 657
+    # functional, spec line 658
     # grad_output: grad.select(dim, index)
     grad_output_grad = grad.select(dim, index)
     return (grad_output_grad,)
@@ -1452,7 +1452,7 @@ def slice_backward_default(
     grad, grad_output, input_sizes, dim, start, end, step, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 662
+    # functional, spec line 663
     # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     return (grad_output_grad,)
@@ -1472,7 +1472,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 672
+    # functional, spec line 673
     # input, weight, bias: torch.ops.aten.convolution_backward(grad, input, weight, None if bias is None else bias.shape, stride, padding, dilation, transposed, output_padding, groups, [True, True, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.convolution_backward(
         grad,
@@ -1494,7 +1494,7 @@ def native_layer_norm_default(
     grads, input, normalized_shape, weight, bias, eps, result0, result1, result2
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 684
+    # functional, spec line 685
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
@@ -1525,7 +1525,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 692
+    # functional, spec line 693
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -1547,7 +1547,7 @@ def native_group_norm_default(
     grads, input, weight, bias, N, C, HxW, group, eps, result0, result1, result2
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 702
+    # functional, spec line 703
     # input, weight, bias: group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = group_norm_backward(
         grads[0],
@@ -1568,7 +1568,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 714
+    # functional, spec line 715
     # self: torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     return (self_grad,)
@@ -1586,7 +1586,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 721
+    # functional, spec line 722
     # self: torch.ops.aten.avg_pool2d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool2d_backward(
         grad,
@@ -1605,7 +1605,7 @@ def max_pool2d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 729
+    # functional, spec line 730
     grad = grads[0]
     # self: torch.ops.aten.max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool2d_with_indices_backward(
@@ -1616,7 +1616,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(grad, self, output_size, scales, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 740
+    # functional, spec line 741
     # self: torch.ops.aten.upsample_nearest1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad, output_size, self.shape, scales
@@ -1626,7 +1626,7 @@ def upsample_nearest1d_default(grad, self, output_size, scales, result):
 
 def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 747
+    # functional, spec line 748
     # self: torch.ops.aten.upsample_nearest2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1636,7 +1636,7 @@ def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, resu
 
 def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 754
+    # functional, spec line 755
     # input: torch.ops.aten.upsample_nearest1d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0])
     input_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad,
@@ -1649,7 +1649,7 @@ def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
 
 def upsample_nearest2d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 759
+    # functional, spec line 760
     # input: torch.ops.aten.upsample_nearest2d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad,
@@ -1665,7 +1665,7 @@ def upsample_bilinear2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 764
+    # functional, spec line 765
     # self: torch.ops.aten.upsample_bilinear2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1677,7 +1677,7 @@ def upsample_bilinear2d_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 772
+    # functional, spec line 773
     # input: torch.ops.aten.upsample_bilinear2d_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad,
@@ -1692,7 +1692,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(grad, self, target, reduction, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 783
+    # functional, spec line 784
     # self: torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     self_grad = torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     # target: -torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
@@ -1702,7 +1702,7 @@ def mse_loss_default(grad, self, target, reduction, result):
 
 def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 792
+    # functional, spec line 793
     # self: torch.ops.aten.smooth_l1_loss_backward(grad, self, target, reduction, beta)
     self_grad = torch.ops.aten.smooth_l1_loss_backward(
         grad, self, target, reduction, beta
@@ -1716,7 +1716,7 @@ def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
 
 def huber_loss_default(grad, self, target, reduction, delta, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 801
+    # functional, spec line 802
     # self: torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     self_grad = torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     # target: -torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
@@ -1728,7 +1728,7 @@ def huber_loss_default(grad, self, target, reduction, delta, result):
 
 def glu_default(grad, self, dim, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 812
+    # functional, spec line 813
     # self: torch.ops.aten.glu_backward(grad, self, dim)
     self_grad = torch.ops.aten.glu_backward(grad, self, dim)
     return (self_grad,)
@@ -1736,7 +1736,7 @@ def glu_default(grad, self, dim, result):
 
 def native_dropout_default(grads, input, p, train, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 820
+    # functional, spec line 821
     grad = grads[0]
     # input: torch.ops.aten.native_dropout_backward(grad, result1, dropout_scale(p, train))
     input_grad = torch.ops.aten.native_dropout_backward(
@@ -1747,7 +1747,7 @@ def native_dropout_default(grads, input, p, train, result0, result1):
 
 def native_dropout_backward_default(grad, grad_output, mask, scale, result):
     """aten::native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
-    # functional, spec line 831
+    # functional, spec line 832
     # grad_output: torch.ops.aten.native_dropout_backward(grad, mask, scale)
     grad_output_grad = torch.ops.aten.native_dropout_backward(grad, mask, scale)
     return (grad_output_grad,)
@@ -1755,7 +1755,7 @@ def native_dropout_backward_default(grad, grad_output, mask, scale, result):
 
 def _adaptive_avg_pool3d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 841
+    # functional, spec line 842
     # self: torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     return (self_grad,)
@@ -1773,7 +1773,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 848
+    # functional, spec line 849
     # self: torch.ops.aten.avg_pool3d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool3d_backward(
         grad,
@@ -1792,7 +1792,7 @@ def max_pool3d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 856
+    # functional, spec line 857
     grad = grads[0]
     # self: torch.ops.aten.max_pool3d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool3d_with_indices_backward(
@@ -1803,7 +1803,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 864
+    # functional, spec line 865
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
@@ -1812,7 +1812,7 @@ def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
 
 def adaptive_max_pool3d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 872
+    # functional, spec line 873
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
@@ -1823,7 +1823,7 @@ def upsample_nearest3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 880
+    # functional, spec line 881
     # self: torch.ops.aten.upsample_nearest3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1833,7 +1833,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(grad, self, output_size, scales, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 887
+    # functional, spec line 888
     # self: torch.ops.aten._upsample_nearest_exact1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten._upsample_nearest_exact1d_backward(
         grad, output_size, self.shape, scales
@@ -1845,7 +1845,7 @@ def _upsample_nearest_exact2d_default(
     grad, self, output_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 894
+    # functional, spec line 895
     # self: torch.ops.aten._upsample_nearest_exact2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1857,7 +1857,7 @@ def _upsample_nearest_exact3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 901
+    # functional, spec line 902
     # self: torch.ops.aten._upsample_nearest_exact3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1867,7 +1867,7 @@ def _upsample_nearest_exact3d_default(
 
 def upsample_linear1d_default(grad, self, output_size, align_corners, scales, result):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 908
+    # functional, spec line 909
     # self: torch.ops.aten.upsample_linear1d_backward(grad, output_size, self.shape, align_corners, scales)
     self_grad = torch.ops.aten.upsample_linear1d_backward(
         grad, output_size, self.shape, align_corners, scales
@@ -1879,7 +1879,7 @@ def upsample_bicubic2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 916
+    # functional, spec line 917
     # self: torch.ops.aten.upsample_bicubic2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bicubic2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1891,7 +1891,7 @@ def upsample_trilinear3d_default(
     grad, self, output_size, align_corners, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 924
+    # functional, spec line 925
     # self: torch.ops.aten.upsample_trilinear3d_backward(grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_trilinear3d_backward(
         grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w
@@ -1901,7 +1901,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(grad, self, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 936
+    # functional, spec line 937
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
     return (self_grad,)
@@ -1909,7 +1909,7 @@ def log10_default(grad, self, result):
 
 def log10__default(grad, self, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 936
+    # inplace, spec line 937
     # formulas from log10; self_p is self before the update
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
@@ -1918,7 +1918,7 @@ def log10__default(grad, self, result):
 
 def asinh_default(grad, self, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 941
+    # functional, spec line 942
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
     return (self_grad,)
@@ -1926,7 +1926,7 @@ def asinh_default(grad, self, result):
 
 def asinh__default(grad, self, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 941
+    # inplace, spec line 942
     # formulas from asinh; self_p is self before the update
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
@@ -1935,7 +1935,7 @@ def asinh__default(grad, self, result):
 
 def atanh_default(grad, self, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 945
+    # functional, spec line 946
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
     return (self_grad,)
@@ -1943,7 +1943,7 @@ def atanh_default(grad, self, result):
 
 def atanh__default(grad, self, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 945
+    # inplace, spec line 946
     # formulas from atanh; self_p is self before the update
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
@@ -1952,7 +1952,7 @@ def atanh__default(grad, self, result):
 
 def erfc_default(grad, self, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 950
+    # functional, spec line 951
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -1960,7 +1960,7 @@ def erfc_default(grad, self, result):
 
 def erfc__default(grad, self, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 950
+    # inplace, spec line 951
     # formulas from erfc; self_p is self before the update
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
@@ -1969,7 +1969,7 @@ def erfc__default(grad, self, result):
 
 def erfinv_default(grad, self, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 954
+    # functional, spec line 955
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
     return (self_grad,)
@@ -1977,7 +1977,7 @@ def erfinv_default(grad, self, result):
 
 def erfinv__default(grad, self, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 954
+    # inplace, spec line 955
     # formulas from erfinv; self_p is self before the update
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
@@ -1986,7 +1986,7 @@ def erfinv__default(grad, self, result):
 
 def lgamma_default(grad, self, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 959
+    # functional, spec line 960
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
     return (self_grad,)
@@ -1994,7 +1994,7 @@ def lgamma_default(grad, self, result):
 
 def lgamma__default(grad, self, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 959
+    # inplace, spec line 960
     # formulas from lgamma; self_p is self before the update
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
@@ -2003,7 +2003,7 @@ def lgamma__default(grad, self, result):
 
 def digamma_default(grad, self, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 964
+    # functional, spec line 965
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
     return (self_grad,)
@@ -2011,7 +2011,7 @@ def digamma_default(grad, self, result):
 
 def digamma__default(grad, self, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 964
+    # inplace, spec line 965
     # formulas from digamma; self_p is self before the update
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
@@ -2020,7 +2020,7 @@ def digamma__default(grad, self, result):
 
 def polygamma_default(grad, n, self, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 969
+    # functional, spec line 970
     # self: grad * torch.polygamma(n + 1, self).conj()
     self_grad = grad * torch.polygamma(n + 1, self).conj()
     return (self_grad,)
@@ -2028,7 +2028,7 @@ def polygamma_default(grad, n, self, result):
 
 def mvlgamma_default(grad, self, p, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 976
+    # functional, spec line 977
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
     return (self_grad,)
@@ -2036,7 +2036,7 @@ def mvlgamma_default(grad, self, p, result):
 
 def mvlgamma__default(grad, self, p, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 976
+    # inplace, spec line 977
     # formulas from mvlgamma; self_p is self before the update
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
@@ -2045,7 +2045,7 @@ def mvlgamma__default(grad, self, p, result):
 
 def logit_default(grad, self, eps, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 983
+    # functional, spec line 984
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
     return (self_grad,)
@@ -2053,7 +2053,7 @@ def logit_default(grad, self, eps, result):
 
 def logit__default(grad, self, eps, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 983
+    # inplace, spec line 984
     # formulas from logit; self_p is self before the update
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
@@ -2062,7 +2062,7 @@ def logit__default(grad, self, eps, result):
 
 def sinc_default(grad, self, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 990
+    # functional, spec line 991
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
         grad
@@ -2078,7 +2078,7 @@ def sinc_default(grad, self, result):
 
 def sinc__default(grad, self, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 990
+    # inplace, spec line 991
     # formulas from sinc; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
@@ -2095,7 +2095,7 @@ def sinc__default(grad, self, result):
 
 def i0_default(grad, self, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 994
+    # functional, spec line 995
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
     return (self_grad,)
@@ -2103,7 +2103,7 @@ def i0_default(grad, self, result):
 
 def i0__default(grad, self, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 994
+    # inplace, spec line 995
     # formulas from i0; self_p is self before the update
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
@@ -2112,7 +2112,7 @@ def i0__default(grad, self, result):
 
 def special_i0e_default(grad, self, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 998
+    # functional, spec line 999
     # self: grad * (torch.special.i1e(self) - self.sgn() * result)
     self_grad = grad * (torch.special.i1e(self) - self.sgn() * result)
     return (self_grad,)
@@ -2120,7 +2120,7 @@ def special_i0e_default(grad, self, result):
 
 def special_i1_default(grad, self, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 1002
+    # functional, spec line 1003
     # self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     self_grad = grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     return (self_grad,)
@@ -2128,7 +2128,7 @@ def special_i1_default(grad, self, result):
 
 def special_i1e_default(grad, self, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 1006
+    # functional, spec line 1007
     # self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     self_grad = grad * torch.where(
         self == 0,
@@ -2140,7 +2140,7 @@ def special_i1e_default(grad, self, result):
 
 def special_ndtr_default(grad, self, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1010
+    # functional, spec line 1011
     # self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     return (self_grad,)
@@ -2148,7 +2148,7 @@ def special_ndtr_default(grad, self, result):
 
 def special_log_ndtr_default(grad, self, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1014
+    # functional, spec line 1015
     # self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     return (self_grad,)
@@ -2156,7 +2156,7 @@ def special_log_ndtr_default(grad, self, result):
 
 def special_erfcx_default(grad, self, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 1018
+    # functional, spec line 1019
     # self: grad * (2 * self * result - 1.1283791670955126)
     self_grad = grad * (2 * self * result - 1.1283791670955126)
     return (self_grad,)
@@ -2164,7 +2164,7 @@ def special_erfcx_default(grad, self, result):
 
 def special_entr_default(grad, self, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 1022
+    # functional, spec line 1023
     # self: grad * -(1 + self.log())
     self_grad = grad * -(1 + self.log())
     return (self_grad,)
@@ -2172,7 +2172,7 @@ def special_entr_default(grad, self, result):
 
 def sgn_default(grad, self, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 1027
+    # functional, spec line 1028
     # self: sgn_derivative(grad, self, result)
     self_grad = sgn_derivative(grad, self, result)
     return (self_grad,)
@@ -2180,7 +2180,7 @@ def sgn_default(grad, self, result):
 
 def sgn__default(grad, self, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1027
+    # inplace, spec line 1028
     # formulas from sgn; self_p is self before the update
     # self: sgn_derivative(grad, self, result)
     self_grad = sgn_derivative(grad, self, result)
@@ -2189,7 +2189,7 @@ def sgn__default(grad, self, result):
 
 def angle_default(grad, self, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 1033
+    # functional, spec line 1034
     # self: angle_grad(grad, self)
     self_grad = angle_grad(grad, self)
     return (self_grad,)
@@ -2197,7 +2197,7 @@ def angle_default(grad, self, result):
 
 def sign_default(grad, self, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 1038
+    # functional, spec line 1039
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2205,7 +2205,7 @@ def sign_default(grad, self, result):
 
 def sign__default(grad, self, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1038
+    # inplace, spec line 1039
     # formulas from sign; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2214,7 +2214,7 @@ def sign__default(grad, self, result):
 
 def ceil_default(grad, self, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 1042
+    # functional, spec line 1043
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2222,7 +2222,7 @@ def ceil_default(grad, self, result):
 
 def ceil__default(grad, self, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1042
+    # inplace, spec line 1043
     # formulas from ceil; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2231,7 +2231,7 @@ def ceil__default(grad, self, result):
 
 def floor_default(grad, self, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 1046
+    # functional, spec line 1047
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2239,7 +2239,7 @@ def floor_default(grad, self, result):
 
 def floor__default(grad, self, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1046
+    # inplace, spec line 1047
     # formulas from floor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2248,7 +2248,7 @@ def floor__default(grad, self, result):
 
 def trunc_default(grad, self, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 1050
+    # functional, spec line 1051
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2256,7 +2256,7 @@ def trunc_default(grad, self, result):
 
 def trunc__default(grad, self, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1050
+    # inplace, spec line 1051
     # formulas from trunc; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2265,7 +2265,7 @@ def trunc__default(grad, self, result):
 
 def round_default(grad, self, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 1054
+    # functional, spec line 1055
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2273,7 +2273,7 @@ def round_default(grad, self, result):
 
 def round__default(grad, self, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1054
+    # inplace, spec line 1055
     # formulas from round; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2282,7 +2282,7 @@ def round__default(grad, self, result):
 
 def round_decimals(grad, self, decimals, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 1058
+    # functional, spec line 1059
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2290,7 +2290,7 @@ def round_decimals(grad, self, decimals, result):
 
 def round__decimals(grad, self, decimals, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 1058
+    # inplace, spec line 1059
     # formulas from round.decimals; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2299,7 +2299,7 @@ def round__decimals(grad, self, decimals, result):
 
 def frac_default(grad, self, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 1063
+    # functional, spec line 1064
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2307,7 +2307,7 @@ def frac_default(grad, self, result):
 
 def frac__default(grad, self, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1063
+    # inplace, spec line 1064
     # formulas from frac; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2316,7 +2316,7 @@ def frac__default(grad, self, result):
 
 def deg2rad_default(grad, self, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 1067
+    # functional, spec line 1068
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
     return (self_grad,)
@@ -2324,7 +2324,7 @@ def deg2rad_default(grad, self, result):
 
 def deg2rad__default(grad, self, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1067
+    # inplace, spec line 1068
     # formulas from deg2rad; self_p is self before the update
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
@@ -2333,7 +2333,7 @@ def deg2rad__default(grad, self, result):
 
 def rad2deg_default(grad, self, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 1071
+    # functional, spec line 1072
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
     return (self_grad,)
@@ -2341,7 +2341,7 @@ def rad2deg_default(grad, self, result):
 
 def rad2deg__default(grad, self, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1071
+    # inplace, spec line 1072
     # formulas from rad2deg; self_p is self before the update
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
@@ -2350,7 +2350,7 @@ def rad2deg__default(grad, self, result):
 
 def nan_to_num_default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 1075
+    # functional, spec line 1076
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
     return (self_grad,)
@@ -2358,7 +2358,7 @@ def nan_to_num_default(grad, self, nan, posinf, neginf, result):
 
 def nan_to_num__default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 1075
+    # inplace, spec line 1076
     # formulas from nan_to_num; self_p is self before the update
     # self: grad * self.isfinite()
     self_grad = grad * self.isfinite()
@@ -2367,7 +2367,7 @@ def nan_to_num__default(grad, self, nan, posinf, neginf, result):
 
 def frexp_Tensor(grads, self, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1079
+    # functional, spec line 1080
     grad = grads[0]
     # self: grad / exponent.exp2()
     self_grad = grad / exponent.exp2()
@@ -2376,7 +2376,7 @@ def frexp_Tensor(grads, self, mantissa, exponent):
 
 def hardswish_default(grad, self, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1086
+    # functional, spec line 1087
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
     return (self_grad,)
@@ -2384,7 +2384,7 @@ def hardswish_default(grad, self, result):
 
 def hardswish__default(grad, self, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1086
+    # inplace, spec line 1087
     # formulas from hardswish; self_p is self before the update
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
@@ -2393,7 +2393,7 @@ def hardswish__default(grad, self, result):
 
 def hardsigmoid_default(grad, self, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1090
+    # functional, spec line 1091
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (self_grad,)
@@ -2401,7 +2401,7 @@ def hardsigmoid_default(grad, self, result):
 
 def hardsigmoid__default(grad, self, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1090
+    # inplace, spec line 1091
     # formulas from hardsigmoid; self_p is self before the update
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
@@ -2410,7 +2410,7 @@ def hardsigmoid__default(grad, self, result):
 
 def hardtanh_default(grad, self, min_val, max_val, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1094
+    # functional, spec line 1095
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (self_grad,)
@@ -2418,7 +2418,7 @@ def hardtanh_default(grad, self, min_val, max_val, result):
 
 def hardtanh__default(grad, self, min_val, max_val, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1094
+    # inplace, spec line 1095
     # formulas from hardtanh; self_p is self before the update
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
@@ -2427,7 +2427,7 @@ def hardtanh__default(grad, self, min_val, max_val, result):
 
 def leaky_relu_default(grad, self, negative_slope, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1099
+    # functional, spec line 1100
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     return (self_grad,)
@@ -2435,7 +2435,7 @@ def leaky_relu_default(grad, self, negative_slope, result):
 
 def leaky_relu__default(grad, self, negative_slope, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1099
+    # inplace, spec line 1100
     # formulas from leaky_relu; self_p is self before the update
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
@@ -2444,7 +2444,7 @@ def leaky_relu__default(grad, self, negative_slope, result):
 
 def elu_default(grad, self, alpha, scale, input_scale, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1104
+    # functional, spec line 1105
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, False, self
@@ -2454,7 +2454,7 @@ def elu_default(grad, self, alpha, scale, input_scale, result):
 
 def elu__default(grad, self, alpha, scale, input_scale, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1104
+    # inplace, spec line 1105
     # formulas from elu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
@@ -2465,7 +2465,7 @@ def elu__default(grad, self, alpha, scale, input_scale, result):
 
 def celu_default(grad, self, alpha, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1111
+    # functional, spec line 1112
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     return (self_grad,)
@@ -2473,7 +2473,7 @@ def celu_default(grad, self, alpha, result):
 
 def celu__default(grad, self, alpha, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1111
+    # inplace, spec line 1112
     # formulas from celu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
@@ -2482,7 +2482,7 @@ def celu__default(grad, self, alpha, result):
 
 def silu_default(grad, self, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1118
+    # functional, spec line 1119
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     return (self_grad,)
@@ -2490,7 +2490,7 @@ def silu_default(grad, self, result):
 
 def silu__default(grad, self, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1118
+    # inplace, spec line 1119
     # formulas from silu; self_p is self before the update
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -2499,7 +2499,7 @@ def silu__default(grad, self, result):
 
 def mish_default(grad, self, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1122
+    # functional, spec line 1123
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
     return (self_grad,)
@@ -2507,7 +2507,7 @@ def mish_default(grad, self, result):
 
 def mish__default(grad, self, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1122
+    # inplace, spec line 1123
     # formulas from mish; self_p is self before the update
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
@@ -2516,7 +2516,7 @@ def mish__default(grad, self, result):
 
 def gelu_default(grad, self, approximate, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1126
+    # functional, spec line 1127
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     return (self_grad,)
@@ -2524,7 +2524,7 @@ def gelu_default(grad, self, approximate, result):
 
 def gelu__default(grad, self, approximate, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1126
+    # inplace, spec line 1127
     # formulas from gelu; self_p is self before the update
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
@@ -2533,7 +2533,7 @@ def gelu__default(grad, self, approximate, result):
 
 def softplus_default(grad, self, beta, threshold, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1130
+    # functional, spec line 1131
     # self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     self_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     return (self_grad,)
@@ -2541,7 +2541,7 @@ def softplus_default(grad, self, beta, threshold, result):
 
 def threshold_default(grad, self, threshold, value, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1137
+    # functional, spec line 1138
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
     return (self_grad,)
@@ -2549,7 +2549,7 @@ def threshold_default(grad, self, threshold, value, result):
 
 def threshold__default(grad, self, threshold, value, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1137
+    # inplace, spec line 1138
     # formulas from threshold; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
@@ -2558,7 +2558,7 @@ def threshold__default(grad, self, threshold, value, result):
 
 def softshrink_default(grad, self, lambd, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1142
+    # functional, spec line 1143
     # self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2566,7 +2566,7 @@ def softshrink_default(grad, self, lambd, result):
 
 def hardshrink_default(grad, self, lambd, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1147
+    # functional, spec line 1148
     # self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2574,7 +2574,7 @@ def hardshrink_default(grad, self, lambd, result):
 
 def log_sigmoid_forward_default(grads, self, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1155
+    # functional, spec line 1156
     # self: torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer) - grads[1] * self.sgn() * buffer
     self_grad = (
         torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer)
@@ -2585,7 +2585,7 @@ def log_sigmoid_forward_default(grads, self, output, buffer):
 
 def _prelu_kernel_default(grad, self, weight, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1161
+    # functional, spec line 1162
     # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
@@ -2595,7 +2595,7 @@ def _prelu_kernel_default(grad, self, weight, result):
 
 def clamp_min_default(grad, self, min, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1171
+    # functional, spec line 1172
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
     return (self_grad,)
@@ -2603,7 +2603,7 @@ def clamp_min_default(grad, self, min, result):
 
 def clamp_min__default(grad, self, min, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1171
+    # inplace, spec line 1172
     # formulas from clamp_min; self_p is self before the update
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
@@ -2612,7 +2612,7 @@ def clamp_min__default(grad, self, min, result):
 
 def clamp_max_default(grad, self, max, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1176
+    # functional, spec line 1177
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
     return (self_grad,)
@@ -2620,7 +2620,7 @@ def clamp_max_default(grad, self, max, result):
 
 def clamp_max__default(grad, self, max, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1176
+    # inplace, spec line 1177
     # formulas from clamp_max; self_p is self before the update
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
@@ -2629,7 +2629,7 @@ def clamp_max__default(grad, self, max, result):
 
 def clamp_min_Tensor(grad, self, min, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1181
+    # functional, spec line 1182
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
     # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
@@ -2639,7 +2639,7 @@ def clamp_min_Tensor(grad, self, min, result):
 
 def clamp_min__Tensor(grad, self, min, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1181
+    # inplace, spec line 1182
     # formulas from clamp_min.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
@@ -2650,7 +2650,7 @@ def clamp_min__Tensor(grad, self, min, result):
 
 def clamp_max_Tensor(grad, self, max, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1187
+    # functional, spec line 1188
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
     # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
@@ -2660,7 +2660,7 @@ def clamp_max_Tensor(grad, self, max, result):
 
 def clamp_max__Tensor(grad, self, max, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1187
+    # inplace, spec line 1188
     # formulas from clamp_max.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
@@ -2671,7 +2671,7 @@ def clamp_max__Tensor(grad, self, max, result):
 
 def copysign_Tensor(grad, self, other, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1193
+    # functional, spec line 1194
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     return (self_grad,)
@@ -2679,7 +2679,7 @@ def copysign_Tensor(grad, self, other, result):
 
 def copysign__Tensor(grad, self, other, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1193
+    # inplace, spec line 1194
     # formulas from copysign.Tensor; self_p is self before the update
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
@@ -2688,7 +2688,7 @@ def copysign__Tensor(grad, self, other, result):
 
 def copysign_Scalar(grad, self, other, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1199
+    # functional, spec line 1200
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
     return (self_grad,)
@@ -2696,7 +2696,7 @@ def copysign_Scalar(grad, self, other, result):
 
 def copysign__Scalar(grad, self, other, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1199
+    # inplace, spec line 1200
     # formulas from copysign.Scalar; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
@@ -2705,7 +2705,7 @@ def copysign__Scalar(grad, self, other, result):
 
 def fmod_Tensor(grad, self, other, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1206
+    # functional, spec line 1207
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
@@ -2715,7 +2715,7 @@ def fmod_Tensor(grad, self, other, result):
 
 def fmod__Tensor(grad, self, other, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1206
+    # inplace, spec line 1207
     # formulas from fmod.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2726,7 +2726,7 @@ def fmod__Tensor(grad, self, other, result):
 
 def fmod_Scalar(grad, self, other, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1212
+    # functional, spec line 1213
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2734,7 +2734,7 @@ def fmod_Scalar(grad, self, other, result):
 
 def fmod__Scalar(grad, self, other, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1212
+    # inplace, spec line 1213
     # formulas from fmod.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2743,7 +2743,7 @@ def fmod__Scalar(grad, self, other, result):
 
 def remainder_Tensor(grad, self, other, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1217
+    # functional, spec line 1218
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
@@ -2753,7 +2753,7 @@ def remainder_Tensor(grad, self, other, result):
 
 def remainder__Tensor(grad, self, other, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1217
+    # inplace, spec line 1218
     # formulas from remainder.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2764,7 +2764,7 @@ def remainder__Tensor(grad, self, other, result):
 
 def remainder_Scalar(grad, self, other, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1223
+    # functional, spec line 1224
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2772,7 +2772,7 @@ def remainder_Scalar(grad, self, other, result):
 
 def remainder__Scalar(grad, self, other, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1223
+    # inplace, spec line 1224
     # formulas from remainder.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2781,7 +2781,7 @@ def remainder__Scalar(grad, self, other, result):
 
 def div_Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1228
+    # functional, spec line 1229
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
@@ -2793,7 +2793,7 @@ def div_Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div__Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1228
+    # inplace, spec line 1229
     # formulas from div.Tensor_mode; self_p is self before the update
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
@@ -2806,7 +2806,7 @@ def div__Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div_Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1234
+    # functional, spec line 1235
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     return (self_grad,)
@@ -2814,7 +2814,7 @@ def div_Scalar_mode(grad, self, other, rounding_mode, result):
 
 def div__Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1234
+    # inplace, spec line 1235
     # formulas from div.Scalar_mode; self_p is self before the update
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
@@ -2823,7 +2823,7 @@ def div__Scalar_mode(grad, self, other, rounding_mode, result):
 
 def fmax_default(grad, self, other, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1239
+    # functional, spec line 1240
     # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2837,7 +2837,7 @@ def fmax_default(grad, self, other, result):
 
 def fmin_default(grad, self, other, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1244
+    # functional, spec line 1245
     # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2851,7 +2851,7 @@ def fmin_default(grad, self, other, result):
 
 def hypot_default(grad, self, other, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1249
+    # functional, spec line 1250
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
     # other: unbroadcast(grad * other / result, other)
@@ -2861,7 +2861,7 @@ def hypot_default(grad, self, other, result):
 
 def hypot__default(grad, self, other, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1249
+    # inplace, spec line 1250
     # formulas from hypot; self_p is self before the update
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
@@ -2872,7 +2872,7 @@ def hypot__default(grad, self, other, result):
 
 def logaddexp_default(grad, self, other, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1255
+    # functional, spec line 1256
     # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
@@ -2882,7 +2882,7 @@ def logaddexp_default(grad, self, other, result):
 
 def logaddexp2_default(grad, self, other, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1260
+    # functional, spec line 1261
     # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
@@ -2892,7 +2892,7 @@ def logaddexp2_default(grad, self, other, result):
 
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1265
+    # functional, spec line 1266
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
@@ -2902,7 +2902,7 @@ def ldexp_Tensor(grad, self, other, result):
 
 def ldexp__default(grad, self, other, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1265
+    # inplace, spec line 1266
     # formulas from ldexp.Tensor; self_p is self before the update
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
@@ -2913,7 +2913,7 @@ def ldexp__default(grad, self, other, result):
 
 def xlogy_Tensor(grad, self, other, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1270
+    # functional, spec line 1271
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
         torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
@@ -2926,7 +2926,7 @@ def xlogy_Tensor(grad, self, other, result):
 
 def xlogy__Tensor(grad, self, other, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1270
+    # inplace, spec line 1271
     # formulas from xlogy.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
@@ -2940,7 +2940,7 @@ def xlogy__Tensor(grad, self, other, result):
 
 def xlogy_Scalar_Self(grad, self, other, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1276
+    # functional, spec line 1277
     # other: grad * self / other
     other_grad = grad * self / other
     return (other_grad,)
@@ -2948,7 +2948,7 @@ def xlogy_Scalar_Self(grad, self, other, result):
 
 def xlogy_Scalar_Other(grad, self, other, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1281
+    # functional, spec line 1282
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.xlogy(grad, other))
@@ -2960,7 +2960,7 @@ def xlogy_Scalar_Other(grad, self, other, result):
 
 def xlogy__Scalar_Other(grad, self, other, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1281
+    # inplace, spec line 1282
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
@@ -2973,7 +2973,7 @@ def xlogy__Scalar_Other(grad, self, other, result):
 
 def special_xlog1py_default(grad, self, other, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1286
+    # functional, spec line 1287
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
     self_grad = unbroadcast(
         torch.where(
@@ -2990,7 +2990,7 @@ def special_xlog1py_default(grad, self, other, result):
 
 def special_xlog1py_self_scalar(grad, self, other, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1292
+    # functional, spec line 1293
     # other: grad * self / (other + 1)
     other_grad = grad * self / (other + 1)
     return (other_grad,)
@@ -2998,7 +2998,7 @@ def special_xlog1py_self_scalar(grad, self, other, result):
 
 def special_xlog1py_other_scalar(grad, self, other, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1297
+    # functional, spec line 1298
     # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
@@ -3010,7 +3010,7 @@ def special_xlog1py_other_scalar(grad, self, other, result):
 
 def clamp_Tensor(grad, self, min, max, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1304
+    # functional, spec line 1305
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
     return (self_grad, min_grad, max_grad)
@@ -3018,7 +3018,7 @@ def clamp_Tensor(grad, self, min, max, result):
 
 def clamp__Tensor(grad, self, min, max, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1304
+    # inplace, spec line 1305
     # formulas from clamp.Tensor; self_p is self before the update
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
@@ -3027,7 +3027,7 @@ def clamp__Tensor(grad, self, min, max, result):
 
 def lerp_Scalar(grad, self, end, weight, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1312
+    # functional, spec line 1313
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
     # end: unbroadcast(scale_conj(grad, weight), end)
@@ -3037,7 +3037,7 @@ def lerp_Scalar(grad, self, end, weight, result):
 
 def lerp__Scalar(grad, self, end, weight, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1312
+    # inplace, spec line 1313
     # formulas from lerp.Scalar; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
@@ -3048,7 +3048,7 @@ def lerp__Scalar(grad, self, end, weight, result):
 
 def lerp_Tensor(grad, self, end, weight, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1320
+    # functional, spec line 1321
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
     # end: unbroadcast(grad * weight.conj(), end)
@@ -3060,7 +3060,7 @@ def lerp_Tensor(grad, self, end, weight, result):
 
 def lerp__Tensor(grad, self, end, weight, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1320
+    # inplace, spec line 1321
     # formulas from lerp.Tensor; self_p is self before the update
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
@@ -3073,7 +3073,7 @@ def lerp__Tensor(grad, self, end, weight, result):
 
 def addcmul_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1326
+    # functional, spec line 1327
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
@@ -3085,7 +3085,7 @@ def addcmul_default(grad, self, tensor1, tensor2, value, result):
 
 def addcmul__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1326
+    # inplace, spec line 1327
     # formulas from addcmul; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -3098,7 +3098,7 @@ def addcmul__default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1335
+    # functional, spec line 1336
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
@@ -3112,7 +3112,7 @@ def addcdiv_default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1335
+    # inplace, spec line 1336
     # formulas from addcdiv; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -3127,7 +3127,7 @@ def addcdiv__default(grad, self, tensor1, tensor2, value, result):
 
 def nextafter_default(grad, self, other, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1344
+    # functional, spec line 1345
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
     return (self_grad,)
@@ -3135,7 +3135,7 @@ def nextafter_default(grad, self, other, result):
 
 def nextafter__default(grad, self, other, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1344
+    # inplace, spec line 1345
     # formulas from nextafter; self_p is self before the update
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
@@ -3146,7 +3146,7 @@ def rrelu_with_noise_default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1350
+    # functional, spec line 1351
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise, lower, upper, training, False
@@ -3158,7 +3158,7 @@ def rrelu_with_noise__default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1350
+    # inplace, spec line 1351
     # formulas from rrelu_with_noise; self_p is self before the update
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
@@ -3169,7 +3169,7 @@ def rrelu_with_noise__default(
 
 def complex_default(grad, real, imag, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1358
+    # functional, spec line 1359
     # real: unbroadcast(grad.real, real)
     real_grad = unbroadcast(grad.real, real)
     # imag: unbroadcast(grad.imag, imag)
@@ -3179,7 +3179,7 @@ def complex_default(grad, real, imag, result):
 
 def polar_default(grad, abs, angle, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1363
+    # functional, spec line 1364
     # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
     abs_grad = unbroadcast(
         (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
@@ -3191,7 +3191,7 @@ def polar_default(grad, abs, angle, result):
 
 def diagonal_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1375
+    # view, spec line 1376
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3199,7 +3199,7 @@ def diagonal_default(grad, self, offset, dim1, dim2, result):
 
 def squeeze_dims(grad, self, dim, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1382
+    # view, spec line 1383
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3207,7 +3207,7 @@ def squeeze_dims(grad, self, dim, result):
 
 def unfold_default(grad, self, dimension, size, step, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1388
+    # view, spec line 1389
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3215,7 +3215,7 @@ def unfold_default(grad, self, dimension, size, step, result):
 
 def narrow_default(grad, self, dim, start, length, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1394
+    # view, spec line 1395
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3223,7 +3223,7 @@ def narrow_default(grad, self, dim, start, length, result):
 
 def split_Tensor(grad, self, split_size, dim, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1398
+    # view, spec line 1399
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3231,7 +3231,7 @@ def split_Tensor(grad, self, split_size, dim, result):
 
 def split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1404
+    # view, spec line 1405
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3239,7 +3239,7 @@ def split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def unbind_int(grad, self, dim, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1410
+    # view, spec line 1411
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3247,7 +3247,7 @@ def unbind_int(grad, self, dim, result):
 
 def unsafe_split_Tensor(grad, self, split_size, dim, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1418
+    # functional, spec line 1419
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3255,7 +3255,7 @@ def unsafe_split_Tensor(grad, self, split_size, dim, result):
 
 def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1425
+    # functional, spec line 1426
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3263,7 +3263,7 @@ def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1432
+    # functional, spec line 1433
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3271,7 +3271,7 @@ def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
 
 def unbind_copy_int(grad, self, dim, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1439
+    # functional, spec line 1440
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3279,7 +3279,7 @@ def unbind_copy_int(grad, self, dim, result):
 
 def alias_copy_default(grad, self, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1446
+    # functional, spec line 1447
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -3287,7 +3287,7 @@ def alias_copy_default(grad, self, result):
 
 def view_copy_default(grad, self, size, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1450
+    # functional, spec line 1451
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3295,7 +3295,7 @@ def view_copy_default(grad, self, size, result):
 
 def t_copy_default(grad, self, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1455
+    # functional, spec line 1456
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -3303,7 +3303,7 @@ def t_copy_default(grad, self, result):
 
 def transpose_copy_int(grad, self, dim0, dim1, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1459
+    # functional, spec line 1460
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3311,7 +3311,7 @@ def transpose_copy_int(grad, self, dim0, dim1, result):
 
 def permute_copy_default(grad, self, dims, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1464
+    # functional, spec line 1465
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -3319,7 +3319,7 @@ def permute_copy_default(grad, self, dims, result):
 
 def unsqueeze_copy_default(grad, self, dim, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1469
+    # functional, spec line 1470
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -3327,7 +3327,7 @@ def unsqueeze_copy_default(grad, self, dim, result):
 
 def squeeze_copy_default(grad, self, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1473
+    # functional, spec line 1474
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3335,7 +3335,7 @@ def squeeze_copy_default(grad, self, result):
 
 def squeeze_copy_dim(grad, self, dim, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1478
+    # functional, spec line 1479
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3343,7 +3343,7 @@ def squeeze_copy_dim(grad, self, dim, result):
 
 def squeeze_copy_dims(grad, self, dim, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1483
+    # functional, spec line 1484
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3351,7 +3351,7 @@ def squeeze_copy_dims(grad, self, dim, result):
 
 def unfold_copy_default(grad, self, dimension, size, step, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1488
+    # functional, spec line 1489
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3359,7 +3359,7 @@ def unfold_copy_default(grad, self, dimension, size, step, result):
 
 def narrow_copy_default(grad, self, dim, start, length, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1493
+    # functional, spec line 1494
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3367,7 +3367,7 @@ def narrow_copy_default(grad, self, dim, start, length, result):
 
 def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1498
+    # functional, spec line 1499
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3375,7 +3375,7 @@ def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
 
 def expand_copy_default(grad, self, size, implicit, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1505
+    # functional, spec line 1506
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -3383,7 +3383,7 @@ def expand_copy_default(grad, self, size, implicit, result):
 
 def select_copy_int(grad, self, dim, index, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1512
+    # functional, spec line 1513
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3391,7 +3391,7 @@ def select_copy_int(grad, self, dim, index, result):
 
 def slice_copy_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1517
+    # functional, spec line 1518
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -3399,7 +3399,7 @@ def slice_copy_Tensor(grad, self, dim, start, end, step, result):
 
 def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1524
+    # functional, spec line 1525
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -3407,7 +3407,7 @@ def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
 
 def constant_pad_nd_default(grad, self, pad, value, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1531
+    # functional, spec line 1532
     # self: torch.constant_pad_nd(grad, negated(pad))
     self_grad = torch.constant_pad_nd(grad, negated(pad))
     return (self_grad,)
@@ -3415,7 +3415,7 @@ def constant_pad_nd_default(grad, self, pad, value, result):
 
 def diag_embed_default(grad, self, offset, dim1, dim2, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1538
+    # functional, spec line 1539
     # self: grad.diagonal(offset, dim1, dim2)
     self_grad = grad.diagonal(offset, dim1, dim2)
     return (self_grad,)
@@ -3423,7 +3423,7 @@ def diag_embed_default(grad, self, offset, dim1, dim2, result):
 
 def roll_default(grad, self, shifts, dims, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1546
+    # functional, spec line 1547
     # self: grad.roll(negated(shifts), dims)
     self_grad = grad.roll(negated(shifts), dims)
     return (self_grad,)
@@ -3431,7 +3431,7 @@ def roll_default(grad, self, shifts, dims, result):
 
 def flip_default(grad, self, dims, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1554
+    # functional, spec line 1555
     # self: grad.flip(dims)
     self_grad = grad.flip(dims)
     return (self_grad,)
@@ -3439,7 +3439,7 @@ def flip_default(grad, self, dims, result):
 
 def rot90_default(grad, self, k, dims, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1561
+    # functional, spec line 1562
     # self: grad.rot90(-k, dims)
     self_grad = grad.rot90(-k, dims)
     return (self_grad,)
@@ -3447,7 +3447,7 @@ def rot90_default(grad, self, k, dims, result):
 
 def repeat_default(grad, self, repeats, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1569
+    # functional, spec line 1570
     # self: repeat_grad(grad, self, repeats)
     self_grad = repeat_grad(grad, self, repeats)
     return (self_grad,)
@@ -3455,7 +3455,7 @@ def repeat_default(grad, self, repeats, result):
 
 def tril_default(grad, self, diagonal, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1576
+    # functional, spec line 1577
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
     return (self_grad,)
@@ -3463,7 +3463,7 @@ def tril_default(grad, self, diagonal, result):
 
 def tril__default(grad, self, diagonal, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1576
+    # inplace, spec line 1577
     # formulas from tril; self_p is self before the update
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
@@ -3472,7 +3472,7 @@ def tril__default(grad, self, diagonal, result):
 
 def triu_default(grad, self, diagonal, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1583
+    # functional, spec line 1584
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
     return (self_grad,)
@@ -3480,7 +3480,7 @@ def triu_default(grad, self, diagonal, result):
 
 def triu__default(grad, self, diagonal, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1583
+    # inplace, spec line 1584
     # formulas from triu; self_p is self before the update
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
@@ -3489,7 +3489,7 @@ def triu__default(grad, self, diagonal, result):
 
 def pixel_shuffle_default(grad, self, upscale_factor, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1590
+    # functional, spec line 1591
     # self: torch.pixel_unshuffle(grad, upscale_factor)
     self_grad = torch.pixel_unshuffle(grad, upscale_factor)
     return (self_grad,)
@@ -3497,7 +3497,7 @@ def pixel_shuffle_default(grad, self, upscale_factor, result):
 
 def pixel_unshuffle_default(grad, self, downscale_factor, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1595
+    # functional, spec line 1596
     # self: torch.pixel_shuffle(grad, downscale_factor)
     self_grad = torch.pixel_shuffle(grad, downscale_factor)
     return (self_grad,)
@@ -3505,7 +3505,7 @@ def pixel_unshuffle_default(grad, self, downscale_factor, result):
 
 def channel_shuffle_default(grad, self, groups, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1600
+    # functional, spec line 1601
     # self: torch.channel_shuffle(grad, self.shape[1] // groups)
     self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
     return (self_grad,)
@@ -3513,7 +3513,7 @@ def channel_shuffle_default(grad, self, groups, result):
 
 def reflection_pad1d_default(grad, self, padding, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1607
+    # functional, spec line 1608
     # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3521,7 +3521,7 @@ def reflection_pad1d_default(grad, self, padding, result):
 
 def reflection_pad2d_default(grad, self, padding, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1612
+    # functional, spec line 1613
     # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3529,7 +3529,7 @@ def reflection_pad2d_default(grad, self, padding, result):
 
 def reflection_pad3d_default(grad, self, padding, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1617
+    # functional, spec line 1618
     # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3537,7 +3537,7 @@ def reflection_pad3d_default(grad, self, padding, result):
 
 def replication_pad1d_default(grad, self, padding, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1622
+    # functional, spec line 1623
     # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3545,7 +3545,7 @@ def replication_pad1d_default(grad, self, padding, result):
 
 def replication_pad2d_default(grad, self, padding, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1627
+    # functional, spec line 1628
     # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3553,7 +3553,7 @@ def replication_pad2d_default(grad, self, padding, result):
 
 def replication_pad3d_default(grad, self, padding, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1632
+    # functional, spec line 1633
     # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3561,7 +3561,7 @@ def replication_pad3d_default(grad, self, padding, result):
 
 def masked_fill_Scalar(grad, self, mask, value, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1639
+    # functional, spec line 1640
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     return (self_grad,)
@@ -3569,7 +3569,7 @@ def masked_fill_Scalar(grad, self, mask, value, result):
 
 def masked_fill__Scalar(grad, self, mask, value, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1639
+    # inplace, spec line 1640
     # formulas from masked_fill.Scalar; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3578,7 +3578,7 @@ def masked_fill__Scalar(grad, self, mask, value, result):
 
 def masked_fill_Tensor(grad, self, mask, value, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1648
+    # functional, spec line 1649
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
@@ -3588,7 +3588,7 @@ def masked_fill_Tensor(grad, self, mask, value, result):
 
 def masked_fill__Tensor(grad, self, mask, value, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1648
+    # inplace, spec line 1649
     # formulas from masked_fill.Tensor; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3599,7 +3599,7 @@ def masked_fill__Tensor(grad, self, mask, value, result):
 
 def masked_select_default(grad, self, mask, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1657
+    # functional, spec line 1658
     # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
     self_grad = unbroadcast(
         torch.ops.aten.masked_select_backward(grad, self, mask), self
@@ -3609,7 +3609,7 @@ def masked_select_default(grad, self, mask, result):
 
 def masked_scatter_default(grad, self, mask, source, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1666
+    # functional, spec line 1667
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
@@ -3619,7 +3619,7 @@ def masked_scatter_default(grad, self, mask, source, result):
 
 def masked_scatter__default(grad, self, mask, source, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1666
+    # inplace, spec line 1667
     # formulas from masked_scatter; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3630,7 +3630,7 @@ def masked_scatter__default(grad, self, mask, source, result):
 
 def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 1678
+    # functional, spec line 1679
     # grad_output: torch.zeros_like(grad_output).masked_scatter(mask, grad)
     grad_output_grad = torch.zeros_like(grad_output).masked_scatter(mask, grad)
     return (grad_output_grad,)
@@ -3638,7 +3638,7 @@ def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
 
 def index_Tensor(grad, self, indices, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1686
+    # functional, spec line 1687
     # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
     self_grad = torch.ops.aten.index_put.default(
         grad.new_zeros(self.shape), indices, grad, True
@@ -3648,7 +3648,7 @@ def index_Tensor(grad, self, indices, result):
 
 def index_put_default(grad, self, indices, values, accumulate, result):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1694
+    # functional, spec line 1695
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
         grad
@@ -3662,7 +3662,7 @@ def index_put_default(grad, self, indices, values, accumulate, result):
 
 def index_put__default(grad, self, indices, values, accumulate, result):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1694
+    # inplace, spec line 1695
     # formulas from index_put; self_p is self before the update
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
@@ -3677,7 +3677,7 @@ def index_put__default(grad, self, indices, values, accumulate, result):
 
 def view_as_real_default(grad, self, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1709
+    # view, spec line 1710
     # self: torch.view_as_complex(grad.contiguous())
     self_grad = torch.view_as_complex(grad.contiguous())
     return (self_grad,)
@@ -3685,7 +3685,7 @@ def view_as_real_default(grad, self, result):
 
 def view_as_complex_default(grad, self, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1713
+    # view, spec line 1714
     # self: torch.view_as_real(grad.resolve_conj()).contiguous()
     self_grad = torch.view_as_real(grad.resolve_conj()).contiguous()
     return (self_grad,)
@@ -3693,7 +3693,7 @@ def view_as_complex_default(grad, self, result):
 
 def squeeze__dim(grad, self, dim, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1720
+    # inplace, spec line 1721
     # formulas from squeeze.dim; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3702,7 +3702,7 @@ def squeeze__dim(grad, self, dim, result):
 
 def squeeze__dims(grad, self, dim, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1722
+    # inplace, spec line 1723
     # formulas from squeeze.dims; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3711,7 +3711,7 @@ def squeeze__dims(grad, self, dim, result):
 
 def squeeze__default(grad, self, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1724
+    # inplace, spec line 1725
     # formulas from squeeze; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3720,7 +3720,7 @@ def squeeze__default(grad, self, result):
 
 def unsqueeze__default(grad, self, dim, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1726
+    # inplace, spec line 1727
     # formulas from unsqueeze; self_p is self before the update
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
@@ -3729,7 +3729,7 @@ def unsqueeze__default(grad, self, dim, result):
 
 def t__default(grad, self, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1728
+    # inplace, spec line 1729
     # formulas from t; self_p is self before the update
     # self: grad.t()
     self_grad = grad.t()
@@ -3738,7 +3738,7 @@ def t__default(grad, self, result):
 
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1730
+    # inplace, spec line 1731
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3746,7 +3746,7 @@ def transpose__default(grad, self, dim0, dim1, result):
 
 def select_scatter_default(grad, self, src, dim, index, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1737
+    # functional, spec line 1738
     # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     # src: grad.select(dim, index)
@@ -3756,7 +3756,7 @@ def select_scatter_default(grad, self, src, dim, index, result):
 
 def slice_scatter_default(grad, self, src, dim, start, end, step, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1745
+    # functional, spec line 1746
     # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
@@ -3766,7 +3766,7 @@ def slice_scatter_default(grad, self, src, dim, start, end, step, result):
 
 def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1753
+    # functional, spec line 1754
     # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     # src: grad.diagonal(offset, dim1, dim2)
@@ -3776,7 +3776,7 @@ def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
 
 def fill_Scalar(grad, self, value, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1761
+    # functional, spec line 1762
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -3784,7 +3784,7 @@ def fill_Scalar(grad, self, value, result):
 
 def block_diag_default(grad, tensors, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1765
+    # functional, spec line 1766
     # tensors: block_diag_grads(grad, tensors)
     tensors_grad = block_diag_grads(grad, tensors)
     return (tensors_grad,)
@@ -3792,7 +3792,7 @@ def block_diag_default(grad, tensors, result):
 
 def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1775
+    # functional, spec line 1776
     # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
     return (self_grad,)
@@ -3800,7 +3800,7 @@ def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
 
 def norm_Scalar(grad, self, p, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1785
+    # functional, spec line 1786
     # self: vector_norm_grad(grad, self, p, None, False, result)
     self_grad = vector_norm_grad(grad, self, p, None, False, result)
     return (self_grad,)
@@ -3808,7 +3808,7 @@ def norm_Scalar(grad, self, p, result):
 
 def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1792
+    # functional, spec line 1793
     # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
     return (self_grad,)
@@ -3816,7 +3816,7 @@ def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
 
 def dist_default(grad, self, other, p, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1799
+    # functional, spec line 1800
     # self: dist_grad(grad, self, other, p, result, self)
     self_grad = dist_grad(grad, self, other, p, result, self)
     # other: -dist_grad(grad, self, other, p, result, other)
@@ -3826,7 +3826,7 @@ def dist_default(grad, self, other, p, result):
 
 def var_correction(grad, self, dim, correction, keepdim, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1807
+    # functional, spec line 1808
     # self: var_grad(grad, self, dim, correction, keepdim)
     self_grad = var_grad(grad, self, dim, correction, keepdim)
     return (self_grad,)
@@ -3834,7 +3834,7 @@ def var_correction(grad, self, dim, correction, keepdim, result):
 
 def std_correction(grad, self, dim, correction, keepdim, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1814
+    # functional, spec line 1815
     # self: std_grad(grad, self, dim, correction, keepdim, result)
     self_grad = std_grad(grad, self, dim, correction, keepdim, result)
     return (self_grad,)
@@ -3842,7 +3842,7 @@ def std_correction(grad, self, dim, correction, keepdim, result):
 
 def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1821
+    # functional, spec line 1822
     # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
         grads[1], self, dim, keepdim
@@ -3852,7 +3852,7 @@ def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1829
+    # functional, spec line 1830
     # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = std_grad(
         grads[0], self, dim, correction, keepdim, result0
@@ -3862,7 +3862,7 @@ def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def logsumexp_default(grad, self, dim, keepdim, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1837
+    # functional, spec line 1838
     # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
     self_grad = (
         expand_reduced(grad, self, dim, keepdim)
@@ -3873,7 +3873,7 @@ def logsumexp_default(grad, self, dim, keepdim, result):
 
 def nansum_default(grad, self, dim, keepdim, dtype, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1844
+    # functional, spec line 1845
     # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
     self_grad = torch.where(
         self.isnan(),
@@ -3885,7 +3885,7 @@ def nansum_default(grad, self, dim, keepdim, dtype, result):
 
 def prod_default(grad, self, dtype, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1851
+    # functional, spec line 1852
     # self: prod_grad(grad, self, None, False)
     self_grad = prod_grad(grad, self, None, False)
     return (self_grad,)
@@ -3893,7 +3893,7 @@ def prod_default(grad, self, dtype, result):
 
 def prod_dim_int(grad, self, dim, keepdim, dtype, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1855
+    # functional, spec line 1856
     # self: prod_grad(grad, self, dim, keepdim)
     self_grad = prod_grad(grad, self, dim, keepdim)
     return (self_grad,)
@@ -3901,7 +3901,7 @@ def prod_dim_int(grad, self, dim, keepdim, dtype, result):
 
 def cumsum_default(grad, self, dim, dtype, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1862
+    # functional, spec line 1863
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     return (self_grad,)
@@ -3909,7 +3909,7 @@ def cumsum_default(grad, self, dim, dtype, result):
 
 def cumsum__default(grad, self, dim, dtype, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1862
+    # inplace, spec line 1863
     # formulas from cumsum; self_p is self before the update
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
@@ -3918,7 +3918,7 @@ def cumsum__default(grad, self, dim, dtype, result):
 
 def cumprod_default(grad, self, dim, dtype, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1869
+    # functional, spec line 1870
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     return (self_grad,)
@@ -3926,7 +3926,7 @@ def cumprod_default(grad, self, dim, dtype, result):
 
 def cumprod__default(grad, self, dim, dtype, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1869
+    # inplace, spec line 1870
     # formulas from cumprod; self_p is self before the update
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
@@ -3935,7 +3935,7 @@ def cumprod__default(grad, self, dim, dtype, result):
 
 def logcumsumexp_default(grad, self, dim, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1876
+    # functional, spec line 1877
     # self: scan_grad(grad, self, dim, "logcumsumexp")
     self_grad = scan_grad(grad, self, dim, "logcumsumexp")
     return (self_grad,)
@@ -3943,7 +3943,7 @@ def logcumsumexp_default(grad, self, dim, result):
 
 def cummax_default(grads, self, dim, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1883
+    # functional, spec line 1884
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3952,7 +3952,7 @@ def cummax_default(grads, self, dim, values, indices):
 
 def cummin_default(grads, self, dim, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1891
+    # functional, spec line 1892
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3961,7 +3961,7 @@ def cummin_default(grads, self, dim, values, indices):
 
 def sort_default(grads, self, dim, descending, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1899
+    # functional, spec line 1900
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3970,7 +3970,7 @@ def sort_default(grads, self, dim, descending, values, indices):
 
 def sort_stable(grads, self, stable, dim, descending, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1907
+    # functional, spec line 1908
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3979,7 +3979,7 @@ def sort_stable(grads, self, stable, dim, descending, values, indices):
 
 def topk_default(grads, self, k, dim, largest, sorted, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1915
+    # functional, spec line 1916
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3988,7 +3988,7 @@ def topk_default(grads, self, k, dim, largest, sorted, values, indices):
 
 def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1923
+    # functional, spec line 1924
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3999,7 +3999,7 @@ def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
 
 def mode_default(grads, self, dim, keepdim, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1931
+    # functional, spec line 1932
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4010,7 +4010,7 @@ def mode_default(grads, self, dim, keepdim, values, indices):
 
 def median_dim(grads, self, dim, keepdim, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1939
+    # functional, spec line 1940
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4021,7 +4021,7 @@ def median_dim(grads, self, dim, keepdim, values, indices):
 
 def nanmedian_dim(grads, self, dim, keepdim, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1947
+    # functional, spec line 1948
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4032,7 +4032,7 @@ def nanmedian_dim(grads, self, dim, keepdim, values, indices):
 
 def median_default(grad, self, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1955
+    # functional, spec line 1956
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4040,7 +4040,7 @@ def median_default(grad, self, result):
 
 def nanmedian_default(grad, self, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1960
+    # functional, spec line 1961
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4048,7 +4048,7 @@ def nanmedian_default(grad, self, result):
 
 def max_default(grad, self, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1965
+    # functional, spec line 1966
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4056,7 +4056,7 @@ def max_default(grad, self, result):
 
 def min_default(grad, self, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1970
+    # functional, spec line 1971
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4064,7 +4064,7 @@ def min_default(grad, self, result):
 
 def aminmax_default(grads, self, dim, keepdim, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1975
+    # functional, spec line 1976
     grad_min = grads[0]
     grad_max = grads[1]
     # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
@@ -4076,7 +4076,7 @@ def aminmax_default(grads, self, dim, keepdim, min, max):
 
 def trace_default(grad, self, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1983
+    # functional, spec line 1984
     # self: trace_grad(grad, self)
     self_grad = trace_grad(grad, self)
     return (self_grad,)
@@ -4084,7 +4084,7 @@ def trace_default(grad, self, result):
 
 def renorm_default(grad, self, p, dim, maxnorm, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1990
+    # functional, spec line 1991
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
     return (self_grad,)
@@ -4092,7 +4092,7 @@ def renorm_default(grad, self, p, dim, maxnorm, result):
 
 def renorm__default(grad, self, p, dim, maxnorm, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1990
+    # inplace, spec line 1991
     # formulas from renorm; self_p is self before the update
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
@@ -4101,7 +4101,7 @@ def renorm__default(grad, self, p, dim, maxnorm, result):
 
 def vdot_default(grad, self, other, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1999
+    # functional, spec line 2000
     # self: grad.conj() * other
     self_grad = grad.conj() * other
     # other: grad * self
@@ -4111,7 +4111,7 @@ def vdot_default(grad, self, other, result):
 
 def addmv_default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2005
+    # functional, spec line 2006
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
@@ -4123,7 +4123,7 @@ def addmv_default(grad, self, mat, vec, beta, alpha, result):
 
 def addmv__default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2005
+    # inplace, spec line 2006
     # formulas from addmv; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4136,7 +4136,7 @@ def addmv__default(grad, self, mat, vec, beta, alpha, result):
 
 def addr_default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2014
+    # functional, spec line 2015
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
@@ -4148,7 +4148,7 @@ def addr_default(grad, self, vec1, vec2, beta, alpha, result):
 
 def addr__default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2014
+    # inplace, spec line 2015
     # formulas from addr; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4161,7 +4161,7 @@ def addr__default(grad, self, vec1, vec2, beta, alpha, result):
 
 def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2023
+    # functional, spec line 2024
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
@@ -4173,7 +4173,7 @@ def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2023
+    # inplace, spec line 2024
     # formulas from baddbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4186,7 +4186,7 @@ def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2032
+    # functional, spec line 2033
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
@@ -4202,7 +4202,7 @@ def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2032
+    # inplace, spec line 2033
     # formulas from addbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4219,7 +4219,7 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def index_select_default(grad, self, dim, index, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 2045
+    # functional, spec line 2046
     # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -4227,7 +4227,7 @@ def index_select_default(grad, self, dim, index, result):
 
 def gather_default(grad, self, dim, index, sparse_grad, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 2053
+    # functional, spec line 2054
     # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     return (self_grad,)
@@ -4235,7 +4235,7 @@ def gather_default(grad, self, dim, index, sparse_grad, result):
 
 def take_default(grad, self, index, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 2061
+    # functional, spec line 2062
     # self: grad.new_zeros(self.shape).put(index, grad, True)
     self_grad = grad.new_zeros(self.shape).put(index, grad, True)
     return (self_grad,)
@@ -4243,7 +4243,7 @@ def take_default(grad, self, index, result):
 
 def put_default(grad, self, index, source, accumulate, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 2067
+    # functional, spec line 2068
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
         grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
@@ -4255,7 +4255,7 @@ def put_default(grad, self, index, source, accumulate, result):
 
 def put__default(grad, self, index, source, accumulate, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 2067
+    # inplace, spec line 2068
     # formulas from put; self_p is self before the update
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
@@ -4268,7 +4268,7 @@ def put__default(grad, self, index, source, accumulate, result):
 
 def scatter_src(grad, self, dim, index, src, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2076
+    # functional, spec line 2077
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     # src: gather_grad(grad, dim, index, src)
@@ -4278,7 +4278,7 @@ def scatter_src(grad, self, dim, index, src, result):
 
 def scatter__src(grad, self, dim, index, src, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2076
+    # inplace, spec line 2077
     # formulas from scatter.src; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4289,7 +4289,7 @@ def scatter__src(grad, self, dim, index, src, result):
 
 def scatter_value(grad, self, dim, index, value, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2083
+    # functional, spec line 2084
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     return (self_grad,)
@@ -4297,7 +4297,7 @@ def scatter_value(grad, self, dim, index, value, result):
 
 def scatter__value(grad, self, dim, index, value, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2083
+    # inplace, spec line 2084
     # formulas from scatter.value; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4306,7 +4306,7 @@ def scatter__value(grad, self, dim, index, value, result):
 
 def scatter_add_default(grad, self, dim, index, src, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2089
+    # functional, spec line 2090
     # self: grad
     self_grad = grad
     # src: gather_grad(grad, dim, index, src)
@@ -4316,7 +4316,7 @@ def scatter_add_default(grad, self, dim, index, src, result):
 
 def scatter_add__default(grad, self, dim, index, src, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2089
+    # inplace, spec line 2090
     # formulas from scatter_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4327,7 +4327,7 @@ def scatter_add__default(grad, self, dim, index, src, result):
 
 def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2098
+    # functional, spec line 2099
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
         grad, self, dim, index, src, reduce, include_self, result
@@ -4337,7 +4337,7 @@ def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result
 
 def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2098
+    # inplace, spec line 2099
     # formulas from scatter_reduce.two; self_p is self before the update
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
@@ -4348,7 +4348,7 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
 
 def index_add_default(grad, self, dim, index, source, alpha, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2108
+    # functional, spec line 2109
     # self: grad
     self_grad = grad
     # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
@@ -4358,7 +4358,7 @@ def index_add_default(grad, self, dim, index, source, alpha, result):
 
 def index_add__default(grad, self, dim, index, source, alpha, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2108
+    # inplace, spec line 2109
     # formulas from index_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4369,7 +4369,7 @@ def index_add__default(grad, self, dim, index, source, alpha, result):
 
 def index_copy_default(grad, self, dim, index, source, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2117
+    # functional, spec line 2118
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # source: grad.index_select(dim, index).reshape(source.shape)
@@ -4379,7 +4379,7 @@ def index_copy_default(grad, self, dim, index, source, result):
 
 def index_copy__default(grad, self, dim, index, source, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2117
+    # inplace, spec line 2118
     # formulas from index_copy; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4390,7 +4390,7 @@ def index_copy__default(grad, self, dim, index, source, result):
 
 def index_fill_int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2124
+    # functional, spec line 2125
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     return (self_grad,)
@@ -4398,7 +4398,7 @@ def index_fill_int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill__int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2124
+    # inplace, spec line 2125
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4407,7 +4407,7 @@ def index_fill__int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill_int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2130
+    # functional, spec line 2131
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
@@ -4417,7 +4417,7 @@ def index_fill_int_Tensor(grad, self, dim, index, value, result):
 
 def index_fill__int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2130
+    # inplace, spec line 2131
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4428,7 +4428,7 @@ def index_fill__int_Tensor(grad, self, dim, index, value, result):
 
 def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2137
+    # functional, spec line 2138
     # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
     self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
         grad.new_zeros(self.shape), mask, indices, grad
@@ -4440,7 +4440,7 @@ def _unsafe_masked_index_put_accumulate_default(
     grad, self, mask, indices, values, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2143
+    # functional, spec line 2144
     # self: grad
     self_grad = grad
     # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
@@ -4454,7 +4454,7 @@ def nll_loss_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2154
+    # functional, spec line 2155
     grad = grads[0]
     # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
@@ -4467,7 +4467,7 @@ def nll_loss2d_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2163
+    # functional, spec line 2164
     grad = grads[0]
     # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
@@ -4480,7 +4480,7 @@ def embedding_default(
     grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2170
+    # functional, spec line 2171
     # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
     weight_grad = torch.ops.aten.embedding_dense_backward(
         grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
@@ -4490,7 +4490,7 @@ def embedding_default(
 
 def max_unpool2d_default(grad, self, indices, output_size, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2176
+    # functional, spec line 2177
     # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     return (self_grad,)
@@ -4498,7 +4498,7 @@ def max_unpool2d_default(grad, self, indices, output_size, result):
 
 def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2182
+    # functional, spec line 2183
     # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
     self_grad = torch.ops.aten.binary_cross_entropy_backward(
         grad, self, target, weight, reduction
@@ -4512,7 +4512,7 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
 
 def acosh_default(grad, self, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2192
+    # functional, spec line 2193
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     return (self_grad,)
@@ -4520,7 +4520,7 @@ def acosh_default(grad, self, result):
 
 def acosh__default(grad, self, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2192
+    # inplace, spec line 2193
     # formulas from acosh; self_p is self before the update
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -4529,7 +4529,7 @@ def acosh__default(grad, self, result):
 
 def special_ndtri_default(grad, self, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2198
+    # functional, spec line 2199
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)
@@ -4537,7 +4537,7 @@ def special_ndtri_default(grad, self, result):
 
 def _fft_c2c_default(grad, self, dim, normalization, forward, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2208
+    # functional, spec line 2209
     # self: torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     self_grad = torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     return (self_grad,)
@@ -4545,7 +4545,7 @@ def _fft_c2c_default(grad, self, dim, normalization, forward, result):
 
 def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2218
+    # functional, spec line 2219
     # self: fft_r2c_grad(grad, self, dim, normalization, onesided)
     self_grad = fft_r2c_grad(grad, self, dim, normalization, onesided)
     return (self_grad,)
@@ -4553,7 +4553,7 @@ def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
 
 def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2230
+    # functional, spec line 2231
     # self: fft_c2r_grad(grad, dim, normalization)
     self_grad = fft_c2r_grad(grad, dim, normalization)
     return (self_grad,)
@@ -4561,7 +4561,7 @@ def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
 
 def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2243
+    # functional, spec line 2244
     # grad_in: grad.unfold(dim, size, step)
     grad_in_grad = grad.unfold(dim, size, step)
     return (grad_in_grad,)
@@ -4569,7 +4569,7 @@ def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result)
 
 def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2259
+    # functional, spec line 2260
     grad = grads[0]
     # A: -inverse.mH.matmul(grad).matmul(inverse.mH)
     A_grad = -inverse.mH.matmul(grad).matmul(inverse.mH)
@@ -4578,7 +4578,7 @@ def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
 
 def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots, info):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2268
+    # functional, spec line 2269
     grad = grads[0]
     # A, B: linalg_solve_grads(grad, A, B, result, LU, pivots, left)
     A_grad, B_grad = linalg_solve_grads(grad, A, B, result, LU, pivots, left)
@@ -4587,7 +4587,7 @@ def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots
 
 def linalg_solve_triangular_default(grad, self, B, upper, left, unitriangular, result):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2281
+    # functional, spec line 2282
     # self, B: solve_triangular_grads(grad, self, B, result, upper, left, unitriangular)
     self_grad, B_grad = solve_triangular_grads(
         grad, self, B, result, upper, left, unitriangular
@@ -4599,7 +4599,7 @@ def triangular_solve_default(
     grads, self, A, upper, transpose, unitriangular, solution, cloned_coefficient
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2294
+    # functional, spec line 2295
     # self, A: triangular_solve_grads(grads[0], grads[1], self, A, solution, upper, transpose, unitriangular)
     self_grad, A_grad = triangular_solve_grads(
         grads[0], grads[1], self, A, solution, upper, transpose, unitriangular
@@ -4609,7 +4609,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2304
+    # functional, spec line 2305
     grad = grads[0]
     # self: cholesky_grad(grad, L, upper)
     self_grad = cholesky_grad(grad, L, upper)
@@ -4618,7 +4618,7 @@ def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
 
 def cholesky_solve_default(grad, self, input2, upper, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2317
+    # functional, spec line 2318
     # self, input2: cholesky_solve_grads(grad, self, input2, result, upper)
     self_grad, input2_grad = cholesky_solve_grads(grad, self, input2, result, upper)
     return (self_grad, input2_grad)
@@ -4626,7 +4626,7 @@ def cholesky_solve_default(grad, self, input2, upper, result):
 
 def cholesky_inverse_default(grad, self, upper, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2325
+    # functional, spec line 2326
     # self: cholesky_inverse_grad(grad, self, result, upper)
     self_grad = cholesky_inverse_grad(grad, self, result, upper)
     return (self_grad,)
@@ -4634,7 +4634,7 @@ def cholesky_inverse_default(grad, self, upper, result):
 
 def _linalg_det_default(grads, A, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2334
+    # functional, spec line 2335
     grad = grads[0]
     # A: det_grad(grad, A, result, LU, pivots)
     A_grad = det_grad(grad, A, result, LU, pivots)
@@ -4643,7 +4643,7 @@ def _linalg_det_default(grads, A, result, LU, pivots):
 
 def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2342
+    # functional, spec line 2343
     grad_sign = grads[0]
     grad_logabsdet = grads[1]
     # A: slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
@@ -4653,7 +4653,7 @@ def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2351
+    # functional, spec line 2352
     grad = grads[0]
     # A: lu_factor_grad(grad, LU, pivots)
     A_grad = lu_factor_grad(grad, LU, pivots)
@@ -4662,7 +4662,7 @@ def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info)
 
 def linalg_lu_default(grads, A, pivot, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2360
+    # functional, spec line 2361
     grad_L = grads[1]
     grad_U = grads[2]
     # A: lu_grad(grad_L, grad_U, P, L, U)
@@ -4672,7 +4672,7 @@ def linalg_lu_default(grads, A, pivot, P, L, U):
 
 def linalg_cross_default(grad, self, other, dim, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2370
+    # functional, spec line 2371
     # self: unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     self_grad = unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     # other: unbroadcast(torch.linalg.cross(grad, self.conj(), dim=dim), other)
@@ -4682,7 +4682,7 @@ def linalg_cross_default(grad, self, other, dim, result):
 
 def linalg_matrix_exp_default(grad, self, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2379
+    # functional, spec line 2380
     # self: matrix_exp_differential(self, grad, True)
     self_grad = matrix_exp_differential(self, grad, True)
     return (self_grad,)
@@ -4690,7 +4690,7 @@ def linalg_matrix_exp_default(grad, self, result):
 
 def linalg_householder_product_default(grad, input, tau, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2386
+    # functional, spec line 2387
     # input, tau: householder_product_grads(grad, input, tau)
     input_grad, tau_grad = householder_product_grads(grad, input, tau)
     return (input_grad, tau_grad)
@@ -4698,7 +4698,7 @@ def linalg_householder_product_default(grad, input, tau, result):
 
 def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2394
+    # functional, spec line 2395
     grad_L = grads[1]
     grad_U = grads[2]
     # LU_data: lu_unpack_grad(grad_L, grad_U, LU_data)
@@ -4708,7 +4708,7 @@ def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, 
 
 def linalg_lu_solve_default(grad, LU, pivots, B, left, adjoint, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2406
+    # functional, spec line 2407
     # LU, B: lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     LU_grad, B_grad = lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     return (LU_grad, B_grad)
@@ -4718,7 +4718,7 @@ def elu_backward_default(
     grad, grad_output, alpha, scale, input_scale, is_result, self_or_result, result
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2422
+    # functional, spec line 2423
     # grad_output: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
     grad_output_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, is_result, self_or_result
@@ -4734,7 +4734,7 @@ def elu_backward_default(
 
 def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2433
+    # functional, spec line 2434
     # grad_output: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     grad_output_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     # buffer: -grad * grad_output * torch.where(self < 0, 1.0, -1.0) / (1 + buffer) ** 2
@@ -4746,7 +4746,7 @@ def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
 
 def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2440
+    # functional, spec line 2441
     # grad_output: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     grad_output_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (grad_output_grad,)
@@ -4754,7 +4754,7 @@ def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result)
 
 def softshrink_backward_default(grad, grad_output, self, lambd, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2448
+    # functional, spec line 2449
     # grad_output: torch.ops.aten.softshrink_backward(grad, self, lambd)
     grad_output_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (grad_output_grad,)
@@ -4762,7 +4762,7 @@ def softshrink_backward_default(grad, grad_output, self, lambd, result):
 
 def hardshrink_backward_default(grad, grad_out, self, lambd, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2454
+    # functional, spec line 2455
     # grad_out: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     grad_out_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (grad_out_grad,)
@@ -4772,7 +4772,7 @@ def leaky_relu_backward_default(
     grad, grad_output, self, negative_slope, self_is_result, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2460
+    # functional, spec line 2461
     # grad_output: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, self_is_result)
     grad_output_grad = torch.ops.aten.leaky_relu_backward(
         grad, self, negative_slope, self_is_result
@@ -4784,7 +4784,7 @@ def rrelu_with_noise_backward_default(
     grad, grad_output, self, noise, lower, upper, training, self_is_result, result
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2468
+    # functional, spec line 2469
     # grad_output: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise.conj(), lower, upper, training, self_is_result)
     grad_output_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise.conj(), lower, upper, training, self_is_result
@@ -4794,7 +4794,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad, grad_output, self, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2477
+    # functional, spec line 2478
     # grad_output: torch.ops.aten.hardsigmoid_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (grad_output_grad,)
@@ -4802,7 +4802,7 @@ def hardsigmoid_backward_default(grad, grad_output, self, result):
 
 def hardswish_backward_default(grad, grad_output, self, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2483
+    # functional, spec line 2484
     # grad_output: torch.ops.aten.hardswish_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardswish_backward(grad, self)
     # self: torch.where((self > -3) & (self < 3), grad * grad_output / 3, 0.0)
@@ -4812,7 +4812,7 @@ def hardswish_backward_default(grad, grad_output, self, result):
 
 def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2489
+    # functional, spec line 2490
     # grad_output: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     grad_output_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     # self: grad * grad_output * torch.where(self * beta > threshold, 0.0, beta * (self * beta).sigmoid() * (1 - (self * beta).sigmoid()))
@@ -4830,7 +4830,7 @@ def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
 
 def gelu_backward_default(grad, grad_output, self, approximate, result):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2497
+    # functional, spec line 2498
     # grad_output: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     grad_output_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     # self: grad * grad_output * gelu_second_derivative(self, approximate)
@@ -4840,7 +4840,7 @@ def gelu_backward_default(grad, grad_output, self, approximate, result):
 
 def silu_backward_default(grad, grad_output, self, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2507
+    # functional, spec line 2508
     # grad_output: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     grad_output_grad = (
         grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -4860,7 +4860,7 @@ def silu_backward_default(grad, grad_output, self, result):
 
 def mish_backward_default(grad, grad_output, self, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2513
+    # functional, spec line 2514
     # grad_output: torch.ops.aten.mish_backward(grad, self)
     grad_output_grad = torch.ops.aten.mish_backward(grad, self)
     # self: grad * grad_output * mish_second_derivative(self)
@@ -4870,7 +4870,7 @@ def mish_backward_default(grad, grad_output, self, result):
 
 def glu_backward_default(grad, grad_output, self, dim, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2519
+    # functional, spec line 2520
     # grad_output: glu_tangent(grad, self, dim)
     grad_output_grad = glu_tangent(grad, self, dim)
     # self: glu_double_backward(grad, grad_output, self, dim)
@@ -4880,7 +4880,7 @@ def glu_backward_default(grad, grad_output, self, dim, result):
 
 def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, result1):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2527
+    # functional, spec line 2528
     # grad_output: torch.where(self > 0, grads[0], weight * grads[0] + self * grads[1])
     grad_output_grad = torch.where(
         self > 0, grads[0], weight * grads[0] + self * grads[1]
@@ -4896,7 +4896,7 @@ def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, re
 
 def mse_loss_backward_default(grad, grad_output, self, target, reduction, result):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2539
+    # functional, spec line 2540
     # grad_output: apply_loss_reduction(torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction
@@ -4912,7 +4912,7 @@ def smooth_l1_loss_backward_default(
     grad, grad_output, self, target, reduction, beta, result
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2549
+    # functional, spec line 2550
     # grad_output: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction
@@ -4936,7 +4936,7 @@ def huber_loss_backward_default(
     grad, grad_output, self, target, reduction, delta, result
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2559
+    # functional, spec line 2560
     # grad_output: apply_loss_reduction(torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction
@@ -4960,7 +4960,7 @@ def binary_cross_entropy_backward_default(
     grad, grad_output, self, target, weight, reduction, result
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2569
+    # functional, spec line 2570
     # grad_output: apply_loss_reduction(grad * bce_self_derivative(self, target, weight), reduction)
     grad_output_grad = apply_loss_reduction(
         grad * bce_self_derivative(self, target, weight), reduction
@@ -4992,7 +4992,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2582
+    # functional, spec line 2583
     # grad_output: torch.ops.aten.nll_loss_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -5012,7 +5012,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2592
+    # functional, spec line 2593
     # grad_output: torch.ops.aten.nll_loss2d_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss2d_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -5022,7 +5022,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 2604
+    # functional, spec line 2605
     grad_U = grads[0]
     grad_S = grads[1]
     grad_Vh = grads[2]
@@ -5033,7 +5033,7 @@ def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
 
 def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2615
+    # functional, spec line 2616
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # self: eig_grad(grad_eigenvalues, grad_eigenvectors, self, eigenvalues, eigenvectors)
@@ -5045,7 +5045,7 @@ def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2623
+    # functional, spec line 2624
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # A: eigh_grad(grad_eigenvalues, grad_eigenvectors, A, eigenvalues, eigenvectors, compute_v)
@@ -5057,7 +5057,7 @@ def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
 
 def linalg_qr_default(grads, A, mode, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 2632
+    # functional, spec line 2633
     grad_Q = grads[0]
     grad_R = grads[1]
     # A: qr_grad(grad_Q, grad_R, A, Q, R, mode)
@@ -5067,7 +5067,7 @@ def linalg_qr_default(grads, A, mode, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(grad, self, atol, rtol, hermitian, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 2641
+    # functional, spec line 2642
     # self: pinv_grad(grad, self, result)
     self_grad = pinv_grad(grad, self, result)
     return (self_grad,)
@@ -5077,7 +5077,7 @@ def linalg_lstsq_default(
     grads, self, b, rcond, driver, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 2650
+    # functional, spec line 2651
     grad_solution = grads[0]
     grad_residuals = grads[1]
     # self, b: lstsq_grads(grad_solution, grad_residuals, self, b, solution, residuals)
@@ -5102,7 +5102,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2665
+    # functional, spec line 2666
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5124,7 +5124,7 @@ def _native_batch_norm_legit_no_stats(
     grads, input, weight, bias, training, momentum, eps, result0, result1, result2
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2674
+    # functional, spec line 2675
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5156,7 +5156,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2682
+    # functional, spec line 2683
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5189,7 +5189,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2690
+    # functional, spec line 2691
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5222,7 +5222,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2700
+    # functional, spec line 2701
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5244,7 +5244,7 @@ def binary_cross_entropy_with_logits_default(
     grad, self, target, weight, pos_weight, reduction, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2711
+    # functional, spec line 2712
     # self: unbroadcast(expand_loss_grad(grad, self, reduction) * bce_logits_self_derivative(self, target, weight, pos_weight), self)
     self_grad = unbroadcast(
         expand_loss_grad(grad, self, reduction)
@@ -5262,7 +5262,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(grad, self, kernel_size, dilation, padding, stride, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2723
+    # functional, spec line 2724
     # self: torch.ops.aten.col2im(grad, self.shape[-2:], kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.col2im(
         grad, self.shape[-2:], kernel_size, dilation, padding, stride
@@ -5274,7 +5274,7 @@ def col2im_default(
     grad, self, output_size, kernel_size, dilation, padding, stride, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2730
+    # functional, spec line 2731
     # self: torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     return (self_grad,)
@@ -5284,7 +5284,7 @@ def _upsample_bilinear2d_aa_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2739
+    # functional, spec line 2740
     # self: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -5296,7 +5296,7 @@ def _upsample_bilinear2d_aa_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 2747
+    # functional, spec line 2748
     # input: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad,
@@ -5320,7 +5320,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2755
+    # functional, spec line 2756
     # grad_output: torch.ops.aten._upsample_bilinear2d_aa(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_bilinear2d_aa(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5332,7 +5332,7 @@ def fractional_max_pool2d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2765
+    # functional, spec line 2766
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool2d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool2d_backward(
@@ -5345,7 +5345,7 @@ def fractional_max_pool3d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2774
+    # functional, spec line 2775
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool3d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool3d_backward(
@@ -5367,7 +5367,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2785
+    # functional, spec line 2786
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5390,7 +5390,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2794
+    # functional, spec line 2795
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5404,7 +5404,7 @@ def fractional_max_pool2d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2802
+    # functional, spec line 2803
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5418,7 +5418,7 @@ def fractional_max_pool3d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2811
+    # functional, spec line 2812
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5430,7 +5430,7 @@ def fractional_max_pool3d_backward_default(
 
 def max_unpool3d_default(grad, self, indices, output_size, stride, padding, result):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 2819
+    # functional, spec line 2820
     # self: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     self_grad = grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     return (self_grad,)
@@ -5440,7 +5440,7 @@ def _trilinear_default(
     grad, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim, result
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 2831
+    # functional, spec line 2832
     # i1, i2, i3: trilinear_grads(grad, i1, i2, i3, expand1, expand2, expand3, sumdim)
     i1_grad, i2_grad, i3_grad = trilinear_grads(
         grad, i1, i2, i3, expand1, expand2, expand3, sumdim
@@ -5450,7 +5450,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(grad, self, dim, dtype, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2839
+    # functional, spec line 2840
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -5458,7 +5458,7 @@ def _safe_softmax_default(grad, self, dim, dtype, result):
 
 def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, result):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 2846
+    # functional, spec line 2847
     # self, src: as_strided_scatter_grads(grad, result, size, stride, storage_offset)
     self_grad, src_grad = as_strided_scatter_grads(
         grad, result, size, stride, storage_offset
@@ -5468,7 +5468,7 @@ def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, re
 
 def bernoulli_default(grad, self, generator, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2856
+    # functional, spec line 2857
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5476,13 +5476,13 @@ def bernoulli_default(grad, self, generator, result):
 
 def bernoulli_p(grad, self, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2862
+    # functional, spec line 2863
     return ()
 
 
 def bernoulli_Tensor(grad, self, p, generator, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2867
+    # functional, spec line 2868
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # p: unbroadcast(torch.zeros_like(grad), p)
@@ -5492,7 +5492,7 @@ def bernoulli_Tensor(grad, self, p, generator, result):
 
 def bernoulli__Tensor(grad, self, p, generator, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2867
+    # inplace, spec line 2868
     # formulas from bernoulli.Tensor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -5503,7 +5503,7 @@ def bernoulli__Tensor(grad, self, p, generator, result):
 
 def uniform__default(grad, self, from_, to, generator, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2877
+    # inplace, spec line 2878
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5511,7 +5511,7 @@ def uniform__default(grad, self, from_, to, generator, result):
 
 def normal__default(grad, self, mean, std, generator, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2881
+    # inplace, spec line 2882
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5519,7 +5519,7 @@ def normal__default(grad, self, mean, std, generator, result):
 
 def exponential__default(grad, self, lambd, generator, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2885
+    # inplace, spec line 2886
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5527,7 +5527,7 @@ def exponential__default(grad, self, lambd, generator, result):
 
 def cauchy__default(grad, self, median, sigma, generator, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2889
+    # inplace, spec line 2890
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5535,7 +5535,7 @@ def cauchy__default(grad, self, median, sigma, generator, result):
 
 def log_normal__default(grad, self, mean, std, generator, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2893
+    # inplace, spec line 2894
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5543,7 +5543,7 @@ def log_normal__default(grad, self, mean, std, generator, result):
 
 def geometric__default(grad, self, p, generator, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2897
+    # inplace, spec line 2898
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5551,7 +5551,7 @@ def geometric__default(grad, self, p, generator, result):
 
 def random__default(grad, self, generator, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2902
+    # inplace, spec line 2903
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5559,7 +5559,7 @@ def random__default(grad, self, generator, result):
 
 def random__from(grad, self, from_, to, generator, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2906
+    # inplace, spec line 2907
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5567,7 +5567,7 @@ def random__from(grad, self, from_, to, generator, result):
 
 def random__to(grad, self, to, generator, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2911
+    # inplace, spec line 2912
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5575,7 +5575,7 @@ def random__to(grad, self, to, generator, result):
 
 def bernoulli__float(grad, self, p, generator, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2916
+    # inplace, spec line 2917
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5599,7 +5599,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2926
+    # functional, spec line 2927
     # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups)
     grad_output_grad, input_grad, weight_grad = convolution_backward_grads(
         grads[0],
@@ -5631,7 +5631,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2936
+    # functional, spec line 2937
     # grad_output: torch.ops.aten.avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool2d(
         grad,
@@ -5658,7 +5658,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2945
+    # functional, spec line 2946
     # grad_output: torch.ops.aten.avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool3d(
         grad,
@@ -5674,7 +5674,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2954
+    # functional, spec line 2955
     # grad_output: torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     return (grad_output_grad,)
@@ -5682,7 +5682,7 @@ def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
 
 def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2962
+    # functional, spec line 2963
     # grad_output: torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     return (grad_output_grad,)
@@ -5690,7 +5690,7 @@ def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
 
 def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2972
+    # functional, spec line 2973
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5700,7 +5700,7 @@ def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, resul
 
 def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2980
+    # functional, spec line 2981
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5710,7 +5710,7 @@ def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, resul
 
 def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2990
+    # functional, spec line 2991
     # grad_output: torch.ops.aten.reflection_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5718,7 +5718,7 @@ def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2998
+    # functional, spec line 2999
     # grad_output: torch.ops.aten.reflection_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5726,7 +5726,7 @@ def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3006
+    # functional, spec line 3007
     # grad_output: torch.ops.aten.reflection_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5734,7 +5734,7 @@ def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
 
 def replication_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 3014
+    # functional, spec line 3015
     # grad_output: torch.ops.aten.replication_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5742,7 +5742,7 @@ def replication_pad1d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3022
+    # functional, spec line 3023
     # grad_output: torch.ops.aten.replication_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5750,7 +5750,7 @@ def replication_pad2d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3030
+    # functional, spec line 3031
     # grad_output: torch.ops.aten.replication_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5760,7 +5760,7 @@ def upsample_nearest1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3040
+    # functional, spec line 3041
     # grad_output: torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     return (grad_output_grad,)
@@ -5770,7 +5770,7 @@ def upsample_nearest2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3047
+    # functional, spec line 3048
     # grad_output: torch.ops.aten.upsample_nearest2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest2d(
         grad, output_size, scales_h, scales_w
@@ -5782,7 +5782,7 @@ def upsample_nearest3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3054
+    # functional, spec line 3055
     # grad_output: torch.ops.aten.upsample_nearest3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5794,7 +5794,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3061
+    # functional, spec line 3062
     # grad_output: torch.ops.aten._upsample_nearest_exact1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact1d(
         grad, output_size, scales
@@ -5806,7 +5806,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3068
+    # functional, spec line 3069
     # grad_output: torch.ops.aten._upsample_nearest_exact2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact2d(
         grad, output_size, scales_h, scales_w
@@ -5818,7 +5818,7 @@ def _upsample_nearest_exact3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3075
+    # functional, spec line 3076
     # grad_output: torch.ops.aten._upsample_nearest_exact3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5830,7 +5830,7 @@ def upsample_linear1d_backward_default(
     grad, grad_output, output_size, input_size, align_corners, scales, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3082
+    # functional, spec line 3083
     # grad_output: torch.ops.aten.upsample_linear1d(grad, output_size, align_corners, scales)
     grad_output_grad = torch.ops.aten.upsample_linear1d(
         grad, output_size, align_corners, scales
@@ -5849,7 +5849,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3090
+    # functional, spec line 3091
     # grad_output: torch.ops.aten.upsample_bilinear2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bilinear2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5868,7 +5868,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3098
+    # functional, spec line 3099
     # grad_output: torch.ops.aten.upsample_bicubic2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bicubic2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5888,7 +5888,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3106
+    # functional, spec line 3107
     # grad_output: torch.ops.aten.upsample_trilinear3d(grad, output_size, align_corners, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_trilinear3d(
         grad, output_size, align_corners, scales_d, scales_h, scales_w
@@ -5900,7 +5900,7 @@ def diagonal_backward_default(
     grad, grad_output, input_sizes, offset, dim1, dim2, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3116
+    # functional, spec line 3117
     # grad_output: grad.diagonal(offset, dim1, dim2)
     grad_output_grad = grad.diagonal(offset, dim1, dim2)
     return (grad_output_grad,)
@@ -5910,7 +5910,7 @@ def embedding_dense_backward_default(
     grad, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, result
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3124
+    # functional, spec line 3125
     # grad_output: embedding_dense_backward_grad(grad, indices, padding_idx, scale_grad_by_freq)
     grad_output_grad = embedding_dense_backward_grad(
         grad, indices, padding_idx, scale_grad_by_freq
@@ -5933,7 +5933,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3139
+    # functional, spec line 3140
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
@@ -5967,7 +5967,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3151
+    # functional, spec line 3152
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],

@@ -18,6 +18,7 @@ from .sample import (
     Sample,
     StatisticSample,
     TensorListSample,
+    TensorLiteral,
     TensorSample,
 )
 from .schema import parse_schema
@@ -100,7 +101,7 @@ def _has_free_shape(op, declared: dict) -> bool:
         if isinstance(value, TensorSample) and value.shape is None:
             return True
         if isinstance(value, TensorListSample) and any(
-            t.shape is None for t in value.items
+            isinstance(t, TensorSample) and t.shape is None for t in value.items
         ):
             return True
     return False
@@ -131,10 +132,13 @@ def _value(argument, base: str, declared: dict, shape, dtype, generator):
         return _TYPE_DEFAULTS[base]  # the generator made every other type declared
     if isinstance(value, StatisticSample):
         return None  # computed from its source once every value is drawn
-    if isinstance(value, TensorSample):
+    if isinstance(value, TensorSample | TensorLiteral):
         return make_tensor(value, shape, dtype, generator)
     if isinstance(value, TensorListSample):
-        return [make_tensor(t, shape, dtype, generator) for t in value.items]
+        return [
+            None if t is None else make_tensor(t, shape, dtype, generator)
+            for t in value.items
+        ]
     if isinstance(value, DtypeName):
         return getattr(torch, value.name)
     if isinstance(value, tuple):
@@ -142,7 +146,16 @@ def _value(argument, base: str, declared: dict, shape, dtype, generator):
     return value
 
 
-def make_tensor(sample: TensorSample, default_shape, dtype, generator) -> torch.Tensor:
+_LITERAL_DTYPES = {"int": torch.int64, "bool": torch.bool}
+
+
+def make_tensor(
+    sample: TensorSample | TensorLiteral, default_shape, dtype, generator
+) -> torch.Tensor:
+    if isinstance(sample, TensorLiteral):  # numbers take the case's dtype
+        return torch.tensor(
+            sample.values, dtype=_LITERAL_DTYPES.get(sample.kind, dtype)
+        )
     shape = sample.shape if sample.shape is not None else default_shape
     if sample.domain == "bool":
         return torch.rand(shape, generator=generator) > 0.5

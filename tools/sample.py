@@ -8,11 +8,19 @@
 Each sample is keyword arguments, parsed as a Python call (never executed). Tensor
 arguments take a domain, alone (shapes chosen by `dualgen validate`: 2-d, 0-d and
 empty) or called with a shape (`positive(3, 4)`, `any()` for 0-d); a Tensor[]
-argument takes a list of them. Other arguments take literals of their type (ints,
-numbers, bools, None, lists of ints; dtype names for ScalarType; an argument
-named like a Python keyword takes a trailing underscore: `from_=2`). Arguments left
-out take their schema default, or a default for their type; an argument with
-neither must be given.
+argument takes a list of them (a Tensor?[] may hold None). Other arguments take
+literals of their type (ints, numbers with `inf` and `nan`, bools, None, lists of
+ints, numbers or bools; dtype names for ScalarType; an argument named like a
+Python keyword takes a trailing underscore: `from_=2`). Arguments left out take
+their schema default, or a default for their type; an argument with neither must
+be given.
+
+Where the values matter (repeated indices, a target that hits ignore_index, a
+mask, -inf in a softmax row), a tensor may be written out:
+
+    index=tensor([0, 2, 2])          ints: int64
+    mask=tensor([[True], [False]])   bools: a bool mask
+    self=tensor([nan, inf, -1.5])    numbers: floating, in the case's dtype
 
 A tensor argument may instead be a statistic of another one, recomputed from it
 whenever validation perturbs it, so the op sees statistics consistent with its
@@ -89,8 +97,24 @@ STATISTICS = {"mean_of": "mean", "rstd_of": "rstd"}
 
 
 @dataclass(frozen=True)
+class TensorLiteral:
+    """A tensor written out: `tensor([[0, 2], [1, 3]])`."""
+
+    values: tuple  # nested tuples, as written
+    kind: str  # "int" (int64), "bool", or "float" (the case's dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        shape, level = [], self.values
+        while isinstance(level, tuple):
+            shape.append(len(level))
+            level = level[0] if level else None
+        return tuple(shape)
+
+
+@dataclass(frozen=True)
 class TensorListSample:
-    items: tuple[TensorSample, ...]
+    items: tuple[TensorSample | TensorLiteral | None, ...]  # None: Tensor?[] only
 
 
 @dataclass(frozen=True)
@@ -170,7 +194,13 @@ def _value(node: ast.expr, argument: Argument):
             raise SampleError(
                 f"{what} must be a list of tensors, like [any(2), any(3)]"
             )
-        return TensorListSample(tuple(_tensor(e, what) for e in node.elts))
+        optional = kind is TypeKind.OPTIONAL_TENSOR_LIST
+        return TensorListSample(
+            tuple(
+                None if optional and _is_none(e) else _tensor(e, what)
+                for e in node.elts
+            )
+        )
     t = argument.type
     if t.suffix.endswith("?") and _is_none(node):
         return None
@@ -184,10 +214,11 @@ def _value(node: ast.expr, argument: Argument):
             return (_int(node, what),)
         raise SampleError(f"{what} must be a list of ints")
     if base in ("float", "Scalar") and suffix == "":
-        number = _literal(node, what)
-        if isinstance(number, bool) or not isinstance(number, int | float):
-            raise SampleError(f"{what} must be a number")
-        return number
+        return _number(node, what)
+    if base == "float" and suffix.startswith("["):
+        if not isinstance(node, ast.List | ast.Tuple):
+            raise SampleError(f"{what} must be a list of numbers")
+        return tuple(_number(e, what) for e in node.elts)
     if base == "bool" and suffix.startswith("["):
         values = (
             tuple(_literal(e, what) for e in node.elts)
@@ -213,13 +244,21 @@ def _value(node: ast.expr, argument: Argument):
     raise SampleError(f"{what}: samples of this type are not supported")
 
 
-def _tensor(node: ast.expr, what: str) -> TensorSample | StatisticSample:
+def _tensor(
+    node: ast.expr, what: str
+) -> TensorSample | StatisticSample | TensorLiteral:
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id in STATISTICS
     ):
         return _statistic(node, what)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "tensor"
+    ):
+        return _tensor_literal(node, what)
     if isinstance(node, ast.Name):
         if node.id in INDEX_DOMAINS:
             raise SampleError(f"{what}: {node.id} needs a bound: {node.id}(high=N)")
@@ -249,8 +288,49 @@ def _tensor(node: ast.expr, what: str) -> TensorSample | StatisticSample:
         return TensorSample(domain, shape or None, high)
     raise SampleError(
         f"{what} must be a domain ({', '.join(DOMAINS)}), optionally with a shape: "
-        f"positive(3, 4)"
+        f"positive(3, 4), or written out: tensor([0, 2])"
     )
+
+
+def _tensor_literal(node: ast.Call, what: str) -> TensorLiteral:
+    usage = f"{what}: write tensor([...]) with ints, bools or numbers"
+    if len(node.args) != 1 or node.keywords:
+        raise SampleError(usage)
+
+    def nested(n: ast.expr):
+        if isinstance(n, ast.List | ast.Tuple):
+            return tuple(nested(e) for e in n.elts)
+        try:
+            return _literal(n, what)
+        except SampleError:
+            raise SampleError(usage) from None
+
+    values = nested(node.args[0])
+    if not isinstance(values, tuple) or not values:
+        raise SampleError(f"{usage} (an empty tensor is a domain: any(0))")
+    leaves: list = []
+    literal = TensorLiteral(values, "float")
+    if not _rectangular(values, literal.shape, leaves):
+        raise SampleError(f"{what}: tensor([...]) rows must have equal lengths")
+    if all(isinstance(v, bool) for v in leaves):
+        kind = "bool"
+    elif any(isinstance(v, bool) for v in leaves):
+        raise SampleError(f"{what}: tensor([...]) mixes bools and numbers")
+    elif all(isinstance(v, int) for v in leaves):
+        kind = "int"
+    else:
+        kind = "float"
+    return TensorLiteral(values, kind)
+
+
+def _rectangular(values, shape: tuple[int, ...], leaves: list) -> bool:
+    """True if nested `values` have `shape` exactly; collects the leaves."""
+    if not shape:
+        leaves.append(values)
+        return not isinstance(values, tuple)
+    if not isinstance(values, tuple) or len(values) != shape[0]:
+        return False
+    return all(_rectangular(v, shape[1:], leaves) for v in values)
 
 
 def _statistic(node: ast.Call, what: str) -> StatisticSample:
@@ -297,7 +377,20 @@ def _int(node: ast.expr, what: str) -> int:
     return value
 
 
+def _number(node: ast.expr, what: str) -> int | float:
+    number = _literal(node, what)
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        raise SampleError(f"{what} must be a number")
+    return number
+
+
+# Numbers Python writes as names.
+_NAMED_NUMBERS = {"inf": float("inf"), "nan": float("nan")}
+
+
 def _literal(node: ast.expr, what: str):
+    if isinstance(node, ast.Name) and node.id in _NAMED_NUMBERS:
+        return _NAMED_NUMBERS[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         value = _literal(node.operand, what)
         if isinstance(value, bool) or not isinstance(value, int | float):

@@ -18,7 +18,13 @@ import torch
 
 from dualgen.tools.cli import main
 from dualgen.tools.inputs import cases_for
-from dualgen.tools.sample import DtypeName, Sample, TensorListSample, TensorSample
+from dualgen.tools.sample import (
+    DtypeName,
+    Sample,
+    TensorListSample,
+    TensorSample,
+    parse_sample,
+)
 from dualgen.tools.sandbox_dir import FilesWritten, empty_cwd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -615,6 +621,70 @@ def test_tensor_list_sample():
     assert isinstance(first["tensors"], list) and first["dim"] == 1
     assert [tuple(t.shape) for t in first["tensors"]] == [(2, 3), (3, 4)]
     assert (first["tensors"][1] > 0).all()
+
+
+def parsed(op, text: str):
+    """A sample as the spec writes it, parsed against `op`'s arguments."""
+    from dualgen.tools.errors import Location
+    from dualgen.tools.schema import parse_schema
+
+    schema = parse_schema(str(op._schema).removeprefix("aten::"))
+    arguments = {a.name: a for a in schema.arguments}
+    return parse_sample(text, arguments, Location("spec.yaml", 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_tensor_literals(dtype):
+    (case,) = cases_for(
+        aten.index_put.default,
+        (
+            parsed(
+                aten.index_put.default,
+                "self=tensor([[nan, 1.5], [-inf, 2]]), "
+                "indices=[None, tensor([1, 1])], values=any(2), accumulate=True",
+            ),
+        ),
+        dtype,
+        0,
+    )
+    values = case.values
+    assert values["self"].dtype is dtype  # numbers take the case's dtype
+    expected = torch.tensor([[float("nan"), 1.5], [-float("inf"), 2.0]], dtype=dtype)
+    torch.testing.assert_close(values["self"], expected, equal_nan=True)
+    none, index = values["indices"]
+    assert none is None and index.dtype is torch.int64 and index.tolist() == [1, 1]
+    (mask,) = cases_for(
+        aten.masked_fill.Scalar,
+        (parsed(aten.masked_fill.Scalar, "mask=tensor([[True], [False]]), value=2"),),
+        dtype,
+        0,
+    )[:1]
+    assert mask.values["mask"].dtype is torch.bool
+    assert mask.values["mask"].tolist() == [[True], [False]]
+
+
+def test_named_numbers_and_float_lists():
+    (norm,) = cases_for(
+        aten.linalg_vector_norm.default,
+        (parsed(aten.linalg_vector_norm.default, "self=any(3), ord=-inf, dim=[0]"),),
+        torch.float64,
+        0,
+    )
+    assert norm.values["ord"] == -float("inf")
+    op = aten.upsample_bilinear2d.vec
+    (up,) = cases_for(
+        op,
+        (
+            parsed(
+                op,
+                "input=any(1, 1, 2, 2), output_size=None, align_corners=False, "
+                "scale_factors=[2.0, 1.5]",
+            ),
+        ),
+        torch.float64,
+        0,
+    )
+    assert up.values["scale_factors"] == [2.0, 1.5]
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])

@@ -1290,6 +1290,46 @@ SAMPLE_CASES = [
         ],
     ),
     (
+        "sample_tensor_literal_ragged",
+        SIN_OK + "  sample: self=tensor([[1, 2], [3]])\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): tensor([...]) rows must have equal lengths"
+        ],
+    ),
+    (
+        "sample_tensor_literal_empty",
+        SIN_OK + "  sample: self=tensor([])\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): write tensor([...]) with ints, bools or numbers (an empty tensor is a domain: any(0))"
+        ],
+    ),
+    (
+        "sample_tensor_literal_mixes_bools_and_numbers",
+        SIN_OK + "  sample: self=tensor([True, 2])\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): tensor([...]) mixes bools and numbers"
+        ],
+    ),
+    (
+        "sample_tensor_literal_not_a_literal",
+        SIN_OK + "  sample: self=tensor([x, 2])\n",
+        [
+            "spec.yaml:4: error: sin: sample: sample value for 'self' (Tensor): write tensor([...]) with ints, bools or numbers"
+        ],
+    ),
+    (
+        "sample_none_in_a_tensor_list",
+        entry(
+            "cat(Tensor[] tensors, int dim=0) -> Tensor",
+            "tensors: grad.unbind()",
+            "result: auto_linear",
+            "sample: tensors=[any(2), None]",
+        ),
+        [
+            "spec.yaml:4: error: cat: sample: sample value for 'tensors' (Tensor[]) must be a domain (any, positive, unit, nonzero, distinct, bool, prob, above_one, invertible, spd, hermitian, index, unique_index, pivots), optionally with a shape: positive(3, 4), or written out: tensor([0, 2])"
+        ],
+    ),
+    (
         "sample_statistic_of_a_differentiable_argument",
         entry(
             ADD,
