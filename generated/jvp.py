@@ -42,6 +42,7 @@ from dualgen.formulas import (
     evenly_read_tangent,
     expand_loss_grad,
     fill_absent,
+    finite_parts,
     gather_reduced,
     gather_selected,
     gelu_second_derivative,
@@ -3228,9 +3229,9 @@ def rad2deg__default(self_p, self_t, result):
 def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
     # functional, spec line 1076
-    # result: self_t * self_p.isfinite()
+    # result: finite_parts(self_t, self_p)
     if self_t is not None:
-        return self_t * self_p.isfinite()
+        return finite_parts(self_t, self_p)
     else:
         return None
 
@@ -3239,16 +3240,16 @@ def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
     # inplace, spec line 1076
     # formulas from nan_to_num; self_p is self before the update
-    # result: self_t * self_p.isfinite()
+    # result: finite_parts(self_t, self_p)
     if self_t is not None:
-        return self_t * self_p.isfinite()
+        return finite_parts(self_t, self_p)
     else:
         return None
 
 
 def frexp_Tensor(self_p, self_t, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1080
+    # functional, spec line 1083
     # mantissa: self_t / exponent.exp2()
     if self_t is not None:
         mantissa_t = self_t / exponent.exp2()
@@ -3259,7 +3260,7 @@ def frexp_Tensor(self_p, self_t, mantissa, exponent):
 
 def hardswish_default(self_p, self_t, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1087
+    # functional, spec line 1090
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
@@ -3269,7 +3270,7 @@ def hardswish_default(self_p, self_t, result):
 
 def hardswish__default(self_p, self_t, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1087
+    # inplace, spec line 1090
     # formulas from hardswish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
@@ -3280,7 +3281,7 @@ def hardswish__default(self_p, self_t, result):
 
 def hardsigmoid_default(self_p, self_t, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1091
+    # functional, spec line 1094
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
@@ -3290,7 +3291,7 @@ def hardsigmoid_default(self_p, self_t, result):
 
 def hardsigmoid__default(self_p, self_t, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1091
+    # inplace, spec line 1094
     # formulas from hardsigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
@@ -3301,7 +3302,7 @@ def hardsigmoid__default(self_p, self_t, result):
 
 def hardtanh_default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1095
+    # functional, spec line 1098
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
         return torch.ops.aten.hardtanh_backward(
@@ -3313,7 +3314,7 @@ def hardtanh_default(self_p, min_val, max_val, self_t, result):
 
 def hardtanh__default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1095
+    # inplace, spec line 1098
     # formulas from hardtanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
@@ -3326,7 +3327,7 @@ def hardtanh__default(self_p, min_val, max_val, self_t, result):
 
 def leaky_relu_default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1100
+    # functional, spec line 1103
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -3338,7 +3339,7 @@ def leaky_relu_default(self_p, negative_slope, self_t, result):
 
 def leaky_relu__default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1100
+    # inplace, spec line 1103
     # formulas from leaky_relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
@@ -3351,7 +3352,7 @@ def leaky_relu__default(self_p, negative_slope, self_t, result):
 
 def elu_default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1105
+    # functional, spec line 1108
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3363,7 +3364,7 @@ def elu_default(self_p, alpha, scale, input_scale, self_t, result):
 
 def elu__default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1105
+    # inplace, spec line 1108
     # formulas from elu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
@@ -3376,7 +3377,7 @@ def elu__default(self_p, alpha, scale, input_scale, self_t, result):
 
 def celu_default(self_p, alpha, self_t, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1112
+    # functional, spec line 1115
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3388,7 +3389,7 @@ def celu_default(self_p, alpha, self_t, result):
 
 def celu__default(self_p, alpha, self_t, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1112
+    # inplace, spec line 1115
     # formulas from celu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
@@ -3401,7 +3402,7 @@ def celu__default(self_p, alpha, self_t, result):
 
 def silu_default(self_p, self_t, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1119
+    # functional, spec line 1122
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
         return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
@@ -3411,7 +3412,7 @@ def silu_default(self_p, self_t, result):
 
 def silu__default(self_p, self_t, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1119
+    # inplace, spec line 1122
     # formulas from silu; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
@@ -3422,7 +3423,7 @@ def silu__default(self_p, self_t, result):
 
 def mish_default(self_p, self_t, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1123
+    # functional, spec line 1126
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
@@ -3432,7 +3433,7 @@ def mish_default(self_p, self_t, result):
 
 def mish__default(self_p, self_t, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1123
+    # inplace, spec line 1126
     # formulas from mish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
@@ -3443,7 +3444,7 @@ def mish__default(self_p, self_t, result):
 
 def gelu_default(self_p, approximate, self_t, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1127
+    # functional, spec line 1130
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
         return torch.ops.aten.gelu_backward(
@@ -3455,7 +3456,7 @@ def gelu_default(self_p, approximate, self_t, result):
 
 def gelu__default(self_p, approximate, self_t, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1127
+    # inplace, spec line 1130
     # formulas from gelu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
@@ -3468,7 +3469,7 @@ def gelu__default(self_p, approximate, self_t, result):
 
 def softplus_default(self_p, beta, threshold, self_t, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1131
+    # functional, spec line 1134
     # result: auto_element_wise, from self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     if self_t is not None:
         return torch.ops.aten.softplus_backward(
@@ -3480,7 +3481,7 @@ def softplus_default(self_p, beta, threshold, self_t, result):
 
 def threshold_default(self_p, threshold, value, self_t, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1138
+    # functional, spec line 1141
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(
@@ -3492,7 +3493,7 @@ def threshold_default(self_p, threshold, value, self_t, result):
 
 def threshold__default(self_p, threshold, value, self_t, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1138
+    # inplace, spec line 1141
     # formulas from threshold; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
@@ -3505,7 +3506,7 @@ def threshold__default(self_p, threshold, value, self_t, result):
 
 def softshrink_default(self_p, lambd, self_t, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1143
+    # functional, spec line 1146
     # result: auto_element_wise, from self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.softshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3515,7 +3516,7 @@ def softshrink_default(self_p, lambd, self_t, result):
 
 def hardshrink_default(self_p, lambd, self_t, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1148
+    # functional, spec line 1151
     # result: auto_element_wise, from self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.hardshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3525,7 +3526,7 @@ def hardshrink_default(self_p, lambd, self_t, result):
 
 def log_sigmoid_forward_default(self_p, self_t, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1156
+    # functional, spec line 1159
     # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     if self_t is not None:
         output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
@@ -3541,7 +3542,7 @@ def log_sigmoid_forward_default(self_p, self_t, output, buffer):
 
 def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1162
+    # functional, spec line 1165
     # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
     if self_t is not None and weight_t is not None:
         return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
@@ -3562,7 +3563,7 @@ def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
 
 def clamp_min_default(self_p, min, self_t, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1172
+    # functional, spec line 1175
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
@@ -3572,7 +3573,7 @@ def clamp_min_default(self_p, min, self_t, result):
 
 def clamp_min__default(self_p, min, self_t, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1172
+    # inplace, spec line 1175
     # formulas from clamp_min; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
@@ -3583,7 +3584,7 @@ def clamp_min__default(self_p, min, self_t, result):
 
 def clamp_max_default(self_p, max, self_t, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1177
+    # functional, spec line 1180
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
@@ -3593,7 +3594,7 @@ def clamp_max_default(self_p, max, self_t, result):
 
 def clamp_max__default(self_p, max, self_t, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1177
+    # inplace, spec line 1180
     # formulas from clamp_max; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
@@ -3604,7 +3605,7 @@ def clamp_max__default(self_p, max, self_t, result):
 
 def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1182
+    # functional, spec line 1185
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
         return torch.where(self_p >= min_p, self_t, min_t)
@@ -3618,7 +3619,7 @@ def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1182
+    # inplace, spec line 1185
     # formulas from clamp_min.Tensor; self_p is self before the update
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
@@ -3635,7 +3636,7 @@ def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1188
+    # functional, spec line 1191
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
         return torch.where(self_p <= max_p, self_t, max_t)
@@ -3649,7 +3650,7 @@ def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
 
 def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1188
+    # inplace, spec line 1191
     # formulas from clamp_max.Tensor; self_p is self before the update
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
@@ -3666,7 +3667,7 @@ def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
 
 def copysign_Tensor(self_p, other_p, self_t, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1194
+    # functional, spec line 1197
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3676,7 +3677,7 @@ def copysign_Tensor(self_p, other_p, self_t, result):
 
 def copysign__Tensor(self_p, other_p, self_t, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1194
+    # inplace, spec line 1197
     # formulas from copysign.Tensor; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3687,7 +3688,7 @@ def copysign__Tensor(self_p, other_p, self_t, result):
 
 def copysign_Scalar(self_p, other, self_t, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1200
+    # functional, spec line 1203
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3697,7 +3698,7 @@ def copysign_Scalar(self_p, other, self_t, result):
 
 def copysign__Scalar(self_p, other, self_t, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1200
+    # inplace, spec line 1203
     # formulas from copysign.Scalar; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3708,7 +3709,7 @@ def copysign__Scalar(self_p, other, self_t, result):
 
 def fmod_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1207
+    # functional, spec line 1210
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
@@ -3722,7 +3723,7 @@ def fmod_Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1207
+    # inplace, spec line 1210
     # formulas from fmod.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
@@ -3737,7 +3738,7 @@ def fmod__Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod_Scalar(self_p, other, self_t, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1213
+    # functional, spec line 1216
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3747,7 +3748,7 @@ def fmod_Scalar(self_p, other, self_t, result):
 
 def fmod__Scalar(self_p, other, self_t, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1213
+    # inplace, spec line 1216
     # formulas from fmod.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3758,7 +3759,7 @@ def fmod__Scalar(self_p, other, self_t, result):
 
 def remainder_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1218
+    # functional, spec line 1221
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
@@ -3772,7 +3773,7 @@ def remainder_Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1218
+    # inplace, spec line 1221
     # formulas from remainder.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
@@ -3787,7 +3788,7 @@ def remainder__Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder_Scalar(self_p, other, self_t, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1224
+    # functional, spec line 1227
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3797,7 +3798,7 @@ def remainder_Scalar(self_p, other, self_t, result):
 
 def remainder__Scalar(self_p, other, self_t, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1224
+    # inplace, spec line 1227
     # formulas from remainder.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3808,7 +3809,7 @@ def remainder__Scalar(self_p, other, self_t, result):
 
 def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1229
+    # functional, spec line 1232
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
         return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
@@ -3824,7 +3825,7 @@ def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1229
+    # inplace, spec line 1232
     # formulas from div.Tensor_mode; self_p is self before the update
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
@@ -3841,7 +3842,7 @@ def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1235
+    # functional, spec line 1238
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
         return unless_rounded(self_t / other, rounding_mode)
@@ -3851,7 +3852,7 @@ def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1235
+    # inplace, spec line 1238
     # formulas from div.Scalar_mode; self_p is self before the update
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
@@ -3862,7 +3863,7 @@ def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def fmax_default(self_p, other_p, self_t, other_t, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1240
+    # functional, spec line 1243
     # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3886,7 +3887,7 @@ def fmax_default(self_p, other_p, self_t, other_t, result):
 
 def fmin_default(self_p, other_p, self_t, other_t, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1245
+    # functional, spec line 1248
     # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3910,7 +3911,7 @@ def fmin_default(self_p, other_p, self_t, other_t, result):
 
 def hypot_default(self_p, other_p, self_t, other_t, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1250
+    # functional, spec line 1253
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
         return (self_t * self_p + other_t * other_p) / result
@@ -3924,7 +3925,7 @@ def hypot_default(self_p, other_p, self_t, other_t, result):
 
 def hypot__default(self_p, other_p, self_t, other_t, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1250
+    # inplace, spec line 1253
     # formulas from hypot; self_p is self before the update
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
@@ -3939,7 +3940,7 @@ def hypot__default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1256
+    # functional, spec line 1259
     # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp()) + other_t / (
@@ -3955,7 +3956,7 @@ def logaddexp_default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp2_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1261
+    # functional, spec line 1264
     # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
@@ -3971,7 +3972,7 @@ def logaddexp2_default(self_p, other_p, self_t, other_t, result):
 
 def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1266
+    # functional, spec line 1269
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
@@ -3985,7 +3986,7 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
 
 def ldexp__default(self_p, other_p, self_t, other_t, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1266
+    # inplace, spec line 1269
     # formulas from ldexp.Tensor; self_p is self before the update
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
@@ -4000,7 +4001,7 @@ def ldexp__default(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1271
+    # functional, spec line 1274
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
         return (
@@ -4028,7 +4029,7 @@ def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1271
+    # inplace, spec line 1274
     # formulas from xlogy.Tensor; self_p is self before the update
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
@@ -4052,7 +4053,7 @@ def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Scalar_Self(self, other_p, other_t, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1277
+    # functional, spec line 1280
     # result: other_t * self / other_p
     if other_t is not None:
         return other_t * self / other_p
@@ -4062,7 +4063,7 @@ def xlogy_Scalar_Self(self, other_p, other_t, result):
 
 def xlogy_Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1282
+    # functional, spec line 1285
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
         return (
@@ -4076,7 +4077,7 @@ def xlogy_Scalar_Other(self_p, other, self_t, result):
 
 def xlogy__Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1282
+    # inplace, spec line 1285
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
@@ -4091,7 +4092,7 @@ def xlogy__Scalar_Other(self_p, other, self_t, result):
 
 def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1287
+    # functional, spec line 1290
     # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -4116,7 +4117,7 @@ def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
 
 def special_xlog1py_self_scalar(self, other_p, other_t, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1293
+    # functional, spec line 1296
     # result: other_t * self / (other_p + 1)
     if other_t is not None:
         return other_t * self / (other_p + 1)
@@ -4126,7 +4127,7 @@ def special_xlog1py_self_scalar(self, other_p, other_t, result):
 
 def special_xlog1py_other_scalar(self_p, other, self_t, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1298
+    # functional, spec line 1301
     # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
     if self_t is not None:
         return (
@@ -4140,7 +4141,7 @@ def special_xlog1py_other_scalar(self_p, other, self_t, result):
 
 def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1305
+    # functional, spec line 1308
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
         return (
@@ -4180,7 +4181,7 @@ def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1305
+    # inplace, spec line 1308
     # formulas from clamp.Tensor; self_p is self before the update
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
@@ -4215,7 +4216,7 @@ def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1313
+    # functional, spec line 1316
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
         return scale(self_t, 1 - weight) + scale(end_t, weight)
@@ -4229,7 +4230,7 @@ def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1313
+    # inplace, spec line 1316
     # formulas from lerp.Scalar; self_p is self before the update
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
@@ -4244,7 +4245,7 @@ def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1321
+    # functional, spec line 1324
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
         return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
@@ -4266,7 +4267,7 @@ def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
 
 def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1321
+    # inplace, spec line 1324
     # formulas from lerp.Tensor; self_p is self before the update
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
@@ -4291,7 +4292,7 @@ def addcmul_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1327
+    # functional, spec line 1330
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
@@ -4317,7 +4318,7 @@ def addcmul__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1327
+    # inplace, spec line 1330
     # formulas from addcmul; self_p is self before the update
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4344,7 +4345,7 @@ def addcdiv_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1336
+    # functional, spec line 1339
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(
@@ -4382,7 +4383,7 @@ def addcdiv__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1336
+    # inplace, spec line 1339
     # formulas from addcdiv; self_p is self before the update
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4416,7 +4417,7 @@ def addcdiv__default(
 
 def nextafter_default(self_p, other_p, self_t, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1345
+    # functional, spec line 1348
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
         return torch.where(self_p != other_p, self_t, 0.0)
@@ -4426,7 +4427,7 @@ def nextafter_default(self_p, other_p, self_t, result):
 
 def nextafter__default(self_p, other_p, self_t, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1345
+    # inplace, spec line 1348
     # formulas from nextafter; self_p is self before the update
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
@@ -4439,7 +4440,7 @@ def rrelu_with_noise_default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1351
+    # functional, spec line 1354
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -4453,7 +4454,7 @@ def rrelu_with_noise__default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1351
+    # inplace, spec line 1354
     # formulas from rrelu_with_noise; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
@@ -4466,7 +4467,7 @@ def rrelu_with_noise__default(
 
 def complex_default(real_p, imag_p, real_t, imag_t, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1359
+    # functional, spec line 1362
     # result: auto_linear
     if real_t is not None and imag_t is not None:
         return torch.ops.aten.complex.default(real_t, imag_t)
@@ -4480,7 +4481,7 @@ def complex_default(real_p, imag_p, real_t, imag_t, result):
 
 def polar_default(abs_p, angle_p, abs_t, angle_t, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1364
+    # functional, spec line 1367
     # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
     if abs_t is not None and angle_t is not None:
         return (
@@ -4497,7 +4498,7 @@ def polar_default(abs_p, angle_p, abs_t, angle_t, result):
 
 def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1376
+    # view, spec line 1379
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
@@ -4507,7 +4508,7 @@ def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
 
 def squeeze_dims(self_p, dim, self_t, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1383
+    # view, spec line 1386
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dims(self_t, dim)
@@ -4517,7 +4518,7 @@ def squeeze_dims(self_p, dim, self_t, result):
 
 def unfold_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1389
+    # view, spec line 1392
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold.default(self_t, dimension, size, step)
@@ -4527,7 +4528,7 @@ def unfold_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_default(self_p, dim, start, length, self_t, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1395
+    # view, spec line 1398
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow.default(self_t, dim, start, length)
@@ -4537,7 +4538,7 @@ def narrow_default(self_p, dim, start, length, self_t, result):
 
 def split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1399
+    # view, spec line 1402
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split.Tensor(self_t, split_size, dim)
@@ -4547,7 +4548,7 @@ def split_Tensor(self_p, split_size, dim, self_t, result):
 
 def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1405
+    # view, spec line 1408
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
@@ -4557,7 +4558,7 @@ def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_int(self_p, dim, self_t, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1411
+    # view, spec line 1414
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind.int(self_t, dim)
@@ -4567,7 +4568,7 @@ def unbind_int(self_p, dim, self_t, result):
 
 def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1419
+    # functional, spec line 1422
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
@@ -4577,7 +4578,7 @@ def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
 
 def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1426
+    # functional, spec line 1429
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
@@ -4587,7 +4588,7 @@ def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1433
+    # functional, spec line 1436
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
@@ -4597,7 +4598,7 @@ def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_copy_int(self_p, dim, self_t, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1440
+    # functional, spec line 1443
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind_copy.int(self_t, dim)
@@ -4607,7 +4608,7 @@ def unbind_copy_int(self_p, dim, self_t, result):
 
 def alias_copy_default(self_p, self_t, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1447
+    # functional, spec line 1450
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias_copy.default(self_t)
@@ -4617,7 +4618,7 @@ def alias_copy_default(self_p, self_t, result):
 
 def view_copy_default(self_p, size, self_t, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1451
+    # functional, spec line 1454
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_copy.default(self_t, size)
@@ -4627,7 +4628,7 @@ def view_copy_default(self_p, size, self_t, result):
 
 def t_copy_default(self_p, self_t, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1456
+    # functional, spec line 1459
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t_copy.default(self_t)
@@ -4637,7 +4638,7 @@ def t_copy_default(self_p, self_t, result):
 
 def transpose_copy_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1460
+    # functional, spec line 1463
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
@@ -4647,7 +4648,7 @@ def transpose_copy_int(self_p, dim0, dim1, self_t, result):
 
 def permute_copy_default(self_p, dims, self_t, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1465
+    # functional, spec line 1468
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute_copy.default(self_t, dims)
@@ -4657,7 +4658,7 @@ def permute_copy_default(self_p, dims, self_t, result):
 
 def unsqueeze_copy_default(self_p, dim, self_t, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1470
+    # functional, spec line 1473
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
@@ -4667,7 +4668,7 @@ def unsqueeze_copy_default(self_p, dim, self_t, result):
 
 def squeeze_copy_default(self_p, self_t, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1474
+    # functional, spec line 1477
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.default(self_t)
@@ -4677,7 +4678,7 @@ def squeeze_copy_default(self_p, self_t, result):
 
 def squeeze_copy_dim(self_p, dim, self_t, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1479
+    # functional, spec line 1482
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dim(self_t, dim)
@@ -4687,7 +4688,7 @@ def squeeze_copy_dim(self_p, dim, self_t, result):
 
 def squeeze_copy_dims(self_p, dim, self_t, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1484
+    # functional, spec line 1487
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dims(self_t, dim)
@@ -4697,7 +4698,7 @@ def squeeze_copy_dims(self_p, dim, self_t, result):
 
 def unfold_copy_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1489
+    # functional, spec line 1492
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
@@ -4707,7 +4708,7 @@ def unfold_copy_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_copy_default(self_p, dim, start, length, self_t, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1494
+    # functional, spec line 1497
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
@@ -4717,7 +4718,7 @@ def narrow_copy_default(self_p, dim, start, length, self_t, result):
 
 def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1499
+    # functional, spec line 1502
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
@@ -4727,7 +4728,7 @@ def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
 
 def expand_copy_default(self_p, size, implicit, self_t, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1506
+    # functional, spec line 1509
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
@@ -4737,7 +4738,7 @@ def expand_copy_default(self_p, size, implicit, self_t, result):
 
 def select_copy_int(self_p, dim, index, self_t, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1513
+    # functional, spec line 1516
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select_copy.int(self_t, dim, index)
@@ -4747,7 +4748,7 @@ def select_copy_int(self_p, dim, index, self_t, result):
 
 def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1518
+    # functional, spec line 1521
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
@@ -4757,7 +4758,7 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1525
+    # functional, spec line 1528
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided_copy.default(
@@ -4769,7 +4770,7 @@ def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result
 
 def constant_pad_nd_default(self_p, pad, value, self_t, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1532
+    # functional, spec line 1535
     # result: torch.constant_pad_nd(self_t, pad, 0)
     if self_t is not None:
         return torch.constant_pad_nd(self_t, pad, 0)
@@ -4779,7 +4780,7 @@ def constant_pad_nd_default(self_p, pad, value, self_t, result):
 
 def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1539
+    # functional, spec line 1542
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
@@ -4789,7 +4790,7 @@ def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
 
 def roll_default(self_p, shifts, dims, self_t, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1547
+    # functional, spec line 1550
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.roll.default(self_t, shifts, dims)
@@ -4799,7 +4800,7 @@ def roll_default(self_p, shifts, dims, self_t, result):
 
 def flip_default(self_p, dims, self_t, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1555
+    # functional, spec line 1558
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.flip.default(self_t, dims)
@@ -4809,7 +4810,7 @@ def flip_default(self_p, dims, self_t, result):
 
 def rot90_default(self_p, k, dims, self_t, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1562
+    # functional, spec line 1565
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rot90.default(self_t, k, dims)
@@ -4819,7 +4820,7 @@ def rot90_default(self_p, k, dims, self_t, result):
 
 def repeat_default(self_p, repeats, self_t, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1570
+    # functional, spec line 1573
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.repeat.default(self_t, repeats)
@@ -4829,7 +4830,7 @@ def repeat_default(self_p, repeats, self_t, result):
 
 def tril_default(self_p, diagonal, self_t, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1577
+    # functional, spec line 1580
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.tril.default(self_t, diagonal)
@@ -4839,7 +4840,7 @@ def tril_default(self_p, diagonal, self_t, result):
 
 def tril__default(self_p, diagonal, self_t, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1577
+    # inplace, spec line 1580
     # formulas from tril; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4850,7 +4851,7 @@ def tril__default(self_p, diagonal, self_t, result):
 
 def triu_default(self_p, diagonal, self_t, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1584
+    # functional, spec line 1587
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.triu.default(self_t, diagonal)
@@ -4860,7 +4861,7 @@ def triu_default(self_p, diagonal, self_t, result):
 
 def triu__default(self_p, diagonal, self_t, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1584
+    # inplace, spec line 1587
     # formulas from triu; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4871,7 +4872,7 @@ def triu__default(self_p, diagonal, self_t, result):
 
 def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1591
+    # functional, spec line 1594
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
@@ -4881,7 +4882,7 @@ def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
 
 def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1596
+    # functional, spec line 1599
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
@@ -4891,7 +4892,7 @@ def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
 
 def channel_shuffle_default(self_p, groups, self_t, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1601
+    # functional, spec line 1604
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.channel_shuffle.default(self_t, groups)
@@ -4901,7 +4902,7 @@ def channel_shuffle_default(self_p, groups, self_t, result):
 
 def reflection_pad1d_default(self_p, padding, self_t, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1608
+    # functional, spec line 1611
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad1d.default(self_t, padding)
@@ -4911,7 +4912,7 @@ def reflection_pad1d_default(self_p, padding, self_t, result):
 
 def reflection_pad2d_default(self_p, padding, self_t, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1613
+    # functional, spec line 1616
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad2d.default(self_t, padding)
@@ -4921,7 +4922,7 @@ def reflection_pad2d_default(self_p, padding, self_t, result):
 
 def reflection_pad3d_default(self_p, padding, self_t, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1618
+    # functional, spec line 1621
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad3d.default(self_t, padding)
@@ -4931,7 +4932,7 @@ def reflection_pad3d_default(self_p, padding, self_t, result):
 
 def replication_pad1d_default(self_p, padding, self_t, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1623
+    # functional, spec line 1626
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad1d.default(self_t, padding)
@@ -4941,7 +4942,7 @@ def replication_pad1d_default(self_p, padding, self_t, result):
 
 def replication_pad2d_default(self_p, padding, self_t, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1628
+    # functional, spec line 1631
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad2d.default(self_t, padding)
@@ -4951,7 +4952,7 @@ def replication_pad2d_default(self_p, padding, self_t, result):
 
 def replication_pad3d_default(self_p, padding, self_t, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1633
+    # functional, spec line 1636
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad3d.default(self_t, padding)
@@ -4961,7 +4962,7 @@ def replication_pad3d_default(self_p, padding, self_t, result):
 
 def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1640
+    # functional, spec line 1643
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
         return self_t.masked_fill(mask_p, 0)
@@ -4971,7 +4972,7 @@ def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1640
+    # inplace, spec line 1643
     # formulas from masked_fill.Scalar; self_p is self before the update
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
@@ -4982,7 +4983,7 @@ def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1649
+    # functional, spec line 1652
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.masked_fill(mask_p, value_t)
@@ -4996,7 +4997,7 @@ def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1649
+    # inplace, spec line 1652
     # formulas from masked_fill.Tensor; self_p is self before the update
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
@@ -5011,7 +5012,7 @@ def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_select_default(self_p, mask_p, self_t, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1658
+    # functional, spec line 1661
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.masked_select.default(self_t, mask_p)
@@ -5021,7 +5022,7 @@ def masked_select_default(self_p, mask_p, self_t, result):
 
 def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1667
+    # functional, spec line 1670
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.masked_scatter(mask_p, source_t)
@@ -5035,7 +5036,7 @@ def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1667
+    # inplace, spec line 1670
     # formulas from masked_scatter; self_p is self before the update
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
@@ -5054,7 +5055,7 @@ def masked_scatter_backward_default(
     grad_output_p, mask_p, sizes, grad_output_t, result
 ):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 1679
+    # functional, spec line 1682
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.masked_scatter_backward.default(
@@ -5066,7 +5067,7 @@ def masked_scatter_backward_default(
 
 def index_Tensor(self_p, indices_p, self_t, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1690
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index.Tensor(self_t, indices_p)
@@ -5078,7 +5079,7 @@ def index_put_default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1695
+    # functional, spec line 1698
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
         return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
@@ -5098,7 +5099,7 @@ def index_put__default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1695
+    # inplace, spec line 1698
     # formulas from index_put; self_p is self before the update
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
@@ -5120,7 +5121,7 @@ def index_put__default(
 
 def view_as_real_default(self_p, self_t, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1710
+    # view, spec line 1713
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_real.default(self_t)
@@ -5130,7 +5131,7 @@ def view_as_real_default(self_p, self_t, result):
 
 def view_as_complex_default(self_p, self_t, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1714
+    # view, spec line 1717
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_complex.default(self_t)
@@ -5140,7 +5141,7 @@ def view_as_complex_default(self_p, self_t, result):
 
 def squeeze__dim(self_p, dim, self_t, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1721
+    # inplace, spec line 1724
     # formulas from squeeze.dim; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5151,7 +5152,7 @@ def squeeze__dim(self_p, dim, self_t, result):
 
 def squeeze__dims(self_p, dim, self_t, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1723
+    # inplace, spec line 1726
     # formulas from squeeze.dims; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5162,7 +5163,7 @@ def squeeze__dims(self_p, dim, self_t, result):
 
 def squeeze__default(self_p, self_t, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1725
+    # inplace, spec line 1728
     # formulas from squeeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5173,7 +5174,7 @@ def squeeze__default(self_p, self_t, result):
 
 def unsqueeze__default(self_p, dim, self_t, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1727
+    # inplace, spec line 1730
     # formulas from unsqueeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5184,7 +5185,7 @@ def unsqueeze__default(self_p, dim, self_t, result):
 
 def t__default(self_p, self_t, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1729
+    # inplace, spec line 1732
     # formulas from t; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5195,7 +5196,7 @@ def t__default(self_p, self_t, result):
 
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1731
+    # inplace, spec line 1734
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
@@ -5205,7 +5206,7 @@ def transpose__default(self_p, dim0, dim1, self_t, result):
 
 def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1738
+    # functional, spec line 1741
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
@@ -5223,7 +5224,7 @@ def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
 
 def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1746
+    # functional, spec line 1749
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.slice_scatter.default(
@@ -5243,7 +5244,7 @@ def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, r
 
 def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1754
+    # functional, spec line 1757
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.diagonal_scatter.default(
@@ -5263,7 +5264,7 @@ def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, r
 
 def fill_Scalar(self_p, value, self_t, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1762
+    # functional, spec line 1765
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -5273,7 +5274,7 @@ def fill_Scalar(self_p, value, self_t, result):
 
 def block_diag_default(tensors_p, tensors_t, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1766
+    # functional, spec line 1769
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -5284,7 +5285,7 @@ def block_diag_default(tensors_p, tensors_t, result):
 
 def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1776
+    # functional, spec line 1779
     # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
@@ -5294,7 +5295,7 @@ def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result)
 
 def norm_Scalar(self_p, p, self_t, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1786
+    # functional, spec line 1789
     # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, None, False, result)
@@ -5304,7 +5305,7 @@ def norm_Scalar(self_p, p, self_t, result):
 
 def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1793
+    # functional, spec line 1796
     # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
@@ -5314,7 +5315,7 @@ def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
 
 def dist_default(self_p, other_p, p, self_t, other_t, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1800
+    # functional, spec line 1803
     # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
     if self_t is not None and other_t is not None:
         return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
@@ -5330,7 +5331,7 @@ def dist_default(self_p, other_p, p, self_t, other_t, result):
 
 def var_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1808
+    # functional, spec line 1811
     # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return var_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5340,7 +5341,7 @@ def var_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def std_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1815
+    # functional, spec line 1818
     # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return std_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5350,7 +5351,7 @@ def std_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1822
+    # functional, spec line 1825
     # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5366,7 +5367,7 @@ def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1830
+    # functional, spec line 1833
     # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5382,7 +5383,7 @@ def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def logsumexp_default(self_p, dim, keepdim, self_t, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1838
+    # functional, spec line 1841
     # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
@@ -5392,7 +5393,7 @@ def logsumexp_default(self_p, dim, keepdim, self_t, result):
 
 def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1845
+    # functional, spec line 1848
     # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
     if self_t is not None:
         return torch.ops.aten.nansum(
@@ -5404,7 +5405,7 @@ def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
 
 def prod_default(self_p, dtype, self_t, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1852
+    # functional, spec line 1855
     # result: prod_tangent(self_t, self_p, None, False, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, None, False, result)
@@ -5414,7 +5415,7 @@ def prod_default(self_p, dtype, self_t, result):
 
 def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1856
+    # functional, spec line 1859
     # result: prod_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, dim, keepdim, result)
@@ -5424,7 +5425,7 @@ def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
 
 def cumsum_default(self_p, dim, dtype, self_t, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1863
+    # functional, spec line 1866
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
@@ -5434,7 +5435,7 @@ def cumsum_default(self_p, dim, dtype, self_t, result):
 
 def cumsum__default(self_p, dim, dtype, self_t, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1863
+    # inplace, spec line 1866
     # formulas from cumsum; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5445,7 +5446,7 @@ def cumsum__default(self_p, dim, dtype, self_t, result):
 
 def cumprod_default(self_p, dim, dtype, self_t, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1870
+    # functional, spec line 1873
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
         return scan_tangent(
@@ -5457,7 +5458,7 @@ def cumprod_default(self_p, dim, dtype, self_t, result):
 
 def cumprod__default(self_p, dim, dtype, self_t, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1870
+    # inplace, spec line 1873
     # formulas from cumprod; self_p is self before the update
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
@@ -5470,7 +5471,7 @@ def cumprod__default(self_p, dim, dtype, self_t, result):
 
 def logcumsumexp_default(self_p, dim, self_t, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1877
+    # functional, spec line 1880
     # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
     if self_t is not None:
         return scan_tangent(self_t, self_p, dim, "logcumsumexp")
@@ -5480,7 +5481,7 @@ def logcumsumexp_default(self_p, dim, self_t, result):
 
 def cummax_default(self_p, dim, self_t, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1884
+    # functional, spec line 1887
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5491,7 +5492,7 @@ def cummax_default(self_p, dim, self_t, values, indices):
 
 def cummin_default(self_p, dim, self_t, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1892
+    # functional, spec line 1895
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5502,7 +5503,7 @@ def cummin_default(self_p, dim, self_t, values, indices):
 
 def sort_default(self_p, dim, descending, self_t, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1900
+    # functional, spec line 1903
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5513,7 +5514,7 @@ def sort_default(self_p, dim, descending, self_t, values, indices):
 
 def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1908
+    # functional, spec line 1911
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5524,7 +5525,7 @@ def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
 
 def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1916
+    # functional, spec line 1919
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5535,7 +5536,7 @@ def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
 
 def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1924
+    # functional, spec line 1927
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5546,7 +5547,7 @@ def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
 
 def mode_default(self_p, dim, keepdim, self_t, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1932
+    # functional, spec line 1935
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5557,7 +5558,7 @@ def mode_default(self_p, dim, keepdim, self_t, values, indices):
 
 def median_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1940
+    # functional, spec line 1943
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5568,7 +5569,7 @@ def median_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1948
+    # functional, spec line 1951
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5579,7 +5580,7 @@ def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def median_default(self_p, self_t, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1956
+    # functional, spec line 1959
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5589,7 +5590,7 @@ def median_default(self_p, self_t, result):
 
 def nanmedian_default(self_p, self_t, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1961
+    # functional, spec line 1964
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5599,7 +5600,7 @@ def nanmedian_default(self_p, self_t, result):
 
 def max_default(self_p, self_t, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1966
+    # functional, spec line 1969
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5609,7 +5610,7 @@ def max_default(self_p, self_t, result):
 
 def min_default(self_p, self_t, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1971
+    # functional, spec line 1974
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5619,7 +5620,7 @@ def min_default(self_p, self_t, result):
 
 def aminmax_default(self_p, dim, keepdim, self_t, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1976
+    # functional, spec line 1979
     # min: amax_tangent(self_t, self_p, min, dim, keepdim)
     if self_t is not None:
         min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
@@ -5635,7 +5636,7 @@ def aminmax_default(self_p, dim, keepdim, self_t, min, max):
 
 def trace_default(self_p, self_t, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1984
+    # functional, spec line 1987
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.trace.default(self_t)
@@ -5645,7 +5646,7 @@ def trace_default(self_p, self_t, result):
 
 def renorm_default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1991
+    # functional, spec line 1994
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
         return renorm_tangent(self_t, self_p, p, dim, maxnorm)
@@ -5655,7 +5656,7 @@ def renorm_default(self_p, p, dim, maxnorm, self_t, result):
 
 def renorm__default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1991
+    # inplace, spec line 1994
     # formulas from renorm; self_p is self before the update
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
@@ -5666,7 +5667,7 @@ def renorm__default(self_p, p, dim, maxnorm, self_t, result):
 
 def vdot_default(self_p, other_p, self_t, other_t, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 2000
+    # functional, spec line 2003
     # result: self_t.vdot(other_p) + self_p.vdot(other_t)
     if self_t is not None and other_t is not None:
         return self_t.vdot(other_p) + self_p.vdot(other_t)
@@ -5680,7 +5681,7 @@ def vdot_default(self_p, other_p, self_t, other_t, result):
 
 def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2006
+    # functional, spec line 2009
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
         return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
@@ -5702,7 +5703,7 @@ def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resul
 
 def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2006
+    # inplace, spec line 2009
     # formulas from addmv; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
@@ -5725,7 +5726,7 @@ def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resu
 
 def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2015
+    # functional, spec line 2018
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5751,7 +5752,7 @@ def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, re
 
 def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2015
+    # inplace, spec line 2018
     # formulas from addr; self_p is self before the update
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
@@ -5780,7 +5781,7 @@ def baddbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2024
+    # functional, spec line 2027
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5812,7 +5813,7 @@ def baddbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2024
+    # inplace, spec line 2027
     # formulas from baddbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5841,7 +5842,7 @@ def addbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2033
+    # functional, spec line 2036
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5874,7 +5875,7 @@ def addbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2033
+    # inplace, spec line 2036
     # formulas from addbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5902,7 +5903,7 @@ def addbmm__default(
 
 def index_select_default(self_p, dim, index_p, self_t, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 2046
+    # functional, spec line 2049
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index_select.default(self_t, dim, index_p)
@@ -5912,7 +5913,7 @@ def index_select_default(self_p, dim, index_p, self_t, result):
 
 def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 2054
+    # functional, spec line 2057
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.gather.default(
@@ -5924,7 +5925,7 @@ def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
 
 def take_default(self_p, index_p, self_t, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 2062
+    # functional, spec line 2065
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.take.default(self_t, index_p)
@@ -5934,7 +5935,7 @@ def take_default(self_p, index_p, self_t, result):
 
 def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 2068
+    # functional, spec line 2071
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
         return self_t.put(index_p, source_t, accumulate)
@@ -5948,7 +5949,7 @@ def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result)
 
 def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 2068
+    # inplace, spec line 2071
     # formulas from put; self_p is self before the update
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
@@ -5965,7 +5966,7 @@ def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result
 
 def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2077
+    # functional, spec line 2080
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
         return self_t.scatter(dim, index_p, src_t)
@@ -5979,7 +5980,7 @@ def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2077
+    # inplace, spec line 2080
     # formulas from scatter.src; self_p is self before the update
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
@@ -5994,7 +5995,7 @@ def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2084
+    # functional, spec line 2087
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
         return self_t.scatter(dim, index_p, 0)
@@ -6004,7 +6005,7 @@ def scatter_value(self_p, dim, index_p, value, self_t, result):
 
 def scatter__value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2084
+    # inplace, spec line 2087
     # formulas from scatter.value; self_p is self before the update
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
@@ -6015,7 +6016,7 @@ def scatter__value(self_p, dim, index_p, value, self_t, result):
 
 def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2090
+    # functional, spec line 2093
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
@@ -6033,7 +6034,7 @@ def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2090
+    # inplace, spec line 2093
     # formulas from scatter_add; self_p is self before the update
     # result: auto_linear
     if self_t is not None and src_t is not None:
@@ -6054,7 +6055,7 @@ def scatter_reduce_two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2099
+    # functional, spec line 2102
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
         return scatter_reduce_tangent(
@@ -6092,7 +6093,7 @@ def scatter_reduce__two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2099
+    # inplace, spec line 2102
     # formulas from scatter_reduce.two; self_p is self before the update
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
@@ -6132,7 +6133,7 @@ def scatter_reduce__two(
 
 def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2109
+    # functional, spec line 2112
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
         return self_t.index_add(dim, index_p, scale(source_t, alpha))
@@ -6146,7 +6147,7 @@ def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, r
 
 def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2109
+    # inplace, spec line 2112
     # formulas from index_add; self_p is self before the update
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
@@ -6164,7 +6165,7 @@ def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, 
 
 def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2118
+    # functional, spec line 2121
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.index_copy(dim, index_p, source_t)
@@ -6178,7 +6179,7 @@ def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result)
 
 def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2118
+    # inplace, spec line 2121
     # formulas from index_copy; self_p is self before the update
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
@@ -6195,7 +6196,7 @@ def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result
 
 def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2125
+    # functional, spec line 2128
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
         return self_t.index_fill(dim, index_p, 0)
@@ -6205,7 +6206,7 @@ def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2125
+    # inplace, spec line 2128
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
@@ -6216,7 +6217,7 @@ def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2131
+    # functional, spec line 2134
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.index_fill(dim, index_p, value_t)
@@ -6230,7 +6231,7 @@ def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result
 
 def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2131
+    # inplace, spec line 2134
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
@@ -6247,7 +6248,7 @@ def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, resul
 
 def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2138
+    # functional, spec line 2141
     # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
     if self_t is not None:
         return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
@@ -6259,7 +6260,7 @@ def _unsafe_masked_index_put_accumulate_default(
     self_p, mask_p, indices_p, values_p, self_t, values_t, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2144
+    # functional, spec line 2147
     # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
     if self_t is not None and values_t is not None:
         return torch.ops.aten._unsafe_masked_index_put_accumulate(
@@ -6281,7 +6282,7 @@ def nll_loss_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2155
+    # functional, spec line 2158
     # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
@@ -6296,7 +6297,7 @@ def nll_loss2d_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2164
+    # functional, spec line 2167
     # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
@@ -6311,7 +6312,7 @@ def embedding_default(
     weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2171
+    # functional, spec line 2174
     # result: auto_linear
     if weight_t is not None:
         return torch.ops.aten.embedding.default(
@@ -6323,7 +6324,7 @@ def embedding_default(
 
 def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2177
+    # functional, spec line 2180
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
@@ -6335,7 +6336,7 @@ def binary_cross_entropy_default(
     self_p, target_p, weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2183
+    # functional, spec line 2186
     # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -6363,7 +6364,7 @@ def binary_cross_entropy_default(
 
 def acosh_default(self_p, self_t, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2193
+    # functional, spec line 2196
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
         return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
@@ -6373,7 +6374,7 @@ def acosh_default(self_p, self_t, result):
 
 def acosh__default(self_p, self_t, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2193
+    # inplace, spec line 2196
     # formulas from acosh; self_p is self before the update
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
@@ -6384,7 +6385,7 @@ def acosh__default(self_p, self_t, result):
 
 def special_ndtri_default(self_p, self_t, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2199
+    # functional, spec line 2202
     # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     if self_t is not None:
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()
@@ -6394,7 +6395,7 @@ def special_ndtri_default(self_p, self_t, result):
 
 def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2209
+    # functional, spec line 2212
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2c.default(self_t, dim, normalization, forward)
@@ -6404,7 +6405,7 @@ def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
 
 def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2219
+    # functional, spec line 2222
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_r2c.default(self_t, dim, normalization, onesided)
@@ -6414,7 +6415,7 @@ def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
 
 def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2231
+    # functional, spec line 2234
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2r.default(
@@ -6426,7 +6427,7 @@ def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
 
 def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2244
+    # functional, spec line 2247
     # result: auto_linear
     if grad_in_t is not None:
         return torch.ops.aten.unfold_backward.default(
@@ -6438,7 +6439,7 @@ def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, 
 
 def linalg_inv_ex_default(A_p, check_errors, A_t, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2260
+    # functional, spec line 2263
     # inverse: -inverse.matmul(A_t).matmul(inverse)
     if A_t is not None:
         inverse_t = -inverse.matmul(A_t).matmul(inverse)
@@ -6451,7 +6452,7 @@ def _linalg_solve_ex_default(
     A_p, B_p, left, check_errors, A_t, B_t, result, LU, pivots, info
 ):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2269
+    # functional, spec line 2272
     # result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
     if A_t is not None and B_t is not None:
         result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
@@ -6472,7 +6473,7 @@ def linalg_solve_triangular_default(
     self_p, B_p, upper, left, unitriangular, self_t, B_t, result
 ):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2282
+    # functional, spec line 2285
     # result: torch.linalg.solve_triangular(self_p, B_t - side_matmul(triangular_part(self_t, upper, unitriangular), result, left), upper=upper, left=left, unitriangular=unitriangular)
     if self_t is not None and B_t is not None:
         return torch.linalg.solve_triangular(
@@ -6519,7 +6520,7 @@ def triangular_solve_default(
     cloned_coefficient,
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2295
+    # functional, spec line 2298
     # solution: triangular_solve_tangent(self_t, A_t, A_p, solution, upper, transpose, unitriangular)
     if self_t is not None and A_t is not None:
         solution_t = triangular_solve_tangent(
@@ -6557,7 +6558,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2305
+    # functional, spec line 2308
     # L: cholesky_tangent(self_t, L, upper)
     if self_t is not None:
         L_t = cholesky_tangent(self_t, L, upper)
@@ -6568,7 +6569,7 @@ def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
 
 def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2318
+    # functional, spec line 2321
     # result: cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
     if self_t is not None and input2_t is not None:
         return cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
@@ -6586,7 +6587,7 @@ def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
 
 def cholesky_inverse_default(self_p, upper, self_t, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2326
+    # functional, spec line 2329
     # result: cholesky_inverse_tangent(self_t, self_p, result, upper)
     if self_t is not None:
         return cholesky_inverse_tangent(self_t, self_p, result, upper)
@@ -6596,7 +6597,7 @@ def cholesky_inverse_default(self_p, upper, self_t, result):
 
 def _linalg_det_default(A_p, A_t, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2335
+    # functional, spec line 2338
     # result: det_tangent(A_t, A_p, result, LU, pivots)
     if A_t is not None:
         result_t = det_tangent(A_t, A_p, result, LU, pivots)
@@ -6607,7 +6608,7 @@ def _linalg_det_default(A_p, A_t, result, LU, pivots):
 
 def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2343
+    # functional, spec line 2346
     # sign: slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
     if A_t is not None:
         sign_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
@@ -6623,7 +6624,7 @@ def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2352
+    # functional, spec line 2355
     # LU: lu_factor_tangent(A_t, LU, pivots)
     if A_t is not None:
         LU_t = lu_factor_tangent(A_t, LU, pivots)
@@ -6634,7 +6635,7 @@ def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info)
 
 def linalg_lu_default(A_p, pivot, A_t, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2361
+    # functional, spec line 2364
     # L: lu_tangents(A_t, P, L, U)[0]
     if A_t is not None:
         L_t = lu_tangents(A_t, P, L, U)[0]
@@ -6650,7 +6651,7 @@ def linalg_lu_default(A_p, pivot, A_t, P, L, U):
 
 def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2371
+    # functional, spec line 2374
     # result: torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(self_p, other_t, dim=dim)
     if self_t is not None and other_t is not None:
         return torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(
@@ -6666,7 +6667,7 @@ def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
 
 def linalg_matrix_exp_default(self_p, self_t, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2380
+    # functional, spec line 2383
     # result: matrix_exp_differential(self_p, self_t, False)
     if self_t is not None:
         return matrix_exp_differential(self_p, self_t, False)
@@ -6676,7 +6677,7 @@ def linalg_matrix_exp_default(self_p, self_t, result):
 
 def linalg_householder_product_default(input_p, tau_p, input_t, tau_t, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2387
+    # functional, spec line 2390
     # result: householder_product_tangent(input_t, tau_t, input_p, tau_p)
     if input_t is not None and tau_t is not None:
         return householder_product_tangent(input_t, tau_t, input_p, tau_p)
@@ -6696,7 +6697,7 @@ def lu_unpack_default(
     LU_data_p, LU_pivots_p, unpack_data, unpack_pivots, LU_data_t, P, L, U
 ):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2395
+    # functional, spec line 2398
     # L: lu_unpack_tangents(LU_data_t)[0]
     if LU_data_t is not None:
         L_t = lu_unpack_tangents(LU_data_t)[0]
@@ -6712,7 +6713,7 @@ def lu_unpack_default(
 
 def linalg_lu_solve_default(LU_p, pivots_p, B_p, left, adjoint, LU_t, B_t, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2407
+    # functional, spec line 2410
     # result: lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
     if LU_t is not None and B_t is not None:
         return lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
@@ -6740,7 +6741,7 @@ def elu_backward_default(
     result,
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2423
+    # functional, spec line 2426
     # result: torch.ops.aten.elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result_p) + grad_output_p * elu_second_derivative(self_or_result_p, alpha, scale, input_scale, is_result) * self_or_result_t
     if grad_output_t is not None and self_or_result_t is not None:
         return (
@@ -6777,7 +6778,7 @@ def log_sigmoid_backward_default(
     grad_output_p, self_p, buffer_p, grad_output_t, buffer_t, result
 ):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2434
+    # functional, spec line 2437
     # result: torch.ops.aten.log_sigmoid_backward(grad_output_t, self_p, buffer_p) - grad_output_p * torch.where(self_p < 0, 1.0, -1.0) / (1 + buffer_p) ** 2 * buffer_t
     if grad_output_t is not None and buffer_t is not None:
         return (
@@ -6809,7 +6810,7 @@ def hardtanh_backward_default(
     grad_output_p, self_p, min_val, max_val, grad_output_t, result
 ):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2441
+    # functional, spec line 2444
     # result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
     if grad_output_t is not None:
         return torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
@@ -6819,7 +6820,7 @@ def hardtanh_backward_default(
 
 def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2449
+    # functional, spec line 2452
     # result: torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
     if grad_output_t is not None:
         return torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
@@ -6829,7 +6830,7 @@ def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, res
 
 def hardshrink_backward_default(grad_out_p, self_p, lambd, grad_out_t, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2455
+    # functional, spec line 2458
     # result: torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
     if grad_out_t is not None:
         return torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
@@ -6841,7 +6842,7 @@ def leaky_relu_backward_default(
     grad_output_p, self_p, negative_slope, self_is_result, grad_output_t, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2461
+    # functional, spec line 2464
     # result: torch.ops.aten.leaky_relu_backward(grad_output_t, self_p, negative_slope, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -6863,7 +6864,7 @@ def rrelu_with_noise_backward_default(
     result,
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2469
+    # functional, spec line 2472
     # result: torch.ops.aten.rrelu_with_noise_backward(grad_output_t, self_p, noise_p, lower, upper, training, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -6875,7 +6876,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2478
+    # functional, spec line 2481
     # result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
@@ -6885,7 +6886,7 @@ def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
 
 def hardswish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2484
+    # functional, spec line 2487
     # result: torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where((self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where(
@@ -6906,7 +6907,7 @@ def softplus_backward_default(
     grad_output_p, self_p, beta, threshold, grad_output_t, self_t, result
 ):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2490
+    # functional, spec line 2493
     # result: torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold) + grad_output_p * torch.where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6943,7 +6944,7 @@ def gelu_backward_default(
     grad_output_p, self_p, approximate, grad_output_t, self_t, result
 ):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2498
+    # functional, spec line 2501
     # result: torch.ops.aten.gelu_backward(grad_output_t, self_p, approximate=approximate) + grad_output_p * gelu_second_derivative(self_p, approximate) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6967,7 +6968,7 @@ def gelu_backward_default(
 
 def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2508
+    # functional, spec line 2511
     # result: grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6998,7 +6999,7 @@ def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2514
+    # functional, spec line 2517
     # result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -7015,7 +7016,7 @@ def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def glu_backward_default(grad_output_p, self_p, dim, grad_output_t, self_t, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2520
+    # functional, spec line 2523
     # result: torch.ops.aten.glu_backward(grad_output_t, self_p, dim) + glu_double_backward(self_t, grad_output_p, self_p, dim)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.glu_backward(
@@ -7033,7 +7034,7 @@ def _prelu_kernel_backward_default(
     grad_output_p, self_p, weight_p, grad_output_t, self_t, weight_t, result0, result1
 ):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2528
+    # functional, spec line 2531
     # result0: torch.where(self_p > 0, grad_output_t, weight_p * grad_output_t + weight_t * grad_output_p)
     if grad_output_t is not None and weight_t is not None:
         result0_t = torch.where(
@@ -7078,7 +7079,7 @@ def mse_loss_backward_default(
     grad_output_p, self_p, target_p, reduction, grad_output_t, self_t, target_t, result
 ):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2540
+    # functional, spec line 2543
     # result: torch.ops.aten.mse_loss_backward(grad_output_t, self_p, target_p, reduction) + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.mse_loss_backward(
@@ -7134,7 +7135,7 @@ def smooth_l1_loss_backward_default(
     result,
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2550
+    # functional, spec line 2553
     # result: torch.ops.aten.smooth_l1_loss_backward(grad_output_t, self_p, target_p, reduction, beta) + torch.where((self_p - target_p).abs() < beta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t) / beta, 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.smooth_l1_loss_backward(
@@ -7222,7 +7223,7 @@ def huber_loss_backward_default(
     result,
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2560
+    # functional, spec line 2563
     # result: torch.ops.aten.huber_loss_backward(grad_output_t, self_p, target_p, reduction, delta) + torch.where((self_p - target_p).abs() <= delta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t), 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.huber_loss_backward(
@@ -7307,7 +7308,7 @@ def binary_cross_entropy_backward_default(
     result,
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2570
+    # functional, spec line 2573
     # result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.binary_cross_entropy_backward(
@@ -7378,7 +7379,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2583
+    # functional, spec line 2586
     # result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss_backward(
@@ -7406,7 +7407,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2593
+    # functional, spec line 2596
     # result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss2d_backward(
@@ -7424,7 +7425,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 2605
+    # functional, spec line 2608
     # U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
     if A_t is not None:
         U_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
@@ -7445,7 +7446,7 @@ def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
 
 def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2616
+    # functional, spec line 2619
     # eigenvalues: eig_tangents(self_t, eigenvalues, eigenvectors)[0]
     if self_t is not None:
         eigenvalues_t = eig_tangents(self_t, eigenvalues, eigenvectors)[0]
@@ -7461,7 +7462,7 @@ def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2624
+    # functional, spec line 2627
     # eigenvalues: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
     if A_t is not None:
         eigenvalues_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
@@ -7479,7 +7480,7 @@ def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
 
 def linalg_qr_default(A_p, mode, A_t, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 2633
+    # functional, spec line 2636
     # Q: qr_tangents(A_t, Q, R, mode)[0]
     if A_t is not None:
         Q_t = qr_tangents(A_t, Q, R, mode)[0]
@@ -7495,7 +7496,7 @@ def linalg_qr_default(A_p, mode, A_t, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(self_p, atol_p, rtol_p, hermitian, self_t, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 2642
+    # functional, spec line 2645
     # result: pinv_tangent(self_t, self_p, result)
     if self_t is not None:
         return pinv_tangent(self_t, self_p, result)
@@ -7507,7 +7508,7 @@ def linalg_lstsq_default(
     self_p, b_p, rcond, driver, self_t, b_t, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 2651
+    # functional, spec line 2654
     # solution: lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(b_t, self_p)
     if self_t is not None and b_t is not None:
         solution_t = lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(
@@ -7554,7 +7555,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2666
+    # functional, spec line 2669
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7664,7 +7665,7 @@ def _native_batch_norm_legit_no_stats(
     result2,
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2675
+    # functional, spec line 2678
     # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7735,7 +7736,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2683
+    # functional, spec line 2686
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7847,7 +7848,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2691
+    # functional, spec line 2694
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7959,7 +7960,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2701
+    # functional, spec line 2704
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -8058,7 +8059,7 @@ def binary_cross_entropy_with_logits_default(
     self_p, target_p, weight_p, pos_weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2712
+    # functional, spec line 2715
     # result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -8090,7 +8091,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(self_p, kernel_size, dilation, padding, stride, self_t, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2724
+    # functional, spec line 2727
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.im2col.default(
@@ -8104,7 +8105,7 @@ def col2im_default(
     self_p, output_size, kernel_size, dilation, padding, stride, self_t, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2731
+    # functional, spec line 2734
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.col2im.default(
@@ -8118,7 +8119,7 @@ def _upsample_bilinear2d_aa_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2740
+    # functional, spec line 2743
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.default(
@@ -8132,7 +8133,7 @@ def _upsample_bilinear2d_aa_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 2748
+    # functional, spec line 2751
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.vec(
@@ -8153,7 +8154,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2756
+    # functional, spec line 2759
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa_backward.default(
@@ -8167,7 +8168,7 @@ def fractional_max_pool2d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2766
+    # functional, spec line 2769
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8182,7 +8183,7 @@ def fractional_max_pool3d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2775
+    # functional, spec line 2778
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8207,7 +8208,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2786
+    # functional, spec line 2789
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool2d_with_indices_backward.default(
@@ -8260,7 +8261,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2795
+    # functional, spec line 2798
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool3d_with_indices_backward.default(
@@ -8310,7 +8311,7 @@ def fractional_max_pool2d_backward_default(
     result,
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2803
+    # functional, spec line 2806
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool2d_backward.default(
@@ -8339,7 +8340,7 @@ def fractional_max_pool3d_backward_default(
     result,
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2812
+    # functional, spec line 2815
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool3d_backward.default(
@@ -8361,7 +8362,7 @@ def max_unpool3d_default(
     self_p, indices_p, output_size, stride, padding, self_t, result
 ):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 2820
+    # functional, spec line 2823
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool3d.default(
@@ -8386,7 +8387,7 @@ def _trilinear_default(
     result,
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 2832
+    # functional, spec line 2835
     # result: torch.ops.aten._trilinear(i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim)
     if i1_t is not None and i2_t is not None and i3_t is not None:
         return (
@@ -8457,7 +8458,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(self_p, dim, dtype, self_t, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2840
+    # functional, spec line 2843
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -8469,7 +8470,7 @@ def as_strided_scatter_default(
     self_p, src_p, size, stride, storage_offset, self_t, src_t, result
 ):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 2847
+    # functional, spec line 2850
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.as_strided_scatter.default(
@@ -8489,7 +8490,7 @@ def as_strided_scatter_default(
 
 def bernoulli_default(self_p, generator, self_t, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2857
+    # functional, spec line 2860
     # result: auto_element_wise, from self: torch.zeros_like(grad)
     if self_t is not None:
         return torch.zeros_like(self_t.conj()).conj()
@@ -8499,13 +8500,13 @@ def bernoulli_default(self_p, generator, self_t, result):
 
 def bernoulli_p(self_p, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2863
+    # functional, spec line 2866
     return None
 
 
 def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2868
+    # functional, spec line 2871
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
         return torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
@@ -8519,7 +8520,7 @@ def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2868
+    # inplace, spec line 2871
     # formulas from bernoulli.Tensor; self_p is self before the update
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
@@ -8534,7 +8535,7 @@ def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def uniform__default(self_p, from_, to, generator, self_t, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2878
+    # inplace, spec line 2881
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8544,7 +8545,7 @@ def uniform__default(self_p, from_, to, generator, self_t, result):
 
 def normal__default(self_p, mean, std, generator, self_t, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2882
+    # inplace, spec line 2885
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8554,7 +8555,7 @@ def normal__default(self_p, mean, std, generator, self_t, result):
 
 def exponential__default(self_p, lambd, generator, self_t, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2886
+    # inplace, spec line 2889
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8564,7 +8565,7 @@ def exponential__default(self_p, lambd, generator, self_t, result):
 
 def cauchy__default(self_p, median, sigma, generator, self_t, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2890
+    # inplace, spec line 2893
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8574,7 +8575,7 @@ def cauchy__default(self_p, median, sigma, generator, self_t, result):
 
 def log_normal__default(self_p, mean, std, generator, self_t, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2894
+    # inplace, spec line 2897
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8584,7 +8585,7 @@ def log_normal__default(self_p, mean, std, generator, self_t, result):
 
 def geometric__default(self_p, p, generator, self_t, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2898
+    # inplace, spec line 2901
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8594,7 +8595,7 @@ def geometric__default(self_p, p, generator, self_t, result):
 
 def random__default(self_p, generator, self_t, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2903
+    # inplace, spec line 2906
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8604,7 +8605,7 @@ def random__default(self_p, generator, self_t, result):
 
 def random__from(self_p, from_, to, generator, self_t, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2907
+    # inplace, spec line 2910
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8614,7 +8615,7 @@ def random__from(self_p, from_, to, generator, self_t, result):
 
 def random__to(self_p, to, generator, self_t, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2912
+    # inplace, spec line 2915
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8624,7 +8625,7 @@ def random__to(self_p, to, generator, self_t, result):
 
 def bernoulli__float(self_p, p, generator, self_t, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2917
+    # inplace, spec line 2920
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8652,7 +8653,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2927
+    # functional, spec line 2930
     # result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
     if grad_output_t is not None and weight_t is not None:
         result0_t = convolution_backward_tangent(
@@ -8790,7 +8791,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2937
+    # functional, spec line 2940
     # result: torch.ops.aten.avg_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool2d_backward(
@@ -8820,7 +8821,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2946
+    # functional, spec line 2949
     # result: torch.ops.aten.avg_pool3d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool3d_backward(
@@ -8839,7 +8840,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2955
+    # functional, spec line 2958
     # result: torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
@@ -8849,7 +8850,7 @@ def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, 
 
 def _adaptive_avg_pool3d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2963
+    # functional, spec line 2966
     # result: torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
@@ -8861,7 +8862,7 @@ def adaptive_max_pool2d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2973
+    # functional, spec line 2976
     # result: torch.ops.aten.adaptive_max_pool2d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool2d_backward(
@@ -8875,7 +8876,7 @@ def adaptive_max_pool3d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2981
+    # functional, spec line 2984
     # result: torch.ops.aten.adaptive_max_pool3d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool3d_backward(
@@ -8889,7 +8890,7 @@ def reflection_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2991
+    # functional, spec line 2994
     # result: torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
@@ -8901,7 +8902,7 @@ def reflection_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2999
+    # functional, spec line 3002
     # result: torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
@@ -8913,7 +8914,7 @@ def reflection_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3007
+    # functional, spec line 3010
     # result: torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
@@ -8925,7 +8926,7 @@ def replication_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 3015
+    # functional, spec line 3018
     # result: torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
@@ -8937,7 +8938,7 @@ def replication_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3023
+    # functional, spec line 3026
     # result: torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
@@ -8949,7 +8950,7 @@ def replication_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3031
+    # functional, spec line 3034
     # result: torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
@@ -8961,7 +8962,7 @@ def upsample_nearest1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3041
+    # functional, spec line 3044
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest1d_backward.default(
@@ -8975,7 +8976,7 @@ def upsample_nearest2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3048
+    # functional, spec line 3051
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest2d_backward.default(
@@ -8996,7 +8997,7 @@ def upsample_nearest3d_backward_default(
     result,
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3055
+    # functional, spec line 3058
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest3d_backward.default(
@@ -9010,7 +9011,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3062
+    # functional, spec line 3065
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d_backward.default(
@@ -9024,7 +9025,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3069
+    # functional, spec line 3072
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d_backward.default(
@@ -9045,7 +9046,7 @@ def _upsample_nearest_exact3d_backward_default(
     result,
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3076
+    # functional, spec line 3079
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d_backward.default(
@@ -9059,7 +9060,7 @@ def upsample_linear1d_backward_default(
     grad_output_p, output_size, input_size, align_corners, scales, grad_output_t, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3083
+    # functional, spec line 3086
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_linear1d_backward.default(
@@ -9080,7 +9081,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3091
+    # functional, spec line 3094
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bilinear2d_backward.default(
@@ -9101,7 +9102,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3099
+    # functional, spec line 3102
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bicubic2d_backward.default(
@@ -9123,7 +9124,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3107
+    # functional, spec line 3110
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_trilinear3d_backward.default(
@@ -9143,7 +9144,7 @@ def diagonal_backward_default(
     grad_output_p, input_sizes, offset, dim1, dim2, grad_output_t, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3117
+    # functional, spec line 3120
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.diagonal_backward.default(
@@ -9163,7 +9164,7 @@ def embedding_dense_backward_default(
     result,
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3125
+    # functional, spec line 3128
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.embedding_dense_backward.default(
@@ -9190,7 +9191,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3140
+    # functional, spec line 3143
     # result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
@@ -9409,7 +9410,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3152
+    # functional, spec line 3155
     # result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(

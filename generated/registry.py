@@ -3891,7 +3891,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1080,
+    spec_line=1083,
 )
 
 
@@ -3907,7 +3907,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1087,
+    spec_line=1090,
 )
 
 
@@ -3923,7 +3923,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=1087,
+    spec_line=1090,
 )
 
 
@@ -3939,7 +3939,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1091,
+    spec_line=1094,
 )
 
 
@@ -3955,7 +3955,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=1091,
+    spec_line=1094,
 )
 
 
@@ -3971,7 +3971,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1095,
+    spec_line=1098,
 )
 
 
@@ -3987,7 +3987,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=1095,
+    spec_line=1098,
 )
 
 
@@ -4003,7 +4003,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1100,
+    spec_line=1103,
 )
 
 
@@ -4019,7 +4019,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=1100,
+    spec_line=1103,
 )
 
 
@@ -4035,7 +4035,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1105,
+    spec_line=1108,
 )
 
 
@@ -4051,7 +4051,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1105,
+    spec_line=1108,
 )
 
 
@@ -4067,7 +4067,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1112,
+    spec_line=1115,
 )
 
 
@@ -4083,7 +4083,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1112,
+    spec_line=1115,
 )
 
 
@@ -4099,7 +4099,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1119,
+    spec_line=1122,
 )
 
 
@@ -4115,7 +4115,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1119,
+    spec_line=1122,
 )
 
 
@@ -4131,7 +4131,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1123,
+    spec_line=1126,
 )
 
 
@@ -4147,7 +4147,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1123,
+    spec_line=1126,
 )
 
 
@@ -4163,7 +4163,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1127,
+    spec_line=1130,
 )
 
 
@@ -4179,7 +4179,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1127,
+    spec_line=1130,
 )
 
 
@@ -4195,7 +4195,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1131,
+    spec_line=1134,
 )
 
 
@@ -4211,7 +4211,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1138,
+    spec_line=1141,
 )
 
 
@@ -4227,7 +4227,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1138,
+    spec_line=1141,
 )
 
 
@@ -4243,7 +4243,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1143,
+    spec_line=1146,
 )
 
 
@@ -4259,7 +4259,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1148,
+    spec_line=1151,
 )
 
 
@@ -4275,7 +4275,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1156,
+    spec_line=1159,
 )
 
 
@@ -4291,7 +4291,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1162,
+    spec_line=1165,
 )
 
 
@@ -4307,7 +4307,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1172,
+    spec_line=1175,
 )
 
 
@@ -4323,7 +4323,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1172,
+    spec_line=1175,
 )
 
 
@@ -4339,7 +4339,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1177,
+    spec_line=1180,
 )
 
 
@@ -4355,7 +4355,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1177,
+    spec_line=1180,
 )
 
 
@@ -4371,7 +4371,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1182,
+    spec_line=1185,
 )
 
 
@@ -4387,7 +4387,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1182,
+    spec_line=1185,
 )
 
 
@@ -4403,7 +4403,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1188,
+    spec_line=1191,
 )
 
 
@@ -4419,7 +4419,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1188,
+    spec_line=1191,
 )
 
 
@@ -4435,7 +4435,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1194,
+    spec_line=1197,
 )
 
 
@@ -4451,7 +4451,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1194,
+    spec_line=1197,
 )
 
 
@@ -4467,7 +4467,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1200,
+    spec_line=1203,
 )
 
 
@@ -4483,7 +4483,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1200,
+    spec_line=1203,
 )
 
 
@@ -4499,7 +4499,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1207,
+    spec_line=1210,
 )
 
 
@@ -4515,7 +4515,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1207,
+    spec_line=1210,
 )
 
 
@@ -4531,7 +4531,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1213,
+    spec_line=1216,
 )
 
 
@@ -4547,7 +4547,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1213,
+    spec_line=1216,
 )
 
 
@@ -4563,7 +4563,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1218,
+    spec_line=1221,
 )
 
 
@@ -4579,7 +4579,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1218,
+    spec_line=1221,
 )
 
 
@@ -4595,7 +4595,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1224,
+    spec_line=1227,
 )
 
 
@@ -4611,7 +4611,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1224,
+    spec_line=1227,
 )
 
 
@@ -4627,7 +4627,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1229,
+    spec_line=1232,
 )
 
 
@@ -4643,7 +4643,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1229,
+    spec_line=1232,
 )
 
 
@@ -4659,7 +4659,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1235,
+    spec_line=1238,
 )
 
 
@@ -4675,7 +4675,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1235,
+    spec_line=1238,
 )
 
 
@@ -4691,7 +4691,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1240,
+    spec_line=1243,
 )
 
 
@@ -4707,7 +4707,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1245,
+    spec_line=1248,
 )
 
 
@@ -4723,7 +4723,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1250,
+    spec_line=1253,
 )
 
 
@@ -4739,7 +4739,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1250,
+    spec_line=1253,
 )
 
 
@@ -4755,7 +4755,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1256,
+    spec_line=1259,
 )
 
 
@@ -4771,7 +4771,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1261,
+    spec_line=1264,
 )
 
 
@@ -4787,7 +4787,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1266,
+    spec_line=1269,
 )
 
 
@@ -4803,7 +4803,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1266,
+    spec_line=1269,
 )
 
 
@@ -4819,7 +4819,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1271,
+    spec_line=1274,
 )
 
 
@@ -4835,7 +4835,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1271,
+    spec_line=1274,
 )
 
 
@@ -4851,7 +4851,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1277,
+    spec_line=1280,
 )
 
 
@@ -4867,7 +4867,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1282,
+    spec_line=1285,
 )
 
 
@@ -4883,7 +4883,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1282,
+    spec_line=1285,
 )
 
 
@@ -4899,7 +4899,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1287,
+    spec_line=1290,
 )
 
 
@@ -4915,7 +4915,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1293,
+    spec_line=1296,
 )
 
 
@@ -4931,7 +4931,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1298,
+    spec_line=1301,
 )
 
 
@@ -4947,7 +4947,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1305,
+    spec_line=1308,
 )
 
 
@@ -4963,7 +4963,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1305,
+    spec_line=1308,
 )
 
 
@@ -4979,7 +4979,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1313,
+    spec_line=1316,
 )
 
 
@@ -4995,7 +4995,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1313,
+    spec_line=1316,
 )
 
 
@@ -5011,7 +5011,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1321,
+    spec_line=1324,
 )
 
 
@@ -5027,7 +5027,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1321,
+    spec_line=1324,
 )
 
 
@@ -5043,7 +5043,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1327,
+    spec_line=1330,
 )
 
 
@@ -5059,7 +5059,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1327,
+    spec_line=1330,
 )
 
 
@@ -5075,7 +5075,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1336,
+    spec_line=1339,
 )
 
 
@@ -5091,7 +5091,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1336,
+    spec_line=1339,
 )
 
 
@@ -5107,7 +5107,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1345,
+    spec_line=1348,
 )
 
 
@@ -5123,7 +5123,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1345,
+    spec_line=1348,
 )
 
 
@@ -5139,7 +5139,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1351,
+    spec_line=1354,
 )
 
 
@@ -5155,7 +5155,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1351,
+    spec_line=1354,
 )
 
 
@@ -5171,7 +5171,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1359,
+    spec_line=1362,
 )
 
 
@@ -5187,7 +5187,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1364,
+    spec_line=1367,
 )
 
 
@@ -5203,7 +5203,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1376,
+    spec_line=1379,
 )
 
 
@@ -5219,7 +5219,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1383,
+    spec_line=1386,
 )
 
 
@@ -5235,7 +5235,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1389,
+    spec_line=1392,
 )
 
 
@@ -5251,7 +5251,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1395,
+    spec_line=1398,
 )
 
 
@@ -5267,7 +5267,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1399,
+    spec_line=1402,
 )
 
 
@@ -5283,7 +5283,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1405,
+    spec_line=1408,
 )
 
 
@@ -5299,7 +5299,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1411,
+    spec_line=1414,
 )
 
 
@@ -5315,7 +5315,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1419,
+    spec_line=1422,
 )
 
 
@@ -5331,7 +5331,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1426,
+    spec_line=1429,
 )
 
 
@@ -5347,7 +5347,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1433,
+    spec_line=1436,
 )
 
 
@@ -5363,7 +5363,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1440,
+    spec_line=1443,
 )
 
 
@@ -5379,7 +5379,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1447,
+    spec_line=1450,
 )
 
 
@@ -5395,7 +5395,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1451,
+    spec_line=1454,
 )
 
 
@@ -5411,7 +5411,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1456,
+    spec_line=1459,
 )
 
 
@@ -5427,7 +5427,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1460,
+    spec_line=1463,
 )
 
 
@@ -5443,7 +5443,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1465,
+    spec_line=1468,
 )
 
 
@@ -5459,7 +5459,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1470,
+    spec_line=1473,
 )
 
 
@@ -5475,7 +5475,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1474,
+    spec_line=1477,
 )
 
 
@@ -5491,7 +5491,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1479,
+    spec_line=1482,
 )
 
 
@@ -5507,7 +5507,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1484,
+    spec_line=1487,
 )
 
 
@@ -5523,7 +5523,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1489,
+    spec_line=1492,
 )
 
 
@@ -5539,7 +5539,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1494,
+    spec_line=1497,
 )
 
 
@@ -5555,7 +5555,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1499,
+    spec_line=1502,
 )
 
 
@@ -5571,7 +5571,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1506,
+    spec_line=1509,
 )
 
 
@@ -5587,7 +5587,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1513,
+    spec_line=1516,
 )
 
 
@@ -5603,7 +5603,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1518,
+    spec_line=1521,
 )
 
 
@@ -5619,7 +5619,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1525,
+    spec_line=1528,
 )
 
 
@@ -5635,7 +5635,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1532,
+    spec_line=1535,
 )
 
 
@@ -5651,7 +5651,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1539,
+    spec_line=1542,
 )
 
 
@@ -5667,7 +5667,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1547,
+    spec_line=1550,
 )
 
 
@@ -5683,7 +5683,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1555,
+    spec_line=1558,
 )
 
 
@@ -5699,7 +5699,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1562,
+    spec_line=1565,
 )
 
 
@@ -5715,7 +5715,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1570,
+    spec_line=1573,
 )
 
 
@@ -5731,7 +5731,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1577,
+    spec_line=1580,
 )
 
 
@@ -5747,7 +5747,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1577,
+    spec_line=1580,
 )
 
 
@@ -5763,7 +5763,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1584,
+    spec_line=1587,
 )
 
 
@@ -5779,7 +5779,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1584,
+    spec_line=1587,
 )
 
 
@@ -5795,7 +5795,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1591,
+    spec_line=1594,
 )
 
 
@@ -5811,7 +5811,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1596,
+    spec_line=1599,
 )
 
 
@@ -5827,7 +5827,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1601,
+    spec_line=1604,
 )
 
 
@@ -5843,7 +5843,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1608,
+    spec_line=1611,
 )
 
 
@@ -5859,7 +5859,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1613,
+    spec_line=1616,
 )
 
 
@@ -5875,7 +5875,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1618,
+    spec_line=1621,
 )
 
 
@@ -5891,7 +5891,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1623,
+    spec_line=1626,
 )
 
 
@@ -5907,7 +5907,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1628,
+    spec_line=1631,
 )
 
 
@@ -5923,7 +5923,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1633,
+    spec_line=1636,
 )
 
 
@@ -5939,7 +5939,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1640,
+    spec_line=1643,
 )
 
 
@@ -5955,7 +5955,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1640,
+    spec_line=1643,
 )
 
 
@@ -5971,7 +5971,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1649,
+    spec_line=1652,
 )
 
 
@@ -5987,7 +5987,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1649,
+    spec_line=1652,
 )
 
 
@@ -6003,7 +6003,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1658,
+    spec_line=1661,
 )
 
 
@@ -6019,7 +6019,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1667,
+    spec_line=1670,
 )
 
 
@@ -6035,7 +6035,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1667,
+    spec_line=1670,
 )
 
 
@@ -6051,7 +6051,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1679,
+    spec_line=1682,
 )
 
 
@@ -6067,7 +6067,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1687,
+    spec_line=1690,
 )
 
 
@@ -6083,7 +6083,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1695,
+    spec_line=1698,
 )
 
 
@@ -6099,7 +6099,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1695,
+    spec_line=1698,
 )
 
 
@@ -6115,7 +6115,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1710,
+    spec_line=1713,
 )
 
 
@@ -6131,7 +6131,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1714,
+    spec_line=1717,
 )
 
 
@@ -6147,7 +6147,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1721,
+    spec_line=1724,
 )
 
 
@@ -6163,7 +6163,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1723,
+    spec_line=1726,
 )
 
 
@@ -6179,7 +6179,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1725,
+    spec_line=1728,
 )
 
 
@@ -6195,7 +6195,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1727,
+    spec_line=1730,
 )
 
 
@@ -6211,7 +6211,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1729,
+    spec_line=1732,
 )
 
 
@@ -6227,7 +6227,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1731,
+    spec_line=1734,
 )
 
 
@@ -6243,7 +6243,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1738,
+    spec_line=1741,
 )
 
 
@@ -6259,7 +6259,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1746,
+    spec_line=1749,
 )
 
 
@@ -6275,7 +6275,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1754,
+    spec_line=1757,
 )
 
 
@@ -6291,7 +6291,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1762,
+    spec_line=1765,
 )
 
 
@@ -6307,7 +6307,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1766,
+    spec_line=1769,
 )
 
 
@@ -6323,7 +6323,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1776,
+    spec_line=1779,
 )
 
 
@@ -6339,7 +6339,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1786,
+    spec_line=1789,
 )
 
 
@@ -6355,7 +6355,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1793,
+    spec_line=1796,
 )
 
 
@@ -6371,7 +6371,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1800,
+    spec_line=1803,
 )
 
 
@@ -6387,7 +6387,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1808,
+    spec_line=1811,
 )
 
 
@@ -6403,7 +6403,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1815,
+    spec_line=1818,
 )
 
 
@@ -6419,7 +6419,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1822,
+    spec_line=1825,
 )
 
 
@@ -6435,7 +6435,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1830,
+    spec_line=1833,
 )
 
 
@@ -6451,7 +6451,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1838,
+    spec_line=1841,
 )
 
 
@@ -6467,7 +6467,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1845,
+    spec_line=1848,
 )
 
 
@@ -6483,7 +6483,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1852,
+    spec_line=1855,
 )
 
 
@@ -6499,7 +6499,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1856,
+    spec_line=1859,
 )
 
 
@@ -6515,7 +6515,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1863,
+    spec_line=1866,
 )
 
 
@@ -6531,7 +6531,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1863,
+    spec_line=1866,
 )
 
 
@@ -6547,7 +6547,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1870,
+    spec_line=1873,
 )
 
 
@@ -6563,7 +6563,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1870,
+    spec_line=1873,
 )
 
 
@@ -6579,7 +6579,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1877,
+    spec_line=1880,
 )
 
 
@@ -6595,7 +6595,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1884,
+    spec_line=1887,
 )
 
 
@@ -6611,7 +6611,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1892,
+    spec_line=1895,
 )
 
 
@@ -6627,7 +6627,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1900,
+    spec_line=1903,
 )
 
 
@@ -6643,7 +6643,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1908,
+    spec_line=1911,
 )
 
 
@@ -6659,7 +6659,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1916,
+    spec_line=1919,
 )
 
 
@@ -6675,7 +6675,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1924,
+    spec_line=1927,
 )
 
 
@@ -6691,7 +6691,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1932,
+    spec_line=1935,
 )
 
 
@@ -6707,7 +6707,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1940,
+    spec_line=1943,
 )
 
 
@@ -6723,7 +6723,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1948,
+    spec_line=1951,
 )
 
 
@@ -6739,7 +6739,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1956,
+    spec_line=1959,
 )
 
 
@@ -6755,7 +6755,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1961,
+    spec_line=1964,
 )
 
 
@@ -6771,7 +6771,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1966,
+    spec_line=1969,
 )
 
 
@@ -6787,7 +6787,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1971,
+    spec_line=1974,
 )
 
 
@@ -6803,7 +6803,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1976,
+    spec_line=1979,
 )
 
 
@@ -6819,7 +6819,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1984,
+    spec_line=1987,
 )
 
 
@@ -6835,7 +6835,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1991,
+    spec_line=1994,
 )
 
 
@@ -6851,7 +6851,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1991,
+    spec_line=1994,
 )
 
 
@@ -6867,7 +6867,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2000,
+    spec_line=2003,
 )
 
 
@@ -6883,7 +6883,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2006,
+    spec_line=2009,
 )
 
 
@@ -6899,7 +6899,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=2006,
+    spec_line=2009,
 )
 
 
@@ -6915,7 +6915,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2015,
+    spec_line=2018,
 )
 
 
@@ -6931,7 +6931,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=2015,
+    spec_line=2018,
 )
 
 
@@ -6947,7 +6947,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2024,
+    spec_line=2027,
 )
 
 
@@ -6963,7 +6963,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=2024,
+    spec_line=2027,
 )
 
 
@@ -6979,7 +6979,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2033,
+    spec_line=2036,
 )
 
 
@@ -6995,7 +6995,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=2033,
+    spec_line=2036,
 )
 
 
@@ -7011,7 +7011,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2046,
+    spec_line=2049,
 )
 
 
@@ -7027,7 +7027,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2054,
+    spec_line=2057,
 )
 
 
@@ -7043,7 +7043,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2062,
+    spec_line=2065,
 )
 
 
@@ -7059,7 +7059,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2068,
+    spec_line=2071,
 )
 
 
@@ -7075,7 +7075,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=2068,
+    spec_line=2071,
 )
 
 
@@ -7091,7 +7091,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2077,
+    spec_line=2080,
 )
 
 
@@ -7107,7 +7107,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=2077,
+    spec_line=2080,
 )
 
 
@@ -7123,7 +7123,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2084,
+    spec_line=2087,
 )
 
 
@@ -7139,7 +7139,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=2084,
+    spec_line=2087,
 )
 
 
@@ -7155,7 +7155,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2090,
+    spec_line=2093,
 )
 
 
@@ -7171,7 +7171,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=2090,
+    spec_line=2093,
 )
 
 
@@ -7187,7 +7187,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2099,
+    spec_line=2102,
 )
 
 
@@ -7203,7 +7203,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=2099,
+    spec_line=2102,
 )
 
 
@@ -7219,7 +7219,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2109,
+    spec_line=2112,
 )
 
 
@@ -7235,7 +7235,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=2109,
+    spec_line=2112,
 )
 
 
@@ -7251,7 +7251,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2118,
+    spec_line=2121,
 )
 
 
@@ -7267,7 +7267,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2118,
+    spec_line=2121,
 )
 
 
@@ -7283,7 +7283,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2125,
+    spec_line=2128,
 )
 
 
@@ -7299,7 +7299,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2125,
+    spec_line=2128,
 )
 
 
@@ -7315,7 +7315,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2131,
+    spec_line=2134,
 )
 
 
@@ -7331,7 +7331,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2131,
+    spec_line=2134,
 )
 
 
@@ -7347,7 +7347,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2138,
+    spec_line=2141,
 )
 
 
@@ -7363,7 +7363,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2144,
+    spec_line=2147,
 )
 
 
@@ -7379,7 +7379,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2155,
+    spec_line=2158,
 )
 
 
@@ -7395,7 +7395,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2164,
+    spec_line=2167,
 )
 
 
@@ -7411,7 +7411,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2171,
+    spec_line=2174,
 )
 
 
@@ -7427,7 +7427,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2177,
+    spec_line=2180,
 )
 
 
@@ -7443,7 +7443,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2183,
+    spec_line=2186,
 )
 
 
@@ -7459,7 +7459,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2193,
+    spec_line=2196,
 )
 
 
@@ -7475,7 +7475,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2193,
+    spec_line=2196,
 )
 
 
@@ -7491,7 +7491,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2199,
+    spec_line=2202,
 )
 
 
@@ -7507,7 +7507,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2209,
+    spec_line=2212,
 )
 
 
@@ -7523,7 +7523,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2219,
+    spec_line=2222,
 )
 
 
@@ -7539,7 +7539,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2231,
+    spec_line=2234,
 )
 
 
@@ -7555,7 +7555,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2244,
+    spec_line=2247,
 )
 
 
@@ -7571,7 +7571,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2260,
+    spec_line=2263,
 )
 
 
@@ -7587,7 +7587,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2269,
+    spec_line=2272,
 )
 
 
@@ -7603,7 +7603,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2282,
+    spec_line=2285,
 )
 
 
@@ -7619,7 +7619,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2295,
+    spec_line=2298,
 )
 
 
@@ -7635,7 +7635,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2305,
+    spec_line=2308,
 )
 
 
@@ -7651,7 +7651,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2318,
+    spec_line=2321,
 )
 
 
@@ -7667,7 +7667,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2326,
+    spec_line=2329,
 )
 
 
@@ -7683,7 +7683,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2335,
+    spec_line=2338,
 )
 
 
@@ -7699,7 +7699,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2343,
+    spec_line=2346,
 )
 
 
@@ -7715,7 +7715,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2352,
+    spec_line=2355,
 )
 
 
@@ -7731,7 +7731,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2361,
+    spec_line=2364,
 )
 
 
@@ -7747,7 +7747,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2371,
+    spec_line=2374,
 )
 
 
@@ -7763,7 +7763,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2380,
+    spec_line=2383,
 )
 
 
@@ -7779,7 +7779,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2387,
+    spec_line=2390,
 )
 
 
@@ -7795,7 +7795,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2395,
+    spec_line=2398,
 )
 
 
@@ -7811,7 +7811,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2407,
+    spec_line=2410,
 )
 
 
@@ -7834,7 +7834,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2423,
+    spec_line=2426,
 )
 
 
@@ -7850,7 +7850,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2434,
+    spec_line=2437,
 )
 
 
@@ -7866,7 +7866,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2441,
+    spec_line=2444,
 )
 
 
@@ -7882,7 +7882,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2449,
+    spec_line=2452,
 )
 
 
@@ -7898,7 +7898,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2455,
+    spec_line=2458,
 )
 
 
@@ -7914,7 +7914,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2461,
+    spec_line=2464,
 )
 
 
@@ -7938,7 +7938,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2469,
+    spec_line=2472,
 )
 
 
@@ -7954,7 +7954,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2478,
+    spec_line=2481,
 )
 
 
@@ -7970,7 +7970,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2484,
+    spec_line=2487,
 )
 
 
@@ -7986,7 +7986,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2490,
+    spec_line=2493,
 )
 
 
@@ -8002,7 +8002,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2498,
+    spec_line=2501,
 )
 
 
@@ -8018,7 +8018,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2508,
+    spec_line=2511,
 )
 
 
@@ -8034,7 +8034,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2514,
+    spec_line=2517,
 )
 
 
@@ -8050,7 +8050,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2520,
+    spec_line=2523,
 )
 
 
@@ -8066,7 +8066,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2528,
+    spec_line=2531,
 )
 
 
@@ -8082,7 +8082,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2540,
+    spec_line=2543,
 )
 
 
@@ -8098,7 +8098,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2550,
+    spec_line=2553,
 )
 
 
@@ -8114,7 +8114,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2560,
+    spec_line=2563,
 )
 
 
@@ -8130,7 +8130,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2570,
+    spec_line=2573,
 )
 
 
@@ -8154,7 +8154,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2583,
+    spec_line=2586,
 )
 
 
@@ -8178,7 +8178,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2593,
+    spec_line=2596,
 )
 
 
@@ -8194,7 +8194,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2605,
+    spec_line=2608,
 )
 
 
@@ -8210,7 +8210,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2616,
+    spec_line=2619,
 )
 
 
@@ -8226,7 +8226,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2624,
+    spec_line=2627,
 )
 
 
@@ -8242,7 +8242,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2633,
+    spec_line=2636,
 )
 
 
@@ -8258,7 +8258,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2642,
+    spec_line=2645,
 )
 
 
@@ -8274,7 +8274,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2651,
+    spec_line=2654,
 )
 
 
@@ -8299,7 +8299,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2666,
+    spec_line=2669,
 )
 
 
@@ -8315,7 +8315,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2675,
+    spec_line=2678,
 )
 
 
@@ -8339,7 +8339,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2683,
+    spec_line=2686,
 )
 
 
@@ -8363,7 +8363,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2691,
+    spec_line=2694,
 )
 
 
@@ -8387,7 +8387,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2701,
+    spec_line=2704,
 )
 
 
@@ -8403,7 +8403,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2712,
+    spec_line=2715,
 )
 
 
@@ -8419,7 +8419,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2724,
+    spec_line=2727,
 )
 
 
@@ -8435,7 +8435,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2731,
+    spec_line=2734,
 )
 
 
@@ -8451,7 +8451,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2740,
+    spec_line=2743,
 )
 
 
@@ -8467,7 +8467,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2748,
+    spec_line=2751,
 )
 
 
@@ -8490,7 +8490,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2756,
+    spec_line=2759,
 )
 
 
@@ -8506,7 +8506,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2766,
+    spec_line=2769,
 )
 
 
@@ -8522,7 +8522,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2775,
+    spec_line=2778,
 )
 
 
@@ -8547,7 +8547,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2786,
+    spec_line=2789,
 )
 
 
@@ -8572,7 +8572,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2795,
+    spec_line=2798,
 )
 
 
@@ -8588,7 +8588,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2803,
+    spec_line=2806,
 )
 
 
@@ -8604,7 +8604,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2812,
+    spec_line=2815,
 )
 
 
@@ -8620,7 +8620,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2820,
+    spec_line=2823,
 )
 
 
@@ -8645,7 +8645,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2832,
+    spec_line=2835,
 )
 
 
@@ -8661,7 +8661,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2840,
+    spec_line=2843,
 )
 
 
@@ -8677,7 +8677,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2847,
+    spec_line=2850,
 )
 
 
@@ -8693,7 +8693,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2857,
+    spec_line=2860,
 )
 
 
@@ -8709,7 +8709,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2863,
+    spec_line=2866,
 )
 
 
@@ -8725,7 +8725,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2868,
+    spec_line=2871,
 )
 
 
@@ -8741,7 +8741,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
-    spec_line=2868,
+    spec_line=2871,
 )
 
 
@@ -8757,7 +8757,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2878,
+    spec_line=2881,
 )
 
 
@@ -8773,7 +8773,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2882,
+    spec_line=2885,
 )
 
 
@@ -8789,7 +8789,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2886,
+    spec_line=2889,
 )
 
 
@@ -8805,7 +8805,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2890,
+    spec_line=2893,
 )
 
 
@@ -8821,7 +8821,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2894,
+    spec_line=2897,
 )
 
 
@@ -8837,7 +8837,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2898,
+    spec_line=2901,
 )
 
 
@@ -8853,7 +8853,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2903,
+    spec_line=2906,
 )
 
 
@@ -8869,7 +8869,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2907,
+    spec_line=2910,
 )
 
 
@@ -8885,7 +8885,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2912,
+    spec_line=2915,
 )
 
 
@@ -8901,7 +8901,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2917,
+    spec_line=2920,
 )
 
 
@@ -8929,7 +8929,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2927,
+    spec_line=2930,
 )
 
 
@@ -8954,7 +8954,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2937,
+    spec_line=2940,
 )
 
 
@@ -8979,7 +8979,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2946,
+    spec_line=2949,
 )
 
 
@@ -8995,7 +8995,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2955,
+    spec_line=2958,
 )
 
 
@@ -9011,7 +9011,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2963,
+    spec_line=2966,
 )
 
 
@@ -9027,7 +9027,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2973,
+    spec_line=2976,
 )
 
 
@@ -9043,7 +9043,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2981,
+    spec_line=2984,
 )
 
 
@@ -9059,7 +9059,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2991,
+    spec_line=2994,
 )
 
 
@@ -9075,7 +9075,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2999,
+    spec_line=3002,
 )
 
 
@@ -9091,7 +9091,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3007,
+    spec_line=3010,
 )
 
 
@@ -9107,7 +9107,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3015,
+    spec_line=3018,
 )
 
 
@@ -9123,7 +9123,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3023,
+    spec_line=3026,
 )
 
 
@@ -9139,7 +9139,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3031,
+    spec_line=3034,
 )
 
 
@@ -9155,7 +9155,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3041,
+    spec_line=3044,
 )
 
 
@@ -9171,7 +9171,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3048,
+    spec_line=3051,
 )
 
 
@@ -9194,7 +9194,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3055,
+    spec_line=3058,
 )
 
 
@@ -9210,7 +9210,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3062,
+    spec_line=3065,
 )
 
 
@@ -9226,7 +9226,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3069,
+    spec_line=3072,
 )
 
 
@@ -9249,7 +9249,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3076,
+    spec_line=3079,
 )
 
 
@@ -9265,7 +9265,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3083,
+    spec_line=3086,
 )
 
 
@@ -9288,7 +9288,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3091,
+    spec_line=3094,
 )
 
 
@@ -9311,7 +9311,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3099,
+    spec_line=3102,
 )
 
 
@@ -9335,7 +9335,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3107,
+    spec_line=3110,
 )
 
 
@@ -9351,7 +9351,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3117,
+    spec_line=3120,
 )
 
 
@@ -9373,7 +9373,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3125,
+    spec_line=3128,
 )
 
 
@@ -9398,7 +9398,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3140,
+    spec_line=3143,
 )
 
 
@@ -9425,5 +9425,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3152,
+    spec_line=3155,
 )

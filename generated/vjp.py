@@ -42,6 +42,7 @@ from dualgen.formulas import (
     expand_reduced,
     fft_c2r_grad,
     fft_r2c_grad,
+    finite_parts,
     gather_grad,
     gelu_second_derivative,
     glu_double_backward,
@@ -2351,8 +2352,8 @@ def rad2deg__default(grad, self, result):
 def nan_to_num_default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
     # functional, spec line 1076
-    # self: grad * self.isfinite()
-    self_grad = grad * self.isfinite()
+    # self: finite_parts(grad, self)
+    self_grad = finite_parts(grad, self)
     return (self_grad,)
 
 
@@ -2360,14 +2361,14 @@ def nan_to_num__default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
     # inplace, spec line 1076
     # formulas from nan_to_num; self_p is self before the update
-    # self: grad * self.isfinite()
-    self_grad = grad * self.isfinite()
+    # self: finite_parts(grad, self)
+    self_grad = finite_parts(grad, self)
     return (self_grad,)
 
 
 def frexp_Tensor(grads, self, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1080
+    # functional, spec line 1083
     grad = grads[0]
     # self: grad / exponent.exp2()
     self_grad = grad / exponent.exp2()
@@ -2376,7 +2377,7 @@ def frexp_Tensor(grads, self, mantissa, exponent):
 
 def hardswish_default(grad, self, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1087
+    # functional, spec line 1090
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
     return (self_grad,)
@@ -2384,7 +2385,7 @@ def hardswish_default(grad, self, result):
 
 def hardswish__default(grad, self, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1087
+    # inplace, spec line 1090
     # formulas from hardswish; self_p is self before the update
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
@@ -2393,7 +2394,7 @@ def hardswish__default(grad, self, result):
 
 def hardsigmoid_default(grad, self, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1091
+    # functional, spec line 1094
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (self_grad,)
@@ -2401,7 +2402,7 @@ def hardsigmoid_default(grad, self, result):
 
 def hardsigmoid__default(grad, self, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1091
+    # inplace, spec line 1094
     # formulas from hardsigmoid; self_p is self before the update
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
@@ -2410,7 +2411,7 @@ def hardsigmoid__default(grad, self, result):
 
 def hardtanh_default(grad, self, min_val, max_val, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1095
+    # functional, spec line 1098
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (self_grad,)
@@ -2418,7 +2419,7 @@ def hardtanh_default(grad, self, min_val, max_val, result):
 
 def hardtanh__default(grad, self, min_val, max_val, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1095
+    # inplace, spec line 1098
     # formulas from hardtanh; self_p is self before the update
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
@@ -2427,7 +2428,7 @@ def hardtanh__default(grad, self, min_val, max_val, result):
 
 def leaky_relu_default(grad, self, negative_slope, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1100
+    # functional, spec line 1103
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     return (self_grad,)
@@ -2435,7 +2436,7 @@ def leaky_relu_default(grad, self, negative_slope, result):
 
 def leaky_relu__default(grad, self, negative_slope, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1100
+    # inplace, spec line 1103
     # formulas from leaky_relu; self_p is self before the update
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
@@ -2444,7 +2445,7 @@ def leaky_relu__default(grad, self, negative_slope, result):
 
 def elu_default(grad, self, alpha, scale, input_scale, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1105
+    # functional, spec line 1108
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, False, self
@@ -2454,7 +2455,7 @@ def elu_default(grad, self, alpha, scale, input_scale, result):
 
 def elu__default(grad, self, alpha, scale, input_scale, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1105
+    # inplace, spec line 1108
     # formulas from elu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
@@ -2465,7 +2466,7 @@ def elu__default(grad, self, alpha, scale, input_scale, result):
 
 def celu_default(grad, self, alpha, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1112
+    # functional, spec line 1115
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     return (self_grad,)
@@ -2473,7 +2474,7 @@ def celu_default(grad, self, alpha, result):
 
 def celu__default(grad, self, alpha, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1112
+    # inplace, spec line 1115
     # formulas from celu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
@@ -2482,7 +2483,7 @@ def celu__default(grad, self, alpha, result):
 
 def silu_default(grad, self, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1119
+    # functional, spec line 1122
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     return (self_grad,)
@@ -2490,7 +2491,7 @@ def silu_default(grad, self, result):
 
 def silu__default(grad, self, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1119
+    # inplace, spec line 1122
     # formulas from silu; self_p is self before the update
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -2499,7 +2500,7 @@ def silu__default(grad, self, result):
 
 def mish_default(grad, self, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1123
+    # functional, spec line 1126
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
     return (self_grad,)
@@ -2507,7 +2508,7 @@ def mish_default(grad, self, result):
 
 def mish__default(grad, self, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1123
+    # inplace, spec line 1126
     # formulas from mish; self_p is self before the update
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
@@ -2516,7 +2517,7 @@ def mish__default(grad, self, result):
 
 def gelu_default(grad, self, approximate, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1127
+    # functional, spec line 1130
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     return (self_grad,)
@@ -2524,7 +2525,7 @@ def gelu_default(grad, self, approximate, result):
 
 def gelu__default(grad, self, approximate, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1127
+    # inplace, spec line 1130
     # formulas from gelu; self_p is self before the update
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
@@ -2533,7 +2534,7 @@ def gelu__default(grad, self, approximate, result):
 
 def softplus_default(grad, self, beta, threshold, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1131
+    # functional, spec line 1134
     # self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     self_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     return (self_grad,)
@@ -2541,7 +2542,7 @@ def softplus_default(grad, self, beta, threshold, result):
 
 def threshold_default(grad, self, threshold, value, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1138
+    # functional, spec line 1141
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
     return (self_grad,)
@@ -2549,7 +2550,7 @@ def threshold_default(grad, self, threshold, value, result):
 
 def threshold__default(grad, self, threshold, value, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1138
+    # inplace, spec line 1141
     # formulas from threshold; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
@@ -2558,7 +2559,7 @@ def threshold__default(grad, self, threshold, value, result):
 
 def softshrink_default(grad, self, lambd, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1143
+    # functional, spec line 1146
     # self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2566,7 +2567,7 @@ def softshrink_default(grad, self, lambd, result):
 
 def hardshrink_default(grad, self, lambd, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1148
+    # functional, spec line 1151
     # self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2574,7 +2575,7 @@ def hardshrink_default(grad, self, lambd, result):
 
 def log_sigmoid_forward_default(grads, self, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1156
+    # functional, spec line 1159
     # self: torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer) - grads[1] * self.sgn() * buffer
     self_grad = (
         torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer)
@@ -2585,7 +2586,7 @@ def log_sigmoid_forward_default(grads, self, output, buffer):
 
 def _prelu_kernel_default(grad, self, weight, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1162
+    # functional, spec line 1165
     # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
@@ -2595,7 +2596,7 @@ def _prelu_kernel_default(grad, self, weight, result):
 
 def clamp_min_default(grad, self, min, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1172
+    # functional, spec line 1175
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
     return (self_grad,)
@@ -2603,7 +2604,7 @@ def clamp_min_default(grad, self, min, result):
 
 def clamp_min__default(grad, self, min, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1172
+    # inplace, spec line 1175
     # formulas from clamp_min; self_p is self before the update
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
@@ -2612,7 +2613,7 @@ def clamp_min__default(grad, self, min, result):
 
 def clamp_max_default(grad, self, max, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1177
+    # functional, spec line 1180
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
     return (self_grad,)
@@ -2620,7 +2621,7 @@ def clamp_max_default(grad, self, max, result):
 
 def clamp_max__default(grad, self, max, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1177
+    # inplace, spec line 1180
     # formulas from clamp_max; self_p is self before the update
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
@@ -2629,7 +2630,7 @@ def clamp_max__default(grad, self, max, result):
 
 def clamp_min_Tensor(grad, self, min, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1182
+    # functional, spec line 1185
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
     # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
@@ -2639,7 +2640,7 @@ def clamp_min_Tensor(grad, self, min, result):
 
 def clamp_min__Tensor(grad, self, min, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1182
+    # inplace, spec line 1185
     # formulas from clamp_min.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
@@ -2650,7 +2651,7 @@ def clamp_min__Tensor(grad, self, min, result):
 
 def clamp_max_Tensor(grad, self, max, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1188
+    # functional, spec line 1191
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
     # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
@@ -2660,7 +2661,7 @@ def clamp_max_Tensor(grad, self, max, result):
 
 def clamp_max__Tensor(grad, self, max, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1188
+    # inplace, spec line 1191
     # formulas from clamp_max.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
@@ -2671,7 +2672,7 @@ def clamp_max__Tensor(grad, self, max, result):
 
 def copysign_Tensor(grad, self, other, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1194
+    # functional, spec line 1197
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     return (self_grad,)
@@ -2679,7 +2680,7 @@ def copysign_Tensor(grad, self, other, result):
 
 def copysign__Tensor(grad, self, other, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1194
+    # inplace, spec line 1197
     # formulas from copysign.Tensor; self_p is self before the update
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
@@ -2688,7 +2689,7 @@ def copysign__Tensor(grad, self, other, result):
 
 def copysign_Scalar(grad, self, other, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1200
+    # functional, spec line 1203
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
     return (self_grad,)
@@ -2696,7 +2697,7 @@ def copysign_Scalar(grad, self, other, result):
 
 def copysign__Scalar(grad, self, other, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1200
+    # inplace, spec line 1203
     # formulas from copysign.Scalar; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
@@ -2705,7 +2706,7 @@ def copysign__Scalar(grad, self, other, result):
 
 def fmod_Tensor(grad, self, other, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1207
+    # functional, spec line 1210
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
@@ -2715,7 +2716,7 @@ def fmod_Tensor(grad, self, other, result):
 
 def fmod__Tensor(grad, self, other, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1207
+    # inplace, spec line 1210
     # formulas from fmod.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2726,7 +2727,7 @@ def fmod__Tensor(grad, self, other, result):
 
 def fmod_Scalar(grad, self, other, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1213
+    # functional, spec line 1216
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2734,7 +2735,7 @@ def fmod_Scalar(grad, self, other, result):
 
 def fmod__Scalar(grad, self, other, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1213
+    # inplace, spec line 1216
     # formulas from fmod.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2743,7 +2744,7 @@ def fmod__Scalar(grad, self, other, result):
 
 def remainder_Tensor(grad, self, other, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1218
+    # functional, spec line 1221
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
@@ -2753,7 +2754,7 @@ def remainder_Tensor(grad, self, other, result):
 
 def remainder__Tensor(grad, self, other, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1218
+    # inplace, spec line 1221
     # formulas from remainder.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2764,7 +2765,7 @@ def remainder__Tensor(grad, self, other, result):
 
 def remainder_Scalar(grad, self, other, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1224
+    # functional, spec line 1227
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2772,7 +2773,7 @@ def remainder_Scalar(grad, self, other, result):
 
 def remainder__Scalar(grad, self, other, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1224
+    # inplace, spec line 1227
     # formulas from remainder.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2781,7 +2782,7 @@ def remainder__Scalar(grad, self, other, result):
 
 def div_Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1229
+    # functional, spec line 1232
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
@@ -2793,7 +2794,7 @@ def div_Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div__Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1229
+    # inplace, spec line 1232
     # formulas from div.Tensor_mode; self_p is self before the update
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
@@ -2806,7 +2807,7 @@ def div__Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div_Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1235
+    # functional, spec line 1238
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     return (self_grad,)
@@ -2814,7 +2815,7 @@ def div_Scalar_mode(grad, self, other, rounding_mode, result):
 
 def div__Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1235
+    # inplace, spec line 1238
     # formulas from div.Scalar_mode; self_p is self before the update
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
@@ -2823,7 +2824,7 @@ def div__Scalar_mode(grad, self, other, rounding_mode, result):
 
 def fmax_default(grad, self, other, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1240
+    # functional, spec line 1243
     # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2837,7 +2838,7 @@ def fmax_default(grad, self, other, result):
 
 def fmin_default(grad, self, other, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1245
+    # functional, spec line 1248
     # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2851,7 +2852,7 @@ def fmin_default(grad, self, other, result):
 
 def hypot_default(grad, self, other, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1250
+    # functional, spec line 1253
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
     # other: unbroadcast(grad * other / result, other)
@@ -2861,7 +2862,7 @@ def hypot_default(grad, self, other, result):
 
 def hypot__default(grad, self, other, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1250
+    # inplace, spec line 1253
     # formulas from hypot; self_p is self before the update
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
@@ -2872,7 +2873,7 @@ def hypot__default(grad, self, other, result):
 
 def logaddexp_default(grad, self, other, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1256
+    # functional, spec line 1259
     # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
@@ -2882,7 +2883,7 @@ def logaddexp_default(grad, self, other, result):
 
 def logaddexp2_default(grad, self, other, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1261
+    # functional, spec line 1264
     # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
@@ -2892,7 +2893,7 @@ def logaddexp2_default(grad, self, other, result):
 
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1266
+    # functional, spec line 1269
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
@@ -2902,7 +2903,7 @@ def ldexp_Tensor(grad, self, other, result):
 
 def ldexp__default(grad, self, other, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1266
+    # inplace, spec line 1269
     # formulas from ldexp.Tensor; self_p is self before the update
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
@@ -2913,7 +2914,7 @@ def ldexp__default(grad, self, other, result):
 
 def xlogy_Tensor(grad, self, other, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1271
+    # functional, spec line 1274
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
         torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
@@ -2926,7 +2927,7 @@ def xlogy_Tensor(grad, self, other, result):
 
 def xlogy__Tensor(grad, self, other, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1271
+    # inplace, spec line 1274
     # formulas from xlogy.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
@@ -2940,7 +2941,7 @@ def xlogy__Tensor(grad, self, other, result):
 
 def xlogy_Scalar_Self(grad, self, other, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1277
+    # functional, spec line 1280
     # other: grad * self / other
     other_grad = grad * self / other
     return (other_grad,)
@@ -2948,7 +2949,7 @@ def xlogy_Scalar_Self(grad, self, other, result):
 
 def xlogy_Scalar_Other(grad, self, other, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1282
+    # functional, spec line 1285
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.xlogy(grad, other))
@@ -2960,7 +2961,7 @@ def xlogy_Scalar_Other(grad, self, other, result):
 
 def xlogy__Scalar_Other(grad, self, other, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1282
+    # inplace, spec line 1285
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
@@ -2973,7 +2974,7 @@ def xlogy__Scalar_Other(grad, self, other, result):
 
 def special_xlog1py_default(grad, self, other, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1287
+    # functional, spec line 1290
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
     self_grad = unbroadcast(
         torch.where(
@@ -2990,7 +2991,7 @@ def special_xlog1py_default(grad, self, other, result):
 
 def special_xlog1py_self_scalar(grad, self, other, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1293
+    # functional, spec line 1296
     # other: grad * self / (other + 1)
     other_grad = grad * self / (other + 1)
     return (other_grad,)
@@ -2998,7 +2999,7 @@ def special_xlog1py_self_scalar(grad, self, other, result):
 
 def special_xlog1py_other_scalar(grad, self, other, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1298
+    # functional, spec line 1301
     # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
@@ -3010,7 +3011,7 @@ def special_xlog1py_other_scalar(grad, self, other, result):
 
 def clamp_Tensor(grad, self, min, max, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1305
+    # functional, spec line 1308
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
     return (self_grad, min_grad, max_grad)
@@ -3018,7 +3019,7 @@ def clamp_Tensor(grad, self, min, max, result):
 
 def clamp__Tensor(grad, self, min, max, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1305
+    # inplace, spec line 1308
     # formulas from clamp.Tensor; self_p is self before the update
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
@@ -3027,7 +3028,7 @@ def clamp__Tensor(grad, self, min, max, result):
 
 def lerp_Scalar(grad, self, end, weight, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1313
+    # functional, spec line 1316
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
     # end: unbroadcast(scale_conj(grad, weight), end)
@@ -3037,7 +3038,7 @@ def lerp_Scalar(grad, self, end, weight, result):
 
 def lerp__Scalar(grad, self, end, weight, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1313
+    # inplace, spec line 1316
     # formulas from lerp.Scalar; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
@@ -3048,7 +3049,7 @@ def lerp__Scalar(grad, self, end, weight, result):
 
 def lerp_Tensor(grad, self, end, weight, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1321
+    # functional, spec line 1324
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
     # end: unbroadcast(grad * weight.conj(), end)
@@ -3060,7 +3061,7 @@ def lerp_Tensor(grad, self, end, weight, result):
 
 def lerp__Tensor(grad, self, end, weight, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1321
+    # inplace, spec line 1324
     # formulas from lerp.Tensor; self_p is self before the update
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
@@ -3073,7 +3074,7 @@ def lerp__Tensor(grad, self, end, weight, result):
 
 def addcmul_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1327
+    # functional, spec line 1330
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
@@ -3085,7 +3086,7 @@ def addcmul_default(grad, self, tensor1, tensor2, value, result):
 
 def addcmul__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1327
+    # inplace, spec line 1330
     # formulas from addcmul; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -3098,7 +3099,7 @@ def addcmul__default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1336
+    # functional, spec line 1339
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
@@ -3112,7 +3113,7 @@ def addcdiv_default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1336
+    # inplace, spec line 1339
     # formulas from addcdiv; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -3127,7 +3128,7 @@ def addcdiv__default(grad, self, tensor1, tensor2, value, result):
 
 def nextafter_default(grad, self, other, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1345
+    # functional, spec line 1348
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
     return (self_grad,)
@@ -3135,7 +3136,7 @@ def nextafter_default(grad, self, other, result):
 
 def nextafter__default(grad, self, other, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1345
+    # inplace, spec line 1348
     # formulas from nextafter; self_p is self before the update
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
@@ -3146,7 +3147,7 @@ def rrelu_with_noise_default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1351
+    # functional, spec line 1354
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise, lower, upper, training, False
@@ -3158,7 +3159,7 @@ def rrelu_with_noise__default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1351
+    # inplace, spec line 1354
     # formulas from rrelu_with_noise; self_p is self before the update
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
@@ -3169,7 +3170,7 @@ def rrelu_with_noise__default(
 
 def complex_default(grad, real, imag, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1359
+    # functional, spec line 1362
     # real: unbroadcast(grad.real, real)
     real_grad = unbroadcast(grad.real, real)
     # imag: unbroadcast(grad.imag, imag)
@@ -3179,7 +3180,7 @@ def complex_default(grad, real, imag, result):
 
 def polar_default(grad, abs, angle, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1364
+    # functional, spec line 1367
     # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
     abs_grad = unbroadcast(
         (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
@@ -3191,7 +3192,7 @@ def polar_default(grad, abs, angle, result):
 
 def diagonal_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1376
+    # view, spec line 1379
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3199,7 +3200,7 @@ def diagonal_default(grad, self, offset, dim1, dim2, result):
 
 def squeeze_dims(grad, self, dim, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1383
+    # view, spec line 1386
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3207,7 +3208,7 @@ def squeeze_dims(grad, self, dim, result):
 
 def unfold_default(grad, self, dimension, size, step, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1389
+    # view, spec line 1392
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3215,7 +3216,7 @@ def unfold_default(grad, self, dimension, size, step, result):
 
 def narrow_default(grad, self, dim, start, length, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1395
+    # view, spec line 1398
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3223,7 +3224,7 @@ def narrow_default(grad, self, dim, start, length, result):
 
 def split_Tensor(grad, self, split_size, dim, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1399
+    # view, spec line 1402
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3231,7 +3232,7 @@ def split_Tensor(grad, self, split_size, dim, result):
 
 def split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1405
+    # view, spec line 1408
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3239,7 +3240,7 @@ def split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def unbind_int(grad, self, dim, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1411
+    # view, spec line 1414
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3247,7 +3248,7 @@ def unbind_int(grad, self, dim, result):
 
 def unsafe_split_Tensor(grad, self, split_size, dim, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1419
+    # functional, spec line 1422
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3255,7 +3256,7 @@ def unsafe_split_Tensor(grad, self, split_size, dim, result):
 
 def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1426
+    # functional, spec line 1429
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3263,7 +3264,7 @@ def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1433
+    # functional, spec line 1436
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3271,7 +3272,7 @@ def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
 
 def unbind_copy_int(grad, self, dim, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1440
+    # functional, spec line 1443
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3279,7 +3280,7 @@ def unbind_copy_int(grad, self, dim, result):
 
 def alias_copy_default(grad, self, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1447
+    # functional, spec line 1450
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -3287,7 +3288,7 @@ def alias_copy_default(grad, self, result):
 
 def view_copy_default(grad, self, size, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1451
+    # functional, spec line 1454
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3295,7 +3296,7 @@ def view_copy_default(grad, self, size, result):
 
 def t_copy_default(grad, self, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1456
+    # functional, spec line 1459
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -3303,7 +3304,7 @@ def t_copy_default(grad, self, result):
 
 def transpose_copy_int(grad, self, dim0, dim1, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1460
+    # functional, spec line 1463
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3311,7 +3312,7 @@ def transpose_copy_int(grad, self, dim0, dim1, result):
 
 def permute_copy_default(grad, self, dims, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1465
+    # functional, spec line 1468
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -3319,7 +3320,7 @@ def permute_copy_default(grad, self, dims, result):
 
 def unsqueeze_copy_default(grad, self, dim, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1470
+    # functional, spec line 1473
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -3327,7 +3328,7 @@ def unsqueeze_copy_default(grad, self, dim, result):
 
 def squeeze_copy_default(grad, self, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1474
+    # functional, spec line 1477
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3335,7 +3336,7 @@ def squeeze_copy_default(grad, self, result):
 
 def squeeze_copy_dim(grad, self, dim, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1479
+    # functional, spec line 1482
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3343,7 +3344,7 @@ def squeeze_copy_dim(grad, self, dim, result):
 
 def squeeze_copy_dims(grad, self, dim, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1484
+    # functional, spec line 1487
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3351,7 +3352,7 @@ def squeeze_copy_dims(grad, self, dim, result):
 
 def unfold_copy_default(grad, self, dimension, size, step, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1489
+    # functional, spec line 1492
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3359,7 +3360,7 @@ def unfold_copy_default(grad, self, dimension, size, step, result):
 
 def narrow_copy_default(grad, self, dim, start, length, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1494
+    # functional, spec line 1497
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3367,7 +3368,7 @@ def narrow_copy_default(grad, self, dim, start, length, result):
 
 def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1499
+    # functional, spec line 1502
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3375,7 +3376,7 @@ def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
 
 def expand_copy_default(grad, self, size, implicit, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1506
+    # functional, spec line 1509
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -3383,7 +3384,7 @@ def expand_copy_default(grad, self, size, implicit, result):
 
 def select_copy_int(grad, self, dim, index, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1513
+    # functional, spec line 1516
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3391,7 +3392,7 @@ def select_copy_int(grad, self, dim, index, result):
 
 def slice_copy_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1518
+    # functional, spec line 1521
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -3399,7 +3400,7 @@ def slice_copy_Tensor(grad, self, dim, start, end, step, result):
 
 def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1525
+    # functional, spec line 1528
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -3407,7 +3408,7 @@ def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
 
 def constant_pad_nd_default(grad, self, pad, value, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1532
+    # functional, spec line 1535
     # self: torch.constant_pad_nd(grad, negated(pad))
     self_grad = torch.constant_pad_nd(grad, negated(pad))
     return (self_grad,)
@@ -3415,7 +3416,7 @@ def constant_pad_nd_default(grad, self, pad, value, result):
 
 def diag_embed_default(grad, self, offset, dim1, dim2, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1539
+    # functional, spec line 1542
     # self: grad.diagonal(offset, dim1, dim2)
     self_grad = grad.diagonal(offset, dim1, dim2)
     return (self_grad,)
@@ -3423,7 +3424,7 @@ def diag_embed_default(grad, self, offset, dim1, dim2, result):
 
 def roll_default(grad, self, shifts, dims, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1547
+    # functional, spec line 1550
     # self: grad.roll(negated(shifts), dims)
     self_grad = grad.roll(negated(shifts), dims)
     return (self_grad,)
@@ -3431,7 +3432,7 @@ def roll_default(grad, self, shifts, dims, result):
 
 def flip_default(grad, self, dims, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1555
+    # functional, spec line 1558
     # self: grad.flip(dims)
     self_grad = grad.flip(dims)
     return (self_grad,)
@@ -3439,7 +3440,7 @@ def flip_default(grad, self, dims, result):
 
 def rot90_default(grad, self, k, dims, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1562
+    # functional, spec line 1565
     # self: grad.rot90(-k, dims)
     self_grad = grad.rot90(-k, dims)
     return (self_grad,)
@@ -3447,7 +3448,7 @@ def rot90_default(grad, self, k, dims, result):
 
 def repeat_default(grad, self, repeats, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1570
+    # functional, spec line 1573
     # self: repeat_grad(grad, self, repeats)
     self_grad = repeat_grad(grad, self, repeats)
     return (self_grad,)
@@ -3455,7 +3456,7 @@ def repeat_default(grad, self, repeats, result):
 
 def tril_default(grad, self, diagonal, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1577
+    # functional, spec line 1580
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
     return (self_grad,)
@@ -3463,7 +3464,7 @@ def tril_default(grad, self, diagonal, result):
 
 def tril__default(grad, self, diagonal, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1577
+    # inplace, spec line 1580
     # formulas from tril; self_p is self before the update
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
@@ -3472,7 +3473,7 @@ def tril__default(grad, self, diagonal, result):
 
 def triu_default(grad, self, diagonal, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1584
+    # functional, spec line 1587
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
     return (self_grad,)
@@ -3480,7 +3481,7 @@ def triu_default(grad, self, diagonal, result):
 
 def triu__default(grad, self, diagonal, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1584
+    # inplace, spec line 1587
     # formulas from triu; self_p is self before the update
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
@@ -3489,7 +3490,7 @@ def triu__default(grad, self, diagonal, result):
 
 def pixel_shuffle_default(grad, self, upscale_factor, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1591
+    # functional, spec line 1594
     # self: torch.pixel_unshuffle(grad, upscale_factor)
     self_grad = torch.pixel_unshuffle(grad, upscale_factor)
     return (self_grad,)
@@ -3497,7 +3498,7 @@ def pixel_shuffle_default(grad, self, upscale_factor, result):
 
 def pixel_unshuffle_default(grad, self, downscale_factor, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1596
+    # functional, spec line 1599
     # self: torch.pixel_shuffle(grad, downscale_factor)
     self_grad = torch.pixel_shuffle(grad, downscale_factor)
     return (self_grad,)
@@ -3505,7 +3506,7 @@ def pixel_unshuffle_default(grad, self, downscale_factor, result):
 
 def channel_shuffle_default(grad, self, groups, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1601
+    # functional, spec line 1604
     # self: torch.channel_shuffle(grad, self.shape[1] // groups)
     self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
     return (self_grad,)
@@ -3513,7 +3514,7 @@ def channel_shuffle_default(grad, self, groups, result):
 
 def reflection_pad1d_default(grad, self, padding, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1608
+    # functional, spec line 1611
     # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3521,7 +3522,7 @@ def reflection_pad1d_default(grad, self, padding, result):
 
 def reflection_pad2d_default(grad, self, padding, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1613
+    # functional, spec line 1616
     # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3529,7 +3530,7 @@ def reflection_pad2d_default(grad, self, padding, result):
 
 def reflection_pad3d_default(grad, self, padding, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1618
+    # functional, spec line 1621
     # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3537,7 +3538,7 @@ def reflection_pad3d_default(grad, self, padding, result):
 
 def replication_pad1d_default(grad, self, padding, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1623
+    # functional, spec line 1626
     # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3545,7 +3546,7 @@ def replication_pad1d_default(grad, self, padding, result):
 
 def replication_pad2d_default(grad, self, padding, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1628
+    # functional, spec line 1631
     # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3553,7 +3554,7 @@ def replication_pad2d_default(grad, self, padding, result):
 
 def replication_pad3d_default(grad, self, padding, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1633
+    # functional, spec line 1636
     # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3561,7 +3562,7 @@ def replication_pad3d_default(grad, self, padding, result):
 
 def masked_fill_Scalar(grad, self, mask, value, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1640
+    # functional, spec line 1643
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     return (self_grad,)
@@ -3569,7 +3570,7 @@ def masked_fill_Scalar(grad, self, mask, value, result):
 
 def masked_fill__Scalar(grad, self, mask, value, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1640
+    # inplace, spec line 1643
     # formulas from masked_fill.Scalar; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3578,7 +3579,7 @@ def masked_fill__Scalar(grad, self, mask, value, result):
 
 def masked_fill_Tensor(grad, self, mask, value, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1649
+    # functional, spec line 1652
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
@@ -3588,7 +3589,7 @@ def masked_fill_Tensor(grad, self, mask, value, result):
 
 def masked_fill__Tensor(grad, self, mask, value, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1649
+    # inplace, spec line 1652
     # formulas from masked_fill.Tensor; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3599,7 +3600,7 @@ def masked_fill__Tensor(grad, self, mask, value, result):
 
 def masked_select_default(grad, self, mask, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1658
+    # functional, spec line 1661
     # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
     self_grad = unbroadcast(
         torch.ops.aten.masked_select_backward(grad, self, mask), self
@@ -3609,7 +3610,7 @@ def masked_select_default(grad, self, mask, result):
 
 def masked_scatter_default(grad, self, mask, source, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1667
+    # functional, spec line 1670
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
@@ -3619,7 +3620,7 @@ def masked_scatter_default(grad, self, mask, source, result):
 
 def masked_scatter__default(grad, self, mask, source, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1667
+    # inplace, spec line 1670
     # formulas from masked_scatter; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3630,7 +3631,7 @@ def masked_scatter__default(grad, self, mask, source, result):
 
 def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 1679
+    # functional, spec line 1682
     # grad_output: torch.zeros_like(grad_output).masked_scatter(mask, grad)
     grad_output_grad = torch.zeros_like(grad_output).masked_scatter(mask, grad)
     return (grad_output_grad,)
@@ -3638,7 +3639,7 @@ def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
 
 def index_Tensor(grad, self, indices, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1687
+    # functional, spec line 1690
     # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
     self_grad = torch.ops.aten.index_put.default(
         grad.new_zeros(self.shape), indices, grad, True
@@ -3648,7 +3649,7 @@ def index_Tensor(grad, self, indices, result):
 
 def index_put_default(grad, self, indices, values, accumulate, result):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1695
+    # functional, spec line 1698
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
         grad
@@ -3662,7 +3663,7 @@ def index_put_default(grad, self, indices, values, accumulate, result):
 
 def index_put__default(grad, self, indices, values, accumulate, result):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1695
+    # inplace, spec line 1698
     # formulas from index_put; self_p is self before the update
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
@@ -3677,7 +3678,7 @@ def index_put__default(grad, self, indices, values, accumulate, result):
 
 def view_as_real_default(grad, self, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1710
+    # view, spec line 1713
     # self: torch.view_as_complex(grad.contiguous())
     self_grad = torch.view_as_complex(grad.contiguous())
     return (self_grad,)
@@ -3685,7 +3686,7 @@ def view_as_real_default(grad, self, result):
 
 def view_as_complex_default(grad, self, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1714
+    # view, spec line 1717
     # self: torch.view_as_real(grad.resolve_conj()).contiguous()
     self_grad = torch.view_as_real(grad.resolve_conj()).contiguous()
     return (self_grad,)
@@ -3693,7 +3694,7 @@ def view_as_complex_default(grad, self, result):
 
 def squeeze__dim(grad, self, dim, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1721
+    # inplace, spec line 1724
     # formulas from squeeze.dim; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3702,7 +3703,7 @@ def squeeze__dim(grad, self, dim, result):
 
 def squeeze__dims(grad, self, dim, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1723
+    # inplace, spec line 1726
     # formulas from squeeze.dims; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3711,7 +3712,7 @@ def squeeze__dims(grad, self, dim, result):
 
 def squeeze__default(grad, self, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1725
+    # inplace, spec line 1728
     # formulas from squeeze; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3720,7 +3721,7 @@ def squeeze__default(grad, self, result):
 
 def unsqueeze__default(grad, self, dim, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1727
+    # inplace, spec line 1730
     # formulas from unsqueeze; self_p is self before the update
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
@@ -3729,7 +3730,7 @@ def unsqueeze__default(grad, self, dim, result):
 
 def t__default(grad, self, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1729
+    # inplace, spec line 1732
     # formulas from t; self_p is self before the update
     # self: grad.t()
     self_grad = grad.t()
@@ -3738,7 +3739,7 @@ def t__default(grad, self, result):
 
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1731
+    # inplace, spec line 1734
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3746,7 +3747,7 @@ def transpose__default(grad, self, dim0, dim1, result):
 
 def select_scatter_default(grad, self, src, dim, index, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1738
+    # functional, spec line 1741
     # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     # src: grad.select(dim, index)
@@ -3756,7 +3757,7 @@ def select_scatter_default(grad, self, src, dim, index, result):
 
 def slice_scatter_default(grad, self, src, dim, start, end, step, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1746
+    # functional, spec line 1749
     # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
@@ -3766,7 +3767,7 @@ def slice_scatter_default(grad, self, src, dim, start, end, step, result):
 
 def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1754
+    # functional, spec line 1757
     # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     # src: grad.diagonal(offset, dim1, dim2)
@@ -3776,7 +3777,7 @@ def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
 
 def fill_Scalar(grad, self, value, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1762
+    # functional, spec line 1765
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -3784,7 +3785,7 @@ def fill_Scalar(grad, self, value, result):
 
 def block_diag_default(grad, tensors, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1766
+    # functional, spec line 1769
     # tensors: block_diag_grads(grad, tensors)
     tensors_grad = block_diag_grads(grad, tensors)
     return (tensors_grad,)
@@ -3792,7 +3793,7 @@ def block_diag_default(grad, tensors, result):
 
 def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1776
+    # functional, spec line 1779
     # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
     return (self_grad,)
@@ -3800,7 +3801,7 @@ def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
 
 def norm_Scalar(grad, self, p, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1786
+    # functional, spec line 1789
     # self: vector_norm_grad(grad, self, p, None, False, result)
     self_grad = vector_norm_grad(grad, self, p, None, False, result)
     return (self_grad,)
@@ -3808,7 +3809,7 @@ def norm_Scalar(grad, self, p, result):
 
 def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1793
+    # functional, spec line 1796
     # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
     return (self_grad,)
@@ -3816,7 +3817,7 @@ def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
 
 def dist_default(grad, self, other, p, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1800
+    # functional, spec line 1803
     # self: dist_grad(grad, self, other, p, result, self)
     self_grad = dist_grad(grad, self, other, p, result, self)
     # other: -dist_grad(grad, self, other, p, result, other)
@@ -3826,7 +3827,7 @@ def dist_default(grad, self, other, p, result):
 
 def var_correction(grad, self, dim, correction, keepdim, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1808
+    # functional, spec line 1811
     # self: var_grad(grad, self, dim, correction, keepdim)
     self_grad = var_grad(grad, self, dim, correction, keepdim)
     return (self_grad,)
@@ -3834,7 +3835,7 @@ def var_correction(grad, self, dim, correction, keepdim, result):
 
 def std_correction(grad, self, dim, correction, keepdim, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1815
+    # functional, spec line 1818
     # self: std_grad(grad, self, dim, correction, keepdim, result)
     self_grad = std_grad(grad, self, dim, correction, keepdim, result)
     return (self_grad,)
@@ -3842,7 +3843,7 @@ def std_correction(grad, self, dim, correction, keepdim, result):
 
 def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1822
+    # functional, spec line 1825
     # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
         grads[1], self, dim, keepdim
@@ -3852,7 +3853,7 @@ def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1830
+    # functional, spec line 1833
     # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = std_grad(
         grads[0], self, dim, correction, keepdim, result0
@@ -3862,7 +3863,7 @@ def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def logsumexp_default(grad, self, dim, keepdim, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1838
+    # functional, spec line 1841
     # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
     self_grad = (
         expand_reduced(grad, self, dim, keepdim)
@@ -3873,7 +3874,7 @@ def logsumexp_default(grad, self, dim, keepdim, result):
 
 def nansum_default(grad, self, dim, keepdim, dtype, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1845
+    # functional, spec line 1848
     # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
     self_grad = torch.where(
         self.isnan(),
@@ -3885,7 +3886,7 @@ def nansum_default(grad, self, dim, keepdim, dtype, result):
 
 def prod_default(grad, self, dtype, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1852
+    # functional, spec line 1855
     # self: prod_grad(grad, self, None, False)
     self_grad = prod_grad(grad, self, None, False)
     return (self_grad,)
@@ -3893,7 +3894,7 @@ def prod_default(grad, self, dtype, result):
 
 def prod_dim_int(grad, self, dim, keepdim, dtype, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1856
+    # functional, spec line 1859
     # self: prod_grad(grad, self, dim, keepdim)
     self_grad = prod_grad(grad, self, dim, keepdim)
     return (self_grad,)
@@ -3901,7 +3902,7 @@ def prod_dim_int(grad, self, dim, keepdim, dtype, result):
 
 def cumsum_default(grad, self, dim, dtype, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1863
+    # functional, spec line 1866
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     return (self_grad,)
@@ -3909,7 +3910,7 @@ def cumsum_default(grad, self, dim, dtype, result):
 
 def cumsum__default(grad, self, dim, dtype, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1863
+    # inplace, spec line 1866
     # formulas from cumsum; self_p is self before the update
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
@@ -3918,7 +3919,7 @@ def cumsum__default(grad, self, dim, dtype, result):
 
 def cumprod_default(grad, self, dim, dtype, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1870
+    # functional, spec line 1873
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     return (self_grad,)
@@ -3926,7 +3927,7 @@ def cumprod_default(grad, self, dim, dtype, result):
 
 def cumprod__default(grad, self, dim, dtype, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1870
+    # inplace, spec line 1873
     # formulas from cumprod; self_p is self before the update
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
@@ -3935,7 +3936,7 @@ def cumprod__default(grad, self, dim, dtype, result):
 
 def logcumsumexp_default(grad, self, dim, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1877
+    # functional, spec line 1880
     # self: scan_grad(grad, self, dim, "logcumsumexp")
     self_grad = scan_grad(grad, self, dim, "logcumsumexp")
     return (self_grad,)
@@ -3943,7 +3944,7 @@ def logcumsumexp_default(grad, self, dim, result):
 
 def cummax_default(grads, self, dim, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1884
+    # functional, spec line 1887
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3952,7 +3953,7 @@ def cummax_default(grads, self, dim, values, indices):
 
 def cummin_default(grads, self, dim, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1892
+    # functional, spec line 1895
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3961,7 +3962,7 @@ def cummin_default(grads, self, dim, values, indices):
 
 def sort_default(grads, self, dim, descending, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1900
+    # functional, spec line 1903
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3970,7 +3971,7 @@ def sort_default(grads, self, dim, descending, values, indices):
 
 def sort_stable(grads, self, stable, dim, descending, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1908
+    # functional, spec line 1911
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3979,7 +3980,7 @@ def sort_stable(grads, self, stable, dim, descending, values, indices):
 
 def topk_default(grads, self, k, dim, largest, sorted, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1916
+    # functional, spec line 1919
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3988,7 +3989,7 @@ def topk_default(grads, self, k, dim, largest, sorted, values, indices):
 
 def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1924
+    # functional, spec line 1927
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -3999,7 +4000,7 @@ def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
 
 def mode_default(grads, self, dim, keepdim, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1932
+    # functional, spec line 1935
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4010,7 +4011,7 @@ def mode_default(grads, self, dim, keepdim, values, indices):
 
 def median_dim(grads, self, dim, keepdim, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1940
+    # functional, spec line 1943
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4021,7 +4022,7 @@ def median_dim(grads, self, dim, keepdim, values, indices):
 
 def nanmedian_dim(grads, self, dim, keepdim, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1948
+    # functional, spec line 1951
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4032,7 +4033,7 @@ def nanmedian_dim(grads, self, dim, keepdim, values, indices):
 
 def median_default(grad, self, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1956
+    # functional, spec line 1959
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4040,7 +4041,7 @@ def median_default(grad, self, result):
 
 def nanmedian_default(grad, self, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1961
+    # functional, spec line 1964
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4048,7 +4049,7 @@ def nanmedian_default(grad, self, result):
 
 def max_default(grad, self, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1966
+    # functional, spec line 1969
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4056,7 +4057,7 @@ def max_default(grad, self, result):
 
 def min_default(grad, self, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1971
+    # functional, spec line 1974
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4064,7 +4065,7 @@ def min_default(grad, self, result):
 
 def aminmax_default(grads, self, dim, keepdim, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1976
+    # functional, spec line 1979
     grad_min = grads[0]
     grad_max = grads[1]
     # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
@@ -4076,7 +4077,7 @@ def aminmax_default(grads, self, dim, keepdim, min, max):
 
 def trace_default(grad, self, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1984
+    # functional, spec line 1987
     # self: trace_grad(grad, self)
     self_grad = trace_grad(grad, self)
     return (self_grad,)
@@ -4084,7 +4085,7 @@ def trace_default(grad, self, result):
 
 def renorm_default(grad, self, p, dim, maxnorm, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1991
+    # functional, spec line 1994
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
     return (self_grad,)
@@ -4092,7 +4093,7 @@ def renorm_default(grad, self, p, dim, maxnorm, result):
 
 def renorm__default(grad, self, p, dim, maxnorm, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1991
+    # inplace, spec line 1994
     # formulas from renorm; self_p is self before the update
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
@@ -4101,7 +4102,7 @@ def renorm__default(grad, self, p, dim, maxnorm, result):
 
 def vdot_default(grad, self, other, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 2000
+    # functional, spec line 2003
     # self: grad.conj() * other
     self_grad = grad.conj() * other
     # other: grad * self
@@ -4111,7 +4112,7 @@ def vdot_default(grad, self, other, result):
 
 def addmv_default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2006
+    # functional, spec line 2009
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
@@ -4123,7 +4124,7 @@ def addmv_default(grad, self, mat, vec, beta, alpha, result):
 
 def addmv__default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2006
+    # inplace, spec line 2009
     # formulas from addmv; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4136,7 +4137,7 @@ def addmv__default(grad, self, mat, vec, beta, alpha, result):
 
 def addr_default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2015
+    # functional, spec line 2018
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
@@ -4148,7 +4149,7 @@ def addr_default(grad, self, vec1, vec2, beta, alpha, result):
 
 def addr__default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2015
+    # inplace, spec line 2018
     # formulas from addr; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4161,7 +4162,7 @@ def addr__default(grad, self, vec1, vec2, beta, alpha, result):
 
 def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2024
+    # functional, spec line 2027
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
@@ -4173,7 +4174,7 @@ def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2024
+    # inplace, spec line 2027
     # formulas from baddbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4186,7 +4187,7 @@ def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2033
+    # functional, spec line 2036
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
@@ -4202,7 +4203,7 @@ def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2033
+    # inplace, spec line 2036
     # formulas from addbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4219,7 +4220,7 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def index_select_default(grad, self, dim, index, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 2046
+    # functional, spec line 2049
     # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -4227,7 +4228,7 @@ def index_select_default(grad, self, dim, index, result):
 
 def gather_default(grad, self, dim, index, sparse_grad, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 2054
+    # functional, spec line 2057
     # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     return (self_grad,)
@@ -4235,7 +4236,7 @@ def gather_default(grad, self, dim, index, sparse_grad, result):
 
 def take_default(grad, self, index, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 2062
+    # functional, spec line 2065
     # self: grad.new_zeros(self.shape).put(index, grad, True)
     self_grad = grad.new_zeros(self.shape).put(index, grad, True)
     return (self_grad,)
@@ -4243,7 +4244,7 @@ def take_default(grad, self, index, result):
 
 def put_default(grad, self, index, source, accumulate, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 2068
+    # functional, spec line 2071
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
         grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
@@ -4255,7 +4256,7 @@ def put_default(grad, self, index, source, accumulate, result):
 
 def put__default(grad, self, index, source, accumulate, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 2068
+    # inplace, spec line 2071
     # formulas from put; self_p is self before the update
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
@@ -4268,7 +4269,7 @@ def put__default(grad, self, index, source, accumulate, result):
 
 def scatter_src(grad, self, dim, index, src, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2077
+    # functional, spec line 2080
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     # src: gather_grad(grad, dim, index, src)
@@ -4278,7 +4279,7 @@ def scatter_src(grad, self, dim, index, src, result):
 
 def scatter__src(grad, self, dim, index, src, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2077
+    # inplace, spec line 2080
     # formulas from scatter.src; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4289,7 +4290,7 @@ def scatter__src(grad, self, dim, index, src, result):
 
 def scatter_value(grad, self, dim, index, value, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2084
+    # functional, spec line 2087
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     return (self_grad,)
@@ -4297,7 +4298,7 @@ def scatter_value(grad, self, dim, index, value, result):
 
 def scatter__value(grad, self, dim, index, value, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2084
+    # inplace, spec line 2087
     # formulas from scatter.value; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4306,7 +4307,7 @@ def scatter__value(grad, self, dim, index, value, result):
 
 def scatter_add_default(grad, self, dim, index, src, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2090
+    # functional, spec line 2093
     # self: grad
     self_grad = grad
     # src: gather_grad(grad, dim, index, src)
@@ -4316,7 +4317,7 @@ def scatter_add_default(grad, self, dim, index, src, result):
 
 def scatter_add__default(grad, self, dim, index, src, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2090
+    # inplace, spec line 2093
     # formulas from scatter_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4327,7 +4328,7 @@ def scatter_add__default(grad, self, dim, index, src, result):
 
 def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2099
+    # functional, spec line 2102
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
         grad, self, dim, index, src, reduce, include_self, result
@@ -4337,7 +4338,7 @@ def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result
 
 def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2099
+    # inplace, spec line 2102
     # formulas from scatter_reduce.two; self_p is self before the update
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
@@ -4348,7 +4349,7 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
 
 def index_add_default(grad, self, dim, index, source, alpha, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2109
+    # functional, spec line 2112
     # self: grad
     self_grad = grad
     # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
@@ -4358,7 +4359,7 @@ def index_add_default(grad, self, dim, index, source, alpha, result):
 
 def index_add__default(grad, self, dim, index, source, alpha, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2109
+    # inplace, spec line 2112
     # formulas from index_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4369,7 +4370,7 @@ def index_add__default(grad, self, dim, index, source, alpha, result):
 
 def index_copy_default(grad, self, dim, index, source, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2118
+    # functional, spec line 2121
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # source: grad.index_select(dim, index).reshape(source.shape)
@@ -4379,7 +4380,7 @@ def index_copy_default(grad, self, dim, index, source, result):
 
 def index_copy__default(grad, self, dim, index, source, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2118
+    # inplace, spec line 2121
     # formulas from index_copy; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4390,7 +4391,7 @@ def index_copy__default(grad, self, dim, index, source, result):
 
 def index_fill_int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2125
+    # functional, spec line 2128
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     return (self_grad,)
@@ -4398,7 +4399,7 @@ def index_fill_int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill__int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2125
+    # inplace, spec line 2128
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4407,7 +4408,7 @@ def index_fill__int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill_int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2131
+    # functional, spec line 2134
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
@@ -4417,7 +4418,7 @@ def index_fill_int_Tensor(grad, self, dim, index, value, result):
 
 def index_fill__int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2131
+    # inplace, spec line 2134
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4428,7 +4429,7 @@ def index_fill__int_Tensor(grad, self, dim, index, value, result):
 
 def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2138
+    # functional, spec line 2141
     # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
     self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
         grad.new_zeros(self.shape), mask, indices, grad
@@ -4440,7 +4441,7 @@ def _unsafe_masked_index_put_accumulate_default(
     grad, self, mask, indices, values, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2144
+    # functional, spec line 2147
     # self: grad
     self_grad = grad
     # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
@@ -4454,7 +4455,7 @@ def nll_loss_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2155
+    # functional, spec line 2158
     grad = grads[0]
     # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
@@ -4467,7 +4468,7 @@ def nll_loss2d_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2164
+    # functional, spec line 2167
     grad = grads[0]
     # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
@@ -4480,7 +4481,7 @@ def embedding_default(
     grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2171
+    # functional, spec line 2174
     # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
     weight_grad = torch.ops.aten.embedding_dense_backward(
         grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
@@ -4490,7 +4491,7 @@ def embedding_default(
 
 def max_unpool2d_default(grad, self, indices, output_size, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2177
+    # functional, spec line 2180
     # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     return (self_grad,)
@@ -4498,7 +4499,7 @@ def max_unpool2d_default(grad, self, indices, output_size, result):
 
 def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2183
+    # functional, spec line 2186
     # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
     self_grad = torch.ops.aten.binary_cross_entropy_backward(
         grad, self, target, weight, reduction
@@ -4512,7 +4513,7 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
 
 def acosh_default(grad, self, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2193
+    # functional, spec line 2196
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     return (self_grad,)
@@ -4520,7 +4521,7 @@ def acosh_default(grad, self, result):
 
 def acosh__default(grad, self, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2193
+    # inplace, spec line 2196
     # formulas from acosh; self_p is self before the update
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -4529,7 +4530,7 @@ def acosh__default(grad, self, result):
 
 def special_ndtri_default(grad, self, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2199
+    # functional, spec line 2202
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)
@@ -4537,7 +4538,7 @@ def special_ndtri_default(grad, self, result):
 
 def _fft_c2c_default(grad, self, dim, normalization, forward, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2209
+    # functional, spec line 2212
     # self: torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     self_grad = torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     return (self_grad,)
@@ -4545,7 +4546,7 @@ def _fft_c2c_default(grad, self, dim, normalization, forward, result):
 
 def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2219
+    # functional, spec line 2222
     # self: fft_r2c_grad(grad, self, dim, normalization, onesided)
     self_grad = fft_r2c_grad(grad, self, dim, normalization, onesided)
     return (self_grad,)
@@ -4553,7 +4554,7 @@ def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
 
 def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2231
+    # functional, spec line 2234
     # self: fft_c2r_grad(grad, dim, normalization)
     self_grad = fft_c2r_grad(grad, dim, normalization)
     return (self_grad,)
@@ -4561,7 +4562,7 @@ def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
 
 def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2244
+    # functional, spec line 2247
     # grad_in: grad.unfold(dim, size, step)
     grad_in_grad = grad.unfold(dim, size, step)
     return (grad_in_grad,)
@@ -4569,7 +4570,7 @@ def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result)
 
 def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2260
+    # functional, spec line 2263
     grad = grads[0]
     # A: -inverse.mH.matmul(grad).matmul(inverse.mH)
     A_grad = -inverse.mH.matmul(grad).matmul(inverse.mH)
@@ -4578,7 +4579,7 @@ def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
 
 def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots, info):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2269
+    # functional, spec line 2272
     grad = grads[0]
     # A, B: linalg_solve_grads(grad, A, B, result, LU, pivots, left)
     A_grad, B_grad = linalg_solve_grads(grad, A, B, result, LU, pivots, left)
@@ -4587,7 +4588,7 @@ def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots
 
 def linalg_solve_triangular_default(grad, self, B, upper, left, unitriangular, result):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2282
+    # functional, spec line 2285
     # self, B: solve_triangular_grads(grad, self, B, result, upper, left, unitriangular)
     self_grad, B_grad = solve_triangular_grads(
         grad, self, B, result, upper, left, unitriangular
@@ -4599,7 +4600,7 @@ def triangular_solve_default(
     grads, self, A, upper, transpose, unitriangular, solution, cloned_coefficient
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2295
+    # functional, spec line 2298
     # self, A: triangular_solve_grads(grads[0], grads[1], self, A, solution, upper, transpose, unitriangular)
     self_grad, A_grad = triangular_solve_grads(
         grads[0], grads[1], self, A, solution, upper, transpose, unitriangular
@@ -4609,7 +4610,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2305
+    # functional, spec line 2308
     grad = grads[0]
     # self: cholesky_grad(grad, L, upper)
     self_grad = cholesky_grad(grad, L, upper)
@@ -4618,7 +4619,7 @@ def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
 
 def cholesky_solve_default(grad, self, input2, upper, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2318
+    # functional, spec line 2321
     # self, input2: cholesky_solve_grads(grad, self, input2, result, upper)
     self_grad, input2_grad = cholesky_solve_grads(grad, self, input2, result, upper)
     return (self_grad, input2_grad)
@@ -4626,7 +4627,7 @@ def cholesky_solve_default(grad, self, input2, upper, result):
 
 def cholesky_inverse_default(grad, self, upper, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2326
+    # functional, spec line 2329
     # self: cholesky_inverse_grad(grad, self, result, upper)
     self_grad = cholesky_inverse_grad(grad, self, result, upper)
     return (self_grad,)
@@ -4634,7 +4635,7 @@ def cholesky_inverse_default(grad, self, upper, result):
 
 def _linalg_det_default(grads, A, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2335
+    # functional, spec line 2338
     grad = grads[0]
     # A: det_grad(grad, A, result, LU, pivots)
     A_grad = det_grad(grad, A, result, LU, pivots)
@@ -4643,7 +4644,7 @@ def _linalg_det_default(grads, A, result, LU, pivots):
 
 def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2343
+    # functional, spec line 2346
     grad_sign = grads[0]
     grad_logabsdet = grads[1]
     # A: slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
@@ -4653,7 +4654,7 @@ def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2352
+    # functional, spec line 2355
     grad = grads[0]
     # A: lu_factor_grad(grad, LU, pivots)
     A_grad = lu_factor_grad(grad, LU, pivots)
@@ -4662,7 +4663,7 @@ def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info)
 
 def linalg_lu_default(grads, A, pivot, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2361
+    # functional, spec line 2364
     grad_L = grads[1]
     grad_U = grads[2]
     # A: lu_grad(grad_L, grad_U, P, L, U)
@@ -4672,7 +4673,7 @@ def linalg_lu_default(grads, A, pivot, P, L, U):
 
 def linalg_cross_default(grad, self, other, dim, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2371
+    # functional, spec line 2374
     # self: unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     self_grad = unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     # other: unbroadcast(torch.linalg.cross(grad, self.conj(), dim=dim), other)
@@ -4682,7 +4683,7 @@ def linalg_cross_default(grad, self, other, dim, result):
 
 def linalg_matrix_exp_default(grad, self, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2380
+    # functional, spec line 2383
     # self: matrix_exp_differential(self, grad, True)
     self_grad = matrix_exp_differential(self, grad, True)
     return (self_grad,)
@@ -4690,7 +4691,7 @@ def linalg_matrix_exp_default(grad, self, result):
 
 def linalg_householder_product_default(grad, input, tau, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2387
+    # functional, spec line 2390
     # input, tau: householder_product_grads(grad, input, tau)
     input_grad, tau_grad = householder_product_grads(grad, input, tau)
     return (input_grad, tau_grad)
@@ -4698,7 +4699,7 @@ def linalg_householder_product_default(grad, input, tau, result):
 
 def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2395
+    # functional, spec line 2398
     grad_L = grads[1]
     grad_U = grads[2]
     # LU_data: lu_unpack_grad(grad_L, grad_U, LU_data)
@@ -4708,7 +4709,7 @@ def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, 
 
 def linalg_lu_solve_default(grad, LU, pivots, B, left, adjoint, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2407
+    # functional, spec line 2410
     # LU, B: lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     LU_grad, B_grad = lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     return (LU_grad, B_grad)
@@ -4718,7 +4719,7 @@ def elu_backward_default(
     grad, grad_output, alpha, scale, input_scale, is_result, self_or_result, result
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2423
+    # functional, spec line 2426
     # grad_output: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
     grad_output_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, is_result, self_or_result
@@ -4734,7 +4735,7 @@ def elu_backward_default(
 
 def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2434
+    # functional, spec line 2437
     # grad_output: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     grad_output_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     # buffer: -grad * grad_output * torch.where(self < 0, 1.0, -1.0) / (1 + buffer) ** 2
@@ -4746,7 +4747,7 @@ def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
 
 def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2441
+    # functional, spec line 2444
     # grad_output: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     grad_output_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (grad_output_grad,)
@@ -4754,7 +4755,7 @@ def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result)
 
 def softshrink_backward_default(grad, grad_output, self, lambd, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2449
+    # functional, spec line 2452
     # grad_output: torch.ops.aten.softshrink_backward(grad, self, lambd)
     grad_output_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (grad_output_grad,)
@@ -4762,7 +4763,7 @@ def softshrink_backward_default(grad, grad_output, self, lambd, result):
 
 def hardshrink_backward_default(grad, grad_out, self, lambd, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2455
+    # functional, spec line 2458
     # grad_out: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     grad_out_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (grad_out_grad,)
@@ -4772,7 +4773,7 @@ def leaky_relu_backward_default(
     grad, grad_output, self, negative_slope, self_is_result, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2461
+    # functional, spec line 2464
     # grad_output: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, self_is_result)
     grad_output_grad = torch.ops.aten.leaky_relu_backward(
         grad, self, negative_slope, self_is_result
@@ -4784,7 +4785,7 @@ def rrelu_with_noise_backward_default(
     grad, grad_output, self, noise, lower, upper, training, self_is_result, result
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2469
+    # functional, spec line 2472
     # grad_output: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise.conj(), lower, upper, training, self_is_result)
     grad_output_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise.conj(), lower, upper, training, self_is_result
@@ -4794,7 +4795,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad, grad_output, self, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2478
+    # functional, spec line 2481
     # grad_output: torch.ops.aten.hardsigmoid_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (grad_output_grad,)
@@ -4802,7 +4803,7 @@ def hardsigmoid_backward_default(grad, grad_output, self, result):
 
 def hardswish_backward_default(grad, grad_output, self, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2484
+    # functional, spec line 2487
     # grad_output: torch.ops.aten.hardswish_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardswish_backward(grad, self)
     # self: torch.where((self > -3) & (self < 3), grad * grad_output / 3, 0.0)
@@ -4812,7 +4813,7 @@ def hardswish_backward_default(grad, grad_output, self, result):
 
 def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2490
+    # functional, spec line 2493
     # grad_output: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     grad_output_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     # self: grad * grad_output * torch.where(self * beta > threshold, 0.0, beta * (self * beta).sigmoid() * (1 - (self * beta).sigmoid()))
@@ -4830,7 +4831,7 @@ def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
 
 def gelu_backward_default(grad, grad_output, self, approximate, result):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2498
+    # functional, spec line 2501
     # grad_output: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     grad_output_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     # self: grad * grad_output * gelu_second_derivative(self, approximate)
@@ -4840,7 +4841,7 @@ def gelu_backward_default(grad, grad_output, self, approximate, result):
 
 def silu_backward_default(grad, grad_output, self, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2508
+    # functional, spec line 2511
     # grad_output: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     grad_output_grad = (
         grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -4860,7 +4861,7 @@ def silu_backward_default(grad, grad_output, self, result):
 
 def mish_backward_default(grad, grad_output, self, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2514
+    # functional, spec line 2517
     # grad_output: torch.ops.aten.mish_backward(grad, self)
     grad_output_grad = torch.ops.aten.mish_backward(grad, self)
     # self: grad * grad_output * mish_second_derivative(self)
@@ -4870,7 +4871,7 @@ def mish_backward_default(grad, grad_output, self, result):
 
 def glu_backward_default(grad, grad_output, self, dim, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2520
+    # functional, spec line 2523
     # grad_output: glu_tangent(grad, self, dim)
     grad_output_grad = glu_tangent(grad, self, dim)
     # self: glu_double_backward(grad, grad_output, self, dim)
@@ -4880,7 +4881,7 @@ def glu_backward_default(grad, grad_output, self, dim, result):
 
 def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, result1):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2528
+    # functional, spec line 2531
     # grad_output: torch.where(self > 0, grads[0], weight * grads[0] + self * grads[1])
     grad_output_grad = torch.where(
         self > 0, grads[0], weight * grads[0] + self * grads[1]
@@ -4896,7 +4897,7 @@ def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, re
 
 def mse_loss_backward_default(grad, grad_output, self, target, reduction, result):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2540
+    # functional, spec line 2543
     # grad_output: apply_loss_reduction(torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction
@@ -4912,7 +4913,7 @@ def smooth_l1_loss_backward_default(
     grad, grad_output, self, target, reduction, beta, result
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2550
+    # functional, spec line 2553
     # grad_output: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction
@@ -4936,7 +4937,7 @@ def huber_loss_backward_default(
     grad, grad_output, self, target, reduction, delta, result
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2560
+    # functional, spec line 2563
     # grad_output: apply_loss_reduction(torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction
@@ -4960,7 +4961,7 @@ def binary_cross_entropy_backward_default(
     grad, grad_output, self, target, weight, reduction, result
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2570
+    # functional, spec line 2573
     # grad_output: apply_loss_reduction(grad * bce_self_derivative(self, target, weight), reduction)
     grad_output_grad = apply_loss_reduction(
         grad * bce_self_derivative(self, target, weight), reduction
@@ -4992,7 +4993,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2583
+    # functional, spec line 2586
     # grad_output: torch.ops.aten.nll_loss_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -5012,7 +5013,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2593
+    # functional, spec line 2596
     # grad_output: torch.ops.aten.nll_loss2d_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss2d_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -5022,7 +5023,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 2605
+    # functional, spec line 2608
     grad_U = grads[0]
     grad_S = grads[1]
     grad_Vh = grads[2]
@@ -5033,7 +5034,7 @@ def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
 
 def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2616
+    # functional, spec line 2619
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # self: eig_grad(grad_eigenvalues, grad_eigenvectors, self, eigenvalues, eigenvectors)
@@ -5045,7 +5046,7 @@ def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2624
+    # functional, spec line 2627
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # A: eigh_grad(grad_eigenvalues, grad_eigenvectors, A, eigenvalues, eigenvectors, compute_v)
@@ -5057,7 +5058,7 @@ def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
 
 def linalg_qr_default(grads, A, mode, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 2633
+    # functional, spec line 2636
     grad_Q = grads[0]
     grad_R = grads[1]
     # A: qr_grad(grad_Q, grad_R, A, Q, R, mode)
@@ -5067,7 +5068,7 @@ def linalg_qr_default(grads, A, mode, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(grad, self, atol, rtol, hermitian, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 2642
+    # functional, spec line 2645
     # self: pinv_grad(grad, self, result)
     self_grad = pinv_grad(grad, self, result)
     return (self_grad,)
@@ -5077,7 +5078,7 @@ def linalg_lstsq_default(
     grads, self, b, rcond, driver, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 2651
+    # functional, spec line 2654
     grad_solution = grads[0]
     grad_residuals = grads[1]
     # self, b: lstsq_grads(grad_solution, grad_residuals, self, b, solution, residuals)
@@ -5102,7 +5103,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2666
+    # functional, spec line 2669
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5124,7 +5125,7 @@ def _native_batch_norm_legit_no_stats(
     grads, input, weight, bias, training, momentum, eps, result0, result1, result2
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2675
+    # functional, spec line 2678
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5156,7 +5157,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2683
+    # functional, spec line 2686
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5189,7 +5190,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2691
+    # functional, spec line 2694
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5222,7 +5223,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2701
+    # functional, spec line 2704
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5244,7 +5245,7 @@ def binary_cross_entropy_with_logits_default(
     grad, self, target, weight, pos_weight, reduction, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2712
+    # functional, spec line 2715
     # self: unbroadcast(expand_loss_grad(grad, self, reduction) * bce_logits_self_derivative(self, target, weight, pos_weight), self)
     self_grad = unbroadcast(
         expand_loss_grad(grad, self, reduction)
@@ -5262,7 +5263,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(grad, self, kernel_size, dilation, padding, stride, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2724
+    # functional, spec line 2727
     # self: torch.ops.aten.col2im(grad, self.shape[-2:], kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.col2im(
         grad, self.shape[-2:], kernel_size, dilation, padding, stride
@@ -5274,7 +5275,7 @@ def col2im_default(
     grad, self, output_size, kernel_size, dilation, padding, stride, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2731
+    # functional, spec line 2734
     # self: torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     return (self_grad,)
@@ -5284,7 +5285,7 @@ def _upsample_bilinear2d_aa_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2740
+    # functional, spec line 2743
     # self: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -5296,7 +5297,7 @@ def _upsample_bilinear2d_aa_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 2748
+    # functional, spec line 2751
     # input: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad,
@@ -5320,7 +5321,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2756
+    # functional, spec line 2759
     # grad_output: torch.ops.aten._upsample_bilinear2d_aa(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_bilinear2d_aa(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5332,7 +5333,7 @@ def fractional_max_pool2d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2766
+    # functional, spec line 2769
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool2d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool2d_backward(
@@ -5345,7 +5346,7 @@ def fractional_max_pool3d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2775
+    # functional, spec line 2778
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool3d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool3d_backward(
@@ -5367,7 +5368,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2786
+    # functional, spec line 2789
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5390,7 +5391,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2795
+    # functional, spec line 2798
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5404,7 +5405,7 @@ def fractional_max_pool2d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2803
+    # functional, spec line 2806
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5418,7 +5419,7 @@ def fractional_max_pool3d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2812
+    # functional, spec line 2815
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5430,7 +5431,7 @@ def fractional_max_pool3d_backward_default(
 
 def max_unpool3d_default(grad, self, indices, output_size, stride, padding, result):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 2820
+    # functional, spec line 2823
     # self: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     self_grad = grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     return (self_grad,)
@@ -5440,7 +5441,7 @@ def _trilinear_default(
     grad, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim, result
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 2832
+    # functional, spec line 2835
     # i1, i2, i3: trilinear_grads(grad, i1, i2, i3, expand1, expand2, expand3, sumdim)
     i1_grad, i2_grad, i3_grad = trilinear_grads(
         grad, i1, i2, i3, expand1, expand2, expand3, sumdim
@@ -5450,7 +5451,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(grad, self, dim, dtype, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2840
+    # functional, spec line 2843
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -5458,7 +5459,7 @@ def _safe_softmax_default(grad, self, dim, dtype, result):
 
 def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, result):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 2847
+    # functional, spec line 2850
     # self, src: as_strided_scatter_grads(grad, result, size, stride, storage_offset)
     self_grad, src_grad = as_strided_scatter_grads(
         grad, result, size, stride, storage_offset
@@ -5468,7 +5469,7 @@ def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, re
 
 def bernoulli_default(grad, self, generator, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2857
+    # functional, spec line 2860
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5476,13 +5477,13 @@ def bernoulli_default(grad, self, generator, result):
 
 def bernoulli_p(grad, self, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2863
+    # functional, spec line 2866
     return ()
 
 
 def bernoulli_Tensor(grad, self, p, generator, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2868
+    # functional, spec line 2871
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # p: unbroadcast(torch.zeros_like(grad), p)
@@ -5492,7 +5493,7 @@ def bernoulli_Tensor(grad, self, p, generator, result):
 
 def bernoulli__Tensor(grad, self, p, generator, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2868
+    # inplace, spec line 2871
     # formulas from bernoulli.Tensor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -5503,7 +5504,7 @@ def bernoulli__Tensor(grad, self, p, generator, result):
 
 def uniform__default(grad, self, from_, to, generator, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2878
+    # inplace, spec line 2881
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5511,7 +5512,7 @@ def uniform__default(grad, self, from_, to, generator, result):
 
 def normal__default(grad, self, mean, std, generator, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2882
+    # inplace, spec line 2885
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5519,7 +5520,7 @@ def normal__default(grad, self, mean, std, generator, result):
 
 def exponential__default(grad, self, lambd, generator, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2886
+    # inplace, spec line 2889
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5527,7 +5528,7 @@ def exponential__default(grad, self, lambd, generator, result):
 
 def cauchy__default(grad, self, median, sigma, generator, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2890
+    # inplace, spec line 2893
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5535,7 +5536,7 @@ def cauchy__default(grad, self, median, sigma, generator, result):
 
 def log_normal__default(grad, self, mean, std, generator, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2894
+    # inplace, spec line 2897
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5543,7 +5544,7 @@ def log_normal__default(grad, self, mean, std, generator, result):
 
 def geometric__default(grad, self, p, generator, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2898
+    # inplace, spec line 2901
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5551,7 +5552,7 @@ def geometric__default(grad, self, p, generator, result):
 
 def random__default(grad, self, generator, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2903
+    # inplace, spec line 2906
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5559,7 +5560,7 @@ def random__default(grad, self, generator, result):
 
 def random__from(grad, self, from_, to, generator, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2907
+    # inplace, spec line 2910
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5567,7 +5568,7 @@ def random__from(grad, self, from_, to, generator, result):
 
 def random__to(grad, self, to, generator, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2912
+    # inplace, spec line 2915
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5575,7 +5576,7 @@ def random__to(grad, self, to, generator, result):
 
 def bernoulli__float(grad, self, p, generator, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2917
+    # inplace, spec line 2920
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5599,7 +5600,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2927
+    # functional, spec line 2930
     # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups)
     grad_output_grad, input_grad, weight_grad = convolution_backward_grads(
         grads[0],
@@ -5631,7 +5632,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2937
+    # functional, spec line 2940
     # grad_output: torch.ops.aten.avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool2d(
         grad,
@@ -5658,7 +5659,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2946
+    # functional, spec line 2949
     # grad_output: torch.ops.aten.avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool3d(
         grad,
@@ -5674,7 +5675,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2955
+    # functional, spec line 2958
     # grad_output: torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     return (grad_output_grad,)
@@ -5682,7 +5683,7 @@ def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
 
 def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2963
+    # functional, spec line 2966
     # grad_output: torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     return (grad_output_grad,)
@@ -5690,7 +5691,7 @@ def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
 
 def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2973
+    # functional, spec line 2976
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5700,7 +5701,7 @@ def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, resul
 
 def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2981
+    # functional, spec line 2984
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5710,7 +5711,7 @@ def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, resul
 
 def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2991
+    # functional, spec line 2994
     # grad_output: torch.ops.aten.reflection_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5718,7 +5719,7 @@ def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 2999
+    # functional, spec line 3002
     # grad_output: torch.ops.aten.reflection_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5726,7 +5727,7 @@ def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3007
+    # functional, spec line 3010
     # grad_output: torch.ops.aten.reflection_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5734,7 +5735,7 @@ def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
 
 def replication_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 3015
+    # functional, spec line 3018
     # grad_output: torch.ops.aten.replication_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5742,7 +5743,7 @@ def replication_pad1d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3023
+    # functional, spec line 3026
     # grad_output: torch.ops.aten.replication_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5750,7 +5751,7 @@ def replication_pad2d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3031
+    # functional, spec line 3034
     # grad_output: torch.ops.aten.replication_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5760,7 +5761,7 @@ def upsample_nearest1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3041
+    # functional, spec line 3044
     # grad_output: torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     return (grad_output_grad,)
@@ -5770,7 +5771,7 @@ def upsample_nearest2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3048
+    # functional, spec line 3051
     # grad_output: torch.ops.aten.upsample_nearest2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest2d(
         grad, output_size, scales_h, scales_w
@@ -5782,7 +5783,7 @@ def upsample_nearest3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3055
+    # functional, spec line 3058
     # grad_output: torch.ops.aten.upsample_nearest3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5794,7 +5795,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3062
+    # functional, spec line 3065
     # grad_output: torch.ops.aten._upsample_nearest_exact1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact1d(
         grad, output_size, scales
@@ -5806,7 +5807,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3069
+    # functional, spec line 3072
     # grad_output: torch.ops.aten._upsample_nearest_exact2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact2d(
         grad, output_size, scales_h, scales_w
@@ -5818,7 +5819,7 @@ def _upsample_nearest_exact3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3076
+    # functional, spec line 3079
     # grad_output: torch.ops.aten._upsample_nearest_exact3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5830,7 +5831,7 @@ def upsample_linear1d_backward_default(
     grad, grad_output, output_size, input_size, align_corners, scales, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3083
+    # functional, spec line 3086
     # grad_output: torch.ops.aten.upsample_linear1d(grad, output_size, align_corners, scales)
     grad_output_grad = torch.ops.aten.upsample_linear1d(
         grad, output_size, align_corners, scales
@@ -5849,7 +5850,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3091
+    # functional, spec line 3094
     # grad_output: torch.ops.aten.upsample_bilinear2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bilinear2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5868,7 +5869,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3099
+    # functional, spec line 3102
     # grad_output: torch.ops.aten.upsample_bicubic2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bicubic2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5888,7 +5889,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3107
+    # functional, spec line 3110
     # grad_output: torch.ops.aten.upsample_trilinear3d(grad, output_size, align_corners, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_trilinear3d(
         grad, output_size, align_corners, scales_d, scales_h, scales_w
@@ -5900,7 +5901,7 @@ def diagonal_backward_default(
     grad, grad_output, input_sizes, offset, dim1, dim2, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3117
+    # functional, spec line 3120
     # grad_output: grad.diagonal(offset, dim1, dim2)
     grad_output_grad = grad.diagonal(offset, dim1, dim2)
     return (grad_output_grad,)
@@ -5910,7 +5911,7 @@ def embedding_dense_backward_default(
     grad, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, result
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3125
+    # functional, spec line 3128
     # grad_output: embedding_dense_backward_grad(grad, indices, padding_idx, scale_grad_by_freq)
     grad_output_grad = embedding_dense_backward_grad(
         grad, indices, padding_idx, scale_grad_by_freq
@@ -5933,7 +5934,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3140
+    # functional, spec line 3143
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
@@ -5967,7 +5968,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3152
+    # functional, spec line 3155
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],

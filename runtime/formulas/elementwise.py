@@ -3,7 +3,7 @@
 The general ones: `scale`/`scale_conj` (alpha, beta factors), `unbroadcast`,
 `as_real_like`, `copy_broadcast`, and `conform`/`fill_absent`, which generated
 kernels call themselves. The element-wise ones: the derivatives of pow, clamp,
-maximum/minimum, angle, sgn, logit, mvlgamma and rounding division.
+maximum/minimum, angle, sgn, logit, mvlgamma, nan_to_num and rounding division.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ __all__ = [
     "conform",
     "copy_broadcast",
     "fill_absent",
+    "finite_parts",
     "logit_derivative",
     "mvlgamma_derivative",
     "pow_exponent_derivative",
@@ -147,6 +148,18 @@ def clamp_mask(self: torch.Tensor, min, max) -> torch.Tensor:
     if max is not None:
         mask = mask & (self <= max)
     return mask
+
+
+def finite_parts(t: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
+    """`t` where `self` is finite, 0 elsewhere, part by part: nan_to_num replaces
+    the real and the imaginary part of a complex value each on its own, so a
+    finite part keeps its derivative beside a NaN one."""
+    if not self.is_complex():
+        return t * self.isfinite()
+    real_mask, imag_mask = self.real.isfinite(), self.imag.isfinite()
+    if not t.is_complex():
+        return t * real_mask
+    return torch.complex(t.real * real_mask, t.imag * imag_mask)
 
 
 def mvlgamma_derivative(self: torch.Tensor, p: int) -> torch.Tensor:

@@ -237,3 +237,21 @@ def test_sgn_derivative_matches_autograd_for_complex_inputs():
     torch.testing.assert_close(F.sgn_derivative(v, z, z.sgn()), expected)
     jvp = torch.func.jvp(torch.sgn, (z,), (v,))[1]
     torch.testing.assert_close(F.sgn_derivative(v, z, z.sgn()), jvp)
+
+
+def test_finite_parts_keeps_the_finite_part_of_a_complex_value():
+    """nan_to_num replaces each part on its own: beside a NaN real part, the
+    imaginary part moves with the input (finite differences), and a real tensor
+    is masked where it is not finite."""
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([complex(nan, 0.5), complex(1.0, inf), complex(-inf, nan), 2 - 1j])
+    t = torch.tensor([1 + 2j, 3 - 1j, 0.5 + 0.5j, -1 + 1j], dtype=torch.complex128)
+    x = x.to(torch.complex128)
+    h = 1e-6
+    difference = (torch.nan_to_num(x + h * t) - torch.nan_to_num(x - h * t)) / (2 * h)
+    close(F.finite_parts(t, x), difference)
+    real = torch.tensor([nan, 1.0, inf, -2.0], dtype=torch.float64)
+    close(
+        F.finite_parts(torch.ones(4, dtype=torch.float64), real),
+        real.isfinite().double(),
+    )
