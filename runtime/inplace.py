@@ -60,7 +60,14 @@ def _run_inplace_tracked(func, target, primals: list, have_original: bool):
     result is written into self. Returns self and the recorded result."""
     with autograd_enabled():
         before = primals[0] if have_original else target.clone()
-        tracked = call_with(functional_form(func), [before, *primals[1:]])
+        try:
+            tracked = call_with(functional_form(func), [before, *primals[1:]])
+        except RuntimeError:
+            # Native autograd refuses some functional forms that it takes in
+            # place (complex scatter_reduce): record the in-place op itself, on a
+            # copy of self's old value. A functional op that raised changed nothing.
+            tracked = before.clone()
+            call_with(func, [tracked, *primals[1:]])
     target.copy_(tracked)  # below autograd: recorded by the layer above
     return target, (tracked,)
 

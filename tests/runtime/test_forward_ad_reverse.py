@@ -87,6 +87,28 @@ def test_reverse_over_forward_through_inplace_ops(name):
     assert_same(ours, native)
 
 
+def test_inplace_op_autograd_takes_only_in_place():
+    """Native autograd refuses the functional complex scatter_reduce but records
+    scatter_reduce_: tracked inside a level, the in-place op runs as natively, with
+    native's tangent and gradient."""
+    gen = torch.Generator().manual_seed(0)
+    index = torch.randint(0, 3, (2, 4), generator=gen)
+
+    def run(fwAD):
+        torch.manual_seed(0)
+        x = torch.randn(3, 4, dtype=torch.complex128, requires_grad=True)
+        src = torch.randn(2, 4, dtype=torch.complex128)
+        tangent = torch.randn(3, 4, dtype=torch.complex128)
+        with fwAD.dual_level():
+            y = fwAD.make_dual(x.clone(), tangent)
+            y.scatter_reduce_(0, index, src, "mean")
+            primal, out_tangent = fwAD.unpack_dual(y)
+            (grad,) = torch.autograd.grad(primal.abs().sum(), x)
+        return primal.detach(), out_tangent, grad
+
+    assert_same(run(dual_fwAD), run(native_fwAD))
+
+
 def test_autograd_inplace_check_still_works_inside_a_level():
     for fwAD in (native_fwAD, dual_fwAD):
         a = randn(3, requires_grad=True)
