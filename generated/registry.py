@@ -793,7 +793,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=172,
+    spec_line=174,
 )
 
 
@@ -817,7 +817,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=176,
+    spec_line=178,
 )
 
 
@@ -833,7 +833,7 @@ KERNELS[aten.detach.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=180,
+    spec_line=185,
 )
 
 
@@ -849,7 +849,7 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=187,
+    spec_line=192,
 )
 
 
@@ -865,7 +865,7 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=191,
+    spec_line=196,
 )
 
 
@@ -881,7 +881,7 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=195,
+    spec_line=200,
 )
 
 
@@ -905,7 +905,7 @@ KERNELS[aten.full_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=199,
+    spec_line=204,
 )
 
 
@@ -921,7 +921,7 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=203,
+    spec_line=211,
 )
 
 
@@ -937,7 +937,7 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=208,
+    spec_line=218,
 )
 
 
@@ -953,7 +953,7 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=213,
+    spec_line=225,
 )
 
 
@@ -969,7 +969,7 @@ KERNELS[aten.new_full.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=218,
+    spec_line=232,
 )
 
 
@@ -985,7 +985,7 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=225,
+    spec_line=241,
 )
 
 
@@ -1001,7 +1001,7 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=230,
+    spec_line=252,
 )
 
 
@@ -1017,7 +1017,7 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Scalar",
-    spec_line=230,
+    spec_line=252,
 )
 
 
@@ -1033,7 +1033,7 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=234,
+    spec_line=260,
 )
 
 
@@ -1049,7 +1049,7 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Tensor",
-    spec_line=234,
+    spec_line=260,
 )
 
 
@@ -1065,7 +1065,7 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=239,
+    spec_line=271,
 )
 
 
@@ -1081,7 +1081,7 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Scalar",
-    spec_line=239,
+    spec_line=271,
 )
 
 
@@ -1097,7 +1097,7 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=243,
+    spec_line=279,
 )
 
 
@@ -1113,7 +1113,7 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=248,
+    spec_line=290,
 )
 
 
@@ -1129,7 +1129,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=252,
+    spec_line=298,
 )
 
 
@@ -1145,7 +1145,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=257,
+    spec_line=308,
 )
 
 
@@ -1161,7 +1161,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="mul.Scalar",
-    spec_line=257,
+    spec_line=308,
 )
 
 
@@ -1177,7 +1177,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=261,
+    spec_line=316,
 )
 
 
@@ -1193,7 +1193,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor",
-    spec_line=261,
+    spec_line=316,
 )
 
 
@@ -1209,7 +1209,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=267,
+    spec_line=326,
 )
 
 
@@ -1225,7 +1225,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar",
-    spec_line=267,
+    spec_line=326,
 )
 
 
@@ -1241,7 +1241,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=272,
+    spec_line=333,
 )
 
 
@@ -1257,7 +1257,7 @@ KERNELS[aten.pow_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="pow.Tensor_Scalar",
-    spec_line=272,
+    spec_line=333,
 )
 
 
@@ -1273,7 +1273,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=279,
+    spec_line=343,
 )
 
 
@@ -1289,7 +1289,7 @@ KERNELS[aten.pow_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="pow.Tensor_Tensor",
-    spec_line=279,
+    spec_line=343,
 )
 
 
@@ -1305,7 +1305,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=285,
+    spec_line=351,
 )
 
 
@@ -1321,7 +1321,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=290,
+    spec_line=358,
 )
 
 
@@ -1337,7 +1337,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=295,
+    spec_line=368,
 )
 
 
@@ -1353,7 +1353,7 @@ KERNELS[aten.where.self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=300,
+    spec_line=378,
 )
 
 
@@ -1369,7 +1369,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=307,
+    spec_line=387,
 )
 
 
@@ -1385,7 +1385,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan2",
-    spec_line=307,
+    spec_line=387,
 )
 
 
@@ -1401,7 +1401,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=315,
+    spec_line=399,
 )
 
 
@@ -1417,7 +1417,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=319,
+    spec_line=403,
 )
 
 
@@ -1433,7 +1433,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=326,
+    spec_line=414,
 )
 
 
@@ -1449,7 +1449,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=330,
+    spec_line=418,
 )
 
 
@@ -1465,7 +1465,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=337,
+    spec_line=428,
 )
 
 
@@ -1481,7 +1481,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=344,
+    spec_line=438,
 )
 
 
@@ -1497,7 +1497,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=351,
+    spec_line=447,
 )
 
 
@@ -1513,7 +1513,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=359,
+    spec_line=456,
 )
 
 
@@ -1529,7 +1529,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=369,
+    spec_line=468,
 )
 
 
@@ -1545,7 +1545,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=375,
+    spec_line=474,
 )
 
 
@@ -1561,7 +1561,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=381,
+    spec_line=482,
 )
 
 
@@ -1577,7 +1577,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmm",
-    spec_line=381,
+    spec_line=482,
 )
 
 
@@ -1593,7 +1593,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=390,
+    spec_line=493,
 )
 
 
@@ -1609,7 +1609,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=396,
+    spec_line=499,
 )
 
 
@@ -1625,7 +1625,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=405,
+    spec_line=508,
 )
 
 
@@ -1641,7 +1641,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=408,
+    spec_line=511,
 )
 
 
@@ -1657,7 +1657,7 @@ KERNELS[aten.view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=413,
+    spec_line=519,
 )
 
 
@@ -1673,7 +1673,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=417,
+    spec_line=525,
 )
 
 
@@ -1689,7 +1689,7 @@ KERNELS[aten.t.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=422,
+    spec_line=530,
 )
 
 
@@ -1705,7 +1705,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=425,
+    spec_line=536,
 )
 
 
@@ -1721,7 +1721,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=429,
+    spec_line=542,
 )
 
 
@@ -1737,7 +1737,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=433,
+    spec_line=548,
 )
 
 
@@ -1753,7 +1753,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=439,
+    spec_line=554,
 )
 
 
@@ -1769,7 +1769,7 @@ KERNELS[aten.select.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=445,
+    spec_line=562,
 )
 
 
@@ -1785,7 +1785,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=449,
+    spec_line=569,
 )
 
 
@@ -1801,7 +1801,7 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=452,
+    spec_line=576,
 )
 
 
@@ -1817,7 +1817,7 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=456,
+    spec_line=582,
 )
 
 
@@ -1833,7 +1833,7 @@ KERNELS[aten._conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=462,
+    spec_line=590,
 )
 
 
@@ -1849,7 +1849,7 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=465,
+    spec_line=593,
 )
 
 
@@ -1865,7 +1865,7 @@ KERNELS[aten._neg_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=470,
+    spec_line=598,
 )
 
 
@@ -1881,7 +1881,7 @@ KERNELS[aten.resolve_neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=473,
+    spec_line=601,
 )
 
 
@@ -1897,7 +1897,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=476,
+    spec_line=604,
 )
 
 
@@ -1913,7 +1913,7 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="conj_physical",
-    spec_line=476,
+    spec_line=604,
 )
 
 
@@ -1929,7 +1929,7 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=480,
+    spec_line=608,
 )
 
 
@@ -1945,7 +1945,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=486,
+    spec_line=614,
 )
 
 
@@ -1961,7 +1961,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=493,
+    spec_line=622,
 )
 
 
@@ -1977,7 +1977,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=503,
+    spec_line=632,
 )
 
 
@@ -1993,7 +1993,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=505,
+    spec_line=634,
 )
 
 
@@ -2009,7 +2009,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=507,
+    spec_line=636,
 )
 
 
@@ -2025,7 +2025,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=518,
+    spec_line=647,
 )
 
 
@@ -2041,7 +2041,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=522,
+    spec_line=651,
 )
 
 
@@ -2057,7 +2057,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=526,
+    spec_line=658,
 )
 
 
@@ -2073,7 +2073,7 @@ KERNELS[aten.eq_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=537,
+    spec_line=671,
 )
 
 
@@ -2089,7 +2089,7 @@ KERNELS[aten.eq_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=541,
+    spec_line=678,
 )
 
 
@@ -2105,7 +2105,7 @@ KERNELS[aten.ne_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=546,
+    spec_line=686,
 )
 
 
@@ -2121,7 +2121,7 @@ KERNELS[aten.ne_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=550,
+    spec_line=693,
 )
 
 
@@ -2137,7 +2137,7 @@ KERNELS[aten.lt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=555,
+    spec_line=701,
 )
 
 
@@ -2153,7 +2153,7 @@ KERNELS[aten.lt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=559,
+    spec_line=708,
 )
 
 
@@ -2169,7 +2169,7 @@ KERNELS[aten.le_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=564,
+    spec_line=716,
 )
 
 
@@ -2185,7 +2185,7 @@ KERNELS[aten.le_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=568,
+    spec_line=723,
 )
 
 
@@ -2201,7 +2201,7 @@ KERNELS[aten.gt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=573,
+    spec_line=731,
 )
 
 
@@ -2217,7 +2217,7 @@ KERNELS[aten.gt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=577,
+    spec_line=738,
 )
 
 
@@ -2233,7 +2233,7 @@ KERNELS[aten.ge_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=582,
+    spec_line=746,
 )
 
 
@@ -2249,7 +2249,7 @@ KERNELS[aten.ge_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=586,
+    spec_line=753,
 )
 
 
@@ -2265,7 +2265,7 @@ KERNELS[aten.logical_and_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=591,
+    spec_line=761,
 )
 
 
@@ -2281,7 +2281,7 @@ KERNELS[aten.logical_or_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=596,
+    spec_line=766,
 )
 
 
@@ -2297,7 +2297,7 @@ KERNELS[aten.logical_xor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=601,
+    spec_line=771,
 )
 
 
@@ -2313,7 +2313,7 @@ KERNELS[aten.logical_not_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=606,
+    spec_line=776,
 )
 
 
@@ -2329,7 +2329,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=612,
+    spec_line=782,
 )
 
 
@@ -2345,7 +2345,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=616,
+    spec_line=790,
 )
 
 
@@ -2361,7 +2361,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=620,
+    spec_line=797,
 )
 
 
@@ -2377,7 +2377,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=624,
+    spec_line=804,
 )
 
 
@@ -2393,7 +2393,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=632,
+    spec_line=815,
 )
 
 
@@ -2409,7 +2409,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=637,
+    spec_line=820,
 )
 
 
@@ -2425,7 +2425,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=642,
+    spec_line=825,
 )
 
 
@@ -2441,7 +2441,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=648,
+    spec_line=831,
 )
 
 
@@ -2457,7 +2457,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=653,
+    spec_line=839,
 )
 
 
@@ -2473,7 +2473,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=658,
+    spec_line=847,
 )
 
 
@@ -2489,7 +2489,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=663,
+    spec_line=854,
 )
 
 
@@ -2515,7 +2515,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=673,
+    spec_line=866,
 )
 
 
@@ -2531,7 +2531,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=685,
+    spec_line=878,
 )
 
 
@@ -2556,7 +2556,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=693,
+    spec_line=886,
 )
 
 
@@ -2572,7 +2572,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=703,
+    spec_line=896,
 )
 
 
@@ -2588,7 +2588,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=715,
+    spec_line=908,
 )
 
 
@@ -2612,7 +2612,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=722,
+    spec_line=915,
 )
 
 
@@ -2628,7 +2628,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=730,
+    spec_line=924,
 )
 
 
@@ -2644,7 +2644,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=741,
+    spec_line=936,
 )
 
 
@@ -2660,7 +2660,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=748,
+    spec_line=943,
 )
 
 
@@ -2676,7 +2676,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=755,
+    spec_line=950,
 )
 
 
@@ -2692,7 +2692,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=760,
+    spec_line=957,
 )
 
 
@@ -2708,7 +2708,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=765,
+    spec_line=964,
 )
 
 
@@ -2724,7 +2724,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=773,
+    spec_line=972,
 )
 
 
@@ -2740,7 +2740,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=784,
+    spec_line=984,
 )
 
 
@@ -2756,7 +2756,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=793,
+    spec_line=993,
 )
 
 
@@ -2772,7 +2772,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=802,
+    spec_line=1002,
 )
 
 
@@ -2788,7 +2788,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=813,
+    spec_line=1014,
 )
 
 
@@ -2804,7 +2804,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=821,
+    spec_line=1022,
 )
 
 
@@ -2820,7 +2820,7 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=832,
+    spec_line=1033,
 )
 
 
@@ -2836,7 +2836,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=842,
+    spec_line=1043,
 )
 
 
@@ -2860,7 +2860,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=849,
+    spec_line=1050,
 )
 
 
@@ -2876,7 +2876,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=857,
+    spec_line=1059,
 )
 
 
@@ -2892,7 +2892,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=865,
+    spec_line=1068,
 )
 
 
@@ -2908,7 +2908,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=873,
+    spec_line=1076,
 )
 
 
@@ -2924,7 +2924,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=881,
+    spec_line=1084,
 )
 
 
@@ -2940,7 +2940,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=888,
+    spec_line=1091,
 )
 
 
@@ -2956,7 +2956,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=895,
+    spec_line=1098,
 )
 
 
@@ -2972,7 +2972,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=902,
+    spec_line=1105,
 )
 
 
@@ -2988,7 +2988,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=909,
+    spec_line=1112,
 )
 
 
@@ -3004,7 +3004,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=917,
+    spec_line=1120,
 )
 
 
@@ -3027,7 +3027,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=925,
+    spec_line=1128,
 )
 
 
@@ -3043,7 +3043,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=937,
+    spec_line=1140,
 )
 
 
@@ -3059,7 +3059,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=937,
+    spec_line=1140,
 )
 
 
@@ -3075,7 +3075,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=942,
+    spec_line=1145,
 )
 
 
@@ -3091,7 +3091,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=942,
+    spec_line=1145,
 )
 
 
@@ -3107,7 +3107,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=946,
+    spec_line=1149,
 )
 
 
@@ -3123,7 +3123,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=946,
+    spec_line=1149,
 )
 
 
@@ -3139,7 +3139,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=951,
+    spec_line=1154,
 )
 
 
@@ -3155,7 +3155,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=951,
+    spec_line=1154,
 )
 
 
@@ -3171,7 +3171,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=955,
+    spec_line=1158,
 )
 
 
@@ -3187,7 +3187,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=955,
+    spec_line=1158,
 )
 
 
@@ -3203,7 +3203,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=960,
+    spec_line=1163,
 )
 
 
@@ -3219,7 +3219,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=960,
+    spec_line=1163,
 )
 
 
@@ -3235,7 +3235,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=965,
+    spec_line=1168,
 )
 
 
@@ -3251,7 +3251,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=965,
+    spec_line=1168,
 )
 
 
@@ -3267,7 +3267,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=970,
+    spec_line=1173,
 )
 
 
@@ -3283,7 +3283,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=977,
+    spec_line=1180,
 )
 
 
@@ -3299,7 +3299,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=977,
+    spec_line=1180,
 )
 
 
@@ -3315,7 +3315,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=984,
+    spec_line=1187,
 )
 
 
@@ -3331,7 +3331,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=984,
+    spec_line=1187,
 )
 
 
@@ -3347,7 +3347,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=991,
+    spec_line=1195,
 )
 
 
@@ -3363,7 +3363,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=991,
+    spec_line=1195,
 )
 
 
@@ -3379,7 +3379,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=995,
+    spec_line=1199,
 )
 
 
@@ -3395,7 +3395,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=995,
+    spec_line=1199,
 )
 
 
@@ -3411,7 +3411,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=999,
+    spec_line=1203,
 )
 
 
@@ -3427,7 +3427,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1003,
+    spec_line=1207,
 )
 
 
@@ -3443,7 +3443,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1007,
+    spec_line=1211,
 )
 
 
@@ -3459,7 +3459,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1011,
+    spec_line=1215,
 )
 
 
@@ -3475,7 +3475,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1015,
+    spec_line=1219,
 )
 
 
@@ -3491,7 +3491,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1019,
+    spec_line=1223,
 )
 
 
@@ -3507,7 +3507,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1023,
+    spec_line=1227,
 )
 
 
@@ -3523,7 +3523,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1028,
+    spec_line=1232,
 )
 
 
@@ -3539,7 +3539,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=1028,
+    spec_line=1232,
 )
 
 
@@ -3555,7 +3555,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1034,
+    spec_line=1238,
 )
 
 
@@ -3571,7 +3571,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1039,
+    spec_line=1243,
 )
 
 
@@ -3587,7 +3587,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=1039,
+    spec_line=1243,
 )
 
 
@@ -3603,7 +3603,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1043,
+    spec_line=1247,
 )
 
 
@@ -3619,7 +3619,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=1043,
+    spec_line=1247,
 )
 
 
@@ -3635,7 +3635,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1047,
+    spec_line=1251,
 )
 
 
@@ -3651,7 +3651,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=1047,
+    spec_line=1251,
 )
 
 
@@ -3667,7 +3667,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1051,
+    spec_line=1255,
 )
 
 
@@ -3683,7 +3683,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=1051,
+    spec_line=1255,
 )
 
 
@@ -3699,7 +3699,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1055,
+    spec_line=1259,
 )
 
 
@@ -3715,7 +3715,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=1055,
+    spec_line=1259,
 )
 
 
@@ -3731,7 +3731,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1059,
+    spec_line=1263,
 )
 
 
@@ -3747,7 +3747,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=1059,
+    spec_line=1263,
 )
 
 
@@ -3763,7 +3763,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1064,
+    spec_line=1268,
 )
 
 
@@ -3779,7 +3779,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=1064,
+    spec_line=1268,
 )
 
 
@@ -3795,7 +3795,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1068,
+    spec_line=1272,
 )
 
 
@@ -3811,7 +3811,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=1068,
+    spec_line=1272,
 )
 
 
@@ -3827,7 +3827,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1072,
+    spec_line=1276,
 )
 
 
@@ -3843,7 +3843,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=1072,
+    spec_line=1276,
 )
 
 
@@ -3859,7 +3859,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1076,
+    spec_line=1280,
 )
 
 
@@ -3875,7 +3875,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=1076,
+    spec_line=1280,
 )
 
 
@@ -3891,7 +3891,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1083,
+    spec_line=1288,
 )
 
 
@@ -3907,7 +3907,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1090,
+    spec_line=1295,
 )
 
 
@@ -3923,7 +3923,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=1090,
+    spec_line=1295,
 )
 
 
@@ -3939,7 +3939,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1094,
+    spec_line=1299,
 )
 
 
@@ -3955,7 +3955,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=1094,
+    spec_line=1299,
 )
 
 
@@ -3971,7 +3971,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1098,
+    spec_line=1303,
 )
 
 
@@ -3987,7 +3987,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=1098,
+    spec_line=1303,
 )
 
 
@@ -4003,7 +4003,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1103,
+    spec_line=1310,
 )
 
 
@@ -4019,7 +4019,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=1103,
+    spec_line=1310,
 )
 
 
@@ -4035,7 +4035,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1108,
+    spec_line=1317,
 )
 
 
@@ -4051,7 +4051,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1108,
+    spec_line=1317,
 )
 
 
@@ -4067,7 +4067,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1115,
+    spec_line=1324,
 )
 
 
@@ -4083,7 +4083,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1115,
+    spec_line=1324,
 )
 
 
@@ -4099,7 +4099,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1122,
+    spec_line=1331,
 )
 
 
@@ -4115,7 +4115,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1122,
+    spec_line=1331,
 )
 
 
@@ -4131,7 +4131,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1126,
+    spec_line=1335,
 )
 
 
@@ -4147,7 +4147,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1126,
+    spec_line=1335,
 )
 
 
@@ -4163,7 +4163,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1130,
+    spec_line=1339,
 )
 
 
@@ -4179,7 +4179,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1130,
+    spec_line=1339,
 )
 
 
@@ -4195,7 +4195,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1134,
+    spec_line=1346,
 )
 
 
@@ -4211,7 +4211,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1141,
+    spec_line=1354,
 )
 
 
@@ -4227,7 +4227,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1141,
+    spec_line=1354,
 )
 
 
@@ -4243,7 +4243,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1146,
+    spec_line=1359,
 )
 
 
@@ -4259,7 +4259,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1151,
+    spec_line=1366,
 )
 
 
@@ -4275,7 +4275,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1159,
+    spec_line=1376,
 )
 
 
@@ -4291,7 +4291,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1165,
+    spec_line=1382,
 )
 
 
@@ -4307,7 +4307,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1175,
+    spec_line=1392,
 )
 
 
@@ -4323,7 +4323,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1175,
+    spec_line=1392,
 )
 
 
@@ -4339,7 +4339,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1180,
+    spec_line=1397,
 )
 
 
@@ -4355,7 +4355,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1180,
+    spec_line=1397,
 )
 
 
@@ -4371,7 +4371,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1185,
+    spec_line=1402,
 )
 
 
@@ -4387,7 +4387,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1185,
+    spec_line=1402,
 )
 
 
@@ -4403,7 +4403,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1191,
+    spec_line=1412,
 )
 
 
@@ -4419,7 +4419,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1191,
+    spec_line=1412,
 )
 
 
@@ -4435,7 +4435,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1197,
+    spec_line=1422,
 )
 
 
@@ -4451,7 +4451,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1197,
+    spec_line=1422,
 )
 
 
@@ -4467,7 +4467,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1203,
+    spec_line=1432,
 )
 
 
@@ -4483,7 +4483,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1203,
+    spec_line=1432,
 )
 
 
@@ -4499,7 +4499,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1210,
+    spec_line=1440,
 )
 
 
@@ -4515,7 +4515,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1210,
+    spec_line=1440,
 )
 
 
@@ -4531,7 +4531,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1216,
+    spec_line=1450,
 )
 
 
@@ -4547,7 +4547,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1216,
+    spec_line=1450,
 )
 
 
@@ -4563,7 +4563,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1221,
+    spec_line=1455,
 )
 
 
@@ -4579,7 +4579,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1221,
+    spec_line=1455,
 )
 
 
@@ -4595,7 +4595,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1227,
+    spec_line=1465,
 )
 
 
@@ -4611,7 +4611,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1227,
+    spec_line=1465,
 )
 
 
@@ -4627,7 +4627,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1232,
+    spec_line=1470,
 )
 
 
@@ -4643,7 +4643,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1232,
+    spec_line=1470,
 )
 
 
@@ -4659,7 +4659,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1238,
+    spec_line=1480,
 )
 
 
@@ -4675,7 +4675,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1238,
+    spec_line=1480,
 )
 
 
@@ -4691,7 +4691,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1243,
+    spec_line=1488,
 )
 
 
@@ -4707,7 +4707,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1248,
+    spec_line=1498,
 )
 
 
@@ -4723,7 +4723,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1253,
+    spec_line=1508,
 )
 
 
@@ -4739,7 +4739,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1253,
+    spec_line=1508,
 )
 
 
@@ -4755,7 +4755,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1259,
+    spec_line=1518,
 )
 
 
@@ -4771,7 +4771,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1264,
+    spec_line=1528,
 )
 
 
@@ -4787,7 +4787,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1269,
+    spec_line=1538,
 )
 
 
@@ -4803,7 +4803,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1269,
+    spec_line=1538,
 )
 
 
@@ -4819,7 +4819,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1274,
+    spec_line=1547,
 )
 
 
@@ -4835,7 +4835,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1274,
+    spec_line=1547,
 )
 
 
@@ -4851,7 +4851,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1280,
+    spec_line=1557,
 )
 
 
@@ -4867,7 +4867,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1285,
+    spec_line=1562,
 )
 
 
@@ -4883,7 +4883,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1285,
+    spec_line=1562,
 )
 
 
@@ -4899,7 +4899,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1290,
+    spec_line=1567,
 )
 
 
@@ -4915,7 +4915,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1296,
+    spec_line=1577,
 )
 
 
@@ -4931,7 +4931,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1301,
+    spec_line=1582,
 )
 
 
@@ -4947,7 +4947,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1308,
+    spec_line=1589,
 )
 
 
@@ -4963,7 +4963,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1308,
+    spec_line=1589,
 )
 
 
@@ -4979,7 +4979,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1316,
+    spec_line=1598,
 )
 
 
@@ -4995,7 +4995,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1316,
+    spec_line=1598,
 )
 
 
@@ -5011,7 +5011,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1324,
+    spec_line=1607,
 )
 
 
@@ -5027,7 +5027,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1324,
+    spec_line=1607,
 )
 
 
@@ -5043,7 +5043,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1330,
+    spec_line=1616,
 )
 
 
@@ -5059,7 +5059,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1330,
+    spec_line=1616,
 )
 
 
@@ -5075,7 +5075,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1339,
+    spec_line=1627,
 )
 
 
@@ -5091,7 +5091,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1339,
+    spec_line=1627,
 )
 
 
@@ -5107,7 +5107,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1348,
+    spec_line=1637,
 )
 
 
@@ -5123,7 +5123,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1348,
+    spec_line=1637,
 )
 
 
@@ -5139,7 +5139,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1354,
+    spec_line=1648,
 )
 
 
@@ -5155,7 +5155,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1354,
+    spec_line=1648,
 )
 
 
@@ -5171,7 +5171,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1362,
+    spec_line=1658,
 )
 
 
@@ -5187,7 +5187,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1367,
+    spec_line=1666,
 )
 
 
@@ -5203,7 +5203,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1379,
+    spec_line=1680,
 )
 
 
@@ -5219,7 +5219,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1386,
+    spec_line=1687,
 )
 
 
@@ -5235,7 +5235,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1392,
+    spec_line=1693,
 )
 
 
@@ -5251,7 +5251,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1398,
+    spec_line=1699,
 )
 
 
@@ -5267,7 +5267,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1402,
+    spec_line=1705,
 )
 
 
@@ -5283,7 +5283,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1408,
+    spec_line=1711,
 )
 
 
@@ -5299,7 +5299,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1414,
+    spec_line=1717,
 )
 
 
@@ -5315,7 +5315,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1422,
+    spec_line=1725,
 )
 
 
@@ -5331,7 +5331,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1429,
+    spec_line=1732,
 )
 
 
@@ -5347,7 +5347,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1436,
+    spec_line=1739,
 )
 
 
@@ -5363,7 +5363,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1443,
+    spec_line=1746,
 )
 
 
@@ -5379,7 +5379,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1450,
+    spec_line=1753,
 )
 
 
@@ -5395,7 +5395,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1454,
+    spec_line=1757,
 )
 
 
@@ -5411,7 +5411,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1459,
+    spec_line=1764,
 )
 
 
@@ -5427,7 +5427,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1463,
+    spec_line=1771,
 )
 
 
@@ -5443,7 +5443,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1468,
+    spec_line=1778,
 )
 
 
@@ -5459,7 +5459,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1473,
+    spec_line=1785,
 )
 
 
@@ -5475,7 +5475,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1477,
+    spec_line=1793,
 )
 
 
@@ -5491,7 +5491,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1482,
+    spec_line=1800,
 )
 
 
@@ -5507,7 +5507,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1487,
+    spec_line=1807,
 )
 
 
@@ -5523,7 +5523,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1492,
+    spec_line=1812,
 )
 
 
@@ -5539,7 +5539,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1497,
+    spec_line=1817,
 )
 
 
@@ -5555,7 +5555,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1502,
+    spec_line=1822,
 )
 
 
@@ -5571,7 +5571,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1509,
+    spec_line=1829,
 )
 
 
@@ -5587,7 +5587,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1516,
+    spec_line=1836,
 )
 
 
@@ -5603,7 +5603,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1521,
+    spec_line=1844,
 )
 
 
@@ -5619,7 +5619,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1528,
+    spec_line=1853,
 )
 
 
@@ -5635,7 +5635,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1535,
+    spec_line=1860,
 )
 
 
@@ -5651,7 +5651,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1542,
+    spec_line=1867,
 )
 
 
@@ -5667,7 +5667,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1550,
+    spec_line=1875,
 )
 
 
@@ -5683,7 +5683,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1558,
+    spec_line=1884,
 )
 
 
@@ -5699,7 +5699,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1565,
+    spec_line=1891,
 )
 
 
@@ -5715,7 +5715,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1573,
+    spec_line=1901,
 )
 
 
@@ -5731,7 +5731,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1580,
+    spec_line=1909,
 )
 
 
@@ -5747,7 +5747,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1580,
+    spec_line=1909,
 )
 
 
@@ -5763,7 +5763,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1587,
+    spec_line=1916,
 )
 
 
@@ -5779,7 +5779,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1587,
+    spec_line=1916,
 )
 
 
@@ -5795,7 +5795,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1594,
+    spec_line=1923,
 )
 
 
@@ -5811,7 +5811,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1599,
+    spec_line=1928,
 )
 
 
@@ -5827,7 +5827,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1604,
+    spec_line=1933,
 )
 
 
@@ -5843,7 +5843,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1611,
+    spec_line=1940,
 )
 
 
@@ -5859,7 +5859,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1616,
+    spec_line=1945,
 )
 
 
@@ -5875,7 +5875,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1621,
+    spec_line=1950,
 )
 
 
@@ -5891,7 +5891,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1626,
+    spec_line=1955,
 )
 
 
@@ -5907,7 +5907,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1631,
+    spec_line=1960,
 )
 
 
@@ -5923,7 +5923,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1636,
+    spec_line=1965,
 )
 
 
@@ -5939,7 +5939,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1643,
+    spec_line=1972,
 )
 
 
@@ -5955,7 +5955,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1643,
+    spec_line=1972,
 )
 
 
@@ -5971,7 +5971,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1652,
+    spec_line=1981,
 )
 
 
@@ -5987,7 +5987,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1652,
+    spec_line=1981,
 )
 
 
@@ -6003,7 +6003,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1661,
+    spec_line=1990,
 )
 
 
@@ -6019,7 +6019,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1670,
+    spec_line=1999,
 )
 
 
@@ -6035,7 +6035,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1670,
+    spec_line=1999,
 )
 
 
@@ -6051,7 +6051,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1682,
+    spec_line=2011,
 )
 
 
@@ -6067,7 +6067,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1690,
+    spec_line=2019,
 )
 
 
@@ -6083,7 +6083,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1698,
+    spec_line=2029,
 )
 
 
@@ -6099,7 +6099,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=1698,
+    spec_line=2029,
 )
 
 
@@ -6115,7 +6115,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1713,
+    spec_line=2047,
 )
 
 
@@ -6131,7 +6131,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1717,
+    spec_line=2053,
 )
 
 
@@ -6147,7 +6147,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=1724,
+    spec_line=2062,
 )
 
 
@@ -6163,7 +6163,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=1726,
+    spec_line=2064,
 )
 
 
@@ -6179,7 +6179,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=1728,
+    spec_line=2066,
 )
 
 
@@ -6195,7 +6195,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=1730,
+    spec_line=2068,
 )
 
 
@@ -6211,7 +6211,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=1732,
+    spec_line=2070,
 )
 
 
@@ -6227,7 +6227,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1734,
+    spec_line=2072,
 )
 
 
@@ -6243,7 +6243,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1741,
+    spec_line=2081,
 )
 
 
@@ -6259,7 +6259,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1749,
+    spec_line=2089,
 )
 
 
@@ -6275,7 +6275,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1757,
+    spec_line=2098,
 )
 
 
@@ -6291,7 +6291,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1765,
+    spec_line=2106,
 )
 
 
@@ -6307,7 +6307,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1769,
+    spec_line=2113,
 )
 
 
@@ -6323,7 +6323,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1779,
+    spec_line=2123,
 )
 
 
@@ -6339,7 +6339,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1789,
+    spec_line=2134,
 )
 
 
@@ -6355,7 +6355,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1796,
+    spec_line=2141,
 )
 
 
@@ -6371,7 +6371,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1803,
+    spec_line=2148,
 )
 
 
@@ -6387,7 +6387,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1811,
+    spec_line=2156,
 )
 
 
@@ -6403,7 +6403,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1818,
+    spec_line=2165,
 )
 
 
@@ -6419,7 +6419,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1825,
+    spec_line=2173,
 )
 
 
@@ -6435,7 +6435,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1833,
+    spec_line=2182,
 )
 
 
@@ -6451,7 +6451,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1841,
+    spec_line=2191,
 )
 
 
@@ -6467,7 +6467,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1848,
+    spec_line=2199,
 )
 
 
@@ -6483,7 +6483,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1855,
+    spec_line=2207,
 )
 
 
@@ -6499,7 +6499,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1859,
+    spec_line=2211,
 )
 
 
@@ -6515,7 +6515,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1866,
+    spec_line=2219,
 )
 
 
@@ -6531,7 +6531,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=1866,
+    spec_line=2219,
 )
 
 
@@ -6547,7 +6547,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1873,
+    spec_line=2228,
 )
 
 
@@ -6563,7 +6563,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=1873,
+    spec_line=2228,
 )
 
 
@@ -6579,7 +6579,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1880,
+    spec_line=2236,
 )
 
 
@@ -6595,7 +6595,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1887,
+    spec_line=2244,
 )
 
 
@@ -6611,7 +6611,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1895,
+    spec_line=2252,
 )
 
 
@@ -6627,7 +6627,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1903,
+    spec_line=2260,
 )
 
 
@@ -6643,7 +6643,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1911,
+    spec_line=2268,
 )
 
 
@@ -6659,7 +6659,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1919,
+    spec_line=2276,
 )
 
 
@@ -6675,7 +6675,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1927,
+    spec_line=2284,
 )
 
 
@@ -6691,7 +6691,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1935,
+    spec_line=2292,
 )
 
 
@@ -6707,7 +6707,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1943,
+    spec_line=2300,
 )
 
 
@@ -6723,7 +6723,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1951,
+    spec_line=2308,
 )
 
 
@@ -6739,7 +6739,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1959,
+    spec_line=2316,
 )
 
 
@@ -6755,7 +6755,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1964,
+    spec_line=2321,
 )
 
 
@@ -6771,7 +6771,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1969,
+    spec_line=2326,
 )
 
 
@@ -6787,7 +6787,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1974,
+    spec_line=2331,
 )
 
 
@@ -6803,7 +6803,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1979,
+    spec_line=2336,
 )
 
 
@@ -6819,7 +6819,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1987,
+    spec_line=2344,
 )
 
 
@@ -6835,7 +6835,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1994,
+    spec_line=2351,
 )
 
 
@@ -6851,7 +6851,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=1994,
+    spec_line=2351,
 )
 
 
@@ -6867,7 +6867,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2003,
+    spec_line=2360,
 )
 
 
@@ -6883,7 +6883,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2009,
+    spec_line=2366,
 )
 
 
@@ -6899,7 +6899,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=2009,
+    spec_line=2366,
 )
 
 
@@ -6915,7 +6915,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2018,
+    spec_line=2375,
 )
 
 
@@ -6931,7 +6931,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=2018,
+    spec_line=2375,
 )
 
 
@@ -6947,7 +6947,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2027,
+    spec_line=2384,
 )
 
 
@@ -6963,7 +6963,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=2027,
+    spec_line=2384,
 )
 
 
@@ -6979,7 +6979,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2036,
+    spec_line=2393,
 )
 
 
@@ -6995,7 +6995,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=2036,
+    spec_line=2393,
 )
 
 
@@ -7011,7 +7011,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2049,
+    spec_line=2406,
 )
 
 
@@ -7027,7 +7027,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2057,
+    spec_line=2417,
 )
 
 
@@ -7043,7 +7043,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2065,
+    spec_line=2427,
 )
 
 
@@ -7059,7 +7059,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2071,
+    spec_line=2435,
 )
 
 
@@ -7075,7 +7075,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=2071,
+    spec_line=2435,
 )
 
 
@@ -7091,7 +7091,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2080,
+    spec_line=2446,
 )
 
 
@@ -7107,7 +7107,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=2080,
+    spec_line=2446,
 )
 
 
@@ -7123,7 +7123,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2087,
+    spec_line=2455,
 )
 
 
@@ -7139,7 +7139,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=2087,
+    spec_line=2455,
 )
 
 
@@ -7155,7 +7155,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2093,
+    spec_line=2463,
 )
 
 
@@ -7171,7 +7171,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=2093,
+    spec_line=2463,
 )
 
 
@@ -7187,7 +7187,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2102,
+    spec_line=2474,
 )
 
 
@@ -7203,7 +7203,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=2102,
+    spec_line=2474,
 )
 
 
@@ -7219,7 +7219,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2112,
+    spec_line=2488,
 )
 
 
@@ -7235,7 +7235,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=2112,
+    spec_line=2488,
 )
 
 
@@ -7251,7 +7251,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2121,
+    spec_line=2499,
 )
 
 
@@ -7267,7 +7267,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2121,
+    spec_line=2499,
 )
 
 
@@ -7283,7 +7283,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2128,
+    spec_line=2508,
 )
 
 
@@ -7299,7 +7299,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2128,
+    spec_line=2508,
 )
 
 
@@ -7315,7 +7315,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2134,
+    spec_line=2516,
 )
 
 
@@ -7331,7 +7331,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2134,
+    spec_line=2516,
 )
 
 
@@ -7347,7 +7347,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2141,
+    spec_line=2525,
 )
 
 
@@ -7363,7 +7363,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2147,
+    spec_line=2533,
 )
 
 
@@ -7379,7 +7379,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2158,
+    spec_line=2546,
 )
 
 
@@ -7395,7 +7395,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2167,
+    spec_line=2557,
 )
 
 
@@ -7411,7 +7411,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2174,
+    spec_line=2566,
 )
 
 
@@ -7427,7 +7427,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2180,
+    spec_line=2574,
 )
 
 
@@ -7443,7 +7443,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2186,
+    spec_line=2582,
 )
 
 
@@ -7459,7 +7459,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2196,
+    spec_line=2592,
 )
 
 
@@ -7475,7 +7475,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2196,
+    spec_line=2592,
 )
 
 
@@ -7491,7 +7491,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2202,
+    spec_line=2598,
 )
 
 
@@ -7507,7 +7507,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2212,
+    spec_line=2610,
 )
 
 
@@ -7523,7 +7523,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2222,
+    spec_line=2620,
 )
 
 
@@ -7539,7 +7539,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2234,
+    spec_line=2632,
 )
 
 
@@ -7555,7 +7555,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2247,
+    spec_line=2645,
 )
 
 
@@ -7571,7 +7571,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2263,
+    spec_line=2661,
 )
 
 
@@ -7587,7 +7587,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2272,
+    spec_line=2670,
 )
 
 
@@ -7603,7 +7603,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2285,
+    spec_line=2683,
 )
 
 
@@ -7619,7 +7619,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2298,
+    spec_line=2697,
 )
 
 
@@ -7635,7 +7635,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2308,
+    spec_line=2708,
 )
 
 
@@ -7651,7 +7651,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2321,
+    spec_line=2721,
 )
 
 
@@ -7667,7 +7667,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2329,
+    spec_line=2729,
 )
 
 
@@ -7683,7 +7683,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2338,
+    spec_line=2738,
 )
 
 
@@ -7699,7 +7699,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2346,
+    spec_line=2746,
 )
 
 
@@ -7715,7 +7715,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2355,
+    spec_line=2755,
 )
 
 
@@ -7731,7 +7731,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2364,
+    spec_line=2764,
 )
 
 
@@ -7747,7 +7747,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2374,
+    spec_line=2774,
 )
 
 
@@ -7763,7 +7763,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2383,
+    spec_line=2783,
 )
 
 
@@ -7779,7 +7779,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2390,
+    spec_line=2790,
 )
 
 
@@ -7795,7 +7795,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2398,
+    spec_line=2798,
 )
 
 
@@ -7811,7 +7811,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2410,
+    spec_line=2810,
 )
 
 
@@ -7834,7 +7834,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2426,
+    spec_line=2826,
 )
 
 
@@ -7850,7 +7850,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2437,
+    spec_line=2837,
 )
 
 
@@ -7866,7 +7866,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2444,
+    spec_line=2844,
 )
 
 
@@ -7882,7 +7882,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2452,
+    spec_line=2852,
 )
 
 
@@ -7898,7 +7898,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2458,
+    spec_line=2858,
 )
 
 
@@ -7914,7 +7914,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2464,
+    spec_line=2864,
 )
 
 
@@ -7938,7 +7938,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2472,
+    spec_line=2872,
 )
 
 
@@ -7954,7 +7954,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2481,
+    spec_line=2881,
 )
 
 
@@ -7970,7 +7970,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2487,
+    spec_line=2887,
 )
 
 
@@ -7986,7 +7986,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2493,
+    spec_line=2893,
 )
 
 
@@ -8002,7 +8002,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2501,
+    spec_line=2901,
 )
 
 
@@ -8018,7 +8018,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2511,
+    spec_line=2911,
 )
 
 
@@ -8034,7 +8034,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2517,
+    spec_line=2917,
 )
 
 
@@ -8050,7 +8050,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2523,
+    spec_line=2923,
 )
 
 
@@ -8066,7 +8066,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2531,
+    spec_line=2931,
 )
 
 
@@ -8082,7 +8082,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2543,
+    spec_line=2943,
 )
 
 
@@ -8098,7 +8098,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2553,
+    spec_line=2953,
 )
 
 
@@ -8114,7 +8114,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2563,
+    spec_line=2963,
 )
 
 
@@ -8130,7 +8130,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2573,
+    spec_line=2973,
 )
 
 
@@ -8154,7 +8154,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2586,
+    spec_line=2986,
 )
 
 
@@ -8178,7 +8178,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2596,
+    spec_line=2998,
 )
 
 
@@ -8194,7 +8194,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2608,
+    spec_line=3011,
 )
 
 
@@ -8210,7 +8210,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2619,
+    spec_line=3023,
 )
 
 
@@ -8226,7 +8226,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2627,
+    spec_line=3031,
 )
 
 
@@ -8242,7 +8242,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2636,
+    spec_line=3040,
 )
 
 
@@ -8258,7 +8258,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2645,
+    spec_line=3049,
 )
 
 
@@ -8274,7 +8274,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2654,
+    spec_line=3059,
 )
 
 
@@ -8299,7 +8299,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2669,
+    spec_line=3074,
 )
 
 
@@ -8315,7 +8315,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2678,
+    spec_line=3083,
 )
 
 
@@ -8339,7 +8339,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2686,
+    spec_line=3091,
 )
 
 
@@ -8363,7 +8363,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2694,
+    spec_line=3099,
 )
 
 
@@ -8387,7 +8387,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2704,
+    spec_line=3110,
 )
 
 
@@ -8403,7 +8403,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2715,
+    spec_line=3122,
 )
 
 
@@ -8419,7 +8419,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2727,
+    spec_line=3134,
 )
 
 
@@ -8435,7 +8435,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2734,
+    spec_line=3141,
 )
 
 
@@ -8451,7 +8451,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2743,
+    spec_line=3150,
 )
 
 
@@ -8467,7 +8467,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2751,
+    spec_line=3158,
 )
 
 
@@ -8490,7 +8490,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2759,
+    spec_line=3168,
 )
 
 
@@ -8506,7 +8506,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2769,
+    spec_line=3178,
 )
 
 
@@ -8522,7 +8522,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2778,
+    spec_line=3188,
 )
 
 
@@ -8547,7 +8547,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2789,
+    spec_line=3199,
 )
 
 
@@ -8572,7 +8572,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2798,
+    spec_line=3209,
 )
 
 
@@ -8588,7 +8588,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2806,
+    spec_line=3218,
 )
 
 
@@ -8604,7 +8604,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2815,
+    spec_line=3228,
 )
 
 
@@ -8620,7 +8620,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2823,
+    spec_line=3237,
 )
 
 
@@ -8645,7 +8645,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2835,
+    spec_line=3250,
 )
 
 
@@ -8661,7 +8661,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2843,
+    spec_line=3258,
 )
 
 
@@ -8677,7 +8677,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2850,
+    spec_line=3266,
 )
 
 
@@ -8693,7 +8693,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2860,
+    spec_line=3276,
 )
 
 
@@ -8709,7 +8709,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2866,
+    spec_line=3282,
 )
 
 
@@ -8725,7 +8725,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2871,
+    spec_line=3287,
 )
 
 
@@ -8741,7 +8741,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
-    spec_line=2871,
+    spec_line=3287,
 )
 
 
@@ -8757,7 +8757,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2881,
+    spec_line=3297,
 )
 
 
@@ -8773,7 +8773,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2885,
+    spec_line=3304,
 )
 
 
@@ -8789,7 +8789,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2889,
+    spec_line=3311,
 )
 
 
@@ -8805,7 +8805,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2893,
+    spec_line=3318,
 )
 
 
@@ -8821,7 +8821,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2897,
+    spec_line=3322,
 )
 
 
@@ -8837,7 +8837,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2901,
+    spec_line=3326,
 )
 
 
@@ -8853,7 +8853,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2906,
+    spec_line=3331,
 )
 
 
@@ -8869,7 +8869,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2910,
+    spec_line=3335,
 )
 
 
@@ -8885,7 +8885,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2915,
+    spec_line=3340,
 )
 
 
@@ -8901,7 +8901,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2920,
+    spec_line=3345,
 )
 
 
@@ -8929,7 +8929,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2930,
+    spec_line=3358,
 )
 
 
@@ -8954,7 +8954,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2940,
+    spec_line=3369,
 )
 
 
@@ -8979,7 +8979,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2949,
+    spec_line=3378,
 )
 
 
@@ -8995,7 +8995,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2958,
+    spec_line=3387,
 )
 
 
@@ -9011,7 +9011,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2966,
+    spec_line=3395,
 )
 
 
@@ -9027,7 +9027,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2976,
+    spec_line=3405,
 )
 
 
@@ -9043,7 +9043,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2984,
+    spec_line=3414,
 )
 
 
@@ -9059,7 +9059,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2994,
+    spec_line=3425,
 )
 
 
@@ -9075,7 +9075,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3002,
+    spec_line=3433,
 )
 
 
@@ -9091,7 +9091,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3010,
+    spec_line=3441,
 )
 
 
@@ -9107,7 +9107,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3018,
+    spec_line=3449,
 )
 
 
@@ -9123,7 +9123,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3026,
+    spec_line=3457,
 )
 
 
@@ -9139,7 +9139,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3034,
+    spec_line=3465,
 )
 
 
@@ -9155,7 +9155,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3044,
+    spec_line=3475,
 )
 
 
@@ -9171,7 +9171,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3051,
+    spec_line=3482,
 )
 
 
@@ -9194,7 +9194,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3058,
+    spec_line=3489,
 )
 
 
@@ -9210,7 +9210,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3065,
+    spec_line=3496,
 )
 
 
@@ -9226,7 +9226,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3072,
+    spec_line=3503,
 )
 
 
@@ -9249,7 +9249,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3079,
+    spec_line=3510,
 )
 
 
@@ -9265,7 +9265,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3086,
+    spec_line=3517,
 )
 
 
@@ -9288,7 +9288,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3094,
+    spec_line=3525,
 )
 
 
@@ -9311,7 +9311,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3102,
+    spec_line=3534,
 )
 
 
@@ -9335,7 +9335,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3110,
+    spec_line=3542,
 )
 
 
@@ -9351,7 +9351,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3120,
+    spec_line=3552,
 )
 
 
@@ -9373,7 +9373,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3128,
+    spec_line=3560,
 )
 
 
@@ -9398,7 +9398,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3143,
+    spec_line=3577,
 )
 
 
@@ -9425,5 +9425,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3155,
+    spec_line=3589,
 )

@@ -506,7 +506,7 @@ def clamp__default(grad, self, min, max, result):
 
 def clone_default(grad, self, memory_format, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 172
+    # functional, spec line 174
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -516,7 +516,7 @@ def _to_copy_default(
     grad, self, dtype, layout, device, pin_memory, non_blocking, memory_format, result
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 176
+    # functional, spec line 178
     # self: as_real_like(grad, self).to(self.dtype)
     self_grad = as_real_like(grad, self).to(self.dtype)
     return (self_grad,)
@@ -524,7 +524,7 @@ def _to_copy_default(
 
 def detach_default(grad, self, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 180
+    # view, spec line 185
     return ()
 
 
@@ -532,7 +532,7 @@ def zeros_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 187
+    # functional, spec line 192
     return ()
 
 
@@ -540,7 +540,7 @@ def ones_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 191
+    # functional, spec line 196
     return ()
 
 
@@ -548,7 +548,7 @@ def empty_like_default(
     grad, self, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 195
+    # functional, spec line 200
     return ()
 
 
@@ -556,25 +556,25 @@ def full_like_default(
     grad, self, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 199
+    # functional, spec line 204
     return ()
 
 
 def new_zeros_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 203
+    # functional, spec line 211
     return ()
 
 
 def new_ones_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 208
+    # functional, spec line 218
     return ()
 
 
 def new_empty_default(grad, self, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 213
+    # functional, spec line 225
     return ()
 
 
@@ -582,13 +582,13 @@ def new_full_default(
     grad, self, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 218
+    # functional, spec line 232
     return ()
 
 
 def add_Tensor(grad, self, other, alpha, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 225
+    # functional, spec line 241
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(scale_conj(grad, alpha), other)
@@ -598,7 +598,7 @@ def add_Tensor(grad, self, other, alpha, result):
 
 def add_Scalar(grad, self, other, alpha, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 230
+    # functional, spec line 252
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -606,7 +606,7 @@ def add_Scalar(grad, self, other, alpha, result):
 
 def add__Scalar(grad, self, other, alpha, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 230
+    # inplace, spec line 252
     # formulas from add.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -615,7 +615,7 @@ def add__Scalar(grad, self, other, alpha, result):
 
 def sub_Tensor(grad, self, other, alpha, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 234
+    # functional, spec line 260
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-scale_conj(grad, alpha), other)
@@ -625,7 +625,7 @@ def sub_Tensor(grad, self, other, alpha, result):
 
 def sub__Tensor(grad, self, other, alpha, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 234
+    # inplace, spec line 260
     # formulas from sub.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -636,7 +636,7 @@ def sub__Tensor(grad, self, other, alpha, result):
 
 def sub_Scalar(grad, self, other, alpha, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 239
+    # functional, spec line 271
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -644,7 +644,7 @@ def sub_Scalar(grad, self, other, alpha, result):
 
 def sub__Scalar(grad, self, other, alpha, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 239
+    # inplace, spec line 271
     # formulas from sub.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -653,7 +653,7 @@ def sub__Scalar(grad, self, other, alpha, result):
 
 def rsub_Tensor(grad, self, other, alpha, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 243
+    # functional, spec line 279
     # self: unbroadcast(-scale_conj(grad, alpha), self)
     self_grad = unbroadcast(-scale_conj(grad, alpha), self)
     # other: unbroadcast(grad, other)
@@ -663,7 +663,7 @@ def rsub_Tensor(grad, self, other, alpha, result):
 
 def rsub_Scalar(grad, self, other, alpha, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 248
+    # functional, spec line 290
     # self: -scale_conj(grad, alpha)
     self_grad = -scale_conj(grad, alpha)
     return (self_grad,)
@@ -671,7 +671,7 @@ def rsub_Scalar(grad, self, other, alpha, result):
 
 def mul_Tensor(grad, self, other, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 252
+    # functional, spec line 298
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
     # other: unbroadcast(grad * self.conj(), other)
@@ -681,7 +681,7 @@ def mul_Tensor(grad, self, other, result):
 
 def mul_Scalar(grad, self, other, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 257
+    # functional, spec line 308
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
     return (self_grad,)
@@ -689,7 +689,7 @@ def mul_Scalar(grad, self, other, result):
 
 def mul__Scalar(grad, self, other, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 257
+    # inplace, spec line 308
     # formulas from mul.Scalar; self_p is self before the update
     # self: scale_conj(grad, other)
     self_grad = scale_conj(grad, other)
@@ -698,7 +698,7 @@ def mul__Scalar(grad, self, other, result):
 
 def div_Tensor(grad, self, other, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 261
+    # functional, spec line 316
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
     # other: unbroadcast(-grad * (self / (other * other)).conj(), other)
@@ -708,7 +708,7 @@ def div_Tensor(grad, self, other, result):
 
 def div__Tensor(grad, self, other, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 261
+    # inplace, spec line 316
     # formulas from div.Tensor; self_p is self before the update
     # self: unbroadcast(grad / other.conj(), self)
     self_grad = unbroadcast(grad / other.conj(), self)
@@ -719,7 +719,7 @@ def div__Tensor(grad, self, other, result):
 
 def div_Scalar(grad, self, other, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 267
+    # functional, spec line 326
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
     return (self_grad,)
@@ -727,7 +727,7 @@ def div_Scalar(grad, self, other, result):
 
 def div__Scalar(grad, self, other, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 267
+    # inplace, spec line 326
     # formulas from div.Scalar; self_p is self before the update
     # self: scale_conj(grad, 1 / other)
     self_grad = scale_conj(grad, 1 / other)
@@ -736,7 +736,7 @@ def div__Scalar(grad, self, other, result):
 
 def pow_Tensor_Scalar(grad, self, exponent, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 272
+    # functional, spec line 333
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
     return (self_grad,)
@@ -744,7 +744,7 @@ def pow_Tensor_Scalar(grad, self, exponent, result):
 
 def pow__Scalar(grad, self, exponent, result):
     """aten::pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)"""
-    # inplace, spec line 272
+    # inplace, spec line 333
     # formulas from pow.Tensor_Scalar; self_p is self before the update
     # self: grad * pow_self_derivative(self, exponent).conj()
     self_grad = grad * pow_self_derivative(self, exponent).conj()
@@ -753,7 +753,7 @@ def pow__Scalar(grad, self, exponent, result):
 
 def pow_Tensor_Tensor(grad, self, exponent, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 279
+    # functional, spec line 343
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     # exponent: unbroadcast(grad * pow_exponent_derivative(self, exponent, result).conj(), exponent)
@@ -765,7 +765,7 @@ def pow_Tensor_Tensor(grad, self, exponent, result):
 
 def pow__Tensor(grad, self, exponent, result):
     """aten::pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)"""
-    # inplace, spec line 279
+    # inplace, spec line 343
     # formulas from pow.Tensor_Tensor; self_p is self before the update
     # self: unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
     self_grad = unbroadcast(grad * pow_self_derivative(self, exponent).conj(), self)
@@ -778,7 +778,7 @@ def pow__Tensor(grad, self, exponent, result):
 
 def pow_Scalar(grad, self, exponent, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 285
+    # functional, spec line 351
     # exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     exponent_grad = grad * pow_exponent_derivative(self, exponent, result).conj()
     return (exponent_grad,)
@@ -786,7 +786,7 @@ def pow_Scalar(grad, self, exponent, result):
 
 def maximum_default(grad, self, other, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 290
+    # functional, spec line 358
     # self: unbroadcast(grad * winner_weight(self, other), self)
     self_grad = unbroadcast(grad * winner_weight(self, other), self)
     # other: unbroadcast(grad * winner_weight(other, self), other)
@@ -796,7 +796,7 @@ def maximum_default(grad, self, other, result):
 
 def minimum_default(grad, self, other, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 295
+    # functional, spec line 368
     # self: unbroadcast(grad * winner_weight(other, self), self)
     self_grad = unbroadcast(grad * winner_weight(other, self), self)
     # other: unbroadcast(grad * winner_weight(self, other), other)
@@ -806,7 +806,7 @@ def minimum_default(grad, self, other, result):
 
 def where_self(grad, condition, self, other, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 300
+    # functional, spec line 378
     # self: unbroadcast(torch.where(condition, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(condition, grad, 0.0), self)
     # other: unbroadcast(torch.where(condition, 0.0, grad), other)
@@ -816,7 +816,7 @@ def where_self(grad, condition, self, other, result):
 
 def atan2_default(grad, self, other, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 307
+    # functional, spec line 387
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
     # other: unbroadcast(-grad * self / (self * self + other * other), other)
@@ -826,7 +826,7 @@ def atan2_default(grad, self, other, result):
 
 def atan2__default(grad, self, other, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 307
+    # inplace, spec line 387
     # formulas from atan2; self_p is self before the update
     # self: unbroadcast(grad * other / (self * self + other * other), self)
     self_grad = unbroadcast(grad * other / (self * self + other * other), self)
@@ -837,7 +837,7 @@ def atan2__default(grad, self, other, result):
 
 def sum_default(grad, self, dtype, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 315
+    # functional, spec line 399
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape)
     self_grad = as_real_like(grad, self).to(self.dtype).expand(self.shape)
     return (self_grad,)
@@ -845,7 +845,7 @@ def sum_default(grad, self, dtype, result):
 
 def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 319
+    # functional, spec line 403
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -855,7 +855,7 @@ def sum_dim_IntList(grad, self, dim, keepdim, dtype, result):
 
 def mean_default(grad, self, dtype, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 326
+    # functional, spec line 414
     # self: as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
     self_grad = (
         as_real_like(grad, self).to(self.dtype).expand(self.shape) / self.numel()
@@ -865,7 +865,7 @@ def mean_default(grad, self, dtype, result):
 
 def mean_dim(grad, self, dim, keepdim, dtype, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 330
+    # functional, spec line 418
     # self: expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = expand_reduced(
         as_real_like(grad, self).to(self.dtype), self, dim, keepdim
@@ -875,7 +875,7 @@ def mean_dim(grad, self, dim, keepdim, dtype, result):
 
 def amax_default(grad, self, dim, keepdim, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 337
+    # functional, spec line 428
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -883,7 +883,7 @@ def amax_default(grad, self, dim, keepdim, result):
 
 def amin_default(grad, self, dim, keepdim, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 344
+    # functional, spec line 438
     # self: amax_grad(grad, self, result, dim, keepdim)
     self_grad = amax_grad(grad, self, result, dim, keepdim)
     return (self_grad,)
@@ -891,7 +891,7 @@ def amin_default(grad, self, dim, keepdim, result):
 
 def max_dim(grads, self, dim, keepdim, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 351
+    # functional, spec line 447
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -902,7 +902,7 @@ def max_dim(grads, self, dim, keepdim, values, indices):
 
 def min_dim(grads, self, dim, keepdim, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 359
+    # functional, spec line 456
     grad = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -913,7 +913,7 @@ def min_dim(grads, self, dim, keepdim, values, indices):
 
 def mm_default(grad, self, mat2, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 369
+    # functional, spec line 468
     # self: grad.mm(mat2.mH)
     self_grad = grad.mm(mat2.mH)
     # mat2: self.mH.mm(grad)
@@ -923,7 +923,7 @@ def mm_default(grad, self, mat2, result):
 
 def bmm_default(grad, self, mat2, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 375
+    # functional, spec line 474
     # self: grad.bmm(mat2.mH)
     self_grad = grad.bmm(mat2.mH)
     # mat2: self.mH.bmm(grad)
@@ -933,7 +933,7 @@ def bmm_default(grad, self, mat2, result):
 
 def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 381
+    # functional, spec line 482
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat1: scale_conj(grad.mm(mat2.mH), alpha)
@@ -945,7 +945,7 @@ def addmm_default(grad, self, mat1, mat2, beta, alpha, result):
 
 def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 381
+    # inplace, spec line 482
     # formulas from addmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -958,7 +958,7 @@ def addmm__default(grad, self, mat1, mat2, beta, alpha, result):
 
 def mv_default(grad, self, vec, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 390
+    # functional, spec line 493
     # self: grad.unsqueeze(1) * vec.conj()
     self_grad = grad.unsqueeze(1) * vec.conj()
     # vec: self.mH.mv(grad)
@@ -968,7 +968,7 @@ def mv_default(grad, self, vec, result):
 
 def dot_default(grad, self, tensor, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 396
+    # functional, spec line 499
     # self: grad * tensor.conj()
     self_grad = grad * tensor.conj()
     # tensor: grad * self.conj()
@@ -978,7 +978,7 @@ def dot_default(grad, self, tensor, result):
 
 def alias_default(grad, self, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 405
+    # view, spec line 508
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -986,7 +986,7 @@ def alias_default(grad, self, result):
 
 def as_strided_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 408
+    # view, spec line 511
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -994,7 +994,7 @@ def as_strided_default(grad, self, size, stride, storage_offset, result):
 
 def view_default(grad, self, size, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 413
+    # view, spec line 519
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1002,7 +1002,7 @@ def view_default(grad, self, size, result):
 
 def _unsafe_view_default(grad, self, size, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 417
+    # functional, spec line 525
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1010,7 +1010,7 @@ def _unsafe_view_default(grad, self, size, result):
 
 def t_default(grad, self, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 422
+    # view, spec line 530
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -1018,7 +1018,7 @@ def t_default(grad, self, result):
 
 def transpose_int(grad, self, dim0, dim1, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 425
+    # view, spec line 536
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -1026,7 +1026,7 @@ def transpose_int(grad, self, dim0, dim1, result):
 
 def permute_default(grad, self, dims, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 429
+    # view, spec line 542
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -1034,7 +1034,7 @@ def permute_default(grad, self, dims, result):
 
 def expand_default(grad, self, size, implicit, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 433
+    # view, spec line 548
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -1042,7 +1042,7 @@ def expand_default(grad, self, size, implicit, result):
 
 def slice_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 439
+    # view, spec line 554
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -1050,7 +1050,7 @@ def slice_Tensor(grad, self, dim, start, end, step, result):
 
 def select_int(grad, self, dim, index, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 445
+    # view, spec line 562
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -1058,7 +1058,7 @@ def select_int(grad, self, dim, index, result):
 
 def unsqueeze_default(grad, self, dim, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 449
+    # view, spec line 569
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -1066,7 +1066,7 @@ def unsqueeze_default(grad, self, dim, result):
 
 def squeeze_dim(grad, self, dim, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 452
+    # view, spec line 576
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1074,7 +1074,7 @@ def squeeze_dim(grad, self, dim, result):
 
 def squeeze_default(grad, self, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 456
+    # view, spec line 582
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -1082,7 +1082,7 @@ def squeeze_default(grad, self, result):
 
 def _conj_default(grad, self, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 462
+    # view, spec line 590
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1090,7 +1090,7 @@ def _conj_default(grad, self, result):
 
 def resolve_conj_default(grad, self, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 465
+    # view, spec line 593
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -1098,7 +1098,7 @@ def resolve_conj_default(grad, self, result):
 
 def _neg_view_default(grad, self, result):
     """aten::_neg_view(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 470
+    # view, spec line 598
     # self: -grad
     self_grad = -grad
     return (self_grad,)
@@ -1106,7 +1106,7 @@ def _neg_view_default(grad, self, result):
 
 def resolve_neg_default(grad, self, result):
     """aten::resolve_neg(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 473
+    # view, spec line 601
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -1114,7 +1114,7 @@ def resolve_neg_default(grad, self, result):
 
 def conj_physical_default(grad, self, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 476
+    # functional, spec line 604
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1122,7 +1122,7 @@ def conj_physical_default(grad, self, result):
 
 def conj_physical__default(grad, self, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 476
+    # inplace, spec line 604
     # formulas from conj_physical; self_p is self before the update
     # self: grad.conj()
     self_grad = grad.conj()
@@ -1131,7 +1131,7 @@ def conj_physical__default(grad, self, result):
 
 def _conj_physical_default(grad, self, result):
     """aten::_conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 480
+    # functional, spec line 608
     # self: grad.conj()
     self_grad = grad.conj()
     return (self_grad,)
@@ -1139,7 +1139,7 @@ def _conj_physical_default(grad, self, result):
 
 def cat_default(grad, tensors, dim, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 486
+    # functional, spec line 614
     # tensors: split_like(grad, tensors, dim)
     tensors_grad = split_like(grad, tensors, dim)
     return (tensors_grad,)
@@ -1147,7 +1147,7 @@ def cat_default(grad, tensors, dim, result):
 
 def stack_default(grad, tensors, dim, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 493
+    # functional, spec line 622
     # tensors: grad.unbind(dim)
     tensors_grad = grad.unbind(dim)
     return (tensors_grad,)
@@ -1155,7 +1155,7 @@ def stack_default(grad, tensors, dim, result):
 
 def add__Tensor(grad, self, other, alpha, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 503
+    # inplace, spec line 632
     # formulas from add.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -1166,7 +1166,7 @@ def add__Tensor(grad, self, other, alpha, result):
 
 def mul__Tensor(grad, self, other, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 505
+    # inplace, spec line 634
     # formulas from mul.Tensor; self_p is self before the update
     # self: unbroadcast(grad * other.conj(), self)
     self_grad = unbroadcast(grad * other.conj(), self)
@@ -1177,7 +1177,7 @@ def mul__Tensor(grad, self, other, result):
 
 def copy__default(grad, self, src, non_blocking, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 507
+    # inplace, spec line 636
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # src: unbroadcast(grad, src).to(src.dtype)
@@ -1187,7 +1187,7 @@ def copy__default(grad, self, src, non_blocking, result):
 
 def zero__default(grad, self, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 518
+    # inplace, spec line 647
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1195,7 +1195,7 @@ def zero__default(grad, self, result):
 
 def fill__Scalar(grad, self, value, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 522
+    # inplace, spec line 651
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1203,7 +1203,7 @@ def fill__Scalar(grad, self, value, result):
 
 def fill__Tensor(grad, self, value, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 526
+    # inplace, spec line 658
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # value: grad.sum()
@@ -1213,7 +1213,7 @@ def fill__Tensor(grad, self, value, result):
 
 def eq__Scalar(grad, self, other, result):
     """aten::eq_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 537
+    # inplace, spec line 671
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1221,7 +1221,7 @@ def eq__Scalar(grad, self, other, result):
 
 def eq__Tensor(grad, self, other, result):
     """aten::eq_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 541
+    # inplace, spec line 678
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1231,7 +1231,7 @@ def eq__Tensor(grad, self, other, result):
 
 def ne__Scalar(grad, self, other, result):
     """aten::ne_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 546
+    # inplace, spec line 686
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1239,7 +1239,7 @@ def ne__Scalar(grad, self, other, result):
 
 def ne__Tensor(grad, self, other, result):
     """aten::ne_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 550
+    # inplace, spec line 693
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1249,7 +1249,7 @@ def ne__Tensor(grad, self, other, result):
 
 def lt__Scalar(grad, self, other, result):
     """aten::lt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 555
+    # inplace, spec line 701
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1257,7 +1257,7 @@ def lt__Scalar(grad, self, other, result):
 
 def lt__Tensor(grad, self, other, result):
     """aten::lt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 559
+    # inplace, spec line 708
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1267,7 +1267,7 @@ def lt__Tensor(grad, self, other, result):
 
 def le__Scalar(grad, self, other, result):
     """aten::le_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 564
+    # inplace, spec line 716
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1275,7 +1275,7 @@ def le__Scalar(grad, self, other, result):
 
 def le__Tensor(grad, self, other, result):
     """aten::le_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 568
+    # inplace, spec line 723
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1285,7 +1285,7 @@ def le__Tensor(grad, self, other, result):
 
 def gt__Scalar(grad, self, other, result):
     """aten::gt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 573
+    # inplace, spec line 731
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1293,7 +1293,7 @@ def gt__Scalar(grad, self, other, result):
 
 def gt__Tensor(grad, self, other, result):
     """aten::gt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 577
+    # inplace, spec line 738
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1303,7 +1303,7 @@ def gt__Tensor(grad, self, other, result):
 
 def ge__Scalar(grad, self, other, result):
     """aten::ge_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 582
+    # inplace, spec line 746
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1311,7 +1311,7 @@ def ge__Scalar(grad, self, other, result):
 
 def ge__Tensor(grad, self, other, result):
     """aten::ge_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 586
+    # inplace, spec line 753
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1321,7 +1321,7 @@ def ge__Tensor(grad, self, other, result):
 
 def logical_and__default(grad, self, other, result):
     """aten::logical_and_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 591
+    # inplace, spec line 761
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1331,7 +1331,7 @@ def logical_and__default(grad, self, other, result):
 
 def logical_or__default(grad, self, other, result):
     """aten::logical_or_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 596
+    # inplace, spec line 766
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1341,7 +1341,7 @@ def logical_or__default(grad, self, other, result):
 
 def logical_xor__default(grad, self, other, result):
     """aten::logical_xor_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 601
+    # inplace, spec line 771
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # other: grad.new_zeros(other.shape, dtype=other.dtype)
@@ -1351,7 +1351,7 @@ def logical_xor__default(grad, self, other, result):
 
 def logical_not__default(grad, self, result):
     """aten::logical_not_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 606
+    # inplace, spec line 776
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -1359,7 +1359,7 @@ def logical_not__default(grad, self, result):
 
 def _softmax_default(grad, self, dim, half_to_float, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 612
+    # functional, spec line 782
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1367,7 +1367,7 @@ def _softmax_default(grad, self, dim, half_to_float, result):
 
 def _log_softmax_default(grad, self, dim, half_to_float, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 616
+    # functional, spec line 790
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1375,7 +1375,7 @@ def _log_softmax_default(grad, self, dim, half_to_float, result):
 
 def softmax_int(grad, self, dim, dtype, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 620
+    # functional, spec line 797
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1383,7 +1383,7 @@ def softmax_int(grad, self, dim, dtype, result):
 
 def log_softmax_int(grad, self, dim, dtype, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 624
+    # functional, spec line 804
     # self: torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._log_softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -1391,7 +1391,7 @@ def log_softmax_int(grad, self, dim, dtype, result):
 
 def tanh_backward_default(grad, grad_output, output, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 632
+    # functional, spec line 815
     # grad_output: grad * (1 - output * output)
     grad_output_grad = grad * (1 - output * output)
     # output: -2 * grad.conj() * grad_output * output.conj()
@@ -1401,7 +1401,7 @@ def tanh_backward_default(grad, grad_output, output, result):
 
 def sigmoid_backward_default(grad, grad_output, output, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 637
+    # functional, spec line 820
     # grad_output: grad * output * (1 - output)
     grad_output_grad = grad * output * (1 - output)
     # output: grad.conj() * grad_output * (1 - 2 * output).conj()
@@ -1411,7 +1411,7 @@ def sigmoid_backward_default(grad, grad_output, output, result):
 
 def threshold_backward_default(grad, grad_output, self, threshold, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 642
+    # functional, spec line 825
     # grad_output: torch.where(self > threshold, grad, 0.0)
     grad_output_grad = torch.where(self > threshold, grad, 0.0)
     return (grad_output_grad,)
@@ -1419,7 +1419,7 @@ def threshold_backward_default(grad, grad_output, self, threshold, result):
 
 def _softmax_backward_data_default(grad, grad_output, output, dim, input_dtype, result):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 648
+    # functional, spec line 831
     # grad_output: output * (grad - (grad * output).sum(dim, keepdim=True))
     grad_output_grad = output * (grad - (grad * output).sum(dim, keepdim=True))
     # output: grad * (grad_output - (grad_output * output).sum(dim, keepdim=True)) - grad_output * (grad * output).sum(dim, keepdim=True)
@@ -1433,7 +1433,7 @@ def _log_softmax_backward_data_default(
     grad, grad_output, output, dim, input_dtype, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 653
+    # functional, spec line 839
     # grad_output: grad - (grad * output.exp()).sum(dim, keepdim=True)
     grad_output_grad = grad - (grad * output.exp()).sum(dim, keepdim=True)
     # output: -grad * output.exp() * grad_output.sum(dim, keepdim=True)
@@ -1443,7 +1443,7 @@ def _log_softmax_backward_data_default(
 
 def select_backward_default(grad, grad_output, input_sizes, dim, index, result):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 658
+    # functional, spec line 847
     # grad_output: grad.select(dim, index)
     grad_output_grad = grad.select(dim, index)
     return (grad_output_grad,)
@@ -1453,7 +1453,7 @@ def slice_backward_default(
     grad, grad_output, input_sizes, dim, start, end, step, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 663
+    # functional, spec line 854
     # grad_output: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     grad_output_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
     return (grad_output_grad,)
@@ -1473,7 +1473,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 673
+    # functional, spec line 866
     # input, weight, bias: torch.ops.aten.convolution_backward(grad, input, weight, None if bias is None else bias.shape, stride, padding, dilation, transposed, output_padding, groups, [True, True, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.convolution_backward(
         grad,
@@ -1495,7 +1495,7 @@ def native_layer_norm_default(
     grads, input, normalized_shape, weight, bias, eps, result0, result1, result2
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 685
+    # functional, spec line 878
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
@@ -1526,7 +1526,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 693
+    # functional, spec line 886
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -1548,7 +1548,7 @@ def native_group_norm_default(
     grads, input, weight, bias, N, C, HxW, group, eps, result0, result1, result2
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 703
+    # functional, spec line 896
     # input, weight, bias: group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = group_norm_backward(
         grads[0],
@@ -1569,7 +1569,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 715
+    # functional, spec line 908
     # self: torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool2d_backward(grad, self)
     return (self_grad,)
@@ -1587,7 +1587,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 722
+    # functional, spec line 915
     # self: torch.ops.aten.avg_pool2d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool2d_backward(
         grad,
@@ -1606,7 +1606,7 @@ def max_pool2d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 730
+    # functional, spec line 924
     grad = grads[0]
     # self: torch.ops.aten.max_pool2d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool2d_with_indices_backward(
@@ -1617,7 +1617,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(grad, self, output_size, scales, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 741
+    # functional, spec line 936
     # self: torch.ops.aten.upsample_nearest1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad, output_size, self.shape, scales
@@ -1627,7 +1627,7 @@ def upsample_nearest1d_default(grad, self, output_size, scales, result):
 
 def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 748
+    # functional, spec line 943
     # self: torch.ops.aten.upsample_nearest2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1637,7 +1637,7 @@ def upsample_nearest2d_default(grad, self, output_size, scales_h, scales_w, resu
 
 def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 755
+    # functional, spec line 950
     # input: torch.ops.aten.upsample_nearest1d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0])
     input_grad = torch.ops.aten.upsample_nearest1d_backward(
         grad,
@@ -1650,7 +1650,7 @@ def upsample_nearest1d_vec(grad, input, output_size, scale_factors, result):
 
 def upsample_nearest2d_vec(grad, input, output_size, scale_factors, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 760
+    # functional, spec line 957
     # input: torch.ops.aten.upsample_nearest2d_backward(grad, result.shape[2:], input.shape, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_nearest2d_backward(
         grad,
@@ -1666,7 +1666,7 @@ def upsample_bilinear2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 765
+    # functional, spec line 964
     # self: torch.ops.aten.upsample_bilinear2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1678,7 +1678,7 @@ def upsample_bilinear2d_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 773
+    # functional, spec line 972
     # input: torch.ops.aten.upsample_bilinear2d_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten.upsample_bilinear2d_backward(
         grad,
@@ -1693,7 +1693,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(grad, self, target, reduction, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 784
+    # functional, spec line 984
     # self: torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     self_grad = torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
     # target: -torch.ops.aten.mse_loss_backward(grad, self, target, reduction)
@@ -1703,7 +1703,7 @@ def mse_loss_default(grad, self, target, reduction, result):
 
 def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 793
+    # functional, spec line 993
     # self: torch.ops.aten.smooth_l1_loss_backward(grad, self, target, reduction, beta)
     self_grad = torch.ops.aten.smooth_l1_loss_backward(
         grad, self, target, reduction, beta
@@ -1717,7 +1717,7 @@ def smooth_l1_loss_default(grad, self, target, reduction, beta, result):
 
 def huber_loss_default(grad, self, target, reduction, delta, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 802
+    # functional, spec line 1002
     # self: torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     self_grad = torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
     # target: -torch.ops.aten.huber_loss_backward(grad, self, target, reduction, delta)
@@ -1729,7 +1729,7 @@ def huber_loss_default(grad, self, target, reduction, delta, result):
 
 def glu_default(grad, self, dim, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 813
+    # functional, spec line 1014
     # self: torch.ops.aten.glu_backward(grad, self, dim)
     self_grad = torch.ops.aten.glu_backward(grad, self, dim)
     return (self_grad,)
@@ -1737,7 +1737,7 @@ def glu_default(grad, self, dim, result):
 
 def native_dropout_default(grads, input, p, train, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 821
+    # functional, spec line 1022
     grad = grads[0]
     # input: torch.ops.aten.native_dropout_backward(grad, result1, dropout_scale(p, train))
     input_grad = torch.ops.aten.native_dropout_backward(
@@ -1748,7 +1748,7 @@ def native_dropout_default(grads, input, p, train, result0, result1):
 
 def native_dropout_backward_default(grad, grad_output, mask, scale, result):
     """aten::native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
-    # functional, spec line 832
+    # functional, spec line 1033
     # grad_output: torch.ops.aten.native_dropout_backward(grad, mask, scale)
     grad_output_grad = torch.ops.aten.native_dropout_backward(grad, mask, scale)
     return (grad_output_grad,)
@@ -1756,7 +1756,7 @@ def native_dropout_backward_default(grad, grad_output, mask, scale, result):
 
 def _adaptive_avg_pool3d_default(grad, self, output_size, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 842
+    # functional, spec line 1043
     # self: torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     self_grad = torch.ops.aten._adaptive_avg_pool3d_backward(grad, self)
     return (self_grad,)
@@ -1774,7 +1774,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 849
+    # functional, spec line 1050
     # self: torch.ops.aten.avg_pool3d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     self_grad = torch.ops.aten.avg_pool3d_backward(
         grad,
@@ -1793,7 +1793,7 @@ def max_pool3d_with_indices_default(
     grads, self, kernel_size, stride, padding, dilation, ceil_mode, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 857
+    # functional, spec line 1059
     grad = grads[0]
     # self: torch.ops.aten.max_pool3d_with_indices_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode, result1)
     self_grad = torch.ops.aten.max_pool3d_with_indices_backward(
@@ -1804,7 +1804,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 865
+    # functional, spec line 1068
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool2d_backward(grad, self, result1)
@@ -1813,7 +1813,7 @@ def adaptive_max_pool2d_default(grads, self, output_size, result0, result1):
 
 def adaptive_max_pool3d_default(grads, self, output_size, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 873
+    # functional, spec line 1076
     grad = grads[0]
     # self: torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
     self_grad = torch.ops.aten.adaptive_max_pool3d_backward(grad, self, result1)
@@ -1824,7 +1824,7 @@ def upsample_nearest3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 881
+    # functional, spec line 1084
     # self: torch.ops.aten.upsample_nearest3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_nearest3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1834,7 +1834,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(grad, self, output_size, scales, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 888
+    # functional, spec line 1091
     # self: torch.ops.aten._upsample_nearest_exact1d_backward(grad, output_size, self.shape, scales)
     self_grad = torch.ops.aten._upsample_nearest_exact1d_backward(
         grad, output_size, self.shape, scales
@@ -1846,7 +1846,7 @@ def _upsample_nearest_exact2d_default(
     grad, self, output_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 895
+    # functional, spec line 1098
     # self: torch.ops.aten._upsample_nearest_exact2d_backward(grad, output_size, self.shape, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact2d_backward(
         grad, output_size, self.shape, scales_h, scales_w
@@ -1858,7 +1858,7 @@ def _upsample_nearest_exact3d_default(
     grad, self, output_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 902
+    # functional, spec line 1105
     # self: torch.ops.aten._upsample_nearest_exact3d_backward(grad, output_size, self.shape, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_nearest_exact3d_backward(
         grad, output_size, self.shape, scales_d, scales_h, scales_w
@@ -1868,7 +1868,7 @@ def _upsample_nearest_exact3d_default(
 
 def upsample_linear1d_default(grad, self, output_size, align_corners, scales, result):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 909
+    # functional, spec line 1112
     # self: torch.ops.aten.upsample_linear1d_backward(grad, output_size, self.shape, align_corners, scales)
     self_grad = torch.ops.aten.upsample_linear1d_backward(
         grad, output_size, self.shape, align_corners, scales
@@ -1880,7 +1880,7 @@ def upsample_bicubic2d_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 917
+    # functional, spec line 1120
     # self: torch.ops.aten.upsample_bicubic2d_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_bicubic2d_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -1892,7 +1892,7 @@ def upsample_trilinear3d_default(
     grad, self, output_size, align_corners, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 925
+    # functional, spec line 1128
     # self: torch.ops.aten.upsample_trilinear3d_backward(grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w)
     self_grad = torch.ops.aten.upsample_trilinear3d_backward(
         grad, output_size, self.shape, align_corners, scales_d, scales_h, scales_w
@@ -1902,7 +1902,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(grad, self, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 937
+    # functional, spec line 1140
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
     return (self_grad,)
@@ -1910,7 +1910,7 @@ def log10_default(grad, self, result):
 
 def log10__default(grad, self, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 937
+    # inplace, spec line 1140
     # formulas from log10; self_p is self before the update
     # self: grad / (self * 2.302585092994046).conj()
     self_grad = grad / (self * 2.302585092994046).conj()
@@ -1919,7 +1919,7 @@ def log10__default(grad, self, result):
 
 def asinh_default(grad, self, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 942
+    # functional, spec line 1145
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
     return (self_grad,)
@@ -1927,7 +1927,7 @@ def asinh_default(grad, self, result):
 
 def asinh__default(grad, self, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 942
+    # inplace, spec line 1145
     # formulas from asinh; self_p is self before the update
     # self: grad * (self * self + 1).rsqrt().conj()
     self_grad = grad * (self * self + 1).rsqrt().conj()
@@ -1936,7 +1936,7 @@ def asinh__default(grad, self, result):
 
 def atanh_default(grad, self, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 946
+    # functional, spec line 1149
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
     return (self_grad,)
@@ -1944,7 +1944,7 @@ def atanh_default(grad, self, result):
 
 def atanh__default(grad, self, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 946
+    # inplace, spec line 1149
     # formulas from atanh; self_p is self before the update
     # self: grad / (1 - self * self).conj()
     self_grad = grad / (1 - self * self).conj()
@@ -1953,7 +1953,7 @@ def atanh__default(grad, self, result):
 
 def erfc_default(grad, self, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 951
+    # functional, spec line 1154
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     return (self_grad,)
@@ -1961,7 +1961,7 @@ def erfc_default(grad, self, result):
 
 def erfc__default(grad, self, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 951
+    # inplace, spec line 1154
     # formulas from erfc; self_p is self before the update
     # self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     self_grad = grad * (-1.1283791670955126 * (-self * self).exp()).conj()
@@ -1970,7 +1970,7 @@ def erfc__default(grad, self, result):
 
 def erfinv_default(grad, self, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 955
+    # functional, spec line 1158
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
     return (self_grad,)
@@ -1978,7 +1978,7 @@ def erfinv_default(grad, self, result):
 
 def erfinv__default(grad, self, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 955
+    # inplace, spec line 1158
     # formulas from erfinv; self_p is self before the update
     # self: grad * (0.886226925452758 * (result * result).exp()).conj()
     self_grad = grad * (0.886226925452758 * (result * result).exp()).conj()
@@ -1987,7 +1987,7 @@ def erfinv__default(grad, self, result):
 
 def lgamma_default(grad, self, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 960
+    # functional, spec line 1163
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
     return (self_grad,)
@@ -1995,7 +1995,7 @@ def lgamma_default(grad, self, result):
 
 def lgamma__default(grad, self, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 960
+    # inplace, spec line 1163
     # formulas from lgamma; self_p is self before the update
     # self: grad * self.digamma().conj()
     self_grad = grad * self.digamma().conj()
@@ -2004,7 +2004,7 @@ def lgamma__default(grad, self, result):
 
 def digamma_default(grad, self, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 965
+    # functional, spec line 1168
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
     return (self_grad,)
@@ -2012,7 +2012,7 @@ def digamma_default(grad, self, result):
 
 def digamma__default(grad, self, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 965
+    # inplace, spec line 1168
     # formulas from digamma; self_p is self before the update
     # self: grad * torch.polygamma(1, self).conj()
     self_grad = grad * torch.polygamma(1, self).conj()
@@ -2021,7 +2021,7 @@ def digamma__default(grad, self, result):
 
 def polygamma_default(grad, n, self, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 970
+    # functional, spec line 1173
     # self: grad * torch.polygamma(n + 1, self).conj()
     self_grad = grad * torch.polygamma(n + 1, self).conj()
     return (self_grad,)
@@ -2029,7 +2029,7 @@ def polygamma_default(grad, n, self, result):
 
 def mvlgamma_default(grad, self, p, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 977
+    # functional, spec line 1180
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
     return (self_grad,)
@@ -2037,7 +2037,7 @@ def mvlgamma_default(grad, self, p, result):
 
 def mvlgamma__default(grad, self, p, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 977
+    # inplace, spec line 1180
     # formulas from mvlgamma; self_p is self before the update
     # self: grad * mvlgamma_derivative(self, p).conj()
     self_grad = grad * mvlgamma_derivative(self, p).conj()
@@ -2046,7 +2046,7 @@ def mvlgamma__default(grad, self, p, result):
 
 def logit_default(grad, self, eps, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 984
+    # functional, spec line 1187
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
     return (self_grad,)
@@ -2054,7 +2054,7 @@ def logit_default(grad, self, eps, result):
 
 def logit__default(grad, self, eps, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 984
+    # inplace, spec line 1187
     # formulas from logit; self_p is self before the update
     # self: grad * logit_derivative(self, eps).conj()
     self_grad = grad * logit_derivative(self, eps).conj()
@@ -2063,7 +2063,7 @@ def logit__default(grad, self, eps, result):
 
 def sinc_default(grad, self, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 991
+    # functional, spec line 1195
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
         grad
@@ -2079,7 +2079,7 @@ def sinc_default(grad, self, result):
 
 def sinc__default(grad, self, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 991
+    # inplace, spec line 1195
     # formulas from sinc; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     self_grad = (
@@ -2096,7 +2096,7 @@ def sinc__default(grad, self, result):
 
 def i0_default(grad, self, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 995
+    # functional, spec line 1199
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
     return (self_grad,)
@@ -2104,7 +2104,7 @@ def i0_default(grad, self, result):
 
 def i0__default(grad, self, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 995
+    # inplace, spec line 1199
     # formulas from i0; self_p is self before the update
     # self: grad * torch.special.i1(self)
     self_grad = grad * torch.special.i1(self)
@@ -2113,7 +2113,7 @@ def i0__default(grad, self, result):
 
 def special_i0e_default(grad, self, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 999
+    # functional, spec line 1203
     # self: grad * (torch.special.i1e(self) - self.sgn() * result)
     self_grad = grad * (torch.special.i1e(self) - self.sgn() * result)
     return (self_grad,)
@@ -2121,7 +2121,7 @@ def special_i0e_default(grad, self, result):
 
 def special_i1_default(grad, self, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 1003
+    # functional, spec line 1207
     # self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     self_grad = grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     return (self_grad,)
@@ -2129,7 +2129,7 @@ def special_i1_default(grad, self, result):
 
 def special_i1e_default(grad, self, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 1007
+    # functional, spec line 1211
     # self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     self_grad = grad * torch.where(
         self == 0,
@@ -2141,7 +2141,7 @@ def special_i1e_default(grad, self, result):
 
 def special_ndtr_default(grad, self, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1011
+    # functional, spec line 1215
     # self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     return (self_grad,)
@@ -2149,7 +2149,7 @@ def special_ndtr_default(grad, self, result):
 
 def special_log_ndtr_default(grad, self, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1015
+    # functional, spec line 1219
     # self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     self_grad = grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     return (self_grad,)
@@ -2157,7 +2157,7 @@ def special_log_ndtr_default(grad, self, result):
 
 def special_erfcx_default(grad, self, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 1019
+    # functional, spec line 1223
     # self: grad * (2 * self * result - 1.1283791670955126)
     self_grad = grad * (2 * self * result - 1.1283791670955126)
     return (self_grad,)
@@ -2165,7 +2165,7 @@ def special_erfcx_default(grad, self, result):
 
 def special_entr_default(grad, self, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 1023
+    # functional, spec line 1227
     # self: grad * -(1 + self.log())
     self_grad = grad * -(1 + self.log())
     return (self_grad,)
@@ -2173,7 +2173,7 @@ def special_entr_default(grad, self, result):
 
 def sgn_default(grad, self, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 1028
+    # functional, spec line 1232
     # self: sgn_derivative(grad, self, result)
     self_grad = sgn_derivative(grad, self, result)
     return (self_grad,)
@@ -2181,7 +2181,7 @@ def sgn_default(grad, self, result):
 
 def sgn__default(grad, self, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1028
+    # inplace, spec line 1232
     # formulas from sgn; self_p is self before the update
     # self: sgn_derivative(grad, self, result)
     self_grad = sgn_derivative(grad, self, result)
@@ -2190,7 +2190,7 @@ def sgn__default(grad, self, result):
 
 def angle_default(grad, self, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 1034
+    # functional, spec line 1238
     # self: angle_grad(grad, self)
     self_grad = angle_grad(grad, self)
     return (self_grad,)
@@ -2198,7 +2198,7 @@ def angle_default(grad, self, result):
 
 def sign_default(grad, self, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 1039
+    # functional, spec line 1243
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2206,7 +2206,7 @@ def sign_default(grad, self, result):
 
 def sign__default(grad, self, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1039
+    # inplace, spec line 1243
     # formulas from sign; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2215,7 +2215,7 @@ def sign__default(grad, self, result):
 
 def ceil_default(grad, self, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 1043
+    # functional, spec line 1247
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2223,7 +2223,7 @@ def ceil_default(grad, self, result):
 
 def ceil__default(grad, self, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1043
+    # inplace, spec line 1247
     # formulas from ceil; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2232,7 +2232,7 @@ def ceil__default(grad, self, result):
 
 def floor_default(grad, self, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 1047
+    # functional, spec line 1251
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2240,7 +2240,7 @@ def floor_default(grad, self, result):
 
 def floor__default(grad, self, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1047
+    # inplace, spec line 1251
     # formulas from floor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2249,7 +2249,7 @@ def floor__default(grad, self, result):
 
 def trunc_default(grad, self, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 1051
+    # functional, spec line 1255
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2257,7 +2257,7 @@ def trunc_default(grad, self, result):
 
 def trunc__default(grad, self, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1051
+    # inplace, spec line 1255
     # formulas from trunc; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2266,7 +2266,7 @@ def trunc__default(grad, self, result):
 
 def round_default(grad, self, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 1055
+    # functional, spec line 1259
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2274,7 +2274,7 @@ def round_default(grad, self, result):
 
 def round__default(grad, self, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1055
+    # inplace, spec line 1259
     # formulas from round; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2283,7 +2283,7 @@ def round__default(grad, self, result):
 
 def round_decimals(grad, self, decimals, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 1059
+    # functional, spec line 1263
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -2291,7 +2291,7 @@ def round_decimals(grad, self, decimals, result):
 
 def round__decimals(grad, self, decimals, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 1059
+    # inplace, spec line 1263
     # formulas from round.decimals; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -2300,7 +2300,7 @@ def round__decimals(grad, self, decimals, result):
 
 def frac_default(grad, self, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 1064
+    # functional, spec line 1268
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2308,7 +2308,7 @@ def frac_default(grad, self, result):
 
 def frac__default(grad, self, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1064
+    # inplace, spec line 1268
     # formulas from frac; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2317,7 +2317,7 @@ def frac__default(grad, self, result):
 
 def deg2rad_default(grad, self, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 1068
+    # functional, spec line 1272
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
     return (self_grad,)
@@ -2325,7 +2325,7 @@ def deg2rad_default(grad, self, result):
 
 def deg2rad__default(grad, self, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1068
+    # inplace, spec line 1272
     # formulas from deg2rad; self_p is self before the update
     # self: grad * 0.017453292519943295
     self_grad = grad * 0.017453292519943295
@@ -2334,7 +2334,7 @@ def deg2rad__default(grad, self, result):
 
 def rad2deg_default(grad, self, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 1072
+    # functional, spec line 1276
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
     return (self_grad,)
@@ -2342,7 +2342,7 @@ def rad2deg_default(grad, self, result):
 
 def rad2deg__default(grad, self, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1072
+    # inplace, spec line 1276
     # formulas from rad2deg; self_p is self before the update
     # self: grad * 57.29577951308232
     self_grad = grad * 57.29577951308232
@@ -2351,7 +2351,7 @@ def rad2deg__default(grad, self, result):
 
 def nan_to_num_default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 1076
+    # functional, spec line 1280
     # self: finite_parts(grad, self)
     self_grad = finite_parts(grad, self)
     return (self_grad,)
@@ -2359,7 +2359,7 @@ def nan_to_num_default(grad, self, nan, posinf, neginf, result):
 
 def nan_to_num__default(grad, self, nan, posinf, neginf, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 1076
+    # inplace, spec line 1280
     # formulas from nan_to_num; self_p is self before the update
     # self: finite_parts(grad, self)
     self_grad = finite_parts(grad, self)
@@ -2368,7 +2368,7 @@ def nan_to_num__default(grad, self, nan, posinf, neginf, result):
 
 def frexp_Tensor(grads, self, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1083
+    # functional, spec line 1288
     grad = grads[0]
     # self: grad / exponent.exp2()
     self_grad = grad / exponent.exp2()
@@ -2377,7 +2377,7 @@ def frexp_Tensor(grads, self, mantissa, exponent):
 
 def hardswish_default(grad, self, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1090
+    # functional, spec line 1295
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
     return (self_grad,)
@@ -2385,7 +2385,7 @@ def hardswish_default(grad, self, result):
 
 def hardswish__default(grad, self, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1090
+    # inplace, spec line 1295
     # formulas from hardswish; self_p is self before the update
     # self: torch.ops.aten.hardswish_backward(grad, self)
     self_grad = torch.ops.aten.hardswish_backward(grad, self)
@@ -2394,7 +2394,7 @@ def hardswish__default(grad, self, result):
 
 def hardsigmoid_default(grad, self, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1094
+    # functional, spec line 1299
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (self_grad,)
@@ -2402,7 +2402,7 @@ def hardsigmoid_default(grad, self, result):
 
 def hardsigmoid__default(grad, self, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1094
+    # inplace, spec line 1299
     # formulas from hardsigmoid; self_p is self before the update
     # self: torch.ops.aten.hardsigmoid_backward(grad, self)
     self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
@@ -2411,7 +2411,7 @@ def hardsigmoid__default(grad, self, result):
 
 def hardtanh_default(grad, self, min_val, max_val, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1098
+    # functional, spec line 1303
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (self_grad,)
@@ -2419,7 +2419,7 @@ def hardtanh_default(grad, self, min_val, max_val, result):
 
 def hardtanh__default(grad, self, min_val, max_val, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1098
+    # inplace, spec line 1303
     # formulas from hardtanh; self_p is self before the update
     # self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     self_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
@@ -2428,7 +2428,7 @@ def hardtanh__default(grad, self, min_val, max_val, result):
 
 def leaky_relu_default(grad, self, negative_slope, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1103
+    # functional, spec line 1310
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     return (self_grad,)
@@ -2436,7 +2436,7 @@ def leaky_relu_default(grad, self, negative_slope, result):
 
 def leaky_relu__default(grad, self, negative_slope, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1103
+    # inplace, spec line 1310
     # formulas from leaky_relu; self_p is self before the update
     # self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     self_grad = torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
@@ -2445,7 +2445,7 @@ def leaky_relu__default(grad, self, negative_slope, result):
 
 def elu_default(grad, self, alpha, scale, input_scale, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1108
+    # functional, spec line 1317
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, False, self
@@ -2455,7 +2455,7 @@ def elu_default(grad, self, alpha, scale, input_scale, result):
 
 def elu__default(grad, self, alpha, scale, input_scale, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1108
+    # inplace, spec line 1317
     # formulas from elu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     self_grad = torch.ops.aten.elu_backward(
@@ -2466,7 +2466,7 @@ def elu__default(grad, self, alpha, scale, input_scale, result):
 
 def celu_default(grad, self, alpha, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1115
+    # functional, spec line 1324
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     return (self_grad,)
@@ -2474,7 +2474,7 @@ def celu_default(grad, self, alpha, result):
 
 def celu__default(grad, self, alpha, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1115
+    # inplace, spec line 1324
     # formulas from celu; self_p is self before the update
     # self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     self_grad = torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
@@ -2483,7 +2483,7 @@ def celu__default(grad, self, alpha, result):
 
 def silu_default(grad, self, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1122
+    # functional, spec line 1331
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     return (self_grad,)
@@ -2491,7 +2491,7 @@ def silu_default(grad, self, result):
 
 def silu__default(grad, self, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1122
+    # inplace, spec line 1331
     # formulas from silu; self_p is self before the update
     # self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     self_grad = grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -2500,7 +2500,7 @@ def silu__default(grad, self, result):
 
 def mish_default(grad, self, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1126
+    # functional, spec line 1335
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
     return (self_grad,)
@@ -2508,7 +2508,7 @@ def mish_default(grad, self, result):
 
 def mish__default(grad, self, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1126
+    # inplace, spec line 1335
     # formulas from mish; self_p is self before the update
     # self: torch.ops.aten.mish_backward(grad, self)
     self_grad = torch.ops.aten.mish_backward(grad, self)
@@ -2517,7 +2517,7 @@ def mish__default(grad, self, result):
 
 def gelu_default(grad, self, approximate, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1130
+    # functional, spec line 1339
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     return (self_grad,)
@@ -2525,7 +2525,7 @@ def gelu_default(grad, self, approximate, result):
 
 def gelu__default(grad, self, approximate, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1130
+    # inplace, spec line 1339
     # formulas from gelu; self_p is self before the update
     # self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     self_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
@@ -2534,7 +2534,7 @@ def gelu__default(grad, self, approximate, result):
 
 def softplus_default(grad, self, beta, threshold, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1134
+    # functional, spec line 1346
     # self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     self_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     return (self_grad,)
@@ -2542,7 +2542,7 @@ def softplus_default(grad, self, beta, threshold, result):
 
 def threshold_default(grad, self, threshold, value, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1141
+    # functional, spec line 1354
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
     return (self_grad,)
@@ -2550,7 +2550,7 @@ def threshold_default(grad, self, threshold, value, result):
 
 def threshold__default(grad, self, threshold, value, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1141
+    # inplace, spec line 1354
     # formulas from threshold; self_p is self before the update
     # self: torch.ops.aten.threshold_backward(grad, self, threshold)
     self_grad = torch.ops.aten.threshold_backward(grad, self, threshold)
@@ -2559,7 +2559,7 @@ def threshold__default(grad, self, threshold, value, result):
 
 def softshrink_default(grad, self, lambd, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1146
+    # functional, spec line 1359
     # self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2567,7 +2567,7 @@ def softshrink_default(grad, self, lambd, result):
 
 def hardshrink_default(grad, self, lambd, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1151
+    # functional, spec line 1366
     # self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     self_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (self_grad,)
@@ -2575,7 +2575,7 @@ def hardshrink_default(grad, self, lambd, result):
 
 def log_sigmoid_forward_default(grads, self, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1159
+    # functional, spec line 1376
     # self: torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer) - grads[1] * self.sgn() * buffer
     self_grad = (
         torch.ops.aten.log_sigmoid_backward(grads[0], self, buffer)
@@ -2586,7 +2586,7 @@ def log_sigmoid_forward_default(grads, self, output, buffer):
 
 def _prelu_kernel_default(grad, self, weight, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1165
+    # functional, spec line 1382
     # self: unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     self_grad = unbroadcast(torch.where(self > 0, grad, weight * grad), self)
     # weight: unbroadcast(torch.where(self > 0, 0.0, grad * self), weight)
@@ -2596,7 +2596,7 @@ def _prelu_kernel_default(grad, self, weight, result):
 
 def clamp_min_default(grad, self, min, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1175
+    # functional, spec line 1392
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
     return (self_grad,)
@@ -2604,7 +2604,7 @@ def clamp_min_default(grad, self, min, result):
 
 def clamp_min__default(grad, self, min, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1175
+    # inplace, spec line 1392
     # formulas from clamp_min; self_p is self before the update
     # self: torch.where(self >= min, grad, 0.0)
     self_grad = torch.where(self >= min, grad, 0.0)
@@ -2613,7 +2613,7 @@ def clamp_min__default(grad, self, min, result):
 
 def clamp_max_default(grad, self, max, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1180
+    # functional, spec line 1397
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
     return (self_grad,)
@@ -2621,7 +2621,7 @@ def clamp_max_default(grad, self, max, result):
 
 def clamp_max__default(grad, self, max, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1180
+    # inplace, spec line 1397
     # formulas from clamp_max; self_p is self before the update
     # self: torch.where(self <= max, grad, 0.0)
     self_grad = torch.where(self <= max, grad, 0.0)
@@ -2630,7 +2630,7 @@ def clamp_max__default(grad, self, max, result):
 
 def clamp_min_Tensor(grad, self, min, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1185
+    # functional, spec line 1402
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
     # min: unbroadcast(torch.where(self >= min, 0.0, grad), min)
@@ -2640,7 +2640,7 @@ def clamp_min_Tensor(grad, self, min, result):
 
 def clamp_min__Tensor(grad, self, min, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1185
+    # inplace, spec line 1402
     # formulas from clamp_min.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self >= min, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self >= min, grad, 0.0), self)
@@ -2651,7 +2651,7 @@ def clamp_min__Tensor(grad, self, min, result):
 
 def clamp_max_Tensor(grad, self, max, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1191
+    # functional, spec line 1412
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
     # max: unbroadcast(torch.where(self <= max, 0.0, grad), max)
@@ -2661,7 +2661,7 @@ def clamp_max_Tensor(grad, self, max, result):
 
 def clamp_max__Tensor(grad, self, max, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1191
+    # inplace, spec line 1412
     # formulas from clamp_max.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where(self <= max, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self <= max, grad, 0.0), self)
@@ -2672,7 +2672,7 @@ def clamp_max__Tensor(grad, self, max, result):
 
 def copysign_Tensor(grad, self, other, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1197
+    # functional, spec line 1422
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     return (self_grad,)
@@ -2680,7 +2680,7 @@ def copysign_Tensor(grad, self, other, result):
 
 def copysign__Tensor(grad, self, other, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1197
+    # inplace, spec line 1422
     # formulas from copysign.Tensor; self_p is self before the update
     # self: unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
     self_grad = unbroadcast(grad * torch.where(self == 0, 0.0, result / self), self)
@@ -2689,7 +2689,7 @@ def copysign__Tensor(grad, self, other, result):
 
 def copysign_Scalar(grad, self, other, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1203
+    # functional, spec line 1432
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
     return (self_grad,)
@@ -2697,7 +2697,7 @@ def copysign_Scalar(grad, self, other, result):
 
 def copysign__Scalar(grad, self, other, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1203
+    # inplace, spec line 1432
     # formulas from copysign.Scalar; self_p is self before the update
     # self: grad * torch.where(self == 0, 0.0, result / self)
     self_grad = grad * torch.where(self == 0, 0.0, result / self)
@@ -2706,7 +2706,7 @@ def copysign__Scalar(grad, self, other, result):
 
 def fmod_Tensor(grad, self, other, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1210
+    # functional, spec line 1440
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="trunc"), other)
@@ -2716,7 +2716,7 @@ def fmod_Tensor(grad, self, other, result):
 
 def fmod__Tensor(grad, self, other, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1210
+    # inplace, spec line 1440
     # formulas from fmod.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2727,7 +2727,7 @@ def fmod__Tensor(grad, self, other, result):
 
 def fmod_Scalar(grad, self, other, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1216
+    # functional, spec line 1450
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2735,7 +2735,7 @@ def fmod_Scalar(grad, self, other, result):
 
 def fmod__Scalar(grad, self, other, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1216
+    # inplace, spec line 1450
     # formulas from fmod.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2744,7 +2744,7 @@ def fmod__Scalar(grad, self, other, result):
 
 def remainder_Tensor(grad, self, other, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1221
+    # functional, spec line 1455
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # other: unbroadcast(-grad * self.div(other, rounding_mode="floor"), other)
@@ -2754,7 +2754,7 @@ def remainder_Tensor(grad, self, other, result):
 
 def remainder__Tensor(grad, self, other, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1221
+    # inplace, spec line 1455
     # formulas from remainder.Tensor; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -2765,7 +2765,7 @@ def remainder__Tensor(grad, self, other, result):
 
 def remainder_Scalar(grad, self, other, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1227
+    # functional, spec line 1465
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -2773,7 +2773,7 @@ def remainder_Scalar(grad, self, other, result):
 
 def remainder__Scalar(grad, self, other, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1227
+    # inplace, spec line 1465
     # formulas from remainder.Scalar; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -2782,7 +2782,7 @@ def remainder__Scalar(grad, self, other, result):
 
 def div_Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1232
+    # functional, spec line 1470
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     # other: unbroadcast(unless_rounded(-grad * (self / (other * other)).conj(), rounding_mode), other)
@@ -2794,7 +2794,7 @@ def div_Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div__Tensor_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1232
+    # inplace, spec line 1470
     # formulas from div.Tensor_mode; self_p is self before the update
     # self: unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
     self_grad = unbroadcast(unless_rounded(grad / other.conj(), rounding_mode), self)
@@ -2807,7 +2807,7 @@ def div__Tensor_mode(grad, self, other, rounding_mode, result):
 
 def div_Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1238
+    # functional, spec line 1480
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     return (self_grad,)
@@ -2815,7 +2815,7 @@ def div_Scalar_mode(grad, self, other, rounding_mode, result):
 
 def div__Scalar_mode(grad, self, other, rounding_mode, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1238
+    # inplace, spec line 1480
     # formulas from div.Scalar_mode; self_p is self before the update
     # self: unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
     self_grad = unless_rounded(scale_conj(grad, 1 / other), rounding_mode)
@@ -2824,7 +2824,7 @@ def div__Scalar_mode(grad, self, other, rounding_mode, result):
 
 def fmax_default(grad, self, other, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1243
+    # functional, spec line 1488
     # self: unbroadcast(torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self >= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2838,7 +2838,7 @@ def fmax_default(grad, self, other, result):
 
 def fmin_default(grad, self, other, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1248
+    # functional, spec line 1498
     # self: unbroadcast(torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self)
     self_grad = unbroadcast(
         torch.where((self <= other).logical_or(other.isnan()), grad, 0.0), self
@@ -2852,7 +2852,7 @@ def fmin_default(grad, self, other, result):
 
 def hypot_default(grad, self, other, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1253
+    # functional, spec line 1508
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
     # other: unbroadcast(grad * other / result, other)
@@ -2862,7 +2862,7 @@ def hypot_default(grad, self, other, result):
 
 def hypot__default(grad, self, other, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1253
+    # inplace, spec line 1508
     # formulas from hypot; self_p is self before the update
     # self: unbroadcast(grad * self / result, self)
     self_grad = unbroadcast(grad * self / result, self)
@@ -2873,7 +2873,7 @@ def hypot__default(grad, self, other, result):
 
 def logaddexp_default(grad, self, other, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1259
+    # functional, spec line 1518
     # self: unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp()).conj(), other)
@@ -2883,7 +2883,7 @@ def logaddexp_default(grad, self, other, result):
 
 def logaddexp2_default(grad, self, other, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1264
+    # functional, spec line 1528
     # self: unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     self_grad = unbroadcast(grad / (1 + (other - self).exp2()).conj(), self)
     # other: unbroadcast(grad / (1 + (self - other).exp2()).conj(), other)
@@ -2893,7 +2893,7 @@ def logaddexp2_default(grad, self, other, result):
 
 def ldexp_Tensor(grad, self, other, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1269
+    # functional, spec line 1538
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
     # other: unbroadcast(grad * (result * 0.6931471805599453).conj(), other)
@@ -2903,7 +2903,7 @@ def ldexp_Tensor(grad, self, other, result):
 
 def ldexp__default(grad, self, other, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1269
+    # inplace, spec line 1538
     # formulas from ldexp.Tensor; self_p is self before the update
     # self: unbroadcast(torch.ldexp(grad, other.conj()), self)
     self_grad = unbroadcast(torch.ldexp(grad, other.conj()), self)
@@ -2914,7 +2914,7 @@ def ldexp__default(grad, self, other, result):
 
 def xlogy_Tensor(grad, self, other, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1274
+    # functional, spec line 1547
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
         torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)),
@@ -2927,7 +2927,7 @@ def xlogy_Tensor(grad, self, other, result):
 
 def xlogy__Tensor(grad, self, other, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1274
+    # inplace, spec line 1547
     # formulas from xlogy.Tensor; self_p is self before the update
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= 0), 0.0, torch.xlogy(grad, other)), self)
     self_grad = unbroadcast(
@@ -2941,7 +2941,7 @@ def xlogy__Tensor(grad, self, other, result):
 
 def xlogy_Scalar_Self(grad, self, other, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1280
+    # functional, spec line 1557
     # other: grad * self / other
     other_grad = grad * self / other
     return (other_grad,)
@@ -2949,7 +2949,7 @@ def xlogy_Scalar_Self(grad, self, other, result):
 
 def xlogy_Scalar_Other(grad, self, other, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1285
+    # functional, spec line 1562
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.xlogy(grad, other))
@@ -2961,7 +2961,7 @@ def xlogy_Scalar_Other(grad, self, other, result):
 
 def xlogy__Scalar_Other(grad, self, other, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1285
+    # inplace, spec line 1562
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # self: torch.where(self == 0, 0.0, torch.xlogy(grad, other)) if other <= 0 else torch.xlogy(grad, other)
     self_grad = (
@@ -2974,7 +2974,7 @@ def xlogy__Scalar_Other(grad, self, other, result):
 
 def special_xlog1py_default(grad, self, other, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1290
+    # functional, spec line 1567
     # self: unbroadcast(torch.where((self == 0).logical_and(other <= -1), 0.0, torch.special.xlog1py(grad, other)), self)
     self_grad = unbroadcast(
         torch.where(
@@ -2991,7 +2991,7 @@ def special_xlog1py_default(grad, self, other, result):
 
 def special_xlog1py_self_scalar(grad, self, other, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1296
+    # functional, spec line 1577
     # other: grad * self / (other + 1)
     other_grad = grad * self / (other + 1)
     return (other_grad,)
@@ -2999,7 +2999,7 @@ def special_xlog1py_self_scalar(grad, self, other, result):
 
 def special_xlog1py_other_scalar(grad, self, other, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1301
+    # functional, spec line 1582
     # self: torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other)) if other <= -1 else torch.special.xlog1py(grad, other)
     self_grad = (
         torch.where(self == 0, 0.0, torch.special.xlog1py(grad, other))
@@ -3011,7 +3011,7 @@ def special_xlog1py_other_scalar(grad, self, other, result):
 
 def clamp_Tensor(grad, self, min, max, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1308
+    # functional, spec line 1589
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
     return (self_grad, min_grad, max_grad)
@@ -3019,7 +3019,7 @@ def clamp_Tensor(grad, self, min, max, result):
 
 def clamp__Tensor(grad, self, min, max, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1308
+    # inplace, spec line 1589
     # formulas from clamp.Tensor; self_p is self before the update
     # self, min, max: clamp_tensor_grads(grad, self, min, max)
     self_grad, min_grad, max_grad = clamp_tensor_grads(grad, self, min, max)
@@ -3028,7 +3028,7 @@ def clamp__Tensor(grad, self, min, max, result):
 
 def lerp_Scalar(grad, self, end, weight, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1316
+    # functional, spec line 1598
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
     # end: unbroadcast(scale_conj(grad, weight), end)
@@ -3038,7 +3038,7 @@ def lerp_Scalar(grad, self, end, weight, result):
 
 def lerp__Scalar(grad, self, end, weight, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1316
+    # inplace, spec line 1598
     # formulas from lerp.Scalar; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, 1 - weight), self)
     self_grad = unbroadcast(scale_conj(grad, 1 - weight), self)
@@ -3049,7 +3049,7 @@ def lerp__Scalar(grad, self, end, weight, result):
 
 def lerp_Tensor(grad, self, end, weight, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1324
+    # functional, spec line 1607
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
     # end: unbroadcast(grad * weight.conj(), end)
@@ -3061,7 +3061,7 @@ def lerp_Tensor(grad, self, end, weight, result):
 
 def lerp__Tensor(grad, self, end, weight, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1324
+    # inplace, spec line 1607
     # formulas from lerp.Tensor; self_p is self before the update
     # self: unbroadcast(grad * (1 - weight).conj(), self)
     self_grad = unbroadcast(grad * (1 - weight).conj(), self)
@@ -3074,7 +3074,7 @@ def lerp__Tensor(grad, self, end, weight, result):
 
 def addcmul_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1330
+    # functional, spec line 1616
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad * tensor2.conj(), value), tensor1)
@@ -3086,7 +3086,7 @@ def addcmul_default(grad, self, tensor1, tensor2, value, result):
 
 def addcmul__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1330
+    # inplace, spec line 1616
     # formulas from addcmul; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -3099,7 +3099,7 @@ def addcmul__default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv_default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1339
+    # functional, spec line 1627
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     # tensor1: unbroadcast(scale_conj(grad / tensor2.conj(), value), tensor1)
@@ -3113,7 +3113,7 @@ def addcdiv_default(grad, self, tensor1, tensor2, value, result):
 
 def addcdiv__default(grad, self, tensor1, tensor2, value, result):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1339
+    # inplace, spec line 1627
     # formulas from addcdiv; self_p is self before the update
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
@@ -3128,7 +3128,7 @@ def addcdiv__default(grad, self, tensor1, tensor2, value, result):
 
 def nextafter_default(grad, self, other, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1348
+    # functional, spec line 1637
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
     return (self_grad,)
@@ -3136,7 +3136,7 @@ def nextafter_default(grad, self, other, result):
 
 def nextafter__default(grad, self, other, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1348
+    # inplace, spec line 1637
     # formulas from nextafter; self_p is self before the update
     # self: unbroadcast(torch.where(self != other, grad, 0.0), self)
     self_grad = unbroadcast(torch.where(self != other, grad, 0.0), self)
@@ -3147,7 +3147,7 @@ def rrelu_with_noise_default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1354
+    # functional, spec line 1648
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise, lower, upper, training, False
@@ -3159,7 +3159,7 @@ def rrelu_with_noise__default(
     grad, self, noise, lower, upper, training, generator, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1354
+    # inplace, spec line 1648
     # formulas from rrelu_with_noise; self_p is self before the update
     # self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     self_grad = torch.ops.aten.rrelu_with_noise_backward(
@@ -3170,7 +3170,7 @@ def rrelu_with_noise__default(
 
 def complex_default(grad, real, imag, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1362
+    # functional, spec line 1658
     # real: unbroadcast(grad.real, real)
     real_grad = unbroadcast(grad.real, real)
     # imag: unbroadcast(grad.imag, imag)
@@ -3180,7 +3180,7 @@ def complex_default(grad, real, imag, result):
 
 def polar_default(grad, abs, angle, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1367
+    # functional, spec line 1666
     # abs: unbroadcast((grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs)
     abs_grad = unbroadcast(
         (grad * torch.polar(torch.ones_like(angle), angle).conj()).real, abs
@@ -3192,7 +3192,7 @@ def polar_default(grad, abs, angle, result):
 
 def diagonal_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1379
+    # view, spec line 1680
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3200,7 +3200,7 @@ def diagonal_default(grad, self, offset, dim1, dim2, result):
 
 def squeeze_dims(grad, self, dim, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1386
+    # view, spec line 1687
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3208,7 +3208,7 @@ def squeeze_dims(grad, self, dim, result):
 
 def unfold_default(grad, self, dimension, size, step, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1392
+    # view, spec line 1693
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3216,7 +3216,7 @@ def unfold_default(grad, self, dimension, size, step, result):
 
 def narrow_default(grad, self, dim, start, length, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1398
+    # view, spec line 1699
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3224,7 +3224,7 @@ def narrow_default(grad, self, dim, start, length, result):
 
 def split_Tensor(grad, self, split_size, dim, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1402
+    # view, spec line 1705
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3232,7 +3232,7 @@ def split_Tensor(grad, self, split_size, dim, result):
 
 def split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1408
+    # view, spec line 1711
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3240,7 +3240,7 @@ def split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def unbind_int(grad, self, dim, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1414
+    # view, spec line 1717
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3248,7 +3248,7 @@ def unbind_int(grad, self, dim, result):
 
 def unsafe_split_Tensor(grad, self, split_size, dim, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1422
+    # functional, spec line 1725
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3256,7 +3256,7 @@ def unsafe_split_Tensor(grad, self, split_size, dim, result):
 
 def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1429
+    # functional, spec line 1732
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3264,7 +3264,7 @@ def unsafe_split_with_sizes_default(grad, self, split_sizes, dim, result):
 
 def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1436
+    # functional, spec line 1739
     # self: cat_grads(grad, result, dim)
     self_grad = cat_grads(grad, result, dim)
     return (self_grad,)
@@ -3272,7 +3272,7 @@ def split_with_sizes_copy_default(grad, self, split_sizes, dim, result):
 
 def unbind_copy_int(grad, self, dim, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1443
+    # functional, spec line 1746
     # self: stack_grads(grad, self, result, dim)
     self_grad = stack_grads(grad, self, result, dim)
     return (self_grad,)
@@ -3280,7 +3280,7 @@ def unbind_copy_int(grad, self, dim, result):
 
 def alias_copy_default(grad, self, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1450
+    # functional, spec line 1753
     # self: grad
     self_grad = grad
     return (self_grad,)
@@ -3288,7 +3288,7 @@ def alias_copy_default(grad, self, result):
 
 def view_copy_default(grad, self, size, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1454
+    # functional, spec line 1757
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3296,7 +3296,7 @@ def view_copy_default(grad, self, size, result):
 
 def t_copy_default(grad, self, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1459
+    # functional, spec line 1764
     # self: grad.t()
     self_grad = grad.t()
     return (self_grad,)
@@ -3304,7 +3304,7 @@ def t_copy_default(grad, self, result):
 
 def transpose_copy_int(grad, self, dim0, dim1, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1463
+    # functional, spec line 1771
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3312,7 +3312,7 @@ def transpose_copy_int(grad, self, dim0, dim1, result):
 
 def permute_copy_default(grad, self, dims, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1468
+    # functional, spec line 1778
     # self: grad.permute(inverse_permutation(dims))
     self_grad = grad.permute(inverse_permutation(dims))
     return (self_grad,)
@@ -3320,7 +3320,7 @@ def permute_copy_default(grad, self, dims, result):
 
 def unsqueeze_copy_default(grad, self, dim, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1473
+    # functional, spec line 1785
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
     return (self_grad,)
@@ -3328,7 +3328,7 @@ def unsqueeze_copy_default(grad, self, dim, result):
 
 def squeeze_copy_default(grad, self, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1477
+    # functional, spec line 1793
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3336,7 +3336,7 @@ def squeeze_copy_default(grad, self, result):
 
 def squeeze_copy_dim(grad, self, dim, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1482
+    # functional, spec line 1800
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3344,7 +3344,7 @@ def squeeze_copy_dim(grad, self, dim, result):
 
 def squeeze_copy_dims(grad, self, dim, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1487
+    # functional, spec line 1807
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
     return (self_grad,)
@@ -3352,7 +3352,7 @@ def squeeze_copy_dims(grad, self, dim, result):
 
 def unfold_copy_default(grad, self, dimension, size, step, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1492
+    # functional, spec line 1812
     # self: torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     self_grad = torch.ops.aten.unfold_backward(grad, self.shape, dimension, size, step)
     return (self_grad,)
@@ -3360,7 +3360,7 @@ def unfold_copy_default(grad, self, dimension, size, step, result):
 
 def narrow_copy_default(grad, self, dim, start, length, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1497
+    # functional, spec line 1817
     # self: narrow_grad(grad, self, dim, start, length)
     self_grad = narrow_grad(grad, self, dim, start, length)
     return (self_grad,)
@@ -3368,7 +3368,7 @@ def narrow_copy_default(grad, self, dim, start, length, result):
 
 def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1502
+    # functional, spec line 1822
     # self: torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     self_grad = torch.ops.aten.diagonal_backward(grad, self.shape, offset, dim1, dim2)
     return (self_grad,)
@@ -3376,7 +3376,7 @@ def diagonal_copy_default(grad, self, offset, dim1, dim2, result):
 
 def expand_copy_default(grad, self, size, implicit, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1509
+    # functional, spec line 1829
     # self: unbroadcast(grad, self)
     self_grad = unbroadcast(grad, self)
     return (self_grad,)
@@ -3384,7 +3384,7 @@ def expand_copy_default(grad, self, size, implicit, result):
 
 def select_copy_int(grad, self, dim, index, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1516
+    # functional, spec line 1836
     # self: torch.ops.aten.select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -3392,7 +3392,7 @@ def select_copy_int(grad, self, dim, index, result):
 
 def slice_copy_Tensor(grad, self, dim, start, end, step, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1521
+    # functional, spec line 1844
     # self: slice_grad(grad, self, dim, start, end, step)
     self_grad = slice_grad(grad, self, dim, start, end, step)
     return (self_grad,)
@@ -3400,7 +3400,7 @@ def slice_copy_Tensor(grad, self, dim, start, end, step, result):
 
 def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1528
+    # functional, spec line 1853
     # self: as_strided_grad(grad, self, size, stride, storage_offset)
     self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
     return (self_grad,)
@@ -3408,7 +3408,7 @@ def as_strided_copy_default(grad, self, size, stride, storage_offset, result):
 
 def constant_pad_nd_default(grad, self, pad, value, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1535
+    # functional, spec line 1860
     # self: torch.constant_pad_nd(grad, negated(pad))
     self_grad = torch.constant_pad_nd(grad, negated(pad))
     return (self_grad,)
@@ -3416,7 +3416,7 @@ def constant_pad_nd_default(grad, self, pad, value, result):
 
 def diag_embed_default(grad, self, offset, dim1, dim2, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1542
+    # functional, spec line 1867
     # self: grad.diagonal(offset, dim1, dim2)
     self_grad = grad.diagonal(offset, dim1, dim2)
     return (self_grad,)
@@ -3424,7 +3424,7 @@ def diag_embed_default(grad, self, offset, dim1, dim2, result):
 
 def roll_default(grad, self, shifts, dims, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1550
+    # functional, spec line 1875
     # self: grad.roll(negated(shifts), dims)
     self_grad = grad.roll(negated(shifts), dims)
     return (self_grad,)
@@ -3432,7 +3432,7 @@ def roll_default(grad, self, shifts, dims, result):
 
 def flip_default(grad, self, dims, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1558
+    # functional, spec line 1884
     # self: grad.flip(dims)
     self_grad = grad.flip(dims)
     return (self_grad,)
@@ -3440,7 +3440,7 @@ def flip_default(grad, self, dims, result):
 
 def rot90_default(grad, self, k, dims, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1565
+    # functional, spec line 1891
     # self: grad.rot90(-k, dims)
     self_grad = grad.rot90(-k, dims)
     return (self_grad,)
@@ -3448,7 +3448,7 @@ def rot90_default(grad, self, k, dims, result):
 
 def repeat_default(grad, self, repeats, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1573
+    # functional, spec line 1901
     # self: repeat_grad(grad, self, repeats)
     self_grad = repeat_grad(grad, self, repeats)
     return (self_grad,)
@@ -3456,7 +3456,7 @@ def repeat_default(grad, self, repeats, result):
 
 def tril_default(grad, self, diagonal, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1580
+    # functional, spec line 1909
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
     return (self_grad,)
@@ -3464,7 +3464,7 @@ def tril_default(grad, self, diagonal, result):
 
 def tril__default(grad, self, diagonal, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1580
+    # inplace, spec line 1909
     # formulas from tril; self_p is self before the update
     # self: grad.tril(diagonal)
     self_grad = grad.tril(diagonal)
@@ -3473,7 +3473,7 @@ def tril__default(grad, self, diagonal, result):
 
 def triu_default(grad, self, diagonal, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1587
+    # functional, spec line 1916
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
     return (self_grad,)
@@ -3481,7 +3481,7 @@ def triu_default(grad, self, diagonal, result):
 
 def triu__default(grad, self, diagonal, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1587
+    # inplace, spec line 1916
     # formulas from triu; self_p is self before the update
     # self: grad.triu(diagonal)
     self_grad = grad.triu(diagonal)
@@ -3490,7 +3490,7 @@ def triu__default(grad, self, diagonal, result):
 
 def pixel_shuffle_default(grad, self, upscale_factor, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1594
+    # functional, spec line 1923
     # self: torch.pixel_unshuffle(grad, upscale_factor)
     self_grad = torch.pixel_unshuffle(grad, upscale_factor)
     return (self_grad,)
@@ -3498,7 +3498,7 @@ def pixel_shuffle_default(grad, self, upscale_factor, result):
 
 def pixel_unshuffle_default(grad, self, downscale_factor, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1599
+    # functional, spec line 1928
     # self: torch.pixel_shuffle(grad, downscale_factor)
     self_grad = torch.pixel_shuffle(grad, downscale_factor)
     return (self_grad,)
@@ -3506,7 +3506,7 @@ def pixel_unshuffle_default(grad, self, downscale_factor, result):
 
 def channel_shuffle_default(grad, self, groups, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1604
+    # functional, spec line 1933
     # self: torch.channel_shuffle(grad, self.shape[1] // groups)
     self_grad = torch.channel_shuffle(grad, self.shape[1] // groups)
     return (self_grad,)
@@ -3514,7 +3514,7 @@ def channel_shuffle_default(grad, self, groups, result):
 
 def reflection_pad1d_default(grad, self, padding, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1611
+    # functional, spec line 1940
     # self: torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3522,7 +3522,7 @@ def reflection_pad1d_default(grad, self, padding, result):
 
 def reflection_pad2d_default(grad, self, padding, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1616
+    # functional, spec line 1945
     # self: torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3530,7 +3530,7 @@ def reflection_pad2d_default(grad, self, padding, result):
 
 def reflection_pad3d_default(grad, self, padding, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1621
+    # functional, spec line 1950
     # self: torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.reflection_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3538,7 +3538,7 @@ def reflection_pad3d_default(grad, self, padding, result):
 
 def replication_pad1d_default(grad, self, padding, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1626
+    # functional, spec line 1955
     # self: torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad1d_backward(grad, self, padding)
     return (self_grad,)
@@ -3546,7 +3546,7 @@ def replication_pad1d_default(grad, self, padding, result):
 
 def replication_pad2d_default(grad, self, padding, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1631
+    # functional, spec line 1960
     # self: torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad2d_backward(grad, self, padding)
     return (self_grad,)
@@ -3554,7 +3554,7 @@ def replication_pad2d_default(grad, self, padding, result):
 
 def replication_pad3d_default(grad, self, padding, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1636
+    # functional, spec line 1965
     # self: torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     self_grad = torch.ops.aten.replication_pad3d_backward(grad, self, padding)
     return (self_grad,)
@@ -3562,7 +3562,7 @@ def replication_pad3d_default(grad, self, padding, result):
 
 def masked_fill_Scalar(grad, self, mask, value, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1643
+    # functional, spec line 1972
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     return (self_grad,)
@@ -3570,7 +3570,7 @@ def masked_fill_Scalar(grad, self, mask, value, result):
 
 def masked_fill__Scalar(grad, self, mask, value, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1643
+    # inplace, spec line 1972
     # formulas from masked_fill.Scalar; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3579,7 +3579,7 @@ def masked_fill__Scalar(grad, self, mask, value, result):
 
 def masked_fill_Tensor(grad, self, mask, value, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1652
+    # functional, spec line 1981
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # value: as_real_like(torch.where(mask, grad, 0).sum(), value)
@@ -3589,7 +3589,7 @@ def masked_fill_Tensor(grad, self, mask, value, result):
 
 def masked_fill__Tensor(grad, self, mask, value, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1652
+    # inplace, spec line 1981
     # formulas from masked_fill.Tensor; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3600,7 +3600,7 @@ def masked_fill__Tensor(grad, self, mask, value, result):
 
 def masked_select_default(grad, self, mask, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1661
+    # functional, spec line 1990
     # self: unbroadcast(torch.ops.aten.masked_select_backward(grad, self, mask), self)
     self_grad = unbroadcast(
         torch.ops.aten.masked_select_backward(grad, self, mask), self
@@ -3610,7 +3610,7 @@ def masked_select_default(grad, self, mask, result):
 
 def masked_scatter_default(grad, self, mask, source, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1670
+    # functional, spec line 1999
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
     # source: torch.ops.aten.masked_scatter_backward(grad, mask, source.shape)
@@ -3620,7 +3620,7 @@ def masked_scatter_default(grad, self, mask, source, result):
 
 def masked_scatter__default(grad, self, mask, source, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1670
+    # inplace, spec line 1999
     # formulas from masked_scatter; self_p is self before the update
     # self: unbroadcast(grad.masked_fill(mask, 0), self)
     self_grad = unbroadcast(grad.masked_fill(mask, 0), self)
@@ -3631,7 +3631,7 @@ def masked_scatter__default(grad, self, mask, source, result):
 
 def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 1682
+    # functional, spec line 2011
     # grad_output: torch.zeros_like(grad_output).masked_scatter(mask, grad)
     grad_output_grad = torch.zeros_like(grad_output).masked_scatter(mask, grad)
     return (grad_output_grad,)
@@ -3639,7 +3639,7 @@ def masked_scatter_backward_default(grad, grad_output, mask, sizes, result):
 
 def index_Tensor(grad, self, indices, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 1690
+    # functional, spec line 2019
     # self: torch.ops.aten.index_put.default(grad.new_zeros(self.shape), indices, grad, True)
     self_grad = torch.ops.aten.index_put.default(
         grad.new_zeros(self.shape), indices, grad, True
@@ -3649,7 +3649,7 @@ def index_Tensor(grad, self, indices, result):
 
 def index_put_default(grad, self, indices, values, accumulate, result):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 1698
+    # functional, spec line 2029
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
         grad
@@ -3663,7 +3663,7 @@ def index_put_default(grad, self, indices, values, accumulate, result):
 
 def index_put__default(grad, self, indices, values, accumulate, result):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 1698
+    # inplace, spec line 2029
     # formulas from index_put; self_p is self before the update
     # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
     self_grad = (
@@ -3678,7 +3678,7 @@ def index_put__default(grad, self, indices, values, accumulate, result):
 
 def view_as_real_default(grad, self, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1713
+    # view, spec line 2047
     # self: torch.view_as_complex(grad.contiguous())
     self_grad = torch.view_as_complex(grad.contiguous())
     return (self_grad,)
@@ -3686,7 +3686,7 @@ def view_as_real_default(grad, self, result):
 
 def view_as_complex_default(grad, self, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 1717
+    # view, spec line 2053
     # self: torch.view_as_real(grad.resolve_conj()).contiguous()
     self_grad = torch.view_as_real(grad.resolve_conj()).contiguous()
     return (self_grad,)
@@ -3694,7 +3694,7 @@ def view_as_complex_default(grad, self, result):
 
 def squeeze__dim(grad, self, dim, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1724
+    # inplace, spec line 2062
     # formulas from squeeze.dim; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3703,7 +3703,7 @@ def squeeze__dim(grad, self, dim, result):
 
 def squeeze__dims(grad, self, dim, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 1726
+    # inplace, spec line 2064
     # formulas from squeeze.dims; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3712,7 +3712,7 @@ def squeeze__dims(grad, self, dim, result):
 
 def squeeze__default(grad, self, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1728
+    # inplace, spec line 2066
     # formulas from squeeze; self_p is self before the update
     # self: grad.reshape(self.shape)
     self_grad = grad.reshape(self.shape)
@@ -3721,7 +3721,7 @@ def squeeze__default(grad, self, result):
 
 def unsqueeze__default(grad, self, dim, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 1730
+    # inplace, spec line 2068
     # formulas from unsqueeze; self_p is self before the update
     # self: grad.squeeze(dim)
     self_grad = grad.squeeze(dim)
@@ -3730,7 +3730,7 @@ def unsqueeze__default(grad, self, dim, result):
 
 def t__default(grad, self, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1732
+    # inplace, spec line 2070
     # formulas from t; self_p is self before the update
     # self: grad.t()
     self_grad = grad.t()
@@ -3739,7 +3739,7 @@ def t__default(grad, self, result):
 
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 1734
+    # inplace, spec line 2072
     # self: grad.transpose(dim0, dim1)
     self_grad = grad.transpose(dim0, dim1)
     return (self_grad,)
@@ -3747,7 +3747,7 @@ def transpose__default(grad, self, dim0, dim1, result):
 
 def select_scatter_default(grad, self, src, dim, index, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1741
+    # functional, spec line 2081
     # self: torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     self_grad = torch.select_scatter(grad, torch.zeros_like(src), dim, index)
     # src: grad.select(dim, index)
@@ -3757,7 +3757,7 @@ def select_scatter_default(grad, self, src, dim, index, result):
 
 def slice_scatter_default(grad, self, src, dim, start, end, step, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1749
+    # functional, spec line 2089
     # self: torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     self_grad = torch.slice_scatter(grad, torch.zeros_like(src), dim, start, end, step)
     # src: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
@@ -3767,7 +3767,7 @@ def slice_scatter_default(grad, self, src, dim, start, end, step, result):
 
 def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1757
+    # functional, spec line 2098
     # self: torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     self_grad = torch.diagonal_scatter(grad, torch.zeros_like(src), offset, dim1, dim2)
     # src: grad.diagonal(offset, dim1, dim2)
@@ -3777,7 +3777,7 @@ def diagonal_scatter_default(grad, self, src, offset, dim1, dim2, result):
 
 def fill_Scalar(grad, self, value, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 1765
+    # functional, spec line 2106
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -3785,7 +3785,7 @@ def fill_Scalar(grad, self, value, result):
 
 def block_diag_default(grad, tensors, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 1769
+    # functional, spec line 2113
     # tensors: block_diag_grads(grad, tensors)
     tensors_grad = block_diag_grads(grad, tensors)
     return (tensors_grad,)
@@ -3793,7 +3793,7 @@ def block_diag_default(grad, tensors, result):
 
 def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1779
+    # functional, spec line 2123
     # self: vector_norm_grad(grad, self, ord, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, ord, dim, keepdim, result)
     return (self_grad,)
@@ -3801,7 +3801,7 @@ def linalg_vector_norm_default(grad, self, ord, dim, keepdim, dtype, result):
 
 def norm_Scalar(grad, self, p, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 1789
+    # functional, spec line 2134
     # self: vector_norm_grad(grad, self, p, None, False, result)
     self_grad = vector_norm_grad(grad, self, p, None, False, result)
     return (self_grad,)
@@ -3809,7 +3809,7 @@ def norm_Scalar(grad, self, p, result):
 
 def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1796
+    # functional, spec line 2141
     # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
     self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
     return (self_grad,)
@@ -3817,7 +3817,7 @@ def norm_ScalarOpt_dim(grad, self, p, dim, keepdim, result):
 
 def dist_default(grad, self, other, p, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 1803
+    # functional, spec line 2148
     # self: dist_grad(grad, self, other, p, result, self)
     self_grad = dist_grad(grad, self, other, p, result, self)
     # other: -dist_grad(grad, self, other, p, result, other)
@@ -3827,7 +3827,7 @@ def dist_default(grad, self, other, p, result):
 
 def var_correction(grad, self, dim, correction, keepdim, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1811
+    # functional, spec line 2156
     # self: var_grad(grad, self, dim, correction, keepdim)
     self_grad = var_grad(grad, self, dim, correction, keepdim)
     return (self_grad,)
@@ -3835,7 +3835,7 @@ def var_correction(grad, self, dim, correction, keepdim, result):
 
 def std_correction(grad, self, dim, correction, keepdim, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1818
+    # functional, spec line 2165
     # self: std_grad(grad, self, dim, correction, keepdim, result)
     self_grad = std_grad(grad, self, dim, correction, keepdim, result)
     return (self_grad,)
@@ -3843,7 +3843,7 @@ def std_correction(grad, self, dim, correction, keepdim, result):
 
 def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1825
+    # functional, spec line 2173
     # self: var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = var_grad(grads[0], self, dim, correction, keepdim) + expand_reduced(
         grads[1], self, dim, keepdim
@@ -3853,7 +3853,7 @@ def var_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1833
+    # functional, spec line 2182
     # self: std_grad(grads[0], self, dim, correction, keepdim, result0) + expand_reduced(grads[1], self, dim, keepdim) / reduced_numel(self, dim)
     self_grad = std_grad(
         grads[0], self, dim, correction, keepdim, result0
@@ -3863,7 +3863,7 @@ def std_mean_correction(grads, self, dim, correction, keepdim, result0, result1)
 
 def logsumexp_default(grad, self, dim, keepdim, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 1841
+    # functional, spec line 2191
     # self: expand_reduced(grad, self, dim, keepdim) * logsumexp_weights(self, dim, keepdim, result).conj()
     self_grad = (
         expand_reduced(grad, self, dim, keepdim)
@@ -3874,7 +3874,7 @@ def logsumexp_default(grad, self, dim, keepdim, result):
 
 def nansum_default(grad, self, dim, keepdim, dtype, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1848
+    # functional, spec line 2199
     # self: torch.where(self.isnan(), 0.0, expand_reduced(as_real_like(grad, self).to(self.dtype), self, dim, keepdim))
     self_grad = torch.where(
         self.isnan(),
@@ -3886,7 +3886,7 @@ def nansum_default(grad, self, dim, keepdim, dtype, result):
 
 def prod_default(grad, self, dtype, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1855
+    # functional, spec line 2207
     # self: prod_grad(grad, self, None, False)
     self_grad = prod_grad(grad, self, None, False)
     return (self_grad,)
@@ -3894,7 +3894,7 @@ def prod_default(grad, self, dtype, result):
 
 def prod_dim_int(grad, self, dim, keepdim, dtype, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1859
+    # functional, spec line 2211
     # self: prod_grad(grad, self, dim, keepdim)
     self_grad = prod_grad(grad, self, dim, keepdim)
     return (self_grad,)
@@ -3902,7 +3902,7 @@ def prod_dim_int(grad, self, dim, keepdim, dtype, result):
 
 def cumsum_default(grad, self, dim, dtype, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1866
+    # functional, spec line 2219
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     return (self_grad,)
@@ -3910,7 +3910,7 @@ def cumsum_default(grad, self, dim, dtype, result):
 
 def cumsum__default(grad, self, dim, dtype, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1866
+    # inplace, spec line 2219
     # formulas from cumsum; self_p is self before the update
     # self: reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
     self_grad = reverse_cumsum(as_real_like(grad, self), dim).to(self.dtype)
@@ -3919,7 +3919,7 @@ def cumsum__default(grad, self, dim, dtype, result):
 
 def cumprod_default(grad, self, dim, dtype, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 1873
+    # functional, spec line 2228
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     return (self_grad,)
@@ -3927,7 +3927,7 @@ def cumprod_default(grad, self, dim, dtype, result):
 
 def cumprod__default(grad, self, dim, dtype, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 1873
+    # inplace, spec line 2228
     # formulas from cumprod; self_p is self before the update
     # self: scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
     self_grad = scan_grad(grad, self.to(result.dtype), dim, "cumprod").to(self.dtype)
@@ -3936,7 +3936,7 @@ def cumprod__default(grad, self, dim, dtype, result):
 
 def logcumsumexp_default(grad, self, dim, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1880
+    # functional, spec line 2236
     # self: scan_grad(grad, self, dim, "logcumsumexp")
     self_grad = scan_grad(grad, self, dim, "logcumsumexp")
     return (self_grad,)
@@ -3944,7 +3944,7 @@ def logcumsumexp_default(grad, self, dim, result):
 
 def cummax_default(grads, self, dim, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1887
+    # functional, spec line 2244
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3953,7 +3953,7 @@ def cummax_default(grads, self, dim, values, indices):
 
 def cummin_default(grads, self, dim, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1895
+    # functional, spec line 2252
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3962,7 +3962,7 @@ def cummin_default(grads, self, dim, values, indices):
 
 def sort_default(grads, self, dim, descending, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1903
+    # functional, spec line 2260
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3971,7 +3971,7 @@ def sort_default(grads, self, dim, descending, values, indices):
 
 def sort_stable(grads, self, stable, dim, descending, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1911
+    # functional, spec line 2268
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3980,7 +3980,7 @@ def sort_stable(grads, self, stable, dim, descending, values, indices):
 
 def topk_default(grads, self, k, dim, largest, sorted, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1919
+    # functional, spec line 2276
     grad_values = grads[0]
     # self: scatter_selected(grad_values, self, dim, indices)
     self_grad = scatter_selected(grad_values, self, dim, indices)
@@ -3989,7 +3989,7 @@ def topk_default(grads, self, k, dim, largest, sorted, values, indices):
 
 def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1927
+    # functional, spec line 2284
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4000,7 +4000,7 @@ def kthvalue_default(grads, self, k, dim, keepdim, values, indices):
 
 def mode_default(grads, self, dim, keepdim, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1935
+    # functional, spec line 2292
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4011,7 +4011,7 @@ def mode_default(grads, self, dim, keepdim, values, indices):
 
 def median_dim(grads, self, dim, keepdim, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1943
+    # functional, spec line 2300
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4022,7 +4022,7 @@ def median_dim(grads, self, dim, keepdim, values, indices):
 
 def nanmedian_dim(grads, self, dim, keepdim, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 1951
+    # functional, spec line 2308
     grad_values = grads[0]
     # self: torch.ops.aten.value_selecting_reduction_backward(grad_values, dim, indices, self.shape, keepdim)
     self_grad = torch.ops.aten.value_selecting_reduction_backward(
@@ -4033,7 +4033,7 @@ def nanmedian_dim(grads, self, dim, keepdim, values, indices):
 
 def median_default(grad, self, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 1959
+    # functional, spec line 2316
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4041,7 +4041,7 @@ def median_default(grad, self, result):
 
 def nanmedian_default(grad, self, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 1964
+    # functional, spec line 2321
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4049,7 +4049,7 @@ def nanmedian_default(grad, self, result):
 
 def max_default(grad, self, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 1969
+    # functional, spec line 2326
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4057,7 +4057,7 @@ def max_default(grad, self, result):
 
 def min_default(grad, self, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 1974
+    # functional, spec line 2331
     # self: evenly_distribute_grad(grad, self, result)
     self_grad = evenly_distribute_grad(grad, self, result)
     return (self_grad,)
@@ -4065,7 +4065,7 @@ def min_default(grad, self, result):
 
 def aminmax_default(grads, self, dim, keepdim, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 1979
+    # functional, spec line 2336
     grad_min = grads[0]
     grad_max = grads[1]
     # self: amax_grad(grad_min, self, min, dim, keepdim) + amax_grad(grad_max, self, max, dim, keepdim)
@@ -4077,7 +4077,7 @@ def aminmax_default(grads, self, dim, keepdim, min, max):
 
 def trace_default(grad, self, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 1987
+    # functional, spec line 2344
     # self: trace_grad(grad, self)
     self_grad = trace_grad(grad, self)
     return (self_grad,)
@@ -4085,7 +4085,7 @@ def trace_default(grad, self, result):
 
 def renorm_default(grad, self, p, dim, maxnorm, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 1994
+    # functional, spec line 2351
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
     return (self_grad,)
@@ -4093,7 +4093,7 @@ def renorm_default(grad, self, p, dim, maxnorm, result):
 
 def renorm__default(grad, self, p, dim, maxnorm, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 1994
+    # inplace, spec line 2351
     # formulas from renorm; self_p is self before the update
     # self: renorm_grad(grad, self, p, dim, maxnorm)
     self_grad = renorm_grad(grad, self, p, dim, maxnorm)
@@ -4102,7 +4102,7 @@ def renorm__default(grad, self, p, dim, maxnorm, result):
 
 def vdot_default(grad, self, other, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 2003
+    # functional, spec line 2360
     # self: grad.conj() * other
     self_grad = grad.conj() * other
     # other: grad * self
@@ -4112,7 +4112,7 @@ def vdot_default(grad, self, other, result):
 
 def addmv_default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2009
+    # functional, spec line 2366
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # mat: scale_conj(grad.unsqueeze(1) * vec.conj(), alpha)
@@ -4124,7 +4124,7 @@ def addmv_default(grad, self, mat, vec, beta, alpha, result):
 
 def addmv__default(grad, self, mat, vec, beta, alpha, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2009
+    # inplace, spec line 2366
     # formulas from addmv; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4137,7 +4137,7 @@ def addmv__default(grad, self, mat, vec, beta, alpha, result):
 
 def addr_default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2018
+    # functional, spec line 2375
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # vec1: scale_conj(grad.mv(vec2.conj()), alpha)
@@ -4149,7 +4149,7 @@ def addr_default(grad, self, vec1, vec2, beta, alpha, result):
 
 def addr__default(grad, self, vec1, vec2, beta, alpha, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2018
+    # inplace, spec line 2375
     # formulas from addr; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4162,7 +4162,7 @@ def addr__default(grad, self, vec1, vec2, beta, alpha, result):
 
 def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2027
+    # functional, spec line 2384
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.bmm(batch2.mH), alpha)
@@ -4174,7 +4174,7 @@ def baddbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2027
+    # inplace, spec line 2384
     # formulas from baddbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4187,7 +4187,7 @@ def baddbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2036
+    # functional, spec line 2393
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
     # batch1: scale_conj(grad.unsqueeze(0).expand(batch1.shape[0], -1, -1).bmm(batch2.mH), alpha)
@@ -4203,7 +4203,7 @@ def addbmm_default(grad, self, batch1, batch2, beta, alpha, result):
 
 def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2036
+    # inplace, spec line 2393
     # formulas from addbmm; self_p is self before the update
     # self: unbroadcast(scale_conj(grad, beta), self)
     self_grad = unbroadcast(scale_conj(grad, beta), self)
@@ -4220,7 +4220,7 @@ def addbmm__default(grad, self, batch1, batch2, beta, alpha, result):
 
 def index_select_default(grad, self, dim, index, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 2049
+    # functional, spec line 2406
     # self: torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     self_grad = torch.ops.aten.index_select_backward(grad, self.shape, dim, index)
     return (self_grad,)
@@ -4228,7 +4228,7 @@ def index_select_default(grad, self, dim, index, result):
 
 def gather_default(grad, self, dim, index, sparse_grad, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 2057
+    # functional, spec line 2417
     # self: grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     self_grad = grad.new_zeros(self.shape).scatter_add(dim, index, grad)
     return (self_grad,)
@@ -4236,7 +4236,7 @@ def gather_default(grad, self, dim, index, sparse_grad, result):
 
 def take_default(grad, self, index, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 2065
+    # functional, spec line 2427
     # self: grad.new_zeros(self.shape).put(index, grad, True)
     self_grad = grad.new_zeros(self.shape).put(index, grad, True)
     return (self_grad,)
@@ -4244,7 +4244,7 @@ def take_default(grad, self, index, result):
 
 def put_default(grad, self, index, source, accumulate, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 2071
+    # functional, spec line 2435
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
         grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
@@ -4256,7 +4256,7 @@ def put_default(grad, self, index, source, accumulate, result):
 
 def put__default(grad, self, index, source, accumulate, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 2071
+    # inplace, spec line 2435
     # formulas from put; self_p is self before the update
     # self: grad if accumulate else grad.put(index, grad.new_zeros(source.shape), False)
     self_grad = (
@@ -4269,7 +4269,7 @@ def put__default(grad, self, index, source, accumulate, result):
 
 def scatter_src(grad, self, dim, index, src, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2080
+    # functional, spec line 2446
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     # src: gather_grad(grad, dim, index, src)
@@ -4279,7 +4279,7 @@ def scatter_src(grad, self, dim, index, src, result):
 
 def scatter__src(grad, self, dim, index, src, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2080
+    # inplace, spec line 2446
     # formulas from scatter.src; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4290,7 +4290,7 @@ def scatter__src(grad, self, dim, index, src, result):
 
 def scatter_value(grad, self, dim, index, value, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2087
+    # functional, spec line 2455
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
     return (self_grad,)
@@ -4298,7 +4298,7 @@ def scatter_value(grad, self, dim, index, value, result):
 
 def scatter__value(grad, self, dim, index, value, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2087
+    # inplace, spec line 2455
     # formulas from scatter.value; self_p is self before the update
     # self: grad.scatter(dim, index, 0)
     self_grad = grad.scatter(dim, index, 0)
@@ -4307,7 +4307,7 @@ def scatter__value(grad, self, dim, index, value, result):
 
 def scatter_add_default(grad, self, dim, index, src, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2093
+    # functional, spec line 2463
     # self: grad
     self_grad = grad
     # src: gather_grad(grad, dim, index, src)
@@ -4317,7 +4317,7 @@ def scatter_add_default(grad, self, dim, index, src, result):
 
 def scatter_add__default(grad, self, dim, index, src, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2093
+    # inplace, spec line 2463
     # formulas from scatter_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4328,7 +4328,7 @@ def scatter_add__default(grad, self, dim, index, src, result):
 
 def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2102
+    # functional, spec line 2474
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
         grad, self, dim, index, src, reduce, include_self, result
@@ -4338,7 +4338,7 @@ def scatter_reduce_two(grad, self, dim, index, src, reduce, include_self, result
 
 def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, result):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2102
+    # inplace, spec line 2474
     # formulas from scatter_reduce.two; self_p is self before the update
     # self, src: scatter_reduce_grads(grad, self, dim, index, src, reduce, include_self, result)
     self_grad, src_grad = scatter_reduce_grads(
@@ -4349,7 +4349,7 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
 
 def index_add_default(grad, self, dim, index, source, alpha, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2112
+    # functional, spec line 2488
     # self: grad
     self_grad = grad
     # source: scale_conj(grad.index_select(dim, index), alpha).reshape(source.shape)
@@ -4359,7 +4359,7 @@ def index_add_default(grad, self, dim, index, source, alpha, result):
 
 def index_add__default(grad, self, dim, index, source, alpha, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2112
+    # inplace, spec line 2488
     # formulas from index_add; self_p is self before the update
     # self: grad
     self_grad = grad
@@ -4370,7 +4370,7 @@ def index_add__default(grad, self, dim, index, source, alpha, result):
 
 def index_copy_default(grad, self, dim, index, source, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2121
+    # functional, spec line 2499
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # source: grad.index_select(dim, index).reshape(source.shape)
@@ -4380,7 +4380,7 @@ def index_copy_default(grad, self, dim, index, source, result):
 
 def index_copy__default(grad, self, dim, index, source, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2121
+    # inplace, spec line 2499
     # formulas from index_copy; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4391,7 +4391,7 @@ def index_copy__default(grad, self, dim, index, source, result):
 
 def index_fill_int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2128
+    # functional, spec line 2508
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     return (self_grad,)
@@ -4399,7 +4399,7 @@ def index_fill_int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill__int_Scalar(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2128
+    # inplace, spec line 2508
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4408,7 +4408,7 @@ def index_fill__int_Scalar(grad, self, dim, index, value, result):
 
 def index_fill_int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2134
+    # functional, spec line 2516
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
     # value: as_real_like((grad - grad.index_fill(dim, index, 0)).sum(), value)
@@ -4418,7 +4418,7 @@ def index_fill_int_Tensor(grad, self, dim, index, value, result):
 
 def index_fill__int_Tensor(grad, self, dim, index, value, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2134
+    # inplace, spec line 2516
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # self: grad.index_fill(dim, index, 0)
     self_grad = grad.index_fill(dim, index, 0)
@@ -4429,7 +4429,7 @@ def index_fill__int_Tensor(grad, self, dim, index, value, result):
 
 def _unsafe_masked_index_default(grad, self, mask, indices, fill, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2141
+    # functional, spec line 2525
     # self: torch.ops.aten._unsafe_masked_index_put_accumulate(grad.new_zeros(self.shape), mask, indices, grad)
     self_grad = torch.ops.aten._unsafe_masked_index_put_accumulate(
         grad.new_zeros(self.shape), mask, indices, grad
@@ -4441,7 +4441,7 @@ def _unsafe_masked_index_put_accumulate_default(
     grad, self, mask, indices, values, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2147
+    # functional, spec line 2533
     # self: grad
     self_grad = grad
     # values: unbroadcast(torch.ops.aten._unsafe_masked_index(grad, mask, indices, 0), values)
@@ -4455,7 +4455,7 @@ def nll_loss_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2158
+    # functional, spec line 2546
     grad = grads[0]
     # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
@@ -4468,7 +4468,7 @@ def nll_loss2d_forward_default(
     grads, self, target, weight, reduction, ignore_index, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2167
+    # functional, spec line 2557
     grad = grads[0]
     # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
@@ -4481,7 +4481,7 @@ def embedding_default(
     grad, weight, indices, padding_idx, scale_grad_by_freq, sparse, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2174
+    # functional, spec line 2566
     # weight: torch.ops.aten.embedding_dense_backward(grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq)
     weight_grad = torch.ops.aten.embedding_dense_backward(
         grad, indices, weight.shape[0], padding_idx, scale_grad_by_freq
@@ -4491,7 +4491,7 @@ def embedding_default(
 
 def max_unpool2d_default(grad, self, indices, output_size, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2180
+    # functional, spec line 2574
     # self: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     self_grad = grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(self.shape)
     return (self_grad,)
@@ -4499,7 +4499,7 @@ def max_unpool2d_default(grad, self, indices, output_size, result):
 
 def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2186
+    # functional, spec line 2582
     # self: torch.ops.aten.binary_cross_entropy_backward(grad, self, target, weight, reduction)
     self_grad = torch.ops.aten.binary_cross_entropy_backward(
         grad, self, target, weight, reduction
@@ -4513,7 +4513,7 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
 
 def acosh_default(grad, self, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2196
+    # functional, spec line 2592
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     return (self_grad,)
@@ -4521,7 +4521,7 @@ def acosh_default(grad, self, result):
 
 def acosh__default(grad, self, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2196
+    # inplace, spec line 2592
     # formulas from acosh; self_p is self before the update
     # self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     self_grad = grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -4530,7 +4530,7 @@ def acosh__default(grad, self, result):
 
 def special_ndtri_default(grad, self, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2202
+    # functional, spec line 2598
     # self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     self_grad = grad * 2.5066282746310002 * (0.5 * result * result).exp()
     return (self_grad,)
@@ -4538,7 +4538,7 @@ def special_ndtri_default(grad, self, result):
 
 def _fft_c2c_default(grad, self, dim, normalization, forward, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2212
+    # functional, spec line 2610
     # self: torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     self_grad = torch.ops.aten._fft_c2c(grad, dim, normalization, not forward)
     return (self_grad,)
@@ -4546,7 +4546,7 @@ def _fft_c2c_default(grad, self, dim, normalization, forward, result):
 
 def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2222
+    # functional, spec line 2620
     # self: fft_r2c_grad(grad, self, dim, normalization, onesided)
     self_grad = fft_r2c_grad(grad, self, dim, normalization, onesided)
     return (self_grad,)
@@ -4554,7 +4554,7 @@ def _fft_r2c_default(grad, self, dim, normalization, onesided, result):
 
 def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2234
+    # functional, spec line 2632
     # self: fft_c2r_grad(grad, dim, normalization)
     self_grad = fft_c2r_grad(grad, dim, normalization)
     return (self_grad,)
@@ -4562,7 +4562,7 @@ def _fft_c2r_default(grad, self, dim, normalization, last_dim_size, result):
 
 def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2247
+    # functional, spec line 2645
     # grad_in: grad.unfold(dim, size, step)
     grad_in_grad = grad.unfold(dim, size, step)
     return (grad_in_grad,)
@@ -4570,7 +4570,7 @@ def unfold_backward_default(grad, grad_in, input_sizes, dim, size, step, result)
 
 def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2263
+    # functional, spec line 2661
     grad = grads[0]
     # A: -inverse.mH.matmul(grad).matmul(inverse.mH)
     A_grad = -inverse.mH.matmul(grad).matmul(inverse.mH)
@@ -4579,7 +4579,7 @@ def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
 
 def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots, info):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2272
+    # functional, spec line 2670
     grad = grads[0]
     # A, B: linalg_solve_grads(grad, A, B, result, LU, pivots, left)
     A_grad, B_grad = linalg_solve_grads(grad, A, B, result, LU, pivots, left)
@@ -4588,7 +4588,7 @@ def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots
 
 def linalg_solve_triangular_default(grad, self, B, upper, left, unitriangular, result):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2285
+    # functional, spec line 2683
     # self, B: solve_triangular_grads(grad, self, B, result, upper, left, unitriangular)
     self_grad, B_grad = solve_triangular_grads(
         grad, self, B, result, upper, left, unitriangular
@@ -4600,7 +4600,7 @@ def triangular_solve_default(
     grads, self, A, upper, transpose, unitriangular, solution, cloned_coefficient
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2298
+    # functional, spec line 2697
     # self, A: triangular_solve_grads(grads[0], grads[1], self, A, solution, upper, transpose, unitriangular)
     self_grad, A_grad = triangular_solve_grads(
         grads[0], grads[1], self, A, solution, upper, transpose, unitriangular
@@ -4610,7 +4610,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2308
+    # functional, spec line 2708
     grad = grads[0]
     # self: cholesky_grad(grad, L, upper)
     self_grad = cholesky_grad(grad, L, upper)
@@ -4619,7 +4619,7 @@ def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
 
 def cholesky_solve_default(grad, self, input2, upper, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2321
+    # functional, spec line 2721
     # self, input2: cholesky_solve_grads(grad, self, input2, result, upper)
     self_grad, input2_grad = cholesky_solve_grads(grad, self, input2, result, upper)
     return (self_grad, input2_grad)
@@ -4627,7 +4627,7 @@ def cholesky_solve_default(grad, self, input2, upper, result):
 
 def cholesky_inverse_default(grad, self, upper, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2329
+    # functional, spec line 2729
     # self: cholesky_inverse_grad(grad, self, result, upper)
     self_grad = cholesky_inverse_grad(grad, self, result, upper)
     return (self_grad,)
@@ -4635,7 +4635,7 @@ def cholesky_inverse_default(grad, self, upper, result):
 
 def _linalg_det_default(grads, A, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2338
+    # functional, spec line 2738
     grad = grads[0]
     # A: det_grad(grad, A, result, LU, pivots)
     A_grad = det_grad(grad, A, result, LU, pivots)
@@ -4644,7 +4644,7 @@ def _linalg_det_default(grads, A, result, LU, pivots):
 
 def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2346
+    # functional, spec line 2746
     grad_sign = grads[0]
     grad_logabsdet = grads[1]
     # A: slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
@@ -4654,7 +4654,7 @@ def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2355
+    # functional, spec line 2755
     grad = grads[0]
     # A: lu_factor_grad(grad, LU, pivots)
     A_grad = lu_factor_grad(grad, LU, pivots)
@@ -4663,7 +4663,7 @@ def linalg_lu_factor_ex_default(grads, A, pivot, check_errors, LU, pivots, info)
 
 def linalg_lu_default(grads, A, pivot, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2364
+    # functional, spec line 2764
     grad_L = grads[1]
     grad_U = grads[2]
     # A: lu_grad(grad_L, grad_U, P, L, U)
@@ -4673,7 +4673,7 @@ def linalg_lu_default(grads, A, pivot, P, L, U):
 
 def linalg_cross_default(grad, self, other, dim, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2374
+    # functional, spec line 2774
     # self: unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     self_grad = unbroadcast(torch.linalg.cross(other.conj(), grad, dim=dim), self)
     # other: unbroadcast(torch.linalg.cross(grad, self.conj(), dim=dim), other)
@@ -4683,7 +4683,7 @@ def linalg_cross_default(grad, self, other, dim, result):
 
 def linalg_matrix_exp_default(grad, self, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2383
+    # functional, spec line 2783
     # self: matrix_exp_differential(self, grad, True)
     self_grad = matrix_exp_differential(self, grad, True)
     return (self_grad,)
@@ -4691,7 +4691,7 @@ def linalg_matrix_exp_default(grad, self, result):
 
 def linalg_householder_product_default(grad, input, tau, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2390
+    # functional, spec line 2790
     # input, tau: householder_product_grads(grad, input, tau)
     input_grad, tau_grad = householder_product_grads(grad, input, tau)
     return (input_grad, tau_grad)
@@ -4699,7 +4699,7 @@ def linalg_householder_product_default(grad, input, tau, result):
 
 def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, L, U):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2398
+    # functional, spec line 2798
     grad_L = grads[1]
     grad_U = grads[2]
     # LU_data: lu_unpack_grad(grad_L, grad_U, LU_data)
@@ -4709,7 +4709,7 @@ def lu_unpack_default(grads, LU_data, LU_pivots, unpack_data, unpack_pivots, P, 
 
 def linalg_lu_solve_default(grad, LU, pivots, B, left, adjoint, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2410
+    # functional, spec line 2810
     # LU, B: lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     LU_grad, B_grad = lu_solve_grads(grad, LU, pivots, B, result, left, adjoint)
     return (LU_grad, B_grad)
@@ -4719,7 +4719,7 @@ def elu_backward_default(
     grad, grad_output, alpha, scale, input_scale, is_result, self_or_result, result
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2426
+    # functional, spec line 2826
     # grad_output: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
     grad_output_grad = torch.ops.aten.elu_backward(
         grad, alpha, scale, input_scale, is_result, self_or_result
@@ -4735,7 +4735,7 @@ def elu_backward_default(
 
 def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2437
+    # functional, spec line 2837
     # grad_output: torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     grad_output_grad = torch.ops.aten.log_sigmoid_backward(grad, self, buffer)
     # buffer: -grad * grad_output * torch.where(self < 0, 1.0, -1.0) / (1 + buffer) ** 2
@@ -4747,7 +4747,7 @@ def log_sigmoid_backward_default(grad, grad_output, self, buffer, result):
 
 def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2444
+    # functional, spec line 2844
     # grad_output: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     grad_output_grad = torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     return (grad_output_grad,)
@@ -4755,7 +4755,7 @@ def hardtanh_backward_default(grad, grad_output, self, min_val, max_val, result)
 
 def softshrink_backward_default(grad, grad_output, self, lambd, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2452
+    # functional, spec line 2852
     # grad_output: torch.ops.aten.softshrink_backward(grad, self, lambd)
     grad_output_grad = torch.ops.aten.softshrink_backward(grad, self, lambd)
     return (grad_output_grad,)
@@ -4763,7 +4763,7 @@ def softshrink_backward_default(grad, grad_output, self, lambd, result):
 
 def hardshrink_backward_default(grad, grad_out, self, lambd, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2458
+    # functional, spec line 2858
     # grad_out: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     grad_out_grad = torch.ops.aten.hardshrink_backward(grad, self, lambd)
     return (grad_out_grad,)
@@ -4773,7 +4773,7 @@ def leaky_relu_backward_default(
     grad, grad_output, self, negative_slope, self_is_result, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2464
+    # functional, spec line 2864
     # grad_output: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, self_is_result)
     grad_output_grad = torch.ops.aten.leaky_relu_backward(
         grad, self, negative_slope, self_is_result
@@ -4785,7 +4785,7 @@ def rrelu_with_noise_backward_default(
     grad, grad_output, self, noise, lower, upper, training, self_is_result, result
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2472
+    # functional, spec line 2872
     # grad_output: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise.conj(), lower, upper, training, self_is_result)
     grad_output_grad = torch.ops.aten.rrelu_with_noise_backward(
         grad, self, noise.conj(), lower, upper, training, self_is_result
@@ -4795,7 +4795,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad, grad_output, self, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2481
+    # functional, spec line 2881
     # grad_output: torch.ops.aten.hardsigmoid_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
     return (grad_output_grad,)
@@ -4803,7 +4803,7 @@ def hardsigmoid_backward_default(grad, grad_output, self, result):
 
 def hardswish_backward_default(grad, grad_output, self, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2487
+    # functional, spec line 2887
     # grad_output: torch.ops.aten.hardswish_backward(grad, self)
     grad_output_grad = torch.ops.aten.hardswish_backward(grad, self)
     # self: torch.where((self > -3) & (self < 3), grad * grad_output / 3, 0.0)
@@ -4813,7 +4813,7 @@ def hardswish_backward_default(grad, grad_output, self, result):
 
 def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2493
+    # functional, spec line 2893
     # grad_output: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     grad_output_grad = torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     # self: grad * grad_output * torch.where(self * beta > threshold, 0.0, beta * (self * beta).sigmoid() * (1 - (self * beta).sigmoid()))
@@ -4831,7 +4831,7 @@ def softplus_backward_default(grad, grad_output, self, beta, threshold, result):
 
 def gelu_backward_default(grad, grad_output, self, approximate, result):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2501
+    # functional, spec line 2901
     # grad_output: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     grad_output_grad = torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     # self: grad * grad_output * gelu_second_derivative(self, approximate)
@@ -4841,7 +4841,7 @@ def gelu_backward_default(grad, grad_output, self, approximate, result):
 
 def silu_backward_default(grad, grad_output, self, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2511
+    # functional, spec line 2911
     # grad_output: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     grad_output_grad = (
         grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
@@ -4861,7 +4861,7 @@ def silu_backward_default(grad, grad_output, self, result):
 
 def mish_backward_default(grad, grad_output, self, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2517
+    # functional, spec line 2917
     # grad_output: torch.ops.aten.mish_backward(grad, self)
     grad_output_grad = torch.ops.aten.mish_backward(grad, self)
     # self: grad * grad_output * mish_second_derivative(self)
@@ -4871,7 +4871,7 @@ def mish_backward_default(grad, grad_output, self, result):
 
 def glu_backward_default(grad, grad_output, self, dim, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2523
+    # functional, spec line 2923
     # grad_output: glu_tangent(grad, self, dim)
     grad_output_grad = glu_tangent(grad, self, dim)
     # self: glu_double_backward(grad, grad_output, self, dim)
@@ -4881,7 +4881,7 @@ def glu_backward_default(grad, grad_output, self, dim, result):
 
 def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, result1):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2531
+    # functional, spec line 2931
     # grad_output: torch.where(self > 0, grads[0], weight * grads[0] + self * grads[1])
     grad_output_grad = torch.where(
         self > 0, grads[0], weight * grads[0] + self * grads[1]
@@ -4897,7 +4897,7 @@ def _prelu_kernel_backward_default(grads, grad_output, self, weight, result0, re
 
 def mse_loss_backward_default(grad, grad_output, self, target, reduction, result):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2543
+    # functional, spec line 2943
     # grad_output: apply_loss_reduction(torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.mse_loss_backward(grad, self, target, 0), reduction
@@ -4913,7 +4913,7 @@ def smooth_l1_loss_backward_default(
     grad, grad_output, self, target, reduction, beta, result
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2553
+    # functional, spec line 2953
     # grad_output: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.smooth_l1_loss_backward(grad, self, target, 0, beta), reduction
@@ -4937,7 +4937,7 @@ def huber_loss_backward_default(
     grad, grad_output, self, target, reduction, delta, result
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2563
+    # functional, spec line 2963
     # grad_output: apply_loss_reduction(torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction)
     grad_output_grad = apply_loss_reduction(
         torch.ops.aten.huber_loss_backward(grad, self, target, 0, delta), reduction
@@ -4961,7 +4961,7 @@ def binary_cross_entropy_backward_default(
     grad, grad_output, self, target, weight, reduction, result
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2573
+    # functional, spec line 2973
     # grad_output: apply_loss_reduction(grad * bce_self_derivative(self, target, weight), reduction)
     grad_output_grad = apply_loss_reduction(
         grad * bce_self_derivative(self, target, weight), reduction
@@ -4993,7 +4993,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2586
+    # functional, spec line 2986
     # grad_output: torch.ops.aten.nll_loss_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -5013,7 +5013,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2596
+    # functional, spec line 2998
     # grad_output: torch.ops.aten.nll_loss2d_forward(grad, target, weight, 0 if reduction == 0 else 2, ignore_index)[0] / (total_weight if reduction == 1 else 1.0)
     grad_output_grad = torch.ops.aten.nll_loss2d_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
@@ -5023,7 +5023,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 2608
+    # functional, spec line 3011
     grad_U = grads[0]
     grad_S = grads[1]
     grad_Vh = grads[2]
@@ -5034,7 +5034,7 @@ def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
 
 def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2619
+    # functional, spec line 3023
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # self: eig_grad(grad_eigenvalues, grad_eigenvectors, self, eigenvalues, eigenvectors)
@@ -5046,7 +5046,7 @@ def linalg_eig_default(grads, self, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 2627
+    # functional, spec line 3031
     grad_eigenvalues = grads[0]
     grad_eigenvectors = grads[1]
     # A: eigh_grad(grad_eigenvalues, grad_eigenvectors, A, eigenvalues, eigenvectors, compute_v)
@@ -5058,7 +5058,7 @@ def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
 
 def linalg_qr_default(grads, A, mode, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 2636
+    # functional, spec line 3040
     grad_Q = grads[0]
     grad_R = grads[1]
     # A: qr_grad(grad_Q, grad_R, A, Q, R, mode)
@@ -5068,7 +5068,7 @@ def linalg_qr_default(grads, A, mode, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(grad, self, atol, rtol, hermitian, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 2645
+    # functional, spec line 3049
     # self: pinv_grad(grad, self, result)
     self_grad = pinv_grad(grad, self, result)
     return (self_grad,)
@@ -5078,7 +5078,7 @@ def linalg_lstsq_default(
     grads, self, b, rcond, driver, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 2654
+    # functional, spec line 3059
     grad_solution = grads[0]
     grad_residuals = grads[1]
     # self, b: lstsq_grads(grad_solution, grad_residuals, self, b, solution, residuals)
@@ -5103,7 +5103,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2669
+    # functional, spec line 3074
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5125,7 +5125,7 @@ def _native_batch_norm_legit_no_stats(
     grads, input, weight, bias, training, momentum, eps, result0, result1, result2
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2678
+    # functional, spec line 3083
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5157,7 +5157,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2686
+    # functional, spec line 3091
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5190,7 +5190,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2694
+    # functional, spec line 3099
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5223,7 +5223,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 2704
+    # functional, spec line 3110
     grad = grads[0]
     # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, False, eps, [True, weight is not None, bias is not None])
     input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
@@ -5245,7 +5245,7 @@ def binary_cross_entropy_with_logits_default(
     grad, self, target, weight, pos_weight, reduction, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2715
+    # functional, spec line 3122
     # self: unbroadcast(expand_loss_grad(grad, self, reduction) * bce_logits_self_derivative(self, target, weight, pos_weight), self)
     self_grad = unbroadcast(
         expand_loss_grad(grad, self, reduction)
@@ -5263,7 +5263,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(grad, self, kernel_size, dilation, padding, stride, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2727
+    # functional, spec line 3134
     # self: torch.ops.aten.col2im(grad, self.shape[-2:], kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.col2im(
         grad, self.shape[-2:], kernel_size, dilation, padding, stride
@@ -5275,7 +5275,7 @@ def col2im_default(
     grad, self, output_size, kernel_size, dilation, padding, stride, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 2734
+    # functional, spec line 3141
     # self: torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     self_grad = torch.ops.aten.im2col(grad, kernel_size, dilation, padding, stride)
     return (self_grad,)
@@ -5285,7 +5285,7 @@ def _upsample_bilinear2d_aa_default(
     grad, self, output_size, align_corners, scales_h, scales_w, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2743
+    # functional, spec line 3150
     # self: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
     self_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad, output_size, self.shape, align_corners, scales_h, scales_w
@@ -5297,7 +5297,7 @@ def _upsample_bilinear2d_aa_vec(
     grad, input, output_size, align_corners, scale_factors, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 2751
+    # functional, spec line 3158
     # input: torch.ops.aten._upsample_bilinear2d_aa_backward(grad, result.shape[2:], input.shape, align_corners, None if scale_factors is None else scale_factors[0], None if scale_factors is None else scale_factors[1])
     input_grad = torch.ops.aten._upsample_bilinear2d_aa_backward(
         grad,
@@ -5321,7 +5321,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 2759
+    # functional, spec line 3168
     # grad_output: torch.ops.aten._upsample_bilinear2d_aa(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_bilinear2d_aa(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5333,7 +5333,7 @@ def fractional_max_pool2d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2769
+    # functional, spec line 3178
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool2d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool2d_backward(
@@ -5346,7 +5346,7 @@ def fractional_max_pool3d_default(
     grads, self, kernel_size, output_size, random_samples, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 2778
+    # functional, spec line 3188
     grad = grads[0]
     # self: torch.ops.aten.fractional_max_pool3d_backward(grad, self, kernel_size, output_size, result1)
     self_grad = torch.ops.aten.fractional_max_pool3d_backward(
@@ -5368,7 +5368,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2789
+    # functional, spec line 3199
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5391,7 +5391,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 2798
+    # functional, spec line 3209
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5405,7 +5405,7 @@ def fractional_max_pool2d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2806
+    # functional, spec line 3218
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5419,7 +5419,7 @@ def fractional_max_pool3d_backward_default(
     grad, grad_output, self, kernel_size, output_size, indices, result
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 2815
+    # functional, spec line 3228
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5431,7 +5431,7 @@ def fractional_max_pool3d_backward_default(
 
 def max_unpool3d_default(grad, self, indices, output_size, stride, padding, result):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 2823
+    # functional, spec line 3237
     # self: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     self_grad = grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(self.shape)
     return (self_grad,)
@@ -5441,7 +5441,7 @@ def _trilinear_default(
     grad, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim, result
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 2835
+    # functional, spec line 3250
     # i1, i2, i3: trilinear_grads(grad, i1, i2, i3, expand1, expand2, expand3, sumdim)
     i1_grad, i2_grad, i3_grad = trilinear_grads(
         grad, i1, i2, i3, expand1, expand2, expand3, sumdim
@@ -5451,7 +5451,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(grad, self, dim, dtype, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2843
+    # functional, spec line 3258
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     return (self_grad,)
@@ -5459,7 +5459,7 @@ def _safe_softmax_default(grad, self, dim, dtype, result):
 
 def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, result):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 2850
+    # functional, spec line 3266
     # self, src: as_strided_scatter_grads(grad, result, size, stride, storage_offset)
     self_grad, src_grad = as_strided_scatter_grads(
         grad, result, size, stride, storage_offset
@@ -5469,7 +5469,7 @@ def as_strided_scatter_default(grad, self, src, size, stride, storage_offset, re
 
 def bernoulli_default(grad, self, generator, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2860
+    # functional, spec line 3276
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5477,13 +5477,13 @@ def bernoulli_default(grad, self, generator, result):
 
 def bernoulli_p(grad, self, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2866
+    # functional, spec line 3282
     return ()
 
 
 def bernoulli_Tensor(grad, self, p, generator, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 2871
+    # functional, spec line 3287
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     # p: unbroadcast(torch.zeros_like(grad), p)
@@ -5493,7 +5493,7 @@ def bernoulli_Tensor(grad, self, p, generator, result):
 
 def bernoulli__Tensor(grad, self, p, generator, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2871
+    # inplace, spec line 3287
     # formulas from bernoulli.Tensor; self_p is self before the update
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
@@ -5504,7 +5504,7 @@ def bernoulli__Tensor(grad, self, p, generator, result):
 
 def uniform__default(grad, self, from_, to, generator, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2881
+    # inplace, spec line 3297
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5512,7 +5512,7 @@ def uniform__default(grad, self, from_, to, generator, result):
 
 def normal__default(grad, self, mean, std, generator, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2885
+    # inplace, spec line 3304
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5520,7 +5520,7 @@ def normal__default(grad, self, mean, std, generator, result):
 
 def exponential__default(grad, self, lambd, generator, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2889
+    # inplace, spec line 3311
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5528,7 +5528,7 @@ def exponential__default(grad, self, lambd, generator, result):
 
 def cauchy__default(grad, self, median, sigma, generator, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2893
+    # inplace, spec line 3318
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5536,7 +5536,7 @@ def cauchy__default(grad, self, median, sigma, generator, result):
 
 def log_normal__default(grad, self, mean, std, generator, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2897
+    # inplace, spec line 3322
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5544,7 +5544,7 @@ def log_normal__default(grad, self, mean, std, generator, result):
 
 def geometric__default(grad, self, p, generator, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2901
+    # inplace, spec line 3326
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5552,7 +5552,7 @@ def geometric__default(grad, self, p, generator, result):
 
 def random__default(grad, self, generator, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2906
+    # inplace, spec line 3331
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5560,7 +5560,7 @@ def random__default(grad, self, generator, result):
 
 def random__from(grad, self, from_, to, generator, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2910
+    # inplace, spec line 3335
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5568,7 +5568,7 @@ def random__from(grad, self, from_, to, generator, result):
 
 def random__to(grad, self, to, generator, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2915
+    # inplace, spec line 3340
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5576,7 +5576,7 @@ def random__to(grad, self, to, generator, result):
 
 def bernoulli__float(grad, self, p, generator, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 2920
+    # inplace, spec line 3345
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
     return (self_grad,)
@@ -5600,7 +5600,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 2930
+    # functional, spec line 3358
     # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups)
     grad_output_grad, input_grad, weight_grad = convolution_backward_grads(
         grads[0],
@@ -5632,7 +5632,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2940
+    # functional, spec line 3369
     # grad_output: torch.ops.aten.avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool2d(
         grad,
@@ -5659,7 +5659,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 2949
+    # functional, spec line 3378
     # grad_output: torch.ops.aten.avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     grad_output_grad = torch.ops.aten.avg_pool3d(
         grad,
@@ -5675,7 +5675,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2958
+    # functional, spec line 3387
     # grad_output: torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool2d(grad, grad_output.shape[-2:])
     return (grad_output_grad,)
@@ -5683,7 +5683,7 @@ def _adaptive_avg_pool2d_backward_default(grad, grad_output, self, result):
 
 def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2966
+    # functional, spec line 3395
     # grad_output: torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     grad_output_grad = torch.ops.aten._adaptive_avg_pool3d(grad, grad_output.shape[-3:])
     return (grad_output_grad,)
@@ -5691,7 +5691,7 @@ def _adaptive_avg_pool3d_backward_default(grad, grad_output, self, result):
 
 def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2976
+    # functional, spec line 3405
     # grad_output: grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-2).gather(-1, indices.flatten(-2)).reshape(indices.shape)
@@ -5701,7 +5701,7 @@ def adaptive_max_pool2d_backward_default(grad, grad_output, self, indices, resul
 
 def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, result):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 2984
+    # functional, spec line 3414
     # grad_output: grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
     grad_output_grad = (
         grad.flatten(-3).gather(-1, indices.flatten(-3)).reshape(indices.shape)
@@ -5711,7 +5711,7 @@ def adaptive_max_pool3d_backward_default(grad, grad_output, self, indices, resul
 
 def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 2994
+    # functional, spec line 3425
     # grad_output: torch.ops.aten.reflection_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5719,7 +5719,7 @@ def reflection_pad1d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3002
+    # functional, spec line 3433
     # grad_output: torch.ops.aten.reflection_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5727,7 +5727,7 @@ def reflection_pad2d_backward_default(grad, grad_output, self, padding, result):
 
 def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3010
+    # functional, spec line 3441
     # grad_output: torch.ops.aten.reflection_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.reflection_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5735,7 +5735,7 @@ def reflection_pad3d_backward_default(grad, grad_output, self, padding, result):
 
 def replication_pad1d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 3018
+    # functional, spec line 3449
     # grad_output: torch.ops.aten.replication_pad1d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad1d(grad, padding)
     return (grad_output_grad,)
@@ -5743,7 +5743,7 @@ def replication_pad1d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad2d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3026
+    # functional, spec line 3457
     # grad_output: torch.ops.aten.replication_pad2d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad2d(grad, padding)
     return (grad_output_grad,)
@@ -5751,7 +5751,7 @@ def replication_pad2d_backward_default(grad, grad_output, self, padding, result)
 
 def replication_pad3d_backward_default(grad, grad_output, self, padding, result):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3034
+    # functional, spec line 3465
     # grad_output: torch.ops.aten.replication_pad3d(grad, padding)
     grad_output_grad = torch.ops.aten.replication_pad3d(grad, padding)
     return (grad_output_grad,)
@@ -5761,7 +5761,7 @@ def upsample_nearest1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3044
+    # functional, spec line 3475
     # grad_output: torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten.upsample_nearest1d(grad, output_size, scales)
     return (grad_output_grad,)
@@ -5771,7 +5771,7 @@ def upsample_nearest2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3051
+    # functional, spec line 3482
     # grad_output: torch.ops.aten.upsample_nearest2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest2d(
         grad, output_size, scales_h, scales_w
@@ -5783,7 +5783,7 @@ def upsample_nearest3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3058
+    # functional, spec line 3489
     # grad_output: torch.ops.aten.upsample_nearest3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_nearest3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5795,7 +5795,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad, grad_output, output_size, input_size, scales, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3065
+    # functional, spec line 3496
     # grad_output: torch.ops.aten._upsample_nearest_exact1d(grad, output_size, scales)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact1d(
         grad, output_size, scales
@@ -5807,7 +5807,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad, grad_output, output_size, input_size, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3072
+    # functional, spec line 3503
     # grad_output: torch.ops.aten._upsample_nearest_exact2d(grad, output_size, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact2d(
         grad, output_size, scales_h, scales_w
@@ -5819,7 +5819,7 @@ def _upsample_nearest_exact3d_backward_default(
     grad, grad_output, output_size, input_size, scales_d, scales_h, scales_w, result
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3079
+    # functional, spec line 3510
     # grad_output: torch.ops.aten._upsample_nearest_exact3d(grad, output_size, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten._upsample_nearest_exact3d(
         grad, output_size, scales_d, scales_h, scales_w
@@ -5831,7 +5831,7 @@ def upsample_linear1d_backward_default(
     grad, grad_output, output_size, input_size, align_corners, scales, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3086
+    # functional, spec line 3517
     # grad_output: torch.ops.aten.upsample_linear1d(grad, output_size, align_corners, scales)
     grad_output_grad = torch.ops.aten.upsample_linear1d(
         grad, output_size, align_corners, scales
@@ -5850,7 +5850,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3094
+    # functional, spec line 3525
     # grad_output: torch.ops.aten.upsample_bilinear2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bilinear2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5869,7 +5869,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3102
+    # functional, spec line 3534
     # grad_output: torch.ops.aten.upsample_bicubic2d(grad, output_size, align_corners, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_bicubic2d(
         grad, output_size, align_corners, scales_h, scales_w
@@ -5889,7 +5889,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3110
+    # functional, spec line 3542
     # grad_output: torch.ops.aten.upsample_trilinear3d(grad, output_size, align_corners, scales_d, scales_h, scales_w)
     grad_output_grad = torch.ops.aten.upsample_trilinear3d(
         grad, output_size, align_corners, scales_d, scales_h, scales_w
@@ -5901,7 +5901,7 @@ def diagonal_backward_default(
     grad, grad_output, input_sizes, offset, dim1, dim2, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3120
+    # functional, spec line 3552
     # grad_output: grad.diagonal(offset, dim1, dim2)
     grad_output_grad = grad.diagonal(offset, dim1, dim2)
     return (grad_output_grad,)
@@ -5911,7 +5911,7 @@ def embedding_dense_backward_default(
     grad, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, result
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3128
+    # functional, spec line 3560
     # grad_output: embedding_dense_backward_grad(grad, indices, padding_idx, scale_grad_by_freq)
     grad_output_grad = embedding_dense_backward_grad(
         grad, indices, padding_idx, scale_grad_by_freq
@@ -5934,7 +5934,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3143
+    # functional, spec line 3577
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
@@ -5968,7 +5968,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3155
+    # functional, spec line 3589
     # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],

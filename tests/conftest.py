@@ -1,5 +1,5 @@
 import sys
 from pathlib import Path
 
-# Test helpers (samples, harness) are plain modules beside the tests.
+# Test helpers (kernel_harness, leaks, ...) are plain modules beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))

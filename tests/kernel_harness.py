@@ -1,62 +1,66 @@
-"""Calls generated kernels and the same ops under native PyTorch AD, for comparison."""
+"""Calls generated kernels and the same ops under native PyTorch AD, for comparison.
+
+The inputs are the spec's: each kernel runs on the cases `dualgen validate` draws
+from its entry's `sample:` lines (the same values, seeded by kernel name), in
+float64 and complex128, wherever torch runs the op on them.
+"""
 
 from __future__ import annotations
 
+import functools
 import itertools
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
-from samples import Sample, T
 
-FLOATING = (torch.float64, torch.complex128)
+from dualgen.generated.registry import KERNELS
+from dualgen.tools.cli import checked_spec
+from dualgen.tools.inputs import Case, cases_for
+from dualgen.tools.validate import DTYPES, kernels_by_entry, samples_of, seed_of
 
-
-def make(value, dtype: torch.dtype, gen: torch.Generator):
-    """Materialise the `T` placeholders of a sample in `dtype`."""
-    if isinstance(value, list):
-        return [make(v, dtype, gen) for v in value]
-    if not isinstance(value, T):
-        return value
-    if value.dtype is torch.bool:
-        return torch.rand(value.shape, generator=gen) > 0.5
-    real = torch.float64
-    if value.domain == "distinct":
-        n = max(1, int(torch.tensor(value.shape).prod().item()) if value.shape else 1)
-        x = (torch.randperm(n, generator=gen).to(real) - n / 2) * 0.1 + 0.05
-        x = x[: max(n, 0)].reshape(value.shape) if value.shape else x[0]
-    else:
-        x = torch.randn(value.shape, generator=gen, dtype=real)
-    if value.domain == "positive":
-        x = x.abs() + 0.5
-    elif value.domain == "unit":
-        x = torch.rand(value.shape, generator=gen, dtype=real) * 1.6 - 0.8
-    elif value.domain == "nonzero":
-        x = x.sign() * (x.abs() + 0.1)
-    elif value.domain == "prob":
-        x = torch.rand(value.shape, generator=gen, dtype=real) * 0.9 + 0.05
-    elif value.domain == "above_one":
-        x = torch.rand(value.shape, generator=gen, dtype=real) + 1.2
-    if dtype.is_complex:
-        imag = torch.randn(value.shape, generator=gen, dtype=real) * (
-            0.3 if value.domain != "any" else 1.0
-        )
-        return torch.complex(x, imag)
-    return x.to(dtype)
+SPEC_PATH = Path(__file__).resolve().parents[1] / "derivatives.yaml"
 
 
-def bind(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> dict:
-    """Argument name -> value, with defaults filled in, in schema order."""
-    values = {}
-    schema_args = op._schema.arguments
-    for i, arg in enumerate(schema_args):
-        if i < len(args) and not arg.kwarg_only:
-            values[arg.name] = args[i]
-        elif arg.name in kwargs:
-            values[arg.name] = kwargs[arg.name]
-        elif arg.has_default_value():
-            values[arg.name] = arg.default_value
-        else:
-            raise AssertionError(f"sample for {op} lacks argument {arg.name}")
-    return values
+@dataclass(frozen=True)
+class KernelCase:
+    op: torch._ops.OpOverload
+    info: object  # KernelInfo
+    case: Case
+    dtype: torch.dtype
+
+    @property
+    def id(self) -> str:
+        label = self.case.label.replace("sample ", "s").replace(", ", "-")
+        return f"{self.info.name}-{label}-{str(self.dtype).removeprefix('torch.')}"
+
+    def values(self) -> dict:
+        """A fresh copy of the case's arguments, by name: kernels may write them."""
+        return {k: clone_tree(v) for k, v in self.case.values.items()}
+
+
+@functools.cache
+def spec_cases() -> tuple[tuple[KernelCase, ...], dict[str, tuple[str, ...]]]:
+    """Every (kernel, case, dtype) torch runs the op on, and by kernel why torch
+    refused the others (0-d or empty inputs to a matrix op, complex to a real op,
+    a broadcast the in-place variant cannot write)."""
+    spec, _ = checked_spec(SPEC_PATH)
+    runnable, refused = [], {}
+    for entry, op, info in kernels_by_entry(spec, KERNELS):
+        for dtype in DTYPES:
+            for case in cases_for(op, samples_of(spec, entry), dtype, seed_of(info)):
+                kernel_case = KernelCase(op, info, case, dtype)
+                try:
+                    with torch.random.fork_rng(devices=[]):
+                        call(op, kernel_case.values())
+                except Exception as exc:  # noqa: BLE001 - torch refuses this case
+                    reason = str(exc).strip().splitlines()[0][:120] if str(exc) else ""
+                    refused.setdefault(info.name, []).append(
+                        f"{kernel_case.id}: {type(exc).__name__}: {reason}"
+                    )
+                    continue
+                runnable.append(kernel_case)
+    return tuple(runnable), {k: tuple(v) for k, v in refused.items()}
 
 
 def call(op, values: dict):
@@ -90,6 +94,19 @@ def random_like(value, gen: torch.Generator):
     return torch.randn(value.shape, generator=gen, dtype=value.dtype)
 
 
+def tangents_for(kernel_case: KernelCase, values: dict, names, seed: int) -> dict:
+    """A random tangent for each of `names`; Hermitian for an argument the op sees
+    as (A + A^H)/2 (spd, hermitian samples), so it stays in the op's domain."""
+    gen = torch.Generator().manual_seed(seed)
+    tangents = {}
+    for name in names:
+        tangent = random_like(values[name], gen)
+        if name in kernel_case.case.symmetric and tangent.dim() >= 2:
+            tangent = (tangent + tangent.mH) / 2
+        tangents[name] = tangent
+    return tangents
+
+
 def zeros_like_tree(value):
     if isinstance(value, list):
         return [torch.zeros_like(v) for v in value]
@@ -114,10 +131,3 @@ def outputs_of(op, out) -> tuple:
 
 def as_tuple(out) -> tuple:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
-
-
-def sample_values(op, sample: Sample, dtype: torch.dtype, seed: int) -> dict:
-    gen = torch.Generator().manual_seed(seed)
-    args = make(list(sample.args), dtype, gen)
-    kwargs = {k: make(v, dtype, gen) for k, v in sample.kwargs}
-    return bind(op, tuple(args), kwargs)

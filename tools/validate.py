@@ -87,6 +87,23 @@ def kernels_by_entry(
     return rows
 
 
+def samples_of(spec: Spec, entry: Entry) -> tuple:
+    """The samples an entry's kernels run on: its own, else (an in-place entry
+    without formulas) those of the entry it takes its formulas from. The one
+    source of inputs for `dualgen validate` and the kernel tests."""
+    if entry.samples or not entry.inherits_from:
+        return entry.samples
+    source = next(
+        (e for e in spec.entries if e.schema.full_name == entry.inherits_from), None
+    )
+    return source.samples if source is not None else ()
+
+
+def seed_of(info) -> int:
+    """The seed a kernel's samples are drawn with: the same inputs in every run."""
+    return zlib.crc32(info.name.encode())
+
+
 def describe_formulas(entry: Entry, info) -> str:
     parts = []
     if info.derived_from and info.derived_from != info.name:
@@ -254,7 +271,7 @@ def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
         formulas=describe_formulas(entry, info),
         spec_line=info.spec_line,
     )
-    seed = zlib.crc32(info.name.encode())
+    seed = seed_of(info)
     differentiable = False
     for dtype in DTYPES:
         dtype_name = str(dtype).removeprefix("torch.")
@@ -324,7 +341,6 @@ def validate(
 
     from dualgen.rules import using_kernels
 
-    entries = {e.schema.full_name: e for e in spec.entries}
     rows = [
         row
         for row in kernels_by_entry(spec, kernels)
@@ -344,9 +360,7 @@ def validate(
     with using_kernels(kernels):
         for entry, op, info in bar:
             bar.set_postfix_str(info.name)
-            # An in-place entry without formulas takes its samples with them.
-            source = entries.get(entry.inherits_from or "")
-            samples = entry.samples or (source.samples if source is not None else ())
+            samples = samples_of(spec, entry)
             reports.append(_validate_in_empty_cwd(entry, op, info, samples))
     return reports
 

@@ -1,11 +1,15 @@
-"""Every generated kernel against native PyTorch.
+"""Every generated kernel against native PyTorch, on the spec's samples.
 
-JVP kernels equal `torch.func.jvp` of the same op for every combination of present
-tangents (so each zero-specialised branch runs); VJP kernels equal
-`torch.autograd.grad`. float64 always, complex128 where the op supports it.
+Each kernel runs on the cases `dualgen validate` draws from its entry's `sample:`
+lines (kernel_harness.spec_cases): JVP kernels equal `torch.func.jvp` of the same
+op for every combination of present tangents (so each zero-specialised branch
+runs); VJP kernels equal `torch.autograd.grad`. float64 and complex128, wherever
+torch runs the op.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -16,11 +20,12 @@ from kernel_harness import (
     is_differentiable_value,
     outputs_of,
     random_like,
-    sample_values,
+    spec_cases,
     subsets,
+    tangents_for,
     zeros_like_tree,
 )
-from samples import DIFFERS_FROM_NATIVE, NATIVE_WRONG, samples_for
+from native_differences import native_difference
 
 from dualgen.generated.registry import KERNELS
 from dualgen.tools.sandbox_dir import empty_cwd
@@ -35,43 +40,88 @@ def _writes_no_files():
 
 
 def _cases(check: str) -> list:
-    """Every (kernel, sample, dtype); a strict xfail where native is wrong or has
-    no rule (samples.NATIVE_WRONG) or where dualgen differs on purpose
-    (samples.DIFFERS_FROM_NATIVE): `dualgen validate` checks those against finite
-    differences."""
+    """Every runnable (kernel, case, dtype); a strict xfail where native is wrong
+    or has no rule or where dualgen differs on purpose (native_differences):
+    `dualgen validate` checks those against finite differences."""
     cases = []
-    for op, info in KERNELS.items():
-        wrong = NATIVE_WRONG.get((info.name, check))
-        differs = DIFFERS_FROM_NATIVE.get((info.name, check))
-        marks = ()
-        if wrong:
-            marks = pytest.mark.xfail(strict=True, reason=wrong)
-        elif differs:
-            marks = pytest.mark.xfail(strict=True, reason=differs)
-        for i, sample in enumerate(samples_for(info.name, info.derived_from)):
-            for dtype in (torch.float64, torch.complex128):
-                if not (sample.complex_ok if dtype.is_complex else sample.real_ok):
-                    continue
-                cases.append(
-                    pytest.param(
-                        op,
-                        info,
-                        sample,
-                        dtype,
-                        id=f"{info.name}-{i}-{str(dtype)[6:]}",
-                        marks=marks,
-                    )
-                )
+    runnable, _ = spec_cases()
+    for kernel_case in runnable:
+        case = kernel_case.case
+        reason = native_difference(
+            kernel_case.info.name, check, case.values, kernel_case.dtype
+        )
+        if reason and not _has_input(kernel_case):
+            continue  # empty inputs: nothing to compare where native differs
+        if check == "vjp" and not (
+            _diff_inputs(kernel_case.info, case.values)
+            and kernel_case.info.differentiable_outputs
+        ):
+            continue  # no gradient to compare (the JVP test checks no tangent)
+        marks = pytest.mark.xfail(strict=True, reason=reason) if reason else ()
+        cases.append(pytest.param(kernel_case, id=kernel_case.id, marks=marks))
     return cases
 
 
-def test_every_kernel_has_samples():
-    missing = [
-        info.name
+def test_every_kernel_runs_on_some_sample():
+    """A kernel whose samples torch refuses is tested on nothing."""
+    runnable, refused = spec_cases()
+    tested = {c.info.name for c in runnable if _has_input(c)}
+    missing = {
+        info.name: refused.get(info.name, ())[:2]
         for info in KERNELS.values()
-        if not samples_for(info.name, info.derived_from)
+        if info.name not in tested
+    }
+    assert not missing, (
+        "torch runs none of these kernels' samples with an element; give the entry "
+        f"(derivatives.yaml) a `sample:` torch accepts: {missing}"
+    )
+
+
+def _has_input(kernel_case) -> bool:
+    """True unless every tensor of the case is empty (shapes, not values)."""
+    tensors = [
+        v
+        for value in kernel_case.case.values.values()
+        for v in (value if isinstance(value, list) else [value])
+        if isinstance(v, torch.Tensor)
     ]
-    assert not missing, f"add samples in tests/samples.py for: {missing}"
+    return not tensors or any(t.numel() for t in tensors)
+
+
+# What native raises where it has no rule, or refuses the dtype or the question:
+# nothing to compare with. `dualgen validate` checks these kernels against finite
+# differences in float64 and complex128.
+_NATIVE_REFUSALS = (
+    (NotImplementedError, "native has no rule"),
+    (
+        RuntimeError,
+        "does not support automatic differentiation for outputs with complex",
+    ),
+    (RuntimeError, "is not implemented"),
+    (RuntimeError, "ill-defined"),  # a gradient that depends on a phase (svd, eig)
+)
+
+
+@contextlib.contextmanager
+def _native_refusal_is_xfail():
+    try:
+        yield
+    except (NotImplementedError, RuntimeError) as exc:
+        for kind, text in _NATIVE_REFUSALS:
+            if isinstance(exc, kind) and (
+                kind is NotImplementedError or text in str(exc)
+            ):
+                pytest.xfail(f"native refuses: {str(exc).splitlines()[0]}")
+        raise
+
+
+@contextlib.contextmanager
+def _same_draws():
+    """The same random numbers for native's call and ours (dropout's mask), and
+    the global generator left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        yield
 
 
 def _diff_inputs(info, values) -> list[str]:
@@ -90,7 +140,7 @@ def _run_native(op, info, values, diff, tangents):
         return tuple(
             out[i]
             for i, o in enumerate(info.outputs)
-            if o in info.differentiable_outputs
+            if o in info.differentiable_outputs and out[i] is not None
         )
 
     primals = tuple(values[n] for n in diff)
@@ -104,8 +154,9 @@ def _assert_tangent(got, expected, result, where):
             _assert_tangent(None if got is None else got[i], e, r, f"{where}[{i}]")
         return
     if got is None:
+        # A NaN output (the mean of nothing) has no tangent to speak of.
         torch.testing.assert_close(
-            expected,
+            expected.masked_fill(result.isnan(), 0),
             torch.zeros_like(expected),
             msg=lambda m: f"{where}: kernel gave no tangent\n{m}",
         )
@@ -116,24 +167,15 @@ def _assert_tangent(got, expected, result, where):
     assert (
         got.dtype == expected.dtype
     ), f"{where}: tangent dtype {got.dtype}, torch.func.jvp gives {expected.dtype}"
-    torch.testing.assert_close(got, expected, msg=lambda m: f"{where}\n{m}")
+    torch.testing.assert_close(
+        got, expected, equal_nan=True, msg=lambda m: f"{where}\n{m}"
+    )
 
 
-def _values_or_skip(op, info, sample, dtype):
-    """The sample's values; complex samples of ops torch refuses for complex are skipped."""
-    values = sample_values(op, sample, dtype, seed=0)
-    if dtype.is_complex or info.derived_from is not None:
-        try:
-            call(op, {k: clone_tree(v) for k, v in values.items()})
-        except RuntimeError as exc:
-            # complex, or a broadcasting sample of the functional op that cannot run in place
-            pytest.skip(f"torch does not run {info.name} on this sample: {exc}")
-    return values
-
-
-@pytest.mark.parametrize("op, info, sample, dtype", _cases("jvp"))
-def test_jvp_kernel_matches_torch_func_jvp(op, info, sample, dtype):
-    values = _values_or_skip(op, info, sample, dtype)
+@pytest.mark.parametrize("kernel_case", _cases("jvp"))
+def test_jvp_kernel_matches_torch_func_jvp(kernel_case):
+    op, info, dtype = kernel_case.op, kernel_case.info, kernel_case.dtype
+    values = kernel_case.values()
     diff = _diff_inputs(info, values)
     if not diff:
         outputs = outputs_of(op, call(op, dict(values)))
@@ -142,18 +184,19 @@ def test_jvp_kernel_matches_torch_func_jvp(op, info, sample, dtype):
         got = as_tuple(info.jvp(*primals, *tangents, *outputs))
         assert all(g is None for g in got), f"{info.name}: tangent out of no tangent in"
         return
-    gen = torch.Generator().manual_seed(1)
-    full = {n: random_like(values[n], gen) for n in diff}
+    full = tangents_for(kernel_case, values, diff, seed=1)
     inplace = info.kind == "inplace"
     for present in subsets(diff):
         tangents = {
             n: full[n] if n in present else zeros_like_tree(values[n]) for n in diff
         }
-        _, expected = _run_native(op, info, values, diff, tangents)
+        with _native_refusal_is_xfail(), _same_draws():
+            _, expected = _run_native(op, info, values, diff, tangents)
         call_values = dict(values)
         if inplace:
             call_values["self"] = values["self"].clone()
-        outputs = outputs_of(op, call(op, call_values))
+        with _same_draws():
+            outputs = outputs_of(op, call(op, call_values))
         primals = [values[a.name] for a in op._schema.arguments]
         tangent_args = []
         for name in info.differentiable_inputs:
@@ -161,10 +204,9 @@ def test_jvp_kernel_matches_torch_func_jvp(op, info, sample, dtype):
         got = outputs_of(op, info.jvp(*primals, *tangent_args, *outputs))
         expected_iter = iter(expected)
         for i, name in enumerate(info.outputs):
-            if name not in info.differentiable_outputs:
-                assert (
-                    got[i] is None
-                ), f"{info.name}: non-differentiable output {name} got a tangent"
+            if name not in info.differentiable_outputs or outputs[i] is None:
+                # not differentiable, or not computed (output_mask)
+                assert got[i] is None, f"{info.name}: output {name} got a tangent"
                 continue
             where = f"{info.name} {dtype} tangents of {list(present)}, output {name}"
             _assert_tangent(got[i], next(expected_iter), outputs[i], where)
@@ -190,18 +232,18 @@ def _flat(tree):
     return [x for item in tree for x in (item if isinstance(item, list) else [item])]
 
 
-@pytest.mark.parametrize("op, info, sample, dtype", _cases("vjp"))
-def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
-    values = _values_or_skip(op, info, sample, dtype)
+@pytest.mark.parametrize("kernel_case", _cases("vjp"))
+def test_vjp_kernel_matches_autograd(kernel_case):
+    op, info, dtype = kernel_case.op, kernel_case.info, kernel_case.dtype
+    values = kernel_case.values()
     diff = _diff_inputs(info, values)
-    if not diff or not info.differentiable_outputs:
-        pytest.skip("nothing differentiable")
     leaves, inputs = _leaves(values, diff)
     if info.kind == "inplace":
         inputs["self"] = (
             leaves["self"].clone() if "self" in leaves else values["self"].clone()
         )
-    outputs = outputs_of(op, call(op, inputs))
+    with _native_refusal_is_xfail():  # requires_grad inputs: native may refuse
+        outputs = outputs_of(op, call(op, inputs))
     gen = torch.Generator().manual_seed(2)
     grads = [
         (
@@ -213,12 +255,13 @@ def test_vjp_kernel_matches_autograd(op, info, sample, dtype):
     ]
     pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
     flat_leaves = _flat([leaves[n] for n in diff])
-    expected = torch.autograd.grad(
-        _flat([o for o, _ in pairs]),
-        flat_leaves,
-        _flat([g for _, g in pairs]),
-        allow_unused=True,
-    )
+    with _native_refusal_is_xfail():
+        expected = torch.autograd.grad(
+            _flat([o for o, _ in pairs]),
+            flat_leaves,
+            _flat([g for _, g in pairs]),
+            allow_unused=True,
+        )
     detached = tuple(
         (
             [x.detach() for x in o]

@@ -9,8 +9,7 @@ twice. Each case runs from the same seed (a) plain and (b) under
 (autograd tracking) and once without, and compares bitwise (NaN-aware).
 
 1. Every generated kernel whose schema writes an argument, or that draws random
-   numbers, on the kernel tests' samples (tests/samples.py; `_EXTRA_SAMPLES` adds
-   the samples that reach the side effect those avoid).
+   numbers, on its spec samples (the kernel tests' cases, kernel_harness.spec_cases).
 2. `torch.nn` modules with buffers or random draws, in train and eval mode, with
    parameters requiring grad or detached, the tangent on the input; and through
    `torch.func.functional_call` with tangents on the parameters.
@@ -28,12 +27,10 @@ import torch
 import torch.autograd.forward_ad as native_fwAD
 from kernel_harness import (
     call,
-    clone_tree,
     is_differentiable_value,
     random_like,
-    sample_values,
+    spec_cases,
 )
-from samples import S, T, samples_for
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -144,21 +141,6 @@ _HIDDEN_WRITES = {
     "training, but its schema declares no write",
 }
 
-# The kernel tests' samples avoid some side effects (they need outputs native can
-# reproduce): these reach them.
-_EXTRA_SAMPLES = {
-    "native_batch_norm": [
-        S(T(3, 2, 4), T(2), T(2), T(2), T(2, domain="positive"), True, 0.1, 1e-5)
-    ],
-    "native_dropout": [S(T(3, 4), 0.5, True)],
-    "rrelu_with_noise": [
-        S(T(3, 4, domain="nonzero"), T(3, 4), 0.1, 0.3, True, complex_ok=False)
-    ],
-    "rrelu_with_noise_": [
-        S(T(3, 4, domain="nonzero"), T(3, 4), 0.1, 0.3, True, complex_ok=False)
-    ],
-}
-
 
 def _selected() -> list:
     """(op, info, why) for every kernel with a side effect."""
@@ -201,13 +183,8 @@ class _Effects:
     rng: torch.Tensor
 
 
-def _values(op, sample, dtype) -> dict:
-    # Copies: samples may hold literal tensors, which in-place ops would change.
-    return {k: clone_tree(v) for k, v in sample_values(op, sample, dtype, 0).items()}
-
-
-def _run_op(op, info, sample, dtype, track: bool, dual: bool) -> _Effects:
-    values = _values(op, sample, dtype)
+def _run_op(op, info, kernel_case, track: bool, dual: bool) -> _Effects:
+    values = kernel_case.values()
     diff = _differentiable(info, values)
     gen = torch.Generator().manual_seed(1)
     tangents = {n: random_like(values[n], gen) for n in diff}
@@ -240,47 +217,40 @@ def _run_op(op, info, sample, dtype, track: bool, dual: bool) -> _Effects:
     return _Effects(arguments, _snapshot(out), rng)
 
 
-def _runs(op, info, sample, dtype, track) -> str | None:
-    """None if the op runs plainly on the sample, else why not."""
+def _runs(op, info, kernel_case, track) -> str | None:
+    """None if the op runs plainly on the case, else why not."""
     try:
         with torch.random.fork_rng(devices=[]):
-            _run_op(op, info, sample, dtype, track, dual=False)
-    except Exception as exc:  # noqa: BLE001 - any refusal means: not this sample
+            _run_op(op, info, kernel_case, track, dual=False)
+    except Exception as exc:  # noqa: BLE001 - any refusal means: not this case
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
     return None
 
 
 def _op_cases():
     cases, refused = [], {}
-    for op, info, why in _selected():
-        samples = samples_for(info.name, info.derived_from) + _EXTRA_SAMPLES.get(
-            info.name, []
-        )
-        for i, sample in enumerate(samples):
-            dtypes = [DTYPE] + ([torch.complex128] if sample.complex_ok else [])
-            for dtype in dtypes:
-                values = _values(op, sample, dtype)
-                # With nothing differentiable, requiring grad changes nothing.
-                tracks = (True, False) if _differentiable(info, values) else (False,)
-                for track in tracks:
-                    reason = _runs(op, info, sample, dtype, track)
-                    if reason is not None:
-                        refused.setdefault(info.name, []).append(
-                            (i, dtype, track, reason)
-                        )
-                        continue
-                    grad = "grad" if track else "nograd"
-                    cases.append(
-                        pytest.param(
-                            op,
-                            info,
-                            sample,
-                            dtype,
-                            track,
-                            why,
-                            id=f"{info.name}-{i}-{str(dtype)[6:]}-{grad}",
-                        )
-                    )
+    selected = {info.name: why for _, info, why in _selected()}
+    runnable, _ = spec_cases()
+    for kernel_case in runnable:
+        op, info = kernel_case.op, kernel_case.info
+        why = selected.get(info.name)
+        if why is None:
+            continue
+        # With nothing differentiable, requiring grad changes nothing.
+        differentiable = _differentiable(info, kernel_case.case.values)
+        for track in (True, False) if differentiable else (False,):
+            reason = _runs(op, info, kernel_case, track)
+            if reason is not None:
+                refused.setdefault(info.name, []).append(
+                    (kernel_case.id, track, reason)
+                )
+                continue
+            grad = "grad" if track else "nograd"
+            cases.append(
+                pytest.param(
+                    op, info, kernel_case, track, why, id=f"{kernel_case.id}-{grad}"
+                )
+            )
     return cases, refused
 
 
@@ -288,26 +258,23 @@ _OP_CASES, _REFUSED = _op_cases()
 
 
 def test_every_op_with_a_side_effect_is_covered():
-    """Each selected op runs on some sample, tracked and untracked (the samples
-    torch refuses are in `_REFUSED`: broadcasting in place, complex)."""
+    """Each selected op runs on some case, tracked and untracked (the cases
+    torch refuses are in `_REFUSED`)."""
     covered: dict[str, set] = {}
     for case in _OP_CASES:
-        _, info, _, _, track, _ = case.values
+        _, info, _, track, _ = case.values
         covered.setdefault(info.name, set()).add(track)
+    runnable, _ = spec_cases()
     missing = []
     for op, info, _ in _selected():
-        values = [
-            _values(op, s, DTYPE)
-            for s in samples_for(info.name, info.derived_from)
-            + _EXTRA_SAMPLES.get(info.name, [])
-        ]
+        values = [c.case.values for c in runnable if c.info.name == info.name]
         wanted = {False} | (
             {True} if any(_differentiable(info, v) for v in values) else set()
         )
         lacking = wanted - covered.get(info.name, set())
         if lacking:
             missing.append((info.name, sorted(lacking), _REFUSED.get(info.name)))
-    assert not missing, f"no runnable sample (tracked?) for: {missing}"
+    assert not missing, f"no runnable case (tracked?) for: {missing}"
 
 
 def test_selection_includes_the_known_side_effects():
@@ -324,10 +291,10 @@ def test_selection_includes_the_known_side_effects():
         assert name in names
 
 
-@pytest.mark.parametrize("op, info, sample, dtype, track, why", _OP_CASES)
-def test_op_runs_once(op, info, sample, dtype, track, why):
-    plain = _run_op(op, info, sample, dtype, track, dual=False)
-    dual = _run_op(op, info, sample, dtype, track, dual=True)
+@pytest.mark.parametrize("op, info, kernel_case, track, why", _OP_CASES)
+def test_op_runs_once(op, info, kernel_case, track, why):
+    plain = _run_op(op, info, kernel_case, track, dual=False)
+    dual = _run_op(op, info, kernel_case, track, dual=True)
     where = f"{info.name} ({why}), {'tracked' if track else 'untracked'}"
     written = _written(op)
     # Written arguments first, so a failure names what was written twice.

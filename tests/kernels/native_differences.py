@@ -1,0 +1,164 @@
+"""Where the kernel tests cannot take native PyTorch as the oracle.
+
+Keys are (kernel, "jvp" or "vjp"); the value is the reason, for every case of the
+kernel, or `OnCases` for the cases it names. Each such comparison is a strict
+xfail, and `dualgen validate` checks the kernel against finite differences
+instead. (Where native raises that it has no rule or refuses a dtype, the kernel
+tests xfail at run time; see test_kernels._NATIVE_REFUSALS.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class OnCases:
+    reason: str
+    # (the case's values by argument name, its dtype) -> whether native is wrong
+    applies: Callable[[dict, torch.dtype], bool]
+
+
+def _complex(values: dict, dtype: torch.dtype) -> bool:
+    return dtype.is_complex
+
+
+def _repeats_a_counted_index(values: dict, dtype: torch.dtype) -> bool:
+    if not values["scale_grad_by_freq"]:
+        return False
+    counted = values["indices"][values["indices"] != values["padding_idx"]]
+    return counted.unique().numel() < counted.numel()
+
+
+_SVD_VECTORS = (
+    "native's formulas read {vectors}, which {flag}=False leaves empty (INTERNAL "
+    "ASSERT); torch.linalg asks for them whenever it differentiates"
+)
+_SILU = (
+    "native's complex {what} of silu is not that of the holomorphic x sigmoid(x) "
+    "(finite differences agree with dualgen's)"
+)
+
+# Native PyTorch 2.13 is wrong or has no rule, so comparing with it fails.
+NATIVE_WRONG = {
+    ("native_dropout_backward", "jvp"): "native has no forward-AD formula for "
+    "native_dropout_backward (NotImplementedError), so forward-over-reverse of "
+    "dropout fails natively",
+    ("masked_scatter_backward", "jvp"): "native's forward formula gives a tangent "
+    "of grad_output's shape, not of `sizes` (RuntimeError: different size)",
+    ("triangular_solve", "jvp"): "native's JVP uses the whole tangent of A, not the "
+    "triangle the op reads, and dA X for dA^T X with transpose=True",
+    ("cholesky_solve", "jvp"): "native's JVP uses the whole tangent of the factor, "
+    "not the triangle the op reads",
+    ("cholesky_solve", "vjp"): "native's gradient is not confined to the triangle "
+    "the op reads",
+    ("cholesky_inverse", "jvp"): "native's JVP is wrong even for a triangular "
+    "tangent (its own backward agrees with finite differences)",
+    ("cholesky_inverse", "vjp"): "native's gradient is not confined to the "
+    "triangle the op reads",
+    ("as_strided_scatter", "vjp"): "native's gradient of self is grad inside the "
+    "scattered region and zero outside, the reverse of the derivative",
+    **{
+        (f"logical_{op}_", check): f"native's {what} though the result (0 or 1) "
+        "is piecewise constant (docs/differences.md)"
+        for op in ("and", "or", "xor", "not")
+        for check, what in (
+            ("jvp", "tangent is self's old one"),
+            ("vjp", "gradient passes grad through to self"),
+        )
+    },
+    ("norm.Scalar", "jvp"): OnCases(
+        "native's JVP gives the 0-d norm of a tensor with dims a [1, 1] tangent "
+        "(RuntimeError: a forward gradient of a different size)",
+        lambda values, dtype: values["self"].dim() > 0,
+    ),
+    **{
+        ("_linalg_svd", check): OnCases(
+            _SVD_VECTORS.format(vectors="U and Vh", flag="compute_uv"),
+            lambda values, dtype: not values["compute_uv"],
+        )
+        for check in ("jvp", "vjp")
+    },
+    **{
+        ("_linalg_eigh", check): OnCases(
+            _SVD_VECTORS.format(vectors="the eigenvectors", flag="compute_v"),
+            lambda values, dtype: not values["compute_v"],
+        )
+        for check in ("jvp", "vjp")
+    },
+    ("silu", "jvp"): OnCases(_SILU.format(what="JVP"), _complex),
+    ("silu_", "jvp"): OnCases(_SILU.format(what="JVP"), _complex),
+    ("silu_", "vjp"): OnCases(_SILU.format(what="gradient"), _complex),
+    **{
+        (kernel, "vjp"): OnCases(
+            "native's gradient of src has index's shape, not src's, when index is "
+            "smaller (RuntimeError: invalid gradient)",
+            lambda values, dtype: values["index"].shape != values["src"].shape,
+        )
+        for kernel in ("scatter.src", "scatter_.src")
+    },
+    **{
+        (kernel, "vjp"): OnCases(
+            "with reduction='mean', native's gradient of grad_output divides by the "
+            "weight total it recomputes from target and weight, not by the "
+            "total_weight passed; they agree only when total_weight is that total",
+            lambda values, dtype: values["reduction"] == 1,
+        )
+        for kernel in ("nll_loss_backward", "nll_loss2d_backward")
+    },
+    **{
+        (kernel, check): OnCases(
+            "native's complex derivative of nan_to_num zeroes both parts of a value "
+            "when one is not finite; nan_to_num replaces each part on its own",
+            lambda values, dtype: dtype.is_complex
+            and not values["self"].isfinite().all(),
+        )
+        for kernel in ("nan_to_num", "nan_to_num_")
+        for check in ("jvp", "vjp")
+    },
+    ("sum.dim_IntList", "vjp"): OnCases(
+        "native's backward of a real tensor summed to a complex dtype fails "
+        "(RuntimeError: Expected isFloatingType(grad.scalar_type()) ...)",
+        lambda values, dtype: not dtype.is_complex
+        and values["dtype"] is not None
+        and values["dtype"].is_complex,
+    ),
+    ("embedding_dense_backward", "vjp"): OnCases(
+        "native's gradient of grad_output ignores scale_grad_by_freq (it is "
+        "grad_output's rows, not divided by their index's count)",
+        _repeats_a_counted_index,
+    ),
+    **{
+        (kernel, "vjp"): OnCases(
+            "native's backward fails without a weight (RuntimeError: Expected a "
+            "proper Tensor but got None for argument 'weight')",
+            lambda values, dtype: values["weight"] is None,
+        )
+        for kernel in ("_batch_norm_no_update", "_batch_norm_with_update")
+    },
+}
+
+# Kernels that differ from native on purpose, on every case they have.
+_BUFFER = (
+    "dualgen gives log_sigmoid_forward's `buffer` (exp(-|x|)) a tangent and a "
+    "gradient, because the CPU kernel of log_sigmoid_backward reads the derivative's "
+    "size from it; native declares it non-differentiable"
+)
+DIFFERS_FROM_NATIVE = {
+    (kernel, check): _BUFFER
+    for kernel in ("log_sigmoid_forward", "log_sigmoid_backward")
+    for check in ("jvp", "vjp")
+}
+
+
+def native_difference(kernel: str, check: str, values: dict, dtype) -> str | None:
+    """Why native cannot be the oracle for this comparison, if it cannot."""
+    reason = NATIVE_WRONG.get((kernel, check)) or DIFFERS_FROM_NATIVE.get(
+        (kernel, check)
+    )
+    if isinstance(reason, OnCases):
+        return reason.reason if reason.applies(values, dtype) else None
+    return reason
