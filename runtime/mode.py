@@ -17,6 +17,8 @@ tangent, the dispatch contexts), `layout` and `dtypes` (how a tangent is stored)
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch.utils._python_dispatch import (
     TorchDispatchMode,
@@ -77,6 +79,53 @@ def tensor_arguments(args, kwargs) -> list:
     return tensors
 
 
+def importing_dynamo_lazily(cls):
+    """Class decorator for a TorchDispatchMode: its `__torch_dispatch__` imports
+    torch._dynamo only once something else has.
+
+    torch wraps a mode's `__torch_dispatch__` in `torch._disable_dynamo`, which
+    imports torch._dynamo (seconds) on the first call. Until torch._dynamo is
+    imported nothing can be compiling and no eval-frame callback is set, so that
+    wrapper only calls the function: this runs it directly until then, and from
+    the first call after it the class has torch's wrapper again. Its own frames
+    are marked for Dynamo to skip, like torch's wrapper's (in torch's files)."""
+    disabled = cls.__dict__["__torch_dispatch__"]
+    raw = getattr(disabled, "__wrapped__", None)
+    if raw is None:  # not wrapped (`_should_skip_dynamo` is False)
+        return cls
+    modules = sys.modules
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "torch._dynamo" not in modules:
+            return raw(self, func, types, args, kwargs)
+        if cls.__dict__.get("__torch_dispatch__") is __torch_dispatch__:
+            cls.__torch_dispatch__ = disabled
+        return disabled(self, func, types, args, kwargs)
+
+    __torch_dispatch__.__wrapped__ = raw
+    __torch_dispatch__.__qualname__ = raw.__qualname__
+    __torch_dispatch__.__doc__ = raw.__doc__
+    _skipped_by_dynamo(__torch_dispatch__.__code__)
+    cls.__torch_dispatch__ = __torch_dispatch__
+    return cls
+
+
+def _skipped_by_dynamo(code) -> None:
+    """`torch._dynamo.eval_frame.skip_code`, without importing torch._dynamo."""
+    eval_frame = getattr(torch._C, "_dynamo", None)
+    eval_frame = getattr(eval_frame, "eval_frame", None)
+    try:
+        eval_frame.set_code_exec_strategy(
+            code,
+            eval_frame._FrameExecStrategy(
+                eval_frame._FrameAction.SKIP, eval_frame._FrameAction.DEFAULT
+            ),
+        )
+    except AttributeError:  # a torch without it: nothing to mark
+        pass
+
+
+@importing_dynamo_lazily
 class DualMode(TorchDispatchMode):
     """Runs every aten op; computes tangents where its inputs have them."""
 

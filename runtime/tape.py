@@ -27,7 +27,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .functions import backward as functions
 from .kernel_info import KernelInfo
 from .missing import qualified_name
-from .mode import bind, native_dispatch_keys, reads_lazy_views
+from .mode import (
+    bind,
+    importing_dynamo_lazily,
+    native_dispatch_keys,
+    reads_lazy_views,
+)
 
 Node = int  # None stands for a constant (nothing to differentiate)
 
@@ -136,6 +141,7 @@ class _PutbackStep:
     view_dtype: torch.dtype
 
 
+@importing_dynamo_lazily
 class Tape(TorchDispatchMode):
     """Records aten ops; `grad(outputs, inputs, grad_outputs)` runs them backwards.
 
