@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import yaml
 
 from .errors import ErrorSink, Location
+from .stopwatch import lap
 
 # Tags the YAML resolver gives plain scalars, lists and maps; anything else was
 # written explicitly (`!!python/object`, `!foo`) and is refused.
@@ -73,7 +74,7 @@ def load_spec(data: bytes, path: str, sink: ErrorSink) -> list[RawEntry]:
         sink.report("file is not UTF-8 text", Location(path, line))
         return []
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = _compose(text)
     except yaml.reader.ReaderError as exc:
         line = text[: exc.position].count("\n") + 1
         sink.report(
@@ -110,7 +111,23 @@ def load_spec(data: bytes, path: str, sink: ErrorSink) -> list[RawEntry]:
         entry = _load_entry(item, path, sink)
         if entry is not None:
             entries.append(entry)
+    lap("load")
     return entries
+
+
+def _compose(text: str) -> yaml.Node | None:
+    """Compose with libyaml where PyYAML was built with it (about 5x faster on the
+    spec), keeping the same nodes and marks. Its error messages and offsets differ
+    from the pure-Python loader's (byte offsets, other wording), so a spec libyaml
+    refuses is composed again by the pure-Python loader, whose error is the one
+    reported."""
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is not None:
+        try:
+            return yaml.compose(text, Loader=fast)
+        except (yaml.YAMLError, RecursionError):
+            pass
+    return yaml.compose(text, Loader=yaml.SafeLoader)
 
 
 def _yaml_problem(context: str | None, problem: str | None) -> str:
