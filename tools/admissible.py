@@ -210,6 +210,49 @@ def why_not_method(name: str) -> str | None:
     )
 
 
+def binding_operator(path: str) -> str | None:
+    """The aten operator `torch.<path>` is a C binding of (`linalg.solve` ->
+    `linalg_solve`), or None: a Python function, or a binding with no namesake
+    operator."""
+    name = _aten_name(path.split("."))
+    if name is not None and _has_eager_overload(name) and _is_binding(path):
+        return name
+    return None
+
+
+def method_operator(name: str) -> str | None:
+    """The aten operator the Tensor method `name` is a C binding of, or None."""
+    method = getattr(torch.Tensor, name, None)
+    if _has_eager_overload(name) and type(method).__name__ == "method_descriptor":
+        return name
+    return None
+
+
+def dispatcher_schemas(name: str) -> list:
+    """The schemas of aten::`name`'s dispatcher overloads (those a Python
+    binding of the operator can reach)."""
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return []
+    schemas = [getattr(packet, o)._schema for o in packet.overloads()]
+    return [s for s in schemas if _in_dispatcher(s)]
+
+
+def is_c_binding(obj) -> bool:
+    """Whether `obj` is a C function (no Python signature to read)."""
+    return type(obj).__name__ in ("builtin_function_or_method", "method_descriptor")
+
+
+def in_dispatcher(schema) -> bool:
+    """Whether the schema is a dispatcher operator's (not TorchScript's)."""
+    return _in_dispatcher(schema)
+
+
+def resolve(path: str):
+    """`torch.<path>` (None where a part is missing)."""
+    return _resolve(path)
+
+
 def _is_binding(path: str) -> bool:
     """Whether `torch.<path>` is a C binding of the operator of its name. A
     Python function of that name may do more than the operator (F.embedding

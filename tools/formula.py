@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -19,7 +18,8 @@ import torch
 
 from dualgen import formulas as helper_module
 
-from . import admissible
+from . import admissible, calls
+from .suggest import closest, did_you_mean
 
 MAX_FORMULA_CHARS = 4000
 MAX_DEPTH = 150
@@ -169,8 +169,7 @@ def check_torch_path(parts: list[str]) -> None:
 
 
 def _did_you_mean(name: str, choices) -> str:
-    close = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=0.7)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return did_you_mean(closest(name, choices))
 
 
 class _Checker(ast.NodeVisitor):
@@ -275,6 +274,24 @@ class _Checker(ast.NodeVisitor):
                     f"keyword '{kw.arg}=' is not allowed in formulas (it mutates)"
                 )
             self.visit(kw.value)
+        problem = self._call_problem(node)
+        if problem is not None:
+            raise FormulaError(problem)
+
+    def _call_problem(self, node: ast.Call) -> str | None:
+        """What is wrong with the call's arity or keyword names (`calls`)."""
+        func = node.func
+        if isinstance(func, ast.Name):
+            return calls.helper_problem(getattr(helper_module, func.id), func.id, node)
+        path = dotted_path(func)
+        if path is not None and path[0] == "torch" and "torch" not in self.scope.names:
+            if path[1:3] == ["ops", "aten"]:
+                if len(path) < 4:
+                    return None
+                overload = path[4] if len(path) > 4 else None
+                return calls.aten_problem(path[3], overload, node)
+            return calls.function_problem(".".join(path[1:]), node)
+        return calls.method_problem(func.attr, node)
 
 
 def _check_positional_mutation(path: list[str], positional: int) -> None:

@@ -895,7 +895,7 @@ FORMULA_CASES = [
         # The suggestion is 'cross', where 'cos' was meant.
         "unknown_tensor_method",
         neg_bw("grad * self.coss()"),
-        [bw("Tensor has no attribute 'coss'; did you mean 'cross'?")],
+        [bw("Tensor has no attribute 'coss'; did you mean 'cos'?")],
     ),
     (
         "in_place_method",
