@@ -10,10 +10,14 @@ PYTEST_ARGS ?= -n auto
 
 install: $(STAMP)
 
+# setuptools tells every editable install of a package mapped from another
+# directory (dualgen from runtime/) to beware of folders named like the package: a
+# notice, not a problem here (there is no dualgen/ folder), silenced by its text.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	PYTHONWARNINGS="ignore:Editable installation" \
+		$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 generate: $(STAMP)
@@ -50,6 +54,8 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/generate_speed.py
+	$(PY) bench/contributor_loop.py
+	$(PY) bench/startup.py
 	$(PY) bench/runtime_speed.py
 	$(PY) bench/gradcheck_speed.py
 

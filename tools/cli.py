@@ -2,6 +2,10 @@
 
 dualgen generate [--spec PATH] [--out DIR] [--check] [-v]
 dualgen validate [--spec PATH] [--ops NAME ...] [--report PATH] [--no-progress]
+dualgen --version
+
+Run from anywhere inside a project: --spec and --out default to derivatives.yaml
+and generated/ in its root (tools/project.py). `python -m dualgen` is the same.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import SpecErrors, SpecUnreadable
+from .project import NotInProject, default_paths
 
 
 @dataclass(frozen=True)
@@ -62,19 +67,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dualgen", description="Forward-mode AD kernels for PyTorch."
     )
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate kernels from the derivatives spec")
     gen.add_argument(
         "--spec",
         type=Path,
-        default=Path("derivatives.yaml"),
-        help="spec file (default: %(default)s)",
+        help="spec file (default: derivatives.yaml in the project root)",
     )
     gen.add_argument(
         "--out",
         type=Path,
-        default=Path("generated"),
-        help="output directory (default: %(default)s)",
+        help="output directory (default: generated/ in the project root)",
     )
     gen.add_argument(
         "--check",
@@ -90,8 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument(
         "--spec",
         type=Path,
-        default=Path("derivatives.yaml"),
-        help="spec file (default: %(default)s)",
+        help="spec file (default: derivatives.yaml in the project root)",
     )
     val.add_argument(
         "--ops",
@@ -112,8 +115,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    """The installed distribution's version: the one pip and bug reports see."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"dualgen {version('dualgen')}"
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "dualgen (not installed)"
+
+
+def _with_project_paths(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill in --spec (and --out) from the project around the working directory."""
+    out = getattr(args, "out", None)
+    args.spec, out = default_paths(args.spec, out, Path.cwd())
+    if args.command == "generate":
+        args.out = out
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        args = _with_project_paths(args)
+    except NotInProject as exc:
+        print(f"dualgen: error: {exc}", file=sys.stderr)  # argparse's usage errors
+        return 2
     # What a failure leaves unchanged: generate never half-writes its output.
     after = f"; {args.out} left unchanged" if args.command == "generate" else ""
     try:
@@ -139,41 +166,75 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .write import stale_diff, write_atomically
+    from .analyse import analyse
+    from .emit import Emitter
+    from .stopwatch import running
+    from .write import format_files, read_existing, stale_diff, write_atomically
 
-    start = time.perf_counter()
-    outcome = generate_files(args.spec)
+    with running() as clock:
+        spec, ops = checked_spec(args.spec)  # laps "load" inside
+        clock.lap("build")
+        plans = analyse(spec, ops)
+        clock.lap("analyse")
+        rendered = Emitter(args.spec.name).render_all(plans)
+        clock.lap("emit")
+        # What is on disk is black's output for most chunks; --check reuses it too.
+        formatted = format_files(rendered, read_existing(args.out))
+        clock.lap("format")
+        outcome = Outcome(formatted.files, len(spec.entries), len(plans))
+        if args.check:
+            diff = stale_diff(args.out, outcome.files, source=args.spec.name)
+            clock.lap("compare")
+        else:
+            changed = write_atomically(args.out, outcome.files)
+            clock.lap("write")
+    if args.verbose:
+        print(
+            f"generated in {clock.total:.2f}s ({clock.summary()}); black ran on "
+            f"{formatted.blacked} of {formatted.chunks} chunks",
+            file=sys.stderr,
+        )
     if args.check:
-        diff = stale_diff(args.out, outcome.files)
         if diff:
             sys.stdout.write(diff)
-            print(f"{args.out} is stale: run `make generate`", file=sys.stderr)
+            sys.stdout.flush()  # the hint below is the last line on a terminal
+            print(_stale_hint(args.out), file=sys.stderr)
             return 1
         print(
             f"{args.out} is up to date ({outcome.entries} entries, {outcome.kernels} kernels)"
         )
         return 0
-    changed = write_atomically(args.out, outcome.files)
-    elapsed = time.perf_counter() - start
     state = "written" if changed else "unchanged"
     print(f"{args.out}: {state} ({outcome.entries} entries, {outcome.kernels} kernels)")
-    if args.verbose:
-        print(f"generated in {elapsed:.2f}s")
     return 0
+
+
+def _stale_hint(out: Path) -> str:
+    return (
+        f"{out.as_posix()} is stale: run `make generate` (or dualgen generate) "
+        f"to update {out.as_posix()}/"
+    )
 
 
 def _validate(args: argparse.Namespace) -> int:
     from .analyse import analyse
     from .emit import Emitter
     from .report import summary, write_reports
-    from .validate import load_kernels, missing_harness_entries, unknown_names, validate
+    from .suggest import did_you_mean
+    from .validate import (
+        load_kernels,
+        missing_harness_entries,
+        unknown_names,
+        validate,
+        with_harness_kernels,
+    )
 
     start = time.perf_counter()
     spec, ops = checked_spec(args.spec)
     files = Emitter(args.spec.name).render_all(analyse(spec, ops))
-    kernels = load_kernels(files)
+    kernels = with_harness_kernels(load_kernels(files))
     missing = missing_harness_entries(kernels)
-    if missing:
+    if missing:  # only where the installed kernels lack them too
         print(
             f"{args.spec}: error: validate needs entries for {', '.join(missing)}: "
             f"the harness itself runs them (make_dual is an alias, in-place samples "
@@ -183,8 +244,11 @@ def _validate(args: argparse.Namespace) -> int:
         return 1
     selected = set(args.ops) if args.ops else None
     unknown = unknown_names(spec, kernels, selected)
+    for name, close in unknown.items():
+        print(
+            f"no kernel or entry named '{name}'{did_you_mean(close)}", file=sys.stderr
+        )
     if unknown:
-        print(f"no kernel or entry named: {', '.join(unknown)}", file=sys.stderr)
         return 2
     reports = validate(spec, kernels, selected, progress=not args.no_progress)
     for r in reports:

@@ -24,6 +24,7 @@ import torch
 from .inputs import Case, cases_for
 from .model import Auto, Entry, OpKind, Spec
 from .sandbox_dir import FilesWritten, empty_cwd
+from .suggest import closest_op_name
 
 DTYPES = (torch.float64, torch.complex128)
 CHECKS = ("slow", "fast", "adjoint")
@@ -67,6 +68,9 @@ def load_kernels(files: dict[str, str]) -> dict:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
+        # Every module now, while its file exists: the registry imports `vjp`
+        # only when a kernel's VJP is first asked for.
+        importlib.import_module(f"{name}.vjp")
         return importlib.import_module(f"{name}.registry").KERNELS
 
 
@@ -83,7 +87,7 @@ def kernels_by_entry(
         entry = entries.get(info.name) or entries.get(info.derived_from or "")
         if entry is not None:
             rows.append((entry, op, info))
-    rows.sort(key=lambda row: (row[2].spec_line, row[2].kind != "functional"))
+    rows.sort(key=lambda row: (row[0].location.line, row[2].kind != "functional"))
     return rows
 
 
@@ -269,7 +273,7 @@ def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
         entry=entry.schema.full_name,
         kind=info.kind,
         formulas=describe_formulas(entry, info),
-        spec_line=info.spec_line,
+        spec_line=entry.location.line,
     )
     seed = seed_of(info)
     differentiable = False
@@ -314,23 +318,44 @@ def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
     return report
 
 
+# The entries every check runs through, whatever the spec: make_dual is an alias,
+# in-place samples are cloned.
+HARNESS_OPS = {
+    "alias": torch.ops.aten.alias.default,
+    "clone": torch.ops.aten.clone.default,
+}
+
+
+def with_harness_kernels(kernels: dict) -> dict:
+    """`kernels`, plus the built-in (installed) kernels of the harness's own entries
+    that the spec lacks: a spec holding only a user's entries validates as it is.
+    The spec's own alias or clone, where it has them, are the ones checked."""
+    missing = [op for op in HARNESS_OPS.values() if op not in kernels]
+    if not missing:
+        return kernels
+    from dualgen.generated.registry import KERNELS as BUILT_IN
+
+    return kernels | {op: BUILT_IN[op] for op in missing if op in BUILT_IN}
+
+
 def missing_harness_entries(kernels: dict) -> list[str]:
-    """The entries every check runs through, which the spec lacks."""
-    needed = {
-        "alias": torch.ops.aten.alias.default,
-        "clone": torch.ops.aten.clone.default,
-    }
-    return [name for name, op in needed.items() if op not in kernels]
+    """The harness's entries that `kernels` lacks."""
+    return [name for name, op in HARNESS_OPS.items() if op not in kernels]
 
 
-def unknown_names(spec: Spec, kernels: dict, selected: set[str] | None) -> list[str]:
+def unknown_names(
+    spec: Spec, kernels: dict, selected: set[str] | None
+) -> dict[str, str | None]:
+    """Each selected name that is no kernel or entry -> the known one closest to it
+    (None where none is close; of two as close, the first in the spec), in name
+    order."""
     if selected is None:
-        return []
+        return {}
     rows = kernels_by_entry(spec, kernels)
-    known = {info.name for _, _, info in rows} | {
-        e.schema.full_name for e, _, _ in rows
-    }
-    return sorted(selected - known)
+    names = (name for e, _, info in rows for name in (e.schema.full_name, info.name))
+    known = list(dict.fromkeys(names))
+    unknown = sorted(selected - set(known))
+    return {name: closest_op_name(name, known) for name in unknown}
 
 
 def validate(
@@ -379,7 +404,7 @@ def _validate_in_empty_cwd(entry: Entry, op, info, samples: tuple) -> KernelRepo
                 entry=entry.schema.full_name,
                 kind=info.kind,
                 formulas=describe_formulas(entry, info),
-                spec_line=info.spec_line,
+                spec_line=entry.location.line,
             )
         for dtype in DTYPES:
             for check in CHECKS:

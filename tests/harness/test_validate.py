@@ -277,8 +277,30 @@ def test_unknown_ops_name_exits_2(tmp_path, monkeypatch, capsys):
     rc = validate(tmp_path, monkeypatch, GOOD, "--ops", "sin", "nosuch", "exp.Bad")
     out, err = capsys.readouterr()
     assert rc == 2
-    assert err.strip().splitlines()[-1] == "no kernel or entry named: exp.Bad, nosuch"
+    assert err.strip().splitlines()[-2:] == [
+        "no kernel or entry named 'exp.Bad'; did you mean 'exp'?",
+        "no kernel or entry named 'nosuch'",
+    ]
     assert "FAIL" not in out
+
+
+@pytest.mark.parametrize(
+    "name, meant",
+    [
+        ("mull", "mul.Tensor"),  # the base before the dot first
+        ("mul.Tensr", "mul.Tensor"),
+        ("mul_.Tensr", "mul_.Tensor"),  # not the functional, though as close
+        ("sinn", "sin"),
+        ("lgo", "log"),  # a swap of neighbours is one typo
+    ],
+)
+def test_unknown_ops_name_suggests_the_closest(
+    tmp_path, monkeypatch, capsys, name, meant
+):
+    assert validate(tmp_path, monkeypatch, GOOD, "--ops", name) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"no kernel or entry named '{name}'; did you mean '{meant}'?"
+    )
 
 
 @pytest.mark.parametrize(
@@ -301,7 +323,9 @@ def test_spec_errors_exit_1_before_validating(
     monkeypatch.chdir(tmp_path)
     if spec is not None:
         Path("derivatives.yaml").write_text(spec)
-    rc = main(["validate", "--no-progress", "--report", "r"])
+    rc = main(
+        ["validate", "--spec", "derivatives.yaml", "--no-progress", "--report", "r"]
+    )
     out, err = capsys.readouterr()
     assert rc == 1
     assert out == ""
@@ -756,17 +780,30 @@ def test_cases_are_deterministic_for_a_seed():
     assert not torch.equal(first[0], other[0])
 
 
-def test_spec_without_the_harness_entries_is_refused(tmp_path, monkeypatch, capsys):
-    spec = entry(
-        "sin(Tensor self) -> Tensor",
-        "self: grad * self.cos().conj()",
-        "result: auto_element_wise",
-    )
-    rc = validate(tmp_path, monkeypatch, spec)
+def test_a_spec_of_the_users_entries_alone_validates(tmp_path, monkeypatch, capsys):
+    # The harness's own alias and clone come from the built-in kernels.
+    monkeypatch.chdir(tmp_path)
+    Path("my.yaml").write_text(entry(SIN, SIN_BW, "result: auto_element_wise"))
+    rc = main(["validate", "--spec", "my.yaml", "--no-progress", "--report", "r"])
     out, err = capsys.readouterr()
+    assert rc == 0, out + err
+    assert list(table(tmp_path / "r.md")) == ["sin", "sin_"]
+    assert "2 kernels: 2 pass, 0 fail" in out
+
+
+def test_the_specs_own_harness_entries_are_the_ones_checked(
+    tmp_path, monkeypatch, capsys
+):
+    broken_clone = entry(
+        "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+        "self: grad",
+        "result: 2 * self_t",
+    )
+    spec = entry(SIN, SIN_BW, "result: auto_element_wise") + broken_clone
+    rc = validate(tmp_path, monkeypatch, spec, "--ops", "clone")
+    out, _ = capsys.readouterr()
     assert rc == 1
-    assert "validate needs entries for alias, clone" in err
-    assert "FAIL" not in out
+    assert ("clone", "float64", "slow") in failures(out)
 
 
 def test_gauge_invariants_ignore_the_phase_of_each_vector():

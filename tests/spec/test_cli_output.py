@@ -134,9 +134,124 @@ def test_interrupted_render_leaves_the_output_untouched(tmp_path, monkeypatch):
     assert main(["generate", "--spec", str(TINY), "--out", str(out)]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    def interrupted(files):
+    def interrupted(files, previous=None):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(write, "format_python", interrupted)
+    monkeypatch.setattr(write, "format_files", interrupted)
     assert main(["generate", "--spec", str(TINY), "--out", str(out)]) == 130
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# ---------------------------------------------------------------- the contributor's loop
+
+
+def _project(root: Path, marker: str | None = "pyproject") -> Path:
+    """A dualgen project at `root` (the tiny spec as derivatives.yaml), marked as
+    such by a pyproject.toml naming dualgen, a generated/ directory, or nothing."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "derivatives.yaml").write_bytes(TINY.read_bytes())
+    if marker == "pyproject":
+        (root / "pyproject.toml").write_text('[project]\nname = "dualgen"\n')
+    elif marker == "generated":
+        (root / "generated").mkdir()
+    return root
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"dualgen {version('dualgen')}\n"
+
+
+def test_python_m_dualgen_is_the_same_command(tmp_path):
+    out = tmp_path / "gen"
+    cmd = [sys.executable, "-m", "dualgen", "generate", "--spec", str(TINY)]
+    done = subprocess.run(
+        [*cmd, "--out", str(out)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    outcome = generate_files(TINY)
+    assert done.stdout == (
+        f"{out}: written ({outcome.entries} entries, {outcome.kernels} kernels)\n"
+    )
+    assert write.read_existing(out) == outcome.files
+
+
+@pytest.mark.parametrize("marker", ["pyproject", "generated"])
+def test_commands_run_from_a_subdirectory_of_the_project(
+    tmp_path, monkeypatch, capsys, marker
+):
+    root = _project(tmp_path / "proj", marker)
+    (root / "docs" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(root / "docs" / "deep")
+    assert main(["generate"]) == 0
+    assert capsys.readouterr().out.startswith("../../generated: written")
+    files = generate_files(root / "derivatives.yaml").files
+    assert write.read_existing(root / "generated") == files
+    assert main(["generate", "--check"]) == 0
+    assert capsys.readouterr().out.startswith("../../generated is up to date")
+
+
+def test_explicit_paths_stay_relative_to_the_working_directory(tmp_path, monkeypatch):
+    root = _project(tmp_path / "proj")
+    (root / "sub").mkdir()
+    (root / "sub" / "other.yaml").write_bytes(TINY.read_bytes())
+    monkeypatch.chdir(root / "sub")
+    assert main(["generate", "--spec", "other.yaml", "--out", "out"]) == 0
+    assert (root / "sub" / "out" / "jvp.py").is_file()
+    # --spec alone: the output still goes to the project's generated/.
+    assert main(["generate", "--spec", "other.yaml"]) == 0
+    assert (root / "generated" / "jvp.py").is_file()
+
+
+def test_outside_a_project_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    # A derivatives.yaml above the working directory, with no mark of a dualgen
+    # project beside it, is not taken for the spec.
+    _project(tmp_path, marker=None)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    for command in (["generate"], ["generate", "--check"], ["validate"]):
+        assert main(command) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (
+            f"dualgen: error: not inside a dualgen project (no derivatives.yaml in "
+            f"{tmp_path.resolve() / 'elsewhere'} or its parents); pass --spec\n"
+        )
+    assert not (tmp_path / "elsewhere" / "generated").exists()
+
+
+def test_outside_a_project_a_given_spec_writes_beside_itself(tmp_path, monkeypatch):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "mine.yaml").write_bytes(TINY.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate", "--spec", "specs/mine.yaml"]) == 0
+    assert (tmp_path / "specs" / "generated" / "jvp.py").is_file()
+
+
+def test_check_labels_the_diff_and_says_what_to_run(tmp_path, monkeypatch, capsys):
+    root = _project(tmp_path)
+    monkeypatch.chdir(root)
+    assert main(["generate"]) == 0
+    jvp = root / "generated" / "jvp.py"
+    jvp.write_text(jvp.read_text() + "# edited by hand\n")
+    capsys.readouterr()
+    assert main(["generate", "--check"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    headers = [line for line in lines if line.startswith(("--- ", "+++ "))]
+    assert headers == [
+        "--- generated/jvp.py (committed)",
+        "+++ generated/jvp.py (from derivatives.yaml)",
+    ]
+    assert captured.err.splitlines()[-1] == (
+        "generated is stale: run `make generate` (or dualgen generate) "
+        "to update generated/"
+    )
