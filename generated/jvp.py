@@ -93,7 +93,7 @@ from dualgen.formulas import (
 
 def abs_default(self_p, self_t, result):
     """aten::abs(Tensor self) -> Tensor"""
-    # functional, spec line 62
+    # functional, derivatives.yaml entry abs
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
         return as_real_like(self_t.conj() * self_p.sgn(), result)
@@ -103,7 +103,7 @@ def abs_default(self_p, self_t, result):
 
 def abs__default(self_p, self_t, result):
     """aten::abs_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 62
+    # inplace, derivatives.yaml entry abs
     # formulas from abs; self_p is self before the update
     # result: as_real_like(self_t.conj() * self_p.sgn(), result)
     if self_t is not None:
@@ -114,7 +114,7 @@ def abs__default(self_p, self_t, result):
 
 def neg_default(self_p, self_t, result):
     """aten::neg(Tensor self) -> Tensor"""
-    # functional, spec line 67
+    # functional, derivatives.yaml entry neg
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.neg.default(self_t)
@@ -124,7 +124,7 @@ def neg_default(self_p, self_t, result):
 
 def neg__default(self_p, self_t, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 67
+    # inplace, derivatives.yaml entry neg
     # formulas from neg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -135,7 +135,7 @@ def neg__default(self_p, self_t, result):
 
 def sin_default(self_p, self_t, result):
     """aten::sin(Tensor self) -> Tensor"""
-    # functional, spec line 71
+    # functional, derivatives.yaml entry sin
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
         return self_t * self_p.cos()
@@ -145,7 +145,7 @@ def sin_default(self_p, self_t, result):
 
 def sin__default(self_p, self_t, result):
     """aten::sin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 71
+    # inplace, derivatives.yaml entry sin
     # formulas from sin; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cos().conj()
     if self_t is not None:
@@ -156,7 +156,7 @@ def sin__default(self_p, self_t, result):
 
 def cos_default(self_p, self_t, result):
     """aten::cos(Tensor self) -> Tensor"""
-    # functional, spec line 75
+    # functional, derivatives.yaml entry cos
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
         return self_t * -self_p.sin()
@@ -166,7 +166,7 @@ def cos_default(self_p, self_t, result):
 
 def cos__default(self_p, self_t, result):
     """aten::cos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 75
+    # inplace, derivatives.yaml entry cos
     # formulas from cos; self_p is self before the update
     # result: auto_element_wise, from self: grad * -self.sin().conj()
     if self_t is not None:
@@ -177,7 +177,7 @@ def cos__default(self_p, self_t, result):
 
 def tan_default(self_p, self_t, result):
     """aten::tan(Tensor self) -> Tensor"""
-    # functional, spec line 79
+    # functional, derivatives.yaml entry tan
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
         return self_t * (1 + result * result)
@@ -187,7 +187,7 @@ def tan_default(self_p, self_t, result):
 
 def tan__default(self_p, self_t, result):
     """aten::tan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 79
+    # inplace, derivatives.yaml entry tan
     # formulas from tan; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 + result * result).conj()
     if self_t is not None:
@@ -198,7 +198,7 @@ def tan__default(self_p, self_t, result):
 
 def tanh_default(self_p, self_t, result):
     """aten::tanh(Tensor self) -> Tensor"""
-    # functional, spec line 84
+    # functional, derivatives.yaml entry tanh
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.tanh_backward(self_t.conj(), result).conj()
@@ -208,7 +208,7 @@ def tanh_default(self_p, self_t, result):
 
 def tanh__default(self_p, self_t, result):
     """aten::tanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 84
+    # inplace, derivatives.yaml entry tanh
     # formulas from tanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.tanh_backward(grad, result)
     if self_t is not None:
@@ -219,7 +219,7 @@ def tanh__default(self_p, self_t, result):
 
 def sigmoid_default(self_p, self_t, result):
     """aten::sigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 88
+    # functional, derivatives.yaml entry sigmoid
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
         return torch.ops.aten.sigmoid_backward(self_t.conj(), result).conj()
@@ -229,7 +229,7 @@ def sigmoid_default(self_p, self_t, result):
 
 def sigmoid__default(self_p, self_t, result):
     """aten::sigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 88
+    # inplace, derivatives.yaml entry sigmoid
     # formulas from sigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.sigmoid_backward(grad, result)
     if self_t is not None:
@@ -240,7 +240,7 @@ def sigmoid__default(self_p, self_t, result):
 
 def exp_default(self_p, self_t, result):
     """aten::exp(Tensor self) -> Tensor"""
-    # functional, spec line 92
+    # functional, derivatives.yaml entry exp
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
         return self_t * result
@@ -250,7 +250,7 @@ def exp_default(self_p, self_t, result):
 
 def exp__default(self_p, self_t, result):
     """aten::exp_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 92
+    # inplace, derivatives.yaml entry exp
     # formulas from exp; self_p is self before the update
     # result: auto_element_wise, from self: grad * result.conj()
     if self_t is not None:
@@ -261,7 +261,7 @@ def exp__default(self_p, self_t, result):
 
 def exp2_default(self_p, self_t, result):
     """aten::exp2(Tensor self) -> Tensor"""
-    # functional, spec line 96
+    # functional, derivatives.yaml entry exp2
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t * (result * 0.6931471805599453)
@@ -271,7 +271,7 @@ def exp2_default(self_p, self_t, result):
 
 def exp2__default(self_p, self_t, result):
     """aten::exp2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 96
+    # inplace, derivatives.yaml entry exp2
     # formulas from exp2; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result * 0.6931471805599453).conj()
     if self_t is not None:
@@ -282,7 +282,7 @@ def exp2__default(self_p, self_t, result):
 
 def expm1_default(self_p, self_t, result):
     """aten::expm1(Tensor self) -> Tensor"""
-    # functional, spec line 100
+    # functional, derivatives.yaml entry expm1
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
         return self_t * (result + 1)
@@ -292,7 +292,7 @@ def expm1_default(self_p, self_t, result):
 
 def expm1__default(self_p, self_t, result):
     """aten::expm1_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 100
+    # inplace, derivatives.yaml entry expm1
     # formulas from expm1; self_p is self before the update
     # result: auto_element_wise, from self: grad * (result + 1).conj()
     if self_t is not None:
@@ -303,7 +303,7 @@ def expm1__default(self_p, self_t, result):
 
 def log_default(self_p, self_t, result):
     """aten::log(Tensor self) -> Tensor"""
-    # functional, spec line 104
+    # functional, derivatives.yaml entry log
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
         return self_t / self_p
@@ -313,7 +313,7 @@ def log_default(self_p, self_t, result):
 
 def log__default(self_p, self_t, result):
     """aten::log_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 104
+    # inplace, derivatives.yaml entry log
     # formulas from log; self_p is self before the update
     # result: auto_element_wise, from self: grad / self.conj()
     if self_t is not None:
@@ -324,7 +324,7 @@ def log__default(self_p, self_t, result):
 
 def log2_default(self_p, self_t, result):
     """aten::log2(Tensor self) -> Tensor"""
-    # functional, spec line 109
+    # functional, derivatives.yaml entry log2
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
         return self_t / (self_p * 0.6931471805599453)
@@ -334,7 +334,7 @@ def log2_default(self_p, self_t, result):
 
 def log2__default(self_p, self_t, result):
     """aten::log2_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 109
+    # inplace, derivatives.yaml entry log2
     # formulas from log2; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 0.6931471805599453).conj()
     if self_t is not None:
@@ -345,7 +345,7 @@ def log2__default(self_p, self_t, result):
 
 def log1p_default(self_p, self_t, result):
     """aten::log1p(Tensor self) -> Tensor"""
-    # functional, spec line 114
+    # functional, derivatives.yaml entry log1p
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
         return self_t / (self_p + 1)
@@ -355,7 +355,7 @@ def log1p_default(self_p, self_t, result):
 
 def log1p__default(self_p, self_t, result):
     """aten::log1p_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 114
+    # inplace, derivatives.yaml entry log1p
     # formulas from log1p; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self + 1).conj()
     if self_t is not None:
@@ -366,7 +366,7 @@ def log1p__default(self_p, self_t, result):
 
 def sqrt_default(self_p, self_t, result):
     """aten::sqrt(Tensor self) -> Tensor"""
-    # functional, spec line 119
+    # functional, derivatives.yaml entry sqrt
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
         return self_t / (2 * result)
@@ -376,7 +376,7 @@ def sqrt_default(self_p, self_t, result):
 
 def sqrt__default(self_p, self_t, result):
     """aten::sqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 119
+    # inplace, derivatives.yaml entry sqrt
     # formulas from sqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad / (2 * result.conj())
     if self_t is not None:
@@ -387,7 +387,7 @@ def sqrt__default(self_p, self_t, result):
 
 def rsqrt_default(self_p, self_t, result):
     """aten::rsqrt(Tensor self) -> Tensor"""
-    # functional, spec line 124
+    # functional, derivatives.yaml entry rsqrt
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
         return self_t * (-0.5 * result * result * result)
@@ -397,7 +397,7 @@ def rsqrt_default(self_p, self_t, result):
 
 def rsqrt__default(self_p, self_t, result):
     """aten::rsqrt_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 124
+    # inplace, derivatives.yaml entry rsqrt
     # formulas from rsqrt; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-0.5 * result * result * result).conj()
     if self_t is not None:
@@ -408,7 +408,7 @@ def rsqrt__default(self_p, self_t, result):
 
 def reciprocal_default(self_p, self_t, result):
     """aten::reciprocal(Tensor self) -> Tensor"""
-    # functional, spec line 129
+    # functional, derivatives.yaml entry reciprocal
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
         return self_t * (-result * result)
@@ -418,7 +418,7 @@ def reciprocal_default(self_p, self_t, result):
 
 def reciprocal__default(self_p, self_t, result):
     """aten::reciprocal_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 129
+    # inplace, derivatives.yaml entry reciprocal
     # formulas from reciprocal; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-result * result).conj()
     if self_t is not None:
@@ -429,7 +429,7 @@ def reciprocal__default(self_p, self_t, result):
 
 def relu_default(self_p, self_t, result):
     """aten::relu(Tensor self) -> Tensor"""
-    # functional, spec line 134
+    # functional, derivatives.yaml entry relu
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(self_t.conj(), result, 0).conj()
@@ -439,7 +439,7 @@ def relu_default(self_p, self_t, result):
 
 def relu__default(self_p, self_t, result):
     """aten::relu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 134
+    # inplace, derivatives.yaml entry relu
     # formulas from relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, result, 0)
     if self_t is not None:
@@ -450,7 +450,7 @@ def relu__default(self_p, self_t, result):
 
 def sinh_default(self_p, self_t, result):
     """aten::sinh(Tensor self) -> Tensor"""
-    # functional, spec line 139
+    # functional, derivatives.yaml entry sinh
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
         return self_t * self_p.cosh()
@@ -460,7 +460,7 @@ def sinh_default(self_p, self_t, result):
 
 def sinh__default(self_p, self_t, result):
     """aten::sinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 139
+    # inplace, derivatives.yaml entry sinh
     # formulas from sinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.cosh().conj()
     if self_t is not None:
@@ -471,7 +471,7 @@ def sinh__default(self_p, self_t, result):
 
 def cosh_default(self_p, self_t, result):
     """aten::cosh(Tensor self) -> Tensor"""
-    # functional, spec line 143
+    # functional, derivatives.yaml entry cosh
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
         return self_t * self_p.sinh()
@@ -481,7 +481,7 @@ def cosh_default(self_p, self_t, result):
 
 def cosh__default(self_p, self_t, result):
     """aten::cosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 143
+    # inplace, derivatives.yaml entry cosh
     # formulas from cosh; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.sinh().conj()
     if self_t is not None:
@@ -492,7 +492,7 @@ def cosh__default(self_p, self_t, result):
 
 def asin_default(self_p, self_t, result):
     """aten::asin(Tensor self) -> Tensor"""
-    # functional, spec line 147
+    # functional, derivatives.yaml entry asin
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return self_t * (1 - self_p * self_p).rsqrt()
@@ -502,7 +502,7 @@ def asin_default(self_p, self_t, result):
 
 def asin__default(self_p, self_t, result):
     """aten::asin_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 147
+    # inplace, derivatives.yaml entry asin
     # formulas from asin; self_p is self before the update
     # result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -513,7 +513,7 @@ def asin__default(self_p, self_t, result):
 
 def acos_default(self_p, self_t, result):
     """aten::acos(Tensor self) -> Tensor"""
-    # functional, spec line 152
+    # functional, derivatives.yaml entry acos
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
         return -self_t * (1 - self_p * self_p).rsqrt()
@@ -523,7 +523,7 @@ def acos_default(self_p, self_t, result):
 
 def acos__default(self_p, self_t, result):
     """aten::acos_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 152
+    # inplace, derivatives.yaml entry acos
     # formulas from acos; self_p is self before the update
     # result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
     if self_t is not None:
@@ -534,7 +534,7 @@ def acos__default(self_p, self_t, result):
 
 def atan_default(self_p, self_t, result):
     """aten::atan(Tensor self) -> Tensor"""
-    # functional, spec line 157
+    # functional, derivatives.yaml entry atan
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
         return self_t / (1 + self_p * self_p)
@@ -544,7 +544,7 @@ def atan_default(self_p, self_t, result):
 
 def atan__default(self_p, self_t, result):
     """aten::atan_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 157
+    # inplace, derivatives.yaml entry atan
     # formulas from atan; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 + self * self).conj()
     if self_t is not None:
@@ -555,7 +555,7 @@ def atan__default(self_p, self_t, result):
 
 def erf_default(self_p, self_t, result):
     """aten::erf(Tensor self) -> Tensor"""
-    # functional, spec line 161
+    # functional, derivatives.yaml entry erf
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (2.0 / torch.pi**0.5 * (-self_p * self_p).exp())
@@ -565,7 +565,7 @@ def erf_default(self_p, self_t, result):
 
 def erf__default(self_p, self_t, result):
     """aten::erf_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 161
+    # inplace, derivatives.yaml entry erf
     # formulas from erf; self_p is self before the update
     # result: auto_element_wise, from self: grad * (2.0 / torch.pi ** 0.5 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -576,7 +576,7 @@ def erf__default(self_p, self_t, result):
 
 def clamp_default(self_p, min, max, self_t, result):
     """aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    # functional, spec line 165
+    # functional, derivatives.yaml entry clamp
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
         return self_t * clamp_mask(self_p, min, max).conj()
@@ -586,7 +586,7 @@ def clamp_default(self_p, min, max, self_t, result):
 
 def clamp__default(self_p, min, max, self_t, result):
     """aten::clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)"""
-    # inplace, spec line 165
+    # inplace, derivatives.yaml entry clamp
     # formulas from clamp; self_p is self before the update
     # result: auto_element_wise, from self: grad * clamp_mask(self, min, max)
     if self_t is not None:
@@ -597,7 +597,7 @@ def clamp__default(self_p, min, max, self_t, result):
 
 def clone_default(self_p, memory_format, self_t, result):
     """aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 174
+    # functional, derivatives.yaml entry clone
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.clone.default(self_t, memory_format=memory_format)
@@ -617,7 +617,7 @@ def _to_copy_default(
     result,
 ):
     """aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 178
+    # functional, derivatives.yaml entry _to_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._to_copy.default(
@@ -635,7 +635,7 @@ def _to_copy_default(
 
 def detach_default(self_p, result):
     """aten::detach(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 185
+    # view, derivatives.yaml entry detach
     return None
 
 
@@ -643,13 +643,13 @@ def zeros_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 192
+    # functional, derivatives.yaml entry zeros_like
     return None
 
 
 def ones_like_default(self_p, dtype, layout, device, pin_memory, memory_format, result):
     """aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 196
+    # functional, derivatives.yaml entry ones_like
     return None
 
 
@@ -657,7 +657,7 @@ def empty_like_default(
     self_p, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 200
+    # functional, derivatives.yaml entry empty_like
     return None
 
 
@@ -665,25 +665,25 @@ def full_like_default(
     self_p, fill_value, dtype, layout, device, pin_memory, memory_format, result
 ):
     """aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    # functional, spec line 204
+    # functional, derivatives.yaml entry full_like
     return None
 
 
 def new_zeros_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 211
+    # functional, derivatives.yaml entry new_zeros
     return None
 
 
 def new_ones_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 218
+    # functional, derivatives.yaml entry new_ones
     return None
 
 
 def new_empty_default(self_p, size, dtype, layout, device, pin_memory, result):
     """aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 225
+    # functional, derivatives.yaml entry new_empty
     return None
 
 
@@ -691,13 +691,13 @@ def new_full_default(
     self_p, size, fill_value, dtype, layout, device, pin_memory, result
 ):
     """aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
-    # functional, spec line 232
+    # functional, derivatives.yaml entry new_full
     return None
 
 
 def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 241
+    # functional, derivatives.yaml entry add.Tensor
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t + scale(other_t, alpha)
@@ -711,7 +711,7 @@ def add_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def add_Scalar(self_p, other, alpha, self_t, result):
     """aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 252
+    # functional, derivatives.yaml entry add.Scalar
     # result: self_t
     if self_t is not None:
         return self_t
@@ -721,7 +721,7 @@ def add_Scalar(self_p, other, alpha, self_t, result):
 
 def add__Scalar(self_p, other, alpha, self_t, result):
     """aten::add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 252
+    # inplace, derivatives.yaml entry add.Scalar
     # formulas from add.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -732,7 +732,7 @@ def add__Scalar(self_p, other, alpha, self_t, result):
 
 def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 260
+    # functional, derivatives.yaml entry sub.Tensor
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
         return self_t - scale(other_t, alpha)
@@ -746,7 +746,7 @@ def sub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 260
+    # inplace, derivatives.yaml entry sub.Tensor
     # formulas from sub.Tensor; self_p is self before the update
     # result: self_t - scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -761,7 +761,7 @@ def sub__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def sub_Scalar(self_p, other, alpha, self_t, result):
     """aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 271
+    # functional, derivatives.yaml entry sub.Scalar
     # result: self_t
     if self_t is not None:
         return self_t
@@ -771,7 +771,7 @@ def sub_Scalar(self_p, other, alpha, self_t, result):
 
 def sub__Scalar(self_p, other, alpha, self_t, result):
     """aten::sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 271
+    # inplace, derivatives.yaml entry sub.Scalar
     # formulas from sub.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -782,7 +782,7 @@ def sub__Scalar(self_p, other, alpha, self_t, result):
 
 def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 279
+    # functional, derivatives.yaml entry rsub.Tensor
     # result: other_t - scale(self_t, alpha)
     if self_t is not None and other_t is not None:
         return other_t - scale(self_t, alpha)
@@ -796,7 +796,7 @@ def rsub_Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def rsub_Scalar(self_p, other, alpha, self_t, result):
     """aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 290
+    # functional, derivatives.yaml entry rsub.Scalar
     # result: -scale(self_t, alpha)
     if self_t is not None:
         return -scale(self_t, alpha)
@@ -806,7 +806,7 @@ def rsub_Scalar(self_p, other, alpha, self_t, result):
 
 def mul_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 298
+    # functional, derivatives.yaml entry mul.Tensor
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
         return self_t * other_p + other_t * self_p
@@ -820,7 +820,7 @@ def mul_Tensor(self_p, other_p, self_t, other_t, result):
 
 def mul_Scalar(self_p, other, self_t, result):
     """aten::mul.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 308
+    # functional, derivatives.yaml entry mul.Scalar
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mul.Scalar(self_t, other)
@@ -830,7 +830,7 @@ def mul_Scalar(self_p, other, self_t, result):
 
 def mul__Scalar(self_p, other, self_t, result):
     """aten::mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 308
+    # inplace, derivatives.yaml entry mul.Scalar
     # formulas from mul.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -841,7 +841,7 @@ def mul__Scalar(self_p, other, self_t, result):
 
 def div_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 316
+    # functional, derivatives.yaml entry div.Tensor
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
         return (self_t - other_t * result) / other_p
@@ -855,7 +855,7 @@ def div_Tensor(self_p, other_p, self_t, other_t, result):
 
 def div__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 316
+    # inplace, derivatives.yaml entry div.Tensor
     # formulas from div.Tensor; self_p is self before the update
     # result: (self_t - other_t * result) / other_p
     if self_t is not None and other_t is not None:
@@ -870,7 +870,7 @@ def div__Tensor(self_p, other_p, self_t, other_t, result):
 
 def div_Scalar(self_p, other, self_t, result):
     """aten::div.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 326
+    # functional, derivatives.yaml entry div.Scalar
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.div.Scalar(self_t, other)
@@ -880,7 +880,7 @@ def div_Scalar(self_p, other, self_t, result):
 
 def div__Scalar(self_p, other, self_t, result):
     """aten::div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 326
+    # inplace, derivatives.yaml entry div.Scalar
     # formulas from div.Scalar; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -891,7 +891,7 @@ def div__Scalar(self_p, other, self_t, result):
 
 def pow_Tensor_Scalar(self_p, exponent, self_t, result):
     """aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    # functional, spec line 333
+    # functional, derivatives.yaml entry pow.Tensor_Scalar
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
         return self_t * pow_self_derivative(self_p, exponent)
@@ -901,7 +901,7 @@ def pow_Tensor_Scalar(self_p, exponent, self_t, result):
 
 def pow__Scalar(self_p, exponent, self_t, result):
     """aten::pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)"""
-    # inplace, spec line 333
+    # inplace, derivatives.yaml entry pow.Tensor_Scalar
     # formulas from pow.Tensor_Scalar; self_p is self before the update
     # result: auto_element_wise, from self: grad * pow_self_derivative(self, exponent).conj()
     if self_t is not None:
@@ -912,7 +912,7 @@ def pow__Scalar(self_p, exponent, self_t, result):
 
 def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
-    # functional, spec line 343
+    # functional, derivatives.yaml entry pow.Tensor_Tensor
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
         return self_t * pow_self_derivative(
@@ -930,7 +930,7 @@ def pow_Tensor_Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow__Tensor(self_p, exponent_p, self_t, exponent_t, result):
     """aten::pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)"""
-    # inplace, spec line 343
+    # inplace, derivatives.yaml entry pow.Tensor_Tensor
     # formulas from pow.Tensor_Tensor; self_p is self before the update
     # result: self_t * pow_self_derivative(self_p, exponent_p) + exponent_t * pow_exponent_derivative(self_p, exponent_p, result)
     if self_t is not None and exponent_t is not None:
@@ -949,7 +949,7 @@ def pow__Tensor(self_p, exponent_p, self_t, exponent_t, result):
 
 def pow_Scalar(self, exponent_p, exponent_t, result):
     """aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    # functional, spec line 351
+    # functional, derivatives.yaml entry pow.Scalar
     # result: auto_element_wise, from exponent: grad * pow_exponent_derivative(self, exponent, result).conj()
     if exponent_t is not None:
         return exponent_t * pow_exponent_derivative(self, exponent_p, result)
@@ -959,7 +959,7 @@ def pow_Scalar(self, exponent_p, exponent_t, result):
 
 def maximum_default(self_p, other_p, self_t, other_t, result):
     """aten::maximum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 358
+    # functional, derivatives.yaml entry maximum
     # result: self_t * winner_weight(self_p, other_p) + other_t * winner_weight(other_p, self_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(self_p, other_p) + other_t * winner_weight(
@@ -975,7 +975,7 @@ def maximum_default(self_p, other_p, self_t, other_t, result):
 
 def minimum_default(self_p, other_p, self_t, other_t, result):
     """aten::minimum(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 368
+    # functional, derivatives.yaml entry minimum
     # result: self_t * winner_weight(other_p, self_p) + other_t * winner_weight(self_p, other_p)
     if self_t is not None and other_t is not None:
         return self_t * winner_weight(other_p, self_p) + other_t * winner_weight(
@@ -991,7 +991,7 @@ def minimum_default(self_p, other_p, self_t, other_t, result):
 
 def where_self(condition_p, self_p, other_p, self_t, other_t, result):
     """aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 378
+    # functional, derivatives.yaml entry where.self
     # result: torch.where(condition_p, self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(condition_p, self_t, other_t)
@@ -1005,7 +1005,7 @@ def where_self(condition_p, self_p, other_p, self_t, other_t, result):
 
 def atan2_default(self_p, other_p, self_t, other_t, result):
     """aten::atan2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 387
+    # functional, derivatives.yaml entry atan2
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
         return (self_t * other_p - other_t * self_p) / (
@@ -1023,7 +1023,7 @@ def atan2_default(self_p, other_p, self_t, other_t, result):
 
 def atan2__default(self_p, other_p, self_t, other_t, result):
     """aten::atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 387
+    # inplace, derivatives.yaml entry atan2
     # formulas from atan2; self_p is self before the update
     # result: (self_t * other_p - other_t * self_p) / (self_p * self_p + other_p * other_p)
     if self_t is not None and other_t is not None:
@@ -1042,7 +1042,7 @@ def atan2__default(self_p, other_p, self_t, other_t, result):
 
 def sum_default(self_p, dtype, self_t, result):
     """aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 399
+    # functional, derivatives.yaml entry sum
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.default(self_t, dtype=dtype)
@@ -1052,7 +1052,7 @@ def sum_default(self_p, dtype, self_t, result):
 
 def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
     """aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 403
+    # functional, derivatives.yaml entry sum.dim_IntList
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.sum.dim_IntList(self_t, dim, keepdim, dtype=dtype)
@@ -1062,7 +1062,7 @@ def sum_dim_IntList(self_p, dim, keepdim, dtype, self_t, result):
 
 def mean_default(self_p, dtype, self_t, result):
     """aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 414
+    # functional, derivatives.yaml entry mean
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.default(self_t, dtype=dtype)
@@ -1072,7 +1072,7 @@ def mean_default(self_p, dtype, self_t, result):
 
 def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
     """aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 418
+    # functional, derivatives.yaml entry mean.dim
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.mean.dim(self_t, dim, keepdim, dtype=dtype)
@@ -1082,7 +1082,7 @@ def mean_dim(self_p, dim, keepdim, dtype, self_t, result):
 
 def amax_default(self_p, dim, keepdim, self_t, result):
     """aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 428
+    # functional, derivatives.yaml entry amax
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -1092,7 +1092,7 @@ def amax_default(self_p, dim, keepdim, self_t, result):
 
 def amin_default(self_p, dim, keepdim, self_t, result):
     """aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    # functional, spec line 438
+    # functional, derivatives.yaml entry amin
     # result: amax_tangent(self_t, self_p, result, dim, keepdim)
     if self_t is not None:
         return amax_tangent(self_t, self_p, result, dim, keepdim)
@@ -1102,7 +1102,7 @@ def amin_default(self_p, dim, keepdim, self_t, result):
 
 def max_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 447
+    # functional, derivatives.yaml entry max.dim
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1113,7 +1113,7 @@ def max_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def min_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 456
+    # functional, derivatives.yaml entry min.dim
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -1124,7 +1124,7 @@ def min_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def mm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::mm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 468
+    # functional, derivatives.yaml entry mm
     # result: self_t.mm(mat2_p) + self_p.mm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.mm(mat2_p) + self_p.mm(mat2_t)
@@ -1138,7 +1138,7 @@ def mm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
     """aten::bmm(Tensor self, Tensor mat2) -> Tensor"""
-    # functional, spec line 474
+    # functional, derivatives.yaml entry bmm
     # result: self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
     if self_t is not None and mat2_t is not None:
         return self_t.bmm(mat2_p) + self_p.bmm(mat2_t)
@@ -1152,7 +1152,7 @@ def bmm_default(self_p, mat2_p, self_t, mat2_t, result):
 
 def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 482
+    # functional, derivatives.yaml entry addmm
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
         return scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
@@ -1174,7 +1174,7 @@ def addmm_default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, r
 
 def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, result):
     """aten::addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 482
+    # inplace, derivatives.yaml entry addmm
     # formulas from addmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat1_t.mm(mat2_p) + mat1_p.mm(mat2_t), alpha)
     if self_t is not None and mat1_t is not None and mat2_t is not None:
@@ -1197,7 +1197,7 @@ def addmm__default(self_p, mat1_p, mat2_p, beta, alpha, self_t, mat1_t, mat2_t, 
 
 def mv_default(self_p, vec_p, self_t, vec_t, result):
     """aten::mv(Tensor self, Tensor vec) -> Tensor"""
-    # functional, spec line 493
+    # functional, derivatives.yaml entry mv
     # result: self_t.mv(vec_p) + self_p.mv(vec_t)
     if self_t is not None and vec_t is not None:
         return self_t.mv(vec_p) + self_p.mv(vec_t)
@@ -1211,7 +1211,7 @@ def mv_default(self_p, vec_p, self_t, vec_t, result):
 
 def dot_default(self_p, tensor_p, self_t, tensor_t, result):
     """aten::dot(Tensor self, Tensor tensor) -> Tensor"""
-    # functional, spec line 499
+    # functional, derivatives.yaml entry dot
     # result: self_t.dot(tensor_p) + self_p.dot(tensor_t)
     if self_t is not None and tensor_t is not None:
         return self_t.dot(tensor_p) + self_p.dot(tensor_t)
@@ -1225,7 +1225,7 @@ def dot_default(self_p, tensor_p, self_t, tensor_t, result):
 
 def alias_default(self_p, self_t, result):
     """aten::alias(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 508
+    # view, derivatives.yaml entry alias
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias.default(self_t)
@@ -1235,7 +1235,7 @@ def alias_default(self_p, self_t, result):
 
 def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
-    # view, spec line 511
+    # view, derivatives.yaml entry as_strided
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided.default(self_t, size, stride, storage_offset)
@@ -1245,7 +1245,7 @@ def as_strided_default(self_p, size, stride, storage_offset, self_t, result):
 
 def view_default(self_p, size, self_t, result):
     """aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    # view, spec line 519
+    # view, derivatives.yaml entry view
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view.default(self_t, size)
@@ -1255,7 +1255,7 @@ def view_default(self_p, size, self_t, result):
 
 def _unsafe_view_default(self_p, size, self_t, result):
     """aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 525
+    # functional, derivatives.yaml entry _unsafe_view
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._unsafe_view.default(self_t, size)
@@ -1265,7 +1265,7 @@ def _unsafe_view_default(self_p, size, self_t, result):
 
 def t_default(self_p, self_t, result):
     """aten::t(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 530
+    # view, derivatives.yaml entry t
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t.default(self_t)
@@ -1275,7 +1275,7 @@ def t_default(self_p, self_t, result):
 
 def transpose_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
-    # view, spec line 536
+    # view, derivatives.yaml entry transpose.int
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose.int(self_t, dim0, dim1)
@@ -1285,7 +1285,7 @@ def transpose_int(self_p, dim0, dim1, self_t, result):
 
 def permute_default(self_p, dims, self_t, result):
     """aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
-    # view, spec line 542
+    # view, derivatives.yaml entry permute
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute.default(self_t, dims)
@@ -1295,7 +1295,7 @@ def permute_default(self_p, dims, self_t, result):
 
 def expand_default(self_p, size, implicit, self_t, result):
     """aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    # view, spec line 548
+    # view, derivatives.yaml entry expand
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand.default(self_t, size, implicit=implicit)
@@ -1305,7 +1305,7 @@ def expand_default(self_p, size, implicit, self_t, result):
 
 def slice_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
-    # view, spec line 554
+    # view, derivatives.yaml entry slice.Tensor
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice.Tensor(self_t, dim, start, end, step)
@@ -1315,7 +1315,7 @@ def slice_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def select_int(self_p, dim, index, self_t, result):
     """aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    # view, spec line 562
+    # view, derivatives.yaml entry select.int
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select.int(self_t, dim, index)
@@ -1325,7 +1325,7 @@ def select_int(self_p, dim, index, self_t, result):
 
 def unsqueeze_default(self_p, dim, self_t, result):
     """aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 569
+    # view, derivatives.yaml entry unsqueeze
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze.default(self_t, dim)
@@ -1335,7 +1335,7 @@ def unsqueeze_default(self_p, dim, self_t, result):
 
 def squeeze_dim(self_p, dim, self_t, result):
     """aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    # view, spec line 576
+    # view, derivatives.yaml entry squeeze.dim
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dim(self_t, dim)
@@ -1345,7 +1345,7 @@ def squeeze_dim(self_p, dim, self_t, result):
 
 def squeeze_default(self_p, self_t, result):
     """aten::squeeze(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 582
+    # view, derivatives.yaml entry squeeze
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.default(self_t)
@@ -1355,7 +1355,7 @@ def squeeze_default(self_p, self_t, result):
 
 def _conj_default(self_p, self_t, result):
     """aten::_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 590
+    # view, derivatives.yaml entry _conj
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._conj.default(self_t)
@@ -1365,7 +1365,7 @@ def _conj_default(self_p, self_t, result):
 
 def resolve_conj_default(self_p, self_t, result):
     """aten::resolve_conj(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 593
+    # view, derivatives.yaml entry resolve_conj
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.resolve_conj.default(self_t)
@@ -1375,7 +1375,7 @@ def resolve_conj_default(self_p, self_t, result):
 
 def _neg_view_default(self_p, self_t, result):
     """aten::_neg_view(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 598
+    # view, derivatives.yaml entry _neg_view
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._neg_view.default(self_t)
@@ -1385,7 +1385,7 @@ def _neg_view_default(self_p, self_t, result):
 
 def resolve_neg_default(self_p, self_t, result):
     """aten::resolve_neg(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 601
+    # view, derivatives.yaml entry resolve_neg
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.resolve_neg.default(self_t)
@@ -1395,7 +1395,7 @@ def resolve_neg_default(self_p, self_t, result):
 
 def conj_physical_default(self_p, self_t, result):
     """aten::conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 604
+    # functional, derivatives.yaml entry conj_physical
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.conj_physical.default(self_t)
@@ -1405,7 +1405,7 @@ def conj_physical_default(self_p, self_t, result):
 
 def conj_physical__default(self_p, self_t, result):
     """aten::conj_physical_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 604
+    # inplace, derivatives.yaml entry conj_physical
     # formulas from conj_physical; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -1416,7 +1416,7 @@ def conj_physical__default(self_p, self_t, result):
 
 def _conj_physical_default(self_p, self_t, result):
     """aten::_conj_physical(Tensor self) -> Tensor"""
-    # functional, spec line 608
+    # functional, derivatives.yaml entry _conj_physical
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._conj_physical.default(self_t)
@@ -1426,7 +1426,7 @@ def _conj_physical_default(self_p, self_t, result):
 
 def cat_default(tensors_p, dim, tensors_t, result):
     """aten::cat(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 614
+    # functional, derivatives.yaml entry cat
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1437,7 +1437,7 @@ def cat_default(tensors_p, dim, tensors_t, result):
 
 def stack_default(tensors_p, dim, tensors_t, result):
     """aten::stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    # functional, spec line 622
+    # functional, derivatives.yaml entry stack
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -1448,7 +1448,7 @@ def stack_default(tensors_p, dim, tensors_t, result):
 
 def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
     """aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 632
+    # inplace, derivatives.yaml entry add_.Tensor
     # formulas from add.Tensor; self_p is self before the update
     # result: self_t + scale(other_t, alpha)
     if self_t is not None and other_t is not None:
@@ -1463,7 +1463,7 @@ def add__Tensor(self_p, other_p, alpha, self_t, other_t, result):
 
 def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 634
+    # inplace, derivatives.yaml entry mul_.Tensor
     # formulas from mul.Tensor; self_p is self before the update
     # result: self_t * other_p + other_t * self_p
     if self_t is not None and other_t is not None:
@@ -1478,7 +1478,7 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
 
 def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
     """aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
-    # inplace, spec line 636
+    # inplace, derivatives.yaml entry copy_
     # result: copy_broadcast(src_t, self_p)
     if self_t is not None and src_t is not None:
         return copy_broadcast(src_t, self_p)
@@ -1492,7 +1492,7 @@ def copy__default(self_p, src_p, non_blocking, self_t, src_t, result):
 
 def zero__default(self_p, self_t, result):
     """aten::zero_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 647
+    # inplace, derivatives.yaml entry zero_
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.zero_.default(self_t)
@@ -1502,7 +1502,7 @@ def zero__default(self_p, self_t, result):
 
 def fill__Scalar(self_p, value, self_t, result):
     """aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 651
+    # inplace, derivatives.yaml entry fill_.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1512,7 +1512,7 @@ def fill__Scalar(self_p, value, self_t, result):
 
 def fill__Tensor(self_p, value_p, self_t, value_t, result):
     """aten::fill_.Tensor(Tensor(a!) self, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 658
+    # inplace, derivatives.yaml entry fill_.Tensor
     # result: value_t.expand_as(self_p)
     if self_t is not None and value_t is not None:
         return value_t.expand_as(self_p)
@@ -1526,7 +1526,7 @@ def fill__Tensor(self_p, value_p, self_t, value_t, result):
 
 def eq__Scalar(self_p, other, self_t, result):
     """aten::eq_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 671
+    # inplace, derivatives.yaml entry eq_.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1536,7 +1536,7 @@ def eq__Scalar(self_p, other, self_t, result):
 
 def eq__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::eq_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 678
+    # inplace, derivatives.yaml entry eq_.Tensor
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1546,7 +1546,7 @@ def eq__Tensor(self_p, other_p, self_t, other_t, result):
 
 def ne__Scalar(self_p, other, self_t, result):
     """aten::ne_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 686
+    # inplace, derivatives.yaml entry ne_.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1556,7 +1556,7 @@ def ne__Scalar(self_p, other, self_t, result):
 
 def ne__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ne_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 693
+    # inplace, derivatives.yaml entry ne_.Tensor
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1566,7 +1566,7 @@ def ne__Tensor(self_p, other_p, self_t, other_t, result):
 
 def lt__Scalar(self_p, other, self_t, result):
     """aten::lt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 701
+    # inplace, derivatives.yaml entry lt_.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1576,7 +1576,7 @@ def lt__Scalar(self_p, other, self_t, result):
 
 def lt__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::lt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 708
+    # inplace, derivatives.yaml entry lt_.Tensor
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1586,7 +1586,7 @@ def lt__Tensor(self_p, other_p, self_t, other_t, result):
 
 def le__Scalar(self_p, other, self_t, result):
     """aten::le_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 716
+    # inplace, derivatives.yaml entry le_.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1596,7 +1596,7 @@ def le__Scalar(self_p, other, self_t, result):
 
 def le__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::le_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 723
+    # inplace, derivatives.yaml entry le_.Tensor
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1606,7 +1606,7 @@ def le__Tensor(self_p, other_p, self_t, other_t, result):
 
 def gt__Scalar(self_p, other, self_t, result):
     """aten::gt_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 731
+    # inplace, derivatives.yaml entry gt_.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1616,7 +1616,7 @@ def gt__Scalar(self_p, other, self_t, result):
 
 def gt__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::gt_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 738
+    # inplace, derivatives.yaml entry gt_.Tensor
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1626,7 +1626,7 @@ def gt__Tensor(self_p, other_p, self_t, other_t, result):
 
 def ge__Scalar(self_p, other, self_t, result):
     """aten::ge_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 746
+    # inplace, derivatives.yaml entry ge_.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1636,7 +1636,7 @@ def ge__Scalar(self_p, other, self_t, result):
 
 def ge__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ge_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 753
+    # inplace, derivatives.yaml entry ge_.Tensor
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1646,7 +1646,7 @@ def ge__Tensor(self_p, other_p, self_t, other_t, result):
 
 def logical_and__default(self_p, other_p, self_t, other_t, result):
     """aten::logical_and_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 761
+    # inplace, derivatives.yaml entry logical_and_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1656,7 +1656,7 @@ def logical_and__default(self_p, other_p, self_t, other_t, result):
 
 def logical_or__default(self_p, other_p, self_t, other_t, result):
     """aten::logical_or_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 766
+    # inplace, derivatives.yaml entry logical_or_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1666,7 +1666,7 @@ def logical_or__default(self_p, other_p, self_t, other_t, result):
 
 def logical_xor__default(self_p, other_p, self_t, other_t, result):
     """aten::logical_xor_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 771
+    # inplace, derivatives.yaml entry logical_xor_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1676,7 +1676,7 @@ def logical_xor__default(self_p, other_p, self_t, other_t, result):
 
 def logical_not__default(self_p, self_t, result):
     """aten::logical_not_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 776
+    # inplace, derivatives.yaml entry logical_not_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -1686,7 +1686,7 @@ def logical_not__default(self_p, self_t, result):
 
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 782
+    # functional, derivatives.yaml entry _softmax
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1696,7 +1696,7 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    # functional, spec line 790
+    # functional, derivatives.yaml entry _log_softmax
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1706,7 +1706,7 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 797
+    # functional, derivatives.yaml entry softmax.int
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -1716,7 +1716,7 @@ def softmax_int(self_p, dim, dtype, self_t, result):
 
 def log_softmax_int(self_p, dim, dtype, self_t, result):
     """aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 804
+    # functional, derivatives.yaml entry log_softmax.int
     # result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
     if self_t is not None:
         return self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1726,7 +1726,7 @@ def log_softmax_int(self_p, dim, dtype, self_t, result):
 
 def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 815
+    # functional, derivatives.yaml entry tanh_backward
     # result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1743,7 +1743,7 @@ def tanh_backward_default(grad_output_p, output_p, grad_output_t, output_t, resu
 
 def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, result):
     """aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
-    # functional, spec line 820
+    # functional, derivatives.yaml entry sigmoid_backward
     # result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1760,7 +1760,7 @@ def sigmoid_backward_default(grad_output_p, output_p, grad_output_t, output_t, r
 
 def threshold_backward_default(grad_output_p, self_p, threshold, grad_output_t, result):
     """aten::threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
-    # functional, spec line 825
+    # functional, derivatives.yaml entry threshold_backward
     # result: torch.where(self_p > threshold, grad_output_t, 0.0)
     if grad_output_t is not None:
         return torch.where(self_p > threshold, grad_output_t, 0.0)
@@ -1772,7 +1772,7 @@ def _softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 831
+    # functional, derivatives.yaml entry _softmax_backward_data
     # result: output_t * (grad_output_p - (grad_output_p * output_p).sum(dim, keepdim=True)) + output_p * (grad_output_t - (grad_output_t * output_p + grad_output_p * output_t).sum(dim, keepdim=True))
     if grad_output_t is not None and output_t is not None:
         return output_t * (
@@ -1804,7 +1804,7 @@ def _log_softmax_backward_data_default(
     grad_output_p, output_p, dim, input_dtype, grad_output_t, output_t, result
 ):
     """aten::_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor"""
-    # functional, spec line 839
+    # functional, derivatives.yaml entry _log_softmax_backward_data
     # result: grad_output_t - output_t * output_p.exp() * grad_output_p.sum(dim, keepdim=True) - output_p.exp() * grad_output_t.sum(dim, keepdim=True)
     if grad_output_t is not None and output_t is not None:
         return (
@@ -1829,7 +1829,7 @@ def select_backward_default(
     grad_output_p, input_sizes, dim, index, grad_output_t, result
 ):
     """aten::select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 847
+    # functional, derivatives.yaml entry select_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.select_backward.default(
@@ -1843,7 +1843,7 @@ def slice_backward_default(
     grad_output_p, input_sizes, dim, start, end, step, grad_output_t, result
 ):
     """aten::slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor"""
-    # functional, spec line 854
+    # functional, derivatives.yaml entry slice_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.slice_backward.default(
@@ -1869,7 +1869,7 @@ def convolution_default(
     result,
 ):
     """aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
-    # functional, spec line 866
+    # functional, derivatives.yaml entry convolution
     # result: torch.ops.aten.convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups) + torch.ops.aten.convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups) + channel_view(bias_t, result.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         return (
@@ -2005,7 +2005,7 @@ def native_layer_norm_default(
     result2,
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 878
+    # functional, derivatives.yaml entry native_layer_norm
     # result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2066,7 +2066,7 @@ def native_batch_norm_default(
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 886
+    # functional, derivatives.yaml entry native_batch_norm
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2178,7 +2178,7 @@ def native_group_norm_default(
     result2,
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 896
+    # functional, derivatives.yaml entry native_group_norm
     # result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -2237,7 +2237,7 @@ def native_group_norm_default(
 
 def _adaptive_avg_pool2d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 908
+    # functional, derivatives.yaml entry _adaptive_avg_pool2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d.default(self_t, output_size)
@@ -2257,7 +2257,7 @@ def avg_pool2d_default(
     result,
 ):
     """aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 915
+    # functional, derivatives.yaml entry avg_pool2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool2d.default(
@@ -2277,7 +2277,7 @@ def max_pool2d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 924
+    # functional, derivatives.yaml entry max_pool2d_with_indices
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2290,7 +2290,7 @@ def max_pool2d_with_indices_default(
 
 def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
     """aten::upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 936
+    # functional, derivatives.yaml entry upsample_nearest1d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest1d.default(self_t, output_size, scales)
@@ -2300,7 +2300,7 @@ def upsample_nearest1d_default(self_p, output_size, scales, self_t, result):
 
 def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, result):
     """aten::upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 943
+    # functional, derivatives.yaml entry upsample_nearest2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest2d.default(
@@ -2312,7 +2312,7 @@ def upsample_nearest2d_default(self_p, output_size, scales_h, scales_w, self_t, 
 
 def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest1d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 950
+    # functional, derivatives.yaml entry upsample_nearest1d.vec
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest1d.vec(
@@ -2324,7 +2324,7 @@ def upsample_nearest1d_vec(input_p, output_size, scale_factors, input_t, result)
 
 def upsample_nearest2d_vec(input_p, output_size, scale_factors, input_t, result):
     """aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 957
+    # functional, derivatives.yaml entry upsample_nearest2d.vec
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_nearest2d.vec(
@@ -2338,7 +2338,7 @@ def upsample_bilinear2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 964
+    # functional, derivatives.yaml entry upsample_bilinear2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bilinear2d.default(
@@ -2352,7 +2352,7 @@ def upsample_bilinear2d_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 972
+    # functional, derivatives.yaml entry upsample_bilinear2d.vec
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten.upsample_bilinear2d.vec(
@@ -2364,7 +2364,7 @@ def upsample_bilinear2d_vec(
 
 def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
     """aten::mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
-    # functional, spec line 984
+    # functional, derivatives.yaml entry mse_loss
     # result: apply_loss_reduction(torch.ops.aten.mse_loss_backward(self_t - target_t, self_p, target_p, 0), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2392,7 +2392,7 @@ def mse_loss_default(self_p, target_p, reduction, self_t, target_t, result):
 
 def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, result):
     """aten::smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor"""
-    # functional, spec line 993
+    # functional, derivatives.yaml entry smooth_l1_loss
     # result: apply_loss_reduction(torch.ops.aten.smooth_l1_loss_backward(self_t - target_t, self_p, target_p, 0, beta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2427,7 +2427,7 @@ def smooth_l1_loss_default(self_p, target_p, reduction, beta, self_t, target_t, 
 
 def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, result):
     """aten::huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor"""
-    # functional, spec line 1002
+    # functional, derivatives.yaml entry huber_loss
     # result: apply_loss_reduction(torch.ops.aten.huber_loss_backward(self_t - target_t, self_p, target_p, 0, delta), reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -2460,7 +2460,7 @@ def huber_loss_default(self_p, target_p, reduction, delta, self_t, target_t, res
 
 def glu_default(self_p, dim, self_t, result):
     """aten::glu(Tensor self, int dim=-1) -> Tensor"""
-    # functional, spec line 1014
+    # functional, derivatives.yaml entry glu
     # result: self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
     if self_t is not None:
         return (
@@ -2473,7 +2473,7 @@ def glu_default(self_p, dim, self_t, result):
 
 def native_dropout_default(input_p, p, train, input_t, result0, result1):
     """aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)"""
-    # functional, spec line 1022
+    # functional, derivatives.yaml entry native_dropout
     # result0: input_t * result1 * dropout_scale(p, train)
     if input_t is not None:
         result0_t = input_t * result1 * dropout_scale(p, train)
@@ -2486,7 +2486,7 @@ def native_dropout_backward_default(
     grad_output_p, mask_p, scale, grad_output_t, result
 ):
     """aten::native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
-    # functional, spec line 1033
+    # functional, derivatives.yaml entry native_dropout_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.native_dropout_backward.default(
@@ -2498,7 +2498,7 @@ def native_dropout_backward_default(
 
 def _adaptive_avg_pool3d_default(self_p, output_size, self_t, result):
     """aten::_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
-    # functional, spec line 1043
+    # functional, derivatives.yaml entry _adaptive_avg_pool3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d.default(self_t, output_size)
@@ -2518,7 +2518,7 @@ def avg_pool3d_default(
     result,
 ):
     """aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    # functional, spec line 1050
+    # functional, derivatives.yaml entry avg_pool3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.avg_pool3d.default(
@@ -2538,7 +2538,7 @@ def max_pool3d_with_indices_default(
     self_p, kernel_size, stride, padding, dilation, ceil_mode, self_t, result0, result1
 ):
     """aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
-    # functional, spec line 1059
+    # functional, derivatives.yaml entry max_pool3d_with_indices
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2551,7 +2551,7 @@ def max_pool3d_with_indices_default(
 
 def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 1068
+    # functional, derivatives.yaml entry adaptive_max_pool2d
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2564,7 +2564,7 @@ def adaptive_max_pool2d_default(self_p, output_size, self_t, result0, result1):
 
 def adaptive_max_pool3d_default(self_p, output_size, self_t, result0, result1):
     """aten::adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
-    # functional, spec line 1076
+    # functional, derivatives.yaml entry adaptive_max_pool3d
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -2579,7 +2579,7 @@ def upsample_nearest3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 1084
+    # functional, derivatives.yaml entry upsample_nearest3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_nearest3d.default(
@@ -2591,7 +2591,7 @@ def upsample_nearest3d_default(
 
 def _upsample_nearest_exact1d_default(self_p, output_size, scales, self_t, result):
     """aten::_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor"""
-    # functional, spec line 1091
+    # functional, derivatives.yaml entry _upsample_nearest_exact1d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d.default(
@@ -2605,7 +2605,7 @@ def _upsample_nearest_exact2d_default(
     self_p, output_size, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 1098
+    # functional, derivatives.yaml entry _upsample_nearest_exact2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d.default(
@@ -2619,7 +2619,7 @@ def _upsample_nearest_exact3d_default(
     self_p, output_size, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_nearest_exact3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 1105
+    # functional, derivatives.yaml entry _upsample_nearest_exact3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d.default(
@@ -2633,7 +2633,7 @@ def upsample_linear1d_default(
     self_p, output_size, align_corners, scales, self_t, result
 ):
     """aten::upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 1112
+    # functional, derivatives.yaml entry upsample_linear1d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_linear1d.default(
@@ -2647,7 +2647,7 @@ def upsample_bicubic2d_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 1120
+    # functional, derivatives.yaml entry upsample_bicubic2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_bicubic2d.default(
@@ -2661,7 +2661,7 @@ def upsample_trilinear3d_default(
     self_p, output_size, align_corners, scales_d, scales_h, scales_w, self_t, result
 ):
     """aten::upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 1128
+    # functional, derivatives.yaml entry upsample_trilinear3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.upsample_trilinear3d.default(
@@ -2673,7 +2673,7 @@ def upsample_trilinear3d_default(
 
 def log10_default(self_p, self_t, result):
     """aten::log10(Tensor self) -> Tensor"""
-    # functional, spec line 1140
+    # functional, derivatives.yaml entry log10
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
         return self_t / (self_p * 2.302585092994046)
@@ -2683,7 +2683,7 @@ def log10_default(self_p, self_t, result):
 
 def log10__default(self_p, self_t, result):
     """aten::log10_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1140
+    # inplace, derivatives.yaml entry log10
     # formulas from log10; self_p is self before the update
     # result: auto_element_wise, from self: grad / (self * 2.302585092994046).conj()
     if self_t is not None:
@@ -2694,7 +2694,7 @@ def log10__default(self_p, self_t, result):
 
 def asinh_default(self_p, self_t, result):
     """aten::asinh(Tensor self) -> Tensor"""
-    # functional, spec line 1145
+    # functional, derivatives.yaml entry asinh
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
         return self_t * (self_p * self_p + 1).rsqrt()
@@ -2704,7 +2704,7 @@ def asinh_default(self_p, self_t, result):
 
 def asinh__default(self_p, self_t, result):
     """aten::asinh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1145
+    # inplace, derivatives.yaml entry asinh
     # formulas from asinh; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self * self + 1).rsqrt().conj()
     if self_t is not None:
@@ -2715,7 +2715,7 @@ def asinh__default(self_p, self_t, result):
 
 def atanh_default(self_p, self_t, result):
     """aten::atanh(Tensor self) -> Tensor"""
-    # functional, spec line 1149
+    # functional, derivatives.yaml entry atanh
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
         return self_t / (1 - self_p * self_p)
@@ -2725,7 +2725,7 @@ def atanh_default(self_p, self_t, result):
 
 def atanh__default(self_p, self_t, result):
     """aten::atanh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1149
+    # inplace, derivatives.yaml entry atanh
     # formulas from atanh; self_p is self before the update
     # result: auto_element_wise, from self: grad / (1 - self * self).conj()
     if self_t is not None:
@@ -2736,7 +2736,7 @@ def atanh__default(self_p, self_t, result):
 
 def erfc_default(self_p, self_t, result):
     """aten::erfc(Tensor self) -> Tensor"""
-    # functional, spec line 1154
+    # functional, derivatives.yaml entry erfc
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
         return self_t * (-1.1283791670955126 * (-self_p * self_p).exp())
@@ -2746,7 +2746,7 @@ def erfc_default(self_p, self_t, result):
 
 def erfc__default(self_p, self_t, result):
     """aten::erfc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1154
+    # inplace, derivatives.yaml entry erfc
     # formulas from erfc; self_p is self before the update
     # result: auto_element_wise, from self: grad * (-1.1283791670955126 * (-self * self).exp()).conj()
     if self_t is not None:
@@ -2757,7 +2757,7 @@ def erfc__default(self_p, self_t, result):
 
 def erfinv_default(self_p, self_t, result):
     """aten::erfinv(Tensor self) -> Tensor"""
-    # functional, spec line 1158
+    # functional, derivatives.yaml entry erfinv
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
         return self_t * (0.886226925452758 * (result * result).exp())
@@ -2767,7 +2767,7 @@ def erfinv_default(self_p, self_t, result):
 
 def erfinv__default(self_p, self_t, result):
     """aten::erfinv_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1158
+    # inplace, derivatives.yaml entry erfinv
     # formulas from erfinv; self_p is self before the update
     # result: auto_element_wise, from self: grad * (0.886226925452758 * (result * result).exp()).conj()
     if self_t is not None:
@@ -2778,7 +2778,7 @@ def erfinv__default(self_p, self_t, result):
 
 def lgamma_default(self_p, self_t, result):
     """aten::lgamma(Tensor self) -> Tensor"""
-    # functional, spec line 1163
+    # functional, derivatives.yaml entry lgamma
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
         return self_t * self_p.digamma()
@@ -2788,7 +2788,7 @@ def lgamma_default(self_p, self_t, result):
 
 def lgamma__default(self_p, self_t, result):
     """aten::lgamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1163
+    # inplace, derivatives.yaml entry lgamma
     # formulas from lgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * self.digamma().conj()
     if self_t is not None:
@@ -2799,7 +2799,7 @@ def lgamma__default(self_p, self_t, result):
 
 def digamma_default(self_p, self_t, result):
     """aten::digamma(Tensor self) -> Tensor"""
-    # functional, spec line 1168
+    # functional, derivatives.yaml entry digamma
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(1, self_p)
@@ -2809,7 +2809,7 @@ def digamma_default(self_p, self_t, result):
 
 def digamma__default(self_p, self_t, result):
     """aten::digamma_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1168
+    # inplace, derivatives.yaml entry digamma
     # formulas from digamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.polygamma(1, self).conj()
     if self_t is not None:
@@ -2820,7 +2820,7 @@ def digamma__default(self_p, self_t, result):
 
 def polygamma_default(n, self_p, self_t, result):
     """aten::polygamma(int n, Tensor self) -> Tensor"""
-    # functional, spec line 1173
+    # functional, derivatives.yaml entry polygamma
     # result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
     if self_t is not None:
         return self_t * torch.polygamma(n + 1, self_p)
@@ -2830,7 +2830,7 @@ def polygamma_default(n, self_p, self_t, result):
 
 def mvlgamma_default(self_p, p, self_t, result):
     """aten::mvlgamma(Tensor self, int p) -> Tensor"""
-    # functional, spec line 1180
+    # functional, derivatives.yaml entry mvlgamma
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
         return self_t * mvlgamma_derivative(self_p, p)
@@ -2840,7 +2840,7 @@ def mvlgamma_default(self_p, p, self_t, result):
 
 def mvlgamma__default(self_p, p, self_t, result):
     """aten::mvlgamma_(Tensor(a!) self, int p) -> Tensor(a!)"""
-    # inplace, spec line 1180
+    # inplace, derivatives.yaml entry mvlgamma
     # formulas from mvlgamma; self_p is self before the update
     # result: auto_element_wise, from self: grad * mvlgamma_derivative(self, p).conj()
     if self_t is not None:
@@ -2851,7 +2851,7 @@ def mvlgamma__default(self_p, p, self_t, result):
 
 def logit_default(self_p, eps, self_t, result):
     """aten::logit(Tensor self, float? eps=None) -> Tensor"""
-    # functional, spec line 1187
+    # functional, derivatives.yaml entry logit
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
         return self_t * logit_derivative(self_p, eps)
@@ -2861,7 +2861,7 @@ def logit_default(self_p, eps, self_t, result):
 
 def logit__default(self_p, eps, self_t, result):
     """aten::logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)"""
-    # inplace, spec line 1187
+    # inplace, derivatives.yaml entry logit
     # formulas from logit; self_p is self before the update
     # result: auto_element_wise, from self: grad * logit_derivative(self, eps).conj()
     if self_t is not None:
@@ -2872,7 +2872,7 @@ def logit__default(self_p, eps, self_t, result):
 
 def sinc_default(self_p, self_t, result):
     """aten::sinc(Tensor self) -> Tensor"""
-    # functional, spec line 1195
+    # functional, derivatives.yaml entry sinc
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
         return self_t * torch.where(
@@ -2887,7 +2887,7 @@ def sinc_default(self_p, self_t, result):
 
 def sinc__default(self_p, self_t, result):
     """aten::sinc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1195
+    # inplace, derivatives.yaml entry sinc
     # formulas from sinc; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.0, (torch.pi * self * (torch.pi * self).cos() - (torch.pi * self).sin()) / (torch.pi * self * self)).conj()
     if self_t is not None:
@@ -2903,7 +2903,7 @@ def sinc__default(self_p, self_t, result):
 
 def i0_default(self_p, self_t, result):
     """aten::i0(Tensor self) -> Tensor"""
-    # functional, spec line 1199
+    # functional, derivatives.yaml entry i0
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
         return self_t * torch.special.i1(self_p).conj()
@@ -2913,7 +2913,7 @@ def i0_default(self_p, self_t, result):
 
 def i0__default(self_p, self_t, result):
     """aten::i0_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1199
+    # inplace, derivatives.yaml entry i0
     # formulas from i0; self_p is self before the update
     # result: auto_element_wise, from self: grad * torch.special.i1(self)
     if self_t is not None:
@@ -2924,7 +2924,7 @@ def i0__default(self_p, self_t, result):
 
 def special_i0e_default(self_p, self_t, result):
     """aten::special_i0e(Tensor self) -> Tensor"""
-    # functional, spec line 1203
+    # functional, derivatives.yaml entry special_i0e
     # result: auto_element_wise, from self: grad * (torch.special.i1e(self) - self.sgn() * result)
     if self_t is not None:
         return self_t * (
@@ -2936,7 +2936,7 @@ def special_i0e_default(self_p, self_t, result):
 
 def special_i1_default(self_p, self_t, result):
     """aten::special_i1(Tensor self) -> Tensor"""
-    # functional, spec line 1207
+    # functional, derivatives.yaml entry special_i1
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, self.i0() - result / self)
     if self_t is not None:
         return (
@@ -2948,7 +2948,7 @@ def special_i1_default(self_p, self_t, result):
 
 def special_i1e_default(self_p, self_t, result):
     """aten::special_i1e(Tensor self) -> Tensor"""
-    # functional, spec line 1211
+    # functional, derivatives.yaml entry special_i1e
     # result: auto_element_wise, from self: grad * torch.where(self == 0, 0.5, torch.special.i0e(self) - result * (self.sgn() + self.reciprocal()))
     if self_t is not None:
         return (
@@ -2966,7 +2966,7 @@ def special_i1e_default(self_p, self_t, result):
 
 def special_ndtr_default(self_p, self_t, result):
     """aten::special_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1215
+    # functional, derivatives.yaml entry special_ndtr
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self).exp()
     if self_t is not None:
         return self_t * 0.3989422804014327 * (-0.5 * self_p * self_p).exp().conj()
@@ -2976,7 +2976,7 @@ def special_ndtr_default(self_p, self_t, result):
 
 def special_log_ndtr_default(self_p, self_t, result):
     """aten::special_log_ndtr(Tensor self) -> Tensor"""
-    # functional, spec line 1219
+    # functional, derivatives.yaml entry special_log_ndtr
     # result: auto_element_wise, from self: grad * 0.3989422804014327 * (-0.5 * self * self - result).exp()
     if self_t is not None:
         return (
@@ -2988,7 +2988,7 @@ def special_log_ndtr_default(self_p, self_t, result):
 
 def special_erfcx_default(self_p, self_t, result):
     """aten::special_erfcx(Tensor self) -> Tensor"""
-    # functional, spec line 1223
+    # functional, derivatives.yaml entry special_erfcx
     # result: auto_element_wise, from self: grad * (2 * self * result - 1.1283791670955126)
     if self_t is not None:
         return self_t * (2 * self_p.conj() * result.conj() - 1.1283791670955126)
@@ -2998,7 +2998,7 @@ def special_erfcx_default(self_p, self_t, result):
 
 def special_entr_default(self_p, self_t, result):
     """aten::special_entr(Tensor self) -> Tensor"""
-    # functional, spec line 1227
+    # functional, derivatives.yaml entry special_entr
     # result: auto_element_wise, from self: grad * -(1 + self.log())
     if self_t is not None:
         return self_t * -(1 + self_p.log().conj())
@@ -3008,7 +3008,7 @@ def special_entr_default(self_p, self_t, result):
 
 def sgn_default(self_p, self_t, result):
     """aten::sgn(Tensor self) -> Tensor"""
-    # functional, spec line 1232
+    # functional, derivatives.yaml entry sgn
     # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
         return sgn_derivative(self_t, self_p, result)
@@ -3018,7 +3018,7 @@ def sgn_default(self_p, self_t, result):
 
 def sgn__default(self_p, self_t, result):
     """aten::sgn_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1232
+    # inplace, derivatives.yaml entry sgn
     # formulas from sgn; self_p is self before the update
     # result: sgn_derivative(self_t, self_p, result)
     if self_t is not None:
@@ -3029,7 +3029,7 @@ def sgn__default(self_p, self_t, result):
 
 def angle_default(self_p, self_t, result):
     """aten::angle(Tensor self) -> Tensor"""
-    # functional, spec line 1238
+    # functional, derivatives.yaml entry angle
     # result: angle_tangent(self_t, self_p)
     if self_t is not None:
         return angle_tangent(self_t, self_p)
@@ -3039,7 +3039,7 @@ def angle_default(self_p, self_t, result):
 
 def sign_default(self_p, self_t, result):
     """aten::sign(Tensor self) -> Tensor"""
-    # functional, spec line 1243
+    # functional, derivatives.yaml entry sign
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3049,7 +3049,7 @@ def sign_default(self_p, self_t, result):
 
 def sign__default(self_p, self_t, result):
     """aten::sign_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1243
+    # inplace, derivatives.yaml entry sign
     # formulas from sign; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3060,7 +3060,7 @@ def sign__default(self_p, self_t, result):
 
 def ceil_default(self_p, self_t, result):
     """aten::ceil(Tensor self) -> Tensor"""
-    # functional, spec line 1247
+    # functional, derivatives.yaml entry ceil
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3070,7 +3070,7 @@ def ceil_default(self_p, self_t, result):
 
 def ceil__default(self_p, self_t, result):
     """aten::ceil_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1247
+    # inplace, derivatives.yaml entry ceil
     # formulas from ceil; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3081,7 +3081,7 @@ def ceil__default(self_p, self_t, result):
 
 def floor_default(self_p, self_t, result):
     """aten::floor(Tensor self) -> Tensor"""
-    # functional, spec line 1251
+    # functional, derivatives.yaml entry floor
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3091,7 +3091,7 @@ def floor_default(self_p, self_t, result):
 
 def floor__default(self_p, self_t, result):
     """aten::floor_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1251
+    # inplace, derivatives.yaml entry floor
     # formulas from floor; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3102,7 +3102,7 @@ def floor__default(self_p, self_t, result):
 
 def trunc_default(self_p, self_t, result):
     """aten::trunc(Tensor self) -> Tensor"""
-    # functional, spec line 1255
+    # functional, derivatives.yaml entry trunc
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3112,7 +3112,7 @@ def trunc_default(self_p, self_t, result):
 
 def trunc__default(self_p, self_t, result):
     """aten::trunc_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1255
+    # inplace, derivatives.yaml entry trunc
     # formulas from trunc; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3123,7 +3123,7 @@ def trunc__default(self_p, self_t, result):
 
 def round_default(self_p, self_t, result):
     """aten::round(Tensor self) -> Tensor"""
-    # functional, spec line 1259
+    # functional, derivatives.yaml entry round
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3133,7 +3133,7 @@ def round_default(self_p, self_t, result):
 
 def round__default(self_p, self_t, result):
     """aten::round_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1259
+    # inplace, derivatives.yaml entry round
     # formulas from round; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3144,7 +3144,7 @@ def round__default(self_p, self_t, result):
 
 def round_decimals(self_p, decimals, self_t, result):
     """aten::round.decimals(Tensor self, *, int decimals) -> Tensor"""
-    # functional, spec line 1263
+    # functional, derivatives.yaml entry round.decimals
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -3154,7 +3154,7 @@ def round_decimals(self_p, decimals, self_t, result):
 
 def round__decimals(self_p, decimals, self_t, result):
     """aten::round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)"""
-    # inplace, spec line 1263
+    # inplace, derivatives.yaml entry round.decimals
     # formulas from round.decimals; self_p is self before the update
     # result: torch.zeros_like(self_t)
     if self_t is not None:
@@ -3165,7 +3165,7 @@ def round__decimals(self_p, decimals, self_t, result):
 
 def frac_default(self_p, self_t, result):
     """aten::frac(Tensor self) -> Tensor"""
-    # functional, spec line 1268
+    # functional, derivatives.yaml entry frac
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3175,7 +3175,7 @@ def frac_default(self_p, self_t, result):
 
 def frac__default(self_p, self_t, result):
     """aten::frac_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1268
+    # inplace, derivatives.yaml entry frac
     # formulas from frac; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3186,7 +3186,7 @@ def frac__default(self_p, self_t, result):
 
 def deg2rad_default(self_p, self_t, result):
     """aten::deg2rad(Tensor self) -> Tensor"""
-    # functional, spec line 1272
+    # functional, derivatives.yaml entry deg2rad
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.deg2rad.default(self_t)
@@ -3196,7 +3196,7 @@ def deg2rad_default(self_p, self_t, result):
 
 def deg2rad__default(self_p, self_t, result):
     """aten::deg2rad_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1272
+    # inplace, derivatives.yaml entry deg2rad
     # formulas from deg2rad; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -3207,7 +3207,7 @@ def deg2rad__default(self_p, self_t, result):
 
 def rad2deg_default(self_p, self_t, result):
     """aten::rad2deg(Tensor self) -> Tensor"""
-    # functional, spec line 1276
+    # functional, derivatives.yaml entry rad2deg
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rad2deg.default(self_t)
@@ -3217,7 +3217,7 @@ def rad2deg_default(self_p, self_t, result):
 
 def rad2deg__default(self_p, self_t, result):
     """aten::rad2deg_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1276
+    # inplace, derivatives.yaml entry rad2deg
     # formulas from rad2deg; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -3228,7 +3228,7 @@ def rad2deg__default(self_p, self_t, result):
 
 def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
-    # functional, spec line 1280
+    # functional, derivatives.yaml entry nan_to_num
     # result: finite_parts(self_t, self_p)
     if self_t is not None:
         return finite_parts(self_t, self_p)
@@ -3238,7 +3238,7 @@ def nan_to_num_default(self_p, nan, posinf, neginf, self_t, result):
 
 def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
     """aten::nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)"""
-    # inplace, spec line 1280
+    # inplace, derivatives.yaml entry nan_to_num
     # formulas from nan_to_num; self_p is self before the update
     # result: finite_parts(self_t, self_p)
     if self_t is not None:
@@ -3249,7 +3249,7 @@ def nan_to_num__default(self_p, nan, posinf, neginf, self_t, result):
 
 def frexp_Tensor(self_p, self_t, mantissa, exponent):
     """aten::frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)"""
-    # functional, spec line 1288
+    # functional, derivatives.yaml entry frexp.Tensor
     # mantissa: self_t / exponent.exp2()
     if self_t is not None:
         mantissa_t = self_t / exponent.exp2()
@@ -3260,7 +3260,7 @@ def frexp_Tensor(self_p, self_t, mantissa, exponent):
 
 def hardswish_default(self_p, self_t, result):
     """aten::hardswish(Tensor self) -> Tensor"""
-    # functional, spec line 1295
+    # functional, derivatives.yaml entry hardswish
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardswish_backward(self_t.conj(), self_p).conj()
@@ -3270,7 +3270,7 @@ def hardswish_default(self_p, self_t, result):
 
 def hardswish__default(self_p, self_t, result):
     """aten::hardswish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1295
+    # inplace, derivatives.yaml entry hardswish
     # formulas from hardswish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
     if self_t is not None:
@@ -3281,7 +3281,7 @@ def hardswish__default(self_p, self_t, result):
 
 def hardsigmoid_default(self_p, self_t, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
-    # functional, spec line 1299
+    # functional, derivatives.yaml entry hardsigmoid
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
@@ -3291,7 +3291,7 @@ def hardsigmoid_default(self_p, self_t, result):
 
 def hardsigmoid__default(self_p, self_t, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1299
+    # inplace, derivatives.yaml entry hardsigmoid
     # formulas from hardsigmoid; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
     if self_t is not None:
@@ -3302,7 +3302,7 @@ def hardsigmoid__default(self_p, self_t, result):
 
 def hardtanh_default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
-    # functional, spec line 1303
+    # functional, derivatives.yaml entry hardtanh
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
         return torch.ops.aten.hardtanh_backward(
@@ -3314,7 +3314,7 @@ def hardtanh_default(self_p, min_val, max_val, self_t, result):
 
 def hardtanh__default(self_p, min_val, max_val, self_t, result):
     """aten::hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)"""
-    # inplace, spec line 1303
+    # inplace, derivatives.yaml entry hardtanh
     # formulas from hardtanh; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
     if self_t is not None:
@@ -3327,7 +3327,7 @@ def hardtanh__default(self_p, min_val, max_val, self_t, result):
 
 def leaky_relu_default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
-    # functional, spec line 1310
+    # functional, derivatives.yaml entry leaky_relu
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -3339,7 +3339,7 @@ def leaky_relu_default(self_p, negative_slope, self_t, result):
 
 def leaky_relu__default(self_p, negative_slope, self_t, result):
     """aten::leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)"""
-    # inplace, spec line 1310
+    # inplace, derivatives.yaml entry leaky_relu
     # formulas from leaky_relu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.leaky_relu_backward(grad, self, negative_slope, False)
     if self_t is not None:
@@ -3352,7 +3352,7 @@ def leaky_relu__default(self_p, negative_slope, self_t, result):
 
 def elu_default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
-    # functional, spec line 1317
+    # functional, derivatives.yaml entry elu
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3364,7 +3364,7 @@ def elu_default(self_p, alpha, scale, input_scale, self_t, result):
 
 def elu__default(self_p, alpha, scale, input_scale, self_t, result):
     """aten::elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)"""
-    # inplace, spec line 1317
+    # inplace, derivatives.yaml entry elu
     # formulas from elu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, scale, input_scale, False, self)
     if self_t is not None:
@@ -3377,7 +3377,7 @@ def elu__default(self_p, alpha, scale, input_scale, self_t, result):
 
 def celu_default(self_p, alpha, self_t, result):
     """aten::celu(Tensor self, Scalar alpha=1.) -> Tensor"""
-    # functional, spec line 1324
+    # functional, derivatives.yaml entry celu
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
         return torch.ops.aten.elu_backward(
@@ -3389,7 +3389,7 @@ def celu_default(self_p, alpha, self_t, result):
 
 def celu__default(self_p, alpha, self_t, result):
     """aten::celu_(Tensor(a!) self, Scalar alpha=1.) -> Tensor(a!)"""
-    # inplace, spec line 1324
+    # inplace, derivatives.yaml entry celu
     # formulas from celu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.elu_backward(grad, alpha, 1, 1.0 / alpha, False, self)
     if self_t is not None:
@@ -3402,7 +3402,7 @@ def celu__default(self_p, alpha, self_t, result):
 
 def silu_default(self_p, self_t, result):
     """aten::silu(Tensor self) -> Tensor"""
-    # functional, spec line 1331
+    # functional, derivatives.yaml entry silu
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
         return self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())))
@@ -3412,7 +3412,7 @@ def silu_default(self_p, self_t, result):
 
 def silu__default(self_p, self_t, result):
     """aten::silu_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1331
+    # inplace, derivatives.yaml entry silu
     # formulas from silu; self_p is self before the update
     # result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
     if self_t is not None:
@@ -3423,7 +3423,7 @@ def silu__default(self_p, self_t, result):
 
 def mish_default(self_p, self_t, result):
     """aten::mish(Tensor self) -> Tensor"""
-    # functional, spec line 1335
+    # functional, derivatives.yaml entry mish
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
         return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
@@ -3433,7 +3433,7 @@ def mish_default(self_p, self_t, result):
 
 def mish__default(self_p, self_t, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 1335
+    # inplace, derivatives.yaml entry mish
     # formulas from mish; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
     if self_t is not None:
@@ -3444,7 +3444,7 @@ def mish__default(self_p, self_t, result):
 
 def gelu_default(self_p, approximate, self_t, result):
     """aten::gelu(Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 1339
+    # functional, derivatives.yaml entry gelu
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
         return torch.ops.aten.gelu_backward(
@@ -3456,7 +3456,7 @@ def gelu_default(self_p, approximate, self_t, result):
 
 def gelu__default(self_p, approximate, self_t, result):
     """aten::gelu_(Tensor(a!) self, *, str approximate="none") -> Tensor(a!)"""
-    # inplace, spec line 1339
+    # inplace, derivatives.yaml entry gelu
     # formulas from gelu; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.gelu_backward(grad, self, approximate=approximate)
     if self_t is not None:
@@ -3469,7 +3469,7 @@ def gelu__default(self_p, approximate, self_t, result):
 
 def softplus_default(self_p, beta, threshold, self_t, result):
     """aten::softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
-    # functional, spec line 1346
+    # functional, derivatives.yaml entry softplus
     # result: auto_element_wise, from self: torch.ops.aten.softplus_backward(grad, self, beta, threshold)
     if self_t is not None:
         return torch.ops.aten.softplus_backward(
@@ -3481,7 +3481,7 @@ def softplus_default(self_p, beta, threshold, self_t, result):
 
 def threshold_default(self_p, threshold, value, self_t, result):
     """aten::threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
-    # functional, spec line 1354
+    # functional, derivatives.yaml entry threshold
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
         return torch.ops.aten.threshold_backward(
@@ -3493,7 +3493,7 @@ def threshold_default(self_p, threshold, value, self_t, result):
 
 def threshold__default(self_p, threshold, value, self_t, result):
     """aten::threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1354
+    # inplace, derivatives.yaml entry threshold
     # formulas from threshold; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.threshold_backward(grad, self, threshold)
     if self_t is not None:
@@ -3506,7 +3506,7 @@ def threshold__default(self_p, threshold, value, self_t, result):
 
 def softshrink_default(self_p, lambd, self_t, result):
     """aten::softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1359
+    # functional, derivatives.yaml entry softshrink
     # result: auto_element_wise, from self: torch.ops.aten.softshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.softshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3516,7 +3516,7 @@ def softshrink_default(self_p, lambd, self_t, result):
 
 def hardshrink_default(self_p, lambd, self_t, result):
     """aten::hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
-    # functional, spec line 1366
+    # functional, derivatives.yaml entry hardshrink
     # result: auto_element_wise, from self: torch.ops.aten.hardshrink_backward(grad, self, lambd)
     if self_t is not None:
         return torch.ops.aten.hardshrink_backward(self_t.conj(), self_p, lambd).conj()
@@ -3526,7 +3526,7 @@ def hardshrink_default(self_p, lambd, self_t, result):
 
 def log_sigmoid_forward_default(self_p, self_t, output, buffer):
     """aten::log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)"""
-    # functional, spec line 1376
+    # functional, derivatives.yaml entry log_sigmoid_forward
     # output: torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
     if self_t is not None:
         output_t = torch.ops.aten.log_sigmoid_backward(self_t, self_p, buffer)
@@ -3542,7 +3542,7 @@ def log_sigmoid_forward_default(self_p, self_t, output, buffer):
 
 def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
     """aten::_prelu_kernel(Tensor self, Tensor weight) -> Tensor"""
-    # functional, spec line 1382
+    # functional, derivatives.yaml entry _prelu_kernel
     # result: torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
     if self_t is not None and weight_t is not None:
         return torch.where(self_p > 0, self_t, weight_p * self_t + weight_t * self_p)
@@ -3563,7 +3563,7 @@ def _prelu_kernel_default(self_p, weight_p, self_t, weight_t, result):
 
 def clamp_min_default(self_p, min, self_t, result):
     """aten::clamp_min(Tensor self, Scalar min) -> Tensor"""
-    # functional, spec line 1392
+    # functional, derivatives.yaml entry clamp_min
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p >= min, self_t.conj(), 0.0).conj()
@@ -3573,7 +3573,7 @@ def clamp_min_default(self_p, min, self_t, result):
 
 def clamp_min__default(self_p, min, self_t, result):
     """aten::clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)"""
-    # inplace, spec line 1392
+    # inplace, derivatives.yaml entry clamp_min
     # formulas from clamp_min; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self >= min, grad, 0.0)
     if self_t is not None:
@@ -3584,7 +3584,7 @@ def clamp_min__default(self_p, min, self_t, result):
 
 def clamp_max_default(self_p, max, self_t, result):
     """aten::clamp_max(Tensor self, Scalar max) -> Tensor"""
-    # functional, spec line 1397
+    # functional, derivatives.yaml entry clamp_max
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
         return torch.where(self_p <= max, self_t.conj(), 0.0).conj()
@@ -3594,7 +3594,7 @@ def clamp_max_default(self_p, max, self_t, result):
 
 def clamp_max__default(self_p, max, self_t, result):
     """aten::clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)"""
-    # inplace, spec line 1397
+    # inplace, derivatives.yaml entry clamp_max
     # formulas from clamp_max; self_p is self before the update
     # result: auto_element_wise, from self: torch.where(self <= max, grad, 0.0)
     if self_t is not None:
@@ -3605,7 +3605,7 @@ def clamp_max__default(self_p, max, self_t, result):
 
 def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    # functional, spec line 1402
+    # functional, derivatives.yaml entry clamp_min.Tensor
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
         return torch.where(self_p >= min_p, self_t, min_t)
@@ -3619,7 +3619,7 @@ def clamp_min_Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
     """aten::clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)"""
-    # inplace, spec line 1402
+    # inplace, derivatives.yaml entry clamp_min.Tensor
     # formulas from clamp_min.Tensor; self_p is self before the update
     # result: torch.where(self_p >= min_p, self_t, min_t)
     if self_t is not None and min_t is not None:
@@ -3636,7 +3636,7 @@ def clamp_min__Tensor(self_p, min_p, self_t, min_t, result):
 
 def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    # functional, spec line 1412
+    # functional, derivatives.yaml entry clamp_max.Tensor
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
         return torch.where(self_p <= max_p, self_t, max_t)
@@ -3650,7 +3650,7 @@ def clamp_max_Tensor(self_p, max_p, self_t, max_t, result):
 
 def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
     """aten::clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)"""
-    # inplace, spec line 1412
+    # inplace, derivatives.yaml entry clamp_max.Tensor
     # formulas from clamp_max.Tensor; self_p is self before the update
     # result: torch.where(self_p <= max_p, self_t, max_t)
     if self_t is not None and max_t is not None:
@@ -3667,7 +3667,7 @@ def clamp_max__Tensor(self_p, max_p, self_t, max_t, result):
 
 def copysign_Tensor(self_p, other_p, self_t, result):
     """aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1422
+    # functional, derivatives.yaml entry copysign.Tensor
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3677,7 +3677,7 @@ def copysign_Tensor(self_p, other_p, self_t, result):
 
 def copysign__Tensor(self_p, other_p, self_t, result):
     """aten::copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1422
+    # inplace, derivatives.yaml entry copysign.Tensor
     # formulas from copysign.Tensor; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3688,7 +3688,7 @@ def copysign__Tensor(self_p, other_p, self_t, result):
 
 def copysign_Scalar(self_p, other, self_t, result):
     """aten::copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1432
+    # functional, derivatives.yaml entry copysign.Scalar
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
         return self_t * torch.where(self_p == 0, 0.0, result / self_p)
@@ -3698,7 +3698,7 @@ def copysign_Scalar(self_p, other, self_t, result):
 
 def copysign__Scalar(self_p, other, self_t, result):
     """aten::copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1432
+    # inplace, derivatives.yaml entry copysign.Scalar
     # formulas from copysign.Scalar; self_p is self before the update
     # result: self_t * torch.where(self_p == 0, 0.0, result / self_p)
     if self_t is not None:
@@ -3709,7 +3709,7 @@ def copysign__Scalar(self_p, other, self_t, result):
 
 def fmod_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1440
+    # functional, derivatives.yaml entry fmod.Tensor
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
@@ -3723,7 +3723,7 @@ def fmod_Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1440
+    # inplace, derivatives.yaml entry fmod.Tensor
     # formulas from fmod.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="trunc")
     if self_t is not None and other_t is not None:
@@ -3738,7 +3738,7 @@ def fmod__Tensor(self_p, other_p, self_t, other_t, result):
 
 def fmod_Scalar(self_p, other, self_t, result):
     """aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1450
+    # functional, derivatives.yaml entry fmod.Scalar
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3748,7 +3748,7 @@ def fmod_Scalar(self_p, other, self_t, result):
 
 def fmod__Scalar(self_p, other, self_t, result):
     """aten::fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1450
+    # inplace, derivatives.yaml entry fmod.Scalar
     # formulas from fmod.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3759,7 +3759,7 @@ def fmod__Scalar(self_p, other, self_t, result):
 
 def remainder_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1455
+    # functional, derivatives.yaml entry remainder.Tensor
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
         return self_t - other_t * self_p.div(other_p, rounding_mode="floor")
@@ -3773,7 +3773,7 @@ def remainder_Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1455
+    # inplace, derivatives.yaml entry remainder.Tensor
     # formulas from remainder.Tensor; self_p is self before the update
     # result: self_t - other_t * self_p.div(other_p, rounding_mode="floor")
     if self_t is not None and other_t is not None:
@@ -3788,7 +3788,7 @@ def remainder__Tensor(self_p, other_p, self_t, other_t, result):
 
 def remainder_Scalar(self_p, other, self_t, result):
     """aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1465
+    # functional, derivatives.yaml entry remainder.Scalar
     # result: self_t
     if self_t is not None:
         return self_t
@@ -3798,7 +3798,7 @@ def remainder_Scalar(self_p, other, self_t, result):
 
 def remainder__Scalar(self_p, other, self_t, result):
     """aten::remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1465
+    # inplace, derivatives.yaml entry remainder.Scalar
     # formulas from remainder.Scalar; self_p is self before the update
     # result: self_t
     if self_t is not None:
@@ -3809,7 +3809,7 @@ def remainder__Scalar(self_p, other, self_t, result):
 
 def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1470
+    # functional, derivatives.yaml entry div.Tensor_mode
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
         return unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
@@ -3825,7 +3825,7 @@ def div_Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
     """aten::div_.Tensor_mode(Tensor(a!) self, Tensor other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1470
+    # inplace, derivatives.yaml entry div.Tensor_mode
     # formulas from div.Tensor_mode; self_p is self before the update
     # result: unless_rounded((self_t - other_t * result) / other_p, rounding_mode)
     if self_t is not None and other_t is not None:
@@ -3842,7 +3842,7 @@ def div__Tensor_mode(self_p, other_p, rounding_mode, self_t, other_t, result):
 
 def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor"""
-    # functional, spec line 1480
+    # functional, derivatives.yaml entry div.Scalar_mode
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
         return unless_rounded(self_t / other, rounding_mode)
@@ -3852,7 +3852,7 @@ def div_Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
     """aten::div_.Scalar_mode(Tensor(a!) self, Scalar other, *, str? rounding_mode) -> Tensor(a!)"""
-    # inplace, spec line 1480
+    # inplace, derivatives.yaml entry div.Scalar_mode
     # formulas from div.Scalar_mode; self_p is self before the update
     # result: unless_rounded(self_t / other, rounding_mode)
     if self_t is not None:
@@ -3863,7 +3863,7 @@ def div__Scalar_mode(self_p, other, rounding_mode, self_t, result):
 
 def fmax_default(self_p, other_p, self_t, other_t, result):
     """aten::fmax(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1488
+    # functional, derivatives.yaml entry fmax
     # result: torch.where((self_p >= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3887,7 +3887,7 @@ def fmax_default(self_p, other_p, self_t, other_t, result):
 
 def fmin_default(self_p, other_p, self_t, other_t, result):
     """aten::fmin(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1498
+    # functional, derivatives.yaml entry fmin
     # result: torch.where((self_p <= other_p).logical_or(other_p.isnan()), self_t, other_t)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -3911,7 +3911,7 @@ def fmin_default(self_p, other_p, self_t, other_t, result):
 
 def hypot_default(self_p, other_p, self_t, other_t, result):
     """aten::hypot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1508
+    # functional, derivatives.yaml entry hypot
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
         return (self_t * self_p + other_t * other_p) / result
@@ -3925,7 +3925,7 @@ def hypot_default(self_p, other_p, self_t, other_t, result):
 
 def hypot__default(self_p, other_p, self_t, other_t, result):
     """aten::hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1508
+    # inplace, derivatives.yaml entry hypot
     # formulas from hypot; self_p is self before the update
     # result: (self_t * self_p + other_t * other_p) / result
     if self_t is not None and other_t is not None:
@@ -3940,7 +3940,7 @@ def hypot__default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1518
+    # functional, derivatives.yaml entry logaddexp
     # result: self_t / (1 + (other_p - self_p).exp()) + other_t / (1 + (self_p - other_p).exp())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp()) + other_t / (
@@ -3956,7 +3956,7 @@ def logaddexp_default(self_p, other_p, self_t, other_t, result):
 
 def logaddexp2_default(self_p, other_p, self_t, other_t, result):
     """aten::logaddexp2(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1528
+    # functional, derivatives.yaml entry logaddexp2
     # result: self_t / (1 + (other_p - self_p).exp2()) + other_t / (1 + (self_p - other_p).exp2())
     if self_t is not None and other_t is not None:
         return self_t / (1 + (other_p - self_p).exp2()) + other_t / (
@@ -3972,7 +3972,7 @@ def logaddexp2_default(self_p, other_p, self_t, other_t, result):
 
 def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::ldexp.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1538
+    # functional, derivatives.yaml entry ldexp.Tensor
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
         return torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
@@ -3986,7 +3986,7 @@ def ldexp_Tensor(self_p, other_p, self_t, other_t, result):
 
 def ldexp__default(self_p, other_p, self_t, other_t, result):
     """aten::ldexp_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1538
+    # inplace, derivatives.yaml entry ldexp.Tensor
     # formulas from ldexp.Tensor; self_p is self before the update
     # result: torch.ldexp(self_t, other_p) + other_t * result * 0.6931471805599453
     if self_t is not None and other_t is not None:
@@ -4001,7 +4001,7 @@ def ldexp__default(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1547
+    # functional, derivatives.yaml entry xlogy.Tensor
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
         return (
@@ -4029,7 +4029,7 @@ def xlogy_Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1547
+    # inplace, derivatives.yaml entry xlogy.Tensor
     # formulas from xlogy.Tensor; self_p is self before the update
     # result: torch.where((self_p == 0).logical_and(other_p <= 0), 0.0, torch.xlogy(self_t, other_p)) + other_t * self_p / other_p
     if self_t is not None and other_t is not None:
@@ -4053,7 +4053,7 @@ def xlogy__Tensor(self_p, other_p, self_t, other_t, result):
 
 def xlogy_Scalar_Self(self, other_p, other_t, result):
     """aten::xlogy.Scalar_Self(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1557
+    # functional, derivatives.yaml entry xlogy.Scalar_Self
     # result: other_t * self / other_p
     if other_t is not None:
         return other_t * self / other_p
@@ -4063,7 +4063,7 @@ def xlogy_Scalar_Self(self, other_p, other_t, result):
 
 def xlogy_Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1562
+    # functional, derivatives.yaml entry xlogy.Scalar_Other
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
         return (
@@ -4077,7 +4077,7 @@ def xlogy_Scalar_Other(self_p, other, self_t, result):
 
 def xlogy__Scalar_Other(self_p, other, self_t, result):
     """aten::xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)"""
-    # inplace, spec line 1562
+    # inplace, derivatives.yaml entry xlogy.Scalar_Other
     # formulas from xlogy.Scalar_Other; self_p is self before the update
     # result: torch.where(self_p == 0, 0.0, torch.xlogy(self_t, other)) if other <= 0 else torch.xlogy(self_t, other)
     if self_t is not None:
@@ -4092,7 +4092,7 @@ def xlogy__Scalar_Other(self_p, other, self_t, result):
 
 def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
     """aten::special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1567
+    # functional, derivatives.yaml entry special_xlog1py
     # result: torch.where((self_p == 0).logical_and(other_p <= -1), 0.0, torch.special.xlog1py(self_t, other_p)) + other_t * self_p / (other_p + 1)
     if self_t is not None and other_t is not None:
         return torch.where(
@@ -4117,7 +4117,7 @@ def special_xlog1py_default(self_p, other_p, self_t, other_t, result):
 
 def special_xlog1py_self_scalar(self, other_p, other_t, result):
     """aten::special_xlog1py.self_scalar(Scalar self, Tensor other) -> Tensor"""
-    # functional, spec line 1577
+    # functional, derivatives.yaml entry special_xlog1py.self_scalar
     # result: other_t * self / (other_p + 1)
     if other_t is not None:
         return other_t * self / (other_p + 1)
@@ -4127,7 +4127,7 @@ def special_xlog1py_self_scalar(self, other_p, other_t, result):
 
 def special_xlog1py_other_scalar(self_p, other, self_t, result):
     """aten::special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor"""
-    # functional, spec line 1582
+    # functional, derivatives.yaml entry special_xlog1py.other_scalar
     # result: torch.where(self_p == 0, 0.0, torch.special.xlog1py(self_t, other)) if other <= -1 else torch.special.xlog1py(self_t, other)
     if self_t is not None:
         return (
@@ -4141,7 +4141,7 @@ def special_xlog1py_other_scalar(self_p, other, self_t, result):
 
 def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor"""
-    # functional, spec line 1589
+    # functional, derivatives.yaml entry clamp.Tensor
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
         return (
@@ -4181,7 +4181,7 @@ def clamp_Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
     """aten::clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)"""
-    # inplace, spec line 1589
+    # inplace, derivatives.yaml entry clamp.Tensor
     # formulas from clamp.Tensor; self_p is self before the update
     # result: self_t * clamp_tensor_weight(self_p, min_p, max_p, "self") + min_t * clamp_tensor_weight(self_p, min_p, max_p, "min") + max_t * clamp_tensor_weight(self_p, min_p, max_p, "max")
     if self_t is not None and min_t is not None and max_t is not None:
@@ -4216,7 +4216,7 @@ def clamp__Tensor(self_p, min_p, max_p, self_t, min_t, max_t, result):
 
 def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor"""
-    # functional, spec line 1598
+    # functional, derivatives.yaml entry lerp.Scalar
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
         return scale(self_t, 1 - weight) + scale(end_t, weight)
@@ -4230,7 +4230,7 @@ def lerp_Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
     """aten::lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)"""
-    # inplace, spec line 1598
+    # inplace, derivatives.yaml entry lerp.Scalar
     # formulas from lerp.Scalar; self_p is self before the update
     # result: scale(self_t, 1 - weight) + scale(end_t, weight)
     if self_t is not None and end_t is not None:
@@ -4245,7 +4245,7 @@ def lerp__Scalar(self_p, end_p, weight, self_t, end_t, result):
 
 def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor"""
-    # functional, spec line 1607
+    # functional, derivatives.yaml entry lerp.Tensor
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
         return self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
@@ -4267,7 +4267,7 @@ def lerp_Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
 
 def lerp__Tensor(self_p, end_p, weight_p, self_t, end_t, weight_t, result):
     """aten::lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)"""
-    # inplace, spec line 1607
+    # inplace, derivatives.yaml entry lerp.Tensor
     # formulas from lerp.Tensor; self_p is self before the update
     # result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
     if self_t is not None and end_t is not None and weight_t is not None:
@@ -4292,7 +4292,7 @@ def addcmul_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1616
+    # functional, derivatives.yaml entry addcmul
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
@@ -4318,7 +4318,7 @@ def addcmul__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1616
+    # inplace, derivatives.yaml entry addcmul
     # formulas from addcmul; self_p is self before the update
     # result: self_t + scale(tensor1_t * tensor2_p + tensor1_p * tensor2_t, value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4345,7 +4345,7 @@ def addcdiv_default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
-    # functional, spec line 1627
+    # functional, derivatives.yaml entry addcdiv
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
         return self_t + scale(
@@ -4383,7 +4383,7 @@ def addcdiv__default(
     self_p, tensor1_p, tensor2_p, value, self_t, tensor1_t, tensor2_t, result
 ):
     """aten::addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)"""
-    # inplace, spec line 1627
+    # inplace, derivatives.yaml entry addcdiv
     # formulas from addcdiv; self_p is self before the update
     # result: self_t + scale(tensor1_t / tensor2_p - tensor1_p * tensor2_t / (tensor2_p * tensor2_p), value)
     if self_t is not None and tensor1_t is not None and tensor2_t is not None:
@@ -4417,7 +4417,7 @@ def addcdiv__default(
 
 def nextafter_default(self_p, other_p, self_t, result):
     """aten::nextafter(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 1637
+    # functional, derivatives.yaml entry nextafter
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
         return torch.where(self_p != other_p, self_t, 0.0)
@@ -4427,7 +4427,7 @@ def nextafter_default(self_p, other_p, self_t, result):
 
 def nextafter__default(self_p, other_p, self_t, result):
     """aten::nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
-    # inplace, spec line 1637
+    # inplace, derivatives.yaml entry nextafter
     # formulas from nextafter; self_p is self before the update
     # result: torch.where(self_p != other_p, self_t, 0.0)
     if self_t is not None:
@@ -4440,7 +4440,7 @@ def rrelu_with_noise_default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor"""
-    # functional, spec line 1648
+    # functional, derivatives.yaml entry rrelu_with_noise
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -4454,7 +4454,7 @@ def rrelu_with_noise__default(
     self_p, noise_p, lower, upper, training, generator, self_t, result
 ):
     """aten::rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 1648
+    # inplace, derivatives.yaml entry rrelu_with_noise
     # formulas from rrelu_with_noise; self_p is self before the update
     # result: auto_element_wise, from self: torch.ops.aten.rrelu_with_noise_backward(grad, self, noise, lower, upper, training, False)
     if self_t is not None:
@@ -4467,7 +4467,7 @@ def rrelu_with_noise__default(
 
 def complex_default(real_p, imag_p, real_t, imag_t, result):
     """aten::complex(Tensor real, Tensor imag) -> Tensor"""
-    # functional, spec line 1658
+    # functional, derivatives.yaml entry complex
     # result: auto_linear
     if real_t is not None and imag_t is not None:
         return torch.ops.aten.complex.default(real_t, imag_t)
@@ -4481,7 +4481,7 @@ def complex_default(real_p, imag_p, real_t, imag_t, result):
 
 def polar_default(abs_p, angle_p, abs_t, angle_t, result):
     """aten::polar(Tensor abs, Tensor angle) -> Tensor"""
-    # functional, spec line 1666
+    # functional, derivatives.yaml entry polar
     # result: abs_t * torch.polar(torch.ones_like(angle_p), angle_p) + angle_t * result * 1j
     if abs_t is not None and angle_t is not None:
         return (
@@ -4498,7 +4498,7 @@ def polar_default(abs_p, angle_p, abs_t, angle_t, result):
 
 def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
-    # view, spec line 1680
+    # view, derivatives.yaml entry diagonal
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal.default(self_t, offset, dim1, dim2)
@@ -4508,7 +4508,7 @@ def diagonal_default(self_p, offset, dim1, dim2, self_t, result):
 
 def squeeze_dims(self_p, dim, self_t, result):
     """aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    # view, spec line 1687
+    # view, derivatives.yaml entry squeeze.dims
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze.dims(self_t, dim)
@@ -4518,7 +4518,7 @@ def squeeze_dims(self_p, dim, self_t, result):
 
 def unfold_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
-    # view, spec line 1693
+    # view, derivatives.yaml entry unfold
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold.default(self_t, dimension, size, step)
@@ -4528,7 +4528,7 @@ def unfold_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_default(self_p, dim, start, length, self_t, result):
     """aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
-    # view, spec line 1699
+    # view, derivatives.yaml entry narrow
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow.default(self_t, dim, start, length)
@@ -4538,7 +4538,7 @@ def narrow_default(self_p, dim, start, length, self_t, result):
 
 def split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1705
+    # view, derivatives.yaml entry split.Tensor
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split.Tensor(self_t, split_size, dim)
@@ -4548,7 +4548,7 @@ def split_Tensor(self_p, split_size, dim, self_t, result):
 
 def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1711
+    # view, derivatives.yaml entry split_with_sizes
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes.default(self_t, split_sizes, dim)
@@ -4558,7 +4558,7 @@ def split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_int(self_p, dim, self_t, result):
     """aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    # view, spec line 1717
+    # view, derivatives.yaml entry unbind.int
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind.int(self_t, dim)
@@ -4568,7 +4568,7 @@ def unbind_int(self_p, dim, self_t, result):
 
 def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
     """aten::unsafe_split.Tensor(Tensor self, SymInt split_size, int dim=0) -> Tensor[]"""
-    # functional, spec line 1725
+    # functional, derivatives.yaml entry unsafe_split.Tensor
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split.Tensor(self_t, split_size, dim)
@@ -4578,7 +4578,7 @@ def unsafe_split_Tensor(self_p, split_size, dim, self_t, result):
 
 def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
     """aten::unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1732
+    # functional, derivatives.yaml entry unsafe_split_with_sizes
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsafe_split_with_sizes.default(self_t, split_sizes, dim)
@@ -4588,7 +4588,7 @@ def unsafe_split_with_sizes_default(self_p, split_sizes, dim, self_t, result):
 
 def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
     """aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
-    # functional, spec line 1739
+    # functional, derivatives.yaml entry split_with_sizes_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.split_with_sizes_copy.default(self_t, split_sizes, dim)
@@ -4598,7 +4598,7 @@ def split_with_sizes_copy_default(self_p, split_sizes, dim, self_t, result):
 
 def unbind_copy_int(self_p, dim, self_t, result):
     """aten::unbind_copy.int(Tensor self, int dim=0) -> Tensor[]"""
-    # functional, spec line 1746
+    # functional, derivatives.yaml entry unbind_copy.int
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unbind_copy.int(self_t, dim)
@@ -4608,7 +4608,7 @@ def unbind_copy_int(self_p, dim, self_t, result):
 
 def alias_copy_default(self_p, self_t, result):
     """aten::alias_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1753
+    # functional, derivatives.yaml entry alias_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.alias_copy.default(self_t)
@@ -4618,7 +4618,7 @@ def alias_copy_default(self_p, self_t, result):
 
 def view_copy_default(self_p, size, self_t, result):
     """aten::view_copy(Tensor self, SymInt[] size) -> Tensor"""
-    # functional, spec line 1757
+    # functional, derivatives.yaml entry view_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_copy.default(self_t, size)
@@ -4628,7 +4628,7 @@ def view_copy_default(self_p, size, self_t, result):
 
 def t_copy_default(self_p, self_t, result):
     """aten::t_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1764
+    # functional, derivatives.yaml entry t_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.t_copy.default(self_t)
@@ -4638,7 +4638,7 @@ def t_copy_default(self_p, self_t, result):
 
 def transpose_copy_int(self_p, dim0, dim1, self_t, result):
     """aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor"""
-    # functional, spec line 1771
+    # functional, derivatives.yaml entry transpose_copy.int
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_copy.int(self_t, dim0, dim1)
@@ -4648,7 +4648,7 @@ def transpose_copy_int(self_p, dim0, dim1, self_t, result):
 
 def permute_copy_default(self_p, dims, self_t, result):
     """aten::permute_copy(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1778
+    # functional, derivatives.yaml entry permute_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.permute_copy.default(self_t, dims)
@@ -4658,7 +4658,7 @@ def permute_copy_default(self_p, dims, self_t, result):
 
 def unsqueeze_copy_default(self_p, dim, self_t, result):
     """aten::unsqueeze_copy(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1785
+    # functional, derivatives.yaml entry unsqueeze_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unsqueeze_copy.default(self_t, dim)
@@ -4668,7 +4668,7 @@ def unsqueeze_copy_default(self_p, dim, self_t, result):
 
 def squeeze_copy_default(self_p, self_t, result):
     """aten::squeeze_copy(Tensor self) -> Tensor"""
-    # functional, spec line 1793
+    # functional, derivatives.yaml entry squeeze_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.default(self_t)
@@ -4678,7 +4678,7 @@ def squeeze_copy_default(self_p, self_t, result):
 
 def squeeze_copy_dim(self_p, dim, self_t, result):
     """aten::squeeze_copy.dim(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 1800
+    # functional, derivatives.yaml entry squeeze_copy.dim
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dim(self_t, dim)
@@ -4688,7 +4688,7 @@ def squeeze_copy_dim(self_p, dim, self_t, result):
 
 def squeeze_copy_dims(self_p, dim, self_t, result):
     """aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor"""
-    # functional, spec line 1807
+    # functional, derivatives.yaml entry squeeze_copy.dims
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.squeeze_copy.dims(self_t, dim)
@@ -4698,7 +4698,7 @@ def squeeze_copy_dims(self_p, dim, self_t, result):
 
 def unfold_copy_default(self_p, dimension, size, step, self_t, result):
     """aten::unfold_copy(Tensor self, int dimension, int size, int step) -> Tensor"""
-    # functional, spec line 1812
+    # functional, derivatives.yaml entry unfold_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.unfold_copy.default(self_t, dimension, size, step)
@@ -4708,7 +4708,7 @@ def unfold_copy_default(self_p, dimension, size, step, self_t, result):
 
 def narrow_copy_default(self_p, dim, start, length, self_t, result):
     """aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor"""
-    # functional, spec line 1817
+    # functional, derivatives.yaml entry narrow_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.narrow_copy.default(self_t, dim, start, length)
@@ -4718,7 +4718,7 @@ def narrow_copy_default(self_p, dim, start, length, self_t, result):
 
 def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diagonal_copy(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 1822
+    # functional, derivatives.yaml entry diagonal_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diagonal_copy.default(self_t, offset, dim1, dim2)
@@ -4728,7 +4728,7 @@ def diagonal_copy_default(self_p, offset, dim1, dim2, self_t, result):
 
 def expand_copy_default(self_p, size, implicit, self_t, result):
     """aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor"""
-    # functional, spec line 1829
+    # functional, derivatives.yaml entry expand_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.expand_copy.default(self_t, size, implicit=implicit)
@@ -4738,7 +4738,7 @@ def expand_copy_default(self_p, size, implicit, self_t, result):
 
 def select_copy_int(self_p, dim, index, self_t, result):
     """aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 1836
+    # functional, derivatives.yaml entry select_copy.int
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.select_copy.int(self_t, dim, index)
@@ -4748,7 +4748,7 @@ def select_copy_int(self_p, dim, index, self_t, result):
 
 def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
     """aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 1844
+    # functional, derivatives.yaml entry slice_copy.Tensor
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.slice_copy.Tensor(self_t, dim, start, end, step)
@@ -4758,7 +4758,7 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 1853
+    # functional, derivatives.yaml entry as_strided_copy
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.as_strided_copy.default(
@@ -4770,7 +4770,7 @@ def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result
 
 def constant_pad_nd_default(self_p, pad, value, self_t, result):
     """aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
-    # functional, spec line 1860
+    # functional, derivatives.yaml entry constant_pad_nd
     # result: torch.constant_pad_nd(self_t, pad, 0)
     if self_t is not None:
         return torch.constant_pad_nd(self_t, pad, 0)
@@ -4780,7 +4780,7 @@ def constant_pad_nd_default(self_p, pad, value, self_t, result):
 
 def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
     """aten::diag_embed(Tensor self, int offset=0, int dim1=-2, int dim2=-1) -> Tensor"""
-    # functional, spec line 1867
+    # functional, derivatives.yaml entry diag_embed
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.diag_embed.default(self_t, offset, dim1, dim2)
@@ -4790,7 +4790,7 @@ def diag_embed_default(self_p, offset, dim1, dim2, self_t, result):
 
 def roll_default(self_p, shifts, dims, self_t, result):
     """aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
-    # functional, spec line 1875
+    # functional, derivatives.yaml entry roll
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.roll.default(self_t, shifts, dims)
@@ -4800,7 +4800,7 @@ def roll_default(self_p, shifts, dims, self_t, result):
 
 def flip_default(self_p, dims, self_t, result):
     """aten::flip(Tensor self, int[] dims) -> Tensor"""
-    # functional, spec line 1884
+    # functional, derivatives.yaml entry flip
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.flip.default(self_t, dims)
@@ -4810,7 +4810,7 @@ def flip_default(self_p, dims, self_t, result):
 
 def rot90_default(self_p, k, dims, self_t, result):
     """aten::rot90(Tensor self, int k=1, int[] dims=[0, 1]) -> Tensor"""
-    # functional, spec line 1891
+    # functional, derivatives.yaml entry rot90
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.rot90.default(self_t, k, dims)
@@ -4820,7 +4820,7 @@ def rot90_default(self_p, k, dims, self_t, result):
 
 def repeat_default(self_p, repeats, self_t, result):
     """aten::repeat(Tensor self, SymInt[] repeats) -> Tensor"""
-    # functional, spec line 1901
+    # functional, derivatives.yaml entry repeat
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.repeat.default(self_t, repeats)
@@ -4830,7 +4830,7 @@ def repeat_default(self_p, repeats, self_t, result):
 
 def tril_default(self_p, diagonal, self_t, result):
     """aten::tril(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1909
+    # functional, derivatives.yaml entry tril
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.tril.default(self_t, diagonal)
@@ -4840,7 +4840,7 @@ def tril_default(self_p, diagonal, self_t, result):
 
 def tril__default(self_p, diagonal, self_t, result):
     """aten::tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1909
+    # inplace, derivatives.yaml entry tril
     # formulas from tril; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4851,7 +4851,7 @@ def tril__default(self_p, diagonal, self_t, result):
 
 def triu_default(self_p, diagonal, self_t, result):
     """aten::triu(Tensor self, SymInt diagonal=0) -> Tensor"""
-    # functional, spec line 1916
+    # functional, derivatives.yaml entry triu
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.triu.default(self_t, diagonal)
@@ -4861,7 +4861,7 @@ def triu_default(self_p, diagonal, self_t, result):
 
 def triu__default(self_p, diagonal, self_t, result):
     """aten::triu_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)"""
-    # inplace, spec line 1916
+    # inplace, derivatives.yaml entry triu
     # formulas from triu; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -4872,7 +4872,7 @@ def triu__default(self_p, diagonal, self_t, result):
 
 def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
     """aten::pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    # functional, spec line 1923
+    # functional, derivatives.yaml entry pixel_shuffle
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_shuffle.default(self_t, upscale_factor)
@@ -4882,7 +4882,7 @@ def pixel_shuffle_default(self_p, upscale_factor, self_t, result):
 
 def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
     """aten::pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    # functional, spec line 1928
+    # functional, derivatives.yaml entry pixel_unshuffle
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.pixel_unshuffle.default(self_t, downscale_factor)
@@ -4892,7 +4892,7 @@ def pixel_unshuffle_default(self_p, downscale_factor, self_t, result):
 
 def channel_shuffle_default(self_p, groups, self_t, result):
     """aten::channel_shuffle(Tensor self, SymInt groups) -> Tensor"""
-    # functional, spec line 1933
+    # functional, derivatives.yaml entry channel_shuffle
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.channel_shuffle.default(self_t, groups)
@@ -4902,7 +4902,7 @@ def channel_shuffle_default(self_p, groups, self_t, result):
 
 def reflection_pad1d_default(self_p, padding, self_t, result):
     """aten::reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1940
+    # functional, derivatives.yaml entry reflection_pad1d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad1d.default(self_t, padding)
@@ -4912,7 +4912,7 @@ def reflection_pad1d_default(self_p, padding, self_t, result):
 
 def reflection_pad2d_default(self_p, padding, self_t, result):
     """aten::reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1945
+    # functional, derivatives.yaml entry reflection_pad2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad2d.default(self_t, padding)
@@ -4922,7 +4922,7 @@ def reflection_pad2d_default(self_p, padding, self_t, result):
 
 def reflection_pad3d_default(self_p, padding, self_t, result):
     """aten::reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1950
+    # functional, derivatives.yaml entry reflection_pad3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.reflection_pad3d.default(self_t, padding)
@@ -4932,7 +4932,7 @@ def reflection_pad3d_default(self_p, padding, self_t, result):
 
 def replication_pad1d_default(self_p, padding, self_t, result):
     """aten::replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 1955
+    # functional, derivatives.yaml entry replication_pad1d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad1d.default(self_t, padding)
@@ -4942,7 +4942,7 @@ def replication_pad1d_default(self_p, padding, self_t, result):
 
 def replication_pad2d_default(self_p, padding, self_t, result):
     """aten::replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 1960
+    # functional, derivatives.yaml entry replication_pad2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad2d.default(self_t, padding)
@@ -4952,7 +4952,7 @@ def replication_pad2d_default(self_p, padding, self_t, result):
 
 def replication_pad3d_default(self_p, padding, self_t, result):
     """aten::replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 1965
+    # functional, derivatives.yaml entry replication_pad3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.replication_pad3d.default(self_t, padding)
@@ -4962,7 +4962,7 @@ def replication_pad3d_default(self_p, padding, self_t, result):
 
 def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    # functional, spec line 1972
+    # functional, derivatives.yaml entry masked_fill.Scalar
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
         return self_t.masked_fill(mask_p, 0)
@@ -4972,7 +4972,7 @@ def masked_fill_Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
     """aten::masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 1972
+    # inplace, derivatives.yaml entry masked_fill.Scalar
     # formulas from masked_fill.Scalar; self_p is self before the update
     # result: self_t.masked_fill(mask_p, 0)
     if self_t is not None:
@@ -4983,7 +4983,7 @@ def masked_fill__Scalar(self_p, mask_p, value, self_t, result):
 
 def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor"""
-    # functional, spec line 1981
+    # functional, derivatives.yaml entry masked_fill.Tensor
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.masked_fill(mask_p, value_t)
@@ -4997,7 +4997,7 @@ def masked_fill_Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
     """aten::masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 1981
+    # inplace, derivatives.yaml entry masked_fill.Tensor
     # formulas from masked_fill.Tensor; self_p is self before the update
     # result: self_t.masked_fill(mask_p, value_t)
     if self_t is not None and value_t is not None:
@@ -5012,7 +5012,7 @@ def masked_fill__Tensor(self_p, mask_p, value_p, self_t, value_t, result):
 
 def masked_select_default(self_p, mask_p, self_t, result):
     """aten::masked_select(Tensor self, Tensor mask) -> Tensor"""
-    # functional, spec line 1990
+    # functional, derivatives.yaml entry masked_select
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.masked_select.default(self_t, mask_p)
@@ -5022,7 +5022,7 @@ def masked_select_default(self_p, mask_p, self_t, result):
 
 def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
-    # functional, spec line 1999
+    # functional, derivatives.yaml entry masked_scatter
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.masked_scatter(mask_p, source_t)
@@ -5036,7 +5036,7 @@ def masked_scatter_default(self_p, mask_p, source_p, self_t, source_t, result):
 
 def masked_scatter__default(self_p, mask_p, source_p, self_t, source_t, result):
     """aten::masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 1999
+    # inplace, derivatives.yaml entry masked_scatter
     # formulas from masked_scatter; self_p is self before the update
     # result: self_t.masked_scatter(mask_p, source_t)
     if self_t is not None and source_t is not None:
@@ -5055,7 +5055,7 @@ def masked_scatter_backward_default(
     grad_output_p, mask_p, sizes, grad_output_t, result
 ):
     """aten::masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor"""
-    # functional, spec line 2011
+    # functional, derivatives.yaml entry masked_scatter_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.masked_scatter_backward.default(
@@ -5067,7 +5067,7 @@ def masked_scatter_backward_default(
 
 def index_Tensor(self_p, indices_p, self_t, result):
     """aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    # functional, spec line 2019
+    # functional, derivatives.yaml entry index.Tensor
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index.Tensor(self_t, indices_p)
@@ -5079,7 +5079,7 @@ def index_put_default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    # functional, spec line 2029
+    # functional, derivatives.yaml entry index_put
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
         return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
@@ -5099,7 +5099,7 @@ def index_put__default(
     self_p, indices_p, values_p, accumulate, self_t, values_t, result
 ):
     """aten::index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 2029
+    # inplace, derivatives.yaml entry index_put
     # formulas from index_put; self_p is self before the update
     # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
     if self_t is not None and values_t is not None:
@@ -5121,7 +5121,7 @@ def index_put__default(
 
 def view_as_real_default(self_p, self_t, result):
     """aten::view_as_real(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 2047
+    # view, derivatives.yaml entry view_as_real
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_real.default(self_t)
@@ -5131,7 +5131,7 @@ def view_as_real_default(self_p, self_t, result):
 
 def view_as_complex_default(self_p, self_t, result):
     """aten::view_as_complex(Tensor(a) self) -> Tensor(a)"""
-    # view, spec line 2053
+    # view, derivatives.yaml entry view_as_complex
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.view_as_complex.default(self_t)
@@ -5141,7 +5141,7 @@ def view_as_complex_default(self_p, self_t, result):
 
 def squeeze__dim(self_p, dim, self_t, result):
     """aten::squeeze_.dim(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 2062
+    # inplace, derivatives.yaml entry squeeze_.dim
     # formulas from squeeze.dim; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5152,7 +5152,7 @@ def squeeze__dim(self_p, dim, self_t, result):
 
 def squeeze__dims(self_p, dim, self_t, result):
     """aten::squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)"""
-    # inplace, spec line 2064
+    # inplace, derivatives.yaml entry squeeze_.dims
     # formulas from squeeze.dims; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5163,7 +5163,7 @@ def squeeze__dims(self_p, dim, self_t, result):
 
 def squeeze__default(self_p, self_t, result):
     """aten::squeeze_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2066
+    # inplace, derivatives.yaml entry squeeze_
     # formulas from squeeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5174,7 +5174,7 @@ def squeeze__default(self_p, self_t, result):
 
 def unsqueeze__default(self_p, dim, self_t, result):
     """aten::unsqueeze_(Tensor(a!) self, int dim) -> Tensor(a!)"""
-    # inplace, spec line 2068
+    # inplace, derivatives.yaml entry unsqueeze_
     # formulas from unsqueeze; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5185,7 +5185,7 @@ def unsqueeze__default(self_p, dim, self_t, result):
 
 def t__default(self_p, self_t, result):
     """aten::t_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2070
+    # inplace, derivatives.yaml entry t_
     # formulas from t; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5196,7 +5196,7 @@ def t__default(self_p, self_t, result):
 
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
-    # inplace, spec line 2072
+    # inplace, derivatives.yaml entry transpose_
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.transpose_.default(self_t, dim0, dim1)
@@ -5206,7 +5206,7 @@ def transpose__default(self_p, dim0, dim1, self_t, result):
 
 def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
     """aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    # functional, spec line 2081
+    # functional, derivatives.yaml entry select_scatter
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.select_scatter.default(self_t, src_t, dim, index)
@@ -5224,7 +5224,7 @@ def select_scatter_default(self_p, src_p, dim, index, self_t, src_t, result):
 
 def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
     """aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
-    # functional, spec line 2089
+    # functional, derivatives.yaml entry slice_scatter
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.slice_scatter.default(
@@ -5244,7 +5244,7 @@ def slice_scatter_default(self_p, src_p, dim, start, end, step, self_t, src_t, r
 
 def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, result):
     """aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
-    # functional, spec line 2098
+    # functional, derivatives.yaml entry diagonal_scatter
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.diagonal_scatter.default(
@@ -5264,7 +5264,7 @@ def diagonal_scatter_default(self_p, src_p, offset, dim1, dim2, self_t, src_t, r
 
 def fill_Scalar(self_p, value, self_t, result):
     """aten::fill.Scalar(Tensor self, Scalar value) -> Tensor"""
-    # functional, spec line 2106
+    # functional, derivatives.yaml entry fill.Scalar
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -5274,7 +5274,7 @@ def fill_Scalar(self_p, value, self_t, result):
 
 def block_diag_default(tensors_p, tensors_t, result):
     """aten::block_diag(Tensor[] tensors) -> Tensor"""
-    # functional, spec line 2113
+    # functional, derivatives.yaml entry block_diag
     # result: auto_linear
     if tensors_t is not None:
         tensors_t = fill_absent(tensors_t, tensors_p)
@@ -5285,7 +5285,7 @@ def block_diag_default(tensors_p, tensors_t, result):
 
 def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result):
     """aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2123
+    # functional, derivatives.yaml entry linalg_vector_norm
     # result: vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result)
@@ -5295,7 +5295,7 @@ def linalg_vector_norm_default(self_p, ord, dim, keepdim, dtype, self_t, result)
 
 def norm_Scalar(self_p, p, self_t, result):
     """aten::norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    # functional, spec line 2134
+    # functional, derivatives.yaml entry norm.Scalar
     # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, None, False, result)
@@ -5305,7 +5305,7 @@ def norm_Scalar(self_p, p, self_t, result):
 
 def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
     """aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 2141
+    # functional, derivatives.yaml entry norm.ScalarOpt_dim
     # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
     if self_t is not None:
         return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
@@ -5315,7 +5315,7 @@ def norm_ScalarOpt_dim(self_p, p, dim, keepdim, self_t, result):
 
 def dist_default(self_p, other_p, p, self_t, other_t, result):
     """aten::dist(Tensor self, Tensor other, Scalar p=2) -> Tensor"""
-    # functional, spec line 2148
+    # functional, derivatives.yaml entry dist
     # result: dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(other_t, self_p, other_p, p, result)
     if self_t is not None and other_t is not None:
         return dist_tangent(self_t, self_p, other_p, p, result) - dist_tangent(
@@ -5331,7 +5331,7 @@ def dist_default(self_p, other_p, p, self_t, other_t, result):
 
 def var_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 2156
+    # functional, derivatives.yaml entry var.correction
     # result: var_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return var_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5341,7 +5341,7 @@ def var_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def std_correction(self_p, dim, correction, keepdim, self_t, result):
     """aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
-    # functional, spec line 2165
+    # functional, derivatives.yaml entry std.correction
     # result: std_tangent(self_t, self_p, dim, correction, keepdim, result)
     if self_t is not None:
         return std_tangent(self_t, self_p, dim, correction, keepdim, result)
@@ -5351,7 +5351,7 @@ def std_correction(self_p, dim, correction, keepdim, self_t, result):
 
 def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 2173
+    # functional, derivatives.yaml entry var_mean.correction
     # result0: var_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = var_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5367,7 +5367,7 @@ def var_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, result1):
     """aten::std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
-    # functional, spec line 2182
+    # functional, derivatives.yaml entry std_mean.correction
     # result0: std_tangent(self_t, self_p, dim, correction, keepdim, result0)
     if self_t is not None:
         result0_t = std_tangent(self_t, self_p, dim, correction, keepdim, result0)
@@ -5383,7 +5383,7 @@ def std_mean_correction(self_p, dim, correction, keepdim, self_t, result0, resul
 
 def logsumexp_default(self_p, dim, keepdim, self_t, result):
     """aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    # functional, spec line 2191
+    # functional, derivatives.yaml entry logsumexp
     # result: logsumexp_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return logsumexp_tangent(self_t, self_p, dim, keepdim, result)
@@ -5393,7 +5393,7 @@ def logsumexp_default(self_p, dim, keepdim, self_t, result):
 
 def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
     """aten::nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2199
+    # functional, derivatives.yaml entry nansum
     # result: torch.ops.aten.nansum(torch.where(self_p.isnan(), 0.0, self_t), dim, keepdim, dtype=dtype)
     if self_t is not None:
         return torch.ops.aten.nansum(
@@ -5405,7 +5405,7 @@ def nansum_default(self_p, dim, keepdim, dtype, self_t, result):
 
 def prod_default(self_p, dtype, self_t, result):
     """aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2207
+    # functional, derivatives.yaml entry prod
     # result: prod_tangent(self_t, self_p, None, False, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, None, False, result)
@@ -5415,7 +5415,7 @@ def prod_default(self_p, dtype, self_t, result):
 
 def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
     """aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2211
+    # functional, derivatives.yaml entry prod.dim_int
     # result: prod_tangent(self_t, self_p, dim, keepdim, result)
     if self_t is not None:
         return prod_tangent(self_t, self_p, dim, keepdim, result)
@@ -5425,7 +5425,7 @@ def prod_dim_int(self_p, dim, keepdim, dtype, self_t, result):
 
 def cumsum_default(self_p, dim, dtype, self_t, result):
     """aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2219
+    # functional, derivatives.yaml entry cumsum
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.cumsum.default(self_t, dim, dtype=dtype)
@@ -5435,7 +5435,7 @@ def cumsum_default(self_p, dim, dtype, self_t, result):
 
 def cumsum__default(self_p, dim, dtype, self_t, result):
     """aten::cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 2219
+    # inplace, derivatives.yaml entry cumsum
     # formulas from cumsum; self_p is self before the update
     # result: auto_linear
     if self_t is not None:
@@ -5446,7 +5446,7 @@ def cumsum__default(self_p, dim, dtype, self_t, result):
 
 def cumprod_default(self_p, dim, dtype, self_t, result):
     """aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 2228
+    # functional, derivatives.yaml entry cumprod
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
         return scan_tangent(
@@ -5458,7 +5458,7 @@ def cumprod_default(self_p, dim, dtype, self_t, result):
 
 def cumprod__default(self_p, dim, dtype, self_t, result):
     """aten::cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)"""
-    # inplace, spec line 2228
+    # inplace, derivatives.yaml entry cumprod
     # formulas from cumprod; self_p is self before the update
     # result: scan_tangent(self_t.to(result.dtype), self_p.to(result.dtype), dim, "cumprod")
     if self_t is not None:
@@ -5471,7 +5471,7 @@ def cumprod__default(self_p, dim, dtype, self_t, result):
 
 def logcumsumexp_default(self_p, dim, self_t, result):
     """aten::logcumsumexp(Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2236
+    # functional, derivatives.yaml entry logcumsumexp
     # result: scan_tangent(self_t, self_p, dim, "logcumsumexp")
     if self_t is not None:
         return scan_tangent(self_t, self_p, dim, "logcumsumexp")
@@ -5481,7 +5481,7 @@ def logcumsumexp_default(self_p, dim, self_t, result):
 
 def cummax_default(self_p, dim, self_t, values, indices):
     """aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2244
+    # functional, derivatives.yaml entry cummax
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5492,7 +5492,7 @@ def cummax_default(self_p, dim, self_t, values, indices):
 
 def cummin_default(self_p, dim, self_t, values, indices):
     """aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2252
+    # functional, derivatives.yaml entry cummin
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5503,7 +5503,7 @@ def cummin_default(self_p, dim, self_t, values, indices):
 
 def sort_default(self_p, dim, descending, self_t, values, indices):
     """aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2260
+    # functional, derivatives.yaml entry sort
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5514,7 +5514,7 @@ def sort_default(self_p, dim, descending, self_t, values, indices):
 
 def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
     """aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2268
+    # functional, derivatives.yaml entry sort.stable
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5525,7 +5525,7 @@ def sort_stable(self_p, stable, dim, descending, self_t, values, indices):
 
 def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
     """aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2276
+    # functional, derivatives.yaml entry topk
     # values: gather_selected(self_t, dim, indices)
     if self_t is not None:
         values_t = gather_selected(self_t, dim, indices)
@@ -5536,7 +5536,7 @@ def topk_default(self_p, k, dim, largest, sorted, self_t, values, indices):
 
 def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
     """aten::kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2284
+    # functional, derivatives.yaml entry kthvalue
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5547,7 +5547,7 @@ def kthvalue_default(self_p, k, dim, keepdim, self_t, values, indices):
 
 def mode_default(self_p, dim, keepdim, self_t, values, indices):
     """aten::mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2292
+    # functional, derivatives.yaml entry mode
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5558,7 +5558,7 @@ def mode_default(self_p, dim, keepdim, self_t, values, indices):
 
 def median_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2300
+    # functional, derivatives.yaml entry median.dim
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5569,7 +5569,7 @@ def median_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
     """aten::nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    # functional, spec line 2308
+    # functional, derivatives.yaml entry nanmedian.dim
     # values: gather_reduced(self_t, dim, indices, keepdim)
     if self_t is not None:
         values_t = gather_reduced(self_t, dim, indices, keepdim)
@@ -5580,7 +5580,7 @@ def nanmedian_dim(self_p, dim, keepdim, self_t, values, indices):
 
 def median_default(self_p, self_t, result):
     """aten::median(Tensor self) -> Tensor"""
-    # functional, spec line 2316
+    # functional, derivatives.yaml entry median
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5590,7 +5590,7 @@ def median_default(self_p, self_t, result):
 
 def nanmedian_default(self_p, self_t, result):
     """aten::nanmedian(Tensor self) -> Tensor"""
-    # functional, spec line 2321
+    # functional, derivatives.yaml entry nanmedian
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5600,7 +5600,7 @@ def nanmedian_default(self_p, self_t, result):
 
 def max_default(self_p, self_t, result):
     """aten::max(Tensor self) -> Tensor"""
-    # functional, spec line 2326
+    # functional, derivatives.yaml entry max
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5610,7 +5610,7 @@ def max_default(self_p, self_t, result):
 
 def min_default(self_p, self_t, result):
     """aten::min(Tensor self) -> Tensor"""
-    # functional, spec line 2331
+    # functional, derivatives.yaml entry min
     # result: evenly_read_tangent(self_t, self_p, result)
     if self_t is not None:
         return evenly_read_tangent(self_t, self_p, result)
@@ -5620,7 +5620,7 @@ def min_default(self_p, self_t, result):
 
 def aminmax_default(self_p, dim, keepdim, self_t, min, max):
     """aten::aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
-    # functional, spec line 2336
+    # functional, derivatives.yaml entry aminmax
     # min: amax_tangent(self_t, self_p, min, dim, keepdim)
     if self_t is not None:
         min_t = amax_tangent(self_t, self_p, min, dim, keepdim)
@@ -5636,7 +5636,7 @@ def aminmax_default(self_p, dim, keepdim, self_t, min, max):
 
 def trace_default(self_p, self_t, result):
     """aten::trace(Tensor self) -> Tensor"""
-    # functional, spec line 2344
+    # functional, derivatives.yaml entry trace
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.trace.default(self_t)
@@ -5646,7 +5646,7 @@ def trace_default(self_p, self_t, result):
 
 def renorm_default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor"""
-    # functional, spec line 2351
+    # functional, derivatives.yaml entry renorm
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
         return renorm_tangent(self_t, self_p, p, dim, maxnorm)
@@ -5656,7 +5656,7 @@ def renorm_default(self_p, p, dim, maxnorm, self_t, result):
 
 def renorm__default(self_p, p, dim, maxnorm, self_t, result):
     """aten::renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)"""
-    # inplace, spec line 2351
+    # inplace, derivatives.yaml entry renorm
     # formulas from renorm; self_p is self before the update
     # result: renorm_tangent(self_t, self_p, p, dim, maxnorm)
     if self_t is not None:
@@ -5667,7 +5667,7 @@ def renorm__default(self_p, p, dim, maxnorm, self_t, result):
 
 def vdot_default(self_p, other_p, self_t, other_t, result):
     """aten::vdot(Tensor self, Tensor other) -> Tensor"""
-    # functional, spec line 2360
+    # functional, derivatives.yaml entry vdot
     # result: self_t.vdot(other_p) + self_p.vdot(other_t)
     if self_t is not None and other_t is not None:
         return self_t.vdot(other_p) + self_p.vdot(other_t)
@@ -5681,7 +5681,7 @@ def vdot_default(self_p, other_p, self_t, other_t, result):
 
 def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2366
+    # functional, derivatives.yaml entry addmv
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
         return scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
@@ -5703,7 +5703,7 @@ def addmv_default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resul
 
 def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, result):
     """aten::addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2366
+    # inplace, derivatives.yaml entry addmv
     # formulas from addmv; self_p is self before the update
     # result: scale(self_t, beta) + scale(mat_t.mv(vec_p) + mat_p.mv(vec_t), alpha)
     if self_t is not None and mat_t is not None and vec_t is not None:
@@ -5726,7 +5726,7 @@ def addmv__default(self_p, mat_p, vec_p, beta, alpha, self_t, mat_t, vec_t, resu
 
 def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2375
+    # functional, derivatives.yaml entry addr
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5752,7 +5752,7 @@ def addr_default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, re
 
 def addr__default(self_p, vec1_p, vec2_p, beta, alpha, self_t, vec1_t, vec2_t, result):
     """aten::addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2375
+    # inplace, derivatives.yaml entry addr
     # formulas from addr; self_p is self before the update
     # result: scale(self_t, beta) + scale(vec1_t.outer(vec2_p) + vec1_p.outer(vec2_t), alpha)
     if self_t is not None and vec1_t is not None and vec2_t is not None:
@@ -5781,7 +5781,7 @@ def baddbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2384
+    # functional, derivatives.yaml entry baddbmm
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5813,7 +5813,7 @@ def baddbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2384
+    # inplace, derivatives.yaml entry baddbmm
     # formulas from baddbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale(batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5842,7 +5842,7 @@ def addbmm_default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2393
+    # functional, derivatives.yaml entry addbmm
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
         return scale(self_t, beta) + scale(
@@ -5875,7 +5875,7 @@ def addbmm__default(
     self_p, batch1_p, batch2_p, beta, alpha, self_t, batch1_t, batch2_t, result
 ):
     """aten::addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2393
+    # inplace, derivatives.yaml entry addbmm
     # formulas from addbmm; self_p is self before the update
     # result: scale(self_t, beta) + scale((batch1_t.bmm(batch2_p) + batch1_p.bmm(batch2_t)).sum(0), alpha)
     if self_t is not None and batch1_t is not None and batch2_t is not None:
@@ -5903,7 +5903,7 @@ def addbmm__default(
 
 def index_select_default(self_p, dim, index_p, self_t, result):
     """aten::index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    # functional, spec line 2406
+    # functional, derivatives.yaml entry index_select
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.index_select.default(self_t, dim, index_p)
@@ -5913,7 +5913,7 @@ def index_select_default(self_p, dim, index_p, self_t, result):
 
 def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
     """aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
-    # functional, spec line 2417
+    # functional, derivatives.yaml entry gather
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.gather.default(
@@ -5925,7 +5925,7 @@ def gather_default(self_p, dim, index_p, sparse_grad, self_t, result):
 
 def take_default(self_p, index_p, self_t, result):
     """aten::take(Tensor self, Tensor index) -> Tensor"""
-    # functional, spec line 2427
+    # functional, derivatives.yaml entry take
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.take.default(self_t, index_p)
@@ -5935,7 +5935,7 @@ def take_default(self_p, index_p, self_t, result):
 
 def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
-    # functional, spec line 2435
+    # functional, derivatives.yaml entry put
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
         return self_t.put(index_p, source_t, accumulate)
@@ -5949,7 +5949,7 @@ def put_default(self_p, index_p, source_p, accumulate, self_t, source_t, result)
 
 def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result):
     """aten::put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)"""
-    # inplace, spec line 2435
+    # inplace, derivatives.yaml entry put
     # formulas from put; self_p is self before the update
     # result: self_t.put(index_p, source_t, accumulate)
     if self_t is not None and source_t is not None:
@@ -5966,7 +5966,7 @@ def put__default(self_p, index_p, source_p, accumulate, self_t, source_t, result
 
 def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2446
+    # functional, derivatives.yaml entry scatter.src
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
         return self_t.scatter(dim, index_p, src_t)
@@ -5980,7 +5980,7 @@ def scatter_src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2446
+    # inplace, derivatives.yaml entry scatter.src
     # formulas from scatter.src; self_p is self before the update
     # result: self_t.scatter(dim, index_p, src_t)
     if self_t is not None and src_t is not None:
@@ -5995,7 +5995,7 @@ def scatter__src(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2455
+    # functional, derivatives.yaml entry scatter.value
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
         return self_t.scatter(dim, index_p, 0)
@@ -6005,7 +6005,7 @@ def scatter_value(self_p, dim, index_p, value, self_t, result):
 
 def scatter__value(self_p, dim, index_p, value, self_t, result):
     """aten::scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2455
+    # inplace, derivatives.yaml entry scatter.value
     # formulas from scatter.value; self_p is self before the update
     # result: self_t.scatter(dim, index_p, 0)
     if self_t is not None:
@@ -6016,7 +6016,7 @@ def scatter__value(self_p, dim, index_p, value, self_t, result):
 
 def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    # functional, spec line 2463
+    # functional, derivatives.yaml entry scatter_add
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.scatter_add.default(self_t, dim, index_p, src_t)
@@ -6034,7 +6034,7 @@ def scatter_add_default(self_p, dim, index_p, src_p, self_t, src_t, result):
 
 def scatter_add__default(self_p, dim, index_p, src_p, self_t, src_t, result):
     """aten::scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)"""
-    # inplace, spec line 2463
+    # inplace, derivatives.yaml entry scatter_add
     # formulas from scatter_add; self_p is self before the update
     # result: auto_linear
     if self_t is not None and src_t is not None:
@@ -6055,7 +6055,7 @@ def scatter_reduce_two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
-    # functional, spec line 2474
+    # functional, derivatives.yaml entry scatter_reduce.two
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
         return scatter_reduce_tangent(
@@ -6093,7 +6093,7 @@ def scatter_reduce__two(
     self_p, dim, index_p, src_p, reduce, include_self, self_t, src_t, result
 ):
     """aten::scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)"""
-    # inplace, spec line 2474
+    # inplace, derivatives.yaml entry scatter_reduce.two
     # formulas from scatter_reduce.two; self_p is self before the update
     # result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
     if self_t is not None and src_t is not None:
@@ -6133,7 +6133,7 @@ def scatter_reduce__two(
 
 def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"""
-    # functional, spec line 2488
+    # functional, derivatives.yaml entry index_add
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
         return self_t.index_add(dim, index_p, scale(source_t, alpha))
@@ -6147,7 +6147,7 @@ def index_add_default(self_p, dim, index_p, source_p, alpha, self_t, source_t, r
 
 def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, result):
     """aten::index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)"""
-    # inplace, spec line 2488
+    # inplace, derivatives.yaml entry index_add
     # formulas from index_add; self_p is self before the update
     # result: self_t.index_add(dim, index_p, scale(source_t, alpha))
     if self_t is not None and source_t is not None:
@@ -6165,7 +6165,7 @@ def index_add__default(self_p, dim, index_p, source_p, alpha, self_t, source_t, 
 
 def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    # functional, spec line 2499
+    # functional, derivatives.yaml entry index_copy
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
         return self_t.index_copy(dim, index_p, source_t)
@@ -6179,7 +6179,7 @@ def index_copy_default(self_p, dim, index_p, source_p, self_t, source_t, result)
 
 def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result):
     """aten::index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)"""
-    # inplace, spec line 2499
+    # inplace, derivatives.yaml entry index_copy
     # formulas from index_copy; self_p is self before the update
     # result: self_t.index_copy(dim, index_p, source_t)
     if self_t is not None and source_t is not None:
@@ -6196,7 +6196,7 @@ def index_copy__default(self_p, dim, index_p, source_p, self_t, source_t, result
 
 def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
-    # functional, spec line 2508
+    # functional, derivatives.yaml entry index_fill.int_Scalar
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
         return self_t.index_fill(dim, index_p, 0)
@@ -6206,7 +6206,7 @@ def index_fill_int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
     """aten::index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)"""
-    # inplace, spec line 2508
+    # inplace, derivatives.yaml entry index_fill.int_Scalar
     # formulas from index_fill.int_Scalar; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, 0)
     if self_t is not None:
@@ -6217,7 +6217,7 @@ def index_fill__int_Scalar(self_p, dim, index_p, value, self_t, result):
 
 def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor"""
-    # functional, spec line 2516
+    # functional, derivatives.yaml entry index_fill.int_Tensor
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
         return self_t.index_fill(dim, index_p, value_t)
@@ -6231,7 +6231,7 @@ def index_fill_int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result
 
 def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, result):
     """aten::index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)"""
-    # inplace, spec line 2516
+    # inplace, derivatives.yaml entry index_fill.int_Tensor
     # formulas from index_fill.int_Tensor; self_p is self before the update
     # result: self_t.index_fill(dim, index_p, value_t)
     if self_t is not None and value_t is not None:
@@ -6248,7 +6248,7 @@ def index_fill__int_Tensor(self_p, dim, index_p, value_p, self_t, value_t, resul
 
 def _unsafe_masked_index_default(self_p, mask_p, indices_p, fill, self_t, result):
     """aten::_unsafe_masked_index(Tensor self, Tensor mask, Tensor?[] indices, Scalar fill) -> Tensor"""
-    # functional, spec line 2525
+    # functional, derivatives.yaml entry _unsafe_masked_index
     # result: torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
     if self_t is not None:
         return torch.ops.aten._unsafe_masked_index(self_t, mask_p, indices_p, 0)
@@ -6260,7 +6260,7 @@ def _unsafe_masked_index_put_accumulate_default(
     self_p, mask_p, indices_p, values_p, self_t, values_t, result
 ):
     """aten::_unsafe_masked_index_put_accumulate(Tensor self, Tensor mask, Tensor?[] indices, Tensor values) -> Tensor"""
-    # functional, spec line 2533
+    # functional, derivatives.yaml entry _unsafe_masked_index_put_accumulate
     # result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
     if self_t is not None and values_t is not None:
         return torch.ops.aten._unsafe_masked_index_put_accumulate(
@@ -6282,7 +6282,7 @@ def nll_loss_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2546
+    # functional, derivatives.yaml entry nll_loss_forward
     # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
@@ -6297,7 +6297,7 @@ def nll_loss2d_forward_default(
     self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    # functional, spec line 2557
+    # functional, derivatives.yaml entry nll_loss2d_forward
     # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
     if self_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
@@ -6312,7 +6312,7 @@ def embedding_default(
     weight_p, indices_p, padding_idx, scale_grad_by_freq, sparse, weight_t, result
 ):
     """aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"""
-    # functional, spec line 2566
+    # functional, derivatives.yaml entry embedding
     # result: auto_linear
     if weight_t is not None:
         return torch.ops.aten.embedding.default(
@@ -6324,7 +6324,7 @@ def embedding_default(
 
 def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
     """aten::max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor"""
-    # functional, spec line 2574
+    # functional, derivatives.yaml entry max_unpool2d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool2d.default(self_t, indices_p, output_size)
@@ -6336,7 +6336,7 @@ def binary_cross_entropy_default(
     self_p, target_p, weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2582
+    # functional, derivatives.yaml entry binary_cross_entropy
     # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -6364,7 +6364,7 @@ def binary_cross_entropy_default(
 
 def acosh_default(self_p, self_t, result):
     """aten::acosh(Tensor self) -> Tensor"""
-    # functional, spec line 2592
+    # functional, derivatives.yaml entry acosh
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
         return self_t / ((self_p - 1).sqrt() * (self_p + 1).sqrt())
@@ -6374,7 +6374,7 @@ def acosh_default(self_p, self_t, result):
 
 def acosh__default(self_p, self_t, result):
     """aten::acosh_(Tensor(a!) self) -> Tensor(a!)"""
-    # inplace, spec line 2592
+    # inplace, derivatives.yaml entry acosh
     # formulas from acosh; self_p is self before the update
     # result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
     if self_t is not None:
@@ -6385,7 +6385,7 @@ def acosh__default(self_p, self_t, result):
 
 def special_ndtri_default(self_p, self_t, result):
     """aten::special_ndtri(Tensor self) -> Tensor"""
-    # functional, spec line 2598
+    # functional, derivatives.yaml entry special_ndtri
     # result: auto_element_wise, from self: grad * 2.5066282746310002 * (0.5 * result * result).exp()
     if self_t is not None:
         return self_t * 2.5066282746310002 * (0.5 * result * result).exp().conj()
@@ -6395,7 +6395,7 @@ def special_ndtri_default(self_p, self_t, result):
 
 def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
     """aten::_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
-    # functional, spec line 2610
+    # functional, derivatives.yaml entry _fft_c2c
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2c.default(self_t, dim, normalization, forward)
@@ -6405,7 +6405,7 @@ def _fft_c2c_default(self_p, dim, normalization, forward, self_t, result):
 
 def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
     """aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
-    # functional, spec line 2620
+    # functional, derivatives.yaml entry _fft_r2c
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_r2c.default(self_t, dim, normalization, onesided)
@@ -6415,7 +6415,7 @@ def _fft_r2c_default(self_p, dim, normalization, onesided, self_t, result):
 
 def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
     """aten::_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
-    # functional, spec line 2632
+    # functional, derivatives.yaml entry _fft_c2r
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._fft_c2r.default(
@@ -6427,7 +6427,7 @@ def _fft_c2r_default(self_p, dim, normalization, last_dim_size, self_t, result):
 
 def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, result):
     """aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor"""
-    # functional, spec line 2645
+    # functional, derivatives.yaml entry unfold_backward
     # result: auto_linear
     if grad_in_t is not None:
         return torch.ops.aten.unfold_backward.default(
@@ -6439,7 +6439,7 @@ def unfold_backward_default(grad_in_p, input_sizes, dim, size, step, grad_in_t, 
 
 def linalg_inv_ex_default(A_p, check_errors, A_t, inverse, info):
     """aten::linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
-    # functional, spec line 2661
+    # functional, derivatives.yaml entry linalg_inv_ex
     # inverse: -inverse.matmul(A_t).matmul(inverse)
     if A_t is not None:
         inverse_t = -inverse.matmul(A_t).matmul(inverse)
@@ -6452,7 +6452,7 @@ def _linalg_solve_ex_default(
     A_p, B_p, left, check_errors, A_t, B_t, result, LU, pivots, info
 ):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2670
+    # functional, derivatives.yaml entry _linalg_solve_ex
     # result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
     if A_t is not None and B_t is not None:
         result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
@@ -6473,7 +6473,7 @@ def linalg_solve_triangular_default(
     self_p, B_p, upper, left, unitriangular, self_t, B_t, result
 ):
     """aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
-    # functional, spec line 2683
+    # functional, derivatives.yaml entry linalg_solve_triangular
     # result: torch.linalg.solve_triangular(self_p, B_t - side_matmul(triangular_part(self_t, upper, unitriangular), result, left), upper=upper, left=left, unitriangular=unitriangular)
     if self_t is not None and B_t is not None:
         return torch.linalg.solve_triangular(
@@ -6520,7 +6520,7 @@ def triangular_solve_default(
     cloned_coefficient,
 ):
     """aten::triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
-    # functional, spec line 2697
+    # functional, derivatives.yaml entry triangular_solve
     # solution: triangular_solve_tangent(self_t, A_t, A_p, solution, upper, transpose, unitriangular)
     if self_t is not None and A_t is not None:
         solution_t = triangular_solve_tangent(
@@ -6558,7 +6558,7 @@ def triangular_solve_default(
 
 def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
     """aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
-    # functional, spec line 2708
+    # functional, derivatives.yaml entry linalg_cholesky_ex
     # L: cholesky_tangent(self_t, L, upper)
     if self_t is not None:
         L_t = cholesky_tangent(self_t, L, upper)
@@ -6569,7 +6569,7 @@ def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
 
 def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
-    # functional, spec line 2721
+    # functional, derivatives.yaml entry cholesky_solve
     # result: cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
     if self_t is not None and input2_t is not None:
         return cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
@@ -6587,7 +6587,7 @@ def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
 
 def cholesky_inverse_default(self_p, upper, self_t, result):
     """aten::cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
-    # functional, spec line 2729
+    # functional, derivatives.yaml entry cholesky_inverse
     # result: cholesky_inverse_tangent(self_t, self_p, result, upper)
     if self_t is not None:
         return cholesky_inverse_tangent(self_t, self_p, result, upper)
@@ -6597,7 +6597,7 @@ def cholesky_inverse_default(self_p, upper, self_t, result):
 
 def _linalg_det_default(A_p, A_t, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2738
+    # functional, derivatives.yaml entry _linalg_det
     # result: det_tangent(A_t, A_p, result, LU, pivots)
     if A_t is not None:
         result_t = det_tangent(A_t, A_p, result, LU, pivots)
@@ -6608,7 +6608,7 @@ def _linalg_det_default(A_p, A_t, result, LU, pivots):
 
 def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
-    # functional, spec line 2746
+    # functional, derivatives.yaml entry _linalg_slogdet
     # sign: slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
     if A_t is not None:
         sign_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
@@ -6624,7 +6624,7 @@ def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
 
 def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info):
     """aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
-    # functional, spec line 2755
+    # functional, derivatives.yaml entry linalg_lu_factor_ex
     # LU: lu_factor_tangent(A_t, LU, pivots)
     if A_t is not None:
         LU_t = lu_factor_tangent(A_t, LU, pivots)
@@ -6635,7 +6635,7 @@ def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info)
 
 def linalg_lu_default(A_p, pivot, A_t, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2764
+    # functional, derivatives.yaml entry linalg_lu
     # L: lu_tangents(A_t, P, L, U)[0]
     if A_t is not None:
         L_t = lu_tangents(A_t, P, L, U)[0]
@@ -6651,7 +6651,7 @@ def linalg_lu_default(A_p, pivot, A_t, P, L, U):
 
 def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
     """aten::linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor"""
-    # functional, spec line 2774
+    # functional, derivatives.yaml entry linalg_cross
     # result: torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(self_p, other_t, dim=dim)
     if self_t is not None and other_t is not None:
         return torch.linalg.cross(self_t, other_p, dim=dim) + torch.linalg.cross(
@@ -6667,7 +6667,7 @@ def linalg_cross_default(self_p, other_p, dim, self_t, other_t, result):
 
 def linalg_matrix_exp_default(self_p, self_t, result):
     """aten::linalg_matrix_exp(Tensor self) -> Tensor"""
-    # functional, spec line 2783
+    # functional, derivatives.yaml entry linalg_matrix_exp
     # result: matrix_exp_differential(self_p, self_t, False)
     if self_t is not None:
         return matrix_exp_differential(self_p, self_t, False)
@@ -6677,7 +6677,7 @@ def linalg_matrix_exp_default(self_p, self_t, result):
 
 def linalg_householder_product_default(input_p, tau_p, input_t, tau_t, result):
     """aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor"""
-    # functional, spec line 2790
+    # functional, derivatives.yaml entry linalg_householder_product
     # result: householder_product_tangent(input_t, tau_t, input_p, tau_p)
     if input_t is not None and tau_t is not None:
         return householder_product_tangent(input_t, tau_t, input_p, tau_p)
@@ -6697,7 +6697,7 @@ def lu_unpack_default(
     LU_data_p, LU_pivots_p, unpack_data, unpack_pivots, LU_data_t, P, L, U
 ):
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
-    # functional, spec line 2798
+    # functional, derivatives.yaml entry lu_unpack
     # L: lu_unpack_tangents(LU_data_t)[0]
     if LU_data_t is not None:
         L_t = lu_unpack_tangents(LU_data_t)[0]
@@ -6713,7 +6713,7 @@ def lu_unpack_default(
 
 def linalg_lu_solve_default(LU_p, pivots_p, B_p, left, adjoint, LU_t, B_t, result):
     """aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
-    # functional, spec line 2810
+    # functional, derivatives.yaml entry linalg_lu_solve
     # result: lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
     if LU_t is not None and B_t is not None:
         return lu_solve_tangent(LU_t, B_t, LU_p, pivots_p, result, left, adjoint)
@@ -6741,7 +6741,7 @@ def elu_backward_default(
     result,
 ):
     """aten::elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor"""
-    # functional, spec line 2826
+    # functional, derivatives.yaml entry elu_backward
     # result: torch.ops.aten.elu_backward(grad_output_t, alpha, scale, input_scale, is_result, self_or_result_p) + grad_output_p * elu_second_derivative(self_or_result_p, alpha, scale, input_scale, is_result) * self_or_result_t
     if grad_output_t is not None and self_or_result_t is not None:
         return (
@@ -6778,7 +6778,7 @@ def log_sigmoid_backward_default(
     grad_output_p, self_p, buffer_p, grad_output_t, buffer_t, result
 ):
     """aten::log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor"""
-    # functional, spec line 2837
+    # functional, derivatives.yaml entry log_sigmoid_backward
     # result: torch.ops.aten.log_sigmoid_backward(grad_output_t, self_p, buffer_p) - grad_output_p * torch.where(self_p < 0, 1.0, -1.0) / (1 + buffer_p) ** 2 * buffer_t
     if grad_output_t is not None and buffer_t is not None:
         return (
@@ -6810,7 +6810,7 @@ def hardtanh_backward_default(
     grad_output_p, self_p, min_val, max_val, grad_output_t, result
 ):
     """aten::hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor"""
-    # functional, spec line 2844
+    # functional, derivatives.yaml entry hardtanh_backward
     # result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
     if grad_output_t is not None:
         return torch.ops.aten.hardtanh_backward(grad_output_t, self_p, min_val, max_val)
@@ -6820,7 +6820,7 @@ def hardtanh_backward_default(
 
 def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, result):
     """aten::softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2852
+    # functional, derivatives.yaml entry softshrink_backward
     # result: torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
     if grad_output_t is not None:
         return torch.ops.aten.softshrink_backward(grad_output_t, self_p, lambd)
@@ -6830,7 +6830,7 @@ def softshrink_backward_default(grad_output_p, self_p, lambd, grad_output_t, res
 
 def hardshrink_backward_default(grad_out_p, self_p, lambd, grad_out_t, result):
     """aten::hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor"""
-    # functional, spec line 2858
+    # functional, derivatives.yaml entry hardshrink_backward
     # result: torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
     if grad_out_t is not None:
         return torch.ops.aten.hardshrink_backward(grad_out_t, self_p, lambd)
@@ -6842,7 +6842,7 @@ def leaky_relu_backward_default(
     grad_output_p, self_p, negative_slope, self_is_result, grad_output_t, result
 ):
     """aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor"""
-    # functional, spec line 2864
+    # functional, derivatives.yaml entry leaky_relu_backward
     # result: torch.ops.aten.leaky_relu_backward(grad_output_t, self_p, negative_slope, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.leaky_relu_backward(
@@ -6864,7 +6864,7 @@ def rrelu_with_noise_backward_default(
     result,
 ):
     """aten::rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor"""
-    # functional, spec line 2872
+    # functional, derivatives.yaml entry rrelu_with_noise_backward
     # result: torch.ops.aten.rrelu_with_noise_backward(grad_output_t, self_p, noise_p, lower, upper, training, self_is_result)
     if grad_output_t is not None:
         return torch.ops.aten.rrelu_with_noise_backward(
@@ -6876,7 +6876,7 @@ def rrelu_with_noise_backward_default(
 
 def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2881
+    # functional, derivatives.yaml entry hardsigmoid_backward
     # result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
@@ -6886,7 +6886,7 @@ def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
 
 def hardswish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2887
+    # functional, derivatives.yaml entry hardswish_backward
     # result: torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where((self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where(
@@ -6907,7 +6907,7 @@ def softplus_backward_default(
     grad_output_p, self_p, beta, threshold, grad_output_t, self_t, result
 ):
     """aten::softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor"""
-    # functional, spec line 2893
+    # functional, derivatives.yaml entry softplus_backward
     # result: torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold) + grad_output_p * torch.where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6944,7 +6944,7 @@ def gelu_backward_default(
     grad_output_p, self_p, approximate, grad_output_t, self_t, result
 ):
     """aten::gelu_backward(Tensor grad_output, Tensor self, *, str approximate="none") -> Tensor"""
-    # functional, spec line 2901
+    # functional, derivatives.yaml entry gelu_backward
     # result: torch.ops.aten.gelu_backward(grad_output_t, self_p, approximate=approximate) + grad_output_p * gelu_second_derivative(self_p, approximate) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6968,7 +6968,7 @@ def gelu_backward_default(
 
 def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2911
+    # functional, derivatives.yaml entry silu_backward
     # result: grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -6999,7 +6999,7 @@ def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 2917
+    # functional, derivatives.yaml entry mish_backward
     # result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
@@ -7016,7 +7016,7 @@ def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 
 def glu_backward_default(grad_output_p, self_p, dim, grad_output_t, self_t, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
-    # functional, spec line 2923
+    # functional, derivatives.yaml entry glu_backward
     # result: torch.ops.aten.glu_backward(grad_output_t, self_p, dim) + glu_double_backward(self_t, grad_output_p, self_p, dim)
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.glu_backward(
@@ -7034,7 +7034,7 @@ def _prelu_kernel_backward_default(
     grad_output_p, self_p, weight_p, grad_output_t, self_t, weight_t, result0, result1
 ):
     """aten::_prelu_kernel_backward(Tensor grad_output, Tensor self, Tensor weight) -> (Tensor, Tensor)"""
-    # functional, spec line 2931
+    # functional, derivatives.yaml entry _prelu_kernel_backward
     # result0: torch.where(self_p > 0, grad_output_t, weight_p * grad_output_t + weight_t * grad_output_p)
     if grad_output_t is not None and weight_t is not None:
         result0_t = torch.where(
@@ -7079,7 +7079,7 @@ def mse_loss_backward_default(
     grad_output_p, self_p, target_p, reduction, grad_output_t, self_t, target_t, result
 ):
     """aten::mse_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
-    # functional, spec line 2943
+    # functional, derivatives.yaml entry mse_loss_backward
     # result: torch.ops.aten.mse_loss_backward(grad_output_t, self_p, target_p, reduction) + 2 * expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.mse_loss_backward(
@@ -7135,7 +7135,7 @@ def smooth_l1_loss_backward_default(
     result,
 ):
     """aten::smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor"""
-    # functional, spec line 2953
+    # functional, derivatives.yaml entry smooth_l1_loss_backward
     # result: torch.ops.aten.smooth_l1_loss_backward(grad_output_t, self_p, target_p, reduction, beta) + torch.where((self_p - target_p).abs() < beta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t) / beta, 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.smooth_l1_loss_backward(
@@ -7223,7 +7223,7 @@ def huber_loss_backward_default(
     result,
 ):
     """aten::huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor"""
-    # functional, spec line 2963
+    # functional, derivatives.yaml entry huber_loss_backward
     # result: torch.ops.aten.huber_loss_backward(grad_output_t, self_p, target_p, reduction, delta) + torch.where((self_p - target_p).abs() <= delta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t), 0.0)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.huber_loss_backward(
@@ -7308,7 +7308,7 @@ def binary_cross_entropy_backward_default(
     result,
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 2973
+    # functional, derivatives.yaml entry binary_cross_entropy_backward
     # result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
     if grad_output_t is not None and self_t is not None and target_t is not None:
         return torch.ops.aten.binary_cross_entropy_backward(
@@ -7379,7 +7379,7 @@ def nll_loss_backward_default(
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2986
+    # functional, derivatives.yaml entry nll_loss_backward
     # result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss_backward(
@@ -7407,7 +7407,7 @@ def nll_loss2d_backward_default(
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    # functional, spec line 2998
+    # functional, derivatives.yaml entry nll_loss2d_backward
     # result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
     if grad_output_t is not None:
         return torch.ops.aten.nll_loss2d_backward(
@@ -7425,7 +7425,7 @@ def nll_loss2d_backward_default(
 
 def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
-    # functional, spec line 3011
+    # functional, derivatives.yaml entry _linalg_svd
     # U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
     if A_t is not None:
         U_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
@@ -7446,7 +7446,7 @@ def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
 
 def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 3023
+    # functional, derivatives.yaml entry linalg_eig
     # eigenvalues: eig_tangents(self_t, eigenvalues, eigenvectors)[0]
     if self_t is not None:
         eigenvalues_t = eig_tangents(self_t, eigenvalues, eigenvectors)[0]
@@ -7462,7 +7462,7 @@ def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
 
 def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
-    # functional, spec line 3031
+    # functional, derivatives.yaml entry _linalg_eigh
     # eigenvalues: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
     if A_t is not None:
         eigenvalues_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
@@ -7480,7 +7480,7 @@ def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
 
 def linalg_qr_default(A_p, mode, A_t, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
-    # functional, spec line 3040
+    # functional, derivatives.yaml entry linalg_qr
     # Q: qr_tangents(A_t, Q, R, mode)[0]
     if A_t is not None:
         Q_t = qr_tangents(A_t, Q, R, mode)[0]
@@ -7496,7 +7496,7 @@ def linalg_qr_default(A_p, mode, A_t, Q, R):
 
 def linalg_pinv_atol_rtol_tensor(self_p, atol_p, rtol_p, hermitian, self_t, result):
     """aten::linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None, bool hermitian=False) -> Tensor"""
-    # functional, spec line 3049
+    # functional, derivatives.yaml entry linalg_pinv.atol_rtol_tensor
     # result: pinv_tangent(self_t, self_p, result)
     if self_t is not None:
         return pinv_tangent(self_t, self_p, result)
@@ -7508,7 +7508,7 @@ def linalg_lstsq_default(
     self_p, b_p, rcond, driver, self_t, b_t, solution, residuals, rank, singular_values
 ):
     """aten::linalg_lstsq(Tensor self, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)"""
-    # functional, spec line 3059
+    # functional, derivatives.yaml entry linalg_lstsq
     # solution: lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(b_t, self_p)
     if self_t is not None and b_t is not None:
         solution_t = lstsq_self_tangent(self_t, self_p, b_p) + lstsq_b_tangent(
@@ -7555,7 +7555,7 @@ def _native_batch_norm_legit_default(
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3074
+    # functional, derivatives.yaml entry _native_batch_norm_legit
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7665,7 +7665,7 @@ def _native_batch_norm_legit_no_stats(
     result2,
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3083
+    # functional, derivatives.yaml entry _native_batch_norm_legit.no_stats
     # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7736,7 +7736,7 @@ def _native_batch_norm_legit_no_training_default(
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3091
+    # functional, derivatives.yaml entry _native_batch_norm_legit_no_training
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7848,7 +7848,7 @@ def _batch_norm_with_update_default(
     result3,
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 3099
+    # functional, derivatives.yaml entry _batch_norm_with_update
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -7960,7 +7960,7 @@ def _batch_norm_no_update_default(
     result3,
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
-    # functional, spec line 3110
+    # functional, derivatives.yaml entry _batch_norm_no_update
     # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
@@ -8059,7 +8059,7 @@ def binary_cross_entropy_with_logits_default(
     self_p, target_p, weight_p, pos_weight_p, reduction, self_t, target_t, result
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
-    # functional, spec line 3122
+    # functional, derivatives.yaml entry binary_cross_entropy_with_logits
     # result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
     if self_t is not None and target_t is not None:
         return apply_loss_reduction(
@@ -8091,7 +8091,7 @@ def binary_cross_entropy_with_logits_default(
 
 def im2col_default(self_p, kernel_size, dilation, padding, stride, self_t, result):
     """aten::im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 3134
+    # functional, derivatives.yaml entry im2col
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.im2col.default(
@@ -8105,7 +8105,7 @@ def col2im_default(
     self_p, output_size, kernel_size, dilation, padding, stride, self_t, result
 ):
     """aten::col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
-    # functional, spec line 3141
+    # functional, derivatives.yaml entry col2im
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.col2im.default(
@@ -8119,7 +8119,7 @@ def _upsample_bilinear2d_aa_default(
     self_p, output_size, align_corners, scales_h, scales_w, self_t, result
 ):
     """aten::_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3150
+    # functional, derivatives.yaml entry _upsample_bilinear2d_aa
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.default(
@@ -8133,7 +8133,7 @@ def _upsample_bilinear2d_aa_vec(
     input_p, output_size, align_corners, scale_factors, input_t, result
 ):
     """aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
-    # functional, spec line 3158
+    # functional, derivatives.yaml entry _upsample_bilinear2d_aa.vec
     # result: auto_linear
     if input_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa.vec(
@@ -8154,7 +8154,7 @@ def _upsample_bilinear2d_aa_backward_default(
     result,
 ):
     """aten::_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3168
+    # functional, derivatives.yaml entry _upsample_bilinear2d_aa_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_bilinear2d_aa_backward.default(
@@ -8168,7 +8168,7 @@ def fractional_max_pool2d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool2d(Tensor self, int[2] kernel_size, int[2] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 3178
+    # functional, derivatives.yaml entry fractional_max_pool2d
     # result0: self_t.flatten(-2).gather(-1, result1.flatten(-2)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8183,7 +8183,7 @@ def fractional_max_pool3d_default(
     self_p, kernel_size, output_size, random_samples_p, self_t, result0, result1
 ):
     """aten::fractional_max_pool3d(Tensor self, int[3] kernel_size, int[3] output_size, Tensor random_samples) -> (Tensor, Tensor)"""
-    # functional, spec line 3188
+    # functional, derivatives.yaml entry fractional_max_pool3d
     # result0: self_t.flatten(-3).gather(-1, result1.flatten(-3)).reshape(result1.shape)
     if self_t is not None:
         result0_t = (
@@ -8208,7 +8208,7 @@ def max_pool2d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 3199
+    # functional, derivatives.yaml entry max_pool2d_with_indices_backward
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool2d_with_indices_backward.default(
@@ -8261,7 +8261,7 @@ def max_pool3d_with_indices_backward_default(
     result,
 ):
     """aten::max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor"""
-    # functional, spec line 3209
+    # functional, derivatives.yaml entry max_pool3d_with_indices_backward
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.max_pool3d_with_indices_backward.default(
@@ -8311,7 +8311,7 @@ def fractional_max_pool2d_backward_default(
     result,
 ):
     """aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 3218
+    # functional, derivatives.yaml entry fractional_max_pool2d_backward
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool2d_backward.default(
@@ -8340,7 +8340,7 @@ def fractional_max_pool3d_backward_default(
     result,
 ):
     """aten::fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor"""
-    # functional, spec line 3228
+    # functional, derivatives.yaml entry fractional_max_pool3d_backward
     # result: auto_linear
     if grad_output_t is not None and self_t is not None:
         return torch.ops.aten.fractional_max_pool3d_backward.default(
@@ -8362,7 +8362,7 @@ def max_unpool3d_default(
     self_p, indices_p, output_size, stride, padding, self_t, result
 ):
     """aten::max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor"""
-    # functional, spec line 3237
+    # functional, derivatives.yaml entry max_unpool3d
     # result: auto_linear
     if self_t is not None:
         return torch.ops.aten.max_unpool3d.default(
@@ -8387,7 +8387,7 @@ def _trilinear_default(
     result,
 ):
     """aten::_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
-    # functional, spec line 3250
+    # functional, derivatives.yaml entry _trilinear
     # result: torch.ops.aten._trilinear(i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim)
     if i1_t is not None and i2_t is not None and i3_t is not None:
         return (
@@ -8458,7 +8458,7 @@ def _trilinear_default(
 
 def _safe_softmax_default(self_p, dim, dtype, self_t, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
-    # functional, spec line 3258
+    # functional, derivatives.yaml entry _safe_softmax
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
@@ -8470,7 +8470,7 @@ def as_strided_scatter_default(
     self_p, src_p, size, stride, storage_offset, self_t, src_t, result
 ):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
-    # functional, spec line 3266
+    # functional, derivatives.yaml entry as_strided_scatter
     # result: auto_linear
     if self_t is not None and src_t is not None:
         return torch.ops.aten.as_strided_scatter.default(
@@ -8490,7 +8490,7 @@ def as_strided_scatter_default(
 
 def bernoulli_default(self_p, generator, self_t, result):
     """aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 3276
+    # functional, derivatives.yaml entry bernoulli
     # result: auto_element_wise, from self: torch.zeros_like(grad)
     if self_t is not None:
         return torch.zeros_like(self_t.conj()).conj()
@@ -8500,13 +8500,13 @@ def bernoulli_default(self_p, generator, self_t, result):
 
 def bernoulli_p(self_p, p, generator, result):
     """aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 3282
+    # functional, derivatives.yaml entry bernoulli.p
     return None
 
 
 def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor"""
-    # functional, spec line 3287
+    # functional, derivatives.yaml entry bernoulli.Tensor
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
         return torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
@@ -8520,7 +8520,7 @@ def bernoulli_Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
     """aten::bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3287
+    # inplace, derivatives.yaml entry bernoulli.Tensor
     # formulas from bernoulli.Tensor; self_p is self before the update
     # result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
     if self_t is not None and p_t is not None:
@@ -8535,7 +8535,7 @@ def bernoulli__Tensor(self_p, p_p, generator, self_t, p_t, result):
 
 def uniform__default(self_p, from_, to, generator, self_t, result):
     """aten::uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3297
+    # inplace, derivatives.yaml entry uniform_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8545,7 +8545,7 @@ def uniform__default(self_p, from_, to, generator, self_t, result):
 
 def normal__default(self_p, mean, std, generator, self_t, result):
     """aten::normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3304
+    # inplace, derivatives.yaml entry normal_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8555,7 +8555,7 @@ def normal__default(self_p, mean, std, generator, self_t, result):
 
 def exponential__default(self_p, lambd, generator, self_t, result):
     """aten::exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3311
+    # inplace, derivatives.yaml entry exponential_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8565,7 +8565,7 @@ def exponential__default(self_p, lambd, generator, self_t, result):
 
 def cauchy__default(self_p, median, sigma, generator, self_t, result):
     """aten::cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3318
+    # inplace, derivatives.yaml entry cauchy_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8575,7 +8575,7 @@ def cauchy__default(self_p, median, sigma, generator, self_t, result):
 
 def log_normal__default(self_p, mean, std, generator, self_t, result):
     """aten::log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3322
+    # inplace, derivatives.yaml entry log_normal_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8585,7 +8585,7 @@ def log_normal__default(self_p, mean, std, generator, self_t, result):
 
 def geometric__default(self_p, p, generator, self_t, result):
     """aten::geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3326
+    # inplace, derivatives.yaml entry geometric_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8595,7 +8595,7 @@ def geometric__default(self_p, p, generator, self_t, result):
 
 def random__default(self_p, generator, self_t, result):
     """aten::random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3331
+    # inplace, derivatives.yaml entry random_
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8605,7 +8605,7 @@ def random__default(self_p, generator, self_t, result):
 
 def random__from(self_p, from_, to, generator, self_t, result):
     """aten::random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3335
+    # inplace, derivatives.yaml entry random_.from
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8615,7 +8615,7 @@ def random__from(self_p, from_, to, generator, self_t, result):
 
 def random__to(self_p, to, generator, self_t, result):
     """aten::random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3340
+    # inplace, derivatives.yaml entry random_.to
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8625,7 +8625,7 @@ def random__to(self_p, to, generator, self_t, result):
 
 def bernoulli__float(self_p, p, generator, self_t, result):
     """aten::bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)"""
-    # inplace, spec line 3345
+    # inplace, derivatives.yaml entry bernoulli_.float
     # result: torch.zeros_like(self_t)
     if self_t is not None:
         return torch.zeros_like(self_t)
@@ -8653,7 +8653,7 @@ def convolution_backward_default(
     result2,
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3358
+    # functional, derivatives.yaml entry convolution_backward
     # result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
     if grad_output_t is not None and weight_t is not None:
         result0_t = convolution_backward_tangent(
@@ -8791,7 +8791,7 @@ def avg_pool2d_backward_default(
     result,
 ):
     """aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 3369
+    # functional, derivatives.yaml entry avg_pool2d_backward
     # result: torch.ops.aten.avg_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool2d_backward(
@@ -8821,7 +8821,7 @@ def avg_pool3d_backward_default(
     result,
 ):
     """aten::avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor"""
-    # functional, spec line 3378
+    # functional, derivatives.yaml entry avg_pool3d_backward
     # result: torch.ops.aten.avg_pool3d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
     if grad_output_t is not None:
         return torch.ops.aten.avg_pool3d_backward(
@@ -8840,7 +8840,7 @@ def avg_pool3d_backward_default(
 
 def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 3387
+    # functional, derivatives.yaml entry _adaptive_avg_pool2d_backward
     # result: torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool2d_backward(grad_output_t, self_p)
@@ -8850,7 +8850,7 @@ def _adaptive_avg_pool2d_backward_default(grad_output_p, self_p, grad_output_t, 
 
 def _adaptive_avg_pool3d_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::_adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    # functional, spec line 3395
+    # functional, derivatives.yaml entry _adaptive_avg_pool3d_backward
     # result: torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
     if grad_output_t is not None:
         return torch.ops.aten._adaptive_avg_pool3d_backward(grad_output_t, self_p)
@@ -8862,7 +8862,7 @@ def adaptive_max_pool2d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 3405
+    # functional, derivatives.yaml entry adaptive_max_pool2d_backward
     # result: torch.ops.aten.adaptive_max_pool2d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool2d_backward(
@@ -8876,7 +8876,7 @@ def adaptive_max_pool3d_backward_default(
     grad_output_p, self_p, indices_p, grad_output_t, result
 ):
     """aten::adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor"""
-    # functional, spec line 3414
+    # functional, derivatives.yaml entry adaptive_max_pool3d_backward
     # result: torch.ops.aten.adaptive_max_pool3d_backward(grad_output_t, self_p, indices_p)
     if grad_output_t is not None:
         return torch.ops.aten.adaptive_max_pool3d_backward(
@@ -8890,7 +8890,7 @@ def reflection_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 3425
+    # functional, derivatives.yaml entry reflection_pad1d_backward
     # result: torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad1d_backward(grad_output_t, self_p, padding)
@@ -8902,7 +8902,7 @@ def reflection_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3433
+    # functional, derivatives.yaml entry reflection_pad2d_backward
     # result: torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad2d_backward(grad_output_t, self_p, padding)
@@ -8914,7 +8914,7 @@ def reflection_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3441
+    # functional, derivatives.yaml entry reflection_pad3d_backward
     # result: torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.reflection_pad3d_backward(grad_output_t, self_p, padding)
@@ -8926,7 +8926,7 @@ def replication_pad1d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor"""
-    # functional, spec line 3449
+    # functional, derivatives.yaml entry replication_pad1d_backward
     # result: torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad1d_backward(grad_output_t, self_p, padding)
@@ -8938,7 +8938,7 @@ def replication_pad2d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor"""
-    # functional, spec line 3457
+    # functional, derivatives.yaml entry replication_pad2d_backward
     # result: torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad2d_backward(grad_output_t, self_p, padding)
@@ -8950,7 +8950,7 @@ def replication_pad3d_backward_default(
     grad_output_p, self_p, padding, grad_output_t, result
 ):
     """aten::replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor"""
-    # functional, spec line 3465
+    # functional, derivatives.yaml entry replication_pad3d_backward
     # result: torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
     if grad_output_t is not None:
         return torch.ops.aten.replication_pad3d_backward(grad_output_t, self_p, padding)
@@ -8962,7 +8962,7 @@ def upsample_nearest1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3475
+    # functional, derivatives.yaml entry upsample_nearest1d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest1d_backward.default(
@@ -8976,7 +8976,7 @@ def upsample_nearest2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3482
+    # functional, derivatives.yaml entry upsample_nearest2d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest2d_backward.default(
@@ -8997,7 +8997,7 @@ def upsample_nearest3d_backward_default(
     result,
 ):
     """aten::upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3489
+    # functional, derivatives.yaml entry upsample_nearest3d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_nearest3d_backward.default(
@@ -9011,7 +9011,7 @@ def _upsample_nearest_exact1d_backward_default(
     grad_output_p, output_size, input_size, scales, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor"""
-    # functional, spec line 3496
+    # functional, derivatives.yaml entry _upsample_nearest_exact1d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact1d_backward.default(
@@ -9025,7 +9025,7 @@ def _upsample_nearest_exact2d_backward_default(
     grad_output_p, output_size, input_size, scales_h, scales_w, grad_output_t, result
 ):
     """aten::_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3503
+    # functional, derivatives.yaml entry _upsample_nearest_exact2d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact2d_backward.default(
@@ -9046,7 +9046,7 @@ def _upsample_nearest_exact3d_backward_default(
     result,
 ):
     """aten::_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3510
+    # functional, derivatives.yaml entry _upsample_nearest_exact3d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten._upsample_nearest_exact3d_backward.default(
@@ -9060,7 +9060,7 @@ def upsample_linear1d_backward_default(
     grad_output_p, output_size, input_size, align_corners, scales, grad_output_t, result
 ):
     """aten::upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor"""
-    # functional, spec line 3517
+    # functional, derivatives.yaml entry upsample_linear1d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_linear1d_backward.default(
@@ -9081,7 +9081,7 @@ def upsample_bilinear2d_backward_default(
     result,
 ):
     """aten::upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3525
+    # functional, derivatives.yaml entry upsample_bilinear2d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bilinear2d_backward.default(
@@ -9102,7 +9102,7 @@ def upsample_bicubic2d_backward_default(
     result,
 ):
     """aten::upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3534
+    # functional, derivatives.yaml entry upsample_bicubic2d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_bicubic2d_backward.default(
@@ -9124,7 +9124,7 @@ def upsample_trilinear3d_backward_default(
     result,
 ):
     """aten::upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor"""
-    # functional, spec line 3542
+    # functional, derivatives.yaml entry upsample_trilinear3d_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.upsample_trilinear3d_backward.default(
@@ -9144,7 +9144,7 @@ def diagonal_backward_default(
     grad_output_p, input_sizes, offset, dim1, dim2, grad_output_t, result
 ):
     """aten::diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor"""
-    # functional, spec line 3552
+    # functional, derivatives.yaml entry diagonal_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.diagonal_backward.default(
@@ -9164,7 +9164,7 @@ def embedding_dense_backward_default(
     result,
 ):
     """aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
-    # functional, spec line 3560
+    # functional, derivatives.yaml entry embedding_dense_backward
     # result: auto_linear
     if grad_output_t is not None:
         return torch.ops.aten.embedding_dense_backward.default(
@@ -9191,7 +9191,7 @@ def native_layer_norm_backward_default(
     result2,
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3577
+    # functional, derivatives.yaml entry native_layer_norm_backward
     # result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
@@ -9410,7 +9410,7 @@ def native_batch_norm_backward_default(
     result2,
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
-    # functional, spec line 3589
+    # functional, derivatives.yaml entry native_batch_norm_backward
     # result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(

@@ -5,7 +5,7 @@
 
 import torch
 
-from . import jvp, vjp
+from . import jvp
 from dualgen.kernel_info import KernelInfo
 
 aten = torch.ops.aten
@@ -17,7 +17,7 @@ KERNELS[aten.abs.default] = KernelInfo(
     name="abs",
     kind="functional",
     jvp=jvp.abs_default,
-    vjp=vjp.abs_default,
+    vjp_kernel="abs_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -25,7 +25,6 @@ KERNELS[aten.abs.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=62,
 )
 
 
@@ -33,7 +32,7 @@ KERNELS[aten.abs_.default] = KernelInfo(
     name="abs_",
     kind="inplace",
     jvp=jvp.abs__default,
-    vjp=vjp.abs__default,
+    vjp_kernel="abs__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -41,7 +40,6 @@ KERNELS[aten.abs_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="abs",
-    spec_line=62,
 )
 
 
@@ -49,7 +47,7 @@ KERNELS[aten.neg.default] = KernelInfo(
     name="neg",
     kind="functional",
     jvp=jvp.neg_default,
-    vjp=vjp.neg_default,
+    vjp_kernel="neg_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -57,7 +55,6 @@ KERNELS[aten.neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=67,
 )
 
 
@@ -65,7 +62,7 @@ KERNELS[aten.neg_.default] = KernelInfo(
     name="neg_",
     kind="inplace",
     jvp=jvp.neg__default,
-    vjp=vjp.neg__default,
+    vjp_kernel="neg__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -73,7 +70,6 @@ KERNELS[aten.neg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="neg",
-    spec_line=67,
 )
 
 
@@ -81,7 +77,7 @@ KERNELS[aten.sin.default] = KernelInfo(
     name="sin",
     kind="functional",
     jvp=jvp.sin_default,
-    vjp=vjp.sin_default,
+    vjp_kernel="sin_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -89,7 +85,6 @@ KERNELS[aten.sin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=71,
 )
 
 
@@ -97,7 +92,7 @@ KERNELS[aten.sin_.default] = KernelInfo(
     name="sin_",
     kind="inplace",
     jvp=jvp.sin__default,
-    vjp=vjp.sin__default,
+    vjp_kernel="sin__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -105,7 +100,6 @@ KERNELS[aten.sin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sin",
-    spec_line=71,
 )
 
 
@@ -113,7 +107,7 @@ KERNELS[aten.cos.default] = KernelInfo(
     name="cos",
     kind="functional",
     jvp=jvp.cos_default,
-    vjp=vjp.cos_default,
+    vjp_kernel="cos_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -121,7 +115,6 @@ KERNELS[aten.cos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=75,
 )
 
 
@@ -129,7 +122,7 @@ KERNELS[aten.cos_.default] = KernelInfo(
     name="cos_",
     kind="inplace",
     jvp=jvp.cos__default,
-    vjp=vjp.cos__default,
+    vjp_kernel="cos__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -137,7 +130,6 @@ KERNELS[aten.cos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cos",
-    spec_line=75,
 )
 
 
@@ -145,7 +137,7 @@ KERNELS[aten.tan.default] = KernelInfo(
     name="tan",
     kind="functional",
     jvp=jvp.tan_default,
-    vjp=vjp.tan_default,
+    vjp_kernel="tan_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -153,7 +145,6 @@ KERNELS[aten.tan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=79,
 )
 
 
@@ -161,7 +152,7 @@ KERNELS[aten.tan_.default] = KernelInfo(
     name="tan_",
     kind="inplace",
     jvp=jvp.tan__default,
-    vjp=vjp.tan__default,
+    vjp_kernel="tan__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -169,7 +160,6 @@ KERNELS[aten.tan_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tan",
-    spec_line=79,
 )
 
 
@@ -177,7 +167,7 @@ KERNELS[aten.tanh.default] = KernelInfo(
     name="tanh",
     kind="functional",
     jvp=jvp.tanh_default,
-    vjp=vjp.tanh_default,
+    vjp_kernel="tanh_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -185,7 +175,6 @@ KERNELS[aten.tanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=84,
 )
 
 
@@ -193,7 +182,7 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     name="tanh_",
     kind="inplace",
     jvp=jvp.tanh__default,
-    vjp=vjp.tanh__default,
+    vjp_kernel="tanh__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -201,7 +190,6 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tanh",
-    spec_line=84,
 )
 
 
@@ -209,7 +197,7 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     name="sigmoid",
     kind="functional",
     jvp=jvp.sigmoid_default,
-    vjp=vjp.sigmoid_default,
+    vjp_kernel="sigmoid_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -217,7 +205,6 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=88,
 )
 
 
@@ -225,7 +212,7 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     name="sigmoid_",
     kind="inplace",
     jvp=jvp.sigmoid__default,
-    vjp=vjp.sigmoid__default,
+    vjp_kernel="sigmoid__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -233,7 +220,6 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sigmoid",
-    spec_line=88,
 )
 
 
@@ -241,7 +227,7 @@ KERNELS[aten.exp.default] = KernelInfo(
     name="exp",
     kind="functional",
     jvp=jvp.exp_default,
-    vjp=vjp.exp_default,
+    vjp_kernel="exp_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -249,7 +235,6 @@ KERNELS[aten.exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=92,
 )
 
 
@@ -257,7 +242,7 @@ KERNELS[aten.exp_.default] = KernelInfo(
     name="exp_",
     kind="inplace",
     jvp=jvp.exp__default,
-    vjp=vjp.exp__default,
+    vjp_kernel="exp__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -265,7 +250,6 @@ KERNELS[aten.exp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp",
-    spec_line=92,
 )
 
 
@@ -273,7 +257,7 @@ KERNELS[aten.exp2.default] = KernelInfo(
     name="exp2",
     kind="functional",
     jvp=jvp.exp2_default,
-    vjp=vjp.exp2_default,
+    vjp_kernel="exp2_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -281,7 +265,6 @@ KERNELS[aten.exp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=96,
 )
 
 
@@ -289,7 +272,7 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     name="exp2_",
     kind="inplace",
     jvp=jvp.exp2__default,
-    vjp=vjp.exp2__default,
+    vjp_kernel="exp2__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -297,7 +280,6 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp2",
-    spec_line=96,
 )
 
 
@@ -305,7 +287,7 @@ KERNELS[aten.expm1.default] = KernelInfo(
     name="expm1",
     kind="functional",
     jvp=jvp.expm1_default,
-    vjp=vjp.expm1_default,
+    vjp_kernel="expm1_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -313,7 +295,6 @@ KERNELS[aten.expm1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=100,
 )
 
 
@@ -321,7 +302,7 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     name="expm1_",
     kind="inplace",
     jvp=jvp.expm1__default,
-    vjp=vjp.expm1__default,
+    vjp_kernel="expm1__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -329,7 +310,6 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="expm1",
-    spec_line=100,
 )
 
 
@@ -337,7 +317,7 @@ KERNELS[aten.log.default] = KernelInfo(
     name="log",
     kind="functional",
     jvp=jvp.log_default,
-    vjp=vjp.log_default,
+    vjp_kernel="log_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -345,7 +325,6 @@ KERNELS[aten.log.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=104,
 )
 
 
@@ -353,7 +332,7 @@ KERNELS[aten.log_.default] = KernelInfo(
     name="log_",
     kind="inplace",
     jvp=jvp.log__default,
-    vjp=vjp.log__default,
+    vjp_kernel="log__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -361,7 +340,6 @@ KERNELS[aten.log_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log",
-    spec_line=104,
 )
 
 
@@ -369,7 +347,7 @@ KERNELS[aten.log2.default] = KernelInfo(
     name="log2",
     kind="functional",
     jvp=jvp.log2_default,
-    vjp=vjp.log2_default,
+    vjp_kernel="log2_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -377,7 +355,6 @@ KERNELS[aten.log2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=109,
 )
 
 
@@ -385,7 +362,7 @@ KERNELS[aten.log2_.default] = KernelInfo(
     name="log2_",
     kind="inplace",
     jvp=jvp.log2__default,
-    vjp=vjp.log2__default,
+    vjp_kernel="log2__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -393,7 +370,6 @@ KERNELS[aten.log2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log2",
-    spec_line=109,
 )
 
 
@@ -401,7 +377,7 @@ KERNELS[aten.log1p.default] = KernelInfo(
     name="log1p",
     kind="functional",
     jvp=jvp.log1p_default,
-    vjp=vjp.log1p_default,
+    vjp_kernel="log1p_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -409,7 +385,6 @@ KERNELS[aten.log1p.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=114,
 )
 
 
@@ -417,7 +392,7 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     name="log1p_",
     kind="inplace",
     jvp=jvp.log1p__default,
-    vjp=vjp.log1p__default,
+    vjp_kernel="log1p__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -425,7 +400,6 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log1p",
-    spec_line=114,
 )
 
 
@@ -433,7 +407,7 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     name="sqrt",
     kind="functional",
     jvp=jvp.sqrt_default,
-    vjp=vjp.sqrt_default,
+    vjp_kernel="sqrt_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -441,7 +415,6 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=119,
 )
 
 
@@ -449,7 +422,7 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     name="sqrt_",
     kind="inplace",
     jvp=jvp.sqrt__default,
-    vjp=vjp.sqrt__default,
+    vjp_kernel="sqrt__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -457,7 +430,6 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sqrt",
-    spec_line=119,
 )
 
 
@@ -465,7 +437,7 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     name="rsqrt",
     kind="functional",
     jvp=jvp.rsqrt_default,
-    vjp=vjp.rsqrt_default,
+    vjp_kernel="rsqrt_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -473,7 +445,6 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=124,
 )
 
 
@@ -481,7 +452,7 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     name="rsqrt_",
     kind="inplace",
     jvp=jvp.rsqrt__default,
-    vjp=vjp.rsqrt__default,
+    vjp_kernel="rsqrt__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -489,7 +460,6 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="rsqrt",
-    spec_line=124,
 )
 
 
@@ -497,7 +467,7 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     name="reciprocal",
     kind="functional",
     jvp=jvp.reciprocal_default,
-    vjp=vjp.reciprocal_default,
+    vjp_kernel="reciprocal_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -505,7 +475,6 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=129,
 )
 
 
@@ -513,7 +482,7 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     name="reciprocal_",
     kind="inplace",
     jvp=jvp.reciprocal__default,
-    vjp=vjp.reciprocal__default,
+    vjp_kernel="reciprocal__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -521,7 +490,6 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="reciprocal",
-    spec_line=129,
 )
 
 
@@ -529,7 +497,7 @@ KERNELS[aten.relu.default] = KernelInfo(
     name="relu",
     kind="functional",
     jvp=jvp.relu_default,
-    vjp=vjp.relu_default,
+    vjp_kernel="relu_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -537,7 +505,6 @@ KERNELS[aten.relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=134,
 )
 
 
@@ -545,7 +512,7 @@ KERNELS[aten.relu_.default] = KernelInfo(
     name="relu_",
     kind="inplace",
     jvp=jvp.relu__default,
-    vjp=vjp.relu__default,
+    vjp_kernel="relu__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -553,7 +520,6 @@ KERNELS[aten.relu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="relu",
-    spec_line=134,
 )
 
 
@@ -561,7 +527,7 @@ KERNELS[aten.sinh.default] = KernelInfo(
     name="sinh",
     kind="functional",
     jvp=jvp.sinh_default,
-    vjp=vjp.sinh_default,
+    vjp_kernel="sinh_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -569,7 +535,6 @@ KERNELS[aten.sinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=139,
 )
 
 
@@ -577,7 +542,7 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     name="sinh_",
     kind="inplace",
     jvp=jvp.sinh__default,
-    vjp=vjp.sinh__default,
+    vjp_kernel="sinh__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -585,7 +550,6 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinh",
-    spec_line=139,
 )
 
 
@@ -593,7 +557,7 @@ KERNELS[aten.cosh.default] = KernelInfo(
     name="cosh",
     kind="functional",
     jvp=jvp.cosh_default,
-    vjp=vjp.cosh_default,
+    vjp_kernel="cosh_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -601,7 +565,6 @@ KERNELS[aten.cosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=143,
 )
 
 
@@ -609,7 +572,7 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     name="cosh_",
     kind="inplace",
     jvp=jvp.cosh__default,
-    vjp=vjp.cosh__default,
+    vjp_kernel="cosh__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -617,7 +580,6 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cosh",
-    spec_line=143,
 )
 
 
@@ -625,7 +587,7 @@ KERNELS[aten.asin.default] = KernelInfo(
     name="asin",
     kind="functional",
     jvp=jvp.asin_default,
-    vjp=vjp.asin_default,
+    vjp_kernel="asin_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -633,7 +595,6 @@ KERNELS[aten.asin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=147,
 )
 
 
@@ -641,7 +602,7 @@ KERNELS[aten.asin_.default] = KernelInfo(
     name="asin_",
     kind="inplace",
     jvp=jvp.asin__default,
-    vjp=vjp.asin__default,
+    vjp_kernel="asin__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -649,7 +610,6 @@ KERNELS[aten.asin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asin",
-    spec_line=147,
 )
 
 
@@ -657,7 +617,7 @@ KERNELS[aten.acos.default] = KernelInfo(
     name="acos",
     kind="functional",
     jvp=jvp.acos_default,
-    vjp=vjp.acos_default,
+    vjp_kernel="acos_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -665,7 +625,6 @@ KERNELS[aten.acos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=152,
 )
 
 
@@ -673,7 +632,7 @@ KERNELS[aten.acos_.default] = KernelInfo(
     name="acos_",
     kind="inplace",
     jvp=jvp.acos__default,
-    vjp=vjp.acos__default,
+    vjp_kernel="acos__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -681,7 +640,6 @@ KERNELS[aten.acos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acos",
-    spec_line=152,
 )
 
 
@@ -689,7 +647,7 @@ KERNELS[aten.atan.default] = KernelInfo(
     name="atan",
     kind="functional",
     jvp=jvp.atan_default,
-    vjp=vjp.atan_default,
+    vjp_kernel="atan_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -697,7 +655,6 @@ KERNELS[aten.atan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=157,
 )
 
 
@@ -705,7 +662,7 @@ KERNELS[aten.atan_.default] = KernelInfo(
     name="atan_",
     kind="inplace",
     jvp=jvp.atan__default,
-    vjp=vjp.atan__default,
+    vjp_kernel="atan__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -713,7 +670,6 @@ KERNELS[aten.atan_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan",
-    spec_line=157,
 )
 
 
@@ -721,7 +677,7 @@ KERNELS[aten.erf.default] = KernelInfo(
     name="erf",
     kind="functional",
     jvp=jvp.erf_default,
-    vjp=vjp.erf_default,
+    vjp_kernel="erf_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -729,7 +685,6 @@ KERNELS[aten.erf.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=161,
 )
 
 
@@ -737,7 +692,7 @@ KERNELS[aten.erf_.default] = KernelInfo(
     name="erf_",
     kind="inplace",
     jvp=jvp.erf__default,
-    vjp=vjp.erf__default,
+    vjp_kernel="erf__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -745,7 +700,6 @@ KERNELS[aten.erf_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erf",
-    spec_line=161,
 )
 
 
@@ -753,7 +707,7 @@ KERNELS[aten.clamp.default] = KernelInfo(
     name="clamp",
     kind="functional",
     jvp=jvp.clamp_default,
-    vjp=vjp.clamp_default,
+    vjp_kernel="clamp_default",
     arguments=("self", "min", "max"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -761,7 +715,6 @@ KERNELS[aten.clamp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=165,
 )
 
 
@@ -769,7 +722,7 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     name="clamp_",
     kind="inplace",
     jvp=jvp.clamp__default,
-    vjp=vjp.clamp__default,
+    vjp_kernel="clamp__default",
     arguments=("self", "min", "max"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -777,7 +730,6 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp",
-    spec_line=165,
 )
 
 
@@ -785,7 +737,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     name="clone",
     kind="functional",
     jvp=jvp.clone_default,
-    vjp=vjp.clone_default,
+    vjp_kernel="clone_default",
     arguments=("self", "memory_format"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -793,7 +745,6 @@ KERNELS[aten.clone.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=174,
 )
 
 
@@ -801,7 +752,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     name="_to_copy",
     kind="functional",
     jvp=jvp._to_copy_default,
-    vjp=vjp._to_copy_default,
+    vjp_kernel="_to_copy_default",
     arguments=(
         "self",
         "dtype",
@@ -817,7 +768,6 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=178,
 )
 
 
@@ -825,7 +775,7 @@ KERNELS[aten.detach.default] = KernelInfo(
     name="detach",
     kind="view",
     jvp=jvp.detach_default,
-    vjp=vjp.detach_default,
+    vjp_kernel="detach_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=(),
@@ -833,7 +783,6 @@ KERNELS[aten.detach.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=185,
 )
 
 
@@ -841,7 +790,7 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     name="zeros_like",
     kind="functional",
     jvp=jvp.zeros_like_default,
-    vjp=vjp.zeros_like_default,
+    vjp_kernel="zeros_like_default",
     arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -849,7 +798,6 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=192,
 )
 
 
@@ -857,7 +805,7 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     name="ones_like",
     kind="functional",
     jvp=jvp.ones_like_default,
-    vjp=vjp.ones_like_default,
+    vjp_kernel="ones_like_default",
     arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -865,7 +813,6 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=196,
 )
 
 
@@ -873,7 +820,7 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     name="empty_like",
     kind="functional",
     jvp=jvp.empty_like_default,
-    vjp=vjp.empty_like_default,
+    vjp_kernel="empty_like_default",
     arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -881,7 +828,6 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=200,
 )
 
 
@@ -889,7 +835,7 @@ KERNELS[aten.full_like.default] = KernelInfo(
     name="full_like",
     kind="functional",
     jvp=jvp.full_like_default,
-    vjp=vjp.full_like_default,
+    vjp_kernel="full_like_default",
     arguments=(
         "self",
         "fill_value",
@@ -905,7 +851,6 @@ KERNELS[aten.full_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=204,
 )
 
 
@@ -913,7 +858,7 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     name="new_zeros",
     kind="functional",
     jvp=jvp.new_zeros_default,
-    vjp=vjp.new_zeros_default,
+    vjp_kernel="new_zeros_default",
     arguments=("self", "size", "dtype", "layout", "device", "pin_memory"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -921,7 +866,6 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=211,
 )
 
 
@@ -929,7 +873,7 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     name="new_ones",
     kind="functional",
     jvp=jvp.new_ones_default,
-    vjp=vjp.new_ones_default,
+    vjp_kernel="new_ones_default",
     arguments=("self", "size", "dtype", "layout", "device", "pin_memory"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -937,7 +881,6 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=218,
 )
 
 
@@ -945,7 +888,7 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     name="new_empty",
     kind="functional",
     jvp=jvp.new_empty_default,
-    vjp=vjp.new_empty_default,
+    vjp_kernel="new_empty_default",
     arguments=("self", "size", "dtype", "layout", "device", "pin_memory"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -953,7 +896,6 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=225,
 )
 
 
@@ -961,7 +903,7 @@ KERNELS[aten.new_full.default] = KernelInfo(
     name="new_full",
     kind="functional",
     jvp=jvp.new_full_default,
-    vjp=vjp.new_full_default,
+    vjp_kernel="new_full_default",
     arguments=("self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -969,7 +911,6 @@ KERNELS[aten.new_full.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=232,
 )
 
 
@@ -977,7 +918,7 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     name="add.Tensor",
     kind="functional",
     jvp=jvp.add_Tensor,
-    vjp=vjp.add_Tensor,
+    vjp_kernel="add_Tensor",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -985,7 +926,6 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=241,
 )
 
 
@@ -993,7 +933,7 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     name="add.Scalar",
     kind="functional",
     jvp=jvp.add_Scalar,
-    vjp=vjp.add_Scalar,
+    vjp_kernel="add_Scalar",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1001,7 +941,6 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=252,
 )
 
 
@@ -1009,7 +948,7 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     name="add_.Scalar",
     kind="inplace",
     jvp=jvp.add__Scalar,
-    vjp=vjp.add__Scalar,
+    vjp_kernel="add__Scalar",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1017,7 +956,6 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Scalar",
-    spec_line=252,
 )
 
 
@@ -1025,7 +963,7 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     name="sub.Tensor",
     kind="functional",
     jvp=jvp.sub_Tensor,
-    vjp=vjp.sub_Tensor,
+    vjp_kernel="sub_Tensor",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1033,7 +971,6 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=260,
 )
 
 
@@ -1041,7 +978,7 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     name="sub_.Tensor",
     kind="inplace",
     jvp=jvp.sub__Tensor,
-    vjp=vjp.sub__Tensor,
+    vjp_kernel="sub__Tensor",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1049,7 +986,6 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Tensor",
-    spec_line=260,
 )
 
 
@@ -1057,7 +993,7 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     name="sub.Scalar",
     kind="functional",
     jvp=jvp.sub_Scalar,
-    vjp=vjp.sub_Scalar,
+    vjp_kernel="sub_Scalar",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1065,7 +1001,6 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=271,
 )
 
 
@@ -1073,7 +1008,7 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     name="sub_.Scalar",
     kind="inplace",
     jvp=jvp.sub__Scalar,
-    vjp=vjp.sub__Scalar,
+    vjp_kernel="sub__Scalar",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1081,7 +1016,6 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Scalar",
-    spec_line=271,
 )
 
 
@@ -1089,7 +1023,7 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     name="rsub.Tensor",
     kind="functional",
     jvp=jvp.rsub_Tensor,
-    vjp=vjp.rsub_Tensor,
+    vjp_kernel="rsub_Tensor",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1097,7 +1031,6 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=279,
 )
 
 
@@ -1105,7 +1038,7 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     name="rsub.Scalar",
     kind="functional",
     jvp=jvp.rsub_Scalar,
-    vjp=vjp.rsub_Scalar,
+    vjp_kernel="rsub_Scalar",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1113,7 +1046,6 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=290,
 )
 
 
@@ -1121,7 +1053,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     name="mul.Tensor",
     kind="functional",
     jvp=jvp.mul_Tensor,
-    vjp=vjp.mul_Tensor,
+    vjp_kernel="mul_Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1129,7 +1061,6 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=298,
 )
 
 
@@ -1137,7 +1068,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     name="mul.Scalar",
     kind="functional",
     jvp=jvp.mul_Scalar,
-    vjp=vjp.mul_Scalar,
+    vjp_kernel="mul_Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1145,7 +1076,6 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=308,
 )
 
 
@@ -1153,7 +1083,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     name="mul_.Scalar",
     kind="inplace",
     jvp=jvp.mul__Scalar,
-    vjp=vjp.mul__Scalar,
+    vjp_kernel="mul__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1161,7 +1091,6 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="mul.Scalar",
-    spec_line=308,
 )
 
 
@@ -1169,7 +1098,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     name="div.Tensor",
     kind="functional",
     jvp=jvp.div_Tensor,
-    vjp=vjp.div_Tensor,
+    vjp_kernel="div_Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1177,7 +1106,6 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=316,
 )
 
 
@@ -1185,7 +1113,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     name="div_.Tensor",
     kind="inplace",
     jvp=jvp.div__Tensor,
-    vjp=vjp.div__Tensor,
+    vjp_kernel="div__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1193,7 +1121,6 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor",
-    spec_line=316,
 )
 
 
@@ -1201,7 +1128,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     name="div.Scalar",
     kind="functional",
     jvp=jvp.div_Scalar,
-    vjp=vjp.div_Scalar,
+    vjp_kernel="div_Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1209,7 +1136,6 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=326,
 )
 
 
@@ -1217,7 +1143,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     name="div_.Scalar",
     kind="inplace",
     jvp=jvp.div__Scalar,
-    vjp=vjp.div__Scalar,
+    vjp_kernel="div__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1225,7 +1151,6 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar",
-    spec_line=326,
 )
 
 
@@ -1233,7 +1158,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     name="pow.Tensor_Scalar",
     kind="functional",
     jvp=jvp.pow_Tensor_Scalar,
-    vjp=vjp.pow_Tensor_Scalar,
+    vjp_kernel="pow_Tensor_Scalar",
     arguments=("self", "exponent"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1241,7 +1166,6 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=333,
 )
 
 
@@ -1249,7 +1173,7 @@ KERNELS[aten.pow_.Scalar] = KernelInfo(
     name="pow_.Scalar",
     kind="inplace",
     jvp=jvp.pow__Scalar,
-    vjp=vjp.pow__Scalar,
+    vjp_kernel="pow__Scalar",
     arguments=("self", "exponent"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1257,7 +1181,6 @@ KERNELS[aten.pow_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="pow.Tensor_Scalar",
-    spec_line=333,
 )
 
 
@@ -1265,7 +1188,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     name="pow.Tensor_Tensor",
     kind="functional",
     jvp=jvp.pow_Tensor_Tensor,
-    vjp=vjp.pow_Tensor_Tensor,
+    vjp_kernel="pow_Tensor_Tensor",
     arguments=("self", "exponent"),
     outputs=("result",),
     differentiable_inputs=("self", "exponent"),
@@ -1273,7 +1196,6 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=343,
 )
 
 
@@ -1281,7 +1203,7 @@ KERNELS[aten.pow_.Tensor] = KernelInfo(
     name="pow_.Tensor",
     kind="inplace",
     jvp=jvp.pow__Tensor,
-    vjp=vjp.pow__Tensor,
+    vjp_kernel="pow__Tensor",
     arguments=("self", "exponent"),
     outputs=("result",),
     differentiable_inputs=("self", "exponent"),
@@ -1289,7 +1211,6 @@ KERNELS[aten.pow_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="pow.Tensor_Tensor",
-    spec_line=343,
 )
 
 
@@ -1297,7 +1218,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     name="pow.Scalar",
     kind="functional",
     jvp=jvp.pow_Scalar,
-    vjp=vjp.pow_Scalar,
+    vjp_kernel="pow_Scalar",
     arguments=("self", "exponent"),
     outputs=("result",),
     differentiable_inputs=("exponent",),
@@ -1305,7 +1226,6 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=351,
 )
 
 
@@ -1313,7 +1233,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     name="maximum",
     kind="functional",
     jvp=jvp.maximum_default,
-    vjp=vjp.maximum_default,
+    vjp_kernel="maximum_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1321,7 +1241,6 @@ KERNELS[aten.maximum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=358,
 )
 
 
@@ -1329,7 +1248,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     name="minimum",
     kind="functional",
     jvp=jvp.minimum_default,
-    vjp=vjp.minimum_default,
+    vjp_kernel="minimum_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1337,7 +1256,6 @@ KERNELS[aten.minimum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=368,
 )
 
 
@@ -1345,7 +1263,7 @@ KERNELS[aten.where.self] = KernelInfo(
     name="where.self",
     kind="functional",
     jvp=jvp.where_self,
-    vjp=vjp.where_self,
+    vjp_kernel="where_self",
     arguments=("condition", "self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1353,7 +1271,6 @@ KERNELS[aten.where.self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=378,
 )
 
 
@@ -1361,7 +1278,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     name="atan2",
     kind="functional",
     jvp=jvp.atan2_default,
-    vjp=vjp.atan2_default,
+    vjp_kernel="atan2_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1369,7 +1286,6 @@ KERNELS[aten.atan2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=387,
 )
 
 
@@ -1377,7 +1293,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     name="atan2_",
     kind="inplace",
     jvp=jvp.atan2__default,
-    vjp=vjp.atan2__default,
+    vjp_kernel="atan2__default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1385,7 +1301,6 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan2",
-    spec_line=387,
 )
 
 
@@ -1393,7 +1308,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     name="sum",
     kind="functional",
     jvp=jvp.sum_default,
-    vjp=vjp.sum_default,
+    vjp_kernel="sum_default",
     arguments=("self", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1401,7 +1316,6 @@ KERNELS[aten.sum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=399,
 )
 
 
@@ -1409,7 +1323,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     name="sum.dim_IntList",
     kind="functional",
     jvp=jvp.sum_dim_IntList,
-    vjp=vjp.sum_dim_IntList,
+    vjp_kernel="sum_dim_IntList",
     arguments=("self", "dim", "keepdim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1417,7 +1331,6 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=403,
 )
 
 
@@ -1425,7 +1338,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     name="mean",
     kind="functional",
     jvp=jvp.mean_default,
-    vjp=vjp.mean_default,
+    vjp_kernel="mean_default",
     arguments=("self", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1433,7 +1346,6 @@ KERNELS[aten.mean.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=414,
 )
 
 
@@ -1441,7 +1353,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     name="mean.dim",
     kind="functional",
     jvp=jvp.mean_dim,
-    vjp=vjp.mean_dim,
+    vjp_kernel="mean_dim",
     arguments=("self", "dim", "keepdim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1449,7 +1361,6 @@ KERNELS[aten.mean.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=418,
 )
 
 
@@ -1457,7 +1368,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     name="amax",
     kind="functional",
     jvp=jvp.amax_default,
-    vjp=vjp.amax_default,
+    vjp_kernel="amax_default",
     arguments=("self", "dim", "keepdim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1465,7 +1376,6 @@ KERNELS[aten.amax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=428,
 )
 
 
@@ -1473,7 +1383,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     name="amin",
     kind="functional",
     jvp=jvp.amin_default,
-    vjp=vjp.amin_default,
+    vjp_kernel="amin_default",
     arguments=("self", "dim", "keepdim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1481,7 +1391,6 @@ KERNELS[aten.amin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=438,
 )
 
 
@@ -1489,7 +1398,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     name="max.dim",
     kind="functional",
     jvp=jvp.max_dim,
-    vjp=vjp.max_dim,
+    vjp_kernel="max_dim",
     arguments=("self", "dim", "keepdim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -1497,7 +1406,6 @@ KERNELS[aten.max.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=447,
 )
 
 
@@ -1505,7 +1413,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     name="min.dim",
     kind="functional",
     jvp=jvp.min_dim,
-    vjp=vjp.min_dim,
+    vjp_kernel="min_dim",
     arguments=("self", "dim", "keepdim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -1513,7 +1421,6 @@ KERNELS[aten.min.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=456,
 )
 
 
@@ -1521,7 +1428,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     name="mm",
     kind="functional",
     jvp=jvp.mm_default,
-    vjp=vjp.mm_default,
+    vjp_kernel="mm_default",
     arguments=("self", "mat2"),
     outputs=("result",),
     differentiable_inputs=("self", "mat2"),
@@ -1529,7 +1436,6 @@ KERNELS[aten.mm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=468,
 )
 
 
@@ -1537,7 +1443,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     name="bmm",
     kind="functional",
     jvp=jvp.bmm_default,
-    vjp=vjp.bmm_default,
+    vjp_kernel="bmm_default",
     arguments=("self", "mat2"),
     outputs=("result",),
     differentiable_inputs=("self", "mat2"),
@@ -1545,7 +1451,6 @@ KERNELS[aten.bmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=474,
 )
 
 
@@ -1553,7 +1458,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     name="addmm",
     kind="functional",
     jvp=jvp.addmm_default,
-    vjp=vjp.addmm_default,
+    vjp_kernel="addmm_default",
     arguments=("self", "mat1", "mat2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "mat1", "mat2"),
@@ -1561,7 +1466,6 @@ KERNELS[aten.addmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=482,
 )
 
 
@@ -1569,7 +1473,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     name="addmm_",
     kind="inplace",
     jvp=jvp.addmm__default,
-    vjp=vjp.addmm__default,
+    vjp_kernel="addmm__default",
     arguments=("self", "mat1", "mat2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "mat1", "mat2"),
@@ -1577,7 +1481,6 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmm",
-    spec_line=482,
 )
 
 
@@ -1585,7 +1488,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     name="mv",
     kind="functional",
     jvp=jvp.mv_default,
-    vjp=vjp.mv_default,
+    vjp_kernel="mv_default",
     arguments=("self", "vec"),
     outputs=("result",),
     differentiable_inputs=("self", "vec"),
@@ -1593,7 +1496,6 @@ KERNELS[aten.mv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=493,
 )
 
 
@@ -1601,7 +1503,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     name="dot",
     kind="functional",
     jvp=jvp.dot_default,
-    vjp=vjp.dot_default,
+    vjp_kernel="dot_default",
     arguments=("self", "tensor"),
     outputs=("result",),
     differentiable_inputs=("self", "tensor"),
@@ -1609,7 +1511,6 @@ KERNELS[aten.dot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=499,
 )
 
 
@@ -1617,7 +1518,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     name="alias",
     kind="view",
     jvp=jvp.alias_default,
-    vjp=vjp.alias_default,
+    vjp_kernel="alias_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1625,7 +1526,6 @@ KERNELS[aten.alias.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=508,
 )
 
 
@@ -1633,7 +1533,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     name="as_strided",
     kind="view",
     jvp=jvp.as_strided_default,
-    vjp=vjp.as_strided_default,
+    vjp_kernel="as_strided_default",
     arguments=("self", "size", "stride", "storage_offset"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1641,7 +1541,6 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=511,
 )
 
 
@@ -1649,7 +1548,7 @@ KERNELS[aten.view.default] = KernelInfo(
     name="view",
     kind="view",
     jvp=jvp.view_default,
-    vjp=vjp.view_default,
+    vjp_kernel="view_default",
     arguments=("self", "size"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1657,7 +1556,6 @@ KERNELS[aten.view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=519,
 )
 
 
@@ -1665,7 +1563,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     name="_unsafe_view",
     kind="functional",
     jvp=jvp._unsafe_view_default,
-    vjp=vjp._unsafe_view_default,
+    vjp_kernel="_unsafe_view_default",
     arguments=("self", "size"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1673,7 +1571,6 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=525,
 )
 
 
@@ -1681,7 +1578,7 @@ KERNELS[aten.t.default] = KernelInfo(
     name="t",
     kind="view",
     jvp=jvp.t_default,
-    vjp=vjp.t_default,
+    vjp_kernel="t_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1689,7 +1586,6 @@ KERNELS[aten.t.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=530,
 )
 
 
@@ -1697,7 +1593,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     name="transpose.int",
     kind="view",
     jvp=jvp.transpose_int,
-    vjp=vjp.transpose_int,
+    vjp_kernel="transpose_int",
     arguments=("self", "dim0", "dim1"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1705,7 +1601,6 @@ KERNELS[aten.transpose.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=536,
 )
 
 
@@ -1713,7 +1608,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     name="permute",
     kind="view",
     jvp=jvp.permute_default,
-    vjp=vjp.permute_default,
+    vjp_kernel="permute_default",
     arguments=("self", "dims"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1721,7 +1616,6 @@ KERNELS[aten.permute.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=542,
 )
 
 
@@ -1729,7 +1623,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     name="expand",
     kind="view",
     jvp=jvp.expand_default,
-    vjp=vjp.expand_default,
+    vjp_kernel="expand_default",
     arguments=("self", "size", "implicit"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1737,7 +1631,6 @@ KERNELS[aten.expand.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=548,
 )
 
 
@@ -1745,7 +1638,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     name="slice.Tensor",
     kind="view",
     jvp=jvp.slice_Tensor,
-    vjp=vjp.slice_Tensor,
+    vjp_kernel="slice_Tensor",
     arguments=("self", "dim", "start", "end", "step"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1753,7 +1646,6 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=554,
 )
 
 
@@ -1761,7 +1653,7 @@ KERNELS[aten.select.int] = KernelInfo(
     name="select.int",
     kind="view",
     jvp=jvp.select_int,
-    vjp=vjp.select_int,
+    vjp_kernel="select_int",
     arguments=("self", "dim", "index"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1769,7 +1661,6 @@ KERNELS[aten.select.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=562,
 )
 
 
@@ -1777,7 +1668,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     name="unsqueeze",
     kind="view",
     jvp=jvp.unsqueeze_default,
-    vjp=vjp.unsqueeze_default,
+    vjp_kernel="unsqueeze_default",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1785,7 +1676,6 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=569,
 )
 
 
@@ -1793,7 +1683,7 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     name="squeeze.dim",
     kind="view",
     jvp=jvp.squeeze_dim,
-    vjp=vjp.squeeze_dim,
+    vjp_kernel="squeeze_dim",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1801,7 +1691,6 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=576,
 )
 
 
@@ -1809,7 +1698,7 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     name="squeeze",
     kind="view",
     jvp=jvp.squeeze_default,
-    vjp=vjp.squeeze_default,
+    vjp_kernel="squeeze_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1817,7 +1706,6 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=582,
 )
 
 
@@ -1825,7 +1713,7 @@ KERNELS[aten._conj.default] = KernelInfo(
     name="_conj",
     kind="view",
     jvp=jvp._conj_default,
-    vjp=vjp._conj_default,
+    vjp_kernel="_conj_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1833,7 +1721,6 @@ KERNELS[aten._conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=590,
 )
 
 
@@ -1841,7 +1728,7 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     name="resolve_conj",
     kind="view",
     jvp=jvp.resolve_conj_default,
-    vjp=vjp.resolve_conj_default,
+    vjp_kernel="resolve_conj_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1849,7 +1736,6 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=593,
 )
 
 
@@ -1857,7 +1743,7 @@ KERNELS[aten._neg_view.default] = KernelInfo(
     name="_neg_view",
     kind="view",
     jvp=jvp._neg_view_default,
-    vjp=vjp._neg_view_default,
+    vjp_kernel="_neg_view_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1865,7 +1751,6 @@ KERNELS[aten._neg_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=598,
 )
 
 
@@ -1873,7 +1758,7 @@ KERNELS[aten.resolve_neg.default] = KernelInfo(
     name="resolve_neg",
     kind="view",
     jvp=jvp.resolve_neg_default,
-    vjp=vjp.resolve_neg_default,
+    vjp_kernel="resolve_neg_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1881,7 +1766,6 @@ KERNELS[aten.resolve_neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=601,
 )
 
 
@@ -1889,7 +1773,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     name="conj_physical",
     kind="functional",
     jvp=jvp.conj_physical_default,
-    vjp=vjp.conj_physical_default,
+    vjp_kernel="conj_physical_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1897,7 +1781,6 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=604,
 )
 
 
@@ -1905,7 +1788,7 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     name="conj_physical_",
     kind="inplace",
     jvp=jvp.conj_physical__default,
-    vjp=vjp.conj_physical__default,
+    vjp_kernel="conj_physical__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1913,7 +1796,6 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="conj_physical",
-    spec_line=604,
 )
 
 
@@ -1921,7 +1803,7 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     name="_conj_physical",
     kind="functional",
     jvp=jvp._conj_physical_default,
-    vjp=vjp._conj_physical_default,
+    vjp_kernel="_conj_physical_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -1929,7 +1811,6 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=608,
 )
 
 
@@ -1937,7 +1818,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     name="cat",
     kind="functional",
     jvp=jvp.cat_default,
-    vjp=vjp.cat_default,
+    vjp_kernel="cat_default",
     arguments=("tensors", "dim"),
     outputs=("result",),
     differentiable_inputs=("tensors",),
@@ -1945,7 +1826,6 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=614,
 )
 
 
@@ -1953,7 +1833,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     name="stack",
     kind="functional",
     jvp=jvp.stack_default,
-    vjp=vjp.stack_default,
+    vjp_kernel="stack_default",
     arguments=("tensors", "dim"),
     outputs=("result",),
     differentiable_inputs=("tensors",),
@@ -1961,7 +1841,6 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=622,
 )
 
 
@@ -1969,7 +1848,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     name="add_.Tensor",
     kind="inplace",
     jvp=jvp.add__Tensor,
-    vjp=vjp.add__Tensor,
+    vjp_kernel="add__Tensor",
     arguments=("self", "other", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1977,7 +1856,6 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
-    spec_line=632,
 )
 
 
@@ -1985,7 +1863,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     name="mul_.Tensor",
     kind="inplace",
     jvp=jvp.mul__Tensor,
-    vjp=vjp.mul__Tensor,
+    vjp_kernel="mul__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -1993,7 +1871,6 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
-    spec_line=634,
 )
 
 
@@ -2001,7 +1878,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     name="copy_",
     kind="inplace",
     jvp=jvp.copy__default,
-    vjp=vjp.copy__default,
+    vjp_kernel="copy__default",
     arguments=("self", "src", "non_blocking"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -2009,7 +1886,6 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=636,
 )
 
 
@@ -2017,7 +1893,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     name="zero_",
     kind="inplace",
     jvp=jvp.zero__default,
-    vjp=vjp.zero__default,
+    vjp_kernel="zero__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2025,7 +1901,6 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=647,
 )
 
 
@@ -2033,7 +1908,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     name="fill_.Scalar",
     kind="inplace",
     jvp=jvp.fill__Scalar,
-    vjp=vjp.fill__Scalar,
+    vjp_kernel="fill__Scalar",
     arguments=("self", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2041,7 +1916,6 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=651,
 )
 
 
@@ -2049,7 +1923,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     name="fill_.Tensor",
     kind="inplace",
     jvp=jvp.fill__Tensor,
-    vjp=vjp.fill__Tensor,
+    vjp_kernel="fill__Tensor",
     arguments=("self", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "value"),
@@ -2057,7 +1931,6 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=658,
 )
 
 
@@ -2065,7 +1938,7 @@ KERNELS[aten.eq_.Scalar] = KernelInfo(
     name="eq_.Scalar",
     kind="inplace",
     jvp=jvp.eq__Scalar,
-    vjp=vjp.eq__Scalar,
+    vjp_kernel="eq__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2073,7 +1946,6 @@ KERNELS[aten.eq_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=671,
 )
 
 
@@ -2081,7 +1953,7 @@ KERNELS[aten.eq_.Tensor] = KernelInfo(
     name="eq_.Tensor",
     kind="inplace",
     jvp=jvp.eq__Tensor,
-    vjp=vjp.eq__Tensor,
+    vjp_kernel="eq__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2089,7 +1961,6 @@ KERNELS[aten.eq_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=678,
 )
 
 
@@ -2097,7 +1968,7 @@ KERNELS[aten.ne_.Scalar] = KernelInfo(
     name="ne_.Scalar",
     kind="inplace",
     jvp=jvp.ne__Scalar,
-    vjp=vjp.ne__Scalar,
+    vjp_kernel="ne__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2105,7 +1976,6 @@ KERNELS[aten.ne_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=686,
 )
 
 
@@ -2113,7 +1983,7 @@ KERNELS[aten.ne_.Tensor] = KernelInfo(
     name="ne_.Tensor",
     kind="inplace",
     jvp=jvp.ne__Tensor,
-    vjp=vjp.ne__Tensor,
+    vjp_kernel="ne__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2121,7 +1991,6 @@ KERNELS[aten.ne_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=693,
 )
 
 
@@ -2129,7 +1998,7 @@ KERNELS[aten.lt_.Scalar] = KernelInfo(
     name="lt_.Scalar",
     kind="inplace",
     jvp=jvp.lt__Scalar,
-    vjp=vjp.lt__Scalar,
+    vjp_kernel="lt__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2137,7 +2006,6 @@ KERNELS[aten.lt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=701,
 )
 
 
@@ -2145,7 +2013,7 @@ KERNELS[aten.lt_.Tensor] = KernelInfo(
     name="lt_.Tensor",
     kind="inplace",
     jvp=jvp.lt__Tensor,
-    vjp=vjp.lt__Tensor,
+    vjp_kernel="lt__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2153,7 +2021,6 @@ KERNELS[aten.lt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=708,
 )
 
 
@@ -2161,7 +2028,7 @@ KERNELS[aten.le_.Scalar] = KernelInfo(
     name="le_.Scalar",
     kind="inplace",
     jvp=jvp.le__Scalar,
-    vjp=vjp.le__Scalar,
+    vjp_kernel="le__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2169,7 +2036,6 @@ KERNELS[aten.le_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=716,
 )
 
 
@@ -2177,7 +2043,7 @@ KERNELS[aten.le_.Tensor] = KernelInfo(
     name="le_.Tensor",
     kind="inplace",
     jvp=jvp.le__Tensor,
-    vjp=vjp.le__Tensor,
+    vjp_kernel="le__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2185,7 +2051,6 @@ KERNELS[aten.le_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=723,
 )
 
 
@@ -2193,7 +2058,7 @@ KERNELS[aten.gt_.Scalar] = KernelInfo(
     name="gt_.Scalar",
     kind="inplace",
     jvp=jvp.gt__Scalar,
-    vjp=vjp.gt__Scalar,
+    vjp_kernel="gt__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2201,7 +2066,6 @@ KERNELS[aten.gt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=731,
 )
 
 
@@ -2209,7 +2073,7 @@ KERNELS[aten.gt_.Tensor] = KernelInfo(
     name="gt_.Tensor",
     kind="inplace",
     jvp=jvp.gt__Tensor,
-    vjp=vjp.gt__Tensor,
+    vjp_kernel="gt__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2217,7 +2081,6 @@ KERNELS[aten.gt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=738,
 )
 
 
@@ -2225,7 +2088,7 @@ KERNELS[aten.ge_.Scalar] = KernelInfo(
     name="ge_.Scalar",
     kind="inplace",
     jvp=jvp.ge__Scalar,
-    vjp=vjp.ge__Scalar,
+    vjp_kernel="ge__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2233,7 +2096,6 @@ KERNELS[aten.ge_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=746,
 )
 
 
@@ -2241,7 +2103,7 @@ KERNELS[aten.ge_.Tensor] = KernelInfo(
     name="ge_.Tensor",
     kind="inplace",
     jvp=jvp.ge__Tensor,
-    vjp=vjp.ge__Tensor,
+    vjp_kernel="ge__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2249,7 +2111,6 @@ KERNELS[aten.ge_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=753,
 )
 
 
@@ -2257,7 +2118,7 @@ KERNELS[aten.logical_and_.default] = KernelInfo(
     name="logical_and_",
     kind="inplace",
     jvp=jvp.logical_and__default,
-    vjp=vjp.logical_and__default,
+    vjp_kernel="logical_and__default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2265,7 +2126,6 @@ KERNELS[aten.logical_and_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=761,
 )
 
 
@@ -2273,7 +2133,7 @@ KERNELS[aten.logical_or_.default] = KernelInfo(
     name="logical_or_",
     kind="inplace",
     jvp=jvp.logical_or__default,
-    vjp=vjp.logical_or__default,
+    vjp_kernel="logical_or__default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2281,7 +2141,6 @@ KERNELS[aten.logical_or_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=766,
 )
 
 
@@ -2289,7 +2148,7 @@ KERNELS[aten.logical_xor_.default] = KernelInfo(
     name="logical_xor_",
     kind="inplace",
     jvp=jvp.logical_xor__default,
-    vjp=vjp.logical_xor__default,
+    vjp_kernel="logical_xor__default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -2297,7 +2156,6 @@ KERNELS[aten.logical_xor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=771,
 )
 
 
@@ -2305,7 +2163,7 @@ KERNELS[aten.logical_not_.default] = KernelInfo(
     name="logical_not_",
     kind="inplace",
     jvp=jvp.logical_not__default,
-    vjp=vjp.logical_not__default,
+    vjp_kernel="logical_not__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2313,7 +2171,6 @@ KERNELS[aten.logical_not_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=776,
 )
 
 
@@ -2321,7 +2178,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     name="_softmax",
     kind="functional",
     jvp=jvp._softmax_default,
-    vjp=vjp._softmax_default,
+    vjp_kernel="_softmax_default",
     arguments=("self", "dim", "half_to_float"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2329,7 +2186,6 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=782,
 )
 
 
@@ -2337,7 +2193,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     name="_log_softmax",
     kind="functional",
     jvp=jvp._log_softmax_default,
-    vjp=vjp._log_softmax_default,
+    vjp_kernel="_log_softmax_default",
     arguments=("self", "dim", "half_to_float"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2345,7 +2201,6 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=790,
 )
 
 
@@ -2353,7 +2208,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     name="softmax.int",
     kind="functional",
     jvp=jvp.softmax_int,
-    vjp=vjp.softmax_int,
+    vjp_kernel="softmax_int",
     arguments=("self", "dim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2361,7 +2216,6 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=797,
 )
 
 
@@ -2369,7 +2223,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     name="log_softmax.int",
     kind="functional",
     jvp=jvp.log_softmax_int,
-    vjp=vjp.log_softmax_int,
+    vjp_kernel="log_softmax_int",
     arguments=("self", "dim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2377,7 +2231,6 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=804,
 )
 
 
@@ -2385,7 +2238,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     name="tanh_backward",
     kind="functional",
     jvp=jvp.tanh_backward_default,
-    vjp=vjp.tanh_backward_default,
+    vjp_kernel="tanh_backward_default",
     arguments=("grad_output", "output"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "output"),
@@ -2393,7 +2246,6 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=815,
 )
 
 
@@ -2401,7 +2253,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     name="sigmoid_backward",
     kind="functional",
     jvp=jvp.sigmoid_backward_default,
-    vjp=vjp.sigmoid_backward_default,
+    vjp_kernel="sigmoid_backward_default",
     arguments=("grad_output", "output"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "output"),
@@ -2409,7 +2261,6 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=820,
 )
 
 
@@ -2417,7 +2268,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     name="threshold_backward",
     kind="functional",
     jvp=jvp.threshold_backward_default,
-    vjp=vjp.threshold_backward_default,
+    vjp_kernel="threshold_backward_default",
     arguments=("grad_output", "self", "threshold"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -2425,7 +2276,6 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=825,
 )
 
 
@@ -2433,7 +2283,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     name="_softmax_backward_data",
     kind="functional",
     jvp=jvp._softmax_backward_data_default,
-    vjp=vjp._softmax_backward_data_default,
+    vjp_kernel="_softmax_backward_data_default",
     arguments=("grad_output", "output", "dim", "input_dtype"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "output"),
@@ -2441,7 +2291,6 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=831,
 )
 
 
@@ -2449,7 +2298,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     name="_log_softmax_backward_data",
     kind="functional",
     jvp=jvp._log_softmax_backward_data_default,
-    vjp=vjp._log_softmax_backward_data_default,
+    vjp_kernel="_log_softmax_backward_data_default",
     arguments=("grad_output", "output", "dim", "input_dtype"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "output"),
@@ -2457,7 +2306,6 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=839,
 )
 
 
@@ -2465,7 +2313,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     name="select_backward",
     kind="functional",
     jvp=jvp.select_backward_default,
-    vjp=vjp.select_backward_default,
+    vjp_kernel="select_backward_default",
     arguments=("grad_output", "input_sizes", "dim", "index"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -2473,7 +2321,6 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=847,
 )
 
 
@@ -2481,7 +2328,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     name="slice_backward",
     kind="functional",
     jvp=jvp.slice_backward_default,
-    vjp=vjp.slice_backward_default,
+    vjp_kernel="slice_backward_default",
     arguments=("grad_output", "input_sizes", "dim", "start", "end", "step"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -2489,7 +2336,6 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=854,
 )
 
 
@@ -2497,7 +2343,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     name="convolution",
     kind="functional",
     jvp=jvp.convolution_default,
-    vjp=vjp.convolution_default,
+    vjp_kernel="convolution_default",
     arguments=(
         "input",
         "weight",
@@ -2515,7 +2361,6 @@ KERNELS[aten.convolution.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=866,
 )
 
 
@@ -2523,7 +2368,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     name="native_layer_norm",
     kind="functional",
     jvp=jvp.native_layer_norm_default,
-    vjp=vjp.native_layer_norm_default,
+    vjp_kernel="native_layer_norm_default",
     arguments=("input", "normalized_shape", "weight", "bias", "eps"),
     outputs=("result0", "result1", "result2"),
     differentiable_inputs=("input", "weight", "bias"),
@@ -2531,7 +2376,6 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=878,
 )
 
 
@@ -2539,7 +2383,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     name="native_batch_norm",
     kind="functional",
     jvp=jvp.native_batch_norm_default,
-    vjp=vjp.native_batch_norm_default,
+    vjp_kernel="native_batch_norm_default",
     arguments=(
         "input",
         "weight",
@@ -2556,7 +2400,6 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=886,
 )
 
 
@@ -2564,7 +2407,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     name="native_group_norm",
     kind="functional",
     jvp=jvp.native_group_norm_default,
-    vjp=vjp.native_group_norm_default,
+    vjp_kernel="native_group_norm_default",
     arguments=("input", "weight", "bias", "N", "C", "HxW", "group", "eps"),
     outputs=("result0", "result1", "result2"),
     differentiable_inputs=("input", "weight", "bias"),
@@ -2572,7 +2415,6 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=896,
 )
 
 
@@ -2580,7 +2422,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     name="_adaptive_avg_pool2d",
     kind="functional",
     jvp=jvp._adaptive_avg_pool2d_default,
-    vjp=vjp._adaptive_avg_pool2d_default,
+    vjp_kernel="_adaptive_avg_pool2d_default",
     arguments=("self", "output_size"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2588,7 +2430,6 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=908,
 )
 
 
@@ -2596,7 +2437,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     name="avg_pool2d",
     kind="functional",
     jvp=jvp.avg_pool2d_default,
-    vjp=vjp.avg_pool2d_default,
+    vjp_kernel="avg_pool2d_default",
     arguments=(
         "self",
         "kernel_size",
@@ -2612,7 +2453,6 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=915,
 )
 
 
@@ -2620,7 +2460,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     name="max_pool2d_with_indices",
     kind="functional",
     jvp=jvp.max_pool2d_with_indices_default,
-    vjp=vjp.max_pool2d_with_indices_default,
+    vjp_kernel="max_pool2d_with_indices_default",
     arguments=("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -2628,7 +2468,6 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=924,
 )
 
 
@@ -2636,7 +2475,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     name="upsample_nearest1d",
     kind="functional",
     jvp=jvp.upsample_nearest1d_default,
-    vjp=vjp.upsample_nearest1d_default,
+    vjp_kernel="upsample_nearest1d_default",
     arguments=("self", "output_size", "scales"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2644,7 +2483,6 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=936,
 )
 
 
@@ -2652,7 +2490,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     name="upsample_nearest2d",
     kind="functional",
     jvp=jvp.upsample_nearest2d_default,
-    vjp=vjp.upsample_nearest2d_default,
+    vjp_kernel="upsample_nearest2d_default",
     arguments=("self", "output_size", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2660,7 +2498,6 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=943,
 )
 
 
@@ -2668,7 +2505,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     name="upsample_nearest1d.vec",
     kind="functional",
     jvp=jvp.upsample_nearest1d_vec,
-    vjp=vjp.upsample_nearest1d_vec,
+    vjp_kernel="upsample_nearest1d_vec",
     arguments=("input", "output_size", "scale_factors"),
     outputs=("result",),
     differentiable_inputs=("input",),
@@ -2676,7 +2513,6 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=950,
 )
 
 
@@ -2684,7 +2520,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     name="upsample_nearest2d.vec",
     kind="functional",
     jvp=jvp.upsample_nearest2d_vec,
-    vjp=vjp.upsample_nearest2d_vec,
+    vjp_kernel="upsample_nearest2d_vec",
     arguments=("input", "output_size", "scale_factors"),
     outputs=("result",),
     differentiable_inputs=("input",),
@@ -2692,7 +2528,6 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=957,
 )
 
 
@@ -2700,7 +2535,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     name="upsample_bilinear2d",
     kind="functional",
     jvp=jvp.upsample_bilinear2d_default,
-    vjp=vjp.upsample_bilinear2d_default,
+    vjp_kernel="upsample_bilinear2d_default",
     arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2708,7 +2543,6 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=964,
 )
 
 
@@ -2716,7 +2550,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     name="upsample_bilinear2d.vec",
     kind="functional",
     jvp=jvp.upsample_bilinear2d_vec,
-    vjp=vjp.upsample_bilinear2d_vec,
+    vjp_kernel="upsample_bilinear2d_vec",
     arguments=("input", "output_size", "align_corners", "scale_factors"),
     outputs=("result",),
     differentiable_inputs=("input",),
@@ -2724,7 +2558,6 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=972,
 )
 
 
@@ -2732,7 +2565,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     name="mse_loss",
     kind="functional",
     jvp=jvp.mse_loss_default,
-    vjp=vjp.mse_loss_default,
+    vjp_kernel="mse_loss_default",
     arguments=("self", "target", "reduction"),
     outputs=("result",),
     differentiable_inputs=("self", "target"),
@@ -2740,7 +2573,6 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=984,
 )
 
 
@@ -2748,7 +2580,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     name="smooth_l1_loss",
     kind="functional",
     jvp=jvp.smooth_l1_loss_default,
-    vjp=vjp.smooth_l1_loss_default,
+    vjp_kernel="smooth_l1_loss_default",
     arguments=("self", "target", "reduction", "beta"),
     outputs=("result",),
     differentiable_inputs=("self", "target"),
@@ -2756,7 +2588,6 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=993,
 )
 
 
@@ -2764,7 +2595,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     name="huber_loss",
     kind="functional",
     jvp=jvp.huber_loss_default,
-    vjp=vjp.huber_loss_default,
+    vjp_kernel="huber_loss_default",
     arguments=("self", "target", "reduction", "delta"),
     outputs=("result",),
     differentiable_inputs=("self", "target"),
@@ -2772,7 +2603,6 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1002,
 )
 
 
@@ -2780,7 +2610,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     name="glu",
     kind="functional",
     jvp=jvp.glu_default,
-    vjp=vjp.glu_default,
+    vjp_kernel="glu_default",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2788,7 +2618,6 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1014,
 )
 
 
@@ -2796,7 +2625,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     name="native_dropout",
     kind="functional",
     jvp=jvp.native_dropout_default,
-    vjp=vjp.native_dropout_default,
+    vjp_kernel="native_dropout_default",
     arguments=("input", "p", "train"),
     outputs=("result0", "result1"),
     differentiable_inputs=("input",),
@@ -2804,7 +2633,6 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1022,
 )
 
 
@@ -2812,7 +2640,7 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     name="native_dropout_backward",
     kind="functional",
     jvp=jvp.native_dropout_backward_default,
-    vjp=vjp.native_dropout_backward_default,
+    vjp_kernel="native_dropout_backward_default",
     arguments=("grad_output", "mask", "scale"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -2820,7 +2648,6 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1033,
 )
 
 
@@ -2828,7 +2655,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     name="_adaptive_avg_pool3d",
     kind="functional",
     jvp=jvp._adaptive_avg_pool3d_default,
-    vjp=vjp._adaptive_avg_pool3d_default,
+    vjp_kernel="_adaptive_avg_pool3d_default",
     arguments=("self", "output_size"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2836,7 +2663,6 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1043,
 )
 
 
@@ -2844,7 +2670,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     name="avg_pool3d",
     kind="functional",
     jvp=jvp.avg_pool3d_default,
-    vjp=vjp.avg_pool3d_default,
+    vjp_kernel="avg_pool3d_default",
     arguments=(
         "self",
         "kernel_size",
@@ -2860,7 +2686,6 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1050,
 )
 
 
@@ -2868,7 +2693,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     name="max_pool3d_with_indices",
     kind="functional",
     jvp=jvp.max_pool3d_with_indices_default,
-    vjp=vjp.max_pool3d_with_indices_default,
+    vjp_kernel="max_pool3d_with_indices_default",
     arguments=("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -2876,7 +2701,6 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1059,
 )
 
 
@@ -2884,7 +2708,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     name="adaptive_max_pool2d",
     kind="functional",
     jvp=jvp.adaptive_max_pool2d_default,
-    vjp=vjp.adaptive_max_pool2d_default,
+    vjp_kernel="adaptive_max_pool2d_default",
     arguments=("self", "output_size"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -2892,7 +2716,6 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1068,
 )
 
 
@@ -2900,7 +2723,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     name="adaptive_max_pool3d",
     kind="functional",
     jvp=jvp.adaptive_max_pool3d_default,
-    vjp=vjp.adaptive_max_pool3d_default,
+    vjp_kernel="adaptive_max_pool3d_default",
     arguments=("self", "output_size"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -2908,7 +2731,6 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1076,
 )
 
 
@@ -2916,7 +2738,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     name="upsample_nearest3d",
     kind="functional",
     jvp=jvp.upsample_nearest3d_default,
-    vjp=vjp.upsample_nearest3d_default,
+    vjp_kernel="upsample_nearest3d_default",
     arguments=("self", "output_size", "scales_d", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2924,7 +2746,6 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1084,
 )
 
 
@@ -2932,7 +2753,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     name="_upsample_nearest_exact1d",
     kind="functional",
     jvp=jvp._upsample_nearest_exact1d_default,
-    vjp=vjp._upsample_nearest_exact1d_default,
+    vjp_kernel="_upsample_nearest_exact1d_default",
     arguments=("self", "output_size", "scales"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2940,7 +2761,6 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1091,
 )
 
 
@@ -2948,7 +2768,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     name="_upsample_nearest_exact2d",
     kind="functional",
     jvp=jvp._upsample_nearest_exact2d_default,
-    vjp=vjp._upsample_nearest_exact2d_default,
+    vjp_kernel="_upsample_nearest_exact2d_default",
     arguments=("self", "output_size", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2956,7 +2776,6 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1098,
 )
 
 
@@ -2964,7 +2783,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     name="_upsample_nearest_exact3d",
     kind="functional",
     jvp=jvp._upsample_nearest_exact3d_default,
-    vjp=vjp._upsample_nearest_exact3d_default,
+    vjp_kernel="_upsample_nearest_exact3d_default",
     arguments=("self", "output_size", "scales_d", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2972,7 +2791,6 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1105,
 )
 
 
@@ -2980,7 +2798,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     name="upsample_linear1d",
     kind="functional",
     jvp=jvp.upsample_linear1d_default,
-    vjp=vjp.upsample_linear1d_default,
+    vjp_kernel="upsample_linear1d_default",
     arguments=("self", "output_size", "align_corners", "scales"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -2988,7 +2806,6 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1112,
 )
 
 
@@ -2996,7 +2813,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     name="upsample_bicubic2d",
     kind="functional",
     jvp=jvp.upsample_bicubic2d_default,
-    vjp=vjp.upsample_bicubic2d_default,
+    vjp_kernel="upsample_bicubic2d_default",
     arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3004,7 +2821,6 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1120,
 )
 
 
@@ -3012,7 +2828,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     name="upsample_trilinear3d",
     kind="functional",
     jvp=jvp.upsample_trilinear3d_default,
-    vjp=vjp.upsample_trilinear3d_default,
+    vjp_kernel="upsample_trilinear3d_default",
     arguments=(
         "self",
         "output_size",
@@ -3027,7 +2843,6 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1128,
 )
 
 
@@ -3035,7 +2850,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     name="log10",
     kind="functional",
     jvp=jvp.log10_default,
-    vjp=vjp.log10_default,
+    vjp_kernel="log10_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3043,7 +2858,6 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1140,
 )
 
 
@@ -3051,7 +2865,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     name="log10_",
     kind="inplace",
     jvp=jvp.log10__default,
-    vjp=vjp.log10__default,
+    vjp_kernel="log10__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3059,7 +2873,6 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
-    spec_line=1140,
 )
 
 
@@ -3067,7 +2880,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     name="asinh",
     kind="functional",
     jvp=jvp.asinh_default,
-    vjp=vjp.asinh_default,
+    vjp_kernel="asinh_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3075,7 +2888,6 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1145,
 )
 
 
@@ -3083,7 +2895,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     name="asinh_",
     kind="inplace",
     jvp=jvp.asinh__default,
-    vjp=vjp.asinh__default,
+    vjp_kernel="asinh__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3091,7 +2903,6 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
-    spec_line=1145,
 )
 
 
@@ -3099,7 +2910,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     name="atanh",
     kind="functional",
     jvp=jvp.atanh_default,
-    vjp=vjp.atanh_default,
+    vjp_kernel="atanh_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3107,7 +2918,6 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1149,
 )
 
 
@@ -3115,7 +2925,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     name="atanh_",
     kind="inplace",
     jvp=jvp.atanh__default,
-    vjp=vjp.atanh__default,
+    vjp_kernel="atanh__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3123,7 +2933,6 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
-    spec_line=1149,
 )
 
 
@@ -3131,7 +2940,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     name="erfc",
     kind="functional",
     jvp=jvp.erfc_default,
-    vjp=vjp.erfc_default,
+    vjp_kernel="erfc_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3139,7 +2948,6 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1154,
 )
 
 
@@ -3147,7 +2955,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     name="erfc_",
     kind="inplace",
     jvp=jvp.erfc__default,
-    vjp=vjp.erfc__default,
+    vjp_kernel="erfc__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3155,7 +2963,6 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
-    spec_line=1154,
 )
 
 
@@ -3163,7 +2970,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     name="erfinv",
     kind="functional",
     jvp=jvp.erfinv_default,
-    vjp=vjp.erfinv_default,
+    vjp_kernel="erfinv_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3171,7 +2978,6 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1158,
 )
 
 
@@ -3179,7 +2985,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     name="erfinv_",
     kind="inplace",
     jvp=jvp.erfinv__default,
-    vjp=vjp.erfinv__default,
+    vjp_kernel="erfinv__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3187,7 +2993,6 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
-    spec_line=1158,
 )
 
 
@@ -3195,7 +3000,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     name="lgamma",
     kind="functional",
     jvp=jvp.lgamma_default,
-    vjp=vjp.lgamma_default,
+    vjp_kernel="lgamma_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3203,7 +3008,6 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1163,
 )
 
 
@@ -3211,7 +3015,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     name="lgamma_",
     kind="inplace",
     jvp=jvp.lgamma__default,
-    vjp=vjp.lgamma__default,
+    vjp_kernel="lgamma__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3219,7 +3023,6 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
-    spec_line=1163,
 )
 
 
@@ -3227,7 +3030,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     name="digamma",
     kind="functional",
     jvp=jvp.digamma_default,
-    vjp=vjp.digamma_default,
+    vjp_kernel="digamma_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3235,7 +3038,6 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1168,
 )
 
 
@@ -3243,7 +3045,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     name="digamma_",
     kind="inplace",
     jvp=jvp.digamma__default,
-    vjp=vjp.digamma__default,
+    vjp_kernel="digamma__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3251,7 +3053,6 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
-    spec_line=1168,
 )
 
 
@@ -3259,7 +3060,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     name="polygamma",
     kind="functional",
     jvp=jvp.polygamma_default,
-    vjp=vjp.polygamma_default,
+    vjp_kernel="polygamma_default",
     arguments=("n", "self"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3267,7 +3068,6 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1173,
 )
 
 
@@ -3275,7 +3075,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     name="mvlgamma",
     kind="functional",
     jvp=jvp.mvlgamma_default,
-    vjp=vjp.mvlgamma_default,
+    vjp_kernel="mvlgamma_default",
     arguments=("self", "p"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3283,7 +3083,6 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1180,
 )
 
 
@@ -3291,7 +3090,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     name="mvlgamma_",
     kind="inplace",
     jvp=jvp.mvlgamma__default,
-    vjp=vjp.mvlgamma__default,
+    vjp_kernel="mvlgamma__default",
     arguments=("self", "p"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3299,7 +3098,6 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
-    spec_line=1180,
 )
 
 
@@ -3307,7 +3105,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     name="logit",
     kind="functional",
     jvp=jvp.logit_default,
-    vjp=vjp.logit_default,
+    vjp_kernel="logit_default",
     arguments=("self", "eps"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3315,7 +3113,6 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1187,
 )
 
 
@@ -3323,7 +3120,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     name="logit_",
     kind="inplace",
     jvp=jvp.logit__default,
-    vjp=vjp.logit__default,
+    vjp_kernel="logit__default",
     arguments=("self", "eps"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3331,7 +3128,6 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
-    spec_line=1187,
 )
 
 
@@ -3339,7 +3135,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     name="sinc",
     kind="functional",
     jvp=jvp.sinc_default,
-    vjp=vjp.sinc_default,
+    vjp_kernel="sinc_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3347,7 +3143,6 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1195,
 )
 
 
@@ -3355,7 +3150,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     name="sinc_",
     kind="inplace",
     jvp=jvp.sinc__default,
-    vjp=vjp.sinc__default,
+    vjp_kernel="sinc__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3363,7 +3158,6 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
-    spec_line=1195,
 )
 
 
@@ -3371,7 +3165,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     name="i0",
     kind="functional",
     jvp=jvp.i0_default,
-    vjp=vjp.i0_default,
+    vjp_kernel="i0_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3379,7 +3173,6 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1199,
 )
 
 
@@ -3387,7 +3180,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     name="i0_",
     kind="inplace",
     jvp=jvp.i0__default,
-    vjp=vjp.i0__default,
+    vjp_kernel="i0__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3395,7 +3188,6 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
-    spec_line=1199,
 )
 
 
@@ -3403,7 +3195,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     name="special_i0e",
     kind="functional",
     jvp=jvp.special_i0e_default,
-    vjp=vjp.special_i0e_default,
+    vjp_kernel="special_i0e_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3411,7 +3203,6 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1203,
 )
 
 
@@ -3419,7 +3210,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     name="special_i1",
     kind="functional",
     jvp=jvp.special_i1_default,
-    vjp=vjp.special_i1_default,
+    vjp_kernel="special_i1_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3427,7 +3218,6 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1207,
 )
 
 
@@ -3435,7 +3225,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     name="special_i1e",
     kind="functional",
     jvp=jvp.special_i1e_default,
-    vjp=vjp.special_i1e_default,
+    vjp_kernel="special_i1e_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3443,7 +3233,6 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1211,
 )
 
 
@@ -3451,7 +3240,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     name="special_ndtr",
     kind="functional",
     jvp=jvp.special_ndtr_default,
-    vjp=vjp.special_ndtr_default,
+    vjp_kernel="special_ndtr_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3459,7 +3248,6 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1215,
 )
 
 
@@ -3467,7 +3255,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     name="special_log_ndtr",
     kind="functional",
     jvp=jvp.special_log_ndtr_default,
-    vjp=vjp.special_log_ndtr_default,
+    vjp_kernel="special_log_ndtr_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3475,7 +3263,6 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1219,
 )
 
 
@@ -3483,7 +3270,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     name="special_erfcx",
     kind="functional",
     jvp=jvp.special_erfcx_default,
-    vjp=vjp.special_erfcx_default,
+    vjp_kernel="special_erfcx_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3491,7 +3278,6 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1223,
 )
 
 
@@ -3499,7 +3285,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     name="special_entr",
     kind="functional",
     jvp=jvp.special_entr_default,
-    vjp=vjp.special_entr_default,
+    vjp_kernel="special_entr_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3507,7 +3293,6 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1227,
 )
 
 
@@ -3515,7 +3300,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     name="sgn",
     kind="functional",
     jvp=jvp.sgn_default,
-    vjp=vjp.sgn_default,
+    vjp_kernel="sgn_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3523,7 +3308,6 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1232,
 )
 
 
@@ -3531,7 +3315,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     name="sgn_",
     kind="inplace",
     jvp=jvp.sgn__default,
-    vjp=vjp.sgn__default,
+    vjp_kernel="sgn__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3539,7 +3323,6 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
-    spec_line=1232,
 )
 
 
@@ -3547,7 +3330,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     name="angle",
     kind="functional",
     jvp=jvp.angle_default,
-    vjp=vjp.angle_default,
+    vjp_kernel="angle_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3555,7 +3338,6 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1238,
 )
 
 
@@ -3563,7 +3345,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     name="sign",
     kind="functional",
     jvp=jvp.sign_default,
-    vjp=vjp.sign_default,
+    vjp_kernel="sign_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3571,7 +3353,6 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1243,
 )
 
 
@@ -3579,7 +3360,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     name="sign_",
     kind="inplace",
     jvp=jvp.sign__default,
-    vjp=vjp.sign__default,
+    vjp_kernel="sign__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3587,7 +3368,6 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
-    spec_line=1243,
 )
 
 
@@ -3595,7 +3375,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     name="ceil",
     kind="functional",
     jvp=jvp.ceil_default,
-    vjp=vjp.ceil_default,
+    vjp_kernel="ceil_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3603,7 +3383,6 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1247,
 )
 
 
@@ -3611,7 +3390,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     name="ceil_",
     kind="inplace",
     jvp=jvp.ceil__default,
-    vjp=vjp.ceil__default,
+    vjp_kernel="ceil__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3619,7 +3398,6 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
-    spec_line=1247,
 )
 
 
@@ -3627,7 +3405,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     name="floor",
     kind="functional",
     jvp=jvp.floor_default,
-    vjp=vjp.floor_default,
+    vjp_kernel="floor_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3635,7 +3413,6 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1251,
 )
 
 
@@ -3643,7 +3420,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     name="floor_",
     kind="inplace",
     jvp=jvp.floor__default,
-    vjp=vjp.floor__default,
+    vjp_kernel="floor__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3651,7 +3428,6 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
-    spec_line=1251,
 )
 
 
@@ -3659,7 +3435,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     name="trunc",
     kind="functional",
     jvp=jvp.trunc_default,
-    vjp=vjp.trunc_default,
+    vjp_kernel="trunc_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3667,7 +3443,6 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1255,
 )
 
 
@@ -3675,7 +3450,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     name="trunc_",
     kind="inplace",
     jvp=jvp.trunc__default,
-    vjp=vjp.trunc__default,
+    vjp_kernel="trunc__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3683,7 +3458,6 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
-    spec_line=1255,
 )
 
 
@@ -3691,7 +3465,7 @@ KERNELS[aten.round.default] = KernelInfo(
     name="round",
     kind="functional",
     jvp=jvp.round_default,
-    vjp=vjp.round_default,
+    vjp_kernel="round_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3699,7 +3473,6 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1259,
 )
 
 
@@ -3707,7 +3480,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     name="round_",
     kind="inplace",
     jvp=jvp.round__default,
-    vjp=vjp.round__default,
+    vjp_kernel="round__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3715,7 +3488,6 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
-    spec_line=1259,
 )
 
 
@@ -3723,7 +3495,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     name="round.decimals",
     kind="functional",
     jvp=jvp.round_decimals,
-    vjp=vjp.round_decimals,
+    vjp_kernel="round_decimals",
     arguments=("self", "decimals"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3731,7 +3503,6 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1263,
 )
 
 
@@ -3739,7 +3510,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     name="round_.decimals",
     kind="inplace",
     jvp=jvp.round__decimals,
-    vjp=vjp.round__decimals,
+    vjp_kernel="round__decimals",
     arguments=("self", "decimals"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3747,7 +3518,6 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
-    spec_line=1263,
 )
 
 
@@ -3755,7 +3525,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     name="frac",
     kind="functional",
     jvp=jvp.frac_default,
-    vjp=vjp.frac_default,
+    vjp_kernel="frac_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3763,7 +3533,6 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1268,
 )
 
 
@@ -3771,7 +3540,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     name="frac_",
     kind="inplace",
     jvp=jvp.frac__default,
-    vjp=vjp.frac__default,
+    vjp_kernel="frac__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3779,7 +3548,6 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
-    spec_line=1268,
 )
 
 
@@ -3787,7 +3555,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     name="deg2rad",
     kind="functional",
     jvp=jvp.deg2rad_default,
-    vjp=vjp.deg2rad_default,
+    vjp_kernel="deg2rad_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3795,7 +3563,6 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1272,
 )
 
 
@@ -3803,7 +3570,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     name="deg2rad_",
     kind="inplace",
     jvp=jvp.deg2rad__default,
-    vjp=vjp.deg2rad__default,
+    vjp_kernel="deg2rad__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3811,7 +3578,6 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
-    spec_line=1272,
 )
 
 
@@ -3819,7 +3585,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     name="rad2deg",
     kind="functional",
     jvp=jvp.rad2deg_default,
-    vjp=vjp.rad2deg_default,
+    vjp_kernel="rad2deg_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3827,7 +3593,6 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1276,
 )
 
 
@@ -3835,7 +3600,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     name="rad2deg_",
     kind="inplace",
     jvp=jvp.rad2deg__default,
-    vjp=vjp.rad2deg__default,
+    vjp_kernel="rad2deg__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3843,7 +3608,6 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
-    spec_line=1276,
 )
 
 
@@ -3851,7 +3615,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     name="nan_to_num",
     kind="functional",
     jvp=jvp.nan_to_num_default,
-    vjp=vjp.nan_to_num_default,
+    vjp_kernel="nan_to_num_default",
     arguments=("self", "nan", "posinf", "neginf"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3859,7 +3623,6 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1280,
 )
 
 
@@ -3867,7 +3630,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     name="nan_to_num_",
     kind="inplace",
     jvp=jvp.nan_to_num__default,
-    vjp=vjp.nan_to_num__default,
+    vjp_kernel="nan_to_num__default",
     arguments=("self", "nan", "posinf", "neginf"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3875,7 +3638,6 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
-    spec_line=1280,
 )
 
 
@@ -3883,7 +3645,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     name="frexp.Tensor",
     kind="functional",
     jvp=jvp.frexp_Tensor,
-    vjp=vjp.frexp_Tensor,
+    vjp_kernel="frexp_Tensor",
     arguments=("self",),
     outputs=("mantissa", "exponent"),
     differentiable_inputs=("self",),
@@ -3891,7 +3653,6 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1288,
 )
 
 
@@ -3899,7 +3660,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     name="hardswish",
     kind="functional",
     jvp=jvp.hardswish_default,
-    vjp=vjp.hardswish_default,
+    vjp_kernel="hardswish_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3907,7 +3668,6 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1295,
 )
 
 
@@ -3915,7 +3675,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     name="hardswish_",
     kind="inplace",
     jvp=jvp.hardswish__default,
-    vjp=vjp.hardswish__default,
+    vjp_kernel="hardswish__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3923,7 +3683,6 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
-    spec_line=1295,
 )
 
 
@@ -3931,7 +3690,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     name="hardsigmoid",
     kind="functional",
     jvp=jvp.hardsigmoid_default,
-    vjp=vjp.hardsigmoid_default,
+    vjp_kernel="hardsigmoid_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3939,7 +3698,6 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1299,
 )
 
 
@@ -3947,7 +3705,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     name="hardsigmoid_",
     kind="inplace",
     jvp=jvp.hardsigmoid__default,
-    vjp=vjp.hardsigmoid__default,
+    vjp_kernel="hardsigmoid__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3955,7 +3713,6 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
-    spec_line=1299,
 )
 
 
@@ -3963,7 +3720,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     name="hardtanh",
     kind="functional",
     jvp=jvp.hardtanh_default,
-    vjp=vjp.hardtanh_default,
+    vjp_kernel="hardtanh_default",
     arguments=("self", "min_val", "max_val"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3971,7 +3728,6 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1303,
 )
 
 
@@ -3979,7 +3735,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     name="hardtanh_",
     kind="inplace",
     jvp=jvp.hardtanh__default,
-    vjp=vjp.hardtanh__default,
+    vjp_kernel="hardtanh__default",
     arguments=("self", "min_val", "max_val"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -3987,7 +3743,6 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
-    spec_line=1303,
 )
 
 
@@ -3995,7 +3750,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     name="leaky_relu",
     kind="functional",
     jvp=jvp.leaky_relu_default,
-    vjp=vjp.leaky_relu_default,
+    vjp_kernel="leaky_relu_default",
     arguments=("self", "negative_slope"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4003,7 +3758,6 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1310,
 )
 
 
@@ -4011,7 +3765,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     name="leaky_relu_",
     kind="inplace",
     jvp=jvp.leaky_relu__default,
-    vjp=vjp.leaky_relu__default,
+    vjp_kernel="leaky_relu__default",
     arguments=("self", "negative_slope"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4019,7 +3773,6 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
-    spec_line=1310,
 )
 
 
@@ -4027,7 +3780,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     name="elu",
     kind="functional",
     jvp=jvp.elu_default,
-    vjp=vjp.elu_default,
+    vjp_kernel="elu_default",
     arguments=("self", "alpha", "scale", "input_scale"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4035,7 +3788,6 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1317,
 )
 
 
@@ -4043,7 +3795,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     name="elu_",
     kind="inplace",
     jvp=jvp.elu__default,
-    vjp=vjp.elu__default,
+    vjp_kernel="elu__default",
     arguments=("self", "alpha", "scale", "input_scale"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4051,7 +3803,6 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
-    spec_line=1317,
 )
 
 
@@ -4059,7 +3810,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     name="celu",
     kind="functional",
     jvp=jvp.celu_default,
-    vjp=vjp.celu_default,
+    vjp_kernel="celu_default",
     arguments=("self", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4067,7 +3818,6 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1324,
 )
 
 
@@ -4075,7 +3825,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     name="celu_",
     kind="inplace",
     jvp=jvp.celu__default,
-    vjp=vjp.celu__default,
+    vjp_kernel="celu__default",
     arguments=("self", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4083,7 +3833,6 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
-    spec_line=1324,
 )
 
 
@@ -4091,7 +3840,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     name="silu",
     kind="functional",
     jvp=jvp.silu_default,
-    vjp=vjp.silu_default,
+    vjp_kernel="silu_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4099,7 +3848,6 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1331,
 )
 
 
@@ -4107,7 +3855,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     name="silu_",
     kind="inplace",
     jvp=jvp.silu__default,
-    vjp=vjp.silu__default,
+    vjp_kernel="silu__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4115,7 +3863,6 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
-    spec_line=1331,
 )
 
 
@@ -4123,7 +3870,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     name="mish",
     kind="functional",
     jvp=jvp.mish_default,
-    vjp=vjp.mish_default,
+    vjp_kernel="mish_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4131,7 +3878,6 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1335,
 )
 
 
@@ -4139,7 +3885,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     name="mish_",
     kind="inplace",
     jvp=jvp.mish__default,
-    vjp=vjp.mish__default,
+    vjp_kernel="mish__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4147,7 +3893,6 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
-    spec_line=1335,
 )
 
 
@@ -4155,7 +3900,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     name="gelu",
     kind="functional",
     jvp=jvp.gelu_default,
-    vjp=vjp.gelu_default,
+    vjp_kernel="gelu_default",
     arguments=("self", "approximate"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4163,7 +3908,6 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1339,
 )
 
 
@@ -4171,7 +3915,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     name="gelu_",
     kind="inplace",
     jvp=jvp.gelu__default,
-    vjp=vjp.gelu__default,
+    vjp_kernel="gelu__default",
     arguments=("self", "approximate"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4179,7 +3923,6 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
-    spec_line=1339,
 )
 
 
@@ -4187,7 +3930,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     name="softplus",
     kind="functional",
     jvp=jvp.softplus_default,
-    vjp=vjp.softplus_default,
+    vjp_kernel="softplus_default",
     arguments=("self", "beta", "threshold"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4195,7 +3938,6 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1346,
 )
 
 
@@ -4203,7 +3945,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     name="threshold",
     kind="functional",
     jvp=jvp.threshold_default,
-    vjp=vjp.threshold_default,
+    vjp_kernel="threshold_default",
     arguments=("self", "threshold", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4211,7 +3953,6 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1354,
 )
 
 
@@ -4219,7 +3960,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     name="threshold_",
     kind="inplace",
     jvp=jvp.threshold__default,
-    vjp=vjp.threshold__default,
+    vjp_kernel="threshold__default",
     arguments=("self", "threshold", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4227,7 +3968,6 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
-    spec_line=1354,
 )
 
 
@@ -4235,7 +3975,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     name="softshrink",
     kind="functional",
     jvp=jvp.softshrink_default,
-    vjp=vjp.softshrink_default,
+    vjp_kernel="softshrink_default",
     arguments=("self", "lambd"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4243,7 +3983,6 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1359,
 )
 
 
@@ -4251,7 +3990,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     name="hardshrink",
     kind="functional",
     jvp=jvp.hardshrink_default,
-    vjp=vjp.hardshrink_default,
+    vjp_kernel="hardshrink_default",
     arguments=("self", "lambd"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4259,7 +3998,6 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1366,
 )
 
 
@@ -4267,7 +4005,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     name="log_sigmoid_forward",
     kind="functional",
     jvp=jvp.log_sigmoid_forward_default,
-    vjp=vjp.log_sigmoid_forward_default,
+    vjp_kernel="log_sigmoid_forward_default",
     arguments=("self",),
     outputs=("output", "buffer"),
     differentiable_inputs=("self",),
@@ -4275,7 +4013,6 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1376,
 )
 
 
@@ -4283,7 +4020,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     name="_prelu_kernel",
     kind="functional",
     jvp=jvp._prelu_kernel_default,
-    vjp=vjp._prelu_kernel_default,
+    vjp_kernel="_prelu_kernel_default",
     arguments=("self", "weight"),
     outputs=("result",),
     differentiable_inputs=("self", "weight"),
@@ -4291,7 +4028,6 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1382,
 )
 
 
@@ -4299,7 +4035,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     name="clamp_min",
     kind="functional",
     jvp=jvp.clamp_min_default,
-    vjp=vjp.clamp_min_default,
+    vjp_kernel="clamp_min_default",
     arguments=("self", "min"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4307,7 +4043,6 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1392,
 )
 
 
@@ -4315,7 +4050,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     name="clamp_min_",
     kind="inplace",
     jvp=jvp.clamp_min__default,
-    vjp=vjp.clamp_min__default,
+    vjp_kernel="clamp_min__default",
     arguments=("self", "min"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4323,7 +4058,6 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
-    spec_line=1392,
 )
 
 
@@ -4331,7 +4065,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     name="clamp_max",
     kind="functional",
     jvp=jvp.clamp_max_default,
-    vjp=vjp.clamp_max_default,
+    vjp_kernel="clamp_max_default",
     arguments=("self", "max"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4339,7 +4073,6 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1397,
 )
 
 
@@ -4347,7 +4080,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     name="clamp_max_",
     kind="inplace",
     jvp=jvp.clamp_max__default,
-    vjp=vjp.clamp_max__default,
+    vjp_kernel="clamp_max__default",
     arguments=("self", "max"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4355,7 +4088,6 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
-    spec_line=1397,
 )
 
 
@@ -4363,7 +4095,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     name="clamp_min.Tensor",
     kind="functional",
     jvp=jvp.clamp_min_Tensor,
-    vjp=vjp.clamp_min_Tensor,
+    vjp_kernel="clamp_min_Tensor",
     arguments=("self", "min"),
     outputs=("result",),
     differentiable_inputs=("self", "min"),
@@ -4371,7 +4103,6 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1402,
 )
 
 
@@ -4379,7 +4110,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     name="clamp_min_.Tensor",
     kind="inplace",
     jvp=jvp.clamp_min__Tensor,
-    vjp=vjp.clamp_min__Tensor,
+    vjp_kernel="clamp_min__Tensor",
     arguments=("self", "min"),
     outputs=("result",),
     differentiable_inputs=("self", "min"),
@@ -4387,7 +4118,6 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
-    spec_line=1402,
 )
 
 
@@ -4395,7 +4125,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     name="clamp_max.Tensor",
     kind="functional",
     jvp=jvp.clamp_max_Tensor,
-    vjp=vjp.clamp_max_Tensor,
+    vjp_kernel="clamp_max_Tensor",
     arguments=("self", "max"),
     outputs=("result",),
     differentiable_inputs=("self", "max"),
@@ -4403,7 +4133,6 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1412,
 )
 
 
@@ -4411,7 +4140,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     name="clamp_max_.Tensor",
     kind="inplace",
     jvp=jvp.clamp_max__Tensor,
-    vjp=vjp.clamp_max__Tensor,
+    vjp_kernel="clamp_max__Tensor",
     arguments=("self", "max"),
     outputs=("result",),
     differentiable_inputs=("self", "max"),
@@ -4419,7 +4148,6 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
-    spec_line=1412,
 )
 
 
@@ -4427,7 +4155,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     name="copysign.Tensor",
     kind="functional",
     jvp=jvp.copysign_Tensor,
-    vjp=vjp.copysign_Tensor,
+    vjp_kernel="copysign_Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4435,7 +4163,6 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1422,
 )
 
 
@@ -4443,7 +4170,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     name="copysign_.Tensor",
     kind="inplace",
     jvp=jvp.copysign__Tensor,
-    vjp=vjp.copysign__Tensor,
+    vjp_kernel="copysign__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4451,7 +4178,6 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
-    spec_line=1422,
 )
 
 
@@ -4459,7 +4185,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     name="copysign.Scalar",
     kind="functional",
     jvp=jvp.copysign_Scalar,
-    vjp=vjp.copysign_Scalar,
+    vjp_kernel="copysign_Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4467,7 +4193,6 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1432,
 )
 
 
@@ -4475,7 +4200,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     name="copysign_.Scalar",
     kind="inplace",
     jvp=jvp.copysign__Scalar,
-    vjp=vjp.copysign__Scalar,
+    vjp_kernel="copysign__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4483,7 +4208,6 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
-    spec_line=1432,
 )
 
 
@@ -4491,7 +4215,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     name="fmod.Tensor",
     kind="functional",
     jvp=jvp.fmod_Tensor,
-    vjp=vjp.fmod_Tensor,
+    vjp_kernel="fmod_Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4499,7 +4223,6 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1440,
 )
 
 
@@ -4507,7 +4230,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     name="fmod_.Tensor",
     kind="inplace",
     jvp=jvp.fmod__Tensor,
-    vjp=vjp.fmod__Tensor,
+    vjp_kernel="fmod__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4515,7 +4238,6 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
-    spec_line=1440,
 )
 
 
@@ -4523,7 +4245,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     name="fmod.Scalar",
     kind="functional",
     jvp=jvp.fmod_Scalar,
-    vjp=vjp.fmod_Scalar,
+    vjp_kernel="fmod_Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4531,7 +4253,6 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1450,
 )
 
 
@@ -4539,7 +4260,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     name="fmod_.Scalar",
     kind="inplace",
     jvp=jvp.fmod__Scalar,
-    vjp=vjp.fmod__Scalar,
+    vjp_kernel="fmod__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4547,7 +4268,6 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
-    spec_line=1450,
 )
 
 
@@ -4555,7 +4275,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     name="remainder.Tensor",
     kind="functional",
     jvp=jvp.remainder_Tensor,
-    vjp=vjp.remainder_Tensor,
+    vjp_kernel="remainder_Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4563,7 +4283,6 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1455,
 )
 
 
@@ -4571,7 +4290,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     name="remainder_.Tensor",
     kind="inplace",
     jvp=jvp.remainder__Tensor,
-    vjp=vjp.remainder__Tensor,
+    vjp_kernel="remainder__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4579,7 +4298,6 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
-    spec_line=1455,
 )
 
 
@@ -4587,7 +4305,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     name="remainder.Scalar",
     kind="functional",
     jvp=jvp.remainder_Scalar,
-    vjp=vjp.remainder_Scalar,
+    vjp_kernel="remainder_Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4595,7 +4313,6 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1465,
 )
 
 
@@ -4603,7 +4320,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     name="remainder_.Scalar",
     kind="inplace",
     jvp=jvp.remainder__Scalar,
-    vjp=vjp.remainder__Scalar,
+    vjp_kernel="remainder__Scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4611,7 +4328,6 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
-    spec_line=1465,
 )
 
 
@@ -4619,7 +4335,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     name="div.Tensor_mode",
     kind="functional",
     jvp=jvp.div_Tensor_mode,
-    vjp=vjp.div_Tensor_mode,
+    vjp_kernel="div_Tensor_mode",
     arguments=("self", "other", "rounding_mode"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4627,7 +4343,6 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1470,
 )
 
 
@@ -4635,7 +4350,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     name="div_.Tensor_mode",
     kind="inplace",
     jvp=jvp.div__Tensor_mode,
-    vjp=vjp.div__Tensor_mode,
+    vjp_kernel="div__Tensor_mode",
     arguments=("self", "other", "rounding_mode"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4643,7 +4358,6 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
-    spec_line=1470,
 )
 
 
@@ -4651,7 +4365,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     name="div.Scalar_mode",
     kind="functional",
     jvp=jvp.div_Scalar_mode,
-    vjp=vjp.div_Scalar_mode,
+    vjp_kernel="div_Scalar_mode",
     arguments=("self", "other", "rounding_mode"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4659,7 +4373,6 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1480,
 )
 
 
@@ -4667,7 +4380,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     name="div_.Scalar_mode",
     kind="inplace",
     jvp=jvp.div__Scalar_mode,
-    vjp=vjp.div__Scalar_mode,
+    vjp_kernel="div__Scalar_mode",
     arguments=("self", "other", "rounding_mode"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4675,7 +4388,6 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
-    spec_line=1480,
 )
 
 
@@ -4683,7 +4395,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     name="fmax",
     kind="functional",
     jvp=jvp.fmax_default,
-    vjp=vjp.fmax_default,
+    vjp_kernel="fmax_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4691,7 +4403,6 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1488,
 )
 
 
@@ -4699,7 +4410,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     name="fmin",
     kind="functional",
     jvp=jvp.fmin_default,
-    vjp=vjp.fmin_default,
+    vjp_kernel="fmin_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4707,7 +4418,6 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1498,
 )
 
 
@@ -4715,7 +4425,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     name="hypot",
     kind="functional",
     jvp=jvp.hypot_default,
-    vjp=vjp.hypot_default,
+    vjp_kernel="hypot_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4723,7 +4433,6 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1508,
 )
 
 
@@ -4731,7 +4440,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     name="hypot_",
     kind="inplace",
     jvp=jvp.hypot__default,
-    vjp=vjp.hypot__default,
+    vjp_kernel="hypot__default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4739,7 +4448,6 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
-    spec_line=1508,
 )
 
 
@@ -4747,7 +4455,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     name="logaddexp",
     kind="functional",
     jvp=jvp.logaddexp_default,
-    vjp=vjp.logaddexp_default,
+    vjp_kernel="logaddexp_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4755,7 +4463,6 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1518,
 )
 
 
@@ -4763,7 +4470,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     name="logaddexp2",
     kind="functional",
     jvp=jvp.logaddexp2_default,
-    vjp=vjp.logaddexp2_default,
+    vjp_kernel="logaddexp2_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4771,7 +4478,6 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1528,
 )
 
 
@@ -4779,7 +4485,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     name="ldexp.Tensor",
     kind="functional",
     jvp=jvp.ldexp_Tensor,
-    vjp=vjp.ldexp_Tensor,
+    vjp_kernel="ldexp_Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4787,7 +4493,6 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1538,
 )
 
 
@@ -4795,7 +4500,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     name="ldexp_",
     kind="inplace",
     jvp=jvp.ldexp__default,
-    vjp=vjp.ldexp__default,
+    vjp_kernel="ldexp__default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4803,7 +4508,6 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
-    spec_line=1538,
 )
 
 
@@ -4811,7 +4515,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     name="xlogy.Tensor",
     kind="functional",
     jvp=jvp.xlogy_Tensor,
-    vjp=vjp.xlogy_Tensor,
+    vjp_kernel="xlogy_Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4819,7 +4523,6 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1547,
 )
 
 
@@ -4827,7 +4530,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     name="xlogy_.Tensor",
     kind="inplace",
     jvp=jvp.xlogy__Tensor,
-    vjp=vjp.xlogy__Tensor,
+    vjp_kernel="xlogy__Tensor",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4835,7 +4538,6 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
-    spec_line=1547,
 )
 
 
@@ -4843,7 +4545,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     name="xlogy.Scalar_Self",
     kind="functional",
     jvp=jvp.xlogy_Scalar_Self,
-    vjp=vjp.xlogy_Scalar_Self,
+    vjp_kernel="xlogy_Scalar_Self",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("other",),
@@ -4851,7 +4553,6 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1557,
 )
 
 
@@ -4859,7 +4560,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     name="xlogy.Scalar_Other",
     kind="functional",
     jvp=jvp.xlogy_Scalar_Other,
-    vjp=vjp.xlogy_Scalar_Other,
+    vjp_kernel="xlogy_Scalar_Other",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4867,7 +4568,6 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1562,
 )
 
 
@@ -4875,7 +4575,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     name="xlogy_.Scalar_Other",
     kind="inplace",
     jvp=jvp.xlogy__Scalar_Other,
-    vjp=vjp.xlogy__Scalar_Other,
+    vjp_kernel="xlogy__Scalar_Other",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4883,7 +4583,6 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
-    spec_line=1562,
 )
 
 
@@ -4891,7 +4590,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     name="special_xlog1py",
     kind="functional",
     jvp=jvp.special_xlog1py_default,
-    vjp=vjp.special_xlog1py_default,
+    vjp_kernel="special_xlog1py_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -4899,7 +4598,6 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1567,
 )
 
 
@@ -4907,7 +4605,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     name="special_xlog1py.self_scalar",
     kind="functional",
     jvp=jvp.special_xlog1py_self_scalar,
-    vjp=vjp.special_xlog1py_self_scalar,
+    vjp_kernel="special_xlog1py_self_scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("other",),
@@ -4915,7 +4613,6 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1577,
 )
 
 
@@ -4923,7 +4620,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     name="special_xlog1py.other_scalar",
     kind="functional",
     jvp=jvp.special_xlog1py_other_scalar,
-    vjp=vjp.special_xlog1py_other_scalar,
+    vjp_kernel="special_xlog1py_other_scalar",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -4931,7 +4628,6 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1582,
 )
 
 
@@ -4939,7 +4635,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     name="clamp.Tensor",
     kind="functional",
     jvp=jvp.clamp_Tensor,
-    vjp=vjp.clamp_Tensor,
+    vjp_kernel="clamp_Tensor",
     arguments=("self", "min", "max"),
     outputs=("result",),
     differentiable_inputs=("self", "min", "max"),
@@ -4947,7 +4643,6 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1589,
 )
 
 
@@ -4955,7 +4650,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     name="clamp_.Tensor",
     kind="inplace",
     jvp=jvp.clamp__Tensor,
-    vjp=vjp.clamp__Tensor,
+    vjp_kernel="clamp__Tensor",
     arguments=("self", "min", "max"),
     outputs=("result",),
     differentiable_inputs=("self", "min", "max"),
@@ -4963,7 +4658,6 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
-    spec_line=1589,
 )
 
 
@@ -4971,7 +4665,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     name="lerp.Scalar",
     kind="functional",
     jvp=jvp.lerp_Scalar,
-    vjp=vjp.lerp_Scalar,
+    vjp_kernel="lerp_Scalar",
     arguments=("self", "end", "weight"),
     outputs=("result",),
     differentiable_inputs=("self", "end"),
@@ -4979,7 +4673,6 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1598,
 )
 
 
@@ -4987,7 +4680,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     name="lerp_.Scalar",
     kind="inplace",
     jvp=jvp.lerp__Scalar,
-    vjp=vjp.lerp__Scalar,
+    vjp_kernel="lerp__Scalar",
     arguments=("self", "end", "weight"),
     outputs=("result",),
     differentiable_inputs=("self", "end"),
@@ -4995,7 +4688,6 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
-    spec_line=1598,
 )
 
 
@@ -5003,7 +4695,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     name="lerp.Tensor",
     kind="functional",
     jvp=jvp.lerp_Tensor,
-    vjp=vjp.lerp_Tensor,
+    vjp_kernel="lerp_Tensor",
     arguments=("self", "end", "weight"),
     outputs=("result",),
     differentiable_inputs=("self", "end", "weight"),
@@ -5011,7 +4703,6 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1607,
 )
 
 
@@ -5019,7 +4710,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     name="lerp_.Tensor",
     kind="inplace",
     jvp=jvp.lerp__Tensor,
-    vjp=vjp.lerp__Tensor,
+    vjp_kernel="lerp__Tensor",
     arguments=("self", "end", "weight"),
     outputs=("result",),
     differentiable_inputs=("self", "end", "weight"),
@@ -5027,7 +4718,6 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
-    spec_line=1607,
 )
 
 
@@ -5035,7 +4725,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     name="addcmul",
     kind="functional",
     jvp=jvp.addcmul_default,
-    vjp=vjp.addcmul_default,
+    vjp_kernel="addcmul_default",
     arguments=("self", "tensor1", "tensor2", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "tensor1", "tensor2"),
@@ -5043,7 +4733,6 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1616,
 )
 
 
@@ -5051,7 +4740,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     name="addcmul_",
     kind="inplace",
     jvp=jvp.addcmul__default,
-    vjp=vjp.addcmul__default,
+    vjp_kernel="addcmul__default",
     arguments=("self", "tensor1", "tensor2", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "tensor1", "tensor2"),
@@ -5059,7 +4748,6 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
-    spec_line=1616,
 )
 
 
@@ -5067,7 +4755,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     name="addcdiv",
     kind="functional",
     jvp=jvp.addcdiv_default,
-    vjp=vjp.addcdiv_default,
+    vjp_kernel="addcdiv_default",
     arguments=("self", "tensor1", "tensor2", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "tensor1", "tensor2"),
@@ -5075,7 +4763,6 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1627,
 )
 
 
@@ -5083,7 +4770,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     name="addcdiv_",
     kind="inplace",
     jvp=jvp.addcdiv__default,
-    vjp=vjp.addcdiv__default,
+    vjp_kernel="addcdiv__default",
     arguments=("self", "tensor1", "tensor2", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "tensor1", "tensor2"),
@@ -5091,7 +4778,6 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
-    spec_line=1627,
 )
 
 
@@ -5099,7 +4785,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     name="nextafter",
     kind="functional",
     jvp=jvp.nextafter_default,
-    vjp=vjp.nextafter_default,
+    vjp_kernel="nextafter_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5107,7 +4793,6 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1637,
 )
 
 
@@ -5115,7 +4800,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     name="nextafter_",
     kind="inplace",
     jvp=jvp.nextafter__default,
-    vjp=vjp.nextafter__default,
+    vjp_kernel="nextafter__default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5123,7 +4808,6 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
-    spec_line=1637,
 )
 
 
@@ -5131,7 +4815,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     name="rrelu_with_noise",
     kind="functional",
     jvp=jvp.rrelu_with_noise_default,
-    vjp=vjp.rrelu_with_noise_default,
+    vjp_kernel="rrelu_with_noise_default",
     arguments=("self", "noise", "lower", "upper", "training", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5139,7 +4823,6 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1648,
 )
 
 
@@ -5147,7 +4830,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     name="rrelu_with_noise_",
     kind="inplace",
     jvp=jvp.rrelu_with_noise__default,
-    vjp=vjp.rrelu_with_noise__default,
+    vjp_kernel="rrelu_with_noise__default",
     arguments=("self", "noise", "lower", "upper", "training", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5155,7 +4838,6 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
-    spec_line=1648,
 )
 
 
@@ -5163,7 +4845,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     name="complex",
     kind="functional",
     jvp=jvp.complex_default,
-    vjp=vjp.complex_default,
+    vjp_kernel="complex_default",
     arguments=("real", "imag"),
     outputs=("result",),
     differentiable_inputs=("real", "imag"),
@@ -5171,7 +4853,6 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1658,
 )
 
 
@@ -5179,7 +4860,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     name="polar",
     kind="functional",
     jvp=jvp.polar_default,
-    vjp=vjp.polar_default,
+    vjp_kernel="polar_default",
     arguments=("abs", "angle"),
     outputs=("result",),
     differentiable_inputs=("abs", "angle"),
@@ -5187,7 +4868,6 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=1666,
 )
 
 
@@ -5195,7 +4875,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     name="diagonal",
     kind="view",
     jvp=jvp.diagonal_default,
-    vjp=vjp.diagonal_default,
+    vjp_kernel="diagonal_default",
     arguments=("self", "offset", "dim1", "dim2"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5203,7 +4883,6 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1680,
 )
 
 
@@ -5211,7 +4890,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     name="squeeze.dims",
     kind="view",
     jvp=jvp.squeeze_dims,
-    vjp=vjp.squeeze_dims,
+    vjp_kernel="squeeze_dims",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5219,7 +4898,6 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1687,
 )
 
 
@@ -5227,7 +4905,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     name="unfold",
     kind="view",
     jvp=jvp.unfold_default,
-    vjp=vjp.unfold_default,
+    vjp_kernel="unfold_default",
     arguments=("self", "dimension", "size", "step"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5235,7 +4913,6 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1693,
 )
 
 
@@ -5243,7 +4920,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     name="narrow",
     kind="view",
     jvp=jvp.narrow_default,
-    vjp=vjp.narrow_default,
+    vjp_kernel="narrow_default",
     arguments=("self", "dim", "start", "length"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5251,7 +4928,6 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1699,
 )
 
 
@@ -5259,7 +4935,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     name="split.Tensor",
     kind="view",
     jvp=jvp.split_Tensor,
-    vjp=vjp.split_Tensor,
+    vjp_kernel="split_Tensor",
     arguments=("self", "split_size", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5267,7 +4943,6 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1705,
 )
 
 
@@ -5275,7 +4950,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     name="split_with_sizes",
     kind="view",
     jvp=jvp.split_with_sizes_default,
-    vjp=vjp.split_with_sizes_default,
+    vjp_kernel="split_with_sizes_default",
     arguments=("self", "split_sizes", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5283,7 +4958,6 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1711,
 )
 
 
@@ -5291,7 +4965,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     name="unbind.int",
     kind="view",
     jvp=jvp.unbind_int,
-    vjp=vjp.unbind_int,
+    vjp_kernel="unbind_int",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5299,7 +4973,6 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1717,
 )
 
 
@@ -5307,7 +4980,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     name="unsafe_split.Tensor",
     kind="functional",
     jvp=jvp.unsafe_split_Tensor,
-    vjp=vjp.unsafe_split_Tensor,
+    vjp_kernel="unsafe_split_Tensor",
     arguments=("self", "split_size", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5315,7 +4988,6 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1725,
 )
 
 
@@ -5323,7 +4995,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     name="unsafe_split_with_sizes",
     kind="functional",
     jvp=jvp.unsafe_split_with_sizes_default,
-    vjp=vjp.unsafe_split_with_sizes_default,
+    vjp_kernel="unsafe_split_with_sizes_default",
     arguments=("self", "split_sizes", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5331,7 +5003,6 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1732,
 )
 
 
@@ -5339,7 +5010,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     name="split_with_sizes_copy",
     kind="functional",
     jvp=jvp.split_with_sizes_copy_default,
-    vjp=vjp.split_with_sizes_copy_default,
+    vjp_kernel="split_with_sizes_copy_default",
     arguments=("self", "split_sizes", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5347,7 +5018,6 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1739,
 )
 
 
@@ -5355,7 +5025,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     name="unbind_copy.int",
     kind="functional",
     jvp=jvp.unbind_copy_int,
-    vjp=vjp.unbind_copy_int,
+    vjp_kernel="unbind_copy_int",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5363,7 +5033,6 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1746,
 )
 
 
@@ -5371,7 +5040,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     name="alias_copy",
     kind="functional",
     jvp=jvp.alias_copy_default,
-    vjp=vjp.alias_copy_default,
+    vjp_kernel="alias_copy_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5379,7 +5048,6 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1753,
 )
 
 
@@ -5387,7 +5055,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     name="view_copy",
     kind="functional",
     jvp=jvp.view_copy_default,
-    vjp=vjp.view_copy_default,
+    vjp_kernel="view_copy_default",
     arguments=("self", "size"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5395,7 +5063,6 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1757,
 )
 
 
@@ -5403,7 +5070,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     name="t_copy",
     kind="functional",
     jvp=jvp.t_copy_default,
-    vjp=vjp.t_copy_default,
+    vjp_kernel="t_copy_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5411,7 +5078,6 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1764,
 )
 
 
@@ -5419,7 +5085,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     name="transpose_copy.int",
     kind="functional",
     jvp=jvp.transpose_copy_int,
-    vjp=vjp.transpose_copy_int,
+    vjp_kernel="transpose_copy_int",
     arguments=("self", "dim0", "dim1"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5427,7 +5093,6 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1771,
 )
 
 
@@ -5435,7 +5100,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     name="permute_copy",
     kind="functional",
     jvp=jvp.permute_copy_default,
-    vjp=vjp.permute_copy_default,
+    vjp_kernel="permute_copy_default",
     arguments=("self", "dims"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5443,7 +5108,6 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1778,
 )
 
 
@@ -5451,7 +5115,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     name="unsqueeze_copy",
     kind="functional",
     jvp=jvp.unsqueeze_copy_default,
-    vjp=vjp.unsqueeze_copy_default,
+    vjp_kernel="unsqueeze_copy_default",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5459,7 +5123,6 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1785,
 )
 
 
@@ -5467,7 +5130,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     name="squeeze_copy",
     kind="functional",
     jvp=jvp.squeeze_copy_default,
-    vjp=vjp.squeeze_copy_default,
+    vjp_kernel="squeeze_copy_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5475,7 +5138,6 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1793,
 )
 
 
@@ -5483,7 +5145,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     name="squeeze_copy.dim",
     kind="functional",
     jvp=jvp.squeeze_copy_dim,
-    vjp=vjp.squeeze_copy_dim,
+    vjp_kernel="squeeze_copy_dim",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5491,7 +5153,6 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1800,
 )
 
 
@@ -5499,7 +5160,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     name="squeeze_copy.dims",
     kind="functional",
     jvp=jvp.squeeze_copy_dims,
-    vjp=vjp.squeeze_copy_dims,
+    vjp_kernel="squeeze_copy_dims",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5507,7 +5168,6 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1807,
 )
 
 
@@ -5515,7 +5175,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     name="unfold_copy",
     kind="functional",
     jvp=jvp.unfold_copy_default,
-    vjp=vjp.unfold_copy_default,
+    vjp_kernel="unfold_copy_default",
     arguments=("self", "dimension", "size", "step"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5523,7 +5183,6 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1812,
 )
 
 
@@ -5531,7 +5190,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     name="narrow_copy",
     kind="functional",
     jvp=jvp.narrow_copy_default,
-    vjp=vjp.narrow_copy_default,
+    vjp_kernel="narrow_copy_default",
     arguments=("self", "dim", "start", "length"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5539,7 +5198,6 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1817,
 )
 
 
@@ -5547,7 +5205,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     name="diagonal_copy",
     kind="functional",
     jvp=jvp.diagonal_copy_default,
-    vjp=vjp.diagonal_copy_default,
+    vjp_kernel="diagonal_copy_default",
     arguments=("self", "offset", "dim1", "dim2"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5555,7 +5213,6 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1822,
 )
 
 
@@ -5563,7 +5220,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     name="expand_copy",
     kind="functional",
     jvp=jvp.expand_copy_default,
-    vjp=vjp.expand_copy_default,
+    vjp_kernel="expand_copy_default",
     arguments=("self", "size", "implicit"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5571,7 +5228,6 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1829,
 )
 
 
@@ -5579,7 +5235,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     name="select_copy.int",
     kind="functional",
     jvp=jvp.select_copy_int,
-    vjp=vjp.select_copy_int,
+    vjp_kernel="select_copy_int",
     arguments=("self", "dim", "index"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5587,7 +5243,6 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1836,
 )
 
 
@@ -5595,7 +5250,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     name="slice_copy.Tensor",
     kind="functional",
     jvp=jvp.slice_copy_Tensor,
-    vjp=vjp.slice_copy_Tensor,
+    vjp_kernel="slice_copy_Tensor",
     arguments=("self", "dim", "start", "end", "step"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5603,7 +5258,6 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1844,
 )
 
 
@@ -5611,7 +5265,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     name="as_strided_copy",
     kind="functional",
     jvp=jvp.as_strided_copy_default,
-    vjp=vjp.as_strided_copy_default,
+    vjp_kernel="as_strided_copy_default",
     arguments=("self", "size", "stride", "storage_offset"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5619,7 +5273,6 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1853,
 )
 
 
@@ -5627,7 +5280,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     name="constant_pad_nd",
     kind="functional",
     jvp=jvp.constant_pad_nd_default,
-    vjp=vjp.constant_pad_nd_default,
+    vjp_kernel="constant_pad_nd_default",
     arguments=("self", "pad", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5635,7 +5288,6 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1860,
 )
 
 
@@ -5643,7 +5295,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     name="diag_embed",
     kind="functional",
     jvp=jvp.diag_embed_default,
-    vjp=vjp.diag_embed_default,
+    vjp_kernel="diag_embed_default",
     arguments=("self", "offset", "dim1", "dim2"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5651,7 +5303,6 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1867,
 )
 
 
@@ -5659,7 +5310,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     name="roll",
     kind="functional",
     jvp=jvp.roll_default,
-    vjp=vjp.roll_default,
+    vjp_kernel="roll_default",
     arguments=("self", "shifts", "dims"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5667,7 +5318,6 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1875,
 )
 
 
@@ -5675,7 +5325,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     name="flip",
     kind="functional",
     jvp=jvp.flip_default,
-    vjp=vjp.flip_default,
+    vjp_kernel="flip_default",
     arguments=("self", "dims"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5683,7 +5333,6 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1884,
 )
 
 
@@ -5691,7 +5340,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     name="rot90",
     kind="functional",
     jvp=jvp.rot90_default,
-    vjp=vjp.rot90_default,
+    vjp_kernel="rot90_default",
     arguments=("self", "k", "dims"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5699,7 +5348,6 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1891,
 )
 
 
@@ -5707,7 +5355,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     name="repeat",
     kind="functional",
     jvp=jvp.repeat_default,
-    vjp=vjp.repeat_default,
+    vjp_kernel="repeat_default",
     arguments=("self", "repeats"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5715,7 +5363,6 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1901,
 )
 
 
@@ -5723,7 +5370,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     name="tril",
     kind="functional",
     jvp=jvp.tril_default,
-    vjp=vjp.tril_default,
+    vjp_kernel="tril_default",
     arguments=("self", "diagonal"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5731,7 +5378,6 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1909,
 )
 
 
@@ -5739,7 +5385,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     name="tril_",
     kind="inplace",
     jvp=jvp.tril__default,
-    vjp=vjp.tril__default,
+    vjp_kernel="tril__default",
     arguments=("self", "diagonal"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5747,7 +5393,6 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
-    spec_line=1909,
 )
 
 
@@ -5755,7 +5400,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     name="triu",
     kind="functional",
     jvp=jvp.triu_default,
-    vjp=vjp.triu_default,
+    vjp_kernel="triu_default",
     arguments=("self", "diagonal"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5763,7 +5408,6 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1916,
 )
 
 
@@ -5771,7 +5415,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     name="triu_",
     kind="inplace",
     jvp=jvp.triu__default,
-    vjp=vjp.triu__default,
+    vjp_kernel="triu__default",
     arguments=("self", "diagonal"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5779,7 +5423,6 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
-    spec_line=1916,
 )
 
 
@@ -5787,7 +5430,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     name="pixel_shuffle",
     kind="functional",
     jvp=jvp.pixel_shuffle_default,
-    vjp=vjp.pixel_shuffle_default,
+    vjp_kernel="pixel_shuffle_default",
     arguments=("self", "upscale_factor"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5795,7 +5438,6 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1923,
 )
 
 
@@ -5803,7 +5445,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     name="pixel_unshuffle",
     kind="functional",
     jvp=jvp.pixel_unshuffle_default,
-    vjp=vjp.pixel_unshuffle_default,
+    vjp_kernel="pixel_unshuffle_default",
     arguments=("self", "downscale_factor"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5811,7 +5453,6 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1928,
 )
 
 
@@ -5819,7 +5460,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     name="channel_shuffle",
     kind="functional",
     jvp=jvp.channel_shuffle_default,
-    vjp=vjp.channel_shuffle_default,
+    vjp_kernel="channel_shuffle_default",
     arguments=("self", "groups"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5827,7 +5468,6 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1933,
 )
 
 
@@ -5835,7 +5475,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     name="reflection_pad1d",
     kind="functional",
     jvp=jvp.reflection_pad1d_default,
-    vjp=vjp.reflection_pad1d_default,
+    vjp_kernel="reflection_pad1d_default",
     arguments=("self", "padding"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5843,7 +5483,6 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1940,
 )
 
 
@@ -5851,7 +5490,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     name="reflection_pad2d",
     kind="functional",
     jvp=jvp.reflection_pad2d_default,
-    vjp=vjp.reflection_pad2d_default,
+    vjp_kernel="reflection_pad2d_default",
     arguments=("self", "padding"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5859,7 +5498,6 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1945,
 )
 
 
@@ -5867,7 +5505,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     name="reflection_pad3d",
     kind="functional",
     jvp=jvp.reflection_pad3d_default,
-    vjp=vjp.reflection_pad3d_default,
+    vjp_kernel="reflection_pad3d_default",
     arguments=("self", "padding"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5875,7 +5513,6 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1950,
 )
 
 
@@ -5883,7 +5520,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     name="replication_pad1d",
     kind="functional",
     jvp=jvp.replication_pad1d_default,
-    vjp=vjp.replication_pad1d_default,
+    vjp_kernel="replication_pad1d_default",
     arguments=("self", "padding"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5891,7 +5528,6 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1955,
 )
 
 
@@ -5899,7 +5535,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     name="replication_pad2d",
     kind="functional",
     jvp=jvp.replication_pad2d_default,
-    vjp=vjp.replication_pad2d_default,
+    vjp_kernel="replication_pad2d_default",
     arguments=("self", "padding"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5907,7 +5543,6 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1960,
 )
 
 
@@ -5915,7 +5550,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     name="replication_pad3d",
     kind="functional",
     jvp=jvp.replication_pad3d_default,
-    vjp=vjp.replication_pad3d_default,
+    vjp_kernel="replication_pad3d_default",
     arguments=("self", "padding"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5923,7 +5558,6 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1965,
 )
 
 
@@ -5931,7 +5565,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     name="masked_fill.Scalar",
     kind="functional",
     jvp=jvp.masked_fill_Scalar,
-    vjp=vjp.masked_fill_Scalar,
+    vjp_kernel="masked_fill_Scalar",
     arguments=("self", "mask", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5939,7 +5573,6 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1972,
 )
 
 
@@ -5947,7 +5580,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     name="masked_fill_.Scalar",
     kind="inplace",
     jvp=jvp.masked_fill__Scalar,
-    vjp=vjp.masked_fill__Scalar,
+    vjp_kernel="masked_fill__Scalar",
     arguments=("self", "mask", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -5955,7 +5588,6 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
-    spec_line=1972,
 )
 
 
@@ -5963,7 +5595,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     name="masked_fill.Tensor",
     kind="functional",
     jvp=jvp.masked_fill_Tensor,
-    vjp=vjp.masked_fill_Tensor,
+    vjp_kernel="masked_fill_Tensor",
     arguments=("self", "mask", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "value"),
@@ -5971,7 +5603,6 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1981,
 )
 
 
@@ -5979,7 +5610,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     name="masked_fill_.Tensor",
     kind="inplace",
     jvp=jvp.masked_fill__Tensor,
-    vjp=vjp.masked_fill__Tensor,
+    vjp_kernel="masked_fill__Tensor",
     arguments=("self", "mask", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "value"),
@@ -5987,7 +5618,6 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
-    spec_line=1981,
 )
 
 
@@ -5995,7 +5625,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     name="masked_select",
     kind="functional",
     jvp=jvp.masked_select_default,
-    vjp=vjp.masked_select_default,
+    vjp_kernel="masked_select_default",
     arguments=("self", "mask"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6003,7 +5633,6 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1990,
 )
 
 
@@ -6011,7 +5640,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     name="masked_scatter",
     kind="functional",
     jvp=jvp.masked_scatter_default,
-    vjp=vjp.masked_scatter_default,
+    vjp_kernel="masked_scatter_default",
     arguments=("self", "mask", "source"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -6019,7 +5648,6 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=1999,
 )
 
 
@@ -6027,7 +5655,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     name="masked_scatter_",
     kind="inplace",
     jvp=jvp.masked_scatter__default,
-    vjp=vjp.masked_scatter__default,
+    vjp_kernel="masked_scatter__default",
     arguments=("self", "mask", "source"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -6035,7 +5663,6 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
-    spec_line=1999,
 )
 
 
@@ -6043,7 +5670,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     name="masked_scatter_backward",
     kind="functional",
     jvp=jvp.masked_scatter_backward_default,
-    vjp=vjp.masked_scatter_backward_default,
+    vjp_kernel="masked_scatter_backward_default",
     arguments=("grad_output", "mask", "sizes"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -6051,7 +5678,6 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2011,
 )
 
 
@@ -6059,7 +5685,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     name="index.Tensor",
     kind="functional",
     jvp=jvp.index_Tensor,
-    vjp=vjp.index_Tensor,
+    vjp_kernel="index_Tensor",
     arguments=("self", "indices"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6067,7 +5693,6 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2019,
 )
 
 
@@ -6075,7 +5700,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     name="index_put",
     kind="functional",
     jvp=jvp.index_put_default,
-    vjp=vjp.index_put_default,
+    vjp_kernel="index_put_default",
     arguments=("self", "indices", "values", "accumulate"),
     outputs=("result",),
     differentiable_inputs=("self", "values"),
@@ -6083,7 +5708,6 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2029,
 )
 
 
@@ -6091,7 +5715,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     name="index_put_",
     kind="inplace",
     jvp=jvp.index_put__default,
-    vjp=vjp.index_put__default,
+    vjp_kernel="index_put__default",
     arguments=("self", "indices", "values", "accumulate"),
     outputs=("result",),
     differentiable_inputs=("self", "values"),
@@ -6099,7 +5723,6 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
-    spec_line=2029,
 )
 
 
@@ -6107,7 +5730,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     name="view_as_real",
     kind="view",
     jvp=jvp.view_as_real_default,
-    vjp=vjp.view_as_real_default,
+    vjp_kernel="view_as_real_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6115,7 +5738,6 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2047,
 )
 
 
@@ -6123,7 +5745,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     name="view_as_complex",
     kind="view",
     jvp=jvp.view_as_complex_default,
-    vjp=vjp.view_as_complex_default,
+    vjp_kernel="view_as_complex_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6131,7 +5753,6 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2053,
 )
 
 
@@ -6139,7 +5760,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     name="squeeze_.dim",
     kind="inplace",
     jvp=jvp.squeeze__dim,
-    vjp=vjp.squeeze__dim,
+    vjp_kernel="squeeze__dim",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6147,7 +5768,6 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
-    spec_line=2062,
 )
 
 
@@ -6155,7 +5775,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     name="squeeze_.dims",
     kind="inplace",
     jvp=jvp.squeeze__dims,
-    vjp=vjp.squeeze__dims,
+    vjp_kernel="squeeze__dims",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6163,7 +5783,6 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
-    spec_line=2064,
 )
 
 
@@ -6171,7 +5790,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     name="squeeze_",
     kind="inplace",
     jvp=jvp.squeeze__default,
-    vjp=vjp.squeeze__default,
+    vjp_kernel="squeeze__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6179,7 +5798,6 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
-    spec_line=2066,
 )
 
 
@@ -6187,7 +5805,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     name="unsqueeze_",
     kind="inplace",
     jvp=jvp.unsqueeze__default,
-    vjp=vjp.unsqueeze__default,
+    vjp_kernel="unsqueeze__default",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6195,7 +5813,6 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
-    spec_line=2068,
 )
 
 
@@ -6203,7 +5820,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     name="t_",
     kind="inplace",
     jvp=jvp.t__default,
-    vjp=vjp.t__default,
+    vjp_kernel="t__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6211,7 +5828,6 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
-    spec_line=2070,
 )
 
 
@@ -6219,7 +5835,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     name="transpose_",
     kind="inplace",
     jvp=jvp.transpose__default,
-    vjp=vjp.transpose__default,
+    vjp_kernel="transpose__default",
     arguments=("self", "dim0", "dim1"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6227,7 +5843,6 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2072,
 )
 
 
@@ -6235,7 +5850,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     name="select_scatter",
     kind="functional",
     jvp=jvp.select_scatter_default,
-    vjp=vjp.select_scatter_default,
+    vjp_kernel="select_scatter_default",
     arguments=("self", "src", "dim", "index"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -6243,7 +5858,6 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2081,
 )
 
 
@@ -6251,7 +5865,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     name="slice_scatter",
     kind="functional",
     jvp=jvp.slice_scatter_default,
-    vjp=vjp.slice_scatter_default,
+    vjp_kernel="slice_scatter_default",
     arguments=("self", "src", "dim", "start", "end", "step"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -6259,7 +5873,6 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2089,
 )
 
 
@@ -6267,7 +5880,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     name="diagonal_scatter",
     kind="functional",
     jvp=jvp.diagonal_scatter_default,
-    vjp=vjp.diagonal_scatter_default,
+    vjp_kernel="diagonal_scatter_default",
     arguments=("self", "src", "offset", "dim1", "dim2"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -6275,7 +5888,6 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2098,
 )
 
 
@@ -6283,7 +5895,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     name="fill.Scalar",
     kind="functional",
     jvp=jvp.fill_Scalar,
-    vjp=vjp.fill_Scalar,
+    vjp_kernel="fill_Scalar",
     arguments=("self", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6291,7 +5903,6 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2106,
 )
 
 
@@ -6299,7 +5910,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     name="block_diag",
     kind="functional",
     jvp=jvp.block_diag_default,
-    vjp=vjp.block_diag_default,
+    vjp_kernel="block_diag_default",
     arguments=("tensors",),
     outputs=("result",),
     differentiable_inputs=("tensors",),
@@ -6307,7 +5918,6 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2113,
 )
 
 
@@ -6315,7 +5925,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     name="linalg_vector_norm",
     kind="functional",
     jvp=jvp.linalg_vector_norm_default,
-    vjp=vjp.linalg_vector_norm_default,
+    vjp_kernel="linalg_vector_norm_default",
     arguments=("self", "ord", "dim", "keepdim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6323,7 +5933,6 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2123,
 )
 
 
@@ -6331,7 +5940,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     name="norm.Scalar",
     kind="functional",
     jvp=jvp.norm_Scalar,
-    vjp=vjp.norm_Scalar,
+    vjp_kernel="norm_Scalar",
     arguments=("self", "p"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6339,7 +5948,6 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2134,
 )
 
 
@@ -6347,7 +5955,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     name="norm.ScalarOpt_dim",
     kind="functional",
     jvp=jvp.norm_ScalarOpt_dim,
-    vjp=vjp.norm_ScalarOpt_dim,
+    vjp_kernel="norm_ScalarOpt_dim",
     arguments=("self", "p", "dim", "keepdim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6355,7 +5963,6 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2141,
 )
 
 
@@ -6363,7 +5970,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     name="dist",
     kind="functional",
     jvp=jvp.dist_default,
-    vjp=vjp.dist_default,
+    vjp_kernel="dist_default",
     arguments=("self", "other", "p"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -6371,7 +5978,6 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2148,
 )
 
 
@@ -6379,7 +5985,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     name="var.correction",
     kind="functional",
     jvp=jvp.var_correction,
-    vjp=vjp.var_correction,
+    vjp_kernel="var_correction",
     arguments=("self", "dim", "correction", "keepdim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6387,7 +5993,6 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2156,
 )
 
 
@@ -6395,7 +6000,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     name="std.correction",
     kind="functional",
     jvp=jvp.std_correction,
-    vjp=vjp.std_correction,
+    vjp_kernel="std_correction",
     arguments=("self", "dim", "correction", "keepdim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6403,7 +6008,6 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2165,
 )
 
 
@@ -6411,7 +6015,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     name="var_mean.correction",
     kind="functional",
     jvp=jvp.var_mean_correction,
-    vjp=vjp.var_mean_correction,
+    vjp_kernel="var_mean_correction",
     arguments=("self", "dim", "correction", "keepdim"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -6419,7 +6023,6 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2173,
 )
 
 
@@ -6427,7 +6030,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     name="std_mean.correction",
     kind="functional",
     jvp=jvp.std_mean_correction,
-    vjp=vjp.std_mean_correction,
+    vjp_kernel="std_mean_correction",
     arguments=("self", "dim", "correction", "keepdim"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -6435,7 +6038,6 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2182,
 )
 
 
@@ -6443,7 +6045,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     name="logsumexp",
     kind="functional",
     jvp=jvp.logsumexp_default,
-    vjp=vjp.logsumexp_default,
+    vjp_kernel="logsumexp_default",
     arguments=("self", "dim", "keepdim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6451,7 +6053,6 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2191,
 )
 
 
@@ -6459,7 +6060,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     name="nansum",
     kind="functional",
     jvp=jvp.nansum_default,
-    vjp=vjp.nansum_default,
+    vjp_kernel="nansum_default",
     arguments=("self", "dim", "keepdim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6467,7 +6068,6 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2199,
 )
 
 
@@ -6475,7 +6075,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     name="prod",
     kind="functional",
     jvp=jvp.prod_default,
-    vjp=vjp.prod_default,
+    vjp_kernel="prod_default",
     arguments=("self", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6483,7 +6083,6 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2207,
 )
 
 
@@ -6491,7 +6090,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     name="prod.dim_int",
     kind="functional",
     jvp=jvp.prod_dim_int,
-    vjp=vjp.prod_dim_int,
+    vjp_kernel="prod_dim_int",
     arguments=("self", "dim", "keepdim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6499,7 +6098,6 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2211,
 )
 
 
@@ -6507,7 +6105,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     name="cumsum",
     kind="functional",
     jvp=jvp.cumsum_default,
-    vjp=vjp.cumsum_default,
+    vjp_kernel="cumsum_default",
     arguments=("self", "dim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6515,7 +6113,6 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2219,
 )
 
 
@@ -6523,7 +6120,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     name="cumsum_",
     kind="inplace",
     jvp=jvp.cumsum__default,
-    vjp=vjp.cumsum__default,
+    vjp_kernel="cumsum__default",
     arguments=("self", "dim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6531,7 +6128,6 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
-    spec_line=2219,
 )
 
 
@@ -6539,7 +6135,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     name="cumprod",
     kind="functional",
     jvp=jvp.cumprod_default,
-    vjp=vjp.cumprod_default,
+    vjp_kernel="cumprod_default",
     arguments=("self", "dim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6547,7 +6143,6 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2228,
 )
 
 
@@ -6555,7 +6150,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     name="cumprod_",
     kind="inplace",
     jvp=jvp.cumprod__default,
-    vjp=vjp.cumprod__default,
+    vjp_kernel="cumprod__default",
     arguments=("self", "dim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6563,7 +6158,6 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
-    spec_line=2228,
 )
 
 
@@ -6571,7 +6165,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     name="logcumsumexp",
     kind="functional",
     jvp=jvp.logcumsumexp_default,
-    vjp=vjp.logcumsumexp_default,
+    vjp_kernel="logcumsumexp_default",
     arguments=("self", "dim"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6579,7 +6173,6 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2236,
 )
 
 
@@ -6587,7 +6180,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     name="cummax",
     kind="functional",
     jvp=jvp.cummax_default,
-    vjp=vjp.cummax_default,
+    vjp_kernel="cummax_default",
     arguments=("self", "dim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6595,7 +6188,6 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2244,
 )
 
 
@@ -6603,7 +6195,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     name="cummin",
     kind="functional",
     jvp=jvp.cummin_default,
-    vjp=vjp.cummin_default,
+    vjp_kernel="cummin_default",
     arguments=("self", "dim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6611,7 +6203,6 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2252,
 )
 
 
@@ -6619,7 +6210,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     name="sort",
     kind="functional",
     jvp=jvp.sort_default,
-    vjp=vjp.sort_default,
+    vjp_kernel="sort_default",
     arguments=("self", "dim", "descending"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6627,7 +6218,6 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2260,
 )
 
 
@@ -6635,7 +6225,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     name="sort.stable",
     kind="functional",
     jvp=jvp.sort_stable,
-    vjp=vjp.sort_stable,
+    vjp_kernel="sort_stable",
     arguments=("self", "stable", "dim", "descending"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6643,7 +6233,6 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2268,
 )
 
 
@@ -6651,7 +6240,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     name="topk",
     kind="functional",
     jvp=jvp.topk_default,
-    vjp=vjp.topk_default,
+    vjp_kernel="topk_default",
     arguments=("self", "k", "dim", "largest", "sorted"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6659,7 +6248,6 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2276,
 )
 
 
@@ -6667,7 +6255,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     name="kthvalue",
     kind="functional",
     jvp=jvp.kthvalue_default,
-    vjp=vjp.kthvalue_default,
+    vjp_kernel="kthvalue_default",
     arguments=("self", "k", "dim", "keepdim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6675,7 +6263,6 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2284,
 )
 
 
@@ -6683,7 +6270,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     name="mode",
     kind="functional",
     jvp=jvp.mode_default,
-    vjp=vjp.mode_default,
+    vjp_kernel="mode_default",
     arguments=("self", "dim", "keepdim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6691,7 +6278,6 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2292,
 )
 
 
@@ -6699,7 +6285,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     name="median.dim",
     kind="functional",
     jvp=jvp.median_dim,
-    vjp=vjp.median_dim,
+    vjp_kernel="median_dim",
     arguments=("self", "dim", "keepdim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6707,7 +6293,6 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2300,
 )
 
 
@@ -6715,7 +6300,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     name="nanmedian.dim",
     kind="functional",
     jvp=jvp.nanmedian_dim,
-    vjp=vjp.nanmedian_dim,
+    vjp_kernel="nanmedian_dim",
     arguments=("self", "dim", "keepdim"),
     outputs=("values", "indices"),
     differentiable_inputs=("self",),
@@ -6723,7 +6308,6 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2308,
 )
 
 
@@ -6731,7 +6315,7 @@ KERNELS[aten.median.default] = KernelInfo(
     name="median",
     kind="functional",
     jvp=jvp.median_default,
-    vjp=vjp.median_default,
+    vjp_kernel="median_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6739,7 +6323,6 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2316,
 )
 
 
@@ -6747,7 +6330,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     name="nanmedian",
     kind="functional",
     jvp=jvp.nanmedian_default,
-    vjp=vjp.nanmedian_default,
+    vjp_kernel="nanmedian_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6755,7 +6338,6 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2321,
 )
 
 
@@ -6763,7 +6345,7 @@ KERNELS[aten.max.default] = KernelInfo(
     name="max",
     kind="functional",
     jvp=jvp.max_default,
-    vjp=vjp.max_default,
+    vjp_kernel="max_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6771,7 +6353,6 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2326,
 )
 
 
@@ -6779,7 +6360,7 @@ KERNELS[aten.min.default] = KernelInfo(
     name="min",
     kind="functional",
     jvp=jvp.min_default,
-    vjp=vjp.min_default,
+    vjp_kernel="min_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6787,7 +6368,6 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2331,
 )
 
 
@@ -6795,7 +6375,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     name="aminmax",
     kind="functional",
     jvp=jvp.aminmax_default,
-    vjp=vjp.aminmax_default,
+    vjp_kernel="aminmax_default",
     arguments=("self", "dim", "keepdim"),
     outputs=("min", "max"),
     differentiable_inputs=("self",),
@@ -6803,7 +6383,6 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2336,
 )
 
 
@@ -6811,7 +6390,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     name="trace",
     kind="functional",
     jvp=jvp.trace_default,
-    vjp=vjp.trace_default,
+    vjp_kernel="trace_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6819,7 +6398,6 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2344,
 )
 
 
@@ -6827,7 +6405,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     name="renorm",
     kind="functional",
     jvp=jvp.renorm_default,
-    vjp=vjp.renorm_default,
+    vjp_kernel="renorm_default",
     arguments=("self", "p", "dim", "maxnorm"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6835,7 +6413,6 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2351,
 )
 
 
@@ -6843,7 +6420,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     name="renorm_",
     kind="inplace",
     jvp=jvp.renorm__default,
-    vjp=vjp.renorm__default,
+    vjp_kernel="renorm__default",
     arguments=("self", "p", "dim", "maxnorm"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -6851,7 +6428,6 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
-    spec_line=2351,
 )
 
 
@@ -6859,7 +6435,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     name="vdot",
     kind="functional",
     jvp=jvp.vdot_default,
-    vjp=vjp.vdot_default,
+    vjp_kernel="vdot_default",
     arguments=("self", "other"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -6867,7 +6443,6 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2360,
 )
 
 
@@ -6875,7 +6450,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     name="addmv",
     kind="functional",
     jvp=jvp.addmv_default,
-    vjp=vjp.addmv_default,
+    vjp_kernel="addmv_default",
     arguments=("self", "mat", "vec", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "mat", "vec"),
@@ -6883,7 +6458,6 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2366,
 )
 
 
@@ -6891,7 +6465,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     name="addmv_",
     kind="inplace",
     jvp=jvp.addmv__default,
-    vjp=vjp.addmv__default,
+    vjp_kernel="addmv__default",
     arguments=("self", "mat", "vec", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "mat", "vec"),
@@ -6899,7 +6473,6 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
-    spec_line=2366,
 )
 
 
@@ -6907,7 +6480,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     name="addr",
     kind="functional",
     jvp=jvp.addr_default,
-    vjp=vjp.addr_default,
+    vjp_kernel="addr_default",
     arguments=("self", "vec1", "vec2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "vec1", "vec2"),
@@ -6915,7 +6488,6 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2375,
 )
 
 
@@ -6923,7 +6495,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     name="addr_",
     kind="inplace",
     jvp=jvp.addr__default,
-    vjp=vjp.addr__default,
+    vjp_kernel="addr__default",
     arguments=("self", "vec1", "vec2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "vec1", "vec2"),
@@ -6931,7 +6503,6 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
-    spec_line=2375,
 )
 
 
@@ -6939,7 +6510,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     name="baddbmm",
     kind="functional",
     jvp=jvp.baddbmm_default,
-    vjp=vjp.baddbmm_default,
+    vjp_kernel="baddbmm_default",
     arguments=("self", "batch1", "batch2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "batch1", "batch2"),
@@ -6947,7 +6518,6 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2384,
 )
 
 
@@ -6955,7 +6525,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     name="baddbmm_",
     kind="inplace",
     jvp=jvp.baddbmm__default,
-    vjp=vjp.baddbmm__default,
+    vjp_kernel="baddbmm__default",
     arguments=("self", "batch1", "batch2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "batch1", "batch2"),
@@ -6963,7 +6533,6 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
-    spec_line=2384,
 )
 
 
@@ -6971,7 +6540,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     name="addbmm",
     kind="functional",
     jvp=jvp.addbmm_default,
-    vjp=vjp.addbmm_default,
+    vjp_kernel="addbmm_default",
     arguments=("self", "batch1", "batch2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "batch1", "batch2"),
@@ -6979,7 +6548,6 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2393,
 )
 
 
@@ -6987,7 +6555,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     name="addbmm_",
     kind="inplace",
     jvp=jvp.addbmm__default,
-    vjp=vjp.addbmm__default,
+    vjp_kernel="addbmm__default",
     arguments=("self", "batch1", "batch2", "beta", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "batch1", "batch2"),
@@ -6995,7 +6563,6 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
-    spec_line=2393,
 )
 
 
@@ -7003,7 +6570,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     name="index_select",
     kind="functional",
     jvp=jvp.index_select_default,
-    vjp=vjp.index_select_default,
+    vjp_kernel="index_select_default",
     arguments=("self", "dim", "index"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7011,7 +6578,6 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2406,
 )
 
 
@@ -7019,7 +6585,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     name="gather",
     kind="functional",
     jvp=jvp.gather_default,
-    vjp=vjp.gather_default,
+    vjp_kernel="gather_default",
     arguments=("self", "dim", "index", "sparse_grad"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7027,7 +6593,6 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2417,
 )
 
 
@@ -7035,7 +6600,7 @@ KERNELS[aten.take.default] = KernelInfo(
     name="take",
     kind="functional",
     jvp=jvp.take_default,
-    vjp=vjp.take_default,
+    vjp_kernel="take_default",
     arguments=("self", "index"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7043,7 +6608,6 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2427,
 )
 
 
@@ -7051,7 +6615,7 @@ KERNELS[aten.put.default] = KernelInfo(
     name="put",
     kind="functional",
     jvp=jvp.put_default,
-    vjp=vjp.put_default,
+    vjp_kernel="put_default",
     arguments=("self", "index", "source", "accumulate"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -7059,7 +6623,6 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2435,
 )
 
 
@@ -7067,7 +6630,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     name="put_",
     kind="inplace",
     jvp=jvp.put__default,
-    vjp=vjp.put__default,
+    vjp_kernel="put__default",
     arguments=("self", "index", "source", "accumulate"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -7075,7 +6638,6 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
-    spec_line=2435,
 )
 
 
@@ -7083,7 +6645,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     name="scatter.src",
     kind="functional",
     jvp=jvp.scatter_src,
-    vjp=vjp.scatter_src,
+    vjp_kernel="scatter_src",
     arguments=("self", "dim", "index", "src"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -7091,7 +6653,6 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2446,
 )
 
 
@@ -7099,7 +6660,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     name="scatter_.src",
     kind="inplace",
     jvp=jvp.scatter__src,
-    vjp=vjp.scatter__src,
+    vjp_kernel="scatter__src",
     arguments=("self", "dim", "index", "src"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -7107,7 +6668,6 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
-    spec_line=2446,
 )
 
 
@@ -7115,7 +6675,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     name="scatter.value",
     kind="functional",
     jvp=jvp.scatter_value,
-    vjp=vjp.scatter_value,
+    vjp_kernel="scatter_value",
     arguments=("self", "dim", "index", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7123,7 +6683,6 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2455,
 )
 
 
@@ -7131,7 +6690,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     name="scatter_.value",
     kind="inplace",
     jvp=jvp.scatter__value,
-    vjp=vjp.scatter__value,
+    vjp_kernel="scatter__value",
     arguments=("self", "dim", "index", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7139,7 +6698,6 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
-    spec_line=2455,
 )
 
 
@@ -7147,7 +6705,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     name="scatter_add",
     kind="functional",
     jvp=jvp.scatter_add_default,
-    vjp=vjp.scatter_add_default,
+    vjp_kernel="scatter_add_default",
     arguments=("self", "dim", "index", "src"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -7155,7 +6713,6 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2463,
 )
 
 
@@ -7163,7 +6720,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     name="scatter_add_",
     kind="inplace",
     jvp=jvp.scatter_add__default,
-    vjp=vjp.scatter_add__default,
+    vjp_kernel="scatter_add__default",
     arguments=("self", "dim", "index", "src"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -7171,7 +6728,6 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
-    spec_line=2463,
 )
 
 
@@ -7179,7 +6735,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     name="scatter_reduce.two",
     kind="functional",
     jvp=jvp.scatter_reduce_two,
-    vjp=vjp.scatter_reduce_two,
+    vjp_kernel="scatter_reduce_two",
     arguments=("self", "dim", "index", "src", "reduce", "include_self"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -7187,7 +6743,6 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2474,
 )
 
 
@@ -7195,7 +6750,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     name="scatter_reduce_.two",
     kind="inplace",
     jvp=jvp.scatter_reduce__two,
-    vjp=vjp.scatter_reduce__two,
+    vjp_kernel="scatter_reduce__two",
     arguments=("self", "dim", "index", "src", "reduce", "include_self"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -7203,7 +6758,6 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
-    spec_line=2474,
 )
 
 
@@ -7211,7 +6765,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     name="index_add",
     kind="functional",
     jvp=jvp.index_add_default,
-    vjp=vjp.index_add_default,
+    vjp_kernel="index_add_default",
     arguments=("self", "dim", "index", "source", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -7219,7 +6773,6 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2488,
 )
 
 
@@ -7227,7 +6780,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     name="index_add_",
     kind="inplace",
     jvp=jvp.index_add__default,
-    vjp=vjp.index_add__default,
+    vjp_kernel="index_add__default",
     arguments=("self", "dim", "index", "source", "alpha"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -7235,7 +6788,6 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
-    spec_line=2488,
 )
 
 
@@ -7243,7 +6795,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     name="index_copy",
     kind="functional",
     jvp=jvp.index_copy_default,
-    vjp=vjp.index_copy_default,
+    vjp_kernel="index_copy_default",
     arguments=("self", "dim", "index", "source"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -7251,7 +6803,6 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2499,
 )
 
 
@@ -7259,7 +6810,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     name="index_copy_",
     kind="inplace",
     jvp=jvp.index_copy__default,
-    vjp=vjp.index_copy__default,
+    vjp_kernel="index_copy__default",
     arguments=("self", "dim", "index", "source"),
     outputs=("result",),
     differentiable_inputs=("self", "source"),
@@ -7267,7 +6818,6 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
-    spec_line=2499,
 )
 
 
@@ -7275,7 +6825,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     name="index_fill.int_Scalar",
     kind="functional",
     jvp=jvp.index_fill_int_Scalar,
-    vjp=vjp.index_fill_int_Scalar,
+    vjp_kernel="index_fill_int_Scalar",
     arguments=("self", "dim", "index", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7283,7 +6833,6 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2508,
 )
 
 
@@ -7291,7 +6840,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     name="index_fill_.int_Scalar",
     kind="inplace",
     jvp=jvp.index_fill__int_Scalar,
-    vjp=vjp.index_fill__int_Scalar,
+    vjp_kernel="index_fill__int_Scalar",
     arguments=("self", "dim", "index", "value"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7299,7 +6848,6 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
-    spec_line=2508,
 )
 
 
@@ -7307,7 +6855,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     name="index_fill.int_Tensor",
     kind="functional",
     jvp=jvp.index_fill_int_Tensor,
-    vjp=vjp.index_fill_int_Tensor,
+    vjp_kernel="index_fill_int_Tensor",
     arguments=("self", "dim", "index", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "value"),
@@ -7315,7 +6863,6 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2516,
 )
 
 
@@ -7323,7 +6870,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     name="index_fill_.int_Tensor",
     kind="inplace",
     jvp=jvp.index_fill__int_Tensor,
-    vjp=vjp.index_fill__int_Tensor,
+    vjp_kernel="index_fill__int_Tensor",
     arguments=("self", "dim", "index", "value"),
     outputs=("result",),
     differentiable_inputs=("self", "value"),
@@ -7331,7 +6878,6 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
-    spec_line=2516,
 )
 
 
@@ -7339,7 +6885,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     name="_unsafe_masked_index",
     kind="functional",
     jvp=jvp._unsafe_masked_index_default,
-    vjp=vjp._unsafe_masked_index_default,
+    vjp_kernel="_unsafe_masked_index_default",
     arguments=("self", "mask", "indices", "fill"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7347,7 +6893,6 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2525,
 )
 
 
@@ -7355,7 +6900,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     name="_unsafe_masked_index_put_accumulate",
     kind="functional",
     jvp=jvp._unsafe_masked_index_put_accumulate_default,
-    vjp=vjp._unsafe_masked_index_put_accumulate_default,
+    vjp_kernel="_unsafe_masked_index_put_accumulate_default",
     arguments=("self", "mask", "indices", "values"),
     outputs=("result",),
     differentiable_inputs=("self", "values"),
@@ -7363,7 +6908,6 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2533,
 )
 
 
@@ -7371,7 +6915,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     name="nll_loss_forward",
     kind="functional",
     jvp=jvp.nll_loss_forward_default,
-    vjp=vjp.nll_loss_forward_default,
+    vjp_kernel="nll_loss_forward_default",
     arguments=("self", "target", "weight", "reduction", "ignore_index"),
     outputs=("output", "total_weight"),
     differentiable_inputs=("self",),
@@ -7379,7 +6923,6 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2546,
 )
 
 
@@ -7387,7 +6930,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     name="nll_loss2d_forward",
     kind="functional",
     jvp=jvp.nll_loss2d_forward_default,
-    vjp=vjp.nll_loss2d_forward_default,
+    vjp_kernel="nll_loss2d_forward_default",
     arguments=("self", "target", "weight", "reduction", "ignore_index"),
     outputs=("output", "total_weight"),
     differentiable_inputs=("self",),
@@ -7395,7 +6938,6 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2557,
 )
 
 
@@ -7403,7 +6945,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     name="embedding",
     kind="functional",
     jvp=jvp.embedding_default,
-    vjp=vjp.embedding_default,
+    vjp_kernel="embedding_default",
     arguments=("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"),
     outputs=("result",),
     differentiable_inputs=("weight",),
@@ -7411,7 +6953,6 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2566,
 )
 
 
@@ -7419,7 +6960,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     name="max_unpool2d",
     kind="functional",
     jvp=jvp.max_unpool2d_default,
-    vjp=vjp.max_unpool2d_default,
+    vjp_kernel="max_unpool2d_default",
     arguments=("self", "indices", "output_size"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7427,7 +6968,6 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2574,
 )
 
 
@@ -7435,7 +6975,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     name="binary_cross_entropy",
     kind="functional",
     jvp=jvp.binary_cross_entropy_default,
-    vjp=vjp.binary_cross_entropy_default,
+    vjp_kernel="binary_cross_entropy_default",
     arguments=("self", "target", "weight", "reduction"),
     outputs=("result",),
     differentiable_inputs=("self", "target"),
@@ -7443,7 +6983,6 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2582,
 )
 
 
@@ -7451,7 +6990,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     name="acosh",
     kind="functional",
     jvp=jvp.acosh_default,
-    vjp=vjp.acosh_default,
+    vjp_kernel="acosh_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7459,7 +6998,6 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2592,
 )
 
 
@@ -7467,7 +7005,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     name="acosh_",
     kind="inplace",
     jvp=jvp.acosh__default,
-    vjp=vjp.acosh__default,
+    vjp_kernel="acosh__default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7475,7 +7013,6 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
-    spec_line=2592,
 )
 
 
@@ -7483,7 +7020,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     name="special_ndtri",
     kind="functional",
     jvp=jvp.special_ndtri_default,
-    vjp=vjp.special_ndtri_default,
+    vjp_kernel="special_ndtri_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7491,7 +7028,6 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2598,
 )
 
 
@@ -7499,7 +7035,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     name="_fft_c2c",
     kind="functional",
     jvp=jvp._fft_c2c_default,
-    vjp=vjp._fft_c2c_default,
+    vjp_kernel="_fft_c2c_default",
     arguments=("self", "dim", "normalization", "forward"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7507,7 +7043,6 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2610,
 )
 
 
@@ -7515,7 +7050,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     name="_fft_r2c",
     kind="functional",
     jvp=jvp._fft_r2c_default,
-    vjp=vjp._fft_r2c_default,
+    vjp_kernel="_fft_r2c_default",
     arguments=("self", "dim", "normalization", "onesided"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7523,7 +7058,6 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2620,
 )
 
 
@@ -7531,7 +7065,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     name="_fft_c2r",
     kind="functional",
     jvp=jvp._fft_c2r_default,
-    vjp=vjp._fft_c2r_default,
+    vjp_kernel="_fft_c2r_default",
     arguments=("self", "dim", "normalization", "last_dim_size"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7539,7 +7073,6 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2632,
 )
 
 
@@ -7547,7 +7080,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     name="unfold_backward",
     kind="functional",
     jvp=jvp.unfold_backward_default,
-    vjp=vjp.unfold_backward_default,
+    vjp_kernel="unfold_backward_default",
     arguments=("grad_in", "input_sizes", "dim", "size", "step"),
     outputs=("result",),
     differentiable_inputs=("grad_in",),
@@ -7555,7 +7088,6 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2645,
 )
 
 
@@ -7563,7 +7095,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     name="linalg_inv_ex",
     kind="functional",
     jvp=jvp.linalg_inv_ex_default,
-    vjp=vjp.linalg_inv_ex_default,
+    vjp_kernel="linalg_inv_ex_default",
     arguments=("A", "check_errors"),
     outputs=("inverse", "info"),
     differentiable_inputs=("A",),
@@ -7571,7 +7103,6 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2661,
 )
 
 
@@ -7579,7 +7110,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     name="_linalg_solve_ex",
     kind="functional",
     jvp=jvp._linalg_solve_ex_default,
-    vjp=vjp._linalg_solve_ex_default,
+    vjp_kernel="_linalg_solve_ex_default",
     arguments=("A", "B", "left", "check_errors"),
     outputs=("result", "LU", "pivots", "info"),
     differentiable_inputs=("A", "B"),
@@ -7587,7 +7118,6 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2670,
 )
 
 
@@ -7595,7 +7125,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     name="linalg_solve_triangular",
     kind="functional",
     jvp=jvp.linalg_solve_triangular_default,
-    vjp=vjp.linalg_solve_triangular_default,
+    vjp_kernel="linalg_solve_triangular_default",
     arguments=("self", "B", "upper", "left", "unitriangular"),
     outputs=("result",),
     differentiable_inputs=("self", "B"),
@@ -7603,7 +7133,6 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2683,
 )
 
 
@@ -7611,7 +7140,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     name="triangular_solve",
     kind="functional",
     jvp=jvp.triangular_solve_default,
-    vjp=vjp.triangular_solve_default,
+    vjp_kernel="triangular_solve_default",
     arguments=("self", "A", "upper", "transpose", "unitriangular"),
     outputs=("solution", "cloned_coefficient"),
     differentiable_inputs=("self", "A"),
@@ -7619,7 +7148,6 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2697,
 )
 
 
@@ -7627,7 +7155,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     name="linalg_cholesky_ex",
     kind="functional",
     jvp=jvp.linalg_cholesky_ex_default,
-    vjp=vjp.linalg_cholesky_ex_default,
+    vjp_kernel="linalg_cholesky_ex_default",
     arguments=("self", "upper", "check_errors"),
     outputs=("L", "info"),
     differentiable_inputs=("self",),
@@ -7635,7 +7163,6 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2708,
 )
 
 
@@ -7643,7 +7170,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     name="cholesky_solve",
     kind="functional",
     jvp=jvp.cholesky_solve_default,
-    vjp=vjp.cholesky_solve_default,
+    vjp_kernel="cholesky_solve_default",
     arguments=("self", "input2", "upper"),
     outputs=("result",),
     differentiable_inputs=("self", "input2"),
@@ -7651,7 +7178,6 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2721,
 )
 
 
@@ -7659,7 +7185,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     name="cholesky_inverse",
     kind="functional",
     jvp=jvp.cholesky_inverse_default,
-    vjp=vjp.cholesky_inverse_default,
+    vjp_kernel="cholesky_inverse_default",
     arguments=("self", "upper"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7667,7 +7193,6 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2729,
 )
 
 
@@ -7675,7 +7200,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     name="_linalg_det",
     kind="functional",
     jvp=jvp._linalg_det_default,
-    vjp=vjp._linalg_det_default,
+    vjp_kernel="_linalg_det_default",
     arguments=("A",),
     outputs=("result", "LU", "pivots"),
     differentiable_inputs=("A",),
@@ -7683,7 +7208,6 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2738,
 )
 
 
@@ -7691,7 +7215,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     name="_linalg_slogdet",
     kind="functional",
     jvp=jvp._linalg_slogdet_default,
-    vjp=vjp._linalg_slogdet_default,
+    vjp_kernel="_linalg_slogdet_default",
     arguments=("A",),
     outputs=("sign", "logabsdet", "LU", "pivots"),
     differentiable_inputs=("A",),
@@ -7699,7 +7223,6 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2746,
 )
 
 
@@ -7707,7 +7230,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     name="linalg_lu_factor_ex",
     kind="functional",
     jvp=jvp.linalg_lu_factor_ex_default,
-    vjp=vjp.linalg_lu_factor_ex_default,
+    vjp_kernel="linalg_lu_factor_ex_default",
     arguments=("A", "pivot", "check_errors"),
     outputs=("LU", "pivots", "info"),
     differentiable_inputs=("A",),
@@ -7715,7 +7238,6 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2755,
 )
 
 
@@ -7723,7 +7245,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     name="linalg_lu",
     kind="functional",
     jvp=jvp.linalg_lu_default,
-    vjp=vjp.linalg_lu_default,
+    vjp_kernel="linalg_lu_default",
     arguments=("A", "pivot"),
     outputs=("P", "L", "U"),
     differentiable_inputs=("A",),
@@ -7731,7 +7253,6 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2764,
 )
 
 
@@ -7739,7 +7260,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     name="linalg_cross",
     kind="functional",
     jvp=jvp.linalg_cross_default,
-    vjp=vjp.linalg_cross_default,
+    vjp_kernel="linalg_cross_default",
     arguments=("self", "other", "dim"),
     outputs=("result",),
     differentiable_inputs=("self", "other"),
@@ -7747,7 +7268,6 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2774,
 )
 
 
@@ -7755,7 +7275,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     name="linalg_matrix_exp",
     kind="functional",
     jvp=jvp.linalg_matrix_exp_default,
-    vjp=vjp.linalg_matrix_exp_default,
+    vjp_kernel="linalg_matrix_exp_default",
     arguments=("self",),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -7763,7 +7283,6 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2783,
 )
 
 
@@ -7771,7 +7290,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     name="linalg_householder_product",
     kind="functional",
     jvp=jvp.linalg_householder_product_default,
-    vjp=vjp.linalg_householder_product_default,
+    vjp_kernel="linalg_householder_product_default",
     arguments=("input", "tau"),
     outputs=("result",),
     differentiable_inputs=("input", "tau"),
@@ -7779,7 +7298,6 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2790,
 )
 
 
@@ -7787,7 +7305,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     name="lu_unpack",
     kind="functional",
     jvp=jvp.lu_unpack_default,
-    vjp=vjp.lu_unpack_default,
+    vjp_kernel="lu_unpack_default",
     arguments=("LU_data", "LU_pivots", "unpack_data", "unpack_pivots"),
     outputs=("P", "L", "U"),
     differentiable_inputs=("LU_data",),
@@ -7795,7 +7313,6 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2798,
 )
 
 
@@ -7803,7 +7320,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     name="linalg_lu_solve",
     kind="functional",
     jvp=jvp.linalg_lu_solve_default,
-    vjp=vjp.linalg_lu_solve_default,
+    vjp_kernel="linalg_lu_solve_default",
     arguments=("LU", "pivots", "B", "left", "adjoint"),
     outputs=("result",),
     differentiable_inputs=("LU", "B"),
@@ -7811,7 +7328,6 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=2810,
 )
 
 
@@ -7819,7 +7335,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     name="elu_backward",
     kind="functional",
     jvp=jvp.elu_backward_default,
-    vjp=vjp.elu_backward_default,
+    vjp_kernel="elu_backward_default",
     arguments=(
         "grad_output",
         "alpha",
@@ -7834,7 +7350,6 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2826,
 )
 
 
@@ -7842,7 +7357,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     name="log_sigmoid_backward",
     kind="functional",
     jvp=jvp.log_sigmoid_backward_default,
-    vjp=vjp.log_sigmoid_backward_default,
+    vjp_kernel="log_sigmoid_backward_default",
     arguments=("grad_output", "self", "buffer"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "buffer"),
@@ -7850,7 +7365,6 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2837,
 )
 
 
@@ -7858,7 +7372,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     name="hardtanh_backward",
     kind="functional",
     jvp=jvp.hardtanh_backward_default,
-    vjp=vjp.hardtanh_backward_default,
+    vjp_kernel="hardtanh_backward_default",
     arguments=("grad_output", "self", "min_val", "max_val"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -7866,7 +7380,6 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2844,
 )
 
 
@@ -7874,7 +7387,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     name="softshrink_backward",
     kind="functional",
     jvp=jvp.softshrink_backward_default,
-    vjp=vjp.softshrink_backward_default,
+    vjp_kernel="softshrink_backward_default",
     arguments=("grad_output", "self", "lambd"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -7882,7 +7395,6 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2852,
 )
 
 
@@ -7890,7 +7402,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     name="hardshrink_backward",
     kind="functional",
     jvp=jvp.hardshrink_backward_default,
-    vjp=vjp.hardshrink_backward_default,
+    vjp_kernel="hardshrink_backward_default",
     arguments=("grad_out", "self", "lambd"),
     outputs=("result",),
     differentiable_inputs=("grad_out",),
@@ -7898,7 +7410,6 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2858,
 )
 
 
@@ -7906,7 +7417,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     name="leaky_relu_backward",
     kind="functional",
     jvp=jvp.leaky_relu_backward_default,
-    vjp=vjp.leaky_relu_backward_default,
+    vjp_kernel="leaky_relu_backward_default",
     arguments=("grad_output", "self", "negative_slope", "self_is_result"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -7914,7 +7425,6 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2864,
 )
 
 
@@ -7922,7 +7432,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     name="rrelu_with_noise_backward",
     kind="functional",
     jvp=jvp.rrelu_with_noise_backward_default,
-    vjp=vjp.rrelu_with_noise_backward_default,
+    vjp_kernel="rrelu_with_noise_backward_default",
     arguments=(
         "grad_output",
         "self",
@@ -7938,7 +7448,6 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2872,
 )
 
 
@@ -7946,7 +7455,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     name="hardsigmoid_backward",
     kind="functional",
     jvp=jvp.hardsigmoid_backward_default,
-    vjp=vjp.hardsigmoid_backward_default,
+    vjp_kernel="hardsigmoid_backward_default",
     arguments=("grad_output", "self"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -7954,7 +7463,6 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2881,
 )
 
 
@@ -7962,7 +7470,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     name="hardswish_backward",
     kind="functional",
     jvp=jvp.hardswish_backward_default,
-    vjp=vjp.hardswish_backward_default,
+    vjp_kernel="hardswish_backward_default",
     arguments=("grad_output", "self"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -7970,7 +7478,6 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2887,
 )
 
 
@@ -7978,7 +7485,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     name="softplus_backward",
     kind="functional",
     jvp=jvp.softplus_backward_default,
-    vjp=vjp.softplus_backward_default,
+    vjp_kernel="softplus_backward_default",
     arguments=("grad_output", "self", "beta", "threshold"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -7986,7 +7493,6 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2893,
 )
 
 
@@ -7994,7 +7500,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     name="gelu_backward",
     kind="functional",
     jvp=jvp.gelu_backward_default,
-    vjp=vjp.gelu_backward_default,
+    vjp_kernel="gelu_backward_default",
     arguments=("grad_output", "self", "approximate"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -8002,7 +7508,6 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2901,
 )
 
 
@@ -8010,7 +7515,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     name="silu_backward",
     kind="functional",
     jvp=jvp.silu_backward_default,
-    vjp=vjp.silu_backward_default,
+    vjp_kernel="silu_backward_default",
     arguments=("grad_output", "self"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -8018,7 +7523,6 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2911,
 )
 
 
@@ -8026,7 +7530,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     name="mish_backward",
     kind="functional",
     jvp=jvp.mish_backward_default,
-    vjp=vjp.mish_backward_default,
+    vjp_kernel="mish_backward_default",
     arguments=("grad_output", "self"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -8034,7 +7538,6 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2917,
 )
 
 
@@ -8042,7 +7545,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     name="glu_backward",
     kind="functional",
     jvp=jvp.glu_backward_default,
-    vjp=vjp.glu_backward_default,
+    vjp_kernel="glu_backward_default",
     arguments=("grad_output", "self", "dim"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -8050,7 +7553,6 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2923,
 )
 
 
@@ -8058,7 +7560,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     name="_prelu_kernel_backward",
     kind="functional",
     jvp=jvp._prelu_kernel_backward_default,
-    vjp=vjp._prelu_kernel_backward_default,
+    vjp_kernel="_prelu_kernel_backward_default",
     arguments=("grad_output", "self", "weight"),
     outputs=("result0", "result1"),
     differentiable_inputs=("grad_output", "self", "weight"),
@@ -8066,7 +7568,6 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2931,
 )
 
 
@@ -8074,7 +7575,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     name="mse_loss_backward",
     kind="functional",
     jvp=jvp.mse_loss_backward_default,
-    vjp=vjp.mse_loss_backward_default,
+    vjp_kernel="mse_loss_backward_default",
     arguments=("grad_output", "self", "target", "reduction"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self", "target"),
@@ -8082,7 +7583,6 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2943,
 )
 
 
@@ -8090,7 +7590,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     name="smooth_l1_loss_backward",
     kind="functional",
     jvp=jvp.smooth_l1_loss_backward_default,
-    vjp=vjp.smooth_l1_loss_backward_default,
+    vjp_kernel="smooth_l1_loss_backward_default",
     arguments=("grad_output", "self", "target", "reduction", "beta"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self", "target"),
@@ -8098,7 +7598,6 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2953,
 )
 
 
@@ -8106,7 +7605,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     name="huber_loss_backward",
     kind="functional",
     jvp=jvp.huber_loss_backward_default,
-    vjp=vjp.huber_loss_backward_default,
+    vjp_kernel="huber_loss_backward_default",
     arguments=("grad_output", "self", "target", "reduction", "delta"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self", "target"),
@@ -8114,7 +7613,6 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2963,
 )
 
 
@@ -8122,7 +7620,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     name="binary_cross_entropy_backward",
     kind="functional",
     jvp=jvp.binary_cross_entropy_backward_default,
-    vjp=vjp.binary_cross_entropy_backward_default,
+    vjp_kernel="binary_cross_entropy_backward_default",
     arguments=("grad_output", "self", "target", "weight", "reduction"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self", "target"),
@@ -8130,7 +7628,6 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2973,
 )
 
 
@@ -8138,7 +7635,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     name="nll_loss_backward",
     kind="functional",
     jvp=jvp.nll_loss_backward_default,
-    vjp=vjp.nll_loss_backward_default,
+    vjp_kernel="nll_loss_backward_default",
     arguments=(
         "grad_output",
         "self",
@@ -8154,7 +7651,6 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2986,
 )
 
 
@@ -8162,7 +7658,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     name="nll_loss2d_backward",
     kind="functional",
     jvp=jvp.nll_loss2d_backward_default,
-    vjp=vjp.nll_loss2d_backward_default,
+    vjp_kernel="nll_loss2d_backward_default",
     arguments=(
         "grad_output",
         "self",
@@ -8178,7 +7674,6 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=2998,
 )
 
 
@@ -8186,7 +7681,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     name="_linalg_svd",
     kind="functional",
     jvp=jvp._linalg_svd_default,
-    vjp=vjp._linalg_svd_default,
+    vjp_kernel="_linalg_svd_default",
     arguments=("A", "full_matrices", "compute_uv", "driver"),
     outputs=("U", "S", "Vh"),
     differentiable_inputs=("A",),
@@ -8194,7 +7689,6 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3011,
 )
 
 
@@ -8202,7 +7696,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     name="linalg_eig",
     kind="functional",
     jvp=jvp.linalg_eig_default,
-    vjp=vjp.linalg_eig_default,
+    vjp_kernel="linalg_eig_default",
     arguments=("self",),
     outputs=("eigenvalues", "eigenvectors"),
     differentiable_inputs=("self",),
@@ -8210,7 +7704,6 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3023,
 )
 
 
@@ -8218,7 +7711,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     name="_linalg_eigh",
     kind="functional",
     jvp=jvp._linalg_eigh_default,
-    vjp=vjp._linalg_eigh_default,
+    vjp_kernel="_linalg_eigh_default",
     arguments=("A", "UPLO", "compute_v"),
     outputs=("eigenvalues", "eigenvectors"),
     differentiable_inputs=("A",),
@@ -8226,7 +7719,6 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3031,
 )
 
 
@@ -8234,7 +7726,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     name="linalg_qr",
     kind="functional",
     jvp=jvp.linalg_qr_default,
-    vjp=vjp.linalg_qr_default,
+    vjp_kernel="linalg_qr_default",
     arguments=("A", "mode"),
     outputs=("Q", "R"),
     differentiable_inputs=("A",),
@@ -8242,7 +7734,6 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3040,
 )
 
 
@@ -8250,7 +7741,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     name="linalg_pinv.atol_rtol_tensor",
     kind="functional",
     jvp=jvp.linalg_pinv_atol_rtol_tensor,
-    vjp=vjp.linalg_pinv_atol_rtol_tensor,
+    vjp_kernel="linalg_pinv_atol_rtol_tensor",
     arguments=("self", "atol", "rtol", "hermitian"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8258,7 +7749,6 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3049,
 )
 
 
@@ -8266,7 +7756,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     name="linalg_lstsq",
     kind="functional",
     jvp=jvp.linalg_lstsq_default,
-    vjp=vjp.linalg_lstsq_default,
+    vjp_kernel="linalg_lstsq_default",
     arguments=("self", "b", "rcond", "driver"),
     outputs=("solution", "residuals", "rank", "singular_values"),
     differentiable_inputs=("self", "b"),
@@ -8274,7 +7764,6 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3059,
 )
 
 
@@ -8282,7 +7771,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     name="_native_batch_norm_legit",
     kind="functional",
     jvp=jvp._native_batch_norm_legit_default,
-    vjp=vjp._native_batch_norm_legit_default,
+    vjp_kernel="_native_batch_norm_legit_default",
     arguments=(
         "input",
         "weight",
@@ -8299,7 +7788,6 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3074,
 )
 
 
@@ -8307,7 +7795,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     name="_native_batch_norm_legit.no_stats",
     kind="functional",
     jvp=jvp._native_batch_norm_legit_no_stats,
-    vjp=vjp._native_batch_norm_legit_no_stats,
+    vjp_kernel="_native_batch_norm_legit_no_stats",
     arguments=("input", "weight", "bias", "training", "momentum", "eps"),
     outputs=("result0", "result1", "result2"),
     differentiable_inputs=("input", "weight", "bias"),
@@ -8315,7 +7803,6 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3083,
 )
 
 
@@ -8323,7 +7810,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     name="_native_batch_norm_legit_no_training",
     kind="functional",
     jvp=jvp._native_batch_norm_legit_no_training_default,
-    vjp=vjp._native_batch_norm_legit_no_training_default,
+    vjp_kernel="_native_batch_norm_legit_no_training_default",
     arguments=(
         "input",
         "weight",
@@ -8339,7 +7826,6 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3091,
 )
 
 
@@ -8347,7 +7833,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     name="_batch_norm_with_update",
     kind="functional",
     jvp=jvp._batch_norm_with_update_default,
-    vjp=vjp._batch_norm_with_update_default,
+    vjp_kernel="_batch_norm_with_update_default",
     arguments=(
         "input",
         "weight",
@@ -8363,7 +7849,6 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3099,
 )
 
 
@@ -8371,7 +7856,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     name="_batch_norm_no_update",
     kind="functional",
     jvp=jvp._batch_norm_no_update_default,
-    vjp=vjp._batch_norm_no_update_default,
+    vjp_kernel="_batch_norm_no_update_default",
     arguments=(
         "input",
         "weight",
@@ -8387,7 +7872,6 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3110,
 )
 
 
@@ -8395,7 +7879,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     name="binary_cross_entropy_with_logits",
     kind="functional",
     jvp=jvp.binary_cross_entropy_with_logits_default,
-    vjp=vjp.binary_cross_entropy_with_logits_default,
+    vjp_kernel="binary_cross_entropy_with_logits_default",
     arguments=("self", "target", "weight", "pos_weight", "reduction"),
     outputs=("result",),
     differentiable_inputs=("self", "target"),
@@ -8403,7 +7887,6 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3122,
 )
 
 
@@ -8411,7 +7894,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     name="im2col",
     kind="functional",
     jvp=jvp.im2col_default,
-    vjp=vjp.im2col_default,
+    vjp_kernel="im2col_default",
     arguments=("self", "kernel_size", "dilation", "padding", "stride"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8419,7 +7902,6 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3134,
 )
 
 
@@ -8427,7 +7909,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     name="col2im",
     kind="functional",
     jvp=jvp.col2im_default,
-    vjp=vjp.col2im_default,
+    vjp_kernel="col2im_default",
     arguments=("self", "output_size", "kernel_size", "dilation", "padding", "stride"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8435,7 +7917,6 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3141,
 )
 
 
@@ -8443,7 +7924,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     name="_upsample_bilinear2d_aa",
     kind="functional",
     jvp=jvp._upsample_bilinear2d_aa_default,
-    vjp=vjp._upsample_bilinear2d_aa_default,
+    vjp_kernel="_upsample_bilinear2d_aa_default",
     arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8451,7 +7932,6 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3150,
 )
 
 
@@ -8459,7 +7939,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     name="_upsample_bilinear2d_aa.vec",
     kind="functional",
     jvp=jvp._upsample_bilinear2d_aa_vec,
-    vjp=vjp._upsample_bilinear2d_aa_vec,
+    vjp_kernel="_upsample_bilinear2d_aa_vec",
     arguments=("input", "output_size", "align_corners", "scale_factors"),
     outputs=("result",),
     differentiable_inputs=("input",),
@@ -8467,7 +7947,6 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3158,
 )
 
 
@@ -8475,7 +7954,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     name="_upsample_bilinear2d_aa_backward",
     kind="functional",
     jvp=jvp._upsample_bilinear2d_aa_backward_default,
-    vjp=vjp._upsample_bilinear2d_aa_backward_default,
+    vjp_kernel="_upsample_bilinear2d_aa_backward_default",
     arguments=(
         "grad_output",
         "output_size",
@@ -8490,7 +7969,6 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3168,
 )
 
 
@@ -8498,7 +7976,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     name="fractional_max_pool2d",
     kind="functional",
     jvp=jvp.fractional_max_pool2d_default,
-    vjp=vjp.fractional_max_pool2d_default,
+    vjp_kernel="fractional_max_pool2d_default",
     arguments=("self", "kernel_size", "output_size", "random_samples"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -8506,7 +7984,6 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3178,
 )
 
 
@@ -8514,7 +7991,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     name="fractional_max_pool3d",
     kind="functional",
     jvp=jvp.fractional_max_pool3d_default,
-    vjp=vjp.fractional_max_pool3d_default,
+    vjp_kernel="fractional_max_pool3d_default",
     arguments=("self", "kernel_size", "output_size", "random_samples"),
     outputs=("result0", "result1"),
     differentiable_inputs=("self",),
@@ -8522,7 +7999,6 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3188,
 )
 
 
@@ -8530,7 +8006,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     name="max_pool2d_with_indices_backward",
     kind="functional",
     jvp=jvp.max_pool2d_with_indices_backward_default,
-    vjp=vjp.max_pool2d_with_indices_backward_default,
+    vjp_kernel="max_pool2d_with_indices_backward_default",
     arguments=(
         "grad_output",
         "self",
@@ -8547,7 +8023,6 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3199,
 )
 
 
@@ -8555,7 +8030,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     name="max_pool3d_with_indices_backward",
     kind="functional",
     jvp=jvp.max_pool3d_with_indices_backward_default,
-    vjp=vjp.max_pool3d_with_indices_backward_default,
+    vjp_kernel="max_pool3d_with_indices_backward_default",
     arguments=(
         "grad_output",
         "self",
@@ -8572,7 +8047,6 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3209,
 )
 
 
@@ -8580,7 +8054,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     name="fractional_max_pool2d_backward",
     kind="functional",
     jvp=jvp.fractional_max_pool2d_backward_default,
-    vjp=vjp.fractional_max_pool2d_backward_default,
+    vjp_kernel="fractional_max_pool2d_backward_default",
     arguments=("grad_output", "self", "kernel_size", "output_size", "indices"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -8588,7 +8062,6 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3218,
 )
 
 
@@ -8596,7 +8069,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     name="fractional_max_pool3d_backward",
     kind="functional",
     jvp=jvp.fractional_max_pool3d_backward_default,
-    vjp=vjp.fractional_max_pool3d_backward_default,
+    vjp_kernel="fractional_max_pool3d_backward_default",
     arguments=("grad_output", "self", "kernel_size", "output_size", "indices"),
     outputs=("result",),
     differentiable_inputs=("grad_output", "self"),
@@ -8604,7 +8077,6 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3228,
 )
 
 
@@ -8612,7 +8084,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     name="max_unpool3d",
     kind="functional",
     jvp=jvp.max_unpool3d_default,
-    vjp=vjp.max_unpool3d_default,
+    vjp_kernel="max_unpool3d_default",
     arguments=("self", "indices", "output_size", "stride", "padding"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8620,7 +8092,6 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3237,
 )
 
 
@@ -8628,7 +8099,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     name="_trilinear",
     kind="functional",
     jvp=jvp._trilinear_default,
-    vjp=vjp._trilinear_default,
+    vjp_kernel="_trilinear_default",
     arguments=(
         "i1",
         "i2",
@@ -8645,7 +8116,6 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3250,
 )
 
 
@@ -8653,7 +8123,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     name="_safe_softmax",
     kind="functional",
     jvp=jvp._safe_softmax_default,
-    vjp=vjp._safe_softmax_default,
+    vjp_kernel="_safe_softmax_default",
     arguments=("self", "dim", "dtype"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8661,7 +8131,6 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3258,
 )
 
 
@@ -8669,7 +8138,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     name="as_strided_scatter",
     kind="functional",
     jvp=jvp.as_strided_scatter_default,
-    vjp=vjp.as_strided_scatter_default,
+    vjp_kernel="as_strided_scatter_default",
     arguments=("self", "src", "size", "stride", "storage_offset"),
     outputs=("result",),
     differentiable_inputs=("self", "src"),
@@ -8677,7 +8146,6 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3266,
 )
 
 
@@ -8685,7 +8153,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     name="bernoulli",
     kind="functional",
     jvp=jvp.bernoulli_default,
-    vjp=vjp.bernoulli_default,
+    vjp_kernel="bernoulli_default",
     arguments=("self", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8693,7 +8161,6 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3276,
 )
 
 
@@ -8701,7 +8168,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     name="bernoulli.p",
     kind="functional",
     jvp=jvp.bernoulli_p,
-    vjp=vjp.bernoulli_p,
+    vjp_kernel="bernoulli_p",
     arguments=("self", "p", "generator"),
     outputs=("result",),
     differentiable_inputs=(),
@@ -8709,7 +8176,6 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3282,
 )
 
 
@@ -8717,7 +8183,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     name="bernoulli.Tensor",
     kind="functional",
     jvp=jvp.bernoulli_Tensor,
-    vjp=vjp.bernoulli_Tensor,
+    vjp_kernel="bernoulli_Tensor",
     arguments=("self", "p", "generator"),
     outputs=("result",),
     differentiable_inputs=("self", "p"),
@@ -8725,7 +8191,6 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3287,
 )
 
 
@@ -8733,7 +8198,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     name="bernoulli_.Tensor",
     kind="inplace",
     jvp=jvp.bernoulli__Tensor,
-    vjp=vjp.bernoulli__Tensor,
+    vjp_kernel="bernoulli__Tensor",
     arguments=("self", "p", "generator"),
     outputs=("result",),
     differentiable_inputs=("self", "p"),
@@ -8741,7 +8206,6 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
-    spec_line=3287,
 )
 
 
@@ -8749,7 +8213,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     name="uniform_",
     kind="inplace",
     jvp=jvp.uniform__default,
-    vjp=vjp.uniform__default,
+    vjp_kernel="uniform__default",
     arguments=("self", "from", "to", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8757,7 +8221,6 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3297,
 )
 
 
@@ -8765,7 +8228,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     name="normal_",
     kind="inplace",
     jvp=jvp.normal__default,
-    vjp=vjp.normal__default,
+    vjp_kernel="normal__default",
     arguments=("self", "mean", "std", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8773,7 +8236,6 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3304,
 )
 
 
@@ -8781,7 +8243,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     name="exponential_",
     kind="inplace",
     jvp=jvp.exponential__default,
-    vjp=vjp.exponential__default,
+    vjp_kernel="exponential__default",
     arguments=("self", "lambd", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8789,7 +8251,6 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3311,
 )
 
 
@@ -8797,7 +8258,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     name="cauchy_",
     kind="inplace",
     jvp=jvp.cauchy__default,
-    vjp=vjp.cauchy__default,
+    vjp_kernel="cauchy__default",
     arguments=("self", "median", "sigma", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8805,7 +8266,6 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3318,
 )
 
 
@@ -8813,7 +8273,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     name="log_normal_",
     kind="inplace",
     jvp=jvp.log_normal__default,
-    vjp=vjp.log_normal__default,
+    vjp_kernel="log_normal__default",
     arguments=("self", "mean", "std", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8821,7 +8281,6 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3322,
 )
 
 
@@ -8829,7 +8288,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     name="geometric_",
     kind="inplace",
     jvp=jvp.geometric__default,
-    vjp=vjp.geometric__default,
+    vjp_kernel="geometric__default",
     arguments=("self", "p", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8837,7 +8296,6 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3326,
 )
 
 
@@ -8845,7 +8303,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     name="random_",
     kind="inplace",
     jvp=jvp.random__default,
-    vjp=vjp.random__default,
+    vjp_kernel="random__default",
     arguments=("self", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8853,7 +8311,6 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3331,
 )
 
 
@@ -8861,7 +8318,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     name="random_.from",
     kind="inplace",
     jvp=jvp.random__from,
-    vjp=vjp.random__from,
+    vjp_kernel="random__from",
     arguments=("self", "from", "to", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8869,7 +8326,6 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3335,
 )
 
 
@@ -8877,7 +8333,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     name="random_.to",
     kind="inplace",
     jvp=jvp.random__to,
-    vjp=vjp.random__to,
+    vjp_kernel="random__to",
     arguments=("self", "to", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8885,7 +8341,6 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3340,
 )
 
 
@@ -8893,7 +8348,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     name="bernoulli_.float",
     kind="inplace",
     jvp=jvp.bernoulli__float,
-    vjp=vjp.bernoulli__float,
+    vjp_kernel="bernoulli__float",
     arguments=("self", "p", "generator"),
     outputs=("result",),
     differentiable_inputs=("self",),
@@ -8901,7 +8356,6 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3345,
 )
 
 
@@ -8909,7 +8363,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     name="convolution_backward",
     kind="functional",
     jvp=jvp.convolution_backward_default,
-    vjp=vjp.convolution_backward_default,
+    vjp_kernel="convolution_backward_default",
     arguments=(
         "grad_output",
         "input",
@@ -8929,7 +8383,6 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3358,
 )
 
 
@@ -8937,7 +8390,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     name="avg_pool2d_backward",
     kind="functional",
     jvp=jvp.avg_pool2d_backward_default,
-    vjp=vjp.avg_pool2d_backward_default,
+    vjp_kernel="avg_pool2d_backward_default",
     arguments=(
         "grad_output",
         "self",
@@ -8954,7 +8407,6 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3369,
 )
 
 
@@ -8962,7 +8414,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     name="avg_pool3d_backward",
     kind="functional",
     jvp=jvp.avg_pool3d_backward_default,
-    vjp=vjp.avg_pool3d_backward_default,
+    vjp_kernel="avg_pool3d_backward_default",
     arguments=(
         "grad_output",
         "self",
@@ -8979,7 +8431,6 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3378,
 )
 
 
@@ -8987,7 +8438,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     name="_adaptive_avg_pool2d_backward",
     kind="functional",
     jvp=jvp._adaptive_avg_pool2d_backward_default,
-    vjp=vjp._adaptive_avg_pool2d_backward_default,
+    vjp_kernel="_adaptive_avg_pool2d_backward_default",
     arguments=("grad_output", "self"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -8995,7 +8446,6 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3387,
 )
 
 
@@ -9003,7 +8453,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     name="_adaptive_avg_pool3d_backward",
     kind="functional",
     jvp=jvp._adaptive_avg_pool3d_backward_default,
-    vjp=vjp._adaptive_avg_pool3d_backward_default,
+    vjp_kernel="_adaptive_avg_pool3d_backward_default",
     arguments=("grad_output", "self"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9011,7 +8461,6 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3395,
 )
 
 
@@ -9019,7 +8468,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     name="adaptive_max_pool2d_backward",
     kind="functional",
     jvp=jvp.adaptive_max_pool2d_backward_default,
-    vjp=vjp.adaptive_max_pool2d_backward_default,
+    vjp_kernel="adaptive_max_pool2d_backward_default",
     arguments=("grad_output", "self", "indices"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9027,7 +8476,6 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3405,
 )
 
 
@@ -9035,7 +8483,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     name="adaptive_max_pool3d_backward",
     kind="functional",
     jvp=jvp.adaptive_max_pool3d_backward_default,
-    vjp=vjp.adaptive_max_pool3d_backward_default,
+    vjp_kernel="adaptive_max_pool3d_backward_default",
     arguments=("grad_output", "self", "indices"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9043,7 +8491,6 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3414,
 )
 
 
@@ -9051,7 +8498,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     name="reflection_pad1d_backward",
     kind="functional",
     jvp=jvp.reflection_pad1d_backward_default,
-    vjp=vjp.reflection_pad1d_backward_default,
+    vjp_kernel="reflection_pad1d_backward_default",
     arguments=("grad_output", "self", "padding"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9059,7 +8506,6 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3425,
 )
 
 
@@ -9067,7 +8513,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     name="reflection_pad2d_backward",
     kind="functional",
     jvp=jvp.reflection_pad2d_backward_default,
-    vjp=vjp.reflection_pad2d_backward_default,
+    vjp_kernel="reflection_pad2d_backward_default",
     arguments=("grad_output", "self", "padding"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9075,7 +8521,6 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3433,
 )
 
 
@@ -9083,7 +8528,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     name="reflection_pad3d_backward",
     kind="functional",
     jvp=jvp.reflection_pad3d_backward_default,
-    vjp=vjp.reflection_pad3d_backward_default,
+    vjp_kernel="reflection_pad3d_backward_default",
     arguments=("grad_output", "self", "padding"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9091,7 +8536,6 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3441,
 )
 
 
@@ -9099,7 +8543,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     name="replication_pad1d_backward",
     kind="functional",
     jvp=jvp.replication_pad1d_backward_default,
-    vjp=vjp.replication_pad1d_backward_default,
+    vjp_kernel="replication_pad1d_backward_default",
     arguments=("grad_output", "self", "padding"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9107,7 +8551,6 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3449,
 )
 
 
@@ -9115,7 +8558,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     name="replication_pad2d_backward",
     kind="functional",
     jvp=jvp.replication_pad2d_backward_default,
-    vjp=vjp.replication_pad2d_backward_default,
+    vjp_kernel="replication_pad2d_backward_default",
     arguments=("grad_output", "self", "padding"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9123,7 +8566,6 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3457,
 )
 
 
@@ -9131,7 +8573,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     name="replication_pad3d_backward",
     kind="functional",
     jvp=jvp.replication_pad3d_backward_default,
-    vjp=vjp.replication_pad3d_backward_default,
+    vjp_kernel="replication_pad3d_backward_default",
     arguments=("grad_output", "self", "padding"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9139,7 +8581,6 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3465,
 )
 
 
@@ -9147,7 +8588,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     name="upsample_nearest1d_backward",
     kind="functional",
     jvp=jvp.upsample_nearest1d_backward_default,
-    vjp=vjp.upsample_nearest1d_backward_default,
+    vjp_kernel="upsample_nearest1d_backward_default",
     arguments=("grad_output", "output_size", "input_size", "scales"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9155,7 +8596,6 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3475,
 )
 
 
@@ -9163,7 +8603,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     name="upsample_nearest2d_backward",
     kind="functional",
     jvp=jvp.upsample_nearest2d_backward_default,
-    vjp=vjp.upsample_nearest2d_backward_default,
+    vjp_kernel="upsample_nearest2d_backward_default",
     arguments=("grad_output", "output_size", "input_size", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9171,7 +8611,6 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3482,
 )
 
 
@@ -9179,7 +8618,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     name="upsample_nearest3d_backward",
     kind="functional",
     jvp=jvp.upsample_nearest3d_backward_default,
-    vjp=vjp.upsample_nearest3d_backward_default,
+    vjp_kernel="upsample_nearest3d_backward_default",
     arguments=(
         "grad_output",
         "output_size",
@@ -9194,7 +8633,6 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3489,
 )
 
 
@@ -9202,7 +8640,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     name="_upsample_nearest_exact1d_backward",
     kind="functional",
     jvp=jvp._upsample_nearest_exact1d_backward_default,
-    vjp=vjp._upsample_nearest_exact1d_backward_default,
+    vjp_kernel="_upsample_nearest_exact1d_backward_default",
     arguments=("grad_output", "output_size", "input_size", "scales"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9210,7 +8648,6 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3496,
 )
 
 
@@ -9218,7 +8655,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     name="_upsample_nearest_exact2d_backward",
     kind="functional",
     jvp=jvp._upsample_nearest_exact2d_backward_default,
-    vjp=vjp._upsample_nearest_exact2d_backward_default,
+    vjp_kernel="_upsample_nearest_exact2d_backward_default",
     arguments=("grad_output", "output_size", "input_size", "scales_h", "scales_w"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9226,7 +8663,6 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3503,
 )
 
 
@@ -9234,7 +8670,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     name="_upsample_nearest_exact3d_backward",
     kind="functional",
     jvp=jvp._upsample_nearest_exact3d_backward_default,
-    vjp=vjp._upsample_nearest_exact3d_backward_default,
+    vjp_kernel="_upsample_nearest_exact3d_backward_default",
     arguments=(
         "grad_output",
         "output_size",
@@ -9249,7 +8685,6 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3510,
 )
 
 
@@ -9257,7 +8692,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     name="upsample_linear1d_backward",
     kind="functional",
     jvp=jvp.upsample_linear1d_backward_default,
-    vjp=vjp.upsample_linear1d_backward_default,
+    vjp_kernel="upsample_linear1d_backward_default",
     arguments=("grad_output", "output_size", "input_size", "align_corners", "scales"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9265,7 +8700,6 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3517,
 )
 
 
@@ -9273,7 +8707,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     name="upsample_bilinear2d_backward",
     kind="functional",
     jvp=jvp.upsample_bilinear2d_backward_default,
-    vjp=vjp.upsample_bilinear2d_backward_default,
+    vjp_kernel="upsample_bilinear2d_backward_default",
     arguments=(
         "grad_output",
         "output_size",
@@ -9288,7 +8722,6 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3525,
 )
 
 
@@ -9296,7 +8729,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     name="upsample_bicubic2d_backward",
     kind="functional",
     jvp=jvp.upsample_bicubic2d_backward_default,
-    vjp=vjp.upsample_bicubic2d_backward_default,
+    vjp_kernel="upsample_bicubic2d_backward_default",
     arguments=(
         "grad_output",
         "output_size",
@@ -9311,7 +8744,6 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3534,
 )
 
 
@@ -9319,7 +8751,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     name="upsample_trilinear3d_backward",
     kind="functional",
     jvp=jvp.upsample_trilinear3d_backward_default,
-    vjp=vjp.upsample_trilinear3d_backward_default,
+    vjp_kernel="upsample_trilinear3d_backward_default",
     arguments=(
         "grad_output",
         "output_size",
@@ -9335,7 +8767,6 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3542,
 )
 
 
@@ -9343,7 +8774,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     name="diagonal_backward",
     kind="functional",
     jvp=jvp.diagonal_backward_default,
-    vjp=vjp.diagonal_backward_default,
+    vjp_kernel="diagonal_backward_default",
     arguments=("grad_output", "input_sizes", "offset", "dim1", "dim2"),
     outputs=("result",),
     differentiable_inputs=("grad_output",),
@@ -9351,7 +8782,6 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3552,
 )
 
 
@@ -9359,7 +8789,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     name="embedding_dense_backward",
     kind="functional",
     jvp=jvp.embedding_dense_backward_default,
-    vjp=vjp.embedding_dense_backward_default,
+    vjp_kernel="embedding_dense_backward_default",
     arguments=(
         "grad_output",
         "indices",
@@ -9373,7 +8803,6 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
-    spec_line=3560,
 )
 
 
@@ -9381,7 +8810,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     name="native_layer_norm_backward",
     kind="functional",
     jvp=jvp.native_layer_norm_backward_default,
-    vjp=vjp.native_layer_norm_backward_default,
+    vjp_kernel="native_layer_norm_backward_default",
     arguments=(
         "grad_out",
         "input",
@@ -9398,7 +8827,6 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3577,
 )
 
 
@@ -9406,7 +8834,7 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     name="native_batch_norm_backward",
     kind="functional",
     jvp=jvp.native_batch_norm_backward_default,
-    vjp=vjp.native_batch_norm_backward_default,
+    vjp_kernel="native_batch_norm_backward_default",
     arguments=(
         "grad_out",
         "input",
@@ -9425,5 +8853,4 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
-    spec_line=3589,
 )

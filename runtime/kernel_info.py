@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,7 @@ class KernelInfo:
     name: str  # "mul.Tensor"
     kind: str  # "functional", "inplace", "view"
     jvp: Callable
-    vjp: Callable
+    vjp_kernel: str  # the VJP kernel's name in the generated `vjp` module
     arguments: tuple[str, ...]
     outputs: tuple[str, ...]
     differentiable_inputs: tuple[str, ...]
@@ -31,4 +33,10 @@ class KernelInfo:
     derived_from: str | None = (
         None  # in-place: the functional entry its formulas come from
     )
-    spec_line: int = 0
+
+    @cached_property
+    def vjp(self) -> Callable:
+        """The VJP kernel, imported on first use: forward mode never needs the
+        `vjp` module (the slowest generated file to load), the tape does."""
+        package = self.jvp.__module__.rpartition(".")[0]
+        return getattr(importlib.import_module(f"{package}.vjp"), self.vjp_kernel)

@@ -72,7 +72,7 @@ def _generated_rule(op, info) -> Rule:
         needs_original_self=info.needs_original_self,
         uses_outputs=info.jvp_uses_outputs,
         call=call,
-        origin=f"derivatives.yaml line {info.spec_line}",
+        origin=f"derivatives.yaml entry {info.derived_from or info.name}",
     )
 
 

@@ -94,6 +94,7 @@ def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
         schema=schema,
         kind=schema.kind,
         location=entry.location,
+        entry=entry.schema.full_name,
         derived_from=derived_from,
         differentiable_inputs=diff_inputs,
         differentiable_outputs=source.differentiable_outputs,

@@ -130,7 +130,9 @@ class Emitter:
         )
 
     def _notes(self, plan: OpPlan) -> tuple[str, ...]:
-        notes = [f"{plan.kind.value}, spec line {plan.location.line}"]
+        # The entry's name, not its line: a line number would change in every
+        # kernel below an edit, and two contributors' diffs would conflict.
+        notes = [f"{plan.kind.value}, {self.spec_name} entry {plan.entry}"]
         if plan.derived_from:
             notes.append(
                 f"formulas from {plan.derived_from}; self_p is self before the update"
@@ -225,7 +227,7 @@ class Emitter:
             ("name", repr(s.full_name)),
             ("kind", repr(plan.kind.value)),
             ("jvp", f"jvp.{plan.jvp.kernel}"),
-            ("vjp", f"vjp.{plan.vjp.kernel}"),
+            ("vjp_kernel", repr(plan.vjp.kernel)),
             ("arguments", _tuple(a.name for a in s.arguments)),
             ("outputs", _tuple(s.output_names())),
             ("differentiable_inputs", _tuple(plan.differentiable_inputs)),
@@ -233,7 +235,6 @@ class Emitter:
             ("needs_original_self", repr(plan.needs_original_self)),
             ("jvp_uses_outputs", repr(plan.jvp_uses_outputs)),
             ("derived_from", repr(plan.derived_from)),
-            ("spec_line", str(plan.location.line)),
         )
         return RowView(_overload_expr(s.name, s.overload_attr), fields)
 

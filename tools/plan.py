@@ -78,6 +78,7 @@ class OpPlan:
     schema: OperatorSchema
     kind: OpKind
     location: Location
+    entry: str  # the spec entry the kernel is generated from ("abs" for abs_ too)
     derived_from: str | None  # in-place entries: the functional entry they come from
     differentiable_inputs: tuple[str, ...]
     differentiable_outputs: tuple[str, ...]
