@@ -13,11 +13,13 @@ install: $(STAMP)
 # setuptools tells every editable install of a package mapped from another
 # directory (dualgen from runtime/) to beware of folders named like the package: a
 # notice, not a problem here (there is no dualgen/ folder), silenced by its text.
+# pip at -qq prints errors only: machines whose pip config names package folders
+# they lack get one warning per package otherwise.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install -qq --upgrade pip
 	PYTHONWARNINGS="ignore:Editable installation" \
-		$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+		$(PY) -m pip install -qq -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 generate: $(STAMP)
