@@ -12,7 +12,7 @@ import re
 
 import pytest
 import torch
-from test_native_conformance import (
+from native_conformance_checks import (
     DUALGEN,
     F64,
     NATIVE,

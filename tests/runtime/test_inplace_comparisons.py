@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_native_conformance import (
+from native_conformance_checks import (
     DUALGEN,
     NATIVE,
     _outcome,

@@ -5,7 +5,7 @@ From the forward-AD tests of `TestAutograd` in pytorch/pytorch
 in-place (`mark_dirty`) and non-differentiable outputs, outputs returned as-is,
 `save_for_forward`, non-tensor arguments, wrong formulas caught by gradcheck.
 Programs run under native PyTorch and dualgen through `conform`; see
-`tests/runtime/test_native_conformance.py`.
+`tests/runtime/native_conformance_checks.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 import torch
-from test_native_conformance import (
+from native_conformance_checks import (
     DUALGEN,
     F64,
     NATIVE,

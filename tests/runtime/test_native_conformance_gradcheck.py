@@ -6,7 +6,7 @@ complex inputs, how often `jvp` is called and with what, which modes run, the
 batched checks, input validation (mkldnn, no input requiring grad, zero strides,
 single precision), the error raised, outputs that change under perturbation.
 Programs run `torch.autograd.gradcheck` and `dualgen.gradcheck` through
-`conform`; see `tests/runtime/test_native_conformance.py`.
+`conform`; see `tests/runtime/native_conformance_checks.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import pytest
 import torch
-from test_native_conformance import (
+from native_conformance_checks import (
     C128,
     DUALGEN,
     F64,

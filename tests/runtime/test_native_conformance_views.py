@@ -5,7 +5,7 @@ From `TestAutogradForwardMode`, `TestAutogradForwardModeBatchedGrad`,
 `TestAutograd.test_not_implemented_fwad` and the device-type `copy_` tests of
 pytorch/pytorch `test/test_autograd.py` (and the forward-mode `jacobian` of
 `test/autograd/test_functional.py`), in our own words. Programs run under native
-PyTorch and dualgen through `conform`; see `tests/runtime/test_native_conformance.py`.
+PyTorch and dualgen through `conform`; see `tests/runtime/native_conformance_checks.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from unittest import mock
 
 import pytest
 import torch
-from test_native_conformance import (
+from native_conformance_checks import (
     DUALGEN,
     F64,
     NATIVE,

@@ -10,7 +10,7 @@ uninitialised memory, quantized tensors, Python numbers), then neighbours of eac
 from __future__ import annotations
 
 import pytest
-from test_spec_errors import SENTINEL, _generate, entry
+from spec_error_cases import SENTINEL, _generate, entry
 
 from dualgen.tools import admissible
 
