@@ -42,7 +42,7 @@ from .levels import (
     Level,
     note_view,
 )
-from .missing import no_rule_message, out_variant_message
+from .missing import no_rule_message, out_variant_message, qualified_name
 from .outputs import _attach, _shared_with_inputs
 from .rules import rule_for
 from .tangents import (
@@ -419,7 +419,13 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
             kernel_outputs = tuple(out) if many else (out,)
         outputs = tuple(out) if many else (out,)
         with autograd_enabled():
-            result = rule.call(primals, tangents, kernel_outputs)
+            try:
+                result = rule.call(primals, tangents, kernel_outputs)
+            except RuntimeError as exc:
+                inputs = [primals[i] for i in indices]
+                if rule.kind == "view" and _real_tangent_of_complex(inputs, tangents):
+                    raise RuntimeError(_needs_complex_tangent(func)) from exc
+                raise
             results = result if many else (result,)
             if not promote:
                 results = _in_native_dtypes(
@@ -441,3 +447,26 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
+
+
+def _real_tangent_of_complex(inputs, tangents) -> bool:
+    """True if a complex input (of the op's differentiable ones) has a real tangent."""
+    return any(
+        isinstance(p, torch.Tensor)
+        and isinstance(t, torch.Tensor)
+        and p.is_complex()
+        and not t.is_complex()
+        for p, t in zip(inputs, tangents)
+    )
+
+
+def _needs_complex_tangent(func) -> str:
+    """A view that reads a complex value's parts (conj, real, imag, view_as_real)
+    cannot take a real tangent: it would have to be t + 0i, a new tensor, not a
+    view of the tangent. Native forward AD fails there too, with an internal
+    assert; say what to do instead."""
+    return (
+        f"{qualified_name(func)} of a complex tensor whose tangent is real: the view "
+        "needs a complex tangent. Give the tangent the primal's dtype: "
+        "make_dual(x, t.to(x.dtype))"
+    )

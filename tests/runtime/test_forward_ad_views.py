@@ -485,3 +485,30 @@ def test_data_of_a_saved_output_has_no_tangent():
             return unpack_all(fwAD, [y.data, y.data.sin()])
 
     run_both(fn)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda d: d.conj(),
+        lambda d: d.real,
+        lambda d: d.imag,
+        torch.view_as_real,
+        lambda d: d.conj().imag,
+    ],
+    ids=["conj", "real", "imag", "view_as_real", "conj_imag"],
+)
+def test_part_view_of_a_real_tangent_on_a_complex_primal_says_what_to_do(view):
+    """A view that reads a complex value's parts cannot take a real tangent (it
+    would be t + 0i, a new tensor). Native fails with an internal assert or a
+    dtype error; dualgen says what to do instead of its own internal assert."""
+    x = torch.randn(2, 3, dtype=torch.complex128)
+    t = torch.randn(2, 3, dtype=torch.float64)
+    with pytest.raises(RuntimeError), native_fwAD.dual_level():
+        view(native_fwAD.make_dual(x, t))
+    advice = r"tangent is real.*t\.to\(x\.dtype\)"
+    with pytest.raises(RuntimeError, match=advice), dual_fwAD.dual_level():
+        view(dual_fwAD.make_dual(x, t))
+    with dual_fwAD.dual_level():  # with the primal's dtype it runs
+        out = view(dual_fwAD.make_dual(x, t.to(x.dtype)))
+        assert dual_fwAD.unpack_dual(out).tangent is not None
