@@ -11,10 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
-from forward_ad_checks import jvp_of, unpack_all  # noqa: F401 - shared
+from forward_ad_checks import assert_same, jvp_of, unpack_all  # noqa: F401 - shared
 from leaks import release_levels
 from torch.autograd.function import Function, _SingleLevelFunction
-from torch.testing import assert_close
 
 import dualgen.forward_ad as dual_fwAD
 
@@ -35,27 +34,6 @@ def patched() -> bool:
 
 def randn(*shape, dtype=DTYPE, requires_grad=False):
     return torch.randn(*shape, dtype=dtype, requires_grad=requires_grad)
-
-
-def assert_same(actual, expected, path="result"):
-    """Same structure; tensors of the same shape, dtype and values; None only
-    where the reference has None."""
-    if actual is None or expected is None:
-        assert (
-            actual is None and expected is None
-        ), f"{path}: dualgen gives {actual!r:.80}, the reference {expected!r:.80}"
-    elif isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), f"{path}: {actual!r:.80}"
-        assert actual.dtype == expected.dtype, f"{path}: dtype"
-        assert actual.shape == expected.shape, f"{path}: shape"
-        assert_close(actual, expected, msg=lambda m: f"{path}: {m}")
-    elif isinstance(expected, (tuple, list)):
-        assert isinstance(actual, (tuple, list)), f"{path}: {actual!r:.80}"
-        assert len(actual) == len(expected), f"{path}: length"
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, f"{path}[{i}]")
-    else:
-        assert actual == expected, f"{path}: dualgen {actual!r} != {expected!r}"
 
 
 def run_both(program, seed=0):

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from forward_ad_checks import assert_same
 from leaks import release_levels
 
 import dualgen
@@ -68,30 +69,6 @@ def _outcome(program, api, seed):
         return False, exc
 
 
-def _same(actual, expected, path):
-    if expected is None or actual is None:
-        assert (
-            actual is None and expected is None
-        ), f"{path}: dualgen gives {actual!r}, native gives {expected!r}"
-    elif isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), f"{path}: dualgen gives {actual!r}"
-        assert actual.dtype == expected.dtype, f"{path}: dtype"
-        assert actual.shape == expected.shape, f"{path}: shape"
-        torch.testing.assert_close(
-            actual.detach().resolve_conj().resolve_neg(),
-            expected.detach().resolve_conj().resolve_neg(),
-            equal_nan=True,
-            msg=lambda m: f"{path}: {m}",
-        )
-    elif isinstance(expected, (tuple, list)):
-        assert isinstance(actual, (tuple, list)), f"{path}: dualgen gives {actual!r}"
-        assert len(actual) == len(expected), f"{path}: length"
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            _same(a, e, f"{path}[{i}]")
-    else:
-        assert actual == expected, f"{path}: dualgen {actual!r}, native {expected!r}"
-
-
 def conform(program, *, error=None, match=None, seed=0):
     """program(api) under native and under dualgen (same seed): the same result, or,
     where `error` is given, both raise it (dualgen: the type native raises, or a
@@ -124,7 +101,7 @@ def conform(program, *, error=None, match=None, seed=0):
         pytest.fail(f"native raises {native!r} (the program is wrong)")
     if not dual_ok:
         raise dual
-    _same(dual, native, "result")
+    assert_same(dual, native)
     return dual
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from forward_ad_checks import assert_same
 from native_conformance_checks import (
     DUALGEN,
     NATIVE,
     _outcome,
-    _same,
     conform,
     no_level_left_behind,  # noqa: F401 - autouse
 )
@@ -178,25 +178,25 @@ def test_inplace_logical_op_gives_a_zero_tangent(op, overload, duals, self_is, d
     torch.manual_seed(0)
     old_tangent = torch.randn(self_p.shape, dtype=dtype)
     # native: the op runs, the tangent is the one self had before it
-    _same(native[2], old_tangent, "native's stale tangent")
+    assert_same(native[2], old_tangent, "native's stale tangent")
     assert native[2].any(), "native now updates the tangent: compare with native"
 
     returned_self, primal, tangent = dual[:3]
     assert returned_self
-    _same(primal, native[1], "primal")
+    assert_same(primal, native[1], "primal")
     assert set(primal.unique().tolist()) == {0.0, 1.0}
     assert tangent.dtype == dtype and not tangent.any()
     rest = 3
     if self_is == "view":
         base_primal, base_tangent = dual[3:5]
-        _same(base_primal, native[3], "base primal")
+        assert_same(base_primal, native[3], "base primal")
         assert not base_tangent[1:3].any()
-        _same(base_tangent[0], native[4][0], "base tangent outside the view")
-        _same(base_tangent[3], native[4][3], "base tangent outside the view")
+        assert_same(base_tangent[0], native[4][0], "base tangent outside the view")
+        assert_same(base_tangent[3], native[4][3], "base tangent outside the view")
         rest = 5
     # other (and its tangent) as native leaves them
     for i in range(rest, len(dual)):
-        _same(dual[i], native[i], f"output {i}")
+        assert_same(dual[i], native[i], f"output {i}")
 
 
 def _method_cases():
@@ -255,7 +255,7 @@ def test_self_as_other(op):
         primal, tangent = conform(program)
     else:
         primal, tangent = program(DUALGEN)
-        _same(primal, program(NATIVE)[0], "primal")
+        assert_same(primal, program(NATIVE)[0], "primal")
     assert tangent is not None and not tangent.any()
 
 

@@ -14,12 +14,12 @@ from typing import ClassVar
 
 import pytest
 import torch
+from forward_ad_checks import assert_same
 from native_conformance_checks import (
     DUALGEN,
     F64,
     NATIVE,
     _outcome,
-    _same,
     conform,
     forward_mismatch,
     no_level_left_behind,  # noqa: F401 - autouse
@@ -76,7 +76,7 @@ def test_function_with_backward_but_no_jvp_gets_a_derived_jvp():
     native_ok, native = _outcome(program, NATIVE, 0)
     assert not native_ok and "must implement the jvp function" in str(native)
     x, t, tangent = program(DUALGEN)
-    _same(tangent, 3 * x**2 * t, "tangent")
+    assert_same(tangent, 3 * x**2 * t, "tangent")
 
 
 VIEW_ERRORS = {

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import pytest
 import torch
+from forward_ad_checks import assert_same
 from native_conformance_checks import (
     C128,
     DUALGEN,
@@ -23,7 +24,6 @@ from native_conformance_checks import (
     FAST,
     NATIVE,
     _outcome,
-    _same,
     conform,
     forward_mismatch,
     level_active,
@@ -153,7 +153,7 @@ def test_gradcheck_forward_mode_calls_jvp_as_often_and_without_requires_grad(
     dual_ok, dual = _outcome(program, DUALGEN, 0)
     if not dual_ok:
         raise dual
-    _same(dual[:2], native[:2], "verdict and requires_grad inside the level")
+    assert_same(dual[:2], native[:2], "verdict and requires_grad inside the level")
     assert native[1] == {(False, False)}
     differentiable = 1 + y_grad
     # The batched check: per input, two jvps in a loop and one under vmap.

@@ -15,12 +15,12 @@ from unittest import mock
 
 import pytest
 import torch
+from forward_ad_checks import assert_same
 from native_conformance_checks import (
     DUALGEN,
     F64,
     NATIVE,
     _outcome,
-    _same,
     conform,
     no_level_left_behind,  # noqa: F401 - autouse
     rand,
@@ -226,7 +226,7 @@ def test_inplace_logical_op_on_a_dual_gives_a_zero_tangent(op):
     if not dual_ok:
         raise dual
     returned_self, primal, tangent = dual
-    _same(primal, native[1], "primal")
+    assert_same(primal, native[1], "primal")
     assert returned_self and tangent is not None and not tangent.any()
 
 
@@ -394,7 +394,7 @@ def test_make_dual_under_torch_vmap_refuses_cleanly_or_works():
     dual_ok, dual = _outcome(program, DUALGEN, 0)
     if dual_ok:
         expected = torch.vmap(lambda t: torch.func.jvp(torch.sin, (primal,), (t,))[1])
-        _same(dual, expected(tangents), "tangents")
+        assert_same(dual, expected(tangents), "tangents")
     elif not (
         isinstance(dual, RuntimeError) and re.search("vmap|[Bb]atching", str(dual))
     ):
