@@ -267,14 +267,19 @@ def _check(check: str, function: Callable, inputs: tuple) -> str | None:
     return None
 
 
-def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
-    report = KernelReport(
+def _empty_report(entry: Entry, info) -> KernelReport:
+    """A kernel's report with no verdicts yet."""
+    return KernelReport(
         kernel=info.name,
         entry=entry.schema.full_name,
         kind=info.kind,
         formulas=describe_formulas(entry, info),
         spec_line=entry.location.line,
     )
+
+
+def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
+    report = _empty_report(entry, info)
     seed = seed_of(info)
     differentiable = False
     for dtype in DTYPES:
@@ -399,13 +404,7 @@ def _validate_in_empty_cwd(entry: Entry, op, info, samples: tuple) -> KernelRepo
             report = validate_kernel(entry, op, info, samples)
     except FilesWritten as exc:
         if report is None:  # it raised as well (validate_kernel catches torch's)
-            report = KernelReport(
-                kernel=info.name,
-                entry=entry.schema.full_name,
-                kind=info.kind,
-                formulas=describe_formulas(entry, info),
-                spec_line=entry.location.line,
-            )
+            report = _empty_report(entry, info)
         for dtype in DTYPES:
             for check in CHECKS:
                 key = (str(dtype).removeprefix("torch."), check)

@@ -126,10 +126,7 @@ def _black(chunk: str) -> str:
     import costs 0.1 s, and a run where nothing changed needs no black at all."""
     piece = _MEMO.get(chunk)
     if piece is None:
-        import black
-
-        piece = black.format_str(chunk, mode=black.Mode()).rstrip("\n")
-        _MEMO[chunk] = piece
+        piece = _MEMO[chunk] = _black_text(chunk)
     return piece
 
 
