@@ -231,3 +231,23 @@ def test_regression(name):
     else:
         verdict = judge(Program.from_code(case.code), case.all_dtypes)
     assert verdict.outcome == case.expect, verdict.report()
+
+
+# Open (found by `make fuzz`, present before the layout and contributor-loop
+# work): self's tangent is an expanded tensor (elements shared) and the source is
+# a view overlapping self. The primal copy reads values it has already written
+# (torch's element order), the tangent written through `_write_shared` does not,
+# so dualgen's tangent disagrees with finite differences (native agrees).
+OPEN = {
+    "copy_from_overlapping_view_into_expanded_tangent": f"""
+        x0 = fwAD.make_dual(torch.tensor([[0.0, 0.0], [0.0, 0.0]], {F64}), torch.tensor([[0.0], [0.125]], {F64}).expand(2, 2))
+        x0[...] = x0[:, 0]
+        """,
+}
+
+
+@pytest.mark.xfail(strict=True, reason="open dualgen defect: see OPEN")
+@pytest.mark.parametrize("name", OPEN)
+def test_open_defect(name):
+    verdict = judge(Program.from_code(OPEN[name]))
+    assert verdict.outcome == AGREE, verdict.report()
