@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install generate check-generated test validate lint format bench fuzz clean
+.PHONY: install generate build check-generated test validate lint format bench fuzz clean
 
 install: $(STAMP)
 
@@ -20,15 +20,21 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -qq --upgrade pip
 	PYTHONWARNINGS="ignore:Editable installation" \
 		$(PY) -m pip install -qq -c constraints.txt -e '.[dev]'
+	$(VENV)/bin/dualgen build
 	touch $(STAMP)
+
+# The C++ kernels (extension dualgen_cpp): ninja recompiles changed sources only.
+build: $(STAMP)
+	$(VENV)/bin/dualgen build
 
 generate: $(STAMP)
 	$(VENV)/bin/dualgen generate
+	$(VENV)/bin/dualgen build
 
 check-generated: $(STAMP)
 	$(VENV)/bin/dualgen generate --check
 
-test: $(STAMP)
+test: build
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Every kernel of the spec through gradcheck (slow, fast, adjoint), float64 and
@@ -62,4 +68,4 @@ bench: $(STAMP)
 	$(PY) bench/gradcheck_speed.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache build

@@ -25,6 +25,7 @@ KERNELS[aten.abs.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::abs.default",
 )
 
 
@@ -40,6 +41,7 @@ KERNELS[aten.abs_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="abs",
+    cpp_kernel="aten::abs_.default",
 )
 
 
@@ -55,6 +57,7 @@ KERNELS[aten.neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::neg.default",
 )
 
 
@@ -70,6 +73,7 @@ KERNELS[aten.neg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="neg",
+    cpp_kernel="aten::neg_.default",
 )
 
 
@@ -85,6 +89,7 @@ KERNELS[aten.sin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sin.default",
 )
 
 
@@ -100,6 +105,7 @@ KERNELS[aten.sin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sin",
+    cpp_kernel="aten::sin_.default",
 )
 
 
@@ -115,6 +121,7 @@ KERNELS[aten.cos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::cos.default",
 )
 
 
@@ -130,6 +137,7 @@ KERNELS[aten.cos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cos",
+    cpp_kernel="aten::cos_.default",
 )
 
 
@@ -145,6 +153,7 @@ KERNELS[aten.tan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::tan.default",
 )
 
 
@@ -160,6 +169,7 @@ KERNELS[aten.tan_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tan",
+    cpp_kernel="aten::tan_.default",
 )
 
 
@@ -175,6 +185,7 @@ KERNELS[aten.tanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::tanh.default",
 )
 
 
@@ -190,6 +201,7 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="tanh",
+    cpp_kernel="aten::tanh_.default",
 )
 
 
@@ -205,6 +217,7 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::sigmoid.default",
 )
 
 
@@ -220,6 +233,7 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sigmoid",
+    cpp_kernel="aten::sigmoid_.default",
 )
 
 
@@ -235,6 +249,7 @@ KERNELS[aten.exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::exp.default",
 )
 
 
@@ -250,6 +265,7 @@ KERNELS[aten.exp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp",
+    cpp_kernel="aten::exp_.default",
 )
 
 
@@ -265,6 +281,7 @@ KERNELS[aten.exp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::exp2.default",
 )
 
 
@@ -280,6 +297,7 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="exp2",
+    cpp_kernel="aten::exp2_.default",
 )
 
 
@@ -295,6 +313,7 @@ KERNELS[aten.expm1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::expm1.default",
 )
 
 
@@ -310,6 +329,7 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="expm1",
+    cpp_kernel="aten::expm1_.default",
 )
 
 
@@ -325,6 +345,7 @@ KERNELS[aten.log.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::log.default",
 )
 
 
@@ -340,6 +361,7 @@ KERNELS[aten.log_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log",
+    cpp_kernel="aten::log_.default",
 )
 
 
@@ -355,6 +377,7 @@ KERNELS[aten.log2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::log2.default",
 )
 
 
@@ -370,6 +393,7 @@ KERNELS[aten.log2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log2",
+    cpp_kernel="aten::log2_.default",
 )
 
 
@@ -385,6 +409,7 @@ KERNELS[aten.log1p.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::log1p.default",
 )
 
 
@@ -400,6 +425,7 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log1p",
+    cpp_kernel="aten::log1p_.default",
 )
 
 
@@ -415,6 +441,7 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::sqrt.default",
 )
 
 
@@ -430,6 +457,7 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="sqrt",
+    cpp_kernel="aten::sqrt_.default",
 )
 
 
@@ -445,6 +473,7 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::rsqrt.default",
 )
 
 
@@ -460,6 +489,7 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="rsqrt",
+    cpp_kernel="aten::rsqrt_.default",
 )
 
 
@@ -475,6 +505,7 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::reciprocal.default",
 )
 
 
@@ -490,6 +521,7 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="reciprocal",
+    cpp_kernel="aten::reciprocal_.default",
 )
 
 
@@ -505,6 +537,7 @@ KERNELS[aten.relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::relu.default",
 )
 
 
@@ -520,6 +553,7 @@ KERNELS[aten.relu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="relu",
+    cpp_kernel="aten::relu_.default",
 )
 
 
@@ -535,6 +569,7 @@ KERNELS[aten.sinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sinh.default",
 )
 
 
@@ -550,6 +585,7 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinh",
+    cpp_kernel="aten::sinh_.default",
 )
 
 
@@ -565,6 +601,7 @@ KERNELS[aten.cosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::cosh.default",
 )
 
 
@@ -580,6 +617,7 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="cosh",
+    cpp_kernel="aten::cosh_.default",
 )
 
 
@@ -595,6 +633,7 @@ KERNELS[aten.asin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::asin.default",
 )
 
 
@@ -610,6 +649,7 @@ KERNELS[aten.asin_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asin",
+    cpp_kernel="aten::asin_.default",
 )
 
 
@@ -625,6 +665,7 @@ KERNELS[aten.acos.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::acos.default",
 )
 
 
@@ -640,6 +681,7 @@ KERNELS[aten.acos_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acos",
+    cpp_kernel="aten::acos_.default",
 )
 
 
@@ -655,6 +697,7 @@ KERNELS[aten.atan.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::atan.default",
 )
 
 
@@ -670,6 +713,7 @@ KERNELS[aten.atan_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan",
+    cpp_kernel="aten::atan_.default",
 )
 
 
@@ -685,6 +729,7 @@ KERNELS[aten.erf.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::erf.default",
 )
 
 
@@ -700,6 +745,7 @@ KERNELS[aten.erf_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erf",
+    cpp_kernel="aten::erf_.default",
 )
 
 
@@ -715,6 +761,7 @@ KERNELS[aten.clamp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::clamp.default",
 )
 
 
@@ -730,6 +777,7 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp",
+    cpp_kernel="aten::clamp_.default",
 )
 
 
@@ -745,6 +793,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::clone.default",
 )
 
 
@@ -768,6 +817,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_to_copy.default",
 )
 
 
@@ -783,6 +833,7 @@ KERNELS[aten.detach.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::detach.default",
 )
 
 
@@ -798,6 +849,7 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::zeros_like.default",
 )
 
 
@@ -813,6 +865,7 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::ones_like.default",
 )
 
 
@@ -828,6 +881,7 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::empty_like.default",
 )
 
 
@@ -851,6 +905,7 @@ KERNELS[aten.full_like.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::full_like.default",
 )
 
 
@@ -866,6 +921,7 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::new_zeros.default",
 )
 
 
@@ -881,6 +937,7 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::new_ones.default",
 )
 
 
@@ -896,6 +953,7 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::new_empty.default",
 )
 
 
@@ -911,6 +969,7 @@ KERNELS[aten.new_full.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::new_full.default",
 )
 
 
@@ -926,6 +985,7 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::add.Tensor",
 )
 
 
@@ -941,6 +1001,7 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::add.Scalar",
 )
 
 
@@ -956,6 +1017,7 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Scalar",
+    cpp_kernel="aten::add_.Scalar",
 )
 
 
@@ -971,6 +1033,7 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sub.Tensor",
 )
 
 
@@ -986,6 +1049,7 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Tensor",
+    cpp_kernel="aten::sub_.Tensor",
 )
 
 
@@ -1001,6 +1065,7 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sub.Scalar",
 )
 
 
@@ -1016,6 +1081,7 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sub.Scalar",
+    cpp_kernel="aten::sub_.Scalar",
 )
 
 
@@ -1031,6 +1097,7 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::rsub.Tensor",
 )
 
 
@@ -1046,6 +1113,7 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::rsub.Scalar",
 )
 
 
@@ -1061,6 +1129,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mul.Tensor",
 )
 
 
@@ -1076,6 +1145,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mul.Scalar",
 )
 
 
@@ -1091,6 +1161,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="mul.Scalar",
+    cpp_kernel="aten::mul_.Scalar",
 )
 
 
@@ -1106,6 +1177,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::div.Tensor",
 )
 
 
@@ -1121,6 +1193,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor",
+    cpp_kernel="aten::div_.Tensor",
 )
 
 
@@ -1136,6 +1209,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::div.Scalar",
 )
 
 
@@ -1151,6 +1225,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar",
+    cpp_kernel="aten::div_.Scalar",
 )
 
 
@@ -1166,6 +1241,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::pow.Tensor_Scalar",
 )
 
 
@@ -1181,6 +1257,7 @@ KERNELS[aten.pow_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="pow.Tensor_Scalar",
+    cpp_kernel="aten::pow_.Scalar",
 )
 
 
@@ -1196,6 +1273,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::pow.Tensor_Tensor",
 )
 
 
@@ -1211,6 +1289,7 @@ KERNELS[aten.pow_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="pow.Tensor_Tensor",
+    cpp_kernel="aten::pow_.Tensor",
 )
 
 
@@ -1226,6 +1305,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::pow.Scalar",
 )
 
 
@@ -1241,6 +1321,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::maximum.default",
 )
 
 
@@ -1256,6 +1337,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::minimum.default",
 )
 
 
@@ -1271,6 +1353,7 @@ KERNELS[aten.where.self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::where.self",
 )
 
 
@@ -1286,6 +1369,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::atan2.default",
 )
 
 
@@ -1301,6 +1385,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atan2",
+    cpp_kernel="aten::atan2_.default",
 )
 
 
@@ -1316,6 +1401,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sum.default",
 )
 
 
@@ -1331,6 +1417,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sum.dim_IntList",
 )
 
 
@@ -1346,6 +1433,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mean.default",
 )
 
 
@@ -1361,6 +1449,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mean.dim",
 )
 
 
@@ -1376,6 +1465,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::amax.default",
 )
 
 
@@ -1391,6 +1481,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::amin.default",
 )
 
 
@@ -1406,6 +1497,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::max.dim",
 )
 
 
@@ -1421,6 +1513,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::min.dim",
 )
 
 
@@ -1436,6 +1529,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mm.default",
 )
 
 
@@ -1451,6 +1545,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::bmm.default",
 )
 
 
@@ -1466,6 +1561,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::addmm.default",
 )
 
 
@@ -1481,6 +1577,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmm",
+    cpp_kernel="aten::addmm_.default",
 )
 
 
@@ -1496,6 +1593,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mv.default",
 )
 
 
@@ -1511,6 +1609,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::dot.default",
 )
 
 
@@ -1526,6 +1625,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::alias.default",
 )
 
 
@@ -1541,6 +1641,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::as_strided.default",
 )
 
 
@@ -1556,6 +1657,7 @@ KERNELS[aten.view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::view.default",
 )
 
 
@@ -1571,6 +1673,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_unsafe_view.default",
 )
 
 
@@ -1586,6 +1689,7 @@ KERNELS[aten.t.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::t.default",
 )
 
 
@@ -1601,6 +1705,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::transpose.int",
 )
 
 
@@ -1616,6 +1721,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::permute.default",
 )
 
 
@@ -1631,6 +1737,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::expand.default",
 )
 
 
@@ -1646,6 +1753,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::slice.Tensor",
 )
 
 
@@ -1661,6 +1769,7 @@ KERNELS[aten.select.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::select.int",
 )
 
 
@@ -1676,6 +1785,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unsqueeze.default",
 )
 
 
@@ -1691,6 +1801,7 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::squeeze.dim",
 )
 
 
@@ -1706,6 +1817,7 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::squeeze.default",
 )
 
 
@@ -1721,6 +1833,7 @@ KERNELS[aten._conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_conj.default",
 )
 
 
@@ -1736,6 +1849,7 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::resolve_conj.default",
 )
 
 
@@ -1751,6 +1865,7 @@ KERNELS[aten._neg_view.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_neg_view.default",
 )
 
 
@@ -1766,6 +1881,7 @@ KERNELS[aten.resolve_neg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::resolve_neg.default",
 )
 
 
@@ -1781,6 +1897,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::conj_physical.default",
 )
 
 
@@ -1796,6 +1913,7 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="conj_physical",
+    cpp_kernel="aten::conj_physical_.default",
 )
 
 
@@ -1811,6 +1929,7 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_conj_physical.default",
 )
 
 
@@ -1826,6 +1945,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::cat.default",
 )
 
 
@@ -1841,6 +1961,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::stack.default",
 )
 
 
@@ -1856,6 +1977,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="add.Tensor",
+    cpp_kernel="aten::add_.Tensor",
 )
 
 
@@ -1871,6 +1993,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mul.Tensor",
+    cpp_kernel="aten::mul_.Tensor",
 )
 
 
@@ -1886,6 +2009,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::copy_.default",
 )
 
 
@@ -1901,6 +2025,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::zero_.default",
 )
 
 
@@ -1916,6 +2041,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fill_.Scalar",
 )
 
 
@@ -1931,6 +2057,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fill_.Tensor",
 )
 
 
@@ -1946,6 +2073,7 @@ KERNELS[aten.eq_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::eq_.Scalar",
 )
 
 
@@ -1961,6 +2089,7 @@ KERNELS[aten.eq_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::eq_.Tensor",
 )
 
 
@@ -1976,6 +2105,7 @@ KERNELS[aten.ne_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::ne_.Scalar",
 )
 
 
@@ -1991,6 +2121,7 @@ KERNELS[aten.ne_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::ne_.Tensor",
 )
 
 
@@ -2006,6 +2137,7 @@ KERNELS[aten.lt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::lt_.Scalar",
 )
 
 
@@ -2021,6 +2153,7 @@ KERNELS[aten.lt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::lt_.Tensor",
 )
 
 
@@ -2036,6 +2169,7 @@ KERNELS[aten.le_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::le_.Scalar",
 )
 
 
@@ -2051,6 +2185,7 @@ KERNELS[aten.le_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::le_.Tensor",
 )
 
 
@@ -2066,6 +2201,7 @@ KERNELS[aten.gt_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::gt_.Scalar",
 )
 
 
@@ -2081,6 +2217,7 @@ KERNELS[aten.gt_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::gt_.Tensor",
 )
 
 
@@ -2096,6 +2233,7 @@ KERNELS[aten.ge_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::ge_.Scalar",
 )
 
 
@@ -2111,6 +2249,7 @@ KERNELS[aten.ge_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::ge_.Tensor",
 )
 
 
@@ -2126,6 +2265,7 @@ KERNELS[aten.logical_and_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logical_and_.default",
 )
 
 
@@ -2141,6 +2281,7 @@ KERNELS[aten.logical_or_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logical_or_.default",
 )
 
 
@@ -2156,6 +2297,7 @@ KERNELS[aten.logical_xor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logical_xor_.default",
 )
 
 
@@ -2171,6 +2313,7 @@ KERNELS[aten.logical_not_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logical_not_.default",
 )
 
 
@@ -2186,6 +2329,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_softmax.default",
 )
 
 
@@ -2201,6 +2345,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_log_softmax.default",
 )
 
 
@@ -2216,6 +2361,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::softmax.int",
 )
 
 
@@ -2231,6 +2377,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::log_softmax.int",
 )
 
 
@@ -2246,6 +2393,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::tanh_backward.default",
 )
 
 
@@ -2261,6 +2409,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sigmoid_backward.default",
 )
 
 
@@ -2276,6 +2425,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::threshold_backward.default",
 )
 
 
@@ -2291,6 +2441,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_softmax_backward_data.default",
 )
 
 
@@ -2306,6 +2457,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_log_softmax_backward_data.default",
 )
 
 
@@ -2321,6 +2473,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::select_backward.default",
 )
 
 
@@ -2336,6 +2489,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::slice_backward.default",
 )
 
 
@@ -2361,6 +2515,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::convolution.default",
 )
 
 
@@ -2376,6 +2531,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::native_layer_norm.default",
 )
 
 
@@ -2400,6 +2556,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::native_batch_norm.default",
 )
 
 
@@ -2415,6 +2572,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::native_group_norm.default",
 )
 
 
@@ -2430,6 +2588,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_adaptive_avg_pool2d.default",
 )
 
 
@@ -2453,6 +2612,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::avg_pool2d.default",
 )
 
 
@@ -2468,6 +2628,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::max_pool2d_with_indices.default",
 )
 
 
@@ -2483,6 +2644,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest1d.default",
 )
 
 
@@ -2498,6 +2660,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest2d.default",
 )
 
 
@@ -2513,6 +2676,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest1d.vec",
 )
 
 
@@ -2528,6 +2692,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest2d.vec",
 )
 
 
@@ -2543,6 +2708,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_bilinear2d.default",
 )
 
 
@@ -2558,6 +2724,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_bilinear2d.vec",
 )
 
 
@@ -2573,6 +2740,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mse_loss.default",
 )
 
 
@@ -2588,6 +2756,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::smooth_l1_loss.default",
 )
 
 
@@ -2603,6 +2772,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::huber_loss.default",
 )
 
 
@@ -2618,6 +2788,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::glu.default",
 )
 
 
@@ -2633,6 +2804,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::native_dropout.default",
 )
 
 
@@ -2648,6 +2820,7 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::native_dropout_backward.default",
 )
 
 
@@ -2663,6 +2836,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_adaptive_avg_pool3d.default",
 )
 
 
@@ -2686,6 +2860,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::avg_pool3d.default",
 )
 
 
@@ -2701,6 +2876,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::max_pool3d_with_indices.default",
 )
 
 
@@ -2716,6 +2892,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::adaptive_max_pool2d.default",
 )
 
 
@@ -2731,6 +2908,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::adaptive_max_pool3d.default",
 )
 
 
@@ -2746,6 +2924,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest3d.default",
 )
 
 
@@ -2761,6 +2940,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_nearest_exact1d.default",
 )
 
 
@@ -2776,6 +2956,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_nearest_exact2d.default",
 )
 
 
@@ -2791,6 +2972,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_nearest_exact3d.default",
 )
 
 
@@ -2806,6 +2988,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_linear1d.default",
 )
 
 
@@ -2821,6 +3004,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_bicubic2d.default",
 )
 
 
@@ -2843,6 +3027,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_trilinear3d.default",
 )
 
 
@@ -2858,6 +3043,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::log10.default",
 )
 
 
@@ -2873,6 +3059,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="log10",
+    cpp_kernel="aten::log10_.default",
 )
 
 
@@ -2888,6 +3075,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::asinh.default",
 )
 
 
@@ -2903,6 +3091,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="asinh",
+    cpp_kernel="aten::asinh_.default",
 )
 
 
@@ -2918,6 +3107,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::atanh.default",
 )
 
 
@@ -2933,6 +3123,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="atanh",
+    cpp_kernel="aten::atanh_.default",
 )
 
 
@@ -2948,6 +3139,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::erfc.default",
 )
 
 
@@ -2963,6 +3155,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="erfc",
+    cpp_kernel="aten::erfc_.default",
 )
 
 
@@ -2978,6 +3171,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::erfinv.default",
 )
 
 
@@ -2993,6 +3187,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="erfinv",
+    cpp_kernel="aten::erfinv_.default",
 )
 
 
@@ -3008,6 +3203,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::lgamma.default",
 )
 
 
@@ -3023,6 +3219,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lgamma",
+    cpp_kernel="aten::lgamma_.default",
 )
 
 
@@ -3038,6 +3235,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::digamma.default",
 )
 
 
@@ -3053,6 +3251,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="digamma",
+    cpp_kernel="aten::digamma_.default",
 )
 
 
@@ -3068,6 +3267,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::polygamma.default",
 )
 
 
@@ -3083,6 +3283,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mvlgamma.default",
 )
 
 
@@ -3098,6 +3299,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mvlgamma",
+    cpp_kernel="aten::mvlgamma_.default",
 )
 
 
@@ -3113,6 +3315,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logit.default",
 )
 
 
@@ -3128,6 +3331,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="logit",
+    cpp_kernel="aten::logit_.default",
 )
 
 
@@ -3143,6 +3347,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sinc.default",
 )
 
 
@@ -3158,6 +3363,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="sinc",
+    cpp_kernel="aten::sinc_.default",
 )
 
 
@@ -3173,6 +3379,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::i0.default",
 )
 
 
@@ -3188,6 +3395,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="i0",
+    cpp_kernel="aten::i0_.default",
 )
 
 
@@ -3203,6 +3411,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::special_i0e.default",
 )
 
 
@@ -3218,6 +3427,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::special_i1.default",
 )
 
 
@@ -3233,6 +3443,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::special_i1e.default",
 )
 
 
@@ -3248,6 +3459,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::special_ndtr.default",
 )
 
 
@@ -3263,6 +3475,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::special_log_ndtr.default",
 )
 
 
@@ -3278,6 +3491,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::special_erfcx.default",
 )
 
 
@@ -3293,6 +3507,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::special_entr.default",
 )
 
 
@@ -3308,6 +3523,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::sgn.default",
 )
 
 
@@ -3323,6 +3539,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="sgn",
+    cpp_kernel="aten::sgn_.default",
 )
 
 
@@ -3338,6 +3555,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::angle.default",
 )
 
 
@@ -3353,6 +3571,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::sign.default",
 )
 
 
@@ -3368,6 +3587,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="sign",
+    cpp_kernel="aten::sign_.default",
 )
 
 
@@ -3383,6 +3603,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::ceil.default",
 )
 
 
@@ -3398,6 +3619,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="ceil",
+    cpp_kernel="aten::ceil_.default",
 )
 
 
@@ -3413,6 +3635,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::floor.default",
 )
 
 
@@ -3428,6 +3651,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="floor",
+    cpp_kernel="aten::floor_.default",
 )
 
 
@@ -3443,6 +3667,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::trunc.default",
 )
 
 
@@ -3458,6 +3683,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="trunc",
+    cpp_kernel="aten::trunc_.default",
 )
 
 
@@ -3473,6 +3699,7 @@ KERNELS[aten.round.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::round.default",
 )
 
 
@@ -3488,6 +3715,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round",
+    cpp_kernel="aten::round_.default",
 )
 
 
@@ -3503,6 +3731,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::round.decimals",
 )
 
 
@@ -3518,6 +3747,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="round.decimals",
+    cpp_kernel="aten::round_.decimals",
 )
 
 
@@ -3533,6 +3763,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::frac.default",
 )
 
 
@@ -3548,6 +3779,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="frac",
+    cpp_kernel="aten::frac_.default",
 )
 
 
@@ -3563,6 +3795,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::deg2rad.default",
 )
 
 
@@ -3578,6 +3811,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="deg2rad",
+    cpp_kernel="aten::deg2rad_.default",
 )
 
 
@@ -3593,6 +3827,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::rad2deg.default",
 )
 
 
@@ -3608,6 +3843,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="rad2deg",
+    cpp_kernel="aten::rad2deg_.default",
 )
 
 
@@ -3623,6 +3859,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::nan_to_num.default",
 )
 
 
@@ -3638,6 +3875,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nan_to_num",
+    cpp_kernel="aten::nan_to_num_.default",
 )
 
 
@@ -3653,6 +3891,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::frexp.Tensor",
 )
 
 
@@ -3668,6 +3907,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardswish.default",
 )
 
 
@@ -3683,6 +3923,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardswish",
+    cpp_kernel="aten::hardswish_.default",
 )
 
 
@@ -3698,6 +3939,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardsigmoid.default",
 )
 
 
@@ -3713,6 +3955,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardsigmoid",
+    cpp_kernel="aten::hardsigmoid_.default",
 )
 
 
@@ -3728,6 +3971,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardtanh.default",
 )
 
 
@@ -3743,6 +3987,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="hardtanh",
+    cpp_kernel="aten::hardtanh_.default",
 )
 
 
@@ -3758,6 +4003,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::leaky_relu.default",
 )
 
 
@@ -3773,6 +4019,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="leaky_relu",
+    cpp_kernel="aten::leaky_relu_.default",
 )
 
 
@@ -3788,6 +4035,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::elu.default",
 )
 
 
@@ -3803,6 +4051,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="elu",
+    cpp_kernel="aten::elu_.default",
 )
 
 
@@ -3818,6 +4067,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::celu.default",
 )
 
 
@@ -3833,6 +4083,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="celu",
+    cpp_kernel="aten::celu_.default",
 )
 
 
@@ -3848,6 +4099,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::silu.default",
 )
 
 
@@ -3863,6 +4115,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="silu",
+    cpp_kernel="aten::silu_.default",
 )
 
 
@@ -3878,6 +4131,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mish.default",
 )
 
 
@@ -3893,6 +4147,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="mish",
+    cpp_kernel="aten::mish_.default",
 )
 
 
@@ -3908,6 +4163,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::gelu.default",
 )
 
 
@@ -3923,6 +4179,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="gelu",
+    cpp_kernel="aten::gelu_.default",
 )
 
 
@@ -3938,6 +4195,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::softplus.default",
 )
 
 
@@ -3953,6 +4211,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::threshold.default",
 )
 
 
@@ -3968,6 +4227,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="threshold",
+    cpp_kernel="aten::threshold_.default",
 )
 
 
@@ -3983,6 +4243,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::softshrink.default",
 )
 
 
@@ -3998,6 +4259,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardshrink.default",
 )
 
 
@@ -4013,6 +4275,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::log_sigmoid_forward.default",
 )
 
 
@@ -4028,6 +4291,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_prelu_kernel.default",
 )
 
 
@@ -4043,6 +4307,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::clamp_min.default",
 )
 
 
@@ -4058,6 +4323,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min",
+    cpp_kernel="aten::clamp_min_.default",
 )
 
 
@@ -4073,6 +4339,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::clamp_max.default",
 )
 
 
@@ -4088,6 +4355,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max",
+    cpp_kernel="aten::clamp_max_.default",
 )
 
 
@@ -4103,6 +4371,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::clamp_min.Tensor",
 )
 
 
@@ -4118,6 +4387,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_min.Tensor",
+    cpp_kernel="aten::clamp_min_.Tensor",
 )
 
 
@@ -4133,6 +4403,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::clamp_max.Tensor",
 )
 
 
@@ -4148,6 +4419,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp_max.Tensor",
+    cpp_kernel="aten::clamp_max_.Tensor",
 )
 
 
@@ -4163,6 +4435,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::copysign.Tensor",
 )
 
 
@@ -4178,6 +4451,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Tensor",
+    cpp_kernel="aten::copysign_.Tensor",
 )
 
 
@@ -4193,6 +4467,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::copysign.Scalar",
 )
 
 
@@ -4208,6 +4483,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="copysign.Scalar",
+    cpp_kernel="aten::copysign_.Scalar",
 )
 
 
@@ -4223,6 +4499,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fmod.Tensor",
 )
 
 
@@ -4238,6 +4515,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="fmod.Tensor",
+    cpp_kernel="aten::fmod_.Tensor",
 )
 
 
@@ -4253,6 +4531,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fmod.Scalar",
 )
 
 
@@ -4268,6 +4547,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="fmod.Scalar",
+    cpp_kernel="aten::fmod_.Scalar",
 )
 
 
@@ -4283,6 +4563,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::remainder.Tensor",
 )
 
 
@@ -4298,6 +4579,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="remainder.Tensor",
+    cpp_kernel="aten::remainder_.Tensor",
 )
 
 
@@ -4313,6 +4595,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::remainder.Scalar",
 )
 
 
@@ -4328,6 +4611,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="remainder.Scalar",
+    cpp_kernel="aten::remainder_.Scalar",
 )
 
 
@@ -4343,6 +4627,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::div.Tensor_mode",
 )
 
 
@@ -4358,6 +4643,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="div.Tensor_mode",
+    cpp_kernel="aten::div_.Tensor_mode",
 )
 
 
@@ -4373,6 +4659,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::div.Scalar_mode",
 )
 
 
@@ -4388,6 +4675,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="div.Scalar_mode",
+    cpp_kernel="aten::div_.Scalar_mode",
 )
 
 
@@ -4403,6 +4691,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fmax.default",
 )
 
 
@@ -4418,6 +4707,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fmin.default",
 )
 
 
@@ -4433,6 +4723,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::hypot.default",
 )
 
 
@@ -4448,6 +4739,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="hypot",
+    cpp_kernel="aten::hypot_.default",
 )
 
 
@@ -4463,6 +4755,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logaddexp.default",
 )
 
 
@@ -4478,6 +4771,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logaddexp2.default",
 )
 
 
@@ -4493,6 +4787,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::ldexp.Tensor",
 )
 
 
@@ -4508,6 +4803,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="ldexp.Tensor",
+    cpp_kernel="aten::ldexp_.default",
 )
 
 
@@ -4523,6 +4819,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::xlogy.Tensor",
 )
 
 
@@ -4538,6 +4835,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Tensor",
+    cpp_kernel="aten::xlogy_.Tensor",
 )
 
 
@@ -4553,6 +4851,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::xlogy.Scalar_Self",
 )
 
 
@@ -4568,6 +4867,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::xlogy.Scalar_Other",
 )
 
 
@@ -4583,6 +4883,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="xlogy.Scalar_Other",
+    cpp_kernel="aten::xlogy_.Scalar_Other",
 )
 
 
@@ -4598,6 +4899,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::special_xlog1py.default",
 )
 
 
@@ -4613,6 +4915,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::special_xlog1py.self_scalar",
 )
 
 
@@ -4628,6 +4931,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::special_xlog1py.other_scalar",
 )
 
 
@@ -4643,6 +4947,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::clamp.Tensor",
 )
 
 
@@ -4658,6 +4963,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="clamp.Tensor",
+    cpp_kernel="aten::clamp_.Tensor",
 )
 
 
@@ -4673,6 +4979,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::lerp.Scalar",
 )
 
 
@@ -4688,6 +4995,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="lerp.Scalar",
+    cpp_kernel="aten::lerp_.Scalar",
 )
 
 
@@ -4703,6 +5011,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::lerp.Tensor",
 )
 
 
@@ -4718,6 +5027,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="lerp.Tensor",
+    cpp_kernel="aten::lerp_.Tensor",
 )
 
 
@@ -4733,6 +5043,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::addcmul.default",
 )
 
 
@@ -4748,6 +5059,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcmul",
+    cpp_kernel="aten::addcmul_.default",
 )
 
 
@@ -4763,6 +5075,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::addcdiv.default",
 )
 
 
@@ -4778,6 +5091,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addcdiv",
+    cpp_kernel="aten::addcdiv_.default",
 )
 
 
@@ -4793,6 +5107,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::nextafter.default",
 )
 
 
@@ -4808,6 +5123,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="nextafter",
+    cpp_kernel="aten::nextafter_.default",
 )
 
 
@@ -4823,6 +5139,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::rrelu_with_noise.default",
 )
 
 
@@ -4838,6 +5155,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="rrelu_with_noise",
+    cpp_kernel="aten::rrelu_with_noise_.default",
 )
 
 
@@ -4853,6 +5171,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::complex.default",
 )
 
 
@@ -4868,6 +5187,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::polar.default",
 )
 
 
@@ -4883,6 +5203,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::diagonal.default",
 )
 
 
@@ -4898,6 +5219,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::squeeze.dims",
 )
 
 
@@ -4913,6 +5235,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unfold.default",
 )
 
 
@@ -4928,6 +5251,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::narrow.default",
 )
 
 
@@ -4943,6 +5267,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::split.Tensor",
 )
 
 
@@ -4958,6 +5283,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::split_with_sizes.default",
 )
 
 
@@ -4973,6 +5299,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unbind.int",
 )
 
 
@@ -4988,6 +5315,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unsafe_split.Tensor",
 )
 
 
@@ -5003,6 +5331,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unsafe_split_with_sizes.default",
 )
 
 
@@ -5018,6 +5347,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::split_with_sizes_copy.default",
 )
 
 
@@ -5033,6 +5363,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unbind_copy.int",
 )
 
 
@@ -5048,6 +5379,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::alias_copy.default",
 )
 
 
@@ -5063,6 +5395,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::view_copy.default",
 )
 
 
@@ -5078,6 +5411,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::t_copy.default",
 )
 
 
@@ -5093,6 +5427,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::transpose_copy.int",
 )
 
 
@@ -5108,6 +5443,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::permute_copy.default",
 )
 
 
@@ -5123,6 +5459,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unsqueeze_copy.default",
 )
 
 
@@ -5138,6 +5475,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::squeeze_copy.default",
 )
 
 
@@ -5153,6 +5491,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::squeeze_copy.dim",
 )
 
 
@@ -5168,6 +5507,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::squeeze_copy.dims",
 )
 
 
@@ -5183,6 +5523,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unfold_copy.default",
 )
 
 
@@ -5198,6 +5539,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::narrow_copy.default",
 )
 
 
@@ -5213,6 +5555,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::diagonal_copy.default",
 )
 
 
@@ -5228,6 +5571,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::expand_copy.default",
 )
 
 
@@ -5243,6 +5587,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::select_copy.int",
 )
 
 
@@ -5258,6 +5603,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::slice_copy.Tensor",
 )
 
 
@@ -5273,6 +5619,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::as_strided_copy.default",
 )
 
 
@@ -5288,6 +5635,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::constant_pad_nd.default",
 )
 
 
@@ -5303,6 +5651,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::diag_embed.default",
 )
 
 
@@ -5318,6 +5667,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::roll.default",
 )
 
 
@@ -5333,6 +5683,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::flip.default",
 )
 
 
@@ -5348,6 +5699,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::rot90.default",
 )
 
 
@@ -5363,6 +5715,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::repeat.default",
 )
 
 
@@ -5378,6 +5731,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::tril.default",
 )
 
 
@@ -5393,6 +5747,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="tril",
+    cpp_kernel="aten::tril_.default",
 )
 
 
@@ -5408,6 +5763,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::triu.default",
 )
 
 
@@ -5423,6 +5779,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="triu",
+    cpp_kernel="aten::triu_.default",
 )
 
 
@@ -5438,6 +5795,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::pixel_shuffle.default",
 )
 
 
@@ -5453,6 +5811,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::pixel_unshuffle.default",
 )
 
 
@@ -5468,6 +5827,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::channel_shuffle.default",
 )
 
 
@@ -5483,6 +5843,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::reflection_pad1d.default",
 )
 
 
@@ -5498,6 +5859,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::reflection_pad2d.default",
 )
 
 
@@ -5513,6 +5875,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::reflection_pad3d.default",
 )
 
 
@@ -5528,6 +5891,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::replication_pad1d.default",
 )
 
 
@@ -5543,6 +5907,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::replication_pad2d.default",
 )
 
 
@@ -5558,6 +5923,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::replication_pad3d.default",
 )
 
 
@@ -5573,6 +5939,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::masked_fill.Scalar",
 )
 
 
@@ -5588,6 +5955,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Scalar",
+    cpp_kernel="aten::masked_fill_.Scalar",
 )
 
 
@@ -5603,6 +5971,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::masked_fill.Tensor",
 )
 
 
@@ -5618,6 +5987,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_fill.Tensor",
+    cpp_kernel="aten::masked_fill_.Tensor",
 )
 
 
@@ -5633,6 +6003,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::masked_select.default",
 )
 
 
@@ -5648,6 +6019,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::masked_scatter.default",
 )
 
 
@@ -5663,6 +6035,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="masked_scatter",
+    cpp_kernel="aten::masked_scatter_.default",
 )
 
 
@@ -5678,6 +6051,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::masked_scatter_backward.default",
 )
 
 
@@ -5693,6 +6067,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::index.Tensor",
 )
 
 
@@ -5708,6 +6083,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::index_put.default",
 )
 
 
@@ -5723,6 +6099,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_put",
+    cpp_kernel="aten::index_put_.default",
 )
 
 
@@ -5738,6 +6115,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::view_as_real.default",
 )
 
 
@@ -5753,6 +6131,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::view_as_complex.default",
 )
 
 
@@ -5768,6 +6147,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dim",
+    cpp_kernel="aten::squeeze_.dim",
 )
 
 
@@ -5783,6 +6163,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze.dims",
+    cpp_kernel="aten::squeeze_.dims",
 )
 
 
@@ -5798,6 +6179,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="squeeze",
+    cpp_kernel="aten::squeeze_.default",
 )
 
 
@@ -5813,6 +6195,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="unsqueeze",
+    cpp_kernel="aten::unsqueeze_.default",
 )
 
 
@@ -5828,6 +6211,7 @@ KERNELS[aten.t_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="t",
+    cpp_kernel="aten::t_.default",
 )
 
 
@@ -5843,6 +6227,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::transpose_.default",
 )
 
 
@@ -5858,6 +6243,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::select_scatter.default",
 )
 
 
@@ -5873,6 +6259,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::slice_scatter.default",
 )
 
 
@@ -5888,6 +6275,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::diagonal_scatter.default",
 )
 
 
@@ -5903,6 +6291,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fill.Scalar",
 )
 
 
@@ -5918,6 +6307,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::block_diag.default",
 )
 
 
@@ -5933,6 +6323,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_vector_norm.default",
 )
 
 
@@ -5948,6 +6339,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::norm.Scalar",
 )
 
 
@@ -5963,6 +6355,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::norm.ScalarOpt_dim",
 )
 
 
@@ -5978,6 +6371,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::dist.default",
 )
 
 
@@ -5993,6 +6387,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::var.correction",
 )
 
 
@@ -6008,6 +6403,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::std.correction",
 )
 
 
@@ -6023,6 +6419,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::var_mean.correction",
 )
 
 
@@ -6038,6 +6435,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::std_mean.correction",
 )
 
 
@@ -6053,6 +6451,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::logsumexp.default",
 )
 
 
@@ -6068,6 +6467,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::nansum.default",
 )
 
 
@@ -6083,6 +6483,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::prod.default",
 )
 
 
@@ -6098,6 +6499,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::prod.dim_int",
 )
 
 
@@ -6113,6 +6515,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::cumsum.default",
 )
 
 
@@ -6128,6 +6531,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="cumsum",
+    cpp_kernel="aten::cumsum_.default",
 )
 
 
@@ -6143,6 +6547,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::cumprod.default",
 )
 
 
@@ -6158,6 +6563,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="cumprod",
+    cpp_kernel="aten::cumprod_.default",
 )
 
 
@@ -6173,6 +6579,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::logcumsumexp.default",
 )
 
 
@@ -6188,6 +6595,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::cummax.default",
 )
 
 
@@ -6203,6 +6611,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::cummin.default",
 )
 
 
@@ -6218,6 +6627,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::sort.default",
 )
 
 
@@ -6233,6 +6643,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::sort.stable",
 )
 
 
@@ -6248,6 +6659,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::topk.default",
 )
 
 
@@ -6263,6 +6675,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::kthvalue.default",
 )
 
 
@@ -6278,6 +6691,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::mode.default",
 )
 
 
@@ -6293,6 +6707,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::median.dim",
 )
 
 
@@ -6308,6 +6723,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::nanmedian.dim",
 )
 
 
@@ -6323,6 +6739,7 @@ KERNELS[aten.median.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::median.default",
 )
 
 
@@ -6338,6 +6755,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::nanmedian.default",
 )
 
 
@@ -6353,6 +6771,7 @@ KERNELS[aten.max.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::max.default",
 )
 
 
@@ -6368,6 +6787,7 @@ KERNELS[aten.min.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::min.default",
 )
 
 
@@ -6383,6 +6803,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::aminmax.default",
 )
 
 
@@ -6398,6 +6819,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::trace.default",
 )
 
 
@@ -6413,6 +6835,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::renorm.default",
 )
 
 
@@ -6428,6 +6851,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="renorm",
+    cpp_kernel="aten::renorm_.default",
 )
 
 
@@ -6443,6 +6867,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::vdot.default",
 )
 
 
@@ -6458,6 +6883,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::addmv.default",
 )
 
 
@@ -6473,6 +6899,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addmv",
+    cpp_kernel="aten::addmv_.default",
 )
 
 
@@ -6488,6 +6915,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::addr.default",
 )
 
 
@@ -6503,6 +6931,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addr",
+    cpp_kernel="aten::addr_.default",
 )
 
 
@@ -6518,6 +6947,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::baddbmm.default",
 )
 
 
@@ -6533,6 +6963,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="baddbmm",
+    cpp_kernel="aten::baddbmm_.default",
 )
 
 
@@ -6548,6 +6979,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::addbmm.default",
 )
 
 
@@ -6563,6 +6995,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="addbmm",
+    cpp_kernel="aten::addbmm_.default",
 )
 
 
@@ -6578,6 +7011,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::index_select.default",
 )
 
 
@@ -6593,6 +7027,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::gather.default",
 )
 
 
@@ -6608,6 +7043,7 @@ KERNELS[aten.take.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::take.default",
 )
 
 
@@ -6623,6 +7059,7 @@ KERNELS[aten.put.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::put.default",
 )
 
 
@@ -6638,6 +7075,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="put",
+    cpp_kernel="aten::put_.default",
 )
 
 
@@ -6653,6 +7091,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::scatter.src",
 )
 
 
@@ -6668,6 +7107,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.src",
+    cpp_kernel="aten::scatter_.src",
 )
 
 
@@ -6683,6 +7123,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::scatter.value",
 )
 
 
@@ -6698,6 +7139,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter.value",
+    cpp_kernel="aten::scatter_.value",
 )
 
 
@@ -6713,6 +7155,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::scatter_add.default",
 )
 
 
@@ -6728,6 +7171,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="scatter_add",
+    cpp_kernel="aten::scatter_add_.default",
 )
 
 
@@ -6743,6 +7187,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::scatter_reduce.two",
 )
 
 
@@ -6758,6 +7203,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=True,
     derived_from="scatter_reduce.two",
+    cpp_kernel="aten::scatter_reduce_.two",
 )
 
 
@@ -6773,6 +7219,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::index_add.default",
 )
 
 
@@ -6788,6 +7235,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_add",
+    cpp_kernel="aten::index_add_.default",
 )
 
 
@@ -6803,6 +7251,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::index_copy.default",
 )
 
 
@@ -6818,6 +7267,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_copy",
+    cpp_kernel="aten::index_copy_.default",
 )
 
 
@@ -6833,6 +7283,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::index_fill.int_Scalar",
 )
 
 
@@ -6848,6 +7299,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Scalar",
+    cpp_kernel="aten::index_fill_.int_Scalar",
 )
 
 
@@ -6863,6 +7315,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::index_fill.int_Tensor",
 )
 
 
@@ -6878,6 +7331,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from="index_fill.int_Tensor",
+    cpp_kernel="aten::index_fill_.int_Tensor",
 )
 
 
@@ -6893,6 +7347,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_unsafe_masked_index.default",
 )
 
 
@@ -6908,6 +7363,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_unsafe_masked_index_put_accumulate.default",
 )
 
 
@@ -6923,6 +7379,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::nll_loss_forward.default",
 )
 
 
@@ -6938,6 +7395,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::nll_loss2d_forward.default",
 )
 
 
@@ -6953,6 +7411,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::embedding.default",
 )
 
 
@@ -6968,6 +7427,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::max_unpool2d.default",
 )
 
 
@@ -6983,6 +7443,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::binary_cross_entropy.default",
 )
 
 
@@ -6998,6 +7459,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::acosh.default",
 )
 
 
@@ -7013,6 +7475,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     needs_original_self=True,
     jvp_uses_outputs=False,
     derived_from="acosh",
+    cpp_kernel="aten::acosh_.default",
 )
 
 
@@ -7028,6 +7491,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::special_ndtri.default",
 )
 
 
@@ -7043,6 +7507,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_fft_c2c.default",
 )
 
 
@@ -7058,6 +7523,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_fft_r2c.default",
 )
 
 
@@ -7073,6 +7539,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_fft_c2r.default",
 )
 
 
@@ -7088,6 +7555,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::unfold_backward.default",
 )
 
 
@@ -7103,6 +7571,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_inv_ex.default",
 )
 
 
@@ -7118,6 +7587,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_linalg_solve_ex.default",
 )
 
 
@@ -7133,6 +7603,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_solve_triangular.default",
 )
 
 
@@ -7148,6 +7619,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::triangular_solve.default",
 )
 
 
@@ -7163,6 +7635,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_cholesky_ex.default",
 )
 
 
@@ -7178,6 +7651,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::cholesky_solve.default",
 )
 
 
@@ -7193,6 +7667,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::cholesky_inverse.default",
 )
 
 
@@ -7208,6 +7683,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_linalg_det.default",
 )
 
 
@@ -7223,6 +7699,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_linalg_slogdet.default",
 )
 
 
@@ -7238,6 +7715,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_lu_factor_ex.default",
 )
 
 
@@ -7253,6 +7731,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_lu.default",
 )
 
 
@@ -7268,6 +7747,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::linalg_cross.default",
 )
 
 
@@ -7283,6 +7763,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::linalg_matrix_exp.default",
 )
 
 
@@ -7298,6 +7779,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::linalg_householder_product.default",
 )
 
 
@@ -7313,6 +7795,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::lu_unpack.default",
 )
 
 
@@ -7328,6 +7811,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_lu_solve.default",
 )
 
 
@@ -7350,6 +7834,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::elu_backward.default",
 )
 
 
@@ -7365,6 +7850,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::log_sigmoid_backward.default",
 )
 
 
@@ -7380,6 +7866,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardtanh_backward.default",
 )
 
 
@@ -7395,6 +7882,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::softshrink_backward.default",
 )
 
 
@@ -7410,6 +7898,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardshrink_backward.default",
 )
 
 
@@ -7425,6 +7914,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::leaky_relu_backward.default",
 )
 
 
@@ -7448,6 +7938,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::rrelu_with_noise_backward.default",
 )
 
 
@@ -7463,6 +7954,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardsigmoid_backward.default",
 )
 
 
@@ -7478,6 +7970,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::hardswish_backward.default",
 )
 
 
@@ -7493,6 +7986,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::softplus_backward.default",
 )
 
 
@@ -7508,6 +8002,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::gelu_backward.default",
 )
 
 
@@ -7523,6 +8018,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::silu_backward.default",
 )
 
 
@@ -7538,6 +8034,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mish_backward.default",
 )
 
 
@@ -7553,6 +8050,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::glu_backward.default",
 )
 
 
@@ -7568,6 +8066,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_prelu_kernel_backward.default",
 )
 
 
@@ -7583,6 +8082,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::mse_loss_backward.default",
 )
 
 
@@ -7598,6 +8098,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::smooth_l1_loss_backward.default",
 )
 
 
@@ -7613,6 +8114,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::huber_loss_backward.default",
 )
 
 
@@ -7628,6 +8130,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::binary_cross_entropy_backward.default",
 )
 
 
@@ -7651,6 +8154,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::nll_loss_backward.default",
 )
 
 
@@ -7674,6 +8178,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::nll_loss2d_backward.default",
 )
 
 
@@ -7689,6 +8194,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_linalg_svd.default",
 )
 
 
@@ -7704,6 +8210,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_eig.default",
 )
 
 
@@ -7719,6 +8226,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_linalg_eigh.default",
 )
 
 
@@ -7734,6 +8242,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_qr.default",
 )
 
 
@@ -7749,6 +8258,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_pinv.atol_rtol_tensor",
 )
 
 
@@ -7764,6 +8274,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::linalg_lstsq.default",
 )
 
 
@@ -7788,6 +8299,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_native_batch_norm_legit.default",
 )
 
 
@@ -7803,6 +8315,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_native_batch_norm_legit.no_stats",
 )
 
 
@@ -7826,6 +8339,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_native_batch_norm_legit_no_training.default",
 )
 
 
@@ -7849,6 +8363,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_batch_norm_with_update.default",
 )
 
 
@@ -7872,6 +8387,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_batch_norm_no_update.default",
 )
 
 
@@ -7887,6 +8403,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::binary_cross_entropy_with_logits.default",
 )
 
 
@@ -7902,6 +8419,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::im2col.default",
 )
 
 
@@ -7917,6 +8435,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::col2im.default",
 )
 
 
@@ -7932,6 +8451,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_bilinear2d_aa.default",
 )
 
 
@@ -7947,6 +8467,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_bilinear2d_aa.vec",
 )
 
 
@@ -7969,6 +8490,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_bilinear2d_aa_backward.default",
 )
 
 
@@ -7984,6 +8506,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::fractional_max_pool2d.default",
 )
 
 
@@ -7999,6 +8522,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::fractional_max_pool3d.default",
 )
 
 
@@ -8023,6 +8547,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::max_pool2d_with_indices_backward.default",
 )
 
 
@@ -8047,6 +8572,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::max_pool3d_with_indices_backward.default",
 )
 
 
@@ -8062,6 +8588,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fractional_max_pool2d_backward.default",
 )
 
 
@@ -8077,6 +8604,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::fractional_max_pool3d_backward.default",
 )
 
 
@@ -8092,6 +8620,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::max_unpool3d.default",
 )
 
 
@@ -8116,6 +8645,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_trilinear.default",
 )
 
 
@@ -8131,6 +8661,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::_safe_softmax.default",
 )
 
 
@@ -8146,6 +8677,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::as_strided_scatter.default",
 )
 
 
@@ -8161,6 +8693,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::bernoulli.default",
 )
 
 
@@ -8176,6 +8709,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::bernoulli.p",
 )
 
 
@@ -8191,6 +8725,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::bernoulli.Tensor",
 )
 
 
@@ -8206,6 +8741,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from="bernoulli.Tensor",
+    cpp_kernel="aten::bernoulli_.Tensor",
 )
 
 
@@ -8221,6 +8757,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::uniform_.default",
 )
 
 
@@ -8236,6 +8773,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::normal_.default",
 )
 
 
@@ -8251,6 +8789,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::exponential_.default",
 )
 
 
@@ -8266,6 +8805,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::cauchy_.default",
 )
 
 
@@ -8281,6 +8821,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::log_normal_.default",
 )
 
 
@@ -8296,6 +8837,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::geometric_.default",
 )
 
 
@@ -8311,6 +8853,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::random_.default",
 )
 
 
@@ -8326,6 +8869,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::random_.from",
 )
 
 
@@ -8341,6 +8885,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::random_.to",
 )
 
 
@@ -8356,6 +8901,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::bernoulli_.float",
 )
 
 
@@ -8383,6 +8929,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::convolution_backward.default",
 )
 
 
@@ -8407,6 +8954,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::avg_pool2d_backward.default",
 )
 
 
@@ -8431,6 +8979,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::avg_pool3d_backward.default",
 )
 
 
@@ -8446,6 +8995,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_adaptive_avg_pool2d_backward.default",
 )
 
 
@@ -8461,6 +9011,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_adaptive_avg_pool3d_backward.default",
 )
 
 
@@ -8476,6 +9027,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::adaptive_max_pool2d_backward.default",
 )
 
 
@@ -8491,6 +9043,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::adaptive_max_pool3d_backward.default",
 )
 
 
@@ -8506,6 +9059,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::reflection_pad1d_backward.default",
 )
 
 
@@ -8521,6 +9075,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::reflection_pad2d_backward.default",
 )
 
 
@@ -8536,6 +9091,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::reflection_pad3d_backward.default",
 )
 
 
@@ -8551,6 +9107,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::replication_pad1d_backward.default",
 )
 
 
@@ -8566,6 +9123,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::replication_pad2d_backward.default",
 )
 
 
@@ -8581,6 +9139,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::replication_pad3d_backward.default",
 )
 
 
@@ -8596,6 +9155,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest1d_backward.default",
 )
 
 
@@ -8611,6 +9171,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest2d_backward.default",
 )
 
 
@@ -8633,6 +9194,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_nearest3d_backward.default",
 )
 
 
@@ -8648,6 +9210,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_nearest_exact1d_backward.default",
 )
 
 
@@ -8663,6 +9226,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_nearest_exact2d_backward.default",
 )
 
 
@@ -8685,6 +9249,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::_upsample_nearest_exact3d_backward.default",
 )
 
 
@@ -8700,6 +9265,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_linear1d_backward.default",
 )
 
 
@@ -8722,6 +9288,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_bilinear2d_backward.default",
 )
 
 
@@ -8744,6 +9311,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_bicubic2d_backward.default",
 )
 
 
@@ -8767,6 +9335,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::upsample_trilinear3d_backward.default",
 )
 
 
@@ -8782,6 +9351,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::diagonal_backward.default",
 )
 
 
@@ -8803,6 +9373,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=False,
     derived_from=None,
+    cpp_kernel="aten::embedding_dense_backward.default",
 )
 
 
@@ -8827,6 +9398,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::native_layer_norm_backward.default",
 )
 
 
@@ -8853,4 +9425,5 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     needs_original_self=False,
     jvp_uses_outputs=True,
     derived_from=None,
+    cpp_kernel="aten::native_batch_norm_backward.default",
 )

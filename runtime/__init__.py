@@ -6,6 +6,7 @@
 """
 
 from . import forward_ad
+from .backend import kernel_backend, set_kernel_backend
 from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
 from .rules import register_jvp, unregister_jvp
 
@@ -15,7 +16,9 @@ __all__ = [
     "forward_ad",
     "gradcheck",
     "gradgradcheck",
+    "kernel_backend",
     "register_jvp",
+    "set_kernel_backend",
     "unregister_jvp",
 ]
 __version__ = "0.1.0"

@@ -34,6 +34,10 @@ class KernelInfo:
         None  # in-place: the functional entry its formulas come from
     )
 
+    # The C++ twin's name in the extension's registry ("aten::add.Tensor"); None
+    # for kernels generated without one (a spec under test).
+    cpp_kernel: str | None = None
+
     @cached_property
     def vjp(self) -> Callable:
         """The VJP kernel, imported on first use: forward mode never needs the

@@ -57,12 +57,17 @@ class Rule:
         return cached
 
 
-def _generated_rule(op, info) -> Rule:
+def _generated_rule(op, info, cpp_kernels=None) -> Rule:
+    """The rule of a generated kernel: its Python function, or with
+    `cpp_kernels` (the extension) its C++ twin."""
     names = output_names(op._schema)
     jvp = info.jvp
+    if cpp_kernels is not None and info.cpp_kernel is not None:
+        call = _cpp_call(cpp_kernels.call_jvp, info.cpp_kernel, len(names) == 1)
+    else:
 
-    def call(primals, tangents, outputs):
-        return jvp(*primals, *tangents, *outputs)
+        def call(primals, tangents, outputs):
+            return jvp(*primals, *tangents, *outputs)
 
     return Rule(
         op=op,
@@ -74,6 +79,22 @@ def _generated_rule(op, info) -> Rule:
         call=call,
         origin=f"derivatives.yaml entry {info.derived_from or info.name}",
     )
+
+
+def _cpp_call(call_jvp, key: str, single: bool) -> Callable:
+    """A C++ kernel called as its Python twin is (a single output's tangent is
+    returned as it is, several as a tuple)."""
+    if single:
+
+        def call(primals, tangents, outputs):
+            return call_jvp(key, primals, tangents, outputs)[0]
+
+    else:
+
+        def call(primals, tangents, outputs):
+            return tuple(call_jvp(key, primals, tangents, outputs))
+
+    return call
 
 
 _USER_RULES: dict[torch._ops.OpOverload, Rule] = {}
@@ -111,8 +132,23 @@ def _generated() -> dict:
     global _GENERATED
     if _GENERATED is None:
         kernels = generated_kernels()
-        _GENERATED = {op: _generated_rule(op, info) for op, info in kernels.items()}
+        cpp_kernels = None
+        if _KERNELS is None:  # the installed kernels, which the extension holds
+            from . import cpp
+            from .backend import kernel_backend
+
+            if kernel_backend() == "cpp":
+                cpp_kernels = cpp.extension()
+        _GENERATED = {
+            op: _generated_rule(op, info, cpp_kernels) for op, info in kernels.items()
+        }
     return _GENERATED
+
+
+def forget_generated_rules() -> None:
+    """Rebuild the generated rules on next use (the kernel backend changed)."""
+    global _GENERATED
+    _GENERATED = None
 
 
 def rule_for(op: torch._ops.OpOverload) -> Rule | None:

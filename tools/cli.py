@@ -88,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "-v", "--verbose", action="store_true", help="timings, and tracebacks on errors"
     )
+    bld = sub.add_parser(
+        "build",
+        help="build the C++ kernels (the extension dualgen_cpp); changed sources only",
+    )
+    bld.add_argument("-v", "--verbose", action="store_true", help="compiler commands")
     val = sub.add_parser(
         "validate", help="gradcheck every kernel of the spec on its samples"
     )
@@ -115,6 +120,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _build(args: argparse.Namespace) -> int:
+    """Compile the C++ kernels; a failure is one line with the compiler's first
+    error (and the whole log with -v)."""
+    import time
+
+    from dualgen import cpp
+
+    start = time.perf_counter()
+    try:
+        cpp.build(verbose=args.verbose)
+    except cpp.BuildError as exc:
+        print(f"dualgen: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"built {cpp.NAME} in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return 0
+
+
 def _version() -> str:
     """The installed distribution's version: the one pip and bug reports see."""
     from importlib.metadata import PackageNotFoundError, version
@@ -136,6 +158,8 @@ def _with_project_paths(args: argparse.Namespace) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "build":
+        return _build(args)
     try:
         args = _with_project_paths(args)
     except NotInProject as exc:

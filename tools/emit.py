@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jinja2
 
+from .emit_cpp import CppEmitter, operator_key
 from .formula import helpers_used
 from .plan import Action, Branch, OpPlan, OutputTangent
 from .printer import PythonPrinter
@@ -79,12 +80,14 @@ class Emitter:
 
     def render_all(self, plans: tuple[OpPlan, ...]) -> dict[str, str]:
         header = HEADER.format(spec=self.spec_name)
-        return {
+        files = {
             "__init__.py": self.env.get_template("init.py.j2").render(header=header),
             "jvp.py": self._render_jvp(plans, header),
             "vjp.py": self._render_vjp(plans, header),
             "registry.py": self._render_registry(plans, header),
         }
+        files.update(CppEmitter(self.spec_name).render_all(plans))
+        return files
 
     # -- JVP ----------------------------------------------------------------
 
@@ -235,6 +238,7 @@ class Emitter:
             ("needs_original_self", repr(plan.needs_original_self)),
             ("jvp_uses_outputs", repr(plan.jvp_uses_outputs)),
             ("derived_from", repr(plan.derived_from)),
+            ("cpp_kernel", repr(operator_key(s))),
         )
         return RowView(_overload_expr(s.name, s.overload_attr), fields)
 

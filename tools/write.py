@@ -68,6 +68,10 @@ def format_files(
     formatted files on disk) that black would produce again; say how many it ran."""
     if os.environ.get(CACHE_VARIABLE, "1") == "0":
         previous = None
+    # The C++ files have their layout already (emit_cpp's fixed layout).
+    as_printed = {n: t for n, t in files.items() if not n.endswith(".py")}
+    files = {n: t for n, t in files.items() if n.endswith(".py")}
+    previous = {n: t for n, t in (previous or {}).items() if n.endswith(".py")}
     chunks = {name: split_chunks(text) for name, text in sorted(files.items())}
     reused = FormatCache(previous or {}).reuse(
         {c for cs in chunks.values() for c in cs}
@@ -78,6 +82,7 @@ def format_files(
         + "\n"
         for name, pieces in chunks.items()
     }
+    formatted.update(as_printed)
     chunk_count = sum(map(len, chunks.values()))
     blacked = sum(c not in reused for pieces in chunks.values() for c in pieces)
     return Formatted(formatted, chunk_count, blacked)
@@ -241,13 +246,20 @@ def _tokenized_comments(source: str):
             yield token.string, own_line
 
 
+# What `generate` writes: Python modules, and C++ sources in cpp/.
+_GENERATED_SUFFIXES = (".py", ".cpp", ".h")
+
+
 def read_existing(out_dir: Path) -> dict[str, str]:
+    """The generated files under `out_dir`, by path relative to it."""
     if not out_dir.is_dir():
         return {}
     return {
-        p.name: p.read_text(encoding="utf-8")
-        for p in sorted(out_dir.iterdir())
-        if p.is_file() and p.suffix == ".py"
+        p.relative_to(out_dir).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted(out_dir.rglob("*"))
+        if p.is_file()
+        and p.suffix in _GENERATED_SUFFIXES
+        and "__pycache__" not in p.parts
     }
 
 
@@ -282,15 +294,17 @@ def stale_diff(
 
 def write_atomically(out_dir: Path, files: dict[str, str]) -> bool:
     """Replace `out_dir` with exactly `files`; return whether anything changed."""
-    if read_existing(out_dir) == files and _only_python(out_dir):
+    if read_existing(out_dir) == files and _only_generated(out_dir):
         return False
     out_dir = out_dir.resolve()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
     try:
         for name, text in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_text(text, encoding="utf-8")
             os.chmod(staging / name, 0o644)
+            os.chmod((staging / name).parent, 0o755)
         os.chmod(staging, 0o755)
         _swap(staging, out_dir)
     finally:
@@ -299,11 +313,12 @@ def write_atomically(out_dir: Path, files: dict[str, str]) -> bool:
     return True
 
 
-def _only_python(out_dir: Path) -> bool:
+def _only_generated(out_dir: Path) -> bool:
+    """Nothing but generated files (and caches) under `out_dir`."""
     return all(
-        p.suffix == ".py"
-        for p in out_dir.iterdir()
-        if p.is_file() or p.is_dir() and p.name != "__pycache__"
+        p.suffix in _GENERATED_SUFFIXES
+        for p in out_dir.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
     )
 
 

@@ -1,0 +1,65 @@
+"""Which generated kernels compute tangents: the C++ ones or the Python ones.
+
+`DUALGEN_KERNELS=cpp|python` chooses at import; without it dualgen uses the C++
+kernels when the extension is built and up to date with its sources, and the
+Python kernels otherwise (saying why once, when the extension is stale).
+`set_kernel_backend(name)` switches between levels; `kernel_backend()` says
+which is in use. User rules (`register_jvp`) are Python under either; a kernel
+table other than the installed one (a spec under test) runs its Python kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+BACKENDS = ("cpp", "python")
+VARIABLE = "DUALGEN_KERNELS"
+_current: str | None = None
+
+
+def kernel_backend() -> str:
+    """'cpp' or 'python': the kernels forward mode runs."""
+    global _current
+    if _current is None:
+        _current = _initial()
+    return _current
+
+
+def set_kernel_backend(name: str) -> None:
+    """Run the `name` kernels ('cpp' or 'python') from now on; outside any dual
+    level (a level's tangents are computed by one backend)."""
+    global _current
+    from .levels import STATE
+    from .rules import forget_generated_rules
+
+    if name not in BACKENDS:
+        raise ValueError(f"kernel backend must be one of {BACKENDS}, not {name!r}")
+    if STATE.levels:
+        raise RuntimeError("set_kernel_backend: exit every dual level first")
+    if name == "cpp":
+        from . import cpp
+
+        cpp.extension()  # FileNotFoundError / StaleExtension say what to do
+    _current = name
+    forget_generated_rules()
+
+
+def _initial() -> str:
+    from . import cpp
+
+    chosen = os.environ.get(VARIABLE)
+    if chosen is not None:
+        if chosen not in BACKENDS:
+            raise ValueError(f"{VARIABLE} must be one of {BACKENDS}, not {chosen!r}")
+        if chosen == "cpp":
+            cpp.extension()
+        return chosen
+    state = cpp.state()
+    if state == "stale":
+        warnings.warn(
+            "dualgen's C++ kernels are older than their sources: using the Python "
+            "kernels (run `dualgen build`, or set DUALGEN_KERNELS=python)",
+            stacklevel=3,
+        )
+    return "cpp" if state == "built" else "python"

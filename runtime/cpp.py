@@ -1,0 +1,139 @@
+"""dualgen's C++ extension (`dualgen_cpp`): its sources, its build, loading it.
+
+The extension holds the generated C++ kernels (generated/cpp/), the C++ twins of
+the formulas helpers and the per-op hot path (runtime/csrc/). `build()` compiles
+it with torch.utils.cpp_extension (ninja: changed sources only, both cores); it
+records a fingerprint of every source, header, compiler flag and the torch
+version beside the library, and `extension()` loads the library only while that
+fingerprint still matches. `make install`, `make generate` and `make test` build
+it (`dualgen build`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from functools import cache
+from pathlib import Path
+
+import torch
+
+NAME = "dualgen_cpp"
+PACKAGE = Path(__file__).resolve().parent
+CSRC = PACKAGE / "csrc"
+FLAGS = ("-O2", "-std=c++17", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
+
+
+class BuildError(RuntimeError):
+    """The extension did not build: the compiler's first error, and where."""
+
+
+class StaleExtension(RuntimeError):
+    """The built extension is older than its sources."""
+
+
+def generated_dir() -> Path:
+    import dualgen.generated
+
+    return Path(dualgen.generated.__file__).resolve().parent / "cpp"
+
+
+def build_dir() -> Path:
+    """Where objects and the library go: DUALGEN_BUILD_DIR, or build/cpp beside
+    the package (the project root in a checkout)."""
+    configured = os.environ.get("DUALGEN_BUILD_DIR")
+    return Path(configured) if configured else PACKAGE.parent / "build" / "cpp"
+
+
+def sources() -> list[Path]:
+    generated = sorted(generated_dir().glob("*.cpp"))
+    return sorted(CSRC.rglob("*.cpp")) + generated
+
+
+def _headers() -> list[Path]:
+    return sorted(CSRC.rglob("*.h"))
+
+
+def fingerprint() -> str:
+    """What the library was built from: every source and header, the flags,
+    and the torch it links against."""
+    digest = hashlib.sha256()
+    digest.update(f"{torch.__version__}\n{' '.join(FLAGS)}\n".encode())
+    for path in sources() + _headers():
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _library() -> Path:
+    return build_dir() / f"{NAME}.so"
+
+
+def _stamp() -> Path:
+    return build_dir() / "fingerprint"
+
+
+def state() -> str:
+    """'built', 'stale' (sources changed since) or 'missing'."""
+    if not _library().exists() or not _stamp().exists():
+        return "missing"
+    return "built" if _stamp().read_text() == fingerprint() else "stale"
+
+
+def build(verbose: bool = False):
+    """Compile what changed and load the result; raise BuildError with the
+    compiler's first error."""
+    from torch.utils import cpp_extension
+
+    directory = build_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    expected = fingerprint()
+    try:
+        module = cpp_extension.load(
+            name=NAME,
+            sources=[str(p) for p in sources()],
+            extra_include_paths=[str(CSRC)],
+            extra_cflags=list(FLAGS),
+            build_directory=str(directory),
+            verbose=verbose,
+        )
+    except (RuntimeError, OSError) as exc:
+        raise BuildError(_first_error(exc)) from None
+    _stamp().write_text(expected)
+    return module
+
+
+def _first_error(exc: Exception) -> str:
+    """The first compiler error line (with its file and line) of a failed build."""
+    text = str(exc)
+    output = getattr(exc, "output", None) or ""
+    for line in (output + "\n" + text).splitlines():
+        if ": error:" in line or "fatal error" in line:
+            return f"building {NAME} failed: {line.strip()}"
+    return f"building {NAME} failed: {text.strip().splitlines()[-1] if text.strip() else exc!r}"
+
+
+@cache
+def extension():
+    """The built extension module; StaleExtension if its sources changed since
+    the build, FileNotFoundError if it was never built."""
+    status = state()
+    if status == "missing":
+        raise FileNotFoundError(
+            "dualgen's C++ extension is not built: run `make install` or `dualgen build`"
+        )
+    if status == "stale":
+        raise StaleExtension(
+            "dualgen's C++ extension is older than its sources: run `dualgen build`"
+        )
+    if NAME in sys.modules:
+        return sys.modules[NAME]
+    loader = importlib.machinery.ExtensionFileLoader(NAME, str(_library()))
+    spec = importlib.util.spec_from_file_location(NAME, _library(), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[NAME] = module
+    return module

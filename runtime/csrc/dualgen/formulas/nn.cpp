@@ -1,0 +1,207 @@
+#include "dualgen/formulas/nn.h"
+
+namespace dualgen::formulas {
+
+namespace {
+
+// d((x - mean) * rstd) = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)).
+at::Tensor normalized_tangent(
+    const at::Tensor& input_t, const at::Tensor& xhat, const at::Tensor& rstd,
+    at::IntArrayRef dims) {
+  return rstd * (input_t - input_t.mean(dims, /*keepdim=*/true) -
+                 xhat * (xhat * input_t).mean(dims, /*keepdim=*/true));
+}
+
+// `t` times the weight (viewed per channel when `ndim` is given), if any.
+at::Tensor times_weight(
+    const at::Tensor& t, const at::Tensor& weight,
+    std::optional<int64_t> ndim = std::nullopt) {
+  if (!weight.defined()) {
+    return t;
+  }
+  return t * (ndim.has_value() ? channel_view(weight, *ndim) : weight);
+}
+
+// The per-channel mean and invstd of batch norm, viewed per channel: the
+// saved batch statistics in training, the running ones in eval.
+std::pair<at::Tensor, at::Tensor> batch_norm_stats(
+    const at::Tensor& input_p, const at::Tensor& running_mean,
+    const at::Tensor& running_var, const at::Tensor& save_mean,
+    const at::Tensor& save_invstd, bool training, double eps) {
+  const int64_t ndim = input_p.dim();
+  if (training) {
+    return {channel_view(save_mean, ndim), channel_view(save_invstd, ndim)};
+  }
+  TORCH_CHECK(
+      running_mean.defined() && running_var.defined(),
+      "batch norm in eval mode needs running_mean and running_var");
+  return {channel_view(running_mean, ndim),
+          channel_view((running_var + eps).rsqrt(), ndim)};
+}
+
+}  // namespace
+
+at::Tensor apply_loss_reduction(const at::Tensor& t, int64_t reduction) {
+  if (reduction == 1) {
+    return t.mean();
+  }
+  if (reduction == 2) {
+    return t.sum();
+  }
+  return t;
+}
+
+at::Tensor expand_loss_grad(
+    const at::Tensor& grad, const at::Tensor& like, int64_t reduction) {
+  if (reduction == 1) {
+    return grad.expand(like.sizes()) / like.numel();
+  }
+  if (reduction == 2) {
+    return grad.expand(like.sizes());
+  }
+  return grad;
+}
+
+at::Tensor channel_view(const at::Tensor& t, int64_t ndim) {
+  std::vector<int64_t> shape{-1};
+  for (int64_t i = 0; i < ndim - 2; ++i) {
+    shape.push_back(1);
+  }
+  return t.reshape(shape);
+}
+
+std::vector<int64_t> group_shape(const at::Tensor& t, int64_t group) {
+  int64_t rest = 1;
+  for (int64_t i = 1; i < t.dim(); ++i) {
+    rest *= t.size(i);
+  }
+  return {t.size(0), group, rest / group};
+}
+
+at::Tensor layer_norm_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
+    at::IntArrayRef normalized_shape) {
+  const auto n = static_cast<int64_t>(normalized_shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = -n; d < 0; ++d) {
+    dims.push_back(d);
+  }
+  at::Tensor xhat = (input_p - mean) * rstd;
+  return times_weight(normalized_tangent(input_t, xhat, rstd, dims), weight);
+}
+
+at::Tensor batch_norm_xhat(
+    const at::Tensor& input_p, const at::Tensor& running_mean,
+    const at::Tensor& running_var, const at::Tensor& save_mean,
+    const at::Tensor& save_invstd, bool training, double eps) {
+  auto [mean, invstd] = batch_norm_stats(
+      input_p, running_mean, running_var, save_mean, save_invstd, training,
+      eps);
+  return (input_p - mean) * invstd;
+}
+
+at::Tensor batch_norm_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& weight, const at::Tensor& running_mean,
+    const at::Tensor& running_var, const at::Tensor& save_mean,
+    const at::Tensor& save_invstd, bool training, double eps) {
+  auto [mean, invstd] = batch_norm_stats(
+      input_p, running_mean, running_var, save_mean, save_invstd, training,
+      eps);
+  at::Tensor t;
+  if (training) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < input_p.dim(); ++d) {
+      dims.push_back(d);
+    }
+    t = normalized_tangent(input_t, (input_p - mean) * invstd, invstd, dims);
+  } else {
+    t = input_t * invstd;
+  }
+  return times_weight(t, weight, input_p.dim());
+}
+
+at::Tensor group_norm_xhat(
+    const at::Tensor& input_p, const at::Tensor& mean, const at::Tensor& rstd,
+    int64_t group) {
+  at::Tensor x = input_p.reshape(group_shape(input_p, group));
+  return ((x - mean.unsqueeze(-1)) * rstd.unsqueeze(-1))
+      .reshape(input_p.sizes());
+}
+
+at::Tensor group_norm_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
+    int64_t group) {
+  const std::vector<int64_t> shape = group_shape(input_p, group);
+  at::Tensor xhat =
+      (input_p.reshape(shape) - mean.unsqueeze(-1)) * rstd.unsqueeze(-1);
+  at::Tensor t = normalized_tangent(
+                     input_t.reshape(shape), xhat, rstd.unsqueeze(-1), {-1})
+                     .reshape(input_p.sizes());
+  return times_weight(t, weight, input_p.dim());
+}
+
+at::Tensor group_norm_mean_tangent(const at::Tensor& input_t, int64_t group) {
+  return input_t.reshape(group_shape(input_t, group)).mean(-1);
+}
+
+at::Tensor group_norm_rstd_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& mean, const at::Tensor& rstd, int64_t group) {
+  // -rstd^3 * mean((x - mean) * dx) over each group.
+  const std::vector<int64_t> shape = group_shape(input_p, group);
+  at::Tensor centered = input_p.reshape(shape) - mean.unsqueeze(-1);
+  return -(rstd.pow(3)) * (centered * input_t.reshape(shape)).mean(-1);
+}
+
+at::Tensor bce_self_derivative(
+    const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
+  // w * (self - target) / (self * (1 - self)), the denominator kept from 0.
+  at::Tensor d =
+      (self - target) / (self * at::rsub(self, 1)).clamp_min(1e-12);
+  return weight.defined() ? d * weight : d;
+}
+
+at::Tensor bce_target_derivative(
+    const at::Tensor& self, const at::Tensor& weight) {
+  // w * (log(1 - self) - log(self)), each log clamped at -100.
+  at::Tensor d =
+      at::rsub(self, 1).log().clamp_min(-100) - self.log().clamp_min(-100);
+  return weight.defined() ? d * weight : d;
+}
+
+at::Tensor bce_logits_self_derivative(
+    const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight,
+    const at::Tensor& pos_weight) {
+  // w * (sigmoid(x) * (1 - y) - (1 - sigmoid(x)) * pw * y), pw = 1 if absent.
+  at::Tensor sig = self.sigmoid();
+  at::Tensor d;
+  if (!pos_weight.defined()) {
+    d = sig - target;
+  } else {
+    d = sig * at::rsub(target, 1) - at::rsub(sig, 1) * pos_weight * target;
+  }
+  return weight.defined() ? d * weight : d;
+}
+
+at::Tensor bce_logits_target_derivative(
+    const at::Tensor& self, const at::Tensor& weight,
+    const at::Tensor& pos_weight) {
+  // -w * (x + (pw - 1) log sigmoid(x)).
+  at::Tensor d = -self;
+  if (pos_weight.defined()) {
+    d = d - (pos_weight - 1) * at::log_sigmoid(self);
+  }
+  return weight.defined() ? d * weight : d;
+}
+
+double dropout_scale(double p, std::optional<bool> train) {
+  if (train.has_value() && !*train) {
+    return 1.0;
+  }
+  return p == 1 ? 0.0 : 1.0 / (1.0 - p);
+}
+
+}  // namespace dualgen::formulas

@@ -1,0 +1,78 @@
+// C++ twins of dualgen.formulas.nn (same names, same meaning).
+#pragma once
+
+#include "dualgen/formulas/common.h"
+
+namespace dualgen::formulas {
+
+// A loss's reduction (0: none, 1: mean, 2: sum) applied to element-wise terms.
+at::Tensor apply_loss_reduction(const at::Tensor& t, int64_t reduction);
+// Backward of apply_loss_reduction: the gradient of the reduced loss spread
+// over the element-wise terms shaped like `like`.
+at::Tensor expand_loss_grad(
+    const at::Tensor& grad, const at::Tensor& like, int64_t reduction);
+
+// A per-channel vector [C] viewed as [C, 1, ..., 1] so that it broadcasts
+// against a [N, C, *] tensor of `ndim` dimensions.
+at::Tensor channel_view(const at::Tensor& t, int64_t ndim);
+// Twin of nn._group_shape: [N, group, C / group * HxW] of a [N, C, *] tensor,
+// written out so that empty inputs reshape too.
+std::vector<int64_t> group_shape(const at::Tensor& t, int64_t group);
+
+// Tangent of native_layer_norm's output from the input's tangent (times the
+// weight when there is one); `mean`, `rstd` are its saved statistics.
+at::Tensor layer_norm_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
+    at::IntArrayRef normalized_shape);
+
+// native_batch_norm's normalized input (before weight and bias).
+at::Tensor batch_norm_xhat(
+    const at::Tensor& input_p, const at::Tensor& running_mean,
+    const at::Tensor& running_var, const at::Tensor& save_mean,
+    const at::Tensor& save_invstd, bool training, double eps);
+// Tangent of native_batch_norm's output from the input's tangent (times the
+// weight when there is one): batch statistics in training, running ones in eval.
+at::Tensor batch_norm_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& weight, const at::Tensor& running_mean,
+    const at::Tensor& running_var, const at::Tensor& save_mean,
+    const at::Tensor& save_invstd, bool training, double eps);
+
+// native_group_norm's normalized input (before weight and bias).
+at::Tensor group_norm_xhat(
+    const at::Tensor& input_p, const at::Tensor& mean, const at::Tensor& rstd,
+    int64_t group);
+// Tangent of native_group_norm's output from the input's tangent (times the
+// weight when there is one); `mean`, `rstd` ([N, group]) its saved statistics.
+at::Tensor group_norm_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
+    int64_t group);
+// Tangent of native_group_norm's saved mean ([N, group]).
+at::Tensor group_norm_mean_tangent(const at::Tensor& input_t, int64_t group);
+// Tangent of native_group_norm's saved rstd ([N, group]).
+at::Tensor group_norm_rstd_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& mean, const at::Tensor& rstd, int64_t group);
+
+// d binary_cross_entropy / d self, element-wise (unreduced).
+at::Tensor bce_self_derivative(
+    const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight);
+// d binary_cross_entropy / d target, element-wise (unreduced).
+at::Tensor bce_target_derivative(
+    const at::Tensor& self, const at::Tensor& weight);
+// d binary_cross_entropy_with_logits / d self, element-wise (unreduced).
+at::Tensor bce_logits_self_derivative(
+    const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight,
+    const at::Tensor& pos_weight);
+// d binary_cross_entropy_with_logits / d target, element-wise (unreduced).
+at::Tensor bce_logits_target_derivative(
+    const at::Tensor& self, const at::Tensor& weight,
+    const at::Tensor& pos_weight);
+
+// The factor native_dropout applies to kept elements: 1/(1-p) in training
+// (0 when p is 1), 1 when `train` is false (absent `train` means training).
+double dropout_scale(double p, std::optional<bool> train);
+
+}  // namespace dualgen::formulas

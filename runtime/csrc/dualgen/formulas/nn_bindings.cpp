@@ -1,0 +1,84 @@
+#include "dualgen/formulas/bindings.h"
+#include "dualgen/formulas/nn.h"
+
+namespace dualgen::formulas {
+
+namespace {
+
+using OptTensor = std::optional<at::Tensor>;
+
+// Python's None as an undefined tensor.
+at::Tensor T(const OptTensor& t) { return t.value_or(at::Tensor()); }
+
+}  // namespace
+
+void bind_nn(pybind11::module_& m) {
+  m.def("apply_loss_reduction", &apply_loss_reduction);
+  m.def("expand_loss_grad", &expand_loss_grad);
+  m.def("channel_view", &channel_view);
+  m.def("_group_shape", &group_shape);
+  m.def(
+      "layer_norm_tangent",
+      [](const at::Tensor& input_t, const at::Tensor& input_p,
+         const OptTensor& weight, const at::Tensor& mean,
+         const at::Tensor& rstd, std::vector<int64_t> normalized_shape) {
+        return layer_norm_tangent(
+            input_t, input_p, T(weight), mean, rstd, normalized_shape);
+      });
+  m.def(
+      "batch_norm_xhat",
+      [](const at::Tensor& input_p, const OptTensor& running_mean,
+         const OptTensor& running_var, const OptTensor& save_mean,
+         const OptTensor& save_invstd, bool training, double eps) {
+        return batch_norm_xhat(
+            input_p, T(running_mean), T(running_var), T(save_mean),
+            T(save_invstd), training, eps);
+      });
+  m.def(
+      "batch_norm_tangent",
+      [](const at::Tensor& input_t, const at::Tensor& input_p,
+         const OptTensor& weight, const OptTensor& running_mean,
+         const OptTensor& running_var, const OptTensor& save_mean,
+         const OptTensor& save_invstd, bool training, double eps) {
+        return batch_norm_tangent(
+            input_t, input_p, T(weight), T(running_mean), T(running_var),
+            T(save_mean), T(save_invstd), training, eps);
+      });
+  m.def("group_norm_xhat", &group_norm_xhat);
+  m.def(
+      "group_norm_tangent",
+      [](const at::Tensor& input_t, const at::Tensor& input_p,
+         const OptTensor& weight, const at::Tensor& mean,
+         const at::Tensor& rstd, int64_t group) {
+        return group_norm_tangent(
+            input_t, input_p, T(weight), mean, rstd, group);
+      });
+  m.def("group_norm_mean_tangent", &group_norm_mean_tangent);
+  m.def("group_norm_rstd_tangent", &group_norm_rstd_tangent);
+  m.def(
+      "bce_self_derivative",
+      [](const at::Tensor& self, const at::Tensor& target,
+         const OptTensor& weight) {
+        return bce_self_derivative(self, target, T(weight));
+      });
+  m.def(
+      "bce_target_derivative",
+      [](const at::Tensor& self, const OptTensor& weight) {
+        return bce_target_derivative(self, T(weight));
+      });
+  m.def(
+      "bce_logits_self_derivative",
+      [](const at::Tensor& self, const at::Tensor& target,
+         const OptTensor& weight, const OptTensor& pos_weight) {
+        return bce_logits_self_derivative(self, target, T(weight), T(pos_weight));
+      });
+  m.def(
+      "bce_logits_target_derivative",
+      [](const at::Tensor& self, const OptTensor& weight,
+         const OptTensor& pos_weight) {
+        return bce_logits_target_derivative(self, T(weight), T(pos_weight));
+      });
+  m.def("dropout_scale", &dropout_scale);
+}
+
+}  // namespace dualgen::formulas

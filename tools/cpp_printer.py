@@ -1,0 +1,668 @@
+"""Formula trees -> ATen C++ expressions: the C++ printer beside `PythonPrinter`.
+
+It reads the same analysed trees the Python printer reads. A formula's names have
+the C++ types `kernel.h` gives them (schema types for arguments, possibly
+undefined tensors for tangents), and each call is printed as what Python would
+run:
+
+- `torch.ops.aten.X.ov(...)` as `at::_ops::X_ov::call(...)`, every argument in
+  schema order (defaults filled in from the schema), so the overload is exact;
+- a `torch.*` function or Tensor method that binds an aten operator as the ATen
+  C++ function or method of the same name (`at::linalg_cross`, `x.sum(...)`),
+  arguments in the order of the schema Python's argument parser would bind, and
+  C++ overload resolution picking Scalar or Tensor overloads as Python's does;
+- a helper of `dualgen.formulas` as its C++ twin, arguments in its Python
+  parameter order.
+
+Types are tracked just far enough to print Python's meaning: `is None` on a
+tensor, true division of integers, tuples ATen returns, Scalars compared with
+numbers. What it cannot print raises `CppError`, which the generator reports at
+the entry's line: every kernel has a C++ twin or generation fails.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+
+import torch
+
+from . import admissible
+from .cpp_types import (
+    CppError,
+    Type,
+    default_literal,
+    model_of,
+    parameter_kind,
+    python_default_literal,
+    return_type,
+)
+
+CPP_KEYWORDS = frozenset(
+    [
+        "alignas",
+        "alignof",
+        "and",
+        "and_eq",
+        "asm",
+        "auto",
+        "bitand",
+        "bitor",
+        "bool",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "char16_t",
+        "char32_t",
+        "class",
+        "compl",
+        "const",
+        "constexpr",
+        "const_cast",
+        "continue",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "dynamic_cast",
+        "else",
+        "enum",
+        "explicit",
+        "export",
+        "extern",
+        "false",
+        "float",
+        "for",
+        "friend",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "not",
+        "not_eq",
+        "nullptr",
+        "operator",
+        "or",
+        "or_eq",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "reinterpret_cast",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "static_assert",
+        "static_cast",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "thread_local",
+        "throw",
+        "true",
+        "try",
+        "typedef",
+        "typeid",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "wchar_t",
+        "while",
+        "xor",
+        "xor_eq",
+        "args",
+        "tangents",
+        "outputs",
+    ]
+)
+
+
+def cpp_name(name: str) -> str:
+    """A Python identifier as a C++ one (C++ keywords and the kernel's own
+    parameter names get a trailing underscore)."""
+    return f"{name}_" if name in CPP_KEYWORDS else name
+
+
+# Tensor attributes read without a call, and how C++ reads them.
+_ATTRIBUTES = {
+    "shape": ("{}.sizes()", "IntList"),
+    "dtype": ("{}.scalar_type()", "ScalarType"),
+    "ndim": ("{}.dim()", "int"),
+    "mT": ("{}.mT()", "Tensor"),
+    "mH": ("{}.mH()", "Tensor"),
+    "T": ("{}.t()", "Tensor"),
+    "H": ("{}.adjoint()", "Tensor"),
+    "real": ("at::real({})", "Tensor"),
+    "imag": ("at::imag({})", "Tensor"),
+}
+_TORCH_CONSTANTS = {
+    "pi": ("c10::pi<double>", "double"),
+    "e": ("c10::e<double>", "double"),
+    "inf": ("std::numeric_limits<double>::infinity()", "double"),
+    "nan": ("std::numeric_limits<double>::quiet_NaN()", "double"),
+}
+_BINARY = {  # symbol, C++ precedence
+    ast.Add: ("+", 12),
+    ast.Sub: ("-", 12),
+    ast.Mult: ("*", 13),
+    ast.Div: ("/", 13),
+    ast.BitAnd: ("&", 8),
+    ast.BitOr: ("|", 6),
+}
+_COMPARE = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
+_NUMBERS = frozenset({"int", "double", "bool"})
+
+
+class Printed:
+    """A C++ expression, the type of its value, and the precedence of its
+    outermost operator (C++'s: higher binds tighter; 100 for an atom)."""
+
+    __slots__ = ("prec", "text", "type")
+
+    def __init__(self, text: str, type_: Type, prec: int = 100):
+        self.text = text
+        self.type = type_
+        self.prec = prec
+
+
+class CppPrinter:
+    """Prints one kernel's formula trees; `types` maps each name in scope to its
+    C++ type (`Type`)."""
+
+    def __init__(self, types: dict[str, Type]):
+        self.types = dict(types)
+
+    # -- conditions ---------------------------------------------------------
+
+    @staticmethod
+    def present(tangents: tuple[str, ...]) -> str:
+        return " && ".join(f"present({cpp_name(t)})" for t in tangents)
+
+    @staticmethod
+    def dense(
+        present: tuple[str, ...], absent: tuple[str, ...], any_of: tuple[str, ...]
+    ) -> str:
+        parts = [f"present({cpp_name(t)})" for t in present]
+        parts += [f"!present({cpp_name(t)})" for t in absent]
+        if len(any_of) == 1:
+            parts.append(f"present({cpp_name(any_of[0])})")
+        elif any_of:
+            parts.append(
+                "(" + " || ".join(f"present({cpp_name(t)})" for t in any_of) + ")"
+            )
+        return " && ".join(parts)
+
+    # -- expressions --------------------------------------------------------
+
+    def expr(self, tree: ast.expr) -> str:
+        return self.visit(tree).text
+
+    def visit(self, node: ast.expr) -> Printed:
+        method = getattr(self, f"_{type(node).__name__}", None)
+        if method is None:
+            raise CppError(f"cannot print {type(node).__name__} `{_text(node)}` as C++")
+        return method(node)
+
+    def _Name(self, node: ast.Name) -> Printed:
+        type_ = self.types.get(node.id)
+        if type_ is None:
+            raise CppError(f"`{node.id}` has no C++ declaration in this kernel")
+        return Printed(cpp_name(node.id), type_)
+
+    def _Constant(self, node: ast.Constant) -> Printed:
+        return constant(node.value)
+
+    def _UnaryOp(self, node: ast.UnaryOp) -> Printed:
+        operand = self.visit(node.operand)
+        if isinstance(node.op, ast.USub):
+            return Printed(f"-{_operand(operand, 15)}", operand.type, 14)
+        if isinstance(node.op, ast.UAdd):
+            return operand
+        if isinstance(node.op, ast.Not):
+            return Printed(f"!{_operand(operand, 15)}", Type("bool"), 14)
+        raise CppError(f"cannot print `{_text(node)}` as C++")
+
+    def _BinOp(self, node: ast.BinOp) -> Printed:
+        left, right = self.visit(node.left), self.visit(node.right)
+        tensor = left.type.is_tensor or right.type.is_tensor
+        if isinstance(node.op, ast.Pow):
+            if tensor:
+                return Printed(f"at::pow({left.text}, {right.text})", Type("Tensor"))
+            return Printed(
+                f"std::pow({_number(left, 0)}, {_number(right, 0)})", Type("double")
+            )
+        if type(node.op) not in _BINARY:
+            raise CppError(f"cannot print the operator of `{_text(node)}` as C++")
+        symbol, prec = _BINARY[type(node.op)]
+        pair = f"{_operand(left, prec)} {symbol} {_operand(right, prec + 1)}"
+        if tensor:
+            # A Scalar on one side: ATen's Tensor-Scalar operators take it.
+            return Printed(pair, Type("Tensor"), prec)
+        if "Scalar" in (left.type.name, right.type.name):
+            # Python arithmetic on a Scalar argument (`1 - weight`): kernel.h's
+            # Scalar operators, which keep Python's int/float/complex rules.
+            return Printed(pair, Type("Scalar"), prec)
+        if isinstance(node.op, ast.Div):  # Python's true division of numbers
+            return Printed(
+                f"static_cast<double>({_number(left, 0)}) / {_number(right, 14)}",
+                Type("double"),
+                13,
+            )
+        type_ = Type(
+            "double" if "double" in (left.type.name, right.type.name) else "int"
+        )
+        return Printed(
+            f"{_number(left, prec)} {symbol} {_number(right, prec + 1)}", type_, prec
+        )
+
+    def _BoolOp(self, node: ast.BoolOp) -> Printed:
+        symbol, prec = (" && ", 5) if isinstance(node.op, ast.And) else (" || ", 4)
+        values = [self._truth(v, prec + 1) for v in node.values]
+        return Printed(symbol.join(values), Type("bool"), prec)
+
+    def _truth(self, node: ast.expr, prec: int) -> str:
+        printed = self.visit(node)
+        if printed.type.name not in ("bool", "int"):
+            raise CppError(f"`{_text(node)}` is not a bool: C++ cannot test it")
+        return _operand(printed, prec)
+
+    def _Compare(self, node: ast.Compare) -> Printed:
+        parts, tensor = [], False
+        left_node = node.left
+        for op, right_node in zip(node.ops, node.comparators):
+            text, is_tensor = self._compare_one(left_node, op, right_node)
+            parts.append(text)
+            tensor = tensor or is_tensor
+            left_node = right_node
+        if tensor and len(parts) > 1:
+            raise CppError(f"cannot print the chained comparison `{_text(node)}`")
+        if len(parts) == 1:
+            return Printed(parts[0], Type("Tensor" if tensor else "bool"), 9)
+        return Printed(" && ".join(parts), Type("bool"), 5)
+
+    def _compare_one(self, left_node, op, right_node) -> tuple[str, bool]:
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            if not (isinstance(right_node, ast.Constant) and right_node.value is None):
+                raise CppError(f"`is` compares only with None: `{_text(left_node)}`")
+            test = f"present({self.expr(left_node)})"
+            return (test if isinstance(op, ast.IsNot) else f"!{test}"), False
+        if type(op) not in _COMPARE:
+            raise CppError(f"cannot print the comparison `{_text(left_node)}` as C++")
+        left, right = self.visit(left_node), self.visit(right_node)
+        symbol = _COMPARE[type(op)]
+        if left.type.is_tensor or right.type.is_tensor:
+            return f"{_operand(left, 10)} {symbol} {_operand(right, 10)}", True
+        if "str" in (left.type.name, right.type.name):
+            return f"{_string(left)} {symbol} {_string(right)}", False
+        return f"{_number(left, 10)} {symbol} {_number(right, 10)}", False
+
+    def _IfExp(self, node: ast.IfExp) -> Printed:
+        test = self._truth(node.test, 4)
+        body, orelse = self.visit(node.body), self.visit(node.orelse)
+        type_ = body.type if body.type.name != "None" else orelse.type
+        if body.type.name == "None" or orelse.type.name == "None":
+            if not type_.is_tensor:
+                raise CppError(f"`{_text(node)}`: None against a {type_.name}")
+            body_text = "at::Tensor()" if body.type.name == "None" else body.text
+            else_text = "at::Tensor()" if orelse.type.name == "None" else orelse.text
+            return Printed(f"{test} ? {body_text} : {else_text}", type_, 3)
+        if body.type.is_tensor != orelse.type.is_tensor:
+            raise CppError(f"`{_text(node)}`: a tensor on one side only")
+        return Printed(
+            f"{test} ? {_operand(body, 4)} : {_operand(orelse, 4)}", type_, 3
+        )
+
+    def _Subscript(self, node: ast.Subscript) -> Printed:
+        value = self.visit(node.value)
+        index = node.slice
+        if not (isinstance(index, ast.Constant) and isinstance(index.value, int)):
+            if value.type.name == "IntList":
+                i = self.visit(index)
+                return Printed(f"at_index({value.text}, {i.text})", Type("int"))
+            raise CppError(f"cannot print the subscript `{_text(node)}` as C++")
+        i = index.value
+        if value.type.name == "tuple":
+            if not 0 <= i < len(value.type.items):
+                raise CppError(f"`{_text(node)}`: index out of range")
+            return Printed(f"std::get<{i}>({value.text})", value.type.items[i])
+        if value.type.name == "IntList":
+            return Printed(f"at_index({value.text}, {i})", Type("int"))
+        if value.type.name == "TensorList":
+            if i < 0:
+                raise CppError(f"`{_text(node)}`: negative index into a tensor list")
+            return Printed(f"{value.text}[{i}]", Type("Tensor"))
+        raise CppError(f"cannot subscript `{_text(node)}` in C++")
+
+    def _Tuple(self, node: ast.Tuple) -> Printed:
+        return self._sequence(node)
+
+    def _List(self, node: ast.List) -> Printed:
+        return self._sequence(node)
+
+    def _sequence(self, node) -> Printed:
+        items = [self.visit(e) for e in node.elts]
+        if all(i.type.name in ("int", "bool") for i in items):
+            text = ", ".join(i.text for i in items)
+            return Printed(f"std::vector<int64_t>{{{text}}}", Type("IntList"))
+        if all(i.type.is_tensor or i.type.name == "None" for i in items):
+            text = ", ".join(
+                "at::Tensor()" if i.type.name == "None" else i.text for i in items
+            )
+            return Printed(f"TensorList{{{text}}}", Type("TensorList"))
+        raise CppError(f"cannot print the sequence `{_text(node)}` as C++")
+
+    def _Attribute(self, node: ast.Attribute) -> Printed:
+        path = _dotted(node)
+        if path and path[0] == "torch":
+            return self._torch_constant(path, node)
+        value = self.visit(node.value)
+        if node.attr not in _ATTRIBUTES or not value.type.is_tensor:
+            raise CppError(f"cannot print the attribute `{_text(node)}` as C++")
+        template, type_name = _ATTRIBUTES[node.attr]
+        return Printed(template.format(_operand(value)), Type(type_name))
+
+    @staticmethod
+    def _torch_constant(path: list[str], node) -> Printed:
+        if len(path) == 2 and path[1] in _TORCH_CONSTANTS:
+            text, type_name = _TORCH_CONSTANTS[path[1]]
+            return Printed(text, Type(type_name))
+        dtype = getattr(torch, path[1], None) if len(path) == 2 else None
+        if isinstance(dtype, torch.dtype):
+            scalar = str(dtype).removeprefix("torch.")
+            return Printed(
+                f"c10::ScalarType::{_SCALAR_TYPES[scalar]}", Type("ScalarType")
+            )
+        raise CppError(f"cannot print `{_text(node)}` as C++")
+
+    # -- calls --------------------------------------------------------------
+
+    def _Call(self, node: ast.Call) -> Printed:
+        path = _dotted(node.func)
+        if path and path[:3] == ["torch", "ops", "aten"]:
+            return self._aten_call(path[3:], node)
+        if path and path[0] == "torch":
+            return self._torch_call(".".join(path[1:]), node)
+        if isinstance(node.func, ast.Name):
+            return self._helper_call(node.func.id, node)
+        if isinstance(node.func, ast.Attribute):
+            return self._method_call(node.func, node)
+        raise CppError(f"cannot print the call `{_text(node)}` as C++")
+
+    def _aten_call(self, parts: list[str], node: ast.Call) -> Printed:
+        name = parts[0]
+        schemas = [
+            s
+            for s in torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+            if admissible.in_dispatcher(s)
+        ]
+        if len(parts) == 2:
+            overload = "" if parts[1] == "default" else parts[1]
+            schemas = [s for s in schemas if s.overload_name == overload]
+        else:  # a packet: the first overload that takes the call, as Python's
+            schemas = [s for s in schemas if not any(a.is_out for a in s.arguments)]
+        models = [model_of(s) for s in schemas]
+        if len(parts) != 2:
+            models = [m for m in models if _binds(m, node, method=False)]
+        if not models:
+            raise CppError(f"`{_text(node)}`: no schema of aten::{name} takes it")
+        schema = models[0]
+        args = self._bound(schema, node, method=False, fill=True)
+        symbol = f"{name}_{schema.overload}" if schema.overload else name
+        text = f"at::_ops::{symbol}::call({', '.join(args)})"
+        return Printed(text, return_type(schema))
+
+    def _torch_call(self, path: str, node: ast.Call) -> Printed:
+        operator = admissible.binding_operator(path)
+        if operator is None:
+            raise CppError(f"torch.{path} is no aten operator: C++ cannot call it")
+        schema = self._chosen(operator, node, method=False)
+        args = self._bound(schema, node, method=False, fill=False)
+        return Printed(f"at::{operator}({', '.join(args)})", return_type(schema))
+
+    def _method_call(self, func: ast.Attribute, node: ast.Call) -> Printed:
+        receiver = self.visit(func.value)
+        if not receiver.type.is_tensor:
+            raise CppError(f"`{_text(node)}`: a method of a {receiver.type.name}")
+        name = func.attr
+        if name in ("dim", "numel", "is_complex", "is_floating_point"):
+            type_name = {"dim": "int", "numel": "int"}.get(name, "bool")
+            return Printed(f"{_operand(receiver)}.{name}()", Type(type_name))
+        if name == "size" and len(node.args) == 1 and not node.keywords:
+            return Printed(
+                f"{_operand(receiver)}.size({self.expr(node.args[0])})", Type("int")
+            )
+        if name == "to" and len(node.args) == 1 and not node.keywords:
+            value = self.visit(node.args[0])
+            if value.type.name == "ScalarType":
+                return Printed(f"{_operand(receiver)}.to({value.text})", Type("Tensor"))
+        if admissible.method_operator(name) is None:
+            raise CppError(f"Tensor.{name} is no aten operator: C++ cannot call it")
+        schema = self._chosen(name, node, method=True)
+        args = self._bound(schema, node, method=True, fill=False)
+        return Printed(
+            f"{_operand(receiver)}.{name}({', '.join(args)})", return_type(schema)
+        )
+
+    def _helper_call(self, name: str, node: ast.Call) -> Printed:
+        from dualgen import formulas
+
+        function = getattr(formulas, name, None)
+        if function is None or name not in formulas.__all__:
+            raise CppError(f"`{name}` is no helper of dualgen.formulas")
+        parameters = list(inspect.signature(function).parameters.values())
+        given = dict(zip([p.name for p in parameters], node.args))
+        given.update((kw.arg, kw.value) for kw in node.keywords)
+        last = max((i for i, p in enumerate(parameters) if p.name in given), default=-1)
+        args = []
+        for p in parameters[: last + 1]:
+            if p.name in given:
+                args.append(self.expr(given[p.name]))
+            else:
+                args.append(python_default_literal(p.default, f"{name}({p.name})"))
+        type_ = Type("TensorList") if name in _LIST_HELPERS else Type("Tensor")
+        # A kernel argument of the same name hides the helper in C++ too.
+        callee = f"formulas::{name}" if name in self.types else name
+        return Printed(f"{callee}({', '.join(args)})", type_)
+
+    # -- binding arguments to a schema --------------------------------------
+
+    def _chosen(self, operator: str, node: ast.Call, method: bool):
+        schemas = [
+            model_of(s)
+            for s in admissible.dispatcher_schemas(operator)
+            if not any(a.is_out for a in s.arguments)
+        ]
+        matching = [s for s in schemas if _binds(s, node, method)]
+        if not matching:
+            raise CppError(f"`{_text(node)}`: no schema of aten::{operator} takes it")
+        return matching[0]
+
+    def _bound(self, schema, node: ast.Call, method: bool, fill: bool) -> list[str]:
+        """The call's arguments in schema order; the defaults of arguments it
+        skips before the last it gives (all of them with `fill`: at::_ops
+        functions take every argument)."""
+        arguments = [a for a in schema.arguments if not (method and a.name == "self")]
+        given = {a.name: v for a, v in zip(_positional(arguments), node.args)}
+        for kw in node.keywords:
+            given[_schema_name(kw.arg, arguments)] = kw.value
+        last = max((i for i, a in enumerate(arguments) if a.name in given), default=-1)
+        upto = len(arguments) if fill else last + 1
+        printed = []
+        for a in arguments[:upto]:
+            if a.name in given:
+                printed.append(self._argument(given[a.name], a, symint=fill))
+            elif a.default is not None:
+                printed.append(default_literal(a))
+            else:
+                raise CppError(f"`{_text(node)}` is missing argument '{a.name}'")
+        return printed
+
+    def _argument(self, node: ast.expr, argument, symint: bool) -> str:
+        value = self.visit(node)
+        wanted = parameter_kind(argument.type)
+        if value.type.name == "None":
+            return "std::nullopt"
+        alias = argument.type.alias
+        if alias is not None and alias.is_write:
+            # ATen's in-place functions take `Tensor&`: the tangent expression
+            # may be a temporary, alive until the end of the statement.
+            return f"lvalue({value.text})"
+        if wanted == "OptionalTensor" and value.type.is_tensor:
+            return f"opt({value.text})"
+        if symint and wanted in ("SymIntList", "OptionalSymIntList"):
+            convert = (
+                "symint_list" if wanted == "SymIntList" else "optional_symint_list"
+            )
+            if value.type.name == "int":
+                return f"{convert}({{{value.text}}})"
+            return f"{convert}({value.text})"
+        if symint and wanted == "int" and argument.type.base == "SymInt":
+            return f"c10::SymInt({value.text})"
+        lists = ("IntList", "OptionalIntList", "SymIntList", "OptionalSymIntList")
+        if wanted in lists and value.type.name == "int":
+            return f"at::IntArrayRef{{{value.text}}}"
+        return value.text
+
+
+_LIST_HELPERS = frozenset(
+    {
+        "fill_absent",
+        "svd_tangents",
+        "eigh_tangents",
+        "eig_tangents",
+        "qr_tangents",
+        "lu_tangents",
+        "lu_unpack_tangents",
+        "slogdet_tangents",
+    }
+)
+_SCALAR_TYPES = {
+    "float64": "Double",
+    "float32": "Float",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "complex128": "ComplexDouble",
+    "complex64": "ComplexFloat",
+    "int64": "Long",
+    "int32": "Int",
+    "bool": "Bool",
+}
+
+
+def constant(value) -> Printed:
+    if value is None:
+        return Printed("None", Type("None"))
+    if value is True or value is False:
+        return Printed("true" if value else "false", Type("bool"))
+    if isinstance(value, int):
+        if -(2**31) < value < 2**31:
+            return Printed(str(value), Type("int"))
+        return Printed(f"int64_t{{{value}}}", Type("int"))
+    if isinstance(value, float):
+        if math.isinf(value):
+            sign = "-" if value < 0 else ""
+            return Printed(
+                f"{sign}std::numeric_limits<double>::infinity()", Type("double")
+            )
+        if math.isnan(value):
+            return Printed("std::numeric_limits<double>::quiet_NaN()", Type("double"))
+        text = repr(value)
+        if "." not in text and "e" not in text:
+            text += ".0"
+        return Printed(text, Type("double"))
+    if isinstance(value, complex):
+        real, imag = constant(value.real).text, constant(value.imag).text
+        return Printed(
+            f"c10::Scalar(c10::complex<double>({real}, {imag}))", Type("Scalar")
+        )
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return Printed(f'"{escaped}"', Type("str"))
+    raise CppError(f"cannot print the constant {value!r} as C++")
+
+
+def _binds(schema, node: ast.Call, method: bool) -> bool:
+    arguments = [a for a in schema.arguments if not (method and a.name == "self")]
+    if method and len(arguments) == len(schema.arguments):
+        return False
+    positional = _positional(arguments)
+    if len(node.args) > len(positional):
+        return False
+    filled = {a.name for a in positional[: len(node.args)]}
+    for kw in node.keywords:
+        name = _schema_name(kw.arg, arguments)
+        if name is None or name in filled:
+            return False
+        filled.add(name)
+    return all(a.name in filled or a.default is not None for a in arguments)
+
+
+def _positional(arguments) -> list:
+    return [a for a in arguments if not a.kwarg_only]
+
+
+_ALIASES = {"axis": "dim", "keepdims": "keepdim", "input": "self"}
+
+
+def _schema_name(keyword: str, arguments) -> str | None:
+    names = {a.name for a in arguments}
+    if keyword in names:
+        return keyword
+    alias = _ALIASES.get(keyword)
+    return alias if alias in names else None
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return parts[::-1]
+
+
+def _operand(printed: Printed, prec: int = 100) -> str:
+    """`printed` as the operand of an operator of precedence `prec`."""
+    return f"({printed.text})" if printed.prec < prec else printed.text
+
+
+def _number(printed: Printed, prec: int) -> str:
+    if printed.type.name == "Scalar":
+        return f"{_operand(printed)}.to<double>()"
+    if printed.type.name not in _NUMBERS:
+        raise CppError(f"`{printed.text}` is a {printed.type.name}, not a number")
+    return _operand(printed, prec)
+
+
+def _string(printed: Printed) -> str:
+    if printed.type.name == "str" and printed.text.startswith('"'):
+        return f"c10::string_view({printed.text})"
+    return printed.text
+
+
+def _text(node: ast.AST) -> str:
+    return ast.unparse(node)
