@@ -23,7 +23,18 @@ def kernel_backend() -> str:
     global _current
     if _current is None:
         _current = _initial()
+        _use(_current)
     return _current
+
+
+def _use(name: str) -> None:
+    """Point the mode's hot path at the backend's (C++ only)."""
+    from . import cpp, fast
+
+    if name == "cpp":
+        fast.enable(cpp.extension())
+    else:
+        fast.disable()
 
 
 def set_kernel_backend(name: str) -> None:
@@ -43,6 +54,7 @@ def set_kernel_backend(name: str) -> None:
         cpp.extension()  # FileNotFoundError / StaleExtension say what to do
     _current = name
     forget_generated_rules()
+    _use(name)
 
 
 def _initial() -> str:

@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import (
 
 from . import functions, tensor_hooks
 from .layout import conform_layout
+from .backend import kernel_backend
 from .levels import STATE, Level, clear_level, current_level, set_tangent
 from .mode import DualMode, alias
 from .tangents import handling_levels_below, tangent_of
@@ -68,6 +69,7 @@ def enter_dual_level() -> int:
         state.mode = mode
         functions.install()  # custom autograd.Functions use their jvp
         tensor_hooks.install()  # detach_ and printing (once, for good)
+        kernel_backend()  # chosen on first use; with C++ kernels, the hot path
     level = Level(len(state.levels))
     state.levels.append(level)
     state.cap = level.index

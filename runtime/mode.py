@@ -27,6 +27,7 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
+from . import fast
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
 from .inplace import (
     _has_shared_elements,
@@ -53,6 +54,7 @@ from .tangents import (
     remember_saved_outputs,
     tangent_of,
 )
+from .fast import SLOW
 from .tracked import _PYTHON_KEYS, _run_tracked, _tracking
 
 
@@ -130,6 +132,11 @@ class DualMode(TorchDispatchMode):
     """Runs every aten op; computes tangents where its inputs have them."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        hot_path = fast.dispatch
+        if hot_path is not None:
+            out = hot_path(func, types, args, kwargs)
+            if out is not SLOW:
+                return out
         if STATE.defer_next:
             STATE.defer_next = False
             return NotImplemented  # the subclass runs it (`_deferring`)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import fast
+
 _TENSOR_TYPES = ("Tensor", "Optional[Tensor]", "List[Tensor]", "List[Optional[Tensor]]")
 
 
@@ -122,10 +124,12 @@ def using_kernels(kernels: dict):
     global _KERNELS, _GENERATED
     saved = _KERNELS, _GENERATED
     _KERNELS, _GENERATED = kernels, None
+    fast.forget()
     try:
         yield
     finally:
         _KERNELS, _GENERATED = saved
+        fast.forget()
 
 
 def _generated() -> dict:
@@ -149,6 +153,7 @@ def forget_generated_rules() -> None:
     """Rebuild the generated rules on next use (the kernel backend changed)."""
     global _GENERATED
     _GENERATED = None
+    fast.forget()
 
 
 def rule_for(op: torch._ops.OpOverload) -> Rule | None:
@@ -259,6 +264,7 @@ def register_jvp(op) -> Callable[[Callable], Callable]:
 
     def decorate(fn: Callable) -> Callable:
         _USER_RULES[overload] = _user_rule(overload, fn)
+        fast.forget()
         return fn
 
     return decorate
@@ -272,3 +278,4 @@ def unregister_jvp(op) -> None:
         unregister_function_jvp(op)
         return
     _USER_RULES.pop(_as_overload(op), None)
+    fast.forget()

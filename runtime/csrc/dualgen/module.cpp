@@ -5,7 +5,9 @@
 #include <torch/extension.h>
 
 #include "dualgen/formulas/bindings.h"
+#include "dualgen/fast_path.h"
 #include "dualgen/kernel.h"
+#include "dualgen/values.h"
 
 namespace py = pybind11;
 
@@ -49,11 +51,6 @@ c10::IValue tangent_ivalue(const py::handle& obj) {
   return c10::IValue(list);
 }
 
-c10::IValue typed_ivalue(const py::handle& obj, const c10::TypePtr& type) {
-  if (obj.is_none()) return c10::IValue();
-  return torch::jit::toIValue(obj, type);
-}
-
 // A generated kernel called as the Python kernel is: primals in schema order,
 // tangents of the differentiable inputs, outputs. Returns the list of output
 // tangents (None where absent).
@@ -87,6 +84,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("kernel_names", [] { return dualgen::registry().names(); });
   m.def("has_kernel",
         [](const std::string& key) { return dualgen::registry().find(key) != nullptr; });
+  dualgen::bind_fast_path(m);
   auto formulas = m.def_submodule("formulas", "the C++ twins of dualgen.formulas");
   dualgen::formulas::bind_elementwise(formulas);
   dualgen::formulas::bind_reductions(formulas);

@@ -1,0 +1,344 @@
+// The per-op hot path: the dispatch mode's work for the common op, in C++.
+//
+// DualMode.__torch_dispatch__ calls `dispatch` first. It handles an op when the
+// Python path would do nothing more than this: plain tensors (no subclass, no
+// conjugate or negative views, no vmap), fw grad enabled, the innermost level
+// with a tangent being level 0, a generated functional kernel (no user rule),
+// no autograd recording (nothing requires grad), tangents in their primals'
+// dtypes, and every input tangent a tensor's own (not derived from a view's
+// base, not a saved output's). Then it binds the arguments, reads the tangents,
+// runs the op once, runs the C++ kernel, lays each tangent out as native does
+// and attaches it where the Python code reads tangents (the tensor's
+// `__dict__`, keyed by the Level object, and the Level's list of tensors): one
+// store, read by both. Anything else returns `SLOW` before the op runs, and the
+// Python path handles it; the choice is made before any side effect.
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/extension.h>
+
+#include "dualgen/fast_path.h"
+#include "dualgen/kernel.h"
+#include "dualgen/values.h"
+
+namespace py = pybind11;
+
+namespace dualgen {
+
+Registry& registry();
+
+namespace {
+
+struct OpEntry {
+  bool fast = false;  // a generated functional kernel the hot path may run
+  JvpKernel kernel = nullptr;
+  std::optional<c10::OperatorHandle> handle;
+  std::vector<size_t> inputs;        // schema positions of differentiable inputs
+  std::vector<bool> list_inputs;     // ... which are Tensor[]
+  std::vector<bool> differentiable;  // per output
+  py::object raw;                    // func._op: the op without OpOverload's frame
+};
+
+// What the Python side hands over once (`bind_state`).
+struct Shared {
+  py::object state;        // levels.STATE (thread-local)
+  py::object tangents;     // the __dict__ key of a tensor's tangents
+  py::object no_tangent;   // the marker of an explicit "no tangent"
+  py::object forward_base; // the __dict__ key of a view's forward base
+  py::object slow;         // returned when the Python path must handle the op
+  py::object describe;     // op -> None or (cpp key, inputs, list inputs, outputs)
+  py::object tensor_type;  // torch.Tensor
+};
+Shared* shared = nullptr;
+std::unordered_map<PyObject*, OpEntry>* ops = nullptr;
+
+py::str key(const char* s) { return py::str(s); }
+
+const OpEntry& entry_of(const py::handle& func) {
+  auto it = ops->find(func.ptr());
+  if (it != ops->end()) return it->second;
+  OpEntry entry;
+  py::object described = shared->describe(func);
+  if (!described.is_none()) {
+    auto t = described.cast<py::tuple>();
+    entry.kernel = registry().find(t[0].cast<std::string>());
+    const auto name = func.attr("_schema").attr("name").cast<std::string>();
+    auto overload = func.attr("_overloadname").cast<std::string>();
+    if (overload == "default") overload = "";
+    entry.handle = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+    entry.inputs = t[1].cast<std::vector<size_t>>();
+    entry.list_inputs = t[2].cast<std::vector<bool>>();
+    entry.differentiable = t[3].cast<std::vector<bool>>();
+    entry.fast = entry.kernel != nullptr;
+  }
+  entry.raw = func.attr("_op");
+  func.inc_ref();  // entries are keyed by the op object: keep it alive
+  return ops->emplace(func.ptr(), std::move(entry)).first->second;
+}
+
+// The tensor's own tangent entries (a dict keyed by Level), or null.
+PyObject* entries_of(PyObject* tensor) {
+  PyObject** dict = _PyObject_GetDictPtr(tensor);
+  if (dict == nullptr || *dict == nullptr) return nullptr;
+  return PyDict_GetItemWithError(*dict, shared->tangents.ptr());
+}
+
+bool may_derive(PyObject* tensor, const at::Tensor& t, const py::handle& level) {
+  // Without an own entry, the Python path may find a tangent through a view's
+  // base or a saved output: only it can say.
+  if (t.is_view()) return true;
+  PyObject** dict = _PyObject_GetDictPtr(tensor);
+  if (dict != nullptr && *dict != nullptr &&
+      PyDict_GetItemWithError(*dict, shared->forward_base.ptr()) != nullptr) {
+    return true;
+  }
+  return t.requires_grad() && py::len(level.attr("saved")) > 0;
+}
+
+enum class Found { None, Tangent, Slow };
+
+// t's tangent at `level` (own entries only).
+Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
+                 PyObject** out) {
+  PyObject* entries = entries_of(obj);
+  PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
+  if (value == nullptr) {
+    return may_derive(obj, t, level) ? Found::Slow : Found::None;
+  }
+  if (value == shared->no_tangent.ptr()) return Found::None;
+  *out = value;
+  return Found::Tangent;
+}
+
+bool plain(const at::Tensor& t) {
+  return !t.is_complex() && !t.is_neg() && t.has_storage() &&
+         t.layout() == at::kStrided;
+}
+
+// Every tensor among the arguments (in lists too), as Python objects.
+bool collect(const py::handle& value, std::vector<PyObject*>& tensors) {
+  if (THPVariable_Check(value.ptr())) {
+    tensors.push_back(value.ptr());
+  } else if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
+    for (const py::handle& item : value) {
+      if (THPVariable_Check(item.ptr())) tensors.push_back(item.ptr());
+    }
+  }
+  return true;
+}
+
+// -- laying out and attaching tangents (layout.py, outputs.py, levels.py) --
+
+bool same_layout(const at::Tensor& tangent, const at::Tensor& primal) {
+  if (tangent.sizes() != primal.sizes()) return false;
+  if (primal.numel() != 0) {
+    if (tangent.storage_offset() != primal.storage_offset()) return false;
+    const auto a = tangent.strides(), b = primal.strides(), n = primal.sizes();
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (a[i] != b[i] && n[i] != 1) return false;
+    }
+  }
+  if (tangent.is_conj() != primal.is_conj() || tangent.is_neg() != primal.is_neg()) {
+    return false;
+  }
+  const auto nbytes = tangent.storage().nbytes(), primal_nbytes = primal.storage().nbytes();
+  if (tangent.scalar_type() == primal.scalar_type()) return nbytes == primal_nbytes;
+  return nbytes * primal.element_size() == primal_nbytes * tangent.element_size();
+}
+
+at::Tensor laid_out_like(const at::Tensor& primal, at::ScalarType dtype) {
+  const auto offset = primal.storage_offset();
+  const auto length = static_cast<int64_t>(primal.storage().nbytes()) / primal.element_size();
+  const bool covers = offset == 0 && length == primal.numel();
+  const auto options = primal.options().dtype(dtype);
+  if (!covers) {
+    return at::zeros({length}, options).as_strided(primal.sizes(), primal.strides(), offset);
+  }
+  return at::empty_strided(primal.sizes(), primal.strides(), options);
+}
+
+at::Tensor conform_layout(const at::Tensor& tangent, const at::Tensor& primal, bool fresh) {
+  const bool keep = same_layout(tangent, primal);
+  if (keep && !fresh) return tangent;
+  const auto dtype = keep ? tangent.scalar_type() : primal.scalar_type();
+  return laid_out_like(primal, dtype).copy_(tangent);
+}
+
+void set_tangent(const py::object& tensor, const py::handle& level, PyObject* value) {
+  py::dict dict = py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(tensor.ptr(), nullptr));
+  PyObject* entries = PyDict_GetItemWithError(dict.ptr(), shared->tangents.ptr());
+  py::dict own;
+  if (entries == nullptr) {
+    dict[shared->tangents] = own;
+  } else {
+    own = py::reinterpret_borrow<py::dict>(entries);
+  }
+  if (!own.contains(level)) {
+    level.attr("tensors").attr("append")(py::reinterpret_steal<py::object>(
+        PyWeakref_NewRef(tensor.ptr(), nullptr)));
+  }
+  own[level] = py::reinterpret_borrow<py::object>(value);
+}
+
+const c10::TensorImpl* root(const at::Tensor& t) {
+  return t.is_view() ? t._base().unsafeGetTensorImpl() : t.unsafeGetTensorImpl();
+}
+
+// -- the hot path -----------------------------------------------------------
+
+py::object dispatch(const py::handle& func, const py::handle& types,
+                    const py::tuple& args, const py::object& kwargs) {
+  const py::object& state = shared->state;
+  if (state.attr("defer_next").cast<bool>() || state.attr("subclass_op").cast<bool>()) {
+    return shared->slow;
+  }
+  for (const py::handle& t : types) {
+    if (t.ptr() != shared->tensor_type.ptr()) return shared->slow;
+  }
+  // Only level 0 in sight: nested levels (and their derived tangents) are
+  // the Python path's.
+  const int64_t cap = state.attr("cap").cast<int64_t>();
+  if (cap != 0 || !c10::AutogradState::get_tls_state().get_fw_grad_mode()) {
+    return shared->slow;
+  }
+  const OpEntry& op = entry_of(func);
+  std::vector<PyObject*> tensors;
+  for (const py::handle& a : args) collect(a, tensors);
+  const bool has_kwargs = !kwargs.is_none() && py::len(kwargs) > 0;
+  if (has_kwargs) {
+    for (const auto& item : kwargs.cast<py::dict>()) collect(item.second, tensors);
+  }
+  py::list levels = state.attr("levels");
+  py::handle level0 = levels[0];
+  bool any_tangent = false;
+  for (PyObject* obj : tensors) {
+    const at::Tensor& t = THPVariable_Unpack(obj);
+    if (t.is_complex() || t.is_neg()) return shared->slow;
+    PyObject* value = nullptr;
+    switch (tangent_at(obj, t, level0, &value)) {
+      case Found::Slow: return shared->slow;
+      case Found::Tangent: any_tangent = true; break;
+      case Found::None: break;
+    }
+  }
+  if (!any_tangent) {
+    if (func.attr("is_view").cast<bool>()) return shared->slow;  // views are noted
+    return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+  }
+  if (!op.fast) return shared->slow;
+  const c10::FunctionSchema& schema = op.handle->schema();
+  torch::jit::Stack stack = bind_stack(schema, args, kwargs);
+  // The tangents of the differentiable inputs, by their Python objects.
+  const bool grad_mode = at::GradMode::is_enabled();
+  Values tangents;
+  tangents.reserve(op.inputs.size());
+  bool present = false;
+  for (size_t j = 0; j < op.inputs.size(); ++j) {
+    const size_t i = op.inputs[j];
+    const auto& argument = schema.arguments()[i];
+    py::handle obj;
+    if (!argument.kwarg_only() && i < args.size()) {
+      obj = args[i];
+    } else if (has_kwargs && kwargs.contains(argument.name())) {
+      obj = kwargs[py::str(argument.name())];
+    }
+    if (op.list_inputs[j]) {
+      if (obj && !obj.is_none()) return shared->slow;  // lists: the Python path
+      tangents.emplace_back();
+      continue;
+    }
+    if (!obj || !THPVariable_Check(obj.ptr())) {
+      tangents.emplace_back();
+      continue;
+    }
+    const at::Tensor& primal = THPVariable_Unpack(obj.ptr());
+    PyObject* value = nullptr;
+    if (tangent_at(obj.ptr(), primal, level0, &value) != Found::Tangent ||
+        !THPVariable_Check(value)) {
+      tangents.emplace_back();
+      continue;
+    }
+    const at::Tensor& tangent = THPVariable_Unpack(value);
+    if (!plain(tangent) || tangent.scalar_type() != primal.scalar_type() ||
+        (grad_mode && tangent.requires_grad())) {
+      return shared->slow;
+    }
+    tangents.emplace_back(tangent);
+    present = true;
+  }
+  if (grad_mode) {
+    for (PyObject* obj : tensors) {
+      if (THPVariable_Unpack(obj).requires_grad()) return shared->slow;  // tracked
+    }
+  }
+  if (!present) {
+    return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+  }
+  const Values primals(stack.begin(), stack.end());
+  op.handle->callBoxed(stack);  // the op, once
+  Results results = op.kernel(primals, tangents, stack);
+  // Lay out and attach: as outputs._attach, for a functional op.
+  std::vector<const c10::TensorImpl*> roots;
+  for (const c10::IValue& t : tangents) {
+    if (t.isTensor()) roots.push_back(root(t.toTensor()));
+  }
+  std::vector<c10::IValue> laid_out(stack.size());
+  for (size_t k = 0; k < stack.size(); ++k) {
+    if (!stack[k].isTensor() || !results[k].isTensor() || !op.differentiable[k]) continue;
+    const at::Tensor& output = stack[k].toTensor();
+    if (!output.is_floating_point() && !output.is_complex()) continue;
+    at::Tensor value = results[k].toTensor();
+    TORCH_CHECK(value.sizes() == output.sizes(), "JVP rule for ", schema.name(), ".",
+                schema.overload_name(), " returned a tangent of shape ", value.sizes(),
+                " for an output of shape ", output.sizes());
+    if (value.scalar_type() != output.scalar_type() &&
+        !(value.is_complex() && !output.is_complex())) {
+      value = value.to(output.scalar_type());
+    }
+    const bool fresh =
+        std::find(roots.begin(), roots.end(), root(value)) != roots.end();
+    laid_out[k] = conform_layout(value, output, fresh);
+  }
+  std::vector<py::object> outs;
+  for (size_t k = 0; k < stack.size(); ++k) {
+    outs.push_back(torch::jit::toPyObject(stack[k]));
+    if (!stack[k].isTensor()) continue;
+    if (laid_out[k].isTensor()) {
+      py::object tangent = torch::jit::toPyObject(laid_out[k]);
+      set_tangent(outs.back(), level0, tangent.ptr());
+    } else if (stack[k].toTensor().is_view()) {
+      set_tangent(outs.back(), level0, shared->no_tangent.ptr());
+    }
+  }
+  if (outs.empty()) return py::none();
+  if (outs.size() == 1) return outs[0];
+  py::tuple tuple(outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) tuple[k] = outs[k];
+  return tuple;
+}
+
+void bind_state(py::object state, py::object tangents, py::object no_tangent,
+                py::object forward_base, py::object slow, py::object describe) {
+  if (shared == nullptr) {
+    shared = new Shared();
+    ops = new std::unordered_map<PyObject*, OpEntry>();
+  }
+  *shared = Shared{state, tangents, no_tangent, forward_base, slow, describe,
+                   py::module_::import("torch").attr("Tensor")};
+  forget();
+}
+
+}  // namespace
+
+void forget() {
+  if (ops == nullptr) return;
+  for (auto& item : *ops) Py_DECREF(item.first);
+  ops->clear();
+}
+
+void bind_fast_path(py::module_& m) {
+  m.def("bind_state", &bind_state);
+  m.def("dispatch", &dispatch);
+  m.def("forget_ops", &forget, "drop what the hot path knows of each op (rules changed)");
+}
+
+}  // namespace dualgen

@@ -1,0 +1,12 @@
+// The per-op hot path (fast_path.cpp), bound into the extension module.
+#pragma once
+
+#include <torch/extension.h>
+
+namespace dualgen {
+
+void bind_fast_path(pybind11::module_& m);
+// Drop what the hot path knows of each op (rules or kernel tables changed).
+void forget();
+
+}  // namespace dualgen

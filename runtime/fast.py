@@ -1,0 +1,57 @@
+"""The C++ hot path's Python side: when the mode calls it, and what it knows.
+
+With the C++ kernel backend, `DualMode.__torch_dispatch__` first offers each op to
+the extension's `dispatch` (csrc/dualgen/fast_path.cpp), which either handles it
+whole or answers `SLOW` before running anything; the Python path then handles it
+as always. `describe(op)` tells the hot path whether an op's rule is a generated
+functional kernel it may run; it caches the answer per op, so whatever changes a
+rule (register_jvp, unregister_jvp, using_kernels, the backend) calls `forget()`.
+"""
+
+from __future__ import annotations
+
+SLOW = object()  # the hot path declined: the Python path runs the op
+
+# The extension's dispatch while the C++ backend is in use; None otherwise.
+dispatch = None
+_extension = None
+
+
+def enable(extension) -> None:
+    """Offer ops to `extension`'s hot path from now on."""
+    global dispatch, _extension
+    from .levels import FORWARD_BASE, STATE, TANGENTS, _NO_TANGENT
+
+    extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
+    _extension, dispatch = extension, extension.dispatch
+
+
+def disable() -> None:
+    global dispatch
+    dispatch = None
+    forget()
+
+
+def forget() -> None:
+    if _extension is not None:
+        _extension.forget_ops()
+
+
+def describe(op):
+    """(C++ kernel, differentiable input positions, which are lists, which
+    outputs are differentiable) for an op the hot path may run; None if the
+    Python path must (a user rule, a kernel table under test, an in-place or
+    view op, an op without a generated kernel)."""
+    from . import rules
+
+    if rules._KERNELS is not None or op in rules._USER_RULES:
+        return None
+    info = rules.generated_kernels().get(op)
+    if info is None or info.kind != "functional" or info.cpp_kernel is None:
+        return None
+    if op.is_view:
+        return None
+    rule = rules.rule_for(op)
+    arguments = op._schema.arguments
+    lists = tuple(str(arguments[i].type).startswith("List") for i in rule.input_indices)
+    return info.cpp_kernel, rule.input_indices, lists, rule.differentiable_outputs
