@@ -64,7 +64,7 @@ bench: $(STAMP)
 	$(PY) bench/generate_speed.py
 	$(PY) bench/contributor_loop.py
 	$(PY) bench/startup.py
-	$(PY) bench/runtime_speed.py
+	$(PY) bench/runtime_speed.py --per-op
 	$(PY) bench/gradcheck_speed.py
 
 clean:

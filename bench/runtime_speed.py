@@ -7,7 +7,9 @@ training step: exp, tanh and sigmoid's formulas read their outputs), an MLP with
 the same MLP with tangents on its parameters (torch.func.functional_call), with
 the parameters detached and with them requiring grad (inside a training step), and
 single ops mixing a dual and a plain value. Tiny sizes are overhead-bound, large
-ones compute-bound.
+ones compute-bound. dualgen runs with its C++ kernels and hot path (the default
+when built) and with its Python kernels (`--per-op` first prints the cost of single
+ops at 4x4, one thread, and of a level with one make_dual and unpack_dual).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 import torch.autograd.forward_ad as native_ad
 from torch import nn
 
+import dualgen
 import dualgen.forward_ad as dual_ad
 
 torch.set_num_threads(2)
@@ -90,21 +93,85 @@ def input_case(fn: Callable, x: torch.Tensor):
     }
 
 
+# dualgen's two kernel backends: each implementation named here runs with it.
+BACKENDS = {"dualgen": "cpp", "dualgen (Python)": "python"}
+
+
+def with_backends(impls: dict[str, Callable]) -> dict[str, Callable]:
+    """`impls` with dualgen's run twice: C++ kernels, and Python kernels."""
+    out = {k: v for k, v in impls.items() if k != "dualgen"}
+    for name in BACKENDS:
+        out[name] = impls["dualgen"]
+    return out
+
+
 def measure(impls: dict[str, Callable], rounds: int, budget: float) -> dict[str, float]:
-    for fn in impls.values():  # warm up, and settle how many calls make one sample
+    for name, fn in impls.items():  # warm up, settle how many calls make one sample
+        _backend_for(name)
         fn()
     start = time.perf_counter()
+    _backend_for("dualgen")
     impls["dualgen"]()
     once = max(time.perf_counter() - start, 1e-6)
     calls = max(1, int(budget / rounds / len(impls) / once))
     samples: dict[str, list[float]] = {k: [] for k in impls}
     for _ in range(rounds):
         for name, fn in impls.items():
+            _backend_for(name)  # outside the timed loop
             start = time.perf_counter()
             for _ in range(calls):
                 fn()
             samples[name].append((time.perf_counter() - start) / calls)
+    _backend_for("dualgen")
     return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _backend_for(name: str) -> None:
+    backend = BACKENDS.get(name)
+    if backend is not None and dualgen.kernel_backend() != backend:
+        dualgen.set_kernel_backend(backend)
+
+
+def per_op(rounds: int, budget: float) -> None:
+    """Single ops on a 4x4 float32 dual, one thread, each inside an open level."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    x, t, plain = (torch.randn(4, 4) for _ in range(3))
+    ops = {
+        "sin": lambda d: d.sin(),
+        "add": lambda d: d + d,
+        "mul": lambda d: d * d,
+        "mm": lambda d: d.mm(d),
+        ".t()": lambda d: d.t(),
+        "dual * plain": lambda d: d * plain,
+        "dual * 2.0": lambda d: d * 2.0,
+    }
+    print("| op (4x4 float32, 1 thread) | native | dualgen | dualgen (Python) |")
+    print("|---|---|---|---|")
+    for label, op in ops.items():
+        times = {}
+        for name, api in (("native", native_ad), *((n, dual_ad) for n in BACKENDS)):
+            _backend_for(name)
+            with api.dual_level():
+                d = api.make_dual(x, t)
+                times[name] = measure({"dualgen": lambda: op(d)}, rounds, budget)[
+                    "dualgen"
+                ]
+        _backend_for("dualgen")
+        row = " | ".join(f"{times[k] * 1e6:.1f} µs" for k in ("native", *BACKENDS))
+        print(f"| {label} | {row} |")
+
+    def level(api):
+        with api.dual_level():
+            api.unpack_dual(api.make_dual(x, t))
+
+    impls = with_backends(
+        {"native": lambda: level(native_ad), "dualgen": lambda: level(dual_ad)}
+    )
+    times = measure(impls, rounds, budget)
+    row = " | ".join(f"{times[k] * 1e6:.1f} µs" for k in ("native", *BACKENDS))
+    print(f"| level + make_dual + unpack_dual | {row} |\n")
+    torch.set_num_threads(threads)
 
 
 def cases(quick: bool):
@@ -162,9 +229,16 @@ def main() -> None:
     parser.add_argument(
         "--json", action="store_true", help="one JSON object of times (seconds)"
     )
+    parser.add_argument(
+        "--per-op", action="store_true", help="first, the per-op table (4x4, 1 thread)"
+    )
     args = parser.parse_args()
     rounds, budget = (5, 0.5) if args.quick else (11, 2.0)
-    selected = [c for c in cases(args.quick) if args.size in (None, c[1])]
+    selected = [
+        (name, size, with_backends(impls), ops)
+        for name, size, impls, ops in cases(args.quick)
+        if args.size in (None, size)
+    ]
     if args.json:
         times = {
             f"{name} | {size}": measure(impls, rounds, budget)
@@ -172,19 +246,25 @@ def main() -> None:
         }
         print(json.dumps(times))
         return
+    if args.per_op:
+        per_op(rounds, budget / 4)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, median of {rounds} rounds\n"
     )
     print(
-        "| case | size | native | func.jvp | dualgen | dualgen / native | dualgen / func.jvp |"
+        "| case | size | native | func.jvp | dualgen | dualgen (Python) "
+        "| dualgen / native | dualgen (Python) / native | dualgen / func.jvp |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, size, impls, _ops in selected:
         t = measure(impls, rounds, budget)
-        row = [f"{t[k] * 1e6:.0f} µs" for k in ("native", "func.jvp", "dualgen")]
+        columns = ("native", "func.jvp", "dualgen", "dualgen (Python)")
+        row = [f"{t[k] * 1e6:.0f} µs" for k in columns]
         print(
             f"| {name} | {size} | {' | '.join(row)} | "
-            f"{t['dualgen'] / t['native']:.2f}x | {t['dualgen'] / t['func.jvp']:.2f}x |"
+            f"{t['dualgen'] / t['native']:.2f}x | "
+            f"{t['dualgen (Python)'] / t['native']:.2f}x | "
+            f"{t['dualgen'] / t['func.jvp']:.2f}x |"
         )
 
 

@@ -42,7 +42,7 @@ def set_kernel_backend(name: str) -> None:
     level (a level's tangents are computed by one backend)."""
     global _current
     from .levels import STATE
-    from .rules import forget_generated_rules
+    from .rules import use_backend_rules
 
     if name not in BACKENDS:
         raise ValueError(f"kernel backend must be one of {BACKENDS}, not {name!r}")
@@ -53,7 +53,7 @@ def set_kernel_backend(name: str) -> None:
 
         cpp.extension()  # FileNotFoundError / StaleExtension say what to do
     _current = name
-    forget_generated_rules()
+    use_backend_rules()
     _use(name)
 
 

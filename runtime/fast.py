@@ -20,16 +20,19 @@ _extension = None
 def enable(extension) -> None:
     """Offer ops to `extension`'s hot path from now on."""
     global dispatch, _extension
-    from .levels import FORWARD_BASE, STATE, TANGENTS, _NO_TANGENT
+    from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS
 
-    extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
-    _extension, dispatch = extension, extension.dispatch
+    if _extension is not extension:
+        extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
+        _extension = extension
+    dispatch = extension.dispatch
 
 
 def disable() -> None:
+    """The Python path handles every op (what the hot path knows of each op
+    stays: it does not depend on the backend)."""
     global dispatch
     dispatch = None
-    forget()
 
 
 def forget() -> None:
@@ -49,7 +52,9 @@ def describe(op):
     info = rules.generated_kernels().get(op)
     if info is None or info.kind != "functional" or info.cpp_kernel is None:
         return None
-    if op.is_view:
+    if op.is_view or any(
+        str(r.type).startswith("List") for r in op._schema.returns
+    ):  # views are noted, lists of outputs attached piece by piece: in Python
         return None
     rule = rules.rule_for(op)
     arguments = op._schema.arguments

@@ -25,8 +25,8 @@ from torch.utils._python_dispatch import (
 )
 
 from . import functions, tensor_hooks
-from .layout import conform_layout
 from .backend import kernel_backend
+from .layout import conform_layout
 from .levels import STATE, Level, clear_level, current_level, set_tangent
 from .mode import DualMode, alias
 from .tangents import handling_levels_below, tangent_of

@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import (
 
 from . import fast
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
+from .fast import SLOW
 from .inplace import (
     _has_shared_elements,
     _run_inplace_tracked,
@@ -54,7 +55,6 @@ from .tangents import (
     remember_saved_outputs,
     tangent_of,
 )
-from .fast import SLOW
 from .tracked import _PYTHON_KEYS, _run_tracked, _tracking
 
 

@@ -135,25 +135,36 @@ def using_kernels(kernels: dict):
 def _generated() -> dict:
     global _GENERATED
     if _GENERATED is None:
-        kernels = generated_kernels()
-        cpp_kernels = None
         if _KERNELS is None:  # the installed kernels, which the extension holds
-            from . import cpp
             from .backend import kernel_backend
 
-            if kernel_backend() == "cpp":
-                cpp_kernels = cpp.extension()
-        _GENERATED = {
-            op: _generated_rule(op, info, cpp_kernels) for op, info in kernels.items()
-        }
+            backend = kernel_backend()
+            if backend not in _INSTALLED:
+                _INSTALLED[backend] = _rules_of(generated_kernels(), backend)
+            _GENERATED = _INSTALLED[backend]
+        else:
+            _GENERATED = _rules_of(_KERNELS, "python")
     return _GENERATED
 
 
-def forget_generated_rules() -> None:
-    """Rebuild the generated rules on next use (the kernel backend changed)."""
+# The installed kernels' rules, per backend: switching back and forth is cheap.
+_INSTALLED: dict[str, dict] = {}
+
+
+def _rules_of(kernels: dict, backend: str) -> dict:
+    cpp_kernels = None
+    if backend == "cpp":
+        from . import cpp
+
+        cpp_kernels = cpp.extension()
+    return {op: _generated_rule(op, info, cpp_kernels) for op, info in kernels.items()}
+
+
+def use_backend_rules() -> None:
+    """Take the generated rules of the kernel backend now in use (it changed)."""
     global _GENERATED
-    _GENERATED = None
-    fast.forget()
+    if _KERNELS is None:
+        _GENERATED = None
 
 
 def rule_for(op: torch._ops.OpOverload) -> Rule | None:

@@ -504,7 +504,8 @@ class CppPrinter:
         skips before the last it gives (all of them with `fill`: at::_ops
         functions take every argument)."""
         arguments = [a for a in schema.arguments if not (method and a.name == "self")]
-        given = {a.name: v for a, v in zip(_positional(arguments), node.args)}
+        positional = _positional(arguments)
+        given = dict(zip([a.name for a in positional], _given(positional, node)))
         for kw in node.keywords:
             given[_schema_name(kw.arg, arguments)] = kw.value
         last = max((i for i, a in enumerate(arguments) if a.name in given), default=-1)
@@ -608,9 +609,10 @@ def _binds(schema, node: ast.Call, method: bool) -> bool:
     if method and len(arguments) == len(schema.arguments):
         return False
     positional = _positional(arguments)
-    if len(node.args) > len(positional):
+    given = _given(positional, node)
+    if len(given) > len(positional):
         return False
-    filled = {a.name for a in positional[: len(node.args)]}
+    filled = {a.name for a in positional[: len(given)]}
     for kw in node.keywords:
         name = _schema_name(kw.arg, arguments)
         if name is None or name in filled:
@@ -621,6 +623,19 @@ def _binds(schema, node: ast.Call, method: bool) -> bool:
 
 def _positional(arguments) -> list:
     return [a for a in arguments if not a.kwarg_only]
+
+
+def _given(positional, node: ast.Call) -> list:
+    """The call's positional arguments, ints given as varargs for a lone int
+    list (`x.reshape(5, 7)`) gathered into one list, as Python's parser does."""
+    lone_list = (
+        len(positional) == 1
+        and positional[0].type.base in ("int", "SymInt")
+        and "[" in positional[0].type.suffix
+    )
+    if lone_list and len(node.args) > 1:
+        return [ast.List(elts=list(node.args), ctx=ast.Load())]
+    return list(node.args)
 
 
 _ALIASES = {"axis": "dim", "keepdims": "keepdim", "input": "self"}

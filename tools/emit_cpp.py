@@ -46,7 +46,13 @@ class CppEmitter:
             try:
                 text = self.kernel(plan)
             except CppError as exc:
-                sink.report(f"no C++ twin: {exc}", plan.location, plan.entry)
+                # An in-place kernel shares its entry's formulas: one report.
+                message = f"no C++ twin: {exc}"
+                if not any(
+                    e.location == plan.location and e.message == message
+                    for e in sink.errors
+                ):
+                    sink.report(message, plan.location, plan.entry)
                 continue
             kernels[shard_of(plan)].append((plan, text))
         if sink:

@@ -61,7 +61,8 @@ def load_kernels(files: dict[str, str]) -> dict:
         package = Path(root) / name
         package.mkdir()
         for filename, text in files.items():
-            (package / filename).write_text(text)
+            if filename.endswith(".py"):  # the C++ twins run only when built
+                (package / filename).write_text(text)
         spec = importlib.util.spec_from_file_location(
             name, package / "__init__.py", submodule_search_locations=[str(package)]
         )

@@ -17,6 +17,17 @@ SPEC = ROOT / "derivatives.yaml"
 TINY = Path(__file__).parent / "golden" / "spec.yaml"
 
 
+def _paths(out: Path) -> dict:
+    """Every file under `out`, by its path relative to it (cpp/ included)."""
+    return {
+        p.relative_to(out).as_posix(): p for p in sorted(out.rglob("*")) if p.is_file()
+    }
+
+
+def _files(out: Path) -> dict:
+    return {name: p.read_bytes() for name, p in _paths(out).items()}
+
+
 def _generate(out: Path, hash_seed: str) -> dict[str, bytes]:
     env = dict(os.environ, PYTHONHASHSEED=hash_seed)
     cmd = [
@@ -30,14 +41,16 @@ def _generate(out: Path, hash_seed: str) -> dict[str, bytes]:
         str(out),
     ]
     subprocess.run(cmd, check=True, env=env, capture_output=True, cwd=ROOT)
-    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    return _files(out)
 
 
 def test_two_runs_with_different_hash_seeds_give_identical_bytes(tmp_path):
     first = _generate(tmp_path / "a", "0")
     second = _generate(tmp_path / "b", "4242")
     assert first == second
-    assert set(first) == {"__init__.py", "jvp.py", "vjp.py", "registry.py"}
+    python = {"__init__.py", "jvp.py", "vjp.py", "registry.py"}
+    cpp = {f"cpp/jvp_{i}.cpp" for i in range(8)} | {"cpp/registry.cpp"}
+    assert set(first) == python | cpp
 
 
 def test_committed_generated_directory_is_current():
@@ -48,9 +61,9 @@ def test_committed_generated_directory_is_current():
 def test_check_passes_on_fresh_output_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "gen"
     assert main(["generate", "--spec", str(TINY), "--out", str(out)]) == 0
-    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    before = {n: p.stat().st_mtime_ns for n, p in _paths(out).items()}
     assert main(["generate", "--spec", str(TINY), "--out", str(out), "--check"]) == 0
-    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert {n: p.stat().st_mtime_ns for n, p in _paths(out).items()} == before
     assert "up to date" in capsys.readouterr().out
 
 
@@ -90,9 +103,9 @@ def test_unchanged_output_is_not_rewritten(tmp_path):
     out = tmp_path / "gen"
     files = generate_files(TINY).files
     assert write.write_atomically(out, files) is True
-    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    before = {n: p.stat().st_mtime_ns for n, p in _paths(out).items()}
     assert write.write_atomically(out, files) is False
-    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert {n: p.stat().st_mtime_ns for n, p in _paths(out).items()} == before
 
 
 def test_stray_files_are_removed_on_write(tmp_path):
@@ -102,6 +115,7 @@ def test_stray_files_are_removed_on_write(tmp_path):
     write.write_atomically(out, generate_files(TINY).files)
     assert sorted(p.name for p in out.iterdir()) == [
         "__init__.py",
+        "cpp",
         "jvp.py",
         "registry.py",
         "vjp.py",
@@ -132,14 +146,14 @@ def test_interrupted_swap_leaves_the_old_output_whole(tmp_path, monkeypatch):
 def test_interrupted_render_leaves_the_output_untouched(tmp_path, monkeypatch):
     out = tmp_path / "gen"
     assert main(["generate", "--spec", str(TINY), "--out", str(out)]) == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = _files(out)
 
     def interrupted(files, previous=None):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(write, "format_files", interrupted)
     assert main(["generate", "--spec", str(TINY), "--out", str(out)]) == 130
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _files(out) == before
 
 
 # ---------------------------------------------------------------- the contributor's loop

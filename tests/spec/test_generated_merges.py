@@ -51,6 +51,7 @@ def _regenerate(repo: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
     for name, text in generate_files(repo / "derivatives.yaml").files.items():
+        (out / name).parent.mkdir(exist_ok=True)
         (out / name).write_text(text, encoding="utf-8")
 
 
@@ -69,7 +70,12 @@ def _at_bottom(text: str) -> str:
 
 
 def _generated(repo: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted((repo / "generated").iterdir())}
+    root = repo / "generated"
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -285,6 +285,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   for (size_t k = 0; k < stack.size(); ++k) {
     if (!stack[k].isTensor() || !results[k].isTensor() || !op.differentiable[k]) continue;
     const at::Tensor& output = stack[k].toTensor();
+    if (!output.defined()) continue;  // not computed (a backward op's output_mask)
     if (!output.is_floating_point() && !output.is_complex()) continue;
     at::Tensor value = results[k].toTensor();
     TORCH_CHECK(value.sizes() == output.sizes(), "JVP rule for ", schema.name(), ".",
@@ -305,7 +306,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     if (laid_out[k].isTensor()) {
       py::object tangent = torch::jit::toPyObject(laid_out[k]);
       set_tangent(outs.back(), level0, tangent.ptr());
-    } else if (stack[k].toTensor().is_view()) {
+    } else if (stack[k].toTensor().defined() && stack[k].toTensor().is_view()) {
       set_tangent(outs.back(), level0, shared->no_tangent.ptr());
     }
   }

@@ -42,6 +42,8 @@ const c10::FunctionSchema& schema_of(const std::string& key) {
 c10::IValue tangent_ivalue(const py::handle& obj) {
   if (obj.is_none()) return c10::IValue();
   if (THPVariable_Check(obj.ptr())) return c10::IValue(THPVariable_Unpack(obj.ptr()));
+  // A number's zero tangent (dtypes.py's meta run of a formula) is a number.
+  if (auto number = wrapped_number(obj)) return c10::IValue(*number);
   c10::List<std::optional<at::Tensor>> list;
   for (const py::handle& item : obj) {
     list.push_back(item.is_none() ? std::nullopt
