@@ -15,6 +15,7 @@ ops at 4x4, one thread, and of a level with one make_dual and unpack_dual).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -154,9 +155,8 @@ def per_op(rounds: int, budget: float) -> None:
             _backend_for(name)
             with api.dual_level():
                 d = api.make_dual(x, t)
-                times[name] = measure({"dualgen": lambda: op(d)}, rounds, budget)[
-                    "dualgen"
-                ]
+                call = functools.partial(op, d)
+                times[name] = measure({"dualgen": call}, rounds, budget)["dualgen"]
         _backend_for("dualgen")
         row = " | ".join(f"{times[k] * 1e6:.1f} µs" for k in ("native", *BACKENDS))
         print(f"| {label} | {row} |")
