@@ -34,8 +34,13 @@ generate: $(STAMP)
 check-generated: $(STAMP)
 	$(VENV)/bin/dualgen generate --check
 
+# Everything with the C++ kernels (the default once built), then the runtime's
+# tests again with the Python kernels: both backends stay correct.
+RUNTIME_TESTS := tests/runtime tests/harness tests/fuzz/test_regressions.py
+
 test: build
 	$(PY) -m pytest $(PYTEST_ARGS)
+	DUALGEN_KERNELS=python $(PY) -m pytest $(PYTEST_ARGS) $(RUNTIME_TESTS)
 
 # Every kernel of the spec through gradcheck (slow, fast, adjoint), float64 and
 # complex128; the report lands in reports/validate.{md,html}.

@@ -42,7 +42,7 @@ def forget() -> None:
 
 def describe(op):
     """(C++ kernel, differentiable input positions, which are lists, which
-    outputs are differentiable) for an op the hot path may run; None if the
+    outputs are differentiable, the note its errors get) for an op the hot path may run; None if the
     Python path must (a user rule, a kernel table under test, an in-place or
     view op, an op without a generated kernel)."""
     from . import rules
@@ -59,4 +59,12 @@ def describe(op):
     rule = rules.rule_for(op)
     arguments = op._schema.arguments
     lists = tuple(str(arguments[i].type).startswith("List") for i in rule.input_indices)
-    return info.cpp_kernel, rule.input_indices, lists, rule.differentiable_outputs
+    note = kernel_error_note(op, rule)
+    return info.cpp_kernel, rule.input_indices, lists, rule.differentiable_outputs, note
+
+
+def kernel_error_note(op, rule) -> str:
+    """The note an error raised by a JVP rule gets (both backends), naming the op."""
+    from .missing import qualified_name
+
+    return f"while computing the tangent of {qualified_name(op)} ({rule.origin})"

@@ -428,10 +428,15 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         with autograd_enabled():
             try:
                 result = rule.call(primals, tangents, kernel_outputs)
-            except RuntimeError as exc:
+            except Exception as exc:
                 inputs = [primals[i] for i in indices]
-                if rule.kind == "view" and _real_tangent_of_complex(inputs, tangents):
+                if (
+                    isinstance(exc, RuntimeError)
+                    and rule.kind == "view"
+                    and _real_tangent_of_complex(inputs, tangents)
+                ):
                     raise RuntimeError(_needs_complex_tangent(func)) from exc
+                exc.add_note(fast.kernel_error_note(func, rule))
                 raise
             results = result if many else (result,)
             if not promote:

@@ -12,6 +12,7 @@
 // `__dict__`, keyed by the Level object, and the Level's list of tensors): one
 // store, read by both. Anything else returns `SLOW` before the op runs, and the
 // Python path handles it; the choice is made before any side effect.
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/extension.h>
@@ -36,6 +37,7 @@ struct OpEntry {
   std::vector<bool> list_inputs;     // ... which are Tensor[]
   std::vector<bool> differentiable;  // per output
   py::object raw;                    // func._op: the op without OpOverload's frame
+  std::string note;                  // added to an error the kernel raises
 };
 
 // What the Python side hands over once (`bind_state`).
@@ -68,6 +70,7 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.inputs = t[1].cast<std::vector<size_t>>();
     entry.list_inputs = t[2].cast<std::vector<bool>>();
     entry.differentiable = t[3].cast<std::vector<bool>>();
+    entry.note = t[4].cast<std::string>();
     entry.fast = entry.kernel != nullptr;
   }
   entry.raw = func.attr("_op");
@@ -183,6 +186,22 @@ const c10::TensorImpl* root(const at::Tensor& t) {
   return t.is_view() ? t._base().unsafeGetTensorImpl() : t.unsafeGetTensorImpl();
 }
 
+// The kernel; an error it raises reaches Python as the Python kernel's would
+// (torch's translation: the same type and message), with a note naming the op.
+Results run_kernel(const OpEntry& op, const Values& primals, const Values& tangents,
+                   const Values& outputs) {
+  try {
+    return op.kernel(primals, tangents, outputs);
+  } catch (const py::error_already_set&) {
+    throw;
+  } catch (...) {
+    torch::translate_exception_to_python(std::current_exception());
+    py::error_already_set error;
+    error.value().attr("add_note")(op.note);
+    throw error;
+  }
+}
+
 // -- the hot path -----------------------------------------------------------
 
 py::object dispatch(const py::handle& func, const py::handle& types,
@@ -275,7 +294,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   }
   const Values primals(stack.begin(), stack.end());
   op.handle->callBoxed(stack);  // the op, once
-  Results results = op.kernel(primals, tangents, stack);
+  Results results = run_kernel(op, primals, tangents, stack);
   // Lay out and attach: as outputs._attach, for a functional op.
   std::vector<const c10::TensorImpl*> roots;
   for (const c10::IValue& t : tangents) {
