@@ -12,6 +12,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 from .derive import element_wise_jvp, is_name, op_call
+from .errors import Location
 from .model import (
     Auto,
     Entry,
@@ -36,6 +37,7 @@ class _Resolved:
     expr: ast.expr
     text: str
     origin: str
+    location: Location | None = None  # the forward formula's line
 
 
 def analyse(spec: Spec, ops: TorchOperators) -> tuple[OpPlan, ...]:
@@ -114,20 +116,28 @@ def _resolve(
 ) -> _Resolved:
     if forward.formula is not None:
         return _Resolved(
-            forward.output, forward.formula.tree, forward.formula.source, "spec"
+            forward.output,
+            forward.formula.tree,
+            forward.formula.source,
+            "spec",
+            forward.location,
         )
     if forward.auto is Auto.LINEAR:
         tangents = {a.name for a in source.differentiable_inputs}
         origin = "view" if schema.kind is OpKind.VIEW else "auto_linear"
         return _Resolved(
-            forward.output, op_call(schema, tangents), "auto_linear", origin
+            forward.output,
+            op_call(schema, tangents),
+            "auto_linear",
+            origin,
+            forward.location,
         )
     assert forward.auto is Auto.ELEMENT_WISE
     (step,) = source.backward
     (input_name,) = step.inputs
     expr = element_wise_jvp(step.formula.tree, source.schema, input_name)
     text = f"auto_element_wise, from {input_name}: {step.formula.source}"
-    return _Resolved(forward.output, expr, text, "auto_element_wise")
+    return _Resolved(forward.output, expr, text, "auto_element_wise", forward.location)
 
 
 def _jvp_params(
@@ -166,7 +176,7 @@ def _jvp_plan(
         branches = _branches(
             r.expr, diff_inputs, lists, optional, inplace, mutating, tensor_inputs > 1
         )
-        outputs.append(OutputTangent(name, r.text, r.origin, branches))
+        outputs.append(OutputTangent(name, r.text, r.origin, branches, r.location))
     return JvpPlan(schema.kernel_name, _jvp_params(schema, diff_inputs), tuple(outputs))
 
 

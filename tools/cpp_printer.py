@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import ast
 import inspect
-import math
 
 import torch
 
 from . import admissible
+from .cpp_binding import binds, given_arguments, positional_arguments, schema_name
 from .cpp_types import (
     CppError,
     Type,
@@ -38,105 +38,7 @@ from .cpp_types import (
     python_default_literal,
     return_type,
 )
-
-CPP_KEYWORDS = frozenset(
-    [
-        "alignas",
-        "alignof",
-        "and",
-        "and_eq",
-        "asm",
-        "auto",
-        "bitand",
-        "bitor",
-        "bool",
-        "break",
-        "case",
-        "catch",
-        "char",
-        "char16_t",
-        "char32_t",
-        "class",
-        "compl",
-        "const",
-        "constexpr",
-        "const_cast",
-        "continue",
-        "decltype",
-        "default",
-        "delete",
-        "do",
-        "double",
-        "dynamic_cast",
-        "else",
-        "enum",
-        "explicit",
-        "export",
-        "extern",
-        "false",
-        "float",
-        "for",
-        "friend",
-        "goto",
-        "if",
-        "inline",
-        "int",
-        "long",
-        "mutable",
-        "namespace",
-        "new",
-        "noexcept",
-        "not",
-        "not_eq",
-        "nullptr",
-        "operator",
-        "or",
-        "or_eq",
-        "private",
-        "protected",
-        "public",
-        "register",
-        "reinterpret_cast",
-        "return",
-        "short",
-        "signed",
-        "sizeof",
-        "static",
-        "static_assert",
-        "static_cast",
-        "struct",
-        "switch",
-        "template",
-        "this",
-        "thread_local",
-        "throw",
-        "true",
-        "try",
-        "typedef",
-        "typeid",
-        "typename",
-        "union",
-        "unsigned",
-        "using",
-        "virtual",
-        "void",
-        "volatile",
-        "wchar_t",
-        "while",
-        "xor",
-        "xor_eq",
-        "args",
-        "tangents",
-        "outputs",
-    ]
-)
-
-
-def cpp_name(name: str) -> str:
-    """A Python identifier as a C++ one (C++ keywords and the kernel's own
-    parameter names get a trailing underscore)."""
-    return f"{name}_" if name in CPP_KEYWORDS else name
-
+from .cpp_values import _SCALAR_TYPES, Printed, constant, cpp_name
 
 # Tensor attributes read without a call, and how C++ reads them.
 _ATTRIBUTES = {
@@ -173,18 +75,6 @@ _COMPARE = {
     ast.GtE: ">=",
 }
 _NUMBERS = frozenset({"int", "double", "bool"})
-
-
-class Printed:
-    """A C++ expression, the type of its value, and the precedence of its
-    outermost operator (C++'s: higher binds tighter; 100 for an atom)."""
-
-    __slots__ = ("prec", "text", "type")
-
-    def __init__(self, text: str, type_: Type, prec: int = 100):
-        self.text = text
-        self.type = type_
-        self.prec = prec
 
 
 class CppPrinter:
@@ -424,7 +314,7 @@ class CppPrinter:
             schemas = [s for s in schemas if not any(a.is_out for a in s.arguments)]
         models = [model_of(s) for s in schemas]
         if len(parts) != 2:
-            models = [m for m in models if _binds(m, node, method=False)]
+            models = [m for m in models if binds(m, node, method=False)]
         if not models:
             raise CppError(f"`{_text(node)}`: no schema of aten::{name} takes it")
         schema = models[0]
@@ -494,7 +384,7 @@ class CppPrinter:
             for s in admissible.dispatcher_schemas(operator)
             if not any(a.is_out for a in s.arguments)
         ]
-        matching = [s for s in schemas if _binds(s, node, method)]
+        matching = [s for s in schemas if binds(s, node, method)]
         if not matching:
             raise CppError(f"`{_text(node)}`: no schema of aten::{operator} takes it")
         return matching[0]
@@ -504,10 +394,12 @@ class CppPrinter:
         skips before the last it gives (all of them with `fill`: at::_ops
         functions take every argument)."""
         arguments = [a for a in schema.arguments if not (method and a.name == "self")]
-        positional = _positional(arguments)
-        given = dict(zip([a.name for a in positional], _given(positional, node)))
+        positional = positional_arguments(arguments)
+        given = dict(
+            zip([a.name for a in positional], given_arguments(positional, node))
+        )
         for kw in node.keywords:
-            given[_schema_name(kw.arg, arguments)] = kw.value
+            given[schema_name(kw.arg, arguments)] = kw.value
         last = max((i for i, a in enumerate(arguments) if a.name in given), default=-1)
         upto = len(arguments) if fill else last + 1
         printed = []
@@ -559,94 +451,6 @@ _LIST_HELPERS = frozenset(
         "slogdet_tangents",
     }
 )
-_SCALAR_TYPES = {
-    "float64": "Double",
-    "float32": "Float",
-    "float16": "Half",
-    "bfloat16": "BFloat16",
-    "complex128": "ComplexDouble",
-    "complex64": "ComplexFloat",
-    "int64": "Long",
-    "int32": "Int",
-    "bool": "Bool",
-}
-
-
-def constant(value) -> Printed:
-    if value is None:
-        return Printed("None", Type("None"))
-    if value is True or value is False:
-        return Printed("true" if value else "false", Type("bool"))
-    if isinstance(value, int):
-        if -(2**31) < value < 2**31:
-            return Printed(str(value), Type("int"))
-        return Printed(f"int64_t{{{value}}}", Type("int"))
-    if isinstance(value, float):
-        if math.isinf(value):
-            sign = "-" if value < 0 else ""
-            return Printed(
-                f"{sign}std::numeric_limits<double>::infinity()", Type("double")
-            )
-        if math.isnan(value):
-            return Printed("std::numeric_limits<double>::quiet_NaN()", Type("double"))
-        text = repr(value)
-        if "." not in text and "e" not in text:
-            text += ".0"
-        return Printed(text, Type("double"))
-    if isinstance(value, complex):
-        real, imag = constant(value.real).text, constant(value.imag).text
-        return Printed(
-            f"c10::Scalar(c10::complex<double>({real}, {imag}))", Type("Scalar")
-        )
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-        return Printed(f'"{escaped}"', Type("str"))
-    raise CppError(f"cannot print the constant {value!r} as C++")
-
-
-def _binds(schema, node: ast.Call, method: bool) -> bool:
-    arguments = [a for a in schema.arguments if not (method and a.name == "self")]
-    if method and len(arguments) == len(schema.arguments):
-        return False
-    positional = _positional(arguments)
-    given = _given(positional, node)
-    if len(given) > len(positional):
-        return False
-    filled = {a.name for a in positional[: len(given)]}
-    for kw in node.keywords:
-        name = _schema_name(kw.arg, arguments)
-        if name is None or name in filled:
-            return False
-        filled.add(name)
-    return all(a.name in filled or a.default is not None for a in arguments)
-
-
-def _positional(arguments) -> list:
-    return [a for a in arguments if not a.kwarg_only]
-
-
-def _given(positional, node: ast.Call) -> list:
-    """The call's positional arguments, ints given as varargs for a lone int
-    list (`x.reshape(5, 7)`) gathered into one list, as Python's parser does."""
-    lone_list = (
-        len(positional) == 1
-        and positional[0].type.base in ("int", "SymInt")
-        and "[" in positional[0].type.suffix
-    )
-    if lone_list and len(node.args) > 1:
-        return [ast.List(elts=list(node.args), ctx=ast.Load())]
-    return list(node.args)
-
-
-_ALIASES = {"axis": "dim", "keepdims": "keepdim", "input": "self"}
-
-
-def _schema_name(keyword: str, arguments) -> str | None:
-    names = {a.name for a in arguments}
-    if keyword in names:
-        return keyword
-    alias = _ALIASES.get(keyword)
-    return alias if alias in names else None
 
 
 def _dotted(node: ast.expr) -> list[str] | None:

@@ -45,14 +45,14 @@ class CppEmitter:
         for plan in plans:
             try:
                 text = self.kernel(plan)
-            except CppError as exc:
+            except _Unprintable as exc:
                 # An in-place kernel shares its entry's formulas: one report.
-                message = f"no C++ twin: {exc}"
+                message = f"{exc.output}: no C++ twin: {exc}"
+                location = exc.location or plan.location
                 if not any(
-                    e.location == plan.location and e.message == message
-                    for e in sink.errors
+                    e.location == location and e.message == message for e in sink.errors
                 ):
-                    sink.report(message, plan.location, plan.entry)
+                    sink.report(message, location, plan.entry)
                 continue
             kernels[shard_of(plan)].append((plan, text))
         if sink:
@@ -72,7 +72,10 @@ class CppEmitter:
         for out, ret in zip(plan.jvp.outputs, schema.returns):
             if out is None:
                 continue
-            body += self._output(printer, out, of_schema(ret.type), multi)
+            try:
+                body += self._output(printer, out, of_schema(ret.type), multi)
+            except CppError as exc:
+                raise _Unprintable(str(exc), out.output, out.location) from None
         if multi:
             values = ", ".join(
                 (
@@ -234,6 +237,15 @@ class CppEmitter:
                 "",
             ]
         )
+
+
+class _Unprintable(CppError):
+    """A CppError of one output's formula, and where the spec writes it."""
+
+    def __init__(self, message: str, output: str, location):
+        super().__init__(message)
+        self.output = output
+        self.location = location
 
 
 def _indent(lines: list[str]) -> list[str]:

@@ -48,6 +48,7 @@ class OutputTangent:
     formula: str  # as written in the spec, or how it was derived
     origin: str
     branches: tuple[Branch, ...]
+    location: Location | None = None  # the forward formula's line in the spec
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,21 @@ CAUGHT_CASES = [
     ),
 ]
 
-CASES = FORWARD_CASES + CAUGHT_CASES
+# Formulas Python runs but C++ cannot print: every kernel has a C++ twin, so
+# generation stops at the formula's line.
+CPP_CASES = [
+    (
+        "tensor_subscript_has_no_cpp_twin",
+        mul_fw("self_t * other_p[0]"),
+        [fw("no C++ twin: cannot subscript `other_p[0]` in C++")],
+    ),
+    (
+        "slice_has_no_cpp_twin",
+        mul_fw("self_t.view(self_p.shape[::-1]) * other_p"),
+        [fw("no C++ twin: cannot print Slice `::-1` as C++")],
+    ),
+]
+
+CASES = FORWARD_CASES + CAUGHT_CASES + CPP_CASES
 
 test_spec_error_is_reported_exactly = make_error_test(CASES)
