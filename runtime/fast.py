@@ -10,6 +10,8 @@ rule (register_jvp, unregister_jvp, using_kernels, the backend) calls `forget()`
 
 from __future__ import annotations
 
+import torch
+
 SLOW = object()  # the hot path declined: the Python path runs the op
 
 # The extension's dispatch while the C++ backend is in use; None otherwise.
@@ -43,24 +45,30 @@ def forget() -> None:
 def describe(op):
     """(C++ kernel, differentiable input positions, which are lists, which
     outputs are differentiable, the note its errors get) for an op the hot path may run; None if the
-    Python path must (a user rule, a kernel table under test, an in-place or
-    view op, an op without a generated kernel)."""
+    Python path must (a user rule, a kernel table under test, an in-place
+    op, an op returning a list, an op without a generated kernel)."""
     from . import rules
 
     if rules._KERNELS is not None or op in rules._USER_RULES:
         return None
     info = rules.generated_kernels().get(op)
-    if info is None or info.kind != "functional" or info.cpp_kernel is None:
+    if info is None or info.kind not in ("functional", "view") or op in _PYTHON_ONLY:
         return None
-    if op.is_view or any(
+    if info.cpp_kernel is None or any(
         str(r.type).startswith("List") for r in op._schema.returns
-    ):  # views are noted, lists of outputs attached piece by piece: in Python
+    ):  # lists of outputs are attached piece by piece: in Python
         return None
     rule = rules.rule_for(op)
     arguments = op._schema.arguments
     lists = tuple(str(arguments[i].type).startswith("List") for i in rule.input_indices)
     note = kernel_error_note(op, rule)
-    return info.cpp_kernel, rule.input_indices, lists, rule.differentiable_outputs, note
+    view = info.kind == "view"
+    differentiable = rule.differentiable_outputs
+    return info.cpp_kernel, rule.input_indices, lists, differentiable, note, view
+
+
+# Views the mode treats apart: detach gives no tangent and notes no view.
+_PYTHON_ONLY = frozenset({torch.ops.aten.detach.default})
 
 
 def kernel_error_note(op, rule) -> str:

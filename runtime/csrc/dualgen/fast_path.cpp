@@ -38,6 +38,7 @@ struct OpEntry {
   std::vector<bool> differentiable;  // per output
   py::object raw;                    // func._op: the op without OpOverload's frame
   std::string note;                  // added to an error the kernel raises
+  bool view = false;                 // a view op: its tangent is the same view
 };
 
 // What the Python side hands over once (`bind_state`).
@@ -71,6 +72,7 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.list_inputs = t[2].cast<std::vector<bool>>();
     entry.differentiable = t[3].cast<std::vector<bool>>();
     entry.note = t[4].cast<std::string>();
+    entry.view = t[5].cast<bool>();
     entry.fast = entry.kernel != nullptr;
   }
   entry.raw = func.attr("_op");
@@ -182,6 +184,27 @@ void set_tangent(const py::object& tensor, const py::handle& level, PyObject* va
   own[level] = py::reinterpret_borrow<py::object>(value);
 }
 
+// levels.note_view: a view of a tensor with tangents of its own follows that
+// tensor's tangent, not its memory's owner's.
+void note_view(const py::object& view, const py::handle& source) {
+  if (!THPVariable_Check(source.ptr())) return;
+  PyObject** dict = _PyObject_GetDictPtr(source.ptr());
+  PyObject* base = nullptr;
+  bool own = false;
+  if (dict != nullptr && *dict != nullptr) {
+    base = PyDict_GetItemWithError(*dict, shared->forward_base.ptr());
+    own = PyDict_GetItemWithError(*dict, shared->tangents.ptr()) != nullptr;
+  }
+  if (own && (base != nullptr || THPVariable_Unpack(source.ptr()).is_view())) {
+    base = source.ptr();
+  }
+  if (base != nullptr) {
+    py::dict view_dict =
+        py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(view.ptr(), nullptr));
+    view_dict[shared->forward_base] = py::reinterpret_borrow<py::object>(base);
+  }
+}
+
 const c10::TensorImpl* root(const at::Tensor& t) {
   return t.is_view() ? t._base().unsafeGetTensorImpl() : t.unsafeGetTensorImpl();
 }
@@ -200,6 +223,36 @@ Results run_kernel(const OpEntry& op, const Values& primals, const Values& tange
     error.value().attr("add_note")(op.note);
     throw error;
   }
+}
+
+// A view op's outputs: each gets the same view of the input's tangent, as it
+// is (outputs._attach for a view), and follows its input (mode._note_views).
+py::object attach_views(const OpEntry& op, const c10::FunctionSchema& schema,
+                        torch::jit::Stack& stack, const Results& results,
+                        const py::handle& level, const py::tuple& args) {
+  std::vector<py::object> outs;
+  for (size_t k = 0; k < stack.size(); ++k) {
+    outs.push_back(torch::jit::toPyObject(stack[k]));
+    if (!stack[k].isTensor()) continue;
+    const at::Tensor& output = stack[k].toTensor();
+    const bool differentiable = op.differentiable[k] &&
+                                (output.is_floating_point() || output.is_complex());
+    if (differentiable && results[k].isTensor()) {
+      const at::Tensor& value = results[k].toTensor();
+      TORCH_CHECK(value.sizes() == output.sizes(), "JVP rule for ", schema.name(), ".",
+                  schema.overload_name(), " returned a tangent of shape ", value.sizes(),
+                  " for an output of shape ", output.sizes());
+      py::object tangent = torch::jit::toPyObject(results[k]);
+      set_tangent(outs.back(), level, tangent.ptr());
+    } else {
+      set_tangent(outs.back(), level, shared->no_tangent.ptr());
+    }
+    if (args.size() > 0) note_view(outs.back(), args[0]);
+  }
+  if (outs.size() == 1) return outs[0];
+  py::tuple tuple(outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) tuple[k] = outs[k];
+  return tuple;
 }
 
 // -- the hot path -----------------------------------------------------------
@@ -294,7 +347,15 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   }
   const Values primals(stack.begin(), stack.end());
   op.handle->callBoxed(stack);  // the op, once
+  // The kernel runs as the Python kernels do (tangents.autograd_enabled): with
+  // the keys the user's context has, so the views it makes are tracked as
+  // views (`_base`, version counters) and stay differentiable.
+  const auto user_exclude = c10::DispatchKeySet(
+      c10::DispatchKeySet::RAW, state.attr("user_exclude").attr("raw_repr")().cast<uint64_t>());
+  c10::impl::ForceDispatchKeyGuard keys(c10::impl::tls_local_dispatch_key_set().included_,
+                                        user_exclude);
   Results results = run_kernel(op, primals, tangents, stack);
+  if (op.view) return attach_views(op, schema, stack, results, level0, args);
   // Lay out and attach: as outputs._attach, for a functional op.
   std::vector<const c10::TensorImpl*> roots;
   for (const c10::IValue& t : tangents) {
