@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import sys
 from functools import cache
@@ -83,27 +84,37 @@ def state() -> str:
     return "built" if _stamp().read_text() == fingerprint() else "stale"
 
 
-def build(verbose: bool = False):
-    """Compile what changed and load the result; raise BuildError with the
-    compiler's first error."""
+def build(verbose: bool = False) -> None:
+    """Compile what changed (ninja) into build_dir(); raise BuildError with the
+    compiler's first error. The library is loaded by `extension()`, not here:
+    one process may build more than once (torch's `load` would rename the
+    module on each change)."""
     from torch.utils import cpp_extension
 
     directory = build_dir()
     directory.mkdir(parents=True, exist_ok=True)
     expected = fingerprint()
+    _stamp().unlink(missing_ok=True)  # until this build succeeds, nothing is built
+    arguments = {
+        "name": NAME,
+        "sources": [str(p) for p in sources()],
+        "extra_cflags": list(FLAGS),
+        "extra_cuda_cflags": None,
+        "extra_sycl_cflags": None,
+        "extra_ldflags": None,
+        "extra_include_paths": [str(CSRC)],
+        "build_directory": str(directory),
+        "verbose": verbose,
+        "with_cuda": False,
+        "with_sycl": False,
+    }
+    compile_library = cpp_extension._write_ninja_file_and_build_library
+    accepted = inspect.signature(compile_library).parameters  # varies by torch version
     try:
-        module = cpp_extension.load(
-            name=NAME,
-            sources=[str(p) for p in sources()],
-            extra_include_paths=[str(CSRC)],
-            extra_cflags=list(FLAGS),
-            build_directory=str(directory),
-            verbose=verbose,
-        )
+        compile_library(**{k: v for k, v in arguments.items() if k in accepted})
     except (RuntimeError, OSError) as exc:
         raise BuildError(_first_error(exc)) from None
     _stamp().write_text(expected)
-    return module
 
 
 def _first_error(exc: Exception) -> str:

@@ -25,7 +25,17 @@ def enable(extension) -> None:
     from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS
 
     if _extension is not extension:
-        extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
+        from .tangents import remember_saved_outputs
+
+        extension.bind_state(
+            STATE,
+            TANGENTS,
+            _NO_TANGENT,
+            FORWARD_BASE,
+            SLOW,
+            describe,
+            remember_saved_outputs,
+        )
         _extension = extension
     dispatch = extension.dispatch
 
@@ -44,7 +54,8 @@ def forget() -> None:
 
 def describe(op):
     """(C++ kernel, differentiable input positions, which are lists, which
-    outputs are differentiable, the note its errors get) for an op the hot path may run; None if the
+    outputs are differentiable, the note its errors get, whether it is a view,
+    whether its formula reads the outputs) for an op the hot path may run; None if the
     Python path must (a user rule, a kernel table under test, an in-place
     op, an op returning a list, an op without a generated kernel)."""
     from . import rules
@@ -63,8 +74,16 @@ def describe(op):
     lists = tuple(str(arguments[i].type).startswith("List") for i in rule.input_indices)
     note = kernel_error_note(op, rule)
     view = info.kind == "view"
-    differentiable = rule.differentiable_outputs
-    return info.cpp_kernel, rule.input_indices, lists, differentiable, note, view
+    differentiable, uses_outputs = rule.differentiable_outputs, rule.uses_outputs
+    return (
+        info.cpp_kernel,
+        rule.input_indices,
+        lists,
+        differentiable,
+        note,
+        view,
+        uses_outputs,
+    )
 
 
 # Views the mode treats apart: detach gives no tangent and notes no view.

@@ -39,6 +39,7 @@ struct OpEntry {
   py::object raw;                    // func._op: the op without OpOverload's frame
   std::string note;                  // added to an error the kernel raises
   bool view = false;                 // a view op: its tangent is the same view
+  bool uses_outputs = false;         // its formula reads the op's outputs
 };
 
 // What the Python side hands over once (`bind_state`).
@@ -50,6 +51,7 @@ struct Shared {
   py::object slow;         // returned when the Python path must handle the op
   py::object describe;     // op -> None or (cpp key, inputs, list inputs, outputs)
   py::object tensor_type;  // torch.Tensor
+  py::object remember;     // tangents.remember_saved_outputs
 };
 Shared* shared = nullptr;
 std::unordered_map<PyObject*, OpEntry>* ops = nullptr;
@@ -73,6 +75,7 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.differentiable = t[3].cast<std::vector<bool>>();
     entry.note = t[4].cast<std::string>();
     entry.view = t[5].cast<bool>();
+    entry.uses_outputs = t[6].cast<bool>();
     entry.fast = entry.kernel != nullptr;
   }
   entry.raw = func.attr("_op");
@@ -301,6 +304,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   torch::jit::Stack stack = bind_stack(schema, args, kwargs);
   // The tangents of the differentiable inputs, by their Python objects.
   const bool grad_mode = at::GradMode::is_enabled();
+  bool tracking = false;  // autograd records (tracked._tracking)
   Values tangents;
   tangents.reserve(op.inputs.size());
   bool present = false;
@@ -330,31 +334,49 @@ py::object dispatch(const py::handle& func, const py::handle& types,
       continue;
     }
     const at::Tensor& tangent = THPVariable_Unpack(value);
-    if (!plain(tangent) || tangent.scalar_type() != primal.scalar_type() ||
-        (grad_mode && tangent.requires_grad())) {
+    if (!plain(tangent) || tangent.scalar_type() != primal.scalar_type()) {
       return shared->slow;
     }
+    tracking = tracking || (grad_mode && tangent.requires_grad());
     tangents.emplace_back(tangent);
     present = true;
   }
-  if (grad_mode) {
-    for (PyObject* obj : tensors) {
-      if (THPVariable_Unpack(obj).requires_grad()) return shared->slow;  // tracked
-    }
+  for (size_t i = 0; grad_mode && !tracking && i < tensors.size(); ++i) {
+    tracking = THPVariable_Unpack(tensors[i]).requires_grad();
   }
   if (!present) {
     return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
   }
+  if (tracking && op.view) return shared->slow;
   const Values primals(stack.begin(), stack.end());
-  op.handle->callBoxed(stack);  // the op, once
-  // The kernel runs as the Python kernels do (tangents.autograd_enabled): with
-  // the keys the user's context has, so the views it makes are tracked as
-  // views (`_base`, version counters) and stay differentiable.
+  // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
+  // keys the user's context has, so the views they make are tracked as views
+  // (`_base`, version counters) and they are differentiable.
   const auto user_exclude = c10::DispatchKeySet(
       c10::DispatchKeySet::RAW, state.attr("user_exclude").attr("raw_repr")().cast<uint64_t>());
-  c10::impl::ForceDispatchKeyGuard keys(c10::impl::tls_local_dispatch_key_set().included_,
-                                        user_exclude);
-  Results results = run_kernel(op, primals, tangents, stack);
+  const auto included = c10::impl::tls_local_dispatch_key_set().included_;
+  Values kernel_outputs;
+  if (tracking && op.uses_outputs) {
+    // tracked._run_tracked: the op runs once, recorded, so the outputs the
+    // formula reads are in the graph; the mode hands back detached aliases.
+    {
+      c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+      op.handle->callBoxed(stack);
+    }
+    kernel_outputs.assign(stack.begin(), stack.end());
+    c10::impl::ExcludeDispatchKeyGuard no_python(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    for (c10::IValue& out : stack) {
+      if (out.isTensor() && out.toTensor().defined() && out.toTensor().requires_grad()) {
+        out = c10::IValue(out.toTensor().detach());
+      }
+    }
+  } else {
+    op.handle->callBoxed(stack);  // the op, once
+  }
+  c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+  Results results =
+      run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
   if (op.view) return attach_views(op, schema, stack, results, level0, args);
   // Lay out and attach: as outputs._attach, for a functional op.
   std::vector<const c10::TensorImpl*> roots;
@@ -391,20 +413,22 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     }
   }
   if (outs.empty()) return py::none();
-  if (outs.size() == 1) return outs[0];
   py::tuple tuple(outs.size());
   for (size_t k = 0; k < outs.size(); ++k) tuple[k] = outs[k];
+  if (tracking) shared->remember(level0, tuple);  // autograd may rebuild them
+  if (outs.size() == 1) return outs[0];
   return tuple;
 }
 
 void bind_state(py::object state, py::object tangents, py::object no_tangent,
-                py::object forward_base, py::object slow, py::object describe) {
+                py::object forward_base, py::object slow, py::object describe,
+                py::object remember) {
   if (shared == nullptr) {
     shared = new Shared();
     ops = new std::unordered_map<PyObject*, OpEntry>();
   }
   *shared = Shared{state, tangents, no_tangent, forward_base, slow, describe,
-                   py::module_::import("torch").attr("Tensor")};
+                   py::module_::import("torch").attr("Tensor"), remember};
   forget();
 }
 
