@@ -8,9 +8,7 @@ namespace {
 namespace py = pybind11;
 using OptTensor = std::optional<at::Tensor>;
 
-at::Tensor undef_if_none(const OptTensor& t) {
-  return t.has_value() ? *t : at::Tensor();
-}
+using binding::undefined_if_none;
 
 // norm_backward_tangent's `extra` as Python passes it: normalized_shape (a
 // sequence), None, or the group count (an int: a one-element list in C++).
@@ -24,20 +22,7 @@ std::optional<std::vector<int64_t>> norm_extra(const py::object& extra) {
   return extra.cast<std::vector<int64_t>>();
 }
 
-// A Python number as a c10::Scalar (torch's pybind caster does not load them).
-c10::Scalar to_scalar(const py::handle& v) {
-  if (py::isinstance<py::bool_>(v)) {
-    return c10::Scalar(v.cast<bool>());
-  }
-  if (py::isinstance<py::int_>(v)) {
-    return c10::Scalar(v.cast<int64_t>());
-  }
-  if (PyComplex_Check(v.ptr())) {
-    return c10::Scalar(c10::complex<double>(
-        PyComplex_RealAsDouble(v.ptr()), PyComplex_ImagAsDouble(v.ptr())));
-  }
-  return c10::Scalar(v.cast<double>());
-}
+using binding::to_scalar;
 
 }  // namespace
 
@@ -66,13 +51,13 @@ void bind_backward_ops(pybind11::module_& m) {
   m.def(
       "bce_self_second_derivative",
       [](const at::Tensor& self, const at::Tensor& target, const OptTensor& weight) {
-        return bce_self_second_derivative(self, target, undef_if_none(weight));
+        return bce_self_second_derivative(self, target, undefined_if_none(weight));
       },
       py::arg("self"), py::arg("target"), py::arg("weight"));
   m.def(
       "bce_cross_derivative",
       [](const at::Tensor& self, const OptTensor& weight) {
-        return bce_cross_derivative(self, undef_if_none(weight));
+        return bce_cross_derivative(self, undefined_if_none(weight));
       },
       py::arg("self"), py::arg("weight"));
   m.def(
@@ -84,8 +69,8 @@ void bind_backward_ops(pybind11::module_& m) {
          std::vector<int64_t> dilation, bool transposed,
          std::vector<int64_t> output_padding, int64_t groups) {
         return convolution_backward_tangent(
-            which, undef_if_none(result), undef_if_none(grad_output_t),
-            undef_if_none(other_t), grad_output, input, weight, stride, padding,
+            which, undefined_if_none(result), undefined_if_none(grad_output_t),
+            undefined_if_none(other_t), grad_output, input, weight, stride, padding,
             dilation, transposed, output_padding, groups);
       },
       py::arg("which"), py::arg("result"), py::arg("grad_output_t"),
@@ -106,10 +91,10 @@ void bind_backward_ops(pybind11::module_& m) {
         at::OptionalIntArrayRef extra_ref =
             dims ? at::OptionalIntArrayRef(*dims) : at::OptionalIntArrayRef();
         return norm_backward_tangent(
-            which, undef_if_none(result), kind, undef_if_none(grad_out_t),
-            undef_if_none(input_t), undef_if_none(weight_t),
-            undef_if_none(mean_t), undef_if_none(rstd_t), grad_out, input,
-            undef_if_none(weight), undef_if_none(mean), undef_if_none(rstd),
+            which, undefined_if_none(result), kind, undefined_if_none(grad_out_t),
+            undefined_if_none(input_t), undefined_if_none(weight_t),
+            undefined_if_none(mean_t), undefined_if_none(rstd_t), grad_out, input,
+            undefined_if_none(weight), undefined_if_none(mean), undefined_if_none(rstd),
             extra_ref, train, eps);
       },
       py::arg("which"), py::arg("result"), py::arg("kind"),

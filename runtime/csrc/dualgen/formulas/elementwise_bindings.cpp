@@ -8,9 +8,9 @@ namespace {
 namespace py = pybind11;
 using OptTensor = std::optional<at::Tensor>;
 
-at::Tensor undefined_if_none(const OptTensor& t) {
-  return t.has_value() ? *t : at::Tensor();
-}
+using binding::to_optional_scalar;
+using binding::to_scalar;
+using binding::undefined_if_none;
 
 std::vector<at::Tensor> undefined_if_none(const std::vector<OptTensor>& ts) {
   std::vector<at::Tensor> out;
@@ -40,28 +40,6 @@ std::vector<at::Tensor> bound_fill_absent(
     optional_primals.push_back(p);
   }
   return fill_absent(dense_tangents, optional_primals);
-}
-
-// A Python number as a c10::Scalar (pybind's c10::Scalar caster cannot load).
-c10::Scalar to_scalar(const py::handle& obj) {
-  if (PyBool_Check(obj.ptr())) {
-    return c10::Scalar(obj.cast<bool>());
-  }
-  if (PyLong_Check(obj.ptr())) {
-    return c10::Scalar(obj.cast<int64_t>());
-  }
-  if (PyComplex_Check(obj.ptr())) {
-    return c10::Scalar(c10::complex<double>(
-        PyComplex_RealAsDouble(obj.ptr()), PyComplex_ImagAsDouble(obj.ptr())));
-  }
-  if (PyFloat_Check(obj.ptr())) {
-    return c10::Scalar(obj.cast<double>());
-  }
-  throw py::type_error("expected a Python number (bool, int, float or complex)");
-}
-
-std::optional<c10::Scalar> to_optional_scalar(const py::handle& obj) {
-  return obj.is_none() ? std::nullopt : std::optional<c10::Scalar>(to_scalar(obj));
 }
 
 }  // namespace

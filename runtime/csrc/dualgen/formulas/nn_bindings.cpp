@@ -7,8 +7,7 @@ namespace {
 
 using OptTensor = std::optional<at::Tensor>;
 
-// Python's None as an undefined tensor.
-at::Tensor T(const OptTensor& t) { return t.value_or(at::Tensor()); }
+using binding::undefined_if_none;
 
 }  // namespace
 
@@ -23,7 +22,7 @@ void bind_nn(pybind11::module_& m) {
          const OptTensor& weight, const at::Tensor& mean,
          const at::Tensor& rstd, std::vector<int64_t> normalized_shape) {
         return layer_norm_tangent(
-            input_t, input_p, T(weight), mean, rstd, normalized_shape);
+            input_t, input_p, undefined_if_none(weight), mean, rstd, normalized_shape);
       });
   m.def(
       "batch_norm_xhat",
@@ -31,8 +30,8 @@ void bind_nn(pybind11::module_& m) {
          const OptTensor& running_var, const OptTensor& save_mean,
          const OptTensor& save_invstd, bool training, double eps) {
         return batch_norm_xhat(
-            input_p, T(running_mean), T(running_var), T(save_mean),
-            T(save_invstd), training, eps);
+            input_p, undefined_if_none(running_mean), undefined_if_none(running_var), undefined_if_none(save_mean),
+            undefined_if_none(save_invstd), training, eps);
       });
   m.def(
       "batch_norm_tangent",
@@ -41,8 +40,8 @@ void bind_nn(pybind11::module_& m) {
          const OptTensor& running_var, const OptTensor& save_mean,
          const OptTensor& save_invstd, bool training, double eps) {
         return batch_norm_tangent(
-            input_t, input_p, T(weight), T(running_mean), T(running_var),
-            T(save_mean), T(save_invstd), training, eps);
+            input_t, input_p, undefined_if_none(weight), undefined_if_none(running_mean), undefined_if_none(running_var),
+            undefined_if_none(save_mean), undefined_if_none(save_invstd), training, eps);
       });
   m.def("group_norm_xhat", &group_norm_xhat);
   m.def(
@@ -51,7 +50,7 @@ void bind_nn(pybind11::module_& m) {
          const OptTensor& weight, const at::Tensor& mean,
          const at::Tensor& rstd, int64_t group) {
         return group_norm_tangent(
-            input_t, input_p, T(weight), mean, rstd, group);
+            input_t, input_p, undefined_if_none(weight), mean, rstd, group);
       });
   m.def("group_norm_mean_tangent", &group_norm_mean_tangent);
   m.def("group_norm_rstd_tangent", &group_norm_rstd_tangent);
@@ -59,24 +58,24 @@ void bind_nn(pybind11::module_& m) {
       "bce_self_derivative",
       [](const at::Tensor& self, const at::Tensor& target,
          const OptTensor& weight) {
-        return bce_self_derivative(self, target, T(weight));
+        return bce_self_derivative(self, target, undefined_if_none(weight));
       });
   m.def(
       "bce_target_derivative",
       [](const at::Tensor& self, const OptTensor& weight) {
-        return bce_target_derivative(self, T(weight));
+        return bce_target_derivative(self, undefined_if_none(weight));
       });
   m.def(
       "bce_logits_self_derivative",
       [](const at::Tensor& self, const at::Tensor& target,
          const OptTensor& weight, const OptTensor& pos_weight) {
-        return bce_logits_self_derivative(self, target, T(weight), T(pos_weight));
+        return bce_logits_self_derivative(self, target, undefined_if_none(weight), undefined_if_none(pos_weight));
       });
   m.def(
       "bce_logits_target_derivative",
       [](const at::Tensor& self, const OptTensor& weight,
          const OptTensor& pos_weight) {
-        return bce_logits_target_derivative(self, T(weight), T(pos_weight));
+        return bce_logits_target_derivative(self, undefined_if_none(weight), undefined_if_none(pos_weight));
       });
   m.def("dropout_scale", &dropout_scale);
 }

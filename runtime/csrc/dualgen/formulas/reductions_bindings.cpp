@@ -32,28 +32,8 @@ struct Dims {
   }
 };
 
-// A Python number (bool, int, float or complex) as a c10::Scalar; torch's own
-// caster does not load plain Python numbers.
-c10::Scalar to_scalar(const py::handle& value) {
-  if (py::isinstance<py::bool_>(value)) {
-    return c10::Scalar(value.cast<bool>());
-  }
-  if (py::isinstance<py::int_>(value)) {
-    return c10::Scalar(value.cast<int64_t>());
-  }
-  if (PyComplex_Check(value.ptr())) {
-    return c10::Scalar(c10::complex<double>(value.cast<std::complex<double>>()));
-  }
-  return c10::Scalar(value.cast<double>());
-}
-
-// A Python number or None as a std::optional<c10::Scalar>.
-std::optional<c10::Scalar> to_opt_scalar(const py::object& value) {
-  if (value.is_none()) {
-    return std::nullopt;
-  }
-  return to_scalar(value);
-}
+using binding::to_optional_scalar;
+using binding::to_scalar;
 
 }  // namespace
 
@@ -81,7 +61,7 @@ void bind_reductions(py::module_& m) {
          const py::object& ord, const py::object& dim, bool keepdim,
          const at::Tensor& result) {
         return vector_norm_tangent(
-            self_t, self_p, to_opt_scalar(ord), Dims(dim).ref(), keepdim,
+            self_t, self_p, to_optional_scalar(ord), Dims(dim).ref(), keepdim,
             result);
       },
       py::arg("self_t"), py::arg("self_p"), py::arg("ord"), py::arg("dim"),
@@ -91,7 +71,7 @@ void bind_reductions(py::module_& m) {
       [](const at::Tensor& t, const at::Tensor& self_p,
          const at::Tensor& other_p, const py::object& p,
          const at::Tensor& result) {
-        return dist_tangent(t, self_p, other_p, to_opt_scalar(p), result);
+        return dist_tangent(t, self_p, other_p, to_optional_scalar(p), result);
       },
       py::arg("t"), py::arg("self_p"),
       py::arg("other_p"), py::arg("p"), py::arg("result"));
@@ -101,7 +81,7 @@ void bind_reductions(py::module_& m) {
          const py::object& dim, const py::object& correction, bool keepdim,
          const at::Tensor& result) {
         return var_tangent(
-            self_t, self_p, Dims(dim).ref(), to_opt_scalar(correction),
+            self_t, self_p, Dims(dim).ref(), to_optional_scalar(correction),
             keepdim, result);
       },
       py::arg("self_t"), py::arg("self_p"), py::arg("dim"),
@@ -112,7 +92,7 @@ void bind_reductions(py::module_& m) {
          const py::object& dim, const py::object& correction, bool keepdim,
          const at::Tensor& result) {
         return std_tangent(
-            self_t, self_p, Dims(dim).ref(), to_opt_scalar(correction),
+            self_t, self_p, Dims(dim).ref(), to_optional_scalar(correction),
             keepdim, result);
       },
       py::arg("self_t"), py::arg("self_p"), py::arg("dim"),
