@@ -12,6 +12,7 @@
 // `__dict__`, keyed by the Level object, and the Level's list of tensors): one
 // store, read by both. Anything else returns `SLOW` before the op runs, and the
 // Python path handles it; the choice is made before any side effect.
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -40,6 +41,8 @@ struct OpEntry {
   std::string note;                  // added to an error the kernel raises
   bool view = false;                 // a view op: its tangent is the same view
   bool uses_outputs = false;         // its formula reads the op's outputs
+  bool is_view_op = false;           // the op returns views (func.is_view)
+  bool detach = false;               // aten.detach: the mode notes no view of it
 };
 
 // What the Python side hands over once (`bind_state`).
@@ -52,6 +55,7 @@ struct Shared {
   py::object describe;     // op -> None or (cpp key, inputs, list inputs, outputs)
   py::object tensor_type;  // torch.Tensor
   py::object remember;     // tangents.remember_saved_outputs
+  py::object detach;       // torch.ops.aten.detach.default
 };
 Shared* shared = nullptr;
 std::unordered_map<PyObject*, OpEntry>* ops = nullptr;
@@ -79,6 +83,8 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.fast = entry.kernel != nullptr;
   }
   entry.raw = func.attr("_op");
+  entry.is_view_op = func.attr("is_view").cast<bool>();
+  entry.detach = func.is(shared->detach);
   func.inc_ref();  // entries are keyed by the op object: keep it alive
   return ops->emplace(func.ptr(), std::move(entry)).first->second;
 }
@@ -90,31 +96,55 @@ PyObject* entries_of(PyObject* tensor) {
   return PyDict_GetItemWithError(*dict, shared->tangents.ptr());
 }
 
-bool may_derive(PyObject* tensor, const at::Tensor& t, const py::handle& level) {
-  // Without an own entry, the Python path may find a tangent through a view's
-  // base or a saved output: only it can say.
-  if (t.is_view()) return true;
-  PyObject** dict = _PyObject_GetDictPtr(tensor);
-  if (dict != nullptr && *dict != nullptr &&
-      PyDict_GetItemWithError(*dict, shared->forward_base.ptr()) != nullptr) {
-    return true;
+// Whether t has the geometry of an output the level remembered
+// (tangents.remember_saved_outputs): autograd's rebuilt saved outputs do.
+bool is_saved_output(const at::Tensor& t, const py::handle& level) {
+  py::dict saved = level.attr("saved");
+  if (saved.empty()) return false;
+  py::tuple sizes(t.dim()), strides(t.dim());
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    sizes[i] = py::int_(t.size(i));
+    strides[i] = py::int_(t.stride(i));
   }
-  return t.requires_grad() && py::len(level.attr("saved")) > 0;
+  auto* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
+  py::tuple geometry = py::make_tuple(
+      py::int_(reinterpret_cast<std::intptr_t>(t.data_ptr())), sizes, strides,
+      py::reinterpret_borrow<py::object>(dtype));
+  return saved.contains(geometry);
 }
 
 enum class Found { None, Tangent, Slow };
 
-// t's tangent at `level` (own entries only).
+// t's tangent at `level`, as tangents.tangent_of finds it: its own entry; else,
+// for a view, none if its forward base has none (a base with one: the Python
+// path derives the view's); else, for a rebuilt saved output, the Python path's.
 Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
-                 PyObject** out) {
-  PyObject* entries = entries_of(obj);
+                 PyObject** out, int depth = 0) {
+  PyObject** dict = _PyObject_GetDictPtr(obj);
+  PyObject* own = (dict && *dict) ? *dict : nullptr;
+  PyObject* entries = own ? PyDict_GetItemWithError(own, shared->tangents.ptr()) : nullptr;
   PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
-  if (value == nullptr) {
-    return may_derive(obj, t, level) ? Found::Slow : Found::None;
-  }
   if (value == shared->no_tangent.ptr()) return Found::None;
-  *out = value;
-  return Found::Tangent;
+  if (value != nullptr) {
+    *out = value;
+    return Found::Tangent;
+  }
+  PyObject* base = own ? PyDict_GetItemWithError(own, shared->forward_base.ptr()) : nullptr;
+  py::object base_holder;
+  if (base == nullptr && t.is_view()) {
+    base_holder = py::reinterpret_steal<py::object>(THPVariable_Wrap(t._base()));
+    base = base_holder.ptr();
+  }
+  if (base != nullptr) {
+    if (depth > 8 || !THPVariable_Check(base)) return Found::Slow;
+    PyObject* ignored = nullptr;
+    const Found found = tangent_at(base, THPVariable_Unpack(base), level, &ignored, depth + 1);
+    return found == Found::None ? Found::None : Found::Slow;
+  }
+  if (t.requires_grad() && !t._is_zerotensor() && is_saved_output(t, level)) {
+    return Found::Slow;
+  }
+  return Found::None;
 }
 
 bool plain(const at::Tensor& t) {
@@ -258,6 +288,19 @@ py::object attach_views(const OpEntry& op, const c10::FunctionSchema& schema,
   return tuple;
 }
 
+// A tensor subclass without a __torch_dispatch__ of its own (nn.Parameter)
+// dispatches as a plain tensor (mode._dispatches_itself); known answers cached.
+bool dispatches_plainly(const py::handle& type) {
+  static auto* known = new std::unordered_map<PyObject*, bool>();
+  auto it = known->find(type.ptr());
+  if (it != known->end()) return it->second;
+  const bool plain = type.attr("__torch_dispatch__").is(
+      shared->tensor_type.attr("__torch_dispatch__"));
+  type.inc_ref();  // keyed by the type object: keep it alive
+  known->emplace(type.ptr(), plain);
+  return plain;
+}
+
 // -- the hot path -----------------------------------------------------------
 
 py::object dispatch(const py::handle& func, const py::handle& types,
@@ -267,7 +310,9 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     return shared->slow;
   }
   for (const py::handle& t : types) {
-    if (t.ptr() != shared->tensor_type.ptr()) return shared->slow;
+    if (t.ptr() != shared->tensor_type.ptr() && !dispatches_plainly(t)) {
+      return shared->slow;
+    }
   }
   // Only level 0 in sight: nested levels (and their derived tangents) are
   // the Python path's.
@@ -276,6 +321,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     return shared->slow;
   }
   const OpEntry& op = entry_of(func);
+  if (op.detach) return shared->slow;
   std::vector<PyObject*> tensors;
   for (const py::handle& a : args) collect(a, tensors);
   const bool has_kwargs = !kwargs.is_none() && py::len(kwargs) > 0;
@@ -296,8 +342,17 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     }
   }
   if (!any_tangent) {
-    if (func.attr("is_view").cast<bool>()) return shared->slow;  // views are noted
-    return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+    py::object out = op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+    if (op.is_view_op && args.size() > 0) {  // mode._note_views
+      if (THPVariable_Check(out.ptr())) {
+        note_view(out, args[0]);
+      } else if (PyTuple_Check(out.ptr()) || PyList_Check(out.ptr())) {
+        for (const py::handle& o : out) {
+          if (THPVariable_Check(o.ptr())) note_view(py::reinterpret_borrow<py::object>(o), args[0]);
+        }
+      }
+    }
+    return out;
   }
   if (!op.fast) return shared->slow;
   const c10::FunctionSchema& schema = op.handle->schema();
@@ -347,7 +402,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   if (!present) {
     return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
   }
-  if (tracking && op.view) return shared->slow;
+  if (tracking && op.view && op.uses_outputs) return shared->slow;
   const Values primals(stack.begin(), stack.end());
   // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
   // keys the user's context has, so the views they make are tracked as views
@@ -377,7 +432,13 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
   Results results =
       run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
-  if (op.view) return attach_views(op, schema, stack, results, level0, args);
+  if (op.view) {
+    py::object outs = attach_views(op, schema, stack, results, level0, args);
+    if (tracking) {
+      shared->remember(level0, py::isinstance<py::tuple>(outs) ? outs : py::make_tuple(outs));
+    }
+    return outs;
+  }
   // Lay out and attach: as outputs._attach, for a functional op.
   std::vector<const c10::TensorImpl*> roots;
   for (const c10::IValue& t : tangents) {
@@ -428,7 +489,8 @@ void bind_state(py::object state, py::object tangents, py::object no_tangent,
     ops = new std::unordered_map<PyObject*, OpEntry>();
   }
   *shared = Shared{state, tangents, no_tangent, forward_base, slow, describe,
-                   py::module_::import("torch").attr("Tensor"), remember};
+                   py::module_::import("torch").attr("Tensor"), remember,
+                   py::module_::import("torch").attr("ops").attr("aten").attr("detach").attr("default")};
   forget();
 }
 
