@@ -29,6 +29,7 @@ import dualgen
 import dualgen.forward_ad as dual_ad
 
 torch.set_num_threads(2)
+torch.backends.mha.set_fastpath_enabled(False)
 
 
 def chain(x):
@@ -60,6 +61,39 @@ def make_mlp(width: int) -> nn.Module:
         nn.Tanh(),
         nn.Linear(width, width),
     )
+
+
+def make_convnet(channels: int) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, channels, 3, padding=1),
+        nn.BatchNorm2d(channels),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(channels, channels, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(channels, 10),
+    ).eval()
+
+
+def make_encoder_layer(width: int) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(
+        width, 4, 2 * width, dropout=0.0, batch_first=True
+    ).eval()
+
+
+def math_attention(layer: nn.Module) -> Callable:
+    """The layer without its fused fast path, attention by its definition: native
+    forward AD has no rule for the fused CPU kernels (neither has dualgen yet)."""
+
+    def run(x):
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            return layer(x)
+
+    return run
 
 
 def parameter_case(model: nn.Module, x: torch.Tensor, requires_grad: bool = False):
@@ -209,6 +243,20 @@ def cases(quick: bool):
     ), None
     yield "MLP, tangents on parameters requiring grad", "large", parameter_case(
         mlp_large, x_large, requires_grad=True
+    ), None
+    conv_tiny, conv_large = make_convnet(8), make_convnet(64)
+    yield "convnet (eval), tangent on input", "tiny", input_case(
+        conv_tiny, torch.randn(2, 3, 8, 8, dtype=d)
+    ), None
+    yield "convnet (eval), tangent on input", "large", input_case(
+        conv_large, torch.randn(32, 3, 32, 32, dtype=d)
+    ), None
+    layer_tiny, layer_large = make_encoder_layer(16), make_encoder_layer(256)
+    yield "transformer encoder layer (eval), tangent on input", "tiny", input_case(
+        math_attention(layer_tiny), torch.randn(2, 5, 16, dtype=d)
+    ), None
+    yield "transformer encoder layer (eval), tangent on input", "large", input_case(
+        math_attention(layer_large), torch.randn(16, 128, 256, dtype=d)
     ), None
     yield "dual * tensor", "tiny", input_case(
         lambda x: x * plain, torch.randn(tiny, dtype=d)

@@ -14,14 +14,15 @@ import torch
 
 SLOW = object()  # the hot path declined: the Python path runs the op
 
-# The extension's dispatch while the C++ backend is in use; None otherwise.
+# The extension's dispatch and make_dual while the C++ backend is in use.
 dispatch = None
+make_dual = None
 _extension = None
 
 
 def enable(extension) -> None:
     """Offer ops to `extension`'s hot path from now on."""
-    global dispatch, _extension
+    global dispatch, make_dual, _extension
     from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS
 
     if _extension is not extension:
@@ -37,14 +38,14 @@ def enable(extension) -> None:
             remember_saved_outputs,
         )
         _extension = extension
-    dispatch = extension.dispatch
+    dispatch, make_dual = extension.dispatch, extension.make_dual
 
 
 def disable() -> None:
     """The Python path handles every op (what the hot path knows of each op
     stays: it does not depend on the backend)."""
-    global dispatch
-    dispatch = None
+    global dispatch, make_dual
+    dispatch = make_dual = None
 
 
 def forget() -> None:

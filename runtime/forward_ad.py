@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-from . import functions, tensor_hooks
+from . import fast, functions, tensor_hooks
 from .backend import kernel_backend
 from .layout import conform_layout
 from .levels import STATE, Level, clear_level, current_level, set_tangent
@@ -127,6 +127,11 @@ def make_dual(
     is copied into the primal's layout.
     """
     lvl = current_level(level)
+    hot_path = fast.make_dual
+    if hot_path is not None:
+        dual = hot_path(tensor, tangent, lvl)
+        if dual is not fast.SLOW:
+            return dual
     _check_floating(tensor, "primal")
     _check_floating(tangent, "tangent")
     if tangent.shape != tensor.shape:

@@ -12,6 +12,7 @@
 // `__dict__`, keyed by the Level object, and the Level's list of tensors): one
 // store, read by both. Anything else returns `SLOW` before the op runs, and the
 // Python path handles it; the choice is made before any side effect.
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -481,6 +482,46 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   return tuple;
 }
 
+// forward_ad.make_dual's common case (level 0 the only level, plain floating
+// tensors, a primal without a tangent, a tangent that is no dual): the alias
+// of the primal carrying the tangent, laid out as native lays it out.
+py::object make_dual(const py::handle& tensor, const py::handle& tangent,
+                     const py::handle& level) {
+  const py::object& state = shared->state;
+  if (state.attr("cap").cast<int64_t>() != 0 ||
+      !c10::AutogradState::get_tls_state().get_fw_grad_mode() ||
+      c10::impl::TorchDispatchModeTLS::stack_len() != 1 ||
+      Py_TYPE(tensor.ptr()) != reinterpret_cast<PyTypeObject*>(shared->tensor_type.ptr()) ||
+      !THPVariable_Check(tangent.ptr())) {
+    return shared->slow;
+  }
+  const at::Tensor& primal = THPVariable_Unpack(tensor.ptr());
+  const at::Tensor& value = THPVariable_Unpack(tangent.ptr());
+  if (!plain(primal) || !plain(value) || !primal.is_floating_point() ||
+      !value.is_floating_point() || primal.sizes() != value.sizes()) {
+    return shared->slow;  // and the Python path's errors
+  }
+  PyObject* found = nullptr;
+  if (tangent_at(tensor.ptr(), primal, level, &found) != Found::None) return shared->slow;
+  PyObject** tangent_dict = _PyObject_GetDictPtr(tangent.ptr());
+  if ((tangent_dict && *tangent_dict && PyDict_Size(*tangent_dict) > 0) || value.is_view() ||
+      value.requires_grad()) {
+    return shared->slow;  // a tangent that may itself be dual
+  }
+  at::Tensor dual;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_python(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    dual = at::alias(primal);
+  }
+  py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(dual));
+  note_view(out, tensor);
+  py::object laid_out =
+      py::reinterpret_steal<py::object>(THPVariable_Wrap(conform_layout(value, primal, false)));
+  set_tangent(out, level, laid_out.ptr());
+  return out;
+}
+
 void bind_state(py::object state, py::object tangents, py::object no_tangent,
                 py::object forward_base, py::object slow, py::object describe,
                 py::object remember) {
@@ -505,6 +546,7 @@ void forget() {
 void bind_fast_path(py::module_& m) {
   m.def("bind_state", &bind_state);
   m.def("dispatch", &dispatch);
+  m.def("make_dual", &make_dual);
   m.def("forget_ops", &forget, "drop what the hot path knows of each op (rules changed)");
 }
 
