@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(PY) bench/contributor_loop.py
 	$(PY) bench/startup.py
 	$(PY) bench/runtime_speed.py --per-op
+	$(PY) bench/cpp_build.py
 	$(PY) bench/gradcheck_speed.py
 
 clean:
