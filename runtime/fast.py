@@ -10,8 +10,6 @@ rule (register_jvp, unregister_jvp, using_kernels, the backend) calls `forget()`
 
 from __future__ import annotations
 
-import torch
-
 SLOW = object()  # the hot path declined: the Python path runs the op
 
 # The extension's dispatch and make_dual while the C++ backend is in use.
@@ -60,11 +58,12 @@ def describe(op):
     Python path must (a user rule, a kernel table under test, an in-place
     op, an op returning a list, an op without a generated kernel)."""
     from . import rules
+    from .missing import kernel_error_note
 
     if rules._KERNELS is not None or op in rules._USER_RULES:
         return None
     info = rules.generated_kernels().get(op)
-    if info is None or info.kind not in ("functional", "view") or op in _PYTHON_ONLY:
+    if info is None or info.kind not in ("functional", "view"):
         return None
     if info.cpp_kernel is None or any(
         str(r.type).startswith("List") for r in op._schema.returns
@@ -73,7 +72,7 @@ def describe(op):
     rule = rules.rule_for(op)
     arguments = op._schema.arguments
     lists = tuple(str(arguments[i].type).startswith("List") for i in rule.input_indices)
-    note = kernel_error_note(op, rule)
+    note = kernel_error_note(op, rule.origin)
     view = info.kind == "view"
     differentiable, uses_outputs = rule.differentiable_outputs, rule.uses_outputs
     return (
@@ -85,14 +84,3 @@ def describe(op):
         view,
         uses_outputs,
     )
-
-
-# Views the mode treats apart: detach gives no tangent and notes no view.
-_PYTHON_ONLY = frozenset({torch.ops.aten.detach.default})
-
-
-def kernel_error_note(op, rule) -> str:
-    """The note an error raised by a JVP rule gets (both backends), naming the op."""
-    from .missing import qualified_name
-
-    return f"while computing the tangent of {qualified_name(op)} ({rule.origin})"

@@ -30,6 +30,12 @@ def qualified_name(func) -> str:
     return schema.name
 
 
+def kernel_error_note(func, origin: str) -> str:
+    """The note an error raised by an op's JVP rule gets (under either kernel
+    backend): the op and where its rule was written."""
+    return f"while computing the tangent of {qualified_name(func)} ({origin})"
+
+
 def _native_name(func, out: bool) -> str:
     """The name native's message uses: the C++ function's (`add_out`, `igamma`)."""
     base = func._schema.name.split("::", 1)[-1]

@@ -44,7 +44,12 @@ from .levels import (
     Level,
     note_view,
 )
-from .missing import no_rule_message, out_variant_message, qualified_name
+from .missing import (
+    kernel_error_note,
+    no_rule_message,
+    out_variant_message,
+    qualified_name,
+)
 from .outputs import _attach, _shared_with_inputs
 from .rules import rule_for
 from .tangents import (
@@ -436,7 +441,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                     and _real_tangent_of_complex(inputs, tangents)
                 ):
                     raise RuntimeError(_needs_complex_tangent(func)) from exc
-                exc.add_note(fast.kernel_error_note(func, rule))
+                exc.add_note(kernel_error_note(func, rule.origin))
                 raise
             results = result if many else (result,)
             if not promote:

@@ -87,13 +87,10 @@ class CppPrinter:
     # -- conditions ---------------------------------------------------------
 
     @staticmethod
-    def present(tangents: tuple[str, ...]) -> str:
-        return " && ".join(f"present({cpp_name(t)})" for t in tangents)
-
-    @staticmethod
-    def dense(
+    def condition(
         present: tuple[str, ...], absent: tuple[str, ...], any_of: tuple[str, ...]
     ) -> str:
+        """`present` are there, `absent` are not, and one of `any_of` is."""
         parts = [f"present({cpp_name(t)})" for t in present]
         parts += [f"!present({cpp_name(t)})" for t in absent]
         if len(any_of) == 1:
@@ -371,7 +368,11 @@ class CppPrinter:
                 args.append(self.expr(given[p.name]))
             else:
                 args.append(python_default_literal(p.default, f"{name}({p.name})"))
-        type_ = Type("TensorList") if name in _LIST_HELPERS else Type("Tensor")
+        # A helper returning several tangents says so (`-> tuple`, `-> list`):
+        # its twin returns a TensorList the formula indexes.
+        returns = str(inspect.signature(function).return_annotation)
+        listed = returns.startswith(("tuple", "list"))
+        type_ = Type("TensorList") if listed else Type("Tensor")
         # A kernel argument of the same name hides the helper in C++ too.
         callee = f"formulas::{name}" if name in self.types else name
         return Printed(f"{callee}({', '.join(args)})", type_)
@@ -437,20 +438,6 @@ class CppPrinter:
         if wanted in lists and value.type.name == "int":
             return f"at::IntArrayRef{{{value.text}}}"
         return value.text
-
-
-_LIST_HELPERS = frozenset(
-    {
-        "fill_absent",
-        "svd_tangents",
-        "eigh_tangents",
-        "eig_tangents",
-        "qr_tangents",
-        "lu_tangents",
-        "lu_unpack_tangents",
-        "slogdet_tangents",
-    }
-)
 
 
 def _dotted(node: ast.expr) -> list[str] | None:

@@ -146,7 +146,7 @@ class Emitter:
         target = f"{out.output}_t = " if multi else "return "
         branches = tuple(
             BranchView(
-                self._condition(b),
+                self.printer.condition(*b.tested()),
                 self._branch_lines(b, out.output, target),
             )
             for b in out.branches
@@ -154,15 +154,6 @@ class Emitter:
         )
         return OutputView(
             out.output, f"{out.output}: {out.formula}", branches, f"{target}None"
-        )
-
-    def _condition(self, b: Branch) -> str:
-        if not b.dense:
-            return self.printer.present(b.present)
-        required = {t for t, _ in b.zeros_to_fill} | {t for t, _ in b.lists_to_fill}
-        chosen = tuple(t for t in b.present if t not in required)
-        return self.printer.dense(
-            chosen, b.absent, () if chosen else tuple(sorted(required))
         )
 
     def _branch_lines(self, b: Branch, output: str, target: str) -> tuple[str, ...]:

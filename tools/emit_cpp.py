@@ -139,7 +139,7 @@ class CppEmitter:
         branches = [b for b in out.branches if b.action is not Action.NONE]
         for i, b in enumerate(branches):
             keyword = "if" if i == 0 else "} else if"
-            lines.append(f"{keyword} ({self._condition(printer, b)}) {{")
+            lines.append(f"{keyword} ({printer.condition(*b.tested())}) {{")
             value = self._value(printer, b, out.output)
             statement = (
                 f"{name} = {value};"
@@ -152,16 +152,6 @@ class CppEmitter:
         if not multi:
             lines.append("return {dualgen::value(None)};")
         return lines
-
-    @staticmethod
-    def _condition(printer: CppPrinter, b: Branch) -> str:
-        if not b.dense:
-            return printer.present(b.present)
-        required = {t for t, _ in b.zeros_to_fill} | {t for t, _ in b.lists_to_fill}
-        chosen = tuple(t for t in b.present if t not in required)
-        return printer.dense(
-            chosen, b.absent, () if chosen else tuple(sorted(required))
-        )
 
     @staticmethod
     def _fills(printer: CppPrinter, b: Branch) -> list[str]:

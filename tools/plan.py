@@ -41,6 +41,19 @@ class Branch:
     def dense(self) -> bool:
         return bool(self.zeros_to_fill)
 
+    def tested(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """What the branch's condition tests, for every printer: the tangents
+        present, those absent, and those one of which is present. A branch of
+        the enumeration tests only what it has (earlier branches took the
+        rest); a dense one does not test the tangents it fills with zeros."""
+        if not self.dense:
+            return self.present, (), ()
+        required = {t for t, _ in self.zeros_to_fill} | {
+            t for t, _ in self.lists_to_fill
+        }
+        chosen = tuple(t for t in self.present if t not in required)
+        return chosen, self.absent, () if chosen else tuple(sorted(required))
+
 
 @dataclass(frozen=True)
 class OutputTangent:

@@ -15,10 +15,7 @@ class PythonPrinter:
     def expr(self, tree: ast.expr) -> str:
         return ast.unparse(ast.fix_missing_locations(tree))
 
-    def present(self, tangents: tuple[str, ...]) -> str:
-        return " and ".join(f"{t} is not None" for t in tangents)
-
-    def dense(
+    def condition(
         self, present: tuple[str, ...], absent: tuple[str, ...], any_of: tuple[str, ...]
     ) -> str:
         """`present` are there, `absent` are not, and one of `any_of` is."""

@@ -52,7 +52,7 @@ def _svd_factors(A, U, S, Vh, full_matrices: bool, compute_uv: bool):
     return U, S, Vh
 
 
-def svd_tangents(A_t, A_p, U, S, Vh, full_matrices: bool, compute_uv: bool):
+def svd_tangents(A_t, A_p, U, S, Vh, full_matrices: bool, compute_uv: bool) -> tuple:
     """Tangents (dU, dS, dVh) of `_linalg_svd` (A = U diag(S) Vh) for the tangent
     A_t, in the gauge native forward AD uses.
 
@@ -133,7 +133,7 @@ def _eigh_vectors(A, L, V, compute_v: bool):
     return torch.linalg.eigh(A)
 
 
-def eigh_tangents(A_t, A_p, L, V, compute_v: bool):
+def eigh_tangents(A_t, A_p, L, V, compute_v: bool) -> tuple:
     """Tangents (dL, dV) of `_linalg_eigh` (A = V diag(L) V^H) for the tangent
     A_t, taken as given (like native forward AD, which does not symmetrise it):
     with X = V^H dA V, dL = Re diag(X), dV = V (X / E) off the diagonal,
@@ -160,7 +160,7 @@ def eigh_grad(grad_L, grad_V, A, L, V, compute_v: bool):
     return V @ gX @ V.mH
 
 
-def eig_tangents(self_t, L, V):
+def eig_tangents(self_t, L, V) -> tuple:
     """Tangents (dL, dV) of `linalg_eig` (A V = V diag(L), unit-norm columns) for
     the tangent self_t, in the gauge of native forward AD.
 
@@ -198,7 +198,7 @@ def _qr_check(Q, R, mode: str) -> None:
         )
 
 
-def qr_tangents(A_t, Q, R, mode: str):
+def qr_tangents(A_t, Q, R, mode: str) -> tuple:
     """Tangents (dQ, dR) of `linalg_qr` (A = QR, diag(R) real) for A_t.
 
     For m >= n: with D = dA R^-1 and C = Q^H D, Q^H dQ is the skew-Hermitian

@@ -241,7 +241,7 @@ def det_grad(grad, A, det, LU, pivots):
     return scale * _inverse_adjoint(A, LU, pivots)
 
 
-def slogdet_tangents(A_t, A, sign, LU, pivots):
+def slogdet_tangents(A_t, A, sign, LU, pivots) -> tuple:
     """Tangents (sign, logabsdet) of slogdet: with t = tr(A^{-1} dA), d logabsdet =
     Re t and d sign = i Im(t) sign (zero for real A)."""
     t = _trace_inv_times(A_t, A, LU, pivots)
@@ -259,7 +259,7 @@ def slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots):
     return c.unsqueeze(-1).unsqueeze(-1) * _inverse_adjoint(A, LU, pivots)
 
 
-def lu_tangents(A_t, P, L, U):
+def lu_tangents(A_t, P, L, U) -> tuple:
     """Tangents (dL, dU) of A = P L U (L unit lower m x k, U upper k x n, any m, n).
     On the leading k x k block, M = L^{-1} P^T dA U^{-1}, dL = L tril(M, -1),
     dU = triu(M) U; the rest of U (wide) or of L (tall) follows from the remaining
@@ -317,7 +317,7 @@ def lu_grad(grad_L, grad_U, P, L, U):
     return P.matmul(gE)
 
 
-def lu_unpack_tangents(LU_t):
+def lu_unpack_tangents(LU_t) -> tuple:
     """(L, U) parts of a packed LU (m x n): the strictly lower part of its first
     k = min(m, n) columns and the upper part of its first k rows; linear, so also
     lu_unpack's tangents."""

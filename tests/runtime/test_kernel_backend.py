@@ -24,10 +24,13 @@ def backend():
 
 
 def _run(code: str, **env) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter; an environment variable given as None is
+    left out."""
+    merged = {**os.environ, **env}
     return subprocess.run(
         [sys.executable, "-c", code],
         check=False,
-        env={**os.environ, **env},
+        env={k: v for k, v in merged.items() if v is not None},
         capture_output=True,
         text=True,
         timeout=120,
@@ -35,15 +38,7 @@ def _run(code: str, **env) -> subprocess.CompletedProcess:
 
 
 def test_the_built_extension_is_the_default():
-    env = {k: v for k, v in os.environ.items() if k != "DUALGEN_KERNELS"}
-    out = subprocess.run(
-        [sys.executable, "-c", "import dualgen; print(dualgen.kernel_backend())"],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = _run("import dualgen; print(dualgen.kernel_backend())", DUALGEN_KERNELS=None)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("cpp" if cpp.state() == "built" else "python")
 

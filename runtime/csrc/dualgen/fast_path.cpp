@@ -259,9 +259,28 @@ Results run_kernel(const OpEntry& op, const Values& primals, const Values& tange
   }
 }
 
+void check_shape(const c10::FunctionSchema& schema, const at::Tensor& value,
+                 const at::Tensor& output) {
+  TORCH_CHECK(value.sizes() == output.sizes(), "JVP rule for ", schema.name(), ".",
+              schema.overload_name(), " returned a tangent of shape ", value.sizes(),
+              " for an output of shape ", output.sizes());
+}
+
+// What the op returns to Python: its one output, or a tuple; outputs autograd
+// may save and rebuild are remembered (tangents.remember_saved_outputs).
+py::object returned(const std::vector<py::object>& outs, bool tracking,
+                    const py::handle& level) {
+  if (outs.empty()) return py::none();
+  py::tuple tuple(outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) tuple[k] = outs[k];
+  if (tracking) shared->remember(level, tuple);
+  if (outs.size() == 1) return outs[0];
+  return tuple;
+}
+
 // A view op's outputs: each gets the same view of the input's tangent, as it
 // is (outputs._attach for a view), and follows its input (mode._note_views).
-py::object attach_views(const OpEntry& op, const c10::FunctionSchema& schema,
+std::vector<py::object> attach_views(const OpEntry& op, const c10::FunctionSchema& schema,
                         torch::jit::Stack& stack, const Results& results,
                         const py::handle& level, const py::tuple& args) {
   std::vector<py::object> outs;
@@ -272,10 +291,7 @@ py::object attach_views(const OpEntry& op, const c10::FunctionSchema& schema,
     const bool differentiable = op.differentiable[k] &&
                                 (output.is_floating_point() || output.is_complex());
     if (differentiable && results[k].isTensor()) {
-      const at::Tensor& value = results[k].toTensor();
-      TORCH_CHECK(value.sizes() == output.sizes(), "JVP rule for ", schema.name(), ".",
-                  schema.overload_name(), " returned a tangent of shape ", value.sizes(),
-                  " for an output of shape ", output.sizes());
+      check_shape(schema, results[k].toTensor(), output);
       py::object tangent = torch::jit::toPyObject(results[k]);
       set_tangent(outs.back(), level, tangent.ptr());
     } else {
@@ -283,10 +299,7 @@ py::object attach_views(const OpEntry& op, const c10::FunctionSchema& schema,
     }
     if (args.size() > 0) note_view(outs.back(), args[0]);
   }
-  if (outs.size() == 1) return outs[0];
-  py::tuple tuple(outs.size());
-  for (size_t k = 0; k < outs.size(); ++k) tuple[k] = outs[k];
-  return tuple;
+  return outs;
 }
 
 // A tensor subclass without a __torch_dispatch__ of its own (nn.Parameter)
@@ -434,11 +447,8 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   Results results =
       run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
   if (op.view) {
-    py::object outs = attach_views(op, schema, stack, results, level0, args);
-    if (tracking) {
-      shared->remember(level0, py::isinstance<py::tuple>(outs) ? outs : py::make_tuple(outs));
-    }
-    return outs;
+    return returned(attach_views(op, schema, stack, results, level0, args), tracking,
+                    level0);
   }
   // Lay out and attach: as outputs._attach, for a functional op.
   std::vector<const c10::TensorImpl*> roots;
@@ -452,9 +462,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     if (!output.defined()) continue;  // not computed (a backward op's output_mask)
     if (!output.is_floating_point() && !output.is_complex()) continue;
     at::Tensor value = results[k].toTensor();
-    TORCH_CHECK(value.sizes() == output.sizes(), "JVP rule for ", schema.name(), ".",
-                schema.overload_name(), " returned a tangent of shape ", value.sizes(),
-                " for an output of shape ", output.sizes());
+    check_shape(schema, value, output);
     if (value.scalar_type() != output.scalar_type() &&
         !(value.is_complex() && !output.is_complex())) {
       value = value.to(output.scalar_type());
@@ -474,12 +482,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
       set_tangent(outs.back(), level0, shared->no_tangent.ptr());
     }
   }
-  if (outs.empty()) return py::none();
-  py::tuple tuple(outs.size());
-  for (size_t k = 0; k < outs.size(); ++k) tuple[k] = outs[k];
-  if (tracking) shared->remember(level0, tuple);  // autograd may rebuild them
-  if (outs.size() == 1) return outs[0];
-  return tuple;
+  return returned(outs, tracking, level0);
 }
 
 // forward_ad.make_dual's common case (level 0 the only level, plain floating
