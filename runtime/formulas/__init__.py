@@ -17,26 +17,35 @@ this package re-exports them all:
 - `linalg_decompositions`: SVD, eig, eigh, QR, pinv, lstsq
 - `linalg_solves`: solves, Cholesky, determinants, LU, matrix_exp, Householder
 - `backward_ops`: the formulas of backward ops (forward-over-reverse)
+- `attention`: fused attention kernels (CPU flash attention)
+- `recurrent`: fused recurrent layers (mkldnn_rnn_layer)
+- `fused_nn`: other fused nn kernels (grid sampling, embedding bags, CTC, cdist)
 """
 
 from __future__ import annotations
 
 from . import (
+    attention,
     backward_ops,
     elementwise,
     fft,
+    fused_nn,
     linalg_decompositions,
     linalg_solves,
     nn,
+    recurrent,
     reductions,
     shapes,
 )
+from .attention import *
 from .backward_ops import *
 from .elementwise import *
 from .fft import *
+from .fused_nn import *
 from .linalg_decompositions import *
 from .linalg_solves import *
 from .nn import *
+from .recurrent import *
 from .reductions import *
 from .shapes import *
 
@@ -49,5 +58,8 @@ __all__ = (
     + linalg_decompositions.__all__
     + linalg_solves.__all__
     + backward_ops.__all__
+    + attention.__all__
+    + recurrent.__all__
+    + fused_nn.__all__
 )
 __all__.sort()

@@ -41,5 +41,8 @@ void bind_shapes(pybind11::module_& m);
 void bind_linalg_decompositions(pybind11::module_& m);
 void bind_linalg_solves(pybind11::module_& m);
 void bind_backward_ops(pybind11::module_& m);
+void bind_attention(pybind11::module_& m);
+void bind_recurrent(pybind11::module_& m);
+void bind_fused_nn(pybind11::module_& m);
 
 }  // namespace dualgen::formulas

@@ -1,0 +1,3 @@
+#include "dualgen/formulas/attention.h"
+
+namespace dualgen::formulas {}  // namespace dualgen::formulas

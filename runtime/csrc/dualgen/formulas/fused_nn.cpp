@@ -1,0 +1,3 @@
+#include "dualgen/formulas/fused_nn.h"
+
+namespace dualgen::formulas {}  // namespace dualgen::formulas

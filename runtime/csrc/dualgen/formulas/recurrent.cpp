@@ -1,0 +1,3 @@
+#include "dualgen/formulas/recurrent.h"
+
+namespace dualgen::formulas {}  // namespace dualgen::formulas
