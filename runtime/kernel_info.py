@@ -10,7 +10,7 @@ from functools import cached_property
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """Kernels and metadata of one aten overload.
+    """Kernels and metadata of one operator overload (aten's, or a custom op's).
 
     `jvp(*primals, *tangents, *outputs)`: primals in schema order (tensors as
     `<name>_p`, other arguments as themselves), then the tangents of
@@ -35,7 +35,8 @@ class KernelInfo:
     )
 
     # The C++ twin's name in the extension's registry ("aten::add.Tensor"); None
-    # for kernels generated without one (a spec under test).
+    # for kernels generated without one (a spec under test, a library's package
+    # of custom-op kernels: docs/custom_ops.md).
     cpp_kernel: str | None = None
 
     @cached_property

@@ -52,28 +52,66 @@ def out_variant_message(func) -> str:
 
 
 def no_rule_message(func) -> str:
+    if func._schema.name.startswith("aten::"):
+        where = (
+            "Add an entry to derivatives.yaml (or register one with "
+            "dualgen.register_jvp)"
+        )
+    else:  # a custom op: its library's own spec (docs/custom_ops.md)
+        where = (
+            "Add an entry to your library's spec (a derivatives.yaml of its own, "
+            "generated with `dualgen generate --import` and loaded with "
+            "dualgen.load_kernels; see docs/custom_ops.md), or register one with "
+            "dualgen.register_jvp"
+        )
     return (
         f"Trying to use forward AD with {_native_name(func, out=False)} that does "
         f"not support it because it has not been implemented yet.\n"
         f"dualgen has no forward-mode (JVP) rule for {qualified_name(func)}"
-        f"{_called_at()}. Add an entry to derivatives.yaml (or register one with "
-        f"dualgen.register_jvp):\n\n{spec_stub(func)}"
+        f"{_called_at()}. {where}:\n\n{spec_stub(func)}"
     )
 
 
 def spec_stub(func) -> str:
-    """The entry to write: the schema, a backward formula to fill in per
-    differentiable input, and the forward formula of each output."""
+    """The entry to write: the schema as the spec writes it (aten's bare, a custom
+    op's with its namespace), a sample for `dualgen validate`, a backward formula to
+    fill in per differentiable input, and the forward formula of each output."""
     schema = func._schema
-    lines = [f"- name: {str(schema).split('::', 1)[-1]}"]
+    lines = [f"- name: {str(schema).removeprefix('aten::')}"]
+    lines.append(f"  sample: {sample_stub(schema)}")
     inputs = [a.name for a in schema.arguments if str(a.type) in _DIFFERENTIABLE_TYPES]
-    lines += [f"  {name}: <gradient of {name}, from grad>" for name in inputs]
+    grad = "grad" if len(schema.returns) == 1 else "grads"
+    lines += [f"  {name}: <gradient of {name}, from {grad}>" for name in inputs]
     tangents = ", ".join(f"{name}_t" for name in inputs)
     outputs = [r.name or "result" for r in schema.returns]
     if len(outputs) > 1:
         outputs = [r.name or f"result{i}" for i, r in enumerate(schema.returns)]
     lines += [f"  {name}: <tangent, from {tangents}>" for name in outputs]
     return "\n".join(lines)
+
+
+def sample_stub(schema) -> str:
+    """A `sample:` value: a 3x4 tensor for each tensor argument (a list of two for
+    a Tensor[]), a placeholder naming the type of each other argument that
+    `dualgen validate` cannot pick a value for (tools/sample.py: needs_value);
+    the others take their defaults."""
+    from dualgen.tools.model import TypeKind
+    from dualgen.tools.sample import needs_value
+    from dualgen.tools.schema import SchemaSyntaxError, parse_schema
+
+    try:
+        arguments = parse_schema(str(schema)).arguments
+    except SchemaSyntaxError:  # a schema the spec could not name either
+        return "<name=value, ...: the inputs dualgen validate runs the op on>"
+    values = []
+    for a in arguments:
+        if a.kind is TypeKind.TENSOR:
+            values.append(f"{a.name}=any(3, 4)")
+        elif a.kind is TypeKind.TENSOR_LIST:
+            values.append(f"{a.name}=[any(3, 4), any(3, 4)]")
+        elif needs_value(a):
+            values.append(f"{a.name}=<{a.type}>")
+    return ", ".join(values)
 
 
 def _called_at() -> str:

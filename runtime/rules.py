@@ -1,8 +1,10 @@
 """The op -> JVP rule table: generated kernels, and user rules registered on top.
 
 `register_jvp(op)` registers a rule for any OpOverload (custom ops included); it is
-checked when registered and takes precedence over a generated kernel. `rule_for(op)`
-is what the dispatch mode asks.
+checked when registered and takes precedence over a generated kernel.
+`load_kernels(package)` adds a kernel package generated from a library's own spec
+(custom ops, docs/custom_ops.md) beside the installed kernels: its kernels are
+Python under either backend. `rule_for(op)` is what the dispatch mode asks.
 """
 
 from __future__ import annotations
@@ -59,9 +61,10 @@ class Rule:
         return cached
 
 
-def _generated_rule(op, info, cpp_kernels=None) -> Rule:
+def _generated_rule(op, info, cpp_kernels=None, spec="derivatives.yaml") -> Rule:
     """The rule of a generated kernel: its Python function, or with
-    `cpp_kernels` (the extension) its C++ twin."""
+    `cpp_kernels` (the extension) its C++ twin. `spec` names the spec it came
+    from in messages."""
     names = output_names(op._schema)
     jvp = info.jvp
     if cpp_kernels is not None and info.cpp_kernel is not None:
@@ -79,7 +82,7 @@ def _generated_rule(op, info, cpp_kernels=None) -> Rule:
         needs_original_self=info.needs_original_self,
         uses_outputs=info.jvp_uses_outputs,
         call=call,
-        origin=f"derivatives.yaml entry {info.derived_from or info.name}",
+        origin=f"{spec} entry {info.derived_from or info.name}",
     )
 
 
@@ -105,15 +108,93 @@ _GENERATED: dict[torch._ops.OpOverload, Rule] | None = None
 
 _KERNELS: dict | None = None  # the generated table in use, when not the installed one
 
+# Packages added by `load_kernels`: package name -> (op -> KernelInfo), in the
+# order loaded; and the table they make with the base one (None: to compute).
+_LOADED: dict[str, dict] = {}
+_MERGED: dict | None = None
+_LOADS = 0  # changes of _LOADED so far: rules saved before one are stale
+
 
 def generated_kernels() -> dict:
     """op -> KernelInfo: the installed generated kernels, or those `using_kernels`
-    put in place."""
+    put in place, with the packages `load_kernels` added (a loaded package's
+    kernel replaces an installed one for the same op; a table under test wins
+    over a loaded package)."""
+    global _MERGED
     if _KERNELS is not None:
-        return _KERNELS
-    from dualgen.generated.registry import KERNELS
+        base = _KERNELS
+    else:
+        from dualgen.generated.registry import KERNELS as base
+    if not _LOADED:
+        return base
+    if _MERGED is None:
+        loaded = _loaded_kernels()
+        _MERGED = {**loaded, **base} if _KERNELS is not None else {**base, **loaded}
+    return _MERGED
 
-    return KERNELS
+
+def _loaded_kernels() -> dict:
+    table: dict = {}
+    for kernels in _LOADED.values():
+        table.update(kernels)
+    return table
+
+
+def _loaded_rules() -> dict:
+    """The loaded packages' rules: their Python kernels, under either backend."""
+    rules = {}
+    for package, kernels in _LOADED.items():
+        for op, info in kernels.items():
+            rules[op] = _generated_rule(op, info, None, spec=package)
+    return rules
+
+
+def load_kernels(package) -> tuple:
+    """Add the kernels of a package that `dualgen generate` wrote from a library's
+    own spec (`dualgen generate --spec mylib/derivatives.yaml --out
+    mylib/_derivatives --import mylib.ops`), given as its module or its name
+    ("mylib._derivatives"); return the ops it covers.
+
+    Importing the package's registry imports the modules that register its custom
+    ops. Its kernels apply beside the installed ones (replacing them for an op
+    both cover); user rules from `register_jvp` still take precedence. They run in
+    Python under either kernel backend (a library's package has no C++ twins), in
+    forward mode and in the tape (its VJP kernels). Loading a package again
+    changes nothing; `unload_kernels` removes it.
+    """
+    import dataclasses
+    import importlib
+
+    name = package if isinstance(package, str) else package.__name__
+    if name not in _LOADED:
+        registry = importlib.import_module(f"{name}.registry")
+        kernels = {
+            op: dataclasses.replace(info, cpp_kernel=None)
+            for op, info in registry.KERNELS.items()
+        }
+        _LOADED[name] = kernels
+        _forget_tables()
+    return tuple(_LOADED[name])
+
+
+def unload_kernels(package) -> None:
+    """Remove a package `load_kernels` added (its ops' kernels, if any, are the
+    installed ones again)."""
+    name = package if isinstance(package, str) else package.__name__
+    if _LOADED.pop(name, None) is not None:
+        _forget_tables()
+
+
+def loaded_packages() -> tuple[str, ...]:
+    """The packages `load_kernels` added, in the order loaded."""
+    return tuple(_LOADED)
+
+
+def _forget_tables() -> None:
+    global _GENERATED, _MERGED, _LOADS
+    _GENERATED = _MERGED = None
+    _LOADS += 1
+    fast.forget()
 
 
 @contextlib.contextmanager
@@ -121,14 +202,17 @@ def using_kernels(kernels: dict):
     """Within: the runtime (forward mode and the tape) uses `kernels` (a generated
     registry's KERNELS, say from a spec under test) instead of the installed ones.
     User rules still take precedence."""
-    global _KERNELS, _GENERATED
-    saved = _KERNELS, _GENERATED
-    _KERNELS, _GENERATED = kernels, None
+    global _KERNELS, _GENERATED, _MERGED
+    saved, loads = (_KERNELS, _GENERATED), _LOADS
+    _KERNELS, _GENERATED, _MERGED = kernels, None, None
     fast.forget()
     try:
         yield
     finally:
         _KERNELS, _GENERATED = saved
+        if loads != _LOADS:  # a package was loaded or unloaded within
+            _GENERATED = None
+        _MERGED = None
         fast.forget()
 
 
@@ -140,10 +224,16 @@ def _generated() -> dict:
 
             backend = kernel_backend()
             if backend not in _INSTALLED:
-                _INSTALLED[backend] = _rules_of(generated_kernels(), backend)
+                from dualgen.generated.registry import KERNELS
+
+                _INSTALLED[backend] = _rules_of(KERNELS, backend)
             _GENERATED = _INSTALLED[backend]
+            if _LOADED:
+                _GENERATED = {**_GENERATED, **_loaded_rules()}
         else:
             _GENERATED = _rules_of(_KERNELS, "python")
+            if _LOADED:
+                _GENERATED = {**_loaded_rules(), **_GENERATED}
     return _GENERATED
 
 

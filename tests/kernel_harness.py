@@ -2,7 +2,8 @@
 
 The inputs are the spec's: each kernel runs on the cases `dualgen validate` draws
 from its entry's `sample:` lines (the same values, seeded by kernel name), in
-float64 and complex128, wherever torch runs the op on them.
+float64 and complex128, wherever torch runs the op on them (float32 for an op
+torch runs in single precision only).
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import torch
 from dualgen.generated.registry import KERNELS
 from dualgen.tools.cli import checked_spec
 from dualgen.tools.inputs import Case, cases_for
-from dualgen.tools.validate import DTYPES, kernels_by_entry, samples_of, seed_of
+from dualgen.tools.validate import (
+    DTYPES,
+    SINGLE,
+    kernels_by_entry,
+    samples_of,
+    seed_of,
+)
 
 SPEC_PATH = Path(__file__).resolve().parents[1] / "derivatives.yaml"
 
@@ -47,20 +54,37 @@ def spec_cases() -> tuple[tuple[KernelCase, ...], dict[str, tuple[str, ...]]]:
     spec, _ = checked_spec(SPEC_PATH)
     runnable, refused = [], {}
     for entry, op, info in kernels_by_entry(spec, KERNELS):
-        for dtype in DTYPES:
-            for case in cases_for(op, samples_of(spec, entry), dtype, seed_of(info)):
-                kernel_case = KernelCase(op, info, case, dtype)
-                try:
-                    with torch.random.fork_rng(devices=[]):
-                        call(op, kernel_case.values())
-                except Exception as exc:  # noqa: BLE001 - torch refuses this case
-                    reason = str(exc).strip().splitlines()[0][:120] if str(exc) else ""
-                    refused.setdefault(info.name, []).append(
-                        f"{kernel_case.id}: {type(exc).__name__}: {reason}"
-                    )
-                    continue
-                runnable.append(kernel_case)
+        samples, seed = samples_of(spec, entry), seed_of(info)
+        found = _runnable(op, info, samples, seed, DTYPES, refused)
+        if not found:  # single precision only (validate checks these in float32)
+            found = _runnable(op, info, samples, seed, (SINGLE,), refused)
+        runnable += found
     return tuple(runnable), {k: tuple(v) for k, v in refused.items()}
+
+
+def _runnable(op, info, samples, seed, dtypes, refused: dict) -> list[KernelCase]:
+    """The cases in `dtypes` that torch runs; why it refused the others, into
+    `refused`."""
+    runnable = []
+    for dtype in dtypes:
+        for case in cases_for(op, samples, dtype, seed):
+            kernel_case = KernelCase(op, info, case, dtype)
+            if case.refusal:
+                refused.setdefault(info.name, []).append(
+                    f"{kernel_case.id}: {case.refusal}"
+                )
+                continue
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    call(op, kernel_case.values())
+            except Exception as exc:  # noqa: BLE001 - torch refuses this case
+                reason = str(exc).strip().splitlines()[0][:120] if str(exc) else ""
+                refused.setdefault(info.name, []).append(
+                    f"{kernel_case.id}: {type(exc).__name__}: {reason}"
+                )
+                continue
+            runnable.append(kernel_case)
+    return runnable
 
 
 def call(op, values: dict):

@@ -11,7 +11,13 @@ import ast
 import itertools
 from dataclasses import dataclass, replace
 
-from .derive import element_wise_jvp, is_name, op_call
+from .derive import (
+    cotangent_name,
+    element_wise_jvp,
+    grads_to_name,
+    is_name,
+    op_call,
+)
 from .errors import Location
 from .model import (
     Auto,
@@ -65,15 +71,20 @@ def _inplace_counterpart(
     strip = lambda args: [
         (a.name, a.type.base, a.type.suffix, a.default, a.kwarg_only) for a in args
     ]
-    same_name = (
+    same_name = schema.qualify(
         f"{schema.name}_.{schema.overload}" if schema.overload else f"{schema.name}_"
     )
     candidates = sorted(
-        ops.overloads(f"{schema.name}_"), key=lambda s: s.full_name != same_name
+        ops.overloads(schema.qualify(f"{schema.name}_")),
+        key=lambda s: s.full_name != same_name,
     )
     for inplace in candidates:
-        if inplace.kind is OpKind.INPLACE and strip(inplace.arguments) == strip(
-            schema.arguments
+        # An in-place overload that returns nothing (`_foreach_add_`, `-> ()`)
+        # updates a list `self`, which the runtime cannot: none is derived.
+        if (
+            inplace.kind is OpKind.INPLACE
+            and inplace.returns
+            and strip(inplace.arguments) == strip(schema.arguments)
         ):
             return inplace
     return None
@@ -165,6 +176,9 @@ def _jvp_plan(
         if a.kind is TypeKind.OPTIONAL_TENSOR
     )
     tensor_inputs = sum(1 for a in schema.arguments if a.kind.is_tensor_like)
+    # A list output (`_foreach_div.List`) is never conformed: `conform` is for one
+    # tensor, and each term is shaped per element of the list already.
+    listed = any("[" in r.type.suffix for r in schema.returns)
     by_output = {r.output: r for r in resolved}
     outputs = []
     for name in schema.output_names():
@@ -174,7 +188,13 @@ def _jvp_plan(
             continue
         mutating = inplace and r.origin == "auto_linear"
         branches = _branches(
-            r.expr, diff_inputs, lists, optional, inplace, mutating, tensor_inputs > 1
+            r.expr,
+            diff_inputs,
+            lists,
+            optional,
+            inplace,
+            mutating,
+            tensor_inputs > 1 and not listed,
         )
         outputs.append(OutputTangent(name, r.text, r.origin, branches, r.location))
     return JvpPlan(schema.kernel_name, _jvp_params(schema, diff_inputs), tuple(outputs))
@@ -275,20 +295,28 @@ def _vjp_plan(schema: OperatorSchema, source: Entry) -> VjpPlan:
         for n in ast.walk(b.formula.tree)
         if isinstance(n, ast.Name)
     }
+    arguments = tuple(a.py_name for a in schema.arguments)
     aliases: list[tuple[str, int]] = []
     if not single:
         for i, o in enumerate(outputs):
-            if f"grad_{o}" in used:
+            if f"grad_{o}" in used and f"grad_{o}" not in arguments:
                 aliases.append((f"grad_{o}", i))
-        if "grad" in used:
+        if "grad" in used and "grad" not in arguments:
             aliases.append(("grad", source.output_differentiability.index(True)))
-    params = (
-        ("grad" if single else "grads",)
-        + tuple(a.py_name for a in schema.arguments)
-        + outputs
-    )
+    # One output: its gradient is the parameter `grad`, or, where an argument
+    # is named `grad`, `grad_<output>`, which the formulas' `grads[0]` becomes.
+    cotangent = cotangent_name(schema)
+    params = (cotangent,) + arguments + outputs
     steps = tuple(
-        BackwardStep(b.inputs, b.formula.source, b.formula.tree)
+        BackwardStep(
+            b.inputs,
+            b.formula.source,
+            (
+                grads_to_name(b.formula.tree, cotangent)
+                if cotangent not in ("grad", "grads")
+                else b.formula.tree
+            ),
+        )
         for b in source.backward
     )
     returns = tuple(a.name for a in source.differentiable_inputs)

@@ -24,7 +24,7 @@ from .model import (
     Spec,
     TypeKind,
 )
-from .sample import SampleError, StatisticSample, needs_value, parse_sample
+from .sample import DERIVED, SampleError, needs_value, parse_sample
 from .schema import SchemaSyntaxError, TorchOperators, describe_mismatch, parse_schema
 
 META_KEYS = ("name", "non_differentiable", "output_differentiability", "sample")
@@ -158,11 +158,12 @@ class _EntryBuilder:
                 self.error(f"sample: {exc}", location)
                 continue
             for name, value in samples[-1].values:
-                if isinstance(value, StatisticSample) and name not in non_diff:
+                if isinstance(value, DERIVED) and name not in non_diff:
+                    sources = "', '".join(value.sources)
                     self.error(
-                        f"sample: '{name}' is a statistic of '{value.source}'; list "
+                        f"sample: '{name}' is computed from '{sources}'; list "
                         f"it under non_differentiable (its rule takes it as a "
-                        f"function of '{value.source}')",
+                        f"function of '{sources}')",
                         location,
                     )
         if inherited or len(samples) != len(texts):
@@ -202,8 +203,18 @@ class _EntryBuilder:
                 if lookup.suggestions
                 else ""
             )
+            if not self.ops.has_namespace(written.namespace):
+                hint = (
+                    f"; nothing registers operators in '{written.namespace}': "
+                    f"pass --import with the module that defines them"
+                )
+            qualified = (
+                written.full_name
+                if not written.is_aten
+                else (f"aten::{written.full_name}")
+            )
             self.error(
-                f"torch has no operator overload aten::{written.full_name}{hint}",
+                f"torch has no operator overload {qualified}{hint}",
                 field.location,
             )
             raise _EntryError
@@ -211,6 +222,16 @@ class _EntryBuilder:
             self.error(
                 f"schema does not match torch: {describe_mismatch(written, lookup.schema)} "
                 f"(torch: {lookup.schema})",
+                field.location,
+            )
+            raise _EntryError
+        written_to = [
+            a.name for a in written.arguments if a.type.alias and a.type.alias.is_write
+        ]
+        if not written.is_aten and written_to:
+            self.error(
+                f"custom op writes into '{written_to[0]}': a spec describes "
+                f"functional custom ops only (mutates_args=())",
                 field.location,
             )
             raise _EntryError
@@ -323,16 +344,60 @@ class _EntryBuilder:
         return Formula(" ".join(text.split()), tree, field.location, origin)
 
     def _grad_names(self) -> tuple[set[str], dict[str, str]]:
+        """The names of the outputs' gradients in a backward formula, and hints for
+        names a writer may wrongly use. An argument named like one (`grad` in
+        `_cdist_backward(Tensor grad, ...)`) keeps its name: a one-output op's
+        gradient is then `grads[0]` or `grad_<output>`."""
         outputs = self.schema.output_names()
-        if len(outputs) == 1:
+        arg_names = {a.py_name for a in self.schema.arguments}
+        if len(outputs) == 1 and "grad" not in arg_names:
             return {"grad"}, {"grads": "this op has one output: use 'grad'"}
         names = {"grads"} | {f"grad_{o}" for o in outputs}
         hints = {}
-        if sum(self.out_diff) == 1:
+        if len(outputs) > 1 and sum(self.out_diff) == 1:
             names.add("grad")
-        else:
+        elif len(outputs) > 1:
             hints["grad"] = "this op has several outputs: use grads[i] or grad_<output>"
-        return names, hints
+        return names - arg_names, hints
+
+    def _grad_argument_hint(self, tree: ast.expr) -> str:
+        """Where an argument is named `grad`, a formula that reads it but no output
+        gradient was most likely meant for the gradient: say what to write."""
+        if "grad" not in names_used(tree) or self.schema.argument("grad") is None:
+            return ""
+        outputs = self.schema.output_names()
+        if len(outputs) == 1:
+            write = f"grads[0] or grad_{outputs[0]}"
+        else:
+            write = "grads[i] or grad_<output>"
+        return (
+            f": 'grad' is this op's argument grad; write {write} "
+            f"for the gradient of the output"
+        )
+
+    def _grads_indexed(self, tree: ast.expr) -> bool:
+        """Every read of `grads` is `grads[i]` with a constant i in range."""
+        outputs = len(self.schema.output_names())
+        indexed = set()
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "grads"
+            ):
+                indexed.add(id(node.value))
+                index = node.slice
+                if not (
+                    isinstance(index, ast.Constant)
+                    and type(index.value) is int
+                    and 0 <= index.value < outputs
+                ):
+                    return False
+        return all(
+            id(n) in indexed
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and n.id == "grads"
+        )
 
     def _backward(
         self, fields: list[RawField], non_diff: tuple[str, ...]
@@ -390,7 +455,19 @@ class _EntryBuilder:
             used = names_used(formula.tree) & grad_names
             if not used:
                 self.error(
-                    f"{field.key}: backward formula does not use the gradient of the output",
+                    f"{field.key}: backward formula does not use the gradient of the output"
+                    + self._grad_argument_hint(formula.tree),
+                    field.location,
+                )
+            elif "grads" in used and not self._grads_indexed(formula.tree):
+                last = len(self.schema.output_names()) - 1
+                self.error(
+                    f"{field.key}: 'grads' is the tuple of the outputs' gradients: "
+                    + (
+                        f"index it with a constant, grads[0] to grads[{last}]"
+                        if last
+                        else "this op has one output, write grads[0]"
+                    ),
                     field.location,
                 )
             grad_styles |= {

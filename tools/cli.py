@@ -1,11 +1,14 @@
 """The `dualgen` command line.
 
-dualgen generate [--spec PATH] [--out DIR] [--check] [-v]
-dualgen validate [--spec PATH] [--ops NAME ...] [--report PATH] [--no-progress]
+dualgen generate [--spec PATH] [--out DIR] [--import MODULE ...] [--check] [-v]
+dualgen validate [--spec PATH] [--import MODULE ...] [--ops NAME ...] [--report PATH]
+                 [--no-progress]
 dualgen --version
 
 Run from anywhere inside a project: --spec and --out default to derivatives.yaml
 and generated/ in its root (tools/project.py). `python -m dualgen` is the same.
+`--import mylib.ops` imports the module that registers a library's custom ops
+before the spec is checked (docs/custom_ops.md).
 """
 
 from __future__ import annotations
@@ -27,15 +30,17 @@ class Outcome:
     kernels: int
 
 
-def generate_files(spec_path: Path) -> Outcome:
-    """Run load -> build -> analyse -> emit -> format in memory; raise SpecErrors."""
+def generate_files(spec_path: Path, imports: tuple[str, ...] = ()) -> Outcome:
+    """Run load -> build -> analyse -> emit -> format in memory; raise SpecErrors.
+    `imports`: the modules registering the spec's custom ops, already imported;
+    the generated registry imports them too."""
     from .analyse import analyse
     from .emit import Emitter
     from .write import format_python
 
     spec, ops = checked_spec(spec_path)
     plans = analyse(spec, ops)
-    files = Emitter(spec_path.name).render_all(plans)
+    files = Emitter(spec_path.name, imports).render_all(plans)
     return Outcome(format_python(files), len(spec.entries), len(plans))
 
 
@@ -80,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="output directory (default: generated/ in the project root)",
     )
+    _import_option(gen)
     gen.add_argument(
         "--check",
         action="store_true",
@@ -101,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="spec file (default: derivatives.yaml in the project root)",
     )
+    _import_option(val)
     val.add_argument(
         "--ops",
         nargs="+",
@@ -118,6 +125,38 @@ def _parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="every failure in full"
     )
     return parser
+
+
+def _import_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first: it registers the spec's custom ops "
+        "(repeatable; the working directory is on the import path)",
+    )
+
+
+class ImportFailed(Exception):
+    """An --import module could not be imported: one line, with Python's reason."""
+
+
+def import_modules(modules: list[str]) -> None:
+    """Import each module, as `python -m` would find it (the working directory
+    first on the path); raise ImportFailed with the first failure."""
+    import importlib
+
+    if modules and "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # the module's own error, whatever it is
+            raise ImportFailed(
+                f"--import {module}: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -168,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     # What a failure leaves unchanged: generate never half-writes its output.
     after = f"; {args.out} left unchanged" if args.command == "generate" else ""
     try:
+        import_modules(args.imports)
+    except ImportFailed as exc:
+        print(f"dualgen: error: {exc}", file=sys.stderr)
+        if args.verbose:
+            raise
+        return 1
+    try:
         if args.command == "validate":
             return _validate(args)
         return _generate(args)
@@ -200,7 +246,7 @@ def _generate(args: argparse.Namespace) -> int:
         clock.lap("build")
         plans = analyse(spec, ops)
         clock.lap("analyse")
-        rendered = Emitter(args.spec.name).render_all(plans)
+        rendered = Emitter(args.spec.name, tuple(args.imports)).render_all(plans)
         clock.lap("emit")
         # What is on disk is black's output for most chunks; --check reuses it too.
         formatted = format_files(rendered, read_existing(args.out))
@@ -255,7 +301,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     spec, ops = checked_spec(args.spec)
-    files = Emitter(args.spec.name).render_all(analyse(spec, ops))
+    files = Emitter(args.spec.name, tuple(args.imports)).render_all(analyse(spec, ops))
     kernels = with_harness_kernels(load_kernels(files))
     missing = missing_harness_entries(kernels)
     if missing:  # only where the installed kernels lack them too

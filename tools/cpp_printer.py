@@ -434,6 +434,17 @@ class CppPrinter:
             return f"{convert}({value.text})"
         if symint and wanted == "int" and argument.type.base == "SymInt":
             return f"c10::SymInt({value.text})"
+        fixed = argument.type.suffix.removeprefix("[").removesuffix("]")
+        if argument.type.base == "bool" and fixed.isdigit():  # bool[3]: std::array
+            if not isinstance(node, ast.List | ast.Tuple) or len(node.elts) != int(
+                fixed
+            ):
+                raise CppError(
+                    f"`{_text(node)}`: '{argument.name}' takes a literal list of "
+                    f"{fixed} bools in C++"
+                )
+            items = ", ".join(self.visit(e).text for e in node.elts)
+            return f"std::array<bool, {fixed}>{{{items}}}"
         lists = ("IntList", "OptionalIntList", "SymIntList", "OptionalSymIntList")
         if wanted in lists and value.type.name == "int":
             return f"at::IntArrayRef{{{value.text}}}"

@@ -54,6 +54,7 @@ _LISTS = {
     "SymInt": ("std::vector<int64_t>", "IntList"),
     "float": ("std::vector<double>", "FloatList"),
     "bool": ("std::vector<bool>", "BoolList"),
+    "Scalar": ("std::vector<c10::Scalar>", "ScalarList"),
 }
 
 

@@ -73,6 +73,31 @@ def substitute(tree: ast.expr, mapping: dict[str, ast.expr]) -> ast.expr:
     return _Rename(mapping).visit(copy.deepcopy(tree))
 
 
+def cotangent_name(schema: OperatorSchema) -> str:
+    """The VJP kernel's parameter for the outputs' gradients: `grads` (a tuple)
+    for several outputs; for one, `grad`, or `grad_<output>` where an argument is
+    named `grad` (`_cdist_backward(Tensor grad, ...)`), whose formulas write the
+    gradient `grads[0]` or `grad_<output>`."""
+    outputs = schema.output_names()
+    if len(outputs) > 1:
+        return "grads"
+    if all(a.py_name != "grad" for a in schema.arguments):
+        return "grad"
+    return f"grad_{outputs[0]}"
+
+
+def grads_to_name(tree: ast.expr, cotangent: str) -> ast.expr:
+    """A copy of a one-output op's formula with `grads[0]` read as `cotangent`."""
+
+    class _Rewrite(ast.NodeTransformer):
+        def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+            if isinstance(node.value, ast.Name) and node.value.id == "grads":
+                return ast.copy_location(ast.Name(cotangent, ast.Load()), node)
+            return self.generic_visit(node)
+
+    return _Rewrite().visit(copy.deepcopy(tree))
+
+
 def element_wise_jvp(
     backward: ast.expr, schema: OperatorSchema, input_name: str
 ) -> ast.expr:
@@ -80,8 +105,13 @@ def element_wise_jvp(
 
     Valid for element-wise ops of one input, where the Jacobian is diagonal.
     """
+    cotangent = cotangent_name(schema)
+    if cotangent not in ("grad", "grads"):
+        backward = grads_to_name(backward, cotangent)
     mapping: dict[str, ast.expr] = {
-        "grad": method_call(name(f"{input_name}_t"), "conj")
+        "grad" if cotangent == "grads" else cotangent: method_call(
+            name(f"{input_name}_t"), "conj"
+        )
     }
     for arg in schema.arguments:
         if arg.kind.is_tensor_like:
@@ -102,7 +132,7 @@ def op_call(schema: OperatorSchema, tangents: set[str]) -> ast.expr:
             keywords.append(ast.keyword(arg=arg.name, value=value))
         else:
             args.append(value)
-    func = dotted(f"torch.ops.aten.{schema.name}.{schema.overload_attr}")
+    func = dotted(f"torch.ops.{schema.namespace}.{schema.name}.{schema.overload_attr}")
     return ast.Call(func=func, args=args, keywords=keywords)
 
 

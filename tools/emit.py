@@ -72,21 +72,37 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def with_cpp(plans: tuple[OpPlan, ...]) -> bool:
+    """Whether the output gets C++ twins: only a spec of aten operators alone.
+
+    The C++ kernels are compiled into dualgen's own extension (`dualgen build`), so
+    they exist only for dualgen's spec. A spec with a custom op (`mylib::...`
+    entries) is a library's: its package has Python kernels only, and its registry
+    says `cpp_kernel=None` (docs/custom_ops.md)."""
+    return all(p.schema.is_aten for p in plans)
+
+
 class Emitter:
-    def __init__(self, spec_name: str):
+    def __init__(self, spec_name: str, imports: tuple[str, ...] = ()):
+        """`imports`: modules the registry imports first (those registering the
+        spec's custom ops, as `dualgen generate --import` names them)."""
         self.spec_name = spec_name
+        self.imports = tuple(imports)
         self.printer = PythonPrinter()
         self.env = _environment()
 
     def render_all(self, plans: tuple[OpPlan, ...]) -> dict[str, str]:
         header = HEADER.format(spec=self.spec_name)
+        cpp = with_cpp(plans)
+        self.overload = "aten overload" if cpp else "operator overload"
         files = {
             "__init__.py": self.env.get_template("init.py.j2").render(header=header),
             "jvp.py": self._render_jvp(plans, header),
             "vjp.py": self._render_vjp(plans, header),
-            "registry.py": self._render_registry(plans, header),
+            "registry.py": self._render_registry(plans, header, cpp),
         }
-        files.update(CppEmitter(self.spec_name).render_all(plans))
+        if cpp:
+            files.update(CppEmitter(self.spec_name).render_all(plans))
         return files
 
     # -- JVP ----------------------------------------------------------------
@@ -110,7 +126,10 @@ class Emitter:
                     if b.lists_to_fill:
                         helpers.add("fill_absent")
         return self.env.get_template("jvp.py.j2").render(
-            header=header, helpers=sorted(helpers), kernels=kernels
+            header=header,
+            helpers=sorted(helpers),
+            kernels=kernels,
+            overload=self.overload,
         )
 
     def _jvp_view(self, plan: OpPlan) -> JvpView:
@@ -126,7 +145,7 @@ class Emitter:
         return JvpView(
             name=plan.jvp.kernel,
             params=", ".join(plan.jvp.params),
-            doc=f"aten::{plan.schema}",
+            doc=plan.schema.qualified,
             notes=self._notes(plan),
             outputs=outputs,
             returns=returns,
@@ -183,7 +202,10 @@ class Emitter:
             for step in p.vjp.steps:
                 helpers |= helpers_used(step.expr)
         return self.env.get_template("vjp.py.j2").render(
-            header=header, helpers=sorted(helpers), kernels=kernels
+            header=header,
+            helpers=sorted(helpers),
+            kernels=kernels,
+            overload=self.overload,
         )
 
     def _vjp_view(self, plan: OpPlan) -> VjpView:
@@ -203,7 +225,7 @@ class Emitter:
         return VjpView(
             name=vjp.kernel,
             params=", ".join(vjp.params),
-            doc=f"aten::{plan.schema}",
+            doc=plan.schema.qualified,
             notes=self._notes(plan),
             lines=tuple(lines),
             returns=f"({returns},)" if len(vjp.returns) == 1 else f"({returns})",
@@ -211,11 +233,15 @@ class Emitter:
 
     # -- registry -----------------------------------------------------------
 
-    def _render_registry(self, plans: tuple[OpPlan, ...], header: str) -> str:
-        rows = [self._row(p) for p in plans]
-        return self.env.get_template("registry.py.j2").render(header=header, rows=rows)
+    def _render_registry(
+        self, plans: tuple[OpPlan, ...], header: str, cpp: bool
+    ) -> str:
+        rows = [self._row(p, cpp) for p in plans]
+        return self.env.get_template("registry.py.j2").render(
+            header=header, rows=rows, imports=self.imports, overload=self.overload
+        )
 
-    def _row(self, plan: OpPlan) -> RowView:
+    def _row(self, plan: OpPlan, cpp: bool) -> RowView:
         s = plan.schema
         fields = (
             ("name", repr(s.full_name)),
@@ -229,15 +255,19 @@ class Emitter:
             ("needs_original_self", repr(plan.needs_original_self)),
             ("jvp_uses_outputs", repr(plan.jvp_uses_outputs)),
             ("derived_from", repr(plan.derived_from)),
-            ("cpp_kernel", repr(operator_key(s))),
+            ("cpp_kernel", repr(operator_key(s) if cpp else None)),
         )
-        return RowView(_overload_expr(s.name, s.overload_attr), fields)
+        return RowView(_overload_expr(s.name, s.overload_attr, s.namespace), fields)
 
 
-def _overload_expr(name: str, overload: str) -> str:
-    """`aten.add.Tensor`; `getattr(aten.random, "from")` where a name is a keyword."""
+def _overload_expr(name: str, overload: str, namespace: str = "aten") -> str:
+    """`aten.add.Tensor`; `getattr(aten.random, "from")` where a name is a keyword;
+    `torch.ops.mylib.softclip.default` outside aten."""
+    space = "aten" if namespace == "aten" else f"torch.ops.{namespace}"
     packet = (
-        f"aten.{name}" if not keyword.iskeyword(name) else f'getattr(aten, "{name}")'
+        f"{space}.{name}"
+        if not keyword.iskeyword(name)
+        else f'getattr({space}, "{name}")'
     )
     if keyword.iskeyword(overload):
         return f'getattr({packet}, "{overload}")'

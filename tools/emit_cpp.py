@@ -31,7 +31,7 @@ def shard_of(plan: OpPlan) -> int:
 
 def operator_key(schema: OperatorSchema) -> str:
     """`aten::add.Tensor`, `aten::abs.default`: how the runtime names the op."""
-    return f"aten::{schema.name}.{schema.overload or 'default'}"
+    return schema.operator_key
 
 
 class CppEmitter:

@@ -13,10 +13,10 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .sample import (
+    DERIVED,
     SYMMETRIC_DOMAINS,
     DtypeName,
     Sample,
-    StatisticSample,
     TensorListSample,
     TensorLiteral,
     TensorSample,
@@ -32,17 +32,21 @@ class Case:
     label: str  # "sample 2, 0-d"
     values: dict  # every argument of the schema, by name
     symmetric: frozenset = frozenset()  # arguments the op sees as (A + A^H)/2
-    # Arguments recomputed from another whenever it changes: name -> statistic.
-    statistics: tuple[tuple[str, StatisticSample], ...] = ()
+    # Arguments recomputed from others whenever they change: name -> how
+    # (StatisticSample, OutputSample).
+    statistics: tuple[tuple[str, object], ...] = ()
+    # Why torch cannot compute them from the drawn values (an op that runs in
+    # other dtypes only): the case does not run.
+    refusal: str | None = None
 
     def with_statistics(self, values: dict) -> dict:
-        """`values` with every statistic recomputed from its (new) source. They are
-        computed from its value alone: the rule reads them as functions of the
-        source, so they carry no derivative of their own (and need no rules): no
-        mode of ours sees them computed."""
+        """`values` with every statistic recomputed from its (new) sources. They
+        are computed from their values alone: the rule reads them as functions of
+        the sources, so they carry no derivative of their own (and need no rules):
+        no mode of ours sees them computed."""
         with _disable_current_modes(), torch.no_grad():
             for name, statistic in self.statistics:
-                values[name] = statistic.of(values[statistic.source])
+                values[name] = statistic.compute(values)
         return values
 
 
@@ -80,10 +84,14 @@ def cases_for(
             statistics = tuple(
                 (name, value)
                 for name, value in declared.items()
-                if isinstance(value, StatisticSample)
+                if isinstance(value, DERIVED)
             )
             case = Case(label, values, symmetric, statistics)
-            case.with_statistics(values)
+            try:
+                case.with_statistics(values)
+            except Exception as exc:  # noqa: BLE001 - torch refuses the sources
+                refusal = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+                case = Case(label, values, symmetric, statistics, refusal)
             cases.append(case)
     return cases
 
@@ -130,8 +138,8 @@ def _value(argument, base: str, declared: dict, shape, dtype, generator):
         return dtype
     else:
         return _TYPE_DEFAULTS[base]  # the generator made every other type declared
-    if isinstance(value, StatisticSample):
-        return None  # computed from its source once every value is drawn
+    if isinstance(value, DERIVED):
+        return None  # computed from its sources once every value is drawn
     if isinstance(value, TensorSample | TensorLiteral):
         return make_tensor(value, shape, dtype, generator)
     if isinstance(value, TensorListSample):

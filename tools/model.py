@@ -113,6 +113,9 @@ class OperatorSchema:
     overload: str  # "Tensor", or "" for the default overload
     arguments: tuple[Argument, ...]
     returns: tuple[Return, ...]
+    # "aten", or a custom op's library ("mylib" for torch.library.custom_op
+    # ("mylib::softclip")). Aten names are written bare, the others qualified.
+    namespace: str = "aten"
 
     def __str__(self) -> str:
         args: list[str] = []
@@ -130,8 +133,31 @@ class OperatorSchema:
 
     @property
     def full_name(self) -> str:
-        """`add_.Tensor`, or `add_` for the default overload."""
-        return f"{self.name}.{self.overload}" if self.overload else self.name
+        """`add_.Tensor`, or `add_` for the default overload; `mylib::softclip` for
+        an operator outside aten."""
+        return self.qualify(
+            f"{self.name}.{self.overload}" if self.overload else self.name
+        )
+
+    @property
+    def is_aten(self) -> bool:
+        return self.namespace == "aten"
+
+    def qualify(self, name: str) -> str:
+        """`name` (of this schema's namespace) as the spec writes it: bare for aten,
+        `ns::name` otherwise."""
+        return name if self.is_aten else f"{self.namespace}::{name}"
+
+    @property
+    def qualified(self) -> str:
+        """The schema with its namespace, as torch prints it: `aten::add.Tensor(...)`."""
+        return f"aten::{self}" if self.is_aten else str(self)
+
+    @property
+    def operator_key(self) -> str:
+        """`aten::add.Tensor`, `mylib::softclip.default`: the overload's name in
+        the runtime."""
+        return f"{self.namespace}::{self.name}.{self.overload_attr}"
 
     @property
     def overload_attr(self) -> str:
@@ -141,7 +167,8 @@ class OperatorSchema:
     @property
     def kernel_name(self) -> str:
         """A Python identifier naming this overload's kernels: `add__Tensor`."""
-        return f"{self.name}_{self.overload_attr}"
+        kernel = f"{self.name}_{self.overload_attr}"
+        return kernel if self.is_aten else f"{self.namespace}_{kernel}"
 
     def argument(self, name: str) -> Argument | None:
         for arg in self.arguments:
@@ -175,7 +202,7 @@ class OperatorSchema:
     def functional_name(self) -> str:
         """`add.Tensor` for `add_.Tensor`: the out-of-place overload's full name."""
         base = self.name.removesuffix("_")
-        return f"{base}.{self.overload}" if self.overload else base
+        return self.qualify(f"{base}.{self.overload}" if self.overload else base)
 
     def output_names(self) -> tuple[str, ...]:
         """Names formulas use for the outputs: `result` alone, else `result0`, ... or

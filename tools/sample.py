@@ -10,10 +10,10 @@ arguments take a domain, alone (shapes chosen by `dualgen validate`: 2-d, 0-d an
 empty) or called with a shape (`positive(3, 4)`, `any()` for 0-d); a Tensor[]
 argument takes a list of them (a Tensor?[] may hold None). Other arguments take
 literals of their type (ints, numbers with `inf` and `nan`, bools, None, lists of
-ints, numbers or bools; dtype names for ScalarType; an argument named like a
-Python keyword takes a trailing underscore: `from_=2`). Arguments left out take
-their schema default, or a default for their type; an argument with neither must
-be given.
+ints, numbers (float[], Scalar[]) or bools; dtype names for ScalarType; an
+argument named like a Python keyword takes a trailing underscore: `from_=2`).
+Arguments left out take their schema default, or a default for their type; an
+argument with neither must be given.
 
 Where the values matter (repeated indices, a target that hits ignore_index, a
 mask, -inf in a softmax row), a tensor may be written out:
@@ -30,14 +30,22 @@ input (the saved mean and rstd a norm's backward op reads):
     save_invstd=rstd_of(input, dims=[0, 2], eps=1e-5)  1 / sqrt(biased var + eps)
     mean=mean_of(input, dims=[2], keepdim=True)
 
+Or an output of another aten op, called with this op's arguments (by name) and
+literals, recomputed whenever validation perturbs them: the state a fused
+kernel's backward op reads from its forward op (a workspace, saved outputs):
+
+    workspace=output_of(mkldnn_rnn_layer, 3, input=input, hx_=hx_, reverse=False)
+
 Such an argument must be non-differentiable: its rule takes it as a function of
-its source.
+its sources.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+
+import torch
 
 from .errors import Location
 from .model import Argument, TypeKind
@@ -84,6 +92,14 @@ class StatisticSample:
     keepdim: bool = False
     eps: float = 0.0
 
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return (self.source,)
+
+    def compute(self, values: dict):
+        """The statistic, from the case's values by argument name."""
+        return self.of(values[self.source])
+
     def of(self, source):
         """The statistic of `source`, the tensor the op is given."""
         mean = source.mean(self.dims, keepdim=self.keepdim)
@@ -94,6 +110,51 @@ class StatisticSample:
 
 
 STATISTICS = {"mean_of": "mean", "rstd_of": "rstd"}
+
+
+@dataclass(frozen=True)
+class ArgumentName:
+    """An argument of the entry's op, by name, inside `output_of(...)`."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class OutputSample:
+    """Output `index` of the aten overload `op` ("name" or "name.overload") called
+    with `arguments`: keyword -> ArgumentName (this op's argument) or a literal."""
+
+    op: str
+    index: int
+    arguments: tuple[tuple[str, object], ...]
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(v.name for _, v in self.arguments if isinstance(v, ArgumentName))
+
+    def compute(self, values: dict):
+        """The output, from the case's values by argument name."""
+        kwargs = {
+            k: values[v.name] if isinstance(v, ArgumentName) else v
+            for k, v in self.arguments
+        }
+        # As in training: with grad mode off, fused kernels keep no workspace.
+        with torch.enable_grad():
+            return aten_overload(self.op)(**kwargs)[self.index]
+
+
+# Arguments computed from others (whenever validation perturbs them).
+DERIVED = (StatisticSample, OutputSample)
+
+
+def aten_overload(name: str):
+    """torch.ops.aten.NAME.OVERLOAD for "NAME" or "NAME.OVERLOAD"; None if torch has
+    none."""
+    base, _, overload = name.partition(".")
+    try:
+        return getattr(getattr(torch.ops.aten, base), overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -172,13 +233,12 @@ def parse_sample(
         values.append((argument.name, _value(keyword.value, argument)))
     given = dict(values)
     for name, value in values:
-        if isinstance(value, StatisticSample) and not isinstance(
-            given.get(value.source), TensorSample
-        ):
-            raise SampleError(
-                f"'{name}' is a statistic of '{value.source}', which the sample "
-                f"does not give as a tensor"
-            )
+        for source in value.sources if isinstance(value, DERIVED) else ():
+            if not isinstance(given.get(source), TensorSample | TensorLiteral):
+                raise SampleError(
+                    f"'{name}' is computed from '{source}', which the sample "
+                    f"does not give as a tensor"
+                )
     return Sample(tuple(values), location)
 
 
@@ -215,7 +275,7 @@ def _value(node: ast.expr, argument: Argument):
         raise SampleError(f"{what} must be a list of ints")
     if base in ("float", "Scalar") and suffix == "":
         return _number(node, what)
-    if base == "float" and suffix.startswith("["):
+    if base in ("float", "Scalar") and suffix.startswith("["):
         if not isinstance(node, ast.List | ast.Tuple):
             raise SampleError(f"{what} must be a list of numbers")
         return tuple(_number(e, what) for e in node.elts)
@@ -246,13 +306,19 @@ def _value(node: ast.expr, argument: Argument):
 
 def _tensor(
     node: ast.expr, what: str
-) -> TensorSample | StatisticSample | TensorLiteral:
+) -> TensorSample | StatisticSample | OutputSample | TensorLiteral:
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id in STATISTICS
     ):
         return _statistic(node, what)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "output_of"
+    ):
+        return _output_of(node, what)
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -356,6 +422,46 @@ def _statistic(node: ast.Call, what: str) -> StatisticSample:
     return StatisticSample(
         STATISTICS[node.func.id], node.args[0].id, dims, keepdim, float(eps)
     )
+
+
+def _output_of(node: ast.Call, what: str) -> OutputSample:
+    usage = f"{what}: write output_of(op, index, argument=name or literal, ...)"
+    if len(node.args) != 2 or any(k.arg is None for k in node.keywords):
+        raise SampleError(usage)
+    op_node, index_node = node.args
+    op_name = _dotted(op_node)
+    if op_name is None:
+        raise SampleError(usage)
+    op = aten_overload(op_name)
+    if op is None:
+        raise SampleError(f"{what}: torch has no operator aten::{op_name}")
+    index = _int(index_node, what)
+    if not 0 <= index < len(op._schema.returns):
+        raise SampleError(f"{what}: aten::{op_name} has no output {index}")
+    parameters = {a.name for a in op._schema.arguments}
+    arguments = []
+    for keyword in node.keywords:
+        if keyword.arg not in parameters:
+            raise SampleError(
+                f"{what}: aten::{op_name} has no argument '{keyword.arg}'"
+            )
+        value = keyword.value
+        if isinstance(value, ast.Name) and value.id not in _NAMED_NUMBERS:
+            arguments.append((keyword.arg, ArgumentName(value.id)))
+        elif isinstance(value, ast.List):
+            arguments.append((keyword.arg, [_literal(v, what) for v in value.elts]))
+        else:
+            arguments.append((keyword.arg, _literal(value, what)))
+    return OutputSample(op_name, index, tuple(arguments))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`name` or `name.overload` as written, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
 
 
 def _domain(name: str, what: str) -> str:

@@ -115,10 +115,17 @@ def _parse_returns(text: str) -> tuple[Return, ...]:
 
 
 def parse_schema(text: str) -> OperatorSchema:
-    """Parse schema notation, with or without the `aten::` namespace."""
+    """Parse schema notation, with or without the `aten::` namespace; another
+    namespace (`mylib::softclip(...)`, a custom op) is kept in the schema."""
     text = " ".join(text.split())
     text = text.removeprefix("aten::")
+    namespace = "aten"
     head, paren, rest = text.partition("(")
+    if "::" in head:
+        namespace, _, head = head.partition("::")
+        namespace = namespace.strip()
+        if not namespace.isidentifier() or namespace == "aten":
+            raise SchemaSyntaxError(f"bad operator namespace '{namespace}'")
     if not paren:
         raise SchemaSyntaxError("expected '(' after the operator name")
     depth, close = 1, -1
@@ -142,7 +149,7 @@ def parse_schema(text: str) -> OperatorSchema:
             continue
         arguments.append(_parse_argument(item, kwarg_only))
     returns = _parse_returns(tail[2:].strip())
-    return OperatorSchema(name, overload, tuple(arguments), returns)
+    return OperatorSchema(name, overload, tuple(arguments), returns, namespace)
 
 
 @dataclass(frozen=True)
@@ -183,32 +190,70 @@ class TorchOperators:
             index.setdefault(key.split(".")[0], []).append(key)
         return {name: tuple(keys) for name, keys in index.items()}
 
+    def _table(self, full_name: str) -> dict[str, str]:
+        """The schema texts of `full_name`'s namespace: aten's, or those of a
+        custom op library (read when first asked: the modules that register them
+        are imported before the spec is checked)."""
+        namespace, sep, _ = full_name.partition("::")
+        if not sep:
+            return self._schemas
+        table = self._foreign.get(namespace)
+        if table is None:
+            table = self._foreign[namespace] = _namespace_schemas(namespace)
+        return table
+
+    @cached_property
+    def _foreign(self) -> dict[str, dict[str, str]]:
+        return {}
+
     def _parse(self, key: str) -> OperatorSchema:
         schema = self._parsed.get(key)
         if schema is None:
-            schema = self._parsed[key] = parse_schema(self._schemas[key])
+            schema = self._parsed[key] = parse_schema(self._table(key)[key])
         return schema
 
     def lookup(self, full_name: str) -> Lookup:
-        if full_name in self._schemas:
+        table = self._table(full_name)
+        if full_name in table:
             return Lookup(self._parse(full_name), ())
-        close = difflib.get_close_matches(
-            full_name, self._schemas.keys(), n=3, cutoff=0.6
-        )
+        close = difflib.get_close_matches(full_name, table.keys(), n=3, cutoff=0.6)
         return Lookup(None, tuple(close))
 
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether torch registers any operator in `namespace`."""
+        return namespace == "aten" or bool(self._table(f"{namespace}::"))
+
     def exists(self, full_name: str) -> bool:
-        return full_name in self._schemas
+        return full_name in self._table(full_name)
 
     def schema(self, full_name: str) -> OperatorSchema | None:
-        return self._parse(full_name) if full_name in self._schemas else None
+        return self._parse(full_name) if self.exists(full_name) else None
 
     def all_names(self) -> list[str]:
         return sorted(self._schemas)
 
     def overloads(self, name: str) -> list[OperatorSchema]:
-        """Every overload of `name` (no overload part): `pow_` gives pow_.Scalar, ..."""
+        """Every overload of `name` (no overload part): `pow_` gives pow_.Scalar, ...;
+        `mylib::op` those of a custom op."""
+        if "::" in name:
+            table = self._table(name)
+            keys = sorted(k for k in table if k.split(".")[0] == name)
+            return [self._parse(key) for key in keys]
         return [self._parse(key) for key in self._by_name.get(name, ())]
+
+
+def _namespace_schemas(namespace: str) -> dict[str, str]:
+    """`ns::name.overload` (`ns::name` for the default overload) -> schema text, for
+    the operators torch registers in `namespace`."""
+    import torch
+
+    prefix = f"{namespace}::"
+    table = {}
+    for s in torch._C._jit_get_all_schemas():
+        if s.name.startswith(prefix):
+            key = s.name + (f".{s.overload_name}" if s.overload_name else "")
+            table[key] = str(s)
+    return table
 
 
 def describe_mismatch(written: OperatorSchema, real: OperatorSchema) -> str:

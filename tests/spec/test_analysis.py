@@ -205,3 +205,59 @@ def test_too_many_tangents_give_one_dense_branch(tmp_path, monkeypatch):
                 assert got is None and want is None
                 continue
             torch.testing.assert_close(got, want)
+
+
+# An argument named `grad` keeps its name; the one output's gradient, written
+# grads[0] or grad_<output>, is the VJP kernel's parameter grad_result.
+GRAD_ARGUMENT_SPEC = """\
+- name: trace_backward(Tensor grad, SymInt[] sizes) -> Tensor
+  sample: grad=any(), sizes=[3, 4]
+  grad: grads[0].diagonal().sum()
+  result: torch.ops.aten.trace_backward(grad_t, sizes)
+- name: masked_select_backward(Tensor grad, Tensor input, Tensor mask) -> Tensor
+  sample: grad=any(2), input=any(2, 2), mask=tensor([[True, False], [False, True]])
+  non_differentiable: [mask]
+  grad: grad_result.masked_select(mask)
+  input: torch.zeros_like(grad_result)
+  result: torch.ops.aten.masked_select_backward(grad_t, input_p, mask_p)
+"""
+
+
+def test_an_argument_named_grad_keeps_its_name(tmp_path):
+    import torch
+
+    from dualgen.tools.cli import generate_files
+    from dualgen.tools.validate import load_kernels
+
+    spec = tmp_path / "grad_argument.yaml"
+    spec.write_text(GRAD_ARGUMENT_SPEC)
+    outcome = generate_files(spec)
+    vjp = outcome.files["vjp.py"]
+    assert "def trace_backward_default(grad_result, grad, sizes, result):" in vjp
+    assert "grad_grad = grad_result.diagonal().sum()" in vjp
+    assert (
+        "def masked_select_backward_default(grad_result, grad, input, mask, result):"
+        in vjp
+    )
+    assert "def trace_backward_default(grad_p, sizes, grad_t, result):" in (
+        outcome.files["jvp.py"]
+    )
+    kernels = load_kernels(outcome.files)
+    aten = torch.ops.aten
+    g = torch.tensor(1.5, dtype=torch.float64)
+    cotangent = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+    result = aten.trace_backward(g, [3, 4])
+    info = kernels[aten.trace_backward.default]
+    (got,) = info.vjp(cotangent, g, [3, 4], result)
+    torch.testing.assert_close(got, cotangent.diagonal().sum())
+    g_t = torch.tensor(2.0, dtype=torch.float64)
+    tangent = info.jvp(g, [3, 4], g_t, result)
+    tangent = tangent[0] if isinstance(tangent, tuple) else tangent
+    torch.testing.assert_close(tangent, aten.trace_backward(g_t, [3, 4]))
+    mask = torch.tensor([[True, False], [False, True]])
+    x, g2 = torch.randn(2, 2, dtype=torch.float64), torch.randn(2, dtype=torch.float64)
+    out = aten.masked_select_backward(g2, x, mask)
+    got = kernels[aten.masked_select_backward.default].vjp(
+        cotangent[:2, :2], g2, x, mask, out
+    )
+    torch.testing.assert_close(got[0], cotangent[:2, :2].masked_select(mask))

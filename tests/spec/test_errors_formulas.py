@@ -25,6 +25,21 @@ from spec_error_cases import (
     neg_bw,
 )
 
+# An op with an argument named `grad`: `grad` is that argument, and the output's
+# gradient is grads[0] or grad_result.
+TRACE_BW = "trace_backward(Tensor grad, SymInt[] sizes) -> Tensor"
+
+
+def trace_bw(formula: str, forward: str = "auto_linear") -> str:
+    """A backward formula for the argument `grad` on line 3."""
+    return entry(
+        TRACE_BW,
+        "sample: grad=any(), sizes=[3, 4]",
+        f"grad: {formula}",
+        f"result: {forward}",
+    )
+
+
 BACKWARD_CASES = [
     (
         "backward_formula_without_grad",
@@ -48,6 +63,49 @@ BACKWARD_CASES = [
         "grads_in_a_single_output_op",
         neg_bw("grads[0]"),
         [bw("this op has one output: use 'grad'")],
+    ),
+    (
+        "grad_argument_as_the_output_gradient",
+        trace_bw("grad.diagonal().sum()"),
+        [
+            (
+                "spec.yaml:3: error: trace_backward: grad: backward formula does not "
+                "use the gradient of the output: 'grad' is this op's argument grad; "
+                "write grads[0] or grad_result for the gradient of the output"
+            )
+        ],
+    ),
+    (
+        "grads_out_of_range_where_an_argument_is_grad",
+        trace_bw("grads[1].diagonal().sum()"),
+        [
+            (
+                "spec.yaml:3: error: trace_backward: grad: 'grads' is the tuple of "
+                "the outputs' gradients: this op has one output, write grads[0]"
+            )
+        ],
+    ),
+    (
+        "grads_out_of_range",
+        entry(MAX, "self: grads[2]", "values: self_t", "indices: auto_linear"),
+        [
+            (
+                "spec.yaml:2: error: max.dim: self: 'grads' is the tuple of the "
+                "outputs' gradients: index it with a constant, grads[0] to grads[1]"
+            )
+        ],
+    ),
+    (
+        "grad_argument_in_a_forward_formula",
+        trace_bw(
+            "grads[0].diagonal().sum()", "torch.ops.aten.trace_backward(grad, sizes)"
+        ),
+        [
+            (
+                "spec.yaml:4: error: trace_backward: result: forward formula uses "
+                "'grad'; write grad_p or grad_t"
+            )
+        ],
     ),
     (
         "misspelt_grad_of_named_output",

@@ -147,7 +147,7 @@ SAMPLE_CASES = [
             "sample: self=any(2, 3), other=mean_of(self, dims=[0], keepdim=True)",
         ),
         [
-            "spec.yaml:5: error: add.Tensor: sample: 'other' is a statistic of 'self'; list it under non_differentiable (its rule takes it as a function of 'self')"
+            "spec.yaml:5: error: add.Tensor: sample: 'other' is computed from 'self'; list it under non_differentiable (its rule takes it as a function of 'self')"
         ],
     ),
     (
@@ -160,7 +160,7 @@ SAMPLE_CASES = [
             "sample: other=rstd_of(self, dims=[0])",
         ),
         [
-            "spec.yaml:5: error: add.Tensor: sample: 'other' is a statistic of 'self', which the sample does not give as a tensor"
+            "spec.yaml:5: error: add.Tensor: sample: 'other' is computed from 'self', which the sample does not give as a tensor"
         ],
     ),
     (
