@@ -17,7 +17,10 @@ this package re-exports them all:
 - `linalg_decompositions`: SVD, eig, eigh, QR, pinv, lstsq
 - `linalg_solves`: solves, Cholesky, determinants, LU, matrix_exp, Householder
 - `backward_ops`: the formulas of backward ops (forward-over-reverse)
-- `attention`: fused attention kernels (CPU flash attention)
+- `attention`: fused attention kernels (CPU flash attention and its backward)
+- `transformer`: the inference fast paths of nn.MultiheadAttention and
+  nn.TransformerEncoderLayer (_native_multi_head_attention,
+  _transformer_encoder_layer_fwd)
 - `recurrent`: fused recurrent layers (mkldnn_rnn_layer)
 - `fused_nn`: other fused nn kernels (grid sampling, embedding bags, CTC, cdist)
 """
@@ -36,6 +39,7 @@ from . import (
     recurrent,
     reductions,
     shapes,
+    transformer,
 )
 from .attention import *
 from .backward_ops import *
@@ -48,6 +52,7 @@ from .nn import *
 from .recurrent import *
 from .reductions import *
 from .shapes import *
+from .transformer import *
 
 __all__ = (
     elementwise.__all__
@@ -59,6 +64,7 @@ __all__ = (
     + linalg_solves.__all__
     + backward_ops.__all__
     + attention.__all__
+    + transformer.__all__
     + recurrent.__all__
     + fused_nn.__all__
 )

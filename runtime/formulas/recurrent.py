@@ -1,7 +1,566 @@
 """Helpers for fused recurrent layers: mkldnn_rnn_layer (an LSTM layer over time) and
 its backward, through the recurrence the kernel computes.
+
+`aten::mkldnn_rnn_layer` (what `nn.LSTM` reaches in float32 on CPU, one call per
+layer and direction) runs one LSTM layer over a time-major input [T, B, I]:
+
+    a_t = x_t W0^T + h_prev W1^T (+ b0 + b1 when has_biases)   gates i, f, g, o
+    c_t = sigmoid(f) c_prev + sigmoid(i) tanh(g),   h_t = sigmoid(o) tanh(c_t)
+
+over t = 0 .. T-1, or T-1 .. 0 when `reverse` (h_prev, c_prev: the previous step
+processed, hx / cx before the first). It returns (output [T, B, H] with h_t at t,
+hy, cy shaped like hx, cx, workspace). The kernel reads neither `batch_first`
+(its caller transposes the input first) nor `bidirectional`, `num_layers` or
+`train` (dropout is applied between layers by the caller); with `has_biases`
+false the bias arguments are ignored. Only mode 2 (LSTM) and unpacked input
+(`batch_sizes` empty) are supported, which is all that torch sends it.
+
+Helpers take tangents that may be None (zero). Everything is computed in time
+order, the recurrence being the only loop: gate pre-activations of all steps come
+from one matmul, using the layer's output for h_prev.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import torch
+
+__all__ = [
+    "lstm_layer_backward_grads",
+    "lstm_layer_backward_tangents",
+    "lstm_layer_grads",
+    "lstm_layer_tangents",
+]
+
+
+def _check_layer(mode: int, batch_sizes) -> None:
+    if mode != 2:
+        raise ValueError(
+            f"mkldnn_rnn_layer: dualgen's rules cover mode 2 (LSTM) only, got mode {mode}"
+        )
+    if len(batch_sizes) != 0:
+        raise ValueError(
+            "mkldnn_rnn_layer: dualgen's rules cover unpacked input only (batch_sizes must be empty)"
+        )
+
+
+def _steps(T: int, reverse: bool) -> list:
+    """The time indices in the order the layer processes them."""
+    return list(range(T - 1, -1, -1)) if reverse else list(range(T))
+
+
+def _shift(seq: torch.Tensor, first: torch.Tensor, reverse: bool) -> torch.Tensor:
+    """For each time t, the value at the step processed before t: `first` ([B, H])
+    for the first step processed, else seq at t - 1 (t + 1 when `reverse`)."""
+    first = first.unsqueeze(0)
+    if reverse:
+        return torch.cat([seq[1:], first], 0)
+    return torch.cat([first, seq[:-1]], 0)
+
+
+def _or_zeros(t, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like) if t is None else t
+
+
+def _lstm_states(
+    input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
+):
+    """The layer's forward values, in time order: gate activations i, f, g, o
+    ([T, B, H] each), cell states c, the previous cell state c_prev and the previous
+    hidden state h_prev of every step."""
+    H = hx.shape[-1]
+    h0 = hx.reshape(-1, H)
+    c0 = cx.reshape(-1, H)
+    T = input.shape[0]
+    h_prev = _shift(output, h0, reverse)
+    pre = torch.matmul(input, weight0.t()) + torch.matmul(h_prev, weight1.t())
+    if has_biases:
+        pre = pre + (weight2 + weight3)
+    a_i, a_f, a_g, a_o = pre.chunk(4, -1)
+    i, f, g, o = a_i.sigmoid(), a_f.sigmoid(), a_g.tanh(), a_o.sigmoid()
+    cells = [c0] * T
+    c = c0
+    for t in _steps(T, reverse):
+        c = f[t] * c + i[t] * g[t]
+        cells[t] = c
+    c_all = torch.stack(cells, 0)
+    return i, f, g, o, c_all, _shift(c_all, c0, reverse), h_prev
+
+
+def _lstm_tangents(
+    input_t,
+    weight0_t,
+    weight1_t,
+    weight2_t,
+    weight3_t,
+    hx_t,
+    cx_t,
+    input,
+    weight0,
+    weight1,
+    states,
+    hx,
+    cx,
+    reverse,
+    bias_t,
+):
+    """Tangents of the forward values, in time order: those of the gate
+    activations di, df, dg, do, of the cells dc, previous cells dc_prev, hidden
+    states dh (the output's tangent) and previous hidden states dh_prev. The bias
+    tangents ([4H]) count only when `bias_t`."""
+    i, f, g, o, c, c_prev, h_prev = states
+    H = hx.shape[-1]
+    T = input.shape[0]
+    # The pre-activations' tangent, but for dh_prev W1^T (the recurrence).
+    dpre = torch.matmul(input_t, weight0.t()) if input_t is not None else None
+    terms = [
+        torch.matmul(input, weight0_t.t()) if weight0_t is not None else None,
+        torch.matmul(h_prev, weight1_t.t()) if weight1_t is not None else None,
+        weight2_t if bias_t else None,
+        weight3_t if bias_t else None,
+    ]
+    for term in terms:
+        if term is not None:
+            dpre = term if dpre is None else dpre + term
+    if dpre is None:
+        dpre = torch.zeros(T, i.shape[1], 4 * H, dtype=i.dtype, device=i.device)
+    elif dpre.dim() == 1:
+        dpre = dpre.expand(T, i.shape[1], 4 * H)
+    dh = _or_zeros(hx_t, hx).reshape(-1, H)
+    dc = _or_zeros(cx_t, cx).reshape(-1, H)
+    dh0, dc0 = dh, dc
+    tc = c.tanh()
+    dis, dfs, dgs, dos, dcs, dhs = ([dh] * T for _ in range(6))
+    for t in _steps(T, reverse):
+        da = dpre[t] + torch.matmul(dh, weight1.t())
+        da_i, da_f, da_g, da_o = da.chunk(4, -1)
+        di = i[t] * (1 - i[t]) * da_i
+        df = f[t] * (1 - f[t]) * da_f
+        dg = (1 - g[t] * g[t]) * da_g
+        do = o[t] * (1 - o[t]) * da_o
+        dc = df * c_prev[t] + f[t] * dc + di * g[t] + i[t] * dg
+        dh = do * tc[t] + o[t] * (1 - tc[t] * tc[t]) * dc
+        dis[t], dfs[t], dgs[t], dos[t], dcs[t], dhs[t] = di, df, dg, do, dc, dh
+    di, df, dg, do, dc, dh = (torch.stack(s, 0) for s in (dis, dfs, dgs, dos, dcs, dhs))
+    return di, df, dg, do, dc, _shift(dc, dc0, reverse), dh, _shift(dh, dh0, reverse)
+
+
+def lstm_layer_tangents(
+    input_t,
+    weight0_t,
+    weight1_t,
+    weight2_t,
+    weight3_t,
+    hx_t,
+    cx_t,
+    input,
+    weight0,
+    weight1,
+    weight2,
+    weight3,
+    hx,
+    cx,
+    output,
+    reverse: bool,
+    mode: int,
+    has_biases: bool,
+    batch_sizes,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tangents of mkldnn_rnn_layer's (output, hy, cy) from those of its inputs
+    (None: zero; the biases' only count when `has_biases`). `output` is the layer's
+    output, whose shifted sequence is every step's previous hidden state."""
+    _check_layer(mode, batch_sizes)
+    states = _lstm_states(
+        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
+    )
+    tangents = _lstm_tangents(
+        input_t,
+        weight0_t,
+        weight1_t,
+        weight2_t,
+        weight3_t,
+        hx_t,
+        cx_t,
+        input,
+        weight0,
+        weight1,
+        states,
+        hx,
+        cx,
+        reverse,
+        has_biases,
+    )
+    dc, dh = tangents[4], tangents[6]
+    last = 0 if reverse else input.shape[0] - 1
+    return dh, dh[last].reshape(hx.shape), dc[last].reshape(cx.shape)
+
+
+def _gate_grads(grad_output, grad_hy, grad_cy, states, weight1, hx, cx, reverse):
+    """Backpropagation through time: the gradient of every step's gate
+    pre-activations ([T, B, 4H], time order) and of hx, cx ([B, H]), given those
+    of the outputs (None: zero)."""
+    i, f, g, o, c, c_prev, _ = states
+    H = hx.shape[-1]
+    T = i.shape[0]
+    dh = _or_zeros(grad_hy, hx).reshape(-1, H)
+    dc = _or_zeros(grad_cy, cx).reshape(-1, H)
+    tc = c.tanh()
+    das = [dh] * T
+    for t in reversed(_steps(T, reverse)):
+        if grad_output is not None:
+            dh = dh + grad_output[t]
+        dc = dc + dh * o[t] * (1 - tc[t] * tc[t])
+        da = torch.cat(
+            [
+                dc * g[t] * i[t] * (1 - i[t]),
+                dc * c_prev[t] * f[t] * (1 - f[t]),
+                dc * i[t] * (1 - g[t] * g[t]),
+                dh * tc[t] * o[t] * (1 - o[t]),
+            ],
+            -1,
+        )
+        das[t] = da
+        dh = torch.matmul(da, weight1)
+        dc = dc * f[t]
+    return torch.stack(das, 0), dh, dc
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1, t.shape[-1])
+
+
+def lstm_layer_grads(
+    grad_output,
+    grad_hy,
+    grad_cy,
+    input,
+    weight0,
+    weight1,
+    weight2,
+    weight3,
+    hx,
+    cx,
+    output,
+    reverse: bool,
+    mode: int,
+    has_biases: bool,
+    batch_sizes,
+) -> tuple[
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+]:
+    """Gradients of mkldnn_rnn_layer's inputs (input, weight0 .. weight3, hx, cx)
+    from those of (output, hy, cy) (None: zero), by backpropagation through time.
+    Without `has_biases` the bias arguments get zero gradients."""
+    _check_layer(mode, batch_sizes)
+    states = _lstm_states(
+        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
+    )
+    da, dh, dc = _gate_grads(
+        grad_output, grad_hy, grad_cy, states, weight1, hx, cx, reverse
+    )
+    h_prev = states[6]
+    g_input = torch.matmul(da, weight0)
+    g_w0 = torch.matmul(_flat(da).t(), _flat(input))
+    g_w1 = torch.matmul(_flat(da).t(), _flat(h_prev))
+    if has_biases:
+        g_b = da.sum((0, 1))
+        g_b0, g_b1 = g_b, g_b
+    else:
+        g_b0, g_b1 = torch.zeros_like(weight2), torch.zeros_like(weight3)
+    return g_input, g_w0, g_w1, g_b0, g_b1, dh.reshape(hx.shape), dc.reshape(cx.shape)
+
+
+def lstm_layer_backward_tangents(
+    input_t,
+    weight0_t,
+    weight1_t,
+    weight2_t,
+    weight3_t,
+    hx_t,
+    cx_t,
+    grad_output_t,
+    grad_hy_t,
+    grad_cy_t,
+    input,
+    weight0,
+    weight1,
+    weight2,
+    weight3,
+    hx,
+    cx,
+    output,
+    grad_output,
+    grad_hy,
+    grad_cy,
+    reverse: bool,
+    mode: int,
+    has_biases: bool,
+    batch_sizes,
+) -> tuple[
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+]:
+    """Tangents of mkldnn_rnn_layer_backward's outputs (the gradients of input,
+    weight0 .. weight3, hx, cx; the two bias gradients are the summed gate
+    gradients, has_biases or not, as the op returns them) from the tangents of the
+    layer's inputs and of the output gradients (None: zero): backpropagation
+    through time differentiated along the forward tangents. The op's `output`,
+    hy, cy and workspace are functions of the layer's inputs: their tangents are
+    not read, the inputs' are."""
+    _check_layer(mode, batch_sizes)
+    return _backward_tangents(
+        input_t,
+        weight0_t,
+        weight1_t,
+        weight2_t,
+        weight3_t,
+        hx_t,
+        cx_t,
+        grad_output_t,
+        grad_hy_t,
+        grad_cy_t,
+        input,
+        weight0,
+        weight1,
+        weight2,
+        weight3,
+        hx,
+        cx,
+        output,
+        grad_output,
+        grad_hy,
+        grad_cy,
+        reverse,
+        has_biases,
+        has_biases,
+    )
+
+
+def lstm_layer_backward_grads(
+    grad_input,
+    grad_weight0,
+    grad_weight1,
+    grad_weight2,
+    grad_weight3,
+    grad_hx,
+    grad_cx,
+    input,
+    weight0,
+    weight1,
+    weight2,
+    weight3,
+    hx,
+    cx,
+    output,
+    grad_output,
+    grad_hy,
+    grad_cy,
+    reverse: bool,
+    mode: int,
+    has_biases: bool,
+    batch_sizes,
+) -> tuple:
+    """Gradients of mkldnn_rnn_layer_backward's differentiable inputs (input,
+    weight0 .. weight3, hx, cx, grad_output, grad_hy, grad_cy) from those of its
+    seven outputs (each None: zero). The op is the gradient of
+    L = <grad_output, output> + <grad_hy, hy> + <grad_cy, cy> in the layer's
+    inputs (with a bias at zero when not has_biases), so by the symmetry of L's
+    Hessian the layer inputs' gradients are the op's own tangents along the
+    seven gradients, and the output gradients' are the layer's tangents along them. Without
+    has_biases the op reads no bias argument: those get zero gradients."""
+    _check_layer(mode, batch_sizes)
+    v = [
+        grad_input,
+        grad_weight0,
+        grad_weight1,
+        grad_weight2,
+        grad_weight3,
+        grad_hx,
+        grad_cx,
+    ]
+    g_in, g_w0, g_w1, g_b0, g_b1, g_hx, g_cx = _backward_tangents(
+        v[0],
+        v[1],
+        v[2],
+        v[3],
+        v[4],
+        v[5],
+        v[6],
+        None,
+        None,
+        None,
+        input,
+        weight0,
+        weight1,
+        weight2,
+        weight3,
+        hx,
+        cx,
+        output,
+        grad_output,
+        grad_hy,
+        grad_cy,
+        reverse,
+        has_biases,
+        True,
+    )
+    states = _lstm_states(
+        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
+    )
+    tangents = _lstm_tangents(
+        v[0],
+        v[1],
+        v[2],
+        v[3],
+        v[4],
+        v[5],
+        v[6],
+        input,
+        weight0,
+        weight1,
+        states,
+        hx,
+        cx,
+        reverse,
+        True,
+    )
+    dc, dh = tangents[4], tangents[6]
+    last = 0 if reverse else input.shape[0] - 1
+    if not has_biases:
+        g_b0, g_b1 = torch.zeros_like(weight2), torch.zeros_like(weight3)
+    return (
+        g_in,
+        g_w0,
+        g_w1,
+        g_b0,
+        g_b1,
+        g_hx,
+        g_cx,
+        dh,
+        dh[last].reshape(hx.shape),
+        dc[last].reshape(cx.shape),
+    )
+
+
+def _backward_tangents(
+    input_t,
+    weight0_t,
+    weight1_t,
+    weight2_t,
+    weight3_t,
+    hx_t,
+    cx_t,
+    grad_output_t,
+    grad_hy_t,
+    grad_cy_t,
+    input,
+    weight0,
+    weight1,
+    weight2,
+    weight3,
+    hx,
+    cx,
+    output,
+    grad_output,
+    grad_hy,
+    grad_cy,
+    reverse,
+    has_biases,
+    bias_t,
+):
+    states = _lstm_states(
+        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
+    )
+    i, f, g, o, c, c_prev, h_prev = states
+    di, df, dg, do, dc_all, dc_prev, _, dh_prev = _lstm_tangents(
+        input_t,
+        weight0_t,
+        weight1_t,
+        weight2_t,
+        weight3_t,
+        hx_t,
+        cx_t,
+        input,
+        weight0,
+        weight1,
+        states,
+        hx,
+        cx,
+        reverse,
+        bias_t,
+    )
+    H = hx.shape[-1]
+    T = input.shape[0]
+    tc = c.tanh()
+    dtc = (1 - tc * tc) * dc_all
+    # Adjoints (a*) and their tangents (d*), backwards in time.
+    ah = _or_zeros(grad_hy, hx).reshape(-1, H)
+    ac = _or_zeros(grad_cy, cx).reshape(-1, H)
+    dah = _or_zeros(grad_hy_t, hx).reshape(-1, H)
+    dac = _or_zeros(grad_cy_t, cx).reshape(-1, H)
+    w1_t = _or_zeros(weight1_t, weight1)
+    das, ddas = [ah] * T, [ah] * T
+    for t in reversed(_steps(T, reverse)):
+        if grad_output is not None:
+            ah = ah + grad_output[t]
+        if grad_output_t is not None:
+            dah = dah + grad_output_t[t]
+        k = 1 - tc[t] * tc[t]
+        ac_new = ac + ah * o[t] * k
+        dac = dac + dah * o[t] * k + ah * do[t] * k - 2 * ah * o[t] * tc[t] * dtc[t]
+        ac = ac_new
+        si, sf, so = i[t] * (1 - i[t]), f[t] * (1 - f[t]), o[t] * (1 - o[t])
+        sg = 1 - g[t] * g[t]
+        a_i = ac * g[t]
+        a_f = ac * c_prev[t]
+        a_g = ac * i[t]
+        a_o = ah * tc[t]
+        d_i = dac * g[t] + ac * dg[t]
+        d_f = dac * c_prev[t] + ac * dc_prev[t]
+        d_g = dac * i[t] + ac * di[t]
+        d_o = dah * tc[t] + ah * dtc[t]
+        da = torch.cat([a_i * si, a_f * sf, a_g * sg, a_o * so], -1)
+        dda = torch.cat(
+            [
+                d_i * si + a_i * di[t] * (1 - 2 * i[t]),
+                d_f * sf + a_f * df[t] * (1 - 2 * f[t]),
+                d_g * sg - 2 * a_g * g[t] * dg[t],
+                d_o * so + a_o * do[t] * (1 - 2 * o[t]),
+            ],
+            -1,
+        )
+        das[t], ddas[t] = da, dda
+        ah, dah = torch.matmul(da, weight1), torch.matmul(dda, weight1) + torch.matmul(
+            da, w1_t
+        )
+        ac, dac = ac * f[t], dac * f[t] + ac * df[t]
+    da, dda = torch.stack(das, 0), torch.stack(ddas, 0)
+    g_input_t = torch.matmul(dda, weight0)
+    if weight0_t is not None:
+        g_input_t = g_input_t + torch.matmul(da, weight0_t)
+    g_w0_t = torch.matmul(_flat(dda).t(), _flat(input))
+    if input_t is not None:
+        g_w0_t = g_w0_t + torch.matmul(_flat(da).t(), _flat(input_t))
+    g_w1_t = torch.matmul(_flat(dda).t(), _flat(h_prev)) + torch.matmul(
+        _flat(da).t(), _flat(dh_prev)
+    )
+    g_b_t = dda.sum((0, 1))
+    return (
+        g_input_t,
+        g_w0_t,
+        g_w1_t,
+        g_b_t,
+        g_b_t,
+        dah.reshape(hx.shape),
+        dac.reshape(cx.shape),
+    )

@@ -19,6 +19,8 @@ __all__ = [
     "evenly_distribute_grad",
     "evenly_read_tangent",
     "expand_reduced",
+    "foreach_norm_grads",
+    "foreach_norm_tangents",
     "gather_reduced",
     "gather_selected",
     "logsumexp_tangent",
@@ -154,6 +156,28 @@ def vector_norm_tangent(self_t, self_p, ord, dim, keepdim: bool, result):
         self_t = self_t.expand(self_p.shape)
     weighted = as_real_like(scaled.conj() * self_t, result)
     return _sum_reduced(weighted, self_p, dim, keepdim).to(result.dtype)
+
+
+def foreach_norm_tangents(self_t, self_p, ord, result) -> list:
+    """Tangents of _foreach_norm: for each tensor of the list, the tangent of its
+    vector norm over all its elements (`result`: the norms, in the op's dtype)."""
+    return [
+        vector_norm_tangent(t, p, ord, None, False, r)
+        for t, p, r in zip(self_t, self_p, result)
+    ]
+
+
+def foreach_norm_grads(grads, self, ord, result) -> list:
+    """Gradients of _foreach_norm for each tensor of `self`, zeros where a norm has
+    no gradient (None in `grads`)."""
+    return [
+        (
+            torch.zeros_like(p)
+            if g is None
+            else vector_norm_grad(g, p, ord, None, False, r)
+        )
+        for g, p, r in zip(grads, self, result)
+    ]
 
 
 def dist_tangent(t, self_p, other_p, p, result) -> torch.Tensor:

@@ -423,3 +423,32 @@ def test_twins_are_not_the_python_helpers(cpp_formulas):
         twin = getattr(cpp_formulas, name)
         assert twin is not getattr(F, name)
         assert type(twin).__name__ == "builtin_function_or_method"
+
+
+# _foreach_norm ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ord", [2, 0, 1, 3, 1.5, math.inf, -math.inf])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_foreach_norm_tangents(cpp_formulas, dtype, ord):
+    xs = [norm_input(dtype, seed=40), rand((4,), dtype, seed=41), rand((), dtype, 42)]
+    ts = [rand(x.shape, dtype, seed=43 + i) for i, x in enumerate(xs)]
+    result = torch._foreach_norm(xs, ord)
+    cpp = cpp_formulas.foreach_norm_tangents(ts, xs, ord, result)
+    py = F.foreach_norm_tangents(ts, xs, ord, result)
+    assert len(cpp) == len(py) == 3
+    for c, p in zip(cpp, py):
+        assert_same(c, p)
+
+
+def test_foreach_norm_tangents_dtype_and_empty(cpp_formulas):
+    # _foreach_norm's dtype: float32 tensors normed in float64; an empty list.
+    xs = [rand((3, 2), seed=50).float(), rand((5,), seed=51).float()]
+    ts = [rand(x.shape, seed=52).float() for x in xs]
+    result = torch._foreach_norm(xs, 2, dtype=torch.float64)
+    cpp = cpp_formulas.foreach_norm_tangents(ts, xs, 2, result)
+    py = F.foreach_norm_tangents(ts, xs, 2, result)
+    for c, p in zip(cpp, py):
+        assert c.dtype == torch.float64
+        assert_same(c, p)
+    assert cpp_formulas.foreach_norm_tangents([], [], 2, []) == []

@@ -426,3 +426,27 @@ def test_scatter_and_gather_selected_of_a_0d_input():
     _, indices = torch.sort(x)
     close(F.scatter_selected(g, x, 0, indices), g)
     close(F.gather_selected(g, 0, indices), g)
+
+
+@pytest.mark.parametrize("ord", [2, 1, 3, INF, 0])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_foreach_norm_tangents_and_grads_match_autograd(ord, dtype):
+    # Per tensor against linalg.vector_norm (native forward AD of _foreach_norm
+    # itself gives tangents of the wrong shape).
+    xs = [torch.randn(s, dtype=dtype) for s in [(2, 3), (4,), ()]]
+    xs[0][1] = 0
+    ys = torch._foreach_norm(xs, ord)
+    ts = [torch.randn_like(x) for x in xs]
+    gs = [torch.randn_like(y) for y in ys]
+    gs[1] = None  # a norm without a gradient
+    tangents = F.foreach_norm_tangents(ts, xs, ord, ys)
+    grads = F.foreach_norm_grads(gs, xs, ord, ys)
+    for x, y, t, g, tangent, grad in zip(xs, ys, ts, gs, tangents, grads):
+
+        def fn(a):
+            return torch.linalg.vector_norm(a, ord)
+
+        close(y, fn(x))
+        close(tangent, jvp(fn, [x], [t]))
+        (want,) = vjp(fn, [x], g if g is not None else torch.zeros_like(y))
+        close(grad, want)

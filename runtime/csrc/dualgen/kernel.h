@@ -29,6 +29,7 @@
 #include "dualgen/formulas/recurrent.h"
 #include "dualgen/formulas/reductions.h"
 #include "dualgen/formulas/shapes.h"
+#include "dualgen/formulas/transformer.h"
 
 namespace dualgen {
 
@@ -128,6 +129,15 @@ struct Unpack<std::vector<bool>> {
   static std::vector<bool> get(const c10::IValue& v) {
     std::vector<bool> out;
     for (const c10::IValue& item : v.toListRef()) out.push_back(item.toBool());
+    return out;
+  }
+};
+template <>
+struct Unpack<std::vector<c10::Scalar>> {
+  // A Scalar[] argument (`_foreach_pow.ScalarList`); ATen takes it as ArrayRef.
+  static std::vector<c10::Scalar> get(const c10::IValue& v) {
+    std::vector<c10::Scalar> out;
+    for (const c10::IValue& item : v.toListRef()) out.push_back(item.toScalar());
     return out;
   }
 };

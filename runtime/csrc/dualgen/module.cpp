@@ -96,6 +96,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   dualgen::formulas::bind_linalg_solves(formulas);
   dualgen::formulas::bind_backward_ops(formulas);
   dualgen::formulas::bind_attention(formulas);
+  dualgen::formulas::bind_transformer(formulas);
   dualgen::formulas::bind_recurrent(formulas);
   dualgen::formulas::bind_fused_nn(formulas);
 }

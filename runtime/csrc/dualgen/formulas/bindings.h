@@ -42,6 +42,7 @@ void bind_linalg_decompositions(pybind11::module_& m);
 void bind_linalg_solves(pybind11::module_& m);
 void bind_backward_ops(pybind11::module_& m);
 void bind_attention(pybind11::module_& m);
+void bind_transformer(pybind11::module_& m);
 void bind_recurrent(pybind11::module_& m);
 void bind_fused_nn(pybind11::module_& m);
 

@@ -1,3 +1,349 @@
 #include "dualgen/formulas/recurrent.h"
 
-namespace dualgen::formulas {}  // namespace dualgen::formulas
+namespace dualgen::formulas {
+
+namespace {
+
+void check_layer(int64_t mode, at::IntArrayRef batch_sizes) {
+  TORCH_CHECK_VALUE(
+      mode == 2,
+      "mkldnn_rnn_layer: dualgen's rules cover mode 2 (LSTM) only, got mode ",
+      mode);
+  TORCH_CHECK_VALUE(
+      batch_sizes.empty(),
+      "mkldnn_rnn_layer: dualgen's rules cover unpacked input only (batch_sizes must be empty)");
+}
+
+// The time indices in the order the layer processes them.
+std::vector<int64_t> steps(int64_t T, bool reverse) {
+  std::vector<int64_t> order(T);
+  for (int64_t s = 0; s < T; ++s) {
+    order[s] = reverse ? T - 1 - s : s;
+  }
+  return order;
+}
+
+// For each time t, the value at the step processed before t: `first` ([B, H])
+// for the first step processed, else seq at t - 1 (t + 1 when reverse).
+at::Tensor shift(const at::Tensor& seq, const at::Tensor& first, bool reverse) {
+  const at::Tensor f = first.unsqueeze(0);
+  if (reverse) {
+    return at::cat({seq.slice(0, 1), f}, 0);
+  }
+  return at::cat({f, seq.slice(0, 0, -1)}, 0);
+}
+
+at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
+  return t.defined() ? t : at::zeros_like(like);
+}
+
+at::Tensor flat(const at::Tensor& t) { return t.reshape({-1, t.size(-1)}); }
+
+// The layer's forward values in time order (twin of recurrent._lstm_states).
+struct States {
+  at::Tensor i, f, g, o, c, c_prev, h_prev;
+};
+
+States lstm_states(
+    const at::Tensor& input, const at::Tensor& weight0, const at::Tensor& weight1,
+    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
+    const at::Tensor& cx, const at::Tensor& output, bool reverse, bool has_biases) {
+  const int64_t H = hx.size(-1);
+  const at::Tensor h0 = hx.reshape({-1, H});
+  const at::Tensor c0 = cx.reshape({-1, H});
+  const int64_t T = input.size(0);
+  const at::Tensor h_prev = shift(output, h0, reverse);
+  at::Tensor pre = at::matmul(input, weight0.t()) + at::matmul(h_prev, weight1.t());
+  if (has_biases) {
+    pre = pre + (weight2 + weight3);
+  }
+  const auto a = pre.chunk(4, -1);
+  States s;
+  s.i = a[0].sigmoid();
+  s.f = a[1].sigmoid();
+  s.g = a[2].tanh();
+  s.o = a[3].sigmoid();
+  std::vector<at::Tensor> cells(T, c0);
+  at::Tensor c = c0;
+  for (int64_t t : steps(T, reverse)) {
+    c = s.f[t] * c + s.i[t] * s.g[t];
+    cells[t] = c;
+  }
+  s.c = at::stack(cells, 0);
+  s.c_prev = shift(s.c, c0, reverse);
+  s.h_prev = h_prev;
+  return s;
+}
+
+// Tangents of the forward values in time order (twin of recurrent._lstm_tangents).
+struct Tangents {
+  at::Tensor di, df, dg, d_o, dc, dc_prev, dh, dh_prev;
+};
+
+Tangents lstm_tangents(
+    const at::Tensor& input_t, const at::Tensor& weight0_t,
+    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
+    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
+    const at::Tensor& input, const at::Tensor& weight0, const at::Tensor& weight1,
+    const States& s, const at::Tensor& hx, const at::Tensor& cx, bool reverse,
+    bool bias_t) {
+  const int64_t H = hx.size(-1);
+  const int64_t T = input.size(0);
+  at::Tensor dpre;
+  if (input_t.defined()) {
+    dpre = at::matmul(input_t, weight0.t());
+  }
+  const at::Tensor terms[] = {
+      weight0_t.defined() ? at::matmul(input, weight0_t.t()) : at::Tensor(),
+      weight1_t.defined() ? at::matmul(s.h_prev, weight1_t.t()) : at::Tensor(),
+      bias_t ? weight2_t : at::Tensor(),
+      bias_t ? weight3_t : at::Tensor(),
+  };
+  for (const at::Tensor& term : terms) {
+    if (term.defined()) {
+      dpre = dpre.defined() ? dpre + term : term;
+    }
+  }
+  if (!dpre.defined()) {
+    dpre = at::zeros({T, s.i.size(1), 4 * H}, s.i.options());
+  } else if (dpre.dim() == 1) {
+    dpre = dpre.expand({T, s.i.size(1), 4 * H});
+  }
+  at::Tensor dh = or_zeros(hx_t, hx).reshape({-1, H});
+  at::Tensor dc = or_zeros(cx_t, cx).reshape({-1, H});
+  const at::Tensor dh0 = dh, dc0 = dc;
+  const at::Tensor tc = s.c.tanh();
+  std::vector<at::Tensor> dis(T, dh), dfs(T, dh), dgs(T, dh), dos(T, dh),
+      dcs(T, dh), dhs(T, dh);
+  for (int64_t t : steps(T, reverse)) {
+    const at::Tensor da = dpre[t] + at::matmul(dh, weight1.t());
+    const auto d = da.chunk(4, -1);
+    const at::Tensor i = s.i[t], f = s.f[t], g = s.g[t], o = s.o[t], tct = tc[t];
+    const at::Tensor di = i * (1 - i) * d[0];
+    const at::Tensor df = f * (1 - f) * d[1];
+    const at::Tensor dg = (1 - g * g) * d[2];
+    const at::Tensor d_o = o * (1 - o) * d[3];
+    dc = df * s.c_prev[t] + f * dc + di * g + i * dg;
+    dh = d_o * tct + o * (1 - tct * tct) * dc;
+    dis[t] = di;
+    dfs[t] = df;
+    dgs[t] = dg;
+    dos[t] = d_o;
+    dcs[t] = dc;
+    dhs[t] = dh;
+  }
+  Tangents r;
+  r.di = at::stack(dis, 0);
+  r.df = at::stack(dfs, 0);
+  r.dg = at::stack(dgs, 0);
+  r.d_o = at::stack(dos, 0);
+  r.dc = at::stack(dcs, 0);
+  r.dh = at::stack(dhs, 0);
+  r.dc_prev = shift(r.dc, dc0, reverse);
+  r.dh_prev = shift(r.dh, dh0, reverse);
+  return r;
+}
+
+// Twin of recurrent._backward_tangents.
+std::vector<at::Tensor> backward_tangents(
+    const at::Tensor& input_t, const at::Tensor& weight0_t,
+    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
+    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
+    const at::Tensor& grad_output_t, const at::Tensor& grad_hy_t,
+    const at::Tensor& grad_cy_t, const at::Tensor& input,
+    const at::Tensor& weight0, const at::Tensor& weight1,
+    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
+    const at::Tensor& cx, const at::Tensor& output,
+    const at::Tensor& grad_output, const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy, bool reverse, bool has_biases, bool bias_t) {
+  const States s = lstm_states(
+      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
+  const Tangents d = lstm_tangents(
+      input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t, input,
+      weight0, weight1, s, hx, cx, reverse, bias_t);
+  const int64_t H = hx.size(-1);
+  const int64_t T = input.size(0);
+  const at::Tensor tc = s.c.tanh();
+  const at::Tensor dtc = (1 - tc * tc) * d.dc;
+  at::Tensor ah = or_zeros(grad_hy, hx).reshape({-1, H});
+  at::Tensor ac = or_zeros(grad_cy, cx).reshape({-1, H});
+  at::Tensor dah = or_zeros(grad_hy_t, hx).reshape({-1, H});
+  at::Tensor dac = or_zeros(grad_cy_t, cx).reshape({-1, H});
+  const at::Tensor w1_t = or_zeros(weight1_t, weight1);
+  std::vector<at::Tensor> das(T, ah), ddas(T, ah);
+  std::vector<int64_t> order = steps(T, reverse);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int64_t t = *it;
+    if (grad_output.defined()) {
+      ah = ah + grad_output[t];
+    }
+    if (grad_output_t.defined()) {
+      dah = dah + grad_output_t[t];
+    }
+    const at::Tensor i = s.i[t], f = s.f[t], g = s.g[t], o = s.o[t], tct = tc[t];
+    const at::Tensor di = d.di[t], df = d.df[t], dg = d.dg[t], d_o = d.d_o[t];
+    const at::Tensor k = 1 - tct * tct;
+    const at::Tensor ac_new = ac + ah * o * k;
+    dac = dac + dah * o * k + ah * d_o * k - 2 * ah * o * tct * dtc[t];
+    ac = ac_new;
+    const at::Tensor si = i * (1 - i), sf = f * (1 - f), so = o * (1 - o);
+    const at::Tensor sg = 1 - g * g;
+    const at::Tensor a_i = ac * g;
+    const at::Tensor a_f = ac * s.c_prev[t];
+    const at::Tensor a_g = ac * i;
+    const at::Tensor a_o = ah * tct;
+    const at::Tensor d_i = dac * g + ac * dg;
+    const at::Tensor d_f = dac * s.c_prev[t] + ac * d.dc_prev[t];
+    const at::Tensor d_g = dac * i + ac * di;
+    const at::Tensor d_oo = dah * tct + ah * dtc[t];
+    const at::Tensor da = at::cat({a_i * si, a_f * sf, a_g * sg, a_o * so}, -1);
+    const at::Tensor dda = at::cat(
+        {d_i * si + a_i * di * (1 - 2 * i), d_f * sf + a_f * df * (1 - 2 * f),
+         d_g * sg - 2 * a_g * g * dg, d_oo * so + a_o * d_o * (1 - 2 * o)},
+        -1);
+    das[t] = da;
+    ddas[t] = dda;
+    ah = at::matmul(da, weight1);
+    dah = at::matmul(dda, weight1) + at::matmul(da, w1_t);
+    dac = dac * f + ac * df;
+    ac = ac * f;
+  }
+  const at::Tensor da = at::stack(das, 0), dda = at::stack(ddas, 0);
+  at::Tensor g_input_t = at::matmul(dda, weight0);
+  if (weight0_t.defined()) {
+    g_input_t = g_input_t + at::matmul(da, weight0_t);
+  }
+  at::Tensor g_w0_t = at::matmul(flat(dda).t(), flat(input));
+  if (input_t.defined()) {
+    g_w0_t = g_w0_t + at::matmul(flat(da).t(), flat(input_t));
+  }
+  const at::Tensor g_w1_t = at::matmul(flat(dda).t(), flat(s.h_prev)) +
+      at::matmul(flat(da).t(), flat(d.dh_prev));
+  const at::Tensor g_b_t = dda.sum({0, 1});
+  return {g_input_t, g_w0_t, g_w1_t, g_b_t, g_b_t, dah.reshape(hx.sizes()),
+          dac.reshape(cx.sizes())};
+}
+
+}  // namespace
+
+std::vector<at::Tensor> lstm_layer_tangents(
+    const at::Tensor& input_t, const at::Tensor& weight0_t,
+    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
+    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
+    const at::Tensor& input, const at::Tensor& weight0, const at::Tensor& weight1,
+    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
+    const at::Tensor& cx, const at::Tensor& output, bool reverse, int64_t mode,
+    bool has_biases, at::IntArrayRef batch_sizes) {
+  check_layer(mode, batch_sizes);
+  const States s = lstm_states(
+      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
+  const Tangents d = lstm_tangents(
+      input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t, input,
+      weight0, weight1, s, hx, cx, reverse, has_biases);
+  const int64_t last = reverse ? 0 : input.size(0) - 1;
+  return {d.dh, d.dh[last].reshape(hx.sizes()), d.dc[last].reshape(cx.sizes())};
+}
+
+std::vector<at::Tensor> lstm_layer_grads(
+    const at::Tensor& grad_output, const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy, const at::Tensor& input, const at::Tensor& weight0,
+    const at::Tensor& weight1, const at::Tensor& weight2,
+    const at::Tensor& weight3, const at::Tensor& hx, const at::Tensor& cx,
+    const at::Tensor& output, bool reverse, int64_t mode, bool has_biases,
+    at::IntArrayRef batch_sizes) {
+  check_layer(mode, batch_sizes);
+  const States s = lstm_states(
+      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
+  const int64_t H = hx.size(-1);
+  const int64_t T = s.i.size(0);
+  at::Tensor dh = or_zeros(grad_hy, hx).reshape({-1, H});
+  at::Tensor dc = or_zeros(grad_cy, cx).reshape({-1, H});
+  const at::Tensor tc = s.c.tanh();
+  std::vector<at::Tensor> das(T, dh);
+  std::vector<int64_t> order = steps(T, reverse);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int64_t t = *it;
+    if (grad_output.defined()) {
+      dh = dh + grad_output[t];
+    }
+    const at::Tensor i = s.i[t], f = s.f[t], g = s.g[t], o = s.o[t], tct = tc[t];
+    dc = dc + dh * o * (1 - tct * tct);
+    const at::Tensor da = at::cat(
+        {dc * g * i * (1 - i), dc * s.c_prev[t] * f * (1 - f),
+         dc * i * (1 - g * g), dh * tct * o * (1 - o)},
+        -1);
+    das[t] = da;
+    dh = at::matmul(da, weight1);
+    dc = dc * f;
+  }
+  const at::Tensor da = at::stack(das, 0);
+  const at::Tensor g_input = at::matmul(da, weight0);
+  const at::Tensor g_w0 = at::matmul(flat(da).t(), flat(input));
+  const at::Tensor g_w1 = at::matmul(flat(da).t(), flat(s.h_prev));
+  at::Tensor g_b0, g_b1;
+  if (has_biases) {
+    g_b0 = da.sum({0, 1});
+    g_b1 = g_b0;
+  } else {
+    g_b0 = at::zeros_like(weight2);
+    g_b1 = at::zeros_like(weight3);
+  }
+  return {g_input, g_w0, g_w1, g_b0, g_b1, dh.reshape(hx.sizes()),
+          dc.reshape(cx.sizes())};
+}
+
+std::vector<at::Tensor> lstm_layer_backward_tangents(
+    const at::Tensor& input_t, const at::Tensor& weight0_t,
+    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
+    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
+    const at::Tensor& grad_output_t, const at::Tensor& grad_hy_t,
+    const at::Tensor& grad_cy_t, const at::Tensor& input,
+    const at::Tensor& weight0, const at::Tensor& weight1,
+    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
+    const at::Tensor& cx, const at::Tensor& output,
+    const at::Tensor& grad_output, const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy, bool reverse, int64_t mode, bool has_biases,
+    at::IntArrayRef batch_sizes) {
+  check_layer(mode, batch_sizes);
+  return backward_tangents(
+      input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t,
+      grad_output_t, grad_hy_t, grad_cy_t, input, weight0, weight1, weight2,
+      weight3, hx, cx, output, grad_output, grad_hy, grad_cy, reverse,
+      has_biases, has_biases);
+}
+
+std::vector<at::Tensor> lstm_layer_backward_grads(
+    const at::Tensor& grad_input, const at::Tensor& grad_weight0,
+    const at::Tensor& grad_weight1, const at::Tensor& grad_weight2,
+    const at::Tensor& grad_weight3, const at::Tensor& grad_hx,
+    const at::Tensor& grad_cx, const at::Tensor& input,
+    const at::Tensor& weight0, const at::Tensor& weight1,
+    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
+    const at::Tensor& cx, const at::Tensor& output,
+    const at::Tensor& grad_output, const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy, bool reverse, int64_t mode, bool has_biases,
+    at::IntArrayRef batch_sizes) {
+  check_layer(mode, batch_sizes);
+  std::vector<at::Tensor> r = backward_tangents(
+      grad_input, grad_weight0, grad_weight1, grad_weight2, grad_weight3,
+      grad_hx, grad_cx, at::Tensor(), at::Tensor(), at::Tensor(), input,
+      weight0, weight1, weight2, weight3, hx, cx, output, grad_output, grad_hy,
+      grad_cy, reverse, has_biases, /*bias_t=*/true);
+  const States s = lstm_states(
+      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
+  const Tangents d = lstm_tangents(
+      grad_input, grad_weight0, grad_weight1, grad_weight2, grad_weight3,
+      grad_hx, grad_cx, input, weight0, weight1, s, hx, cx, reverse,
+      /*bias_t=*/true);
+  const int64_t last = reverse ? 0 : input.size(0) - 1;
+  if (!has_biases) {
+    r[3] = at::zeros_like(weight2);
+    r[4] = at::zeros_like(weight3);
+  }
+  r.push_back(d.dh);
+  r.push_back(d.dh[last].reshape(hx.sizes()));
+  r.push_back(d.dc[last].reshape(cx.sizes()));
+  return r;
+}
+
+}  // namespace dualgen::formulas

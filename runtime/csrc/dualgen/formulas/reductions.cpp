@@ -277,6 +277,21 @@ at::Tensor vector_norm_tangent(
   return sum_reduced(weighted, self_p, dim, keepdim).to(result.scalar_type());
 }
 
+TensorList foreach_norm_tangents(
+    const TensorList& self_t,
+    const TensorList& self_p,
+    const std::optional<c10::Scalar>& ord,
+    const TensorList& result) {
+  TensorList tangents;
+  const size_t n = std::min({self_t.size(), self_p.size(), result.size()});
+  tangents.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    tangents.push_back(vector_norm_tangent(
+        self_t[i], self_p[i], ord, std::nullopt, false, result[i]));
+  }
+  return tangents;
+}
+
 at::Tensor dist_tangent(
     const at::Tensor& t,
     const at::Tensor& self_p,

@@ -40,6 +40,14 @@ at::Tensor vector_norm_tangent(
     bool keepdim,
     const at::Tensor& result);
 
+// Tangents of _foreach_norm: for each tensor of the list, the tangent of its
+// vector norm over all its elements (`result`: the norms, in the op's dtype).
+TensorList foreach_norm_tangents(
+    const TensorList& self_t,
+    const TensorList& self_p,
+    const std::optional<c10::Scalar>& ord,
+    const TensorList& result);
+
 // Tangent of dist(self, other, p) from the tangent `t` of one input (self's;
 // negate for other's): the norm's tangent at self - other.
 at::Tensor dist_tangent(

@@ -67,6 +67,15 @@ void bind_reductions(py::module_& m) {
       py::arg("self_t"), py::arg("self_p"), py::arg("ord"), py::arg("dim"),
       py::arg("keepdim"), py::arg("result"));
   m.def(
+      "foreach_norm_tangents",
+      [](const std::vector<at::Tensor>& self_t,
+         const std::vector<at::Tensor>& self_p, const py::object& ord,
+         const std::vector<at::Tensor>& result) {
+        return foreach_norm_tangents(
+            self_t, self_p, to_optional_scalar(ord), result);
+      },
+      py::arg("self_t"), py::arg("self_p"), py::arg("ord"), py::arg("result"));
+  m.def(
       "dist_tangent",
       [](const at::Tensor& t, const at::Tensor& self_p,
          const at::Tensor& other_p, const py::object& p,

@@ -1,0 +1,247 @@
+"""The helpers of dualgen.formulas.attention (the CPU flash-attention kernel and
+its backward) against torch's autograd and forward AD of attention written out
+(softmax(scale q k^T + mask) v, logsumexp), float64; the kernels refuse complex."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from formula_checks import R, close, jvp, vjp
+
+from dualgen import formulas as F
+
+FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# (query shape, key heads, S, mask shape or None, is_causal, scale)
+CASES = [
+    ((2, 2, 3, 4), 2, 5, None, False, None),
+    ((1, 4, 4, 4), 2, 3, None, True, 0.7),  # grouped-query, causal with L > S
+    ((2, 2, 3, 4), 2, 5, (3, 5), False, None),
+    ((2, 2, 3, 4), 1, 5, (2, 1, 3, 5), True, 0.5),
+]
+
+
+def _inputs(case):
+    (b, h, l, e), hk, s, mask_shape, causal, scale = case
+    q = torch.randn(b, h, l, e, dtype=R)
+    k, v = torch.randn(b, hk, s, e, dtype=R), torch.randn(b, hk, s, e, dtype=R)
+    mask = None if mask_shape is None else torch.randn(mask_shape, dtype=R)
+    return q, k, v, mask, causal, scale
+
+
+def _scores(q, k, mask, causal, scale):
+    kk = k.repeat_interleave(q.size(1) // k.size(1), 1)
+    sc = q.size(-1) ** -0.5 if scale is None else scale
+    s = q @ kk.transpose(-2, -1) * sc
+    if mask is not None:
+        s = s + mask
+    if causal:
+        keep = torch.ones(s.shape[-2:], dtype=torch.bool).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return s
+
+
+def reference(q, k, v, mask, causal, scale):
+    """Attention written out: (P v, logsumexp) with P = softmax(S)."""
+    s = _scores(q, k, mask, causal, scale)
+    vv = v.repeat_interleave(q.size(1) // v.size(1), 1)
+    return torch.softmax(s, -1) @ vv, torch.logsumexp(s, -1)
+
+
+def reference_backward(g, q, k, v, o, lse, mask, causal, scale):
+    """The backward kernel written out, out and logsumexp taken as given."""
+    group = q.size(1) // k.size(1)
+    kk, vv = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    sc = q.size(-1) ** -0.5 if scale is None else scale
+    p = (_scores(q, k, mask, causal, scale) - lse.unsqueeze(-1)).exp()
+    ds = p * (g @ vv.transpose(-2, -1) - (g * o).sum(-1, keepdim=True))
+    b, hk, s, e = k.shape
+    gk = (ds.transpose(-2, -1) @ q * sc).reshape(b, hk, group, s, e).sum(2)
+    gv = (p.transpose(-2, -1) @ g).reshape(b, hk, group, s, e).sum(2)
+    return ds @ kk * sc, gk, gv
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_flash_attention_forward_matches_reference(case):
+    q, k, v, mask, causal, scale = _inputs(case)
+    out, lse = FLASH(q, k, v, 0.0, causal, attn_mask=mask, scale=scale)
+    ref_out, ref_lse = reference(q, k, v, mask, causal, scale)
+    close(out, ref_out)
+    close(lse, ref_lse)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_flash_attention_tangent_matches_forward_ad(case):
+    q, k, v, mask, causal, scale = _inputs(case)
+    out, lse = FLASH(q, k, v, 0.0, causal, attn_mask=mask, scale=scale)
+    primals = [q, k, v] + ([] if mask is None else [mask])
+    tangents = [torch.randn_like(t) for t in primals]
+
+    def fn(q, k, v, m=None):
+        return reference(q, k, v, m, causal, scale)
+
+    expected = jvp(fn, primals, tangents)
+    mt = tangents[3] if mask is not None else None
+    for index in (0, 1):
+        actual = F.flash_attention_tangent(
+            index, *tangents[:3], mt, q, k, v, mask, out, lse, 0.0, causal, scale
+        )
+        close(actual, expected[index])
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("which", ["both", "output", "logsumexp"])
+def test_flash_attention_grads_match_autograd(case, which):
+    q, k, v, mask, causal, scale = _inputs(case)
+    out, lse = FLASH(q, k, v, 0.0, causal, attn_mask=mask, scale=scale)
+    g_out = None if which == "logsumexp" else torch.randn_like(out)
+    g_lse = None if which == "output" else torch.randn_like(lse)
+    primals = [q, k, v] + ([] if mask is None else [mask])
+
+    def fn(q, k, v, m=None):
+        o, l = reference(q, k, v, m, causal, scale)
+        total = 0
+        if g_out is not None:
+            total = total + (o * g_out).sum()
+        if g_lse is not None:
+            total = total + (l * g_lse).sum()
+        return total
+
+    expected = vjp(fn, primals, torch.tensor(1.0, dtype=R))
+    actual = F.flash_attention_grads(
+        g_out, g_lse, q, k, v, mask, out, lse, 0.0, causal, scale
+    )
+    for a, e in zip(actual, expected):
+        close(a, e)
+    assert (actual[3] is None) == (mask is None)
+
+
+def test_a_row_masked_everywhere_has_zero_derivatives():
+    q, k, v, _, _, _ = _inputs(CASES[0])
+    mask = torch.zeros(3, 5, dtype=R)
+    mask[1] = float("-inf")
+    out, lse = FLASH(q, k, v, 0.0, False, attn_mask=mask)
+    assert out[:, :, 1].abs().max() == 0 and lse[:, :, 1].abs().max() == 0
+    ts = [torch.randn_like(t) for t in (q, k, v, mask)]
+    for index in (0, 1):
+        t = F.flash_attention_tangent(
+            index, *ts, q, k, v, mask, out, lse, 0.0, False, None
+        )
+        assert torch.isfinite(t).all() and t[:, :, 1].abs().max() == 0
+    grads = F.flash_attention_grads(
+        torch.randn_like(out),
+        torch.randn_like(lse),
+        q,
+        k,
+        v,
+        mask,
+        out,
+        lse,
+        0.0,
+        False,
+        None,
+    )
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert grads[3][1].abs().max() == 0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_flash_attention_backward_matches_reference(case):
+    q, k, v, mask, causal, scale = _inputs(case)
+    g, o = torch.randn_like(q), torch.randn_like(q)
+    lse = torch.randn(q.shape[:3], dtype=R)
+    actual = FLASH_BACKWARD(
+        g, q, k, v, o, lse, 0.0, causal, attn_mask=mask, scale=scale
+    )
+    for a, e in zip(
+        actual, reference_backward(g, q, k, v, o, lse, mask, causal, scale)
+    ):
+        close(a, e)
+
+
+def _backward_primals(case):
+    q, k, v, mask, causal, scale = _inputs(case)
+    g, o = torch.randn_like(q), torch.randn_like(q)
+    lse = torch.randn(q.shape[:3], dtype=R)
+    return [g, q, k, v, o, lse] + ([] if mask is None else [mask]), mask, causal, scale
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_flash_attention_backward_tangent_matches_forward_ad(case):
+    primals, mask, causal, scale = _backward_primals(case)
+    tangents = [torch.randn_like(t) for t in primals]
+
+    def fn(g, q, k, v, o, lse, m=None):
+        return reference_backward(g, q, k, v, o, lse, m, causal, scale)
+
+    expected = jvp(fn, primals, tangents)
+    mt = tangents[6] if mask is not None else None
+    for index in range(3):
+        actual = F.flash_attention_backward_tangent(
+            index, *tangents[:6], mt, *primals[:6], mask, 0.0, causal, scale
+        )
+        close(actual, expected[index])
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize(
+    "present", [(True, True, True), (True, False, False), (False, True, True)]
+)
+def test_flash_attention_backward_grads_match_autograd(case, present):
+    primals, mask, causal, scale = _backward_primals(case)
+    cots = [torch.randn_like(t) if p else None for t, p in zip(primals[1:4], present)]
+
+    def fn(g, q, k, v, o, lse, m=None):
+        outs = reference_backward(g, q, k, v, o, lse, m, causal, scale)
+        return sum((x * c).sum() for x, c in zip(outs, cots) if c is not None)
+
+    expected = vjp(fn, primals, torch.tensor(1.0, dtype=R))
+    actual = F.flash_attention_backward_grads(
+        *cots, *primals[:6], mask, 0.0, causal, scale
+    )
+    for a, e in zip(actual, expected):
+        close(a, e)
+    assert (actual[6] is None) == (mask is None)
+
+
+def test_dropout_is_refused():
+    q, k, v, _, _, _ = _inputs(CASES[0])
+    out, lse = FLASH(q, k, v)
+    with pytest.raises(RuntimeError, match="dropout_p=0.1 draws random numbers"):
+        F.flash_attention_tangent(
+            0, q, k, v, None, q, k, v, None, out, lse, 0.1, False, None
+        )
+    with pytest.raises(RuntimeError, match="only dropout_p=0 is differentiable"):
+        F.flash_attention_grads(out, None, q, k, v, None, out, lse, 0.5, False, None)
+    with pytest.raises(RuntimeError, match="no derivative"):
+        F.flash_attention_backward_tangent(
+            0,
+            out,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            None,
+            out,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            None,
+            0.1,
+            False,
+            None,
+        )
+    with pytest.raises(RuntimeError, match="no derivative"):
+        F.flash_attention_backward_grads(
+            out, None, None, out, q, k, v, out, lse, None, 0.1, False, None
+        )
