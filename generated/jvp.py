@@ -24,6 +24,9 @@ from dualgen.formulas import (
     bce_self_derivative,
     bce_self_second_derivative,
     bce_target_derivative,
+    cdist_weights,
+    cdist_weights_diff_derivative,
+    cdist_weights_dist_derivative,
     channel_view,
     cholesky_inverse_tangent,
     cholesky_solve_tangent,
@@ -33,6 +36,7 @@ from dualgen.formulas import (
     conform,
     convolution_backward_tangent,
     copy_broadcast,
+    ctc_loss_log_probs_grad,
     det_tangent,
     dist_tangent,
     dropout_scale,
@@ -43,10 +47,16 @@ from dualgen.formulas import (
     expand_loss_grad,
     fill_absent,
     finite_parts,
+    flash_attention_backward_tangent,
+    flash_attention_tangent,
+    foreach_norm_tangents,
     gather_reduced,
     gather_selected,
     gelu_second_derivative,
     glu_double_backward,
+    grid_sampler_grid_second,
+    grid_sampler_grid_tangent,
+    grid_sampler_grid_tangent_adjoint,
     group_norm_mean_tangent,
     group_norm_rstd_tangent,
     group_norm_tangent,
@@ -56,6 +66,8 @@ from dualgen.formulas import (
     linalg_solve_tangent,
     logit_derivative,
     logsumexp_tangent,
+    lstm_layer_backward_tangents,
+    lstm_layer_tangents,
     lstsq_b_tangent,
     lstsq_residuals_tangent,
     lstsq_self_tangent,
@@ -67,6 +79,7 @@ from dualgen.formulas import (
     mean_tangent,
     mish_second_derivative,
     mvlgamma_derivative,
+    native_multi_head_attention_tangent,
     norm_backward_tangent,
     pinv_tangent,
     pow_exponent_derivative,
@@ -82,6 +95,7 @@ from dualgen.formulas import (
     slogdet_tangents,
     std_tangent,
     svd_tangents,
+    transformer_encoder_layer_tangent,
     triangular_part,
     triangular_solve_tangent,
     unless_rounded,
@@ -9630,3 +9644,5612 @@ def native_batch_norm_backward_default(
     else:
         result2_t = None
     return result0_t, result1_t, result2_t
+
+
+def as_strided__default(self_p, size, stride, storage_offset, self_t, result):
+    """aten::as_strided_(Tensor(a!) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry as_strided_
+    # formulas from as_strided; self_p is self before the update
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.as_strided_.default(self_t, size, stride, storage_offset)
+    else:
+        return None
+
+
+def _lazy_clone_default(self_p, self_t, result):
+    """aten::_lazy_clone(Tensor self) -> Tensor"""
+    # functional, derivatives.yaml entry _lazy_clone
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._lazy_clone.default(self_t)
+    else:
+        return None
+
+
+def lift_default(self_p, self_t, result):
+    """aten::lift(Tensor self) -> Tensor"""
+    # functional, derivatives.yaml entry lift
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.lift.default(self_t)
+    else:
+        return None
+
+
+def lift_fresh_default(self_p, self_t, result):
+    """aten::lift_fresh(Tensor(a) self) -> Tensor(a)"""
+    # view, derivatives.yaml entry lift_fresh
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.lift_fresh.default(self_t)
+    else:
+        return None
+
+
+def _reshape_alias_default(self_p, size, stride, self_t, result):
+    """aten::_reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride) -> Tensor(a)"""
+    # view, derivatives.yaml entry _reshape_alias
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._reshape_alias.default(self_t, size, stride)
+    else:
+        return None
+
+
+def _reshape_copy_default(self_p, size, self_t, result):
+    """aten::_reshape_copy(Tensor self, SymInt[] size) -> Tensor"""
+    # functional, derivatives.yaml entry _reshape_copy
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._reshape_copy.default(self_t, size)
+    else:
+        return None
+
+
+def fill_Tensor(self_p, value_p, self_t, value_t, result):
+    """aten::fill.Tensor(Tensor self, Tensor value) -> Tensor"""
+    # functional, derivatives.yaml entry fill.Tensor
+    # result: torch.fill(self_p, value_t)
+    if value_t is not None:
+        return torch.fill(self_p, value_t)
+    else:
+        return None
+
+
+def conv_tbc_default(self_p, weight_p, bias_p, pad, self_t, weight_t, bias_t, result):
+    """aten::conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor"""
+    # functional, derivatives.yaml entry conv_tbc
+    # result: torch.conv_tbc(self_t, weight_p, torch.zeros_like(bias_p), pad) + torch.conv_tbc(self_p, weight_t, torch.zeros_like(bias_p), pad) + bias_t
+    if self_t is not None and weight_t is not None and bias_t is not None:
+        return (
+            torch.conv_tbc(self_t, weight_p, torch.zeros_like(bias_p), pad)
+            + torch.conv_tbc(self_p, weight_t, torch.zeros_like(bias_p), pad)
+            + bias_t
+        )
+    elif self_t is not None and weight_t is not None:
+        return conform(
+            torch.conv_tbc(self_t, weight_p, torch.zeros_like(bias_p), pad)
+            + torch.conv_tbc(self_p, weight_t, torch.zeros_like(bias_p), pad),
+            result,
+        )
+    elif self_t is not None and bias_t is not None:
+        return conform(
+            torch.conv_tbc(self_t, weight_p, torch.zeros_like(bias_p), pad) + bias_t,
+            result,
+        )
+    elif weight_t is not None and bias_t is not None:
+        return conform(
+            torch.conv_tbc(self_p, weight_t, torch.zeros_like(bias_p), pad) + bias_t,
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            torch.conv_tbc(self_t, weight_p, torch.zeros_like(bias_p), pad), result
+        )
+    elif weight_t is not None:
+        return conform(
+            torch.conv_tbc(self_p, weight_t, torch.zeros_like(bias_p), pad), result
+        )
+    elif bias_t is not None:
+        return conform(bias_t, result)
+    else:
+        return None
+
+
+def _convolution_default(
+    input_p,
+    weight_p,
+    bias_p,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    benchmark,
+    deterministic,
+    cudnn_enabled,
+    allow_tf32,
+    input_t,
+    weight_t,
+    bias_t,
+    result,
+):
+    """aten::_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor"""
+    # functional, derivatives.yaml entry _convolution
+    # result: torch.ops.aten._convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32) + torch.ops.aten._convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32) + channel_view(bias_t, result.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        return (
+            torch.ops.aten._convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            )
+            + torch.ops.aten._convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            )
+            + channel_view(bias_t, result.dim())
+        )
+    elif input_t is not None and weight_t is not None:
+        return conform(
+            torch.ops.aten._convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            )
+            + torch.ops.aten._convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            ),
+            result,
+        )
+    elif input_t is not None and bias_t is not None:
+        return conform(
+            torch.ops.aten._convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            )
+            + channel_view(bias_t, result.dim()),
+            result,
+        )
+    elif weight_t is not None and bias_t is not None:
+        return conform(
+            torch.ops.aten._convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            )
+            + channel_view(bias_t, result.dim()),
+            result,
+        )
+    elif input_t is not None:
+        return conform(
+            torch.ops.aten._convolution(
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            torch.ops.aten._convolution(
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                benchmark,
+                deterministic,
+                cudnn_enabled,
+                allow_tf32,
+            ),
+            result,
+        )
+    elif bias_t is not None:
+        return conform(channel_view(bias_t, result.dim()), result)
+    else:
+        return None
+
+
+def _unsafe_index_Tensor(self_p, indices_p, self_t, result):
+    """aten::_unsafe_index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
+    # functional, derivatives.yaml entry _unsafe_index.Tensor
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._unsafe_index.Tensor(self_t, indices_p)
+    else:
+        return None
+
+
+def _unsafe_index_put_default(
+    self_p, indices_p, values_p, accumulate, self_t, values_t, result
+):
+    """aten::_unsafe_index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
+    # functional, derivatives.yaml entry _unsafe_index_put
+    # result: torch.ops.aten._unsafe_index_put(self_t, indices_p, values_t, accumulate)
+    if self_t is not None and values_t is not None:
+        return torch.ops.aten._unsafe_index_put(self_t, indices_p, values_t, accumulate)
+    elif self_t is not None:
+        return torch.ops.aten._unsafe_index_put(
+            self_t, indices_p, torch.zeros_like(values_p), accumulate
+        )
+    elif values_t is not None:
+        return torch.ops.aten._unsafe_index_put(
+            torch.zeros_like(self_p), indices_p, values_t, accumulate
+        )
+    else:
+        return None
+
+
+def _index_put_impl__default(
+    self_p, indices_p, values_p, accumulate, unsafe, self_t, values_t, result
+):
+    """aten::_index_put_impl_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False, bool unsafe=False) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry _index_put_impl_
+    # result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
+    if self_t is not None and values_t is not None:
+        return torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
+    elif self_t is not None:
+        return torch.ops.aten.index_put.default(
+            self_t, indices_p, torch.zeros_like(values_p), accumulate
+        )
+    elif values_t is not None:
+        return conform(
+            torch.ops.aten.index_put.default(
+                torch.zeros_like(self_p), indices_p, values_t, accumulate
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def polygamma__default(self_p, n, self_t, result):
+    """aten::polygamma_(Tensor(a!) self, int n) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry polygamma_
+    # formulas from polygamma; self_p is self before the update
+    # result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
+    if self_t is not None:
+        return self_t * torch.polygamma(n + 1, self_p)
+    else:
+        return None
+
+
+def norm_ScalarOpt_dtype(self_p, p, dtype, self_t, result):
+    """aten::norm.ScalarOpt_dtype(Tensor self, Scalar? p, *, ScalarType dtype) -> Tensor"""
+    # functional, derivatives.yaml entry norm.ScalarOpt_dtype
+    # result: vector_norm_tangent(self_t, self_p, p, None, False, result)
+    if self_t is not None:
+        return vector_norm_tangent(self_t, self_p, p, None, False, result)
+    else:
+        return None
+
+
+def norm_ScalarOpt_dim_dtype(self_p, p, dim, keepdim, dtype, self_t, result):
+    """aten::norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor"""
+    # functional, derivatives.yaml entry norm.ScalarOpt_dim_dtype
+    # result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
+    if self_t is not None:
+        return vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
+    else:
+        return None
+
+
+def soft_margin_loss_default(self_p, target_p, reduction, self_t, result):
+    """aten::soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    # functional, derivatives.yaml entry soft_margin_loss
+    # result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction)
+    if self_t is not None:
+        return apply_loss_reduction(
+            -torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction
+        )
+    else:
+        return None
+
+
+def multilabel_margin_loss_forward_default(
+    self_p, target_p, reduction, self_t, output, is_target
+):
+    """aten::multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction) -> (Tensor output, Tensor is_target)"""
+    # functional, derivatives.yaml entry multilabel_margin_loss_forward
+    # output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target) * self_t).sum(-1), reduction)
+    if self_t is not None:
+        output_t = apply_loss_reduction(
+            (
+                torch.ops.aten.multilabel_margin_loss_backward(
+                    torch.ones_like(self_p.select(-1, 0)),
+                    self_p,
+                    target_p,
+                    0,
+                    is_target,
+                )
+                * self_t
+            ).sum(-1),
+            reduction,
+        )
+    else:
+        output_t = None
+    return output_t, None
+
+
+def _fused_rms_norm_default(
+    input_p, normalized_shape, weight_p, eps, input_t, weight_t, result0, result1
+):
+    """aten::_fused_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _fused_rms_norm
+    # result0: ((input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()) if weight_p is None else (input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()) * weight_p) + input_p * result1 * weight_t
+    if input_t is not None and weight_t is not None:
+        result0_t = (
+            input_t * result1
+            - input_p
+            * result1.pow(3)
+            * (input_p * input_t).sum_to_size(result1.shape)
+            / input_p.new_ones(normalized_shape).sum()
+            if weight_p is None
+            else (
+                input_t * result1
+                - input_p
+                * result1.pow(3)
+                * (input_p * input_t).sum_to_size(result1.shape)
+                / input_p.new_ones(normalized_shape).sum()
+            )
+            * weight_p
+        ) + input_p * result1 * weight_t
+    elif input_t is not None:
+        result0_t = conform(
+            (
+                input_t * result1
+                - input_p
+                * result1.pow(3)
+                * (input_p * input_t).sum_to_size(result1.shape)
+                / input_p.new_ones(normalized_shape).sum()
+                if weight_p is None
+                else (
+                    input_t * result1
+                    - input_p
+                    * result1.pow(3)
+                    * (input_p * input_t).sum_to_size(result1.shape)
+                    / input_p.new_ones(normalized_shape).sum()
+                )
+                * weight_p
+            ),
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(input_p * result1 * weight_t, result0)
+    else:
+        result0_t = None
+    # result1: -result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()
+    if input_t is not None:
+        result1_t = (
+            -result1.pow(3)
+            * (input_p * input_t).sum_to_size(result1.shape)
+            / input_p.new_ones(normalized_shape).sum()
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def slice_inverse_default(self_p, src_p, dim, start, end, step, self_t, src_t, result):
+    """aten::slice_inverse(Tensor(a) self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    # view, derivatives.yaml entry slice_inverse
+    # result: auto_linear
+    if self_t is not None and src_t is not None:
+        return torch.ops.aten.slice_inverse.default(
+            self_t, src_t, dim, start, end, step
+        )
+    elif self_t is not None:
+        return torch.ops.aten.slice_inverse.default(
+            self_t, torch.zeros_like(src_p), dim, start, end, step
+        )
+    elif src_t is not None:
+        return torch.ops.aten.slice_inverse.default(
+            torch.zeros_like(self_p), src_t, dim, start, end, step
+        )
+    else:
+        return None
+
+
+def _upsample_bicubic2d_aa_default(
+    self_p, output_size, align_corners, scales_h, scales_w, self_t, result
+):
+    """aten::_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_bicubic2d_aa
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._upsample_bicubic2d_aa.default(
+            self_t, output_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_lanczos2d_aa_default(
+    self_p, output_size, align_corners, scales_h, scales_w, self_t, result
+):
+    """aten::_upsample_lanczos2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_lanczos2d_aa
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._upsample_lanczos2d_aa.default(
+            self_t, output_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_bicubic2d_aa_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::_upsample_bicubic2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_bicubic2d_aa_backward
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten._upsample_bicubic2d_aa_backward.default(
+            grad_output_t, output_size, input_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def _upsample_lanczos2d_aa_backward_default(
+    grad_output_p,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    grad_output_t,
+    result,
+):
+    """aten::_upsample_lanczos2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_lanczos2d_aa_backward
+    # result: auto_linear
+    if grad_output_t is not None:
+        return torch.ops.aten._upsample_lanczos2d_aa_backward.default(
+            grad_output_t, output_size, input_size, align_corners, scales_h, scales_w
+        )
+    else:
+        return None
+
+
+def normal_Tensor_float(mean_p, std, generator, mean_t, result):
+    """aten::normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry normal.Tensor_float
+    # result: auto_element_wise, from mean: grad
+    if mean_t is not None:
+        return mean_t
+    else:
+        return None
+
+
+def normal_float_Tensor(mean, std_p, generator, std_t, result):
+    """aten::normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry normal.float_Tensor
+    # result: std_t * torch.where(std_p == 0, torch.zeros_like(result), (result - mean) / std_p)
+    if std_t is not None:
+        return std_t * torch.where(
+            std_p == 0, torch.zeros_like(result), (result - mean) / std_p
+        )
+    else:
+        return None
+
+
+def normal_Tensor_Tensor(mean_p, std_p, generator, mean_t, std_t, result):
+    """aten::normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry normal.Tensor_Tensor
+    # result: mean_t + std_t * torch.where(std_p == 0, torch.zeros_like(result), (result - mean_p) / std_p)
+    if mean_t is not None and std_t is not None:
+        return mean_t + std_t * torch.where(
+            std_p == 0, torch.zeros_like(result), (result - mean_p) / std_p
+        )
+    elif mean_t is not None:
+        return conform(mean_t, result)
+    elif std_t is not None:
+        return conform(
+            std_t
+            * torch.where(
+                std_p == 0, torch.zeros_like(result), (result - mean_p) / std_p
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def poisson_default(self_p, generator, self_t, result):
+    """aten::poisson(Tensor self, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry poisson
+    # result: auto_element_wise, from self: torch.zeros_like(grad)
+    if self_t is not None:
+        return torch.zeros_like(self_t.conj()).conj()
+    else:
+        return None
+
+
+def _foreach_norm_Scalar(self_p, ord, dtype, self_t, result):
+    """aten::_foreach_norm.Scalar(Tensor[] self, Scalar ord=2, ScalarType? dtype=None) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_norm.Scalar
+    # result: foreach_norm_tangents(self_t, self_p, ord, result)
+    if self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return foreach_norm_tangents(self_t, self_p, ord, result)
+    else:
+        return None
+
+
+def _foreach_minimum_Scalar(self_p, scalar, self_t, result):
+    """aten::_foreach_minimum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_minimum.Scalar
+    # result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_sub.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.Scalar(self_p, scalar)), 1), -0.5))
+    if self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return torch.ops.aten._foreach_mul.List(
+            self_t,
+            torch.ops.aten._foreach_mul.Scalar(
+                torch.ops.aten._foreach_sub.Scalar(
+                    torch.ops.aten._foreach_sign(
+                        torch.ops.aten._foreach_sub.Scalar(self_p, scalar)
+                    ),
+                    1,
+                ),
+                -0.5,
+            ),
+        )
+    else:
+        return None
+
+
+def _foreach_maximum_Scalar(self_p, scalar, self_t, result):
+    """aten::_foreach_maximum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_maximum.Scalar
+    # result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_add.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.Scalar(self_p, scalar)), 1), 0.5))
+    if self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return torch.ops.aten._foreach_mul.List(
+            self_t,
+            torch.ops.aten._foreach_mul.Scalar(
+                torch.ops.aten._foreach_add.Scalar(
+                    torch.ops.aten._foreach_sign(
+                        torch.ops.aten._foreach_sub.Scalar(self_p, scalar)
+                    ),
+                    1,
+                ),
+                0.5,
+            ),
+        )
+    else:
+        return None
+
+
+def _foreach_div_List(self_p, other_p, self_t, other_t, result):
+    """aten::_foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_div.List
+    # result: torch.ops.aten.unflatten_dense_tensors((torch.ops.aten.flatten_dense_tensors(self_t) - torch.ops.aten.flatten_dense_tensors(other_t) * torch.ops.aten.flatten_dense_tensors(result)) / torch.ops.aten.flatten_dense_tensors(other_p), result)
+    if self_t is not None and other_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        other_t = fill_absent(other_t, other_p)
+        return torch.ops.aten.unflatten_dense_tensors(
+            (
+                torch.ops.aten.flatten_dense_tensors(self_t)
+                - torch.ops.aten.flatten_dense_tensors(other_t)
+                * torch.ops.aten.flatten_dense_tensors(result)
+            )
+            / torch.ops.aten.flatten_dense_tensors(other_p),
+            result,
+        )
+    elif self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return torch.ops.aten.unflatten_dense_tensors(
+            torch.ops.aten.flatten_dense_tensors(self_t)
+            / torch.ops.aten.flatten_dense_tensors(other_p),
+            result,
+        )
+    elif other_t is not None:
+        other_t = fill_absent(other_t, other_p)
+        return torch.ops.aten.unflatten_dense_tensors(
+            -(
+                torch.ops.aten.flatten_dense_tensors(other_t)
+                * torch.ops.aten.flatten_dense_tensors(result)
+            )
+            / torch.ops.aten.flatten_dense_tensors(other_p),
+            result,
+        )
+    else:
+        return None
+
+
+def _foreach_pow_List(self_p, exponent_p, self_t, exponent_t, result):
+    """aten::_foreach_pow.List(Tensor[] self, Tensor[] exponent) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_pow.List
+    # result: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(self_t) * pow_self_derivative(torch.ops.aten.flatten_dense_tensors(self_p), torch.ops.aten.flatten_dense_tensors(exponent_p)) + torch.ops.aten.flatten_dense_tensors(exponent_t) * pow_exponent_derivative(torch.ops.aten.flatten_dense_tensors(self_p), torch.ops.aten.flatten_dense_tensors(exponent_p), torch.ops.aten.flatten_dense_tensors(result)), result)
+    if self_t is not None and exponent_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        exponent_t = fill_absent(exponent_t, exponent_p)
+        return torch.ops.aten.unflatten_dense_tensors(
+            torch.ops.aten.flatten_dense_tensors(self_t)
+            * pow_self_derivative(
+                torch.ops.aten.flatten_dense_tensors(self_p),
+                torch.ops.aten.flatten_dense_tensors(exponent_p),
+            )
+            + torch.ops.aten.flatten_dense_tensors(exponent_t)
+            * pow_exponent_derivative(
+                torch.ops.aten.flatten_dense_tensors(self_p),
+                torch.ops.aten.flatten_dense_tensors(exponent_p),
+                torch.ops.aten.flatten_dense_tensors(result),
+            ),
+            result,
+        )
+    elif self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return torch.ops.aten.unflatten_dense_tensors(
+            torch.ops.aten.flatten_dense_tensors(self_t)
+            * pow_self_derivative(
+                torch.ops.aten.flatten_dense_tensors(self_p),
+                torch.ops.aten.flatten_dense_tensors(exponent_p),
+            ),
+            result,
+        )
+    elif exponent_t is not None:
+        exponent_t = fill_absent(exponent_t, exponent_p)
+        return torch.ops.aten.unflatten_dense_tensors(
+            torch.ops.aten.flatten_dense_tensors(exponent_t)
+            * pow_exponent_derivative(
+                torch.ops.aten.flatten_dense_tensors(self_p),
+                torch.ops.aten.flatten_dense_tensors(exponent_p),
+                torch.ops.aten.flatten_dense_tensors(result),
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def _foreach_minimum_ScalarList(self_p, scalars, self_t, result):
+    """aten::_foreach_minimum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_minimum.ScalarList
+    # result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_sub.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.ScalarList(self_p, scalars)), 1), -0.5))
+    if self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return torch.ops.aten._foreach_mul.List(
+            self_t,
+            torch.ops.aten._foreach_mul.Scalar(
+                torch.ops.aten._foreach_sub.Scalar(
+                    torch.ops.aten._foreach_sign(
+                        torch.ops.aten._foreach_sub.ScalarList(self_p, scalars)
+                    ),
+                    1,
+                ),
+                -0.5,
+            ),
+        )
+    else:
+        return None
+
+
+def _foreach_maximum_ScalarList(self_p, scalars, self_t, result):
+    """aten::_foreach_maximum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_maximum.ScalarList
+    # result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_add.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.ScalarList(self_p, scalars)), 1), 0.5))
+    if self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return torch.ops.aten._foreach_mul.List(
+            self_t,
+            torch.ops.aten._foreach_mul.Scalar(
+                torch.ops.aten._foreach_add.Scalar(
+                    torch.ops.aten._foreach_sign(
+                        torch.ops.aten._foreach_sub.ScalarList(self_p, scalars)
+                    ),
+                    1,
+                ),
+                0.5,
+            ),
+        )
+    else:
+        return None
+
+
+def _foreach_pow_ScalarList(self_p, exponent, self_t, result):
+    """aten::_foreach_pow.ScalarList(Tensor[] self, Scalar[] exponent) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_pow.ScalarList
+    # result: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(self_t) * pow_self_derivative(torch.ops.aten.flatten_dense_tensors(self_p), torch.ops.aten.flatten_dense_tensors(torch.ops.aten._foreach_mul.ScalarList(torch.ops.aten._foreach_pow.Scalar(self_p, 0), exponent))), result)
+    if self_t is not None:
+        self_t = fill_absent(self_t, self_p)
+        return torch.ops.aten.unflatten_dense_tensors(
+            torch.ops.aten.flatten_dense_tensors(self_t)
+            * pow_self_derivative(
+                torch.ops.aten.flatten_dense_tensors(self_p),
+                torch.ops.aten.flatten_dense_tensors(
+                    torch.ops.aten._foreach_mul.ScalarList(
+                        torch.ops.aten._foreach_pow.Scalar(self_p, 0), exponent
+                    )
+                ),
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def _scaled_dot_product_flash_attention_for_cpu_default(
+    query_p,
+    key_p,
+    value_p,
+    dropout_p,
+    is_causal,
+    attn_mask_p,
+    scale,
+    query_t,
+    key_t,
+    value_t,
+    attn_mask_t,
+    output,
+    logsumexp,
+):
+    """aten::_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu
+    # output: flash_attention_tangent(0, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
+    if (
+        query_t is not None
+        and key_t is not None
+        and value_t is not None
+        and attn_mask_t is not None
+    ):
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            key_t,
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and key_t is not None and value_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            key_t,
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and key_t is not None and attn_mask_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and value_t is not None and attn_mask_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None and value_t is not None and attn_mask_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and key_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and value_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and attn_mask_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None and value_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None and attn_mask_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif value_t is not None and attn_mask_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif value_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif attn_mask_t is not None:
+        output_t = flash_attention_tangent(
+            0,
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        output_t = None
+    # logsumexp: flash_attention_tangent(1, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
+    if (
+        query_t is not None
+        and key_t is not None
+        and value_t is not None
+        and attn_mask_t is not None
+    ):
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            key_t,
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and key_t is not None and value_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            key_t,
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and key_t is not None and attn_mask_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and value_t is not None and attn_mask_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None and value_t is not None and attn_mask_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and key_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and value_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None and attn_mask_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None and value_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None and attn_mask_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif value_t is not None and attn_mask_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif query_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif key_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif value_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif attn_mask_t is not None:
+        logsumexp_t = flash_attention_tangent(
+            1,
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_mask_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_mask_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        logsumexp_t = None
+    return output_t, logsumexp_t
+
+
+def _scaled_dot_product_flash_attention_for_cpu_backward_default(
+    grad_out_p,
+    query_p,
+    key_p,
+    value_p,
+    out_p,
+    logsumexp_p,
+    dropout_p,
+    is_causal,
+    attn_mask_p,
+    scale,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    attn_mask_t,
+    grad_query,
+    grad_key,
+    grad_value,
+):
+    """aten::_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu_backward
+    # grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
+    if attn_mask_t is not None:
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+        )
+        grad_query_t = flash_attention_backward_tangent(
+            0,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_mask_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_mask_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif attn_mask_t is None and (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+        )
+        grad_query_t = flash_attention_backward_tangent(
+            0,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_mask_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        grad_query_t = None
+    # grad_key: flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
+    if attn_mask_t is not None:
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+        )
+        grad_key_t = flash_attention_backward_tangent(
+            1,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_mask_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_mask_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif attn_mask_t is None and (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+        )
+        grad_key_t = flash_attention_backward_tangent(
+            1,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_mask_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        grad_key_t = None
+    # grad_value: flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
+    if attn_mask_t is not None:
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+        )
+        grad_value_t = flash_attention_backward_tangent(
+            2,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_mask_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_mask_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    elif attn_mask_t is None and (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+        )
+        grad_value_t = flash_attention_backward_tangent(
+            2,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_mask_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        grad_value_t = None
+    return grad_query_t, grad_key_t, grad_value_t
+
+
+def _native_multi_head_attention_default(
+    query_p,
+    key_p,
+    value_p,
+    embed_dim,
+    num_head,
+    qkv_weight_p,
+    qkv_bias_p,
+    proj_weight_p,
+    proj_bias_p,
+    mask_p,
+    need_weights,
+    average_attn_weights,
+    mask_type,
+    query_t,
+    key_t,
+    value_t,
+    qkv_weight_t,
+    qkv_bias_t,
+    proj_weight_t,
+    proj_bias_t,
+    result0,
+    result1,
+):
+    """aten::_native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, bool need_weights=True, bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _native_multi_head_attention
+    # result0: native_multi_head_attention_tangent(0, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type)
+    if (
+        key_t is not None
+        or proj_bias_t is not None
+        or proj_weight_t is not None
+        or qkv_bias_t is not None
+        or qkv_weight_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        qkv_weight_t = (
+            torch.zeros_like(qkv_weight_p) if qkv_weight_t is None else qkv_weight_t
+        )
+        qkv_bias_t = torch.zeros_like(qkv_bias_p) if qkv_bias_t is None else qkv_bias_t
+        proj_weight_t = (
+            torch.zeros_like(proj_weight_p) if proj_weight_t is None else proj_weight_t
+        )
+        proj_bias_t = (
+            torch.zeros_like(proj_bias_p) if proj_bias_t is None else proj_bias_t
+        )
+        result0_t = native_multi_head_attention_tangent(
+            0,
+            query_t,
+            key_t,
+            value_t,
+            qkv_weight_t,
+            qkv_bias_t,
+            proj_weight_t,
+            proj_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            embed_dim,
+            num_head,
+            qkv_weight_p,
+            qkv_bias_p,
+            proj_weight_p,
+            proj_bias_p,
+            mask_p,
+            need_weights,
+            average_attn_weights,
+            mask_type,
+        )
+    else:
+        result0_t = None
+    # result1: native_multi_head_attention_tangent(1, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type)
+    if (
+        key_t is not None
+        or proj_bias_t is not None
+        or proj_weight_t is not None
+        or qkv_bias_t is not None
+        or qkv_weight_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        query_t = torch.zeros_like(query_p) if query_t is None else query_t
+        key_t = torch.zeros_like(key_p) if key_t is None else key_t
+        value_t = torch.zeros_like(value_p) if value_t is None else value_t
+        qkv_weight_t = (
+            torch.zeros_like(qkv_weight_p) if qkv_weight_t is None else qkv_weight_t
+        )
+        qkv_bias_t = torch.zeros_like(qkv_bias_p) if qkv_bias_t is None else qkv_bias_t
+        proj_weight_t = (
+            torch.zeros_like(proj_weight_p) if proj_weight_t is None else proj_weight_t
+        )
+        proj_bias_t = (
+            torch.zeros_like(proj_bias_p) if proj_bias_t is None else proj_bias_t
+        )
+        result1_t = native_multi_head_attention_tangent(
+            1,
+            query_t,
+            key_t,
+            value_t,
+            qkv_weight_t,
+            qkv_bias_t,
+            proj_weight_t,
+            proj_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            embed_dim,
+            num_head,
+            qkv_weight_p,
+            qkv_bias_p,
+            proj_weight_p,
+            proj_bias_p,
+            mask_p,
+            need_weights,
+            average_attn_weights,
+            mask_type,
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def _transformer_encoder_layer_fwd_default(
+    src_p,
+    embed_dim,
+    num_heads,
+    qkv_weight_p,
+    qkv_bias_p,
+    proj_weight_p,
+    proj_bias_p,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1_p,
+    norm_bias_1_p,
+    norm_weight_2_p,
+    norm_bias_2_p,
+    ffn_weight_1_p,
+    ffn_bias_1_p,
+    ffn_weight_2_p,
+    ffn_bias_2_p,
+    mask_p,
+    mask_type,
+    src_t,
+    qkv_weight_t,
+    qkv_bias_t,
+    proj_weight_t,
+    proj_bias_t,
+    norm_weight_1_t,
+    norm_bias_1_t,
+    norm_weight_2_t,
+    norm_bias_2_t,
+    ffn_weight_1_t,
+    ffn_bias_1_t,
+    ffn_weight_2_t,
+    ffn_bias_2_t,
+    result,
+):
+    """aten::_transformer_encoder_layer_fwd(Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor? mask=None, int? mask_type=None) -> Tensor"""
+    # functional, derivatives.yaml entry _transformer_encoder_layer_fwd
+    # result: transformer_encoder_layer_tangent(src_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, norm_weight_1_t, norm_bias_1_t, norm_weight_2_t, norm_bias_2_t, ffn_weight_1_t, ffn_bias_1_t, ffn_weight_2_t, ffn_bias_2_t, src_p, embed_dim, num_heads, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, use_gelu, norm_first, eps, norm_weight_1_p, norm_bias_1_p, norm_weight_2_p, norm_bias_2_p, ffn_weight_1_p, ffn_bias_1_p, ffn_weight_2_p, ffn_bias_2_p, mask_p, mask_type)
+    if (
+        ffn_bias_1_t is not None
+        or ffn_bias_2_t is not None
+        or ffn_weight_1_t is not None
+        or ffn_weight_2_t is not None
+        or norm_bias_1_t is not None
+        or norm_bias_2_t is not None
+        or norm_weight_1_t is not None
+        or norm_weight_2_t is not None
+        or proj_bias_t is not None
+        or proj_weight_t is not None
+        or qkv_bias_t is not None
+        or qkv_weight_t is not None
+        or src_t is not None
+    ):
+        src_t = torch.zeros_like(src_p) if src_t is None else src_t
+        qkv_weight_t = (
+            torch.zeros_like(qkv_weight_p) if qkv_weight_t is None else qkv_weight_t
+        )
+        qkv_bias_t = torch.zeros_like(qkv_bias_p) if qkv_bias_t is None else qkv_bias_t
+        proj_weight_t = (
+            torch.zeros_like(proj_weight_p) if proj_weight_t is None else proj_weight_t
+        )
+        proj_bias_t = (
+            torch.zeros_like(proj_bias_p) if proj_bias_t is None else proj_bias_t
+        )
+        norm_weight_1_t = (
+            torch.zeros_like(norm_weight_1_p)
+            if norm_weight_1_t is None
+            else norm_weight_1_t
+        )
+        norm_bias_1_t = (
+            torch.zeros_like(norm_bias_1_p) if norm_bias_1_t is None else norm_bias_1_t
+        )
+        norm_weight_2_t = (
+            torch.zeros_like(norm_weight_2_p)
+            if norm_weight_2_t is None
+            else norm_weight_2_t
+        )
+        norm_bias_2_t = (
+            torch.zeros_like(norm_bias_2_p) if norm_bias_2_t is None else norm_bias_2_t
+        )
+        ffn_weight_1_t = (
+            torch.zeros_like(ffn_weight_1_p)
+            if ffn_weight_1_t is None
+            else ffn_weight_1_t
+        )
+        ffn_bias_1_t = (
+            torch.zeros_like(ffn_bias_1_p) if ffn_bias_1_t is None else ffn_bias_1_t
+        )
+        ffn_weight_2_t = (
+            torch.zeros_like(ffn_weight_2_p)
+            if ffn_weight_2_t is None
+            else ffn_weight_2_t
+        )
+        ffn_bias_2_t = (
+            torch.zeros_like(ffn_bias_2_p) if ffn_bias_2_t is None else ffn_bias_2_t
+        )
+        return transformer_encoder_layer_tangent(
+            src_t,
+            qkv_weight_t,
+            qkv_bias_t,
+            proj_weight_t,
+            proj_bias_t,
+            norm_weight_1_t,
+            norm_bias_1_t,
+            norm_weight_2_t,
+            norm_bias_2_t,
+            ffn_weight_1_t,
+            ffn_bias_1_t,
+            ffn_weight_2_t,
+            ffn_bias_2_t,
+            src_p,
+            embed_dim,
+            num_heads,
+            qkv_weight_p,
+            qkv_bias_p,
+            proj_weight_p,
+            proj_bias_p,
+            use_gelu,
+            norm_first,
+            eps,
+            norm_weight_1_p,
+            norm_bias_1_p,
+            norm_weight_2_p,
+            norm_bias_2_p,
+            ffn_weight_1_p,
+            ffn_bias_1_p,
+            ffn_weight_2_p,
+            ffn_bias_2_p,
+            mask_p,
+            mask_type,
+        )
+    else:
+        return None
+
+
+def mkldnn_rnn_layer_default(
+    input_p,
+    weight0_p,
+    weight1_p,
+    weight2_p,
+    weight3_p,
+    hx__p,
+    cx__p,
+    reverse,
+    batch_sizes,
+    mode,
+    hidden_size,
+    num_layers,
+    has_biases,
+    bidirectional,
+    batch_first,
+    train,
+    input_t,
+    weight0_t,
+    weight1_t,
+    weight2_t,
+    weight3_t,
+    hx__t,
+    cx__t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::mkldnn_rnn_layer(Tensor input, Tensor weight0, Tensor weight1, Tensor weight2, Tensor weight3, Tensor hx_, Tensor cx_, bool reverse, int[] batch_sizes, int mode, int hidden_size, int num_layers, bool has_biases, bool bidirectional, bool batch_first, bool train) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry mkldnn_rnn_layer
+    # result0: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[0]
+    if (
+        cx__t is not None
+        or hx__t is not None
+        or input_t is not None
+        or weight0_t is not None
+        or weight1_t is not None
+        or weight2_t is not None
+        or weight3_t is not None
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight0_t = torch.zeros_like(weight0_p) if weight0_t is None else weight0_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
+        result0_t = lstm_layer_tangents(
+            input_t,
+            weight0_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            hx__t,
+            cx__t,
+            input_p,
+            weight0_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            hx__p,
+            cx__p,
+            result0,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    else:
+        result0_t = None
+    # result1: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[1]
+    if (
+        cx__t is not None
+        or hx__t is not None
+        or input_t is not None
+        or weight0_t is not None
+        or weight1_t is not None
+        or weight2_t is not None
+        or weight3_t is not None
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight0_t = torch.zeros_like(weight0_p) if weight0_t is None else weight0_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
+        result1_t = lstm_layer_tangents(
+            input_t,
+            weight0_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            hx__t,
+            cx__t,
+            input_p,
+            weight0_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            hx__p,
+            cx__p,
+            result0,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    else:
+        result1_t = None
+    # result2: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[2]
+    if (
+        cx__t is not None
+        or hx__t is not None
+        or input_t is not None
+        or weight0_t is not None
+        or weight1_t is not None
+        or weight2_t is not None
+        or weight3_t is not None
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight0_t = torch.zeros_like(weight0_p) if weight0_t is None else weight0_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
+        result2_t = lstm_layer_tangents(
+            input_t,
+            weight0_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            hx__t,
+            cx__t,
+            input_p,
+            weight0_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            hx__p,
+            cx__p,
+            result0,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t, None
+
+
+def mkldnn_rnn_layer_backward_default(
+    input_p,
+    weight1_p,
+    weight2_p,
+    weight3_p,
+    weight4_p,
+    hx__p,
+    cx_tmp_p,
+    output_p,
+    hy__p,
+    cy__p,
+    grad_output_p,
+    grad_hy_p,
+    grad_cy_p,
+    reverse,
+    mode,
+    hidden_size,
+    num_layers,
+    has_biases,
+    train,
+    bidirectional,
+    batch_sizes,
+    batch_first,
+    workspace_p,
+    input_t,
+    weight1_t,
+    weight2_t,
+    weight3_t,
+    weight4_t,
+    hx__t,
+    cx_tmp_t,
+    grad_output_t,
+    grad_hy_t,
+    grad_cy_t,
+    result0,
+    result1,
+    result2,
+    result3,
+    result4,
+    result5,
+    result6,
+):
+    """aten::mkldnn_rnn_layer_backward(Tensor input, Tensor weight1, Tensor weight2, Tensor weight3, Tensor weight4, Tensor hx_, Tensor cx_tmp, Tensor output, Tensor hy_, Tensor cy_, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, bool reverse, int mode, int hidden_size, int num_layers, bool has_biases, bool train, bool bidirectional, int[] batch_sizes, bool batch_first, Tensor workspace) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry mkldnn_rnn_layer_backward
+    # result0: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
+    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    elif (
+        grad_output_t is None
+        and grad_hy_t is None
+        and grad_cy_t is None
+        and (
+            cx_tmp_t is not None
+            or hx__t is not None
+            or input_t is not None
+            or weight1_t is not None
+            or weight2_t is not None
+            or weight3_t is not None
+            or weight4_t is not None
+        )
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result0_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[0]
+    else:
+        result0_t = None
+    # result1: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
+    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    elif (
+        grad_output_t is None
+        and grad_hy_t is None
+        and grad_cy_t is None
+        and (
+            cx_tmp_t is not None
+            or hx__t is not None
+            or input_t is not None
+            or weight1_t is not None
+            or weight2_t is not None
+            or weight3_t is not None
+            or weight4_t is not None
+        )
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result1_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[1]
+    else:
+        result1_t = None
+    # result2: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
+    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    elif (
+        grad_output_t is None
+        and grad_hy_t is None
+        and grad_cy_t is None
+        and (
+            cx_tmp_t is not None
+            or hx__t is not None
+            or input_t is not None
+            or weight1_t is not None
+            or weight2_t is not None
+            or weight3_t is not None
+            or weight4_t is not None
+        )
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result2_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[2]
+    else:
+        result2_t = None
+    # result3: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
+    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    elif (
+        grad_output_t is None
+        and grad_hy_t is None
+        and grad_cy_t is None
+        and (
+            cx_tmp_t is not None
+            or hx__t is not None
+            or input_t is not None
+            or weight1_t is not None
+            or weight2_t is not None
+            or weight3_t is not None
+            or weight4_t is not None
+        )
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result3_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[3]
+    else:
+        result3_t = None
+    # result4: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
+    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    elif (
+        grad_output_t is None
+        and grad_hy_t is None
+        and grad_cy_t is None
+        and (
+            cx_tmp_t is not None
+            or hx__t is not None
+            or input_t is not None
+            or weight1_t is not None
+            or weight2_t is not None
+            or weight3_t is not None
+            or weight4_t is not None
+        )
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result4_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[4]
+    else:
+        result4_t = None
+    # result5: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
+    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    elif (
+        grad_output_t is None
+        and grad_hy_t is None
+        and grad_cy_t is None
+        and (
+            cx_tmp_t is not None
+            or hx__t is not None
+            or input_t is not None
+            or weight1_t is not None
+            or weight2_t is not None
+            or weight3_t is not None
+            or weight4_t is not None
+        )
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result5_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[5]
+    else:
+        result5_t = None
+    # result6: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
+    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            grad_output_t,
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    elif (
+        grad_output_t is None
+        and grad_hy_t is None
+        and grad_cy_t is None
+        and (
+            cx_tmp_t is not None
+            or hx__t is not None
+            or input_t is not None
+            or weight1_t is not None
+            or weight2_t is not None
+            or weight3_t is not None
+            or weight4_t is not None
+        )
+    ):
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
+        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
+        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
+        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
+        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
+        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        result6_t = lstm_layer_backward_tangents(
+            input_t,
+            weight1_t,
+            weight2_t,
+            weight3_t,
+            weight4_t,
+            hx__t,
+            cx_tmp_t,
+            None if grad_output_p is None else torch.zeros_like(grad_output_p),
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            input_p,
+            weight1_p,
+            weight2_p,
+            weight3_p,
+            weight4_p,
+            hx__p,
+            cx_tmp_p,
+            output_p,
+            grad_output_p,
+            grad_hy_p,
+            grad_cy_p,
+            reverse,
+            mode,
+            has_biases,
+            batch_sizes,
+        )[6]
+    else:
+        result6_t = None
+    return result0_t, result1_t, result2_t, result3_t, result4_t, result5_t, result6_t
+
+
+def grid_sampler_2d_default(
+    input_p,
+    grid_p,
+    interpolation_mode,
+    padding_mode,
+    align_corners,
+    input_t,
+    grid_t,
+    result,
+):
+    """aten::grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    # functional, derivatives.yaml entry grid_sampler_2d
+    # result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+    if input_t is not None and grid_t is not None:
+        return torch.ops.aten.grid_sampler_2d(
+            input_t, grid_p, interpolation_mode, padding_mode, align_corners
+        ) + grid_sampler_grid_tangent(
+            input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+        )
+    elif input_t is not None:
+        return conform(
+            torch.ops.aten.grid_sampler_2d(
+                input_t, grid_p, interpolation_mode, padding_mode, align_corners
+            ),
+            result,
+        )
+    elif grid_t is not None:
+        return conform(
+            grid_sampler_grid_tangent(
+                input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def grid_sampler_3d_default(
+    input_p,
+    grid_p,
+    interpolation_mode,
+    padding_mode,
+    align_corners,
+    input_t,
+    grid_t,
+    result,
+):
+    """aten::grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    # functional, derivatives.yaml entry grid_sampler_3d
+    # result: torch.ops.aten.grid_sampler_3d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+    if input_t is not None and grid_t is not None:
+        return torch.ops.aten.grid_sampler_3d(
+            input_t, grid_p, interpolation_mode, padding_mode, align_corners
+        ) + grid_sampler_grid_tangent(
+            input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+        )
+    elif input_t is not None:
+        return conform(
+            torch.ops.aten.grid_sampler_3d(
+                input_t, grid_p, interpolation_mode, padding_mode, align_corners
+            ),
+            result,
+        )
+    elif grid_t is not None:
+        return conform(
+            grid_sampler_grid_tangent(
+                input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def grid_sampler_2d_backward_default(
+    grad_output_p,
+    input_p,
+    grid_p,
+    interpolation_mode,
+    padding_mode,
+    align_corners,
+    output_mask,
+    grad_output_t,
+    input_t,
+    grid_t,
+    result0,
+    result1,
+):
+    """aten::grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry grid_sampler_2d_backward
+    # result0: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+    if grad_output_t is not None and grid_t is not None:
+        result0_t = (
+            torch.ops.aten.grid_sampler_2d_backward(
+                grad_output_t,
+                input_p,
+                grid_p,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                [True, False],
+            )[0]
+            + grid_sampler_grid_tangent_adjoint(
+                grad_output_p,
+                input_p,
+                grid_p,
+                grid_t,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+            )
+            if result0 is not None
+            else None
+        )
+    elif grad_output_t is not None:
+        result0_t = conform(
+            (
+                torch.ops.aten.grid_sampler_2d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [True, False],
+                )[0]
+                if result0 is not None
+                else None
+            ),
+            result0,
+        )
+    elif grid_t is not None:
+        result0_t = conform(
+            (
+                grid_sampler_grid_tangent_adjoint(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result0 is not None
+                else None
+            ),
+            result0,
+        )
+    else:
+        result0_t = None
+    # result1: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_2d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+    if grad_output_t is not None and input_t is not None and grid_t is not None:
+        result1_t = (
+            torch.ops.aten.grid_sampler_2d_backward(
+                grad_output_t,
+                input_p,
+                grid_p,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                [False, True],
+            )[1]
+            + torch.ops.aten.grid_sampler_2d_backward(
+                grad_output_p,
+                input_t,
+                grid_p,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                [False, True],
+            )[1]
+            + grid_sampler_grid_second(
+                grad_output_p,
+                input_p,
+                grid_p,
+                grid_t,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+            )
+            if result1 is not None
+            else None
+        )
+    elif grad_output_t is not None and input_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_2d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                + torch.ops.aten.grid_sampler_2d_backward(
+                    grad_output_p,
+                    input_t,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif grad_output_t is not None and grid_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_2d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                + grid_sampler_grid_second(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif input_t is not None and grid_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_2d_backward(
+                    grad_output_p,
+                    input_t,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                + grid_sampler_grid_second(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif grad_output_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_2d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif input_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_2d_backward(
+                    grad_output_p,
+                    input_t,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif grid_t is not None:
+        result1_t = conform(
+            (
+                grid_sampler_grid_second(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def grid_sampler_3d_backward_default(
+    grad_output_p,
+    input_p,
+    grid_p,
+    interpolation_mode,
+    padding_mode,
+    align_corners,
+    output_mask,
+    grad_output_t,
+    input_t,
+    grid_t,
+    result0,
+    result1,
+):
+    """aten::grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry grid_sampler_3d_backward
+    # result0: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+    if grad_output_t is not None and grid_t is not None:
+        result0_t = (
+            torch.ops.aten.grid_sampler_3d_backward(
+                grad_output_t,
+                input_p,
+                grid_p,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                [True, False],
+            )[0]
+            + grid_sampler_grid_tangent_adjoint(
+                grad_output_p,
+                input_p,
+                grid_p,
+                grid_t,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+            )
+            if result0 is not None
+            else None
+        )
+    elif grad_output_t is not None:
+        result0_t = conform(
+            (
+                torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [True, False],
+                )[0]
+                if result0 is not None
+                else None
+            ),
+            result0,
+        )
+    elif grid_t is not None:
+        result0_t = conform(
+            (
+                grid_sampler_grid_tangent_adjoint(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result0 is not None
+                else None
+            ),
+            result0,
+        )
+    else:
+        result0_t = None
+    # result1: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_3d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+    if grad_output_t is not None and input_t is not None and grid_t is not None:
+        result1_t = (
+            torch.ops.aten.grid_sampler_3d_backward(
+                grad_output_t,
+                input_p,
+                grid_p,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                [False, True],
+            )[1]
+            + torch.ops.aten.grid_sampler_3d_backward(
+                grad_output_p,
+                input_t,
+                grid_p,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+                [False, True],
+            )[1]
+            + grid_sampler_grid_second(
+                grad_output_p,
+                input_p,
+                grid_p,
+                grid_t,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
+            )
+            if result1 is not None
+            else None
+        )
+    elif grad_output_t is not None and input_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                + torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output_p,
+                    input_t,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif grad_output_t is not None and grid_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                + grid_sampler_grid_second(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif input_t is not None and grid_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output_p,
+                    input_t,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                + grid_sampler_grid_second(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif grad_output_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output_t,
+                    input_p,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif input_t is not None:
+        result1_t = conform(
+            (
+                torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output_p,
+                    input_t,
+                    grid_p,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                    [False, True],
+                )[1]
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    elif grid_t is not None:
+        result1_t = conform(
+            (
+                grid_sampler_grid_second(
+                    grad_output_p,
+                    input_p,
+                    grid_p,
+                    grid_t,
+                    interpolation_mode,
+                    padding_mode,
+                    align_corners,
+                )
+                if result1 is not None
+                else None
+            ),
+            result1,
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def affine_grid_generator_default(theta_p, size, align_corners, theta_t, result):
+    """aten::affine_grid_generator(Tensor theta, SymInt[] size, bool align_corners) -> Tensor"""
+    # functional, derivatives.yaml entry affine_grid_generator
+    # result: auto_linear
+    if theta_t is not None:
+        return torch.ops.aten.affine_grid_generator.default(
+            theta_t, size, align_corners
+        )
+    else:
+        return None
+
+
+def _cdist_forward_default(x1_p, x2_p, p, compute_mode, x1_t, x2_t, result):
+    """aten::_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor"""
+    # functional, derivatives.yaml entry _cdist_forward
+    # result: (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x1_t.unsqueeze(-2)).sum(-1) - (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x2_t.unsqueeze(-3)).sum(-1)
+    if x1_t is not None and x2_t is not None:
+        return (
+            cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result)
+            * x1_t.unsqueeze(-2)
+        ).sum(-1) - (
+            cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result)
+            * x2_t.unsqueeze(-3)
+        ).sum(
+            -1
+        )
+    elif x1_t is not None:
+        return conform(
+            (
+                cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result)
+                * x1_t.unsqueeze(-2)
+            ).sum(-1),
+            result,
+        )
+    elif x2_t is not None:
+        return conform(
+            -(
+                cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result)
+                * x2_t.unsqueeze(-3)
+            ).sum(-1),
+            result,
+        )
+    else:
+        return None
+
+
+def _euclidean_dist_default(x1_p, x2_p, x1_t, x2_t, result):
+    """aten::_euclidean_dist(Tensor x1, Tensor x2) -> Tensor"""
+    # functional, derivatives.yaml entry _euclidean_dist
+    # result: (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x1_t.unsqueeze(-2)).sum(-1) - (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x2_t.unsqueeze(-3)).sum(-1)
+    if x1_t is not None and x2_t is not None:
+        return (
+            cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result)
+            * x1_t.unsqueeze(-2)
+        ).sum(-1) - (
+            cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result)
+            * x2_t.unsqueeze(-3)
+        ).sum(
+            -1
+        )
+    elif x1_t is not None:
+        return conform(
+            (
+                cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result)
+                * x1_t.unsqueeze(-2)
+            ).sum(-1),
+            result,
+        )
+    elif x2_t is not None:
+        return conform(
+            -(
+                cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result)
+                * x2_t.unsqueeze(-3)
+            ).sum(-1),
+            result,
+        )
+    else:
+        return None
+
+
+def _ctc_loss_default(
+    log_probs_p,
+    targets_p,
+    input_lengths,
+    target_lengths,
+    blank,
+    zero_infinity,
+    log_probs_t,
+    result0,
+    result1,
+):
+    """aten::_ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _ctc_loss
+    # result0: (ctc_loss_log_probs_grad(torch.ones_like(result0), log_probs_p, targets_p, input_lengths, target_lengths, result0, result1, blank, zero_infinity) * log_probs_t).sum([0, 2])
+    if log_probs_t is not None:
+        result0_t = (
+            ctc_loss_log_probs_grad(
+                torch.ones_like(result0),
+                log_probs_p,
+                targets_p,
+                input_lengths,
+                target_lengths,
+                result0,
+                result1,
+                blank,
+                zero_infinity,
+            )
+            * log_probs_t
+        ).sum([0, 2])
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def _ctc_loss_Tensor(
+    log_probs_p,
+    targets_p,
+    input_lengths_p,
+    target_lengths_p,
+    blank,
+    zero_infinity,
+    log_probs_t,
+    result0,
+    result1,
+):
+    """aten::_ctc_loss.Tensor(Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _ctc_loss.Tensor
+    # result0: (ctc_loss_log_probs_grad(torch.ones_like(result0), log_probs_p, targets_p, input_lengths_p, target_lengths_p, result0, result1, blank, zero_infinity) * log_probs_t).sum([0, 2])
+    if log_probs_t is not None:
+        result0_t = (
+            ctc_loss_log_probs_grad(
+                torch.ones_like(result0),
+                log_probs_p,
+                targets_p,
+                input_lengths_p,
+                target_lengths_p,
+                result0,
+                result1,
+                blank,
+                zero_infinity,
+            )
+            * log_probs_t
+        ).sum([0, 2])
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def _embedding_bag_default(
+    weight_p,
+    indices_p,
+    offsets_p,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights_p,
+    include_last_offset,
+    padding_idx,
+    weight_t,
+    per_sample_weights_t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _embedding_bag
+    # result0: torch.where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), torch.zeros_like(result0)) if mode == 2 else torch.ops.aten._embedding_bag(weight_t, indices_p, offsets_p, False, mode, False, per_sample_weights_p, include_last_offset, padding_idx)[0] + torch.ops.aten._embedding_bag(weight_p, indices_p, offsets_p, False, mode, False, per_sample_weights_t, include_last_offset, padding_idx)[0]
+    if weight_t is not None and per_sample_weights_t is not None:
+        result0_t = (
+            torch.where(
+                (result2 > 0).unsqueeze(-1),
+                weight_t.gather(0, result3),
+                torch.zeros_like(result0),
+            )
+            if mode == 2
+            else torch.ops.aten._embedding_bag(
+                weight_t,
+                indices_p,
+                offsets_p,
+                False,
+                mode,
+                False,
+                per_sample_weights_p,
+                include_last_offset,
+                padding_idx,
+            )[0]
+            + torch.ops.aten._embedding_bag(
+                weight_p,
+                indices_p,
+                offsets_p,
+                False,
+                mode,
+                False,
+                per_sample_weights_t,
+                include_last_offset,
+                padding_idx,
+            )[0]
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            (
+                torch.where(
+                    (result2 > 0).unsqueeze(-1),
+                    weight_t.gather(0, result3),
+                    torch.zeros_like(result0),
+                )
+                if mode == 2
+                else torch.ops.aten._embedding_bag(
+                    weight_t,
+                    indices_p,
+                    offsets_p,
+                    False,
+                    mode,
+                    False,
+                    per_sample_weights_p,
+                    include_last_offset,
+                    padding_idx,
+                )[0]
+            ),
+            result0,
+        )
+    elif per_sample_weights_t is not None:
+        result0_t = conform(
+            (
+                torch.where(
+                    (result2 > 0).unsqueeze(-1),
+                    torch.zeros_like(weight_p).gather(0, result3),
+                    torch.zeros_like(result0),
+                )
+                if mode == 2
+                else torch.ops.aten._embedding_bag(
+                    torch.zeros_like(weight_p),
+                    indices_p,
+                    offsets_p,
+                    False,
+                    mode,
+                    False,
+                    per_sample_weights_p,
+                    include_last_offset,
+                    padding_idx,
+                )[0]
+                + torch.ops.aten._embedding_bag(
+                    weight_p,
+                    indices_p,
+                    offsets_p,
+                    False,
+                    mode,
+                    False,
+                    per_sample_weights_t,
+                    include_last_offset,
+                    padding_idx,
+                )[0]
+            ),
+            result0,
+        )
+    else:
+        result0_t = None
+    return result0_t, None, None, None
+
+
+def _embedding_bag_forward_only_default(
+    weight_p,
+    indices_p,
+    offsets_p,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights_p,
+    include_last_offset,
+    padding_idx,
+    weight_t,
+    per_sample_weights_t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _embedding_bag_forward_only
+    # result0: torch.where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), torch.zeros_like(result0)) if mode == 2 else torch.ops.aten._embedding_bag(weight_t, indices_p, offsets_p, False, mode, False, per_sample_weights_p, include_last_offset, padding_idx)[0] + torch.ops.aten._embedding_bag(weight_p, indices_p, offsets_p, False, mode, False, per_sample_weights_t, include_last_offset, padding_idx)[0]
+    if weight_t is not None and per_sample_weights_t is not None:
+        result0_t = (
+            torch.where(
+                (result2 > 0).unsqueeze(-1),
+                weight_t.gather(0, result3),
+                torch.zeros_like(result0),
+            )
+            if mode == 2
+            else torch.ops.aten._embedding_bag(
+                weight_t,
+                indices_p,
+                offsets_p,
+                False,
+                mode,
+                False,
+                per_sample_weights_p,
+                include_last_offset,
+                padding_idx,
+            )[0]
+            + torch.ops.aten._embedding_bag(
+                weight_p,
+                indices_p,
+                offsets_p,
+                False,
+                mode,
+                False,
+                per_sample_weights_t,
+                include_last_offset,
+                padding_idx,
+            )[0]
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            (
+                torch.where(
+                    (result2 > 0).unsqueeze(-1),
+                    weight_t.gather(0, result3),
+                    torch.zeros_like(result0),
+                )
+                if mode == 2
+                else torch.ops.aten._embedding_bag(
+                    weight_t,
+                    indices_p,
+                    offsets_p,
+                    False,
+                    mode,
+                    False,
+                    per_sample_weights_p,
+                    include_last_offset,
+                    padding_idx,
+                )[0]
+            ),
+            result0,
+        )
+    elif per_sample_weights_t is not None:
+        result0_t = conform(
+            (
+                torch.where(
+                    (result2 > 0).unsqueeze(-1),
+                    torch.zeros_like(weight_p).gather(0, result3),
+                    torch.zeros_like(result0),
+                )
+                if mode == 2
+                else torch.ops.aten._embedding_bag(
+                    torch.zeros_like(weight_p),
+                    indices_p,
+                    offsets_p,
+                    False,
+                    mode,
+                    False,
+                    per_sample_weights_p,
+                    include_last_offset,
+                    padding_idx,
+                )[0]
+                + torch.ops.aten._embedding_bag(
+                    weight_p,
+                    indices_p,
+                    offsets_p,
+                    False,
+                    mode,
+                    False,
+                    per_sample_weights_t,
+                    include_last_offset,
+                    padding_idx,
+                )[0]
+            ),
+            result0,
+        )
+    else:
+        result0_t = None
+    return result0_t, None, None, None
+
+
+def _cdist_backward_default(
+    grad_p, x1_p, x2_p, p, cdist_p, grad_t, x1_t, x2_t, cdist_t, result
+):
+    """aten::_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor"""
+    # functional, derivatives.yaml entry _cdist_backward
+    # result: (grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(-2) + (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(-2) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(-2) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(-2)
+    if (
+        grad_t is not None
+        and x1_t is not None
+        and x2_t is not None
+        and cdist_t is not None
+    ):
+        return (
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2)
+            - (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2)
+        )
+    elif grad_t is not None and x1_t is not None and x2_t is not None:
+        return conform(
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2)
+            - (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2),
+            result,
+        )
+    elif grad_t is not None and x1_t is not None and cdist_t is not None:
+        return conform(
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2),
+            result,
+        )
+    elif grad_t is not None and x2_t is not None and cdist_t is not None:
+        return conform(
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2)
+            - (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2),
+            result,
+        )
+    elif x1_t is not None and x2_t is not None and cdist_t is not None:
+        return conform(
+            (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2)
+            - (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2),
+            result,
+        )
+    elif grad_t is not None and x1_t is not None:
+        return conform(
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2),
+            result,
+        )
+    elif grad_t is not None and x2_t is not None:
+        return conform(
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2)
+            - (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2),
+            result,
+        )
+    elif grad_t is not None and cdist_t is not None:
+        return conform(
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2),
+            result,
+        )
+    elif x1_t is not None and x2_t is not None:
+        return conform(
+            (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2)
+            - (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2),
+            result,
+        )
+    elif x1_t is not None and cdist_t is not None:
+        return conform(
+            (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2),
+            result,
+        )
+    elif x2_t is not None and cdist_t is not None:
+        return conform(
+            -(
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2)
+            + (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2),
+            result,
+        )
+    elif grad_t is not None:
+        return conform(
+            (
+                grad_t.unsqueeze(-1)
+                * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)
+            ).sum(-2),
+            result,
+        )
+    elif x1_t is not None:
+        return conform(
+            (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x1_t.unsqueeze(-2)
+            ).sum(-2),
+            result,
+        )
+    elif x2_t is not None:
+        return conform(
+            -(
+                grad_p.unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * x2_t.unsqueeze(-3)
+            ).sum(-2),
+            result,
+        )
+    elif cdist_t is not None:
+        return conform(
+            (
+                grad_p.unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p
+                )
+                * cdist_t.unsqueeze(-1)
+            ).sum(-2),
+            result,
+        )
+    else:
+        return None
+
+
+def _embedding_bag_dense_backward_default(
+    grad_p,
+    indices_p,
+    offset2bag_p,
+    bag_size_p,
+    maximum_indices_p,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    per_sample_weights_p,
+    padding_idx,
+    grad_t,
+    per_sample_weights_t,
+    result,
+):
+    """aten::_embedding_bag_dense_backward(Tensor grad, Tensor indices, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor"""
+    # functional, derivatives.yaml entry _embedding_bag_dense_backward
+    # result: torch.ops.aten._embedding_bag_dense_backward(grad_t, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, per_sample_weights_p, padding_idx) + torch.ops.aten._embedding_bag_dense_backward(grad_p, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, per_sample_weights_t, padding_idx)
+    if grad_t is not None and per_sample_weights_t is not None:
+        return torch.ops.aten._embedding_bag_dense_backward(
+            grad_t,
+            indices_p,
+            offset2bag_p,
+            bag_size_p,
+            maximum_indices_p,
+            num_weights,
+            scale_grad_by_freq,
+            mode,
+            per_sample_weights_p,
+            padding_idx,
+        ) + torch.ops.aten._embedding_bag_dense_backward(
+            grad_p,
+            indices_p,
+            offset2bag_p,
+            bag_size_p,
+            maximum_indices_p,
+            num_weights,
+            scale_grad_by_freq,
+            mode,
+            per_sample_weights_t,
+            padding_idx,
+        )
+    elif grad_t is not None:
+        return conform(
+            torch.ops.aten._embedding_bag_dense_backward(
+                grad_t,
+                indices_p,
+                offset2bag_p,
+                bag_size_p,
+                maximum_indices_p,
+                num_weights,
+                scale_grad_by_freq,
+                mode,
+                per_sample_weights_p,
+                padding_idx,
+            ),
+            result,
+        )
+    elif per_sample_weights_t is not None:
+        return conform(
+            torch.ops.aten._embedding_bag_dense_backward(
+                grad_p,
+                indices_p,
+                offset2bag_p,
+                bag_size_p,
+                maximum_indices_p,
+                num_weights,
+                scale_grad_by_freq,
+                mode,
+                per_sample_weights_t,
+                padding_idx,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def _embedding_bag_per_sample_weights_backward_default(
+    grad_p,
+    weight_p,
+    indices_p,
+    offsets_p,
+    offset2bag_p,
+    mode,
+    padding_idx,
+    grad_t,
+    weight_t,
+    result,
+):
+    """aten::_embedding_bag_per_sample_weights_backward(Tensor grad, Tensor weight, Tensor indices, Tensor offsets, Tensor offset2bag, int mode, int padding_idx=-1) -> Tensor"""
+    # functional, derivatives.yaml entry _embedding_bag_per_sample_weights_backward
+    # result: torch.ops.aten._embedding_bag_per_sample_weights_backward(grad_t, weight_p, indices_p, offsets_p, offset2bag_p, mode, padding_idx) + torch.ops.aten._embedding_bag_per_sample_weights_backward(grad_p, weight_t, indices_p, offsets_p, offset2bag_p, mode, padding_idx)
+    if grad_t is not None and weight_t is not None:
+        return torch.ops.aten._embedding_bag_per_sample_weights_backward(
+            grad_t, weight_p, indices_p, offsets_p, offset2bag_p, mode, padding_idx
+        ) + torch.ops.aten._embedding_bag_per_sample_weights_backward(
+            grad_p, weight_t, indices_p, offsets_p, offset2bag_p, mode, padding_idx
+        )
+    elif grad_t is not None:
+        return conform(
+            torch.ops.aten._embedding_bag_per_sample_weights_backward(
+                grad_t, weight_p, indices_p, offsets_p, offset2bag_p, mode, padding_idx
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            torch.ops.aten._embedding_bag_per_sample_weights_backward(
+                grad_p, weight_t, indices_p, offsets_p, offset2bag_p, mode, padding_idx
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def _embedding_bag_backward_default(
+    grad_p,
+    indices_p,
+    offsets_p,
+    offset2bag_p,
+    bag_size_p,
+    maximum_indices_p,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights_p,
+    padding_idx,
+    grad_t,
+    per_sample_weights_t,
+    result,
+):
+    """aten::_embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor"""
+    # functional, derivatives.yaml entry _embedding_bag_backward
+    # result: torch.ops.aten._embedding_bag_backward(grad_t, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights_p, padding_idx) + torch.ops.aten._embedding_bag_backward(grad_p, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights_t, padding_idx)
+    if grad_t is not None and per_sample_weights_t is not None:
+        return torch.ops.aten._embedding_bag_backward(
+            grad_t,
+            indices_p,
+            offsets_p,
+            offset2bag_p,
+            bag_size_p,
+            maximum_indices_p,
+            num_weights,
+            scale_grad_by_freq,
+            mode,
+            sparse,
+            per_sample_weights_p,
+            padding_idx,
+        ) + torch.ops.aten._embedding_bag_backward(
+            grad_p,
+            indices_p,
+            offsets_p,
+            offset2bag_p,
+            bag_size_p,
+            maximum_indices_p,
+            num_weights,
+            scale_grad_by_freq,
+            mode,
+            sparse,
+            per_sample_weights_t,
+            padding_idx,
+        )
+    elif grad_t is not None:
+        return conform(
+            torch.ops.aten._embedding_bag_backward(
+                grad_t,
+                indices_p,
+                offsets_p,
+                offset2bag_p,
+                bag_size_p,
+                maximum_indices_p,
+                num_weights,
+                scale_grad_by_freq,
+                mode,
+                sparse,
+                per_sample_weights_p,
+                padding_idx,
+            ),
+            result,
+        )
+    elif per_sample_weights_t is not None:
+        return conform(
+            torch.ops.aten._embedding_bag_backward(
+                grad_p,
+                indices_p,
+                offsets_p,
+                offset2bag_p,
+                bag_size_p,
+                maximum_indices_p,
+                num_weights,
+                scale_grad_by_freq,
+                mode,
+                sparse,
+                per_sample_weights_t,
+                padding_idx,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def _pack_padded_sequence_default(
+    input_p, lengths_p, batch_first, input_t, result0, result1
+):
+    """aten::_pack_padded_sequence(Tensor input, Tensor lengths, bool batch_first) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _pack_padded_sequence
+    # result0: torch.ops.aten._pack_padded_sequence(input_t, lengths_p, batch_first)[0]
+    if input_t is not None:
+        result0_t = torch.ops.aten._pack_padded_sequence(
+            input_t, lengths_p, batch_first
+        )[0]
+    else:
+        result0_t = None
+    return result0_t, None
+
+
+def multi_margin_loss_default(
+    self_p, target_p, p, margin, weight_p, reduction, self_t, result
+):
+    """aten::multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor"""
+    # functional, derivatives.yaml entry multi_margin_loss
+    # result: apply_loss_reduction((torch.ops.aten.multi_margin_loss_backward(torch.ones_like(target_p, dtype=self_p.dtype), self_p, target_p, p, margin, weight_p, 0) * self_t).sum(-1), reduction)
+    if self_t is not None:
+        return apply_loss_reduction(
+            (
+                torch.ops.aten.multi_margin_loss_backward(
+                    torch.ones_like(target_p, dtype=self_p.dtype),
+                    self_p,
+                    target_p,
+                    p,
+                    margin,
+                    weight_p,
+                    0,
+                )
+                * self_t
+            ).sum(-1),
+            reduction,
+        )
+    else:
+        return None
+
+
+def _pdist_forward_default(self_p, p, self_t, result):
+    """aten::_pdist_forward(Tensor self, float p=2.) -> Tensor"""
+    # functional, derivatives.yaml entry _pdist_forward
+    # result: vector_norm_tangent((self_t.unsqueeze(1) - self_t.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), (self_p.unsqueeze(1) - self_p.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), p, [1], False, result)
+    if self_t is not None:
+        return vector_norm_tangent(
+            (self_t.unsqueeze(1) - self_t.unsqueeze(0))
+            .masked_select(
+                self_p.new_ones([self_p.shape[0], self_p.shape[0]])
+                .triu(1)
+                .unsqueeze(-1)
+                > 0
+            )
+            .reshape(-1, self_p.shape[1]),
+            (self_p.unsqueeze(1) - self_p.unsqueeze(0))
+            .masked_select(
+                self_p.new_ones([self_p.shape[0], self_p.shape[0]])
+                .triu(1)
+                .unsqueeze(-1)
+                > 0
+            )
+            .reshape(-1, self_p.shape[1]),
+            p,
+            [1],
+            False,
+            result,
+        )
+    else:
+        return None

@@ -9427,3 +9427,1209 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     derived_from=None,
     cpp_kernel="aten::native_batch_norm_backward.default",
 )
+
+
+KERNELS[aten.as_strided_.default] = KernelInfo(
+    name="as_strided_",
+    kind="inplace",
+    jvp=jvp.as_strided__default,
+    vjp_kernel="as_strided__default",
+    arguments=("self", "size", "stride", "storage_offset"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from="as_strided",
+    cpp_kernel="aten::as_strided_.default",
+)
+
+
+KERNELS[aten._lazy_clone.default] = KernelInfo(
+    name="_lazy_clone",
+    kind="functional",
+    jvp=jvp._lazy_clone_default,
+    vjp_kernel="_lazy_clone_default",
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_lazy_clone.default",
+)
+
+
+KERNELS[aten.lift.default] = KernelInfo(
+    name="lift",
+    kind="functional",
+    jvp=jvp.lift_default,
+    vjp_kernel="lift_default",
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::lift.default",
+)
+
+
+KERNELS[aten.lift_fresh.default] = KernelInfo(
+    name="lift_fresh",
+    kind="view",
+    jvp=jvp.lift_fresh_default,
+    vjp_kernel="lift_fresh_default",
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::lift_fresh.default",
+)
+
+
+KERNELS[aten._reshape_alias.default] = KernelInfo(
+    name="_reshape_alias",
+    kind="view",
+    jvp=jvp._reshape_alias_default,
+    vjp_kernel="_reshape_alias_default",
+    arguments=("self", "size", "stride"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_reshape_alias.default",
+)
+
+
+KERNELS[aten._reshape_copy.default] = KernelInfo(
+    name="_reshape_copy",
+    kind="functional",
+    jvp=jvp._reshape_copy_default,
+    vjp_kernel="_reshape_copy_default",
+    arguments=("self", "size"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_reshape_copy.default",
+)
+
+
+KERNELS[aten.fill.Tensor] = KernelInfo(
+    name="fill.Tensor",
+    kind="functional",
+    jvp=jvp.fill_Tensor,
+    vjp_kernel="fill_Tensor",
+    arguments=("self", "value"),
+    outputs=("result",),
+    differentiable_inputs=("self", "value"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::fill.Tensor",
+)
+
+
+KERNELS[aten.conv_tbc.default] = KernelInfo(
+    name="conv_tbc",
+    kind="functional",
+    jvp=jvp.conv_tbc_default,
+    vjp_kernel="conv_tbc_default",
+    arguments=("self", "weight", "bias", "pad"),
+    outputs=("result",),
+    differentiable_inputs=("self", "weight", "bias"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::conv_tbc.default",
+)
+
+
+KERNELS[aten._convolution.default] = KernelInfo(
+    name="_convolution",
+    kind="functional",
+    jvp=jvp._convolution_default,
+    vjp_kernel="_convolution_default",
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "stride",
+        "padding",
+        "dilation",
+        "transposed",
+        "output_padding",
+        "groups",
+        "benchmark",
+        "deterministic",
+        "cudnn_enabled",
+        "allow_tf32",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_convolution.default",
+)
+
+
+KERNELS[aten._unsafe_index.Tensor] = KernelInfo(
+    name="_unsafe_index.Tensor",
+    kind="functional",
+    jvp=jvp._unsafe_index_Tensor,
+    vjp_kernel="_unsafe_index_Tensor",
+    arguments=("self", "indices"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_unsafe_index.Tensor",
+)
+
+
+KERNELS[aten._unsafe_index_put.default] = KernelInfo(
+    name="_unsafe_index_put",
+    kind="functional",
+    jvp=jvp._unsafe_index_put_default,
+    vjp_kernel="_unsafe_index_put_default",
+    arguments=("self", "indices", "values", "accumulate"),
+    outputs=("result",),
+    differentiable_inputs=("self", "values"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_unsafe_index_put.default",
+)
+
+
+KERNELS[aten._index_put_impl_.default] = KernelInfo(
+    name="_index_put_impl_",
+    kind="inplace",
+    jvp=jvp._index_put_impl__default,
+    vjp_kernel="_index_put_impl__default",
+    arguments=("self", "indices", "values", "accumulate", "unsafe"),
+    outputs=("result",),
+    differentiable_inputs=("self", "values"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_index_put_impl_.default",
+)
+
+
+KERNELS[aten.polygamma_.default] = KernelInfo(
+    name="polygamma_",
+    kind="inplace",
+    jvp=jvp.polygamma__default,
+    vjp_kernel="polygamma__default",
+    arguments=("self", "n"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=False,
+    derived_from="polygamma",
+    cpp_kernel="aten::polygamma_.default",
+)
+
+
+KERNELS[aten.norm.ScalarOpt_dtype] = KernelInfo(
+    name="norm.ScalarOpt_dtype",
+    kind="functional",
+    jvp=jvp.norm_ScalarOpt_dtype,
+    vjp_kernel="norm_ScalarOpt_dtype",
+    arguments=("self", "p", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::norm.ScalarOpt_dtype",
+)
+
+
+KERNELS[aten.norm.ScalarOpt_dim_dtype] = KernelInfo(
+    name="norm.ScalarOpt_dim_dtype",
+    kind="functional",
+    jvp=jvp.norm_ScalarOpt_dim_dtype,
+    vjp_kernel="norm_ScalarOpt_dim_dtype",
+    arguments=("self", "p", "dim", "keepdim", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::norm.ScalarOpt_dim_dtype",
+)
+
+
+KERNELS[aten.soft_margin_loss.default] = KernelInfo(
+    name="soft_margin_loss",
+    kind="functional",
+    jvp=jvp.soft_margin_loss_default,
+    vjp_kernel="soft_margin_loss_default",
+    arguments=("self", "target", "reduction"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::soft_margin_loss.default",
+)
+
+
+KERNELS[aten.multilabel_margin_loss_forward.default] = KernelInfo(
+    name="multilabel_margin_loss_forward",
+    kind="functional",
+    jvp=jvp.multilabel_margin_loss_forward_default,
+    vjp_kernel="multilabel_margin_loss_forward_default",
+    arguments=("self", "target", "reduction"),
+    outputs=("output", "is_target"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("output",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::multilabel_margin_loss_forward.default",
+)
+
+
+KERNELS[aten._fused_rms_norm.default] = KernelInfo(
+    name="_fused_rms_norm",
+    kind="functional",
+    jvp=jvp._fused_rms_norm_default,
+    vjp_kernel="_fused_rms_norm_default",
+    arguments=("input", "normalized_shape", "weight", "eps"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("input", "weight"),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_fused_rms_norm.default",
+)
+
+
+KERNELS[aten.slice_inverse.default] = KernelInfo(
+    name="slice_inverse",
+    kind="view",
+    jvp=jvp.slice_inverse_default,
+    vjp_kernel="slice_inverse_default",
+    arguments=("self", "src", "dim", "start", "end", "step"),
+    outputs=("result",),
+    differentiable_inputs=("self", "src"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::slice_inverse.default",
+)
+
+
+KERNELS[aten._upsample_bicubic2d_aa.default] = KernelInfo(
+    name="_upsample_bicubic2d_aa",
+    kind="functional",
+    jvp=jvp._upsample_bicubic2d_aa_default,
+    vjp_kernel="_upsample_bicubic2d_aa_default",
+    arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_upsample_bicubic2d_aa.default",
+)
+
+
+KERNELS[aten._upsample_lanczos2d_aa.default] = KernelInfo(
+    name="_upsample_lanczos2d_aa",
+    kind="functional",
+    jvp=jvp._upsample_lanczos2d_aa_default,
+    vjp_kernel="_upsample_lanczos2d_aa_default",
+    arguments=("self", "output_size", "align_corners", "scales_h", "scales_w"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_upsample_lanczos2d_aa.default",
+)
+
+
+KERNELS[aten._upsample_bicubic2d_aa_backward.default] = KernelInfo(
+    name="_upsample_bicubic2d_aa_backward",
+    kind="functional",
+    jvp=jvp._upsample_bicubic2d_aa_backward_default,
+    vjp_kernel="_upsample_bicubic2d_aa_backward_default",
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "align_corners",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_upsample_bicubic2d_aa_backward.default",
+)
+
+
+KERNELS[aten._upsample_lanczos2d_aa_backward.default] = KernelInfo(
+    name="_upsample_lanczos2d_aa_backward",
+    kind="functional",
+    jvp=jvp._upsample_lanczos2d_aa_backward_default,
+    vjp_kernel="_upsample_lanczos2d_aa_backward_default",
+    arguments=(
+        "grad_output",
+        "output_size",
+        "input_size",
+        "align_corners",
+        "scales_h",
+        "scales_w",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_upsample_lanczos2d_aa_backward.default",
+)
+
+
+KERNELS[aten.normal.Tensor_float] = KernelInfo(
+    name="normal.Tensor_float",
+    kind="functional",
+    jvp=jvp.normal_Tensor_float,
+    vjp_kernel="normal_Tensor_float",
+    arguments=("mean", "std", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("mean",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::normal.Tensor_float",
+)
+
+
+KERNELS[aten.normal.float_Tensor] = KernelInfo(
+    name="normal.float_Tensor",
+    kind="functional",
+    jvp=jvp.normal_float_Tensor,
+    vjp_kernel="normal_float_Tensor",
+    arguments=("mean", "std", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("std",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::normal.float_Tensor",
+)
+
+
+KERNELS[aten.normal.Tensor_Tensor] = KernelInfo(
+    name="normal.Tensor_Tensor",
+    kind="functional",
+    jvp=jvp.normal_Tensor_Tensor,
+    vjp_kernel="normal_Tensor_Tensor",
+    arguments=("mean", "std", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("mean", "std"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::normal.Tensor_Tensor",
+)
+
+
+KERNELS[aten.poisson.default] = KernelInfo(
+    name="poisson",
+    kind="functional",
+    jvp=jvp.poisson_default,
+    vjp_kernel="poisson_default",
+    arguments=("self", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::poisson.default",
+)
+
+
+KERNELS[aten._foreach_norm.Scalar] = KernelInfo(
+    name="_foreach_norm.Scalar",
+    kind="functional",
+    jvp=jvp._foreach_norm_Scalar,
+    vjp_kernel="_foreach_norm_Scalar",
+    arguments=("self", "ord", "dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_norm.Scalar",
+)
+
+
+KERNELS[aten._foreach_minimum.Scalar] = KernelInfo(
+    name="_foreach_minimum.Scalar",
+    kind="functional",
+    jvp=jvp._foreach_minimum_Scalar,
+    vjp_kernel="_foreach_minimum_Scalar",
+    arguments=("self", "scalar"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_minimum.Scalar",
+)
+
+
+KERNELS[aten._foreach_maximum.Scalar] = KernelInfo(
+    name="_foreach_maximum.Scalar",
+    kind="functional",
+    jvp=jvp._foreach_maximum_Scalar,
+    vjp_kernel="_foreach_maximum_Scalar",
+    arguments=("self", "scalar"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_maximum.Scalar",
+)
+
+
+KERNELS[aten._foreach_div.List] = KernelInfo(
+    name="_foreach_div.List",
+    kind="functional",
+    jvp=jvp._foreach_div_List,
+    vjp_kernel="_foreach_div_List",
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_div.List",
+)
+
+
+KERNELS[aten._foreach_pow.List] = KernelInfo(
+    name="_foreach_pow.List",
+    kind="functional",
+    jvp=jvp._foreach_pow_List,
+    vjp_kernel="_foreach_pow_List",
+    arguments=("self", "exponent"),
+    outputs=("result",),
+    differentiable_inputs=("self", "exponent"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_pow.List",
+)
+
+
+KERNELS[aten._foreach_minimum.ScalarList] = KernelInfo(
+    name="_foreach_minimum.ScalarList",
+    kind="functional",
+    jvp=jvp._foreach_minimum_ScalarList,
+    vjp_kernel="_foreach_minimum_ScalarList",
+    arguments=("self", "scalars"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_minimum.ScalarList",
+)
+
+
+KERNELS[aten._foreach_maximum.ScalarList] = KernelInfo(
+    name="_foreach_maximum.ScalarList",
+    kind="functional",
+    jvp=jvp._foreach_maximum_ScalarList,
+    vjp_kernel="_foreach_maximum_ScalarList",
+    arguments=("self", "scalars"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_maximum.ScalarList",
+)
+
+
+KERNELS[aten._foreach_pow.ScalarList] = KernelInfo(
+    name="_foreach_pow.ScalarList",
+    kind="functional",
+    jvp=jvp._foreach_pow_ScalarList,
+    vjp_kernel="_foreach_pow_ScalarList",
+    arguments=("self", "exponent"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_foreach_pow.ScalarList",
+)
+
+
+KERNELS[aten._scaled_dot_product_flash_attention_for_cpu.default] = KernelInfo(
+    name="_scaled_dot_product_flash_attention_for_cpu",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_flash_attention_for_cpu_default,
+    vjp_kernel="_scaled_dot_product_flash_attention_for_cpu_default",
+    arguments=("query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale"),
+    outputs=("output", "logsumexp"),
+    differentiable_inputs=("query", "key", "value", "attn_mask"),
+    differentiable_outputs=("output", "logsumexp"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_flash_attention_for_cpu.default",
+)
+
+
+KERNELS[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = KernelInfo(
+    name="_scaled_dot_product_flash_attention_for_cpu_backward",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_flash_attention_for_cpu_backward_default,
+    vjp_kernel="_scaled_dot_product_flash_attention_for_cpu_backward_default",
+    arguments=(
+        "grad_out",
+        "query",
+        "key",
+        "value",
+        "out",
+        "logsumexp",
+        "dropout_p",
+        "is_causal",
+        "attn_mask",
+        "scale",
+    ),
+    outputs=("grad_query", "grad_key", "grad_value"),
+    differentiable_inputs=(
+        "grad_out",
+        "query",
+        "key",
+        "value",
+        "out",
+        "logsumexp",
+        "attn_mask",
+    ),
+    differentiable_outputs=("grad_query", "grad_key", "grad_value"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_flash_attention_for_cpu_backward.default",
+)
+
+
+KERNELS[aten._native_multi_head_attention.default] = KernelInfo(
+    name="_native_multi_head_attention",
+    kind="functional",
+    jvp=jvp._native_multi_head_attention_default,
+    vjp_kernel="_native_multi_head_attention_default",
+    arguments=(
+        "query",
+        "key",
+        "value",
+        "embed_dim",
+        "num_head",
+        "qkv_weight",
+        "qkv_bias",
+        "proj_weight",
+        "proj_bias",
+        "mask",
+        "need_weights",
+        "average_attn_weights",
+        "mask_type",
+    ),
+    outputs=("result0", "result1"),
+    differentiable_inputs=(
+        "query",
+        "key",
+        "value",
+        "qkv_weight",
+        "qkv_bias",
+        "proj_weight",
+        "proj_bias",
+    ),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_native_multi_head_attention.default",
+)
+
+
+KERNELS[aten._transformer_encoder_layer_fwd.default] = KernelInfo(
+    name="_transformer_encoder_layer_fwd",
+    kind="functional",
+    jvp=jvp._transformer_encoder_layer_fwd_default,
+    vjp_kernel="_transformer_encoder_layer_fwd_default",
+    arguments=(
+        "src",
+        "embed_dim",
+        "num_heads",
+        "qkv_weight",
+        "qkv_bias",
+        "proj_weight",
+        "proj_bias",
+        "use_gelu",
+        "norm_first",
+        "eps",
+        "norm_weight_1",
+        "norm_bias_1",
+        "norm_weight_2",
+        "norm_bias_2",
+        "ffn_weight_1",
+        "ffn_bias_1",
+        "ffn_weight_2",
+        "ffn_bias_2",
+        "mask",
+        "mask_type",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(
+        "src",
+        "qkv_weight",
+        "qkv_bias",
+        "proj_weight",
+        "proj_bias",
+        "norm_weight_1",
+        "norm_bias_1",
+        "norm_weight_2",
+        "norm_bias_2",
+        "ffn_weight_1",
+        "ffn_bias_1",
+        "ffn_weight_2",
+        "ffn_bias_2",
+    ),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_transformer_encoder_layer_fwd.default",
+)
+
+
+KERNELS[aten.mkldnn_rnn_layer.default] = KernelInfo(
+    name="mkldnn_rnn_layer",
+    kind="functional",
+    jvp=jvp.mkldnn_rnn_layer_default,
+    vjp_kernel="mkldnn_rnn_layer_default",
+    arguments=(
+        "input",
+        "weight0",
+        "weight1",
+        "weight2",
+        "weight3",
+        "hx_",
+        "cx_",
+        "reverse",
+        "batch_sizes",
+        "mode",
+        "hidden_size",
+        "num_layers",
+        "has_biases",
+        "bidirectional",
+        "batch_first",
+        "train",
+    ),
+    outputs=("result0", "result1", "result2", "result3"),
+    differentiable_inputs=(
+        "input",
+        "weight0",
+        "weight1",
+        "weight2",
+        "weight3",
+        "hx_",
+        "cx_",
+    ),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::mkldnn_rnn_layer.default",
+)
+
+
+KERNELS[aten.mkldnn_rnn_layer_backward.default] = KernelInfo(
+    name="mkldnn_rnn_layer_backward",
+    kind="functional",
+    jvp=jvp.mkldnn_rnn_layer_backward_default,
+    vjp_kernel="mkldnn_rnn_layer_backward_default",
+    arguments=(
+        "input",
+        "weight1",
+        "weight2",
+        "weight3",
+        "weight4",
+        "hx_",
+        "cx_tmp",
+        "output",
+        "hy_",
+        "cy_",
+        "grad_output",
+        "grad_hy",
+        "grad_cy",
+        "reverse",
+        "mode",
+        "hidden_size",
+        "num_layers",
+        "has_biases",
+        "train",
+        "bidirectional",
+        "batch_sizes",
+        "batch_first",
+        "workspace",
+    ),
+    outputs=(
+        "result0",
+        "result1",
+        "result2",
+        "result3",
+        "result4",
+        "result5",
+        "result6",
+    ),
+    differentiable_inputs=(
+        "input",
+        "weight1",
+        "weight2",
+        "weight3",
+        "weight4",
+        "hx_",
+        "cx_tmp",
+        "grad_output",
+        "grad_hy",
+        "grad_cy",
+    ),
+    differentiable_outputs=(
+        "result0",
+        "result1",
+        "result2",
+        "result3",
+        "result4",
+        "result5",
+        "result6",
+    ),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::mkldnn_rnn_layer_backward.default",
+)
+
+
+KERNELS[aten.grid_sampler_2d.default] = KernelInfo(
+    name="grid_sampler_2d",
+    kind="functional",
+    jvp=jvp.grid_sampler_2d_default,
+    vjp_kernel="grid_sampler_2d_default",
+    arguments=("input", "grid", "interpolation_mode", "padding_mode", "align_corners"),
+    outputs=("result",),
+    differentiable_inputs=("input", "grid"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::grid_sampler_2d.default",
+)
+
+
+KERNELS[aten.grid_sampler_3d.default] = KernelInfo(
+    name="grid_sampler_3d",
+    kind="functional",
+    jvp=jvp.grid_sampler_3d_default,
+    vjp_kernel="grid_sampler_3d_default",
+    arguments=("input", "grid", "interpolation_mode", "padding_mode", "align_corners"),
+    outputs=("result",),
+    differentiable_inputs=("input", "grid"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::grid_sampler_3d.default",
+)
+
+
+KERNELS[aten.grid_sampler_2d_backward.default] = KernelInfo(
+    name="grid_sampler_2d_backward",
+    kind="functional",
+    jvp=jvp.grid_sampler_2d_backward_default,
+    vjp_kernel="grid_sampler_2d_backward_default",
+    arguments=(
+        "grad_output",
+        "input",
+        "grid",
+        "interpolation_mode",
+        "padding_mode",
+        "align_corners",
+        "output_mask",
+    ),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("grad_output", "input", "grid"),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::grid_sampler_2d_backward.default",
+)
+
+
+KERNELS[aten.grid_sampler_3d_backward.default] = KernelInfo(
+    name="grid_sampler_3d_backward",
+    kind="functional",
+    jvp=jvp.grid_sampler_3d_backward_default,
+    vjp_kernel="grid_sampler_3d_backward_default",
+    arguments=(
+        "grad_output",
+        "input",
+        "grid",
+        "interpolation_mode",
+        "padding_mode",
+        "align_corners",
+        "output_mask",
+    ),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("grad_output", "input", "grid"),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::grid_sampler_3d_backward.default",
+)
+
+
+KERNELS[aten.affine_grid_generator.default] = KernelInfo(
+    name="affine_grid_generator",
+    kind="functional",
+    jvp=jvp.affine_grid_generator_default,
+    vjp_kernel="affine_grid_generator_default",
+    arguments=("theta", "size", "align_corners"),
+    outputs=("result",),
+    differentiable_inputs=("theta",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::affine_grid_generator.default",
+)
+
+
+KERNELS[aten._cdist_forward.default] = KernelInfo(
+    name="_cdist_forward",
+    kind="functional",
+    jvp=jvp._cdist_forward_default,
+    vjp_kernel="_cdist_forward_default",
+    arguments=("x1", "x2", "p", "compute_mode"),
+    outputs=("result",),
+    differentiable_inputs=("x1", "x2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_cdist_forward.default",
+)
+
+
+KERNELS[aten._euclidean_dist.default] = KernelInfo(
+    name="_euclidean_dist",
+    kind="functional",
+    jvp=jvp._euclidean_dist_default,
+    vjp_kernel="_euclidean_dist_default",
+    arguments=("x1", "x2"),
+    outputs=("result",),
+    differentiable_inputs=("x1", "x2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_euclidean_dist.default",
+)
+
+
+KERNELS[aten._ctc_loss.default] = KernelInfo(
+    name="_ctc_loss",
+    kind="functional",
+    jvp=jvp._ctc_loss_default,
+    vjp_kernel="_ctc_loss_default",
+    arguments=(
+        "log_probs",
+        "targets",
+        "input_lengths",
+        "target_lengths",
+        "blank",
+        "zero_infinity",
+    ),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("log_probs",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_ctc_loss.default",
+)
+
+
+KERNELS[aten._ctc_loss.Tensor] = KernelInfo(
+    name="_ctc_loss.Tensor",
+    kind="functional",
+    jvp=jvp._ctc_loss_Tensor,
+    vjp_kernel="_ctc_loss_Tensor",
+    arguments=(
+        "log_probs",
+        "targets",
+        "input_lengths",
+        "target_lengths",
+        "blank",
+        "zero_infinity",
+    ),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("log_probs",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_ctc_loss.Tensor",
+)
+
+
+KERNELS[aten._embedding_bag.default] = KernelInfo(
+    name="_embedding_bag",
+    kind="functional",
+    jvp=jvp._embedding_bag_default,
+    vjp_kernel="_embedding_bag_default",
+    arguments=(
+        "weight",
+        "indices",
+        "offsets",
+        "scale_grad_by_freq",
+        "mode",
+        "sparse",
+        "per_sample_weights",
+        "include_last_offset",
+        "padding_idx",
+    ),
+    outputs=("result0", "result1", "result2", "result3"),
+    differentiable_inputs=("weight", "per_sample_weights"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_embedding_bag.default",
+)
+
+
+KERNELS[aten._embedding_bag_forward_only.default] = KernelInfo(
+    name="_embedding_bag_forward_only",
+    kind="functional",
+    jvp=jvp._embedding_bag_forward_only_default,
+    vjp_kernel="_embedding_bag_forward_only_default",
+    arguments=(
+        "weight",
+        "indices",
+        "offsets",
+        "scale_grad_by_freq",
+        "mode",
+        "sparse",
+        "per_sample_weights",
+        "include_last_offset",
+        "padding_idx",
+    ),
+    outputs=("result0", "result1", "result2", "result3"),
+    differentiable_inputs=("weight", "per_sample_weights"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_embedding_bag_forward_only.default",
+)
+
+
+KERNELS[aten._cdist_backward.default] = KernelInfo(
+    name="_cdist_backward",
+    kind="functional",
+    jvp=jvp._cdist_backward_default,
+    vjp_kernel="_cdist_backward_default",
+    arguments=("grad", "x1", "x2", "p", "cdist"),
+    outputs=("result",),
+    differentiable_inputs=("grad", "x1", "x2", "cdist"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_cdist_backward.default",
+)
+
+
+KERNELS[aten._embedding_bag_dense_backward.default] = KernelInfo(
+    name="_embedding_bag_dense_backward",
+    kind="functional",
+    jvp=jvp._embedding_bag_dense_backward_default,
+    vjp_kernel="_embedding_bag_dense_backward_default",
+    arguments=(
+        "grad",
+        "indices",
+        "offset2bag",
+        "bag_size",
+        "maximum_indices",
+        "num_weights",
+        "scale_grad_by_freq",
+        "mode",
+        "per_sample_weights",
+        "padding_idx",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad", "per_sample_weights"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_embedding_bag_dense_backward.default",
+)
+
+
+KERNELS[aten._embedding_bag_per_sample_weights_backward.default] = KernelInfo(
+    name="_embedding_bag_per_sample_weights_backward",
+    kind="functional",
+    jvp=jvp._embedding_bag_per_sample_weights_backward_default,
+    vjp_kernel="_embedding_bag_per_sample_weights_backward_default",
+    arguments=(
+        "grad",
+        "weight",
+        "indices",
+        "offsets",
+        "offset2bag",
+        "mode",
+        "padding_idx",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad", "weight"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_embedding_bag_per_sample_weights_backward.default",
+)
+
+
+KERNELS[aten._embedding_bag_backward.default] = KernelInfo(
+    name="_embedding_bag_backward",
+    kind="functional",
+    jvp=jvp._embedding_bag_backward_default,
+    vjp_kernel="_embedding_bag_backward_default",
+    arguments=(
+        "grad",
+        "indices",
+        "offsets",
+        "offset2bag",
+        "bag_size",
+        "maximum_indices",
+        "num_weights",
+        "scale_grad_by_freq",
+        "mode",
+        "sparse",
+        "per_sample_weights",
+        "padding_idx",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad", "per_sample_weights"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_embedding_bag_backward.default",
+)
+
+
+KERNELS[aten._pack_padded_sequence.default] = KernelInfo(
+    name="_pack_padded_sequence",
+    kind="functional",
+    jvp=jvp._pack_padded_sequence_default,
+    vjp_kernel="_pack_padded_sequence_default",
+    arguments=("input", "lengths", "batch_first"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("input",),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_pack_padded_sequence.default",
+)
+
+
+KERNELS[aten.multi_margin_loss.default] = KernelInfo(
+    name="multi_margin_loss",
+    kind="functional",
+    jvp=jvp.multi_margin_loss_default,
+    vjp_kernel="multi_margin_loss_default",
+    arguments=("self", "target", "p", "margin", "weight", "reduction"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::multi_margin_loss.default",
+)
+
+
+KERNELS[aten._pdist_forward.default] = KernelInfo(
+    name="_pdist_forward",
+    kind="functional",
+    jvp=jvp._pdist_forward_default,
+    vjp_kernel="_pdist_forward_default",
+    arguments=("self", "p"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_pdist_forward.default",
+)

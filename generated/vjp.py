@@ -24,35 +24,47 @@ from dualgen.formulas import (
     bce_target_derivative,
     block_diag_grads,
     cat_grads,
+    cdist_weights,
+    cdist_weights_diff_derivative,
+    cdist_weights_dist_derivative,
     cholesky_grad,
     cholesky_inverse_grad,
     cholesky_solve_grads,
     clamp_mask,
     clamp_tensor_grads,
     convolution_backward_grads,
+    ctc_loss_log_probs_grad,
     det_grad,
     dist_grad,
     dropout_scale,
     eig_grad,
     eigh_grad,
     elu_second_derivative,
+    embedding_bag_dense_backward_grads,
     embedding_dense_backward_grad,
     evenly_distribute_grad,
     expand_loss_grad,
     expand_reduced,
     fft_c2r_grad,
     fft_r2c_grad,
+    fill_absent,
     finite_parts,
+    flash_attention_backward_grads,
+    flash_attention_grads,
+    foreach_norm_grads,
     gather_grad,
     gelu_second_derivative,
     glu_double_backward,
     glu_tangent,
+    grid_sampler_backward_grads,
     group_norm_backward,
     householder_product_grads,
     inverse_permutation,
     linalg_solve_grads,
     logit_derivative,
     logsumexp_weights,
+    lstm_layer_backward_grads,
+    lstm_layer_grads,
     lstsq_grads,
     lu_factor_grad,
     lu_grad,
@@ -62,6 +74,7 @@ from dualgen.formulas import (
     mish_second_derivative,
     mvlgamma_derivative,
     narrow_grad,
+    native_multi_head_attention_grads,
     negated,
     norm_backward_grads,
     pinv_grad,
@@ -86,6 +99,7 @@ from dualgen.formulas import (
     std_grad,
     svd_grad,
     trace_grad,
+    transformer_encoder_layer_grads,
     triangular_solve_grads,
     trilinear_grads,
     unbroadcast,
@@ -5985,3 +5999,1285 @@ def native_batch_norm_backward_default(
         eps,
     )[:3]
     return (grad_out_grad, input_grad, weight_grad)
+
+
+def as_strided__default(grad, self, size, stride, storage_offset, result):
+    """aten::as_strided_(Tensor(a!) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry as_strided_
+    # formulas from as_strided; self_p is self before the update
+    # self: as_strided_grad(grad, self, size, stride, storage_offset)
+    self_grad = as_strided_grad(grad, self, size, stride, storage_offset)
+    return (self_grad,)
+
+
+def _lazy_clone_default(grad, self, result):
+    """aten::_lazy_clone(Tensor self) -> Tensor"""
+    # functional, derivatives.yaml entry _lazy_clone
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def lift_default(grad, self, result):
+    """aten::lift(Tensor self) -> Tensor"""
+    # functional, derivatives.yaml entry lift
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def lift_fresh_default(grad, self, result):
+    """aten::lift_fresh(Tensor(a) self) -> Tensor(a)"""
+    # view, derivatives.yaml entry lift_fresh
+    # self: grad
+    self_grad = grad
+    return (self_grad,)
+
+
+def _reshape_alias_default(grad, self, size, stride, result):
+    """aten::_reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride) -> Tensor(a)"""
+    # view, derivatives.yaml entry _reshape_alias
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def _reshape_copy_default(grad, self, size, result):
+    """aten::_reshape_copy(Tensor self, SymInt[] size) -> Tensor"""
+    # functional, derivatives.yaml entry _reshape_copy
+    # self: grad.reshape(self.shape)
+    self_grad = grad.reshape(self.shape)
+    return (self_grad,)
+
+
+def fill_Tensor(grad, self, value, result):
+    """aten::fill.Tensor(Tensor self, Tensor value) -> Tensor"""
+    # functional, derivatives.yaml entry fill.Tensor
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    # value: grad.sum()
+    value_grad = grad.sum()
+    return (self_grad, value_grad)
+
+
+def conv_tbc_default(grad, self, weight, bias, pad, result):
+    """aten::conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor"""
+    # functional, derivatives.yaml entry conv_tbc
+    # self, weight, bias: torch.ops.aten.conv_tbc_backward(grad, self.conj(), weight.conj(), bias, pad)
+    self_grad, weight_grad, bias_grad = torch.ops.aten.conv_tbc_backward(
+        grad, self.conj(), weight.conj(), bias, pad
+    )
+    return (self_grad, weight_grad, bias_grad)
+
+
+def _convolution_default(
+    grad,
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    benchmark,
+    deterministic,
+    cudnn_enabled,
+    allow_tf32,
+    result,
+):
+    """aten::_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor"""
+    # functional, derivatives.yaml entry _convolution
+    # input, weight, bias: torch.ops.aten.convolution_backward(grad, input, weight, None if bias is None else bias.shape, stride, padding, dilation, transposed, output_padding, groups, [True, True, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.convolution_backward(
+        grad,
+        input,
+        weight,
+        None if bias is None else bias.shape,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        [True, True, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def _unsafe_index_Tensor(grad, self, indices, result):
+    """aten::_unsafe_index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
+    # functional, derivatives.yaml entry _unsafe_index.Tensor
+    # self: torch.ops.aten._unsafe_index_put(grad.new_zeros(self.shape), indices, grad, True)
+    self_grad = torch.ops.aten._unsafe_index_put(
+        grad.new_zeros(self.shape), indices, grad, True
+    )
+    return (self_grad,)
+
+
+def _unsafe_index_put_default(grad, self, indices, values, accumulate, result):
+    """aten::_unsafe_index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
+    # functional, derivatives.yaml entry _unsafe_index_put
+    # self: grad if accumulate else torch.ops.aten._unsafe_index_put(grad, indices, grad.new_zeros(()), False)
+    self_grad = (
+        grad
+        if accumulate
+        else torch.ops.aten._unsafe_index_put(grad, indices, grad.new_zeros(()), False)
+    )
+    # values: unbroadcast(torch.ops.aten._unsafe_index.Tensor(grad, indices), values)
+    values_grad = unbroadcast(
+        torch.ops.aten._unsafe_index.Tensor(grad, indices), values
+    )
+    return (self_grad, values_grad)
+
+
+def _index_put_impl__default(grad, self, indices, values, accumulate, unsafe, result):
+    """aten::_index_put_impl_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False, bool unsafe=False) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry _index_put_impl_
+    # self: grad if accumulate else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
+    self_grad = (
+        grad
+        if accumulate
+        else torch.ops.aten.index_put.default(grad, indices, grad.new_zeros(()), False)
+    )
+    # values: unbroadcast(torch.ops.aten.index.Tensor(grad, indices), values)
+    values_grad = unbroadcast(torch.ops.aten.index.Tensor(grad, indices), values)
+    return (self_grad, values_grad)
+
+
+def polygamma__default(grad, self, n, result):
+    """aten::polygamma_(Tensor(a!) self, int n) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry polygamma_
+    # formulas from polygamma; self_p is self before the update
+    # self: grad * torch.polygamma(n + 1, self).conj()
+    self_grad = grad * torch.polygamma(n + 1, self).conj()
+    return (self_grad,)
+
+
+def norm_ScalarOpt_dtype(grad, self, p, dtype, result):
+    """aten::norm.ScalarOpt_dtype(Tensor self, Scalar? p, *, ScalarType dtype) -> Tensor"""
+    # functional, derivatives.yaml entry norm.ScalarOpt_dtype
+    # self: vector_norm_grad(grad, self, p, None, False, result)
+    self_grad = vector_norm_grad(grad, self, p, None, False, result)
+    return (self_grad,)
+
+
+def norm_ScalarOpt_dim_dtype(grad, self, p, dim, keepdim, dtype, result):
+    """aten::norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor"""
+    # functional, derivatives.yaml entry norm.ScalarOpt_dim_dtype
+    # self: vector_norm_grad(grad, self, p, dim, keepdim, result)
+    self_grad = vector_norm_grad(grad, self, p, dim, keepdim, result)
+    return (self_grad,)
+
+
+def soft_margin_loss_default(grad, self, target, reduction, result):
+    """aten::soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
+    # functional, derivatives.yaml entry soft_margin_loss
+    # self: expand_loss_grad(grad, self, reduction) * (-target * torch.sigmoid(-target * self)).conj()
+    self_grad = (
+        expand_loss_grad(grad, self, reduction)
+        * (-target * torch.sigmoid(-target * self)).conj()
+    )
+    return (self_grad,)
+
+
+def multilabel_margin_loss_forward_default(
+    grads, self, target, reduction, output, is_target
+):
+    """aten::multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction) -> (Tensor output, Tensor is_target)"""
+    # functional, derivatives.yaml entry multilabel_margin_loss_forward
+    # self: torch.ops.aten.multilabel_margin_loss_backward(grads[0], self, target, reduction, is_target)
+    self_grad = torch.ops.aten.multilabel_margin_loss_backward(
+        grads[0], self, target, reduction, is_target
+    )
+    return (self_grad,)
+
+
+def _fused_rms_norm_default(
+    grads, input, normalized_shape, weight, eps, result0, result1
+):
+    """aten::_fused_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _fused_rms_norm
+    # input: (grads[0] * (result1 if weight is None else weight * result1).conj() - (result1.pow(3) * input).conj() * ((grads[0] * (input if weight is None else weight * input).conj()).sum_to_size(result1.shape) + grads[1]) / input.new_ones(normalized_shape).sum())
+    input_grad = (
+        grads[0] * (result1 if weight is None else weight * result1).conj()
+        - (result1.pow(3) * input).conj()
+        * (
+            (
+                grads[0] * (input if weight is None else weight * input).conj()
+            ).sum_to_size(result1.shape)
+            + grads[1]
+        )
+        / input.new_ones(normalized_shape).sum()
+    )
+    # weight: None if weight is None else unbroadcast(grads[0] * (input * result1).conj(), weight)
+    weight_grad = (
+        None
+        if weight is None
+        else unbroadcast(grads[0] * (input * result1).conj(), weight)
+    )
+    return (input_grad, weight_grad)
+
+
+def slice_inverse_default(grad, self, src, dim, start, end, step, result):
+    """aten::slice_inverse(Tensor(a) self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    # view, derivatives.yaml entry slice_inverse
+    # self: torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
+    self_grad = torch.ops.aten.slice.Tensor(grad, dim, start, end, step)
+    # src: torch.slice_scatter(grad, torch.zeros_like(self), dim, start, end, step)
+    src_grad = torch.slice_scatter(grad, torch.zeros_like(self), dim, start, end, step)
+    return (self_grad, src_grad)
+
+
+def _upsample_bicubic2d_aa_default(
+    grad, self, output_size, align_corners, scales_h, scales_w, result
+):
+    """aten::_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_bicubic2d_aa
+    # self: torch.ops.aten._upsample_bicubic2d_aa_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
+    self_grad = torch.ops.aten._upsample_bicubic2d_aa_backward(
+        grad, output_size, self.shape, align_corners, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def _upsample_lanczos2d_aa_default(
+    grad, self, output_size, align_corners, scales_h, scales_w, result
+):
+    """aten::_upsample_lanczos2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_lanczos2d_aa
+    # self: torch.ops.aten._upsample_lanczos2d_aa_backward(grad, output_size, self.shape, align_corners, scales_h, scales_w)
+    self_grad = torch.ops.aten._upsample_lanczos2d_aa_backward(
+        grad, output_size, self.shape, align_corners, scales_h, scales_w
+    )
+    return (self_grad,)
+
+
+def _upsample_bicubic2d_aa_backward_default(
+    grad,
+    grad_output,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    result,
+):
+    """aten::_upsample_bicubic2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_bicubic2d_aa_backward
+    # grad_output: torch.ops.aten._upsample_bicubic2d_aa(grad, output_size, align_corners, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten._upsample_bicubic2d_aa(
+        grad, output_size, align_corners, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def _upsample_lanczos2d_aa_backward_default(
+    grad,
+    grad_output,
+    output_size,
+    input_size,
+    align_corners,
+    scales_h,
+    scales_w,
+    result,
+):
+    """aten::_upsample_lanczos2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    # functional, derivatives.yaml entry _upsample_lanczos2d_aa_backward
+    # grad_output: torch.ops.aten._upsample_lanczos2d_aa(grad, output_size, align_corners, scales_h, scales_w)
+    grad_output_grad = torch.ops.aten._upsample_lanczos2d_aa(
+        grad, output_size, align_corners, scales_h, scales_w
+    )
+    return (grad_output_grad,)
+
+
+def normal_Tensor_float(grad, mean, std, generator, result):
+    """aten::normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry normal.Tensor_float
+    # mean: grad
+    mean_grad = grad
+    return (mean_grad,)
+
+
+def normal_float_Tensor(grad, mean, std, generator, result):
+    """aten::normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry normal.float_Tensor
+    # std: as_real_like(grad * torch.where(std == 0, torch.zeros_like(result), (result - mean) / std).conj(), std)
+    std_grad = as_real_like(
+        grad
+        * torch.where(std == 0, torch.zeros_like(result), (result - mean) / std).conj(),
+        std,
+    )
+    return (std_grad,)
+
+
+def normal_Tensor_Tensor(grad, mean, std, generator, result):
+    """aten::normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry normal.Tensor_Tensor
+    # mean: unbroadcast(grad, mean)
+    mean_grad = unbroadcast(grad, mean)
+    # std: unbroadcast(as_real_like(grad * torch.where(std == 0, torch.zeros_like(result), (result - mean) / std).conj(), std), std)
+    std_grad = unbroadcast(
+        as_real_like(
+            grad
+            * torch.where(
+                std == 0, torch.zeros_like(result), (result - mean) / std
+            ).conj(),
+            std,
+        ),
+        std,
+    )
+    return (mean_grad, std_grad)
+
+
+def poisson_default(grad, self, generator, result):
+    """aten::poisson(Tensor self, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry poisson
+    # self: torch.zeros_like(grad)
+    self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def _foreach_norm_Scalar(grad, self, ord, dtype, result):
+    """aten::_foreach_norm.Scalar(Tensor[] self, Scalar ord=2, ScalarType? dtype=None) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_norm.Scalar
+    # self: foreach_norm_grads(grad, self, ord, result)
+    self_grad = foreach_norm_grads(grad, self, ord, result)
+    return (self_grad,)
+
+
+def _foreach_minimum_Scalar(grad, self, scalar, result):
+    """aten::_foreach_minimum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_minimum.Scalar
+    # self: torch.ops.aten._foreach_mul.List(fill_absent(grad, result), torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_sub.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.Scalar(self, scalar)), 1), -0.5))
+    self_grad = torch.ops.aten._foreach_mul.List(
+        fill_absent(grad, result),
+        torch.ops.aten._foreach_mul.Scalar(
+            torch.ops.aten._foreach_sub.Scalar(
+                torch.ops.aten._foreach_sign(
+                    torch.ops.aten._foreach_sub.Scalar(self, scalar)
+                ),
+                1,
+            ),
+            -0.5,
+        ),
+    )
+    return (self_grad,)
+
+
+def _foreach_maximum_Scalar(grad, self, scalar, result):
+    """aten::_foreach_maximum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_maximum.Scalar
+    # self: torch.ops.aten._foreach_mul.List(fill_absent(grad, result), torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_add.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.Scalar(self, scalar)), 1), 0.5))
+    self_grad = torch.ops.aten._foreach_mul.List(
+        fill_absent(grad, result),
+        torch.ops.aten._foreach_mul.Scalar(
+            torch.ops.aten._foreach_add.Scalar(
+                torch.ops.aten._foreach_sign(
+                    torch.ops.aten._foreach_sub.Scalar(self, scalar)
+                ),
+                1,
+            ),
+            0.5,
+        ),
+    )
+    return (self_grad,)
+
+
+def _foreach_div_List(grad, self, other, result):
+    """aten::_foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_div.List
+    # self: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result)) / torch.ops.aten.flatten_dense_tensors(other).conj(), self)
+    self_grad = torch.ops.aten.unflatten_dense_tensors(
+        torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result))
+        / torch.ops.aten.flatten_dense_tensors(other).conj(),
+        self,
+    )
+    # other: torch.ops.aten.unflatten_dense_tensors(-torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result)) * (torch.ops.aten.flatten_dense_tensors(result) / torch.ops.aten.flatten_dense_tensors(other)).conj(), other)
+    other_grad = torch.ops.aten.unflatten_dense_tensors(
+        -torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result))
+        * (
+            torch.ops.aten.flatten_dense_tensors(result)
+            / torch.ops.aten.flatten_dense_tensors(other)
+        ).conj(),
+        other,
+    )
+    return (self_grad, other_grad)
+
+
+def _foreach_pow_List(grad, self, exponent, result):
+    """aten::_foreach_pow.List(Tensor[] self, Tensor[] exponent) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_pow.List
+    # self: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result)) * pow_self_derivative(torch.ops.aten.flatten_dense_tensors(self), torch.ops.aten.flatten_dense_tensors(exponent)).conj(), self)
+    self_grad = torch.ops.aten.unflatten_dense_tensors(
+        torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result))
+        * pow_self_derivative(
+            torch.ops.aten.flatten_dense_tensors(self),
+            torch.ops.aten.flatten_dense_tensors(exponent),
+        ).conj(),
+        self,
+    )
+    # exponent: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result)) * pow_exponent_derivative(torch.ops.aten.flatten_dense_tensors(self), torch.ops.aten.flatten_dense_tensors(exponent), torch.ops.aten.flatten_dense_tensors(result)).conj(), exponent)
+    exponent_grad = torch.ops.aten.unflatten_dense_tensors(
+        torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result))
+        * pow_exponent_derivative(
+            torch.ops.aten.flatten_dense_tensors(self),
+            torch.ops.aten.flatten_dense_tensors(exponent),
+            torch.ops.aten.flatten_dense_tensors(result),
+        ).conj(),
+        exponent,
+    )
+    return (self_grad, exponent_grad)
+
+
+def _foreach_minimum_ScalarList(grad, self, scalars, result):
+    """aten::_foreach_minimum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_minimum.ScalarList
+    # self: torch.ops.aten._foreach_mul.List(fill_absent(grad, result), torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_sub.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.ScalarList(self, scalars)), 1), -0.5))
+    self_grad = torch.ops.aten._foreach_mul.List(
+        fill_absent(grad, result),
+        torch.ops.aten._foreach_mul.Scalar(
+            torch.ops.aten._foreach_sub.Scalar(
+                torch.ops.aten._foreach_sign(
+                    torch.ops.aten._foreach_sub.ScalarList(self, scalars)
+                ),
+                1,
+            ),
+            -0.5,
+        ),
+    )
+    return (self_grad,)
+
+
+def _foreach_maximum_ScalarList(grad, self, scalars, result):
+    """aten::_foreach_maximum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_maximum.ScalarList
+    # self: torch.ops.aten._foreach_mul.List(fill_absent(grad, result), torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_add.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.ScalarList(self, scalars)), 1), 0.5))
+    self_grad = torch.ops.aten._foreach_mul.List(
+        fill_absent(grad, result),
+        torch.ops.aten._foreach_mul.Scalar(
+            torch.ops.aten._foreach_add.Scalar(
+                torch.ops.aten._foreach_sign(
+                    torch.ops.aten._foreach_sub.ScalarList(self, scalars)
+                ),
+                1,
+            ),
+            0.5,
+        ),
+    )
+    return (self_grad,)
+
+
+def _foreach_pow_ScalarList(grad, self, exponent, result):
+    """aten::_foreach_pow.ScalarList(Tensor[] self, Scalar[] exponent) -> Tensor[]"""
+    # functional, derivatives.yaml entry _foreach_pow.ScalarList
+    # self: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result)) * pow_self_derivative(torch.ops.aten.flatten_dense_tensors(self), torch.ops.aten.flatten_dense_tensors(torch.ops.aten._foreach_mul.ScalarList(torch.ops.aten._foreach_pow.Scalar(self, 0), exponent))).conj(), self)
+    self_grad = torch.ops.aten.unflatten_dense_tensors(
+        torch.ops.aten.flatten_dense_tensors(fill_absent(grad, result))
+        * pow_self_derivative(
+            torch.ops.aten.flatten_dense_tensors(self),
+            torch.ops.aten.flatten_dense_tensors(
+                torch.ops.aten._foreach_mul.ScalarList(
+                    torch.ops.aten._foreach_pow.Scalar(self, 0), exponent
+                )
+            ),
+        ).conj(),
+        self,
+    )
+    return (self_grad,)
+
+
+def _scaled_dot_product_flash_attention_for_cpu_default(
+    grads, query, key, value, dropout_p, is_causal, attn_mask, scale, output, logsumexp
+):
+    """aten::_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu
+    # query, key, value, attn_mask: flash_attention_grads(grads[0], grads[1], query, key, value, attn_mask, output, logsumexp, dropout_p, is_causal, scale)
+    query_grad, key_grad, value_grad, attn_mask_grad = flash_attention_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        attn_mask,
+        output,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+    return (query_grad, key_grad, value_grad, attn_mask_grad)
+
+
+def _scaled_dot_product_flash_attention_for_cpu_backward_default(
+    grads,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    dropout_p,
+    is_causal,
+    attn_mask,
+    scale,
+    grad_query,
+    grad_key,
+    grad_value,
+):
+    """aten::_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu_backward
+    # grad_out, query, key, value, out, logsumexp, attn_mask: flash_attention_backward_grads(grads[0], grads[1], grads[2], grad_out, query, key, value, out, logsumexp, attn_mask, dropout_p, is_causal, scale)
+    (
+        grad_out_grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        out_grad,
+        logsumexp_grad,
+        attn_mask_grad,
+    ) = flash_attention_backward_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        grad_out,
+        query,
+        key,
+        value,
+        out,
+        logsumexp,
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+    return (
+        grad_out_grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        out_grad,
+        logsumexp_grad,
+        attn_mask_grad,
+    )
+
+
+def _native_multi_head_attention_default(
+    grads,
+    query,
+    key,
+    value,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    mask,
+    need_weights,
+    average_attn_weights,
+    mask_type,
+    result0,
+    result1,
+):
+    """aten::_native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, bool need_weights=True, bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _native_multi_head_attention
+    # query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias: native_multi_head_attention_grads(grads[0], grads[1], query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, need_weights, average_attn_weights, mask_type)
+    (
+        query_grad,
+        key_grad,
+        value_grad,
+        qkv_weight_grad,
+        qkv_bias_grad,
+        proj_weight_grad,
+        proj_bias_grad,
+    ) = native_multi_head_attention_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        embed_dim,
+        num_head,
+        qkv_weight,
+        qkv_bias,
+        proj_weight,
+        proj_bias,
+        mask,
+        need_weights,
+        average_attn_weights,
+        mask_type,
+    )
+    return (
+        query_grad,
+        key_grad,
+        value_grad,
+        qkv_weight_grad,
+        qkv_bias_grad,
+        proj_weight_grad,
+        proj_bias_grad,
+    )
+
+
+def _transformer_encoder_layer_fwd_default(
+    grad,
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    ffn_bias_1,
+    ffn_weight_2,
+    ffn_bias_2,
+    mask,
+    mask_type,
+    result,
+):
+    """aten::_transformer_encoder_layer_fwd(Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor? mask=None, int? mask_type=None) -> Tensor"""
+    # functional, derivatives.yaml entry _transformer_encoder_layer_fwd
+    # src, qkv_weight, qkv_bias, proj_weight, proj_bias, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2: transformer_encoder_layer_grads(grad, src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask, mask_type)
+    (
+        src_grad,
+        qkv_weight_grad,
+        qkv_bias_grad,
+        proj_weight_grad,
+        proj_bias_grad,
+        norm_weight_1_grad,
+        norm_bias_1_grad,
+        norm_weight_2_grad,
+        norm_bias_2_grad,
+        ffn_weight_1_grad,
+        ffn_bias_1_grad,
+        ffn_weight_2_grad,
+        ffn_bias_2_grad,
+    ) = transformer_encoder_layer_grads(
+        grad,
+        src,
+        embed_dim,
+        num_heads,
+        qkv_weight,
+        qkv_bias,
+        proj_weight,
+        proj_bias,
+        use_gelu,
+        norm_first,
+        eps,
+        norm_weight_1,
+        norm_bias_1,
+        norm_weight_2,
+        norm_bias_2,
+        ffn_weight_1,
+        ffn_bias_1,
+        ffn_weight_2,
+        ffn_bias_2,
+        mask,
+        mask_type,
+    )
+    return (
+        src_grad,
+        qkv_weight_grad,
+        qkv_bias_grad,
+        proj_weight_grad,
+        proj_bias_grad,
+        norm_weight_1_grad,
+        norm_bias_1_grad,
+        norm_weight_2_grad,
+        norm_bias_2_grad,
+        ffn_weight_1_grad,
+        ffn_bias_1_grad,
+        ffn_weight_2_grad,
+        ffn_bias_2_grad,
+    )
+
+
+def mkldnn_rnn_layer_default(
+    grads,
+    input,
+    weight0,
+    weight1,
+    weight2,
+    weight3,
+    hx_,
+    cx_,
+    reverse,
+    batch_sizes,
+    mode,
+    hidden_size,
+    num_layers,
+    has_biases,
+    bidirectional,
+    batch_first,
+    train,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::mkldnn_rnn_layer(Tensor input, Tensor weight0, Tensor weight1, Tensor weight2, Tensor weight3, Tensor hx_, Tensor cx_, bool reverse, int[] batch_sizes, int mode, int hidden_size, int num_layers, bool has_biases, bool bidirectional, bool batch_first, bool train) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry mkldnn_rnn_layer
+    # input, weight0, weight1, weight2, weight3, hx_, cx_: lstm_layer_grads(grads[0], grads[1], grads[2], input, weight0, weight1, weight2, weight3, hx_, cx_, result0, reverse, mode, has_biases, batch_sizes)
+    (
+        input_grad,
+        weight0_grad,
+        weight1_grad,
+        weight2_grad,
+        weight3_grad,
+        hx__grad,
+        cx__grad,
+    ) = lstm_layer_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        input,
+        weight0,
+        weight1,
+        weight2,
+        weight3,
+        hx_,
+        cx_,
+        result0,
+        reverse,
+        mode,
+        has_biases,
+        batch_sizes,
+    )
+    return (
+        input_grad,
+        weight0_grad,
+        weight1_grad,
+        weight2_grad,
+        weight3_grad,
+        hx__grad,
+        cx__grad,
+    )
+
+
+def mkldnn_rnn_layer_backward_default(
+    grads,
+    input,
+    weight1,
+    weight2,
+    weight3,
+    weight4,
+    hx_,
+    cx_tmp,
+    output,
+    hy_,
+    cy_,
+    grad_output,
+    grad_hy,
+    grad_cy,
+    reverse,
+    mode,
+    hidden_size,
+    num_layers,
+    has_biases,
+    train,
+    bidirectional,
+    batch_sizes,
+    batch_first,
+    workspace,
+    result0,
+    result1,
+    result2,
+    result3,
+    result4,
+    result5,
+    result6,
+):
+    """aten::mkldnn_rnn_layer_backward(Tensor input, Tensor weight1, Tensor weight2, Tensor weight3, Tensor weight4, Tensor hx_, Tensor cx_tmp, Tensor output, Tensor hy_, Tensor cy_, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, bool reverse, int mode, int hidden_size, int num_layers, bool has_biases, bool train, bool bidirectional, int[] batch_sizes, bool batch_first, Tensor workspace) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry mkldnn_rnn_layer_backward
+    # input, weight1, weight2, weight3, weight4, hx_, cx_tmp, grad_output, grad_hy, grad_cy: lstm_layer_backward_grads(grads[0], grads[1], grads[2], grads[3], grads[4], grads[5], grads[6], input, weight1, weight2, weight3, weight4, hx_, cx_tmp, output, grad_output, grad_hy, grad_cy, reverse, mode, has_biases, batch_sizes)
+    (
+        input_grad,
+        weight1_grad,
+        weight2_grad,
+        weight3_grad,
+        weight4_grad,
+        hx__grad,
+        cx_tmp_grad,
+        grad_output_grad,
+        grad_hy_grad,
+        grad_cy_grad,
+    ) = lstm_layer_backward_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        grads[3],
+        grads[4],
+        grads[5],
+        grads[6],
+        input,
+        weight1,
+        weight2,
+        weight3,
+        weight4,
+        hx_,
+        cx_tmp,
+        output,
+        grad_output,
+        grad_hy,
+        grad_cy,
+        reverse,
+        mode,
+        has_biases,
+        batch_sizes,
+    )
+    return (
+        input_grad,
+        weight1_grad,
+        weight2_grad,
+        weight3_grad,
+        weight4_grad,
+        hx__grad,
+        cx_tmp_grad,
+        grad_output_grad,
+        grad_hy_grad,
+        grad_cy_grad,
+    )
+
+
+def grid_sampler_2d_default(
+    grad, input, grid, interpolation_mode, padding_mode, align_corners, result
+):
+    """aten::grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    # functional, derivatives.yaml entry grid_sampler_2d
+    # input, grid: torch.ops.aten.grid_sampler_2d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, [True, True])
+    input_grad, grid_grad = torch.ops.aten.grid_sampler_2d_backward(
+        grad, input, grid, interpolation_mode, padding_mode, align_corners, [True, True]
+    )
+    return (input_grad, grid_grad)
+
+
+def grid_sampler_3d_default(
+    grad, input, grid, interpolation_mode, padding_mode, align_corners, result
+):
+    """aten::grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    # functional, derivatives.yaml entry grid_sampler_3d
+    # input, grid: torch.ops.aten.grid_sampler_3d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, [True, True])
+    input_grad, grid_grad = torch.ops.aten.grid_sampler_3d_backward(
+        grad, input, grid, interpolation_mode, padding_mode, align_corners, [True, True]
+    )
+    return (input_grad, grid_grad)
+
+
+def grid_sampler_2d_backward_default(
+    grads,
+    grad_output,
+    input,
+    grid,
+    interpolation_mode,
+    padding_mode,
+    align_corners,
+    output_mask,
+    result0,
+    result1,
+):
+    """aten::grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry grid_sampler_2d_backward
+    # grad_output, input, grid: grid_sampler_backward_grads(grads[0], grads[1], grad_output, input, grid, interpolation_mode, padding_mode, align_corners)
+    grad_output_grad, input_grad, grid_grad = grid_sampler_backward_grads(
+        grads[0],
+        grads[1],
+        grad_output,
+        input,
+        grid,
+        interpolation_mode,
+        padding_mode,
+        align_corners,
+    )
+    return (grad_output_grad, input_grad, grid_grad)
+
+
+def grid_sampler_3d_backward_default(
+    grads,
+    grad_output,
+    input,
+    grid,
+    interpolation_mode,
+    padding_mode,
+    align_corners,
+    output_mask,
+    result0,
+    result1,
+):
+    """aten::grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry grid_sampler_3d_backward
+    # grad_output, input, grid: grid_sampler_backward_grads(grads[0], grads[1], grad_output, input, grid, interpolation_mode, padding_mode, align_corners)
+    grad_output_grad, input_grad, grid_grad = grid_sampler_backward_grads(
+        grads[0],
+        grads[1],
+        grad_output,
+        input,
+        grid,
+        interpolation_mode,
+        padding_mode,
+        align_corners,
+    )
+    return (grad_output_grad, input_grad, grid_grad)
+
+
+def affine_grid_generator_default(grad, theta, size, align_corners, result):
+    """aten::affine_grid_generator(Tensor theta, SymInt[] size, bool align_corners) -> Tensor"""
+    # functional, derivatives.yaml entry affine_grid_generator
+    # theta: torch.ops.aten.affine_grid_generator_backward(grad, size, align_corners)
+    theta_grad = torch.ops.aten.affine_grid_generator_backward(
+        grad, size, align_corners
+    )
+    return (theta_grad,)
+
+
+def _cdist_forward_default(grad, x1, x2, p, compute_mode, result):
+    """aten::_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor"""
+    # functional, derivatives.yaml entry _cdist_forward
+    # x1: unbroadcast((grad.unsqueeze(-1) * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, result)).sum(-2), x1)
+    x1_grad = unbroadcast(
+        (
+            grad.unsqueeze(-1)
+            * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, result)
+        ).sum(-2),
+        x1,
+    )
+    # x2: unbroadcast(-(grad.unsqueeze(-1) * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, result)).sum(-3), x2)
+    x2_grad = unbroadcast(
+        -(
+            grad.unsqueeze(-1)
+            * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, result)
+        ).sum(-3),
+        x2,
+    )
+    return (x1_grad, x2_grad)
+
+
+def _euclidean_dist_default(grad, x1, x2, result):
+    """aten::_euclidean_dist(Tensor x1, Tensor x2) -> Tensor"""
+    # functional, derivatives.yaml entry _euclidean_dist
+    # x1: unbroadcast((grad.unsqueeze(-1) * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), 2.0, result)).sum(-2), x1)
+    x1_grad = unbroadcast(
+        (
+            grad.unsqueeze(-1)
+            * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), 2.0, result)
+        ).sum(-2),
+        x1,
+    )
+    # x2: unbroadcast(-(grad.unsqueeze(-1) * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), 2.0, result)).sum(-3), x2)
+    x2_grad = unbroadcast(
+        -(
+            grad.unsqueeze(-1)
+            * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), 2.0, result)
+        ).sum(-3),
+        x2,
+    )
+    return (x1_grad, x2_grad)
+
+
+def _ctc_loss_default(
+    grads,
+    log_probs,
+    targets,
+    input_lengths,
+    target_lengths,
+    blank,
+    zero_infinity,
+    result0,
+    result1,
+):
+    """aten::_ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _ctc_loss
+    # log_probs: ctc_loss_log_probs_grad(grads[0], log_probs, targets, input_lengths, target_lengths, result0, result1, blank, zero_infinity)
+    log_probs_grad = ctc_loss_log_probs_grad(
+        grads[0],
+        log_probs,
+        targets,
+        input_lengths,
+        target_lengths,
+        result0,
+        result1,
+        blank,
+        zero_infinity,
+    )
+    return (log_probs_grad,)
+
+
+def _ctc_loss_Tensor(
+    grads,
+    log_probs,
+    targets,
+    input_lengths,
+    target_lengths,
+    blank,
+    zero_infinity,
+    result0,
+    result1,
+):
+    """aten::_ctc_loss.Tensor(Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _ctc_loss.Tensor
+    # log_probs: ctc_loss_log_probs_grad(grads[0], log_probs, targets, input_lengths, target_lengths, result0, result1, blank, zero_infinity)
+    log_probs_grad = ctc_loss_log_probs_grad(
+        grads[0],
+        log_probs,
+        targets,
+        input_lengths,
+        target_lengths,
+        result0,
+        result1,
+        blank,
+        zero_infinity,
+    )
+    return (log_probs_grad,)
+
+
+def _embedding_bag_default(
+    grads,
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights,
+    include_last_offset,
+    padding_idx,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _embedding_bag
+    # weight: torch.ops.aten._embedding_bag_backward(grads[0], indices, offsets, result1, result2, result3, weight.shape[0], scale_grad_by_freq, mode, False, per_sample_weights, padding_idx)
+    weight_grad = torch.ops.aten._embedding_bag_backward(
+        grads[0],
+        indices,
+        offsets,
+        result1,
+        result2,
+        result3,
+        weight.shape[0],
+        scale_grad_by_freq,
+        mode,
+        False,
+        per_sample_weights,
+        padding_idx,
+    )
+    # per_sample_weights: torch.ops.aten._embedding_bag_per_sample_weights_backward(grads[0], weight, indices, offsets, result1, mode, padding_idx) if per_sample_weights is not None else None
+    per_sample_weights_grad = (
+        torch.ops.aten._embedding_bag_per_sample_weights_backward(
+            grads[0], weight, indices, offsets, result1, mode, padding_idx
+        )
+        if per_sample_weights is not None
+        else None
+    )
+    return (weight_grad, per_sample_weights_grad)
+
+
+def _embedding_bag_forward_only_default(
+    grads,
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights,
+    include_last_offset,
+    padding_idx,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _embedding_bag_forward_only
+    # weight: torch.ops.aten._embedding_bag_backward(grads[0], indices, offsets, result1, result2, result3, weight.shape[0], scale_grad_by_freq, mode, False, per_sample_weights, padding_idx)
+    weight_grad = torch.ops.aten._embedding_bag_backward(
+        grads[0],
+        indices,
+        offsets,
+        result1,
+        result2,
+        result3,
+        weight.shape[0],
+        scale_grad_by_freq,
+        mode,
+        False,
+        per_sample_weights,
+        padding_idx,
+    )
+    # per_sample_weights: torch.ops.aten._embedding_bag_per_sample_weights_backward(grads[0], weight, indices, offsets, result1, mode, padding_idx) if per_sample_weights is not None else None
+    per_sample_weights_grad = (
+        torch.ops.aten._embedding_bag_per_sample_weights_backward(
+            grads[0], weight, indices, offsets, result1, mode, padding_idx
+        )
+        if per_sample_weights is not None
+        else None
+    )
+    return (weight_grad, per_sample_weights_grad)
+
+
+def _cdist_backward_default(grad_result, grad, x1, x2, p, cdist, result):
+    """aten::_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor"""
+    # functional, derivatives.yaml entry _cdist_backward
+    # grad: (grads[0].unsqueeze(-2) * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist)).sum(-1)
+    grad_grad = (
+        grad_result.unsqueeze(-2)
+        * cdist_weights(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist)
+    ).sum(-1)
+    # x1: unbroadcast((grad.unsqueeze(-1) * cdist_weights_diff_derivative(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist) * grads[0].unsqueeze(-2)).sum(-2), x1)
+    x1_grad = unbroadcast(
+        (
+            grad.unsqueeze(-1)
+            * cdist_weights_diff_derivative(
+                x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist
+            )
+            * grad_result.unsqueeze(-2)
+        ).sum(-2),
+        x1,
+    )
+    # x2: unbroadcast(-(grad.unsqueeze(-1) * cdist_weights_diff_derivative(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist) * grads[0].unsqueeze(-2)).sum(-3), x2)
+    x2_grad = unbroadcast(
+        -(
+            grad.unsqueeze(-1)
+            * cdist_weights_diff_derivative(
+                x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist
+            )
+            * grad_result.unsqueeze(-2)
+        ).sum(-3),
+        x2,
+    )
+    # cdist: (grad.unsqueeze(-1) * cdist_weights_dist_derivative(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist) * grads[0].unsqueeze(-2)).sum(-1)
+    cdist_grad = (
+        grad.unsqueeze(-1)
+        * cdist_weights_dist_derivative(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, cdist)
+        * grad_result.unsqueeze(-2)
+    ).sum(-1)
+    return (grad_grad, x1_grad, x2_grad, cdist_grad)
+
+
+def _embedding_bag_dense_backward_default(
+    grad_result,
+    grad,
+    indices,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    per_sample_weights,
+    padding_idx,
+    result,
+):
+    """aten::_embedding_bag_dense_backward(Tensor grad, Tensor indices, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor"""
+    # functional, derivatives.yaml entry _embedding_bag_dense_backward
+    # grad, per_sample_weights: embedding_bag_dense_backward_grads(grads[0], grad, indices, offset2bag, bag_size, maximum_indices, scale_grad_by_freq, mode, per_sample_weights, padding_idx)
+    grad_grad, per_sample_weights_grad = embedding_bag_dense_backward_grads(
+        grad_result,
+        grad,
+        indices,
+        offset2bag,
+        bag_size,
+        maximum_indices,
+        scale_grad_by_freq,
+        mode,
+        per_sample_weights,
+        padding_idx,
+    )
+    return (grad_grad, per_sample_weights_grad)
+
+
+def _embedding_bag_per_sample_weights_backward_default(
+    grad_result, grad, weight, indices, offsets, offset2bag, mode, padding_idx, result
+):
+    """aten::_embedding_bag_per_sample_weights_backward(Tensor grad, Tensor weight, Tensor indices, Tensor offsets, Tensor offset2bag, int mode, int padding_idx=-1) -> Tensor"""
+    # functional, derivatives.yaml entry _embedding_bag_per_sample_weights_backward
+    # grad: torch.zeros_like(grad).index_add(0, offset2bag, (grads[0] * (indices != padding_idx)).unsqueeze(-1) * weight.index_select(0, indices))
+    grad_grad = torch.zeros_like(grad).index_add(
+        0,
+        offset2bag,
+        (grad_result * (indices != padding_idx)).unsqueeze(-1)
+        * weight.index_select(0, indices),
+    )
+    # weight: torch.zeros_like(weight).index_add(0, indices, (grads[0] * (indices != padding_idx)).unsqueeze(-1) * grad.index_select(0, offset2bag))
+    weight_grad = torch.zeros_like(weight).index_add(
+        0,
+        indices,
+        (grad_result * (indices != padding_idx)).unsqueeze(-1)
+        * grad.index_select(0, offset2bag),
+    )
+    return (grad_grad, weight_grad)
+
+
+def _embedding_bag_backward_default(
+    grad_result,
+    grad,
+    indices,
+    offsets,
+    offset2bag,
+    bag_size,
+    maximum_indices,
+    num_weights,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights,
+    padding_idx,
+    result,
+):
+    """aten::_embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor"""
+    # functional, derivatives.yaml entry _embedding_bag_backward
+    # grad, per_sample_weights: embedding_bag_dense_backward_grads(grads[0], grad, indices, offset2bag, bag_size, maximum_indices, scale_grad_by_freq, mode, per_sample_weights, padding_idx, offsets)
+    grad_grad, per_sample_weights_grad = embedding_bag_dense_backward_grads(
+        grad_result,
+        grad,
+        indices,
+        offset2bag,
+        bag_size,
+        maximum_indices,
+        scale_grad_by_freq,
+        mode,
+        per_sample_weights,
+        padding_idx,
+        offsets,
+    )
+    return (grad_grad, per_sample_weights_grad)
+
+
+def _pack_padded_sequence_default(grads, input, lengths, batch_first, result0, result1):
+    """aten::_pack_padded_sequence(Tensor input, Tensor lengths, bool batch_first) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _pack_padded_sequence
+    grad = grads[0]
+    # input: torch.ops.aten._pack_padded_sequence_backward(grad, input.shape, result1, batch_first)
+    input_grad = torch.ops.aten._pack_padded_sequence_backward(
+        grad, input.shape, result1, batch_first
+    )
+    return (input_grad,)
+
+
+def multi_margin_loss_default(grad, self, target, p, margin, weight, reduction, result):
+    """aten::multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor"""
+    # functional, derivatives.yaml entry multi_margin_loss
+    # self: torch.ops.aten.multi_margin_loss_backward(grad, self, target, p, margin, weight, reduction)
+    self_grad = torch.ops.aten.multi_margin_loss_backward(
+        grad, self, target, p, margin, weight, reduction
+    )
+    return (self_grad,)
+
+
+def _pdist_forward_default(grad, self, p, result):
+    """aten::_pdist_forward(Tensor self, float p=2.) -> Tensor"""
+    # functional, derivatives.yaml entry _pdist_forward
+    # self: torch.ops.aten._pdist_backward(grad, self, p, result)
+    self_grad = torch.ops.aten._pdist_backward(grad, self, p, result)
+    return (self_grad,)

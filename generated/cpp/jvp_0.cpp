@@ -1680,6 +1680,289 @@ Results upsample_bilinear2d_backward_default(const Values& args, const Values& t
   return {dualgen::value(None)};
 }
 
+// aten::_lazy_clone(Tensor self) -> Tensor
+// functional, derivatives.yaml entry _lazy_clone
+Results _lazy_clone_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::_lazy_clone::call(self_t))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::slice_inverse(Tensor(a) self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)
+// view, derivatives.yaml entry slice_inverse
+Results slice_inverse_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor src_p = unpack<at::Tensor>(args[1]);
+  const int64_t dim = unpack<int64_t>(args[2]);
+  const std::optional<int64_t> start = unpack<std::optional<int64_t>>(args[3]);
+  const std::optional<int64_t> end = unpack<std::optional<int64_t>>(args[4]);
+  const int64_t step = unpack<int64_t>(args[5]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor src_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t) && present(src_t)) {
+    return {dualgen::value(at::_ops::slice_inverse::call(self_t, src_t, dim, start, end, c10::SymInt(step)))};
+  } else if (present(self_t)) {
+    return {dualgen::value(at::_ops::slice_inverse::call(self_t, at::zeros_like(src_p), dim, start, end, c10::SymInt(step)))};
+  } else if (present(src_t)) {
+    return {dualgen::value(at::_ops::slice_inverse::call(at::zeros_like(self_p), src_t, dim, start, end, c10::SymInt(step)))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor
+// functional, derivatives.yaml entry normal.Tensor_float
+Results normal_Tensor_float(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor mean_p = unpack<at::Tensor>(args[0]);
+  const double std = unpack<double>(args[1]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[2]);
+  at::Tensor mean_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_element_wise, from mean: grad
+  if (present(mean_t)) {
+    return {dualgen::value(mean_t)};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_div.List
+Results _foreach_div_List(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const TensorList other_p = unpack<TensorList>(args[1]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  TensorList other_t = unpack<TensorList>(tangents[1]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: torch.ops.aten.unflatten_dense_tensors((torch.ops.aten.flatten_dense_tensors(self_t) - torch.ops.aten.flatten_dense_tensors(other_t) * torch.ops.aten.flatten_dense_tensors(result)) / torch.ops.aten.flatten_dense_tensors(other_p), result)
+  if (present(self_t) && present(other_t)) {
+    self_t = fill_absent(self_t, self_p);
+    other_t = fill_absent(other_t, other_p);
+    return {dualgen::value(at::_ops::unflatten_dense_tensors::call((at::_ops::flatten_dense_tensors::call(self_t) - at::_ops::flatten_dense_tensors::call(other_t) * at::_ops::flatten_dense_tensors::call(result)) / at::_ops::flatten_dense_tensors::call(other_p), result))};
+  } else if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(at::_ops::unflatten_dense_tensors::call(at::_ops::flatten_dense_tensors::call(self_t) / at::_ops::flatten_dense_tensors::call(other_p), result))};
+  } else if (present(other_t)) {
+    other_t = fill_absent(other_t, other_p);
+    return {dualgen::value(at::_ops::unflatten_dense_tensors::call(-(at::_ops::flatten_dense_tensors::call(other_t) * at::_ops::flatten_dense_tensors::call(result)) / at::_ops::flatten_dense_tensors::call(other_p), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)
+// functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu_backward
+Results _scaled_dot_product_flash_attention_for_cpu_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_out_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor query_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor out_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor logsumexp_p = unpack<at::Tensor>(args[5]);
+  const double dropout_p = unpack<double>(args[6]);
+  const bool is_causal = unpack<bool>(args[7]);
+  const at::Tensor attn_mask_p = unpack<at::Tensor>(args[8]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[9]);
+  at::Tensor grad_out_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor out_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor logsumexp_t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor attn_mask_t = unpack<at::Tensor>(tangents[6]);
+  const at::Tensor grad_query = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor grad_key = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor grad_value = unpack<at::Tensor>(outputs[2]);
+  // grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
+  at::Tensor grad_query_t;
+  if (present(attn_mask_t)) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_query_t = flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
+  } else if (!present(attn_mask_t) && (present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_query_t = flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
+  }
+  // grad_key: flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
+  at::Tensor grad_key_t;
+  if (present(attn_mask_t)) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_key_t = flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
+  } else if (!present(attn_mask_t) && (present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_key_t = flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
+  }
+  // grad_value: flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
+  at::Tensor grad_value_t;
+  if (present(attn_mask_t)) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_value_t = flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
+  } else if (!present(attn_mask_t) && (present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_value_t = flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
+  }
+  return {dualgen::value(grad_query_t), dualgen::value(grad_key_t), dualgen::value(grad_value_t)};
+}
+
+// aten::_transformer_encoder_layer_fwd(Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor? mask=None, int? mask_type=None) -> Tensor
+// functional, derivatives.yaml entry _transformer_encoder_layer_fwd
+Results _transformer_encoder_layer_fwd_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor src_p = unpack<at::Tensor>(args[0]);
+  const int64_t embed_dim = unpack<int64_t>(args[1]);
+  const int64_t num_heads = unpack<int64_t>(args[2]);
+  const at::Tensor qkv_weight_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor qkv_bias_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor proj_weight_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor proj_bias_p = unpack<at::Tensor>(args[6]);
+  const bool use_gelu = unpack<bool>(args[7]);
+  const bool norm_first = unpack<bool>(args[8]);
+  const double eps = unpack<double>(args[9]);
+  const at::Tensor norm_weight_1_p = unpack<at::Tensor>(args[10]);
+  const at::Tensor norm_bias_1_p = unpack<at::Tensor>(args[11]);
+  const at::Tensor norm_weight_2_p = unpack<at::Tensor>(args[12]);
+  const at::Tensor norm_bias_2_p = unpack<at::Tensor>(args[13]);
+  const at::Tensor ffn_weight_1_p = unpack<at::Tensor>(args[14]);
+  const at::Tensor ffn_bias_1_p = unpack<at::Tensor>(args[15]);
+  const at::Tensor ffn_weight_2_p = unpack<at::Tensor>(args[16]);
+  const at::Tensor ffn_bias_2_p = unpack<at::Tensor>(args[17]);
+  const at::Tensor mask_p = unpack<at::Tensor>(args[18]);
+  const std::optional<int64_t> mask_type = unpack<std::optional<int64_t>>(args[19]);
+  at::Tensor src_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor qkv_weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor qkv_bias_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor proj_weight_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor proj_bias_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor norm_weight_1_t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor norm_bias_1_t = unpack<at::Tensor>(tangents[6]);
+  at::Tensor norm_weight_2_t = unpack<at::Tensor>(tangents[7]);
+  at::Tensor norm_bias_2_t = unpack<at::Tensor>(tangents[8]);
+  at::Tensor ffn_weight_1_t = unpack<at::Tensor>(tangents[9]);
+  at::Tensor ffn_bias_1_t = unpack<at::Tensor>(tangents[10]);
+  at::Tensor ffn_weight_2_t = unpack<at::Tensor>(tangents[11]);
+  at::Tensor ffn_bias_2_t = unpack<at::Tensor>(tangents[12]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: transformer_encoder_layer_tangent(src_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, norm_weight_1_t, norm_bias_1_t, norm_weight_2_t, norm_bias_2_t, ffn_weight_1_t, ffn_bias_1_t, ffn_weight_2_t, ffn_bias_2_t, src_p, embed_dim, num_heads, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, use_gelu, norm_first, eps, norm_weight_1_p, norm_bias_1_p, norm_weight_2_p, norm_bias_2_p, ffn_weight_1_p, ffn_bias_1_p, ffn_weight_2_p, ffn_bias_2_p, mask_p, mask_type)
+  if ((present(ffn_bias_1_t) || present(ffn_bias_2_t) || present(ffn_weight_1_t) || present(ffn_weight_2_t) || present(norm_bias_1_t) || present(norm_bias_2_t) || present(norm_weight_1_t) || present(norm_weight_2_t) || present(proj_bias_t) || present(proj_weight_t) || present(qkv_bias_t) || present(qkv_weight_t) || present(src_t))) {
+    src_t = present(src_t) ? src_t : at::zeros_like(src_p);
+    qkv_weight_t = present(qkv_weight_t) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
+    qkv_bias_t = present(qkv_bias_t) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
+    proj_weight_t = present(proj_weight_t) ? proj_weight_t : at::zeros_like(proj_weight_p);
+    proj_bias_t = present(proj_bias_t) ? proj_bias_t : at::zeros_like(proj_bias_p);
+    norm_weight_1_t = present(norm_weight_1_t) ? norm_weight_1_t : at::zeros_like(norm_weight_1_p);
+    norm_bias_1_t = present(norm_bias_1_t) ? norm_bias_1_t : at::zeros_like(norm_bias_1_p);
+    norm_weight_2_t = present(norm_weight_2_t) ? norm_weight_2_t : at::zeros_like(norm_weight_2_p);
+    norm_bias_2_t = present(norm_bias_2_t) ? norm_bias_2_t : at::zeros_like(norm_bias_2_p);
+    ffn_weight_1_t = present(ffn_weight_1_t) ? ffn_weight_1_t : at::zeros_like(ffn_weight_1_p);
+    ffn_bias_1_t = present(ffn_bias_1_t) ? ffn_bias_1_t : at::zeros_like(ffn_bias_1_p);
+    ffn_weight_2_t = present(ffn_weight_2_t) ? ffn_weight_2_t : at::zeros_like(ffn_weight_2_p);
+    ffn_bias_2_t = present(ffn_bias_2_t) ? ffn_bias_2_t : at::zeros_like(ffn_bias_2_p);
+    return {dualgen::value(transformer_encoder_layer_tangent(src_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, norm_weight_1_t, norm_bias_1_t, norm_weight_2_t, norm_bias_2_t, ffn_weight_1_t, ffn_bias_1_t, ffn_weight_2_t, ffn_bias_2_t, src_p, embed_dim, num_heads, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, use_gelu, norm_first, eps, norm_weight_1_p, norm_bias_1_p, norm_weight_2_p, norm_bias_2_p, ffn_weight_1_p, ffn_bias_1_p, ffn_weight_2_p, ffn_bias_2_p, mask_p, mask_type))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::mkldnn_rnn_layer(Tensor input, Tensor weight0, Tensor weight1, Tensor weight2, Tensor weight3, Tensor hx_, Tensor cx_, bool reverse, int[] batch_sizes, int mode, int hidden_size, int num_layers, bool has_biases, bool bidirectional, bool batch_first, bool train) -> (Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry mkldnn_rnn_layer
+Results mkldnn_rnn_layer_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight0_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor weight1_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor weight2_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor weight3_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor hx__p = unpack<at::Tensor>(args[5]);
+  const at::Tensor cx__p = unpack<at::Tensor>(args[6]);
+  const bool reverse = unpack<bool>(args[7]);
+  const std::vector<int64_t> batch_sizes = unpack<std::vector<int64_t>>(args[8]);
+  const int64_t mode = unpack<int64_t>(args[9]);
+  const int64_t hidden_size = unpack<int64_t>(args[10]);
+  const int64_t num_layers = unpack<int64_t>(args[11]);
+  const bool has_biases = unpack<bool>(args[12]);
+  const bool bidirectional = unpack<bool>(args[13]);
+  const bool batch_first = unpack<bool>(args[14]);
+  const bool train = unpack<bool>(args[15]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight0_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor weight1_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor weight2_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor weight3_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor hx__t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor cx__t = unpack<at::Tensor>(tangents[6]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  // result0: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[0]
+  at::Tensor result0_t;
+  if ((present(cx__t) || present(hx__t) || present(input_t) || present(weight0_t) || present(weight1_t) || present(weight2_t) || present(weight3_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight0_t = present(weight0_t) ? weight0_t : at::zeros_like(weight0_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx__t = present(cx__t) ? cx__t : at::zeros_like(cx__p);
+    result0_t = lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[0];
+  }
+  // result1: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[1]
+  at::Tensor result1_t;
+  if ((present(cx__t) || present(hx__t) || present(input_t) || present(weight0_t) || present(weight1_t) || present(weight2_t) || present(weight3_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight0_t = present(weight0_t) ? weight0_t : at::zeros_like(weight0_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx__t = present(cx__t) ? cx__t : at::zeros_like(cx__p);
+    result1_t = lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[1];
+  }
+  // result2: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[2]
+  at::Tensor result2_t;
+  if ((present(cx__t) || present(hx__t) || present(input_t) || present(weight0_t) || present(weight1_t) || present(weight2_t) || present(weight3_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight0_t = present(weight0_t) ? weight0_t : at::zeros_like(weight0_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx__t = present(cx__t) ? cx__t : at::zeros_like(cx__p);
+    result2_t = lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[2];
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None)};
+}
+
 void register_shard_0(Registry& registry) {
   registry.add("aten::sqrt.default", &sqrt_default);
   registry.add("aten::sqrt_.default", &sqrt__default);
@@ -1776,6 +2059,13 @@ void register_shard_0(Registry& registry) {
   registry.add("aten::_safe_softmax.default", &_safe_softmax_default);
   registry.add("aten::upsample_linear1d_backward.default", &upsample_linear1d_backward_default);
   registry.add("aten::upsample_bilinear2d_backward.default", &upsample_bilinear2d_backward_default);
+  registry.add("aten::_lazy_clone.default", &_lazy_clone_default);
+  registry.add("aten::slice_inverse.default", &slice_inverse_default);
+  registry.add("aten::normal.Tensor_float", &normal_Tensor_float);
+  registry.add("aten::_foreach_div.List", &_foreach_div_List);
+  registry.add("aten::_scaled_dot_product_flash_attention_for_cpu_backward.default", &_scaled_dot_product_flash_attention_for_cpu_backward_default);
+  registry.add("aten::_transformer_encoder_layer_fwd.default", &_transformer_encoder_layer_fwd_default);
+  registry.add("aten::mkldnn_rnn_layer.default", &mkldnn_rnn_layer_default);
 }
 
 }  // namespace dualgen::jvp

@@ -1358,6 +1358,130 @@ Results upsample_bicubic2d_backward_default(const Values& args, const Values& ta
   return {dualgen::value(None)};
 }
 
+// aten::_upsample_bicubic2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+// functional, derivatives.yaml entry _upsample_bicubic2d_aa_backward
+Results _upsample_bicubic2d_aa_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> output_size = unpack<std::vector<int64_t>>(args[1]);
+  const std::vector<int64_t> input_size = unpack<std::vector<int64_t>>(args[2]);
+  const bool align_corners = unpack<bool>(args[3]);
+  const std::optional<double> scales_h = unpack<std::optional<double>>(args[4]);
+  const std::optional<double> scales_w = unpack<std::optional<double>>(args[5]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(grad_output_t)) {
+    return {dualgen::value(at::_ops::_upsample_bicubic2d_aa_backward::call(grad_output_t, symint_list(output_size), symint_list(input_size), align_corners, scales_h, scales_w))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_upsample_lanczos2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+// functional, derivatives.yaml entry _upsample_lanczos2d_aa_backward
+Results _upsample_lanczos2d_aa_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> output_size = unpack<std::vector<int64_t>>(args[1]);
+  const std::vector<int64_t> input_size = unpack<std::vector<int64_t>>(args[2]);
+  const bool align_corners = unpack<bool>(args[3]);
+  const std::optional<double> scales_h = unpack<std::optional<double>>(args[4]);
+  const std::optional<double> scales_w = unpack<std::optional<double>>(args[5]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(grad_output_t)) {
+    return {dualgen::value(at::_ops::_upsample_lanczos2d_aa_backward::call(grad_output_t, symint_list(output_size), symint_list(input_size), align_corners, scales_h, scales_w))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor
+// functional, derivatives.yaml entry normal.float_Tensor
+Results normal_float_Tensor(const Values& args, const Values& tangents, const Values& outputs) {
+  const double mean = unpack<double>(args[0]);
+  const at::Tensor std_p = unpack<at::Tensor>(args[1]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[2]);
+  at::Tensor std_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: std_t * torch.where(std_p == 0, torch.zeros_like(result), (result - mean) / std_p)
+  if (present(std_t)) {
+    return {dualgen::value(std_t * at::where(std_p == 0, at::zeros_like(result), (result - mean) / std_p))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_foreach_norm.Scalar(Tensor[] self, Scalar ord=2, ScalarType? dtype=None) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_norm.Scalar
+Results _foreach_norm_Scalar(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const c10::Scalar ord = unpack<c10::Scalar>(args[1]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[2]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: foreach_norm_tangents(self_t, self_p, ord, result)
+  if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(foreach_norm_tangents(self_t, self_p, ord, result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _embedding_bag_forward_only
+Results _embedding_bag_forward_only_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor weight_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor indices_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor offsets_p = unpack<at::Tensor>(args[2]);
+  const bool scale_grad_by_freq = unpack<bool>(args[3]);
+  const int64_t mode = unpack<int64_t>(args[4]);
+  const bool sparse = unpack<bool>(args[5]);
+  const at::Tensor per_sample_weights_p = unpack<at::Tensor>(args[6]);
+  const bool include_last_offset = unpack<bool>(args[7]);
+  const int64_t padding_idx = unpack<int64_t>(args[8]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor per_sample_weights_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  // result0: torch.where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), torch.zeros_like(result0)) if mode == 2 else torch.ops.aten._embedding_bag(weight_t, indices_p, offsets_p, False, mode, False, per_sample_weights_p, include_last_offset, padding_idx)[0] + torch.ops.aten._embedding_bag(weight_p, indices_p, offsets_p, False, mode, False, per_sample_weights_t, include_last_offset, padding_idx)[0]
+  at::Tensor result0_t;
+  if (present(weight_t) && present(per_sample_weights_t)) {
+    result0_t = mode == 2 ? at::where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), at::zeros_like(result0)) : std::get<0>(at::_ops::_embedding_bag::call(weight_t, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_p), include_last_offset, padding_idx)) + std::get<0>(at::_ops::_embedding_bag::call(weight_p, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_t), include_last_offset, padding_idx));
+  } else if (present(weight_t)) {
+    result0_t = conform(mode == 2 ? at::where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), at::zeros_like(result0)) : std::get<0>(at::_ops::_embedding_bag::call(weight_t, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_p), include_last_offset, padding_idx)), result0);
+  } else if (present(per_sample_weights_t)) {
+    result0_t = conform(mode == 2 ? at::where((result2 > 0).unsqueeze(-1), at::zeros_like(weight_p).gather(0, result3), at::zeros_like(result0)) : std::get<0>(at::_ops::_embedding_bag::call(at::zeros_like(weight_p), indices_p, offsets_p, false, mode, false, opt(per_sample_weights_p), include_last_offset, padding_idx)) + std::get<0>(at::_ops::_embedding_bag::call(weight_p, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_t), include_last_offset, padding_idx)), result0);
+  }
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+}
+
+// aten::_embedding_bag_dense_backward(Tensor grad, Tensor indices, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor
+// functional, derivatives.yaml entry _embedding_bag_dense_backward
+Results _embedding_bag_dense_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor indices_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor offset2bag_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor bag_size_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor maximum_indices_p = unpack<at::Tensor>(args[4]);
+  const int64_t num_weights = unpack<int64_t>(args[5]);
+  const bool scale_grad_by_freq = unpack<bool>(args[6]);
+  const int64_t mode = unpack<int64_t>(args[7]);
+  const at::Tensor per_sample_weights_p = unpack<at::Tensor>(args[8]);
+  const int64_t padding_idx = unpack<int64_t>(args[9]);
+  at::Tensor grad_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor per_sample_weights_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten._embedding_bag_dense_backward(grad_t, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, per_sample_weights_p, padding_idx) + torch.ops.aten._embedding_bag_dense_backward(grad_p, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, per_sample_weights_t, padding_idx)
+  if (present(grad_t) && present(per_sample_weights_t)) {
+    return {dualgen::value(at::_ops::_embedding_bag_dense_backward::call(grad_t, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, opt(per_sample_weights_p), padding_idx) + at::_ops::_embedding_bag_dense_backward::call(grad_p, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, opt(per_sample_weights_t), padding_idx))};
+  } else if (present(grad_t)) {
+    return {dualgen::value(conform(at::_ops::_embedding_bag_dense_backward::call(grad_t, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, opt(per_sample_weights_p), padding_idx), result))};
+  } else if (present(per_sample_weights_t)) {
+    return {dualgen::value(conform(at::_ops::_embedding_bag_dense_backward::call(grad_p, indices_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, opt(per_sample_weights_t), padding_idx), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_1(Registry& registry) {
   registry.add("aten::neg.default", &neg_default);
   registry.add("aten::neg_.default", &neg__default);
@@ -1434,6 +1558,12 @@ void register_shard_1(Registry& registry) {
   registry.add("aten::bernoulli_.float", &bernoulli__float);
   registry.add("aten::convolution_backward.default", &convolution_backward_default);
   registry.add("aten::upsample_bicubic2d_backward.default", &upsample_bicubic2d_backward_default);
+  registry.add("aten::_upsample_bicubic2d_aa_backward.default", &_upsample_bicubic2d_aa_backward_default);
+  registry.add("aten::_upsample_lanczos2d_aa_backward.default", &_upsample_lanczos2d_aa_backward_default);
+  registry.add("aten::normal.float_Tensor", &normal_float_Tensor);
+  registry.add("aten::_foreach_norm.Scalar", &_foreach_norm_Scalar);
+  registry.add("aten::_embedding_bag_forward_only.default", &_embedding_bag_forward_only_default);
+  registry.add("aten::_embedding_bag_dense_backward.default", &_embedding_bag_dense_backward_default);
 }
 
 }  // namespace dualgen::jvp

@@ -1272,6 +1272,156 @@ Results native_batch_norm_backward_default(const Values& args, const Values& tan
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
+// aten::_index_put_impl_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False, bool unsafe=False) -> Tensor(a!)
+// inplace, derivatives.yaml entry _index_put_impl_
+Results _index_put_impl__default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const c10::List<std::optional<at::Tensor>> indices_p = unpack<c10::List<std::optional<at::Tensor>>>(args[1]);
+  const at::Tensor values_p = unpack<at::Tensor>(args[2]);
+  const bool accumulate = unpack<bool>(args[3]);
+  const bool unsafe = unpack<bool>(args[4]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor values_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten.index_put.default(self_t, indices_p, values_t, accumulate)
+  if (present(self_t) && present(values_t)) {
+    return {dualgen::value(at::_ops::index_put::call(self_t, indices_p, values_t, accumulate))};
+  } else if (present(self_t)) {
+    return {dualgen::value(at::_ops::index_put::call(self_t, indices_p, at::zeros_like(values_p), accumulate))};
+  } else if (present(values_t)) {
+    return {dualgen::value(conform(at::_ops::index_put::call(at::zeros_like(self_p), indices_p, values_t, accumulate), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_fused_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry _fused_rms_norm
+Results _fused_rms_norm_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> normalized_shape = unpack<std::vector<int64_t>>(args[1]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[2]);
+  const std::optional<double> eps = unpack<std::optional<double>>(args[3]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: ((input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()) if weight_p is None else (input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()) * weight_p) + input_p * result1 * weight_t
+  at::Tensor result0_t;
+  if (present(input_t) && present(weight_t)) {
+    result0_t = (!present(weight_p) ? input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.sizes()) / input_p.new_ones(normalized_shape).sum() : (input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.sizes()) / input_p.new_ones(normalized_shape).sum()) * weight_p) + input_p * result1 * weight_t;
+  } else if (present(input_t)) {
+    result0_t = conform(!present(weight_p) ? input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.sizes()) / input_p.new_ones(normalized_shape).sum() : (input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.sizes()) / input_p.new_ones(normalized_shape).sum()) * weight_p, result0);
+  } else if (present(weight_t)) {
+    result0_t = conform(input_p * result1 * weight_t, result0);
+  }
+  // result1: -result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()
+  at::Tensor result1_t;
+  if (present(input_t)) {
+    result1_t = -result1.pow(3) * (input_p * input_t).sum_to_size(result1.sizes()) / input_p.new_ones(normalized_shape).sum();
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t)};
+}
+
+// aten::_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+// functional, derivatives.yaml entry _upsample_bicubic2d_aa
+Results _upsample_bicubic2d_aa_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> output_size = unpack<std::vector<int64_t>>(args[1]);
+  const bool align_corners = unpack<bool>(args[2]);
+  const std::optional<double> scales_h = unpack<std::optional<double>>(args[3]);
+  const std::optional<double> scales_w = unpack<std::optional<double>>(args[4]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::_upsample_bicubic2d_aa::call(self_t, symint_list(output_size), align_corners, scales_h, scales_w))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
+// functional, derivatives.yaml entry normal.Tensor_Tensor
+Results normal_Tensor_Tensor(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor mean_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor std_p = unpack<at::Tensor>(args[1]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[2]);
+  at::Tensor mean_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor std_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: mean_t + std_t * torch.where(std_p == 0, torch.zeros_like(result), (result - mean_p) / std_p)
+  if (present(mean_t) && present(std_t)) {
+    return {dualgen::value(mean_t + std_t * at::where(std_p == 0, at::zeros_like(result), (result - mean_p) / std_p))};
+  } else if (present(mean_t)) {
+    return {dualgen::value(conform(mean_t, result))};
+  } else if (present(std_t)) {
+    return {dualgen::value(conform(std_t * at::where(std_p == 0, at::zeros_like(result), (result - mean_p) / std_p), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::poisson(Tensor self, Generator? generator=None) -> Tensor
+// functional, derivatives.yaml entry poisson
+Results poisson_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_element_wise, from self: torch.zeros_like(grad)
+  if (present(self_t)) {
+    return {dualgen::value(at::zeros_like(self_t.conj()).conj())};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_foreach_maximum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_maximum.Scalar
+Results _foreach_maximum_Scalar(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const c10::Scalar scalar = unpack<c10::Scalar>(args[1]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_add.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.Scalar(self_p, scalar)), 1), 0.5))
+  if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(at::_ops::_foreach_mul_List::call(self_t, at::_ops::_foreach_mul_Scalar::call(at::_ops::_foreach_add_Scalar::call(at::_ops::_foreach_sign::call(at::_ops::_foreach_sub_Scalar::call(self_p, scalar)), 1), 0.5)))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry _ctc_loss
+Results _ctc_loss_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor log_probs_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor targets_p = unpack<at::Tensor>(args[1]);
+  const std::vector<int64_t> input_lengths = unpack<std::vector<int64_t>>(args[2]);
+  const std::vector<int64_t> target_lengths = unpack<std::vector<int64_t>>(args[3]);
+  const int64_t blank = unpack<int64_t>(args[4]);
+  const bool zero_infinity = unpack<bool>(args[5]);
+  at::Tensor log_probs_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: (ctc_loss_log_probs_grad(torch.ones_like(result0), log_probs_p, targets_p, input_lengths, target_lengths, result0, result1, blank, zero_infinity) * log_probs_t).sum([0, 2])
+  at::Tensor result0_t;
+  if (present(log_probs_t)) {
+    result0_t = (ctc_loss_log_probs_grad(at::ones_like(result0), log_probs_p, targets_p, input_lengths, target_lengths, result0, result1, blank, zero_infinity) * log_probs_t).sum(std::vector<int64_t>{0, 2});
+  }
+  return {dualgen::value(result0_t), dualgen::value(None)};
+}
+
+// aten::_pdist_forward(Tensor self, float p=2.) -> Tensor
+// functional, derivatives.yaml entry _pdist_forward
+Results _pdist_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const double p = unpack<double>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: vector_norm_tangent((self_t.unsqueeze(1) - self_t.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), (self_p.unsqueeze(1) - self_p.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), p, [1], False, result)
+  if (present(self_t)) {
+    return {dualgen::value(vector_norm_tangent((self_t.unsqueeze(1) - self_t.unsqueeze(0)).masked_select(self_p.new_ones(std::vector<int64_t>{at_index(self_p.sizes(), 0), at_index(self_p.sizes(), 0)}).triu(1).unsqueeze(-1) > 0).reshape(std::vector<int64_t>{-1, at_index(self_p.sizes(), 1)}), (self_p.unsqueeze(1) - self_p.unsqueeze(0)).masked_select(self_p.new_ones(std::vector<int64_t>{at_index(self_p.sizes(), 0), at_index(self_p.sizes(), 0)}).triu(1).unsqueeze(-1) > 0).reshape(std::vector<int64_t>{-1, at_index(self_p.sizes(), 1)}), p, std::vector<int64_t>{1}, false, result))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_2(Registry& registry) {
   registry.add("aten::sin.default", &sin_default);
   registry.add("aten::sin_.default", &sin__default);
@@ -1348,6 +1498,14 @@ void register_shard_2(Registry& registry) {
   registry.add("aten::exponential_.default", &exponential__default);
   registry.add("aten::reflection_pad1d_backward.default", &reflection_pad1d_backward_default);
   registry.add("aten::native_batch_norm_backward.default", &native_batch_norm_backward_default);
+  registry.add("aten::_index_put_impl_.default", &_index_put_impl__default);
+  registry.add("aten::_fused_rms_norm.default", &_fused_rms_norm_default);
+  registry.add("aten::_upsample_bicubic2d_aa.default", &_upsample_bicubic2d_aa_default);
+  registry.add("aten::normal.Tensor_Tensor", &normal_Tensor_Tensor);
+  registry.add("aten::poisson.default", &poisson_default);
+  registry.add("aten::_foreach_maximum.Scalar", &_foreach_maximum_Scalar);
+  registry.add("aten::_ctc_loss.default", &_ctc_loss_default);
+  registry.add("aten::_pdist_forward.default", &_pdist_forward_default);
 }
 
 }  // namespace dualgen::jvp

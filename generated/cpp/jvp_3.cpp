@@ -991,6 +991,204 @@ Results native_layer_norm_backward_default(const Values& args, const Values& tan
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
+// aten::_reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride) -> Tensor(a)
+// view, derivatives.yaml entry _reshape_alias
+Results _reshape_alias_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> size = unpack<std::vector<int64_t>>(args[1]);
+  const std::vector<int64_t> stride = unpack<std::vector<int64_t>>(args[2]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::_reshape_alias::call(self_t, symint_list(size), symint_list(stride)))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_reshape_copy(Tensor self, SymInt[] size) -> Tensor
+// functional, derivatives.yaml entry _reshape_copy
+Results _reshape_copy_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> size = unpack<std::vector<int64_t>>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::_reshape_copy::call(self_t, symint_list(size)))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor
+// functional, derivatives.yaml entry norm.ScalarOpt_dim_dtype
+Results norm_ScalarOpt_dim_dtype(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<c10::Scalar> p = unpack<std::optional<c10::Scalar>>(args[1]);
+  const std::vector<int64_t> dim = unpack<std::vector<int64_t>>(args[2]);
+  const bool keepdim = unpack<bool>(args[3]);
+  const at::ScalarType dtype = unpack<at::ScalarType>(args[4]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
+  if (present(self_t)) {
+    return {dualgen::value(vector_norm_tangent(self_t, self_p, p, dim, keepdim, result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor
+// functional, derivatives.yaml entry soft_margin_loss
+Results soft_margin_loss_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor target_p = unpack<at::Tensor>(args[1]);
+  const int64_t reduction = unpack<int64_t>(args[2]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction)
+  if (present(self_t)) {
+    return {dualgen::value(apply_loss_reduction(-at::sigmoid(-target_p * self_p) * target_p * self_t, reduction))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_foreach_minimum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_minimum.Scalar
+Results _foreach_minimum_Scalar(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const c10::Scalar scalar = unpack<c10::Scalar>(args[1]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_sub.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.Scalar(self_p, scalar)), 1), -0.5))
+  if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(at::_ops::_foreach_mul_List::call(self_t, at::_ops::_foreach_mul_Scalar::call(at::_ops::_foreach_sub_Scalar::call(at::_ops::_foreach_sign::call(at::_ops::_foreach_sub_Scalar::call(self_p, scalar)), 1), -0.5)))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_foreach_maximum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_maximum.ScalarList
+Results _foreach_maximum_ScalarList(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const std::vector<c10::Scalar> scalars = unpack<std::vector<c10::Scalar>>(args[1]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_add.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.ScalarList(self_p, scalars)), 1), 0.5))
+  if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(at::_ops::_foreach_mul_List::call(self_t, at::_ops::_foreach_mul_Scalar::call(at::_ops::_foreach_add_Scalar::call(at::_ops::_foreach_sign::call(at::_ops::_foreach_sub_ScalarList::call(self_p, scalars)), 1), 0.5)))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry grid_sampler_2d_backward
+Results grid_sampler_2d_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor input_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor grid_p = unpack<at::Tensor>(args[2]);
+  const int64_t interpolation_mode = unpack<int64_t>(args[3]);
+  const int64_t padding_mode = unpack<int64_t>(args[4]);
+  const bool align_corners = unpack<bool>(args[5]);
+  const std::vector<bool> output_mask = unpack<std::vector<bool>>(args[6]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor grid_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+  at::Tensor result0_t;
+  if (present(grad_output_t) && present(grid_t)) {
+    result0_t = present(result0) ? std::get<0>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+  } else if (present(grad_output_t)) {
+    result0_t = conform(present(result0) ? std::get<0>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) : at::Tensor(), result0);
+  } else if (present(grid_t)) {
+    result0_t = conform(present(result0) ? grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result0);
+  }
+  // result1: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_2d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+  at::Tensor result1_t;
+  if (present(grad_output_t) && present(input_t) && present(grid_t)) {
+    result1_t = present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+  } else if (present(grad_output_t) && present(input_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
+  } else if (present(grad_output_t) && present(grid_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+  } else if (present(input_t) && present(grid_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+  } else if (present(grad_output_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
+  } else if (present(input_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
+  } else if (present(grid_t)) {
+    result1_t = conform(present(result1) ? grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t)};
+}
+
+// aten::grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry grid_sampler_3d_backward
+Results grid_sampler_3d_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor input_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor grid_p = unpack<at::Tensor>(args[2]);
+  const int64_t interpolation_mode = unpack<int64_t>(args[3]);
+  const int64_t padding_mode = unpack<int64_t>(args[4]);
+  const bool align_corners = unpack<bool>(args[5]);
+  const std::vector<bool> output_mask = unpack<std::vector<bool>>(args[6]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor grid_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+  at::Tensor result0_t;
+  if (present(grad_output_t) && present(grid_t)) {
+    result0_t = present(result0) ? std::get<0>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+  } else if (present(grad_output_t)) {
+    result0_t = conform(present(result0) ? std::get<0>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) : at::Tensor(), result0);
+  } else if (present(grid_t)) {
+    result0_t = conform(present(result0) ? grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result0);
+  }
+  // result1: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_3d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+  at::Tensor result1_t;
+  if (present(grad_output_t) && present(input_t) && present(grid_t)) {
+    result1_t = present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+  } else if (present(grad_output_t) && present(input_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
+  } else if (present(grad_output_t) && present(grid_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+  } else if (present(input_t) && present(grid_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+  } else if (present(grad_output_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
+  } else if (present(input_t)) {
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
+  } else if (present(grid_t)) {
+    result1_t = conform(present(result1) ? grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t)};
+}
+
+// aten::_euclidean_dist(Tensor x1, Tensor x2) -> Tensor
+// functional, derivatives.yaml entry _euclidean_dist
+Results _euclidean_dist_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor x1_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor x2_p = unpack<at::Tensor>(args[1]);
+  at::Tensor x1_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor x2_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x1_t.unsqueeze(-2)).sum(-1) - (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x2_t.unsqueeze(-3)).sum(-1)
+  if (present(x1_t) && present(x2_t)) {
+    return {dualgen::value((cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-1}) - (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-1}))};
+  } else if (present(x1_t)) {
+    return {dualgen::value(conform((cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-1}), result))};
+  } else if (present(x2_t)) {
+    return {dualgen::value(conform(-(cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), 2.0, result) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-1}), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_3(Registry& registry) {
   registry.add("aten::tanh.default", &tanh_default);
   registry.add("aten::tanh_.default", &tanh__default);
@@ -1049,6 +1247,15 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::reflection_pad3d_backward.default", &reflection_pad3d_backward_default);
   registry.add("aten::diagonal_backward.default", &diagonal_backward_default);
   registry.add("aten::native_layer_norm_backward.default", &native_layer_norm_backward_default);
+  registry.add("aten::_reshape_alias.default", &_reshape_alias_default);
+  registry.add("aten::_reshape_copy.default", &_reshape_copy_default);
+  registry.add("aten::norm.ScalarOpt_dim_dtype", &norm_ScalarOpt_dim_dtype);
+  registry.add("aten::soft_margin_loss.default", &soft_margin_loss_default);
+  registry.add("aten::_foreach_minimum.Scalar", &_foreach_minimum_Scalar);
+  registry.add("aten::_foreach_maximum.ScalarList", &_foreach_maximum_ScalarList);
+  registry.add("aten::grid_sampler_2d_backward.default", &grid_sampler_2d_backward_default);
+  registry.add("aten::grid_sampler_3d_backward.default", &grid_sampler_3d_backward_default);
+  registry.add("aten::_euclidean_dist.default", &_euclidean_dist_default);
 }
 
 }  // namespace dualgen::jvp

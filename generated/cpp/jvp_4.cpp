@@ -1048,6 +1048,169 @@ Results embedding_dense_backward_default(const Values& args, const Values& tange
   return {dualgen::value(None)};
 }
 
+// aten::as_strided_(Tensor(a!) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a!)
+// inplace, derivatives.yaml entry as_strided_
+// formulas from as_strided; self_p is self before the update
+Results as_strided__default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> size = unpack<std::vector<int64_t>>(args[1]);
+  const std::vector<int64_t> stride = unpack<std::vector<int64_t>>(args[2]);
+  const std::optional<int64_t> storage_offset = unpack<std::optional<int64_t>>(args[3]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::as_strided_::call(lvalue(self_t), symint_list(size), symint_list(stride), storage_offset))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::lift(Tensor self) -> Tensor
+// functional, derivatives.yaml entry lift
+Results lift_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::lift::call(self_t))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)
+// functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu
+Results _scaled_dot_product_flash_attention_for_cpu_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor query_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[2]);
+  const double dropout_p = unpack<double>(args[3]);
+  const bool is_causal = unpack<bool>(args[4]);
+  const at::Tensor attn_mask_p = unpack<at::Tensor>(args[5]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[6]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor attn_mask_t = unpack<at::Tensor>(tangents[3]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor logsumexp = unpack<at::Tensor>(outputs[1]);
+  // output: flash_attention_tangent(0, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
+  at::Tensor output_t;
+  if (present(query_t) && present(key_t) && present(value_t) && present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(key_t) && present(value_t)) {
+    output_t = flash_attention_tangent(0, query_t, key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(key_t) && present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, query_t, key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(value_t) && present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t) && present(value_t) && present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(key_t)) {
+    output_t = flash_attention_tangent(0, query_t, key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(value_t)) {
+    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t) && present(value_t)) {
+    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t) && present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(value_t) && present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, at::zeros_like(query_p), at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t)) {
+    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t)) {
+    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(value_t)) {
+    output_t = flash_attention_tangent(0, at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(attn_mask_t)) {
+    output_t = flash_attention_tangent(0, at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  }
+  // logsumexp: flash_attention_tangent(1, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
+  at::Tensor logsumexp_t;
+  if (present(query_t) && present(key_t) && present(value_t) && present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(key_t) && present(value_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(key_t) && present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(value_t) && present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t) && present(value_t) && present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(key_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(value_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t) && present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t) && present(value_t)) {
+    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t) && present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(value_t) && present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(query_t)) {
+    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(key_t)) {
+    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(value_t)) {
+    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  } else if (present(attn_mask_t)) {
+    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+  }
+  return {dualgen::value(output_t), dualgen::value(logsumexp_t)};
+}
+
+// aten::_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor
+// functional, derivatives.yaml entry _cdist_backward
+Results _cdist_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor x1_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor x2_p = unpack<at::Tensor>(args[2]);
+  const double p = unpack<double>(args[3]);
+  const at::Tensor cdist_p = unpack<at::Tensor>(args[4]);
+  at::Tensor grad_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor x1_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor x2_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor cdist_t = unpack<at::Tensor>(tangents[3]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: (grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(-2) + (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(-2) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(-2) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(-2)
+  if (present(grad_t) && present(x1_t) && present(x2_t) && present(cdist_t)) {
+    return {dualgen::value((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}))};
+  } else if (present(grad_t) && present(x1_t) && present(x2_t)) {
+    return {dualgen::value(conform((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(grad_t) && present(x1_t) && present(cdist_t)) {
+    return {dualgen::value(conform((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(grad_t) && present(x2_t) && present(cdist_t)) {
+    return {dualgen::value(conform((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(x1_t) && present(x2_t) && present(cdist_t)) {
+    return {dualgen::value(conform((grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(grad_t) && present(x1_t)) {
+    return {dualgen::value(conform((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(grad_t) && present(x2_t)) {
+    return {dualgen::value(conform((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(grad_t) && present(cdist_t)) {
+    return {dualgen::value(conform((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(x1_t) && present(x2_t)) {
+    return {dualgen::value(conform((grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}) - (grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(x1_t) && present(cdist_t)) {
+    return {dualgen::value(conform((grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(x2_t) && present(cdist_t)) {
+    return {dualgen::value(conform(-(grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}) + (grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(grad_t)) {
+    return {dualgen::value(conform((grad_t.unsqueeze(-1) * cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(x1_t)) {
+    return {dualgen::value(conform((grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(x2_t)) {
+    return {dualgen::value(conform(-(grad_p.unsqueeze(-1) * cdist_weights_diff_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-2}), result))};
+  } else if (present(cdist_t)) {
+    return {dualgen::value(conform((grad_p.unsqueeze(-1) * cdist_weights_dist_derivative(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, cdist_p) * cdist_t.unsqueeze(-1)).sum(at::IntArrayRef{-2}), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_4(Registry& registry) {
   registry.add("aten::mul.Tensor", &mul_Tensor);
   registry.add("aten::pow.Tensor_Tensor", &pow_Tensor_Tensor);
@@ -1107,6 +1270,10 @@ void register_shard_4(Registry& registry) {
   registry.add("aten::upsample_nearest3d_backward.default", &upsample_nearest3d_backward_default);
   registry.add("aten::_upsample_nearest_exact1d_backward.default", &_upsample_nearest_exact1d_backward_default);
   registry.add("aten::embedding_dense_backward.default", &embedding_dense_backward_default);
+  registry.add("aten::as_strided_.default", &as_strided__default);
+  registry.add("aten::lift.default", &lift_default);
+  registry.add("aten::_scaled_dot_product_flash_attention_for_cpu.default", &_scaled_dot_product_flash_attention_for_cpu_default);
+  registry.add("aten::_cdist_backward.default", &_cdist_backward_default);
 }
 
 }  // namespace dualgen::jvp

@@ -1623,6 +1623,714 @@ Results _upsample_nearest_exact3d_backward_default(const Values& args, const Val
   return {dualgen::value(None)};
 }
 
+// aten::fill.Tensor(Tensor self, Tensor value) -> Tensor
+// functional, derivatives.yaml entry fill.Tensor
+Results fill_Tensor(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.fill(self_p, value_t)
+  if (present(value_t)) {
+    return {dualgen::value(at::fill(self_p, value_t))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_unsafe_index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
+// functional, derivatives.yaml entry _unsafe_index.Tensor
+Results _unsafe_index_Tensor(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const c10::List<std::optional<at::Tensor>> indices_p = unpack<c10::List<std::optional<at::Tensor>>>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::_unsafe_index_Tensor::call(self_t, indices_p))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_upsample_lanczos2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+// functional, derivatives.yaml entry _upsample_lanczos2d_aa
+Results _upsample_lanczos2d_aa_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> output_size = unpack<std::vector<int64_t>>(args[1]);
+  const bool align_corners = unpack<bool>(args[2]);
+  const std::optional<double> scales_h = unpack<std::optional<double>>(args[3]);
+  const std::optional<double> scales_w = unpack<std::optional<double>>(args[4]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::_upsample_lanczos2d_aa::call(self_t, symint_list(output_size), align_corners, scales_h, scales_w))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_foreach_pow.ScalarList(Tensor[] self, Scalar[] exponent) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_pow.ScalarList
+Results _foreach_pow_ScalarList(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const std::vector<c10::Scalar> exponent = unpack<std::vector<c10::Scalar>>(args[1]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(self_t) * pow_self_derivative(torch.ops.aten.flatten_dense_tensors(self_p), torch.ops.aten.flatten_dense_tensors(torch.ops.aten._foreach_mul.ScalarList(torch.ops.aten._foreach_pow.Scalar(self_p, 0), exponent))), result)
+  if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(at::_ops::unflatten_dense_tensors::call(at::_ops::flatten_dense_tensors::call(self_t) * pow_self_derivative(at::_ops::flatten_dense_tensors::call(self_p), at::_ops::flatten_dense_tensors::call(at::_ops::_foreach_mul_ScalarList::call(at::_ops::_foreach_pow_Scalar::call(self_p, 0), exponent))), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::mkldnn_rnn_layer_backward(Tensor input, Tensor weight1, Tensor weight2, Tensor weight3, Tensor weight4, Tensor hx_, Tensor cx_tmp, Tensor output, Tensor hy_, Tensor cy_, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, bool reverse, int mode, int hidden_size, int num_layers, bool has_biases, bool train, bool bidirectional, int[] batch_sizes, bool batch_first, Tensor workspace) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry mkldnn_rnn_layer_backward
+Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight1_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor weight2_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor weight3_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor weight4_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor hx__p = unpack<at::Tensor>(args[5]);
+  const at::Tensor cx_tmp_p = unpack<at::Tensor>(args[6]);
+  const at::Tensor output_p = unpack<at::Tensor>(args[7]);
+  const at::Tensor hy__p = unpack<at::Tensor>(args[8]);
+  const at::Tensor cy__p = unpack<at::Tensor>(args[9]);
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[10]);
+  const at::Tensor grad_hy_p = unpack<at::Tensor>(args[11]);
+  const at::Tensor grad_cy_p = unpack<at::Tensor>(args[12]);
+  const bool reverse = unpack<bool>(args[13]);
+  const int64_t mode = unpack<int64_t>(args[14]);
+  const int64_t hidden_size = unpack<int64_t>(args[15]);
+  const int64_t num_layers = unpack<int64_t>(args[16]);
+  const bool has_biases = unpack<bool>(args[17]);
+  const bool train = unpack<bool>(args[18]);
+  const bool bidirectional = unpack<bool>(args[19]);
+  const std::vector<int64_t> batch_sizes = unpack<std::vector<int64_t>>(args[20]);
+  const bool batch_first = unpack<bool>(args[21]);
+  const at::Tensor workspace_p = unpack<at::Tensor>(args[22]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight1_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor weight2_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor weight3_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor weight4_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor hx__t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor cx_tmp_t = unpack<at::Tensor>(tangents[6]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[7]);
+  at::Tensor grad_hy_t = unpack<at::Tensor>(tangents[8]);
+  at::Tensor grad_cy_t = unpack<at::Tensor>(tangents[9]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  const at::Tensor result4 = unpack<at::Tensor>(outputs[4]);
+  const at::Tensor result5 = unpack<at::Tensor>(outputs[5]);
+  const at::Tensor result6 = unpack<at::Tensor>(outputs[6]);
+  // result0: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
+  at::Tensor result0_t;
+  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+  }
+  // result1: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
+  at::Tensor result1_t;
+  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+  }
+  // result2: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
+  at::Tensor result2_t;
+  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+  }
+  // result3: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
+  at::Tensor result3_t;
+  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+  }
+  // result4: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
+  at::Tensor result4_t;
+  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+  }
+  // result5: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
+  at::Tensor result5_t;
+  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+  }
+  // result6: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
+  at::Tensor result6_t;
+  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(result3_t), dualgen::value(result4_t), dualgen::value(result5_t), dualgen::value(result6_t)};
+}
+
+// aten::_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _embedding_bag
+Results _embedding_bag_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor weight_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor indices_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor offsets_p = unpack<at::Tensor>(args[2]);
+  const bool scale_grad_by_freq = unpack<bool>(args[3]);
+  const int64_t mode = unpack<int64_t>(args[4]);
+  const bool sparse = unpack<bool>(args[5]);
+  const at::Tensor per_sample_weights_p = unpack<at::Tensor>(args[6]);
+  const bool include_last_offset = unpack<bool>(args[7]);
+  const int64_t padding_idx = unpack<int64_t>(args[8]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor per_sample_weights_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  // result0: torch.where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), torch.zeros_like(result0)) if mode == 2 else torch.ops.aten._embedding_bag(weight_t, indices_p, offsets_p, False, mode, False, per_sample_weights_p, include_last_offset, padding_idx)[0] + torch.ops.aten._embedding_bag(weight_p, indices_p, offsets_p, False, mode, False, per_sample_weights_t, include_last_offset, padding_idx)[0]
+  at::Tensor result0_t;
+  if (present(weight_t) && present(per_sample_weights_t)) {
+    result0_t = mode == 2 ? at::where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), at::zeros_like(result0)) : std::get<0>(at::_ops::_embedding_bag::call(weight_t, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_p), include_last_offset, padding_idx)) + std::get<0>(at::_ops::_embedding_bag::call(weight_p, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_t), include_last_offset, padding_idx));
+  } else if (present(weight_t)) {
+    result0_t = conform(mode == 2 ? at::where((result2 > 0).unsqueeze(-1), weight_t.gather(0, result3), at::zeros_like(result0)) : std::get<0>(at::_ops::_embedding_bag::call(weight_t, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_p), include_last_offset, padding_idx)), result0);
+  } else if (present(per_sample_weights_t)) {
+    result0_t = conform(mode == 2 ? at::where((result2 > 0).unsqueeze(-1), at::zeros_like(weight_p).gather(0, result3), at::zeros_like(result0)) : std::get<0>(at::_ops::_embedding_bag::call(at::zeros_like(weight_p), indices_p, offsets_p, false, mode, false, opt(per_sample_weights_p), include_last_offset, padding_idx)) + std::get<0>(at::_ops::_embedding_bag::call(weight_p, indices_p, offsets_p, false, mode, false, opt(per_sample_weights_t), include_last_offset, padding_idx)), result0);
+  }
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+}
+
+// aten::_embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor
+// functional, derivatives.yaml entry _embedding_bag_backward
+Results _embedding_bag_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor indices_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor offsets_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor offset2bag_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor bag_size_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor maximum_indices_p = unpack<at::Tensor>(args[5]);
+  const int64_t num_weights = unpack<int64_t>(args[6]);
+  const bool scale_grad_by_freq = unpack<bool>(args[7]);
+  const int64_t mode = unpack<int64_t>(args[8]);
+  const bool sparse = unpack<bool>(args[9]);
+  const at::Tensor per_sample_weights_p = unpack<at::Tensor>(args[10]);
+  const int64_t padding_idx = unpack<int64_t>(args[11]);
+  at::Tensor grad_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor per_sample_weights_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten._embedding_bag_backward(grad_t, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights_p, padding_idx) + torch.ops.aten._embedding_bag_backward(grad_p, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights_t, padding_idx)
+  if (present(grad_t) && present(per_sample_weights_t)) {
+    return {dualgen::value(at::_ops::_embedding_bag_backward::call(grad_t, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, sparse, opt(per_sample_weights_p), padding_idx) + at::_ops::_embedding_bag_backward::call(grad_p, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, sparse, opt(per_sample_weights_t), padding_idx))};
+  } else if (present(grad_t)) {
+    return {dualgen::value(conform(at::_ops::_embedding_bag_backward::call(grad_t, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, sparse, opt(per_sample_weights_p), padding_idx), result))};
+  } else if (present(per_sample_weights_t)) {
+    return {dualgen::value(conform(at::_ops::_embedding_bag_backward::call(grad_p, indices_p, offsets_p, offset2bag_p, bag_size_p, maximum_indices_p, c10::SymInt(num_weights), scale_grad_by_freq, mode, sparse, opt(per_sample_weights_t), padding_idx), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_pack_padded_sequence(Tensor input, Tensor lengths, bool batch_first) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry _pack_padded_sequence
+Results _pack_padded_sequence_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor lengths_p = unpack<at::Tensor>(args[1]);
+  const bool batch_first = unpack<bool>(args[2]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: torch.ops.aten._pack_padded_sequence(input_t, lengths_p, batch_first)[0]
+  at::Tensor result0_t;
+  if (present(input_t)) {
+    result0_t = std::get<0>(at::_ops::_pack_padded_sequence::call(input_t, lengths_p, batch_first));
+  }
+  return {dualgen::value(result0_t), dualgen::value(None)};
+}
+
 void register_shard_5(Registry& registry) {
   registry.add("aten::cos.default", &cos_default);
   registry.add("aten::cos_.default", &cos__default);
@@ -1715,6 +2423,14 @@ void register_shard_5(Registry& registry) {
   registry.add("aten::upsample_nearest1d_backward.default", &upsample_nearest1d_backward_default);
   registry.add("aten::_upsample_nearest_exact2d_backward.default", &_upsample_nearest_exact2d_backward_default);
   registry.add("aten::_upsample_nearest_exact3d_backward.default", &_upsample_nearest_exact3d_backward_default);
+  registry.add("aten::fill.Tensor", &fill_Tensor);
+  registry.add("aten::_unsafe_index.Tensor", &_unsafe_index_Tensor);
+  registry.add("aten::_upsample_lanczos2d_aa.default", &_upsample_lanczos2d_aa_default);
+  registry.add("aten::_foreach_pow.ScalarList", &_foreach_pow_ScalarList);
+  registry.add("aten::mkldnn_rnn_layer_backward.default", &mkldnn_rnn_layer_backward_default);
+  registry.add("aten::_embedding_bag.default", &_embedding_bag_default);
+  registry.add("aten::_embedding_bag_backward.default", &_embedding_bag_backward_default);
+  registry.add("aten::_pack_padded_sequence.default", &_pack_padded_sequence_default);
 }
 
 }  // namespace dualgen::jvp

@@ -921,6 +921,173 @@ Results upsample_trilinear3d_backward_default(const Values& args, const Values& 
   return {dualgen::value(None)};
 }
 
+// aten::_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled, bool allow_tf32) -> Tensor
+// functional, derivatives.yaml entry _convolution
+Results _convolution_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[2]);
+  const std::vector<int64_t> stride = unpack<std::vector<int64_t>>(args[3]);
+  const std::vector<int64_t> padding = unpack<std::vector<int64_t>>(args[4]);
+  const std::vector<int64_t> dilation = unpack<std::vector<int64_t>>(args[5]);
+  const bool transposed = unpack<bool>(args[6]);
+  const std::vector<int64_t> output_padding = unpack<std::vector<int64_t>>(args[7]);
+  const int64_t groups = unpack<int64_t>(args[8]);
+  const bool benchmark = unpack<bool>(args[9]);
+  const bool deterministic = unpack<bool>(args[10]);
+  const bool cudnn_enabled = unpack<bool>(args[11]);
+  const bool allow_tf32 = unpack<bool>(args[12]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor bias_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten._convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32) + torch.ops.aten._convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32) + channel_view(bias_t, result.dim())
+  if (present(input_t) && present(weight_t) && present(bias_t)) {
+    return {dualgen::value(at::_ops::_convolution::call(input_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32) + at::_ops::_convolution::call(input_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32) + channel_view(bias_t, result.dim()))};
+  } else if (present(input_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::_convolution::call(input_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32) + at::_ops::_convolution::call(input_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32), result))};
+  } else if (present(input_t) && present(bias_t)) {
+    return {dualgen::value(conform(at::_ops::_convolution::call(input_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32) + channel_view(bias_t, result.dim()), result))};
+  } else if (present(weight_t) && present(bias_t)) {
+    return {dualgen::value(conform(at::_ops::_convolution::call(input_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32) + channel_view(bias_t, result.dim()), result))};
+  } else if (present(input_t)) {
+    return {dualgen::value(conform(at::_ops::_convolution::call(input_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::_convolution::call(input_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), benchmark, deterministic, cudnn_enabled, allow_tf32), result))};
+  } else if (present(bias_t)) {
+    return {dualgen::value(conform(channel_view(bias_t, result.dim()), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::polygamma_(Tensor(a!) self, int n) -> Tensor(a!)
+// inplace, derivatives.yaml entry polygamma_
+// formulas from polygamma; self_p is self before the update
+Results polygamma__default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t n = unpack<int64_t>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_element_wise, from self: grad * torch.polygamma(n + 1, self).conj()
+  if (present(self_t)) {
+    return {dualgen::value(self_t * at::polygamma(n + 1, self_p))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::norm.ScalarOpt_dtype(Tensor self, Scalar? p, *, ScalarType dtype) -> Tensor
+// functional, derivatives.yaml entry norm.ScalarOpt_dtype
+Results norm_ScalarOpt_dtype(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<c10::Scalar> p = unpack<std::optional<c10::Scalar>>(args[1]);
+  const at::ScalarType dtype = unpack<at::ScalarType>(args[2]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: vector_norm_tangent(self_t, self_p, p, None, False, result)
+  if (present(self_t)) {
+    return {dualgen::value(vector_norm_tangent(self_t, self_p, p, None, false, result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction) -> (Tensor output, Tensor is_target)
+// functional, derivatives.yaml entry multilabel_margin_loss_forward
+Results multilabel_margin_loss_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor target_p = unpack<at::Tensor>(args[1]);
+  const int64_t reduction = unpack<int64_t>(args[2]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor is_target = unpack<at::Tensor>(outputs[1]);
+  // output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target) * self_t).sum(-1), reduction)
+  at::Tensor output_t;
+  if (present(self_t)) {
+    output_t = apply_loss_reduction((at::_ops::multilabel_margin_loss_backward::call(at::ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target) * self_t).sum(at::IntArrayRef{-1}), reduction);
+  }
+  return {dualgen::value(output_t), dualgen::value(None)};
+}
+
+// aten::_foreach_pow.List(Tensor[] self, Tensor[] exponent) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_pow.List
+Results _foreach_pow_List(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const TensorList exponent_p = unpack<TensorList>(args[1]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  TensorList exponent_t = unpack<TensorList>(tangents[1]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(self_t) * pow_self_derivative(torch.ops.aten.flatten_dense_tensors(self_p), torch.ops.aten.flatten_dense_tensors(exponent_p)) + torch.ops.aten.flatten_dense_tensors(exponent_t) * pow_exponent_derivative(torch.ops.aten.flatten_dense_tensors(self_p), torch.ops.aten.flatten_dense_tensors(exponent_p), torch.ops.aten.flatten_dense_tensors(result)), result)
+  if (present(self_t) && present(exponent_t)) {
+    self_t = fill_absent(self_t, self_p);
+    exponent_t = fill_absent(exponent_t, exponent_p);
+    return {dualgen::value(at::_ops::unflatten_dense_tensors::call(at::_ops::flatten_dense_tensors::call(self_t) * pow_self_derivative(at::_ops::flatten_dense_tensors::call(self_p), at::_ops::flatten_dense_tensors::call(exponent_p)) + at::_ops::flatten_dense_tensors::call(exponent_t) * pow_exponent_derivative(at::_ops::flatten_dense_tensors::call(self_p), at::_ops::flatten_dense_tensors::call(exponent_p), at::_ops::flatten_dense_tensors::call(result)), result))};
+  } else if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(at::_ops::unflatten_dense_tensors::call(at::_ops::flatten_dense_tensors::call(self_t) * pow_self_derivative(at::_ops::flatten_dense_tensors::call(self_p), at::_ops::flatten_dense_tensors::call(exponent_p)), result))};
+  } else if (present(exponent_t)) {
+    exponent_t = fill_absent(exponent_t, exponent_p);
+    return {dualgen::value(at::_ops::unflatten_dense_tensors::call(at::_ops::flatten_dense_tensors::call(exponent_t) * pow_exponent_derivative(at::_ops::flatten_dense_tensors::call(self_p), at::_ops::flatten_dense_tensors::call(exponent_p), at::_ops::flatten_dense_tensors::call(result)), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+// functional, derivatives.yaml entry grid_sampler_2d
+Results grid_sampler_2d_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor grid_p = unpack<at::Tensor>(args[1]);
+  const int64_t interpolation_mode = unpack<int64_t>(args[2]);
+  const int64_t padding_mode = unpack<int64_t>(args[3]);
+  const bool align_corners = unpack<bool>(args[4]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor grid_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+  if (present(input_t) && present(grid_t)) {
+    return {dualgen::value(at::_ops::grid_sampler_2d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners))};
+  } else if (present(input_t)) {
+    return {dualgen::value(conform(at::_ops::grid_sampler_2d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners), result))};
+  } else if (present(grid_t)) {
+    return {dualgen::value(conform(grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::affine_grid_generator(Tensor theta, SymInt[] size, bool align_corners) -> Tensor
+// functional, derivatives.yaml entry affine_grid_generator
+Results affine_grid_generator_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor theta_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> size = unpack<std::vector<int64_t>>(args[1]);
+  const bool align_corners = unpack<bool>(args[2]);
+  at::Tensor theta_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(theta_t)) {
+    return {dualgen::value(at::_ops::affine_grid_generator::call(theta_t, symint_list(size), align_corners))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
+// functional, derivatives.yaml entry _cdist_forward
+Results _cdist_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor x1_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor x2_p = unpack<at::Tensor>(args[1]);
+  const double p = unpack<double>(args[2]);
+  const std::optional<int64_t> compute_mode = unpack<std::optional<int64_t>>(args[3]);
+  at::Tensor x1_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor x2_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x1_t.unsqueeze(-2)).sum(-1) - (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x2_t.unsqueeze(-3)).sum(-1)
+  if (present(x1_t) && present(x2_t)) {
+    return {dualgen::value((cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-1}) - (cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-1}))};
+  } else if (present(x1_t)) {
+    return {dualgen::value(conform((cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x1_t.unsqueeze(-2)).sum(at::IntArrayRef{-1}), result))};
+  } else if (present(x2_t)) {
+    return {dualgen::value(conform(-(cdist_weights(x1_p.unsqueeze(-2) - x2_p.unsqueeze(-3), p, result) * x2_t.unsqueeze(-3)).sum(at::IntArrayRef{-1}), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_6(Registry& registry) {
   registry.add("aten::abs.default", &abs_default);
   registry.add("aten::abs_.default", &abs__default);
@@ -982,6 +1149,14 @@ void register_shard_6(Registry& registry) {
   registry.add("aten::log_normal_.default", &log_normal__default);
   registry.add("aten::random_.from", &random__from);
   registry.add("aten::upsample_trilinear3d_backward.default", &upsample_trilinear3d_backward_default);
+  registry.add("aten::_convolution.default", &_convolution_default);
+  registry.add("aten::polygamma_.default", &polygamma__default);
+  registry.add("aten::norm.ScalarOpt_dtype", &norm_ScalarOpt_dtype);
+  registry.add("aten::multilabel_margin_loss_forward.default", &multilabel_margin_loss_forward_default);
+  registry.add("aten::_foreach_pow.List", &_foreach_pow_List);
+  registry.add("aten::grid_sampler_2d.default", &grid_sampler_2d_default);
+  registry.add("aten::affine_grid_generator.default", &affine_grid_generator_default);
+  registry.add("aten::_cdist_forward.default", &_cdist_forward_default);
 }
 
 }  // namespace dualgen::jvp

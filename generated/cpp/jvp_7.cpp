@@ -1039,6 +1039,221 @@ Results linalg_lstsq_default(const Values& args, const Values& tangents, const V
   return {dualgen::value(solution_t), dualgen::value(residuals_t), dualgen::value(None), dualgen::value(None)};
 }
 
+// aten::lift_fresh(Tensor(a) self) -> Tensor(a)
+// view, derivatives.yaml entry lift_fresh
+Results lift_fresh_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::lift_fresh::call(self_t))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor
+// functional, derivatives.yaml entry conv_tbc
+Results conv_tbc_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[2]);
+  const int64_t pad = unpack<int64_t>(args[3]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor bias_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.conv_tbc(self_t, weight_p, torch.zeros_like(bias_p), pad) + torch.conv_tbc(self_p, weight_t, torch.zeros_like(bias_p), pad) + bias_t
+  if (present(self_t) && present(weight_t) && present(bias_t)) {
+    return {dualgen::value(at::conv_tbc(self_t, weight_p, at::zeros_like(bias_p), pad) + at::conv_tbc(self_p, weight_t, at::zeros_like(bias_p), pad) + bias_t)};
+  } else if (present(self_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::conv_tbc(self_t, weight_p, at::zeros_like(bias_p), pad) + at::conv_tbc(self_p, weight_t, at::zeros_like(bias_p), pad), result))};
+  } else if (present(self_t) && present(bias_t)) {
+    return {dualgen::value(conform(at::conv_tbc(self_t, weight_p, at::zeros_like(bias_p), pad) + bias_t, result))};
+  } else if (present(weight_t) && present(bias_t)) {
+    return {dualgen::value(conform(at::conv_tbc(self_p, weight_t, at::zeros_like(bias_p), pad) + bias_t, result))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(at::conv_tbc(self_t, weight_p, at::zeros_like(bias_p), pad), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(at::conv_tbc(self_p, weight_t, at::zeros_like(bias_p), pad), result))};
+  } else if (present(bias_t)) {
+    return {dualgen::value(conform(bias_t, result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_unsafe_index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
+// functional, derivatives.yaml entry _unsafe_index_put
+Results _unsafe_index_put_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const c10::List<std::optional<at::Tensor>> indices_p = unpack<c10::List<std::optional<at::Tensor>>>(args[1]);
+  const at::Tensor values_p = unpack<at::Tensor>(args[2]);
+  const bool accumulate = unpack<bool>(args[3]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor values_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten._unsafe_index_put(self_t, indices_p, values_t, accumulate)
+  if (present(self_t) && present(values_t)) {
+    return {dualgen::value(at::_ops::_unsafe_index_put::call(self_t, indices_p, values_t, accumulate))};
+  } else if (present(self_t)) {
+    return {dualgen::value(at::_ops::_unsafe_index_put::call(self_t, indices_p, at::zeros_like(values_p), accumulate))};
+  } else if (present(values_t)) {
+    return {dualgen::value(at::_ops::_unsafe_index_put::call(at::zeros_like(self_p), indices_p, values_t, accumulate))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_foreach_minimum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+// functional, derivatives.yaml entry _foreach_minimum.ScalarList
+Results _foreach_minimum_ScalarList(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList self_p = unpack<TensorList>(args[0]);
+  const std::vector<c10::Scalar> scalars = unpack<std::vector<c10::Scalar>>(args[1]);
+  TensorList self_t = unpack<TensorList>(tangents[0]);
+  const TensorList result = unpack<TensorList>(outputs[0]);
+  // result: torch.ops.aten._foreach_mul.List(self_t, torch.ops.aten._foreach_mul.Scalar(torch.ops.aten._foreach_sub.Scalar(torch.ops.aten._foreach_sign(torch.ops.aten._foreach_sub.ScalarList(self_p, scalars)), 1), -0.5))
+  if (present(self_t)) {
+    self_t = fill_absent(self_t, self_p);
+    return {dualgen::value(at::_ops::_foreach_mul_List::call(self_t, at::_ops::_foreach_mul_Scalar::call(at::_ops::_foreach_sub_Scalar::call(at::_ops::_foreach_sign::call(at::_ops::_foreach_sub_ScalarList::call(self_p, scalars)), 1), -0.5)))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, bool need_weights=True, bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry _native_multi_head_attention
+Results _native_multi_head_attention_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor query_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[2]);
+  const int64_t embed_dim = unpack<int64_t>(args[3]);
+  const int64_t num_head = unpack<int64_t>(args[4]);
+  const at::Tensor qkv_weight_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor qkv_bias_p = unpack<at::Tensor>(args[6]);
+  const at::Tensor proj_weight_p = unpack<at::Tensor>(args[7]);
+  const at::Tensor proj_bias_p = unpack<at::Tensor>(args[8]);
+  const at::Tensor mask_p = unpack<at::Tensor>(args[9]);
+  const bool need_weights = unpack<bool>(args[10]);
+  const bool average_attn_weights = unpack<bool>(args[11]);
+  const std::optional<int64_t> mask_type = unpack<std::optional<int64_t>>(args[12]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor qkv_weight_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor qkv_bias_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor proj_weight_t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor proj_bias_t = unpack<at::Tensor>(tangents[6]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: native_multi_head_attention_tangent(0, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type)
+  at::Tensor result0_t;
+  if ((present(key_t) || present(proj_bias_t) || present(proj_weight_t) || present(qkv_bias_t) || present(qkv_weight_t) || present(query_t) || present(value_t))) {
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    qkv_weight_t = present(qkv_weight_t) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
+    qkv_bias_t = present(qkv_bias_t) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
+    proj_weight_t = present(proj_weight_t) ? proj_weight_t : at::zeros_like(proj_weight_p);
+    proj_bias_t = present(proj_bias_t) ? proj_bias_t : at::zeros_like(proj_bias_p);
+    result0_t = native_multi_head_attention_tangent(0, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type);
+  }
+  // result1: native_multi_head_attention_tangent(1, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type)
+  at::Tensor result1_t;
+  if ((present(key_t) || present(proj_bias_t) || present(proj_weight_t) || present(qkv_bias_t) || present(qkv_weight_t) || present(query_t) || present(value_t))) {
+    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
+    qkv_weight_t = present(qkv_weight_t) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
+    qkv_bias_t = present(qkv_bias_t) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
+    proj_weight_t = present(proj_weight_t) ? proj_weight_t : at::zeros_like(proj_weight_p);
+    proj_bias_t = present(proj_bias_t) ? proj_bias_t : at::zeros_like(proj_bias_p);
+    result1_t = native_multi_head_attention_tangent(1, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t)};
+}
+
+// aten::grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+// functional, derivatives.yaml entry grid_sampler_3d
+Results grid_sampler_3d_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor grid_p = unpack<at::Tensor>(args[1]);
+  const int64_t interpolation_mode = unpack<int64_t>(args[2]);
+  const int64_t padding_mode = unpack<int64_t>(args[3]);
+  const bool align_corners = unpack<bool>(args[4]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor grid_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten.grid_sampler_3d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+  if (present(input_t) && present(grid_t)) {
+    return {dualgen::value(at::_ops::grid_sampler_3d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners))};
+  } else if (present(input_t)) {
+    return {dualgen::value(conform(at::_ops::grid_sampler_3d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners), result))};
+  } else if (present(grid_t)) {
+    return {dualgen::value(conform(grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_ctc_loss.Tensor(Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry _ctc_loss.Tensor
+Results _ctc_loss_Tensor(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor log_probs_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor targets_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor input_lengths_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor target_lengths_p = unpack<at::Tensor>(args[3]);
+  const int64_t blank = unpack<int64_t>(args[4]);
+  const bool zero_infinity = unpack<bool>(args[5]);
+  at::Tensor log_probs_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: (ctc_loss_log_probs_grad(torch.ones_like(result0), log_probs_p, targets_p, input_lengths_p, target_lengths_p, result0, result1, blank, zero_infinity) * log_probs_t).sum([0, 2])
+  at::Tensor result0_t;
+  if (present(log_probs_t)) {
+    result0_t = (ctc_loss_log_probs_grad(at::ones_like(result0), log_probs_p, targets_p, input_lengths_p, target_lengths_p, result0, result1, blank, zero_infinity) * log_probs_t).sum(std::vector<int64_t>{0, 2});
+  }
+  return {dualgen::value(result0_t), dualgen::value(None)};
+}
+
+// aten::_embedding_bag_per_sample_weights_backward(Tensor grad, Tensor weight, Tensor indices, Tensor offsets, Tensor offset2bag, int mode, int padding_idx=-1) -> Tensor
+// functional, derivatives.yaml entry _embedding_bag_per_sample_weights_backward
+Results _embedding_bag_per_sample_weights_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor indices_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor offsets_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor offset2bag_p = unpack<at::Tensor>(args[4]);
+  const int64_t mode = unpack<int64_t>(args[5]);
+  const int64_t padding_idx = unpack<int64_t>(args[6]);
+  at::Tensor grad_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten._embedding_bag_per_sample_weights_backward(grad_t, weight_p, indices_p, offsets_p, offset2bag_p, mode, padding_idx) + torch.ops.aten._embedding_bag_per_sample_weights_backward(grad_p, weight_t, indices_p, offsets_p, offset2bag_p, mode, padding_idx)
+  if (present(grad_t) && present(weight_t)) {
+    return {dualgen::value(at::_ops::_embedding_bag_per_sample_weights_backward::call(grad_t, weight_p, indices_p, offsets_p, offset2bag_p, mode, padding_idx) + at::_ops::_embedding_bag_per_sample_weights_backward::call(grad_p, weight_t, indices_p, offsets_p, offset2bag_p, mode, padding_idx))};
+  } else if (present(grad_t)) {
+    return {dualgen::value(conform(at::_ops::_embedding_bag_per_sample_weights_backward::call(grad_t, weight_p, indices_p, offsets_p, offset2bag_p, mode, padding_idx), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::_embedding_bag_per_sample_weights_backward::call(grad_p, weight_t, indices_p, offsets_p, offset2bag_p, mode, padding_idx), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor
+// functional, derivatives.yaml entry multi_margin_loss
+Results multi_margin_loss_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor target_p = unpack<at::Tensor>(args[1]);
+  const c10::Scalar p = unpack<c10::Scalar>(args[2]);
+  const c10::Scalar margin = unpack<c10::Scalar>(args[3]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[4]);
+  const int64_t reduction = unpack<int64_t>(args[5]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: apply_loss_reduction((torch.ops.aten.multi_margin_loss_backward(torch.ones_like(target_p, dtype=self_p.dtype), self_p, target_p, p, margin, weight_p, 0) * self_t).sum(-1), reduction)
+  if (present(self_t)) {
+    return {dualgen::value(apply_loss_reduction((at::_ops::multi_margin_loss_backward::call(at::ones_like(target_p, self_p.scalar_type()), self_p, target_p, p, margin, opt(weight_p), 0) * self_t).sum(at::IntArrayRef{-1}), reduction))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_7(Registry& registry) {
   registry.add("aten::tan.default", &tan_default);
   registry.add("aten::tan_.default", &tan__default);
@@ -1102,6 +1317,15 @@ void register_shard_7(Registry& registry) {
   registry.add("aten::leaky_relu_backward.default", &leaky_relu_backward_default);
   registry.add("aten::_linalg_svd.default", &_linalg_svd_default);
   registry.add("aten::linalg_lstsq.default", &linalg_lstsq_default);
+  registry.add("aten::lift_fresh.default", &lift_fresh_default);
+  registry.add("aten::conv_tbc.default", &conv_tbc_default);
+  registry.add("aten::_unsafe_index_put.default", &_unsafe_index_put_default);
+  registry.add("aten::_foreach_minimum.ScalarList", &_foreach_minimum_ScalarList);
+  registry.add("aten::_native_multi_head_attention.default", &_native_multi_head_attention_default);
+  registry.add("aten::grid_sampler_3d.default", &grid_sampler_3d_default);
+  registry.add("aten::_ctc_loss.Tensor", &_ctc_loss_Tensor);
+  registry.add("aten::_embedding_bag_per_sample_weights_backward.default", &_embedding_bag_per_sample_weights_backward_default);
+  registry.add("aten::multi_margin_loss.default", &multi_margin_loss_default);
 }
 
 }  // namespace dualgen::jvp

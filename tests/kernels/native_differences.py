@@ -139,6 +139,49 @@ NATIVE_WRONG = {
         )
         for kernel in ("_batch_norm_no_update", "_batch_norm_with_update")
     },
+    ("norm.ScalarOpt_dtype", "jvp"): OnCases(
+        "native's JVP gives the 0-d norm of a tensor with dims a [1, 1] tangent "
+        "(RuntimeError: a forward gradient of a different size)",
+        lambda values, dtype: values["self"].dim() > 0,
+    ),
+    ("_foreach_norm.Scalar", "jvp"): "native's JVP gives the 0-d norm of each "
+    "tensor a [1, 1] tangent (RuntimeError: a forward gradient of a different size)",
+    ("soft_margin_loss", "jvp"): OnCases(
+        "native's complex tangent of soft_margin_loss disagrees with finite "
+        "differences (dualgen's agrees)",
+        _complex,
+    ),
+    **{
+        (kernel, check): "native treats a normal draw as not differentiable (zero "
+        f"{what}); with the draws fixed by the seed, result = mean + std * eps and "
+        "its derivative is the pathwise one"
+        for kernel in (
+            "normal.Tensor_float",
+            "normal.float_Tensor",
+            "normal.Tensor_Tensor",
+        )
+        for check, what in (("jvp", "tangent"), ("vjp", "gradient"))
+    },
+    **{
+        (kernel, "vjp"): "native's gradient of log_probs assumes they came from a "
+        "log_softmax; dualgen's is the derivative of the op itself"
+        for kernel in ("_ctc_loss", "_ctc_loss.Tensor")
+    },
+    **{
+        (f"_foreach_{op}.{overload}", "jvp"): "native's tangent is scalar + w * "
+        "(self_t - scalar), affine in self_t: with a zero tangent it gives "
+        "(1 - w) * scalar"
+        for op in ("minimum", "maximum")
+        for overload in ("Scalar", "ScalarList")
+    },
+    ("mkldnn_rnn_layer", "vjp"): OnCases(
+        "without biases (has_biases=False: the bias arguments are placeholders "
+        "shaped like the weights) native's backward returns (4 hidden) bias "
+        "gradients, which autograd refuses (invalid gradient shape)",
+        lambda values, dtype: not values["has_biases"],
+    ),
+    ("_embedding_bag_forward_only", "vjp"): "native's backward refuses the op "
+    "(RuntimeError: Autograd not support dtype: Long)",
 }
 
 # Kernels that differ from native on purpose, on every case they have.
@@ -148,9 +191,13 @@ _BUFFER = (
     "size from it; native declares it non-differentiable"
 )
 DIFFERS_FROM_NATIVE = {
-    (kernel, check): _BUFFER
-    for kernel in ("log_sigmoid_forward", "log_sigmoid_backward")
-    for check in ("jvp", "vjp")
+    **{
+        (kernel, check): _BUFFER
+        for kernel in ("log_sigmoid_forward", "log_sigmoid_backward")
+        for check in ("jvp", "vjp")
+    },
+    ("_scaled_dot_product_flash_attention_for_cpu", "vjp"): "native gives logsumexp "
+    "no gradient and refuses one for attn_mask; dualgen differentiates both",
 }
 
 

@@ -282,15 +282,20 @@ def test_integer_inputs_and_tangent_free_ops_inside_level():
 
 # Ops neither dualgen nor native forward AD has a rule for.
 MISSING_RULES = {
-    "cdist": (
-        aten._cdist_forward.default,
-        "aten::_cdist_forward",
-        lambda d: torch.cdist(d.reshape(2, 2), torch.ones(3, 2, dtype=d.dtype)),
+    "segment_reduce": (
+        aten.segment_reduce.default,
+        "aten::segment_reduce",
+        lambda d: torch.segment_reduce(d, "sum", lengths=torch.tensor([2, 2])),
     ),
-    "pdist": (
-        aten._pdist_forward.default,
-        "aten::_pdist_forward",
-        lambda d: torch.pdist(d.reshape(2, 2)),
+    "pdist_backward": (
+        aten._pdist_backward.default,
+        "aten::_pdist_backward",
+        lambda d: aten._pdist_backward(
+            torch.ones(1, dtype=d.dtype),
+            d.reshape(2, 2),
+            2.0,
+            torch.ones(1, dtype=d.dtype),
+        ),
     ),
     "weight_norm": (
         aten._weight_norm_interface.default,
