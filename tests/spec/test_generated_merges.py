@@ -28,10 +28,11 @@ TOP_ENTRY = """\
 """
 
 BOTTOM_ENTRY = """
-- name: soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor
-  non_differentiable: [target]
-  self: expand_loss_grad(grad, self, reduction) * (-target * torch.sigmoid(-target * self)).conj()
-  result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction)
+- name: special_zeta(Tensor self, Tensor other) -> Tensor
+  sample: self=above_one, other=positive
+  non_differentiable: [self]
+  other: unbroadcast(grad * -self * torch.special.zeta(self + 1, other), other)
+  result: -self_p * torch.special.zeta(self_p + 1, other_p) * other_t
 """
 
 
@@ -102,9 +103,9 @@ def test_entries_added_on_two_branches_merge_without_conflict(tmp_path):
     _regenerate(repo)
     assert _generated(repo) == merged, "the merge differs from regenerating it"
     spec = (repo / "derivatives.yaml").read_text()
-    assert "special_spherical_bessel_j0" in spec and "soft_margin_loss" in spec
+    assert "special_spherical_bessel_j0" in spec and "special_zeta" in spec
     assert "special_spherical_bessel_j0" in merged["registry.py"]
-    assert "soft_margin_loss" in merged["registry.py"]
+    assert "special_zeta" in merged["registry.py"]
 
 
 def test_one_new_entry_changes_only_its_own_kernels(tmp_path):

@@ -18,7 +18,7 @@ from dualgen.tools.validate import load_kernels
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "spec.md"
-OP = "soft_margin_loss"
+OP = "special_zeta"
 
 
 def _walkthrough() -> str:
@@ -56,7 +56,7 @@ class Scratch:
     def write(self, entry: str) -> int:
         """The spec with `entry` where the page puts it; returns its line."""
         text = (REPO / "derivatives.yaml").read_text(encoding="utf-8")
-        at = text.index("- name: huber_loss(")
+        at = text.index("- name: mvlgamma(")
         self.spec.write_text(text[:at] + entry + "\n" + text[at:], encoding="utf-8")
         return text[:at].count("\n") + 1
 
@@ -101,15 +101,17 @@ def test_a_missing_rule_prints_the_stub_the_page_shows(tmp_path):
 
 
 def test_drafts_with_mistakes_give_the_errors_the_page_shows(capsys, scratch, entry):
-    forgot = entry.replace("  non_differentiable: [target]\n", "")
+    forgot = entry.replace("  non_differentiable: [self]\n", "")
     result = next(l for l in forgot.splitlines() if l.startswith("  result:"))
-    forgot = forgot.replace(result, result.replace("target_p", "target"))
+    forgot = forgot.replace(result, result.replace("self_p", "self"))
     scratch.write(forgot)
     block = _block("", "has no backward formula")
     command = block.splitlines()[0]
     assert _run(capsys, scratch, command) == _expected(scratch, block)
 
-    scratch.write(entry.replace("int reduction=1)", "int reduction=2)", 1))
+    scratch.write(
+        entry.replace("(Tensor self, Tensor other)", "(Tensor x, Tensor q)", 1)
+    )
     block = _block("", "schema does not match torch")
     assert _run(capsys, scratch, command) == _expected(scratch, block)
 
@@ -128,7 +130,7 @@ def test_generate_validate_and_check_print_what_the_page_shows(capsys, scratch, 
 
 def test_the_wrong_sign_fails_as_the_page_shows(capsys, scratch, entry):
     result = next(l for l in entry.splitlines() if l.startswith("  result:"))
-    wrong = result.replace("(-torch.sigmoid", "(torch.sigmoid")
+    wrong = result.replace("-self_p", "self_p")
     assert wrong != result
     scratch.write(entry.replace(result, wrong))
     block = _block("", f"FAIL {OP} [float64 slow]")
@@ -140,21 +142,18 @@ def test_the_new_kernel_runs_the_example_with_the_right_tangent(scratch, entry):
     """Step 5: with the scratch kernels in place of the installed ones, the
     example of step 1 runs, and its tangent is the derivative (finite
     differences; native forward AD has no rule to compare with)."""
-    import torch.nn.functional as F
-
     import dualgen.forward_ad as fwAD
     from dualgen.rules import using_kernels
 
     scratch.write(entry)
     kernels = load_kernels(generate_files(scratch.spec).files)
-    x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(
-        3, 4, dtype=torch.float64
-    )
+    s = torch.rand(3, 4, dtype=torch.float64) + 1.5
+    q = torch.rand(3, 4, dtype=torch.float64) + 0.5
     v = torch.randn(3, 4, dtype=torch.float64)
     with using_kernels(kernels), fwAD.dual_level():
-        tangent = fwAD.unpack_dual(F.soft_margin_loss(fwAD.make_dual(x, v), y)).tangent
+        z = torch.special.zeta(s, fwAD.make_dual(q, v))
+        tangent = fwAD.unpack_dual(z).tangent
     h = 1e-6
-    finite = (F.soft_margin_loss(x + h * v, y) - F.soft_margin_loss(x - h * v, y)) / (
-        2 * h
-    )
+    zeta = torch.special.zeta
+    finite = (zeta(s, q + h * v) - zeta(s, q - h * v)) / (2 * h)
     torch.testing.assert_close(tangent, finite, rtol=1e-6, atol=1e-8)
