@@ -390,13 +390,18 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     primals = bind(schema, args, kwargs)
     indices = rule.input_indices
     tangents = [_tangent_arg(primals[i], level) for i in indices]
-    if all(t is None for t in tangents):
+    inplace = rule.kind == "inplace"
+    threads_self = inplace and indices[:1] == (0,)
+    # An in-place op whose self is not differentiable overwrites self's value:
+    # a tangent self had does not enter, and becomes the kernel's value (zero
+    # where no other tangent reaches self), as native and `self = op(self, ...)`.
+    stale = _tangent_arg(primals[0], level) if inplace and not threads_self else None
+    if all(t is None for t in tangents) and stale is None:
         with handling_levels_below(level, mode):
             return func(*args, **kwargs)
     tracking = _tracking(primals, tangents)
     promote = _tangents_have_primal_dtypes(primals, tangents, indices)
-    inplace = rule.kind == "inplace"
-    self_tangent = tangents[0] if inplace and indices[:1] == (0,) else None
+    self_tangent = tangents[0] if threads_self else stale
     with handling_levels_below(level, mode):
         target = primals[0] if inplace else None
         if inplace:
@@ -405,7 +410,8 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
             with autograd_enabled():
                 primals[0] = primals[0].clone()
         if (
-            self_tangent is not None
+            threads_self
+            and self_tangent is not None
             and tracking
             and torch.Tag.inplace_view not in func.tags
         ):
@@ -432,7 +438,10 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         outputs = tuple(out) if many else (out,)
         with autograd_enabled():
             try:
-                result = rule.call(primals, tangents, kernel_outputs)
+                if all(t is None for t in tangents):
+                    result = (None,) * len(outputs) if many else None
+                else:
+                    result = rule.call(primals, tangents, kernel_outputs)
             except Exception as exc:
                 inputs = [primals[i] for i in indices]
                 if (

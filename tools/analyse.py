@@ -136,9 +136,18 @@ def _resolve(
     if forward.auto is Auto.LINEAR:
         tangents = {a.name for a in source.differentiable_inputs}
         origin = "view" if schema.kind is OpKind.VIEW else "auto_linear"
+        called = schema
+        if schema.kind is OpKind.INPLACE and "self" not in tangents:
+            # The in-place op applied to the tangents would update self_p, the
+            # primal: without self's tangent to update, self's new tangent is the
+            # functional op's value (that of the entry the kernel derives from;
+            # an in-place entry's own: the overload of the same name without `_`).
+            called, origin = source.schema, "auto_linear_functional"
+            if called.kind is OpKind.INPLACE:
+                called = replace(called, name=called.name.removesuffix("_"))
         return _Resolved(
             forward.output,
-            op_call(schema, tangents),
+            op_call(called, tangents),
             "auto_linear",
             origin,
             forward.location,
@@ -215,7 +224,12 @@ def _branches(
     may_broadcast: bool,
 ) -> tuple[Branch, ...]:
     referenced = _referenced(expr, diff_inputs)
-    if inplace and "self_t" not in referenced:
+    # An in-place kernel branches on self's tangent, which it updates, even where
+    # the formula does not read it; but only where self is differentiable: a
+    # non-differentiable self has no tangent parameter (the runtime passes the
+    # tangents of the differentiable inputs), and self's new tangent is the
+    # formula's value from the other tangents.
+    if inplace and "self" in diff_inputs and "self_t" not in referenced:
         referenced.insert(0, "self_t")
     if len(referenced) > MAX_SPECIALISED_TANGENTS:
         return _dense_branches(
