@@ -87,7 +87,8 @@ def make_encoder_layer(width: int) -> nn.Module:
 
 def math_attention(layer: nn.Module) -> Callable:
     """The layer without its fused fast path, attention by its definition: native
-    forward AD has no rule for the fused CPU kernels (neither has dualgen yet)."""
+    forward AD has no rule for the fused CPU kernels (dualgen has), so both run
+    the same ops here."""
 
     def run(x):
         with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
