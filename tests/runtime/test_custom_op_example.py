@@ -7,10 +7,10 @@ under either kernel backend; both agree with finite differences.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from mylib_example import EXAMPLES, PACKAGE, SOFTCLIP, mylib
 from torch.testing import assert_close
 
 import dualgen
@@ -18,15 +18,6 @@ import dualgen.forward_ad as fwAD
 from dualgen import fast
 from dualgen.tape import Tape
 from dualgen.tools.cli import main
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-if str(EXAMPLES) not in sys.path:
-    sys.path.insert(0, str(EXAMPLES))
-
-import mylib  # registers mylib::softclip
-
-SOFTCLIP = torch.ops.mylib.softclip.default
-PACKAGE = "mylib._derivatives"
 
 
 @pytest.fixture

@@ -7,25 +7,16 @@ kernel for an aten op replaces the installed one, in Python under either backend
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from mylib_example import PACKAGE, SOFTCLIP, mylib
 from torch.testing import assert_close
 
 import dualgen
 import dualgen.forward_ad as fwAD
 from dualgen import fast, rules
 from dualgen.tools.cli import generate_files
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-if str(EXAMPLES) not in sys.path:
-    sys.path.insert(0, str(EXAMPLES))
-
-import mylib  # registers mylib::softclip
-
-SOFTCLIP = torch.ops.mylib.softclip.default
-PACKAGE = "mylib._derivatives"
 
 
 @pytest.fixture
