@@ -24,17 +24,7 @@ def enable(extension) -> None:
     from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS
 
     if _extension is not extension:
-        from .tangents import remember_saved_outputs
-
-        extension.bind_state(
-            STATE,
-            TANGENTS,
-            _NO_TANGENT,
-            FORWARD_BASE,
-            SLOW,
-            describe,
-            remember_saved_outputs,
-        )
+        extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
         _extension = extension
     dispatch, make_dual = extension.dispatch, extension.make_dual
 

@@ -21,6 +21,9 @@ TANGENTS = "_dualgen_tangents"
 _NO_TANGENT = object()  # marks a tensor that must not inherit its base's tangent
 
 
+_FIRST_SWEEP = 1024
+
+
 @dataclass(eq=False)
 class Level:
     """One dual level. `index` is its depth; identity (not the index) keys tangents."""
@@ -29,7 +32,27 @@ class Level:
     tensors: list = field(default_factory=list)  # weakrefs to tensors with entries
     # Outputs autograd may save: it rebuilds saved outputs as new tensor objects
     # sharing storage, so their tangents are found by storage and geometry.
+    # geometry -> (weakref to the output's storage, the output's tangent entries);
+    # the output itself is not held, and its entry goes when its memory does
+    # (`remember_output`).
     saved: dict = field(default_factory=dict)
+    _geometry_of: dict = field(default_factory=dict)  # storage weakref -> geometry
+    # A level can last a whole training loop: the list is swept of dead
+    # references each time it doubles, so it stays in proportion to what lives.
+    sweep_tensors_at: int = _FIRST_SWEEP
+
+    def remember_output(self, key: tuple, memory, entries: dict) -> None:
+        """Remember an output's tangent `entries` under its geometry `key` while
+        its `memory` (its storage's Python object, which lives exactly as long
+        as the storage, shared by autograd's saved copy) lives."""
+        held = weakref.ref(memory, self._memory_freed)
+        self.saved[key] = (held, entries)
+        self._geometry_of[held] = key
+
+    def _memory_freed(self, held) -> None:
+        key = self._geometry_of.pop(held, None)
+        if key is not None and self.saved.get(key, (None,))[0] is held:
+            del self.saved[key]
 
 
 class _ThreadState(threading.local):
@@ -75,7 +98,15 @@ def set_tangent(t: torch.Tensor, level: Level, tangent: torch.Tensor | None) -> 
         entries = t.__dict__[TANGENTS] = {}
     if level not in entries:
         level.tensors.append(weakref.ref(t))
+        if len(level.tensors) > level.sweep_tensors_at:
+            sweep_tensors(level)
     entries[level] = _NO_TANGENT if tangent is None else tangent
+
+
+def sweep_tensors(level: Level) -> None:
+    """Drop the level's references to tensors that no longer exist."""
+    level.tensors[:] = [ref for ref in level.tensors if ref() is not None]
+    level.sweep_tensors_at = max(_FIRST_SWEEP, 2 * len(level.tensors))
 
 
 def own_tangent(t: torch.Tensor, level: Level):
@@ -197,3 +228,5 @@ def clear_level(level: Level) -> None:
                     del t.__dict__[TANGENTS]
     level.tensors.clear()
     level.saved.clear()
+    level._geometry_of.clear()
+    level.sweep_tensors_at = _FIRST_SWEEP

@@ -194,7 +194,7 @@ def alias(tensor: torch.Tensor) -> torch.Tensor:
     at a visible level skips the mode (make_dual's common case: the mode would
     only run the op and note the view; another mode above it must see it)."""
     if (
-        type(tensor) is not torch.Tensor
+        not _acts_plainly(type(tensor))
         or STATE.mode is None
         or _get_current_dispatch_mode() is not STATE.mode
         or innermost_level_with_tangent((tensor,)) is not None
@@ -243,6 +243,15 @@ def _dispatches_itself(types) -> bool:
 
 
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
+
+
+def _acts_plainly(cls: type) -> bool:
+    """torch.Tensor, or a subclass with neither dispatch nor torch function of
+    its own (nn.Parameter): ops on it run as on a plain tensor."""
+    return cls is torch.Tensor or (
+        cls.__torch_dispatch__ is _PLAIN_DISPATCH
+        and cls.__torch_function__ is torch._C._disabled_torch_function_impl
+    )
 
 
 def _deferring(mode, func, args, kwargs):

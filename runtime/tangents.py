@@ -90,7 +90,7 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
     # place in the graph (requires_grad); `.data` and from_dlpack copies do not.
     if level.saved and t.requires_grad and not t._is_zerotensor():
         saved = level.saved.get(geometry(t))
-        if saved is not None:
+        if saved is not None and saved[0]() is t.untyped_storage():
             value = saved[1].get(level)
             if isinstance(value, torch.Tensor):
                 set_tangent(t, level, value)
@@ -112,9 +112,7 @@ def remember_saved_outputs(level: Level, outputs) -> None:
     for o in _tensors(outputs):
         entries = o.__dict__.get(TANGENTS)
         if entries and level in entries and not o._is_zerotensor():
-            # Holding the output keeps its memory from being reused by another
-            # tensor of the same geometry while the level lasts.
-            level.saved[geometry(o)] = (o, entries)
+            level.remember_output(geometry(o), o.untyped_storage(), entries)
 
 
 def _tensors(values):

@@ -301,3 +301,36 @@ def test_forward_over_reverse_mlp_parameter_hvp():
     actual, _ = run_both(fn)
     for n, (_, tangent) in zip(names, actual):
         assert_close(tangent, hvp[n])
+
+
+def test_a_long_level_keeps_no_step_alive():
+    """A level around a whole training loop: each step's outputs (which autograd
+    may save and rebuild, so their tangents are remembered) are freed with the
+    step, and the level's bookkeeping stays bounded; what is remembered still
+    serves forward over reverse (autograd's rebuilt saved output of tanh)."""
+    import gc
+    import weakref
+
+    from dualgen.levels import STATE
+
+    torch.manual_seed(0)
+    w = randn(64, requires_grad=True)
+    v = randn(64)
+    outputs, memories = [], []
+    with dual_fwAD.dual_level():
+        dual = dual_fwAD.make_dual(w, v)
+        for _ in range(3000):
+            hidden = dual.sin() * 2
+            outputs.append(weakref.ref(hidden))
+            memories.append(weakref.ref(hidden.untyped_storage()))
+            hidden.sum().backward()
+        del hidden
+        gc.collect()
+        level = STATE.levels[-1]
+        assert not any(ref() is not None for ref in outputs + memories)
+        assert len(level.saved) == 0
+        assert len(level.tensors) <= 2 * 1024
+        grad = torch.autograd.grad(torch.tanh(dual).sum(), w, create_graph=True)[0]
+        hvp = dual_fwAD.unpack_dual(grad).tangent
+    t = torch.tanh(w.detach())
+    assert_close(hvp, -2 * t * (1 - t**2) * v)

@@ -289,3 +289,36 @@ def test_a_dual_dispatch_subclass_that_re_enters_dispatch():
             return types, plain(primal), plain(tangent)
 
     conform(program)
+
+
+class Logged(torch.Tensor):
+    """A subclass with a __torch_function__ of its own (no dispatch): make_dual
+    goes through it, so the dual keeps the subclass."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("kind", ["parameter", "parameter requiring grad", "logged"])
+def test_make_dual_of_a_parameter_or_a_torch_function_subclass(kind):
+    """A Parameter (which dispatches plainly and has no torch function) gives a
+    plain Tensor dual, a view in autograd's graph when it requires grad; a
+    subclass with a torch function of its own keeps its type. Tangents of an
+    op on the dual and the gradient through it are native's."""
+
+    def program(api):
+        data = rand(3)
+        if kind == "logged":
+            primal = data.as_subclass(Logged)
+        else:
+            primal = torch.nn.Parameter(data, requires_grad=kind.endswith("grad"))
+        with api.fwAD.dual_level():
+            dual = api.fwAD.make_dual(primal, rand(3))
+            y = (dual.tanh() * dual).sum()
+            tangent = api.fwAD.unpack_dual(y).tangent.detach().clone()
+            grad = torch.autograd.grad(y, primal)[0] if primal.requires_grad else None
+        is_view = dual._base is primal
+        return type(dual).__name__, is_view, dual.requires_grad, tangent, grad
+
+    assert conform(program)[0] == ("Logged" if kind == "logged" else "Tensor")

@@ -55,10 +55,35 @@ struct Shared {
   py::object slow;         // returned when the Python path must handle the op
   py::object describe;     // op -> None or (cpp key, inputs, list inputs, outputs)
   py::object tensor_type;  // torch.Tensor
-  py::object remember;     // tangents.remember_saved_outputs
   py::object detach;       // torch.ops.aten.detach.default
+  py::object no_torch_function;  // torch._C._disabled_torch_function_impl
+  py::object sweep_tensors;      // levels.sweep_tensors
 };
 Shared* shared = nullptr;
+
+// Attribute names, made once: the hot path reads several per op.
+struct Names {
+  py::str cap{"cap"}, defer_next{"defer_next"}, subclass_op{"subclass_op"},
+      levels{"levels"}, user_exclude{"user_exclude"}, raw_repr{"raw_repr"},
+      tensors{"tensors"}, sweep_tensors_at{"sweep_tensors_at"}, saved{"saved"},
+      memory_freed{"_memory_freed"}, geometry_of{"_geometry_of"},
+      untyped_storage{"untyped_storage"};
+};
+Names* names = nullptr;
+
+// levels.STATE.user_exclude as a key set; it changes only when a level is
+// entered, so its value is kept with the object it came from.
+c10::DispatchKeySet user_exclude_keys(const py::object& state) {
+  static PyObject* known = nullptr;
+  static uint64_t raw = 0;
+  py::object keys = state.attr(names->user_exclude);
+  if (keys.ptr() != known) {
+    raw = keys.attr(names->raw_repr)().cast<uint64_t>();
+    Py_XDECREF(known);
+    known = keys.inc_ref().ptr();
+  }
+  return c10::DispatchKeySet(c10::DispatchKeySet::RAW, raw);
+}
 std::unordered_map<PyObject*, OpEntry>* ops = nullptr;
 
 py::str key(const char* s) { return py::str(s); }
@@ -97,21 +122,45 @@ PyObject* entries_of(PyObject* tensor) {
   return PyDict_GetItemWithError(*dict, shared->tangents.ptr());
 }
 
-// Whether t has the geometry of an output the level remembered
-// (tangents.remember_saved_outputs): autograd's rebuilt saved outputs do.
-bool is_saved_output(const at::Tensor& t, const py::handle& level) {
-  py::dict saved = level.attr("saved");
-  if (saved.empty()) return false;
+// Where and how t's elements lie, as tangents.geometry gives it.
+py::tuple geometry(const at::Tensor& t) {
   py::tuple sizes(t.dim()), strides(t.dim());
   for (int64_t i = 0; i < t.dim(); ++i) {
     sizes[i] = py::int_(t.size(i));
     strides[i] = py::int_(t.stride(i));
   }
   auto* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
-  py::tuple geometry = py::make_tuple(
-      py::int_(reinterpret_cast<std::intptr_t>(t.data_ptr())), sizes, strides,
-      py::reinterpret_borrow<py::object>(dtype));
-  return saved.contains(geometry);
+  return py::make_tuple(py::int_(reinterpret_cast<std::intptr_t>(t.data_ptr())), sizes,
+                        strides, py::reinterpret_borrow<py::object>(dtype));
+}
+
+// Whether t has the geometry of an output the level remembered
+// (tangents.remember_saved_outputs): autograd's rebuilt saved outputs do.
+bool is_saved_output(const at::Tensor& t, const py::handle& level) {
+  py::dict saved = level.attr(names->saved);
+  if (saved.empty()) return false;
+  return saved.contains(geometry(t));
+}
+
+// tangents.remember_saved_outputs for one output, as Level.remember_output
+// does it: under its geometry, while its memory lives, not holding it.
+void remember_output(const py::handle& out, const py::handle& level) {
+  PyObject** dict = _PyObject_GetDictPtr(out.ptr());
+  if (dict == nullptr || *dict == nullptr) return;
+  PyObject* entries = PyDict_GetItemWithError(*dict, shared->tangents.ptr());
+  if (entries == nullptr || PyDict_GetItemWithError(entries, level.ptr()) == nullptr) return;
+  const at::Tensor& t = THPVariable_Unpack(out.ptr());
+  if (t._is_zerotensor()) return;
+  py::object memory = out.attr(names->untyped_storage)();
+  py::object freed = level.attr(names->memory_freed);
+  py::object held =
+      py::reinterpret_steal<py::object>(PyWeakref_NewRef(memory.ptr(), freed.ptr()));
+  if (!held) throw py::error_already_set();
+  py::tuple key = geometry(t);
+  py::dict saved = level.attr(names->saved);
+  saved[key] = py::make_tuple(held, py::reinterpret_borrow<py::object>(entries));
+  py::dict geometry_of = level.attr(names->geometry_of);
+  geometry_of[held] = key;
 }
 
 enum class Found { None, Tangent, Slow };
@@ -212,8 +261,11 @@ void set_tangent(const py::object& tensor, const py::handle& level, PyObject* va
     own = py::reinterpret_borrow<py::dict>(entries);
   }
   if (!own.contains(level)) {
-    level.attr("tensors").attr("append")(py::reinterpret_steal<py::object>(
-        PyWeakref_NewRef(tensor.ptr(), nullptr)));
+    py::list tensors = level.attr(names->tensors);
+    tensors.append(py::reinterpret_steal<py::object>(PyWeakref_NewRef(tensor.ptr(), nullptr)));
+    if (static_cast<int64_t>(tensors.size()) > level.attr(names->sweep_tensors_at).cast<int64_t>()) {
+      shared->sweep_tensors(level);  // levels.set_tangent's sweep
+    }
   }
   own[level] = py::reinterpret_borrow<py::object>(value);
 }
@@ -271,10 +323,20 @@ void check_shape(const c10::FunctionSchema& schema, const at::Tensor& value,
 py::object returned(const std::vector<py::object>& outs, bool tracking,
                     const py::handle& level) {
   if (outs.empty()) return py::none();
+  if (tracking) {
+    for (const py::object& out : outs) {
+      if (THPVariable_Check(out.ptr())) {
+        remember_output(out, level);
+      } else if (PyList_Check(out.ptr()) || PyTuple_Check(out.ptr())) {
+        for (const py::handle& item : out) {
+          if (THPVariable_Check(item.ptr())) remember_output(item, level);
+        }
+      }
+    }
+  }
+  if (outs.size() == 1) return outs[0];
   py::tuple tuple(outs.size());
   for (size_t k = 0; k < outs.size(); ++k) tuple[k] = outs[k];
-  if (tracking) shared->remember(level, tuple);
-  if (outs.size() == 1) return outs[0];
   return tuple;
 }
 
@@ -315,12 +377,27 @@ bool dispatches_plainly(const py::handle& type) {
   return plain;
 }
 
+// A tensor type make_dual may treat as torch.Tensor: Tensor itself, or a
+// subclass with neither dispatch nor torch function of its own (nn.Parameter),
+// whose make_dual native returns as a plain Tensor too.
+bool acts_plainly(const py::handle& type) {
+  if (type.ptr() == shared->tensor_type.ptr()) return true;
+  static auto* known = new std::unordered_map<PyObject*, bool>();
+  auto it = known->find(type.ptr());
+  if (it != known->end()) return it->second;
+  const bool plain = dispatches_plainly(type) &&
+                     py::object(type.attr("__torch_function__")).is(shared->no_torch_function);
+  type.inc_ref();  // keyed by the type object: keep it alive
+  known->emplace(type.ptr(), plain);
+  return plain;
+}
+
 // -- the hot path -----------------------------------------------------------
 
 py::object dispatch(const py::handle& func, const py::handle& types,
                     const py::tuple& args, const py::object& kwargs) {
   const py::object& state = shared->state;
-  if (state.attr("defer_next").cast<bool>() || state.attr("subclass_op").cast<bool>()) {
+  if (state.attr(names->defer_next).cast<bool>() || state.attr(names->subclass_op).cast<bool>()) {
     return shared->slow;
   }
   for (const py::handle& t : types) {
@@ -330,19 +407,18 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   }
   // Only level 0 in sight: nested levels (and their derived tangents) are
   // the Python path's.
-  const int64_t cap = state.attr("cap").cast<int64_t>();
+  const int64_t cap = state.attr(names->cap).cast<int64_t>();
   if (cap != 0 || !c10::AutogradState::get_tls_state().get_fw_grad_mode()) {
     return shared->slow;
   }
   const OpEntry& op = entry_of(func);
-  if (op.detach) return shared->slow;
   std::vector<PyObject*> tensors;
   for (const py::handle& a : args) collect(a, tensors);
   const bool has_kwargs = !kwargs.is_none() && py::len(kwargs) > 0;
   if (has_kwargs) {
     for (const auto& item : kwargs.cast<py::dict>()) collect(item.second, tensors);
   }
-  py::list levels = state.attr("levels");
+  py::list levels = state.attr(names->levels);
   py::handle level0 = levels[0];
   bool any_tangent = false;
   for (PyObject* obj : tensors) {
@@ -354,6 +430,11 @@ py::object dispatch(const py::handle& func, const py::handle& types,
       case Found::Tangent: any_tangent = true; break;
       case Found::None: break;
     }
+  }
+  if (op.detach) {
+    // mode._dispatch: a detached alias gets no tangent and follows no tensor's
+    // (autograd detaches every output it saves, so this is a common op).
+    return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
   }
   if (!any_tangent) {
     py::object out = op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
@@ -421,8 +502,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
   // keys the user's context has, so the views they make are tracked as views
   // (`_base`, version counters) and they are differentiable.
-  const auto user_exclude = c10::DispatchKeySet(
-      c10::DispatchKeySet::RAW, state.attr("user_exclude").attr("raw_repr")().cast<uint64_t>());
+  const auto user_exclude = user_exclude_keys(state);
   const auto included = c10::impl::tls_local_dispatch_key_set().included_;
   Values kernel_outputs;
   if (tracking && op.uses_outputs) {
@@ -491,10 +571,11 @@ py::object dispatch(const py::handle& func, const py::handle& types,
 py::object make_dual(const py::handle& tensor, const py::handle& tangent,
                      const py::handle& level) {
   const py::object& state = shared->state;
-  if (state.attr("cap").cast<int64_t>() != 0 ||
+  if (state.attr(names->cap).cast<int64_t>() != 0 ||
       !c10::AutogradState::get_tls_state().get_fw_grad_mode() ||
       c10::impl::TorchDispatchModeTLS::stack_len() != 1 ||
-      Py_TYPE(tensor.ptr()) != reinterpret_cast<PyTypeObject*>(shared->tensor_type.ptr()) ||
+      !acts_plainly(py::reinterpret_borrow<py::object>(
+          reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr())))) ||
       !THPVariable_Check(tangent.ptr())) {
     return shared->slow;
   }
@@ -526,15 +607,17 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
 }
 
 void bind_state(py::object state, py::object tangents, py::object no_tangent,
-                py::object forward_base, py::object slow, py::object describe,
-                py::object remember) {
+                py::object forward_base, py::object slow, py::object describe) {
   if (shared == nullptr) {
     shared = new Shared();
+    names = new Names();
     ops = new std::unordered_map<PyObject*, OpEntry>();
   }
   *shared = Shared{state, tangents, no_tangent, forward_base, slow, describe,
-                   py::module_::import("torch").attr("Tensor"), remember,
-                   py::module_::import("torch").attr("ops").attr("aten").attr("detach").attr("default")};
+                   py::module_::import("torch").attr("Tensor"),
+                   py::module_::import("torch").attr("ops").attr("aten").attr("detach").attr("default"),
+                   py::module_::import("torch").attr("_C").attr("_disabled_torch_function_impl"),
+                   py::module_::import("dualgen.levels").attr("sweep_tensors")};
   forget();
 }
 
