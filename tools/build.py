@@ -15,6 +15,7 @@ from .errors import ErrorSink, Location
 from .formula import FormulaError, Scope, names_used, parse_formula
 from .load import RawEntry, RawField, RawList, RawScalar
 from .model import (
+    CONVENTIONS,
     BackwardFormula,
     Entry,
     Formula,
@@ -26,7 +27,13 @@ from .model import (
 from .sample import DERIVED, SampleError, needs_value, parse_sample
 from .schema import SchemaSyntaxError, TorchOperators, describe_mismatch, parse_schema
 
-META_KEYS = ("name", "non_differentiable", "output_differentiability", "sample")
+META_KEYS = (
+    "name",
+    "non_differentiable",
+    "output_differentiability",
+    "sample",
+    "convention",
+)
 
 
 class _EntryError(Exception):
@@ -119,6 +126,7 @@ class _EntryBuilder(ForwardFormulas):
                 )
             forward = self._forward(forward_fields, diff_inputs, out_diff)
         samples = self._samples(inherited=inherits is not None, non_diff=non_diff)
+        convention = self._convention()
         if self.failed:
             return None
         return Entry(
@@ -130,7 +138,21 @@ class _EntryBuilder(ForwardFormulas):
             out_diff,
             inherits,
             samples,
+            convention,
         )
+
+    def _convention(self) -> str | None:
+        field = self.raw.get("convention")
+        if field is None:
+            return None
+        value = field.value
+        text = value.text if isinstance(value, RawScalar) else None
+        if text not in CONVENTIONS:
+            self.error(
+                f"convention must be one of: {', '.join(CONVENTIONS)}", field.location
+            )
+            return None
+        return text
 
     # -- samples ------------------------------------------------------------
 

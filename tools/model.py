@@ -252,6 +252,19 @@ class ForwardFormula:
     location: Location
 
 
+# Conventions an entry's formulas may state instead of the derivative, and what
+# they mean. Finite differences cannot check them; `dualgen validate` checks the
+# forward formulas against the backward ones (the adjoint check), and the kernel
+# tests the backward formulas against autograd's, which define the convention.
+CONVENTIONS = {
+    "straight-through": (
+        "the straight-through estimator autograd uses for rounding (the gradient "
+        "passes where the input was in range), not rounding's derivative, which "
+        "is zero almost everywhere"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Entry:
     """One checked spec entry."""
@@ -265,6 +278,8 @@ class Entry:
     # An in-place entry written with no formulas takes them from this functional entry.
     inherits_from: str | None = None
     samples: tuple = ()  # tools.sample.Sample, for `dualgen validate`
+    # The formulas state a convention, not the derivative (CONVENTIONS).
+    convention: str | None = None
 
     @property
     def differentiable_inputs(self) -> tuple[Argument, ...]:

@@ -1,6 +1,6 @@
 """Errors in an entry as a whole: its `name:` schema checked against torch's, duplicate
 entries, unknown keys, which inputs have backward formulas, non_differentiable and
-output_differentiability, and keys whose value is not a formula.
+output_differentiability, convention, and keys whose value is not a formula.
 """
 
 from __future__ import annotations
@@ -268,6 +268,16 @@ KEY_CASES = [
             "spec.yaml:1: error: sin: input 'self' has no backward formula; add 'self: ...' or list it under non_differentiable",
             "spec.yaml:2: error: sin: non_differentiable names 'selff', which is not an argument",
         ],
+    ),
+    (
+        "convention_unknown",
+        entry(SIN, "convention: straight_through", "self: grad", "result: self_t"),
+        ["spec.yaml:2: error: sin: convention must be one of: straight-through"],
+    ),
+    (
+        "convention_not_a_word",
+        entry(SIN, "convention: [straight-through]", "self: grad", "result: self_t"),
+        ["spec.yaml:2: error: sin: convention must be one of: straight-through"],
     ),
     (
         "non_differentiable_non_tensor",
