@@ -45,6 +45,8 @@ from dualgen.formulas import (
     elu_second_derivative,
     evenly_read_tangent,
     expand_loss_grad,
+    fake_quantize_learnable_per_channel_tangent,
+    fake_quantize_learnable_per_tensor_tangent,
     fill_absent,
     finite_parts,
     flash_attention_backward_tangent,
@@ -61,6 +63,7 @@ from dualgen.formulas import (
     group_norm_rstd_tangent,
     group_norm_tangent,
     group_norm_xhat,
+    grouped_mm_any_layout,
     householder_product_tangent,
     layer_norm_tangent,
     linalg_solve_tangent,
@@ -98,9 +101,11 @@ from dualgen.formulas import (
     transformer_encoder_layer_tangent,
     triangular_part,
     triangular_solve_tangent,
+    unbroadcast,
     unless_rounded,
     var_tangent,
     vector_norm_tangent,
+    weight_norm_broadcast,
     winner_weight,
 )
 
@@ -15253,3 +15258,753 @@ def _pdist_forward_default(self_p, p, self_t, result):
         )
     else:
         return None
+
+
+def _weight_norm_interface_default(v_p, g_p, dim, v_t, g_t, result0, result1):
+    """aten::_weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _weight_norm_interface
+    # result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3))
+    if v_t is not None and g_t is not None:
+        result0_t = (
+            v_t
+            * (
+                weight_norm_broadcast(g_p, v_p, dim)
+                / weight_norm_broadcast(result1, v_p, dim)
+            )
+            + v_p
+            * (
+                weight_norm_broadcast(g_t, v_p, dim)
+                / weight_norm_broadcast(result1, v_p, dim)
+            )
+            - v_p
+            * (
+                weight_norm_broadcast(g_p, v_p, dim)
+                * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim))
+                / weight_norm_broadcast(result1, v_p, dim).pow(3)
+            )
+        )
+    elif v_t is not None:
+        result0_t = conform(
+            v_t
+            * (
+                weight_norm_broadcast(g_p, v_p, dim)
+                / weight_norm_broadcast(result1, v_p, dim)
+            )
+            - v_p
+            * (
+                weight_norm_broadcast(g_p, v_p, dim)
+                * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim))
+                / weight_norm_broadcast(result1, v_p, dim).pow(3)
+            ),
+            result0,
+        )
+    elif g_t is not None:
+        result0_t = conform(
+            v_p
+            * (
+                weight_norm_broadcast(g_t, v_p, dim)
+                / weight_norm_broadcast(result1, v_p, dim)
+            ),
+            result0,
+        )
+    else:
+        result0_t = None
+    # result1: unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(result1) / result1
+    if v_t is not None:
+        result1_t = (
+            unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(
+                result1
+            )
+            / result1
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def _weight_norm_interface_backward_default(
+    grad_w_p,
+    saved_v_p,
+    saved_g_p,
+    saved_norms_p,
+    dim,
+    grad_w_t,
+    saved_v_t,
+    saved_g_t,
+    result0,
+    result1,
+):
+    """aten::_weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _weight_norm_interface_backward
+    # result0: grad_w_t * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) - saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_t * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) + grad_w_p * (weight_norm_broadcast(saved_g_t, saved_v_p, dim) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) - saved_v_p * (weight_norm_broadcast(saved_g_t, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) - grad_w_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(saved_v_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) - saved_v_t * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) - saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) + 3 * saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) * unbroadcast(saved_v_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5))
+    if grad_w_t is not None and saved_v_t is not None and saved_g_t is not None:
+        result0_t = (
+            grad_w_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_t * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            + grad_w_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - grad_w_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - saved_v_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            + 3
+            * saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+            )
+        )
+    elif grad_w_t is not None and saved_v_t is not None:
+        result0_t = conform(
+            grad_w_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_t * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - grad_w_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - saved_v_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            + 3
+            * saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+            ),
+            result0,
+        )
+    elif grad_w_t is not None and saved_g_t is not None:
+        result0_t = conform(
+            grad_w_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_t * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            + grad_w_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            ),
+            result0,
+        )
+    elif saved_v_t is not None and saved_g_t is not None:
+        result0_t = conform(
+            grad_w_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - grad_w_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - saved_v_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            + 3
+            * saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+            ),
+            result0,
+        )
+    elif grad_w_t is not None:
+        result0_t = conform(
+            grad_w_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_t * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            ),
+            result0,
+        )
+    elif saved_v_t is not None:
+        result0_t = conform(
+            -(
+                grad_w_p
+                * (
+                    weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                    * unbroadcast(
+                        saved_v_p * saved_v_t,
+                        weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    )
+                    / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                )
+            )
+            - saved_v_t
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            )
+            + 3
+            * saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_p, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+            ),
+            result0,
+        )
+    elif saved_g_t is not None:
+        result0_t = conform(
+            grad_w_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            )
+            - saved_v_p
+            * (
+                weight_norm_broadcast(saved_g_t, saved_v_p, dim)
+                * unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            ),
+            result0,
+        )
+    else:
+        result0_t = None
+    # result1: (unbroadcast(grad_w_t * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim) + unbroadcast(grad_w_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim) - unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) * unbroadcast(saved_v_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)).reshape_as(saved_g_p)
+    if grad_w_t is not None and saved_v_t is not None:
+        result1_t = (
+            unbroadcast(
+                grad_w_t * saved_v_p,
+                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+            )
+            / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            + unbroadcast(
+                grad_w_p * saved_v_t,
+                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+            )
+            / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            - unbroadcast(
+                grad_w_p * saved_v_p,
+                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+            )
+            * unbroadcast(
+                saved_v_p * saved_v_t,
+                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+            )
+            / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+        ).reshape_as(saved_g_p)
+    elif grad_w_t is not None:
+        result1_t = conform(
+            (
+                unbroadcast(
+                    grad_w_t * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            ).reshape_as(saved_g_p),
+            result1,
+        )
+    elif saved_v_t is not None:
+        result1_t = conform(
+            (
+                unbroadcast(
+                    grad_w_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                - unbroadcast(
+                    grad_w_p * saved_v_p,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                * unbroadcast(
+                    saved_v_p * saved_v_t,
+                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                )
+                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            ).reshape_as(saved_g_p),
+            result1,
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
+
+
+def _grouped_mm_default(
+    self_p, mat2_p, offs_p, bias_p, out_dtype, self_t, mat2_t, result
+):
+    """aten::_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor"""
+    # functional, derivatives.yaml entry _grouped_mm
+    # result: grouped_mm_any_layout(self_t, mat2_p, offs_p) + grouped_mm_any_layout(self_p, mat2_t, offs_p)
+    if self_t is not None and mat2_t is not None:
+        return grouped_mm_any_layout(self_t, mat2_p, offs_p) + grouped_mm_any_layout(
+            self_p, mat2_t, offs_p
+        )
+    elif self_t is not None:
+        return conform(grouped_mm_any_layout(self_t, mat2_p, offs_p), result)
+    elif mat2_t is not None:
+        return conform(grouped_mm_any_layout(self_p, mat2_t, offs_p), result)
+    else:
+        return None
+
+
+def fake_quantize_per_tensor_affine_cachemask_default(
+    self_p, scale, zero_point, quant_min, quant_max, self_t, output, mask
+):
+    """aten::fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry fake_quantize_per_tensor_affine_cachemask
+    # output: self_t * mask
+    if self_t is not None:
+        output_t = self_t * mask
+    else:
+        output_t = None
+    return output_t, None
+
+
+def _fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default(
+    self_p,
+    scale_p,
+    zero_point_p,
+    fake_quant_enabled_p,
+    quant_min,
+    quant_max,
+    self_t,
+    output,
+    mask,
+):
+    """aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry _fake_quantize_per_tensor_affine_cachemask_tensor_qparams
+    # output: self_t * mask
+    if self_t is not None:
+        output_t = self_t * mask
+    else:
+        output_t = None
+    return output_t, None
+
+
+def fake_quantize_per_channel_affine_cachemask_default(
+    self_p, scale_p, zero_point_p, axis, quant_min, quant_max, self_t, output, mask
+):
+    """aten::fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry fake_quantize_per_channel_affine_cachemask
+    # output: self_t * mask
+    if self_t is not None:
+        output_t = self_t * mask
+    else:
+        output_t = None
+    return output_t, None
+
+
+def _fake_quantize_learnable_per_tensor_affine_default(
+    self_p,
+    scale_p,
+    zero_point_p,
+    quant_min,
+    quant_max,
+    grad_factor,
+    self_t,
+    scale_t,
+    zero_point_t,
+    result,
+):
+    """aten::_fake_quantize_learnable_per_tensor_affine(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, float grad_factor=1.) -> Tensor"""
+    # functional, derivatives.yaml entry _fake_quantize_learnable_per_tensor_affine
+    # result: fake_quantize_learnable_per_tensor_tangent(self_t, scale_t, zero_point_t, self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor)
+    if self_t is not None and scale_t is not None and zero_point_t is not None:
+        return fake_quantize_learnable_per_tensor_tangent(
+            self_t,
+            scale_t,
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif self_t is not None and scale_t is not None:
+        return fake_quantize_learnable_per_tensor_tangent(
+            self_t,
+            scale_t,
+            torch.zeros_like(zero_point_p),
+            self_p,
+            scale_p,
+            zero_point_p,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif self_t is not None and zero_point_t is not None:
+        return fake_quantize_learnable_per_tensor_tangent(
+            self_t,
+            torch.zeros_like(scale_p),
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif scale_t is not None and zero_point_t is not None:
+        return fake_quantize_learnable_per_tensor_tangent(
+            torch.zeros_like(self_p),
+            scale_t,
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif self_t is not None:
+        return fake_quantize_learnable_per_tensor_tangent(
+            self_t,
+            torch.zeros_like(scale_p),
+            torch.zeros_like(zero_point_p),
+            self_p,
+            scale_p,
+            zero_point_p,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif scale_t is not None:
+        return fake_quantize_learnable_per_tensor_tangent(
+            torch.zeros_like(self_p),
+            scale_t,
+            torch.zeros_like(zero_point_p),
+            self_p,
+            scale_p,
+            zero_point_p,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif zero_point_t is not None:
+        return fake_quantize_learnable_per_tensor_tangent(
+            torch.zeros_like(self_p),
+            torch.zeros_like(scale_p),
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    else:
+        return None
+
+
+def _fake_quantize_learnable_per_channel_affine_default(
+    self_p,
+    scale_p,
+    zero_point_p,
+    axis,
+    quant_min,
+    quant_max,
+    grad_factor,
+    self_t,
+    scale_t,
+    zero_point_t,
+    result,
+):
+    """aten::_fake_quantize_learnable_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max, float grad_factor=1.) -> Tensor"""
+    # functional, derivatives.yaml entry _fake_quantize_learnable_per_channel_affine
+    # result: fake_quantize_learnable_per_channel_tangent(self_t, scale_t, zero_point_t, self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor)
+    if self_t is not None and scale_t is not None and zero_point_t is not None:
+        return fake_quantize_learnable_per_channel_tangent(
+            self_t,
+            scale_t,
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            axis,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif self_t is not None and scale_t is not None:
+        return fake_quantize_learnable_per_channel_tangent(
+            self_t,
+            scale_t,
+            torch.zeros_like(zero_point_p),
+            self_p,
+            scale_p,
+            zero_point_p,
+            axis,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif self_t is not None and zero_point_t is not None:
+        return fake_quantize_learnable_per_channel_tangent(
+            self_t,
+            torch.zeros_like(scale_p),
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            axis,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif scale_t is not None and zero_point_t is not None:
+        return fake_quantize_learnable_per_channel_tangent(
+            torch.zeros_like(self_p),
+            scale_t,
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            axis,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif self_t is not None:
+        return fake_quantize_learnable_per_channel_tangent(
+            self_t,
+            torch.zeros_like(scale_p),
+            torch.zeros_like(zero_point_p),
+            self_p,
+            scale_p,
+            zero_point_p,
+            axis,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif scale_t is not None:
+        return fake_quantize_learnable_per_channel_tangent(
+            torch.zeros_like(self_p),
+            scale_t,
+            torch.zeros_like(zero_point_p),
+            self_p,
+            scale_p,
+            zero_point_p,
+            axis,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    elif zero_point_t is not None:
+        return fake_quantize_learnable_per_channel_tangent(
+            torch.zeros_like(self_p),
+            torch.zeros_like(scale_p),
+            zero_point_t,
+            self_p,
+            scale_p,
+            zero_point_p,
+            axis,
+            quant_min,
+            quant_max,
+            grad_factor,
+        )
+    else:
+        return None
+
+
+def _fused_moving_avg_obs_fq_helper_default(
+    self_p,
+    observer_on_p,
+    fake_quant_on_p,
+    running_min_p,
+    running_max_p,
+    scale_p,
+    zero_point_p,
+    averaging_const,
+    quant_min,
+    quant_max,
+    ch_axis,
+    per_row_fake_quant,
+    symmetric_quant,
+    self_t,
+    output,
+    mask,
+):
+    """aten::_fused_moving_avg_obs_fq_helper(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry _fused_moving_avg_obs_fq_helper
+    # output: self_t * mask
+    if self_t is not None:
+        output_t = self_t * mask
+    else:
+        output_t = None
+    return output_t, None

@@ -10633,3 +10633,178 @@ KERNELS[aten._pdist_forward.default] = KernelInfo(
     derived_from=None,
     cpp_kernel="aten::_pdist_forward.default",
 )
+
+
+KERNELS[aten._weight_norm_interface.default] = KernelInfo(
+    name="_weight_norm_interface",
+    kind="functional",
+    jvp=jvp._weight_norm_interface_default,
+    vjp_kernel="_weight_norm_interface_default",
+    arguments=("v", "g", "dim"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("v", "g"),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_weight_norm_interface.default",
+)
+
+
+KERNELS[aten._weight_norm_interface_backward.default] = KernelInfo(
+    name="_weight_norm_interface_backward",
+    kind="functional",
+    jvp=jvp._weight_norm_interface_backward_default,
+    vjp_kernel="_weight_norm_interface_backward_default",
+    arguments=("grad_w", "saved_v", "saved_g", "saved_norms", "dim"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("grad_w", "saved_v", "saved_g"),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_weight_norm_interface_backward.default",
+)
+
+
+KERNELS[aten._grouped_mm.default] = KernelInfo(
+    name="_grouped_mm",
+    kind="functional",
+    jvp=jvp._grouped_mm_default,
+    vjp_kernel="_grouped_mm_default",
+    arguments=("self", "mat2", "offs", "bias", "out_dtype"),
+    outputs=("result",),
+    differentiable_inputs=("self", "mat2"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_grouped_mm.default",
+)
+
+
+KERNELS[aten.fake_quantize_per_tensor_affine_cachemask.default] = KernelInfo(
+    name="fake_quantize_per_tensor_affine_cachemask",
+    kind="functional",
+    jvp=jvp.fake_quantize_per_tensor_affine_cachemask_default,
+    vjp_kernel="fake_quantize_per_tensor_affine_cachemask_default",
+    arguments=("self", "scale", "zero_point", "quant_min", "quant_max"),
+    outputs=("output", "mask"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("output",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::fake_quantize_per_tensor_affine_cachemask.default",
+)
+
+
+KERNELS[aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default] = (
+    KernelInfo(
+        name="_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+        kind="functional",
+        jvp=jvp._fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default,
+        vjp_kernel="_fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default",
+        arguments=(
+            "self",
+            "scale",
+            "zero_point",
+            "fake_quant_enabled",
+            "quant_min",
+            "quant_max",
+        ),
+        outputs=("output", "mask"),
+        differentiable_inputs=("self",),
+        differentiable_outputs=("output",),
+        needs_original_self=False,
+        jvp_uses_outputs=True,
+        derived_from=None,
+        cpp_kernel="aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default",
+    )
+)
+
+
+KERNELS[aten.fake_quantize_per_channel_affine_cachemask.default] = KernelInfo(
+    name="fake_quantize_per_channel_affine_cachemask",
+    kind="functional",
+    jvp=jvp.fake_quantize_per_channel_affine_cachemask_default,
+    vjp_kernel="fake_quantize_per_channel_affine_cachemask_default",
+    arguments=("self", "scale", "zero_point", "axis", "quant_min", "quant_max"),
+    outputs=("output", "mask"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("output",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::fake_quantize_per_channel_affine_cachemask.default",
+)
+
+
+KERNELS[aten._fake_quantize_learnable_per_tensor_affine.default] = KernelInfo(
+    name="_fake_quantize_learnable_per_tensor_affine",
+    kind="functional",
+    jvp=jvp._fake_quantize_learnable_per_tensor_affine_default,
+    vjp_kernel="_fake_quantize_learnable_per_tensor_affine_default",
+    arguments=("self", "scale", "zero_point", "quant_min", "quant_max", "grad_factor"),
+    outputs=("result",),
+    differentiable_inputs=("self", "scale", "zero_point"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_fake_quantize_learnable_per_tensor_affine.default",
+)
+
+
+KERNELS[aten._fake_quantize_learnable_per_channel_affine.default] = KernelInfo(
+    name="_fake_quantize_learnable_per_channel_affine",
+    kind="functional",
+    jvp=jvp._fake_quantize_learnable_per_channel_affine_default,
+    vjp_kernel="_fake_quantize_learnable_per_channel_affine_default",
+    arguments=(
+        "self",
+        "scale",
+        "zero_point",
+        "axis",
+        "quant_min",
+        "quant_max",
+        "grad_factor",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("self", "scale", "zero_point"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::_fake_quantize_learnable_per_channel_affine.default",
+)
+
+
+KERNELS[aten._fused_moving_avg_obs_fq_helper.default] = KernelInfo(
+    name="_fused_moving_avg_obs_fq_helper",
+    kind="functional",
+    jvp=jvp._fused_moving_avg_obs_fq_helper_default,
+    vjp_kernel="_fused_moving_avg_obs_fq_helper_default",
+    arguments=(
+        "self",
+        "observer_on",
+        "fake_quant_on",
+        "running_min",
+        "running_max",
+        "scale",
+        "zero_point",
+        "averaging_const",
+        "quant_min",
+        "quant_max",
+        "ch_axis",
+        "per_row_fake_quant",
+        "symmetric_quant",
+    ),
+    outputs=("output", "mask"),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("output",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    derived_from=None,
+    cpp_kernel="aten::_fused_moving_avg_obs_fq_helper.default",
+)

@@ -45,6 +45,8 @@ from dualgen.formulas import (
     evenly_distribute_grad,
     expand_loss_grad,
     expand_reduced,
+    fake_quantize_learnable_per_channel_grads,
+    fake_quantize_learnable_per_tensor_grads,
     fft_c2r_grad,
     fft_r2c_grad,
     fill_absent,
@@ -58,6 +60,7 @@ from dualgen.formulas import (
     glu_tangent,
     grid_sampler_backward_grads,
     group_norm_backward,
+    grouped_mm_any_layout,
     householder_product_grads,
     inverse_permutation,
     linalg_solve_grads,
@@ -106,6 +109,7 @@ from dualgen.formulas import (
     unless_rounded,
     var_grad,
     vector_norm_grad,
+    weight_norm_broadcast,
     winner_weight,
 )
 
@@ -7280,4 +7284,225 @@ def _pdist_forward_default(grad, self, p, result):
     # functional, derivatives.yaml entry _pdist_forward
     # self: torch.ops.aten._pdist_backward(grad, self, p, result)
     self_grad = torch.ops.aten._pdist_backward(grad, self, p, result)
+    return (self_grad,)
+
+
+def _weight_norm_interface_default(grads, v, g, dim, result0, result1):
+    """aten::_weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _weight_norm_interface
+    # v: grads[0] * (weight_norm_broadcast(g, v, dim) / weight_norm_broadcast(result1, v, dim)) - v * (weight_norm_broadcast(g, v, dim) * unbroadcast(grads[0] * v, weight_norm_broadcast(result1, v, dim)) / weight_norm_broadcast(result1, v, dim).pow(3)) + v * (weight_norm_broadcast(grads[1], v, dim) / weight_norm_broadcast(result1, v, dim))
+    v_grad = (
+        grads[0]
+        * (weight_norm_broadcast(g, v, dim) / weight_norm_broadcast(result1, v, dim))
+        - v
+        * (
+            weight_norm_broadcast(g, v, dim)
+            * unbroadcast(grads[0] * v, weight_norm_broadcast(result1, v, dim))
+            / weight_norm_broadcast(result1, v, dim).pow(3)
+        )
+        + v
+        * (
+            weight_norm_broadcast(grads[1], v, dim)
+            / weight_norm_broadcast(result1, v, dim)
+        )
+    )
+    # g: (unbroadcast(grads[0] * v, weight_norm_broadcast(result1, v, dim)) / weight_norm_broadcast(result1, v, dim)).reshape_as(g)
+    g_grad = (
+        unbroadcast(grads[0] * v, weight_norm_broadcast(result1, v, dim))
+        / weight_norm_broadcast(result1, v, dim)
+    ).reshape_as(g)
+    return (v_grad, g_grad)
+
+
+def _weight_norm_interface_backward_default(
+    grads, grad_w, saved_v, saved_g, saved_norms, dim, result0, result1
+):
+    """aten::_weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _weight_norm_interface_backward
+    # grad_w: grads[0] * (weight_norm_broadcast(saved_g, saved_v, dim) / weight_norm_broadcast(saved_norms, saved_v, dim)) - saved_v * (weight_norm_broadcast(saved_g, saved_v, dim) * unbroadcast(grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)) + saved_v * (weight_norm_broadcast(grads[1], saved_v, dim) / weight_norm_broadcast(saved_norms, saved_v, dim))
+    grad_w_grad = (
+        grads[0]
+        * (
+            weight_norm_broadcast(saved_g, saved_v, dim)
+            / weight_norm_broadcast(saved_norms, saved_v, dim)
+        )
+        - saved_v
+        * (
+            weight_norm_broadcast(saved_g, saved_v, dim)
+            * unbroadcast(
+                grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+            )
+            / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)
+        )
+        + saved_v
+        * (
+            weight_norm_broadcast(grads[1], saved_v, dim)
+            / weight_norm_broadcast(saved_norms, saved_v, dim)
+        )
+    )
+    # saved_v: -saved_v * (weight_norm_broadcast(saved_g, saved_v, dim) * unbroadcast(grads[0] * grad_w, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)) - grad_w * (weight_norm_broadcast(saved_g, saved_v, dim) * unbroadcast(grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)) - grads[0] * (weight_norm_broadcast(saved_g, saved_v, dim) * unbroadcast(grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)) + 3 * saved_v * (weight_norm_broadcast(saved_g, saved_v, dim) * unbroadcast(grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) * unbroadcast(grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim).pow(5)) + grad_w * (weight_norm_broadcast(grads[1], saved_v, dim) / weight_norm_broadcast(saved_norms, saved_v, dim)) - saved_v * (weight_norm_broadcast(grads[1], saved_v, dim) * unbroadcast(grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3))
+    saved_v_grad = (
+        -saved_v
+        * (
+            weight_norm_broadcast(saved_g, saved_v, dim)
+            * unbroadcast(
+                grads[0] * grad_w, weight_norm_broadcast(saved_norms, saved_v, dim)
+            )
+            / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)
+        )
+        - grad_w
+        * (
+            weight_norm_broadcast(saved_g, saved_v, dim)
+            * unbroadcast(
+                grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+            )
+            / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)
+        )
+        - grads[0]
+        * (
+            weight_norm_broadcast(saved_g, saved_v, dim)
+            * unbroadcast(
+                grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+            )
+            / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)
+        )
+        + 3
+        * saved_v
+        * (
+            weight_norm_broadcast(saved_g, saved_v, dim)
+            * unbroadcast(
+                grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+            )
+            * unbroadcast(
+                grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+            )
+            / weight_norm_broadcast(saved_norms, saved_v, dim).pow(5)
+        )
+        + grad_w
+        * (
+            weight_norm_broadcast(grads[1], saved_v, dim)
+            / weight_norm_broadcast(saved_norms, saved_v, dim)
+        )
+        - saved_v
+        * (
+            weight_norm_broadcast(grads[1], saved_v, dim)
+            * unbroadcast(
+                grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+            )
+            / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)
+        )
+    )
+    # saved_g: (unbroadcast(grads[0] * grad_w, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim) - unbroadcast(grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) * unbroadcast(grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)) / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)).reshape_as(saved_g)
+    saved_g_grad = (
+        unbroadcast(grads[0] * grad_w, weight_norm_broadcast(saved_norms, saved_v, dim))
+        / weight_norm_broadcast(saved_norms, saved_v, dim)
+        - unbroadcast(
+            grad_w * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+        )
+        * unbroadcast(
+            grads[0] * saved_v, weight_norm_broadcast(saved_norms, saved_v, dim)
+        )
+        / weight_norm_broadcast(saved_norms, saved_v, dim).pow(3)
+    ).reshape_as(saved_g)
+    return (grad_w_grad, saved_v_grad, saved_g_grad)
+
+
+def _grouped_mm_default(grad, self, mat2, offs, bias, out_dtype, result):
+    """aten::_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor"""
+    # functional, derivatives.yaml entry _grouped_mm
+    # self: grouped_mm_any_layout(grad, mat2.transpose(-2, -1), offs)
+    self_grad = grouped_mm_any_layout(grad, mat2.transpose(-2, -1), offs)
+    # mat2: grouped_mm_any_layout(self.transpose(-2, -1), grad, offs)
+    mat2_grad = grouped_mm_any_layout(self.transpose(-2, -1), grad, offs)
+    return (self_grad, mat2_grad)
+
+
+def fake_quantize_per_tensor_affine_cachemask_default(
+    grads, self, scale, zero_point, quant_min, quant_max, output, mask
+):
+    """aten::fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry fake_quantize_per_tensor_affine_cachemask
+    grad = grads[0]
+    # self: grad * mask
+    self_grad = grad * mask
+    return (self_grad,)
+
+
+def _fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default(
+    grads,
+    self,
+    scale,
+    zero_point,
+    fake_quant_enabled,
+    quant_min,
+    quant_max,
+    output,
+    mask,
+):
+    """aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry _fake_quantize_per_tensor_affine_cachemask_tensor_qparams
+    grad = grads[0]
+    # self: grad * mask
+    self_grad = grad * mask
+    return (self_grad,)
+
+
+def fake_quantize_per_channel_affine_cachemask_default(
+    grads, self, scale, zero_point, axis, quant_min, quant_max, output, mask
+):
+    """aten::fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry fake_quantize_per_channel_affine_cachemask
+    grad = grads[0]
+    # self: grad * mask
+    self_grad = grad * mask
+    return (self_grad,)
+
+
+def _fake_quantize_learnable_per_tensor_affine_default(
+    grad, self, scale, zero_point, quant_min, quant_max, grad_factor, result
+):
+    """aten::_fake_quantize_learnable_per_tensor_affine(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, float grad_factor=1.) -> Tensor"""
+    # functional, derivatives.yaml entry _fake_quantize_learnable_per_tensor_affine
+    # self, scale, zero_point: fake_quantize_learnable_per_tensor_grads(grad, self, scale, zero_point, quant_min, quant_max, grad_factor)
+    self_grad, scale_grad, zero_point_grad = fake_quantize_learnable_per_tensor_grads(
+        grad, self, scale, zero_point, quant_min, quant_max, grad_factor
+    )
+    return (self_grad, scale_grad, zero_point_grad)
+
+
+def _fake_quantize_learnable_per_channel_affine_default(
+    grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor, result
+):
+    """aten::_fake_quantize_learnable_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max, float grad_factor=1.) -> Tensor"""
+    # functional, derivatives.yaml entry _fake_quantize_learnable_per_channel_affine
+    # self, scale, zero_point: fake_quantize_learnable_per_channel_grads(grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor)
+    self_grad, scale_grad, zero_point_grad = fake_quantize_learnable_per_channel_grads(
+        grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor
+    )
+    return (self_grad, scale_grad, zero_point_grad)
+
+
+def _fused_moving_avg_obs_fq_helper_default(
+    grads,
+    self,
+    observer_on,
+    fake_quant_on,
+    running_min,
+    running_max,
+    scale,
+    zero_point,
+    averaging_const,
+    quant_min,
+    quant_max,
+    ch_axis,
+    per_row_fake_quant,
+    symmetric_quant,
+    output,
+    mask,
+):
+    """aten::_fused_moving_avg_obs_fq_helper(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask)"""
+    # functional, derivatives.yaml entry _fused_moving_avg_obs_fq_helper
+    grad = grads[0]
+    # self: grad * mask
+    self_grad = grad * mask
     return (self_grad,)

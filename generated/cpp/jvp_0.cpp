@@ -1963,6 +1963,53 @@ Results mkldnn_rnn_layer_default(const Values& args, const Values& tangents, con
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None)};
 }
 
+// aten::fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)
+// functional, derivatives.yaml entry fake_quantize_per_channel_affine_cachemask
+Results fake_quantize_per_channel_affine_cachemask_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor scale_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor zero_point_p = unpack<at::Tensor>(args[2]);
+  const int64_t axis = unpack<int64_t>(args[3]);
+  const int64_t quant_min = unpack<int64_t>(args[4]);
+  const int64_t quant_max = unpack<int64_t>(args[5]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor mask = unpack<at::Tensor>(outputs[1]);
+  // output: self_t * mask
+  at::Tensor output_t;
+  if (present(self_t)) {
+    output_t = self_t * mask;
+  }
+  return {dualgen::value(output_t), dualgen::value(None)};
+}
+
+// aten::_fused_moving_avg_obs_fq_helper(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask)
+// functional, derivatives.yaml entry _fused_moving_avg_obs_fq_helper
+Results _fused_moving_avg_obs_fq_helper_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor observer_on_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor fake_quant_on_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor running_min_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor running_max_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor scale_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor zero_point_p = unpack<at::Tensor>(args[6]);
+  const double averaging_const = unpack<double>(args[7]);
+  const int64_t quant_min = unpack<int64_t>(args[8]);
+  const int64_t quant_max = unpack<int64_t>(args[9]);
+  const int64_t ch_axis = unpack<int64_t>(args[10]);
+  const bool per_row_fake_quant = unpack<bool>(args[11]);
+  const bool symmetric_quant = unpack<bool>(args[12]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor mask = unpack<at::Tensor>(outputs[1]);
+  // output: self_t * mask
+  at::Tensor output_t;
+  if (present(self_t)) {
+    output_t = self_t * mask;
+  }
+  return {dualgen::value(output_t), dualgen::value(None)};
+}
+
 void register_shard_0(Registry& registry) {
   registry.add("aten::sqrt.default", &sqrt_default);
   registry.add("aten::sqrt_.default", &sqrt__default);
@@ -2066,6 +2113,8 @@ void register_shard_0(Registry& registry) {
   registry.add("aten::_scaled_dot_product_flash_attention_for_cpu_backward.default", &_scaled_dot_product_flash_attention_for_cpu_backward_default);
   registry.add("aten::_transformer_encoder_layer_fwd.default", &_transformer_encoder_layer_fwd_default);
   registry.add("aten::mkldnn_rnn_layer.default", &mkldnn_rnn_layer_default);
+  registry.add("aten::fake_quantize_per_channel_affine_cachemask.default", &fake_quantize_per_channel_affine_cachemask_default);
+  registry.add("aten::_fused_moving_avg_obs_fq_helper.default", &_fused_moving_avg_obs_fq_helper_default);
 }
 
 }  // namespace dualgen::jvp

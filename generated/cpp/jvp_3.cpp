@@ -1189,6 +1189,25 @@ Results _euclidean_dist_default(const Values& args, const Values& tangents, cons
   return {dualgen::value(None)};
 }
 
+// aten::fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> (Tensor output, Tensor mask)
+// functional, derivatives.yaml entry fake_quantize_per_tensor_affine_cachemask
+Results fake_quantize_per_tensor_affine_cachemask_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const double scale = unpack<double>(args[1]);
+  const int64_t zero_point = unpack<int64_t>(args[2]);
+  const int64_t quant_min = unpack<int64_t>(args[3]);
+  const int64_t quant_max = unpack<int64_t>(args[4]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor mask = unpack<at::Tensor>(outputs[1]);
+  // output: self_t * mask
+  at::Tensor output_t;
+  if (present(self_t)) {
+    output_t = self_t * mask;
+  }
+  return {dualgen::value(output_t), dualgen::value(None)};
+}
+
 void register_shard_3(Registry& registry) {
   registry.add("aten::tanh.default", &tanh_default);
   registry.add("aten::tanh_.default", &tanh__default);
@@ -1256,6 +1275,7 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::grid_sampler_2d_backward.default", &grid_sampler_2d_backward_default);
   registry.add("aten::grid_sampler_3d_backward.default", &grid_sampler_3d_backward_default);
   registry.add("aten::_euclidean_dist.default", &_euclidean_dist_default);
+  registry.add("aten::fake_quantize_per_tensor_affine_cachemask.default", &fake_quantize_per_tensor_affine_cachemask_default);
 }
 
 }  // namespace dualgen::jvp

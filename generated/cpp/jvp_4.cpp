@@ -1211,6 +1211,26 @@ Results _cdist_backward_default(const Values& args, const Values& tangents, cons
   return {dualgen::value(None)};
 }
 
+// aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)
+// functional, derivatives.yaml entry _fake_quantize_per_tensor_affine_cachemask_tensor_qparams
+Results _fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor scale_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor zero_point_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor fake_quant_enabled_p = unpack<at::Tensor>(args[3]);
+  const int64_t quant_min = unpack<int64_t>(args[4]);
+  const int64_t quant_max = unpack<int64_t>(args[5]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor mask = unpack<at::Tensor>(outputs[1]);
+  // output: self_t * mask
+  at::Tensor output_t;
+  if (present(self_t)) {
+    output_t = self_t * mask;
+  }
+  return {dualgen::value(output_t), dualgen::value(None)};
+}
+
 void register_shard_4(Registry& registry) {
   registry.add("aten::mul.Tensor", &mul_Tensor);
   registry.add("aten::pow.Tensor_Tensor", &pow_Tensor_Tensor);
@@ -1274,6 +1294,7 @@ void register_shard_4(Registry& registry) {
   registry.add("aten::lift.default", &lift_default);
   registry.add("aten::_scaled_dot_product_flash_attention_for_cpu.default", &_scaled_dot_product_flash_attention_for_cpu_default);
   registry.add("aten::_cdist_backward.default", &_cdist_backward_default);
+  registry.add("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default", &_fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default);
 }
 
 }  // namespace dualgen::jvp

@@ -2331,6 +2331,87 @@ Results _pack_padded_sequence_default(const Values& args, const Values& tangents
   return {dualgen::value(result0_t), dualgen::value(None)};
 }
 
+// aten::_weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry _weight_norm_interface
+Results _weight_norm_interface_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor v_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor g_p = unpack<at::Tensor>(args[1]);
+  const int64_t dim = unpack<int64_t>(args[2]);
+  at::Tensor v_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor g_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3))
+  at::Tensor result0_t;
+  if (present(v_t) && present(g_t)) {
+    result0_t = v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3));
+  } else if (present(v_t)) {
+    result0_t = conform(v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3)), result0);
+  } else if (present(g_t)) {
+    result0_t = conform(v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)), result0);
+  }
+  // result1: unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(result1) / result1
+  at::Tensor result1_t;
+  if (present(v_t)) {
+    result1_t = unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(result1) / result1;
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t)};
+}
+
+// aten::_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor
+// functional, derivatives.yaml entry _grouped_mm
+Results _grouped_mm_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor mat2_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor offs_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[3]);
+  const std::optional<at::ScalarType> out_dtype = unpack<std::optional<at::ScalarType>>(args[4]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor mat2_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: grouped_mm_any_layout(self_t, mat2_p, offs_p) + grouped_mm_any_layout(self_p, mat2_t, offs_p)
+  if (present(self_t) && present(mat2_t)) {
+    return {dualgen::value(grouped_mm_any_layout(self_t, mat2_p, offs_p) + grouped_mm_any_layout(self_p, mat2_t, offs_p))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(grouped_mm_any_layout(self_t, mat2_p, offs_p), result))};
+  } else if (present(mat2_t)) {
+    return {dualgen::value(conform(grouped_mm_any_layout(self_p, mat2_t, offs_p), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::_fake_quantize_learnable_per_tensor_affine(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, float grad_factor=1.) -> Tensor
+// functional, derivatives.yaml entry _fake_quantize_learnable_per_tensor_affine
+Results _fake_quantize_learnable_per_tensor_affine_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor scale_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor zero_point_p = unpack<at::Tensor>(args[2]);
+  const int64_t quant_min = unpack<int64_t>(args[3]);
+  const int64_t quant_max = unpack<int64_t>(args[4]);
+  const double grad_factor = unpack<double>(args[5]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor scale_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor zero_point_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: fake_quantize_learnable_per_tensor_tangent(self_t, scale_t, zero_point_t, self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor)
+  if (present(self_t) && present(scale_t) && present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_tensor_tangent(self_t, scale_t, zero_point_t, self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor))};
+  } else if (present(self_t) && present(scale_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_tensor_tangent(self_t, scale_t, at::zeros_like(zero_point_p), self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor))};
+  } else if (present(self_t) && present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_tensor_tangent(self_t, at::zeros_like(scale_p), zero_point_t, self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor))};
+  } else if (present(scale_t) && present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_tensor_tangent(at::zeros_like(self_p), scale_t, zero_point_t, self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor))};
+  } else if (present(self_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_tensor_tangent(self_t, at::zeros_like(scale_p), at::zeros_like(zero_point_p), self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor))};
+  } else if (present(scale_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_tensor_tangent(at::zeros_like(self_p), scale_t, at::zeros_like(zero_point_p), self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor))};
+  } else if (present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_tensor_tangent(at::zeros_like(self_p), at::zeros_like(scale_p), zero_point_t, self_p, scale_p, zero_point_p, quant_min, quant_max, grad_factor))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_5(Registry& registry) {
   registry.add("aten::cos.default", &cos_default);
   registry.add("aten::cos_.default", &cos__default);
@@ -2431,6 +2512,9 @@ void register_shard_5(Registry& registry) {
   registry.add("aten::_embedding_bag.default", &_embedding_bag_default);
   registry.add("aten::_embedding_bag_backward.default", &_embedding_bag_backward_default);
   registry.add("aten::_pack_padded_sequence.default", &_pack_padded_sequence_default);
+  registry.add("aten::_weight_norm_interface.default", &_weight_norm_interface_default);
+  registry.add("aten::_grouped_mm.default", &_grouped_mm_default);
+  registry.add("aten::_fake_quantize_learnable_per_tensor_affine.default", &_fake_quantize_learnable_per_tensor_affine_default);
 }
 
 }  // namespace dualgen::jvp

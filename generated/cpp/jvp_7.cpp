@@ -1254,6 +1254,39 @@ Results multi_margin_loss_default(const Values& args, const Values& tangents, co
   return {dualgen::value(None)};
 }
 
+// aten::_fake_quantize_learnable_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max, float grad_factor=1.) -> Tensor
+// functional, derivatives.yaml entry _fake_quantize_learnable_per_channel_affine
+Results _fake_quantize_learnable_per_channel_affine_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor scale_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor zero_point_p = unpack<at::Tensor>(args[2]);
+  const int64_t axis = unpack<int64_t>(args[3]);
+  const int64_t quant_min = unpack<int64_t>(args[4]);
+  const int64_t quant_max = unpack<int64_t>(args[5]);
+  const double grad_factor = unpack<double>(args[6]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor scale_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor zero_point_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: fake_quantize_learnable_per_channel_tangent(self_t, scale_t, zero_point_t, self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor)
+  if (present(self_t) && present(scale_t) && present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_channel_tangent(self_t, scale_t, zero_point_t, self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor))};
+  } else if (present(self_t) && present(scale_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_channel_tangent(self_t, scale_t, at::zeros_like(zero_point_p), self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor))};
+  } else if (present(self_t) && present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_channel_tangent(self_t, at::zeros_like(scale_p), zero_point_t, self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor))};
+  } else if (present(scale_t) && present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_channel_tangent(at::zeros_like(self_p), scale_t, zero_point_t, self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor))};
+  } else if (present(self_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_channel_tangent(self_t, at::zeros_like(scale_p), at::zeros_like(zero_point_p), self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor))};
+  } else if (present(scale_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_channel_tangent(at::zeros_like(self_p), scale_t, at::zeros_like(zero_point_p), self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor))};
+  } else if (present(zero_point_t)) {
+    return {dualgen::value(fake_quantize_learnable_per_channel_tangent(at::zeros_like(self_p), at::zeros_like(scale_p), zero_point_t, self_p, scale_p, zero_point_p, axis, quant_min, quant_max, grad_factor))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_7(Registry& registry) {
   registry.add("aten::tan.default", &tan_default);
   registry.add("aten::tan_.default", &tan__default);
@@ -1326,6 +1359,7 @@ void register_shard_7(Registry& registry) {
   registry.add("aten::_ctc_loss.Tensor", &_ctc_loss_Tensor);
   registry.add("aten::_embedding_bag_per_sample_weights_backward.default", &_embedding_bag_per_sample_weights_backward_default);
   registry.add("aten::multi_margin_loss.default", &multi_margin_loss_default);
+  registry.add("aten::_fake_quantize_learnable_per_channel_affine.default", &_fake_quantize_learnable_per_channel_affine_default);
 }
 
 }  // namespace dualgen::jvp

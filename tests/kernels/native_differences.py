@@ -70,6 +70,14 @@ NATIVE_WRONG = {
             ("vjp", "gradient passes grad through to self"),
         )
     },
+    ("_weight_norm_interface", "vjp"): "native gives the norms output no grad_fn, "
+    "so its gradient cannot be asked (RuntimeError: element 1 does not require "
+    "grad); dualgen differentiates both outputs",
+    ("_fake_quantize_learnable_per_tensor_affine", "vjp"): OnCases(
+        "native's backward runs in float32 only (RuntimeError: Expected "
+        "dY_.scalar_type() == ScalarType::Float); dualgen's in any floating dtype",
+        lambda values, dtype: dtype != torch.float32,
+    ),
     ("norm.Scalar", "jvp"): OnCases(
         "native's JVP gives the 0-d norm of a tensor with dims a [1, 1] tangent "
         "(RuntimeError: a forward gradient of a different size)",

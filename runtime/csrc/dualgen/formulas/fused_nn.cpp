@@ -389,3 +389,131 @@ at::Tensor grid_sampler_grid_second(
 }
 
 }  // namespace dualgen::formulas
+
+// ---------------------------------------------------------------- grouped matmul
+// and weight norm
+
+namespace dualgen::formulas {
+
+namespace {
+
+// `mat` if aten::_grouped_mm accepts its layout (last two dims row- or
+// column-major, the leading stride a multiple of 16 bytes), else a view of a
+// row-major copy with rows padded to a multiple of 16 bytes.
+at::Tensor grouped_mm_operand(const at::Tensor& mat) {
+  const int64_t align =
+      std::max<int64_t>(1, 16 / static_cast<int64_t>(mat.element_size()));
+  const int64_t rows = mat.size(-2), cols = mat.size(-1);
+  const int64_t row_stride = mat.stride(-2), col_stride = mat.stride(-1);
+  if (col_stride == 1 && row_stride >= std::max<int64_t>(1, cols) &&
+      row_stride % align == 0) {
+    return mat;
+  }
+  if (row_stride == 1 && col_stride >= std::max<int64_t>(1, rows) &&
+      col_stride % align == 0) {
+    return mat;
+  }
+  const int64_t padded = std::max((cols + align - 1) / align * align, align);
+  if (padded == cols) {
+    return mat.contiguous();
+  }
+  return at::constant_pad_nd(mat, {0, padded - cols}, 0).narrow(-1, 0, cols);
+}
+
+}  // namespace
+
+at::Tensor grouped_mm_any_layout(
+    const at::Tensor& a, const at::Tensor& b, const at::Tensor& offs) {
+  at::Tensor out =
+      at::_grouped_mm(grouped_mm_operand(a), grouped_mm_operand(b), opt(offs));
+  if (!offs.defined() || a.dim() == b.dim() || offs.numel() == 0) {
+    return out;
+  }
+  const int64_t dim = a.dim() == 2 ? 0 : 1;  // the output's grouped dim
+  at::Tensor covered =
+      at::arange(out.size(dim), out.options().dtype(at::kLong))
+          .lt(offs.select(0, offs.size(0) - 1));
+  if (dim == 0) {
+    covered = covered.unsqueeze(-1);
+  }
+  return out.masked_fill(covered.logical_not(), 0);
+}
+
+at::Tensor weight_norm_broadcast(const at::Tensor& t, const at::Tensor& v, int64_t dim) {
+  std::vector<int64_t> shape(static_cast<size_t>(v.dim()), 1);
+  if (dim != -1) {
+    const int64_t d = at::maybe_wrap_dim(dim, v.dim());
+    shape[static_cast<size_t>(d)] = v.size(d);
+  }
+  return t.reshape(shape);
+}
+
+}  // namespace dualgen::formulas
+
+// ---------------------------------------------------------------- fake quantization
+
+namespace dualgen::formulas {
+
+namespace {
+
+struct FakeQuantPartials {
+  at::Tensor inside, numerator, weight, d_zero_point;
+};
+
+// As the Python helper: native's kernel's arithmetic, in self's dtype.
+FakeQuantPartials fake_quant_partials(
+    const at::Tensor& self, const at::Tensor& scale, const at::Tensor& zero_point,
+    int64_t quant_min, int64_t quant_max) {
+  at::Tensor s = scale.to(self.scalar_type());
+  at::Tensor z = zero_point.to(self.scalar_type());
+  at::Tensor inv = s.reciprocal();
+  at::Tensor xq = at::round(at::addcmul(z, self, inv));
+  at::Tensor inside = (xq >= quant_min).logical_and(xq <= quant_max);
+  at::Tensor numerator = at::where(
+      inside, at::addcmul(-self, xq.clamp(quant_min, quant_max) - z, s),
+      at::where(xq < quant_min, at::rsub(z, quant_min), at::rsub(z, quant_max)));
+  at::Tensor weight = at::where(inside, inv, at::ones_like(inv));
+  at::Tensor d_zero_point = at::where(inside, at::zeros_like(self), -s);
+  return {inside, numerator, weight, d_zero_point};
+}
+
+std::vector<int64_t> fake_quant_channel_shape(const at::Tensor& self, int64_t axis) {
+  std::vector<int64_t> shape(self.dim(), 1);
+  shape[axis] = -1;
+  return shape;
+}
+
+}  // namespace
+
+at::Tensor fake_quantize_learnable_per_tensor_tangent(
+    const at::Tensor& self_t, const at::Tensor& scale_t,
+    const at::Tensor& zero_point_t, const at::Tensor& self, const at::Tensor& scale,
+    const at::Tensor& zero_point, int64_t quant_min, int64_t quant_max,
+    double grad_factor) {
+  at::Tensor s = scale.reshape(-1).select(0, 0);
+  at::Tensor z =
+      at::clamp(zero_point.reshape(-1).select(0, 0) + 0.5, quant_min, quant_max)
+          .trunc();
+  FakeQuantPartials p = fake_quant_partials(self, s, z, quant_min, quant_max);
+  at::Tensor d_scale = p.numerator * p.weight;
+  at::Tensor ds = scale_t.reshape(-1).select(0, 0).to(self.scalar_type());
+  at::Tensor dz = zero_point_t.reshape(-1).select(0, 0).to(self.scalar_type());
+  return self_t * p.inside + (d_scale * ds + p.d_zero_point * dz) * grad_factor;
+}
+
+at::Tensor fake_quantize_learnable_per_channel_tangent(
+    const at::Tensor& self_t, const at::Tensor& scale_t,
+    const at::Tensor& zero_point_t, const at::Tensor& self, const at::Tensor& scale,
+    const at::Tensor& zero_point, int64_t axis, int64_t quant_min, int64_t quant_max,
+    double grad_factor) {
+  const std::vector<int64_t> shape = fake_quant_channel_shape(self, axis);
+  at::Tensor z = at::round(zero_point).clamp(quant_min, quant_max);
+  FakeQuantPartials p = fake_quant_partials(
+      self, scale.reshape(shape), z.reshape(shape), quant_min, quant_max);
+  at::Tensor d_scale = p.numerator * p.weight;
+  at::Tensor ds = scale_t.reshape(shape).to(self.scalar_type());
+  at::Tensor dz = zero_point_t.reshape(shape).to(self.scalar_type());
+  return self_t * p.inside + (d_scale * ds + p.d_zero_point * dz) * grad_factor;
+}
+
+}  // namespace dualgen::formulas

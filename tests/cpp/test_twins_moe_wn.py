@@ -1,0 +1,74 @@
+"""The C++ twins of dualgen.formulas.fused_nn's grouped-matmul and weight-norm
+helpers (grouped_mm_any_layout, weight_norm_broadcast) held to their Python
+helpers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dualgen.formulas import fused_nn as py
+
+F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
+
+
+def same(cpp, ref):
+    assert cpp.dtype == ref.dtype and cpp.shape == ref.shape
+    assert cpp.stride() == ref.stride()
+    torch.testing.assert_close(cpp, ref, rtol=0, atol=0)
+
+
+def rand(*shape, dtype=F32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, dtype=torch.float64, generator=g).to(dtype)
+
+
+def offsets(*ends):
+    return torch.tensor(ends, dtype=torch.int32)
+
+
+LAYOUTS = [
+    ((8, 8), (4, 8, 4), offsets(0, 2, 5, 8)),
+    ((8, 8), (3, 8, 4), offsets(2, 5, 6)),  # rows past the last group
+    ((3, 5, 8), (3, 8, 4), None),
+    ((4, 8), (8, 4), offsets(0, 2, 5, 8)),
+    ((4, 8), (8, 4), offsets(3, 3, 6)),
+    ((4, 4, 8), (8, 8), offsets(0, 2, 5, 8)),
+    ((3, 4, 8), (8, 8), offsets(1, 4, 5)),  # columns past the last group
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("layout", range(len(LAYOUTS)))
+def test_grouped_mm_any_layout(cpp_formulas, layout, dtype):
+    a_shape, b_shape, offs = LAYOUTS[layout]
+    a, b = rand(*a_shape, dtype=dtype), rand(*b_shape, dtype=dtype, seed=1)
+    same(
+        cpp_formulas.grouped_mm_any_layout(a, b, offs),
+        py.grouped_mm_any_layout(a, b, offs),
+    )
+    # Layouts the op refuses: rows of 5, stride 0, column-major with 5 rows.
+    odd = rand(*b_shape[:-1], 5, dtype=dtype, seed=2)
+    same(
+        cpp_formulas.grouped_mm_any_layout(a, odd, offs),
+        py.grouped_mm_any_layout(a, odd, offs),
+    )
+    expanded = rand(1, b_shape[-1], dtype=dtype, seed=3).expand(b_shape)
+    transposed = a.transpose(-2, -1).contiguous().transpose(-2, -1)
+    same(
+        cpp_formulas.grouped_mm_any_layout(transposed, expanded, offs),
+        py.grouped_mm_any_layout(transposed, expanded, offs),
+    )
+
+
+@pytest.mark.parametrize(
+    "shape, dim",
+    [((4, 3, 5), 0), ((4, 3, 5), 2), ((4, 3, 5), -2), ((4, 4), 1), ((4, 3), -1)],
+)
+def test_weight_norm_broadcast(cpp_formulas, shape, dim):
+    v = rand(*shape, dtype=F64)
+    t = rand(1 if dim == -1 else shape[dim], dtype=F64, seed=1)
+    same(
+        cpp_formulas.weight_norm_broadcast(t, v, dim),
+        py.weight_norm_broadcast(t, v, dim),
+    )
