@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install generate build check-generated test validate lint format bench fuzz clean
+.PHONY: install generate build check-generated test test-models validate lint format bench fuzz clean
 
 install: $(STAMP)
 
@@ -39,8 +39,20 @@ check-generated: $(STAMP)
 RUNTIME_TESTS := tests/runtime tests/harness tests/fuzz/test_regressions.py
 
 test: build
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/models
 	DUALGEN_KERNELS=python $(PY) -m pytest $(PYTEST_ARGS) $(RUNTIME_TESTS)
+
+# The real-model suite (tests/models): transformers families and torch.nn staples,
+# with the `models` extra (transformers) installed first.
+MODELS_STAMP := $(VENV)/.installed-models
+
+$(MODELS_STAMP): $(STAMP)
+	PYTHONWARNINGS="ignore:Editable installation" \
+		$(PY) -m pip install -qq -c constraints.txt -e '.[dev,models]'
+	touch $(MODELS_STAMP)
+
+test-models: build $(MODELS_STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS) tests/models
 
 # Every kernel of the spec through gradcheck (slow, fast, adjoint), float64 and
 # complex128; the report lands in reports/validate.{md,html}.
@@ -58,18 +70,20 @@ fuzz: $(STAMP)
 		$(if $(FUZZ_EXAMPLES),--examples $(FUZZ_EXAMPLES)) --report reports/fuzz.md
 
 lint: $(STAMP)
-	$(PY) -m ruff check tools runtime tests bench
-	$(PY) -m black --check --quiet tools runtime tests bench
+	$(PY) -m ruff check tools runtime tests bench examples/forward_gradient
+	$(PY) -m black --check --quiet tools runtime tests bench examples/forward_gradient
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix tools runtime tests bench
-	$(PY) -m black --quiet tools runtime tests bench
+	$(PY) -m ruff check --fix tools runtime tests bench examples/forward_gradient
+	$(PY) -m black --quiet tools runtime tests bench examples/forward_gradient
 
-bench: $(STAMP)
+bench: $(STAMP) $(MODELS_STAMP)
 	$(PY) bench/generate_speed.py
 	$(PY) bench/contributor_loop.py
 	$(PY) bench/startup.py
 	$(PY) bench/runtime_speed.py --per-op
+	$(PY) bench/forward_gradient.py
+	$(PY) -m tests.models.table
 	$(PY) bench/cpp_build.py
 	$(PY) bench/gradcheck_speed.py
 
