@@ -22,7 +22,9 @@ this package re-exports them all:
   nn.TransformerEncoderLayer (_native_multi_head_attention,
   _transformer_encoder_layer_fwd)
 - `recurrent`: fused recurrent layers (mkldnn_rnn_layer)
-- `fused_nn`: other fused nn kernels (grid sampling, embedding bags, CTC, cdist)
+- `fused_nn`: other fused nn kernels (grid sampling, embedding bags, CTC, cdist,
+  grouped matmul)
+- `quantization`: learnable fake quantization (quantization-aware training)
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from . import (
     linalg_decompositions,
     linalg_solves,
     nn,
+    quantization,
     recurrent,
     reductions,
     shapes,
@@ -49,6 +52,7 @@ from .fused_nn import *
 from .linalg_decompositions import *
 from .linalg_solves import *
 from .nn import *
+from .quantization import *
 from .recurrent import *
 from .reductions import *
 from .shapes import *
@@ -67,5 +71,6 @@ __all__ = (
     + transformer.__all__
     + recurrent.__all__
     + fused_nn.__all__
+    + quantization.__all__
 )
 __all__.sort()

@@ -1,8 +1,9 @@
-"""Helpers for nn ops: normalization, losses, dropout and bilinear.
+"""Helpers for nn ops: normalization, losses, dropout, bilinear and weight norm.
 
 Layer, batch and group norm (their tangents, normalized inputs and the statistics'
 derivatives), the loss reductions and binary cross entropy (with and without
-logits), native_dropout's scale, and `_trilinear` (behind nn.functional.bilinear).
+logits), native_dropout's scale, `_trilinear` (behind nn.functional.bilinear), and
+weight norm's g and norms viewed to broadcast against v (`_weight_norm_interface`).
 The forward formulas of these ops' backward ops live in `backward_ops`.
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "group_norm_xhat",
     "layer_norm_tangent",
     "trilinear_grads",
+    "weight_norm_broadcast",
 ]
 
 
@@ -254,3 +256,15 @@ def trilinear_grads(grad, i1, i2, i3, expand1, expand2, expand3, sumdim) -> tupl
         return as_real_like(full.sum_to_size(e.shape), like).reshape(like.shape)
 
     return one(e1, e2, e3, i1), one(e2, e1, e3, i2), one(e3, e1, e2, i3)
+
+
+def weight_norm_broadcast(t: torch.Tensor, v: torch.Tensor, dim: int) -> torch.Tensor:
+    """`t`, one value per slice of `v` along `dim` (weight norm's g or norms, flat or
+    keepdim-shaped), viewed to broadcast against `v`: v.size(dim) at `dim`, 1
+    elsewhere, as torch.norm_except_dim(v, 2, dim) is shaped; dim = -1 means one
+    value for the whole tensor (norm_except_dim's convention)."""
+    if dim == -1:
+        return t.reshape([1] * v.dim())
+    shape = [1] * v.dim()
+    shape[dim] = v.size(dim)
+    return t.reshape(shape)

@@ -1,5 +1,5 @@
-"""The C++ twins of dualgen.formulas.fused_nn's grouped-matmul and weight-norm
-helpers (grouped_mm_any_layout, weight_norm_broadcast) held to their Python
+"""The C++ twins of the grouped-matmul and weight-norm helpers
+(fused_nn.grouped_mm_any_layout, nn.weight_norm_broadcast) held to their Python
 helpers."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from dualgen.formulas import fused_nn as py
+from dualgen.formulas import nn as py_nn
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
 
@@ -70,5 +71,5 @@ def test_weight_norm_broadcast(cpp_formulas, shape, dim):
     t = rand(1 if dim == -1 else shape[dim], dtype=F64, seed=1)
     same(
         cpp_formulas.weight_norm_broadcast(t, v, dim),
-        py.weight_norm_broadcast(t, v, dim),
+        py_nn.weight_norm_broadcast(t, v, dim),
     )

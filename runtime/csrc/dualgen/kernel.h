@@ -26,6 +26,7 @@
 #include "dualgen/formulas/linalg_decompositions.h"
 #include "dualgen/formulas/linalg_solves.h"
 #include "dualgen/formulas/nn.h"
+#include "dualgen/formulas/quantization.h"
 #include "dualgen/formulas/recurrent.h"
 #include "dualgen/formulas/reductions.h"
 #include "dualgen/formulas/shapes.h"

@@ -99,4 +99,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   dualgen::formulas::bind_transformer(formulas);
   dualgen::formulas::bind_recurrent(formulas);
   dualgen::formulas::bind_fused_nn(formulas);
+  dualgen::formulas::bind_quantization(formulas);
 }

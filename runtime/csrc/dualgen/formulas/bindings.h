@@ -45,5 +45,6 @@ void bind_attention(pybind11::module_& m);
 void bind_transformer(pybind11::module_& m);
 void bind_recurrent(pybind11::module_& m);
 void bind_fused_nn(pybind11::module_& m);
+void bind_quantization(pybind11::module_& m);
 
 }  // namespace dualgen::formulas

@@ -47,7 +47,6 @@ at::Tensor grid_sampler_grid_second(
 }  // namespace dualgen::formulas
 
 // ---------------------------------------------------------------- grouped matmul
-// and weight norm (twins of the helpers at the end of fused_nn.py)
 
 namespace dualgen::formulas {
 
@@ -56,30 +55,5 @@ namespace dualgen::formulas {
 // (columns) of a grouped output past offs[-1]; offs undefined: no offsets.
 at::Tensor grouped_mm_any_layout(
     const at::Tensor& a, const at::Tensor& b, const at::Tensor& offs);
-
-// `t` (one value per slice of v along dim) viewed to broadcast against v:
-// v.size(dim) at dim, 1 elsewhere (all 1 for dim = -1).
-at::Tensor weight_norm_broadcast(const at::Tensor& t, const at::Tensor& v, int64_t dim);
-
-}  // namespace dualgen::formulas
-
-// ---------------------------------------------------------------- fake quantization
-// (twins of the fake-quantization helpers in fused_nn.py)
-
-namespace dualgen::formulas {
-
-// Learnable fake quantization (QAT): the tangent of
-// _fake_quantize_learnable_per_tensor_affine / _per_channel_affine by autograd's
-// straight-through derivatives (the transpose of its backward).
-at::Tensor fake_quantize_learnable_per_tensor_tangent(
-    const at::Tensor& self_t, const at::Tensor& scale_t,
-    const at::Tensor& zero_point_t, const at::Tensor& self, const at::Tensor& scale,
-    const at::Tensor& zero_point, int64_t quant_min, int64_t quant_max,
-    double grad_factor);
-at::Tensor fake_quantize_learnable_per_channel_tangent(
-    const at::Tensor& self_t, const at::Tensor& scale_t,
-    const at::Tensor& zero_point_t, const at::Tensor& self, const at::Tensor& scale,
-    const at::Tensor& zero_point, int64_t axis, int64_t quant_min, int64_t quant_max,
-    double grad_factor);
 
 }  // namespace dualgen::formulas

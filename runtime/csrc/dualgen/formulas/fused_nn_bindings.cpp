@@ -32,18 +32,11 @@ void bind_fused_nn(pybind11::module_& m) {
   m.def("grid_sampler_grid_tangent_adjoint", &grid_sampler_grid_tangent_adjoint);
   m.def("grid_sampler_grid_second", &grid_sampler_grid_second);
   m.def(
-      "fake_quantize_learnable_per_tensor_tangent",
-      &fake_quantize_learnable_per_tensor_tangent);
-  m.def(
-      "fake_quantize_learnable_per_channel_tangent",
-      &fake_quantize_learnable_per_channel_tangent);
-  m.def(
       "grouped_mm_any_layout",
       [](const at::Tensor& a, const at::Tensor& b,
          const std::optional<at::Tensor>& offs) {
         return grouped_mm_any_layout(a, b, binding::undefined_if_none(offs));
       });
-  m.def("weight_norm_broadcast", &weight_norm_broadcast);
 }
 
 }  // namespace dualgen::formulas

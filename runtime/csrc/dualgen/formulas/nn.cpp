@@ -204,4 +204,13 @@ double dropout_scale(double p, std::optional<bool> train) {
   return p == 1 ? 0.0 : 1.0 / (1.0 - p);
 }
 
+at::Tensor weight_norm_broadcast(const at::Tensor& t, const at::Tensor& v, int64_t dim) {
+  std::vector<int64_t> shape(static_cast<size_t>(v.dim()), 1);
+  if (dim != -1) {
+    const int64_t d = at::maybe_wrap_dim(dim, v.dim());
+    shape[static_cast<size_t>(d)] = v.size(d);
+  }
+  return t.reshape(shape);
+}
+
 }  // namespace dualgen::formulas

@@ -75,4 +75,8 @@ at::Tensor bce_logits_target_derivative(
 // (0 when p is 1), 1 when `train` is false (absent `train` means training).
 double dropout_scale(double p, std::optional<bool> train);
 
+// Weight norm's g or norms (one value per slice of v along dim) viewed to
+// broadcast against v: v.size(dim) at dim, 1 elsewhere (all 1 for dim = -1).
+at::Tensor weight_norm_broadcast(const at::Tensor& t, const at::Tensor& v, int64_t dim);
+
 }  // namespace dualgen::formulas

@@ -78,6 +78,7 @@ void bind_nn(pybind11::module_& m) {
         return bce_logits_target_derivative(self, undefined_if_none(weight), undefined_if_none(pos_weight));
       });
   m.def("dropout_scale", &dropout_scale);
+  m.def("weight_norm_broadcast", &weight_norm_broadcast);
 }
 
 }  // namespace dualgen::formulas

@@ -1,5 +1,5 @@
-"""The fake-quantization helpers of dualgen.formulas.fused_nn (learnable per-tensor
-and per-channel fake quantization, quantization-aware training): the gradients
+"""The helpers of dualgen.formulas.quantization (learnable per-tensor and
+per-channel fake quantization, quantization-aware training): the gradients
 equal native autograd's straight-through ones (native runs in float32 only), the
 tangents are their transposes (float32 and float64), and float64 agrees with
 float32 on the same values."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 from formula_checks import R, close
 
-from dualgen import formulas as F
+from dualgen.formulas import quantization as F
 
 aten = torch.ops.aten
 F32 = torch.float32

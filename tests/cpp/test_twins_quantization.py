@@ -1,12 +1,12 @@
-"""The C++ twins of dualgen.formulas.fused_nn's fake-quantization helpers held to
-their Python helpers (bit for bit: the same aten calls)."""
+"""The C++ twins of dualgen.formulas.quantization held to their Python helpers
+(bit for bit: the same aten calls)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from dualgen.formulas import fused_nn as py
+from dualgen.formulas import quantization as py
 
 F32, F64 = torch.float32, torch.float64
 
