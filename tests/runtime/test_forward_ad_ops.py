@@ -297,11 +297,6 @@ MISSING_RULES = {
             torch.ones(1, dtype=d.dtype),
         ),
     ),
-    "weight_norm": (
-        aten._weight_norm_interface.default,
-        "aten::_weight_norm_interface",
-        lambda d: torch._weight_norm(d.reshape(2, 2), torch.ones(2, 1, dtype=d.dtype)),
-    ),
 }
 
 
