@@ -11,6 +11,7 @@ tangent); a tensor can also be marked as having no tangent at a level (`detach`,
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -36,7 +37,6 @@ class Level:
     # the output itself is not held, and its entry goes when its memory does
     # (`remember_output`).
     saved: dict = field(default_factory=dict)
-    _geometry_of: dict = field(default_factory=dict)  # storage weakref -> geometry
     # A level can last a whole training loop: the list is swept of dead
     # references each time it doubles, so it stays in proportion to what lives.
     sweep_tensors_at: int = _FIRST_SWEEP
@@ -45,13 +45,14 @@ class Level:
         """Remember an output's tangent `entries` under its geometry `key` while
         its `memory` (its storage's Python object, which lives exactly as long
         as the storage, shared by autograd's saved copy) lives."""
-        held = weakref.ref(memory, self._memory_freed)
+        # Each entry's own callback, bound to its key: weak references to one
+        # memory (an output and a view of it) compare equal, so they cannot key
+        # a table of their own.
+        held = weakref.ref(memory, functools.partial(self._memory_freed, key))
         self.saved[key] = (held, entries)
-        self._geometry_of[held] = key
 
-    def _memory_freed(self, held) -> None:
-        key = self._geometry_of.pop(held, None)
-        if key is not None and self.saved.get(key, (None,))[0] is held:
+    def _memory_freed(self, key: tuple, held) -> None:
+        if self.saved.get(key, (None,))[0] is held:
             del self.saved[key]
 
 
@@ -228,5 +229,4 @@ def clear_level(level: Level) -> None:
                     del t.__dict__[TANGENTS]
     level.tensors.clear()
     level.saved.clear()
-    level._geometry_of.clear()
     level.sweep_tensors_at = _FIRST_SWEEP

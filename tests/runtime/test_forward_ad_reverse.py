@@ -320,7 +320,7 @@ def test_a_long_level_keeps_no_step_alive():
     with dual_fwAD.dual_level():
         dual = dual_fwAD.make_dual(w, v)
         for _ in range(3000):
-            hidden = dual.sin() * 2
+            hidden = (dual.sin() * 2).view(8, 8)  # a view: two outputs, one memory
             outputs.append(weakref.ref(hidden))
             memories.append(weakref.ref(hidden.untyped_storage()))
             hidden.sum().backward()

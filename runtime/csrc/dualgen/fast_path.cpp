@@ -58,6 +58,7 @@ struct Shared {
   py::object detach;       // torch.ops.aten.detach.default
   py::object no_torch_function;  // torch._C._disabled_torch_function_impl
   py::object sweep_tensors;      // levels.sweep_tensors
+  py::object partial;            // functools.partial
 };
 Shared* shared = nullptr;
 
@@ -66,8 +67,7 @@ struct Names {
   py::str cap{"cap"}, defer_next{"defer_next"}, subclass_op{"subclass_op"},
       levels{"levels"}, user_exclude{"user_exclude"}, raw_repr{"raw_repr"},
       tensors{"tensors"}, sweep_tensors_at{"sweep_tensors_at"}, saved{"saved"},
-      memory_freed{"_memory_freed"}, geometry_of{"_geometry_of"},
-      untyped_storage{"untyped_storage"};
+      memory_freed{"_memory_freed"}, untyped_storage{"untyped_storage"};
 };
 Names* names = nullptr;
 
@@ -152,15 +152,13 @@ void remember_output(const py::handle& out, const py::handle& level) {
   const at::Tensor& t = THPVariable_Unpack(out.ptr());
   if (t._is_zerotensor()) return;
   py::object memory = out.attr(names->untyped_storage)();
-  py::object freed = level.attr(names->memory_freed);
+  py::tuple key = geometry(t);
+  py::object freed = shared->partial(level.attr(names->memory_freed), key);
   py::object held =
       py::reinterpret_steal<py::object>(PyWeakref_NewRef(memory.ptr(), freed.ptr()));
   if (!held) throw py::error_already_set();
-  py::tuple key = geometry(t);
   py::dict saved = level.attr(names->saved);
   saved[key] = py::make_tuple(held, py::reinterpret_borrow<py::object>(entries));
-  py::dict geometry_of = level.attr(names->geometry_of);
-  geometry_of[held] = key;
 }
 
 enum class Found { None, Tangent, Slow };
@@ -617,7 +615,8 @@ void bind_state(py::object state, py::object tangents, py::object no_tangent,
                    py::module_::import("torch").attr("Tensor"),
                    py::module_::import("torch").attr("ops").attr("aten").attr("detach").attr("default"),
                    py::module_::import("torch").attr("_C").attr("_disabled_torch_function_impl"),
-                   py::module_::import("dualgen.levels").attr("sweep_tensors")};
+                   py::module_::import("dualgen.levels").attr("sweep_tensors"),
+                   py::module_::import("functools").attr("partial")};
   forget();
 }
 
