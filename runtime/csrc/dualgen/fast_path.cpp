@@ -21,6 +21,7 @@
 
 #include "dualgen/fast_path.h"
 #include "dualgen/kernel.h"
+#include "dualgen/layout.h"
 #include "dualgen/values.h"
 
 namespace py = pybind11;
@@ -200,54 +201,24 @@ bool plain(const at::Tensor& t) {
          t.layout() == at::kStrided;
 }
 
-// Every tensor among the arguments (in lists too), as Python objects.
-bool collect(const py::handle& value, std::vector<PyObject*>& tensors) {
+// Calls `fn` on `value` if it is a tensor, or on each tensor of a list or tuple.
+template <typename Fn>
+void each_tensor(const py::handle& value, Fn&& fn) {
   if (THPVariable_Check(value.ptr())) {
-    tensors.push_back(value.ptr());
+    fn(value);
   } else if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
     for (const py::handle& item : value) {
-      if (THPVariable_Check(item.ptr())) tensors.push_back(item.ptr());
+      if (THPVariable_Check(item.ptr())) fn(item);
     }
   }
-  return true;
 }
 
-// -- laying out and attaching tangents (layout.py, outputs.py, levels.py) --
-
-bool same_layout(const at::Tensor& tangent, const at::Tensor& primal) {
-  if (tangent.sizes() != primal.sizes()) return false;
-  if (primal.numel() != 0) {
-    if (tangent.storage_offset() != primal.storage_offset()) return false;
-    const auto a = tangent.strides(), b = primal.strides(), n = primal.sizes();
-    for (size_t i = 0; i < n.size(); ++i) {
-      if (a[i] != b[i] && n[i] != 1) return false;
-    }
-  }
-  if (tangent.is_conj() != primal.is_conj() || tangent.is_neg() != primal.is_neg()) {
-    return false;
-  }
-  const auto nbytes = tangent.storage().nbytes(), primal_nbytes = primal.storage().nbytes();
-  if (tangent.scalar_type() == primal.scalar_type()) return nbytes == primal_nbytes;
-  return nbytes * primal.element_size() == primal_nbytes * tangent.element_size();
+// Every tensor among the arguments (in lists too), as Python objects.
+void collect(const py::handle& value, std::vector<PyObject*>& tensors) {
+  each_tensor(value, [&](const py::handle& t) { tensors.push_back(t.ptr()); });
 }
 
-at::Tensor laid_out_like(const at::Tensor& primal, at::ScalarType dtype) {
-  const auto offset = primal.storage_offset();
-  const auto length = static_cast<int64_t>(primal.storage().nbytes()) / primal.element_size();
-  const bool covers = offset == 0 && length == primal.numel();
-  const auto options = primal.options().dtype(dtype);
-  if (!covers) {
-    return at::zeros({length}, options).as_strided(primal.sizes(), primal.strides(), offset);
-  }
-  return at::empty_strided(primal.sizes(), primal.strides(), options);
-}
-
-at::Tensor conform_layout(const at::Tensor& tangent, const at::Tensor& primal, bool fresh) {
-  const bool keep = same_layout(tangent, primal);
-  if (keep && !fresh) return tangent;
-  const auto dtype = keep ? tangent.scalar_type() : primal.scalar_type();
-  return laid_out_like(primal, dtype).copy_(tangent);
-}
+// -- attaching tangents (outputs.py, levels.py; laying out: layout.h) ---------
 
 void set_tangent(const py::object& tensor, const py::handle& level, PyObject* value) {
   py::dict dict = py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(tensor.ptr(), nullptr));
@@ -321,16 +292,8 @@ void check_shape(const c10::FunctionSchema& schema, const at::Tensor& value,
 py::object returned(const std::vector<py::object>& outs, bool tracking,
                     const py::handle& level) {
   if (outs.empty()) return py::none();
-  if (tracking) {
-    for (const py::object& out : outs) {
-      if (THPVariable_Check(out.ptr())) {
-        remember_output(out, level);
-      } else if (PyList_Check(out.ptr()) || PyTuple_Check(out.ptr())) {
-        for (const py::handle& item : out) {
-          if (THPVariable_Check(item.ptr())) remember_output(item, level);
-        }
-      }
-    }
+  for (size_t k = 0; tracking && k < outs.size(); ++k) {
+    each_tensor(outs[k], [&](const py::handle& t) { remember_output(t, level); });
   }
   if (outs.size() == 1) return outs[0];
   py::tuple tuple(outs.size());
@@ -437,13 +400,9 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   if (!any_tangent) {
     py::object out = op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
     if (op.is_view_op && args.size() > 0) {  // mode._note_views
-      if (THPVariable_Check(out.ptr())) {
-        note_view(out, args[0]);
-      } else if (PyTuple_Check(out.ptr()) || PyList_Check(out.ptr())) {
-        for (const py::handle& o : out) {
-          if (THPVariable_Check(o.ptr())) note_view(py::reinterpret_borrow<py::object>(o), args[0]);
-        }
-      }
+      each_tensor(out, [&](const py::handle& t) {
+        note_view(py::reinterpret_borrow<py::object>(t), args[0]);
+      });
     }
     return out;
   }
