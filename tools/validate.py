@@ -301,30 +301,23 @@ def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
     report = _empty_report(entry, info)
     seed = seed_of(info)
     differentiable = False
-    # A convention (not the derivative) is held to the backward formulas only.
-    checks = ("adjoint",) if entry.convention else CHECKS
     for dtype in DTYPES:
         differentiable |= _validate_dtype(
-            report, op, info, samples, dtype, seed, checks=checks
+            report, op, info, samples, dtype, seed, convention=entry.convention
         )
     if differentiable and not any(report.cases.values()):
         _validate_dtype(
-            report, op, info, samples, SINGLE, seed, SINGLE_TOLERANCES, checks
+            report, op, info, samples, SINGLE, seed, SINGLE_TOLERANCES, entry.convention
         )
         if not report.cases[_name(SINGLE)]:  # refused too: report the doubles only
             del report.cases[_name(SINGLE)]
             for check in CHECKS:
-                report.verdicts.pop((_name(SINGLE), check), None)
+                del report.verdicts[(_name(SINGLE), check)]
     if differentiable and not any(report.cases.values()):
         # A differentiable kernel that no sample reaches is not validated.
         reason = next(v.detail for v in report.verdicts.values())
         for key in report.verdicts:
             report.verdicts[key] = Verdict("fail", f"no sample runs: {reason}")
-    if entry.convention:
-        note = f"n/a: a convention ({entry.convention}), checked by the adjoint"
-        for dtype_name in report.cases:
-            for check in CHECKS:
-                report.verdicts.setdefault((dtype_name, check), Verdict("n/a", note))
     return report
 
 
@@ -336,11 +329,13 @@ def _validate_dtype(
     dtype: torch.dtype,
     seed: int,
     tolerances: dict | None = None,
-    checks: tuple[str, ...] = CHECKS,
+    convention: str | None = None,
 ) -> bool:
     """The kernel's verdicts in `dtype`, into `report`; whether any case had a
-    differentiable input or output."""
+    differentiable input or output. Formulas stating a `convention`, not the
+    derivative, are held to the backward formulas only (the adjoint check)."""
     dtype_name = _name(dtype)
+    checks = ("adjoint",) if convention else CHECKS
     verdicts = {check: [] for check in checks}
     refusals = []
     ran = 0
@@ -369,8 +364,12 @@ def _validate_dtype(
             if failure:
                 verdicts[check].append(f"{case.label}: {failure}")
     report.cases[dtype_name] = ran
-    for check in checks:
-        if verdicts[check]:
+    for check in CHECKS:
+        if check not in checks:
+            verdict = Verdict(
+                "n/a", f"a convention ({convention}), checked by the adjoint"
+            )
+        elif verdicts[check]:
             verdict = Verdict("fail", verdicts[check][0])
         elif ran:
             verdict = Verdict("pass")

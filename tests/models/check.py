@@ -252,9 +252,23 @@ def finite_differences(case: Case, step: float) -> torch.Tensor:
         return call(case, fresh, params, p.inputs)
 
     with torch.no_grad():
-        near = moved(step) - moved(-step)
-        far = moved(2 * step) - moved(-2 * step)
-    return (8 * near - far) / (12 * step)
+        return four_point(moved, step)
+
+
+def four_point(f, step: float):
+    """The central difference of `f` at 0 with the four-point stencil (error
+    O(h^4)); `f` returns a tensor or a list of tensors."""
+
+    def difference(h):
+        ahead, behind = f(h), f(-h)
+        if isinstance(ahead, torch.Tensor):
+            return ahead - behind
+        return [a - b for a, b in zip(ahead, behind)]
+
+    near, far = difference(step), difference(2 * step)
+    if isinstance(near, torch.Tensor):
+        return (8 * near - far) / (12 * step)
+    return [(8 * n - f) / (12 * step) for n, f in zip(near, far)]
 
 
 def error_against_fd(case: Case, tangent: torch.Tensor) -> float:

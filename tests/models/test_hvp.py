@@ -12,7 +12,7 @@ import torch.autograd.forward_ad as native_ad
 
 import dualgen.forward_ad as dual_ad
 
-from .check import Case, by_definition, call, prepare, relative_error
+from .check import Case, by_definition, call, four_point, prepare, relative_error
 from .families import BY_NAME, HAS_TRANSFORMERS
 
 pytestmark = pytest.mark.skipif(not HAS_TRANSFORMERS, reason="needs transformers")
@@ -51,9 +51,7 @@ def gradient_differences(case: Case, step: float) -> list[torch.Tensor]:
         loss = call(case, p, moved, p.inputs).pow(2).mean()
         return _gradient(loss, list(moved.values()))
 
-    near = [a - b for a, b in zip(gradient(step), gradient(-step))]
-    far = [a - b for a, b in zip(gradient(2 * step), gradient(-2 * step))]
-    return [(8 * n - f) / (12 * step) for n, f in zip(near, far)]
+    return four_point(gradient, step)
 
 
 def flat(tensors) -> torch.Tensor:

@@ -59,7 +59,6 @@ struct Shared {
   py::object detach;       // torch.ops.aten.detach.default
   py::object no_torch_function;  // torch._C._disabled_torch_function_impl
   py::object sweep_tensors;      // levels.sweep_tensors
-  py::object partial;            // functools.partial
 };
 Shared* shared = nullptr;
 
@@ -68,7 +67,7 @@ struct Names {
   py::str cap{"cap"}, defer_next{"defer_next"}, subclass_op{"subclass_op"},
       levels{"levels"}, user_exclude{"user_exclude"}, raw_repr{"raw_repr"},
       tensors{"tensors"}, sweep_tensors_at{"sweep_tensors_at"}, saved{"saved"},
-      memory_freed{"_memory_freed"}, untyped_storage{"untyped_storage"};
+      remember_output{"remember_output"}, untyped_storage{"untyped_storage"};
 };
 Names* names = nullptr;
 
@@ -143,8 +142,9 @@ bool is_saved_output(const at::Tensor& t, const py::handle& level) {
   return saved.contains(geometry(t));
 }
 
-// tangents.remember_saved_outputs for one output, as Level.remember_output
-// does it: under its geometry, while its memory lives, not holding it.
+// tangents.remember_saved_outputs for one output: one with a tangent entry at
+// `level` is remembered by Level.remember_output (under its geometry, while its
+// memory lives, not holding it).
 void remember_output(const py::handle& out, const py::handle& level) {
   PyObject** dict = _PyObject_GetDictPtr(out.ptr());
   if (dict == nullptr || *dict == nullptr) return;
@@ -152,14 +152,8 @@ void remember_output(const py::handle& out, const py::handle& level) {
   if (entries == nullptr || PyDict_GetItemWithError(entries, level.ptr()) == nullptr) return;
   const at::Tensor& t = THPVariable_Unpack(out.ptr());
   if (t._is_zerotensor()) return;
-  py::object memory = out.attr(names->untyped_storage)();
-  py::tuple key = geometry(t);
-  py::object freed = shared->partial(level.attr(names->memory_freed), key);
-  py::object held =
-      py::reinterpret_steal<py::object>(PyWeakref_NewRef(memory.ptr(), freed.ptr()));
-  if (!held) throw py::error_already_set();
-  py::dict saved = level.attr(names->saved);
-  saved[key] = py::make_tuple(held, py::reinterpret_borrow<py::object>(entries));
+  level.attr(names->remember_output)(geometry(t), out.attr(names->untyped_storage)(),
+                                     py::reinterpret_borrow<py::object>(entries));
 }
 
 enum class Found { None, Tangent, Slow };
@@ -574,8 +568,7 @@ void bind_state(py::object state, py::object tangents, py::object no_tangent,
                    py::module_::import("torch").attr("Tensor"),
                    py::module_::import("torch").attr("ops").attr("aten").attr("detach").attr("default"),
                    py::module_::import("torch").attr("_C").attr("_disabled_torch_function_impl"),
-                   py::module_::import("dualgen.levels").attr("sweep_tensors"),
-                   py::module_::import("functools").attr("partial")};
+                   py::module_::import("dualgen.levels").attr("sweep_tensors")};
   forget();
 }
 
