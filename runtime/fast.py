@@ -44,33 +44,36 @@ def forget() -> None:
 def describe(op):
     """(C++ kernel, differentiable input positions, which are lists, which
     outputs are differentiable, the note its errors get, whether it is a view,
-    whether its formula reads the outputs) for an op the hot path may run; None if the
-    Python path must (a user rule, a kernel table under test, an in-place
-    op, an op returning a list, an op without a generated kernel)."""
+    whether its formula reads the outputs, whether it is an in-place op, whether
+    its formula reads self as it was) for an op the hot path may run; None if the
+    Python path must (a user rule, a kernel table under test, an op without a
+    generated C++ kernel, an in-place op whose self is not differentiable or
+    that returns more than self)."""
     from . import rules
     from .missing import kernel_error_note
 
     if rules._KERNELS is not None or op in rules._USER_RULES:
         return None
     info = rules.generated_kernels().get(op)
-    if info is None or info.kind not in ("functional", "view"):
-        return None
-    if info.cpp_kernel is None or any(
-        str(r.type).startswith("List") for r in op._schema.returns
-    ):  # lists of outputs are attached piece by piece: in Python
+    if info is None or info.cpp_kernel is None:
         return None
     rule = rules.rule_for(op)
+    inplace = info.kind == "inplace"
+    if inplace:
+        if rule.input_indices[:1] != (0,) or len(op._schema.returns) != 1:
+            return None
+    elif info.kind not in ("functional", "view"):
+        return None
     arguments = op._schema.arguments
     lists = tuple(str(arguments[i].type).startswith("List") for i in rule.input_indices)
-    note = kernel_error_note(op, rule.origin)
-    view = info.kind == "view"
-    differentiable, uses_outputs = rule.differentiable_outputs, rule.uses_outputs
     return (
         info.cpp_kernel,
         rule.input_indices,
         lists,
-        differentiable,
-        note,
-        view,
-        uses_outputs,
+        rule.differentiable_outputs,
+        kernel_error_note(op, rule.origin),
+        info.kind == "view",
+        rule.uses_outputs,
+        inplace,
+        rule.needs_original_self,
     )

@@ -20,8 +20,10 @@
 #include <torch/extension.h>
 
 #include "dualgen/fast_path.h"
+#include "dualgen/hot_path.h"
 #include "dualgen/kernel.h"
 #include "dualgen/layout.h"
+#include "dualgen/store.h"
 #include "dualgen/values.h"
 
 namespace py = pybind11;
@@ -29,47 +31,6 @@ namespace py = pybind11;
 namespace dualgen {
 
 Registry& registry();
-
-namespace {
-
-struct OpEntry {
-  bool fast = false;  // a generated functional kernel the hot path may run
-  JvpKernel kernel = nullptr;
-  std::optional<c10::OperatorHandle> handle;
-  std::vector<size_t> inputs;        // schema positions of differentiable inputs
-  std::vector<bool> list_inputs;     // ... which are Tensor[]
-  std::vector<bool> differentiable;  // per output
-  py::object raw;                    // func._op: the op without OpOverload's frame
-  std::string note;                  // added to an error the kernel raises
-  bool view = false;                 // a view op: its tangent is the same view
-  bool uses_outputs = false;         // its formula reads the op's outputs
-  bool is_view_op = false;           // the op returns views (func.is_view)
-  bool detach = false;               // aten.detach: the mode notes no view of it
-};
-
-// What the Python side hands over once (`bind_state`).
-struct Shared {
-  py::object state;        // levels.STATE (thread-local)
-  py::object tangents;     // the __dict__ key of a tensor's tangents
-  py::object no_tangent;   // the marker of an explicit "no tangent"
-  py::object forward_base; // the __dict__ key of a view's forward base
-  py::object slow;         // returned when the Python path must handle the op
-  py::object describe;     // op -> None or (cpp key, inputs, list inputs, outputs)
-  py::object tensor_type;  // torch.Tensor
-  py::object detach;       // torch.ops.aten.detach.default
-  py::object no_torch_function;  // torch._C._disabled_torch_function_impl
-  py::object sweep_tensors;      // levels.sweep_tensors
-};
-Shared* shared = nullptr;
-
-// Attribute names, made once: the hot path reads several per op.
-struct Names {
-  py::str cap{"cap"}, defer_next{"defer_next"}, subclass_op{"subclass_op"},
-      levels{"levels"}, user_exclude{"user_exclude"}, raw_repr{"raw_repr"},
-      tensors{"tensors"}, sweep_tensors_at{"sweep_tensors_at"}, saved{"saved"},
-      remember_output{"remember_output"}, untyped_storage{"untyped_storage"};
-};
-Names* names = nullptr;
 
 // levels.STATE.user_exclude as a key set; it changes only when a level is
 // entered, so its value is kept with the object it came from.
@@ -84,182 +45,7 @@ c10::DispatchKeySet user_exclude_keys(const py::object& state) {
   }
   return c10::DispatchKeySet(c10::DispatchKeySet::RAW, raw);
 }
-std::unordered_map<PyObject*, OpEntry>* ops = nullptr;
 
-py::str key(const char* s) { return py::str(s); }
-
-const OpEntry& entry_of(const py::handle& func) {
-  auto it = ops->find(func.ptr());
-  if (it != ops->end()) return it->second;
-  OpEntry entry;
-  py::object described = shared->describe(func);
-  if (!described.is_none()) {
-    auto t = described.cast<py::tuple>();
-    entry.kernel = registry().find(t[0].cast<std::string>());
-    const auto name = func.attr("_schema").attr("name").cast<std::string>();
-    auto overload = func.attr("_overloadname").cast<std::string>();
-    if (overload == "default") overload = "";
-    entry.handle = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
-    entry.inputs = t[1].cast<std::vector<size_t>>();
-    entry.list_inputs = t[2].cast<std::vector<bool>>();
-    entry.differentiable = t[3].cast<std::vector<bool>>();
-    entry.note = t[4].cast<std::string>();
-    entry.view = t[5].cast<bool>();
-    entry.uses_outputs = t[6].cast<bool>();
-    entry.fast = entry.kernel != nullptr;
-  }
-  entry.raw = func.attr("_op");
-  entry.is_view_op = func.attr("is_view").cast<bool>();
-  entry.detach = func.is(shared->detach);
-  func.inc_ref();  // entries are keyed by the op object: keep it alive
-  return ops->emplace(func.ptr(), std::move(entry)).first->second;
-}
-
-// The tensor's own tangent entries (a dict keyed by Level), or null.
-PyObject* entries_of(PyObject* tensor) {
-  PyObject** dict = _PyObject_GetDictPtr(tensor);
-  if (dict == nullptr || *dict == nullptr) return nullptr;
-  return PyDict_GetItemWithError(*dict, shared->tangents.ptr());
-}
-
-// Where and how t's elements lie, as tangents.geometry gives it.
-py::tuple geometry(const at::Tensor& t) {
-  py::tuple sizes(t.dim()), strides(t.dim());
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    sizes[i] = py::int_(t.size(i));
-    strides[i] = py::int_(t.stride(i));
-  }
-  auto* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
-  return py::make_tuple(py::int_(reinterpret_cast<std::intptr_t>(t.data_ptr())), sizes,
-                        strides, py::reinterpret_borrow<py::object>(dtype));
-}
-
-// Whether t has the geometry of an output the level remembered
-// (tangents.remember_saved_outputs): autograd's rebuilt saved outputs do.
-bool is_saved_output(const at::Tensor& t, const py::handle& level) {
-  py::dict saved = level.attr(names->saved);
-  if (saved.empty()) return false;
-  return saved.contains(geometry(t));
-}
-
-// tangents.remember_saved_outputs for one output: one with a tangent entry at
-// `level` is remembered by Level.remember_output (under its geometry, while its
-// memory lives, not holding it).
-void remember_output(const py::handle& out, const py::handle& level) {
-  PyObject** dict = _PyObject_GetDictPtr(out.ptr());
-  if (dict == nullptr || *dict == nullptr) return;
-  PyObject* entries = PyDict_GetItemWithError(*dict, shared->tangents.ptr());
-  if (entries == nullptr || PyDict_GetItemWithError(entries, level.ptr()) == nullptr) return;
-  const at::Tensor& t = THPVariable_Unpack(out.ptr());
-  if (t._is_zerotensor()) return;
-  level.attr(names->remember_output)(geometry(t), out.attr(names->untyped_storage)(),
-                                     py::reinterpret_borrow<py::object>(entries));
-}
-
-enum class Found { None, Tangent, Slow };
-
-// t's tangent at `level`, as tangents.tangent_of finds it: its own entry; else,
-// for a view, none if its forward base has none (a base with one: the Python
-// path derives the view's); else, for a rebuilt saved output, the Python path's.
-Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
-                 PyObject** out, int depth = 0) {
-  PyObject** dict = _PyObject_GetDictPtr(obj);
-  PyObject* own = (dict && *dict) ? *dict : nullptr;
-  PyObject* entries = own ? PyDict_GetItemWithError(own, shared->tangents.ptr()) : nullptr;
-  PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
-  if (value == shared->no_tangent.ptr()) return Found::None;
-  if (value != nullptr) {
-    *out = value;
-    return Found::Tangent;
-  }
-  PyObject* base = own ? PyDict_GetItemWithError(own, shared->forward_base.ptr()) : nullptr;
-  py::object base_holder;
-  if (base == nullptr && t.is_view()) {
-    base_holder = py::reinterpret_steal<py::object>(THPVariable_Wrap(t._base()));
-    base = base_holder.ptr();
-  }
-  if (base != nullptr) {
-    if (depth > 8 || !THPVariable_Check(base)) return Found::Slow;
-    PyObject* ignored = nullptr;
-    const Found found = tangent_at(base, THPVariable_Unpack(base), level, &ignored, depth + 1);
-    return found == Found::None ? Found::None : Found::Slow;
-  }
-  if (t.requires_grad() && !t._is_zerotensor() && is_saved_output(t, level)) {
-    return Found::Slow;
-  }
-  return Found::None;
-}
-
-bool plain(const at::Tensor& t) {
-  return !t.is_complex() && !t.is_neg() && t.has_storage() &&
-         t.layout() == at::kStrided;
-}
-
-// Calls `fn` on `value` if it is a tensor, or on each tensor of a list or tuple.
-template <typename Fn>
-void each_tensor(const py::handle& value, Fn&& fn) {
-  if (THPVariable_Check(value.ptr())) {
-    fn(value);
-  } else if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
-    for (const py::handle& item : value) {
-      if (THPVariable_Check(item.ptr())) fn(item);
-    }
-  }
-}
-
-// Every tensor among the arguments (in lists too), as Python objects.
-void collect(const py::handle& value, std::vector<PyObject*>& tensors) {
-  each_tensor(value, [&](const py::handle& t) { tensors.push_back(t.ptr()); });
-}
-
-// -- attaching tangents (outputs.py, levels.py; laying out: layout.h) ---------
-
-void set_tangent(const py::object& tensor, const py::handle& level, PyObject* value) {
-  py::dict dict = py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(tensor.ptr(), nullptr));
-  PyObject* entries = PyDict_GetItemWithError(dict.ptr(), shared->tangents.ptr());
-  py::dict own;
-  if (entries == nullptr) {
-    dict[shared->tangents] = own;
-  } else {
-    own = py::reinterpret_borrow<py::dict>(entries);
-  }
-  if (!own.contains(level)) {
-    py::list tensors = level.attr(names->tensors);
-    tensors.append(py::reinterpret_steal<py::object>(PyWeakref_NewRef(tensor.ptr(), nullptr)));
-    if (static_cast<int64_t>(tensors.size()) > level.attr(names->sweep_tensors_at).cast<int64_t>()) {
-      shared->sweep_tensors(level);  // levels.set_tangent's sweep
-    }
-  }
-  own[level] = py::reinterpret_borrow<py::object>(value);
-}
-
-// levels.note_view: a view of a tensor with tangents of its own follows that
-// tensor's tangent, not its memory's owner's.
-void note_view(const py::object& view, const py::handle& source) {
-  if (!THPVariable_Check(source.ptr())) return;
-  PyObject** dict = _PyObject_GetDictPtr(source.ptr());
-  PyObject* base = nullptr;
-  bool own = false;
-  if (dict != nullptr && *dict != nullptr) {
-    base = PyDict_GetItemWithError(*dict, shared->forward_base.ptr());
-    own = PyDict_GetItemWithError(*dict, shared->tangents.ptr()) != nullptr;
-  }
-  if (own && (base != nullptr || THPVariable_Unpack(source.ptr()).is_view())) {
-    base = source.ptr();
-  }
-  if (base != nullptr) {
-    py::dict view_dict =
-        py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(view.ptr(), nullptr));
-    view_dict[shared->forward_base] = py::reinterpret_borrow<py::object>(base);
-  }
-}
-
-const c10::TensorImpl* root(const at::Tensor& t) {
-  return t.is_view() ? t._base().unsafeGetTensorImpl() : t.unsafeGetTensorImpl();
-}
-
-// The kernel; an error it raises reaches Python as the Python kernel's would
-// (torch's translation: the same type and message), with a note naming the op.
 Results run_kernel(const OpEntry& op, const Values& primals, const Values& tangents,
                    const Values& outputs) {
   try {
@@ -281,6 +67,44 @@ void check_shape(const c10::FunctionSchema& schema, const at::Tensor& value,
               " for an output of shape ", output.sizes());
 }
 
+namespace {
+
+std::unordered_map<PyObject*, OpEntry>* ops = nullptr;
+
+const OpEntry& entry_of(const py::handle& func) {
+  auto it = ops->find(func.ptr());
+  if (it != ops->end()) return it->second;
+  OpEntry entry;
+  py::object described = shared->describe(func);
+  if (!described.is_none()) {
+    auto t = described.cast<py::tuple>();
+    entry.kernel = registry().find(t[0].cast<std::string>());
+    const auto name = func.attr("_schema").attr("name").cast<std::string>();
+    auto overload = func.attr("_overloadname").cast<std::string>();
+    if (overload == "default") overload = "";
+    entry.handle = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+    entry.inputs = t[1].cast<std::vector<size_t>>();
+    entry.list_inputs = t[2].cast<std::vector<bool>>();
+    entry.differentiable = t[3].cast<std::vector<bool>>();
+    entry.note = t[4].cast<std::string>();
+    entry.view = t[5].cast<bool>();
+    entry.uses_outputs = t[6].cast<bool>();
+    entry.inplace = t[7].cast<bool>();
+    entry.original_self = t[8].cast<bool>();
+    entry.fast = entry.kernel != nullptr;
+  }
+  entry.raw = func.attr("_op");
+  entry.is_view_op = func.attr("is_view").cast<bool>();
+  entry.detach = func.is(shared->detach);
+  func.inc_ref();  // entries are keyed by the op object: keep it alive
+  return ops->emplace(func.ptr(), std::move(entry)).first->second;
+}
+
+// Every tensor among the arguments (in lists too), as Python objects.
+void collect(const py::handle& value, std::vector<PyObject*>& tensors) {
+  each_tensor(value, [&](const py::handle& t) { tensors.push_back(t.ptr()); });
+}
+
 // What the op returns to Python: its one output, or a tuple; outputs autograd
 // may save and rebuild are remembered (tangents.remember_saved_outputs).
 py::object returned(const std::vector<py::object>& outs, bool tracking,
@@ -295,26 +119,65 @@ py::object returned(const std::vector<py::object>& outs, bool tracking,
   return tuple;
 }
 
-// A view op's outputs: each gets the same view of the input's tangent, as it
-// is (outputs._attach for a view), and follows its input (mode._note_views).
-std::vector<py::object> attach_views(const OpEntry& op, const c10::FunctionSchema& schema,
-                        torch::jit::Stack& stack, const Results& results,
-                        const py::handle& level, const py::tuple& args) {
+// One output tensor's tangent (outputs._attach_one): a view op's as it is, a
+// functional op's in its output's dtype and layout (`fresh`: an input's
+// tangent, stored as a copy); none for a view without one.
+void attach_one(const OpEntry& op, const c10::FunctionSchema& schema, const py::object& out,
+                const at::Tensor& output, const c10::IValue& value, bool differentiable,
+                bool fresh, const py::handle& level) {
+  if (!output.defined()) return;  // not computed (a backward op's output_mask)
+  differentiable = differentiable && (output.is_floating_point() || output.is_complex());
+  if (!differentiable || !value.isTensor()) {
+    if (op.view || output.is_view()) set_tangent(out, level, shared->no_tangent.ptr());
+    return;
+  }
+  at::Tensor tangent = value.toTensor();
+  check_shape(schema, tangent, output);
+  if (!op.view) {
+    if (tangent.scalar_type() != output.scalar_type() &&
+        !(tangent.is_complex() && !output.is_complex())) {
+      tangent = tangent.to(output.scalar_type());
+    }
+    tangent = conform_layout(tangent, output, fresh);
+  }
+  py::object wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(tangent));
+  set_tangent(out, level, wrapped.ptr());
+}
+
+// Each output gets its tangent (outputs._attach), a list's piece by piece; a
+// view op's outputs follow its input (mode._note_views).
+std::vector<py::object> attach(const OpEntry& op, const c10::FunctionSchema& schema,
+                               const torch::jit::Stack& stack, const Results& results,
+                               const Values& tangents, const py::handle& level,
+                               const py::tuple& args) {
+  std::vector<const c10::TensorImpl*> roots;  // outputs._shared_with_inputs
+  for (const c10::IValue& t : tangents) {
+    if (t.isTensor()) roots.push_back(root(t.toTensor()));
+  }
   std::vector<py::object> outs;
   for (size_t k = 0; k < stack.size(); ++k) {
     outs.push_back(torch::jit::toPyObject(stack[k]));
-    if (!stack[k].isTensor()) continue;
-    const at::Tensor& output = stack[k].toTensor();
-    const bool differentiable = op.differentiable[k] &&
-                                (output.is_floating_point() || output.is_complex());
-    if (differentiable && results[k].isTensor()) {
-      check_shape(schema, results[k].toTensor(), output);
-      py::object tangent = torch::jit::toPyObject(results[k]);
-      set_tangent(outs.back(), level, tangent.ptr());
-    } else {
-      set_tangent(outs.back(), level, shared->no_tangent.ptr());
+    if (stack[k].isTensor()) {
+      const c10::IValue& value = results[k];
+      const bool fresh = !op.view && value.isTensor() &&
+                         std::find(roots.begin(), roots.end(), root(value.toTensor())) !=
+                             roots.end();
+      attach_one(op, schema, outs.back(), stack[k].toTensor(), value, op.differentiable[k],
+                 fresh, level);
+    } else if (stack[k].isTensorList()) {
+      const auto outputs = stack[k].toTensorList();
+      const bool have = results[k].isList();
+      py::list items = outs.back();
+      for (size_t e = 0; e < outputs.size(); ++e) {
+        const c10::IValue value = have ? results[k].toListRef()[e] : c10::IValue();
+        attach_one(op, schema, items[e], outputs[e], value, op.differentiable[k], false, level);
+      }
     }
-    if (args.size() > 0) note_view(outs.back(), args[0]);
+    if (op.is_view_op && args.size() > 0) {
+      each_tensor(outs.back(), [&](const py::handle& t) {
+        note_view(py::reinterpret_borrow<py::object>(t), args[0]);
+      });
+    }
   }
   return outs;
 }
@@ -348,6 +211,33 @@ bool acts_plainly(const py::handle& type) {
 }
 
 // -- the hot path -----------------------------------------------------------
+
+// The tangent of one argument at `level` (mode._tangent_arg), into `tangent`
+// (undefined if none); false where the Python path must read it (a tangent
+// derived from a base or a saved output, a complex or lazily negated one, one
+// of another dtype than its primal's).
+bool read_tangent(const py::handle& obj, const py::handle& level, bool grad_mode,
+                  at::Tensor& tangent, bool& tracking) {
+  if (!THPVariable_Check(obj.ptr())) return true;
+  const at::Tensor& primal = THPVariable_Unpack(obj.ptr());
+  PyObject* value = nullptr;
+  const Found found = tangent_at(obj.ptr(), primal, level, &value);
+  if (found == Found::Slow) return false;
+  if (found == Found::None || !THPVariable_Check(value)) return true;
+  const at::Tensor& t = THPVariable_Unpack(value);
+  if (!plain(t) || t.scalar_type() != primal.scalar_type()) return false;
+  tracking = tracking || (grad_mode && t.requires_grad());
+  tangent = t;
+  return true;
+}
+
+bool returns_list(const c10::FunctionSchema& schema) {
+  for (const auto& r : schema.returns()) {
+    if (r.type()->kind() == c10::TypeKind::ListType) return true;
+  }
+  return false;
+}
+
 
 py::object dispatch(const py::handle& func, const py::handle& types,
                     const py::tuple& args, const py::object& kwargs) {
@@ -418,29 +308,25 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     } else if (has_kwargs && kwargs.contains(argument.name())) {
       obj = kwargs[py::str(argument.name())];
     }
-    if (op.list_inputs[j]) {
-      if (obj && !obj.is_none()) return shared->slow;  // lists: the Python path
-      tangents.emplace_back();
-      continue;
+    c10::IValue tangent;
+    if (obj && op.list_inputs[j] && (PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr()))) {
+      // mode._tangent_arg of a list: None where absent, or None for all
+      c10::List<std::optional<at::Tensor>> items;
+      bool any = false;
+      for (const py::handle& item : obj) {
+        at::Tensor t;
+        if (!read_tangent(item, level0, grad_mode, t, tracking)) return shared->slow;
+        any = any || t.defined();
+        items.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+      }
+      if (any) tangent = c10::IValue(items);
+    } else if (obj) {
+      at::Tensor t;
+      if (!read_tangent(obj, level0, grad_mode, t, tracking)) return shared->slow;
+      if (t.defined()) tangent = c10::IValue(t);
     }
-    if (!obj || !THPVariable_Check(obj.ptr())) {
-      tangents.emplace_back();
-      continue;
-    }
-    const at::Tensor& primal = THPVariable_Unpack(obj.ptr());
-    PyObject* value = nullptr;
-    if (tangent_at(obj.ptr(), primal, level0, &value) != Found::Tangent ||
-        !THPVariable_Check(value)) {
-      tangents.emplace_back();
-      continue;
-    }
-    const at::Tensor& tangent = THPVariable_Unpack(value);
-    if (!plain(tangent) || tangent.scalar_type() != primal.scalar_type()) {
-      return shared->slow;
-    }
-    tracking = tracking || (grad_mode && tangent.requires_grad());
-    tangents.emplace_back(tangent);
-    present = true;
+    present = present || !tangent.isNone();
+    tangents.push_back(std::move(tangent));
   }
   for (size_t i = 0; grad_mode && !tracking && i < tensors.size(); ++i) {
     tracking = THPVariable_Unpack(tensors[i]).requires_grad();
@@ -448,7 +334,16 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   if (!present) {
     return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
   }
-  if (tracking && op.view && op.uses_outputs) return shared->slow;
+  if (op.inplace) {
+    // Recording an in-place op (tracked), or a lens update: the Python path's.
+    const at::Tensor self_tangent =
+        tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
+    if (tracking || args.size() == 0 || !updates_plainly(args[0], self_tangent, tangents, level0)) {
+      return shared->slow;
+    }
+    return update_in_place(op, stack, tangents, args[0], level0);
+  }
+  if (tracking && op.uses_outputs && (op.view || returns_list(schema))) return shared->slow;
   const Values primals(stack.begin(), stack.end());
   // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
   // keys the user's context has, so the views they make are tracked as views
@@ -475,45 +370,10 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     op.handle->callBoxed(stack);  // the op, once
   }
   c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
-  Results results =
+  const Results results =
       run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
-  if (op.view) {
-    return returned(attach_views(op, schema, stack, results, level0, args), tracking,
-                    level0);
-  }
-  // Lay out and attach: as outputs._attach, for a functional op.
-  std::vector<const c10::TensorImpl*> roots;
-  for (const c10::IValue& t : tangents) {
-    if (t.isTensor()) roots.push_back(root(t.toTensor()));
-  }
-  std::vector<c10::IValue> laid_out(stack.size());
-  for (size_t k = 0; k < stack.size(); ++k) {
-    if (!stack[k].isTensor() || !results[k].isTensor() || !op.differentiable[k]) continue;
-    const at::Tensor& output = stack[k].toTensor();
-    if (!output.defined()) continue;  // not computed (a backward op's output_mask)
-    if (!output.is_floating_point() && !output.is_complex()) continue;
-    at::Tensor value = results[k].toTensor();
-    check_shape(schema, value, output);
-    if (value.scalar_type() != output.scalar_type() &&
-        !(value.is_complex() && !output.is_complex())) {
-      value = value.to(output.scalar_type());
-    }
-    const bool fresh =
-        std::find(roots.begin(), roots.end(), root(value)) != roots.end();
-    laid_out[k] = conform_layout(value, output, fresh);
-  }
-  std::vector<py::object> outs;
-  for (size_t k = 0; k < stack.size(); ++k) {
-    outs.push_back(torch::jit::toPyObject(stack[k]));
-    if (!stack[k].isTensor()) continue;
-    if (laid_out[k].isTensor()) {
-      py::object tangent = torch::jit::toPyObject(laid_out[k]);
-      set_tangent(outs.back(), level0, tangent.ptr());
-    } else if (stack[k].toTensor().defined() && stack[k].toTensor().is_view()) {
-      set_tangent(outs.back(), level0, shared->no_tangent.ptr());
-    }
-  }
-  return returned(outs, tracking, level0);
+  return returned(attach(op, schema, stack, results, tangents, level0, args), tracking,
+                  level0);
 }
 
 // forward_ad.make_dual's common case (level 0 the only level, plain floating

@@ -1,0 +1,55 @@
+// What the hot path's parts share (fast_path.cpp, inplace.cpp): what it knows
+// of an op, and running its kernel.
+#pragma once
+
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/extension.h>
+
+#include "dualgen/kernel.h"
+
+namespace dualgen {
+
+namespace py = pybind11;
+
+struct OpEntry {
+  bool fast = false;  // a generated kernel the hot path may run
+  JvpKernel kernel = nullptr;
+  std::optional<c10::OperatorHandle> handle;
+  std::vector<size_t> inputs;        // schema positions of differentiable inputs
+  std::vector<bool> list_inputs;     // ... which are Tensor[]
+  std::vector<bool> differentiable;  // per output
+  py::object raw;                    // func._op: the op without OpOverload's frame
+  std::string note;                  // added to an error the kernel raises
+  bool view = false;                 // a view op: its tangent is the same view
+  bool uses_outputs = false;         // its formula reads the op's outputs
+  bool inplace = false;              // an in-place op updating self's tangent
+  bool original_self = false;        // ... whose formula reads self as it was
+  bool is_view_op = false;           // the op returns views (func.is_view)
+  bool detach = false;               // aten.detach: the mode notes no view of it
+};
+
+// The kernel; an error it raises reaches Python as the Python kernel's would
+// (torch's translation: the same type and message), with a note naming the op.
+Results run_kernel(const OpEntry& op, const Values& primals, const Values& tangents,
+                   const Values& outputs);
+
+// A tangent of another shape than its output's is the rule's error, never
+// broadcast into place.
+void check_shape(const c10::FunctionSchema& schema, const at::Tensor& value,
+                 const at::Tensor& output);
+
+// The keys formulas run with: the user's context's (tangents.autograd_enabled).
+c10::DispatchKeySet user_exclude_keys(const py::object& state);
+
+// Whether an in-place op on `self` (its tangent `self_tangent`, maybe
+// undefined) is the hot path's: otherwise the Python path's lens updates are
+// needed (a view whose tangent lives on its base, elements sharing memory).
+bool updates_plainly(const py::handle& self, const at::Tensor& self_tangent,
+                     const Values& tangents, const py::handle& level);
+
+// An in-place op, run and its tangent update made (inplace.py): `stack` holds
+// the bound arguments, `tangents` the differentiable inputs' (self's first).
+py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& tangents,
+                           const py::handle& self, const py::handle& level);
+
+}  // namespace dualgen

@@ -1,0 +1,118 @@
+// In-place ops on the hot path: runtime/inplace.py's work for the common case,
+// an update of a tangent of self's own whose elements do not share memory, or
+// a first tangent for a self that is no view, with no autograd recording.
+#include <torch/csrc/autograd/python_variable.h>
+
+#include "dualgen/hot_path.h"
+#include "dualgen/layout.h"
+#include "dualgen/store.h"
+
+namespace dualgen {
+
+namespace {
+
+// The memory t's elements lie in (inplace._storage_key); null without storage.
+const void* memory_of(const at::Tensor& t) {
+  return t.has_storage() ? t.storage().data_ptr().get() : nullptr;
+}
+
+// Whether elements of t share memory (a stride-0 dimension of size > 1): an
+// update writes each location once (inplace._write_shared, in Python).
+bool has_shared_elements(const at::Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) == 0) return true;
+  }
+  return false;
+}
+
+// inplace._separate_from_self: the formula reads the other operands as they were
+// before the update, so one sharing memory with self is read from a copy, and
+// so is a tangent sharing memory with self's, which the update writes into.
+void separate_from_self(Values& primals, Values& tangents, const at::Tensor& self_tangent) {
+  const void* memory = memory_of(primals[0].toTensor());
+  for (size_t i = 1; i < primals.size(); ++i) {
+    if (primals[i].isTensor() && memory_of(primals[i].toTensor()) == memory) {
+      primals[i] = primals[i].toTensor().clone();
+    }
+  }
+  if (!self_tangent.defined()) return;
+  const void* tangent_memory = memory_of(self_tangent);
+  for (size_t j = 1; j < tangents.size(); ++j) {
+    if (tangents[j].isTensor() && memory_of(tangents[j].toTensor()) == tangent_memory) {
+      tangents[j] = tangents[j].toTensor().clone();
+    }
+  }
+}
+
+bool same_dtype(const c10::IValue& tangent, at::ScalarType dtype) {
+  if (tangent.isTensor()) return tangent.toTensor().scalar_type() == dtype;
+  if (!tangent.isList()) return true;
+  for (const c10::IValue& item : tangent.toListRef()) {
+    if (item.isTensor() && item.toTensor().scalar_type() != dtype) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool updates_plainly(const py::handle& self, const at::Tensor& self_tangent,
+                     const Values& tangents, const py::handle& level) {
+  if (!THPVariable_Check(self.ptr())) return false;
+  const at::Tensor& t = THPVariable_Unpack(self.ptr());
+  if (!t.is_floating_point() || !plain(t)) return false;
+  if (self_tangent.defined()) return !has_shared_elements(self_tangent);
+  // A first tangent: in self's dtype when the operands' are (else
+  // dtypes._promoted_for_self), and self's own unless self is a view without
+  // an entry of its own (then it lives on the base: layout.set_new_tangent).
+  for (const c10::IValue& tangent : tangents) {
+    if (!same_dtype(tangent, t.scalar_type())) return false;
+  }
+  PyObject** dict = _PyObject_GetDictPtr(self.ptr());
+  PyObject* own = (dict && *dict) ? *dict : nullptr;
+  PyObject* entries = own ? PyDict_GetItemWithError(own, shared->tangents.ptr()) : nullptr;
+  PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
+  if (value == shared->no_tangent.ptr()) return true;
+  const bool follows = own && PyDict_GetItemWithError(own, shared->forward_base.ptr());
+  return !follows && !t.is_view();
+}
+
+py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& tangents,
+                           const py::handle& self, const py::handle& level) {
+  const at::Tensor self_tangent =
+      tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
+  const auto user_exclude = user_exclude_keys(shared->state);
+  const auto included = c10::impl::tls_local_dispatch_key_set().included_;
+  Values primals(stack.begin(), stack.end());
+  {
+    c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+    separate_from_self(primals, tangents, self_tangent);
+    if (op.original_self) primals[0] = primals[0].toTensor().clone();
+  }
+  op.handle->callBoxed(stack);  // the op, once: self is updated
+  c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+  const Results results = run_kernel(op, primals, tangents, stack);
+  const at::Tensor& updated = stack[0].toTensor();
+  at::Tensor value = !results.empty() && results[0].isTensor() ? results[0].toTensor()
+                                                               : at::Tensor();
+  if (self_tangent.defined()) {  // written into self's tangent (_update_self)
+    if (!value.defined()) {
+      self_tangent.zero_();
+    } else if (!value.is_same(self_tangent)) {
+      self_tangent.copy_(value);
+    }
+  } else if (value.defined()) {  // given to self, in self's dtype and layout
+    check_shape(op.handle->schema(), value, updated);
+    if (value.is_complex()) value = at::real(value);
+    if (value.scalar_type() != updated.scalar_type()) value = value.to(updated.scalar_type());
+    bool fresh = false;  // an operand's tangent as it is (copy_): stored as a copy
+    for (const c10::IValue& tangent : tangents) {
+      fresh = fresh || (tangent.isTensor() && root(tangent.toTensor()) == root(value));
+    }
+    py::object laid_out = py::reinterpret_steal<py::object>(
+        THPVariable_Wrap(conform_layout(value, updated, fresh)));
+    set_tangent(py::reinterpret_borrow<py::object>(self), level, laid_out.ptr());
+  }
+  return torch::jit::toPyObject(stack[0]);
+}
+
+}  // namespace dualgen

@@ -1,0 +1,117 @@
+// Where tangents live (store.h): reading and writing the Python side's store.
+#include "dualgen/store.h"
+
+#include <torch/csrc/DynamicTypes.h>
+
+namespace dualgen {
+
+Shared* shared = nullptr;
+Names* names = nullptr;
+
+namespace {
+
+// Where and how t's elements lie, as tangents.geometry gives it.
+py::tuple geometry(const at::Tensor& t) {
+  py::tuple sizes(t.dim()), strides(t.dim());
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    sizes[i] = py::int_(t.size(i));
+    strides[i] = py::int_(t.stride(i));
+  }
+  auto* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
+  return py::make_tuple(py::int_(reinterpret_cast<std::intptr_t>(t.data_ptr())), sizes,
+                        strides, py::reinterpret_borrow<py::object>(dtype));
+}
+
+// Whether t has the geometry of an output the level remembered
+// (tangents.remember_saved_outputs): autograd's rebuilt saved outputs do.
+bool is_saved_output(const at::Tensor& t, const py::handle& level) {
+  py::dict saved = level.attr(names->saved);
+  if (saved.empty()) return false;
+  return saved.contains(geometry(t));
+}
+
+}  // namespace
+
+// One with a tangent entry at `level` is remembered by Level.remember_output (under its geometry, while its
+// memory lives, not holding it).
+void remember_output(const py::handle& out, const py::handle& level) {
+  PyObject** dict = _PyObject_GetDictPtr(out.ptr());
+  if (dict == nullptr || *dict == nullptr) return;
+  PyObject* entries = PyDict_GetItemWithError(*dict, shared->tangents.ptr());
+  if (entries == nullptr || PyDict_GetItemWithError(entries, level.ptr()) == nullptr) return;
+  const at::Tensor& t = THPVariable_Unpack(out.ptr());
+  if (t._is_zerotensor()) return;
+  level.attr(names->remember_output)(geometry(t), out.attr(names->untyped_storage)(),
+                                     py::reinterpret_borrow<py::object>(entries));
+}
+
+Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
+                 PyObject** out, int depth) {
+  PyObject** dict = _PyObject_GetDictPtr(obj);
+  PyObject* own = (dict && *dict) ? *dict : nullptr;
+  PyObject* entries = own ? PyDict_GetItemWithError(own, shared->tangents.ptr()) : nullptr;
+  PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
+  if (value == shared->no_tangent.ptr()) return Found::None;
+  if (value != nullptr) {
+    *out = value;
+    return Found::Tangent;
+  }
+  PyObject* base = own ? PyDict_GetItemWithError(own, shared->forward_base.ptr()) : nullptr;
+  py::object base_holder;
+  if (base == nullptr && t.is_view()) {
+    base_holder = py::reinterpret_steal<py::object>(THPVariable_Wrap(t._base()));
+    base = base_holder.ptr();
+  }
+  if (base != nullptr) {
+    if (depth > 8 || !THPVariable_Check(base)) return Found::Slow;
+    PyObject* ignored = nullptr;
+    const Found found = tangent_at(base, THPVariable_Unpack(base), level, &ignored, depth + 1);
+    return found == Found::None ? Found::None : Found::Slow;
+  }
+  if (t.requires_grad() && !t._is_zerotensor() && is_saved_output(t, level)) {
+    return Found::Slow;
+  }
+  return Found::None;
+}
+
+void set_tangent(const py::object& tensor, const py::handle& level, PyObject* value) {
+  py::dict dict = py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(tensor.ptr(), nullptr));
+  PyObject* entries = PyDict_GetItemWithError(dict.ptr(), shared->tangents.ptr());
+  py::dict own;
+  if (entries == nullptr) {
+    dict[shared->tangents] = own;
+  } else {
+    own = py::reinterpret_borrow<py::dict>(entries);
+  }
+  if (!own.contains(level)) {
+    py::list tensors = level.attr(names->tensors);
+    tensors.append(py::reinterpret_steal<py::object>(PyWeakref_NewRef(tensor.ptr(), nullptr)));
+    if (static_cast<int64_t>(tensors.size()) > level.attr(names->sweep_tensors_at).cast<int64_t>()) {
+      shared->sweep_tensors(level);  // levels.set_tangent's sweep
+    }
+  }
+  own[level] = py::reinterpret_borrow<py::object>(value);
+}
+
+// levels.note_view: a view of a tensor with tangents of its own follows that
+// tensor's tangent, not its memory's owner's.
+void note_view(const py::object& view, const py::handle& source) {
+  if (!THPVariable_Check(source.ptr())) return;
+  PyObject** dict = _PyObject_GetDictPtr(source.ptr());
+  PyObject* base = nullptr;
+  bool own = false;
+  if (dict != nullptr && *dict != nullptr) {
+    base = PyDict_GetItemWithError(*dict, shared->forward_base.ptr());
+    own = PyDict_GetItemWithError(*dict, shared->tangents.ptr()) != nullptr;
+  }
+  if (own && (base != nullptr || THPVariable_Unpack(source.ptr()).is_view())) {
+    base = source.ptr();
+  }
+  if (base != nullptr) {
+    py::dict view_dict =
+        py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(view.ptr(), nullptr));
+    view_dict[shared->forward_base] = py::reinterpret_borrow<py::object>(base);
+  }
+}
+
+}  // namespace dualgen

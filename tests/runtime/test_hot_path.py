@@ -1,0 +1,183 @@
+"""Which ops the C++ hot path handles itself, and that what it does is what the
+Python path does: in-place updates (self's tangent written in place, a first
+tangent for a plain tensor, operands read as they were), list inputs (cat,
+stack) and list outputs (unsafe_split, split, unbind). Bit for bit against the
+Python backend, and against native forward AD where native is right. Cases it
+must decline (lens updates through views, tangents whose elements share memory,
+autograd recording) go to the Python path, with the same answers."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+import torch.autograd.forward_ad as native_ad
+
+import dualgen
+import dualgen.forward_ad as fwAD
+from dualgen import cpp, fast
+
+pytestmark = pytest.mark.skipif(cpp.state() != "built", reason="C++ extension not built")
+
+
+@contextlib.contextmanager
+def declined_ops():
+    """The ops (by name) the hot path hands to the Python path while inside."""
+    declined = []
+    hot_path = fast.dispatch
+
+    def recording(func, types, args, kwargs):
+        out = hot_path(func, types, args, kwargs)
+        if out is fast.SLOW:
+            declined.append(str(func))
+        return out
+
+    fast.dispatch = recording
+    try:
+        yield declined
+    finally:
+        fast.dispatch = hot_path
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(4, 6, generator=g, dtype=torch.float64) for _ in range(4)]
+
+
+def _duals(ad, values):
+    x, tx, w, tw = values
+    return ad.make_dual(x.clone(), tx), ad.make_dual(w.clone(), tw)
+
+
+# Each program takes two duals and returns a dual tensor; `ops` are the ops the
+# hot path must handle itself.
+PROGRAMS = {
+    "add_ mul_ sigmoid_": (
+        lambda a, b: (a * 2).add_(b, alpha=0.5).mul_(b).sigmoid_(),
+        {"aten.add_.Tensor", "aten.mul_.Tensor", "aten.sigmoid_.default"},
+    ),
+    "first tangent of a plain tensor": (
+        lambda a, b: torch.zeros(4, 6, dtype=torch.float64).add_(a).mul_(b),
+        {"aten.add_.Tensor", "aten.mul_.Tensor"},
+    ),
+    "in-place on a view with its own tangent": (
+        lambda a, b: (lambda c: (c[1:3].mul_(b[1:3]).tanh_(), c)[1])(a * 1.0),
+        {"aten.mul_.Tensor", "aten.tanh_.default"},
+    ),
+    "copy_ of another dual": (
+        lambda a, b: (a * 1.0).copy_(b).exp_(),
+        {"aten.copy_.default", "aten.exp_.default"},
+    ),
+    "an operand sharing self's memory": (
+        lambda a, b: (lambda c: c.addcmul_(c, b))(a * 1.0),
+        {"aten.addcmul_.default"},
+    ),
+    "cat and stack of duals and plain tensors": (
+        lambda a, b: torch.stack([torch.cat([a, torch.ones(4, 2, dtype=a.dtype), b], 1)] * 2),
+        {"aten.cat.default", "aten.stack.default"},
+    ),
+    "unsafe_split then in-place on a piece": (
+        lambda a, b: torch.cat([p.tanh_() for p in torch.unsafe_split(a * b, 2, dim=1)], 1),
+        {"aten.unsafe_split.Tensor", "aten.tanh_.default"},
+    ),
+    "split and unbind (views)": (
+        lambda a, b: torch.stack([*torch.unbind(a, 1), *(p[:, 0] for p in torch.split(b, 1, 1))]),
+        {"aten.unbind.int", "aten.split.Tensor"},
+    ),
+}
+
+
+def _tangent(ad, program, values):
+    with ad.dual_level():
+        out = program(*_duals(ad, values))
+        primal, tangent = ad.unpack_dual(out)
+        return primal.clone(), tangent.clone()
+
+
+@pytest.fixture
+def backend():
+    before = dualgen.kernel_backend()
+    yield
+    dualgen.set_kernel_backend(before)
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_the_hot_path_handles_them_as_the_python_path_does(backend, name):
+    program, ops = PROGRAMS[name]
+    values = _inputs()
+    dualgen.set_kernel_backend("python")
+    expected = _tangent(fwAD, program, values)
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        got = _tangent(fwAD, program, values)
+    assert not ops & set(declined), f"declined: {sorted(ops & set(declined))}"
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    if name != "an operand sharing self's memory":  # native reads c after the update
+        torch.testing.assert_close(got, _tangent(native_ad, program, values))
+
+
+def test_an_operand_sharing_selfs_memory_is_read_as_it_was(backend):
+    """d(c * c)/dc through `c.mul_(c)` is 2 c ċ (native reads one c after the
+    update and gets 3 c ċ here)."""
+    x, t = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 1.0])
+    expected = 2 * x * t
+    with fwAD.dual_level():
+        c = fwAD.make_dual(x.clone(), t.clone())
+        tangent = fwAD.unpack_dual(c.mul_(c)).tangent
+    torch.testing.assert_close(tangent, expected)
+
+
+def test_a_first_tangent_through_a_view_goes_to_the_python_path(backend):
+    """`z[1:3].add_(dual)` for a plain z: the tangent lives on z (zeros around
+    the view), a lens update of the Python path's; it agrees with native."""
+
+    def program(a, b):
+        z = torch.zeros(4, 6, dtype=a.dtype)
+        z[1:3].add_(b[1:3])
+        return z
+
+    values = _inputs()
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        got = _tangent(fwAD, program, values)
+    assert "aten.add_.Tensor" in declined
+    torch.testing.assert_close(got, _tangent(native_ad, program, values))
+
+
+def test_a_tangent_sharing_memory_goes_to_the_python_path(backend):
+    """An expanded dual (primal and tangent of stride 0): `masked_fill_` writes
+    each location once, from the first of its elements written (the Python
+    path's `_write_shared`), as native."""
+    dualgen.set_kernel_backend("cpp")
+    got = {}
+    for ad in (fwAD, native_ad):
+        with ad.dual_level(), pytest.warns(UserWarning, match="expanded"):
+            a = ad.make_dual(torch.zeros(2).expand(3, 2), torch.ones(2).expand(3, 2))
+            value = ad.make_dual(torch.tensor(2.0), torch.tensor(5.0))
+            with declined_ops() as declined:
+                a.masked_fill_(torch.tensor([True, False]), value)
+            got[ad] = ad.unpack_dual(a).tangent.clone()
+        if ad is fwAD:
+            assert "aten.masked_fill_.Tensor" in declined
+    torch.testing.assert_close(got[fwAD], torch.tensor([[5.0, 1.0]] * 3))
+    torch.testing.assert_close(got[fwAD], got[native_ad])
+
+
+def test_recording_in_place_goes_to_the_python_path(backend):
+    """With autograd recording, an in-place op's tangent must be in the graph:
+    the Python path's (tracked) update; d/dw of the tangent agrees with native."""
+    dualgen.set_kernel_backend("cpp")
+    grads = {}
+    for ad in (fwAD, native_ad):
+        w = torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        w.requires_grad_(True)
+        with ad.dual_level():
+            a = ad.make_dual(w * 1.0, torch.ones(5, dtype=torch.float64))
+            with declined_ops() as declined:
+                out = (a * 2).sin_()
+            tangent = ad.unpack_dual(out).tangent
+        (grads[ad],) = torch.autograd.grad(tangent.sum(), w)
+        if ad is fwAD:
+            assert "aten.sin_.default" in declined
+    torch.testing.assert_close(grads[fwAD], grads[native_ad])
