@@ -17,7 +17,6 @@ tangent, the dispatch contexts), `layout` and `dtypes` (how a tangent is stored)
 
 from __future__ import annotations
 
-import sys
 
 import torch
 from torch.utils._python_dispatch import (
@@ -86,27 +85,26 @@ def tensor_arguments(args, kwargs) -> list:
     return tensors
 
 
-def importing_dynamo_lazily(cls):
-    """Class decorator for a TorchDispatchMode: its `__torch_dispatch__` imports
-    torch._dynamo only once something else has.
+def disabling_dynamo_only_while_active(cls):
+    """Class decorator for a TorchDispatchMode: its `__torch_dispatch__` goes
+    through torch's Dynamo-disabling wrapper only while Dynamo is active.
 
     torch wraps a mode's `__torch_dispatch__` in `torch._disable_dynamo`, which
-    imports torch._dynamo (seconds) on the first call. Until torch._dynamo is
-    imported nothing can be compiling and no eval-frame callback is set, so that
-    wrapper only calls the function: this runs it directly until then, and from
-    the first call after it the class has torch's wrapper again. Its own frames
-    are marked for Dynamo to skip, like torch's wrapper's (in torch's files)."""
+    imports torch._dynamo (seconds) on the first call and then, on every call,
+    clears the thread's eval-frame callback around the function (several µs per
+    op). With no callback set (nothing compiling or running compiled code on
+    this thread, always so before torch._dynamo is imported) that wrapper only
+    calls the function: this calls it directly then, and torch's wrapper
+    otherwise. Its own frames are marked for Dynamo to skip, like torch's
+    wrapper's (in torch's files)."""
     disabled = cls.__dict__["__torch_dispatch__"]
     raw = getattr(disabled, "__wrapped__", None)
     if raw is None:  # not wrapped (`_should_skip_dynamo` is False)
         return cls
-    modules = sys.modules
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if "torch._dynamo" not in modules:
+        if _eval_frame_callback() is None:
             return raw(self, func, types, args, kwargs)
-        if cls.__dict__.get("__torch_dispatch__") is __torch_dispatch__:
-            cls.__torch_dispatch__ = disabled
         return disabled(self, func, types, args, kwargs)
 
     __torch_dispatch__.__wrapped__ = raw
@@ -115,6 +113,14 @@ def importing_dynamo_lazily(cls):
     _skipped_by_dynamo(__torch_dispatch__.__code__)
     cls.__torch_dispatch__ = __torch_dispatch__
     return cls
+
+
+# The thread's Dynamo eval-frame callback (None: Dynamo is idle here).
+_eval_frame_callback = getattr(
+    getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None),
+    "get_eval_frame_callback",
+    lambda: True,  # a torch without it: always torch's wrapper
+)
 
 
 def _skipped_by_dynamo(code) -> None:
@@ -132,7 +138,7 @@ def _skipped_by_dynamo(code) -> None:
         pass
 
 
-@importing_dynamo_lazily
+@disabling_dynamo_only_while_active
 class DualMode(TorchDispatchMode):
     """Runs every aten op; computes tangents where its inputs have them."""
 

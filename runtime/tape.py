@@ -29,7 +29,7 @@ from .kernel_info import KernelInfo
 from .missing import qualified_name
 from .mode import (
     bind,
-    importing_dynamo_lazily,
+    disabling_dynamo_only_while_active,
     native_dispatch_keys,
     reads_lazy_views,
 )
@@ -141,7 +141,7 @@ class _PutbackStep:
     view_dtype: torch.dtype
 
 
-@importing_dynamo_lazily
+@disabling_dynamo_only_while_active
 class Tape(TorchDispatchMode):
     """Records aten ops; `grad(outputs, inputs, grad_outputs)` runs them backwards.
 

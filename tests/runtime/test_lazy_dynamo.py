@@ -1,9 +1,10 @@
 """Dual ops and the tape do not import torch._dynamo (seconds on first use).
 
 torch wraps a dispatch mode's `__torch_dispatch__` in `torch._disable_dynamo`,
-which imports torch._dynamo on the first call; `mode.importing_dynamo_lazily` runs
-the function directly until something else has imported it, then hands the class
-back to torch's wrapper. Each check runs in a fresh interpreter.
+which imports torch._dynamo on the first call and clears Dynamo's eval-frame
+callback around every call; `mode.disabling_dynamo_only_while_active` runs the
+function directly while no callback is set, and through torch's wrapper while one
+is. Each check runs in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -63,28 +64,37 @@ def test_tape_does_not_import_dynamo():
         """)
 
 
-def test_torchs_wrapper_once_dynamo_is_imported():
-    """After torch._dynamo is imported (within a level too) dispatch goes through
-    torch's `_disable_dynamo` wrapper again, as without the deferral."""
+def test_torchs_wrapper_only_while_dynamo_is_active():
+    """With torch._dynamo imported but idle, dispatch calls the function itself;
+    with an eval-frame callback set, it goes through torch's `_disable_dynamo`
+    wrapper (which imports torch._dynamo and clears the callback)."""
     _check("""
         import torch
+        import torch._dynamo
         import dualgen.forward_ad as fwAD
         from dualgen.mode import DualMode
 
-        deferring = DualMode.__dict__["__torch_dispatch__"]
         x = torch.randn(3)
         with fwAD.dual_level():
-            d = fwAD.make_dual(x, torch.ones(3))
-            d.sin()
-            assert DualMode.__dict__["__torch_dispatch__"] is deferring
-            import torch._dynamo
-
-            y = d.cos()
-            wrapper = DualMode.__dict__["__torch_dispatch__"]
-            assert wrapper is not deferring
-            assert wrapper.__module__ == DualMode.__module__
-            assert wrapper.__code__.co_filename.endswith("_compile.py")
-            assert getattr(wrapper.__wrapped__, "__dynamo_disable", None) is not None
+            y = fwAD.make_dual(x, torch.ones(3)).cos()
             t = fwAD.unpack_dual(y).tangent
+        # torch's wrapper caches Dynamo's disabled function on its first call
+        raw = DualMode.__dict__["__torch_dispatch__"].__wrapped__
+        assert getattr(raw, "__dynamo_disable", None) is None, "torch's wrapper ran"
+        torch.testing.assert_close(t, -x.sin())
+        """)
+    _check("""
+        import torch
+        import dualgen.forward_ad as fwAD
+        from dualgen import mode
+        from dualgen.mode import DualMode
+
+        mode._eval_frame_callback = lambda: "a callback"  # as while compiling
+        x = torch.randn(3)
+        with fwAD.dual_level():
+            y = fwAD.make_dual(x, torch.ones(3)).cos()
+            t = fwAD.unpack_dual(y).tangent
+        raw = DualMode.__dict__["__torch_dispatch__"].__wrapped__
+        assert getattr(raw, "__dynamo_disable", None) is not None, "not through torch's"
         torch.testing.assert_close(t, -x.sin())
         """)
