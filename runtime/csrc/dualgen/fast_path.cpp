@@ -79,10 +79,6 @@ const OpEntry& entry_of(const py::handle& func) {
   if (!described.is_none()) {
     auto t = described.cast<py::tuple>();
     entry.kernel = registry().find(t[0].cast<std::string>());
-    const auto name = func.attr("_schema").attr("name").cast<std::string>();
-    auto overload = func.attr("_overloadname").cast<std::string>();
-    if (overload == "default") overload = "";
-    entry.handle = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
     entry.inputs = t[1].cast<std::vector<size_t>>();
     entry.list_inputs = t[2].cast<std::vector<bool>>();
     entry.differentiable = t[3].cast<std::vector<bool>>();
@@ -91,8 +87,12 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.uses_outputs = t[6].cast<bool>();
     entry.inplace = t[7].cast<bool>();
     entry.original_self = t[8].cast<bool>();
-    entry.fast = entry.kernel != nullptr;
   }
+  const auto name = func.attr("_schema").attr("name").cast<std::string>();
+  auto overload = func.attr("_overloadname").cast<std::string>();
+  if (overload == "default") overload = "";
+  entry.handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  entry.fast = entry.kernel != nullptr && entry.handle.has_value();
   entry.raw = func.attr("_op");
   entry.is_view_op = func.attr("is_view").cast<bool>();
   entry.detach = func.is(shared->detach);
@@ -212,6 +212,27 @@ bool acts_plainly(const py::handle& type) {
 
 // -- the hot path -----------------------------------------------------------
 
+// The op, run as it is (no tangent to compute): bound and called in C++, its
+// outputs handed back as OpOverload hands them; where its arguments do not bind
+// (a Python value the schema's type cannot take), by OpOverload itself, which
+// raises what it raises.
+py::object run_plainly(const OpEntry& op, const py::tuple& args, const py::object& kwargs,
+                       bool has_kwargs) {
+  if (op.handle) {
+    std::optional<torch::jit::Stack> stack;
+    try {
+      stack = bind_stack(op.handle->schema(), args, kwargs);
+    } catch (const std::exception&) {  // (py::error_already_set included)
+      stack.reset();
+    }
+    if (stack) {
+      op.handle->callBoxed(*stack);
+      return torch::jit::createPyObjectForStack(std::move(*stack));
+    }
+  }
+  return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+}
+
 // The tangent of one argument at `level` (mode._tangent_arg), into `tangent`
 // (undefined if none); false where the Python path must read it (a tangent
 // derived from a base or a saved output, a complex or lazily negated one, one
@@ -279,10 +300,10 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   if (op.detach) {
     // mode._dispatch: a detached alias gets no tangent and follows no tensor's
     // (autograd detaches every output it saves, so this is a common op).
-    return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+    return run_plainly(op, args, kwargs, has_kwargs);
   }
   if (!any_tangent) {
-    py::object out = op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+    py::object out = run_plainly(op, args, kwargs, has_kwargs);
     if (op.is_view_op && args.size() > 0) {  // mode._note_views
       each_tensor(out, [&](const py::handle& t) {
         note_view(py::reinterpret_borrow<py::object>(t), args[0]);
@@ -332,7 +353,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     tracking = THPVariable_Unpack(tensors[i]).requires_grad();
   }
   if (!present) {
-    return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
+    return run_plainly(op, args, kwargs, has_kwargs);
   }
   if (op.inplace) {
     // Recording an in-place op (tracked), or a lens update: the Python path's.
