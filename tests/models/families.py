@@ -358,6 +358,34 @@ FAMILIES: tuple[Family, ...] = (
         ),
         _pixels(64),
     ),
+    # DETR's default backbone is timm's, and timm needs torchvision, whose
+    # registry wheel does not load beside the CPU torch: transformers' own ResNet.
+    Family(
+        "detr",
+        "vision",
+        _hf(
+            "detr",
+            use_timm_backbone=False,
+            use_pretrained_backbone=False,
+            backbone_config={
+                "model_type": "resnet",
+                "embedding_size": 8,
+                "hidden_sizes": [8, 16],
+                "depths": [1, 1],
+                "layer_type": "basic",
+                "out_features": ["stage2"],
+            },
+            d_model=WIDTH,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=HEADS,
+            decoder_attention_heads=HEADS,
+            encoder_ffn_dim=FFN,
+            decoder_ffn_dim=FFN,
+            num_queries=4,
+        ),
+        _pixels(32),
+    ),
     # audio
     Family(
         "wav2vec2",
