@@ -19,6 +19,7 @@ import re
 import statistics
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 
 import torch
 
@@ -58,6 +59,44 @@ def verdict(case: Case, result, ref_name: str, ref) -> str:
     else:
         ok = error_against_fd(case, result.tangent) <= AGAINST_FD
     return "✓" if ok else "wrong"
+
+
+@dataclass
+class Group:
+    """A group's models, how many checks each system passes, dualgen's ratios."""
+
+    models: set = field(default_factory=set)
+    checks: int = 0
+    passed: list = field(default_factory=lambda: [0] * len(SYSTEMS))
+    ratios: list = field(default_factory=list)
+
+    def add(self, model: str, cells: list[str], ratio: float | None) -> None:
+        self.models.add(model)
+        self.checks += 1
+        self.passed = [n + (c == "✓") for n, c in zip(self.passed, cells)]
+        if ratio is not None:
+            self.ratios.append(ratio)
+
+
+def print_groups(groups: dict[str, Group]) -> None:
+    """The table by group (the README's): checks passed per system, median ratio."""
+    header = " | ".join(SYSTEMS)
+    print(f"\n| models | checks | {header} | time, dualgen / native (median) |")
+    print("|---|---|" + "---|" * len(SYSTEMS) + "---|")
+    total = Group()
+    for name, group in groups.items():
+        _print_group(f"{name}: {', '.join(sorted(group.models))}", group)
+        total.models |= group.models
+        total.checks += group.checks
+        total.passed = [a + b for a, b in zip(total.passed, group.passed)]
+        total.ratios += group.ratios
+    _print_group(f"**total** ({len(total.models)} models)", total)
+
+
+def _print_group(label: str, group: Group) -> None:
+    passed = " | ".join(f"{n}/{group.checks}" for n in group.passed)
+    median = f"{statistics.median(group.ratios):.2f}x" if group.ratios else ""
+    print(f"| {label} | {group.checks} | {passed} | {median} |")
 
 
 def timing(case: Case, rounds: int) -> tuple[float, float, bool] | None:
@@ -103,6 +142,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|")
     ratios = []
+    groups: dict[str, Group] = {}
     for family in FAMILIES:
         if names and family.name not in names:
             continue
@@ -121,6 +161,10 @@ def main() -> None:
                 ratio = ""
             row = " | ".join([family.name, family.group, on, *cells, ratio])
             print(f"| {row} |", flush=True)
+            group = groups.setdefault(family.group, Group())
+            group.add(family.name, cells, ours / theirs if timed else None)
+    if groups:
+        print_groups(groups)
     if ratios:
         print(
             f"\nmedian time ratio {statistics.median(ratios):.2f}x, "
