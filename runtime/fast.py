@@ -27,6 +27,7 @@ def enable(extension) -> None:
         extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
         _extension = extension
     dispatch, make_dual = extension.dispatch, extension.make_dual
+    extension.set_front(front_ops())
 
 
 def disable() -> None:
@@ -34,6 +35,8 @@ def disable() -> None:
     stays: it does not depend on the backend)."""
     global dispatch, make_dual
     dispatch = make_dual = None
+    if _extension is not None:
+        _extension.set_front(None)
 
 
 def forget() -> None:
@@ -77,3 +80,25 @@ def describe(op):
         inplace,
         rule.needs_original_self,
     )
+
+
+def front_ops() -> list:
+    """The ops the extension's front kernel takes (csrc/dualgen/front.cpp): those
+    with a generated C++ kernel the hot path may run, which reach dispatch as
+    themselves (not decomposed first) and have no kernel of torch's own at that
+    key."""
+    import torch
+
+    from . import rules
+    from .mode import has_decomposition
+
+    ops = []
+    for op, info in rules.generated_kernels().items():
+        if info.cpp_kernel is None or not op.name().startswith("aten::"):
+            continue
+        if has_decomposition(op) or torch._C._dispatch_has_kernel_for_dispatch_key(
+            op.name(), "PythonTLSSnapshot"
+        ):
+            continue
+        ops.append(op)
+    return ops

@@ -17,7 +17,6 @@ tangent, the dispatch contexts), `layout` and `dtypes` (how a tangent is stored)
 
 from __future__ import annotations
 
-
 import torch
 from torch.utils._python_dispatch import (
     TorchDispatchMode,

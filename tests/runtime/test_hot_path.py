@@ -16,28 +16,30 @@ import torch.autograd.forward_ad as native_ad
 
 import dualgen
 import dualgen.forward_ad as fwAD
-from dualgen import cpp, fast
+from dualgen import cpp
+from dualgen.mode import DualMode
 
-pytestmark = pytest.mark.skipif(cpp.state() != "built", reason="C++ extension not built")
+pytestmark = pytest.mark.skipif(
+    cpp.state() != "built", reason="C++ extension not built"
+)
 
 
 @contextlib.contextmanager
 def declined_ops():
-    """The ops (by name) the hot path hands to the Python path while inside."""
+    """The ops (by name) the Python path handles while inside: those the hot path
+    declined, whether it was offered them in front of the mode or by it."""
     declined = []
-    hot_path = fast.dispatch
+    python_path = DualMode._entered
 
-    def recording(func, types, args, kwargs):
-        out = hot_path(func, types, args, kwargs)
-        if out is fast.SLOW:
-            declined.append(str(func))
-        return out
+    def recording(self, func, args, kwargs, tensors):
+        declined.append(str(func))
+        return python_path(self, func, args, kwargs, tensors)
 
-    fast.dispatch = recording
+    DualMode._entered = recording
     try:
         yield declined
     finally:
-        fast.dispatch = hot_path
+        DualMode._entered = python_path
 
 
 def _inputs():
@@ -48,6 +50,17 @@ def _inputs():
 def _duals(ad, values):
     x, tx, w, tw = values
     return ad.make_dual(x.clone(), tx), ad.make_dual(w.clone(), tw)
+
+
+def _update_a_view(a, b):
+    c = a * 1.0
+    c[1:3].mul_(b[1:3]).tanh_()
+    return c
+
+
+def _addcmul_with_self(a, b):
+    c = a * 1.0
+    return c.addcmul_(c, b)
 
 
 # Each program takes two duals and returns a dual tensor; `ops` are the ops the
@@ -62,7 +75,7 @@ PROGRAMS = {
         {"aten.add_.Tensor", "aten.mul_.Tensor"},
     ),
     "in-place on a view with its own tangent": (
-        lambda a, b: (lambda c: (c[1:3].mul_(b[1:3]).tanh_(), c)[1])(a * 1.0),
+        _update_a_view,
         {"aten.mul_.Tensor", "aten.tanh_.default"},
     ),
     "copy_ of another dual": (
@@ -70,19 +83,25 @@ PROGRAMS = {
         {"aten.copy_.default", "aten.exp_.default"},
     ),
     "an operand sharing self's memory": (
-        lambda a, b: (lambda c: c.addcmul_(c, b))(a * 1.0),
+        _addcmul_with_self,
         {"aten.addcmul_.default"},
     ),
     "cat and stack of duals and plain tensors": (
-        lambda a, b: torch.stack([torch.cat([a, torch.ones(4, 2, dtype=a.dtype), b], 1)] * 2),
+        lambda a, b: torch.stack(
+            [torch.cat([a, torch.ones(4, 2, dtype=a.dtype), b], 1)] * 2
+        ),
         {"aten.cat.default", "aten.stack.default"},
     ),
     "unsafe_split then in-place on a piece": (
-        lambda a, b: torch.cat([p.tanh_() for p in torch.unsafe_split(a * b, 2, dim=1)], 1),
+        lambda a, b: torch.cat(
+            [p.tanh_() for p in torch.unsafe_split(a * b, 2, dim=1)], 1
+        ),
         {"aten.unsafe_split.Tensor", "aten.tanh_.default"},
     ),
     "split and unbind (views)": (
-        lambda a, b: torch.stack([*torch.unbind(a, 1), *(p[:, 0] for p in torch.split(b, 1, 1))]),
+        lambda a, b: torch.stack(
+            [*torch.unbind(a, 1), *(p[:, 0] for p in torch.split(b, 1, 1))]
+        ),
         {"aten.unbind.int", "aten.split.Tensor"},
     ),
 }
@@ -152,11 +171,15 @@ def test_a_tangent_sharing_memory_goes_to_the_python_path(backend):
     dualgen.set_kernel_backend("cpp")
     got = {}
     for ad in (fwAD, native_ad):
-        with ad.dual_level(), pytest.warns(UserWarning, match="expanded"):
+        with ad.dual_level():
             a = ad.make_dual(torch.zeros(2).expand(3, 2), torch.ones(2).expand(3, 2))
             value = ad.make_dual(torch.tensor(2.0), torch.tensor(5.0))
-            with declined_ops() as declined:
-                a.masked_fill_(torch.tensor([True, False]), value)
+            mask = torch.tensor([True, False])
+            with (
+                declined_ops() as declined,
+                pytest.warns(UserWarning, match="expanded"),
+            ):
+                a.masked_fill_(mask, value)
             got[ad] = ad.unpack_dual(a).tangent.clone()
         if ad is fwAD:
             assert "aten.masked_fill_.Tensor" in declined
@@ -170,7 +193,9 @@ def test_recording_in_place_goes_to_the_python_path(backend):
     dualgen.set_kernel_backend("cpp")
     grads = {}
     for ad in (fwAD, native_ad):
-        w = torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        w = torch.randn(
+            5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)
+        )
         w.requires_grad_(True)
         with ad.dual_level():
             a = ad.make_dual(w * 1.0, torch.ones(5, dtype=torch.float64))

@@ -32,6 +32,10 @@ namespace dualgen {
 
 Registry& registry();
 
+thread_local bool in_front = false;
+
+namespace {
+
 // levels.STATE.user_exclude as a key set; it changes only when a level is
 // entered, so its value is kept with the object it came from.
 c10::DispatchKeySet user_exclude_keys(const py::object& state) {
@@ -44,6 +48,21 @@ c10::DispatchKeySet user_exclude_keys(const py::object& state) {
     known = keys.inc_ref().ptr();
   }
   return c10::DispatchKeySet(c10::DispatchKeySet::RAW, raw);
+}
+
+const c10::DispatchKeySet python_keys({c10::DispatchKey::Python,
+                                       c10::DispatchKey::PythonTLSSnapshot});
+
+}  // namespace
+
+FormulaKeys formula_keys() {
+  FormulaKeys keys{c10::impl::tls_local_dispatch_key_set().included_,
+                   user_exclude_keys(shared->state)};
+  if (in_front) {
+    keys.included = keys.included - python_keys;
+    keys.excluded = keys.excluded | python_keys;
+  }
+  return keys;
 }
 
 Results run_kernel(const OpEntry& op, const Values& primals, const Values& tangents,
@@ -260,6 +279,8 @@ bool returns_list(const c10::FunctionSchema& schema) {
 }
 
 
+}  // namespace
+
 py::object dispatch(const py::handle& func, const py::handle& types,
                     const py::tuple& args, const py::object& kwargs) {
   const py::object& state = shared->state;
@@ -364,19 +385,21 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     }
     return update_in_place(op, stack, tangents, args[0], level0);
   }
+  // Recorded ops from the front kernel: autograd is below it there, and must
+  // see the op (the Python path runs it from the mode, below autograd).
+  if (tracking && in_front) return shared->slow;
   if (tracking && op.uses_outputs && (op.view || returns_list(schema))) return shared->slow;
   const Values primals(stack.begin(), stack.end());
   // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
   // keys the user's context has, so the views they make are tracked as views
   // (`_base`, version counters) and they are differentiable.
-  const auto user_exclude = user_exclude_keys(state);
-  const auto included = c10::impl::tls_local_dispatch_key_set().included_;
+  const FormulaKeys formula = formula_keys();
   Values kernel_outputs;
   if (tracking && op.uses_outputs) {
     // tracked._run_tracked: the op runs once, recorded, so the outputs the
     // formula reads are in the graph; the mode hands back detached aliases.
     {
-      c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+      c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
       op.handle->callBoxed(stack);
     }
     kernel_outputs.assign(stack.begin(), stack.end());
@@ -390,12 +413,14 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   } else {
     op.handle->callBoxed(stack);  // the op, once
   }
-  c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+  c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
   const Results results =
       run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
   return returned(attach(op, schema, stack, results, tangents, level0, args), tracking,
                   level0);
 }
+
+namespace {
 
 // forward_ad.make_dual's common case (level 0 the only level, plain floating
 // tensors, a primal without a tangent, a tangent that is no dual): the alias

@@ -38,8 +38,20 @@ Results run_kernel(const OpEntry& op, const Values& primals, const Values& tange
 void check_shape(const c10::FunctionSchema& schema, const at::Tensor& value,
                  const at::Tensor& output);
 
-// The keys formulas run with: the user's context's (tangents.autograd_enabled).
-c10::DispatchKeySet user_exclude_keys(const py::object& state);
+// The dispatch keys formulas (and an op autograd records) run with: the user's
+// context's (tangents.autograd_enabled). Called from the front kernel
+// (front.cpp), where the mode is still on the stack, Python's keys stay out.
+struct FormulaKeys {
+  c10::DispatchKeySet included, excluded;
+};
+FormulaKeys formula_keys();
+
+// Whether this thread is inside the front kernel's call of the hot path.
+extern thread_local bool in_front;
+
+// dispatch's Python entry (fast_path.cpp), for the front kernel to call.
+py::object dispatch(const py::handle& func, const py::handle& types,
+                    const py::tuple& args, const py::object& kwargs);
 
 // Whether an in-place op on `self` (its tangent `self_tangent`, maybe
 // undefined) is the hot path's: otherwise the Python path's lens updates are

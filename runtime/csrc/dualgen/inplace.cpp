@@ -80,16 +80,15 @@ py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& 
                            const py::handle& self, const py::handle& level) {
   const at::Tensor self_tangent =
       tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
-  const auto user_exclude = user_exclude_keys(shared->state);
-  const auto included = c10::impl::tls_local_dispatch_key_set().included_;
+  const FormulaKeys formula = formula_keys();
   Values primals(stack.begin(), stack.end());
   {
-    c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+    c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
     separate_from_self(primals, tangents, self_tangent);
     if (op.original_self) primals[0] = primals[0].toTensor().clone();
   }
   op.handle->callBoxed(stack);  // the op, once: self is updated
-  c10::impl::ForceDispatchKeyGuard keys(included, user_exclude);
+  c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
   const Results results = run_kernel(op, primals, tangents, stack);
   const at::Tensor& updated = stack[0].toTensor();
   at::Tensor value = !results.empty() && results[0].isTensor() ? results[0].toTensor()

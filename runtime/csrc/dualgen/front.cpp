@@ -1,0 +1,177 @@
+// dualgen's kernel in front of torch's Python dispatch mode.
+//
+// A TorchDispatchMode sees an op only after torch has turned its arguments into
+// Python objects and called `__torch_dispatch__`: at small sizes that round trip
+// costs about what native forward AD's whole dual op does. While the C++ backend
+// is on, this kernel is registered, for each op with a generated kernel, at the
+// PythonTLSSnapshot key: the first key an op reaches while a mode is active, above
+// autograd. When dualgen's mode is the only one and the op's tensors are plain
+// strided ones (no subclass, vmap, autocast, functorch or lazy bits), it offers
+// the op to the hot path (fast_path.cpp) with Python's keys excluded, so the op
+// runs below it as it would (autograd, views, the backend) and never reaches the
+// mode. Whatever the hot path declines, and every op when the conditions do not
+// hold, continues as torch's own PythonTLSSnapshot fallback does (the snapshot
+// guard, then the keys below) and reaches the mode's Python path.
+#include <ATen/core/PythonFallbackKernel.h>
+#include <c10/core/impl/PyInterpreter.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/library.h>
+
+#include <atomic>
+
+#include "dualgen/fast_path.h"
+#include "dualgen/hot_path.h"
+#include "dualgen/store.h"
+
+namespace dualgen {
+
+namespace {
+
+std::atomic<bool> front_on{false};
+std::unique_ptr<torch::Library> library;
+// OpOverload objects by schema: what the hot path takes.
+std::unordered_map<const c10::FunctionSchema*, py::object>* overloads = nullptr;
+py::object* mode_key = nullptr;  // "mode": levels.STATE's attribute
+
+const c10::DispatchKeySet python_keys({c10::DispatchKey::Python,
+                                       c10::DispatchKey::PythonTLSSnapshot});
+
+// The keys of an op the hot path may take from here: a mode's, autograd's and a
+// strided CPU tensor's. Any other (vmap, functorch, autocast, functionalization,
+// conjugate or negative bits, zero tensors, other backends) goes the usual way.
+bool plain_keys(c10::DispatchKeySet keys) {
+  static const c10::DispatchKeySet allowed({c10::DispatchKey::PythonTLSSnapshot,
+                                            c10::DispatchKey::Python,
+                                            c10::DispatchKey::ADInplaceOrView,
+                                            c10::DispatchKey::AutogradFunctionality,
+                                            c10::DispatchKey::Dense,
+                                            c10::DispatchKey::BackendSelect});
+  static const uint64_t cpu = c10::DispatchKeySet(c10::BackendComponent::CPUBit).raw_repr();
+  // (Subtracting keys leaves backend bits: those are compared on their own.)
+  const uint64_t functionality = (keys - allowed).raw_repr() & ~c10::full_backend_mask;
+  return functionality == 0 && (keys.raw_repr() & c10::full_backend_mask) == cpu;
+}
+
+// torch's PythonTLSSnapshot fallback: the dispatch state on entry, kept for the
+// mode, then the keys below.
+void decline(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+             torch::jit::Stack* stack) {
+  at::impl::MaybeSetTLSOnEntryGuard guard;
+  op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
+                                                c10::DispatchKey::PythonTLSSnapshot),
+                     stack);
+}
+
+struct InFront {
+  InFront() { in_front = true; }
+  ~InFront() { in_front = false; }
+};
+
+// The op through the hot path, its arguments given to it as the mode would get
+// them; false (nothing run, the stack as it was) where the hot path declines.
+bool offer(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  auto found = overloads->find(&schema);
+  if (found == overloads->end()) return false;
+  const auto& mode = c10::impl::TorchDispatchModeTLS::get_stack_at(0);
+  PyObject* ours = PyObject_GetAttr(shared->state.ptr(), mode_key->ptr());
+  if (ours == nullptr) throw python_error();
+  Py_DECREF(ours);  // the state holds it
+  if (mode->ptr(c10::impl::getGlobalPyInterpreter()) != ours) return false;
+  const size_t n = schema.arguments().size();
+  auto arguments = torch::jit::last(*stack, n);
+  size_t positional = 0;
+  for (const auto& argument : schema.arguments()) positional += !argument.kwarg_only();
+  py::tuple args(positional);
+  py::object kwargs = py::none();  // a dict only for keyword-only arguments
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& value = arguments[i];
+    if (value.isTensor() && value.toTensor().defined() &&
+        value.toTensor().key_set().has(c10::DispatchKey::Python)) {
+      return false;  // a subclass with a dispatch of its own
+    }
+    py::object obj = torch::jit::toPyObject(value);
+    const auto& argument = schema.arguments()[i];
+    if (argument.kwarg_only()) {
+      if (kwargs.is_none()) kwargs = py::dict();
+      kwargs[py::str(argument.name())] = obj;
+    } else {
+      args[i] = obj;
+    }
+  }
+  py::object out;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
+    InFront front;
+    out = dispatch(found->second, py::tuple(), args, kwargs);
+  }
+  if (out.is(shared->slow)) return false;
+  torch::jit::drop(*stack, n);
+  const auto& returns = schema.returns();
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(out, returns[0].type()));
+  } else if (!returns.empty()) {
+    py::tuple outs = out;
+    for (size_t k = 0; k < returns.size(); ++k) {
+      stack->push_back(torch::jit::toIValue(outs[k], returns[k].type()));
+    }
+  }
+  return true;
+}
+
+void front_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                  torch::jit::Stack* stack) {
+  if (front_on.load(std::memory_order_relaxed) && plain_keys(keys) &&
+      c10::impl::TorchDispatchModeTLS::stack_len() == 1) {
+    bool handled = false;
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        handled = offer(op, stack);
+      } catch (py::error_already_set& e) {
+        e.restore();
+        throw python_error();
+      }
+    }
+    if (handled) return;
+  }
+  decline(op, keys, stack);
+}
+
+// Register the front kernel for `ops` (OpOverloads), or, given None, remove it.
+void set_front(const py::object& ops) {
+  if (overloads == nullptr) {
+    overloads = new std::unordered_map<const c10::FunctionSchema*, py::object>();
+    mode_key = new py::object(py::str("mode"));
+  }
+  front_on.store(false);
+  library.reset();
+  overloads->clear();
+  if (ops.is_none()) return;
+  library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                             c10::DispatchKey::PythonTLSSnapshot,
+                                             __FILE__, __LINE__);
+  for (const py::handle& func : ops) {
+    const auto name = func.attr("_schema").attr("name").cast<std::string>();
+    auto overload = func.attr("_overloadname").cast<std::string>();
+    const auto handle = c10::Dispatcher::singleton().findSchema(
+        {name, overload == "default" ? "" : overload});
+    if (!handle) continue;
+    const std::string bare = name.substr(name.find("::") + 2);
+    const std::string qualified = overload == "default" ? bare : bare + "." + overload;
+    library->impl(qualified.c_str(),
+                  torch::CppFunction::makeFromBoxedFunction<&front_kernel>());
+    overloads->emplace(&handle->schema(), py::reinterpret_borrow<py::object>(func));
+  }
+  front_on.store(true);
+}
+
+}  // namespace
+
+void bind_front(py::module_& m) {
+  m.def("set_front", &set_front,
+        "register the front kernel for these OpOverloads (None: remove it)");
+}
+
+}  // namespace dualgen
