@@ -3,8 +3,12 @@
 `dualgen.forward_ad` has the API of `torch.autograd.forward_ad`, with nested levels;
 `dualgen.register_jvp` adds JVP rules for any operator, custom ops included;
 `dualgen.load_kernels` adds the kernels generated from a library's own spec;
-`dualgen.gradcheck` / `gradgradcheck` / `adjoint_check` prove the formulas.
+`dualgen.gradcheck` / `gradgradcheck` / `adjoint_check` prove the formulas;
+`dualgen.functional` and `dualgen.func` are the high-level APIs of
+`torch.autograd.functional` and `torch.func`, in forward mode.
 """
+
+import importlib
 
 from . import forward_ad
 from .backend import kernel_backend, set_kernel_backend
@@ -15,6 +19,8 @@ __all__ = [
     "GradcheckError",
     "adjoint_check",
     "forward_ad",
+    "func",
+    "functional",
     "gradcheck",
     "gradgradcheck",
     "kernel_backend",
@@ -25,3 +31,11 @@ __all__ = [
     "unregister_jvp",
 ]
 __version__ = "0.1.0"
+
+_LAZY = ("func", "functional")  # imported on first use: nothing else needs them
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,120 @@
+"""Benchmark: the high-level API (`dualgen.functional`, `dualgen.func`) against
+torch's, in one process, interleaved rounds, medians; float32, 2 threads.
+
+- `jacobian(f, x, strategy="forward-mode", vectorize=True)` of an MLP with 64
+  inputs and 64 outputs, against torch's same call; and dualgen's
+  `vectorize=False` (column by column, where torch raises) against its own
+  `vectorize=True`.
+- `hvp` of a compute-bound loss (a 512×512 weight, a batch of 256): dualgen's
+  forward over reverse (`fw_mode=True`, the default) against torch's double
+  backward.
+- `dualgen.func.jacfwd` and `hessian` against torch.func's on the same MLP.
+
+    python bench/functional_speed.py [--rounds 11]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.autograd.functional as torch_af
+
+import dualgen.func as dfunc
+import dualgen.functional as dual_af
+
+
+def mlp(width: int = 64):
+    torch.manual_seed(0)
+    layers = [torch.randn(width, width) / width**0.5 for _ in range(3)]
+
+    def f(x):
+        for w in layers:
+            x = torch.tanh(x @ w)
+        return x
+
+    return f, torch.randn(width)
+
+
+def loss_of_weight(size: int = 512, batch: int = 256):
+    torch.manual_seed(1)
+    x, y = torch.randn(batch, size), torch.randn(batch, size)
+
+    def loss(w):
+        return ((torch.tanh(x @ w) - y) ** 2).mean()
+
+    return loss, torch.randn(size, size) / size**0.5, torch.randn(size, size)
+
+
+def cases() -> dict:
+    f, x = mlp()
+    loss, w, v = loss_of_weight()
+    scalar = lambda x: f(x).sum()  # a scalar function of the MLP
+    return {
+        "jacobian, forward-mode, vectorize=True (MLP 64 -> 64)": {
+            "torch": lambda: torch_af.jacobian(
+                f, x, strategy="forward-mode", vectorize=True
+            ),
+            "dualgen": lambda: dual_af.jacobian(
+                f, x, strategy="forward-mode", vectorize=True
+            ),
+        },
+        "jacobian, forward-mode: dualgen vectorize=False against True": {
+            "torch": lambda: dual_af.jacobian(
+                f, x, strategy="forward-mode", vectorize=True
+            ),
+            "dualgen": lambda: dual_af.jacobian(
+                f, x, strategy="forward-mode", vectorize=False
+            ),
+        },
+        "hvp, 512x512 weight (dualgen fw_mode=True)": {
+            "torch": lambda: torch_af.hvp(loss, w, v),
+            "dualgen": lambda: dual_af.hvp(loss, w, v),
+        },
+        "func.jacfwd (MLP 64 -> 64)": {
+            "torch": lambda: torch.func.jacfwd(f)(x),
+            "dualgen": lambda: dfunc.jacfwd(f)(x),
+        },
+        "func.hessian (MLP 64 -> sum)": {
+            "torch": lambda: torch.func.hessian(scalar)(x),
+            "dualgen": lambda: dfunc.hessian(scalar)(x),
+        },
+    }
+
+
+def seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=11)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    print("| case | torch (or baseline) | dualgen | dualgen / torch |")
+    print("|---|---|---|---|")
+    for name, fns in cases().items():
+        for fn in fns.values():
+            fn()  # warm up
+        times = {k: [] for k in fns}
+        for _ in range(args.rounds):
+            for k, fn in fns.items():
+                times[k].append(seconds(fn))
+        ours, theirs = (statistics.median(times[k]) for k in ("dualgen", "torch"))
+        print(
+            f"| {name} | {theirs * 1e3:.2f} ms | {ours * 1e3:.2f} ms "
+            f"| {ours / theirs:.2f}x |",
+            flush=True,
+        )
+    print(
+        f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, float32, "
+        f"median of {args.rounds} rounds"
+    )
+
+
+if __name__ == "__main__":
+    main()
