@@ -32,6 +32,7 @@ from .inplace import (
     _has_shared_elements,
     _run_inplace_tracked,
     _separate_from_self,
+    _storage_key,
     _update_self,
     _write_shared,
     _written,
@@ -215,6 +216,19 @@ def alias(tensor: torch.Tensor) -> torch.Tensor:
 # operand's tangent alone (copy_: `src_t`), not a promotion with self's
 # zero-filled one: self gets that tangent in the operand's dtype.
 _WRITES_OPERAND_AS_IS = frozenset({torch.ops.aten.copy_.default})
+
+
+def _copies_within(primals, tangents) -> bool:
+    """Whether copy_'s source overlaps self's memory, and its tangent self's
+    tangent's (`x[...] = x[:, 0]`)."""
+    source, self_tangent, source_tangent = primals[1], tangents[0], tangents[1]
+    return (
+        isinstance(self_tangent, torch.Tensor)
+        and isinstance(source, torch.Tensor)
+        and isinstance(source_tangent, torch.Tensor)
+        and _storage_key(source) == _storage_key(primals[0])
+        and _storage_key(source_tangent) == _storage_key(self_tangent)
+    )
 
 
 def _note_views(out, args) -> None:
@@ -416,6 +430,16 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     tracking = _tracking(primals, tangents)
     promote = _tangents_have_primal_dtypes(primals, tangents, indices)
     self_tangent = tangents[0] if threads_self else stale
+    if func in _WRITES_OPERAND_AS_IS and _copies_within(primals, tangents):
+        # torch copies from memory overlapping self's as it writes (no copy of
+        # the source first), so the tangent is copied the same way.
+        with handling_levels_below(level, mode):
+            out = func(*args, **kwargs)
+            with autograd_enabled():
+                self_tangent.copy_(tangents[1])
+        if tracking:
+            remember_saved_outputs(level, (out,))
+        return out
     with handling_levels_below(level, mode):
         target = primals[0] if inplace else None
         if inplace:

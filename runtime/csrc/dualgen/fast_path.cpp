@@ -112,6 +112,7 @@ const OpEntry& entry_of(const py::handle& func) {
   if (overload == "default") overload = "";
   entry.handle = c10::Dispatcher::singleton().findSchema({name, overload});
   entry.fast = entry.kernel != nullptr && entry.handle.has_value();
+  entry.copy = name == "aten::copy_" && overload.empty();
   entry.raw = func.attr("_op");
   entry.is_view_op = func.attr("is_view").cast<bool>();
   entry.detach = func.is(shared->detach);

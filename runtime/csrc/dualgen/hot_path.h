@@ -24,6 +24,7 @@ struct OpEntry {
   bool uses_outputs = false;         // its formula reads the op's outputs
   bool inplace = false;              // an in-place op updating self's tangent
   bool original_self = false;        // ... whose formula reads self as it was
+  bool copy = false;                 // aten.copy_: reads its source as it writes
   bool is_view_op = false;           // the op returns views (func.is_view)
   bool detach = false;               // aten.detach: the mode notes no view of it
 };

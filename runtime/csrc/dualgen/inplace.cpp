@@ -81,6 +81,17 @@ py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& 
   const at::Tensor self_tangent =
       tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
   const FormulaKeys formula = formula_keys();
+  if (op.copy && self_tangent.defined() && tangents.size() > 1 && tangents[1].isTensor() &&
+      stack[1].isTensor() && memory_of(stack[1].toTensor()) == memory_of(stack[0].toTensor()) &&
+      memory_of(tangents[1].toTensor()) == memory_of(self_tangent)) {
+    // torch copies from memory overlapping self's as it writes (no copy of the
+    // source first): the tangent is copied the same way (mode._copies_within).
+    const at::Tensor source_tangent = tangents[1].toTensor();
+    op.handle->callBoxed(stack);
+    c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
+    self_tangent.copy_(source_tangent);
+    return torch::jit::toPyObject(stack[0]);
+  }
   Values primals(stack.begin(), stack.end());
   {
     c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
