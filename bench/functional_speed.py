@@ -32,7 +32,7 @@ def mlp(width: int = 64):
 
     def f(x):
         for w in layers:
-            x = torch.tanh(x @ w)
+            x = torch.tanh(w @ x)
         return x
 
     return f, torch.randn(width)
