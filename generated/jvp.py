@@ -16008,3 +16008,74 @@ def _fused_moving_avg_obs_fq_helper_default(
     else:
         output_t = None
     return output_t, None
+
+
+def rand_like_default(self_p, dtype, layout, device, pin_memory, memory_format, result):
+    """aten::rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry rand_like
+    return None
+
+
+def rand_like_generator(
+    self_p, generator, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::rand_like.generator(Tensor self, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry rand_like.generator
+    return None
+
+
+def randn_like_default(
+    self_p, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randn_like
+    return None
+
+
+def randn_like_generator(
+    self_p, generator, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randn_like.generator(Tensor self, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randn_like.generator
+    return None
+
+
+def randint_like_default(
+    self_p, high, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like
+    return None
+
+
+def randint_like_low_dtype(
+    self_p, low, high, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like.low_dtype
+    return None
+
+
+def randint_like_generator(
+    self_p, high, generator, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randint_like.generator(Tensor self, SymInt high, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like.generator
+    return None
+
+
+def randint_like_low_generator_dtype(
+    self_p,
+    low,
+    high,
+    generator,
+    dtype,
+    layout,
+    device,
+    pin_memory,
+    memory_format,
+    result,
+):
+    """aten::randint_like.low_generator_dtype(Tensor self, SymInt low, SymInt high, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like.low_generator_dtype
+    return None

@@ -10808,3 +10808,183 @@ KERNELS[aten._fused_moving_avg_obs_fq_helper.default] = KernelInfo(
     derived_from=None,
     cpp_kernel="aten::_fused_moving_avg_obs_fq_helper.default",
 )
+
+
+KERNELS[aten.rand_like.default] = KernelInfo(
+    name="rand_like",
+    kind="functional",
+    jvp=jvp.rand_like_default,
+    vjp_kernel="rand_like_default",
+    arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::rand_like.default",
+)
+
+
+KERNELS[aten.rand_like.generator] = KernelInfo(
+    name="rand_like.generator",
+    kind="functional",
+    jvp=jvp.rand_like_generator,
+    vjp_kernel="rand_like_generator",
+    arguments=(
+        "self",
+        "generator",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::rand_like.generator",
+)
+
+
+KERNELS[aten.randn_like.default] = KernelInfo(
+    name="randn_like",
+    kind="functional",
+    jvp=jvp.randn_like_default,
+    vjp_kernel="randn_like_default",
+    arguments=("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::randn_like.default",
+)
+
+
+KERNELS[aten.randn_like.generator] = KernelInfo(
+    name="randn_like.generator",
+    kind="functional",
+    jvp=jvp.randn_like_generator,
+    vjp_kernel="randn_like_generator",
+    arguments=(
+        "self",
+        "generator",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::randn_like.generator",
+)
+
+
+KERNELS[aten.randint_like.default] = KernelInfo(
+    name="randint_like",
+    kind="functional",
+    jvp=jvp.randint_like_default,
+    vjp_kernel="randint_like_default",
+    arguments=(
+        "self",
+        "high",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::randint_like.default",
+)
+
+
+KERNELS[aten.randint_like.low_dtype] = KernelInfo(
+    name="randint_like.low_dtype",
+    kind="functional",
+    jvp=jvp.randint_like_low_dtype,
+    vjp_kernel="randint_like_low_dtype",
+    arguments=(
+        "self",
+        "low",
+        "high",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::randint_like.low_dtype",
+)
+
+
+KERNELS[aten.randint_like.generator] = KernelInfo(
+    name="randint_like.generator",
+    kind="functional",
+    jvp=jvp.randint_like_generator,
+    vjp_kernel="randint_like_generator",
+    arguments=(
+        "self",
+        "high",
+        "generator",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::randint_like.generator",
+)
+
+
+KERNELS[aten.randint_like.low_generator_dtype] = KernelInfo(
+    name="randint_like.low_generator_dtype",
+    kind="functional",
+    jvp=jvp.randint_like_low_generator_dtype,
+    vjp_kernel="randint_like_low_generator_dtype",
+    arguments=(
+        "self",
+        "low",
+        "high",
+        "generator",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+    ),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::randint_like.low_generator_dtype",
+)

@@ -7506,3 +7506,86 @@ def _fused_moving_avg_obs_fq_helper_default(
     # self: grad * mask
     self_grad = grad * mask
     return (self_grad,)
+
+
+def rand_like_default(
+    grad, self, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry rand_like
+    return ()
+
+
+def rand_like_generator(
+    grad, self, generator, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::rand_like.generator(Tensor self, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry rand_like.generator
+    return ()
+
+
+def randn_like_default(
+    grad, self, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randn_like
+    return ()
+
+
+def randn_like_generator(
+    grad, self, generator, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randn_like.generator(Tensor self, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randn_like.generator
+    return ()
+
+
+def randint_like_default(
+    grad, self, high, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like
+    return ()
+
+
+def randint_like_low_dtype(
+    grad, self, low, high, dtype, layout, device, pin_memory, memory_format, result
+):
+    """aten::randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like.low_dtype
+    return ()
+
+
+def randint_like_generator(
+    grad,
+    self,
+    high,
+    generator,
+    dtype,
+    layout,
+    device,
+    pin_memory,
+    memory_format,
+    result,
+):
+    """aten::randint_like.generator(Tensor self, SymInt high, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like.generator
+    return ()
+
+
+def randint_like_low_generator_dtype(
+    grad,
+    self,
+    low,
+    high,
+    generator,
+    dtype,
+    layout,
+    device,
+    pin_memory,
+    memory_format,
+    result,
+):
+    """aten::randint_like.low_generator_dtype(Tensor self, SymInt low, SymInt high, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
+    # functional, derivatives.yaml entry randint_like.low_generator_dtype
+    return ()

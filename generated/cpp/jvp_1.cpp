@@ -1524,6 +1524,34 @@ Results _weight_norm_interface_backward_default(const Values& args, const Values
   return {dualgen::value(result0_t), dualgen::value(result1_t)};
 }
 
+// aten::rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry rand_like
+Results rand_like_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[1]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[2]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[3]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[4]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[5]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
+// aten::randint_like.generator(Tensor self, SymInt high, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry randint_like.generator
+Results randint_like_generator(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t high = unpack<int64_t>(args[1]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[2]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[3]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[4]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[5]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[6]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[7]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
 void register_shard_1(Registry& registry) {
   registry.add("aten::neg.default", &neg_default);
   registry.add("aten::neg_.default", &neg__default);
@@ -1607,6 +1635,8 @@ void register_shard_1(Registry& registry) {
   registry.add("aten::_embedding_bag_forward_only.default", &_embedding_bag_forward_only_default);
   registry.add("aten::_embedding_bag_dense_backward.default", &_embedding_bag_dense_backward_default);
   registry.add("aten::_weight_norm_interface_backward.default", &_weight_norm_interface_backward_default);
+  registry.add("aten::rand_like.default", &rand_like_default);
+  registry.add("aten::randint_like.generator", &randint_like_generator);
 }
 
 }  // namespace dualgen::jvp

@@ -1208,6 +1208,22 @@ Results fake_quantize_per_tensor_affine_cachemask_default(const Values& args, co
   return {dualgen::value(output_t), dualgen::value(None)};
 }
 
+// aten::randint_like.low_generator_dtype(Tensor self, SymInt low, SymInt high, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry randint_like.low_generator_dtype
+Results randint_like_low_generator_dtype(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t low = unpack<int64_t>(args[1]);
+  const int64_t high = unpack<int64_t>(args[2]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[3]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[4]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[5]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[6]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[7]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[8]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
 void register_shard_3(Registry& registry) {
   registry.add("aten::tanh.default", &tanh_default);
   registry.add("aten::tanh_.default", &tanh__default);
@@ -1276,6 +1292,7 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::grid_sampler_3d_backward.default", &grid_sampler_3d_backward_default);
   registry.add("aten::_euclidean_dist.default", &_euclidean_dist_default);
   registry.add("aten::fake_quantize_per_tensor_affine_cachemask.default", &fake_quantize_per_tensor_affine_cachemask_default);
+  registry.add("aten::randint_like.low_generator_dtype", &randint_like_low_generator_dtype);
 }
 
 }  // namespace dualgen::jvp

@@ -1231,6 +1231,19 @@ Results _fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default(const 
   return {dualgen::value(output_t), dualgen::value(None)};
 }
 
+// aten::randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry randn_like
+Results randn_like_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[1]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[2]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[3]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[4]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[5]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
 void register_shard_4(Registry& registry) {
   registry.add("aten::mul.Tensor", &mul_Tensor);
   registry.add("aten::pow.Tensor_Tensor", &pow_Tensor_Tensor);
@@ -1295,6 +1308,7 @@ void register_shard_4(Registry& registry) {
   registry.add("aten::_scaled_dot_product_flash_attention_for_cpu.default", &_scaled_dot_product_flash_attention_for_cpu_default);
   registry.add("aten::_cdist_backward.default", &_cdist_backward_default);
   registry.add("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default", &_fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default);
+  registry.add("aten::randn_like.default", &randn_like_default);
 }
 
 }  // namespace dualgen::jvp

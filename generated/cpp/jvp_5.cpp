@@ -2412,6 +2412,48 @@ Results _fake_quantize_learnable_per_tensor_affine_default(const Values& args, c
   return {dualgen::value(None)};
 }
 
+// aten::rand_like.generator(Tensor self, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry rand_like.generator
+Results rand_like_generator(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[1]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[2]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[3]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[4]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[5]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[6]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
+// aten::randn_like.generator(Tensor self, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry randn_like.generator
+Results randn_like_generator(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[1]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[2]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[3]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[4]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[5]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[6]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
+// aten::randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry randint_like
+Results randint_like_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t high = unpack<int64_t>(args[1]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[2]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[3]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[4]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[5]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[6]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
 void register_shard_5(Registry& registry) {
   registry.add("aten::cos.default", &cos_default);
   registry.add("aten::cos_.default", &cos__default);
@@ -2515,6 +2557,9 @@ void register_shard_5(Registry& registry) {
   registry.add("aten::_weight_norm_interface.default", &_weight_norm_interface_default);
   registry.add("aten::_grouped_mm.default", &_grouped_mm_default);
   registry.add("aten::_fake_quantize_learnable_per_tensor_affine.default", &_fake_quantize_learnable_per_tensor_affine_default);
+  registry.add("aten::rand_like.generator", &rand_like_generator);
+  registry.add("aten::randn_like.generator", &randn_like_generator);
+  registry.add("aten::randint_like.default", &randint_like_default);
 }
 
 }  // namespace dualgen::jvp

@@ -1287,6 +1287,21 @@ Results _fake_quantize_learnable_per_channel_affine_default(const Values& args, 
   return {dualgen::value(None)};
 }
 
+// aten::randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+// functional, derivatives.yaml entry randint_like.low_dtype
+Results randint_like_low_dtype(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t low = unpack<int64_t>(args[1]);
+  const int64_t high = unpack<int64_t>(args[2]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[3]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[4]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[5]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[6]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[7]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
 void register_shard_7(Registry& registry) {
   registry.add("aten::tan.default", &tan_default);
   registry.add("aten::tan_.default", &tan__default);
@@ -1360,6 +1375,7 @@ void register_shard_7(Registry& registry) {
   registry.add("aten::_embedding_bag_per_sample_weights_backward.default", &_embedding_bag_per_sample_weights_backward_default);
   registry.add("aten::multi_margin_loss.default", &multi_margin_loss_default);
   registry.add("aten::_fake_quantize_learnable_per_channel_affine.default", &_fake_quantize_learnable_per_channel_affine_default);
+  registry.add("aten::randint_like.low_dtype", &randint_like_low_dtype);
 }
 
 }  // namespace dualgen::jvp

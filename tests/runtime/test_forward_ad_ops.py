@@ -360,3 +360,21 @@ def test_out_variants_without_tangent_inputs_work():
             return tuple(fwAD.unpack_dual(out))
 
     run_both(fn)
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        torch.rand_like,
+        torch.randn_like,
+        lambda t: torch.randint_like(t, 5),
+        lambda t: torch.randint_like(t, -3, 5),
+    ],
+    ids=["rand_like", "randn_like", "randint_like", "randint_like_low"],
+)
+def test_random_draws_like_a_dual_have_no_tangent_as_native(draw):
+    """Their values do not depend on the input's: no tangent (they raised)."""
+    for ad in (dual_fwAD, native_fwAD):
+        with ad.dual_level():
+            out = draw(ad.make_dual(torch.rand(3), torch.ones(3)))
+            assert ad.unpack_dual(out).tangent is None, ad.__name__
