@@ -206,3 +206,21 @@ def test_recording_in_place_goes_to_the_python_path(backend):
         if ad is fwAD:
             assert "aten.sin_.default" in declined
     torch.testing.assert_close(grads[fwAD], grads[native_ad])
+
+
+def test_a_subclass_in_a_list_goes_to_its_own_dispatch(backend):
+    """`torch.cat([dual, subclass])`: the subclass's __torch_dispatch__ runs the op
+    (the mode defers to it), never the hot path, also when it sits in a list."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    dualgen.set_kernel_backend("cpp")
+    x = torch.randn(2, dtype=torch.float64)
+    pair = TwoTensor(
+        torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    )
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones(2, dtype=torch.float64))
+        out = torch.cat([dual, pair])
+    assert isinstance(out, TwoTensor)
+    torch.testing.assert_close(out.a, torch.cat([x, pair.a]))
+    torch.testing.assert_close(out.b, torch.cat([x, pair.b]))

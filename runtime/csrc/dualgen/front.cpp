@@ -63,6 +63,22 @@ void decline(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      stack);
 }
 
+// Whether a tensor of `value` (a list's too) is a subclass with a dispatch of
+// its own: the mode defers to it (mode._deferring), never the hot path.
+bool has_subclass(const c10::IValue& value) {
+  auto dispatches = [](const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().defined() &&
+           v.toTensor().key_set().has(c10::DispatchKey::Python);
+  };
+  if (dispatches(value)) return true;
+  if (value.isList()) {
+    for (const c10::IValue& item : value.toListRef()) {
+      if (dispatches(item)) return true;
+    }
+  }
+  return false;
+}
+
 struct InFront {
   InFront() { in_front = true; }
   ~InFront() { in_front = false; }
@@ -87,10 +103,7 @@ bool offer(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   py::object kwargs = py::none();  // a dict only for keyword-only arguments
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& value = arguments[i];
-    if (value.isTensor() && value.toTensor().defined() &&
-        value.toTensor().key_set().has(c10::DispatchKey::Python)) {
-      return false;  // a subclass with a dispatch of its own
-    }
+    if (has_subclass(value)) return false;
     py::object obj = torch::jit::toPyObject(value);
     const auto& argument = schema.arguments()[i];
     if (argument.kwarg_only()) {
