@@ -229,6 +229,17 @@ def _differs(a: Parts, b: Parts, table, floor: torch.dtype) -> int | None:
     return None
 
 
+def _agrees_with_torch_func(reference, k: int, name: str, d: Parts) -> bool:
+    """Whether every part of dualgen's `name` after line k is torch.func's, to
+    AD tolerance."""
+    if reference is None or k >= len(reference.states):
+        return False
+    theirs = reference.states[k].get(name)
+    return (
+        theirs is not None and _differs(d, theirs, AD_TOLERANCE, torch.float64) is None
+    )
+
+
 def judge_nested(program: NestedProgram) -> Verdict:
     """dualgen's two levels against finite differences of the plain body, every
     part of every variable after every line; and against torch.func, where a
@@ -243,6 +254,10 @@ def judge_nested(program: NestedProgram) -> Verdict:
         for name, d in state.items():
             expected = fd.states[k][name]
             index = _differs(d, expected, FD_TOLERANCE, program.precision)
+            if index is not None and _agrees_with_torch_func(reference, k, name, d):
+                # Both AD systems agree to rounding: the finite difference is the
+                # one off (a second difference near a pole, tanh's at ±iπ/2).
+                index = None
             if index is not None:
                 finding = Finding(
                     k,
