@@ -50,9 +50,6 @@ c10::DispatchKeySet user_exclude_keys(const py::object& state) {
   return c10::DispatchKeySet(c10::DispatchKeySet::RAW, raw);
 }
 
-const c10::DispatchKeySet python_keys({c10::DispatchKey::Python,
-                                       c10::DispatchKey::PythonTLSSnapshot});
-
 }  // namespace
 
 FormulaKeys formula_keys() {
@@ -404,8 +401,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
       op.handle->callBoxed(stack);
     }
     kernel_outputs.assign(stack.begin(), stack.end());
-    c10::impl::ExcludeDispatchKeyGuard no_python(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
     for (c10::IValue& out : stack) {
       if (out.isTensor() && out.toTensor().defined() && out.toTensor().requires_grad()) {
         out = c10::IValue(out.toTensor().detach());
@@ -452,8 +448,7 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
   }
   at::Tensor dual;
   {
-    c10::impl::ExcludeDispatchKeyGuard no_python(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
     dual = at::alias(primal);
   }
   py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(dual));

@@ -34,9 +34,6 @@ std::unique_ptr<torch::Library> library;
 std::unordered_map<const c10::FunctionSchema*, py::object>* overloads = nullptr;
 py::object* mode_key = nullptr;  // "mode": levels.STATE's attribute
 
-const c10::DispatchKeySet python_keys({c10::DispatchKey::Python,
-                                       c10::DispatchKey::PythonTLSSnapshot});
-
 // The keys of an op the hot path may take from here: a mode's, autograd's and a
 // strided CPU tensor's. Any other (vmap, functorch, autocast, functionalization,
 // conjugate or negative bits, zero tensors, other backends) goes the usual way.

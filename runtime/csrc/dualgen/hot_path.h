@@ -47,6 +47,11 @@ struct FormulaKeys {
 };
 FormulaKeys formula_keys();
 
+// The keys that reach a Python dispatch mode: excluded where the hot path runs
+// an op or a formula that the mode must not see again.
+inline const c10::DispatchKeySet python_keys{c10::DispatchKey::Python,
+                                             c10::DispatchKey::PythonTLSSnapshot};
+
 // Whether this thread is inside the front kernel's call of the hot path.
 extern thread_local bool in_front;
 
