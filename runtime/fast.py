@@ -12,29 +12,32 @@ from __future__ import annotations
 
 SLOW = object()  # the hot path declined: the Python path runs the op
 
-# The extension's dispatch and make_dual while the C++ backend is in use.
+# The extension's dispatch, make_dual and unpack_dual while the C++ backend is
+# in use.
 dispatch = None
 make_dual = None
+unpack_dual = None
 _extension = None
 
 
 def enable(extension) -> None:
     """Offer ops to `extension`'s hot path from now on."""
-    global dispatch, make_dual, _extension
+    global dispatch, make_dual, unpack_dual, _extension
     from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS
 
     if _extension is not extension:
         extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
         _extension = extension
     dispatch, make_dual = extension.dispatch, extension.make_dual
+    unpack_dual = extension.unpack_dual
     extension.set_front(front_ops())
 
 
 def disable() -> None:
     """The Python path handles every op (what the hot path knows of each op
     stays: it does not depend on the backend)."""
-    global dispatch, make_dual
-    dispatch = make_dual = None
+    global dispatch, make_dual, unpack_dual
+    dispatch = make_dual = unpack_dual = None
     if _extension is not None:
         _extension.set_front(None)
 

@@ -169,6 +169,11 @@ def unpack_dual(
     if not STATE.levels:
         return UnpackedDualTensor(tensor, None)
     lvl = current_level(level)
+    hot_path = fast.unpack_dual
+    if hot_path is not None:
+        unpacked = hot_path(tensor, lvl)
+        if unpacked is not fast.SLOW:
+            return UnpackedDualTensor(*unpacked)
     tangent = tangent_of(tensor, lvl) if _is_fwd_grad_enabled() else None
     if lvl.index == STATE.cap and STATE.mode is not None:
         # The primal has no tangent at lvl: alias it with the mode handling only

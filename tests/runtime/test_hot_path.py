@@ -208,6 +208,93 @@ def test_recording_in_place_goes_to_the_python_path(backend):
     torch.testing.assert_close(grads[fwAD], grads[native_ad])
 
 
+def _recorded_mlp(ad, params, tangents, x):
+    """A small MLP with dual parameters that require grad, inside a level:
+    its primal, its tangent, the gradients of both with respect to the
+    parameters, and the forward derivative of the primal's gradient
+    (forward-over-reverse through tanh's saved output)."""
+    leaves = [p.detach().requires_grad_(True) for p in params]
+    with ad.dual_level():
+        w1, b1, w2 = (ad.make_dual(p, t) for p, t in zip(leaves, tangents))
+        hidden = torch.tanh(torch.nn.functional.linear(x, w1, b1))
+        out = (hidden.t().mm(hidden) * w2).sigmoid()
+        primal, tangent = ad.unpack_dual(out)
+        (grad_w1,) = torch.autograd.grad(out.sum(), w1, create_graph=True)
+        grad_w1_tangent = ad.unpack_dual(grad_w1).tangent
+    grads_of_tangent = torch.autograd.grad(tangent.sum(), leaves, retain_graph=True)
+    grads_of_primal = torch.autograd.grad(primal.sum(), leaves)
+    return (primal, tangent, grad_w1_tangent, *grads_of_tangent, *grads_of_primal)
+
+
+def test_recorded_ops_are_taken_in_front_of_autograd(backend):
+    """Ops autograd records (parameters that require grad) are the hot path's
+    from the front kernel: run through autograd as native runs them, so the
+    primal's and the tangent's graphs, and tangents of outputs autograd saved
+    (tanh's, read by its backward's forward derivative), match native's."""
+    g = torch.Generator().manual_seed(3)
+    shapes = [(5, 4), (5,), (5, 5)]
+    params = [torch.randn(s, dtype=torch.float64, generator=g) for s in shapes]
+    tangents = [torch.randn(s, dtype=torch.float64, generator=g) for s in shapes]
+    x = torch.randn(3, 4, dtype=torch.float64, generator=g)
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        got = _recorded_mlp(fwAD, params, tangents, x)
+    recorded = {
+        "aten.addmm.default",
+        "aten.tanh.default",
+        "aten.t.default",
+        "aten.mm.default",
+        "aten.mul.Tensor",
+        "aten.sigmoid.default",
+    }
+    assert not recorded & set(declined), f"declined: {sorted(recorded & set(declined))}"
+    torch.testing.assert_close(got, _recorded_mlp(native_ad, params, tangents, x))
+    dualgen.set_kernel_backend("python")
+    torch.testing.assert_close(got, _recorded_mlp(fwAD, params, tangents, x))
+
+
+def _unpacked(ad, x, t):
+    """What unpack_dual gives of a dual and of a view of one, and what the
+    primal's views and an update through the primal see, inside one level."""
+    with ad.dual_level():
+        dual = ad.make_dual(x.clone(), t)
+        primal, tangent = ad.unpack_dual(dual)
+        row_primal, row_tangent = ad.unpack_dual(dual[1])
+        seen = (
+            ad.unpack_dual(primal[0]).tangent,
+            ad.unpack_dual(primal * 2).tangent,
+            ad.unpack_dual(row_primal.exp()).tangent,
+        )
+        primal.mul_(3.0)  # the primal is an alias: the dual sees the update
+        after = ad.unpack_dual(dual)
+        return (
+            primal.clone(),
+            tangent.clone(),
+            row_tangent.clone(),
+            *seen,
+            after.primal.clone(),
+            after.tangent.clone(),
+            primal._base is not None,
+            primal.data_ptr() == dual.data_ptr(),
+        )
+
+
+def test_unpack_dual_of_a_tensors_own_tangent_is_the_hot_paths(backend):
+    """unpack_dual's common case (one level, the tensor's own tangent) runs in
+    C++: the primal is an alias without tangent at the level, as native's."""
+    g = torch.Generator().manual_seed(4)
+    x, t = (torch.randn(3, 4, dtype=torch.float64, generator=g) for _ in range(2))
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        with fwAD.dual_level():
+            fwAD.unpack_dual(fwAD.make_dual(x, t))
+    assert "aten.alias.default" not in declined
+    got = _unpacked(fwAD, x, t)
+    torch.testing.assert_close(got, _unpacked(native_ad, x, t))
+    dualgen.set_kernel_backend("python")
+    torch.testing.assert_close(got, _unpacked(fwAD, x, t))
+
+
 def test_a_subclass_in_a_list_goes_to_its_own_dispatch(backend):
     """`torch.cat([dual, subclass])`: the subclass's __torch_dispatch__ runs the op
     (the mode defers to it), never the hot path, also when it sits in a list."""

@@ -383,17 +383,20 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     }
     return update_in_place(op, stack, tangents, args[0], level0);
   }
-  // Recorded ops from the front kernel: autograd is below it there, and must
-  // see the op (the Python path runs it from the mode, below autograd).
-  if (tracking && in_front) return shared->slow;
-  if (tracking && op.uses_outputs && (op.view || returns_list(schema))) return shared->slow;
+  if (tracking && !in_front && op.uses_outputs && (op.view || returns_list(schema))) {
+    return shared->slow;
+  }
   const Values primals(stack.begin(), stack.end());
   // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
   // keys the user's context has, so the views they make are tracked as views
   // (`_base`, version counters) and they are differentiable.
   const FormulaKeys formula = formula_keys();
   Values kernel_outputs;
-  if (tracking && op.uses_outputs) {
+  if (in_front) {
+    // Above autograd: the op runs through it, recorded as native records it,
+    // and the formula reads the outputs the user gets (those autograd saves).
+    op.handle->callBoxed(stack);
+  } else if (tracking && op.uses_outputs) {
     // tracked._run_tracked: the op runs once, recorded, so the outputs the
     // formula reads are in the graph; the mode hands back detached aliases.
     {
@@ -459,6 +462,38 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
   return out;
 }
 
+// forward_ad.unpack_dual's common case (level 0 the only level, a plain
+// floating tensor whose tangent, if any, is its own entry): the tangent, and
+// the primal as an alias marked as having none at the level.
+py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
+  const py::object& state = shared->state;
+  if (state.attr(names->cap).cast<int64_t>() != 0 ||
+      !c10::AutogradState::get_tls_state().get_fw_grad_mode() ||
+      c10::impl::TorchDispatchModeTLS::stack_len() != 1 ||
+      !acts_plainly(py::reinterpret_borrow<py::object>(
+          reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))))) {
+    return shared->slow;
+  }
+  const at::Tensor& dual = THPVariable_Unpack(tensor.ptr());
+  if (!plain(dual)) return shared->slow;
+  PyObject* found = nullptr;
+  py::object tangent = py::none();
+  switch (tangent_at(tensor.ptr(), dual, level, &found)) {
+    case Found::Slow: return shared->slow;  // derived from a base or a saved output
+    case Found::Tangent: tangent = py::reinterpret_borrow<py::object>(found); break;
+    case Found::None: break;
+  }
+  at::Tensor alias;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
+    alias = at::alias(dual);
+  }
+  py::object primal = py::reinterpret_steal<py::object>(THPVariable_Wrap(alias));
+  note_view(primal, tensor);
+  set_tangent(primal, level, shared->no_tangent.ptr());
+  return py::make_tuple(primal, tangent);
+}
+
 void bind_state(py::object state, py::object tangents, py::object no_tangent,
                 py::object forward_base, py::object slow, py::object describe) {
   if (shared == nullptr) {
@@ -486,6 +521,7 @@ void bind_fast_path(py::module_& m) {
   m.def("bind_state", &bind_state);
   m.def("dispatch", &dispatch);
   m.def("make_dual", &make_dual);
+  m.def("unpack_dual", &unpack_dual);
   m.def("forget_ops", &forget, "drop what the hot path knows of each op (rules changed)");
 }
 
