@@ -295,6 +295,52 @@ def test_unpack_dual_of_a_tensors_own_tangent_is_the_hot_paths(backend):
     torch.testing.assert_close(got, _unpacked(fwAD, x, t))
 
 
+def _batched_jvp(ad, x, w, basis):
+    """Tangents of a small program for every row of `basis` at once: the
+    batched tangents of legacy vmap, as the vectorized jacobians use them."""
+    from torch._vmap_internals import _vmap
+
+    def column(t):
+        with ad.dual_level():
+            d = ad.make_dual(x, t)
+            h = torch.tanh(d.mm(w.t()) * 2.0 + d)
+            out = torch.cat([h.sin(), (h * d).sum(1, keepdim=True)], 1)
+            pieces = torch.unbind(out.t().exp_(), 0)  # exp_: the Python path's
+            return ad.unpack_dual(torch.stack(pieces)).tangent
+
+    return _vmap(column)(basis)
+
+
+def test_batched_tangents_are_the_hot_paths(backend):
+    """Tangents batched by legacy vmap (a forward-mode jacobian's basis) are
+    computed by the hot path for functional and view ops, as the Python path
+    and native compute them; in-place ops on them go to the Python path."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 4, dtype=torch.float64, generator=g)
+    w = torch.randn(4, 4, dtype=torch.float64, generator=g)
+    basis = torch.eye(12, dtype=torch.float64).reshape(12, 3, 4)
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        got = _batched_jvp(fwAD, x, w, basis)
+    taken = {
+        "aten.mm.default",
+        "aten.t.default",
+        "aten.mul.Tensor",
+        "aten.add.Tensor",
+        "aten.tanh.default",
+        "aten.sin.default",
+        "aten.cat.default",
+        "aten.sum.dim_IntList",
+        "aten.unbind.int",
+        "aten.stack.default",
+    }
+    assert not taken & set(declined), f"declined: {sorted(taken & set(declined))}"
+    assert "aten.exp_.default" in declined
+    torch.testing.assert_close(got, _batched_jvp(native_ad, x, w, basis))
+    dualgen.set_kernel_backend("python")
+    torch.testing.assert_close(got, _batched_jvp(fwAD, x, w, basis), rtol=0, atol=0)
+
+
 def test_a_subclass_in_a_list_goes_to_its_own_dispatch(backend):
     """`torch.cat([dual, subclass])`: the subclass's __torch_dispatch__ runs the op
     (the mode defers to it), never the hot path, also when it sits in a list."""

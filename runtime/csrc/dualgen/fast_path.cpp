@@ -136,6 +136,17 @@ py::object returned(const std::vector<py::object>& outs, bool tracking,
   return tuple;
 }
 
+// A batched tangent laid out as the Python side lays it out (layout.py: kept,
+// or copied per batch element into the primal's layout).
+at::Tensor conform_batched(const at::Tensor& tangent, const at::Tensor& output, bool fresh) {
+  static py::object* conform = nullptr;
+  if (conform == nullptr) {
+    conform = new py::object(py::module_::import("dualgen.layout").attr("conform_layout"));
+  }
+  py::object laid_out = (*conform)(tangent, output, fresh);
+  return THPVariable_Unpack(laid_out.ptr());
+}
+
 // One output tensor's tangent (outputs._attach_one): a view op's as it is, a
 // functional op's in its output's dtype and layout (`fresh`: an input's
 // tangent, stored as a copy); none for a view without one.
@@ -155,7 +166,8 @@ void attach_one(const OpEntry& op, const c10::FunctionSchema& schema, const py::
         !(tangent.is_complex() && !output.is_complex())) {
       tangent = tangent.to(output.scalar_type());
     }
-    tangent = conform_layout(tangent, output, fresh);
+    tangent = tangent.has_storage() ? conform_layout(tangent, output, fresh)
+                                    : conform_batched(tangent, output, fresh);
   }
   py::object wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(tangent));
   set_tangent(out, level, wrapped.ptr());
@@ -250,6 +262,12 @@ py::object run_plainly(const OpEntry& op, const py::tuple& args, const py::objec
   return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
 }
 
+// A tangent batched by torch's legacy vmap (the high-level API's vectorized
+// jacobians): real, unnegated, one per batch element, without storage.
+bool batched_by_legacy_vmap(const at::Tensor& t) {
+  return t.key_set().has(c10::DispatchKey::Batched) && !t.is_complex() && !t.is_neg();
+}
+
 // The tangent of one argument at `level` (mode._tangent_arg), into `tangent`
 // (undefined if none); false where the Python path must read it (a tangent
 // derived from a base or a saved output, a complex or lazily negated one, one
@@ -263,10 +281,24 @@ bool read_tangent(const py::handle& obj, const py::handle& level, bool grad_mode
   if (found == Found::Slow) return false;
   if (found == Found::None || !THPVariable_Check(value)) return true;
   const at::Tensor& t = THPVariable_Unpack(value);
-  if (!plain(t) || t.scalar_type() != primal.scalar_type()) return false;
+  if (!(plain(t) || batched_by_legacy_vmap(t)) || t.scalar_type() != primal.scalar_type()) {
+    return false;
+  }
   tracking = tracking || (grad_mode && t.requires_grad());
   tangent = t;
   return true;
+}
+
+bool any_batched(const Values& tangents) {
+  for (const c10::IValue& value : tangents) {
+    if (value.isTensor() && !value.toTensor().has_storage()) return true;
+    if (value.isList()) {
+      for (const c10::IValue& item : value.toListRef()) {
+        if (item.isTensor() && !item.toTensor().has_storage()) return true;
+      }
+    }
+  }
+  return false;
 }
 
 bool returns_list(const c10::FunctionSchema& schema) {
@@ -378,7 +410,8 @@ py::object dispatch(const py::handle& func, const py::handle& types,
     // Recording an in-place op (tracked), or a lens update: the Python path's.
     const at::Tensor self_tangent =
         tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
-    if (tracking || args.size() == 0 || !updates_plainly(args[0], self_tangent, tangents, level0)) {
+    if (tracking || args.size() == 0 || any_batched(tangents) ||
+        !updates_plainly(args[0], self_tangent, tangents, level0)) {
       return shared->slow;
     }
     return update_in_place(op, stack, tangents, args[0], level0);

@@ -16,6 +16,7 @@
 #include <c10/core/impl/PyInterpreter.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -43,7 +44,10 @@ bool plain_keys(c10::DispatchKeySet keys) {
                                             c10::DispatchKey::ADInplaceOrView,
                                             c10::DispatchKey::AutogradFunctionality,
                                             c10::DispatchKey::Dense,
-                                            c10::DispatchKey::BackendSelect});
+                                            c10::DispatchKey::BackendSelect,
+                                            // legacy vmap's (its random-op checks
+                                            // run below, as they would)
+                                            c10::DispatchKey::VmapMode});
   static const uint64_t cpu = c10::DispatchKeySet(c10::BackendComponent::CPUBit).raw_repr();
   // (Subtracting keys leaves backend bits: those are compared on their own.)
   const uint64_t functionality = (keys - allowed).raw_repr() & ~c10::full_backend_mask;
@@ -101,7 +105,11 @@ bool offer(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& value = arguments[i];
     if (has_subclass(value)) return false;
-    py::object obj = torch::jit::toPyObject(value);
+    // A number the argument parser wrapped stays the tensor it is: as a Python
+    // number it would be looked up, converted and wrapped again.
+    py::object obj = value.isTensor() && value.toTensor().unsafeGetTensorImpl()->is_wrapped_number()
+                         ? py::reinterpret_steal<py::object>(THPVariable_Wrap(value.toTensor()))
+                         : torch::jit::toPyObject(value);
     const auto& argument = schema.arguments()[i];
     if (argument.kwarg_only()) {
       if (kwargs.is_none()) kwargs = py::dict();
