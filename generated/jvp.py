@@ -4778,11 +4778,9 @@ def slice_copy_Tensor(self_p, dim, start, end, step, self_t, result):
 def as_strided_copy_default(self_p, size, stride, storage_offset, self_t, result):
     """aten::as_strided_copy(Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
     # functional, derivatives.yaml entry as_strided_copy
-    # result: auto_linear
+    # result: self_t.as_strided(size, stride, storage_offset).clone()
     if self_t is not None:
-        return torch.ops.aten.as_strided_copy.default(
-            self_t, size, stride, storage_offset
-        )
+        return self_t.as_strided(size, stride, storage_offset).clone()
     else:
         return None
 
@@ -8490,18 +8488,55 @@ def as_strided_scatter_default(
 ):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
     # functional, derivatives.yaml entry as_strided_scatter
-    # result: auto_linear
+    # result: torch.where(torch.as_strided_scatter(torch.zeros_like(self_p), torch.ones_like(src_p), size, stride, storage_offset) != 0, torch.as_strided_scatter(torch.zeros_like(self_p), src_t, size, stride, storage_offset), self_t)
     if self_t is not None and src_t is not None:
-        return torch.ops.aten.as_strided_scatter.default(
-            self_t, src_t, size, stride, storage_offset
+        return torch.where(
+            torch.as_strided_scatter(
+                torch.zeros_like(self_p),
+                torch.ones_like(src_p),
+                size,
+                stride,
+                storage_offset,
+            )
+            != 0,
+            torch.as_strided_scatter(
+                torch.zeros_like(self_p), src_t, size, stride, storage_offset
+            ),
+            self_t,
         )
     elif self_t is not None:
-        return torch.ops.aten.as_strided_scatter.default(
-            self_t, torch.zeros_like(src_p), size, stride, storage_offset
+        return torch.where(
+            torch.as_strided_scatter(
+                torch.zeros_like(self_p),
+                torch.ones_like(src_p),
+                size,
+                stride,
+                storage_offset,
+            )
+            != 0,
+            torch.as_strided_scatter(
+                torch.zeros_like(self_p),
+                torch.zeros_like(src_p),
+                size,
+                stride,
+                storage_offset,
+            ),
+            self_t,
         )
     elif src_t is not None:
-        return torch.ops.aten.as_strided_scatter.default(
-            torch.zeros_like(self_p), src_t, size, stride, storage_offset
+        return torch.where(
+            torch.as_strided_scatter(
+                torch.zeros_like(self_p),
+                torch.ones_like(src_p),
+                size,
+                stride,
+                storage_offset,
+            )
+            != 0,
+            torch.as_strided_scatter(
+                torch.zeros_like(self_p), src_t, size, stride, storage_offset
+            ),
+            torch.zeros_like(self_p),
         )
     else:
         return None

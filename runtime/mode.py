@@ -38,6 +38,7 @@ from .inplace import (
     _written,
     call_with,  # noqa: F401 - imported from here (tests)
 )
+from .layout import is_batched
 from .levels import (
     STATE,
     Level,
@@ -430,6 +431,12 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     tracking = _tracking(primals, tangents)
     promote = _tangents_have_primal_dtypes(primals, tangents, indices)
     self_tangent = tangents[0] if threads_self else stale
+    if (
+        self_tangent is not None
+        and torch.Tag.inplace_view in func.tags
+        and is_batched(self_tangent)
+    ):
+        raise RuntimeError(_batched_inplace_view(func))
     if func in _WRITES_OPERAND_AS_IS and _copies_within(primals, tangents):
         # torch copies from memory overlapping self's as it writes (no copy of
         # the source first), so the tangent is copied the same way.
@@ -511,6 +518,18 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
+
+
+def _batched_inplace_view(func) -> str:
+    """Legacy vmap applies an in-place view op (squeeze_, t_, as_strided_) to
+    a batched tensor's memory without changing the shape it shows, so the
+    tangent would no longer fit its primal (native gives that wrong tangent)."""
+    name = qualified_name(func)
+    return (
+        f"{name} of a tensor whose tangent is batched by vmap: vmap cannot apply "
+        "an in-place view op to a batched tangent. Use the out-of-place op "
+        f"(x = x.{name.split('::')[-1].split('.')[0].rstrip('_')}(...))"
+    )
 
 
 def _real_tangent_of_complex(inputs, tangents) -> bool:

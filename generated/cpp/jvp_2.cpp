@@ -806,9 +806,9 @@ Results as_strided_copy_default(const Values& args, const Values& tangents, cons
   const std::optional<int64_t> storage_offset = unpack<std::optional<int64_t>>(args[3]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: auto_linear
+  // result: self_t.as_strided(size, stride, storage_offset).clone()
   if (present(self_t)) {
-    return {dualgen::value(at::_ops::as_strided_copy::call(self_t, symint_list(size), symint_list(stride), storage_offset))};
+    return {dualgen::value(self_t.as_strided(size, stride, storage_offset).clone())};
   }
   return {dualgen::value(None)};
 }

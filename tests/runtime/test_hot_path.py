@@ -285,9 +285,8 @@ def test_unpack_dual_of_a_tensors_own_tangent_is_the_hot_paths(backend):
     g = torch.Generator().manual_seed(4)
     x, t = (torch.randn(3, 4, dtype=torch.float64, generator=g) for _ in range(2))
     dualgen.set_kernel_backend("cpp")
-    with declined_ops() as declined:
-        with fwAD.dual_level():
-            fwAD.unpack_dual(fwAD.make_dual(x, t))
+    with declined_ops() as declined, fwAD.dual_level():
+        fwAD.unpack_dual(fwAD.make_dual(x, t))
     assert "aten.alias.default" not in declined
     got = _unpacked(fwAD, x, t)
     torch.testing.assert_close(got, _unpacked(native_ad, x, t))
