@@ -31,6 +31,7 @@ def enable(extension) -> None:
     dispatch, make_dual = extension.dispatch, extension.make_dual
     unpack_dual = extension.unpack_dual
     extension.set_front(front_ops())
+    extension.set_batching(batching_ops())
 
 
 def disable() -> None:
@@ -40,6 +41,7 @@ def disable() -> None:
     dispatch = make_dual = unpack_dual = None
     if _extension is not None:
         _extension.set_front(None)
+        _extension.set_batching(None)
 
 
 def forget() -> None:
@@ -105,3 +107,67 @@ def front_ops() -> list:
             continue
         ops.append(op)
     return ops
+
+
+def set_batching_rules(on: bool) -> None:
+    """Register (on) or remove dualgen's legacy-vmap batching rules while the
+    C++ backend is in use; benchmarks remove them to time torch as it ships
+    (the rules speed torch's own vectorized jacobians up too)."""
+    if _extension is not None and dispatch is not None:
+        _extension.set_batching(batching_ops() if on else None)
+
+
+_BATCHING_OPS: list | None = None
+
+
+def batching_ops() -> list:
+    """The ops the rules are for (found once, before any is registered: an op
+    with one of them has a Batched kernel)."""
+    global _BATCHING_OPS
+    if _BATCHING_OPS is None:
+        _BATCHING_OPS = _ops_without_batching_rules()
+    return _BATCHING_OPS
+
+
+def _ops_without_batching_rules() -> list:
+    """The ops the extension gives legacy vmap an element-wise batching rule
+    for (csrc/dualgen/batching.cpp): functional aten ops tagged pointwise, not
+    random, of tensors and numbers only, returning tensors, which have no rule
+    of torch's own (they ran once per batch element)."""
+    import torch
+
+    ops = []
+    for name in torch._C._dispatch_get_all_op_names():  # "aten::add.Tensor"
+        if not name.startswith("aten::"):
+            continue
+        base, _, overload = name[len("aten::") :].partition(".")
+        try:
+            op = getattr(getattr(torch.ops.aten, base), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if _batches_pointwise(op):
+            ops.append(op)
+    return ops
+
+
+def _batches_pointwise(op) -> bool:
+    import torch
+
+    schema = op._schema
+    tags = op.tags
+    if torch.Tag.pointwise not in tags or torch.Tag.nondeterministic_seeded in tags:
+        return False
+    if schema.is_mutable or not schema.returns:
+        return False
+    if any(str(r.type) != "Tensor" for r in schema.returns):
+        return False
+    if any(
+        str(a.type).startswith(("List", "Tensor[]", "Tensor?[]"))
+        for a in schema.arguments
+    ):
+        return False
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    # (An op torch decomposes above the Batched key never reaches it.)
+    return not has_kernel(op.name(), "Batched") and not has_kernel(
+        op.name(), "CompositeImplicitAutograd"
+    )

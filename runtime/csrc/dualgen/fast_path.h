@@ -8,6 +8,8 @@ namespace dualgen {
 void bind_fast_path(pybind11::module_& m);
 // The front kernel (front.cpp), bound into the extension module.
 void bind_front(pybind11::module_& m);
+// Legacy vmap's element-wise batching rule (batching.cpp), bound likewise.
+void bind_batching(pybind11::module_& m);
 // Drop what the hot path knows of each op (rules or kernel tables changed).
 void forget();
 

@@ -88,6 +88,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         [](const std::string& key) { return dualgen::registry().find(key) != nullptr; });
   dualgen::bind_fast_path(m);
   dualgen::bind_front(m);
+  dualgen::bind_batching(m);
   auto formulas = m.def_submodule("formulas", "the C++ twins of dualgen.formulas");
   dualgen::formulas::bind_elementwise(formulas);
   dualgen::formulas::bind_reductions(formulas);
