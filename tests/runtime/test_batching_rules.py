@@ -147,3 +147,33 @@ def test_a_batched_0d_argument_promotes_as_each_element_does():
         fast.set_batching_rules(True)
     assert out.dtype == expected.dtype
     torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("dims", [(0, -1), (1, 2), (-2, -1), (0, 0), (2, 2)])
+@pytest.mark.parametrize("nested", [False, True])
+def test_flatten_of_a_batch_is_each_elements(dims, nested):
+    """flatten, a view legacy vmap's loop refuses (the max-pooling kernels'
+    formulas call it): each element flattened, and still a view of the batch."""
+    start, end = dims
+    batch = torch.randn(3, 2, 4, 5, 6, dtype=torch.float64)
+
+    def flat(t):
+        return t.flatten(start, end)
+
+    if nested:
+        got = _vmap(_vmap(flat))(batch)
+        expected = torch.stack(
+            [torch.stack([e.flatten(start, end) for e in row]) for row in batch]
+        )
+    else:
+        batch = batch[0]
+        got = _vmap(flat)(batch)
+        expected = torch.stack([e.flatten(start, end) for e in batch])
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    same_memory = got.untyped_storage().data_ptr() == batch.untyped_storage().data_ptr()
+    assert same_memory, "not a view of the batch"
+
+
+def test_flatten_of_a_batch_of_0d_values():
+    got = _vmap(lambda t: t.flatten())(torch.arange(4.0))
+    torch.testing.assert_close(got, torch.arange(4.0).reshape(4, 1))

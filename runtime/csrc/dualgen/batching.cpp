@@ -12,7 +12,8 @@
 // outputs are the same batch. Type promotion sees each argument as the loop
 // would (an unbatched 0-d tensor stays 0-d); where a batched argument is 0-d per
 // element and the dtypes differ, promotion could differ, and the batch is run
-// element by element instead, as the fallback does.
+// element by element instead, as the fallback does. And `flatten`, a view the
+// fallback refuses (the max-pooling kernels' formulas call it).
 #include <ATen/LegacyBatchedTensorImpl.h>
 #include <ATen/LegacyVmapTransforms.h>
 #include <torch/extension.h>
@@ -146,6 +147,23 @@ void pointwise_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   }
 }
 
+// flatten(self, start_dim, end_dim), a view legacy vmap has no rule for (its
+// loop cannot take views): the same view of the batch, past its batch dims.
+void flatten_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const int64_t end = (*stack)[stack->size() - 1].toInt();
+  const int64_t start = (*stack)[stack->size() - 2].toInt();
+  const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
+  torch::jit::drop(*stack, 3);
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical(self);
+  at::Tensor flat;
+  if (logical_dim(self) == 0) {  // a 0-d tensor flattens to one element
+    flat = view.tensor().unsqueeze(-1);
+  } else {
+    flat = view.tensor().flatten(view.getPhysicalDim(start), view.getPhysicalDim(end));
+  }
+  stack->push_back(view.getPhysicalToLogicalMap().apply(flat));
+}
+
 // Register the rule for `ops` (OpOverloads; the Python side chooses them), or,
 // given None, remove it.
 void set_batching(const py::object& ops) {
@@ -161,6 +179,8 @@ void set_batching(const py::object& ops) {
     batching->impl(qualified.c_str(),
                    torch::CppFunction::makeFromBoxedFunction<&pointwise_batched>());
   }
+  batching->impl("flatten.using_ints",
+                 torch::CppFunction::makeFromBoxedFunction<&flatten_batched>());
 }
 
 }  // namespace
