@@ -134,18 +134,27 @@ def test_a_rule_computes_what_the_loop_computes(op):
             torch.testing.assert_close(got, expected, equal_nan=True)
 
 
-def test_a_batched_0d_argument_promotes_as_each_element_does():
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_batched_0d_argument_promotes_as_each_element_does(nested):
     """A batched 0-d float64 against a float32 tensor: each element's result is
-    float32 (a 0-d tensor does not promote a dimensioned one), as the loop's."""
-    x = torch.rand(3, dtype=torch.float32)
+    float32 (a 0-d tensor does not promote a dimensioned one), as the loop's;
+    nested, the float32 tensor batched by the outer vmap."""
+    xs = torch.rand(2, 3, dtype=torch.float32)
     grads = torch.rand(4, dtype=torch.float64)  # a batch of 0-d values
-    out = _vmap(lambda g: torch.ops.aten.tanh_backward(g, x))(grads)
+
+    def run():
+        if nested:
+            inner = lambda x: _vmap(lambda g: torch.ops.aten.tanh_backward(g, x))(grads)
+            return _vmap(inner)(xs)
+        return _vmap(lambda g: torch.ops.aten.tanh_backward(g, xs[0]))(grads)
+
+    out = run()
     fast.set_batching_rules(False)
     try:
-        expected = _vmap(lambda g: torch.ops.aten.tanh_backward(g, x))(grads)
+        expected = run()
     finally:
         fast.set_batching_rules(True)
-    assert out.dtype == expected.dtype
+    assert out.dtype == expected.dtype == torch.float32
     torch.testing.assert_close(out, expected)
 
 

@@ -62,21 +62,23 @@ int64_t logical_dim(const at::Tensor& t) {
   return impl ? impl->value().dim() - static_cast<int64_t>(impl->bdims().size()) : t.dim();
 }
 
-// The batch run element by element along the outermost level: each element's
-// arguments are the batched ones with that level selected (inner levels stay
-// batched, so this rule takes them), the outputs stacked back into the level.
+// The batch run element by element along the innermost level: each element's
+// arguments are those batched at that level with it selected (their outer
+// levels stay batched, so this rule takes them again), the outputs stacked back
+// into the level. (The innermost: its batch dim is the last a tensor has, so
+// adding it back keeps a batched tensor's levels in order.)
 void element_by_element(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   std::vector<c10::IValue> arguments(stack->end() - n, stack->end());
   torch::jit::drop(*stack, n);
-  int64_t outer = -1, size = 0;
+  int64_t inner = -1, size = 0;
   for (const auto& value : arguments) {
     if (!value.isTensor()) continue;
     if (const auto* impl = at::maybeGetBatchedImpl(value.toTensor())) {
-      const auto& first = impl->bdims().front();
-      if (outer < 0 || first.level() < outer) {
-        outer = first.level();
-        size = impl->value().size(first.dim());
+      const auto& last = impl->bdims().back();
+      if (last.level() > inner) {
+        inner = last.level();
+        size = impl->value().size(last.dim());
       }
     }
   }
@@ -85,23 +87,23 @@ void element_by_element(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     torch::jit::Stack element;
     for (const auto& value : arguments) {
       const auto* impl = value.isTensor() ? at::maybeGetBatchedImpl(value.toTensor()) : nullptr;
-      if (impl == nullptr || impl->bdims().front().level() != outer) {
+      if (impl == nullptr || impl->bdims().back().level() != inner) {
         element.push_back(value);
         continue;
       }
-      const int64_t dim = impl->bdims().front().dim();
-      at::BatchDims inner;
-      for (const auto& bdim : impl->bdims().slice(1)) {
-        inner.emplace_back(bdim.level(), bdim.dim() > dim ? bdim.dim() - 1 : bdim.dim());
+      const int64_t dim = impl->bdims().back().dim();
+      at::BatchDims outer;
+      for (const auto& bdim : impl->bdims().slice(0, impl->bdims().size() - 1)) {
+        outer.emplace_back(bdim.level(), bdim.dim() > dim ? bdim.dim() - 1 : bdim.dim());
       }
       at::Tensor selected = impl->value().select(dim, b);
-      element.push_back(inner.empty() ? selected : at::makeBatched(selected, inner));
+      element.push_back(outer.empty() ? selected : at::makeBatched(selected, outer));
     }
     op.callBoxed(element);
     for (size_t k = 0; k < outputs.size(); ++k) outputs[k].push_back(element[k].toTensor());
   }
   for (auto& pieces : outputs) {
-    stack->push_back(at::addBatchDim(at::stack(pieces), outer, 0));
+    stack->push_back(at::addBatchDim(at::stack(pieces), inner, 0));
   }
 }
 
