@@ -15,6 +15,7 @@
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_cpp_function.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/extension.h>
@@ -25,6 +26,9 @@
 #include "dualgen/layout.h"
 #include "dualgen/store.h"
 #include "dualgen/values.h"
+
+#include <typeindex>
+#include <unordered_set>
 
 namespace py = pybind11;
 
@@ -122,13 +126,46 @@ void collect(const py::handle& value, std::vector<PyObject*>& tensors) {
   each_tensor(value, [&](const py::handle& t) { tensors.push_back(t.ptr()); });
 }
 
+// Whether the autograd node that recorded `t` keeps it as a saved output (a
+// `_saved_` field named for one of the op's returns: `result`, `resultN` or a
+// named return, as torch's generated nodes name them): only such an output
+// comes back later as a rebuilt tensor, whose tangent is found by geometry.
+// (A saved input is handed back as itself.) Known per node type.
+bool kept_by_its_node(const c10::FunctionSchema& schema, const at::Tensor& t) {
+  const auto& node = t.grad_fn();
+  if (!node) return false;
+  static auto* known = new std::unordered_map<std::type_index, bool>();
+  const std::type_index type(typeid(*node));
+  auto it = known->find(type);
+  if (it != known->end()) return it->second;
+  std::unordered_set<std::string> fields{"_saved_result"};
+  const auto& returns = schema.returns();
+  for (size_t k = 0; k < returns.size(); ++k) {
+    fields.insert("_saved_result" + std::to_string(k));
+    if (!returns[k].name().empty()) fields.insert("_saved_" + returns[k].name());
+  }
+  py::object fn = py::reinterpret_steal<py::object>(torch::autograd::functionToPyObject(node));
+  bool keeps = false;
+  for (const py::handle& name : py::module_::import("builtins").attr("dir")(fn)) {
+    keeps = keeps || fields.count(name.cast<std::string>()) > 0;
+  }
+  known->emplace(type, keeps);
+  return keeps;
+}
+
 // What the op returns to Python: its one output, or a tuple; outputs autograd
-// may save and rebuild are remembered (tangents.remember_saved_outputs).
+// saves and will rebuild are remembered (tangents.remember_saved_outputs).
 py::object returned(const std::vector<py::object>& outs, bool tracking,
-                    const py::handle& level) {
+                    const c10::FunctionSchema& schema, const py::handle& level) {
   if (outs.empty()) return py::none();
   for (size_t k = 0; tracking && k < outs.size(); ++k) {
-    each_tensor(outs[k], [&](const py::handle& t) { remember_output(t, level); });
+    // (From the mode, below autograd, the node that will record an output is
+    // not made yet: every output is remembered.)
+    each_tensor(outs[k], [&](const py::handle& t) {
+      if (!in_front || kept_by_its_node(schema, THPVariable_Unpack(t.ptr()))) {
+        remember_output(t, level);
+      }
+    });
   }
   if (outs.size() == 1) return outs[0];
   py::tuple tuple(outs.size());
@@ -450,7 +487,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   const Results results =
       run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
   return returned(attach(op, schema, stack, results, tangents, level0, args), tracking,
-                  level0);
+                  schema, level0);
 }
 
 namespace {
