@@ -117,6 +117,8 @@ void pointwise_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   for (const auto& value : arguments) {
     if (!value.isTensor()) continue;
     const at::Tensor& t = value.toTensor();
+    one_dtype = one_dtype && (!dtype || *dtype == t.scalar_type());
+    dtype = t.scalar_type();
     const auto* impl = at::maybeGetBatchedImpl(t);
     if (impl == nullptr && t.dim() == 0) continue;  // stays as it is
     if (impl != nullptr) {
@@ -124,14 +126,6 @@ void pointwise_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
       scalar_batched = scalar_batched || logical_dim(t) == 0;
     }
     rank = std::max(rank, logical_dim(t));
-    one_dtype = one_dtype && (!dtype || *dtype == t.scalar_type());
-    dtype = t.scalar_type();
-  }
-  for (const auto& value : arguments) {  // unbatched 0-d tensors' dtypes too
-    if (value.isTensor() && value.toTensor().dim() == 0 &&
-        !at::maybeGetBatchedImpl(value.toTensor())) {
-      one_dtype = one_dtype && (!dtype || *dtype == value.toTensor().scalar_type());
-    }
   }
   if (scalar_batched && !one_dtype) return element_by_element(op, stack);
   for (size_t i = stack->size() - n; i < stack->size(); ++i) {

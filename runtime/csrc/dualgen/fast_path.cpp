@@ -173,6 +173,12 @@ py::object returned(const std::vector<py::object>& outs, bool tracking,
   return tuple;
 }
 
+// A tensor batched by torch's legacy vmap (the high-level API's vectorized
+// jacobians batch tangents so): one per batch element, without storage.
+bool batched_by_legacy_vmap(const at::Tensor& t) {
+  return t.key_set().has(c10::DispatchKey::Batched);
+}
+
 // A batched tangent laid out as the Python side lays it out (layout.py: kept,
 // or copied per batch element into the primal's layout).
 at::Tensor conform_batched(const at::Tensor& tangent, const at::Tensor& output, bool fresh) {
@@ -203,8 +209,8 @@ void attach_one(const OpEntry& op, const c10::FunctionSchema& schema, const py::
         !(tangent.is_complex() && !output.is_complex())) {
       tangent = tangent.to(output.scalar_type());
     }
-    tangent = tangent.has_storage() ? conform_layout(tangent, output, fresh)
-                                    : conform_batched(tangent, output, fresh);
+    tangent = batched_by_legacy_vmap(tangent) ? conform_batched(tangent, output, fresh)
+                                              : conform_layout(tangent, output, fresh);
   }
   py::object wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(tangent));
   set_tangent(out, level, wrapped.ptr());
@@ -299,11 +305,6 @@ py::object run_plainly(const OpEntry& op, const py::tuple& args, const py::objec
   return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
 }
 
-// A tangent batched by torch's legacy vmap (the high-level API's vectorized
-// jacobians): real, unnegated, one per batch element, without storage.
-bool batched_by_legacy_vmap(const at::Tensor& t) {
-  return t.key_set().has(c10::DispatchKey::Batched) && !t.is_complex() && !t.is_neg();
-}
 
 // The tangent of one argument at `level` (mode._tangent_arg), into `tangent`
 // (undefined if none); false where the Python path must read it (a tangent
@@ -318,7 +319,8 @@ bool read_tangent(const py::handle& obj, const py::handle& level, bool grad_mode
   if (found == Found::Slow) return false;
   if (found == Found::None || !THPVariable_Check(value)) return true;
   const at::Tensor& t = THPVariable_Unpack(value);
-  if (!(plain(t) || batched_by_legacy_vmap(t)) || t.scalar_type() != primal.scalar_type()) {
+  const bool batched = batched_by_legacy_vmap(t) && !t.is_complex() && !t.is_neg();
+  if (!(plain(t) || batched) || t.scalar_type() != primal.scalar_type()) {
     return false;
   }
   tracking = tracking || (grad_mode && t.requires_grad());
@@ -328,10 +330,10 @@ bool read_tangent(const py::handle& obj, const py::handle& level, bool grad_mode
 
 bool any_batched(const Values& tangents) {
   for (const c10::IValue& value : tangents) {
-    if (value.isTensor() && !value.toTensor().has_storage()) return true;
+    if (value.isTensor() && batched_by_legacy_vmap(value.toTensor())) return true;
     if (value.isList()) {
       for (const c10::IValue& item : value.toListRef()) {
-        if (item.isTensor() && !item.toTensor().has_storage()) return true;
+        if (item.isTensor() && batched_by_legacy_vmap(item.toTensor())) return true;
       }
     }
   }
@@ -495,17 +497,20 @@ namespace {
 // forward_ad.make_dual's common case (level 0 the only level, plain floating
 // tensors, a primal without a tangent, a tangent that is no dual): the alias
 // of the primal carrying the tangent, laid out as native lays it out.
+// What make_dual's and unpack_dual's common cases share: level 0 the only
+// level, the forward-grad switch on, dualgen's mode the only mode, and a
+// tensor that acts as torch.Tensor.
+bool level0_plainly(const py::handle& tensor) {
+  return shared->state.attr(names->cap).cast<int64_t>() == 0 &&
+         c10::AutogradState::get_tls_state().get_fw_grad_mode() &&
+         c10::impl::TorchDispatchModeTLS::stack_len() == 1 &&
+         acts_plainly(py::reinterpret_borrow<py::object>(
+             reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))));
+}
+
 py::object make_dual(const py::handle& tensor, const py::handle& tangent,
                      const py::handle& level) {
-  const py::object& state = shared->state;
-  if (state.attr(names->cap).cast<int64_t>() != 0 ||
-      !c10::AutogradState::get_tls_state().get_fw_grad_mode() ||
-      c10::impl::TorchDispatchModeTLS::stack_len() != 1 ||
-      !acts_plainly(py::reinterpret_borrow<py::object>(
-          reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr())))) ||
-      !THPVariable_Check(tangent.ptr())) {
-    return shared->slow;
-  }
+  if (!level0_plainly(tensor) || !THPVariable_Check(tangent.ptr())) return shared->slow;
   const at::Tensor& primal = THPVariable_Unpack(tensor.ptr());
   const at::Tensor& value = THPVariable_Unpack(tangent.ptr());
   if (!plain(primal) || !plain(value) || !primal.is_floating_point() ||
@@ -536,14 +541,7 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
 // floating tensor whose tangent, if any, is its own entry): the tangent, and
 // the primal as an alias marked as having none at the level.
 py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
-  const py::object& state = shared->state;
-  if (state.attr(names->cap).cast<int64_t>() != 0 ||
-      !c10::AutogradState::get_tls_state().get_fw_grad_mode() ||
-      c10::impl::TorchDispatchModeTLS::stack_len() != 1 ||
-      !acts_plainly(py::reinterpret_borrow<py::object>(
-          reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))))) {
-    return shared->slow;
-  }
+  if (!level0_plainly(tensor)) return shared->slow;
   const at::Tensor& dual = THPVariable_Unpack(tensor.ptr());
   if (!plain(dual)) return shared->slow;
   PyObject* found = nullptr;
