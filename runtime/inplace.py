@@ -117,6 +117,13 @@ def _update_self(
         # A formula that reduced to an operand's tangent (copy_: `src_t`) must
         # not make self share that operand's tangent.
         fresh = (_shared_with_inputs((new,), tangents) or (False,))[0]
+        if fresh:
+            # Native computes it anew (zeros in self's dtype plus the operand's
+            # tangent): contiguous, in the promoted dtype, kept where self is
+            # contiguous, else copied into self's layout and dtype.
+            with autograd_enabled():
+                contiguous = new.contiguous()
+            fresh, new = contiguous is new, contiguous
         set_new_tangent(self_value, level, new, fresh)
 
 

@@ -372,7 +372,17 @@ def test_in_place_on_the_user_tangent_after_make_dual_as_native():
 
 @pytest.mark.parametrize(
     "name",
-    ["mul_", "copy_transposed", "copy_into_transposed", "add_0d", "dual_mul_"],
+    [
+        "mul_",
+        "copy_transposed",
+        "copy_into_transposed",
+        "add_0d",
+        "dual_mul_",
+        "add_transposed",
+        "mul_transposed",
+        "copy_strided",
+        "add_into_transposed",
+    ],
 )
 def test_mixed_dtypes_in_place_as_native(name):
     def y64(fwAD):
@@ -392,6 +402,17 @@ def test_mixed_dtypes_in_place_as_native(name):
                 torch.tensor(1.0, dtype=F64), torch.tensor(1.0, dtype=F64)
             )
             x = torch.ones(2, 2).add_(s)
+        elif name == "add_transposed":  # native: zeros of self + a tangent
+            x = torch.ones(2, 2).add_(y64(fwAD).t())
+        elif name == "mul_transposed":  # native: laid out as the tangent
+            x = torch.ones(2, 2).mul_(y64(fwAD).t())
+        elif name == "copy_strided":
+            strided = torch.zeros(2, 4, dtype=F64)[:, ::2]
+            x = torch.ones(2, 2).copy_(
+                fwAD.make_dual(strided, torch.ones(2, 2, dtype=F64))
+            )
+        elif name == "add_into_transposed":
+            x = torch.ones(2, 2).t().add_(y64(fwAD))
         else:
             x = dual(fwAD, torch.ones(2, 2), torch.ones(2, 2))
             x.mul_(y64(fwAD))
