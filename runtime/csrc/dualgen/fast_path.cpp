@@ -121,11 +121,6 @@ const OpEntry& entry_of(const py::handle& func) {
   return ops->emplace(func.ptr(), std::move(entry)).first->second;
 }
 
-// Every tensor among the arguments (in lists too), as Python objects.
-void collect(const py::handle& value, std::vector<PyObject*>& tensors) {
-  each_tensor(value, [&](const py::handle& t) { tensors.push_back(t.ptr()); });
-}
-
 // Whether the autograd node that recorded `t` keeps it as a saved output (a
 // `_saved_` field named for one of the op's returns: `result`, `resultN` or a
 // named return, as torch's generated nodes name them): only such an output
@@ -217,11 +212,11 @@ void attach_one(const OpEntry& op, const c10::FunctionSchema& schema, const py::
 }
 
 // Each output gets its tangent (outputs._attach), a list's piece by piece; a
-// view op's outputs follow its input (mode._note_views).
+// view op's outputs follow `source`, its first argument (mode._note_views).
 std::vector<py::object> attach(const OpEntry& op, const c10::FunctionSchema& schema,
                                const torch::jit::Stack& stack, const Results& results,
                                const Values& tangents, const py::handle& level,
-                               const py::tuple& args) {
+                               const py::object& source) {
   std::vector<const c10::TensorImpl*> roots;  // outputs._shared_with_inputs
   for (const c10::IValue& t : tangents) {
     if (t.isTensor()) roots.push_back(root(t.toTensor()));
@@ -245,17 +240,17 @@ std::vector<py::object> attach(const OpEntry& op, const c10::FunctionSchema& sch
         attach_one(op, schema, items[e], outputs[e], value, op.differentiable[k], false, level);
       }
     }
-    if (op.is_view_op && args.size() > 0) {
+    if (op.is_view_op && source) {
       each_tensor(outs.back(), [&](const py::handle& t) {
-        note_view(py::reinterpret_borrow<py::object>(t), args[0]);
+        note_view(py::reinterpret_borrow<py::object>(t), source);
       });
     }
   }
   return outs;
 }
 
-// A tensor subclass without a __torch_dispatch__ of its own (nn.Parameter)
-// dispatches as a plain tensor (mode._dispatches_itself); known answers cached.
+}  // namespace
+
 bool dispatches_plainly(const py::handle& type) {
   static auto* known = new std::unordered_map<PyObject*, bool>();
   auto it = known->find(type.ptr());
@@ -267,55 +262,18 @@ bool dispatches_plainly(const py::handle& type) {
   return plain;
 }
 
-// A tensor type make_dual may treat as torch.Tensor: Tensor itself, or a
-// subclass with neither dispatch nor torch function of its own (nn.Parameter),
-// whose make_dual native returns as a plain Tensor too.
-bool acts_plainly(const py::handle& type) {
-  if (type.ptr() == shared->tensor_type.ptr()) return true;
-  static auto* known = new std::unordered_map<PyObject*, bool>();
-  auto it = known->find(type.ptr());
-  if (it != known->end()) return it->second;
-  const bool plain = dispatches_plainly(type) &&
-                     py::object(type.attr("__torch_function__")).is(shared->no_torch_function);
-  type.inc_ref();  // keyed by the type object: keep it alive
-  known->emplace(type.ptr(), plain);
-  return plain;
-}
+namespace {
 
 // -- the hot path -----------------------------------------------------------
 
-// The op, run as it is (no tangent to compute): bound and called in C++, its
-// outputs handed back as OpOverload hands them; where its arguments do not bind
-// (a Python value the schema's type cannot take), by OpOverload itself, which
-// raises what it raises.
-py::object run_plainly(const OpEntry& op, const py::tuple& args, const py::object& kwargs,
-                       bool has_kwargs) {
-  if (op.handle) {
-    std::optional<torch::jit::Stack> stack;
-    try {
-      stack = bind_stack(op.handle->schema(), args, kwargs);
-    } catch (const std::exception&) {  // (py::error_already_set included)
-      stack.reset();
-    }
-    if (stack) {
-      op.handle->callBoxed(*stack);
-      return torch::jit::createPyObjectForStack(std::move(*stack));
-    }
-  }
-  return op.raw(*args, **(has_kwargs ? kwargs.cast<py::dict>() : py::dict()));
-}
-
-
-// The tangent of one argument at `level` (mode._tangent_arg), into `tangent`
-// (undefined if none); false where the Python path must read it (a tangent
-// derived from a base or a saved output, a complex or lazily negated one, one
-// of another dtype than its primal's).
-bool read_tangent(const py::handle& obj, const py::handle& level, bool grad_mode,
+// The tangent of one input tensor at `level` (mode._tangent_arg), into
+// `tangent` (undefined if none); false where the Python path must read it (a
+// tangent derived from a base or a saved output, a complex or lazily negated
+// one, one of another dtype than its primal's).
+bool read_tangent(const at::Tensor& primal, const py::handle& level, bool grad_mode,
                   at::Tensor& tangent, bool& tracking) {
-  if (!THPVariable_Check(obj.ptr())) return true;
-  const at::Tensor& primal = THPVariable_Unpack(obj.ptr());
   PyObject* value = nullptr;
-  const Found found = tangent_at(obj.ptr(), primal, level, &value);
+  const Found found = tangent_at(python_of(primal), primal, level, &value);
   if (found == Found::Slow) return false;
   if (found == Found::None || !THPVariable_Check(value)) return true;
   const at::Tensor& t = THPVariable_Unpack(value);
@@ -347,117 +305,139 @@ bool returns_list(const c10::FunctionSchema& schema) {
   return false;
 }
 
-
-}  // namespace
-
-py::object dispatch(const py::handle& func, const py::handle& types,
-                    const py::tuple& args, const py::object& kwargs) {
-  const py::object& state = shared->state;
-  if (state.attr(names->defer_next).cast<bool>() || state.attr(names->subclass_op).cast<bool>()) {
-    return shared->slow;
-  }
-  for (const py::handle& t : types) {
-    if (t.ptr() != shared->tensor_type.ptr() && !dispatches_plainly(t)) {
-      return shared->slow;
+// Calls `fn` on each defined tensor of the bound arguments (in lists too).
+template <typename Fn>
+void each_argument_tensor(const torch::jit::Stack& stack, Fn&& fn) {
+  for (const c10::IValue& value : stack) {
+    if (value.isTensor()) {
+      if (value.toTensor().defined()) fn(value.toTensor());
+    } else if (value.isList()) {
+      for (const c10::IValue& item : value.toListRef()) {
+        if (item.isTensor() && item.toTensor().defined()) fn(item.toTensor());
+      }
     }
   }
-  // Only level 0 in sight: nested levels (and their derived tangents) are
-  // the Python path's.
-  const int64_t cap = state.attr(names->cap).cast<int64_t>();
-  if (cap != 0 || !c10::AutogradState::get_tls_state().get_fw_grad_mode()) {
-    return shared->slow;
-  }
-  const OpEntry& op = entry_of(func);
-  std::vector<PyObject*> tensors;
-  for (const py::handle& a : args) collect(a, tensors);
-  const bool has_kwargs = !kwargs.is_none() && py::len(kwargs) > 0;
-  if (has_kwargs) {
-    for (const auto& item : kwargs.cast<py::dict>()) collect(item.second, tensors);
-  }
-  py::list levels = state.attr(names->levels);
-  py::handle level0 = levels[0];
-  bool any_tangent = false;
-  for (PyObject* obj : tensors) {
-    const at::Tensor& t = THPVariable_Unpack(obj);
-    if (t.is_complex() || t.is_neg()) return shared->slow;
+}
+
+// What the arguments' tangents at `level` ask for: none anywhere, some of
+// their own, or the Python path (a derived tangent, a complex or negated
+// tensor).
+enum class Scan { None, Tangents, Slow };
+
+Scan scan(const torch::jit::Stack& stack, const py::handle& level) {
+  Scan scanned = Scan::None;
+  each_argument_tensor(stack, [&](const at::Tensor& t) {
+    if (scanned == Scan::Slow) return;
+    if (t.is_complex() || t.is_neg()) {
+      scanned = Scan::Slow;
+      return;
+    }
     PyObject* value = nullptr;
-    switch (tangent_at(obj, t, level0, &value)) {
-      case Found::Slow: return shared->slow;
-      case Found::Tangent: any_tangent = true; break;
+    switch (tangent_at(python_of(t), t, level, &value)) {
+      case Found::Slow: scanned = Scan::Slow; break;
+      case Found::Tangent: scanned = Scan::Tangents; break;
       case Found::None: break;
     }
-  }
-  if (op.detach) {
-    // mode._dispatch: a detached alias gets no tangent and follows no tensor's
-    // (autograd detaches every output it saves, so this is a common op).
-    return run_plainly(op, args, kwargs, has_kwargs);
-  }
-  if (!any_tangent) {
-    py::object out = run_plainly(op, args, kwargs, has_kwargs);
-    if (op.is_view_op && args.size() > 0) {  // mode._note_views
-      each_tensor(out, [&](const py::handle& t) {
-        note_view(py::reinterpret_borrow<py::object>(t), args[0]);
-      });
-    }
-    return out;
-  }
+  });
+  return scanned;
+}
+
+// The first argument as a Python object (the source of a view op's outputs,
+// an in-place op's self), made if it has none; null if it is no tensor.
+py::object first_argument(const torch::jit::Stack& stack) {
+  if (stack.empty() || !stack[0].isTensor()) return py::object();
+  return py::reinterpret_steal<py::object>(THPVariable_Wrap(stack[0].toTensor()));
+}
+
+// Whether the views an op makes of `source` must be noted (levels.note_view):
+// only a source with entries of its own, or following another's, is noted.
+bool notes_views_of(const torch::jit::Stack& stack) {
+  if (stack.empty() || !stack[0].isTensor()) return false;
+  PyObject* obj = python_of(stack[0].toTensor());
+  PyObject** dict = obj ? _PyObject_GetDictPtr(obj) : nullptr;
+  return dict && *dict && PyDict_Size(*dict) > 0;
+}
+
+// The op on its bound arguments, no tangent to compute: run as it is, a view
+// op's outputs following its source's tangent (mode._note_views). Null: the
+// outputs are on the stack only.
+py::object run_plainly(const OpEntry& op, torch::jit::Stack& stack) {
+  const bool note = op.is_view_op && !op.detach && notes_views_of(stack);
+  py::object source = note ? first_argument(stack) : py::object();
+  op.handle->callBoxed(stack);
+  if (!note) return py::object();
+  py::object out = torch::jit::createPyObjectForStack(torch::jit::Stack(stack));
+  each_tensor(out, [&](const py::handle& t) {
+    note_view(py::reinterpret_borrow<py::object>(t), source);
+  });
+  return out;
+}
+
+// The hot path on the op's bound arguments: SLOW (nothing run, the stack as
+// it was); or the op run, its outputs on the stack, returned as Python objects
+// where they were made (null where they were not: no tangent to attach).
+py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::handle& level0) {
+  const Scan scanned = scan(stack, level0);
+  if (scanned == Scan::Slow) return shared->slow;
+  // mode._dispatch: a detached alias gets no tangent and follows no tensor's
+  // (autograd detaches every output it saves, so this is a common op).
+  if (op.detach || scanned == Scan::None) return run_plainly(op, stack);
   if (!op.fast) return shared->slow;
   const c10::FunctionSchema& schema = op.handle->schema();
-  torch::jit::Stack stack = bind_stack(schema, args, kwargs);
-  // The tangents of the differentiable inputs, by their Python objects.
+  // The tangents of the differentiable inputs.
   const bool grad_mode = at::GradMode::is_enabled();
   bool tracking = false;  // autograd records (tracked._tracking)
   Values tangents;
   tangents.reserve(op.inputs.size());
   bool present = false;
   for (size_t j = 0; j < op.inputs.size(); ++j) {
-    const size_t i = op.inputs[j];
-    const auto& argument = schema.arguments()[i];
-    py::handle obj;
-    if (!argument.kwarg_only() && i < args.size()) {
-      obj = args[i];
-    } else if (has_kwargs && kwargs.contains(argument.name())) {
-      obj = kwargs[py::str(argument.name())];
-    }
+    const c10::IValue& argument = stack[op.inputs[j]];
     c10::IValue tangent;
-    if (obj && op.list_inputs[j] && (PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr()))) {
+    if (op.list_inputs[j] && argument.isList()) {
       // mode._tangent_arg of a list: None where absent, or None for all
       c10::List<std::optional<at::Tensor>> items;
       bool any = false;
-      for (const py::handle& item : obj) {
+      for (const c10::IValue& item : argument.toListRef()) {
         at::Tensor t;
-        if (!read_tangent(item, level0, grad_mode, t, tracking)) return shared->slow;
+        if (item.isTensor() && item.toTensor().defined() &&
+            !read_tangent(item.toTensor(), level0, grad_mode, t, tracking)) {
+          return shared->slow;
+        }
         any = any || t.defined();
         items.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
       }
       if (any) tangent = c10::IValue(items);
-    } else if (obj) {
+    } else if (argument.isTensor() && argument.toTensor().defined()) {
       at::Tensor t;
-      if (!read_tangent(obj, level0, grad_mode, t, tracking)) return shared->slow;
+      if (!read_tangent(argument.toTensor(), level0, grad_mode, t, tracking)) {
+        return shared->slow;
+      }
       if (t.defined()) tangent = c10::IValue(t);
     }
     present = present || !tangent.isNone();
     tangents.push_back(std::move(tangent));
   }
-  for (size_t i = 0; grad_mode && !tracking && i < tensors.size(); ++i) {
-    tracking = THPVariable_Unpack(tensors[i]).requires_grad();
+  if (grad_mode && !tracking) {
+    each_argument_tensor(stack, [&](const at::Tensor& t) {
+      tracking = tracking || t.requires_grad();
+    });
   }
-  if (!present) {
-    return run_plainly(op, args, kwargs, has_kwargs);
-  }
+  if (!present) return run_plainly(op, stack);
   if (op.inplace) {
     // Recording an in-place op (tracked), or a lens update: the Python path's.
     const at::Tensor self_tangent =
         tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
-    if (tracking || args.size() == 0 || any_batched(tangents) ||
-        !updates_plainly(args[0], self_tangent, tangents, level0)) {
+    py::object self = first_argument(stack);
+    if (tracking || !self || any_batched(tangents) ||
+        !updates_plainly(self, self_tangent, tangents, level0)) {
       return shared->slow;
     }
-    return update_in_place(op, stack, tangents, args[0], level0);
+    return update_in_place(op, stack, tangents, self, level0);
   }
   if (tracking && !in_front && op.uses_outputs && (op.view || returns_list(schema))) {
     return shared->slow;
   }
+  py::object source = op.is_view_op ? first_argument(stack) : py::object();
   const Values primals(stack.begin(), stack.end());
   // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
   // keys the user's context has, so the views they make are tracked as views
@@ -488,79 +468,65 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
   const Results results =
       run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
-  return returned(attach(op, schema, stack, results, tangents, level0, args), tracking,
+  return returned(attach(op, schema, stack, results, tangents, level0, source), tracking,
                   schema, level0);
 }
 
-namespace {
-
-// forward_ad.make_dual's common case (level 0 the only level, plain floating
-// tensors, a primal without a tangent, a tangent that is no dual): the alias
-// of the primal carrying the tangent, laid out as native lays it out.
-// What make_dual's and unpack_dual's common cases share: level 0 the only
-// level, the forward-grad switch on, dualgen's mode the only mode, and a
-// tensor that acts as torch.Tensor.
-bool level0_plainly(const py::handle& tensor) {
-  return shared->state.attr(names->cap).cast<int64_t>() == 0 &&
-         c10::AutogradState::get_tls_state().get_fw_grad_mode() &&
-         c10::impl::TorchDispatchModeTLS::stack_len() == 1 &&
-         acts_plainly(py::reinterpret_borrow<py::object>(
-             reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))));
+// What dispatch and the front kernel check first: nothing the Python path must
+// see (a deferred op, a subclass's), only level 0 in sight (nested levels and
+// their derived tangents are the Python path's), the forward-grad switch on.
+// Level 0 into `level0`.
+bool hot_path_applies(py::handle& level0) {
+  const py::object& state = shared->state;
+  if (state.attr(names->defer_next).cast<bool>() || state.attr(names->subclass_op).cast<bool>()) {
+    return false;
+  }
+  if (state.attr(names->cap).cast<int64_t>() != 0 ||
+      !c10::AutogradState::get_tls_state().get_fw_grad_mode()) {
+    return false;
+  }
+  py::list levels = state.attr(names->levels);
+  level0 = levels[0];  // (the state's list holds it)
+  return true;
 }
 
-py::object make_dual(const py::handle& tensor, const py::handle& tangent,
-                     const py::handle& level) {
-  if (!level0_plainly(tensor) || !THPVariable_Check(tangent.ptr())) return shared->slow;
-  const at::Tensor& primal = THPVariable_Unpack(tensor.ptr());
-  const at::Tensor& value = THPVariable_Unpack(tangent.ptr());
-  if (!plain(primal) || !plain(value) || !primal.is_floating_point() ||
-      !value.is_floating_point() || primal.sizes() != value.sizes()) {
-    return shared->slow;  // and the Python path's errors
+}  // namespace
+
+py::object dispatch(const py::handle& func, const py::handle& types,
+                    const py::tuple& args, const py::object& kwargs) {
+  for (const py::handle& t : types) {
+    if (t.ptr() != shared->tensor_type.ptr() && !dispatches_plainly(t)) {
+      return shared->slow;
+    }
   }
-  PyObject* found = nullptr;
-  if (tangent_at(tensor.ptr(), primal, level, &found) != Found::None) return shared->slow;
-  PyObject** tangent_dict = _PyObject_GetDictPtr(tangent.ptr());
-  if ((tangent_dict && *tangent_dict && PyDict_Size(*tangent_dict) > 0) || value.is_view() ||
-      value.requires_grad()) {
-    return shared->slow;  // a tangent that may itself be dual
+  py::handle level0;
+  if (!hot_path_applies(level0)) return shared->slow;
+  const OpEntry& op = entry_of(func);
+  std::optional<torch::jit::Stack> stack;
+  if (op.handle) {
+    try {
+      stack = bind_stack(op.handle->schema(), args, kwargs);
+    } catch (const std::exception&) {  // (py::error_already_set included)
+      stack.reset();
+    }
   }
-  at::Tensor dual;
-  {
-    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
-    dual = at::alias(primal);
-  }
-  py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(dual));
-  note_view(out, tensor);
-  py::object laid_out =
-      py::reinterpret_steal<py::object>(THPVariable_Wrap(conform_layout(value, primal, false)));
-  set_tangent(out, level, laid_out.ptr());
+  // Arguments that do not bind (a Python value the schema's type cannot take)
+  // are OpOverload's to take or refuse, by the Python path.
+  if (!stack) return shared->slow;
+  py::object out = run_bound(op, *stack, level0);
+  if (!out) return torch::jit::createPyObjectForStack(std::move(*stack));
   return out;
 }
 
-// forward_ad.unpack_dual's common case (level 0 the only level, a plain
-// floating tensor whose tangent, if any, is its own entry): the tangent, and
-// the primal as an alias marked as having none at the level.
-py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
-  if (!level0_plainly(tensor)) return shared->slow;
-  const at::Tensor& dual = THPVariable_Unpack(tensor.ptr());
-  if (!plain(dual)) return shared->slow;
-  PyObject* found = nullptr;
-  py::object tangent = py::none();
-  switch (tangent_at(tensor.ptr(), dual, level, &found)) {
-    case Found::Slow: return shared->slow;  // derived from a base or a saved output
-    case Found::Tangent: tangent = py::reinterpret_borrow<py::object>(found); break;
-    case Found::None: break;
-  }
-  at::Tensor alias;
-  {
-    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
-    alias = at::alias(dual);
-  }
-  py::object primal = py::reinterpret_steal<py::object>(THPVariable_Wrap(alias));
-  note_view(primal, tensor);
-  set_tangent(primal, level, shared->no_tangent.ptr());
-  return py::make_tuple(primal, tangent);
+bool dispatch_stack(const py::handle& func, torch::jit::Stack& stack) {
+  py::handle level0;
+  if (!hot_path_applies(level0)) return false;
+  const OpEntry& op = entry_of(func);
+  if (!op.handle) return false;
+  return !run_bound(op, stack, level0).is(shared->slow);
 }
+
+namespace {
 
 void bind_state(py::object state, py::object tangents, py::object no_tangent,
                 py::object forward_base, py::object slow, py::object describe) {

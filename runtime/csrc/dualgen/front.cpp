@@ -85,8 +85,8 @@ struct InFront {
   ~InFront() { in_front = false; }
 };
 
-// The op through the hot path, its arguments given to it as the mode would get
-// them; false (nothing run, the stack as it was) where the hot path declines.
+// The op through the hot path, on its arguments as the dispatcher has them;
+// false (nothing run, the stack as it was) where the hot path declines.
 bool offer(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   auto found = overloads->find(&schema);
@@ -97,44 +97,19 @@ bool offer(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Py_DECREF(ours);  // the state holds it
   if (mode->ptr(c10::impl::getGlobalPyInterpreter()) != ours) return false;
   const size_t n = schema.arguments().size();
-  auto arguments = torch::jit::last(*stack, n);
-  size_t positional = 0;
-  for (const auto& argument : schema.arguments()) positional += !argument.kwarg_only();
-  py::tuple args(positional);
-  py::object kwargs = py::none();  // a dict only for keyword-only arguments
-  for (size_t i = 0; i < n; ++i) {
-    const c10::IValue& value = arguments[i];
+  for (const c10::IValue& value : torch::jit::last(*stack, n)) {
     if (has_subclass(value)) return false;
-    // A number the argument parser wrapped stays the tensor it is: as a Python
-    // number it would be looked up, converted and wrapped again.
-    py::object obj = value.isTensor() && value.toTensor().unsafeGetTensorImpl()->is_wrapped_number()
-                         ? py::reinterpret_steal<py::object>(THPVariable_Wrap(value.toTensor()))
-                         : torch::jit::toPyObject(value);
-    const auto& argument = schema.arguments()[i];
-    if (argument.kwarg_only()) {
-      if (kwargs.is_none()) kwargs = py::dict();
-      kwargs[py::str(argument.name())] = obj;
-    } else {
-      args[i] = obj;
-    }
   }
-  py::object out;
+  // The arguments on a stack of their own: the hot path leaves them as they
+  // were where it declines, and the outputs in their place where it runs.
+  torch::jit::Stack own(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
   {
     c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
     InFront front;
-    out = dispatch(found->second, py::tuple(), args, kwargs);
+    if (!dispatch_stack(found->second, own)) return false;
   }
-  if (out.is(shared->slow)) return false;
   torch::jit::drop(*stack, n);
-  const auto& returns = schema.returns();
-  if (returns.size() == 1) {
-    stack->push_back(torch::jit::toIValue(out, returns[0].type()));
-  } else if (!returns.empty()) {
-    py::tuple outs = out;
-    for (size_t k = 0; k < returns.size(); ++k) {
-      stack->push_back(torch::jit::toIValue(outs[k], returns[k].type()));
-    }
-  }
+  for (c10::IValue& output : own) stack->push_back(std::move(output));
   return true;
 }
 

@@ -55,9 +55,20 @@ inline const c10::DispatchKeySet python_keys{c10::DispatchKey::Python,
 // Whether this thread is inside the front kernel's call of the hot path.
 extern thread_local bool in_front;
 
-// dispatch's Python entry (fast_path.cpp), for the front kernel to call.
-py::object dispatch(const py::handle& func, const py::handle& types,
-                    const py::tuple& args, const py::object& kwargs);
+// A tensor subclass without a __torch_dispatch__ of its own (nn.Parameter)
+// dispatches as a plain tensor (mode._dispatches_itself); known answers cached.
+bool dispatches_plainly(const py::handle& type);
+
+// forward_ad.make_dual's and unpack_dual's common cases (duals.cpp); SLOW
+// where the Python path must make or unpack the dual.
+py::object make_dual(const py::handle& tensor, const py::handle& tangent,
+                     const py::handle& level);
+py::object unpack_dual(const py::handle& tensor, const py::handle& level);
+
+// The hot path for the front kernel (fast_path.cpp): the op `func` (its
+// OpOverload) on its bound arguments. False: declined, nothing run, the stack
+// as it was; true: run, its outputs on the stack.
+bool dispatch_stack(const py::handle& func, torch::jit::Stack& stack);
 
 // Whether an in-place op on `self` (its tangent `self_tangent`, maybe
 // undefined) is the hot path's: otherwise the Python path's lens updates are

@@ -47,7 +47,7 @@ void remember_output(const py::handle& out, const py::handle& level) {
 
 Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
                  PyObject** out, int depth) {
-  PyObject** dict = _PyObject_GetDictPtr(obj);
+  PyObject** dict = obj ? _PyObject_GetDictPtr(obj) : nullptr;
   PyObject* own = (dict && *dict) ? *dict : nullptr;
   PyObject* entries = own ? PyDict_GetItemWithError(own, shared->tangents.ptr()) : nullptr;
   PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
@@ -57,15 +57,12 @@ Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
     return Found::Tangent;
   }
   PyObject* base = own ? PyDict_GetItemWithError(own, shared->forward_base.ptr()) : nullptr;
-  py::object base_holder;
-  if (base == nullptr && t.is_view()) {
-    base_holder = py::reinterpret_steal<py::object>(THPVariable_Wrap(t._base()));
-    base = base_holder.ptr();
-  }
-  if (base != nullptr) {
-    if (depth > 8 || !THPVariable_Check(base)) return Found::Slow;
+  if (base != nullptr || t.is_view()) {
+    if (depth > 8 || (base != nullptr && !THPVariable_Check(base))) return Found::Slow;
     PyObject* ignored = nullptr;
-    const Found found = tangent_at(base, THPVariable_Unpack(base), level, &ignored, depth + 1);
+    const at::Tensor base_tensor = base != nullptr ? THPVariable_Unpack(base) : at::Tensor(t._base());
+    const Found found = tangent_at(base != nullptr ? base : python_of(base_tensor), base_tensor,
+                                   level, &ignored, depth + 1);
     return found == Found::None ? Found::None : Found::Slow;
   }
   if (t.requires_grad() && !t._is_zerotensor() && is_saved_output(t, level)) {

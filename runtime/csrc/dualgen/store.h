@@ -38,10 +38,16 @@ extern Names* names;
 
 enum class Found { None, Tangent, Slow };
 
+// t's Python object (borrowed), or null if it has none: then it has no entries
+// in the store, which lives in Python objects' __dict__.
+inline PyObject* python_of(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+}
+
 // t's tangent at `level`, as tangents.tangent_of finds it: its own entry
 // (`*out`); else, for a view, none if its forward base has none (a base with
 // one: Slow, the Python path derives the view's); else, for a rebuilt saved
-// output, Slow.
+// output, Slow. `obj`: t's Python object, or null where it has none.
 Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
                  PyObject** out, int depth = 0);
 

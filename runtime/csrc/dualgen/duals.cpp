@@ -1,0 +1,99 @@
+// forward_ad.make_dual's and unpack_dual's common cases in C++ (the hot path's
+// store, store.h): a level's fixed cost, paid once per input and output.
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include "dualgen/hot_path.h"
+#include "dualgen/layout.h"
+#include "dualgen/store.h"
+
+namespace dualgen {
+
+namespace {
+
+// A tensor type make_dual may treat as torch.Tensor: Tensor itself, or a
+// subclass with neither dispatch nor torch function of its own (nn.Parameter),
+// whose make_dual native returns as a plain Tensor too.
+bool acts_plainly(const py::handle& type) {
+  if (type.ptr() == shared->tensor_type.ptr()) return true;
+  static auto* known = new std::unordered_map<PyObject*, bool>();
+  auto it = known->find(type.ptr());
+  if (it != known->end()) return it->second;
+  const bool plain = dispatches_plainly(type) &&
+                     py::object(type.attr("__torch_function__")).is(shared->no_torch_function);
+  type.inc_ref();  // keyed by the type object: keep it alive
+  known->emplace(type.ptr(), plain);
+  return plain;
+}
+
+// What make_dual's and unpack_dual's common cases share: level 0 the only
+// level, the forward-grad switch on, dualgen's mode the only mode, and a
+// tensor that acts as torch.Tensor.
+bool level0_plainly(const py::handle& tensor) {
+  return shared->state.attr(names->cap).cast<int64_t>() == 0 &&
+         c10::AutogradState::get_tls_state().get_fw_grad_mode() &&
+         c10::impl::TorchDispatchModeTLS::stack_len() == 1 &&
+         acts_plainly(py::reinterpret_borrow<py::object>(
+             reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))));
+}
+
+}  // namespace
+
+// forward_ad.make_dual's common case (level 0 the only level, plain floating
+// tensors, a primal without a tangent, a tangent that is no dual): the alias
+// of the primal carrying the tangent, laid out as native lays it out.
+py::object make_dual(const py::handle& tensor, const py::handle& tangent,
+                     const py::handle& level) {
+  if (!level0_plainly(tensor) || !THPVariable_Check(tangent.ptr())) return shared->slow;
+  const at::Tensor& primal = THPVariable_Unpack(tensor.ptr());
+  const at::Tensor& value = THPVariable_Unpack(tangent.ptr());
+  if (!plain(primal) || !plain(value) || !primal.is_floating_point() ||
+      !value.is_floating_point() || primal.sizes() != value.sizes()) {
+    return shared->slow;  // and the Python path's errors
+  }
+  PyObject* found = nullptr;
+  if (tangent_at(tensor.ptr(), primal, level, &found) != Found::None) return shared->slow;
+  PyObject** tangent_dict = _PyObject_GetDictPtr(tangent.ptr());
+  if ((tangent_dict && *tangent_dict && PyDict_Size(*tangent_dict) > 0) || value.is_view() ||
+      value.requires_grad()) {
+    return shared->slow;  // a tangent that may itself be dual
+  }
+  at::Tensor dual;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
+    dual = at::alias(primal);
+  }
+  py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(dual));
+  note_view(out, tensor);
+  py::object laid_out =
+      py::reinterpret_steal<py::object>(THPVariable_Wrap(conform_layout(value, primal, false)));
+  set_tangent(out, level, laid_out.ptr());
+  return out;
+}
+
+// forward_ad.unpack_dual's common case (level 0 the only level, a plain
+// floating tensor whose tangent, if any, is its own entry): the tangent, and
+// the primal as an alias marked as having none at the level.
+py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
+  if (!level0_plainly(tensor)) return shared->slow;
+  const at::Tensor& dual = THPVariable_Unpack(tensor.ptr());
+  if (!plain(dual)) return shared->slow;
+  PyObject* found = nullptr;
+  py::object tangent = py::none();
+  switch (tangent_at(tensor.ptr(), dual, level, &found)) {
+    case Found::Slow: return shared->slow;  // derived from a base or a saved output
+    case Found::Tangent: tangent = py::reinterpret_borrow<py::object>(found); break;
+    case Found::None: break;
+  }
+  at::Tensor alias;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
+    alias = at::alias(dual);
+  }
+  py::object primal = py::reinterpret_steal<py::object>(THPVariable_Wrap(alias));
+  note_view(primal, tensor);
+  set_tangent(primal, level, shared->no_tangent.ptr());
+  return py::make_tuple(primal, tangent);
+}
+
+}  // namespace dualgen
