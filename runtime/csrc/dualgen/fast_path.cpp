@@ -287,15 +287,7 @@ bool read_tangent(const at::Tensor& primal, const py::handle& level, bool grad_m
 }
 
 bool any_batched(const Values& tangents) {
-  for (const c10::IValue& value : tangents) {
-    if (value.isTensor() && batched_by_legacy_vmap(value.toTensor())) return true;
-    if (value.isList()) {
-      for (const c10::IValue& item : value.toListRef()) {
-        if (item.isTensor() && batched_by_legacy_vmap(item.toTensor())) return true;
-      }
-    }
-  }
-  return false;
+  return any_tensor(tangents, batched_by_legacy_vmap);
 }
 
 bool returns_list(const c10::FunctionSchema& schema) {
@@ -305,41 +297,21 @@ bool returns_list(const c10::FunctionSchema& schema) {
   return false;
 }
 
-// Calls `fn` on each defined tensor of the bound arguments (in lists too).
-template <typename Fn>
-void each_argument_tensor(const torch::jit::Stack& stack, Fn&& fn) {
-  for (const c10::IValue& value : stack) {
-    if (value.isTensor()) {
-      if (value.toTensor().defined()) fn(value.toTensor());
-    } else if (value.isList()) {
-      for (const c10::IValue& item : value.toListRef()) {
-        if (item.isTensor() && item.toTensor().defined()) fn(item.toTensor());
-      }
-    }
-  }
-}
-
 // What the arguments' tangents at `level` ask for: none anywhere, some of
 // their own, or the Python path (a derived tangent, a complex or negated
 // tensor).
 enum class Scan { None, Tangents, Slow };
 
 Scan scan(const torch::jit::Stack& stack, const py::handle& level) {
-  Scan scanned = Scan::None;
-  each_argument_tensor(stack, [&](const at::Tensor& t) {
-    if (scanned == Scan::Slow) return;
-    if (t.is_complex() || t.is_neg()) {
-      scanned = Scan::Slow;
-      return;
-    }
+  bool any = false;
+  const bool slow = any_tensor(stack, [&](const at::Tensor& t) {
+    if (t.is_complex() || t.is_neg()) return true;
     PyObject* value = nullptr;
-    switch (tangent_at(python_of(t), t, level, &value)) {
-      case Found::Slow: scanned = Scan::Slow; break;
-      case Found::Tangent: scanned = Scan::Tangents; break;
-      case Found::None: break;
-    }
+    const Found found = tangent_at(python_of(t), t, level, &value);
+    any = any || found == Found::Tangent;
+    return found == Found::Slow;
   });
-  return scanned;
+  return slow ? Scan::Slow : any ? Scan::Tangents : Scan::None;
 }
 
 // The first argument as a Python object (the source of a view op's outputs,
@@ -418,9 +390,7 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
     tangents.push_back(std::move(tangent));
   }
   if (grad_mode && !tracking) {
-    each_argument_tensor(stack, [&](const at::Tensor& t) {
-      tracking = tracking || t.requires_grad();
-    });
+    tracking = any_tensor(stack, [](const at::Tensor& t) { return t.requires_grad(); });
   }
   if (!present) return run_plainly(op, stack);
   if (op.inplace) {

@@ -64,22 +64,6 @@ void decline(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      stack);
 }
 
-// Whether a tensor of `value` (a list's too) is a subclass with a dispatch of
-// its own: the mode defers to it (mode._deferring), never the hot path.
-bool has_subclass(const c10::IValue& value) {
-  auto dispatches = [](const c10::IValue& v) {
-    return v.isTensor() && v.toTensor().defined() &&
-           v.toTensor().key_set().has(c10::DispatchKey::Python);
-  };
-  if (dispatches(value)) return true;
-  if (value.isList()) {
-    for (const c10::IValue& item : value.toListRef()) {
-      if (dispatches(item)) return true;
-    }
-  }
-  return false;
-}
-
 struct InFront {
   InFront() { in_front = true; }
   ~InFront() { in_front = false; }
@@ -97,9 +81,12 @@ bool offer(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Py_DECREF(ours);  // the state holds it
   if (mode->ptr(c10::impl::getGlobalPyInterpreter()) != ours) return false;
   const size_t n = schema.arguments().size();
-  for (const c10::IValue& value : torch::jit::last(*stack, n)) {
-    if (has_subclass(value)) return false;
-  }
+  // A subclass with a dispatch of its own: the mode defers to it
+  // (mode._deferring), never the hot path.
+  const auto dispatches_itself = [](const at::Tensor& t) {
+    return t.key_set().has(c10::DispatchKey::Python);
+  };
+  if (any_tensor(torch::jit::last(*stack, n), dispatches_itself)) return false;
   // The arguments on a stack of their own: the hot path leaves them as they
   // were where it declines, and the outputs in their place where it runs.
   torch::jit::Stack own(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());

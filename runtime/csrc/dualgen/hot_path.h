@@ -52,6 +52,24 @@ FormulaKeys formula_keys();
 inline const c10::DispatchKeySet python_keys{c10::DispatchKey::Python,
                                              c10::DispatchKey::PythonTLSSnapshot};
 
+// Whether `pred` holds for a defined tensor among `values` (IValues: an op's
+// arguments or tangents), lists' items included; stops at the first.
+template <typename IValues, typename Pred>
+bool any_tensor(const IValues& values, Pred&& pred) {
+  auto holds = [&](const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().defined() && pred(v.toTensor());
+  };
+  for (const c10::IValue& value : values) {
+    if (holds(value)) return true;
+    if (value.isList()) {
+      for (const c10::IValue& item : value.toListRef()) {
+        if (holds(item)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Whether this thread is inside the front kernel's call of the hot path.
 extern thread_local bool in_front;
 
