@@ -17,6 +17,7 @@ import statistics
 import time
 from contextlib import nullcontext
 
+import allocator
 import torch
 import torch.autograd.forward_ad as native_ad
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -108,7 +109,9 @@ def measure(functions: dict, rounds: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
+    allocator.add_argument(parser)
     args = parser.parse_args()
+    heap = allocator.configure(args)
     torch.set_num_threads(2)
     torch.manual_seed(0)
     print(
@@ -129,7 +132,7 @@ def main() -> None:
             f"| {ours / times['func.jvp']:.2f}x |"
         )
     print(
-        f"\ntorch {torch.__version__}, 2 threads, float32, median of {args.rounds} rounds"
+        f"\ntorch {torch.__version__}, 2 threads, float32, median of {args.rounds} rounds, {heap}"
     )
 
 

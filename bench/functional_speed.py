@@ -24,6 +24,7 @@ import argparse
 import statistics
 import time
 
+import allocator
 import torch
 import torch.autograd.functional as torch_af
 
@@ -127,7 +128,9 @@ def seconds(fn) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
+    allocator.add_argument(parser)
     args = parser.parse_args()
+    heap = allocator.configure(args)
     torch.set_num_threads(2)
     print("| case | torch (or baseline) | dualgen | dualgen / torch |")
     print("|---|---|---|---|")
@@ -146,7 +149,7 @@ def main() -> None:
         )
     print(
         f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, float32, "
-        f"median of {args.rounds} rounds"
+        f"median of {args.rounds} rounds, {heap}"
     )
 
 

@@ -26,6 +26,7 @@ import torch.autograd.forward_ad as native_ad
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import allocator
 import dualgen
 import dualgen.forward_ad as dual_ad
 
@@ -311,7 +312,9 @@ def main() -> None:
     parser.add_argument(
         "--per-op", action="store_true", help="first, the per-op table (4x4, 1 thread)"
     )
+    allocator.add_argument(parser)
     args = parser.parse_args()
+    heap = allocator.configure(args)
     rounds, budget = (5, 0.5) if args.quick else (11, 2.0)
     selected = [
         (name, size, with_backends(impls), ops)
@@ -328,7 +331,7 @@ def main() -> None:
     if args.per_op:
         per_op(rounds, budget / 4)
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, median of {rounds} rounds\n"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, median of {rounds} rounds, {heap}\n"
     )
     print(
         "| case | size | native | func.jvp | dualgen | dualgen (Python) "
