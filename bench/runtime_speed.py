@@ -21,12 +21,12 @@ import statistics
 import time
 from collections.abc import Callable
 
+import allocator
 import torch
 import torch.autograd.forward_ad as native_ad
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import allocator
 import dualgen
 import dualgen.forward_ad as dual_ad
 
