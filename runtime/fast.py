@@ -23,7 +23,7 @@ _extension = None
 def enable(extension) -> None:
     """Offer ops to `extension`'s hot path from now on."""
     global dispatch, make_dual, unpack_dual, _extension
-    from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS
+    from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS, use_store
 
     if _extension is not extension:
         extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
@@ -32,13 +32,17 @@ def enable(extension) -> None:
     unpack_dual = extension.unpack_dual
     extension.set_front(front_ops())
     extension.set_batching(batching_ops())
+    use_store(extension.SavedOutputs, extension.drop_entries)  # the hot path's
 
 
 def disable() -> None:
     """The Python path handles every op (what the hot path knows of each op
     stays: it does not depend on the backend)."""
     global dispatch, make_dual, unpack_dual
+    from .levels import SavedOutputs, _drop_entries, use_store
+
     dispatch = make_dual = unpack_dual = None
+    use_store(SavedOutputs, _drop_entries)
     if _extension is not None:
         _extension.set_front(None)
         _extension.set_batching(None)

@@ -25,35 +25,75 @@ _NO_TANGENT = object()  # marks a tensor that must not inherit its base's tangen
 _FIRST_SWEEP = 1024
 
 
+class SavedOutputs:
+    """The outputs autograd may save, at one level, by geometry.
+
+    Autograd rebuilds a saved output as a new tensor object sharing its storage,
+    so the output's tangent entries are found again by where and how its elements
+    lie, and only while its memory lives: a weak reference to the storage's Python
+    object (which lives exactly as long as the storage, shared by autograd's
+    saved copy) drops the entry when the memory goes; the output itself is not
+    held. The C++ backend's levels hold the extension's twin (csrc/dualgen/saved.h),
+    which the hot path writes without calling into Python."""
+
+    __slots__ = ("__weakref__", "_saved")
+
+    def __init__(self) -> None:
+        # geometry -> (weak reference to the storage's object, tangent entries)
+        self._saved: dict = {}
+
+    def remember(self, t: torch.Tensor, entries: dict) -> None:
+        key = geometry(t)
+        # Each entry's own callback, bound to its key: weak references to one
+        # memory (an output and a view of it) compare equal, so they cannot key
+        # a table of their own.
+        held = weakref.ref(t.untyped_storage(), functools.partial(self._freed, key))
+        self._saved[key] = (held, entries)
+
+    def find(self, t: torch.Tensor) -> dict | None:
+        saved = self._saved.get(geometry(t))
+        if saved is not None and saved[0]() is t.untyped_storage():
+            return saved[1]
+        return None
+
+    def _freed(self, key: tuple, held) -> None:
+        if self._saved.get(key, (None,))[0] is held:
+            del self._saved[key]
+
+    def clear(self) -> None:
+        self._saved.clear()
+
+    def __len__(self) -> int:
+        return len(self._saved)
+
+
+def geometry(t: torch.Tensor) -> tuple:
+    """Where and how t's elements lie (its first element's address includes the
+    storage offset): a saved output rebuilt by autograd has the same."""
+    return (t.data_ptr(), t.shape, t.stride(), t.dtype)
+
+
+# What a new level keeps its saved outputs in, and what drops a finished
+# level's entries: SavedOutputs and `_drop_entries`, or the C++ twins while the
+# C++ backend is in use (`use_store`).
+_saved_outputs_type: type = SavedOutputs
+
+
+def use_store(saved_outputs: type, drop_entries) -> None:
+    global _saved_outputs_type, _drop
+    _saved_outputs_type, _drop = saved_outputs, drop_entries
+
+
 @dataclass(eq=False)
 class Level:
     """One dual level. `index` is its depth; identity (not the index) keys tangents."""
 
     index: int
     tensors: list = field(default_factory=list)  # weakrefs to tensors with entries
-    # Outputs autograd may save: it rebuilds saved outputs as new tensor objects
-    # sharing storage, so their tangents are found by storage and geometry.
-    # geometry -> (weakref to the output's storage, the output's tangent entries);
-    # the output itself is not held, and its entry goes when its memory does
-    # (`remember_output`).
-    saved: dict = field(default_factory=dict)
+    saved: SavedOutputs = field(default_factory=lambda: _saved_outputs_type())
     # A level can last a whole training loop: the list is swept of dead
     # references each time it doubles, so it stays in proportion to what lives.
     sweep_tensors_at: int = _FIRST_SWEEP
-
-    def remember_output(self, key: tuple, memory, entries: dict) -> None:
-        """Remember an output's tangent `entries` under its geometry `key` while
-        its `memory` (its storage's Python object, which lives exactly as long
-        as the storage, shared by autograd's saved copy) lives."""
-        # Each entry's own callback, bound to its key: weak references to one
-        # memory (an output and a view of it) compare equal, so they cannot key
-        # a table of their own.
-        held = weakref.ref(memory, functools.partial(self._memory_freed, key))
-        self.saved[key] = (held, entries)
-
-    def _memory_freed(self, key: tuple, held) -> None:
-        if self.saved.get(key, (None,))[0] is held:
-            del self.saved[key]
 
 
 class _ThreadState(threading.local):
@@ -219,6 +259,13 @@ def forget_view(t: torch.Tensor) -> None:
 
 def clear_level(level: Level) -> None:
     """Drop every tangent of `level`, leaving the tensors plain at that level."""
+    _drop(level)
+    level.tensors.clear()
+    level.saved.clear()
+    level.sweep_tensors_at = _FIRST_SWEEP
+
+
+def _drop_entries(level: Level) -> None:
     for ref in level.tensors:
         t = ref()
         if t is not None:
@@ -227,6 +274,6 @@ def clear_level(level: Level) -> None:
                 entries.pop(level, None)
                 if not entries:
                     del t.__dict__[TANGENTS]
-    level.tensors.clear()
-    level.saved.clear()
-    level.sweep_tensors_at = _FIRST_SWEEP
+
+
+_drop = _drop_entries

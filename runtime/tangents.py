@@ -89,19 +89,13 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
     # memory, so no saved output can be one. A rebuilt saved output keeps its
     # place in the graph (requires_grad); `.data` and from_dlpack copies do not.
     if level.saved and t.requires_grad and not t._is_zerotensor():
-        saved = level.saved.get(geometry(t))
-        if saved is not None and saved[0]() is t.untyped_storage():
-            value = saved[1].get(level)
+        entries = level.saved.find(t)
+        if entries is not None:
+            value = entries.get(level)
             if isinstance(value, torch.Tensor):
                 set_tangent(t, level, value)
                 return value
     return None
-
-
-def geometry(t: torch.Tensor) -> tuple:
-    """Where and how t's elements lie (its first element's address includes the
-    storage offset): a saved output rebuilt by autograd has the same."""
-    return (t.data_ptr(), t.shape, t.stride(), t.dtype)
 
 
 def remember_saved_outputs(level: Level, outputs) -> None:
@@ -112,7 +106,7 @@ def remember_saved_outputs(level: Level, outputs) -> None:
     for o in _tensors(outputs):
         entries = o.__dict__.get(TANGENTS)
         if entries and level in entries and not o._is_zerotensor():
-            level.remember_output(geometry(o), o.untyped_storage(), entries)
+            level.saved.remember(o, entries)
 
 
 def _tensors(values):

@@ -526,6 +526,7 @@ void bind_fast_path(py::module_& m) {
   m.def("dispatch", &dispatch);
   m.def("make_dual", &make_dual);
   m.def("unpack_dual", &unpack_dual);
+  m.def("drop_entries", &drop_entries, "levels.clear_level's loop over the level's tensors");
   m.def("forget_ops", &forget, "drop what the hot path knows of each op (rules changed)");
 }
 

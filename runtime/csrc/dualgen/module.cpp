@@ -7,6 +7,7 @@
 #include "dualgen/formulas/bindings.h"
 #include "dualgen/fast_path.h"
 #include "dualgen/kernel.h"
+#include "dualgen/saved.h"
 #include "dualgen/values.h"
 
 namespace py = pybind11;
@@ -89,6 +90,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   dualgen::bind_fast_path(m);
   dualgen::bind_front(m);
   dualgen::bind_batching(m);
+  dualgen::bind_saved_outputs(m);
   auto formulas = m.def_submodule("formulas", "the C++ twins of dualgen.formulas");
   dualgen::formulas::bind_elementwise(formulas);
   dualgen::formulas::bind_reductions(formulas);

@@ -1,7 +1,7 @@
 // Where tangents live (store.h): reading and writing the Python side's store.
 #include "dualgen/store.h"
 
-#include <torch/csrc/DynamicTypes.h>
+#include "dualgen/saved.h"
 
 namespace dualgen {
 
@@ -10,30 +10,25 @@ Names* names = nullptr;
 
 namespace {
 
-// Where and how t's elements lie, as tangents.geometry gives it.
-py::tuple geometry(const at::Tensor& t) {
-  py::tuple sizes(t.dim()), strides(t.dim());
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    sizes[i] = py::int_(t.size(i));
-    strides[i] = py::int_(t.stride(i));
-  }
-  auto* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
-  return py::make_tuple(py::int_(reinterpret_cast<std::intptr_t>(t.data_ptr())), sizes,
-                        strides, py::reinterpret_borrow<py::object>(dtype));
+// The level's saved outputs (levels.SavedOutputs or its C++ twin, by the
+// backend the level was entered under).
+SavedOutputs* saved_of(const py::handle& level, py::object& store) {
+  store = level.attr(names->saved);
+  return py::isinstance<SavedOutputs>(store) ? store.cast<SavedOutputs*>() : nullptr;
 }
 
-// Whether t has the geometry of an output the level remembered
+// Whether t has the geometry and memory of an output the level remembered
 // (tangents.remember_saved_outputs): autograd's rebuilt saved outputs do.
 bool is_saved_output(const at::Tensor& t, const py::handle& level) {
-  py::dict saved = level.attr(names->saved);
-  if (saved.empty()) return false;
-  return saved.contains(geometry(t));
+  py::object store;
+  if (SavedOutputs* saved = saved_of(level, store)) return saved->find(t) != nullptr;
+  return !store.attr(names->find)(py::reinterpret_steal<py::object>(THPVariable_Wrap(t))).is_none();
 }
 
 }  // namespace
 
-// One with a tangent entry at `level` is remembered by Level.remember_output (under its geometry, while its
-// memory lives, not holding it).
+// One with a tangent entry at `level` is remembered by the level's saved
+// outputs (under its geometry, while its memory lives, not holding it).
 void remember_output(const py::handle& out, const py::handle& level) {
   PyObject** dict = _PyObject_GetDictPtr(out.ptr());
   if (dict == nullptr || *dict == nullptr) return;
@@ -41,8 +36,12 @@ void remember_output(const py::handle& out, const py::handle& level) {
   if (entries == nullptr || PyDict_GetItemWithError(entries, level.ptr()) == nullptr) return;
   const at::Tensor& t = THPVariable_Unpack(out.ptr());
   if (t._is_zerotensor()) return;
-  level.attr(names->remember_output)(geometry(t), out.attr(names->untyped_storage)(),
-                                     py::reinterpret_borrow<py::object>(entries));
+  py::object store;
+  if (SavedOutputs* saved = saved_of(level, store)) {
+    saved->remember(t, entries);
+  } else {
+    store.attr(names->remember)(out, py::reinterpret_borrow<py::object>(entries));
+  }
 }
 
 Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
@@ -88,6 +87,24 @@ void set_tangent(const py::object& tensor, const py::handle& level, PyObject* va
     }
   }
   own[level] = py::reinterpret_borrow<py::object>(value);
+}
+
+void drop_entries(const py::handle& level) {
+  py::list tensors = level.attr(names->tensors);
+  for (const py::handle& ref : tensors) {
+    py::object t = py::reinterpret_borrow<py::object>(PyWeakref_GetObject(ref.ptr()));
+    PyObject** dict = t.is_none() ? nullptr : _PyObject_GetDictPtr(t.ptr());
+    if (dict == nullptr || *dict == nullptr) continue;
+    py::object keep = py::reinterpret_borrow<py::object>(*dict);
+    PyObject* found = PyDict_GetItemWithError(keep.ptr(), shared->tangents.ptr());
+    if (found == nullptr) continue;
+    py::object entries = py::reinterpret_borrow<py::object>(found);
+    if (PyDict_DelItem(entries.ptr(), level.ptr()) < 0) PyErr_Clear();  // none there
+    if (PyDict_Size(entries.ptr()) == 0 &&
+        PyDict_DelItem(keep.ptr(), shared->tangents.ptr()) < 0) {
+      PyErr_Clear();
+    }
+  }
 }
 
 // levels.note_view: a view of a tensor with tangents of its own follows that

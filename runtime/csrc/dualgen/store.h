@@ -32,7 +32,7 @@ struct Names {
   py::str cap{"cap"}, defer_next{"defer_next"}, subclass_op{"subclass_op"},
       levels{"levels"}, user_exclude{"user_exclude"}, raw_repr{"raw_repr"},
       tensors{"tensors"}, sweep_tensors_at{"sweep_tensors_at"}, saved{"saved"},
-      remember_output{"remember_output"}, untyped_storage{"untyped_storage"};
+      remember{"remember"}, find{"find"};
 };
 extern Names* names;
 
@@ -54,6 +54,10 @@ Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
 // levels.set_tangent: `value` (a tensor, or the no-tangent marker) as the
 // tensor's entry at `level`, the level noting the tensor on its first entry.
 void set_tangent(const py::object& tensor, const py::handle& level, PyObject* value);
+
+// levels.clear_level's loop: every tensor the level gave entries loses its
+// entry at the level (and its entries dict when that was the last).
+void drop_entries(const py::handle& level);
 
 // levels.note_view: a view of a tensor with tangents of its own follows that
 // tensor's tangent, not its memory's owner's.
