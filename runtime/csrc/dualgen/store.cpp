@@ -10,8 +10,10 @@ Names* names = nullptr;
 
 namespace {
 
-// The level's saved outputs (levels.SavedOutputs or its C++ twin, by the
-// backend the level was entered under).
+// The level's saved outputs: the C++ twin, which enter_dual_level gives every
+// level entered under the C++ backend (the backend is chosen before the level
+// is made); null, with `store` set, for any other store, used through its
+// Python methods.
 SavedOutputs* saved_of(const py::handle& level, py::object& store) {
   store = level.attr(names->saved);
   return py::isinstance<SavedOutputs>(store) ? store.cast<SavedOutputs*>() : nullptr;
