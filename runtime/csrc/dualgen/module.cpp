@@ -78,6 +78,56 @@ py::list call_jvp(const std::string& key, const py::sequence& args,
   return out;
 }
 
+// For the tests of temporaries.h: `a op b` (op one of + - * /, or "neg" of `a`)
+// with a copy of `a` (`temporary` "left"), of `b` ("right") or of both as the
+// temporaries; returns the result and whether it was written into a copy.
+py::tuple temporary_operator(const std::string& op, const at::Tensor& a,
+                             const py::object& b, const std::string& temporary) {
+  const auto copy = [](const at::Tensor& t) {  // keeping a lazy conjugation
+    if (t.is_conj()) return t.conj().clone(at::MemoryFormat::Preserve).conj();
+    return t.clone(at::MemoryFormat::Preserve);
+  };
+  const bool left = temporary != "right", right = temporary != "left";
+  const auto data_of = [](const at::Tensor& t) -> const void* {
+    return t.has_storage() ? t.data_ptr() : nullptr;  // (none: a batched tensor)
+  };
+  at::Tensor temp_a = copy(a);
+  const void* written[2] = {data_of(temp_a), nullptr};
+  at::Tensor result;
+  if (op == "neg") {
+    result = -std::move(temp_a);
+  } else if (THPVariable_Check(b.ptr())) {
+    const at::Tensor& other = THPVariable_Unpack(b.ptr());
+    at::Tensor temp_b = copy(other);
+    written[1] = data_of(temp_b);
+#define DUALGEN_APPLY(symbol)                                                   \
+  if (left && right) result = std::move(temp_a) symbol std::move(temp_b);      \
+  else if (left) result = std::move(temp_a) symbol other;                     \
+  else result = a symbol std::move(temp_b);
+    if (op == "+") { DUALGEN_APPLY(+) }
+    else if (op == "-") { DUALGEN_APPLY(-) }
+    else if (op == "*") { DUALGEN_APPLY(*) }
+    else if (op == "/") { DUALGEN_APPLY(/) }
+    else TORCH_CHECK(false, "no operator ", op);
+#undef DUALGEN_APPLY
+  } else {
+    const c10::Scalar number = torch::jit::toIValue(b, c10::NumberType::get()).toScalar();
+    if (!left) {  // a number on the left, the copy of `a` on the right
+      if (op == "+") result = number + std::move(temp_a);
+      else if (op == "-") result = rsub(std::move(temp_a), number);  // as printed
+      else if (op == "*") result = number * std::move(temp_a);
+      else TORCH_CHECK(false, "no operator ", op, " with a number on the left");
+    } else if (op == "+") result = std::move(temp_a) + number;
+    else if (op == "-") result = std::move(temp_a) - number;
+    else if (op == "*") result = std::move(temp_a) * number;
+    else if (op == "/") result = std::move(temp_a) / number;
+    else TORCH_CHECK(false, "no operator ", op);
+  }
+  const void* data = data_of(result);
+  const bool into_copy = data != nullptr && (data == written[0] || data == written[1]);
+  return py::make_tuple(result, into_copy);
+}
+
 }  // namespace
 }  // namespace dualgen
 
@@ -87,6 +137,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("kernel_names", [] { return dualgen::registry().names(); });
   m.def("has_kernel",
         [](const std::string& key) { return dualgen::registry().find(key) != nullptr; });
+  m.def("temporary_operator", &dualgen::temporary_operator);
+  m.def("set_temporaries_reuse", &dualgen::temporaries::set_reuse);
+  m.def("temporaries_reuse", &dualgen::temporaries::reuse);
   dualgen::bind_fast_path(m);
   dualgen::bind_front(m);
   dualgen::bind_batching(m);

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "dualgen/temporaries.h"  // operators on temporaries write into them
+
 namespace dualgen {
 
 using TensorList = std::vector<at::Tensor>;
