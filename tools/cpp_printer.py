@@ -143,6 +143,18 @@ class CppPrinter:
         if type(node.op) not in _BINARY:
             raise CppError(f"cannot print the operator of `{_text(node)}` as C++")
         symbol, prec = _BINARY[type(node.op)]
+        if tensor and not left.type.is_tensor:
+            # A number minus or over a tensor, as Python computes it (ATen's C++
+            # operators fill a tensor of the right operand's dtype instead).
+            if isinstance(node.op, ast.Sub):
+                return Printed(
+                    f"dualgen::rsub({right.text}, {left.text})", Type("Tensor")
+                )
+            if isinstance(node.op, ast.Div):
+                reciprocal = f"{_operand(right)}.reciprocal()"
+                return Printed(
+                    f"{reciprocal} * {_operand(left, 14)}", Type("Tensor"), 13
+                )
         pair = f"{_operand(left, prec)} {symbol} {_operand(right, prec + 1)}"
         if tensor:
             # A Scalar on one side: ATen's Tensor-Scalar operators take it.

@@ -823,15 +823,15 @@ Results lerp_Tensor(const Values& args, const Values& tangents, const Values& ou
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
   if (present(self_t) && present(end_t) && present(weight_t)) {
-    return {dualgen::value(self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p))};
+    return {dualgen::value(self_t * dualgen::rsub(weight_p, 1) + end_t * weight_p + weight_t * (end_p - self_p))};
   } else if (present(self_t) && present(end_t)) {
-    return {dualgen::value(conform(self_t * (1 - weight_p) + end_t * weight_p, result))};
+    return {dualgen::value(conform(self_t * dualgen::rsub(weight_p, 1) + end_t * weight_p, result))};
   } else if (present(self_t) && present(weight_t)) {
-    return {dualgen::value(conform(self_t * (1 - weight_p) + weight_t * (end_p - self_p), result))};
+    return {dualgen::value(conform(self_t * dualgen::rsub(weight_p, 1) + weight_t * (end_p - self_p), result))};
   } else if (present(end_t) && present(weight_t)) {
     return {dualgen::value(conform(end_t * weight_p + weight_t * (end_p - self_p), result))};
   } else if (present(self_t)) {
-    return {dualgen::value(conform(self_t * (1 - weight_p), result))};
+    return {dualgen::value(conform(self_t * dualgen::rsub(weight_p, 1), result))};
   } else if (present(end_t)) {
     return {dualgen::value(conform(end_t * weight_p, result))};
   } else if (present(weight_t)) {
@@ -853,15 +853,15 @@ Results lerp__Tensor(const Values& args, const Values& tangents, const Values& o
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p)
   if (present(self_t) && present(end_t) && present(weight_t)) {
-    return {dualgen::value(self_t * (1 - weight_p) + end_t * weight_p + weight_t * (end_p - self_p))};
+    return {dualgen::value(self_t * dualgen::rsub(weight_p, 1) + end_t * weight_p + weight_t * (end_p - self_p))};
   } else if (present(self_t) && present(end_t)) {
-    return {dualgen::value(self_t * (1 - weight_p) + end_t * weight_p)};
+    return {dualgen::value(self_t * dualgen::rsub(weight_p, 1) + end_t * weight_p)};
   } else if (present(self_t) && present(weight_t)) {
-    return {dualgen::value(self_t * (1 - weight_p) + weight_t * (end_p - self_p))};
+    return {dualgen::value(self_t * dualgen::rsub(weight_p, 1) + weight_t * (end_p - self_p))};
   } else if (present(end_t) && present(weight_t)) {
     return {dualgen::value(conform(end_t * weight_p + weight_t * (end_p - self_p), result))};
   } else if (present(self_t)) {
-    return {dualgen::value(self_t * (1 - weight_p))};
+    return {dualgen::value(self_t * dualgen::rsub(weight_p, 1))};
   } else if (present(end_t)) {
     return {dualgen::value(conform(end_t * weight_p, result))};
   } else if (present(weight_t)) {
@@ -1501,11 +1501,11 @@ Results softplus_backward_default(const Values& args, const Values& tangents, co
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: torch.ops.aten.softplus_backward(grad_output_t, self_p, beta, threshold) + grad_output_p * torch.where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t
   if (present(grad_output_t) && present(self_t)) {
-    return {dualgen::value(at::_ops::softplus_backward::call(grad_output_t, self_p, beta, threshold) + grad_output_p * at::where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t)};
+    return {dualgen::value(at::_ops::softplus_backward::call(grad_output_t, self_p, beta, threshold) + grad_output_p * at::where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * dualgen::rsub((self_p * beta).sigmoid(), 1)) * self_t)};
   } else if (present(grad_output_t)) {
     return {dualgen::value(conform(at::_ops::softplus_backward::call(grad_output_t, self_p, beta, threshold), result))};
   } else if (present(self_t)) {
-    return {dualgen::value(conform(grad_output_p * at::where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * (1 - (self_p * beta).sigmoid())) * self_t, result))};
+    return {dualgen::value(conform(grad_output_p * at::where(self_p * beta > threshold, 0.0, beta * (self_p * beta).sigmoid() * dualgen::rsub((self_p * beta).sigmoid(), 1)) * self_t, result))};
   }
   return {dualgen::value(None)};
 }

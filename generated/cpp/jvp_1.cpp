@@ -435,7 +435,7 @@ Results silu_default(const Values& args, const Values& tangents, const Values& o
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
   if (present(self_t)) {
-    return {dualgen::value(self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid()))))};
+    return {dualgen::value(self_t * (self_p.sigmoid() * (1 + self_p * dualgen::rsub(self_p.sigmoid(), 1))))};
   }
   return {dualgen::value(None)};
 }
@@ -449,7 +449,7 @@ Results silu__default(const Values& args, const Values& tangents, const Values& 
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: grad * (self.sigmoid() * (1 + self * (1 - self.sigmoid()))).conj()
   if (present(self_t)) {
-    return {dualgen::value(self_t * (self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid()))))};
+    return {dualgen::value(self_t * (self_p.sigmoid() * (1 + self_p * dualgen::rsub(self_p.sigmoid(), 1))))};
   }
   return {dualgen::value(None)};
 }

@@ -95,7 +95,7 @@ Results asin_default(const Values& args, const Values& tangents, const Values& o
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
   if (present(self_t)) {
-    return {dualgen::value(self_t * (1 - self_p * self_p).rsqrt())};
+    return {dualgen::value(self_t * dualgen::rsub(self_p * self_p, 1).rsqrt())};
   }
   return {dualgen::value(None)};
 }
@@ -109,7 +109,7 @@ Results asin__default(const Values& args, const Values& tangents, const Values& 
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: grad * (1 - self * self).rsqrt().conj()
   if (present(self_t)) {
-    return {dualgen::value(self_t * (1 - self_p * self_p).rsqrt())};
+    return {dualgen::value(self_t * dualgen::rsub(self_p * self_p, 1).rsqrt())};
   }
   return {dualgen::value(None)};
 }
@@ -328,9 +328,9 @@ Results tanh_backward_default(const Values& args, const Values& tangents, const 
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj()
   if (present(grad_output_t) && present(output_t)) {
-    return {dualgen::value(grad_output_t * (1 - output_p * output_p).conj() - 2 * grad_output_p * (output_p * output_t).conj())};
+    return {dualgen::value(grad_output_t * dualgen::rsub(output_p * output_p, 1).conj() - 2 * grad_output_p * (output_p * output_t).conj())};
   } else if (present(grad_output_t)) {
-    return {dualgen::value(conform(grad_output_t * (1 - output_p * output_p).conj(), result))};
+    return {dualgen::value(conform(grad_output_t * dualgen::rsub(output_p * output_p, 1).conj(), result))};
   } else if (present(output_t)) {
     return {dualgen::value(conform(-(2 * grad_output_p * (output_p * output_t).conj()), result))};
   }
@@ -347,11 +347,11 @@ Results sigmoid_backward_default(const Values& args, const Values& tangents, con
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj()
   if (present(grad_output_t) && present(output_t)) {
-    return {dualgen::value(grad_output_t * (output_p * (1 - output_p)).conj() + grad_output_p * ((1 - 2 * output_p) * output_t).conj())};
+    return {dualgen::value(grad_output_t * (output_p * dualgen::rsub(output_p, 1)).conj() + grad_output_p * (dualgen::rsub(2 * output_p, 1) * output_t).conj())};
   } else if (present(grad_output_t)) {
-    return {dualgen::value(conform(grad_output_t * (output_p * (1 - output_p)).conj(), result))};
+    return {dualgen::value(conform(grad_output_t * (output_p * dualgen::rsub(output_p, 1)).conj(), result))};
   } else if (present(output_t)) {
-    return {dualgen::value(conform(grad_output_p * ((1 - 2 * output_p) * output_t).conj(), result))};
+    return {dualgen::value(conform(grad_output_p * (dualgen::rsub(2 * output_p, 1) * output_t).conj(), result))};
   }
   return {dualgen::value(None)};
 }

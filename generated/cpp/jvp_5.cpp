@@ -68,7 +68,7 @@ Results acos_default(const Values& args, const Values& tangents, const Values& o
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
   if (present(self_t)) {
-    return {dualgen::value(-self_t * (1 - self_p * self_p).rsqrt())};
+    return {dualgen::value(-self_t * dualgen::rsub(self_p * self_p, 1).rsqrt())};
   }
   return {dualgen::value(None)};
 }
@@ -82,7 +82,7 @@ Results acos__default(const Values& args, const Values& tangents, const Values& 
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: -grad * (1 - self * self).rsqrt().conj()
   if (present(self_t)) {
-    return {dualgen::value(-self_t * (1 - self_p * self_p).rsqrt())};
+    return {dualgen::value(-self_t * dualgen::rsub(self_p * self_p, 1).rsqrt())};
   }
   return {dualgen::value(None)};
 }
@@ -1298,11 +1298,11 @@ Results silu_backward_default(const Values& args, const Values& tangents, const 
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t
   if (present(grad_output_t) && present(self_t)) {
-    return {dualgen::value(grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t)};
+    return {dualgen::value(grad_output_t * self_p.sigmoid() * (1 + self_p * dualgen::rsub(self_p.sigmoid(), 1)) + grad_output_p * self_p.sigmoid() * dualgen::rsub(self_p.sigmoid(), 1) * (2 + self_p * dualgen::rsub(2 * self_p.sigmoid(), 1)) * self_t)};
   } else if (present(grad_output_t)) {
-    return {dualgen::value(conform(grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())), result))};
+    return {dualgen::value(conform(grad_output_t * self_p.sigmoid() * (1 + self_p * dualgen::rsub(self_p.sigmoid(), 1)), result))};
   } else if (present(self_t)) {
-    return {dualgen::value(conform(grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t, result))};
+    return {dualgen::value(conform(grad_output_p * self_p.sigmoid() * dualgen::rsub(self_p.sigmoid(), 1) * (2 + self_p * dualgen::rsub(2 * self_p.sigmoid(), 1)) * self_t, result))};
   }
   return {dualgen::value(None)};
 }

@@ -428,7 +428,7 @@ Results glu_default(const Values& args, const Values& tangents, const Values& ou
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1]
   if (present(self_t)) {
-    return {dualgen::value(self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * (1 - self_p.chunk(2, dim)[1].sigmoid()) * self_t.chunk(2, dim)[1])};
+    return {dualgen::value(self_t.chunk(2, dim)[0] * self_p.chunk(2, dim)[1].sigmoid() + result * dualgen::rsub(self_p.chunk(2, dim)[1].sigmoid(), 1) * self_t.chunk(2, dim)[1])};
   }
   return {dualgen::value(None)};
 }
@@ -484,7 +484,7 @@ Results atanh_default(const Values& args, const Values& tangents, const Values& 
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: grad / (1 - self * self).conj()
   if (present(self_t)) {
-    return {dualgen::value(self_t / (1 - self_p * self_p))};
+    return {dualgen::value(self_t / dualgen::rsub(self_p * self_p, 1))};
   }
   return {dualgen::value(None)};
 }
@@ -498,7 +498,7 @@ Results atanh__default(const Values& args, const Values& tangents, const Values&
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: auto_element_wise, from self: grad / (1 - self * self).conj()
   if (present(self_t)) {
-    return {dualgen::value(self_t / (1 - self_p * self_p))};
+    return {dualgen::value(self_t / dualgen::rsub(self_p * self_p, 1))};
   }
   return {dualgen::value(None)};
 }
