@@ -84,6 +84,7 @@ bench: $(STAMP) $(MODELS_STAMP)
 	$(PY) bench/runtime_speed.py --per-op
 	$(PY) bench/forward_gradient.py
 	$(PY) bench/functional_speed.py
+	$(PY) bench/fx_speed.py --compile
 	$(PY) -m tests.models.table
 	$(PY) bench/cpp_build.py
 	$(PY) bench/gradcheck_speed.py

@@ -257,6 +257,17 @@ def use_backend_rules() -> None:
         _GENERATED = None
 
 
+def rule_for_tracing(op: torch._ops.OpOverload) -> Rule | None:
+    """The rule a program transform traces (dualgen.fx): a user rule, or the
+    generated kernel in Python whatever the backend, so that every aten call of
+    its formula is a call the tracer sees as Python wrote it."""
+    rule = _USER_RULES.get(op)
+    if rule is not None:
+        return rule
+    info = generated_kernels().get(op)
+    return None if info is None else _generated_rule(op, info)
+
+
 def rule_for(op: torch._ops.OpOverload) -> Rule | None:
     rule = _USER_RULES.get(op)
     if rule is not None:

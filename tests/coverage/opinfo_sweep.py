@@ -109,6 +109,42 @@ def _run(op, sample, tangents, module):
     return result
 
 
+def _run_fx(op, sample, tangents, module):
+    """The op's JVP program from dualgen.fx (the native module: native forward
+    AD, the reference), flattened as `_run` gives it."""
+    if module is native_fwAD:
+        return _run(op, sample, tangents, module)
+    from torch.testing._internal.common_utils import freeze_rng_state
+
+    import dualgen.fx
+
+    inputs = []
+    _map(
+        (sample.input, sample.args, sample.kwargs),
+        lambda t: _is_diff(t) and inputs.append(t),
+    )
+
+    def f(*values):
+        pending = iter(values)
+        args = _map(
+            (sample.input, sample.args, sample.kwargs),
+            lambda t: next(pending) if _is_diff(t) else t,
+        )
+        return op(args[0], *args[1], **args[2])
+
+    program = dualgen.fx.jvp(f, tuple(inputs), tuple(tangents))
+    # OpInfo's random ops seed the generator inside the op (wrapper_set_seed,
+    # 42); a traced program draws where the op drew, so it is called so seeded.
+    with freeze_rng_state():
+        torch.manual_seed(42)
+        out, out_tangents = program(*inputs, *tangents)
+    flat, flat_tangents = [], []
+    _map(out, flat.append)
+    _map(out_tangents, flat_tangents.append)
+    pairs = iter(flat_tangents)
+    return [(o, next(pairs) if _is_diff(o) else None) for o in flat]
+
+
 def _run_hvp(op, sample, tangents, module):
     """Forward-over-reverse under `module`'s forward AD: the gradients of the op's
     differentiable outputs (seeded cotangents) with respect to its differentiable
@@ -208,22 +244,22 @@ def full_name(op) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
 
 
-def check(op, dtype, hvp=False) -> OpResult:
+def check(op, dtype, hvp=False, fx=False) -> OpResult:
     # One thread: kernels that write one place from several (max_unpool with
     # repeated indices) then pick the same winner for the primal and the tangent.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _check(op, dtype, hvp)
+        return _check(op, dtype, hvp, fx)
     finally:
         torch.set_num_threads(threads)
 
 
-def _check(op, dtype, hvp) -> OpResult:
-    run = _run_hvp if hvp else _run
+def _check(op, dtype, hvp, fx=False) -> OpResult:
+    run = _run_hvp if hvp else _run_fx if fx else _run
     result = OpResult(full_name(op), str(dtype).removeprefix("torch."))
     result.key = (op.name, op.variant_test_name, result.dtype)
-    result.mode = "hvp" if hvp else "jvp"
+    result.mode = "hvp" if hvp else "fx" if fx else "jvp"
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)  # OpInfo samples draw from the global generator
     for n, sample in enumerate(op.sample_inputs("cpu", dtype, requires_grad=False)):
@@ -246,9 +282,10 @@ def _check(op, dtype, hvp) -> OpResult:
                 ("wrong", f"sample {n}: {len(got)} outputs vs {len(expected)}")
             )
             continue
-        problem = _first_difference(got, expected, hvp)
+        # (dualgen.fx gives zeros where native has no tangent, as torch.func.jvp)
+        problem = _first_difference(got, expected, hvp or fx)
         if problem and _first_difference(
-            _native_or_none(op, sample, tangents, run), expected, hvp
+            _native_or_none(op, sample, tangents, run), expected, hvp or fx
         ):
             # Native disagrees with itself (max_unpool with repeated indices, ...):
             # this sample has no reference value.
@@ -273,7 +310,7 @@ def hvp_dtypes_for(op) -> list[torch.dtype]:
     return [d for d in dtypes_for(op) if d == torch.float64]
 
 
-def sweep(names=None, progress=True, hvp=False) -> list[OpResult]:
+def sweep(names=None, progress=True, hvp=False, fx=False) -> list[OpResult]:
     ops = [
         op
         for op in (hvp_ops() if hvp else forward_ad_ops())
@@ -282,7 +319,7 @@ def sweep(names=None, progress=True, hvp=False) -> list[OpResult]:
     results = []
     for i, op in enumerate(ops):
         for dtype in hvp_dtypes_for(op) if hvp else dtypes_for(op):
-            results.append(check(op, dtype, hvp))
+            results.append(check(op, dtype, hvp, fx))
         if progress:
             print(f"\r{i + 1}/{len(ops)} {op.name:30}", end="", file=sys.stderr)
     if progress:
@@ -348,24 +385,61 @@ NATIVE_WRONG = {
 def reason(result: OpResult) -> str:
     """Why an (op, dtype) fails, in one short line."""
     known = NATIVE_WRONG.get((*result.key, result.mode))
+    if known is None and result.mode == "fx":  # the program computes what the mode does
+        known = NATIVE_WRONG.get((*result.key, "jvp"))
     if known:
         return known
     kind, detail = result.failures[0]
+    if result.mode == "fx":
+        for pattern, why in _FX_LIMITS.items():
+            if pattern == result.key[:2] or (
+                isinstance(pattern, str) and re.search(pattern, detail)
+            ):
+                return why
     missing = re.search(r"rule for (\S+?);", detail)
     if missing:
         return f"no rule for {missing.group(1)} yet"
     return f"{kind}: {detail.splitlines()[0][:160]}"
 
 
-def write_known(results: list[OpResult], hvp=False) -> None:
-    what = "forward-over-reverse (HVP)" if hvp else "forward AD"
-    flag = "--hvp --known" if hvp else "--known"
+# What a program of values cannot express (docs/fx.md): failure pattern or
+# (name, variant) -> the reason written into opinfo_known_fx.py.
+_FX_LIMITS = {
+    "data-dependent|value out of a tracing tensor": "reads a tensor's value while traced (torch.equal, .item()): "
+    "a program cannot depend on values, so dualgen.fx.jvp stops with make_fx's error",
+    "detached alias": "updates its input through a detached alias (max_norm's "
+    "renormalisation): refused, a program of values cannot tell whether native "
+    "keeps the tangent (it does here)",
+    ("as_strided", "partial_views"): "as_strided reads memory outside its input's "
+    "view, in the view's base: a program of values has no base (native reads the "
+    "base's tangent there, zeros)",
+}
+
+_KNOWN_FILES = {  # mode -> (what, sweep flags, variable, file)
+    "jvp": ("forward AD", "--known", "KNOWN", "opinfo_known.py"),
+    "hvp": (
+        "forward-over-reverse (HVP)",
+        "--hvp --known",
+        "KNOWN_HVP",
+        "opinfo_known_hvp.py",
+    ),
+    "fx": (
+        "forward AD through dualgen.fx.jvp",
+        "--fx --known",
+        "KNOWN_FX",
+        "opinfo_known_fx.py",
+    ),
+}
+
+
+def write_known(results: list[OpResult], mode: str = "jvp") -> None:
+    what, flag, variable, name = _KNOWN_FILES[mode]
     lines = [
         f'"""(OpInfo name, variant, dtype) pairs dualgen does not match native {what}',
         f"on yet, and why. Generated by `python tests/coverage/opinfo_sweep.py {flag}`;",
         'the suite fails when one of them starts passing."""',
         "",
-        f"{'KNOWN_HVP' if hvp else 'KNOWN'} = {{",
+        f"{variable} = {{",
     ]
     for r in results:
         if r.status in ("wrong", "error"):
@@ -374,7 +448,6 @@ def write_known(results: list[OpResult], hvp=False) -> None:
     import black
 
     text = black.format_str("\n".join(lines) + "\n", mode=black.Mode())
-    name = "opinfo_known_hvp.py" if hvp else "opinfo_known.py"
     Path(__file__).with_name(name).write_text(text)
 
 
@@ -425,6 +498,9 @@ def main() -> int:
     parser.add_argument(
         "--hvp", action="store_true", help="sweep forward-over-reverse instead"
     )
+    parser.add_argument(
+        "--fx", action="store_true", help="sweep the JVP programs of dualgen.fx.jvp"
+    )
     args = parser.parse_args()
     names = set(args.ops) if args.ops else None
     if args.spec:
@@ -434,15 +510,15 @@ def main() -> int:
 
         kernels = load_kernels(generate_files(Path(args.spec)).files)
         with using_kernels(kernels):
-            results = sweep(names, hvp=args.hvp)
+            results = sweep(names, hvp=args.hvp, fx=args.fx)
     else:
-        results = sweep(names, hvp=args.hvp)
+        results = sweep(names, hvp=args.hvp, fx=args.fx)
     for r in results:
         if r.status in ("wrong", "error"):
             print(f"{r.status.upper():5} {r.name} [{r.dtype}]: {r.detail}")
     print(summary(results))
     if args.known:
-        write_known(results, args.hvp)
+        write_known(results, "hvp" if args.hvp else "fx" if args.fx else "jvp")
     if args.report:
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(report(results))

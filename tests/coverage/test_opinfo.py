@@ -1,12 +1,13 @@
 """The OpInfo conformance suite: every OpInfo that supports forward AD, every sample,
-dualgen.forward_ad against native forward AD (tests/coverage/opinfo_sweep.py does the work);
+dualgen.forward_ad against native forward AD (tests/coverage/opinfo_sweep.py does the work),
+and the same through the JVP programs of dualgen.fx.jvp;
 and every OpInfo that supports forward-over-reverse, the Hessian-vector products
 torch.autograd.grad gives from dual inputs (float64).
 
-Pairs dualgen does not match are listed in tests/coverage/opinfo_known.py and
-tests/coverage/opinfo_known_hvp.py with the reason, as strict xfails: one that starts passing
+Pairs dualgen does not match are listed in tests/coverage/opinfo_known.py,
+tests/coverage/opinfo_known_fx.py and tests/coverage/opinfo_known_hvp.py with the reason, as strict xfails: one that starts passing
 fails the suite until it is taken off the list. Regenerate the lists with
-`python tests/coverage/opinfo_sweep.py --known` and `python tests/coverage/opinfo_sweep.py --hvp --known`.
+`python tests/coverage/opinfo_sweep.py --known` (`--fx --known`, `--hvp --known`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 from opinfo_known import KNOWN
+from opinfo_known_fx import KNOWN_FX
 from opinfo_known_hvp import KNOWN_HVP
 from opinfo_sweep import check, dtypes_for, forward_ad_ops, hvp_dtypes_for, hvp_ops
 
@@ -31,6 +33,16 @@ def _cases(ops, dtypes_of, known):
 @pytest.mark.parametrize("op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN)))
 def test_forward_ad_matches_native(op, dtype):
     result = check(op, dtype)
+    assert result.status in ("pass", "n/a"), "\n".join(
+        f"{kind}: {op.name} {dtype}: {detail}" for kind, detail in result.failures[:5]
+    )
+
+
+@pytest.mark.parametrize(
+    "op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN_FX))
+)
+def test_fx_jvp_program_matches_native(op, dtype):
+    result = check(op, dtype, fx=True)
     assert result.status in ("pass", "n/a"), "\n".join(
         f"{kind}: {op.name} {dtype}: {detail}" for kind, detail in result.failures[:5]
     )

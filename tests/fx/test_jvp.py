@@ -1,0 +1,286 @@
+"""dualgen.fx.jvp: a program of aten ops whose values are torch.func.jvp's, at the
+example values and at new ones, with absent tangents costing nothing."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+import torch
+from torch import nn
+
+import dualgen.fx as dfx
+
+torch.manual_seed(0)
+
+
+def _check(f, primals, tangents, atol=1e-10, rtol=1e-7):
+    """The program against torch.func.jvp at the example values and at new ones
+    of the same shapes and dtypes; returns the program."""
+    gm = dfx.jvp(f, primals, tangents)
+    for values in (primals, tuple(_fresh(p) for p in primals)):
+        given = tuple(_fresh(t) if t is not None else None for t in tangents)
+        filled = tuple(
+            t if t is not None else torch.zeros_like(p) for p, t in zip(values, given)
+        )
+        expected = torch.func.jvp(f, values, filled)
+        got = gm(*values, *given)
+        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+    return gm
+
+
+def _fresh(t):
+    if not isinstance(t, torch.Tensor):
+        return t
+    return torch.randn_like(t) if t.is_floating_point() or t.is_complex() else t
+
+
+def _targets(gm):
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def _chain(x):
+    y = x.sin() * x.cos()
+    y = y.exp() + x
+    y = torch.tanh(y) * 0.5
+    return torch.sigmoid(y) - x
+
+
+def test_elementwise_chain():
+    x = torch.randn(5, dtype=torch.float64)
+    _check(_chain, (x,), (torch.randn_like(x),))
+
+
+def test_complex():
+    z = torch.randn(4, dtype=torch.complex128)
+    _check(lambda z: (z.sin() * z.conj()).exp(), (z,), (torch.randn_like(z),))
+
+
+def test_views_and_in_place_code():
+    def f(x, y):
+        z = x.clone()
+        z[1:].mul_(y[:-1])
+        w = z.t() if z.dim() == 2 else z
+        w.add_(1.5)
+        return z.view(-1).cumsum(0), w
+
+    x, y = torch.randn(3, 3, dtype=torch.float64), torch.randn(
+        3, 3, dtype=torch.float64
+    )
+    _check(f, (x, y), (torch.randn_like(x), torch.randn_like(y)))
+    _check(f, (x, y), (None, torch.randn_like(y)))
+
+
+def test_an_input_mutated_in_place():
+    def f(x, y):
+        x.mul_(y)
+        return x.sum(0), y * 2
+
+    def run(x, y):
+        return f(x.clone(), y)
+
+    x, y = torch.randn(3, 2, dtype=torch.float64), torch.randn(
+        3, 2, dtype=torch.float64
+    )
+    _check(run, (x, y), (torch.randn_like(x), None))
+
+
+def test_tuple_outputs_with_an_absent_tangent():
+    def f(x, y):
+        values, indices = x.max(dim=1)
+        return values * 2, indices, y.exp()
+
+    x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(2, dtype=torch.float64)
+    gm = _check(f, (x, y), (torch.randn_like(x), None))
+    _, tangents = gm(x, y, torch.randn_like(x), None)
+    # y has no tangent: its output's tangent is zeros, as torch.func.jvp gives
+    assert torch.equal(tangents[2], torch.zeros_like(y))
+
+
+def test_mlp_parameters_through_functional_call():
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).double()
+    names = [n for n, _ in model.named_parameters()]
+    params = tuple(p.detach() for p in model.parameters())
+    x = torch.randn(5, 4, dtype=torch.float64)
+
+    def f(*ps):
+        return torch.func.functional_call(model, dict(zip(names, ps)), (x,))
+
+    _check(f, params, tuple(torch.randn_like(p) for p in params))
+
+
+def test_convnet_with_batch_norm_in_eval():
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16, 2),
+    ).double()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    model.eval()
+    x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    _check(model, (x,), (torch.randn_like(x),))
+
+
+def test_transformer_encoder_layer():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    layer = layer.double().eval()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+
+    def f(x):
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            return layer(x)
+
+    _check(f, (x,), (torch.randn_like(x),))
+
+
+def test_only_aten_ops():
+    x = torch.randn(3, 4)
+    gm = dfx.jvp(_chain, (x,), (torch.randn_like(x),))
+    for target in _targets(gm):
+        assert target is operator.getitem or (
+            isinstance(target, torch._ops.OpOverload)
+            and target.namespace in ("aten", "prims")
+        ), target
+
+
+def test_an_absent_tangent_costs_nothing():
+    x, y = torch.randn(3), torch.randn(3)
+    gm = dfx.jvp(lambda x, y: x.sin() * y, (x, y), (torch.randn(3), None))
+    y_t = next(n for n in gm.graph.nodes if n.name == "y_t")
+    assert not y_t.users  # nothing reads y's (absent) tangent
+    ops = [str(t) for t in _targets(gm)]
+    assert "aten.zeros_like.default" not in ops and "aten.zeros.default" not in ops
+    # sin, its tangent (cos, mul), the product, its tangent (one mul: no y_t term)
+    assert len(ops) == 5, ops
+
+
+def test_names_follow_the_primals():
+    x = torch.randn(3)
+    gm = dfx.jvp(lambda x: x.sin().exp(), (x,), (torch.randn(3),))
+    names = [n.name for n in gm.graph.nodes]
+    assert names[:2] == ["x", "x_t"]
+    assert "sin" in names and "sin_t" in names and "exp" in names and "exp_t" in names
+    code = gm.print_readable(print_output=False)
+    assert "grad * self.cos().conj()" in code  # sin's formula, as a comment
+    assert "jvp.py" in code
+
+
+def test_an_op_without_a_kernel_is_named():
+    lib = torch.library.Library("dualgen_fx_test", "FRAGMENT")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CompositeExplicitAutograd")
+    x = torch.randn(3)
+    with pytest.raises(dfx.NoRule, match="dualgen_fx_test.twice"):
+        dfx.jvp(torch.ops.dualgen_fx_test.twice, (x,), (torch.randn(3),))
+    # without a tangent reaching it, it needs none
+    gm = dfx.jvp(lambda x, y: torch.ops.dualgen_fx_test.twice(y) + x, (x, x), (x, None))
+    assert torch.equal(gm(x, x, x, None)[1], x)
+
+
+def test_a_user_rule_is_traced():
+    lib = torch.library.Library("dualgen_fx_rule", "FRAGMENT")
+    lib.define("thrice(Tensor x) -> Tensor")
+    lib.impl("thrice", lambda x: x * 3, "CompositeExplicitAutograd")
+    import dualgen
+
+    @dualgen.register_jvp(torch.ops.dualgen_fx_rule.thrice.default)
+    def thrice_jvp(x_p, x_t, result):
+        return x_t * 3
+
+    x, t = torch.randn(3), torch.randn(3)
+    try:
+        gm = dfx.jvp(torch.ops.dualgen_fx_rule.thrice, (x,), (t,))
+    finally:
+        dualgen.unregister_jvp(torch.ops.dualgen_fx_rule.thrice.default)
+    assert torch.equal(gm(x, t)[1], t * 3)
+
+
+def test_compiles():
+    x = torch.randn(6)
+    gm = dfx.jvp(_chain, (x,), (torch.randn(6),))
+    compiled = torch.compile(gm, backend="eager")
+    t = torch.randn(6)
+    torch.testing.assert_close(compiled(x, t), gm(x, t))
+
+
+def test_the_tangents_given_are_not_written():
+    def f(x, y):
+        x.mul_(y)  # an input mutated: the program writes it back, as f would
+        return x * 2
+
+    x, y = torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    x_t, y_t = torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    gm = dfx.jvp(f, (x.clone(), y), (x_t, y_t))
+    given = (x_t.clone(), y_t.clone())
+    x_run = x.clone()
+    _, tangent = gm(x_run, y, *given)
+    assert torch.equal(given[0], x_t) and torch.equal(given[1], y_t)
+    assert torch.allclose(x_run, x * y)  # written back
+    torch.testing.assert_close(tangent, 2 * (x_t * y + x * y_t))
+
+
+def test_batch_norm_in_training_and_an_in_place_fill():
+    """(torch.func refuses a function that updates a module's buffers: the
+    reference here is torch.autograd.forward_ad.)"""
+    import torch.autograd.forward_ad as fwAD
+
+    bn = nn.BatchNorm1d(3).double()
+
+    def f(x):
+        y = bn(x)  # updates the running statistics: a functional variant in the graph
+        z = y.clone()
+        z[:, 0].zero_()
+        return z
+
+    x, t = torch.randn(4, 3, dtype=torch.float64), torch.randn(
+        4, 3, dtype=torch.float64
+    )
+    gm = dfx.jvp(f, (x,), (t,))
+    with fwAD.dual_level():
+        expected = fwAD.unpack_dual(f(fwAD.make_dual(x, t)))
+    torch.testing.assert_close(gm(x, t), tuple(expected))
+
+
+def test_a_value_read_while_traced_stops_the_trace():
+    """A program that fixed `x.max().item()` would be wrong at other values."""
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="data-dependent"):
+        dfx.jvp(lambda x: x * x.max().item(), (x,), (torch.randn(3),))
+
+
+def test_the_transformer_layer_program_compiles_with_inductor():
+    """torch.compile(torch.func.jvp(layer)) fails in torch 2.13 (layer_norm under
+    the jvp transform); the program compiles and gives its values."""
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    x, t = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+
+    def f(x):
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            return layer(x)
+
+    gm = dfx.jvp(f, (x,), (t,))
+    torch._dynamo.reset()
+    compiled = torch.compile(gm)
+    x2, t2 = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    torch.testing.assert_close(compiled(x2, t2), gm(x2, t2), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        gm(x2, t2), torch.func.jvp(f, (x2,), (t2,)), atol=1e-5, rtol=1e-4
+    )
+
+
+def test_an_input_updated_through_a_detached_alias_is_refused():
+    """Native keeps the tangent of an input updated through a detached alias
+    (F.embedding's max_norm): a program of values cannot tell that update from
+    a copy of a detached value, so it says so rather than guess."""
+    weight = torch.randn(10, 3, dtype=torch.float64)
+    indices = torch.tensor([[1, 2], [4, 5]])
+
+    def f(w):
+        return nn.functional.embedding(indices, w, max_norm=1.0)
+
+    with pytest.raises(dfx.NoRule, match="detached alias"):
+        dfx.jvp(f, (weight,), (torch.ones_like(weight),))

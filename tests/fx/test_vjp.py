@@ -1,0 +1,181 @@
+"""dualgen.fx.vjp: a program of aten ops whose outputs and gradients are
+torch.func.vjp's, at the example values and at new ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+import dualgen.fx as dfx
+
+torch.manual_seed(0)
+
+
+def _check(f, primals, atol=1e-10, rtol=1e-7):
+    gm = dfx.vjp(f, primals)
+    for values in (primals, tuple(_fresh(p) for p in primals)):
+        out, vjp_fn = torch.func.vjp(f, *values)
+        cotangents = pytree.tree_map(_cotangent, out)
+        expected = (out, vjp_fn(cotangents))
+        got = gm(*values, cotangents)
+        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+    return gm
+
+
+def _fresh(t):
+    if not isinstance(t, torch.Tensor):
+        return t
+    return torch.randn_like(t) if t.is_floating_point() or t.is_complex() else t
+
+
+def _cotangent(t):
+    if t.is_floating_point() or t.is_complex():
+        return torch.randn_like(t)
+    return torch.zeros_like(t)
+
+
+def _chain(x):
+    y = x.sin() * x.cos()
+    y = y.exp() + x
+    y = torch.tanh(y) * 0.5
+    return torch.sigmoid(y) - x
+
+
+def test_elementwise_chain():
+    _check(_chain, (torch.randn(5, dtype=torch.float64),))
+
+
+def test_broadcasting_and_reuse():
+    def f(x, b):
+        h = x * b + b  # b broadcast, used twice
+        return h.sum(1), h.mean()
+
+    x, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    _check(f, (x, b))
+
+
+def test_complex():
+    z = torch.randn(4, dtype=torch.complex128)
+    _check(lambda z: (z.sin() * z.conj()).exp(), (z,))
+
+
+def test_views_and_in_place_code():
+    def f(x, y):
+        z = x.clone()
+        z[1:].mul_(y[:-1])
+        z.t().add_(1.5)
+        return z.view(-1).cumsum(0)
+
+    x, y = torch.randn(3, 3, dtype=torch.float64), torch.randn(
+        3, 3, dtype=torch.float64
+    )
+    _check(f, (x, y))
+
+
+def test_tuple_outputs_and_an_unused_input():
+    def f(x, y, unused):
+        values, indices = x.max(dim=1)  # (no cotangent ever reaches indices)
+        return values * 2, y.exp(), x.gather(1, indices[:, None])
+
+    x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(2, dtype=torch.float64)
+    gm = _check(f, (x, y, torch.randn(2, dtype=torch.float64)))
+    cotangents = (torch.ones(3), y, torch.ones(3, 1))
+    _, grads = gm(x, y, y, tuple(c.double() for c in cotangents))
+    assert torch.equal(grads[2], torch.zeros(2, dtype=torch.float64))
+
+
+def test_mlp_parameters_through_functional_call():
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).double()
+    names = [n for n, _ in model.named_parameters()]
+    params = tuple(p.detach() for p in model.parameters())
+    x = torch.randn(5, 4, dtype=torch.float64)
+
+    def f(*ps):
+        return torch.func.functional_call(model, dict(zip(names, ps)), (x,))
+
+    _check(f, params)
+
+
+def test_convnet_with_batch_norm_in_eval():
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16, 2),
+    ).double()
+    model[1].running_var.uniform_(0.5, 2)
+    model.eval()
+    _check(model, (torch.randn(2, 3, 4, 4, dtype=torch.float64),))
+
+
+def test_transformer_encoder_layer():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    layer = layer.double().eval()
+
+    def f(x):
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            return layer(x)
+
+    _check(f, (torch.randn(2, 5, 8, dtype=torch.float64),))
+
+
+def test_names_and_formulas():
+    gm = dfx.vjp(lambda x, y: x.sin() * y, (torch.randn(3), torch.randn(3)))
+    names = [n.name for n in gm.graph.nodes]
+    assert names[:3] == ["x", "y", "cotangent"]
+    assert "x_grad" in names and "y_grad" in names and "sin_grad" in names
+    assert "self: grad * self.cos().conj()" in gm.print_readable(print_output=False)
+
+
+def test_an_op_without_a_vjp_kernel_is_named():
+    lib = torch.library.Library("dualgen_fx_vjp_test", "FRAGMENT")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CompositeExplicitAutograd")
+    with pytest.raises(dfx.NoRule, match="dualgen_fx_vjp_test.twice"):
+        dfx.vjp(torch.ops.dualgen_fx_vjp_test.twice, (torch.randn(3),))
+
+
+def test_compiles():
+    x = torch.randn(6)
+    gm = dfx.vjp(_chain, (x,))
+    compiled = torch.compile(gm, backend="eager")
+    c = torch.randn(6)
+    torch.testing.assert_close(compiled(x, c), gm(x, c))
+
+
+def test_batch_norm_in_training_and_an_in_place_fill():
+    """(torch.func refuses a function that updates a module's buffers: the
+    reference here is torch.autograd.grad.)"""
+    bn = nn.BatchNorm1d(3).double()
+
+    def f(x):
+        y = bn(x)  # updates the running statistics: a functional variant in the graph
+        z = y.clone()
+        z[:, 0].zero_()
+        return z
+
+    x, c = torch.randn(4, 3, dtype=torch.float64), torch.randn(
+        4, 3, dtype=torch.float64
+    )
+    gm = dfx.vjp(f, (x,))
+    leaf = x.clone().requires_grad_()
+    out = f(leaf)
+    (expected,) = torch.autograd.grad(out, leaf, c)
+    got_out, (got,) = gm(x, c)
+    torch.testing.assert_close(got_out, out.detach())
+    torch.testing.assert_close(got, expected)
+
+
+def test_an_input_updated_through_a_detached_alias_is_refused():
+    weight = torch.randn(10, 3, dtype=torch.float64)
+    indices = torch.tensor([[1, 2], [4, 5]])
+
+    def f(w):
+        return nn.functional.embedding(indices, w, max_norm=1.0)
+
+    with pytest.raises(dfx.NoRule, match="detached alias"):
+        dfx.vjp(f, (weight,))
