@@ -114,12 +114,15 @@ def run_case(f, primals, rounds: int, budget: float, compile_: bool) -> dict:
 
 def _compiled(f, primals, tangents, jvp_gm, rounds, budget) -> dict:
     torch._dynamo.reset()
+    count = len(primals)
     compiled_gm = torch.compile(jvp_gm)
-    compiled_func = torch.compile(lambda *ps: torch.func.jvp(f, ps, tangents))
+    compiled_func = torch.compile(
+        lambda *values: torch.func.jvp(f, values[:count], values[count:])
+    )
     impls = {}
-    for name, fn in (
+    for name, fn in (  # (both take the primals and the tangents as inputs)
         ("compiled fx", lambda: compiled_gm(*primals, *tangents)),
-        ("compiled func.jvp", lambda: compiled_func(*primals)),
+        ("compiled func.jvp", lambda: compiled_func(*primals, *tangents)),
     ):
         try:
             fn()

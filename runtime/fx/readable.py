@@ -61,9 +61,30 @@ def name_and_annotate(
             copy = graph.create_node(node.op, node.target, args, kwargs, names[node])
         copy.meta = dict(node.meta)
         if mark is not None and node.op not in ("placeholder", "output"):
-            copy.meta["stack_trace"] = source if mark[1] == "primal" else mark[2]
+            trace = source if mark[1] == "primal" else mark[2]
+            if trace is not None:  # (compilers join these: never None)
+                copy.meta["stack_trace"] = trace
         copies[node] = copy
-    return torch.fx.GraphModule(gm, graph, class_name=f"{class_name}_{_PROGRAMS[kind]}")
+    program = torch.fx.GraphModule(
+        gm, graph, class_name=f"{class_name}_{_PROGRAMS[kind]}"
+    )
+    _detach_constants(program)
+    return program
+
+
+def _detach_constants(gm: torch.fx.GraphModule) -> None:
+    """The tensors `f` closes over (a module's parameters) as the program holds
+    them: detached (the same memory), so nothing records the program's use of
+    them for a backward pass (torch.compile would trace one)."""
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        owner, _, name = node.target.rpartition(".")
+        module = gm.get_submodule(owner) if owner else gm
+        value = getattr(module, name)
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            delattr(module, name)
+            module.register_buffer(name, value.detach(), persistent=False)
 
 
 _PROGRAMS = {"tangent": "jvp", "grad": "vjp"}
@@ -94,7 +115,7 @@ def _names(gm: torch.fx.GraphModule, value_nodes: dict, input_names: tuple, kind
         if node.op in ("placeholder", "output"):
             continue
         mark = node.meta.get("custom", {}).get(_KEY)
-        if mark is None:
+        if mark is None or node.op == "get_attr":  # (a constant: its own name)
             names[node] = node.name
         elif mark[1] == "primal":
             names[node] = mark[0]

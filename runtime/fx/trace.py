@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import readable
+from .graph import THROUGH_A_DETACHED_ALIAS, NoRule
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ def trace(f: Callable, primals: tuple) -> Traced:
 
     functional = torch.func.functionalize(flat, remove="mutations")
     gm = _functional_graph(functional, primals)
+    if any(n.target is torch.ops.aten.detach.default for n in gm.graph.nodes):
+        _refuse_updates_through_detached_aliases(flat, primals)
     if _mutates_within(gm):
         # A decomposition that ran in Python below functionalisation can leave
         # an in-place op (margin_ranking_loss's clamp_min_): the graph, run
@@ -64,6 +67,38 @@ def _functional_graph(f: Callable, primals: tuple) -> torch.fx.GraphModule:
     # (make_fx's error): a program that fixed it would give wrong derivatives,
     # without a word, at other values.
     return make_fx(f, tracing_mode="real")(*distinct(primals))
+
+
+def _refuse_updates_through_detached_aliases(f: Callable, primals: tuple) -> None:
+    """Native keeps a value's derivative when it is updated in place through a
+    detached alias (`y.detach().mul_(2)`, F.embedding's max_norm); the
+    functional graph writes that update as it writes `y.detach() * 2`, which
+    has none. Seen in `f`'s graph before functionalisation, it is refused."""
+    plain = make_fx(f, tracing_mode="real")(*distinct(primals))
+    detached: set = set()
+    for node in plain.graph.nodes:
+        op = node.target
+        if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
+            continue
+        first = node.args[0] if node.args else None
+        writes = bool(op._schema.arguments) and _writes_first(op)
+        if writes and first in detached:
+            raise NoRule(THROUGH_A_DETACHED_ALIAS.format("derivative"))
+        if op is torch.ops.aten.detach.default or (
+            first in detached and _aliases_first(op)
+        ):
+            detached.add(node)
+
+
+def _writes_first(op) -> bool:
+    alias = op._schema.arguments[0].alias_info
+    return alias is not None and alias.is_write
+
+
+def _aliases_first(op) -> bool:
+    """A view of its first argument (`Tensor(a) self -> Tensor(a)`)."""
+    returns = op._schema.returns
+    return bool(returns) and returns[0].alias_info is not None
 
 
 def _mutates_within(gm: torch.fx.GraphModule) -> bool:

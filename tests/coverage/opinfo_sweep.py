@@ -461,6 +461,16 @@ def report(results: list[OpResult]) -> str:
             "OpInfo that supports forward-over-reverse, every sample: tangents of the",
             "gradients under dualgen against native (float64 tolerances).",
         ]
+    elif results and results[0].mode == "fx":
+        title, command = (
+            "# OpInfo forward-AD conformance of dualgen.fx.jvp",
+            "--fx --report docs/opinfo_fx.md",
+        )
+        what = [
+            "OpInfo that supports forward AD, every sample, the JVP program of",
+            "dualgen.fx.jvp against torch.autograd.forward_ad (primal outputs and",
+            "tangents, float64 tolerances; zeros where native has no tangent).",
+        ]
     else:
         title, command = "# OpInfo forward-AD conformance", "--report docs/opinfo.md"
         what = [

@@ -284,3 +284,36 @@ def test_an_input_updated_through_a_detached_alias_is_refused():
 
     with pytest.raises(dfx.NoRule, match="detached alias"):
         dfx.jvp(f, (weight,), (torch.ones_like(weight),))
+
+
+def test_an_intermediate_updated_through_a_detached_alias_is_refused():
+    def f(x):
+        y = x * 2
+        y.detach().mul_(3)  # native: y's values change, its tangent does not
+        return y
+
+    x = torch.randn(3)
+    with pytest.raises(dfx.NoRule, match="detached alias"):
+        dfx.jvp(f, (x,), (torch.randn(3),))
+    with pytest.raises(dfx.NoRule, match="detached alias"):
+        dfx.vjp(f, (x,))
+
+
+def test_a_detached_value_used_as_a_value_is_fine():
+    def f(x):
+        return x * x.detach().exp()  # no update: the detached factor is a constant
+
+    x = torch.randn(3, dtype=torch.float64)
+    _check(f, (x,), (torch.randn_like(x),))
+
+
+def test_a_modules_parameters_are_held_detached():
+    """(Held requiring grad, torch.compile would trace a backward pass for them.)"""
+    model = nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    gm = dfx.jvp(model, (x,), (torch.randn(2, 4),))
+    held = [b for b in gm.buffers()] + [p for p in gm.parameters()]
+    assert held and not any(t.requires_grad for t in held)
+    with torch.no_grad():
+        model.weight.mul_(2)  # the same memory: the program sees the update
+    torch.testing.assert_close(gm(x, x)[0], model(x).detach())
