@@ -148,6 +148,32 @@ def subsets(names: list[str]):
         yield from itertools.combinations(names, count)
 
 
+def calls_with_each_set_of_tangents(kernel_case: KernelCase):
+    """For every set of present tangents of the case (all of them first): the
+    primals in schema order, the op's outputs on them, and a function that makes
+    fresh tangents for a kernel call (None where absent; the same values each
+    time, so two kernels can be given their own copies)."""
+    op, info = kernel_case.op, kernel_case.info
+    values = kernel_case.values()
+    diff = [n for n in info.differentiable_inputs if is_differentiable_value(values[n])]
+    full = tangents_for(kernel_case, values, diff, seed=1)
+    for present in subsets(diff):
+        call_values = dict(values)
+        if info.kind == "inplace":
+            call_values["self"] = values["self"].clone()
+        with torch.random.fork_rng(devices=[]):
+            outputs = outputs_of(op, call(op, call_values))
+        primals = [values[a.name] for a in op._schema.arguments]
+
+        def tangents(present=present):
+            return [
+                clone_tree(full[n]) if n in present else None
+                for n in info.differentiable_inputs
+            ]
+
+        yield present, primals, outputs, tangents
+
+
 def outputs_of(op, out) -> tuple:
     """The op's outputs, one per schema return (a Tensor[] return stays a list)."""
     return (out,) if len(op._schema.returns) == 1 else tuple(out)

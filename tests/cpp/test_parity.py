@@ -11,16 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_harness import (
-    as_tuple,
-    call,
-    clone_tree,
-    is_differentiable_value,
-    outputs_of,
-    spec_cases,
-    subsets,
-    tangents_for,
-)
+from kernel_harness import as_tuple, calls_with_each_set_of_tangents, spec_cases
 
 from dualgen.generated.registry import KERNELS
 
@@ -42,24 +33,10 @@ def test_every_kernel_has_a_cpp_twin(cpp_extension):
 @pytest.mark.parametrize("kernel_case", _cases())
 def test_cpp_kernel_matches_python_kernel(kernel_case, cpp_extension):
     op, info = kernel_case.op, kernel_case.info
-    values = kernel_case.values()
-    diff = [n for n in info.differentiable_inputs if is_differentiable_value(values[n])]
-    full = tangents_for(kernel_case, values, diff, seed=1)
-    for present in subsets(diff):
-        call_values = dict(values)
-        if info.kind == "inplace":
-            call_values["self"] = values["self"].clone()
-        with torch.random.fork_rng(devices=[]):
-            outputs = outputs_of(op, call(op, call_values))
-        primals = [values[a.name] for a in op._schema.arguments]
-
-        py_tangents, cpp_tangents = (
-            [
-                clone_tree(full[n]) if n in present else None
-                for n in info.differentiable_inputs
-            ]
-            for _ in range(2)
-        )
+    for present, primals, outputs, tangents in calls_with_each_set_of_tangents(
+        kernel_case
+    ):
+        py_tangents, cpp_tangents = tangents(), tangents()
         expected = _results(op, info.jvp(*primals, *py_tangents, *outputs))
         got = cpp_extension.call_jvp(info.cpp_kernel, primals, cpp_tangents, outputs)
         where = f"{info.name} {kernel_case.dtype}, tangents of {list(present)}"

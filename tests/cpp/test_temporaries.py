@@ -9,15 +9,7 @@ import itertools
 
 import pytest
 import torch
-from kernel_harness import (
-    call,
-    clone_tree,
-    is_differentiable_value,
-    outputs_of,
-    spec_cases,
-    subsets,
-    tangents_for,
-)
+from kernel_harness import calls_with_each_set_of_tangents, spec_cases
 from torch.utils._python_dispatch import TorchDispatchMode
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -207,23 +199,13 @@ def _cases():
 
 @pytest.mark.parametrize("kernel_case", _cases())
 def test_kernel_tangents_identical_with_and_without_reuse(kernel_case, cpp_extension):
-    op, info = kernel_case.op, kernel_case.info
-    values = kernel_case.values()
-    diff = [n for n in info.differentiable_inputs if is_differentiable_value(values[n])]
-    full = tangents_for(kernel_case, values, diff, seed=1)
-    for present in subsets(diff):
-        call_values = dict(values)
-        if info.kind == "inplace":
-            call_values["self"] = values["self"].clone()
-        with torch.random.fork_rng(devices=[]):
-            outputs = outputs_of(op, call(op, call_values))
-        primals = [values[a.name] for a in op._schema.arguments]
+    info = kernel_case.info
+    for present, primals, outputs, fresh in calls_with_each_set_of_tangents(
+        kernel_case
+    ):
         results = []
         for reuse in (True, False):
-            tangents = [
-                clone_tree(full[n]) if n in present else None
-                for n in info.differentiable_inputs
-            ]
+            tangents = fresh()
             cpp_extension.set_temporaries_reuse(reuse)
             try:
                 got = cpp_extension.call_jvp(

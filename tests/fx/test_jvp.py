@@ -7,7 +7,9 @@ import operator
 
 import pytest
 import torch
+import workloads
 from torch import nn
+from workloads import chain, fresh
 
 import dualgen.fx as dfx
 
@@ -18,8 +20,8 @@ def _check(f, primals, tangents, atol=1e-10, rtol=1e-7):
     """The program against torch.func.jvp at the example values and at new ones
     of the same shapes and dtypes; returns the program."""
     gm = dfx.jvp(f, primals, tangents)
-    for values in (primals, tuple(_fresh(p) for p in primals)):
-        given = tuple(_fresh(t) if t is not None else None for t in tangents)
+    for values in (primals, tuple(fresh(p) for p in primals)):
+        given = tuple(fresh(t) if t is not None else None for t in tangents)
         filled = tuple(
             t if t is not None else torch.zeros_like(p) for p, t in zip(values, given)
         )
@@ -29,26 +31,13 @@ def _check(f, primals, tangents, atol=1e-10, rtol=1e-7):
     return gm
 
 
-def _fresh(t):
-    if not isinstance(t, torch.Tensor):
-        return t
-    return torch.randn_like(t) if t.is_floating_point() or t.is_complex() else t
-
-
 def _targets(gm):
     return [n.target for n in gm.graph.nodes if n.op == "call_function"]
 
 
-def _chain(x):
-    y = x.sin() * x.cos()
-    y = y.exp() + x
-    y = torch.tanh(y) * 0.5
-    return torch.sigmoid(y) - x
-
-
-def test_elementwise_chain():
+def test_elementwisechain():
     x = torch.randn(5, dtype=torch.float64)
-    _check(_chain, (x,), (torch.randn_like(x),))
+    _check(chain, (x,), (torch.randn_like(x),))
 
 
 def test_complex():
@@ -98,48 +87,23 @@ def test_tuple_outputs_with_an_absent_tangent():
 
 
 def test_mlp_parameters_through_functional_call():
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).double()
-    names = [n for n, _ in model.named_parameters()]
-    params = tuple(p.detach() for p in model.parameters())
-    x = torch.randn(5, 4, dtype=torch.float64)
-
-    def f(*ps):
-        return torch.func.functional_call(model, dict(zip(names, ps)), (x,))
-
+    f, params = workloads.mlp_parameters()
     _check(f, params, tuple(torch.randn_like(p) for p in params))
 
 
 def test_convnet_with_batch_norm_in_eval():
-    model = nn.Sequential(
-        nn.Conv2d(3, 4, 3, padding=1),
-        nn.BatchNorm2d(4),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16, 2),
-    ).double()
-    model[1].running_mean.uniform_(-1, 1)
-    model[1].running_var.uniform_(0.5, 2)
-    model.eval()
-    x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    model, x = workloads.convnet_in_eval()
     _check(model, (x,), (torch.randn_like(x),))
 
 
 def test_transformer_encoder_layer():
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
-    layer = layer.double().eval()
-    x = torch.randn(2, 5, 8, dtype=torch.float64)
-
-    def f(x):
-        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
-            return layer(x)
-
+    f, x = workloads.transformer_layer()
     _check(f, (x,), (torch.randn_like(x),))
 
 
 def test_only_aten_ops():
     x = torch.randn(3, 4)
-    gm = dfx.jvp(_chain, (x,), (torch.randn_like(x),))
+    gm = dfx.jvp(chain, (x,), (torch.randn_like(x),))
     for target in _targets(gm):
         assert target is operator.getitem or (
             isinstance(target, torch._ops.OpOverload)
@@ -201,7 +165,7 @@ def test_a_user_rule_is_traced():
 
 def test_compiles():
     x = torch.randn(6)
-    gm = dfx.jvp(_chain, (x,), (torch.randn(6),))
+    gm = dfx.jvp(chain, (x,), (torch.randn(6),))
     compiled = torch.compile(gm, backend="eager")
     t = torch.randn(6)
     torch.testing.assert_close(compiled(x, t), gm(x, t))
@@ -228,17 +192,8 @@ def test_batch_norm_in_training_and_an_in_place_fill():
     reference here is torch.autograd.forward_ad.)"""
     import torch.autograd.forward_ad as fwAD
 
-    bn = nn.BatchNorm1d(3).double()
-
-    def f(x):
-        y = bn(x)  # updates the running statistics: a functional variant in the graph
-        z = y.clone()
-        z[:, 0].zero_()
-        return z
-
-    x, t = torch.randn(4, 3, dtype=torch.float64), torch.randn(
-        4, 3, dtype=torch.float64
-    )
+    f, x = workloads.batch_norm_in_training_and_a_fill()
+    t = torch.randn_like(x)
     gm = dfx.jvp(f, (x,), (t,))
     with fwAD.dual_level():
         expected = fwAD.unpack_dual(f(fwAD.make_dual(x, t)))
@@ -255,17 +210,11 @@ def test_a_value_read_while_traced_stops_the_trace():
 def test_the_transformer_layer_program_compiles_with_inductor():
     """torch.compile(torch.func.jvp(layer)) fails in torch 2.13 (layer_norm under
     the jvp transform); the program compiles and gives its values."""
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
-    x, t = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
-
-    def f(x):
-        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
-            return layer(x)
-
-    gm = dfx.jvp(f, (x,), (t,))
+    f, x = workloads.transformer_layer(torch.float32)
+    gm = dfx.jvp(f, (x,), (torch.randn_like(x),))
     torch._dynamo.reset()
     compiled = torch.compile(gm)
-    x2, t2 = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    x2, t2 = torch.randn_like(x), torch.randn_like(x)
     torch.testing.assert_close(compiled(x2, t2), gm(x2, t2), atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(
         gm(x2, t2), torch.func.jvp(f, (x2,), (t2,)), atol=1e-5, rtol=1e-4
@@ -276,12 +225,7 @@ def test_an_input_updated_through_a_detached_alias_is_refused():
     """Native keeps the tangent of an input updated through a detached alias
     (F.embedding's max_norm): a program of values cannot tell that update from
     a copy of a detached value, so it says so rather than guess."""
-    weight = torch.randn(10, 3, dtype=torch.float64)
-    indices = torch.tensor([[1, 2], [4, 5]])
-
-    def f(w):
-        return nn.functional.embedding(indices, w, max_norm=1.0)
-
+    f, weight = workloads.embedding_with_max_norm()
     with pytest.raises(dfx.NoRule, match="detached alias"):
         dfx.jvp(f, (weight,), (torch.ones_like(weight),))
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.utils._pytree as pytree
-from torch import nn
+import workloads
+from workloads import chain, fresh
 
 import dualgen.fx as dfx
 
@@ -15,7 +16,7 @@ torch.manual_seed(0)
 
 def _check(f, primals, atol=1e-10, rtol=1e-7):
     gm = dfx.vjp(f, primals)
-    for values in (primals, tuple(_fresh(p) for p in primals)):
+    for values in (primals, tuple(fresh(p) for p in primals)):
         out, vjp_fn = torch.func.vjp(f, *values)
         cotangents = pytree.tree_map(_cotangent, out)
         expected = (out, vjp_fn(cotangents))
@@ -24,27 +25,14 @@ def _check(f, primals, atol=1e-10, rtol=1e-7):
     return gm
 
 
-def _fresh(t):
-    if not isinstance(t, torch.Tensor):
-        return t
-    return torch.randn_like(t) if t.is_floating_point() or t.is_complex() else t
-
-
 def _cotangent(t):
     if t.is_floating_point() or t.is_complex():
         return torch.randn_like(t)
     return torch.zeros_like(t)
 
 
-def _chain(x):
-    y = x.sin() * x.cos()
-    y = y.exp() + x
-    y = torch.tanh(y) * 0.5
-    return torch.sigmoid(y) - x
-
-
-def test_elementwise_chain():
-    _check(_chain, (torch.randn(5, dtype=torch.float64),))
+def test_elementwisechain():
+    _check(chain, (torch.randn(5, dtype=torch.float64),))
 
 
 def test_broadcasting_and_reuse():
@@ -87,40 +75,17 @@ def test_tuple_outputs_and_an_unused_input():
 
 
 def test_mlp_parameters_through_functional_call():
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).double()
-    names = [n for n, _ in model.named_parameters()]
-    params = tuple(p.detach() for p in model.parameters())
-    x = torch.randn(5, 4, dtype=torch.float64)
-
-    def f(*ps):
-        return torch.func.functional_call(model, dict(zip(names, ps)), (x,))
-
-    _check(f, params)
+    _check(*workloads.mlp_parameters())
 
 
 def test_convnet_with_batch_norm_in_eval():
-    model = nn.Sequential(
-        nn.Conv2d(3, 4, 3, padding=1),
-        nn.BatchNorm2d(4),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16, 2),
-    ).double()
-    model[1].running_var.uniform_(0.5, 2)
-    model.eval()
-    _check(model, (torch.randn(2, 3, 4, 4, dtype=torch.float64),))
+    model, x = workloads.convnet_in_eval()
+    _check(model, (x,))
 
 
 def test_transformer_encoder_layer():
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
-    layer = layer.double().eval()
-
-    def f(x):
-        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
-            return layer(x)
-
-    _check(f, (torch.randn(2, 5, 8, dtype=torch.float64),))
+    f, x = workloads.transformer_layer()
+    _check(f, (x,))
 
 
 def test_names_and_formulas():
@@ -141,7 +106,7 @@ def test_an_op_without_a_vjp_kernel_is_named():
 
 def test_compiles():
     x = torch.randn(6)
-    gm = dfx.vjp(_chain, (x,))
+    gm = dfx.vjp(chain, (x,))
     compiled = torch.compile(gm, backend="eager")
     c = torch.randn(6)
     torch.testing.assert_close(compiled(x, c), gm(x, c))
@@ -150,17 +115,8 @@ def test_compiles():
 def test_batch_norm_in_training_and_an_in_place_fill():
     """(torch.func refuses a function that updates a module's buffers: the
     reference here is torch.autograd.grad.)"""
-    bn = nn.BatchNorm1d(3).double()
-
-    def f(x):
-        y = bn(x)  # updates the running statistics: a functional variant in the graph
-        z = y.clone()
-        z[:, 0].zero_()
-        return z
-
-    x, c = torch.randn(4, 3, dtype=torch.float64), torch.randn(
-        4, 3, dtype=torch.float64
-    )
+    f, x = workloads.batch_norm_in_training_and_a_fill()
+    c = torch.randn_like(x)
     gm = dfx.vjp(f, (x,))
     leaf = x.clone().requires_grad_()
     out = f(leaf)
@@ -171,11 +127,6 @@ def test_batch_norm_in_training_and_an_in_place_fill():
 
 
 def test_an_input_updated_through_a_detached_alias_is_refused():
-    weight = torch.randn(10, 3, dtype=torch.float64)
-    indices = torch.tensor([[1, 2], [4, 5]])
-
-    def f(w):
-        return nn.functional.embedding(indices, w, max_norm=1.0)
-
+    f, weight = workloads.embedding_with_max_norm()
     with pytest.raises(dfx.NoRule, match="detached alias"):
         dfx.vjp(f, (weight,))
