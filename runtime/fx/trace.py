@@ -120,9 +120,11 @@ def mutates_within(node: torch.fx.Node) -> bool:
 
 
 def distinct(values: tuple) -> tuple:
-    """Each tensor as its own object: the tracer knows a tensor by its identity,
-    and one passed twice (a primal as its own tangent) would be one input."""
-    return tuple(v.view_as(v) if isinstance(v, torch.Tensor) else v for v in values)
+    """Copies of the tensors to trace with: the tracer knows a tensor by its
+    identity (one passed twice, a primal as its own tangent, would be one
+    input), and tracing runs `f`, which must not update the caller's tensors
+    (each transform traces more than once)."""
+    return tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in values)
 
 
 def function_name(f: Callable) -> str:

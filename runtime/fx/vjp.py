@@ -79,7 +79,7 @@ def _example_cotangents(traced: Traced, primals: tuple):
     """Cotangents shaped like `f`'s outputs (the values do not matter: the
     program is traced with them)."""
     with torch.no_grad():
-        outputs = traced.graph_module(*primals)
+        outputs = traced.graph_module(*distinct(primals))
     leaves = [
         torch.ones_like(o) if isinstance(o, torch.Tensor) else None for o in outputs
     ]

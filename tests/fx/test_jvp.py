@@ -261,3 +261,17 @@ def test_a_modules_parameters_are_held_detached():
     with torch.no_grad():
         model.weight.mul_(2)  # the same memory: the program sees the update
     torch.testing.assert_close(gm(x, x)[0], model(x).detach())
+
+
+def test_tracing_leaves_the_callers_tensors_alone():
+    def f(x):
+        x.mul_(2)  # f updates its input: the program will, tracing must not
+        return x.sin()
+
+    x = torch.randn(3)
+    kept = x.clone()
+    gm = dfx.jvp(f, (x,), (torch.randn(3),))
+    dfx.vjp(f, (x,))
+    assert torch.equal(x, kept)
+    out, _ = gm(x, torch.randn(3))
+    assert torch.equal(x, kept * 2) and torch.allclose(out, (kept * 2).sin())
