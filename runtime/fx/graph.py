@@ -14,6 +14,24 @@ class NoRule(RuntimeError):
     """An op a tangent (a cotangent) reaches has no kernel and no user rule."""
 
 
+def tracing(f):
+    """make_fx of `f` with real tensors, under one fake mode that records the
+    metadata of every traced value (`node.meta["val"]`): by itself make_fx
+    makes a new fake mode for each one, most of a small trace's time."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    traced = proxy_tensor.make_fx(f, tracing_mode="real")
+
+    def trace(*args):
+        context = torch._guards.TracingContext(
+            FakeTensorMode(allow_fallback_kernels=True)
+        )
+        with torch._guards.tracing(context):
+            return traced(*args)
+
+    return trace
+
+
 def output_nodes(gm: torch.fx.GraphModule) -> list:
     output = next(n for n in gm.graph.nodes if n.op == "output")
     return list(output.args[0])

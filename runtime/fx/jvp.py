@@ -16,7 +16,6 @@ import torch
 import torch.fx
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..dtypes import _in_dtype_of
 from ..mode import bind
@@ -31,6 +30,7 @@ from .graph import (
     from_detached,
     node_of,
     output_nodes,
+    tracing,
     wrapped_numbers,
     writes_back,
 )
@@ -69,7 +69,7 @@ def jvp_program(
         )
 
     with fx_traceback.preserve_node_meta():
-        gm = make_fx(program, tracing_mode="real")(*distinct((*primals, *tangents)))
+        gm = tracing(program)(*distinct((*primals, *tangents)))
     gm.graph.eliminate_dead_code()
     return readable.name_and_annotate(
         gm, tangent_nodes, traced.input_names, traced.source, traced.name

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import readable
-from .graph import THROUGH_A_DETACHED_ALIAS, NoRule
+from .graph import THROUGH_A_DETACHED_ALIAS, NoRule, tracing
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ def _functional_graph(f: Callable, primals: tuple) -> torch.fx.GraphModule:
     # A value `f` reads while traced (`.item()`, `torch.equal`) stops the trace
     # (make_fx's error): a program that fixed it would give wrong derivatives,
     # without a word, at other values.
-    return make_fx(f, tracing_mode="real")(*distinct(primals))
+    return tracing(f)(*distinct(primals))
 
 
 def _refuse_updates_through_detached_aliases(f: Callable, primals: tuple) -> None:
@@ -74,7 +73,7 @@ def _refuse_updates_through_detached_aliases(f: Callable, primals: tuple) -> Non
     detached alias (`y.detach().mul_(2)`, F.embedding's max_norm); the
     functional graph writes that update as it writes `y.detach() * 2`, which
     has none. Seen in `f`'s graph before functionalisation, it is refused."""
-    plain = make_fx(f, tracing_mode="real")(*distinct(primals))
+    plain = tracing(f)(*distinct(primals))
     detached: set = set()
     for node in plain.graph.nodes:
         op = node.target

@@ -16,7 +16,6 @@ import torch
 import torch.fx
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..mode import bind
 from ..rules import generated_kernels
@@ -29,6 +28,7 @@ from .graph import (
     from_detached,
     node_of,
     output_nodes,
+    tracing,
     wrapped_numbers,
     writes_back,
 )
@@ -62,7 +62,7 @@ def vjp_program(traced: Traced, primals: tuple) -> torch.fx.GraphModule:
 
     example = _example_cotangents(traced, primals)
     with fx_traceback.preserve_node_meta():
-        program_gm = make_fx(program, tracing_mode="real")(
+        program_gm = tracing(program)(
             *distinct(primals), pytree.tree_map(_distinct_one, example)
         )
     program_gm.graph.eliminate_dead_code()
