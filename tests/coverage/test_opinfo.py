@@ -38,14 +38,8 @@ def test_forward_ad_matches_native(op, dtype):
     )
 
 
-def _fx_dtypes(op) -> list[torch.dtype]:
-    """float64 in the suite (complex128 through the programs is the sweep's,
-    `opinfo_sweep.py --fx`: the traces cost minutes CI spends elsewhere)."""
-    return [d for d in dtypes_for(op) if d == torch.float64]
-
-
 @pytest.mark.parametrize(
-    "op, dtype", list(_cases(forward_ad_ops(), _fx_dtypes, KNOWN_FX))
+    "op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN_FX))
 )
 def test_fx_jvp_program_matches_native(op, dtype):
     result = check(op, dtype, fx=True)
