@@ -113,3 +113,13 @@ def _promoted_for_self(new: torch.Tensor, self_value: torch.Tensor, tangents):
         return new
     with autograd_enabled():
         return new.to(dtype)
+
+
+def in_gradient_dtype(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A gradient in its value's dtype, as autograd gives it: the real part for a
+    real value, then that dtype."""
+    if g.dtype == dtype:
+        return g
+    if g.is_complex() and not dtype.is_complex:
+        g = g.real
+    return g.to(dtype)

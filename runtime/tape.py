@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .dtypes import in_gradient_dtype
 from .functions import backward as functions
 from .kernel_info import KernelInfo
 from .missing import qualified_name
@@ -505,10 +506,7 @@ class Tape(TorchDispatchMode):
                     f"Gradient has dtype mismatch: {where} returned {g.dtype} for a "
                     f"value of dtype {dtype}"
                 )
-            # As autograd does: the real part for a real value, then its dtype.
-            if g.is_complex() and not dtype.is_complex:
-                g = g.real
-            g = g.to(dtype)
+            g = in_gradient_dtype(g, dtype)
         previous = cotangents.get(node)
         cotangents[node] = g if previous is None else previous + g
 

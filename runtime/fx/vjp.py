@@ -17,6 +17,7 @@ import torch.fx
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 
+from ..dtypes import in_gradient_dtype
 from ..mode import bind
 from ..rules import generated_kernels
 from . import readable, variants
@@ -199,10 +200,7 @@ def _values(node, env) -> tuple:
 def _accumulate(grads: dict, node, value, g) -> None:
     if not differentiable(value):
         return
-    if g.dtype != value.dtype:  # as autograd gives it: the real part, the dtype
-        if g.is_complex() and not value.is_complex():
-            g = g.real
-        g = g.to(value.dtype)
+    g = in_gradient_dtype(g, value.dtype)
     if g.shape != value.shape:
         raise RuntimeError(
             f"dualgen.fx: the VJP of {node.target} returned a gradient of shape "
