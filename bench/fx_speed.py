@@ -5,7 +5,9 @@ interleaved, median of the rounds: the JVP program replayed eagerly
 (`gm(*primals, *tangents)`) against torch.autograd.forward_ad and
 torch.func.jvp; with `--compile`, `torch.compile` of the program against
 `torch.compile` of torch.func.jvp (after a warm-up call each: compile time is not
-timed, and a compile that fails is reported as such); and the VJP program
+timed, and a compile that fails is reported as such): the program's `forward`,
+a function as func.jvp's is, and the program as a module (`torch.compile(gm)`,
+which adds nn.Module's call, a few microseconds); and the VJP program
 against torch.autograd.grad of the same function. Tracing time (dualgen.fx.jvp,
 once) is reported apart.
 """
@@ -116,12 +118,14 @@ def _compiled(f, primals, tangents, jvp_gm, rounds, budget) -> dict:
     torch._dynamo.reset()
     count = len(primals)
     compiled_gm = torch.compile(jvp_gm)
+    compiled_forward = torch.compile(jvp_gm.forward)  # (a function, as func.jvp's)
     compiled_func = torch.compile(
         lambda *values: torch.func.jvp(f, values[:count], values[count:])
     )
     impls = {}
     for name, fn in (  # (both take the primals and the tangents as inputs)
         ("compiled fx", lambda: compiled_gm(*primals, *tangents)),
+        ("compiled fx forward", lambda: compiled_forward(*primals, *tangents)),
         ("compiled func.jvp", lambda: compiled_func(*primals, *tangents)),
     ):
         try:
@@ -150,7 +154,11 @@ def main() -> None:
         ratios[size].append(ratio)
         compiled = "failed"
         if "compiled fx" in t and "compiled func.jvp" in t:
-            compiled = f"{t['compiled fx'] / t['compiled func.jvp']:.2f}x"
+            function, module = (
+                t[k] / t["compiled func.jvp"]
+                for k in ("compiled fx forward", "compiled fx")
+            )
+            compiled = f"{function:.2f}x (module {module:.2f}x)"
         elif "compiled fx" in t:
             compiled = "works; torch.compile(func.jvp) fails"
         rows.append(

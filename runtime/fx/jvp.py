@@ -21,7 +21,7 @@ from ..dtypes import _in_dtype_of
 from ..mode import bind
 from ..rules import rule_for_tracing
 from ..tangents import is_differentiable_dtype
-from . import readable, variants
+from . import fuse, readable, variants
 from .graph import (
     THROUGH_A_DETACHED_ALIAS,
     NoRule,
@@ -71,6 +71,7 @@ def jvp_program(
     with fx_traceback.preserve_node_meta():
         gm = tracing(program)(*distinct((*primals, *tangents)))
     gm.graph.eliminate_dead_code()
+    fuse.fuse_product_sums(gm, tangent_nodes)
     return readable.name_and_annotate(
         gm, tangent_nodes, traced.input_names, traced.source, traced.name
     )

@@ -30,6 +30,12 @@ def role(node: torch.fx.Node, kind: str, rule=None):
         yield
 
 
+def derived(node: torch.fx.Node) -> bool:
+    """Whether `node` was made for a tangent or a cotangent (not a primal)."""
+    mark = node.meta.get("custom", {}).get(_KEY)
+    return mark is not None and mark[1] != "primal"
+
+
 def name_and_annotate(
     gm: torch.fx.GraphModule,
     value_nodes: dict,

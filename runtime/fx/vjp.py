@@ -20,7 +20,7 @@ import torch.utils._pytree as pytree
 from ..dtypes import in_gradient_dtype
 from ..mode import bind
 from ..rules import generated_kernels
-from . import readable, variants
+from . import fuse, readable, variants
 from .graph import (
     THROUGH_A_DETACHED_ALIAS,
     NoRule,
@@ -67,6 +67,7 @@ def vjp_program(traced: Traced, primals: tuple) -> torch.fx.GraphModule:
             *distinct(primals), pytree.tree_map(_distinct_one, example)
         )
     program_gm.graph.eliminate_dead_code()
+    fuse.fuse_product_sums(program_gm, grad_nodes)
     return readable.name_and_annotate(
         program_gm, grad_nodes, traced.input_names, traced.source, traced.name, "grad"
     )
