@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import (
 )
 
 from . import fast
+from .collectives.table import NAMESPACES as COLLECTIVE_NAMESPACES
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
 from .fast import SLOW
 from .inplace import (
@@ -170,6 +171,14 @@ class DualMode(TorchDispatchMode):
         return self._dispatch(func, args, kwargs, tensors)
 
     def _dispatch(self, func, args, kwargs, tensors):
+        if (
+            func.namespace in COLLECTIVE_NAMESPACES
+            and STATE.cap >= 0
+            and _is_fwd_grad_enabled()
+        ):
+            from .collectives.dual import run  # (it imports this module)
+
+            return run(self, func, args, kwargs)
         level = None
         if STATE.cap >= 0 and _is_fwd_grad_enabled():
             level = innermost_level_with_tangent(tensors)

@@ -117,6 +117,9 @@ const OpEntry& entry_of(const py::handle& func) {
   entry.raw = func.attr("_op");
   entry.is_view_op = func.attr("is_view").cast<bool>();
   entry.detach = func.is(shared->detach);
+  // Inside a dual level every collective carries tangents, zeros included, so
+  // that all ranks send the same message: never run plainly here.
+  entry.collective = name.rfind("c10d::", 0) == 0 || name.rfind("_c10d_functional::", 0) == 0;
   func.inc_ref();  // entries are keyed by the op object: keep it alive
   return ops->emplace(func.ptr(), std::move(entry)).first->second;
 }
@@ -472,6 +475,7 @@ py::object dispatch(const py::handle& func, const py::handle& types,
   py::handle level0;
   if (!hot_path_applies(level0)) return shared->slow;
   const OpEntry& op = entry_of(func);
+  if (op.collective) return shared->slow;
   std::optional<torch::jit::Stack> stack;
   if (op.handle) {
     try {
@@ -492,7 +496,7 @@ bool dispatch_stack(const py::handle& func, torch::jit::Stack& stack) {
   py::handle level0;
   if (!hot_path_applies(level0)) return false;
   const OpEntry& op = entry_of(func);
-  if (!op.handle) return false;
+  if (!op.handle || op.collective) return false;
   return !run_bound(op, stack, level0).is(shared->slow);
 }
 

@@ -27,6 +27,7 @@ struct OpEntry {
   bool copy = false;                 // aten.copy_: reads its source as it writes
   bool is_view_op = false;           // the op returns views (func.is_view)
   bool detach = false;               // aten.detach: the mode notes no view of it
+  bool collective = false;           // c10d / functional collectives: Python's (collectives/)
 };
 
 // The kernel; an error it raises reaches Python as the Python kernel's would

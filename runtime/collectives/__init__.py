@@ -1,0 +1,1 @@
+"""Forward AD through torch.distributed: collectives carry tangents (dual.py)."""

@@ -1,0 +1,216 @@
+"""Collectives of duals: each value and its tangent in one message.
+
+Inside a dual level, every collective over floating-point or complex tensors
+carries tangents. Each tensor `x` is sent as `stack([x, x_t], -1)` (zeros where
+`x` has no tangent at the level), the collective runs once on these, and what
+arrives is split again: `[..., 0]` the value, `[..., 1]` its tangent. A linear
+collective commutes with that packing: the extra last dimension rides along a
+reduction, and the collectives that move rows along dim 0 (gather, scatter,
+all-to-all with split sizes) move it with them. So one message carries both,
+and ranks agree on every message whether or not their tensors have tangents: a
+rank whose tensor has none sends zeros and receives a tangent. The rule is SPMD
+code's: every rank of a group issues its collectives inside a dual level (the
+same levels), or none does.
+
+Under nested levels the packed tensors carry the outer levels' tangents, so the
+packing nests ((..., 2, 2) for two levels), still one message. A collective that
+receives completes before it returns (its tangent is written when the data is
+there): `async_op=True` and `irecv` give a Work that is already done; a send
+does not wait.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch._C._distributed_c10d as _c10d
+
+from ..inplace import call_with
+from ..layout import conform_layout, is_batched, set_new_tangent
+from ..levels import STATE, set_tangent
+from ..mode import bind
+from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
+from . import by_element
+from .reduce import BITWISE, BY_ELEMENT, kind_of
+from .table import NO_DATA, PASSES_THROUGH, collective
+
+_wait_tensor = None
+
+
+def run(mode, func, args, kwargs):
+    """`func`, a collective, at the innermost level the mode handles now."""
+    level = STATE.levels[STATE.cap]
+    entry = collective(func)
+    if entry is NO_DATA or (entry is None and not _differentiable(args, kwargs)):
+        return _plainly(mode, func, args, kwargs, level)
+    if entry is None:
+        raise NotImplementedError(
+            f"dualgen: no forward-AD rule for the collective {func.name()}: its "
+            "tensors' tangents would be lost. Run it outside the dual level, on "
+            "tensors unpacked with unpack_dual"
+        )
+    if entry is PASSES_THROUGH:
+        return _passed_through(mode, func, args, kwargs, level)
+    values = bind(func._schema, args, kwargs)
+    where = {a.name: i for i, a in enumerate(func._schema.arguments)}
+    sent = [
+        t for name in entry.reads + entry.writes for t in _flat(values[where[name]])
+    ]
+    if not any(is_differentiable_dtype(t) for t in sent):
+        return _plainly(mode, func, args, kwargs, level)
+    kind = kind_of(values[where[entry.reduce]]) if entry.reduce else "sum"
+    if kind in BITWISE:
+        raise RuntimeError(
+            f"dualgen: {func.name()} with ReduceOp.{kind.upper()} of a floating-point "
+            "tensor inside a dual level: a bitwise reduction has no derivative"
+        )
+    for t in sent:
+        tangent = tangent_of(t, level) if is_differentiable_dtype(t) else None
+        if tangent is not None and is_batched(tangent):
+            raise NotImplementedError(
+                f"dualgen: {func.name()} of a tensor whose tangent is batched (vmap): "
+                "collectives carry one tangent per tensor; run one JVP per direction"
+            )
+    with handling_levels_below(level, mode):
+        if kind in BY_ELEMENT:
+            return by_element.run(func, entry, values, where, kind, level)
+        return _packed(func, entry, values, where, level)
+
+
+def _packed(func, entry, values: list, where: dict, level):
+    packs: dict = {}  # id(the caller's tensor) -> the packed tensor sent for it
+
+    def sent(t):
+        if id(t) not in packs:
+            packs[id(t)] = pack(t, level)
+        return packs[id(t)]
+
+    def buffer(t):
+        if id(t) not in packs:
+            packs[id(t)] = t.new_empty((*t.shape, 2))
+        return packs[id(t)]
+
+    lifted = list(values)
+    for name in entry.reads:
+        lifted[where[name]] = _mapped(values[where[name]], sent)
+    for name in entry.writes:
+        lifted[where[name]] = _mapped(lifted[where[name]], buffer, skip=packs.values())
+    out = call_with(func, lifted)
+    if entry.writes or entry.returns_new:
+        out = wait(
+            func, out
+        )  # (a send alone does not wait: its peer may not be there yet)
+    for name in entry.writes:
+        for t in _flat(values[where[name]]):
+            write(t, packs[id(t)], level)
+    if entry.returns_new:
+        return _mapped(out, lambda packed: unpacked(packed, level))
+    originals = {
+        id(packs[id(t)]): t for name in entry.writes for t in _flat(values[where[name]])
+    }
+    return _mapped(out, lambda t: originals.get(id(t), t))
+
+
+def pack(t: torch.Tensor, level) -> torch.Tensor:
+    """`t` and its tangent at `level` (zeros if none) along a new last dimension."""
+    tangent = tangent_of(t, level) if is_differentiable_dtype(t) else None
+    if tangent is None:
+        tangent = torch.zeros_like(t)
+    elif tangent.dtype != t.dtype:
+        tangent = tangent.to(t.dtype)
+    return torch.stack([t, tangent], dim=-1)
+
+
+def write(t: torch.Tensor, packed: torch.Tensor, level) -> None:
+    """Give the caller's tensor `t` what arrived for it: the value, in place, and
+    the tangent, into its tangent (or as its new tangent)."""
+    value, tangent = packed.unbind(-1)
+    write_value(t, value, tangent, level)
+
+
+def write_value(t: torch.Tensor, value, tangent, level) -> None:
+    t.copy_(value)
+    if not is_differentiable_dtype(t):
+        return
+    own = tangent_of(t, level)
+    if own is not None:
+        own.copy_(tangent)
+    else:
+        set_new_tangent(t, level, tangent, fresh=True)
+
+
+def unpacked(packed: torch.Tensor, level) -> torch.Tensor:
+    """A functional collective's new tensor, with its tangent."""
+    value, tangent = packed.unbind(-1)
+    return new_value(value, tangent, level)
+
+
+def new_value(value, tangent, level) -> torch.Tensor:
+    value = value.contiguous()
+    if is_differentiable_dtype(value):
+        set_tangent(value, level, conform_layout(tangent, value, fresh=True))
+    return value
+
+
+def wait(func, out):
+    """Wait for what `func` returned: its tensors (a functional collective), or
+    its Work, given back as a Work already done (waiting twice on some, a recv's,
+    waits for a second message)."""
+    global _wait_tensor
+    if func.namespace == "_c10d_functional":
+        if _wait_tensor is None:
+            _wait_tensor = torch.ops._c10d_functional.wait_tensor.default
+        return _mapped(out, _wait_tensor)
+    if isinstance(out, tuple):
+        return tuple(_done(item) for item in out)
+    return _done(out)
+
+
+def _done(item):
+    if not isinstance(item, torch.ScriptObject):
+        return item
+    item.wait()
+    future = torch.futures.Future()
+    future.set_result(None)
+    return _c10d._create_work_from_future(future).boxed()
+
+
+def _passed_through(mode, func, args, kwargs, level):
+    """wait_tensor: its input back, with the input's tangent."""
+    with handling_levels_below(level, mode):
+        out = func(*args, **kwargs)
+    source = args[0] if args else next(iter(kwargs.values()))
+    if out is not source and isinstance(out, torch.Tensor):
+        tangent = tangent_of(source, level)
+        if tangent is not None:
+            set_tangent(out, level, tangent)
+    return out
+
+
+def _plainly(mode, func, args, kwargs, level):
+    with handling_levels_below(level, mode):
+        return func(*args, **kwargs)
+
+
+def _differentiable(args, kwargs) -> bool:
+    values = [*args, *(kwargs or {}).values()]
+    return any(is_differentiable_dtype(t) for v in values for t in _flat(v))
+
+
+def _flat(value) -> list:
+    """The tensors in an argument: a tensor, a list of them, or a list of lists."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flat(item)]
+    return []
+
+
+def _mapped(value, fn, skip=()):
+    """`value` with each tensor replaced by fn(tensor) (those in `skip` kept)."""
+    if isinstance(value, torch.Tensor):
+        return value if any(value is s for s in skip) else fn(value)
+    if isinstance(value, list):
+        return [_mapped(v, fn, skip) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_mapped(v, fn, skip) for v in value)
+    return value
