@@ -36,7 +36,7 @@ check-generated: $(STAMP)
 
 # Everything with the C++ kernels (the default once built), then the runtime's
 # tests again with the Python kernels: both backends stay correct.
-RUNTIME_TESTS := tests/runtime tests/harness tests/fuzz/test_regressions.py
+RUNTIME_TESTS := tests/runtime tests/harness tests/fuzz/test_regressions.py tests/distributed
 
 test: build
 	$(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/models

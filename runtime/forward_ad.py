@@ -139,6 +139,7 @@ def make_dual(
             "Trying to set a forward gradient that has a different size than that of the "
             f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
             f"while the given forward gradient is of size {list(tangent.shape)}."
+            + _local_shape_hint(tensor, tangent)
         )
     if _is_fwd_grad_enabled():  # (disabled: tangents are unseen, as native)
         if tangent_of(tensor, lvl) is not None:
@@ -154,6 +155,19 @@ def make_dual(
     dual = alias(tensor)  # as the mode runs it: other levels carry over
     set_tangent(dual, lvl, conform_layout(tangent, tensor))
     return dual
+
+
+def _local_shape_hint(tensor: torch.Tensor, tangent: torch.Tensor) -> str:
+    """For a DTensor given a tangent of its local shape: what to give instead."""
+    to_local = getattr(tensor, "to_local", None)
+    if to_local is None or isinstance(tangent, type(tensor)):
+        return ""
+    if tangent.shape != to_local().shape:
+        return ""
+    return (
+        " The tensor is a DTensor and the tangent has its local shape: give a DTensor "
+        "tangent (DTensor.from_local(t, mesh, placements)) or the global tangent"
+    )
 
 
 def _may_be_dual(t: torch.Tensor) -> bool:

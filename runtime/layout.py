@@ -12,6 +12,8 @@ with the primal's layout per element (`zeros_laid_out_for`).
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from .levels import (
@@ -71,6 +73,10 @@ def conform_layout(
     primal's dtype, layout and bits (views of it then match views of the
     primal). `fresh`: the tangent is another tensor's, so one that would be kept
     is copied into new memory of the same layout and dtype instead."""
+    if type(primal) is not torch.Tensor:
+        placed = _placed_like(tangent, primal)
+        if placed is not None:
+            return placed
     keep = same_layout(tangent, primal)
     if keep and not fresh:
         return tangent
@@ -81,6 +87,27 @@ def conform_layout(
         else:  # batched by vmap, most likely
             laid_out = _batched_laid_out_like(primal, dtype, tangent)
         return laid_out.copy_(tangent)
+
+
+def _placed_like(tangent: torch.Tensor, primal: torch.Tensor):
+    """A DTensor's tangent: a DTensor on the primal's mesh with the primal's
+    placements (None: the primal is no DTensor). A DTensor tangent placed
+    otherwise is redistributed; a plain one is taken as the global value and
+    distributed as `distribute_tensor` does (from rank 0). Its layout is then the
+    local tensors' business: each rank's local tangent is laid out like its
+    local primal."""
+    module = sys.modules.get("torch.distributed.tensor")
+    if module is None or not isinstance(primal, module.DTensor):
+        return None
+    mesh, placements = primal.device_mesh, primal.placements
+    with autograd_enabled():
+        if not isinstance(tangent, module.DTensor):
+            return module.distribute_tensor(tangent, mesh, placements)
+        if tangent.device_mesh != mesh or tuple(tangent.placements) != tuple(
+            placements
+        ):
+            return tangent.redistribute(mesh, placements)
+    return tangent
 
 
 def laid_out_like(primal: torch.Tensor, dtype: torch.dtype, zeros: bool = True):

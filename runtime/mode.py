@@ -17,6 +17,8 @@ tangent, the dispatch contexts), `layout` and `dtypes` (how a tangent is stored)
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.utils._python_dispatch import (
     TorchDispatchMode,
@@ -264,11 +266,26 @@ def reads_lazy_views(args, kwargs) -> bool:
 
 def _dispatches_itself(types) -> bool:
     """True if an argument is a tensor subclass with its own __torch_dispatch__
-    (`types`: the argument types torch hands the mode)."""
+    (`types`: the argument types torch hands the mode). Fake tensors under their
+    fake mode (a tensor subclass's sharding propagation, DTensor's) are not: the
+    mode below ours runs their ops."""
     for t in types:
         if t is not torch.Tensor and t.__torch_dispatch__ is not _PLAIN_DISPATCH:
+            if t is _FakeTensor() and _fake_mode_active():
+                continue
             return True
     return False
+
+
+@functools.cache
+def _FakeTensor() -> type:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return FakeTensor
+
+
+def _fake_mode_active() -> bool:
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
 
 
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__

@@ -1,0 +1,177 @@
+"""DTensor cases run on every rank (ranks.py): duals of DTensors keep their
+tangents' placements, and tensor-parallel models give the single-process JVP,
+with respect to their input and to their parameters."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import tp_models
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor.parallel import parallelize_module
+from torch.testing import assert_close
+
+import dualgen.forward_ad as fwAD
+
+F64 = torch.float64
+
+
+def _mesh(world_size, device):
+    return init_device_mesh(device.type, (world_size,))
+
+
+def _randn(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+def make_dual_of_a_dtensor(rank, world_size, device):
+    mesh = _mesh(world_size, device)
+    value, tangent = _randn(4, 3, seed=1), _randn(4, 3, seed=2)
+    d = distribute_tensor(value.to(device), mesh, [Shard(0)])
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(
+            d, distribute_tensor(tangent.to(device), mesh, [Shard(0)])
+        )
+        primal, t = fwAD.unpack_dual(dual)
+        assert isinstance(t, DTensor) and t.placements == (Shard(0),), t
+        assert_close(t.full_tensor().cpu(), tangent)
+        # another placement is redistributed; a plain tangent is the global value
+        other = fwAD.make_dual(
+            d, distribute_tensor(tangent.to(device), mesh, [Replicate()])
+        )
+        assert fwAD.unpack_dual(other).tangent.placements == (Shard(0),)
+        plain = fwAD.make_dual(d, tangent.to(device))
+        t = fwAD.unpack_dual(plain).tangent
+        assert isinstance(t, DTensor) and t.placements == (Shard(0),), t
+        assert_close(t.full_tensor().cpu(), tangent)
+
+
+def a_local_shaped_plain_tangent_is_refused(rank, world_size, device):
+    mesh = _mesh(world_size, device)
+    d = distribute_tensor(
+        _randn(2 * world_size, 3, seed=3).to(device), mesh, [Shard(0)]
+    )
+    with fwAD.dual_level():
+        try:
+            fwAD.make_dual(d, torch.ones(2, 3, dtype=F64, device=device))
+        except RuntimeError as error:
+            assert "DTensor.from_local" in str(error), error
+        else:
+            raise AssertionError("a tangent of the local shape was taken")
+
+
+def placements_follow_the_primal(rank, world_size, device):
+    """full_tensor, redistribute, to_local and from_local: each tangent has its
+    primal's placements and the single-process value."""
+    mesh = _mesh(world_size, device)
+    value, tangent = _randn(2 * world_size, 3, seed=4), _randn(
+        2 * world_size, 3, seed=5
+    )
+    with fwAD.dual_level():
+        d = fwAD.make_dual(
+            distribute_tensor(value.to(device), mesh, [Shard(0)]),
+            distribute_tensor(tangent.to(device), mesh, [Shard(0)]),
+        )
+        full = fwAD.unpack_dual(d.full_tensor()).tangent
+        assert_close(full.cpu(), tangent)
+        replicated = d.redistribute(mesh, [Replicate()])
+        t = fwAD.unpack_dual(replicated).tangent
+        assert t.placements == (Replicate(),), t.placements
+        assert_close(t.to_local().cpu(), tangent)
+        local = d.to_local()
+        assert_close(
+            fwAD.unpack_dual(local).tangent.cpu(), tangent.chunk(world_size)[rank]
+        )
+        back = DTensor.from_local(local.sin(), mesh, [Shard(0)])
+        t = fwAD.unpack_dual(back).tangent
+        assert t.placements == (Shard(0),)
+        expected = torch.func.jvp(torch.sin, (value,), (tangent,))[1]
+        assert_close(t.full_tensor().cpu(), expected)
+
+
+def _input_jvp(make, plan, shard_dim: int | None):
+    def case(rank, world_size, device):
+        mesh = _mesh(world_size, device)
+        model, reference = tp_models.copies(make)
+        parallel = parallelize_module(model.to(device), mesh, plan())
+        shape = (2, 2 * world_size, 8) if shard_dim is not None else (5, 4)
+        x, t = _randn(*shape, seed=6), _randn(*shape, seed=7)
+        expected = torch.func.jvp(reference, (x,), (t,))
+
+        def mine(v):
+            v = v if shard_dim is None else v.chunk(world_size, shard_dim)[rank]
+            return v.contiguous().to(device)
+
+        with fwAD.dual_level():
+            y = parallel(fwAD.make_dual(mine(x), mine(t)))
+            primal, tangent = fwAD.unpack_dual(y)
+            assert tangent is not None, "no tangent"
+            assert_close(primal, mine(expected[0]))
+            assert_close(tangent, mine(expected[1]))
+
+    case.__name__ = f"{make.__name__}_input_jvp"
+    return case
+
+
+def _parameter_jvp(make, plan, shard_dim: int | None):
+    """JVP of a loss with respect to the parameters, the tangents DTensors with
+    the parameters' placements; the loss is summed over ranks by a dual
+    all_reduce where each rank holds a chunk of the output."""
+
+    def case(rank, world_size, device):
+        mesh = _mesh(world_size, device)
+        model, reference = tp_models.copies(make)
+        parallel = parallelize_module(model.to(device), mesh, plan())
+        shape = (2, 2 * world_size, 8) if shard_dim is not None else (5, 4)
+        x = _randn(*shape, seed=8)
+        names = [n for n, _ in reference.named_parameters()]
+        full_tangents = {
+            n: _randn(*p.shape, seed=9 + i)
+            for i, (n, p) in enumerate(reference.named_parameters())
+        }
+
+        def loss(*params):
+            out = torch.func.functional_call(reference, dict(zip(names, params)), (x,))
+            return out.pow(2).sum()
+
+        expected = torch.func.jvp(
+            loss,
+            tuple(p.detach() for p in reference.parameters()),
+            tuple(full_tangents[n] for n in names),
+        )
+        local_x = x if shard_dim is None else x.chunk(world_size, shard_dim)[rank]
+        with fwAD.dual_level():
+            duals = {
+                n: fwAD.make_dual(
+                    p.detach(),
+                    distribute_tensor(full_tangents[n].to(device), mesh, p.placements),
+                )
+                for n, p in parallel.named_parameters()
+            }
+            out = torch.func.functional_call(
+                parallel, duals, (local_x.contiguous().to(device),)
+            )
+            total = out.pow(2).sum()
+            if isinstance(total, DTensor):
+                total = total.full_tensor()
+            elif shard_dim is not None:  # each rank's chunk of the sequence
+                dist.all_reduce(total)
+            primal, tangent = fwAD.unpack_dual(total)
+            assert tangent is not None, "no tangent"
+            assert_close(primal.cpu(), expected[0])
+            assert_close(tangent.cpu(), expected[1])
+
+    case.__name__ = f"{make.__name__}_parameter_jvp"
+    return case
+
+
+CASES = [
+    make_dual_of_a_dtensor,
+    a_local_shaped_plain_tangent_is_refused,
+    placements_follow_the_primal,
+    _input_jvp(tp_models.mlp, lambda: tp_models.MLP_PLAN, None),
+    _parameter_jvp(tp_models.mlp, lambda: tp_models.MLP_PLAN, None),
+    _input_jvp(tp_models.block, tp_models.block_plan, 1),
+    _parameter_jvp(tp_models.block, tp_models.block_plan, 1),
+]
