@@ -30,6 +30,7 @@ from ..levels import STATE, set_tangent
 from ..mode import bind
 from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from . import by_element
+from .packing import HALVES, INTERLEAVED, SCRATCH, packing_for
 from .reduce import BITWISE, BY_ELEMENT, kind_of
 from .table import NO_DATA, PASSES_THROUGH, collective
 
@@ -77,16 +78,21 @@ def run(mode, func, args, kwargs):
 
 
 def _packed(func, entry, values: list, where: dict, level):
+    packing = packing_for(entry)
     packs: dict = {}  # id(the caller's tensor) -> the packed tensor sent for it
+    # Level 0 and a collective that completes here: the packed tensors are ours
+    # alone once it returns (a send's are not: its Work holds them).
+    reuse = packing is HALVES and level.index == 0 and bool(entry.writes)
 
     def sent(t):
         if id(t) not in packs:
-            packs[id(t)] = pack(t, level)
+            out = SCRATCH.take(t, len(packs)) if reuse else None
+            packs[id(t)] = packing.pack(t, tangent_or_zeros(t, level), out)
         return packs[id(t)]
 
     def buffer(t):
         if id(t) not in packs:
-            packs[id(t)] = t.new_empty((*t.shape, 2))
+            packs[id(t)] = packing.empty(t)
         return packs[id(t)]
 
     lifted = list(values)
@@ -95,15 +101,20 @@ def _packed(func, entry, values: list, where: dict, level):
     for name in entry.writes:
         lifted[where[name]] = _mapped(lifted[where[name]], buffer, skip=packs.values())
     out = call_with(func, lifted)
-    if entry.writes or entry.returns_new:
-        out = wait(
-            func, out
-        )  # (a send alone does not wait: its peer may not be there yet)
+    if entry.writes or entry.returns_new:  # (a send alone does not wait: its peer
+        out = wait(func, out)  # may not have reached its recv yet)
     for name in entry.writes:
         for t in _flat(values[where[name]]):
-            write(t, packs[id(t)], level)
+            value, tangent = packing.unpack(packs[id(t)], t.shape)
+            write_value(t, value, tangent, level)
     if entry.returns_new:
-        return _mapped(out, lambda packed: unpacked(packed, level))
+        results = _flat(out)
+        sources = _flat(values[where[entry.reads[0]]])
+        new = [
+            new_value(*packing.unpack(packed, source.shape), level)
+            for packed, source in zip(results, sources)
+        ]
+        return new if isinstance(out, (list, tuple)) else new[0]
     originals = {
         id(packs[id(t)]): t for name in entry.writes for t in _flat(values[where[name]])
     }
@@ -111,23 +122,21 @@ def _packed(func, entry, values: list, where: dict, level):
 
 
 def pack(t: torch.Tensor, level) -> torch.Tensor:
-    """`t` and its tangent at `level` (zeros if none) along a new last dimension."""
+    """`t` and its tangent at `level` along a new last dimension (by_element's)."""
+    return INTERLEAVED.pack(t, tangent_or_zeros(t, level))
+
+
+def tangent_or_zeros(t: torch.Tensor, level) -> torch.Tensor:
+    """`t`'s tangent at `level` in t's dtype, zeros if it has none."""
     tangent = tangent_of(t, level) if is_differentiable_dtype(t) else None
     if tangent is None:
-        tangent = torch.zeros_like(t)
-    elif tangent.dtype != t.dtype:
-        tangent = tangent.to(t.dtype)
-    return torch.stack([t, tangent], dim=-1)
-
-
-def write(t: torch.Tensor, packed: torch.Tensor, level) -> None:
-    """Give the caller's tensor `t` what arrived for it: the value, in place, and
-    the tangent, into its tangent (or as its new tangent)."""
-    value, tangent = packed.unbind(-1)
-    write_value(t, value, tangent, level)
+        return torch.zeros_like(t)
+    return tangent if tangent.dtype == t.dtype else tangent.to(t.dtype)
 
 
 def write_value(t: torch.Tensor, value, tangent, level) -> None:
+    """Give the caller's tensor `t` what arrived for it: the value, in place, and
+    the tangent, into its tangent (or as its new tangent)."""
     t.copy_(value)
     if not is_differentiable_dtype(t):
         return
@@ -136,12 +145,6 @@ def write_value(t: torch.Tensor, value, tangent, level) -> None:
         own.copy_(tangent)
     else:
         set_new_tangent(t, level, tangent, fresh=True)
-
-
-def unpacked(packed: torch.Tensor, level) -> torch.Tensor:
-    """A functional collective's new tensor, with its tangent."""
-    value, tangent = packed.unbind(-1)
-    return new_value(value, tangent, level)
 
 
 def new_value(value, tangent, level) -> torch.Tensor:

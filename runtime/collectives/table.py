@@ -24,14 +24,19 @@ class Collective:
     returns_new: bool = False  # a functional collective: returns new tensors
     scatters: bool = False  # reduce-scatter: each rank keeps one chunk of the result
     root: str | None = None  # the argument naming the one rank that receives
+    # Element by element (reductions, broadcasts, point to point): a tensor's
+    # elements may travel in any order, so value and tangent go as two halves.
+    elementwise: bool = False
 
 
 PASSES_THROUGH = "passes through"  # wait_tensor: returns its input, tangent and all
 NO_DATA = "no data"  # barriers: the tensor is a token
 
 _C10D = {
-    "allreduce_": Collective(("tensors",), ("tensors",), "reduce_op"),
-    "allreduce_coalesced_": Collective(("tensors",), ("tensors",), "reduce_op"),
+    "allreduce_": Collective(("tensors",), ("tensors",), "reduce_op", elementwise=True),
+    "allreduce_coalesced_": Collective(
+        ("tensors",), ("tensors",), "reduce_op", elementwise=True
+    ),
     "allgather_": Collective(("input_tensors",), ("output_tensors",)),
     "_allgather_base_": Collective(("input_tensor",), ("output_tensor",)),
     "allgather_coalesced_": Collective(("input_list",), ("output_lists",)),
@@ -45,24 +50,32 @@ _C10D = {
     "reduce_scatter_tensor_coalesced_": Collective(
         ("inputs",), ("outputs",), "reduce_op", scatters=True
     ),
-    "broadcast_": Collective(("tensors",), ("tensors",)),
-    "reduce_": Collective(("tensors",), ("tensors",), "reduce_op", root="root_rank"),
+    "broadcast_": Collective(("tensors",), ("tensors",), elementwise=True),
+    "reduce_": Collective(
+        ("tensors",), ("tensors",), "reduce_op", root="root_rank", elementwise=True
+    ),
     "alltoall_": Collective(("input_tensors",), ("output_tensors",)),
     "alltoall_base_": Collective(("input",), ("output",)),
     "gather_": Collective(("input_tensors",), ("output_tensors",)),
     "scatter_": Collective(("input_tensors",), ("output_tensors",)),
-    "send": Collective(("tensors",), ()),
-    "recv_": Collective((), ("tensors",)),
-    "recv_any_source_": Collective((), ("tensors",)),
+    "send": Collective(("tensors",), (), elementwise=True),
+    "recv_": Collective((), ("tensors",), elementwise=True),
+    "recv_any_source_": Collective((), ("tensors",), elementwise=True),
     "barrier": NO_DATA,
     "monitored_barrier_": NO_DATA,
 }
 
 _FUNCTIONAL = {
-    "all_reduce": Collective(("input",), (), "reduce_op", returns_new=True),
-    "all_reduce_": Collective(("input",), ("input",), "reduce_op"),
-    "all_reduce_coalesced": Collective(("inputs",), (), "reduce_op", returns_new=True),
-    "all_reduce_coalesced_": Collective(("inputs",), ("inputs",), "reduce_op"),
+    "all_reduce": Collective(
+        ("input",), (), "reduce_op", returns_new=True, elementwise=True
+    ),
+    "all_reduce_": Collective(("input",), ("input",), "reduce_op", elementwise=True),
+    "all_reduce_coalesced": Collective(
+        ("inputs",), (), "reduce_op", returns_new=True, elementwise=True
+    ),
+    "all_reduce_coalesced_": Collective(
+        ("inputs",), ("inputs",), "reduce_op", elementwise=True
+    ),
     "all_gather_into_tensor": Collective(("input",), (), returns_new=True),
     "all_gather_into_tensor_out": Collective(("input",), ("out",)),
     "all_gather_into_tensor_coalesced": Collective(("inputs",), (), returns_new=True),
@@ -73,8 +86,8 @@ _FUNCTIONAL = {
         ("inputs",), (), "reduce_op", returns_new=True, scatters=True
     ),
     "all_to_all_single": Collective(("input",), (), returns_new=True),
-    "broadcast": Collective(("input",), (), returns_new=True),
-    "broadcast_": Collective(("input",), ("input",)),
+    "broadcast": Collective(("input",), (), returns_new=True, elementwise=True),
+    "broadcast_": Collective(("input",), ("input",), elementwise=True),
     "wait_tensor": PASSES_THROUGH,
 }
 

@@ -1,0 +1,98 @@
+"""Benchmark: a dual all_reduce against a plain one of the same bytes.
+
+2 processes, gloo on one machine, float32: `dist.all_reduce` of a dual of n
+elements inside a dualgen dual level (value and tangent packed into one message
+of 2n) against a plain `dist.all_reduce` of 2n elements, and of n, outside any
+dual level (as a program without forward AD runs them), interleaved in one run, median of the rounds (each round a batch of calls; every rank times
+the same calls, rank 0 reports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+import socket
+import statistics
+import time
+
+import allocator
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import dualgen.forward_ad as fwAD
+
+
+def _time(fn, calls: int) -> float:
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def _rank(rank: int, port: int, sizes, rounds: int, as_is: bool) -> None:
+    footnote = "malloc as the C library sets it" if as_is else allocator.steady_heap()
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60)
+    )
+    lines = []
+    for n in sizes:
+        calls = 200 if n < 1 << 16 else 10
+        plain, doubled = torch.randn(n), torch.randn(2 * n)
+        value, tangent = torch.randn(n), torch.randn(n)
+        cases = {  # the plain ones outside any dual level, as a plain program runs
+            "dual (n)": lambda: dist.all_reduce(dual),
+            "plain (2n)": lambda: dist.all_reduce(doubled),
+            "plain (n)": lambda: dist.all_reduce(plain),
+        }
+        times = {k: [] for k in cases}
+        for round_ in range(rounds + 1):  # (the first a warm-up)
+            for name, fn in cases.items():
+                with contextlib.ExitStack() as stack:
+                    if name.startswith("dual"):
+                        stack.enter_context(fwAD.dual_level())
+                        dual = fwAD.make_dual(value, tangent)
+                    seconds = _time(fn, calls)
+                if round_:
+                    times[name].append(seconds)
+        median = {k: statistics.median(v) for k, v in times.items()}
+        ratio = median["dual (n)"] / median["plain (2n)"]
+        lines.append(
+            f"| {n} | {median['plain (n)'] * 1e6:.0f} µs | {median['plain (2n)'] * 1e6:.0f} µs "
+            f"| {median['dual (n)'] * 1e6:.0f} µs | {ratio:.2f}x |"
+        )
+    if rank == 0:
+        print(
+            f"torch {torch.__version__}, gloo, 2 processes, float32, median of {rounds} rounds\n"
+        )
+        print(
+            "| elements n | plain all_reduce (n) | plain all_reduce (2n, the same bytes) "
+            "| dual all_reduce (n) | dual / plain of the same bytes |"
+        )
+        print("|---|---|---|---|---|")
+        print("\n".join(lines), flush=True)
+    dist.destroy_process_group()
+    os._exit(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    allocator.add_argument(parser)
+    args = parser.parse_args()
+    sizes = [16, 1 << 14] if args.quick else [16, 1 << 14, 1 << 20, 1 << 22]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(
+        _rank, args=(port, sizes, 5 if args.quick else 11, args.malloc_as_is), nprocs=2
+    )
+
+
+if __name__ == "__main__":
+    main()

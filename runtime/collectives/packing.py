@@ -1,0 +1,79 @@
+"""How a value and its tangent share one message.
+
+- `HALVES`, for collectives that treat each element alone (reductions,
+  broadcasts, point to point): the value's elements, then the tangent's, one
+  flat tensor. Packing and unpacking are contiguous copies.
+- `INTERLEAVED`, for collectives that move rows along dim 0 (gathers, scatters,
+  all-to-all, with their split sizes): value and tangent along a new last
+  dimension, so every row carries its tangent with it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+
+class Halves:
+    @staticmethod
+    def pack(value: torch.Tensor, tangent: torch.Tensor, out=None) -> torch.Tensor:
+        if out is None:
+            return torch.cat([value.reshape(-1), tangent.reshape(-1)])
+        half = value.numel()
+        out[:half].view(value.shape).copy_(value)
+        out[half:].view(value.shape).copy_(tangent)
+        return out
+
+    @staticmethod
+    def empty(like: torch.Tensor) -> torch.Tensor:
+        return like.new_empty(2 * like.numel())
+
+    @staticmethod
+    def unpack(packed: torch.Tensor, shape) -> tuple[torch.Tensor, torch.Tensor]:
+        half = packed.numel() // 2
+        return packed[:half].view(shape), packed[half:].view(shape)
+
+
+class Interleaved:
+    @staticmethod
+    def pack(value: torch.Tensor, tangent: torch.Tensor, out=None) -> torch.Tensor:
+        return torch.stack([value, tangent], dim=-1)
+
+    @staticmethod
+    def empty(like: torch.Tensor) -> torch.Tensor:
+        return like.new_empty((*like.shape, 2))
+
+    @staticmethod
+    def unpack(packed: torch.Tensor, shape=None) -> tuple[torch.Tensor, torch.Tensor]:
+        return packed.unbind(-1)
+
+
+HALVES, INTERLEAVED = Halves(), Interleaved()
+
+
+class Scratch(threading.local):
+    """Packing buffers kept for the next collective of the same sizes: a large
+    buffer allocated anew each time costs its pages again (the copies into it
+    then cost as much as the message). Used where nothing outlives the call: the
+    collective has completed and what arrived has been copied out."""
+
+    def __init__(self) -> None:
+        self.buffers: dict = {}
+
+    def take(self, like: torch.Tensor, index: int) -> torch.Tensor:
+        key = (like.dtype, like.device, like.numel(), index)
+        buffer = self.buffers.get(key)
+        if buffer is None:
+            if len(self.buffers) >= _KEPT:
+                self.buffers.clear()
+            buffer = self.buffers[key] = like.new_empty(2 * like.numel())
+        return buffer
+
+
+_KEPT = 8  # buffers kept per thread
+SCRATCH = Scratch()
+
+
+def packing_for(entry):
+    return HALVES if entry.elementwise else INTERLEAVED
