@@ -12,7 +12,6 @@ import datetime
 import os
 import socket
 import sys
-import traceback
 from pathlib import Path
 
 import torch
@@ -209,8 +208,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception:
-        traceback.print_exc()
-        sys.exit(1)
+    main()

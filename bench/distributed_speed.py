@@ -10,7 +10,6 @@ the same calls, rank 0 reports).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import os
 import socket
@@ -33,6 +32,32 @@ def _time(fn, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+def _medians(n: int, rounds: int) -> dict:
+    """Seconds per call of each all_reduce: the plain ones outside any dual
+    level, as a program without forward AD runs them."""
+    calls = 200 if n < 1 << 16 else 10
+    plain, doubled = torch.randn(n), torch.randn(2 * n)
+    value, tangent = torch.randn(n), torch.randn(n)
+
+    def dual_all_reduce() -> float:
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(value, tangent)
+            return _time(lambda: dist.all_reduce(dual), calls)
+
+    cases = {
+        "dual (n)": dual_all_reduce,
+        "plain (2n)": lambda: _time(lambda: dist.all_reduce(doubled), calls),
+        "plain (n)": lambda: _time(lambda: dist.all_reduce(plain), calls),
+    }
+    times = {k: [] for k in cases}
+    for round_ in range(rounds + 1):  # (the first a warm-up)
+        for name, timed in cases.items():
+            seconds = timed()
+            if round_:
+                times[name].append(seconds)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def _rank(rank: int, port: int, sizes, rounds: int, as_is: bool) -> None:
     footnote = "malloc as the C library sets it" if as_is else allocator.steady_heap()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -42,33 +67,17 @@ def _rank(rank: int, port: int, sizes, rounds: int, as_is: bool) -> None:
     )
     lines = []
     for n in sizes:
-        calls = 200 if n < 1 << 16 else 10
-        plain, doubled = torch.randn(n), torch.randn(2 * n)
-        value, tangent = torch.randn(n), torch.randn(n)
-        cases = {  # the plain ones outside any dual level, as a plain program runs
-            "dual (n)": lambda: dist.all_reduce(dual),
-            "plain (2n)": lambda: dist.all_reduce(doubled),
-            "plain (n)": lambda: dist.all_reduce(plain),
-        }
-        times = {k: [] for k in cases}
-        for round_ in range(rounds + 1):  # (the first a warm-up)
-            for name, fn in cases.items():
-                with contextlib.ExitStack() as stack:
-                    if name.startswith("dual"):
-                        stack.enter_context(fwAD.dual_level())
-                        dual = fwAD.make_dual(value, tangent)
-                    seconds = _time(fn, calls)
-                if round_:
-                    times[name].append(seconds)
-        median = {k: statistics.median(v) for k, v in times.items()}
+        median = _medians(n, rounds)
         ratio = median["dual (n)"] / median["plain (2n)"]
         lines.append(
-            f"| {n} | {median['plain (n)'] * 1e6:.0f} µs | {median['plain (2n)'] * 1e6:.0f} µs "
+            f"| {n} | {median['plain (n)'] * 1e6:.0f} µs "
+            f"| {median['plain (2n)'] * 1e6:.0f} µs "
             f"| {median['dual (n)'] * 1e6:.0f} µs | {ratio:.2f}x |"
         )
     if rank == 0:
         print(
-            f"torch {torch.__version__}, gloo, 2 processes, float32, median of {rounds} rounds\n"
+            f"torch {torch.__version__}, gloo, 2 processes, float32, median of "
+            f"{rounds} rounds, {footnote}\n"
         )
         print(
             "| elements n | plain all_reduce (n) | plain all_reduce (2n, the same bytes) "

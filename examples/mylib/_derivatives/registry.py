@@ -6,10 +6,9 @@
 import torch
 
 # The modules that register the custom ops below.
-import mylib.ops
+from dualgen.kernel_info import KernelInfo
 
 from . import jvp
-from dualgen.kernel_info import KernelInfo
 
 aten = torch.ops.aten
 

@@ -7,7 +7,6 @@ outputs), the arguments and the outputs, and returns the gradients of the
 differentiable inputs, in schema order.
 """
 
-import torch
 
 
 def mylib_softclip_default(grad, x, limit, result):
