@@ -85,6 +85,8 @@ bench: $(STAMP) $(MODELS_STAMP)
 	$(PY) bench/forward_gradient.py
 	$(PY) bench/functional_speed.py
 	$(PY) bench/fx_speed.py --compile
+	$(PY) bench/distributed_speed.py
+	$(PY) bench/distributed_native.py
 	$(PY) -m tests.models.table
 	$(PY) bench/cpp_build.py
 	$(PY) bench/gradcheck_speed.py
