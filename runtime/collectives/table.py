@@ -63,6 +63,7 @@ _C10D = {
     "recv_any_source_": Collective((), ("tensors",), elementwise=True),
     "barrier": NO_DATA,
     "monitored_barrier_": NO_DATA,
+    "check_for_nan": NO_DATA,  # (reads the value only: raises if it has a NaN)
 }
 
 _FUNCTIONAL = {
@@ -84,6 +85,9 @@ _FUNCTIONAL = {
     ),
     "reduce_scatter_tensor_coalesced": Collective(
         ("inputs",), (), "reduce_op", returns_new=True, scatters=True
+    ),
+    "reduce_scatter_tensor_out": Collective(
+        ("input",), ("out",), "reduce_op", scatters=True
     ),
     "all_to_all_single": Collective(("input",), (), returns_new=True),
     "broadcast": Collective(("input",), (), returns_new=True, elementwise=True),

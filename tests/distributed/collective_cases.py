@@ -181,14 +181,53 @@ def _reduce_scatter(kind: str):
     return case
 
 
-def reduce_scatter_list(rank, world_size, device):
-    xs, ts = duals(world_size, (world_size, 3), 12, device)
+def _reduce_scatter_list(kind: str):
+    def case(rank, world_size, device):
+        xs, ts = duals(world_size, (world_size, 3), 12, device, ties=True)
+        with fwAD.dual_level():
+            x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+            out = torch.empty(3, dtype=F64, device=device)
+            chunks = [c.contiguous() for c in x.unbind(0)]
+            dist.reduce_scatter(out, chunks, op=getattr(dist.ReduceOp, kind))
+            p, t = jvp_of(_REDUCE[kind], xs, ts)
+            check(out, (p[rank], t[rank]))
+
+    case.__name__ = f"reduce_scatter_list_{kind.lower()}"
+    return case
+
+
+def functional_out_variants(rank, world_size, device):
+    """all_gather_into_tensor_out and reduce_scatter_tensor_out write into `out`."""
+    xs, ts = duals(world_size, (world_size, 2), 23, device)
+    name = dist.group.WORLD.group_name
+    ops = torch.ops._c10d_functional
     with fwAD.dual_level():
         x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
-        out = torch.empty(3, dtype=F64, device=device)
-        dist.reduce_scatter(out, list(x.unbind(0)))
+        gathered = torch.empty(world_size * world_size, 2, dtype=F64, device=device)
+        ops.wait_tensor(
+            ops.all_gather_into_tensor_out(x, world_size, name, out=gathered)
+        )
+        check(gathered, (torch.cat(xs), torch.cat(ts)))
+        scattered = torch.empty(1, 2, dtype=F64, device=device)
+        ops.wait_tensor(
+            ops.reduce_scatter_tensor_out(x, "sum", world_size, name, out=scattered)
+        )
         p, t = jvp_of(_REDUCE["SUM"], xs, ts)
-        check(out, (p[rank], t[rank]))
+        check(scattered, (p[rank : rank + 1], t[rank : rank + 1]))
+
+
+def an_unknown_collective_is_refused(rank, world_size, device):
+    """A collective without a rule (the functional isend, in torch 2.13) of a
+    dual: an error naming it, before any message."""
+    xs, ts = duals(world_size, (3,), 24, device)
+    with fwAD.dual_level():
+        x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+        try:
+            torch.ops._c10d_functional.isend(x, (rank + 1) % world_size, 0, "0")
+        except NotImplementedError as error:
+            assert "isend" in str(error), error
+        else:
+            raise AssertionError("a collective without a rule ran on a dual")
 
 
 def broadcast(rank, world_size, device):
@@ -355,7 +394,9 @@ CASES = [
     all_gather_into_tensor,
     all_gather_list,
     *(_reduce_scatter(k) for k in ("SUM", "MAX", "PRODUCT")),
-    reduce_scatter_list,
+    *(_reduce_scatter_list(k) for k in ("SUM", "MAX")),
+    functional_out_variants,
+    an_unknown_collective_is_refused,
     broadcast,
     *(_reduce(k) for k in ("SUM", "MIN")),
     all_to_all_single,
