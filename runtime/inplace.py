@@ -103,9 +103,14 @@ def _update_self(
     (A tangent whose elements share memory is written by `_write_shared`.)"""
     if self_tangent is not None:
         if new is not self_tangent and not _has_shared_elements(self_tangent):
-            self_tangent.copy_(
-                new if new is not None else torch.zeros_like(self_tangent)
-            )
+            if new is None:
+                new = torch.zeros_like(self_tangent)
+            elif new.dtype != self_tangent.dtype:
+                # In self's tangent's dtype first: under an outer level the copy
+                # would otherwise give self's tangent the value's tangent in the
+                # value's dtype (copy_'s rule for a user's copy, not this one).
+                new = new.to(self_tangent.dtype)
+            self_tangent.copy_(new)
     elif new is not None:
         if promote:
             new = _promoted_for_self(new, self_value, tangents)
