@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch._C._distributed_c10d import ProcessGroup
 
+from ..tangents import tangent_of
 from . import dual
 from .reduce import reduced
 
@@ -19,7 +20,8 @@ def run(func, entry, values: list, where: dict, kind: str, level):
     group = _Group(values, where)
     pairs = _pairs(func, entry, values, where, level)
     results = []
-    for source, target in pairs:
+    sources = dual._flat(values[where[entry.reads[0]]])
+    for i, (source, target) in enumerate(pairs):
         gathered = group.all_gather(source)  # (ranks, *shape, 2)
         if entry.scatters:  # (ranks, ranks' chunks, *chunk shape, 2): this rank's
             gathered = gathered.reshape(group.size, group.size, -1, 2)[:, group.rank]
@@ -27,7 +29,8 @@ def run(func, entry, values: list, where: dict, kind: str, level):
         shape = target.shape if target is not None else _shape(source, entry, group)
         value, tangent = value.reshape(shape), tangent.reshape(shape)
         if target is None:
-            results.append(dual.new_value(value, tangent, level))
+            had = tangent_of(sources[i], level) is not None
+            results.append(dual.new_value(value, tangent, level, had))
         elif entry.root is None or group.rank == values[where[entry.root]]:
             dual.write_value(target, value, tangent, level)
     if entry.returns_new:

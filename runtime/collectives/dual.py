@@ -111,7 +111,11 @@ def _packed(func, entry, values: list, where: dict, level):
         results = _flat(out)
         sources = _flat(values[where[entry.reads[0]]])
         new = [
-            new_value(*packing.unpack(packed, source.shape), level)
+            new_value(
+                *packing.unpack(packed, source.shape),
+                level,
+                tangent_of(source, level) is not None,
+            )
             for packed, source in zip(results, sources)
         ]
         return new if isinstance(out, (list, tuple)) else new[0]
@@ -143,15 +147,25 @@ def write_value(t: torch.Tensor, value, tangent, level) -> None:
     own = tangent_of(t, level)
     if own is not None:
         own.copy_(tangent)
-    else:
+    elif _nonzero(tangent):
         set_new_tangent(t, level, tangent, fresh=True)
 
 
-def new_value(value, tangent, level) -> torch.Tensor:
+def new_value(value, tangent, level, had_tangent: bool = True) -> torch.Tensor:
+    """A functional collective's new tensor, with its tangent unless it only
+    received zeros for a tensor that had none."""
     value = value.contiguous()
-    if is_differentiable_dtype(value):
+    if is_differentiable_dtype(value) and (had_tangent or _nonzero(tangent)):
         set_tangent(value, level, conform_layout(tangent, value, fresh=True))
     return value
+
+
+def _nonzero(tangent: torch.Tensor) -> bool:
+    """Whether a received tangent has a nonzero element. A tensor that had no
+    tangent and received only zeros (no rank's had one) stays plain, as it would
+    outside the level: code that writes it into out= ops (FSDP's copy-out of
+    gathered parameters) keeps working, and zeros are what no tangent means."""
+    return bool(tangent.any())
 
 
 def wait(func, out):

@@ -95,6 +95,19 @@ def all_reduce_mixed_ranks(rank, world_size, device):
         check(x, jvp_of(_REDUCE["SUM"], xs, zeros))
 
 
+def plain_tensors_stay_plain(rank, world_size, device):
+    """Inside a dual level, a collective of tensors no rank gave a tangent sends
+    zeros and gives none back: what arrives is a plain tensor, as outside."""
+    xs, _ = duals(world_size, (4,), 22, device)
+    with fwAD.dual_level():
+        x = xs[rank].clone()
+        dist.all_reduce(x)
+        assert fwAD.unpack_dual(x).tangent is None
+        gathered = fc.all_gather_tensor(x, 0, dist.group.WORLD) * 1.0
+        assert fwAD.unpack_dual(gathered).tangent is None
+        assert_close(x, sum(xs))
+
+
 def all_reduce_is_one_message(rank, world_size, device):
     xs, ts = duals(world_size, (6,), 5, device)
     with _Counting() as count, fwAD.dual_level():
@@ -387,6 +400,7 @@ CASES = [
     all_reduce_of_a_view,
     all_reduce_mixed_ranks,
     all_reduce_is_one_message,
+    plain_tensors_stay_plain,
     all_reduce_nested_levels,
     all_reduce_bitwise_is_refused,
     all_reduce_of_integers,

@@ -166,6 +166,35 @@ def _parameter_jvp(make, plan, shard_dim: int | None):
     return case
 
 
+def data_parallel_input_jvp(rank, world_size, device):
+    """DistributedDataParallel (its forward broadcasts buffers) and FSDP2
+    (`fully_shard`: parameters all-gathered for the forward), JVP with respect
+    to the input. FSDP2 under no_grad: with grad enabled its
+    RegisterPostBackwardFunction's jvp returns its input's tangent for an input
+    returned as-is, which native's rules (and so dualgen's) refuse by name."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    _, reference = tp_models.copies(tp_models.mlp)
+    x, t = _randn(5, 4, seed=30), _randn(5, 4, seed=31)
+    expected = torch.func.jvp(reference, (x,), (t,))
+    expected = tuple(e.to(device) for e in expected)
+    x, t = x.to(device), t.to(device)
+    data_parallel = DistributedDataParallel(
+        tp_models.copies(tp_models.mlp)[0].to(device)
+    )
+    sharded = tp_models.copies(tp_models.mlp)[0].to(device)
+    fully_shard(sharded[0])
+    fully_shard(sharded[2])
+    fully_shard(sharded)
+    for model, grad in ((data_parallel, True), (sharded, False)):
+        with torch.set_grad_enabled(grad), fwAD.dual_level():
+            primal, tangent = fwAD.unpack_dual(model(fwAD.make_dual(x, t)))
+            assert tangent is not None, type(model).__name__
+            assert_close(primal, expected[0])
+            assert_close(tangent, expected[1])
+
+
 CASES = [
     make_dual_of_a_dtensor,
     a_local_shaped_plain_tangent_is_refused,
@@ -174,4 +203,5 @@ CASES = [
     _parameter_jvp(tp_models.mlp, lambda: tp_models.MLP_PLAN, None),
     _input_jvp(tp_models.block, tp_models.block_plan, 1),
     _parameter_jvp(tp_models.block, tp_models.block_plan, 1),
+    data_parallel_input_jvp,
 ]
