@@ -70,12 +70,12 @@ fuzz: $(STAMP)
 		$(if $(FUZZ_EXAMPLES),--examples $(FUZZ_EXAMPLES)) --report reports/fuzz.md
 
 lint: $(STAMP)
-	$(PY) -m ruff check tools runtime tests bench examples/forward_gradient
-	$(PY) -m black --check --quiet tools runtime tests bench examples/forward_gradient
+	$(PY) -m ruff check tools runtime tests bench examples/forward_gradient examples/distributed
+	$(PY) -m black --check --quiet tools runtime tests bench examples/forward_gradient examples/distributed
 
 format: $(STAMP)
-	$(PY) -m ruff check --fix tools runtime tests bench examples/forward_gradient
-	$(PY) -m black --quiet tools runtime tests bench examples/forward_gradient
+	$(PY) -m ruff check --fix tools runtime tests bench examples/forward_gradient examples/distributed
+	$(PY) -m black --quiet tools runtime tests bench examples/forward_gradient examples/distributed
 
 bench: $(STAMP) $(MODELS_STAMP)
 	$(PY) bench/generate_speed.py

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import difflib
 
+from .build_collective import build_collective
 from .build_forward import ForwardFormulas
 from .errors import ErrorSink, Location
 from .formula import FormulaError, Scope, names_used, parse_formula
@@ -17,6 +18,7 @@ from .load import RawEntry, RawField, RawList, RawScalar
 from .model import (
     CONVENTIONS,
     BackwardFormula,
+    CollectiveEntry,
     Entry,
     Formula,
     ForwardFormula,
@@ -44,9 +46,13 @@ def build_spec(
     raw_entries: list[RawEntry], path: str, ops: TorchOperators, sink: ErrorSink
 ) -> Spec:
     entries: list[Entry] = []
+    collectives: list[CollectiveEntry] = []
     first_seen: dict[str, Location] = {}
     for raw in raw_entries:
-        entry = _EntryBuilder(raw, ops, sink).build()
+        if raw.get("collective") is not None:
+            entry = build_collective(raw, ops, sink)
+        else:
+            entry = _EntryBuilder(raw, ops, sink).build()
         if entry is None:
             continue
         name = entry.schema.full_name
@@ -58,9 +64,9 @@ def build_spec(
             )
             continue
         first_seen[name] = entry.location
-        entries.append(entry)
+        (collectives if isinstance(entry, CollectiveEntry) else entries).append(entry)
     _check_inheritance(entries, sink)
-    return Spec(path, tuple(entries))
+    return Spec(path, tuple(entries), tuple(collectives))
 
 
 def _check_inheritance(entries: list[Entry], sink: ErrorSink) -> None:

@@ -40,7 +40,7 @@ def generate_files(spec_path: Path, imports: tuple[str, ...] = ()) -> Outcome:
 
     spec, ops = checked_spec(spec_path)
     plans = analyse(spec, ops)
-    files = Emitter(spec_path.name, imports).render_all(plans)
+    files = Emitter(spec_path.name, imports).render_all(plans, spec.collectives)
     return Outcome(format_python(files), len(spec.entries), len(plans))
 
 
@@ -246,7 +246,9 @@ def _generate(args: argparse.Namespace) -> int:
         clock.lap("build")
         plans = analyse(spec, ops)
         clock.lap("analyse")
-        rendered = Emitter(args.spec.name, tuple(args.imports)).render_all(plans)
+        rendered = Emitter(args.spec.name, tuple(args.imports)).render_all(
+            plans, spec.collectives
+        )
         clock.lap("emit")
         # What is on disk is black's output for most chunks; --check reuses it too.
         formatted = format_files(rendered, read_existing(args.out))

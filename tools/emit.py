@@ -91,7 +91,9 @@ class Emitter:
         self.printer = PythonPrinter()
         self.env = _environment()
 
-    def render_all(self, plans: tuple[OpPlan, ...]) -> dict[str, str]:
+    def render_all(self, plans: tuple[OpPlan, ...], collectives=()) -> dict[str, str]:
+        """The generated files; `collectives`: the spec's collective entries
+        (collectives.py, only where there are some)."""
         header = HEADER.format(spec=self.spec_name)
         cpp = with_cpp(plans)
         self.overload = "aten overload" if cpp else "operator overload"
@@ -103,7 +105,29 @@ class Emitter:
         }
         if cpp:
             files.update(CppEmitter(self.spec_name).render_all(plans))
+        if collectives:
+            files["collectives.py"] = self._render_collectives(collectives, header)
         return files
+
+    def _render_collectives(self, collectives, header: str) -> str:
+        rows = []
+        for c in collectives:
+            fields = [("packing", c.packing)]
+            fields += [
+                (k, v) for k, v in (("sends", c.sends), ("receives", c.receives)) if v
+            ]
+            fields += [(k, v) for k, v in (("reduce", c.reduce), ("root", c.root)) if v]
+            fields += [
+                (k, True)
+                for k, v in (("scatters", c.scatters), ("returns_new", c.returns_new))
+                if v
+            ]
+            rows.append(
+                (repr(c.schema.full_name), [(repr(k), repr(v)) for k, v in fields])
+            )
+        return self.env.get_template("collectives.py.j2").render(
+            header=header, rows=rows
+        )
 
     # -- JVP ----------------------------------------------------------------
 

@@ -298,6 +298,32 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class CollectiveEntry:
+    """A collective's entry: how its values and their tangents share a message.
+
+    The JVP of a linear collective is the same collective of the tangents; the
+    runtime sends each value and its tangent in one message (`packing`:
+    "element_wise" for collectives that treat each element alone, "rows" for
+    those that move rows along dim 0) and reduces MAX, MIN and PRODUCT by their
+    own rules. "passes_through": the op returns its input, tangent and all;
+    "no_data": its tensor is a token (barriers)."""
+
+    schema: OperatorSchema
+    location: Location
+    packing: str
+    sends: tuple[str, ...] = ()  # arguments whose tensors the collective sends
+    receives: tuple[str, ...] = ()  # arguments whose tensors it writes (in place)
+    reduce: str | None = None  # the argument naming the reduce kind
+    root: str | None = None  # the argument naming the only rank that receives
+    scatters: bool = False  # each rank keeps one chunk of the reduction
+    returns_new: bool = False  # returns new tensors (a functional collective)
+
+
+PACKINGS = ("element_wise", "rows", "passes_through", "no_data")
+
+
+@dataclass(frozen=True)
 class Spec:
     path: str
     entries: tuple[Entry, ...]
+    collectives: tuple[CollectiveEntry, ...] = ()

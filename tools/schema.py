@@ -53,7 +53,8 @@ def _split_top_level(text: str, sep: str = ",") -> list[str]:
 
 def _parse_type(text: str) -> SchemaType:
     i = 0
-    while i < len(text) and (text[i].isalnum() or text[i] == "_"):
+    # (a class type is dotted: `__torch__.torch.classes.c10d.ProcessGroup`)
+    while i < len(text) and (text[i].isalnum() or text[i] in "_."):
         i += 1
     base = text[:i]
     if not base:

@@ -1,12 +1,14 @@
-"""What each collective reads and writes, by argument name.
+"""What each collective reads and writes, by argument name: the spec's
+`collective:` entries (derivatives.yaml, generated into
+dualgen.generated.collectives).
 
 torch.distributed's process-group calls reach the dispatcher as `c10d::` ops that
 write into tensors they are given (their schemas do not say so); the functional
 collectives (`_c10d_functional::`) return new tensors, waited for by
-`wait_tensor`. One table says, for each, which arguments it reads and writes
-(a tensor, a list of them, or a list of lists) and which argument holds the
-reduce kind; the forward-AD rule of every linear collective follows from that
-alone (`dual.py`).
+`wait_tensor`. Each entry says which arguments a collective sends and receives
+(a tensor, a list of them, or a list of lists) and which holds the reduce kind;
+the forward-AD rule of every linear collective follows from that alone
+(`dual.py`).
 """
 
 from __future__ import annotations
@@ -32,79 +34,37 @@ class Collective:
 PASSES_THROUGH = "passes through"  # wait_tensor: returns its input, tangent and all
 NO_DATA = "no data"  # barriers: the tensor is a token
 
-_C10D = {
-    "allreduce_": Collective(("tensors",), ("tensors",), "reduce_op", elementwise=True),
-    "allreduce_coalesced_": Collective(
-        ("tensors",), ("tensors",), "reduce_op", elementwise=True
-    ),
-    "allgather_": Collective(("input_tensors",), ("output_tensors",)),
-    "_allgather_base_": Collective(("input_tensor",), ("output_tensor",)),
-    "allgather_coalesced_": Collective(("input_list",), ("output_lists",)),
-    "allgather_into_tensor_coalesced_": Collective(("inputs",), ("outputs",)),
-    "reduce_scatter_": Collective(
-        ("input_tensors",), ("output_tensors",), "reduce_op", scatters=True
-    ),
-    "_reduce_scatter_base_": Collective(
-        ("input_tensor",), ("output_tensor",), "reduce_op", scatters=True
-    ),
-    "reduce_scatter_tensor_coalesced_": Collective(
-        ("inputs",), ("outputs",), "reduce_op", scatters=True
-    ),
-    "broadcast_": Collective(("tensors",), ("tensors",), elementwise=True),
-    "reduce_": Collective(
-        ("tensors",), ("tensors",), "reduce_op", root="root_rank", elementwise=True
-    ),
-    "alltoall_": Collective(("input_tensors",), ("output_tensors",)),
-    "alltoall_base_": Collective(("input",), ("output",)),
-    "gather_": Collective(("input_tensors",), ("output_tensors",)),
-    "scatter_": Collective(("input_tensors",), ("output_tensors",)),
-    "send": Collective(("tensors",), (), elementwise=True),
-    "recv_": Collective((), ("tensors",), elementwise=True),
-    "recv_any_source_": Collective((), ("tensors",), elementwise=True),
-    "barrier": NO_DATA,
-    "monitored_barrier_": NO_DATA,
-    "check_for_nan": NO_DATA,  # (reads the value only: raises if it has a NaN)
-}
 
-_FUNCTIONAL = {
-    "all_reduce": Collective(
-        ("input",), (), "reduce_op", returns_new=True, elementwise=True
-    ),
-    "all_reduce_": Collective(("input",), ("input",), "reduce_op", elementwise=True),
-    "all_reduce_coalesced": Collective(
-        ("inputs",), (), "reduce_op", returns_new=True, elementwise=True
-    ),
-    "all_reduce_coalesced_": Collective(
-        ("inputs",), ("inputs",), "reduce_op", elementwise=True
-    ),
-    "all_gather_into_tensor": Collective(("input",), (), returns_new=True),
-    "all_gather_into_tensor_out": Collective(("input",), ("out",)),
-    "all_gather_into_tensor_coalesced": Collective(("inputs",), (), returns_new=True),
-    "reduce_scatter_tensor": Collective(
-        ("input",), (), "reduce_op", returns_new=True, scatters=True
-    ),
-    "reduce_scatter_tensor_coalesced": Collective(
-        ("inputs",), (), "reduce_op", returns_new=True, scatters=True
-    ),
-    "reduce_scatter_tensor_out": Collective(
-        ("input",), ("out",), "reduce_op", scatters=True
-    ),
-    "all_to_all_single": Collective(("input",), (), returns_new=True),
-    "broadcast": Collective(("input",), (), returns_new=True, elementwise=True),
-    "broadcast_": Collective(("input",), ("input",), elementwise=True),
-    "wait_tensor": PASSES_THROUGH,
-}
+def _entry(fields: dict):
+    """The runtime's form of a generated row (generated/collectives.py)."""
+    packing = fields["packing"]
+    if packing == "passes_through":
+        return PASSES_THROUGH
+    if packing == "no_data":
+        return NO_DATA
+    return Collective(
+        reads=fields.get("sends", ()),
+        writes=fields.get("receives", ()),
+        reduce=fields.get("reduce"),
+        returns_new=fields.get("returns_new", False),
+        scatters=fields.get("scatters", False),
+        root=fields.get("root"),
+        elementwise=packing == "element_wise",
+    )
+
 
 NAMESPACES = frozenset({"c10d", "_c10d_functional"})
 
 
-def _ops(namespace: str, entries: dict) -> dict:
-    """{OpOverload: entry} for the ops this torch has (older ones lack some)."""
+def _ops(rows: dict) -> dict:
+    """{OpOverload: entry} for the collectives of the spec this torch has."""
     table = {}
-    packets = getattr(torch.ops, namespace)
-    for name, entry in entries.items():
+    for name, fields in rows.items():
+        namespace, _, op_name = name.partition("::")
+        packet_name, _, overload = op_name.partition(".")
         try:
-            table[getattr(packets, name).default] = entry
+            packet = getattr(getattr(torch.ops, namespace), packet_name)
+            table[getattr(packet, overload or "default")] = _entry(fields)
         except (AttributeError, RuntimeError):
             continue
     return table
@@ -117,7 +77,9 @@ def collective(op):
     """The table's entry for `op`, or None for a collective it does not know."""
     global _TABLE
     if _TABLE is None:
-        _TABLE = {**_ops("c10d", _C10D), **_ops("_c10d_functional", _FUNCTIONAL)}
+        from dualgen.generated.collectives import COLLECTIVES
+
+        _TABLE = _ops(COLLECTIVES)
     entry = _TABLE.get(op)
     if entry is None and op.name().endswith("_wrap_tensor_autograd"):
         return PASSES_THROUGH  # (registered by torch's Python, later)

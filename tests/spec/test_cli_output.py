@@ -48,7 +48,7 @@ def test_two_runs_with_different_hash_seeds_give_identical_bytes(tmp_path):
     first = _generate(tmp_path / "a", "0")
     second = _generate(tmp_path / "b", "4242")
     assert first == second
-    python = {"__init__.py", "jvp.py", "vjp.py", "registry.py"}
+    python = {"__init__.py", "jvp.py", "vjp.py", "registry.py", "collectives.py"}
     cpp = {f"cpp/jvp_{i}.cpp" for i in range(8)} | {"cpp/registry.cpp"}
     assert set(first) == python | cpp
 
