@@ -6,9 +6,10 @@
 import torch
 
 # The modules that register the custom ops below.
-from dualgen.kernel_info import KernelInfo
+import mylib.ops
 
 from . import jvp
+from dualgen.kernel_info import KernelInfo
 
 aten = torch.ops.aten
 

@@ -7,6 +7,7 @@ outputs), the arguments and the outputs, and returns the gradients of the
 differentiable inputs, in schema order.
 """
 
+import torch
 
 
 def mylib_softclip_default(grad, x, limit, result):
