@@ -34,6 +34,7 @@ from .graph import (
     wrapped_numbers,
     writes_back,
 )
+from .masks import prune_output_masks
 from .trace import Traced, distinct, mutates_within
 
 
@@ -72,6 +73,7 @@ def jvp_program(
         gm = tracing(program)(*distinct((*primals, *tangents)))
     gm.graph.eliminate_dead_code()
     fuse.fuse_product_sums(gm, tangent_nodes)
+    prune_output_masks(gm)
     return readable.name_and_annotate(
         gm, tangent_nodes, traced.input_names, traced.source, traced.name
     )

@@ -33,6 +33,7 @@ from .graph import (
     wrapped_numbers,
     writes_back,
 )
+from .masks import prune_output_masks
 from .trace import Traced, distinct, trace
 
 
@@ -68,6 +69,7 @@ def vjp_program(traced: Traced, primals: tuple) -> torch.fx.GraphModule:
         )
     program_gm.graph.eliminate_dead_code()
     fuse.fuse_product_sums(program_gm, grad_nodes)
+    prune_output_masks(program_gm)
     return readable.name_and_annotate(
         program_gm, grad_nodes, traced.input_names, traced.source, traced.name, "grad"
     )

@@ -1,5 +1,6 @@
-"""Sums of matrix products in the derivative programs: one call per term, the
-primal's own ops untouched, nothing fused where the result could change."""
+"""The derivative programs' peephole passes: sums of matrix products as one call
+per term (the primal's own ops untouched, nothing fused where the result could
+change), and backward ops' output masks pruned to the gradients something reads."""
 
 from __future__ import annotations
 
@@ -125,4 +126,29 @@ def test_gradients_sum_products_too():
     cotangent = torch.randn(4, 3, dtype=torch.float64)
     _, grads = gm(*primals, cotangent)
     _, vjp_fn = torch.func.vjp(f, *primals)
+    torch.testing.assert_close(grads, vjp_fn(cotangent))
+
+
+def test_gradients_nothing_reads_are_not_computed():
+    """A convolution whose weight and bias are constants: its backward computes
+    the input's gradient only (output_mask pruned), and the gradient is right."""
+    conv = torch.nn.Conv2d(3, 4, 3).double()
+    norm = torch.nn.BatchNorm2d(4).double().eval()
+
+    def f(x):
+        return norm(conv(x)).sum(dim=(2, 3))
+
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    gm = dfx.vjp(f, (x,))
+    masks = [
+        n.args[-1]
+        for n in gm.graph.nodes
+        if n.op == "call_function"
+        and "backward" in str(n.target)
+        and isinstance(n.args[-1], list)
+    ]
+    assert masks and all(m == [True, False, False] for m in masks), masks
+    cotangent = torch.randn(2, 4, dtype=torch.float64)
+    _, grads = gm(x, cotangent)
+    _, vjp_fn = torch.func.vjp(f, x)
     torch.testing.assert_close(grads, vjp_fn(cotangent))
