@@ -1,22 +1,20 @@
 """Collectives of duals: each value and its tangent in one message.
 
 Inside a dual level, every collective over floating-point or complex tensors
-carries tangents. Each tensor `x` is sent as `stack([x, x_t], -1)` (zeros where
-`x` has no tangent at the level), the collective runs once on these, and what
-arrives is split again: `[..., 0]` the value, `[..., 1]` its tangent. A linear
-collective commutes with that packing: the extra last dimension rides along a
-reduction, and the collectives that move rows along dim 0 (gather, scatter,
-all-to-all with split sizes) move it with them. So one message carries both,
-and ranks agree on every message whether or not their tensors have tangents: a
-rank whose tensor has none sends zeros and receives a tangent. The rule is SPMD
-code's: every rank of a group issues its collectives inside a dual level (the
-same levels), or none does.
+carries tangents. Each tensor `x` is sent packed with its tangent at the level
+(zeros where `x` has none: `packing.py` says how, by the collective's kind), the
+collective runs once on the packed tensors, and what arrives is split again into
+the value and its tangent. A linear collective commutes with the packing, so
+one message carries both, and ranks agree on every message whether or not their
+tensors have tangents: a rank whose tensor has none sends zeros and receives
+the others' tangents. The rule is SPMD code's: every rank of a group issues its
+collectives inside a dual level (the same levels), or none does. MAX, MIN and
+PRODUCT reductions go through `by_element.py`.
 
 Under nested levels the packed tensors carry the outer levels' tangents, so the
-packing nests ((..., 2, 2) for two levels), still one message. A collective that
-receives completes before it returns (its tangent is written when the data is
-there): `async_op=True` and `irecv` give a Work that is already done; a send
-does not wait.
+packing nests, still one message. A collective that receives completes before
+it returns (its tangent is written when the data is there): `async_op=True` and
+`irecv` give a Work that is already done; a send does not wait.
 """
 
 from __future__ import annotations
