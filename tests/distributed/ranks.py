@@ -20,6 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -72,6 +73,27 @@ def run_cases(module_name: str, world_size: int, timeout: float = 240) -> dict:
             f"{sorted(done)}"
         )
     return results
+
+
+def results_fixture(module_name: str):
+    """A module-scoped fixture running every case of `module_name` once on 2 and
+    once on 4 ranks: (world size, {case: {rank: error or None}})."""
+
+    @pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}ranks")
+    def results(request):
+        return request.param, run_cases(module_name, request.param)
+
+    return results
+
+
+def check_case(results, name: str) -> None:
+    """The case `name` ran on every rank and passed on every rank."""
+    world_size, by_case = results
+    outcome = by_case.get(name)
+    assert outcome is not None, f"{name} did not run"
+    assert len(outcome) == world_size, f"ranks that reported: {sorted(outcome)}"
+    failures = {rank: error for rank, error in outcome.items() if error}
+    assert not failures, "\n".join(f"rank {r}:\n{e}" for r, e in failures.items())
 
 
 def _results(directory: Path, world_size: int) -> dict:

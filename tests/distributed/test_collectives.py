@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import collective_cases
 import pytest
-from ranks import run_cases
+from ranks import check_case, results_fixture
 
-NAMES = [case.__name__ for case in collective_cases.CASES]
-
-
-@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}ranks")
-def results(request):
-    return request.param, run_cases("collective_cases", request.param)
+results = results_fixture("collective_cases")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [case.__name__ for case in collective_cases.CASES])
 def test_collective(results, name):
-    world_size, by_case = results
-    outcome = by_case.get(name)
-    assert outcome is not None, f"{name} did not run"
-    failures = {rank: error for rank, error in outcome.items() if error}
-    assert len(outcome) == world_size, f"ranks that reported: {sorted(outcome)}"
-    assert not failures, "\n".join(f"rank {r}:\n{e}" for r, e in failures.items())
+    check_case(results, name)

@@ -1,25 +1,15 @@
-"""DTensor and tensor parallelism on 2 and 4 ranks against one process:
-dtensor_cases.py."""
+"""DTensor, tensor parallelism and data-parallel wrappers on 2 and 4 ranks
+against one process: dtensor_cases.py."""
 
 from __future__ import annotations
 
 import dtensor_cases
 import pytest
-from ranks import run_cases
+from ranks import check_case, results_fixture
 
-NAMES = [case.__name__ for case in dtensor_cases.CASES]
-
-
-@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}ranks")
-def results(request):
-    return request.param, run_cases("dtensor_cases", request.param)
+results = results_fixture("dtensor_cases")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [case.__name__ for case in dtensor_cases.CASES])
 def test_dtensor(results, name):
-    world_size, by_case = results
-    outcome = by_case.get(name)
-    assert outcome is not None, f"{name} did not run"
-    assert len(outcome) == world_size, f"ranks that reported: {sorted(outcome)}"
-    failures = {rank: error for rank, error in outcome.items() if error}
-    assert not failures, "\n".join(f"rank {r}:\n{e}" for r, e in failures.items())
+    check_case(results, name)
