@@ -130,3 +130,24 @@ def test_an_input_updated_through_a_detached_alias_is_refused():
     f, weight = workloads.embedding_with_max_norm()
     with pytest.raises(dfx.NoRule, match="detached alias"):
         dfx.vjp(f, (weight,))
+
+
+def test_the_programs_export():
+    """torch.export takes both programs (the issue's bonus): the exported
+    modules give torch.func's values at new inputs."""
+
+    def f(x, w):
+        return (x @ w).tanh().sum(-1)
+
+    x, w, x_t = torch.randn(3, 4), torch.randn(4, 5), torch.randn(3, 4)
+    jvp_program = torch.export.export(
+        dfx.jvp(f, (x, w), (x_t, None)), (x, w, x_t, None)
+    )
+    vjp_program = torch.export.export(dfx.vjp(f, (x, w)), (x, w, torch.randn(3)))
+    x, x_t, cotangent = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3)
+    expected = torch.func.jvp(f, (x, w), (x_t, torch.zeros_like(w)))
+    torch.testing.assert_close(jvp_program.module()(x, w, x_t, None), expected)
+    out, vjp_fn = torch.func.vjp(f, x, w)
+    torch.testing.assert_close(
+        vjp_program.module()(x, w, cotangent), (out, vjp_fn(cotangent))
+    )
