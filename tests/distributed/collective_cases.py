@@ -142,6 +142,24 @@ def all_reduce_nested_levels(rank, world_size, device):
     assert_close(second, tangent_tu)
 
 
+def a_subgroup(rank, world_size, device):
+    """Collectives of a group of ranks 1.. (ranks within it numbered anew): MAX
+    all_reduce, and a broadcast from its last member."""
+    members = list(range(1, world_size))
+    group = dist.new_group(members)  # (every rank takes part in making it)
+    if rank not in members:
+        return
+    xs, ts = duals(world_size, (3,), 25, device, ties=True)
+    inside = [xs[r] for r in members], [ts[r] for r in members]
+    with fwAD.dual_level():
+        x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+        dist.all_reduce(x, op=dist.ReduceOp.MAX, group=group)
+        check(x, jvp_of(_REDUCE["MAX"], *inside))
+        y = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+        dist.broadcast(y, src=members[-1], group=group)
+        check(y, (xs[members[-1]], ts[members[-1]]))
+
+
 def all_reduce_bitwise_is_refused(rank, world_size, device):
     xs, ts = duals(world_size, (3,), 8, device)
     with fwAD.dual_level():
@@ -402,6 +420,7 @@ CASES = [
     all_reduce_is_one_message,
     plain_tensors_stay_plain,
     all_reduce_nested_levels,
+    a_subgroup,
     all_reduce_bitwise_is_refused,
     all_reduce_of_integers,
     all_reduce_coalesced,
