@@ -27,7 +27,7 @@ from .model import (
     Spec,
 )
 from .sample import DERIVED, SampleError, needs_value, parse_sample
-from .schema import SchemaSyntaxError, TorchOperators, describe_mismatch, parse_schema
+from .schema import SchemaProblem, TorchOperators, registered_schema
 
 META_KEYS = (
     "name",
@@ -218,40 +218,12 @@ class _EntryBuilder(ForwardFormulas):
             self.error("'name' must be an aten schema string", field.location)
             raise _EntryError
         try:
-            written = parse_schema(field.value.text)
-        except SchemaSyntaxError as exc:
-            self.error(f"malformed schema: {exc}", field.location)
+            written, registered = registered_schema(field.value.text, self.ops)
+        except SchemaProblem as problem:
+            self.label = problem.label or self.label
+            self.error(str(problem), field.location)
             raise _EntryError from None
         self.label = written.full_name
-        lookup = self.ops.lookup(written.full_name)
-        if lookup.schema is None:
-            hint = (
-                f"; did you mean '{lookup.suggestions[0]}'?"
-                if lookup.suggestions
-                else ""
-            )
-            if not self.ops.has_namespace(written.namespace):
-                hint = (
-                    f"; nothing registers operators in '{written.namespace}': "
-                    f"pass --import with the module that defines them"
-                )
-            qualified = (
-                written.full_name
-                if not written.is_aten
-                else (f"aten::{written.full_name}")
-            )
-            self.error(
-                f"torch has no operator overload {qualified}{hint}",
-                field.location,
-            )
-            raise _EntryError
-        if written != lookup.schema:
-            self.error(
-                f"schema does not match torch: {describe_mismatch(written, lookup.schema)} "
-                f"(torch: {lookup.schema})",
-                field.location,
-            )
-            raise _EntryError
         written_to = [
             a.name for a in written.arguments if a.type.alias and a.type.alias.is_write
         ]
@@ -268,7 +240,7 @@ class _EntryBuilder(ForwardFormulas):
                 field.location,
             )
             raise _EntryError
-        return lookup.schema
+        return registered
 
     # -- keys ---------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .errors import ErrorSink
 from .load import RawEntry, RawField, RawList, RawScalar
 from .model import PACKINGS, CollectiveEntry, OperatorSchema
-from .schema import SchemaSyntaxError, TorchOperators, describe_mismatch, parse_schema
+from .schema import SchemaProblem, TorchOperators, registered_schema
 
 KEYS = (
     "name",
@@ -98,20 +98,11 @@ class _Builder:
         if field is None or not isinstance(field.value, RawScalar):
             self.error("entry has no 'name:' schema string", field or self.raw)
         try:
-            written = parse_schema(field.value.text)
-        except SchemaSyntaxError as exc:
-            self.error(f"malformed schema: {exc}", field)
-        self.label = written.full_name
-        found = self.ops.lookup(written.full_name).schema
-        if found is None:
-            self.error(f"torch has no operator overload {written.full_name}", field)
-        if written != found:
-            self.error(
-                f"schema does not match torch: {describe_mismatch(written, found)} "
-                f"(torch: {found})",
-                field,
-            )
-        return found
+            _, registered = registered_schema(field.value.text, self.ops)
+        except SchemaProblem as problem:
+            self.label = problem.label or self.label
+            self.error(str(problem), field)
+        return registered
 
     def _scalar(self, key: str) -> str | None:
         field = self.raw.get(key)

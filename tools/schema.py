@@ -275,3 +275,42 @@ def describe_mismatch(written: OperatorSchema, real: OperatorSchema) -> str:
     if written.returns != real.returns:
         return "the returns differ"
     return "the schemas differ"
+
+
+class SchemaProblem(ValueError):
+    """An entry's `name:` that is malformed, names no overload torch has, or
+    differs from torch's schema; `label` is the name as written, once parsed."""
+
+    def __init__(self, message: str, label: str | None):
+        super().__init__(message)
+        self.label = label
+
+
+def registered_schema(
+    text: str, ops: TorchOperators
+) -> tuple[OperatorSchema, OperatorSchema]:
+    """(the schema as written, torch's): the checks every kind of entry shares."""
+    try:
+        written = parse_schema(text)
+    except SchemaSyntaxError as exc:
+        raise SchemaProblem(f"malformed schema: {exc}", None) from None
+    label = written.full_name
+    lookup = ops.lookup(label)
+    if lookup.schema is None:
+        hint = (
+            f"; did you mean '{lookup.suggestions[0]}'?" if lookup.suggestions else ""
+        )
+        if not ops.has_namespace(written.namespace):
+            hint = (
+                f"; nothing registers operators in '{written.namespace}': "
+                f"pass --import with the module that defines them"
+            )
+        qualified = label if not written.is_aten else f"aten::{label}"
+        raise SchemaProblem(f"torch has no operator overload {qualified}{hint}", label)
+    if written != lookup.schema:
+        raise SchemaProblem(
+            f"schema does not match torch: {describe_mismatch(written, lookup.schema)} "
+            f"(torch: {lookup.schema})",
+            label,
+        )
+    return written, lookup.schema

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 import torch._C._distributed_c10d as _c10d
+import torch.utils._pytree as pytree
 
 from ..inplace import call_with
 from ..layout import conform_layout, is_batched, set_new_tangent
@@ -97,7 +98,7 @@ def _packed(func, entry, values: list, where: dict, level):
     for name in entry.reads:
         lifted[where[name]] = _mapped(values[where[name]], sent)
     for name in entry.writes:
-        lifted[where[name]] = _mapped(lifted[where[name]], buffer, skip=packs.values())
+        lifted[where[name]] = _mapped(values[where[name]], buffer)
     out = call_with(func, lifted)
     if entry.writes or entry.returns_new:  # (a send alone does not wait: its peer
         out = wait(func, out)  # may not have reached its recv yet)
@@ -213,19 +214,9 @@ def _differentiable(args, kwargs) -> bool:
 
 def _flat(value) -> list:
     """The tensors in an argument: a tensor, a list of them, or a list of lists."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _flat(item)]
-    return []
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
-def _mapped(value, fn, skip=()):
-    """`value` with each tensor replaced by fn(tensor) (those in `skip` kept)."""
-    if isinstance(value, torch.Tensor):
-        return value if any(value is s for s in skip) else fn(value)
-    if isinstance(value, list):
-        return [_mapped(v, fn, skip) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_mapped(v, fn, skip) for v in value)
-    return value
+def _mapped(value, fn):
+    """`value` with each tensor replaced by fn(tensor)."""
+    return pytree.tree_map_only(torch.Tensor, fn, value)

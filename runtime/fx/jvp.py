@@ -21,7 +21,8 @@ from ..dtypes import _in_dtype_of
 from ..mode import bind
 from ..rules import rule_for_tracing
 from ..tangents import is_differentiable_dtype
-from . import fuse, readable, variants
+from . import readable, variants
+from .finish import finished
 from .graph import (
     THROUGH_A_DETACHED_ALIAS,
     NoRule,
@@ -34,7 +35,6 @@ from .graph import (
     wrapped_numbers,
     writes_back,
 )
-from .masks import prune_output_masks
 from .trace import Traced, distinct, mutates_within
 
 
@@ -71,12 +71,7 @@ def jvp_program(
 
     with fx_traceback.preserve_node_meta():
         gm = tracing(program)(*distinct((*primals, *tangents)))
-    gm.graph.eliminate_dead_code()
-    fuse.fuse_product_sums(gm, tangent_nodes)
-    prune_output_masks(gm)
-    return readable.name_and_annotate(
-        gm, tangent_nodes, traced.input_names, traced.source, traced.name
-    )
+    return finished(gm, tangent_nodes, traced, "tangent")
 
 
 def _run(gm: torch.fx.GraphModule, primals, tangents, promote: bool):

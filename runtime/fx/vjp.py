@@ -20,7 +20,8 @@ import torch.utils._pytree as pytree
 from ..dtypes import in_gradient_dtype
 from ..mode import bind
 from ..rules import generated_kernels
-from . import fuse, readable, variants
+from . import readable, variants
+from .finish import finished
 from .graph import (
     THROUGH_A_DETACHED_ALIAS,
     NoRule,
@@ -33,7 +34,6 @@ from .graph import (
     wrapped_numbers,
     writes_back,
 )
-from .masks import prune_output_masks
 from .trace import Traced, distinct, trace
 
 
@@ -67,12 +67,7 @@ def vjp_program(traced: Traced, primals: tuple) -> torch.fx.GraphModule:
         program_gm = tracing(program)(
             *distinct(primals), pytree.tree_map(_distinct_one, example)
         )
-    program_gm.graph.eliminate_dead_code()
-    fuse.fuse_product_sums(program_gm, grad_nodes)
-    prune_output_masks(program_gm)
-    return readable.name_and_annotate(
-        program_gm, grad_nodes, traced.input_names, traced.source, traced.name, "grad"
-    )
+    return finished(program_gm, grad_nodes, traced, "grad")
 
 
 def _distinct_one(value):

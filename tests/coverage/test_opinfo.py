@@ -32,27 +32,24 @@ def _cases(ops, dtypes_of, known):
 
 @pytest.mark.parametrize("op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN)))
 def test_forward_ad_matches_native(op, dtype):
-    result = check(op, dtype)
-    assert result.status in ("pass", "n/a"), "\n".join(
-        f"{kind}: {op.name} {dtype}: {detail}" for kind, detail in result.failures[:5]
-    )
+    _assert_matches(check(op, dtype), op, dtype)
 
 
 @pytest.mark.parametrize(
     "op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN_FX))
 )
 def test_fx_jvp_program_matches_native(op, dtype):
-    result = check(op, dtype, fx=True)
-    assert result.status in ("pass", "n/a"), "\n".join(
-        f"{kind}: {op.name} {dtype}: {detail}" for kind, detail in result.failures[:5]
-    )
+    _assert_matches(check(op, dtype, fx=True), op, dtype)
 
 
 @pytest.mark.parametrize(
     "op, dtype", list(_cases(hvp_ops(), hvp_dtypes_for, KNOWN_HVP))
 )
 def test_forward_over_reverse_matches_native(op, dtype):
-    result = check(op, dtype, hvp=True)
+    _assert_matches(check(op, dtype, hvp=True), op, dtype)
+
+
+def _assert_matches(result, op, dtype) -> None:
     assert result.status in ("pass", "n/a"), "\n".join(
         f"{kind}: {op.name} {dtype}: {detail}" for kind, detail in result.failures[:5]
     )
