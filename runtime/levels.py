@@ -94,6 +94,9 @@ class Level:
     # A level can last a whole training loop: the list is swept of dead
     # references each time it doubles, so it stays in proportion to what lives.
     sweep_tensors_at: int = _FIRST_SWEEP
+    # What lives as long as the level unless finished first: collectives'
+    # Works still to be waited for (collectives/deferred.py), by id.
+    pending_works: dict = field(default_factory=dict)
 
 
 class _ThreadState(threading.local):
@@ -263,6 +266,7 @@ def clear_level(level: Level) -> None:
     level.tensors.clear()
     level.saved.clear()
     level.sweep_tensors_at = _FIRST_SWEEP
+    level.pending_works.clear()
 
 
 def _drop_entries(level: Level) -> None:

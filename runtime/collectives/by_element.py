@@ -6,37 +6,57 @@ reduce to one rank writes only there."""
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup
 
 from ..tangents import tangent_of
 from . import dual
-from .reduce import reduced
+from .deferred import deferred
+from .reduce import reduced as reduce_across
 
 c10d = torch.ops.c10d
 
 
 def run(func, entry, values: list, where: dict, kind: str, level):
-    """The collective `func` (its arguments bound: `values`), reducing by `kind`."""
+    """The collective `func` (its arguments bound: `values`), reducing by `kind`:
+    a c10d op returns a Work that writes the results when waited for."""
     group = _Group(values, where)
     pairs = _pairs(func, entry, values, where, level)
-    results = []
-    sources = dual._flat(values[where[entry.reads[0]]])
-    for i, (source, target) in enumerate(pairs):
-        gathered = group.all_gather(source)  # (ranks, *shape, 2)
+    gathers = [group.all_gather(source) for source, _ in pairs]
+
+    def reduced(i: int, shape) -> tuple:
+        gathered = gathers[i][0]()  # (ranks, *shape, 2)
         if entry.scatters:  # (ranks, ranks' chunks, *chunk shape, 2): this rank's
             gathered = gathered.reshape(group.size, group.size, -1, 2)[:, group.rank]
-        value, tangent = reduced(kind, gathered[..., 0], gathered[..., 1])
-        shape = target.shape if target is not None else _shape(source, entry, group)
-        value, tangent = value.reshape(shape), tangent.reshape(shape)
-        if target is None:
-            had = tangent_of(sources[i], level) is not None
-            results.append(dual.new_value(value, tangent, level, had))
-        elif entry.root is None or group.rank == values[where[entry.root]]:
-            dual.write_value(target, value, tangent, level)
+        value, tangent = reduce_across(kind, gathered[..., 0], gathered[..., 1])
+        return value.reshape(shape), tangent.reshape(shape)
+
     if entry.returns_new:
+        sources = dual._flat(values[where[entry.reads[0]]])
+        results = [
+            dual.new_value(
+                *reduced(i, _shape(source, entry, group)),
+                level,
+                tangent_of(sources[i], level) is not None,
+            )
+            for i, (source, _) in enumerate(pairs)
+        ]
         single = isinstance(values[where[entry.reads[0]]], torch.Tensor)
         return results[0] if single else results
-    return _returned(func, entry, values, where, group.work)
+    writes_here = entry.root is None or group.rank == values[where[entry.root]]
+    targets = [target for _, target in pairs]
+
+    def finish(alive: bool = True) -> None:
+        for i, target in enumerate(targets):
+            if writes_here:
+                value, tangent = reduced(i, target.shape)
+                dual.write_value(target, value, tangent, level if alive else None)
+
+    if group.name is not None:  # a functional out= variant: done on return
+        finish()
+        return _returned(func, entry, values, where, None)
+    works = [work for _, work in gathers]
+    return _returned(func, entry, values, where, deferred(works, finish, targets, level))
 
 
 def _pairs(func, entry, values, where, level) -> list:
@@ -76,7 +96,6 @@ class _Group:
     collective (its name): size, rank, and an all-gather along a new dim 0."""
 
     def __init__(self, values: list, where: dict):
-        self.work = None
         if "process_group" in where:
             self.script = values[where["process_group"]]
             group = ProcessGroup.unbox(self.script)
@@ -88,17 +107,17 @@ class _Group:
             group = _resolve_process_group(self.name)
         self.size, self.rank = group.size(), group.rank()
 
-    def all_gather(self, packed: torch.Tensor) -> torch.Tensor:
+    def all_gather(self, packed: torch.Tensor) -> tuple:
+        """(what gives every rank's `packed` along a new dim 0 once it has
+        arrived, the Work to wait for: None for a functional collective, waited
+        for here). (The view is taken once the tensor has its tangents.)"""
         packed = packed.contiguous()
         if self.name is not None:
             out = torch.ops._c10d_functional.all_gather_into_tensor.default(
                 packed, self.size, self.name
             )
             out = torch.ops._c10d_functional.wait_tensor.default(out)
-        else:
-            out = packed.new_empty((self.size * packed.shape[0], *packed.shape[1:]))
-            _, self.work = c10d._allgather_base_.default(
-                out, packed, self.script, False
-            )
-            self.work.wait()
-        return out.view(self.size, *packed.shape)
+            return lambda: out.view(self.size, *packed.shape), None
+        out = packed.new_empty((self.size * packed.shape[0], *packed.shape[1:]))
+        _, work = c10d._allgather_base_.default(out, packed, self.script, True)
+        return lambda: out.view(self.size, *packed.shape), dist.Work.unbox(work)

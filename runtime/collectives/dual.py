@@ -20,7 +20,7 @@ it returns (its tangent is written when the data is there): `async_op=True` and
 from __future__ import annotations
 
 import torch
-import torch._C._distributed_c10d as _c10d
+import torch.distributed as dist
 import torch.utils._pytree as pytree
 
 from ..inplace import call_with
@@ -29,6 +29,7 @@ from ..levels import STATE, set_tangent
 from ..mode import bind
 from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from . import by_element
+from .deferred import deferred, finish_arrived
 from .packing import HALVES, INTERLEAVED, SCRATCH, packing_for
 from .reduce import BITWISE, BY_ELEMENT, kind_of
 from .table import NO_DATA, PASSES_THROUGH, collective
@@ -40,6 +41,7 @@ def run(mode, func, args, kwargs):
     """`func`, a collective, at the innermost level the mode handles now."""
     level = STATE.levels[STATE.cap]
     entry = collective(func)
+    finish_arrived()
     if entry is NO_DATA or (entry is None and not _differentiable(args, kwargs)):
         return _plainly(mode, func, args, kwargs, level)
     if entry is None:
@@ -57,6 +59,14 @@ def run(mode, func, args, kwargs):
     ]
     if not any(is_differentiable_dtype(t) for t in sent):
         return _plainly(mode, func, args, kwargs, level)
+    if "process_group" in where and _coalescing(values[where["process_group"]], sent):
+        raise NotImplementedError(
+            f"dualgen: {func.name()} of duals inside a coalescing region "
+            "(batch_isend_irecv or _coalescing_manager on a backend that coalesces, "
+            "such as NCCL): the region's one Work replaces the op's, which writes "
+            "the tangents. Issue the ops one by one (isend / irecv, async_op=True) "
+            "and wait for each"
+        )
     kind = kind_of(values[where[entry.reduce]]) if entry.reduce else "sum"
     if kind in BITWISE:
         raise RuntimeError(
@@ -79,13 +89,17 @@ def run(mode, func, args, kwargs):
 def _packed(func, entry, values: list, where: dict, level):
     packing = packing_for(entry)
     packs: dict = {}  # id(the caller's tensor) -> the packed tensor sent for it
-    # Level 0 and a collective that completes here: the packed tensors are ours
-    # alone once it returns (a send's are not: its Work holds them).
+    # Level 0 and a collective that writes: the packed tensors are ours alone
+    # until what arrived is copied out (a send's are its Work's).
     reuse = packing is HALVES and level.index == 0 and bool(entry.writes)
+    taken = []  # (tensor, index, scratch buffer) to give back
 
     def sent(t):
         if id(t) not in packs:
-            out = SCRATCH.take(t, len(packs)) if reuse else None
+            out = None
+            if reuse:
+                out = SCRATCH.take(t, len(packs))
+                taken.append((t, len(packs), out))
             packs[id(t)] = packing.pack(t, tangent_or_zeros(t, level), out)
         return packs[id(t)]
 
@@ -100,28 +114,51 @@ def _packed(func, entry, values: list, where: dict, level):
     for name in entry.writes:
         lifted[where[name]] = _mapped(values[where[name]], buffer)
     out = call_with(func, lifted)
-    if entry.writes or entry.returns_new:  # (a send alone does not wait: its peer
-        out = wait(func, out)  # may not have reached its recv yet)
-    for name in entry.writes:
-        for t in _flat(values[where[name]]):
-            value, tangent = packing.unpack(packs[id(t)], t.shape)
-            write_value(t, value, tangent, level)
     if entry.returns_new:
-        results = _flat(out)
-        sources = _flat(values[where[entry.reads[0]]])
-        new = [
-            new_value(
-                *packing.unpack(packed, source.shape),
-                level,
-                tangent_of(source, level) is not None,
-            )
-            for packed, source in zip(results, sources)
-        ]
-        return new if isinstance(out, (list, tuple)) else new[0]
-    originals = {
-        id(packs[id(t)]): t for name in entry.writes for t in _flat(values[where[name]])
-    }
-    return _mapped(out, lambda t: originals.get(id(t), t))
+        return _new_values(packing, wait_tensors(out), entry, values, where, level)
+    if not entry.writes:  # a send: it does not wait (its peer may not have
+        return out  # reached its recv yet)
+    written = [t for name in entry.writes for t in _flat(values[where[name]])]
+
+    def finish(alive: bool = True) -> None:
+        for t in written:
+            value, tangent = packing.unpack(packs[id(t)], t.shape)
+            write_value(t, value, tangent, level if alive else None)
+        for t, index, scratch in taken:
+            SCRATCH.give_back(t, index, scratch)
+
+    originals = {id(packs[id(t)]): t for t in written}
+    if func.namespace == "_c10d_functional":  # (an out= variant: done on return)
+        wait_tensors(out)
+        finish()
+        return _mapped(out, lambda t: originals.get(id(t), t))
+    out = _mapped(out, lambda t: originals.get(id(t), t))
+    return with_deferred_work(out, finish, written, level)
+
+
+def _new_values(packing, out, entry, values: list, where: dict, level):
+    """A functional collective's new tensors, from the packed ones it returned."""
+    results = _flat(out)
+    sources = _flat(values[where[entry.reads[0]]])
+    new = [
+        new_value(
+            *packing.unpack(packed, source.shape),
+            level,
+            tangent_of(source, level) is not None,
+        )
+        for packed, source in zip(results, sources)
+    ]
+    return new if isinstance(out, (list, tuple)) else new[0]
+
+
+def with_deferred_work(out, finish, written: list, level):
+    """A c10d op's return, its Work one that calls `finish` when waited for."""
+    if isinstance(out, tuple):
+        return tuple(with_deferred_work(o, finish, written, level) for o in out)
+    if isinstance(out, torch.ScriptObject):
+        works = [dist.Work.unbox(out)]
+        return deferred(works, finish, written, level)
+    return out
 
 
 def pack(t: torch.Tensor, level) -> torch.Tensor:
@@ -139,9 +176,10 @@ def tangent_or_zeros(t: torch.Tensor, level) -> torch.Tensor:
 
 def write_value(t: torch.Tensor, value, tangent, level) -> None:
     """Give the caller's tensor `t` what arrived for it: the value, in place, and
-    the tangent, into its tangent (or as its new tangent)."""
+    the tangent, into its tangent (or as its new tangent) at `level` (None: a
+    level that has ended)."""
     t.copy_(value)
-    if not is_differentiable_dtype(t):
+    if level is None or not is_differentiable_dtype(t):
         return
     own = tangent_of(t, level)
     if own is not None:
@@ -167,27 +205,12 @@ def _nonzero(tangent: torch.Tensor) -> bool:
     return bool(tangent.any())
 
 
-def wait(func, out):
-    """Wait for what `func` returned: its tensors (a functional collective), or
-    its Work, given back as a Work already done (waiting twice on some, a recv's,
-    waits for a second message)."""
+def wait_tensors(out):
+    """Wait for a functional collective's tensors."""
     global _wait_tensor
-    if func.namespace == "_c10d_functional":
-        if _wait_tensor is None:
-            _wait_tensor = torch.ops._c10d_functional.wait_tensor.default
-        return _mapped(out, _wait_tensor)
-    if isinstance(out, tuple):
-        return tuple(_done(item) for item in out)
-    return _done(out)
-
-
-def _done(item):
-    if not isinstance(item, torch.ScriptObject):
-        return item
-    item.wait()
-    future = torch.futures.Future()
-    future.set_result(None)
-    return _c10d._create_work_from_future(future).boxed()
+    if _wait_tensor is None:
+        _wait_tensor = torch.ops._c10d_functional.wait_tensor.default
+    return _mapped(out, _wait_tensor)
 
 
 def _passed_through(mode, func, args, kwargs, level):
@@ -200,6 +223,17 @@ def _passed_through(mode, func, args, kwargs, level):
         if tangent is not None:
             set_tangent(out, level, tangent)
     return out
+
+
+def _coalescing(script: torch.ScriptObject, tensors: list) -> bool:
+    """Whether the group is inside a coalescing region whose backend gathers the
+    ops into one Work (ops issued there return Works that nobody waits for)."""
+    from torch.distributed.distributed_c10d import _world
+
+    group = dist.ProcessGroup.unbox(script)
+    if group not in _world.pg_coalesce_state:
+        return False
+    return group._get_backend(tensors[0].device).supports_coalescing
 
 
 def _plainly(mode, func, args, kwargs, level):

@@ -55,20 +55,24 @@ HALVES, INTERLEAVED = Halves(), Interleaved()
 class Scratch(threading.local):
     """Packing buffers kept for the next collective of the same sizes: a large
     buffer allocated anew each time costs its pages again (the copies into it
-    then cost as much as the message). Used where nothing outlives the call: the
-    collective has completed and what arrived has been copied out."""
+    then cost as much as the message). A buffer is taken while a collective
+    uses it and given back once what arrived has been copied out."""
 
     def __init__(self) -> None:
         self.buffers: dict = {}
 
     def take(self, like: torch.Tensor, index: int) -> torch.Tensor:
-        key = (like.dtype, like.device, like.numel(), index)
-        buffer = self.buffers.get(key)
-        if buffer is None:
-            if len(self.buffers) >= _KEPT:
-                self.buffers.clear()
-            buffer = self.buffers[key] = like.new_empty(2 * like.numel())
-        return buffer
+        buffer = self.buffers.pop(_key(like, index), None)
+        return like.new_empty(2 * like.numel()) if buffer is None else buffer
+
+    def give_back(self, like: torch.Tensor, index: int, buffer: torch.Tensor) -> None:
+        if len(self.buffers) >= _KEPT:
+            self.buffers.clear()
+        self.buffers[_key(like, index)] = buffer
+
+
+def _key(like: torch.Tensor, index: int) -> tuple:
+    return (like.dtype, like.device, like.numel(), index)
 
 
 _KEPT = 8  # buffers kept per thread

@@ -362,6 +362,88 @@ def send_and_recv(rank, world_size, device):
         check(again, (xs[source], ts[source]))
 
 
+def irecv_before_isend(rank, world_size, device):
+    """Every rank posts its irecv before its isend (a ring exchange), then
+    batch_isend_irecv with the receives first: an irecv must not wait for its
+    data when issued, or no rank reaches its isend."""
+    xs, ts = duals(world_size, (4,), 24, device)
+    prev, next_ = (rank - 1) % world_size, (rank + 1) % world_size
+    with fwAD.dual_level():
+        x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+        received = torch.empty(4, dtype=F64, device=device)
+        works = [dist.irecv(received, prev), dist.isend(x, next_)]
+        for work in works:
+            work.wait()
+        assert works[0].is_completed()
+        check(received, (xs[prev], ts[prev]))
+        left, right = torch.empty_like(received), torch.empty_like(received)
+        ops = [
+            dist.P2POp(dist.irecv, left, prev),
+            dist.P2POp(dist.irecv, right, next_),
+            dist.P2POp(dist.isend, x, prev),
+            dist.P2POp(dist.isend, x, next_),
+        ]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        check(left, (xs[prev], ts[prev]))
+        check(right, (xs[next_], ts[next_]))
+
+
+def recv_from_any_source(rank, world_size, device):
+    """dist.recv without a source: the sender's rank and its tangent."""
+    xs, ts = duals(world_size, (2,), 26, device)
+    with fwAD.dual_level():
+        x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+        if rank == 0:
+            senders = set()
+            for _ in range(world_size - 1):
+                received = torch.empty(2, dtype=F64, device=device)
+                sender = dist.recv(received)
+                check(received, (xs[sender], ts[sender]))
+                senders.add(sender)
+            assert senders == set(range(1, world_size)), senders
+        else:
+            dist.send(x, 0)
+
+
+def _async_all_reduce(kind: str):
+    def case(rank, world_size, device):
+        """An async all_reduce returns before the other ranks join it: each even
+        rank issues one, then sends to the next odd rank, which joins only once
+        it has received; the Work's future holds the reduced tensor."""
+        xs, ts = duals(world_size, (3,), 25, device, ties=True)
+        partner = rank + 1 if rank % 2 == 0 else rank - 1
+        op = getattr(dist.ReduceOp, kind)
+        with fwAD.dual_level():
+            x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+            sent = fwAD.make_dual(2 * xs[rank], 2 * ts[rank])
+            received = torch.empty(3, dtype=F64, device=device)
+            if rank % 2 == 0:
+                work = dist.all_reduce(x, op=op, async_op=True)
+                dist.send(sent, partner)
+                (reduced,) = work.get_future().wait()
+                assert reduced is x and work.is_completed()
+            else:
+                dist.recv(received, partner)
+                check(received, (2 * xs[partner], 2 * ts[partner]))
+                dist.all_reduce(x, op=op)
+            check(x, jvp_of(_REDUCE[kind], xs, ts))
+
+    case.__name__ = f"async_all_reduce_{kind.lower()}_does_not_block"
+    return case
+
+
+def wait_after_the_level_ends(rank, world_size, device):
+    """A Work waited for after its level ended writes the value (the level's
+    tangents went with it)."""
+    xs, ts = duals(world_size, (3,), 27, device)
+    with fwAD.dual_level():
+        x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+        work = dist.all_reduce(x, async_op=True)
+    work.wait()
+    assert_close(x, torch.stack(xs).sum(0))
+
+
 def _functional(name: str):
     def case(rank, world_size, device):
         xs, ts = duals(world_size, (2 * world_size, 3), 21, device, ties=True)
@@ -436,6 +518,10 @@ CASES = [
     all_to_all_list,
     gather_and_scatter,
     send_and_recv,
+    irecv_before_isend,
+    recv_from_any_source,
+    *(_async_all_reduce(k) for k in ("SUM", "MAX")),
+    wait_after_the_level_ends,
     *(
         _functional(n)
         for n in (
