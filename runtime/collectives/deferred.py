@@ -21,6 +21,11 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import (
+    _get_current_dispatch_mode,
+    _pop_mode,
+    _push_mode,
+)
 
 from ..levels import STATE
 from ..tangents import handling_levels_below
@@ -48,10 +53,17 @@ class Deferred(dist.Work):
         if not STATE.levels:  # (every level gone: the values alone)
             return finish(False)
         alive = level.index < len(STATE.levels) and STATE.levels[level.index] is level
-        # Under the levels below this one (the packed values carry their
-        # tangents); a level gone since: its tangents went with it.
-        with handling_levels_below(level, STATE.mode):
-            finish(alive)
+        # As inside the mode's dispatch (off the stack, waited for from user
+        # code): under the levels below this one, since the packed values carry
+        # their tangents. A level gone since: its tangents went with it.
+        mode = STATE.mode
+        off = _get_current_dispatch_mode() is mode and _pop_mode()
+        try:
+            with handling_levels_below(level, mode):
+                finish(alive)
+        finally:
+            if off:
+                _push_mode(mode)
 
     # What Python code asks of a Work, answered for the collective as a whole.
     def is_completed(self) -> bool:

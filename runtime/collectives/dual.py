@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.utils._pytree as pytree
 
 from ..inplace import call_with
 from ..layout import conform_layout, is_batched, set_new_tangent
@@ -247,10 +246,21 @@ def _differentiable(args, kwargs) -> bool:
 
 
 def _flat(value) -> list:
-    """The tensors in an argument: a tensor, a list of them, or a list of lists."""
-    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+    """The tensors in an argument or a return: a tensor, or lists and tuples of
+    them (a schema's Tensor[], Tensor[][] and tuples), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if type(value) in (list, tuple):
+        return [t for v in value for t in _flat(v)]
+    return []
 
 
 def _mapped(value, fn):
-    """`value` with each tensor replaced by fn(tensor)."""
-    return pytree.tree_map_only(torch.Tensor, fn, value)
+    """`value` with each tensor replaced by fn(tensor). (By hand rather than with
+    pytree: only lists and tuples nest here, and pytree's walk was a third of a
+    small collective's own time.)"""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if type(value) in (list, tuple):
+        return type(value)(_mapped(v, fn) for v in value)
+    return value
