@@ -5,8 +5,10 @@ elements inside a dualgen dual level (value and tangent packed into one message
 of 2n) against a plain `dist.all_reduce` of 2n elements, and of n, outside any
 dual level (as a program without forward AD runs them), and against a value and
 its tangent packed by hand into one buffer (cat, all_reduce, copy back: what a
-program would do to send both in one message without dualgen), interleaved in one run, median of the rounds (each round a batch of calls; every rank times
-the same calls, rank 0 reports).
+program would do to send both in one message without dualgen); and a dual from
+`dualgen.distributed.make_packed_dual` (value and tangent side by side in one
+buffer, sent as they lie). Interleaved in one run, median of the rounds (each
+round a batch of calls; every rank times the same calls, rank 0 reports).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dualgen.forward_ad as fwAD
+from dualgen.distributed import make_packed_dual
 
 
 def _time(fn, calls: int) -> float:
@@ -34,31 +37,35 @@ def _time(fn, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def _medians(n: int, rounds: int) -> dict:
-    """Seconds per call of each all_reduce: the plain ones outside any dual
-    level, as a program without forward AD runs them."""
+def _medians(n: int, rounds: int, group=None) -> dict:
+    """Seconds per call of each all_reduce over `group` (None: every rank): the
+    plain ones outside any dual level, as a program without forward AD runs
+    them."""
     calls = 200 if n < 1 << 16 else 10
     plain, doubled = torch.randn(n), torch.randn(2 * n)
     value, tangent = torch.randn(n), torch.randn(n)
 
-    def dual_all_reduce() -> float:
+    def dual_all_reduce(make_dual) -> float:
         with fwAD.dual_level():
-            dual = fwAD.make_dual(value, tangent)
-            return _time(lambda: dist.all_reduce(dual), calls)
+            dual = make_dual(value, tangent)
+            return _time(lambda: dist.all_reduce(dual, group=group), calls)
 
     buffer = torch.empty(2 * n)
 
     def by_hand() -> None:  # what a program without dualgen would write
         torch.cat([value, tangent], out=buffer)
-        dist.all_reduce(buffer)
+        dist.all_reduce(buffer, group=group)
         value.copy_(buffer[:n])
         tangent.copy_(buffer[n:])
 
     cases = {
-        "dual (n)": dual_all_reduce,
+        "dual (n)": lambda: dual_all_reduce(fwAD.make_dual),
+        "packed dual (n)": lambda: dual_all_reduce(make_packed_dual),
         "by hand": lambda: _time(by_hand, calls),
-        "plain (2n)": lambda: _time(lambda: dist.all_reduce(doubled), calls),
-        "plain (n)": lambda: _time(lambda: dist.all_reduce(plain), calls),
+        "plain (2n)": lambda: _time(
+            lambda: dist.all_reduce(doubled, group=group), calls
+        ),
+        "plain (n)": lambda: _time(lambda: dist.all_reduce(plain, group=group), calls),
     }
     times = {k: [] for k in cases}
     for round_ in range(rounds + 1):  # (the first a warm-up)
@@ -79,14 +86,20 @@ def _rank(rank: int, port: int, sizes, rounds: int, as_is: bool) -> None:
     lines = []
     for n in sizes:
         median = _medians(n, rounds)
-        ratio = median["dual (n)"] / median["plain (2n)"]
+        same_bytes = median["plain (2n)"]
         lines.append(
             f"| {n} | {median['plain (n)'] * 1e6:.0f} µs "
-            f"| {median['plain (2n)'] * 1e6:.0f} µs "
+            f"| {same_bytes * 1e6:.0f} µs "
             f"| {median['by hand'] * 1e6:.0f} µs "
-            f"| {median['dual (n)'] * 1e6:.0f} µs | {ratio:.2f}x "
-            f"| {median['dual (n)'] / median['by hand']:.2f}x |"
+            f"| {median['dual (n)'] * 1e6:.0f} µs "
+            f"| {median['dual (n)'] / same_bytes:.2f}x "
+            f"| {median['dual (n)'] / median['by hand']:.2f}x "
+            f"| {median['packed dual (n)'] * 1e6:.0f} µs "
+            f"| {median['packed dual (n)'] / same_bytes:.2f}x |"
         )
+    # dualgen's own time: each rank alone in a group (no message leaves it)
+    alone = [dist.new_group([r]) for r in range(2)][rank]
+    own = _medians(16, rounds, alone)
     if rank == 0:
         print(
             f"torch {torch.__version__}, gloo, 2 processes, float32, median of "
@@ -96,10 +109,18 @@ def _rank(rank: int, port: int, sizes, rounds: int, as_is: bool) -> None:
             "| elements n | plain all_reduce (n) | plain all_reduce (2n, the same bytes) "
             "| value and tangent packed by hand (cat, all_reduce, copy back) "
             "| dual all_reduce (n) | dual / plain of the same bytes "
-            "| dual / packed by hand |"
+            "| dual / packed by hand | dual from make_packed_dual "
+            "| make_packed_dual's / plain of the same bytes |"
         )
-        print("|---|---|---|---|---|---|---|")
-        print("\n".join(lines), flush=True)
+        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(lines))
+        print(
+            "\nIn a group of one process (n = 16, no message leaves the process): "
+            f"plain all_reduce {own['plain (2n)'] * 1e6:.0f} µs, "
+            f"dual all_reduce {own['dual (n)'] * 1e6:.0f} µs, "
+            f"make_packed_dual's {own['packed dual (n)'] * 1e6:.0f} µs",
+            flush=True,
+        )
     dist.destroy_process_group()
     os._exit(0)
 

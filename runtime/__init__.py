@@ -5,7 +5,9 @@
 `dualgen.load_kernels` adds the kernels generated from a library's own spec;
 `dualgen.gradcheck` / `gradgradcheck` / `adjoint_check` prove the formulas;
 `dualgen.functional` and `dualgen.func` are the high-level APIs of
-`torch.autograd.functional` and `torch.func`, in forward mode.
+`torch.autograd.functional` and `torch.func`, in forward mode;
+`dualgen.distributed.make_packed_dual` lays a dual out for collectives with no
+copies (collectives carry tangents by themselves).
 """
 
 import importlib
@@ -18,6 +20,7 @@ from .rules import load_kernels, register_jvp, unload_kernels, unregister_jvp
 __all__ = [
     "GradcheckError",
     "adjoint_check",
+    "distributed",
     "forward_ad",
     "func",
     "functional",
@@ -32,7 +35,11 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_LAZY = ("func", "functional")  # imported on first use: nothing else needs them
+_LAZY = (
+    "distributed",
+    "func",
+    "functional",
+)  # imported on first use: nothing else needs them
 
 
 def __getattr__(name: str):

@@ -132,6 +132,14 @@ def make_dual(
         dual = hot_path(tensor, tangent, lvl)
         if dual is not fast.SLOW:
             return dual
+    _check_dual(tensor, tangent, lvl)
+    dual = alias(tensor)  # as the mode runs it: other levels carry over
+    set_tangent(dual, lvl, conform_layout(tangent, tensor))
+    return dual
+
+
+def _check_dual(tensor: torch.Tensor, tangent: torch.Tensor, lvl) -> None:
+    """make_dual's checks: native's errors, word for word."""
     _check_floating(tensor, "primal")
     _check_floating(tangent, "tangent")
     if tangent.shape != tensor.shape:
@@ -152,9 +160,6 @@ def make_dual(
                 "Setting a forward grad that itself has a forward gradient at the "
                 f"same level{lvl.index} is not supported."
             )
-    dual = alias(tensor)  # as the mode runs it: other levels carry over
-    set_tangent(dual, lvl, conform_layout(tangent, tensor))
-    return dual
 
 
 def _local_shape_hint(tensor: torch.Tensor, tangent: torch.Tensor) -> str:

@@ -56,7 +56,9 @@ def run(func, entry, values: list, where: dict, kind: str, level):
         finish()
         return _returned(func, entry, values, where, None)
     works = [work for _, work in gathers]
-    return _returned(func, entry, values, where, deferred(works, finish, targets, level))
+    return _returned(
+        func, entry, values, where, deferred(works, finish, targets, level)
+    )
 
 
 def _pairs(func, entry, values, where, level) -> list:

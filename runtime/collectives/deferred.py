@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import (
 from ..levels import STATE
 from ..tangents import handling_levels_below
 
+
 class Deferred(dist.Work):
     def __init__(self, works: list, finish, result: list, level) -> None:
         super().__init__()

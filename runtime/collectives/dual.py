@@ -29,7 +29,7 @@ from ..mode import bind
 from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from . import by_element
 from .deferred import deferred, finish_arrived
-from .packing import HALVES, INTERLEAVED, SCRATCH, packing_for
+from .packing import HALVES, INTERLEAVED, SCRATCH, packing_for, side_by_side
 from .reduce import BITWISE, BY_ELEMENT, kind_of
 from .table import NO_DATA, PASSES_THROUGH, collective
 
@@ -92,19 +92,33 @@ def _packed(func, entry, values: list, where: dict, level):
     # until what arrived is copied out (a send's are its Work's).
     reuse = packing is HALVES and level.index == 0 and bool(entry.writes)
     taken = []  # (tensor, index, scratch buffer) to give back
+    as_they_lie = set()  # ids of tensors sent and written in their own memory
+
+    def lying_side_by_side(t):
+        # (Level 0 only: at others the outer levels' tangents would need to lie so.)
+        if packing is not HALVES or level.index != 0 or not is_differentiable_dtype(t):
+            return None
+        whole = side_by_side(t, tangent_of(t, level))
+        if whole is not None:
+            as_they_lie.add(id(t))
+        return whole
 
     def sent(t):
         if id(t) not in packs:
-            out = None
-            if reuse:
-                out = SCRATCH.take(t, len(packs))
-                taken.append((t, len(packs), out))
-            packs[id(t)] = packing.pack(t, tangent_or_zeros(t, level), out)
+            packed = lying_side_by_side(t)
+            if packed is None:
+                out = None
+                if reuse:
+                    out = SCRATCH.take(t, len(taken))
+                    taken.append((t, len(taken), out))
+                packed = packing.pack(t, tangent_or_zeros(t, level), out)
+            packs[id(t)] = packed
         return packs[id(t)]
 
     def buffer(t):
         if id(t) not in packs:
-            packs[id(t)] = packing.empty(t)
+            packed = lying_side_by_side(t)
+            packs[id(t)] = packing.empty(t) if packed is None else packed
         return packs[id(t)]
 
     lifted = list(values)
@@ -121,6 +135,8 @@ def _packed(func, entry, values: list, where: dict, level):
 
     def finish(alive: bool = True) -> None:
         for t in written:
+            if id(t) in as_they_lie:  # (written where they lie already)
+                continue
             value, tangent = packing.unpack(packs[id(t)], t.shape)
             write_value(t, value, tangent, level if alive else None)
         for t, index, scratch in taken:

@@ -52,6 +52,30 @@ class Interleaved:
 HALVES, INTERLEAVED = Halves(), Interleaved()
 
 
+def side_by_side(value: torch.Tensor, tangent) -> torch.Tensor | None:
+    """The memory holding `value` and then `tangent`, as one flat tensor, when
+    they lie so (contiguous, one storage, the tangent right after the value,
+    no lazy bits): the `HALVES` packing already made, sent with no copies.
+    `dualgen.distributed.make_packed_dual` lays duals out so; a functional
+    collective's results come out so."""
+    if (
+        tangent is None
+        or type(value) is not torch.Tensor
+        or type(tangent) is not torch.Tensor
+        or tangent.dtype != value.dtype
+        or value.numel() == 0
+        or not (value.is_contiguous() and tangent.is_contiguous())
+        or value.is_conj()
+        or value.is_neg()
+        or tangent.is_conj()
+        or tangent.is_neg()
+        or tangent.data_ptr() != value.data_ptr() + value.nbytes
+        or tangent.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()
+    ):
+        return None
+    return value.as_strided((2 * value.numel(),), (1,))
+
+
 class Scratch(threading.local):
     """Packing buffers kept for the next collective of the same sizes: a large
     buffer allocated anew each time costs its pages again (the copies into it

@@ -11,6 +11,7 @@ from torch.testing import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dualgen.forward_ad as fwAD
+from dualgen.distributed import make_packed_dual
 
 F64 = torch.float64
 
@@ -444,6 +445,35 @@ def wait_after_the_level_ends(rank, world_size, device):
     assert_close(x, torch.stack(xs).sum(0))
 
 
+def packed_duals_are_sent_as_they_lie(rank, world_size, device):
+    """make_packed_dual: all_reduce, broadcast and send / recv run on the dual's
+    own memory (what reaches the process group is its value and tangent as
+    they lie: no packing copy), with the single-process tangents; a view of it
+    and in-place ops on it keep the right tangents."""
+    xs, ts = duals(world_size, (3, 4), 28, device)
+    source = (rank - 1) % world_size
+    with _Counting() as count, fwAD.dual_level():  # (a mode below dualgen's)
+        x = make_packed_dual(xs[rank], ts[rank])
+        where = (x.data_ptr(), 2 * x.numel())
+        dist.all_reduce(x)
+        dist.broadcast(x, 1)
+        assert count.memory == [where, where], (count.memory, where)
+        p, t = jvp_of(_REDUCE["SUM"], xs, ts)
+        check(x, (p, t))
+        x.mul_(2)
+        check(x[1], (2 * p[1], 2 * t[1]))
+        received = make_packed_dual(torch.zeros_like(xs[0]), torch.zeros_like(ts[0]))
+        sent = dist.isend(x, (rank + 1) % world_size)
+        dist.recv(received, source)
+        sent.wait()
+        check(received, (2 * p, 2 * t))
+        row = x[2]  # a view whose tangent does not follow it: packed as usual
+        dist.all_reduce(row)
+        p, t = 2 * p, 2 * t
+        p[2], t[2] = world_size * p[2], world_size * t[2]
+        check(x, (p, t))
+
+
 def _functional(name: str):
     def case(rank, world_size, device):
         xs, ts = duals(world_size, (2 * world_size, 3), 21, device, ties=True)
@@ -486,11 +516,14 @@ class _Counting(TorchDispatchMode):
 
     def __enter__(self):
         self.ops = []
+        self.memory = []  # (address, elements) of each op's first tensor
         return super().__enter__()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace in ("c10d", "_c10d_functional"):
             self.ops.append(str(func))
+            first = args[0][0] if isinstance(args[0], list) else args[0]
+            self.memory.append((first.data_ptr(), first.numel()))
         return func(*args, **(kwargs or {}))
 
 
@@ -522,6 +555,7 @@ CASES = [
     recv_from_any_source,
     *(_async_all_reduce(k) for k in ("SUM", "MAX")),
     wait_after_the_level_ends,
+    packed_duals_are_sent_as_they_lie,
     *(
         _functional(n)
         for n in (
