@@ -166,6 +166,85 @@ def _parameter_jvp(make, plan, shard_dim: int | None):
     return case
 
 
+def dtensors_on_a_2d_mesh(rank, world_size, device):
+    """A (data, tensor) mesh: duals sharded on both dimensions, redistributed,
+    summed across each dimension, their tangents placed like their primals."""
+    mesh = init_device_mesh(
+        device.type, (world_size // 2, 2), mesh_dim_names=("dp", "tp")
+    )
+    value, tangent = _randn(2 * world_size, 6, seed=40), _randn(
+        2 * world_size, 6, seed=41
+    )
+    placements = [Shard(0), Shard(1)]
+    with fwAD.dual_level():
+        d = fwAD.make_dual(
+            distribute_tensor(value.to(device), mesh, placements),
+            distribute_tensor(tangent.to(device), mesh, [Replicate(), Shard(0)]),
+        )
+        t = fwAD.unpack_dual(d).tangent
+        assert t.placements == tuple(placements), t.placements
+        y = (d.sin() * d).redistribute(mesh, [Replicate(), Shard(0)])
+        t = fwAD.unpack_dual(y).tangent
+        assert t.placements == (Replicate(), Shard(0)), t.placements
+        total = y.sum(0).full_tensor()
+        expected = torch.func.jvp(lambda v: (v.sin() * v).sum(0), (value,), (tangent,))
+        primal, tangent_total = fwAD.unpack_dual(total)
+        assert_close(primal.cpu(), expected[0])
+        assert_close(tangent_total.cpu(), expected[1])
+
+
+def data_and_tensor_parallel_block(rank, world_size, device):
+    """2-D parallelism: the transformer block tensor-parallel over the mesh's
+    "tp" dimension, each "dp" replica on its own part of the batch; the JVP of
+    the whole loss with respect to the input and the parameters together, the
+    loss summed over "tp" then over "dp" by dual all_reduces of subgroups."""
+    mesh = init_device_mesh(
+        device.type, (world_size // 2, 2), mesh_dim_names=("dp", "tp")
+    )
+    dp, tp = mesh["dp"], mesh["tp"]
+    model, reference = tp_models.copies(tp_models.block)
+    parallel = parallelize_module(model.to(device), tp, tp_models.block_plan())
+    x, tx = _randn(dp.size(), 4, 8, seed=42), _randn(dp.size(), 4, 8, seed=43)
+    names = [n for n, _ in reference.named_parameters()]
+    tangents = {
+        n: _randn(*p.shape, seed=44 + i)
+        for i, (n, p) in enumerate(reference.named_parameters())
+    }
+
+    def loss(v, *params):
+        out = torch.func.functional_call(reference, dict(zip(names, params)), (v,))
+        return out.pow(2).sum()
+
+    expected = torch.func.jvp(
+        loss,
+        (x, *(p.detach() for p in reference.parameters())),
+        (tx, *(tangents[n] for n in names)),
+    )
+
+    def mine(v):  # this replica's batch row, this rank's chunk of the sequence
+        row = v[dp.get_local_rank() : dp.get_local_rank() + 1]
+        return row.chunk(tp.size(), 1)[tp.get_local_rank()].contiguous().to(device)
+
+    with fwAD.dual_level():
+        duals = {
+            n: fwAD.make_dual(
+                p.detach(),
+                distribute_tensor(tangents[n].to(device), tp, p.placements),
+            )
+            for n, p in parallel.named_parameters()
+        }
+        out = torch.func.functional_call(
+            parallel, duals, (fwAD.make_dual(mine(x), mine(tx)),)
+        )
+        total = out.pow(2).sum()
+        dist.all_reduce(total, group=tp.get_group())
+        dist.all_reduce(total, group=dp.get_group())
+        primal, tangent = fwAD.unpack_dual(total)
+        assert tangent is not None, "no tangent"
+        assert_close(primal.cpu(), expected[0])
+        assert_close(tangent.cpu(), expected[1])
+
+
 def data_parallel_input_jvp(rank, world_size, device):
     """DistributedDataParallel (its forward broadcasts buffers) and FSDP2
     (`fully_shard`: parameters all-gathered for the forward), JVP with respect
@@ -204,4 +283,6 @@ CASES = [
     _input_jvp(tp_models.block, tp_models.block_plan, 1),
     _parameter_jvp(tp_models.block, tp_models.block_plan, 1),
     data_parallel_input_jvp,
+    dtensors_on_a_2d_mesh,
+    data_and_tensor_parallel_block,
 ]
