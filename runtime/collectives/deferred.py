@@ -34,26 +34,39 @@ from ..tangents import handling_levels_below
 class Deferred(dist.Work):
     def __init__(self, works: list, finish, result: list, level) -> None:
         super().__init__()
-        self._works = works  # the packed collective's Works, in the order issued
+        self._works = works  # the packed collective's Works still to wait for
+        self._waited = []  # and those waited for
         self._finish = finish  # writes what arrived into the caller's tensors
         self._result = result  # what the native Work's future holds
         self._level = level
+        self._levels = STATE.levels  # (the issuing thread's)
         level.pending_works[id(self)] = self
 
     def wait(self, timeout=None) -> bool:
         if self._finish is not None:
-            for work in self._works:
+            while self._works:  # (each once: gloo's recv waited for twice
+                work = self._works[0]  # waits for a second message)
                 work.wait() if timeout is None else work.wait(timeout)
+                self._waited.append(self._works.pop(0))
             self._finished()
         return True
 
     def _finished(self) -> None:
+        level, levels = self._level, self._levels
+        alive = level.index < len(levels) and levels[level.index] is level
+        # Levels are per thread: waited for on another thread than the one
+        # that issued it, only the outermost level's tangents can be written
+        # (they need no mode: they are the tensors' own).
+        elsewhere = levels is not STATE.levels
+        if elsewhere and alive and level.index > 0:
+            raise RuntimeError(
+                "dualgen: a collective issued inside nested dual levels was waited "
+                "for on another thread; wait for it on the thread that issued it"
+            )
         finish, self._finish = self._finish, None
-        self._level.pending_works.pop(id(self), None)
-        level = self._level
-        if not STATE.levels:  # (every level gone: the values alone)
-            return finish(False)
-        alive = level.index < len(STATE.levels) and STATE.levels[level.index] is level
+        level.pending_works.pop(id(self), None)
+        if elsewhere or not levels:  # (every level gone: the values alone)
+            return finish(alive)
         # As inside the mode's dispatch (off the stack, waited for from user
         # code): under the levels below this one, since the packed values carry
         # their tangents. A level gone since: its tangents went with it.
@@ -69,14 +82,14 @@ class Deferred(dist.Work):
     # What Python code asks of a Work, answered for the collective as a whole.
     def is_completed(self) -> bool:
         if self._finish is not None and all(w.is_completed() for w in self._works):
-            self._finished()
+            self.wait()
         return self._finish is None
 
     def is_success(self) -> bool:
-        return self.is_completed() and all(w.is_success() for w in self._works)
+        return self.is_completed() and all(w.is_success() for w in self._all())
 
     def exception(self):
-        return next((w.exception() for w in self._works if w.exception()), None)
+        return next((w.exception() for w in self._all() if w.exception()), None)
 
     def get_future(self) -> torch.futures.Future:
         self.wait()  # (so what the future holds is written)
@@ -92,10 +105,13 @@ class Deferred(dist.Work):
         self.wait()
 
     def source_rank(self) -> int:
-        return self._works[-1].source_rank()
+        return self._all()[-1].source_rank()
 
     def _source_rank(self) -> int:
-        return self._works[-1]._source_rank()
+        return self._all()[-1]._source_rank()
+
+    def _all(self) -> list:
+        return self._waited + self._works
 
 
 def deferred(works: list, finish, result: list, level) -> torch.ScriptObject:

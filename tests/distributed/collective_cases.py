@@ -445,6 +445,40 @@ def wait_after_the_level_ends(rank, world_size, device):
     assert_close(x, torch.stack(xs).sum(0))
 
 
+def wait_on_another_thread(rank, world_size, device):
+    """A Work waited for on another thread than the one that issued it: the
+    value and tangent at the outermost level are written; under nested levels
+    a clear error (levels are per thread)."""
+    import threading
+
+    xs, ts = duals(world_size, (3,), 29, device)
+
+    def waited_elsewhere(work) -> list:
+        errors = []
+
+        def wait():
+            try:
+                work.wait()
+            except RuntimeError as error:
+                errors.append(str(error))
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        thread.join()
+        return errors
+
+    with fwAD.dual_level():
+        x = fwAD.make_dual(xs[rank].clone(), ts[rank].clone())
+        assert waited_elsewhere(dist.all_reduce(x, async_op=True)) == []
+        check(x, jvp_of(_REDUCE["SUM"], xs, ts))
+        with fwAD.dual_level():
+            y = fwAD.make_dual(x, ts[rank].clone())
+            work = dist.all_reduce(y, async_op=True)
+            errors = waited_elsewhere(work)
+            assert errors and "another thread" in errors[0], errors
+            work.wait()
+
+
 def packed_duals_are_sent_as_they_lie(rank, world_size, device):
     """make_packed_dual: all_reduce, broadcast and send / recv run on the dual's
     own memory (what reaches the process group is its value and tangent as
@@ -555,6 +589,7 @@ CASES = [
     recv_from_any_source,
     *(_async_all_reduce(k) for k in ("SUM", "MAX")),
     wait_after_the_level_ends,
+    wait_on_another_thread,
     packed_duals_are_sent_as_they_lie,
     *(
         _functional(n)
