@@ -35,11 +35,8 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_LAZY = (
-    "distributed",
-    "func",
-    "functional",
-)  # imported on first use: nothing else needs them
+# imported on first use: nothing else needs them
+_LAZY = ("distributed", "func", "functional")
 
 
 def __getattr__(name: str):

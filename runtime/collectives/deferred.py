@@ -12,9 +12,9 @@ it at once, as it waits for any Work.
 
 A Work written in Python keeps its `wait` only while its Python object lives,
 and the dispatcher hands it on as a C++ object: every Deferred is held by its
-level until it finishes (or the level ends). Code that never waits (undefined for
-c10d) still gets its values: each collective first finishes every pending
-one whose data has arrived.
+level until it finishes (or the level ends). Code that never waits (undefined
+for c10d) still gets its values where the process group says they arrived:
+each collective first finishes every pending one reported complete.
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ collectives inside a dual level (the same levels), or none does. MAX, MIN and
 PRODUCT reductions go through `by_element.py`.
 
 Under nested levels the packed tensors carry the outer levels' tangents, so the
-packing nests, still one message. A collective that receives completes before
-it returns (its tangent is written when the data is there): `async_op=True` and
-`irecv` give a Work that is already done; a send does not wait.
+packing nests, still one message. A c10d op returns when issued, as the plain
+one does: its Work writes what arrived when waited for (`deferred.py`). A dual
+whose value and tangent already lie side by side is sent as it lies, with no
+packing copies (`packing.side_by_side`). Functional collectives return
+tensors already waited for.
 """
 
 from __future__ import annotations

@@ -142,13 +142,7 @@ def _parameter_jvp(make, plan, shard_dim: int | None):
         )
         local_x = x if shard_dim is None else x.chunk(world_size, shard_dim)[rank]
         with fwAD.dual_level():
-            duals = {
-                n: fwAD.make_dual(
-                    p.detach(),
-                    distribute_tensor(full_tangents[n].to(device), mesh, p.placements),
-                )
-                for n, p in parallel.named_parameters()
-            }
+            duals = _dual_parameters(parallel, full_tangents, mesh, device)
             out = torch.func.functional_call(
                 parallel, duals, (local_x.contiguous().to(device),)
             )
@@ -226,13 +220,7 @@ def data_and_tensor_parallel_block(rank, world_size, device):
         return row.chunk(tp.size(), 1)[tp.get_local_rank()].contiguous().to(device)
 
     with fwAD.dual_level():
-        duals = {
-            n: fwAD.make_dual(
-                p.detach(),
-                distribute_tensor(tangents[n].to(device), tp, p.placements),
-            )
-            for n, p in parallel.named_parameters()
-        }
+        duals = _dual_parameters(parallel, tangents, tp, device)
         out = torch.func.functional_call(
             parallel, duals, (fwAD.make_dual(mine(x), mine(tx)),)
         )
@@ -243,6 +231,17 @@ def data_and_tensor_parallel_block(rank, world_size, device):
         assert tangent is not None, "no tangent"
         assert_close(primal.cpu(), expected[0])
         assert_close(tangent.cpu(), expected[1])
+
+
+def _dual_parameters(parallel, tangents: dict, mesh, device) -> dict:
+    """Each parameter of a parallelised model as a dual (inside a level), its
+    tangent the global one distributed like the parameter."""
+    return {
+        n: fwAD.make_dual(
+            p.detach(), distribute_tensor(tangents[n].to(device), mesh, p.placements)
+        )
+        for n, p in parallel.named_parameters()
+    }
 
 
 def data_parallel_input_jvp(rank, world_size, device):
