@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+from torch.distributed.distributed_c10d import _world
 
 from ..inplace import call_with
 from ..layout import conform_layout, is_batched, set_new_tangent
@@ -54,7 +55,7 @@ def run(mode, func, args, kwargs):
     if entry is PASSES_THROUGH:
         return _passed_through(mode, func, args, kwargs, level)
     values = bind(func._schema, args, kwargs)
-    where = {a.name: i for i, a in enumerate(func._schema.arguments)}
+    where = _positions(func)
     sent = [
         t for name in entry.reads + entry.writes for t in _flat(values[where[name]])
     ]
@@ -242,11 +243,23 @@ def _passed_through(mode, func, args, kwargs, level):
     return out
 
 
+def _positions(func) -> dict:
+    """Each argument's position in the op's schema, by name."""
+    where = _POSITIONS.get(func)
+    if where is None:
+        arguments = func._schema.arguments
+        where = _POSITIONS[func] = {a.name: i for i, a in enumerate(arguments)}
+    return where
+
+
+_POSITIONS: dict = {}
+
+
 def _coalescing(script: torch.ScriptObject, tensors: list) -> bool:
     """Whether the group is inside a coalescing region whose backend gathers the
     ops into one Work (ops issued there return Works that nobody waits for)."""
-    from torch.distributed.distributed_c10d import _world
-
+    if not _world.pg_coalesce_state:
+        return False
     group = dist.ProcessGroup.unbox(script)
     if group not in _world.pg_coalesce_state:
         return False

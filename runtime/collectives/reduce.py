@@ -31,7 +31,14 @@ def kind_of(value) -> str:
     code = value.op() if isinstance(value, torch.ScriptObject) else value
     if isinstance(code, dist.ReduceOp):
         code = code.op if hasattr(code, "op") else int(code)
-    return dist.ReduceOp.RedOpType(int(code)).name.lower()
+    code = int(code)
+    name = _NAMES.get(code)
+    if name is None:
+        name = _NAMES[code] = dist.ReduceOp.RedOpType(code).name.lower()
+    return name
+
+
+_NAMES: dict = {}  # RedOpType's code -> its name, lower case (on every collective)
 
 
 def reduced(kind: str, values: torch.Tensor, tangents: torch.Tensor):
