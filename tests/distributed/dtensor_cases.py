@@ -273,6 +273,31 @@ def data_parallel_input_jvp(rank, world_size, device):
             assert_close(tangent, expected[1])
 
 
+def data_parallel_backward_inside_a_level(rank, world_size, device):
+    """DistributedDataParallel's backward inside a dual level (its gradient
+    buckets all-reduced through the mode): the gradients averaged over ranks
+    and the loss's tangent as in one process; `.grad` keeps no tangent, as
+    native's AccumulateGrad (torch.autograd.grad is the forward-over-reverse
+    route)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    model, reference = tp_models.copies(tp_models.mlp)
+    data_parallel = DistributedDataParallel(model.to(device))
+    xs = [_randn(5, 4, seed=50 + r) for r in range(world_size)]
+    t = _randn(5, 4, seed=60)
+    with fwAD.dual_level():
+        loss = data_parallel(fwAD.make_dual(xs[rank].to(device), t.to(device)))
+        loss = loss.pow(2).sum()
+        loss.backward()
+        loss_tangent = fwAD.unpack_dual(loss).tangent
+        assert all(fwAD.unpack_dual(p.grad).tangent is None for p in model.parameters())
+    expected = torch.func.jvp(lambda v: reference(v).pow(2).sum(), (xs[rank],), (t,))
+    assert_close(loss_tangent.cpu(), expected[1])
+    (sum(reference(x).pow(2).sum() for x in xs) / world_size).backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close(p.grad.cpu(), q.grad)
+
+
 CASES = [
     make_dual_of_a_dtensor,
     a_local_shaped_plain_tangent_is_refused,
@@ -282,6 +307,7 @@ CASES = [
     _input_jvp(tp_models.block, tp_models.block_plan, 1),
     _parameter_jvp(tp_models.block, tp_models.block_plan, 1),
     data_parallel_input_jvp,
+    data_parallel_backward_inside_a_level,
     dtensors_on_a_2d_mesh,
     data_and_tensor_parallel_block,
 ]
