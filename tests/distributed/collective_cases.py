@@ -508,6 +508,36 @@ def packed_duals_are_sent_as_they_lie(rank, world_size, device):
         check(x, (p, t))
 
 
+def other_dtypes(rank, world_size, device):
+    """Complex (torch.distributed sends its real view), float32 and bfloat16
+    duals: all_reduce, broadcast and send / recv, against float64 in one
+    process (bfloat16 to its precision)."""
+    source = (rank - 1) % world_size
+    for dtype in (torch.complex128, torch.float32, torch.bfloat16):
+        g = torch.Generator().manual_seed(31)
+        xs = [torch.randn(6, generator=g, dtype=dtype) for _ in range(world_size)]
+        ts = [torch.randn(6, generator=g, dtype=dtype) for _ in range(world_size)]
+        tolerance = {"atol": 0.1, "rtol": 0.02} if dtype == torch.bfloat16 else {}
+        wide = torch.complex128 if dtype.is_complex else F64
+        with fwAD.dual_level():
+            x = fwAD.make_dual(xs[rank].clone().to(device), ts[rank].clone().to(device))
+            dist.all_reduce(x)
+            p, t = fwAD.unpack_dual(x)
+            assert t is not None and t.dtype == dtype, (dtype, t)
+            assert_close(p.cpu(), sum(v.to(wide) for v in xs).to(dtype), **tolerance)
+            assert_close(t.cpu(), sum(v.to(wide) for v in ts).to(dtype), **tolerance)
+            y = fwAD.make_dual(xs[rank].clone().to(device), ts[rank].clone().to(device))
+            dist.broadcast(y, 0)
+            check(y, (xs[0], ts[0]))
+            received = torch.empty(6, dtype=dtype, device=device)
+            sent = dist.isend(
+                fwAD.make_dual(xs[rank], ts[rank]), (rank + 1) % world_size
+            )
+            dist.recv(received, source)
+            sent.wait()
+            check(received, (xs[source], ts[source]))
+
+
 def _functional(name: str):
     def case(rank, world_size, device):
         xs, ts = duals(world_size, (2 * world_size, 3), 21, device, ties=True)
@@ -591,6 +621,7 @@ CASES = [
     wait_after_the_level_ends,
     wait_on_another_thread,
     packed_duals_are_sent_as_they_lie,
+    other_dtypes,
     *(
         _functional(n)
         for n in (
