@@ -16,6 +16,8 @@ from dualgen.formulas import (
     angle_tangent,
     apply_loss_reduction,
     as_real_like,
+    batch_norm_invstd_tangent,
+    batch_norm_mean_tangent,
     batch_norm_tangent,
     batch_norm_xhat,
     bce_cross_derivative,
@@ -37,6 +39,7 @@ from dualgen.formulas import (
     convolution_backward_tangent,
     copy_broadcast,
     ctc_loss_log_probs_grad,
+    det_lu_tangent,
     det_tangent,
     dist_tangent,
     dropout_scale,
@@ -65,6 +68,8 @@ from dualgen.formulas import (
     group_norm_xhat,
     grouped_mm_any_layout,
     householder_product_tangent,
+    layer_norm_mean_tangent,
+    layer_norm_rstd_tangent,
     layer_norm_tangent,
     linalg_solve_tangent,
     logit_derivative,
@@ -2065,7 +2070,19 @@ def native_layer_norm_default(
         result0_t = conform(bias_t, result0)
     else:
         result0_t = None
-    return result0_t, None, None
+    # result1: layer_norm_mean_tangent(input_t, result1, normalized_shape)
+    if input_t is not None:
+        result1_t = layer_norm_mean_tangent(input_t, result1, normalized_shape)
+    else:
+        result1_t = None
+    # result2: layer_norm_rstd_tangent(input_t, input_p, result1, result2, normalized_shape)
+    if input_t is not None:
+        result2_t = layer_norm_rstd_tangent(
+            input_t, input_p, result1, result2, normalized_shape
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
 
 
 def native_batch_norm_default(
@@ -2177,7 +2194,19 @@ def native_batch_norm_default(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    return result0_t, None, None
+    # result1: batch_norm_mean_tangent(input_t, result1, training)
+    if input_t is not None:
+        result1_t = batch_norm_mean_tangent(input_t, result1, training)
+    else:
+        result1_t = None
+    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
+    if input_t is not None:
+        result2_t = batch_norm_invstd_tangent(
+            input_t, input_p, result1, result2, training
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
 
 
 def native_group_norm_default(
@@ -6483,7 +6512,12 @@ def _linalg_solve_ex_default(
         )
     else:
         result_t = None
-    return result_t, None, None, None
+    # LU: lu_factor_tangent(A_t, LU, pivots)
+    if A_t is not None:
+        LU_t = lu_factor_tangent(A_t, LU, pivots)
+    else:
+        LU_t = None
+    return result_t, LU_t, None, None
 
 
 def linalg_solve_triangular_default(
@@ -6620,7 +6654,12 @@ def _linalg_det_default(A_p, A_t, result, LU, pivots):
         result_t = det_tangent(A_t, A_p, result, LU, pivots)
     else:
         result_t = None
-    return result_t, None, None
+    # LU: det_lu_tangent(A_t, A_p, LU, pivots)
+    if A_t is not None:
+        LU_t = det_lu_tangent(A_t, A_p, LU, pivots)
+    else:
+        LU_t = None
+    return result_t, LU_t, None
 
 
 def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
@@ -6636,7 +6675,12 @@ def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
         logabsdet_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[1]
     else:
         logabsdet_t = None
-    return sign_t, logabsdet_t, None, None
+    # LU: det_lu_tangent(A_t, A_p, LU, pivots)
+    if A_t is not None:
+        LU_t = det_lu_tangent(A_t, A_p, LU, pivots)
+    else:
+        LU_t = None
+    return sign_t, logabsdet_t, LU_t, None
 
 
 def linalg_lu_factor_ex_default(A_p, pivot, check_errors, A_t, LU, pivots, info):
@@ -7664,7 +7708,19 @@ def _native_batch_norm_legit_default(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    return result0_t, None, None
+    # result1: batch_norm_mean_tangent(input_t, result1, training)
+    if input_t is not None:
+        result1_t = batch_norm_mean_tangent(input_t, result1, training)
+    else:
+        result1_t = None
+    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
+    if input_t is not None:
+        result2_t = batch_norm_invstd_tangent(
+            input_t, input_p, result1, result2, training
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
 
 
 def _native_batch_norm_legit_no_stats(
@@ -7734,7 +7790,19 @@ def _native_batch_norm_legit_no_stats(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    return result0_t, None, None
+    # result1: batch_norm_mean_tangent(input_t, result1, training)
+    if input_t is not None:
+        result1_t = batch_norm_mean_tangent(input_t, result1, training)
+    else:
+        result1_t = None
+    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
+    if input_t is not None:
+        result2_t = batch_norm_invstd_tangent(
+            input_t, input_p, result1, result2, training
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
 
 
 def _native_batch_norm_legit_no_training_default(
@@ -7957,7 +8025,17 @@ def _batch_norm_with_update_default(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    return result0_t, None, None, None
+    # result1: batch_norm_mean_tangent(input_t, result1, True)
+    if input_t is not None:
+        result1_t = batch_norm_mean_tangent(input_t, result1, True)
+    else:
+        result1_t = None
+    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, True)
+    if input_t is not None:
+        result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, True)
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t, None
 
 
 def _batch_norm_no_update_default(
@@ -9680,6 +9758,364 @@ def native_batch_norm_backward_default(
             None,
             train,
             eps,
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
+
+
+def native_group_norm_backward_default(
+    grad_out_p,
+    input_p,
+    mean_p,
+    rstd_p,
+    weight_p,
+    N,
+    C,
+    HxW,
+    group,
+    output_mask,
+    grad_out_t,
+    input_t,
+    mean_t,
+    rstd_t,
+    weight_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry native_group_norm_backward
+    # result0: norm_backward_tangent(0, result0, "group", grad_out_t, input_t, weight_t, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+    if weight_t is not None:
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        mean_t = torch.zeros_like(mean_p) if mean_t is None else mean_t
+        rstd_t = torch.zeros_like(rstd_p) if rstd_t is None else rstd_t
+        result0_t = norm_backward_tangent(
+            0,
+            result0,
+            "group",
+            grad_out_t,
+            input_t,
+            weight_t,
+            mean_t,
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif weight_t is None and (
+        grad_out_t is not None
+        or input_t is not None
+        or mean_t is not None
+        or rstd_t is not None
+    ):
+        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
+        input_t = torch.zeros_like(input_p) if input_t is None else input_t
+        mean_t = torch.zeros_like(mean_p) if mean_t is None else mean_t
+        rstd_t = torch.zeros_like(rstd_p) if rstd_t is None else rstd_t
+        result0_t = norm_backward_tangent(
+            0,
+            result0,
+            "group",
+            grad_out_t,
+            input_t,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            mean_t,
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    else:
+        result0_t = None
+    # result1: norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+    if (
+        grad_out_t is not None
+        and input_t is not None
+        and mean_t is not None
+        and rstd_t is not None
+    ):
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            input_t,
+            None,
+            mean_t,
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif grad_out_t is not None and input_t is not None and mean_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            input_t,
+            None,
+            mean_t,
+            torch.zeros_like(rstd_p),
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif grad_out_t is not None and input_t is not None and rstd_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            input_t,
+            None,
+            torch.zeros_like(mean_p),
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif grad_out_t is not None and mean_t is not None and rstd_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            torch.zeros_like(input_p),
+            None,
+            mean_t,
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif input_t is not None and mean_t is not None and rstd_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            torch.zeros_like(grad_out_p),
+            input_t,
+            None,
+            mean_t,
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif grad_out_t is not None and input_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            input_t,
+            None,
+            torch.zeros_like(mean_p),
+            torch.zeros_like(rstd_p),
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif grad_out_t is not None and mean_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            torch.zeros_like(input_p),
+            None,
+            mean_t,
+            torch.zeros_like(rstd_p),
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif grad_out_t is not None and rstd_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            torch.zeros_like(input_p),
+            None,
+            torch.zeros_like(mean_p),
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif input_t is not None and mean_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            torch.zeros_like(grad_out_p),
+            input_t,
+            None,
+            mean_t,
+            torch.zeros_like(rstd_p),
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif input_t is not None and rstd_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            torch.zeros_like(grad_out_p),
+            input_t,
+            None,
+            torch.zeros_like(mean_p),
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif mean_t is not None and rstd_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            torch.zeros_like(grad_out_p),
+            torch.zeros_like(input_p),
+            None,
+            mean_t,
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif grad_out_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            grad_out_t,
+            torch.zeros_like(input_p),
+            None,
+            torch.zeros_like(mean_p),
+            torch.zeros_like(rstd_p),
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif input_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            torch.zeros_like(grad_out_p),
+            input_t,
+            None,
+            torch.zeros_like(mean_p),
+            torch.zeros_like(rstd_p),
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif mean_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            torch.zeros_like(grad_out_p),
+            torch.zeros_like(input_p),
+            None,
+            mean_t,
+            torch.zeros_like(rstd_p),
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    elif rstd_t is not None:
+        result1_t = norm_backward_tangent(
+            1,
+            result1,
+            "group",
+            torch.zeros_like(grad_out_p),
+            torch.zeros_like(input_p),
+            None,
+            torch.zeros_like(mean_p),
+            rstd_t,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
+        )
+    else:
+        result1_t = None
+    # result2: norm_backward_tangent(2, result2, "group", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+    if grad_out_t is not None:
+        result2_t = norm_backward_tangent(
+            2,
+            result2,
+            "group",
+            grad_out_t,
+            None,
+            None,
+            None,
+            None,
+            grad_out_p,
+            input_p,
+            weight_p,
+            mean_p,
+            rstd_p,
+            group,
         )
     else:
         result2_t = None

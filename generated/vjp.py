@@ -16,6 +16,7 @@ from dualgen.formulas import (
     as_real_like,
     as_strided_grad,
     as_strided_scatter_grads,
+    batch_norm_backward,
     bce_cross_derivative,
     bce_logits_self_derivative,
     bce_logits_target_derivative,
@@ -35,6 +36,7 @@ from dualgen.formulas import (
     convolution_backward_grads,
     ctc_loss_log_probs_grad,
     det_grad,
+    det_lu_grad,
     dist_grad,
     dropout_scale,
     eig_grad,
@@ -63,6 +65,7 @@ from dualgen.formulas import (
     grouped_mm_any_layout,
     householder_product_grads,
     inverse_permutation,
+    layer_norm_backward,
     linalg_solve_grads,
     logit_derivative,
     logsumexp_weights,
@@ -1514,10 +1517,11 @@ def native_layer_norm_default(
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_layer_norm
-    grad = grads[0]
-    # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
-        grad,
+    # input, weight, bias: layer_norm_backward(grads[0], grads[1], grads[2], input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = layer_norm_backward(
+        grads[0],
+        grads[1],
+        grads[2],
         input,
         normalized_shape,
         result1,
@@ -1545,10 +1549,11 @@ def native_batch_norm_default(
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_batch_norm
-    grad = grads[0]
-    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
-        grad,
+    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = batch_norm_backward(
+        grads[0],
+        grads[1],
+        grads[2],
         input,
         weight,
         running_mean,
@@ -4598,9 +4603,12 @@ def linalg_inv_ex_default(grads, A, check_errors, inverse, info):
 def _linalg_solve_ex_default(grads, A, B, left, check_errors, result, LU, pivots, info):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
     # functional, derivatives.yaml entry _linalg_solve_ex
-    grad = grads[0]
-    # A, B: linalg_solve_grads(grad, A, B, result, LU, pivots, left)
-    A_grad, B_grad = linalg_solve_grads(grad, A, B, result, LU, pivots, left)
+    grad_result = grads[0]
+    grad_LU = grads[1]
+    # A, B: linalg_solve_grads(grad_result, A, B, result, LU, pivots, left, grad_LU)
+    A_grad, B_grad = linalg_solve_grads(
+        grad_result, A, B, result, LU, pivots, left, grad_LU
+    )
     return (A_grad, B_grad)
 
 
@@ -4654,9 +4662,12 @@ def cholesky_inverse_default(grad, self, upper, result):
 def _linalg_det_default(grads, A, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
     # functional, derivatives.yaml entry _linalg_det
-    grad = grads[0]
-    # A: det_grad(grad, A, result, LU, pivots)
-    A_grad = det_grad(grad, A, result, LU, pivots)
+    grad_result = grads[0]
+    grad_LU = grads[1]
+    # A: det_grad(grad_result, A, result, LU, pivots) + det_lu_grad(grad_LU, A, LU, pivots)
+    A_grad = det_grad(grad_result, A, result, LU, pivots) + det_lu_grad(
+        grad_LU, A, LU, pivots
+    )
     return (A_grad,)
 
 
@@ -4665,8 +4676,11 @@ def _linalg_slogdet_default(grads, A, sign, logabsdet, LU, pivots):
     # functional, derivatives.yaml entry _linalg_slogdet
     grad_sign = grads[0]
     grad_logabsdet = grads[1]
-    # A: slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
-    A_grad = slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots)
+    grad_LU = grads[2]
+    # A: slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots) + det_lu_grad(grad_LU, A, LU, pivots)
+    A_grad = slogdet_grad(grad_sign, grad_logabsdet, A, sign, LU, pivots) + det_lu_grad(
+        grad_LU, A, LU, pivots
+    )
     return (A_grad,)
 
 
@@ -5122,10 +5136,11 @@ def _native_batch_norm_legit_default(
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit
-    grad = grads[0]
-    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
-        grad,
+    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = batch_norm_backward(
+        grads[0],
+        grads[1],
+        grads[2],
         input,
         weight,
         running_mean,
@@ -5144,10 +5159,11 @@ def _native_batch_norm_legit_no_stats(
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit.no_stats
-    grad = grads[0]
-    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
-        grad,
+    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = batch_norm_backward(
+        grads[0],
+        grads[1],
+        grads[2],
         input,
         weight,
         None,
@@ -5209,10 +5225,11 @@ def _batch_norm_with_update_default(
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _batch_norm_with_update
-    grad = grads[0]
-    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
-        grad,
+    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = batch_norm_backward(
+        grads[0],
+        grads[1],
+        grads[2],
         input,
         weight,
         running_mean,
@@ -6003,6 +6020,43 @@ def native_batch_norm_backward_default(
         eps,
     )[:3]
     return (grad_out_grad, input_grad, weight_grad)
+
+
+def native_group_norm_backward_default(
+    grads,
+    grad_out,
+    input,
+    mean,
+    rstd,
+    weight,
+    N,
+    C,
+    HxW,
+    group,
+    output_mask,
+    result0,
+    result1,
+    result2,
+):
+    """aten::native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry native_group_norm_backward
+    # grad_out, input, weight, mean, rstd: norm_backward_grads(grads[0], grads[1], grads[2], "group", grad_out, input, weight, mean, rstd, group, True, 0.0, True)
+    grad_out_grad, input_grad, weight_grad, mean_grad, rstd_grad = norm_backward_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        "group",
+        grad_out,
+        input,
+        weight,
+        mean,
+        rstd,
+        group,
+        True,
+        0.0,
+        True,
+    )
+    return (grad_out_grad, input_grad, mean_grad, rstd_grad, weight_grad)
 
 
 def as_strided__default(grad, self, size, stride, storage_offset, result):

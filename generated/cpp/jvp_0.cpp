@@ -1583,7 +1583,17 @@ Results _batch_norm_with_update_default(const Values& args, const Values& tangen
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+  // result1: batch_norm_mean_tangent(input_t, result1, True)
+  at::Tensor result1_t;
+  if (present(input_t)) {
+    result1_t = batch_norm_mean_tangent(input_t, result1, true);
+  }
+  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, True)
+  at::Tensor result2_t;
+  if (present(input_t)) {
+    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, true);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None)};
 }
 
 // aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor

@@ -387,7 +387,17 @@ Results native_layer_norm_default(const Values& args, const Values& tangents, co
   } else if (present(bias_t)) {
     result0_t = conform(bias_t, result0);
   }
-  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
+  // result1: layer_norm_mean_tangent(input_t, result1, normalized_shape)
+  at::Tensor result1_t;
+  if (present(input_t)) {
+    result1_t = layer_norm_mean_tangent(input_t, result1, normalized_shape);
+  }
+  // result2: layer_norm_rstd_tangent(input_t, input_p, result1, result2, normalized_shape)
+  at::Tensor result2_t;
+  if (present(input_t)) {
+    result2_t = layer_norm_rstd_tangent(input_t, input_p, result1, result2, normalized_shape);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
 // aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
@@ -1137,7 +1147,17 @@ Results _native_batch_norm_legit_default(const Values& args, const Values& tange
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
+  // result1: batch_norm_mean_tangent(input_t, result1, training)
+  at::Tensor result1_t;
+  if (present(input_t)) {
+    result1_t = batch_norm_mean_tangent(input_t, result1, training);
+  }
+  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
+  at::Tensor result2_t;
+  if (present(input_t)) {
+    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, training);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
 // aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
@@ -1172,7 +1192,17 @@ Results _native_batch_norm_legit_no_stats(const Values& args, const Values& tang
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
+  // result1: batch_norm_mean_tangent(input_t, result1, training)
+  at::Tensor result1_t;
+  if (present(input_t)) {
+    result1_t = batch_norm_mean_tangent(input_t, result1, training);
+  }
+  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
+  at::Tensor result2_t;
+  if (present(input_t)) {
+    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, training);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
 // aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor

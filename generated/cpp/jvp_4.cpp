@@ -705,7 +705,12 @@ Results _linalg_solve_ex_default(const Values& args, const Values& tangents, con
   } else if (present(B_t)) {
     result_t = linalg_solve_tangent(at::zeros_like(A_p), B_t, A_p, B_p, result, LU, pivots, left);
   }
-  return {dualgen::value(result_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+  // LU: lu_factor_tangent(A_t, LU, pivots)
+  at::Tensor LU_t;
+  if (present(A_t)) {
+    LU_t = lu_factor_tangent(A_t, LU, pivots);
+  }
+  return {dualgen::value(result_t), dualgen::value(LU_t), dualgen::value(None), dualgen::value(None)};
 }
 
 // aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)
@@ -721,7 +726,12 @@ Results _linalg_det_default(const Values& args, const Values& tangents, const Va
   if (present(A_t)) {
     result_t = det_tangent(A_t, A_p, result, LU, pivots);
   }
-  return {dualgen::value(result_t), dualgen::value(None), dualgen::value(None)};
+  // LU: det_lu_tangent(A_t, A_p, LU, pivots)
+  at::Tensor LU_t;
+  if (present(A_t)) {
+    LU_t = det_lu_tangent(A_t, A_p, LU, pivots);
+  }
+  return {dualgen::value(result_t), dualgen::value(LU_t), dualgen::value(None)};
 }
 
 // aten::linalg_matrix_exp(Tensor self) -> Tensor

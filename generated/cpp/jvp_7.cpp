@@ -397,7 +397,17 @@ Results native_batch_norm_default(const Values& args, const Values& tangents, co
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
+  // result1: batch_norm_mean_tangent(input_t, result1, training)
+  at::Tensor result1_t;
+  if (present(input_t)) {
+    result1_t = batch_norm_mean_tangent(input_t, result1, training);
+  }
+  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
+  at::Tensor result2_t;
+  if (present(input_t)) {
+    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, training);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
 // aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
@@ -957,7 +967,12 @@ Results _linalg_slogdet_default(const Values& args, const Values& tangents, cons
   if (present(A_t)) {
     logabsdet_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[1];
   }
-  return {dualgen::value(sign_t), dualgen::value(logabsdet_t), dualgen::value(None), dualgen::value(None)};
+  // LU: det_lu_tangent(A_t, A_p, LU, pivots)
+  at::Tensor LU_t;
+  if (present(A_t)) {
+    LU_t = det_lu_tangent(A_t, A_p, LU, pivots);
+  }
+  return {dualgen::value(sign_t), dualgen::value(logabsdet_t), dualgen::value(LU_t), dualgen::value(None)};
 }
 
 // aten::leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor
@@ -1037,6 +1052,83 @@ Results linalg_lstsq_default(const Values& args, const Values& tangents, const V
     residuals_t = lstsq_residuals_tangent(at::zeros_like(self_p), b_t, self_p, b_p, solution, residuals);
   }
   return {dualgen::value(solution_t), dualgen::value(residuals_t), dualgen::value(None), dualgen::value(None)};
+}
+
+// aten::native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry native_group_norm_backward
+Results native_group_norm_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_out_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor input_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor mean_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor rstd_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[4]);
+  const int64_t N = unpack<int64_t>(args[5]);
+  const int64_t C = unpack<int64_t>(args[6]);
+  const int64_t HxW = unpack<int64_t>(args[7]);
+  const int64_t group = unpack<int64_t>(args[8]);
+  const std::vector<bool> output_mask = unpack<std::vector<bool>>(args[9]);
+  at::Tensor grad_out_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor mean_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor rstd_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[4]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  // result0: norm_backward_tangent(0, result0, "group", grad_out_t, input_t, weight_t, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+  at::Tensor result0_t;
+  if (present(weight_t)) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    mean_t = present(mean_t) ? mean_t : at::zeros_like(mean_p);
+    rstd_t = present(rstd_t) ? rstd_t : at::zeros_like(rstd_p);
+    result0_t = norm_backward_tangent(0, result0, "group", grad_out_t, input_t, weight_t, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (!present(weight_t) && (present(grad_out_t) || present(input_t) || present(mean_t) || present(rstd_t))) {
+    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
+    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
+    mean_t = present(mean_t) ? mean_t : at::zeros_like(mean_p);
+    rstd_t = present(rstd_t) ? rstd_t : at::zeros_like(rstd_p);
+    result0_t = norm_backward_tangent(0, result0, "group", grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  }
+  // result1: norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+  at::Tensor result1_t;
+  if (present(grad_out_t) && present(input_t) && present(mean_t) && present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(grad_out_t) && present(input_t) && present(mean_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(grad_out_t) && present(input_t) && present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(grad_out_t) && present(mean_t) && present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(input_t) && present(mean_t) && present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(grad_out_t) && present(input_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, at::zeros_like(mean_p), at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(grad_out_t) && present(mean_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(grad_out_t) && present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(input_t) && present(mean_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(input_t) && present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(mean_t) && present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), at::zeros_like(input_p), None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(grad_out_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, at::zeros_like(mean_p), at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(input_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, at::zeros_like(mean_p), at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(mean_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), at::zeros_like(input_p), None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  } else if (present(rstd_t)) {
+    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), at::zeros_like(input_p), None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  }
+  // result2: norm_backward_tangent(2, result2, "group", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+  at::Tensor result2_t;
+  if (present(grad_out_t)) {
+    result2_t = norm_backward_tangent(2, result2, "group", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
 // aten::lift_fresh(Tensor(a) self) -> Tensor(a)
@@ -1365,6 +1457,7 @@ void register_shard_7(Registry& registry) {
   registry.add("aten::leaky_relu_backward.default", &leaky_relu_backward_default);
   registry.add("aten::_linalg_svd.default", &_linalg_svd_default);
   registry.add("aten::linalg_lstsq.default", &linalg_lstsq_default);
+  registry.add("aten::native_group_norm_backward.default", &native_group_norm_backward_default);
   registry.add("aten::lift_fresh.default", &lift_fresh_default);
   registry.add("aten::conv_tbc.default", &conv_tbc_default);
   registry.add("aten::_unsafe_index_put.default", &_unsafe_index_put_default);

@@ -19,6 +19,8 @@ __all__ = [
     "cholesky_solve_tangent",
     "cholesky_tangent",
     "det_grad",
+    "det_lu_grad",
+    "det_lu_tangent",
     "det_tangent",
     "householder_product_grads",
     "householder_product_tangent",
@@ -81,15 +83,18 @@ def linalg_solve_tangent(A_t, B_t, A, B, result, LU, pivots, left: bool):
     return dX.squeeze(-1) if vector else dX
 
 
-def linalg_solve_grads(grad, A, B, result, LU, pivots, left: bool):
+def linalg_solve_grads(grad, A, B, result, LU, pivots, left: bool, grad_LU=None):
     """Gradients (A, B) of X = A^{-1} B (`left`) or B A^{-1}: gB = A^{-H} g (or
-    g A^{-H}), gA = -gB X^H (or -X^H gB), summed to the inputs' shapes."""
+    g A^{-H}), gA = -gB X^H (or -X^H gB), summed to the inputs' shapes; plus what
+    the saved LU's gradient `grad_LU` passes on to A."""
     vector = _is_vector_rhs(A, B)
     g = grad.unsqueeze(-1) if vector else grad
     X = result.unsqueeze(-1) if vector else result
     gB = torch.linalg.lu_solve(LU, pivots, g, left=left, adjoint=True)
-    gA = -(gB.matmul(X.mH) if left else X.mH.matmul(gB))
-    return _sum_to(gA, A), _sum_to(gB.squeeze(-1) if vector else gB, B)
+    gA = _sum_to(-(gB.matmul(X.mH) if left else X.mH.matmul(gB)), A)
+    if grad_LU is not None:
+        gA = gA + lu_factor_grad(grad_LU, LU, pivots)
+    return gA, _sum_to(gB.squeeze(-1) if vector else gB, B)
 
 
 def solve_triangular_grads(grad, A, B, result, upper: bool, left: bool, unitri: bool):
@@ -239,6 +244,19 @@ def det_grad(grad, A, det, LU, pivots):
     """Gradient of det(A): g conj(det) A^{-H} (g adj(A)^H at a singular A)."""
     scale = (grad * _det_or_limit(det, LU, pivots).conj()).unsqueeze(-1).unsqueeze(-1)
     return scale * _inverse_adjoint(A, LU, pivots)
+
+
+def det_lu_tangent(A_t, A, LU, pivots):
+    """Tangent of the LU factorization _linalg_det and _linalg_slogdet save (of A,
+    or of A^T for a real contiguous A). The formulas read it: at an outer level it
+    must move with A, or second derivatives miss its share."""
+    return lu_factor_tangent(A_t.mT if _det_lu_is_of_transpose(A) else A_t, LU, pivots)
+
+
+def det_lu_grad(grad_LU, A, LU, pivots):
+    """Gradient that the saved LU's (of A, or of A^T) passes on to A."""
+    g = lu_factor_grad(grad_LU, LU, pivots)
+    return g.mT if _det_lu_is_of_transpose(A) else g
 
 
 def slogdet_tangents(A_t, A, sign, LU, pivots) -> tuple:

@@ -17,6 +17,9 @@ from .elementwise import as_real_like
 
 __all__ = [
     "apply_loss_reduction",
+    "batch_norm_backward",
+    "batch_norm_invstd_tangent",
+    "batch_norm_mean_tangent",
     "batch_norm_tangent",
     "batch_norm_xhat",
     "bce_logits_self_derivative",
@@ -31,6 +34,9 @@ __all__ = [
     "group_norm_rstd_tangent",
     "group_norm_tangent",
     "group_norm_xhat",
+    "layer_norm_backward",
+    "layer_norm_mean_tangent",
+    "layer_norm_rstd_tangent",
     "layer_norm_tangent",
     "trilinear_grads",
     "weight_norm_broadcast",
@@ -85,6 +91,133 @@ def layer_norm_tangent(input_t, input_p, weight, mean, rstd, normalized_shape):
     dims = list(range(-len(normalized_shape), 0))
     xhat = (input_p - mean) * rstd
     return _times_weight(_normalized_tangent(input_t, xhat, rstd, dims), weight)
+
+
+# The saved statistics (mean and rstd / invstd) carry tangents, as group norm's do:
+# the output's formula reads them, so at an outer level (forward over forward, or
+# the backward formulas under forward over reverse) they must move with the input.
+
+
+def _layer_norm_dims(normalized_shape) -> list[int]:
+    return list(range(-len(normalized_shape), 0))
+
+
+def _rstd_tangent(input_t, centered, rstd, dims, keepdim: bool):
+    # d (var + eps)^(-1/2) = -rstd^3 * mean((x - mean) * dx), the biased variance's.
+    return -(rstd**3) * (centered * input_t).mean(dims, keepdim=keepdim)
+
+
+def _statistics_grad(grad_mean, grad_rstd, centered, rstd, count: int):
+    # Adjoint of the two tangents above, for broadcastable statistics and gradients.
+    return (grad_mean - grad_rstd * rstd**3 * centered) / max(count, 1)
+
+
+def layer_norm_mean_tangent(input_t, mean, normalized_shape):
+    """Tangent of native_layer_norm's saved mean: the mean of the input's tangent
+    over the normalized dims (in the statistics' dtype)."""
+    dims = _layer_norm_dims(normalized_shape)
+    return input_t.mean(dims, keepdim=True).to(mean.dtype)
+
+
+def layer_norm_rstd_tangent(input_t, input_p, mean, rstd, normalized_shape):
+    """Tangent of native_layer_norm's saved rstd, 1 / sqrt(var + eps)."""
+    dims = _layer_norm_dims(normalized_shape)
+    return _rstd_tangent(input_t, input_p - mean, rstd, dims, True).to(rstd.dtype)
+
+
+def layer_norm_backward(
+    grad_out,
+    grad_mean,
+    grad_rstd,
+    input,
+    normalized_shape,
+    mean,
+    rstd,
+    weight,
+    bias,
+    mask,
+):
+    """Gradients of native_layer_norm (input, weight, bias) from those of all three
+    outputs: native_layer_norm_backward for the output's, plus the saved mean's
+    and rstd's share of the input's."""
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
+        grad_out, input, normalized_shape, mean, rstd, weight, bias, mask
+    )
+    count = input.shape[input.dim() - len(normalized_shape) :].numel()
+    stats_grad = _statistics_grad(grad_mean, grad_rstd, input - mean, rstd, count)
+    input_grad = stats_grad if input_grad is None else input_grad + stats_grad
+    return input_grad, weight_grad, bias_grad
+
+
+def _batch_dims(input: torch.Tensor) -> list[int]:
+    return [0] + list(range(2, input.dim()))
+
+
+def batch_norm_mean_tangent(input_t, save_mean, training: bool):
+    """Tangent of native_batch_norm's saved mean: in training the mean of the
+    input's tangent over all dims but the channels; in evaluation nothing is saved
+    from the input (the output is empty or the running statistics)."""
+    if not training:
+        return torch.zeros_like(save_mean)
+    return input_t.mean(_batch_dims(input_t)).to(save_mean.dtype)
+
+
+def batch_norm_invstd_tangent(input_t, input_p, save_mean, save_invstd, training: bool):
+    """Tangent of native_batch_norm's saved invstd, 1 / sqrt(var + eps) of the batch
+    in training (nothing from the input in evaluation)."""
+    if not training:
+        return torch.zeros_like(save_invstd)
+    centered = input_p - channel_view(save_mean, input_p.dim())
+    tangent = _rstd_tangent(
+        input_t,
+        centered,
+        channel_view(save_invstd, input_p.dim()),
+        _batch_dims(input_p),
+        True,
+    )
+    return tangent.reshape(save_invstd.shape).to(save_invstd.dtype)
+
+
+def batch_norm_backward(
+    grad_out,
+    grad_mean,
+    grad_invstd,
+    input,
+    weight,
+    running_mean,
+    running_var,
+    save_mean,
+    save_invstd,
+    training: bool,
+    eps: float,
+    mask,
+):
+    """Gradients of native_batch_norm (input, weight, bias) from those of all three
+    outputs: native_batch_norm_backward for the output's, plus (in training) the
+    saved mean's and invstd's share of the input's."""
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad_out,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        save_mean,
+        save_invstd,
+        training,
+        eps,
+        mask,
+    )
+    if training:
+        ndim = input.dim()
+        stats_grad = _statistics_grad(
+            channel_view(grad_mean, ndim),
+            channel_view(grad_invstd, ndim),
+            input - channel_view(save_mean, ndim),
+            channel_view(save_invstd, ndim),
+            input.numel() // max(input.shape[1], 1),
+        )
+        input_grad = stats_grad if input_grad is None else input_grad + stats_grad
+    return input_grad, weight_grad, bias_grad
 
 
 def _batch_norm_stats(
@@ -189,7 +322,7 @@ def group_norm_rstd_tangent(input_t, input_p, mean, rstd, group: int):
     of each group: -rstd^3 * mean((x - mean) * dx) over the group."""
     shape = _group_shape(input_p, group)
     centered = input_p.reshape(shape) - mean.unsqueeze(-1)
-    return -(rstd**3) * (centered * input_t.reshape(shape)).mean(-1)
+    return _rstd_tangent(input_t.reshape(shape), centered, rstd, [-1], False)
 
 
 def group_norm_backward(
@@ -203,10 +336,13 @@ def group_norm_backward(
     )
     shape = _group_shape(input, group)
     centered = input.reshape(shape) - mean.unsqueeze(-1)
-    stats_grad = (
-        grad_mean.unsqueeze(-1) - (grad_rstd * rstd**3).unsqueeze(-1) * centered
-    ) / max(shape[-1], 1)
-    stats_grad = stats_grad.reshape(input.shape)
+    stats_grad = _statistics_grad(
+        grad_mean.unsqueeze(-1),
+        grad_rstd.unsqueeze(-1),
+        centered,
+        rstd.unsqueeze(-1),
+        shape[-1],
+    ).reshape(input.shape)
     input_grad = stats_grad if input_grad is None else input_grad + stats_grad
     return input_grad, weight_grad, bias_grad
 

@@ -285,6 +285,14 @@ def test_det_tangent(cpp_formulas, dtype, contiguous, singular):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("contiguous", [True, False])
+def test_det_lu_tangent(cpp_formulas, dtype, contiguous):
+    A, A_t = _det_inputs(dtype, contiguous, False, 14)
+    _, LU, pivots = torch.ops.aten._linalg_det(A)
+    both(cpp_formulas, "det_lu_tangent", A_t, A, LU, pivots)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("contiguous", [True, False])
 def test_slogdet_tangents(cpp_formulas, dtype, contiguous):
     A, A_t = _det_inputs(dtype, contiguous, False, 13)
     sign, _, LU, pivots = torch.ops.aten._linalg_slogdet(A)

@@ -94,6 +94,21 @@ def test_layer_norm_tangent_real_stats(cpp_formulas):
     same(cpp_formulas.layer_norm_tangent(*args), py.layer_norm_tangent(*args))
 
 
+@pytest.mark.parametrize("dtype", [F64, C128, torch.float32])
+@pytest.mark.parametrize("normalized_shape", [[5], [4, 5], [3, 4, 5]])
+def test_layer_norm_statistics_tangents(cpp_formulas, dtype, normalized_shape):
+    x = rand(3, 4, 5, dtype=dtype)
+    dims = list(range(-len(normalized_shape), 0))
+    mean = x.mean(dims, keepdim=True)
+    rstd = positive(*mean.shape, seed=2).to(dtype)
+    x_t = rand(3, 4, 5, dtype=dtype, seed=4)
+    for name, args in [
+        ("layer_norm_mean_tangent", (x_t, mean, normalized_shape)),
+        ("layer_norm_rstd_tangent", (x_t, x, mean, rstd, normalized_shape)),
+    ]:
+        same(getattr(cpp_formulas, name)(*args), getattr(py, name)(*args))
+
+
 # --- batch norm -----------------------------------------------------------------
 
 
@@ -131,6 +146,20 @@ def test_batch_norm(
     same(cpp_formulas.batch_norm_tangent(*args), py.batch_norm_tangent(*args))
     xargs = (x, rm, rv, sm, si, training, eps)
     same(cpp_formulas.batch_norm_xhat(*xargs), py.batch_norm_xhat(*xargs))
+
+
+@pytest.mark.parametrize("dtype", [F64, C128])
+@pytest.mark.parametrize("ndim", [2, 3, 5])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_statistics_tangents(cpp_formulas, dtype, ndim, training):
+    x_t, x, _, _, _, sm, si = batch_norm_args(dtype, ndim, True, False, False)
+    if not training:  # evaluation saves nothing from the input
+        sm, si = sm.new_empty(0), si.new_empty(0)
+    for name, args in [
+        ("batch_norm_mean_tangent", (x_t, sm, training)),
+        ("batch_norm_invstd_tangent", (x_t, x, sm, si, training)),
+    ]:
+        same(getattr(cpp_formulas, name)(*args), getattr(py, name)(*args))
 
 
 def test_batch_norm_eval_without_running_stats_raises(cpp_formulas):

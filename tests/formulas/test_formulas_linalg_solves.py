@@ -369,3 +369,39 @@ def test_householder_product_tangent_and_grads(shape, k, dtype):
     if k:
         for got, expected in zip((gA, gtau), vjp(f, [A, tau], g)):
             close(got, expected)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+@pytest.mark.parametrize("dtype", [R, C])
+def test_det_lu_tangent_and_grad_match_lu_factor(contiguous, dtype):
+    # _linalg_det saves the LU of A^T for a real contiguous A, of A otherwise.
+    A = torch.randn(2, 3, 3, dtype=dtype)
+    A = A if contiguous else A.mT
+    _, LU, pivots = torch.ops.aten._linalg_det(A)
+    transposed = contiguous and not A.is_complex()
+
+    def factor(a):
+        return torch.linalg.lu_factor(a.mT if transposed else a)[0]
+
+    close(LU, factor(A))
+    At = torch.randn_like(A)
+    close(F.det_lu_tangent(At, A, LU, pivots), jvp(factor, [A], [At]))
+    g = torch.randn_like(LU)
+    (expected,) = vjp(factor, [A], g)
+    close(F.det_lu_grad(g, A, LU, pivots), expected)
+
+
+def test_linalg_solve_grads_take_the_saved_lu_gradient():
+    A, B = torch.randn(3, 3, dtype=R) + 3 * torch.eye(3, dtype=R), torch.randn(
+        3, 2, dtype=R
+    )
+    X, LU, pivots, _ = torch.ops.aten._linalg_solve_ex(A, B)
+
+    def run(a, b):
+        return torch.linalg.solve(a, b), torch.linalg.lu_factor(a)[0]
+
+    grads = [torch.randn_like(X), torch.randn_like(LU)]
+    expected = vjp(run, [A, B], grads)
+    got = F.linalg_solve_grads(grads[0], A, B, X, LU, pivots, True, grads[1])
+    for g, e in zip(got, expected, strict=True):
+        close(g, e)

@@ -217,6 +217,95 @@ def test_group_norm_statistics_tangents_and_backward_match_autograd(
         close(g, e)
 
 
+def _written_out_statistics(a, dims, eps):
+    # mean and 1 / sqrt(biased var + eps) in elementary ops: native gives the
+    # saved statistics of layer and batch norm no derivative to compare with.
+    mean = a.mean(dims, keepdim=True)
+    return mean, ((a - mean).pow(2).mean(dims, keepdim=True) + eps).rsqrt()
+
+
+@pytest.mark.parametrize("normalized_shape", [[4], [3, 4]])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_layer_norm_statistics_tangents_and_backward_match_written_out(
+    normalized_shape, weighted
+):
+    x = torch.randn(2, 3, 4, dtype=R)
+    dims = list(range(-len(normalized_shape), 0))
+    weight = torch.randn(normalized_shape, dtype=R) if weighted else None
+    bias = torch.randn(normalized_shape, dtype=R) if weighted else None
+    eps = 1e-5
+
+    def written_out(a, w=weight, b=bias):
+        mean, rstd = _written_out_statistics(a, dims, eps)
+        out = (a - mean) * rstd
+        out = out if w is None else out * w + b
+        return out, mean, rstd
+
+    out, mean, rstd = torch.ops.aten.native_layer_norm(
+        x, normalized_shape, weight, bias, eps
+    )
+    close(out, written_out(x)[0])
+    t = torch.randn_like(x)
+    close(
+        F.layer_norm_mean_tangent(t, mean, normalized_shape),
+        jvp(lambda a: written_out(a)[1], [x], [t]),
+    )
+    close(
+        F.layer_norm_rstd_tangent(t, x, mean, rstd, normalized_shape),
+        jvp(lambda a: written_out(a)[2], [x], [t]),
+    )
+    grads = [torch.randn_like(o) for o in (out, mean, rstd)]
+    inputs = [v.clone().requires_grad_() for v in (x, weight, bias) if v is not None]
+    expected = torch.autograd.grad(written_out(*inputs), inputs, grads)
+    mask = [True, weighted, weighted]
+    got = F.layer_norm_backward(
+        *grads, x, normalized_shape, mean, rstd, weight, bias, mask
+    )
+    for g, e in zip([g for g in got if g is not None], expected, strict=True):
+        close(g, e)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 2, 4), (2, 3, 2, 2)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_batch_norm_statistics_tangents_and_backward_match_written_out(shape, weighted):
+    x = torch.randn(shape, dtype=R)
+    dims = [0] + list(range(2, x.dim()))
+    c = shape[1]
+    weight = torch.randn(c, dtype=R) if weighted else None
+    bias = torch.randn(c, dtype=R) if weighted else None
+    eps = 1e-5
+
+    def written_out(a, w=weight, b=bias):
+        mean, invstd = _written_out_statistics(a, dims, eps)
+        out = (a - mean) * invstd
+        if w is not None:
+            out = out * F.channel_view(w, a.dim()) + F.channel_view(b, a.dim())
+        return out, mean.reshape(c), invstd.reshape(c)
+
+    out, mean, invstd = torch.ops.aten.native_batch_norm(
+        x, weight, bias, None, None, True, 0.1, eps
+    )
+    close(out, written_out(x)[0])
+    t = torch.randn_like(x)
+    close(
+        F.batch_norm_mean_tangent(t, mean, True),
+        jvp(lambda a: written_out(a)[1], [x], [t]),
+    )
+    close(
+        F.batch_norm_invstd_tangent(t, x, mean, invstd, True),
+        jvp(lambda a: written_out(a)[2], [x], [t]),
+    )
+    grads = [torch.randn_like(o) for o in (out, mean, invstd)]
+    inputs = [v.clone().requires_grad_() for v in (x, weight, bias) if v is not None]
+    expected = torch.autograd.grad(written_out(*inputs), inputs, grads)
+    mask = [True, weighted, weighted]
+    got = F.batch_norm_backward(
+        *grads, x, weight, None, None, mean, invstd, True, eps, mask
+    )
+    for g, e in zip([g for g in got if g is not None], expected, strict=True):
+        close(g, e)
+
+
 # ---------------------------------------------------------------- bce with logits
 
 BCE_CASES = [

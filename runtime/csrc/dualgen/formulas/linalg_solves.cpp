@@ -229,6 +229,12 @@ at::Tensor lu_factor_tangent(const at::Tensor& A_t, const at::Tensor& LU,
   return lu_unpack_grad(dLU[0], dLU[1], LU);
 }
 
+at::Tensor det_lu_tangent(const at::Tensor& A_t, const at::Tensor& A,
+                          const at::Tensor& LU, const at::Tensor& pivots) {
+  return lu_factor_tangent(det_lu_is_of_transpose(A) ? A_t.mT() : A_t, LU,
+                           pivots);
+}
+
 at::Tensor lu_solve_tangent(const at::Tensor& LU_t, const at::Tensor& B_t,
                             const at::Tensor& LU, const at::Tensor& pivots,
                             const at::Tensor& result, bool left, bool adjoint) {

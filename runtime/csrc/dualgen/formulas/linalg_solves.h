@@ -67,6 +67,11 @@ std::vector<at::Tensor> lu_unpack_tangents(const at::Tensor& LU_t);
 at::Tensor lu_factor_tangent(const at::Tensor& A_t, const at::Tensor& LU,
                              const at::Tensor& pivots);
 
+// Tangent of the LU that _linalg_det and _linalg_slogdet save (of A, or of A^T
+// for a real contiguous A).
+at::Tensor det_lu_tangent(const at::Tensor& A_t, const at::Tensor& A,
+                          const at::Tensor& LU, const at::Tensor& pivots);
+
 // Tangent of linalg.lu_solve, X = op(A)^{-1} B (or B op(A)^{-1}).
 at::Tensor lu_solve_tangent(const at::Tensor& LU_t, const at::Tensor& B_t,
                             const at::Tensor& LU, const at::Tensor& pivots,

@@ -52,6 +52,8 @@ void bind_linalg_solves(pybind11::module_& m) {
       py::arg("LU_t"));
   m.def("lu_factor_tangent", &lu_factor_tangent, py::arg("A_t"),
         py::arg("LU"), py::arg("pivots"));
+  m.def("det_lu_tangent", &det_lu_tangent, py::arg("A_t"), py::arg("A"),
+        py::arg("LU"), py::arg("pivots"));
   m.def("lu_solve_tangent", &lu_solve_tangent, py::arg("LU_t"), py::arg("B_t"),
         py::arg("LU"), py::arg("pivots"), py::arg("result"), py::arg("left"),
         py::arg("adjoint"));

@@ -156,6 +156,72 @@ at::Tensor group_norm_rstd_tangent(
   return -(rstd.pow(3)) * (centered * input_t.reshape(shape)).mean(-1);
 }
 
+namespace {
+
+std::vector<int64_t> layer_norm_dims(at::IntArrayRef normalized_shape) {
+  std::vector<int64_t> dims;
+  const auto n = static_cast<int64_t>(normalized_shape.size());
+  for (int64_t d = -n; d < 0; ++d) {
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+std::vector<int64_t> batch_dims(const at::Tensor& input) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d) {
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+// d (var + eps)^(-1/2) = -rstd^3 * mean((x - mean) * dx), the biased variance's.
+at::Tensor rstd_tangent(
+    const at::Tensor& input_t, const at::Tensor& centered,
+    const at::Tensor& rstd, at::IntArrayRef dims) {
+  return -(rstd.pow(3)) * (centered * input_t).mean(dims, /*keepdim=*/true);
+}
+
+}  // namespace
+
+at::Tensor layer_norm_mean_tangent(
+    const at::Tensor& input_t, const at::Tensor& mean,
+    at::IntArrayRef normalized_shape) {
+  return input_t.mean(layer_norm_dims(normalized_shape), /*keepdim=*/true)
+      .to(mean.scalar_type());
+}
+
+at::Tensor layer_norm_rstd_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& mean, const at::Tensor& rstd,
+    at::IntArrayRef normalized_shape) {
+  return rstd_tangent(input_t, input_p - mean, rstd,
+                      layer_norm_dims(normalized_shape))
+      .to(rstd.scalar_type());
+}
+
+at::Tensor batch_norm_mean_tangent(
+    const at::Tensor& input_t, const at::Tensor& save_mean, bool training) {
+  if (!training) {
+    return at::zeros_like(save_mean);
+  }
+  return input_t.mean(batch_dims(input_t)).to(save_mean.scalar_type());
+}
+
+at::Tensor batch_norm_invstd_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& save_mean, const at::Tensor& save_invstd, bool training) {
+  if (!training) {
+    return at::zeros_like(save_invstd);
+  }
+  const int64_t ndim = input_p.dim();
+  at::Tensor centered = input_p - channel_view(save_mean, ndim);
+  return rstd_tangent(input_t, centered, channel_view(save_invstd, ndim),
+                      batch_dims(input_p))
+      .reshape(save_invstd.sizes())
+      .to(save_invstd.scalar_type());
+}
+
 at::Tensor bce_self_derivative(
     const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
   // w * (self - target) / (self * (1 - self)), the denominator kept from 0.

@@ -56,6 +56,21 @@ at::Tensor group_norm_rstd_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
     const at::Tensor& mean, const at::Tensor& rstd, int64_t group);
 
+// Tangents of native_layer_norm's saved mean and rstd (keepdim shapes).
+at::Tensor layer_norm_mean_tangent(
+    const at::Tensor& input_t, const at::Tensor& mean,
+    at::IntArrayRef normalized_shape);
+at::Tensor layer_norm_rstd_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& mean, const at::Tensor& rstd,
+    at::IntArrayRef normalized_shape);
+// Tangents of native_batch_norm's saved mean and invstd ([C]; zeros in eval).
+at::Tensor batch_norm_mean_tangent(
+    const at::Tensor& input_t, const at::Tensor& save_mean, bool training);
+at::Tensor batch_norm_invstd_tangent(
+    const at::Tensor& input_t, const at::Tensor& input_p,
+    const at::Tensor& save_mean, const at::Tensor& save_invstd, bool training);
+
 // d binary_cross_entropy / d self, element-wise (unreduced).
 at::Tensor bce_self_derivative(
     const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight);

@@ -55,6 +55,22 @@ void bind_nn(pybind11::module_& m) {
   m.def("group_norm_mean_tangent", &group_norm_mean_tangent);
   m.def("group_norm_rstd_tangent", &group_norm_rstd_tangent);
   m.def(
+      "layer_norm_mean_tangent",
+      [](const at::Tensor& input_t, const at::Tensor& mean,
+         std::vector<int64_t> normalized_shape) {
+        return layer_norm_mean_tangent(input_t, mean, normalized_shape);
+      });
+  m.def(
+      "layer_norm_rstd_tangent",
+      [](const at::Tensor& input_t, const at::Tensor& input_p,
+         const at::Tensor& mean, const at::Tensor& rstd,
+         std::vector<int64_t> normalized_shape) {
+        return layer_norm_rstd_tangent(
+            input_t, input_p, mean, rstd, normalized_shape);
+      });
+  m.def("batch_norm_mean_tangent", &batch_norm_mean_tangent);
+  m.def("batch_norm_invstd_tangent", &batch_norm_invstd_tangent);
+  m.def(
       "bce_self_derivative",
       [](const at::Tensor& self, const at::Tensor& target,
          const OptTensor& weight) {
