@@ -135,7 +135,11 @@ CASES = {
         lambda a: _inverse3(_shift(a)) @ a[0],
         (3, 3),
     ),
-    "inv": (lambda a: torch.linalg.inv(_shift(a)), lambda a: _inverse3(_shift(a)), (3, 3)),
+    "inv": (
+        lambda a: torch.linalg.inv(_shift(a)),
+        lambda a: _inverse3(_shift(a)),
+        (3, 3),
+    ),
     "tensorsolve": (
         lambda a: torch.linalg.tensorsolve(_shift(a), a[0].exp()),
         lambda a: _inverse3(_shift(a)) @ a[0].exp(),
@@ -158,10 +162,11 @@ def _dualgen_nested(f, x, tangents):
 
 def _func_nested(f, x, tangents):
     """The same derivative of the written-out f by nested torch.func.jvp."""
-    g = f
-    for t in reversed(tangents):
-        g = (lambda h, t: lambda y: torch.func.jvp(h, (y,), (t,))[1])(g, t)
-    return g(x)
+    if len(tangents) == 1:
+        return torch.func.jvp(f, (x,), (tangents[0],))[1]
+    return torch.func.jvp(
+        lambda y: _func_nested(f, y, tangents[1:]), (x,), (tangents[0],)
+    )[1]
 
 
 def _inputs(shape, order, seed):
@@ -192,6 +197,4 @@ def test_forward_over_reverse_matches_reverse_over_reverse(name):
         return (op(a) * weights).sum()
 
     expected = torch.autograd.functional.hessian(scalar, x)
-    torch.testing.assert_close(
-        dfunc.hessian(scalar)(x), expected, rtol=1e-9, atol=1e-9
-    )
+    torch.testing.assert_close(dfunc.hessian(scalar)(x), expected, rtol=1e-9, atol=1e-9)
