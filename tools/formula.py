@@ -23,6 +23,7 @@ from .suggest import closest, did_you_mean
 
 MAX_FORMULA_CHARS = 4000
 MAX_DEPTH = 150
+_TOO_DEEP = f"formula is nested more than {MAX_DEPTH} levels deep"
 
 HELPERS: frozenset[str] = frozenset(helper_module.__all__)
 
@@ -102,8 +103,12 @@ def parse_formula(source: str, scope: Scope) -> ast.expr:
     except SyntaxError as exc:
         col = f" (column {exc.offset})" if exc.offset else ""
         raise FormulaError(f"invalid syntax in formula: {exc.msg}{col}") from None
-    except (RecursionError, MemoryError, ValueError):
-        raise FormulaError("formula is nested too deeply") from None
+    except (RecursionError, MemoryError):
+        # Whether the parser runs out of stack depends on the process's recursion
+        # limit at that moment (others may raise it): one message either way.
+        raise FormulaError(_TOO_DEEP) from None
+    except ValueError as exc:  # null bytes
+        raise FormulaError(f"invalid formula: {exc}") from None
     _check_depth(tree)
     _Checker(scope).visit(tree)
     return tree.body
@@ -114,7 +119,7 @@ def _check_depth(tree: ast.AST) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise FormulaError(f"formula is nested more than {MAX_DEPTH} levels deep")
+            raise FormulaError(_TOO_DEEP)
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
