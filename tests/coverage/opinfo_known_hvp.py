@@ -38,4 +38,34 @@ KNOWN_HVP = {
         "",
         "float64",
     ): "native wrong: at a NaN input the gradient of a product is the (finite) product of the other elements; native divides the product by the input (NaN), while under a dispatch mode torch's prod_backward takes its exact exclusive-product path",
+    (
+        "logdet",
+        "",
+        "float64",
+    ): "native wrong: the LU factorization its forward saves carries no tangent in native forward AD, so the backward's tangent misses its share; dualgen's equals reverse over reverse (tests/runtime/test_nested_normalization_linalg.py)",
+    (
+        "linalg.det",
+        "",
+        "float64",
+    ): "native wrong: the LU factorization its forward saves carries no tangent in native forward AD, so the backward's tangent misses its share; dualgen's equals reverse over reverse (tests/runtime/test_nested_normalization_linalg.py)",
+    (
+        "linalg.slogdet",
+        "",
+        "float64",
+    ): "native wrong: the LU factorization its forward saves carries no tangent in native forward AD, so the backward's tangent misses its share; dualgen's equals reverse over reverse (tests/runtime/test_nested_normalization_linalg.py)",
+    (
+        "linalg.solve",
+        "",
+        "float64",
+    ): "native wrong: the LU factorization its forward saves carries no tangent in native forward AD, so the backward's tangent misses its share; dualgen's equals reverse over reverse (tests/runtime/test_nested_normalization_linalg.py)",
+    (
+        "linalg.solve_ex",
+        "",
+        "float64",
+    ): "native wrong: the LU factorization its forward saves carries no tangent in native forward AD, so the backward's tangent misses its share; dualgen's equals reverse over reverse (tests/runtime/test_nested_normalization_linalg.py)",
+    (
+        "linalg.tensorsolve",
+        "",
+        "float64",
+    ): "native wrong: the LU factorization its forward saves carries no tangent in native forward AD, so the backward's tangent misses its share; dualgen's equals reverse over reverse (tests/runtime/test_nested_normalization_linalg.py)",
 }
