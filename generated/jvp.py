@@ -16,8 +16,6 @@ from dualgen.formulas import (
     angle_tangent,
     apply_loss_reduction,
     as_real_like,
-    batch_norm_invstd_tangent,
-    batch_norm_mean_tangent,
     batch_norm_tangent,
     batch_norm_xhat,
     bce_cross_derivative,
@@ -68,9 +66,8 @@ from dualgen.formulas import (
     group_norm_xhat,
     grouped_mm_any_layout,
     householder_product_tangent,
-    layer_norm_mean_tangent,
-    layer_norm_rstd_tangent,
     layer_norm_tangent,
+    layer_norm_xhat,
     linalg_solve_tangent,
     logit_derivative,
     logsumexp_tangent,
@@ -2030,59 +2027,43 @@ def native_layer_norm_default(
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_layer_norm
-    # result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
+    # result0: layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
-            layer_norm_tangent(
-                input_t, input_p, weight_p, result1, result2, normalized_shape
-            )
-            + (input_p - result1) * result2 * weight_t
+            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps)
+            + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t
             + bias_t
         )
     elif input_t is not None and weight_t is not None:
         result0_t = conform(
-            layer_norm_tangent(
-                input_t, input_p, weight_p, result1, result2, normalized_shape
-            )
-            + (input_p - result1) * result2 * weight_t,
+            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps)
+            + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t,
             result0,
         )
     elif input_t is not None and bias_t is not None:
         result0_t = conform(
-            layer_norm_tangent(
-                input_t, input_p, weight_p, result1, result2, normalized_shape
-            )
+            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps)
             + bias_t,
             result0,
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform((input_p - result1) * result2 * weight_t + bias_t, result0)
+        result0_t = conform(
+            layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t, result0
+        )
     elif input_t is not None:
         result0_t = conform(
-            layer_norm_tangent(
-                input_t, input_p, weight_p, result1, result2, normalized_shape
-            ),
+            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps),
             result0,
         )
     elif weight_t is not None:
-        result0_t = conform((input_p - result1) * result2 * weight_t, result0)
+        result0_t = conform(
+            layer_norm_xhat(input_p, normalized_shape, eps) * weight_t, result0
+        )
     elif bias_t is not None:
         result0_t = conform(bias_t, result0)
     else:
         result0_t = None
-    # result1: layer_norm_mean_tangent(input_t, result1, normalized_shape)
-    if input_t is not None:
-        result1_t = layer_norm_mean_tangent(input_t, result1, normalized_shape)
-    else:
-        result1_t = None
-    # result2: layer_norm_rstd_tangent(input_t, input_p, result1, result2, normalized_shape)
-    if input_t is not None:
-        result2_t = layer_norm_rstd_tangent(
-            input_t, input_p, result1, result2, normalized_shape
-        )
-    else:
-        result2_t = None
-    return result0_t, result1_t, result2_t
+    return result0_t, None, None
 
 
 def native_batch_norm_default(
@@ -2103,66 +2084,36 @@ def native_batch_norm_default(
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_batch_norm
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim())
         )
     elif input_t is not None and weight_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
     elif input_t is not None and bias_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             )
             + channel_view(bias_t, input_p.dim()),
             result0,
         )
     elif weight_t is not None and bias_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim()),
             result0,
@@ -2170,23 +2121,13 @@ def native_batch_norm_default(
     elif input_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             ),
             result0,
         )
     elif weight_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
@@ -2194,19 +2135,7 @@ def native_batch_norm_default(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    # result1: batch_norm_mean_tangent(input_t, result1, training)
-    if input_t is not None:
-        result1_t = batch_norm_mean_tangent(input_t, result1, training)
-    else:
-        result1_t = None
-    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
-    if input_t is not None:
-        result2_t = batch_norm_invstd_tangent(
-            input_t, input_p, result1, result2, training
-        )
-    else:
-        result2_t = None
-    return result0_t, result1_t, result2_t
+    return result0_t, None, None
 
 
 def native_group_norm_default(
@@ -6499,16 +6428,16 @@ def _linalg_solve_ex_default(
 ):
     """aten::_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
     # functional, derivatives.yaml entry _linalg_solve_ex
-    # result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
+    # result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, left)
     if A_t is not None and B_t is not None:
-        result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
+        result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, left)
     elif A_t is not None:
         result_t = linalg_solve_tangent(
-            A_t, torch.zeros_like(B_p), A_p, B_p, result, LU, pivots, left
+            A_t, torch.zeros_like(B_p), A_p, B_p, result, left
         )
     elif B_t is not None:
         result_t = linalg_solve_tangent(
-            torch.zeros_like(A_p), B_t, A_p, B_p, result, LU, pivots, left
+            torch.zeros_like(A_p), B_t, A_p, B_p, result, left
         )
     else:
         result_t = None
@@ -6649,9 +6578,9 @@ def cholesky_inverse_default(self_p, upper, self_t, result):
 def _linalg_det_default(A_p, A_t, result, LU, pivots):
     """aten::_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
     # functional, derivatives.yaml entry _linalg_det
-    # result: det_tangent(A_t, A_p, result, LU, pivots)
+    # result: det_tangent(A_t, A_p, result)
     if A_t is not None:
-        result_t = det_tangent(A_t, A_p, result, LU, pivots)
+        result_t = det_tangent(A_t, A_p, result)
     else:
         result_t = None
     # LU: det_lu_tangent(A_t, A_p, LU, pivots)
@@ -6665,14 +6594,14 @@ def _linalg_det_default(A_p, A_t, result, LU, pivots):
 def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
     # functional, derivatives.yaml entry _linalg_slogdet
-    # sign: slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
+    # sign: slogdet_tangents(A_t, A_p, sign)[0]
     if A_t is not None:
-        sign_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
+        sign_t = slogdet_tangents(A_t, A_p, sign)[0]
     else:
         sign_t = None
-    # logabsdet: slogdet_tangents(A_t, A_p, sign, LU, pivots)[1]
+    # logabsdet: slogdet_tangents(A_t, A_p, sign)[1]
     if A_t is not None:
-        logabsdet_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[1]
+        logabsdet_t = slogdet_tangents(A_t, A_p, sign)[1]
     else:
         logabsdet_t = None
     # LU: det_lu_tangent(A_t, A_p, LU, pivots)
@@ -7617,66 +7546,36 @@ def _native_batch_norm_legit_default(
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim())
         )
     elif input_t is not None and weight_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
     elif input_t is not None and bias_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             )
             + channel_view(bias_t, input_p.dim()),
             result0,
         )
     elif weight_t is not None and bias_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim()),
             result0,
@@ -7684,23 +7583,13 @@ def _native_batch_norm_legit_default(
     elif input_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                training,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
             ),
             result0,
         )
     elif weight_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, training, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
@@ -7708,19 +7597,7 @@ def _native_batch_norm_legit_default(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    # result1: batch_norm_mean_tangent(input_t, result1, training)
-    if input_t is not None:
-        result1_t = batch_norm_mean_tangent(input_t, result1, training)
-    else:
-        result1_t = None
-    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
-    if input_t is not None:
-        result2_t = batch_norm_invstd_tangent(
-            input_t, input_p, result1, result2, training
-        )
-    else:
-        result2_t = None
-    return result0_t, result1_t, result2_t
+    return result0_t, None, None
 
 
 def _native_batch_norm_legit_no_stats(
@@ -7739,50 +7616,42 @@ def _native_batch_norm_legit_no_stats(
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit.no_stats
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
-            batch_norm_tangent(
-                input_t, input_p, weight_p, None, None, result1, result2, training, eps
-            )
-            + batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps)
+            + batch_norm_xhat(input_p, None, None, training, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim())
         )
     elif input_t is not None and weight_t is not None:
         result0_t = conform(
-            batch_norm_tangent(
-                input_t, input_p, weight_p, None, None, result1, result2, training, eps
-            )
-            + batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps)
+            + batch_norm_xhat(input_p, None, None, training, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
     elif input_t is not None and bias_t is not None:
         result0_t = conform(
-            batch_norm_tangent(
-                input_t, input_p, weight_p, None, None, result1, result2, training, eps
-            )
+            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps)
             + channel_view(bias_t, input_p.dim()),
             result0,
         )
     elif weight_t is not None and bias_t is not None:
         result0_t = conform(
-            batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            batch_norm_xhat(input_p, None, None, training, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim()),
             result0,
         )
     elif input_t is not None:
         result0_t = conform(
-            batch_norm_tangent(
-                input_t, input_p, weight_p, None, None, result1, result2, training, eps
-            ),
+            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps),
             result0,
         )
     elif weight_t is not None:
         result0_t = conform(
-            batch_norm_xhat(input_p, None, None, result1, result2, training, eps)
+            batch_norm_xhat(input_p, None, None, training, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
@@ -7790,19 +7659,7 @@ def _native_batch_norm_legit_no_stats(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    # result1: batch_norm_mean_tangent(input_t, result1, training)
-    if input_t is not None:
-        result1_t = batch_norm_mean_tangent(input_t, result1, training)
-    else:
-        result1_t = None
-    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
-    if input_t is not None:
-        result2_t = batch_norm_invstd_tangent(
-            input_t, input_p, result1, result2, training
-        )
-    else:
-        result2_t = None
-    return result0_t, result1_t, result2_t
+    return result0_t, None, None
 
 
 def _native_batch_norm_legit_no_training_default(
@@ -7822,66 +7679,36 @@ def _native_batch_norm_legit_no_training_default(
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit_no_training
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim())
         )
     elif input_t is not None and weight_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
     elif input_t is not None and bias_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             )
             + channel_view(bias_t, input_p.dim()),
             result0,
         )
     elif weight_t is not None and bias_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim()),
             result0,
@@ -7889,23 +7716,13 @@ def _native_batch_norm_legit_no_training_default(
     elif input_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             ),
             result0,
         )
     elif weight_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
@@ -7934,66 +7751,36 @@ def _batch_norm_with_update_default(
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _batch_norm_with_update
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                True,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, True, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim())
         )
     elif input_t is not None and weight_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                True,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, True, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
     elif input_t is not None and bias_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                True,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
             )
             + channel_view(bias_t, input_p.dim()),
             result0,
         )
     elif weight_t is not None and bias_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, True, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim()),
             result0,
@@ -8001,23 +7788,13 @@ def _batch_norm_with_update_default(
     elif input_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                True,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
             ),
             result0,
         )
     elif weight_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, True, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
@@ -8025,17 +7802,7 @@ def _batch_norm_with_update_default(
         result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
     else:
         result0_t = None
-    # result1: batch_norm_mean_tangent(input_t, result1, True)
-    if input_t is not None:
-        result1_t = batch_norm_mean_tangent(input_t, result1, True)
-    else:
-        result1_t = None
-    # result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, True)
-    if input_t is not None:
-        result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, True)
-    else:
-        result2_t = None
-    return result0_t, result1_t, result2_t, None
+    return result0_t, None, None, None
 
 
 def _batch_norm_no_update_default(
@@ -8056,66 +7823,36 @@ def _batch_norm_no_update_default(
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _batch_norm_no_update
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
         result0_t = (
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim())
         )
     elif input_t is not None and weight_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             )
-            + batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )
     elif input_t is not None and bias_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             )
             + channel_view(bias_t, input_p.dim()),
             result0,
         )
     elif weight_t is not None and bias_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim())
             + channel_view(bias_t, input_p.dim()),
             result0,
@@ -8123,23 +7860,13 @@ def _batch_norm_no_update_default(
     elif input_t is not None:
         result0_t = conform(
             batch_norm_tangent(
-                input_t,
-                input_p,
-                weight_p,
-                running_mean_p,
-                running_var_p,
-                result1,
-                result2,
-                False,
-                eps,
+                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
             ),
             result0,
         )
     elif weight_t is not None:
         result0_t = conform(
-            batch_norm_xhat(
-                input_p, running_mean_p, running_var_p, result1, result2, False, eps
-            )
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
             * channel_view(weight_t, input_p.dim()),
             result0,
         )

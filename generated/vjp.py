@@ -16,7 +16,6 @@ from dualgen.formulas import (
     as_real_like,
     as_strided_grad,
     as_strided_scatter_grads,
-    batch_norm_backward,
     bce_cross_derivative,
     bce_logits_self_derivative,
     bce_logits_target_derivative,
@@ -65,7 +64,6 @@ from dualgen.formulas import (
     grouped_mm_any_layout,
     householder_product_grads,
     inverse_permutation,
-    layer_norm_backward,
     linalg_solve_grads,
     logit_derivative,
     logsumexp_weights,
@@ -1517,11 +1515,10 @@ def native_layer_norm_default(
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_layer_norm
-    # input, weight, bias: layer_norm_backward(grads[0], grads[1], grads[2], input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = layer_norm_backward(
-        grads[0],
-        grads[1],
-        grads[2],
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
+        grad,
         input,
         normalized_shape,
         result1,
@@ -1549,11 +1546,10 @@ def native_batch_norm_default(
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_batch_norm
-    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = batch_norm_backward(
-        grads[0],
-        grads[1],
-        grads[2],
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
         input,
         weight,
         running_mean,
@@ -5136,11 +5132,10 @@ def _native_batch_norm_legit_default(
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit
-    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = batch_norm_backward(
-        grads[0],
-        grads[1],
-        grads[2],
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
         input,
         weight,
         running_mean,
@@ -5159,11 +5154,10 @@ def _native_batch_norm_legit_no_stats(
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit.no_stats
-    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = batch_norm_backward(
-        grads[0],
-        grads[1],
-        grads[2],
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, None, None, result1, result2, training, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
         input,
         weight,
         None,
@@ -5225,11 +5219,10 @@ def _batch_norm_with_update_default(
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _batch_norm_with_update
-    # input, weight, bias: batch_norm_backward(grads[0], grads[1], grads[2], input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
-    input_grad, weight_grad, bias_grad = batch_norm_backward(
-        grads[0],
-        grads[1],
-        grads[2],
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, True, eps, [True, weight is not None, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
         input,
         weight,
         running_mean,

@@ -1566,34 +1566,24 @@ Results _batch_norm_with_update_default(const Values& args, const Values& tangen
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
   const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, true, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, true, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, true, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, true, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, true, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, true, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, true, eps), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps), result0);
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, true, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  // result1: batch_norm_mean_tangent(input_t, result1, True)
-  at::Tensor result1_t;
-  if (present(input_t)) {
-    result1_t = batch_norm_mean_tangent(input_t, result1, true);
-  }
-  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, True)
-  at::Tensor result2_t;
-  if (present(input_t)) {
-    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, true);
-  }
-  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None)};
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
 }
 
 // aten::fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor

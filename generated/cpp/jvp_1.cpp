@@ -1164,20 +1164,20 @@ Results _batch_norm_no_update_default(const Values& args, const Values& tangents
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
   const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, false, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, false, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, false, eps), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps), result0);
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, false, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }

@@ -370,34 +370,24 @@ Results native_layer_norm_default(const Values& args, const Values& tangents, co
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t
+  // result0: layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t + bias_t;
+    result0_t = layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t;
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + (input_p - result1) * result2 * weight_t, result0);
+    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t, result0);
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape) + bias_t, result0);
+    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + bias_t, result0);
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform((input_p - result1) * result2 * weight_t + bias_t, result0);
+    result0_t = conform(layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t, result0);
   } else if (present(input_t)) {
-    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, result1, result2, normalized_shape), result0);
+    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps), result0);
   } else if (present(weight_t)) {
-    result0_t = conform((input_p - result1) * result2 * weight_t, result0);
+    result0_t = conform(layer_norm_xhat(input_p, normalized_shape, eps) * weight_t, result0);
   } else if (present(bias_t)) {
     result0_t = conform(bias_t, result0);
   }
-  // result1: layer_norm_mean_tangent(input_t, result1, normalized_shape)
-  at::Tensor result1_t;
-  if (present(input_t)) {
-    result1_t = layer_norm_mean_tangent(input_t, result1, normalized_shape);
-  }
-  // result2: layer_norm_rstd_tangent(input_t, input_p, result1, result2, normalized_shape)
-  at::Tensor result2_t;
-  if (present(input_t)) {
-    result2_t = layer_norm_rstd_tangent(input_t, input_p, result1, result2, normalized_shape);
-  }
-  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }
 
 // aten::native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
@@ -1130,34 +1120,24 @@ Results _native_batch_norm_legit_default(const Values& args, const Values& tange
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps), result0);
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  // result1: batch_norm_mean_tangent(input_t, result1, training)
-  at::Tensor result1_t;
-  if (present(input_t)) {
-    result1_t = batch_norm_mean_tangent(input_t, result1, training);
-  }
-  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
-  at::Tensor result2_t;
-  if (present(input_t)) {
-    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, training);
-  }
-  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }
 
 // aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
@@ -1175,34 +1155,24 @@ Results _native_batch_norm_legit_no_stats(const Values& args, const Values& tang
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, result1, result2, training, eps), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps), result0);
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, None, None, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  // result1: batch_norm_mean_tangent(input_t, result1, training)
-  at::Tensor result1_t;
-  if (present(input_t)) {
-    result1_t = batch_norm_mean_tangent(input_t, result1, training);
-  }
-  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
-  at::Tensor result2_t;
-  if (present(input_t)) {
-    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, training);
-  }
-  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }
 
 // aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor

@@ -696,14 +696,14 @@ Results _linalg_solve_ex_default(const Values& args, const Values& tangents, con
   const at::Tensor LU = unpack<at::Tensor>(outputs[1]);
   const at::Tensor pivots = unpack<at::Tensor>(outputs[2]);
   const at::Tensor info = unpack<at::Tensor>(outputs[3]);
-  // result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left)
+  // result: linalg_solve_tangent(A_t, B_t, A_p, B_p, result, left)
   at::Tensor result_t;
   if (present(A_t) && present(B_t)) {
-    result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, LU, pivots, left);
+    result_t = linalg_solve_tangent(A_t, B_t, A_p, B_p, result, left);
   } else if (present(A_t)) {
-    result_t = linalg_solve_tangent(A_t, at::zeros_like(B_p), A_p, B_p, result, LU, pivots, left);
+    result_t = linalg_solve_tangent(A_t, at::zeros_like(B_p), A_p, B_p, result, left);
   } else if (present(B_t)) {
-    result_t = linalg_solve_tangent(at::zeros_like(A_p), B_t, A_p, B_p, result, LU, pivots, left);
+    result_t = linalg_solve_tangent(at::zeros_like(A_p), B_t, A_p, B_p, result, left);
   }
   // LU: lu_factor_tangent(A_t, LU, pivots)
   at::Tensor LU_t;
@@ -721,10 +721,10 @@ Results _linalg_det_default(const Values& args, const Values& tangents, const Va
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   const at::Tensor LU = unpack<at::Tensor>(outputs[1]);
   const at::Tensor pivots = unpack<at::Tensor>(outputs[2]);
-  // result: det_tangent(A_t, A_p, result, LU, pivots)
+  // result: det_tangent(A_t, A_p, result)
   at::Tensor result_t;
   if (present(A_t)) {
-    result_t = det_tangent(A_t, A_p, result, LU, pivots);
+    result_t = det_tangent(A_t, A_p, result);
   }
   // LU: det_lu_tangent(A_t, A_p, LU, pivots)
   at::Tensor LU_t;

@@ -380,34 +380,24 @@ Results native_batch_norm_default(const Values& args, const Values& tangents, co
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, result1, result2, training, eps), result0);
+    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps), result0);
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, result1, result2, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
   } else if (present(bias_t)) {
     result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
   }
-  // result1: batch_norm_mean_tangent(input_t, result1, training)
-  at::Tensor result1_t;
-  if (present(input_t)) {
-    result1_t = batch_norm_mean_tangent(input_t, result1, training);
-  }
-  // result2: batch_norm_invstd_tangent(input_t, input_p, result1, result2, training)
-  at::Tensor result2_t;
-  if (present(input_t)) {
-    result2_t = batch_norm_invstd_tangent(input_t, input_p, result1, result2, training);
-  }
-  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }
 
 // aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
@@ -957,15 +947,15 @@ Results _linalg_slogdet_default(const Values& args, const Values& tangents, cons
   const at::Tensor logabsdet = unpack<at::Tensor>(outputs[1]);
   const at::Tensor LU = unpack<at::Tensor>(outputs[2]);
   const at::Tensor pivots = unpack<at::Tensor>(outputs[3]);
-  // sign: slogdet_tangents(A_t, A_p, sign, LU, pivots)[0]
+  // sign: slogdet_tangents(A_t, A_p, sign)[0]
   at::Tensor sign_t;
   if (present(A_t)) {
-    sign_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[0];
+    sign_t = slogdet_tangents(A_t, A_p, sign)[0];
   }
-  // logabsdet: slogdet_tangents(A_t, A_p, sign, LU, pivots)[1]
+  // logabsdet: slogdet_tangents(A_t, A_p, sign)[1]
   at::Tensor logabsdet_t;
   if (present(A_t)) {
-    logabsdet_t = slogdet_tangents(A_t, A_p, sign, LU, pivots)[1];
+    logabsdet_t = slogdet_tangents(A_t, A_p, sign)[1];
   }
   // LU: det_lu_tangent(A_t, A_p, LU, pivots)
   at::Tensor LU_t;

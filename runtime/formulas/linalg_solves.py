@@ -71,14 +71,23 @@ def _is_vector_rhs(A: torch.Tensor, B: torch.Tensor) -> bool:
     return B.dim() == 1 or (B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
 
 
-def linalg_solve_tangent(A_t, B_t, A, B, result, LU, pivots, left: bool):
+def _factor(A):
+    # The LU factorization of A, computed again rather than read from the op's
+    # saved output: native autograd does not differentiate that output, so a
+    # formula reading it would lose its share of the second derivative under
+    # reverse over forward (and at outer levels it only moves with A if read so).
+    LU, pivots, _ = torch.linalg.lu_factor_ex(A)
+    return LU, pivots
+
+
+def linalg_solve_tangent(A_t, B_t, A, B, result, left: bool):
     """Tangent of X = A^{-1} B (`left`) or B A^{-1}: A^{-1}(dB - dA X), or
-    (dB - X dA) A^{-1}, with the saved LU factorization of A; vector right-hand
-    sides as linalg.solve reads them."""
+    (dB - X dA) A^{-1}; vector right-hand sides as linalg.solve reads them."""
     vector = _is_vector_rhs(A, B)
     X = result.unsqueeze(-1) if vector else result
     dB = B_t.unsqueeze(-1) if vector else B_t
     rhs = dB - side_matmul(A_t, X, left)
+    LU, pivots = _factor(A)
     dX = torch.linalg.lu_solve(LU, pivots, rhs, left=left)
     return dX.squeeze(-1) if vector else dX
 
@@ -209,11 +218,9 @@ def _det_lu_is_of_transpose(A: torch.Tensor) -> bool:
     return A.is_contiguous() and not A.is_complex()
 
 
-def _trace_inv_times(A_t, A, LU, pivots) -> torch.Tensor:
-    # tr(A^{-1} dA) from the saved LU of A (or of A^T).
-    solved = torch.linalg.lu_solve(
-        _lu_nonsingular(LU), pivots, A_t, adjoint=_det_lu_is_of_transpose(A)
-    )
+def _trace_inv_times(A_t, LU, pivots) -> torch.Tensor:
+    # tr(A^{-1} dA) from the LU of A.
+    solved = torch.linalg.lu_solve(_lu_nonsingular(LU), pivots, A_t)
     return solved.diagonal(0, -2, -1).sum(-1)
 
 
@@ -234,10 +241,11 @@ def _det_or_limit(det, LU, pivots) -> torch.Tensor:
     return torch.where(det == 0, nudged, det)
 
 
-def det_tangent(A_t, A, det, LU, pivots):
-    """Tangent of det(A): det * tr(A^{-1} dA), from _linalg_det's LU (of A^T for a
-    real contiguous A); at a singular A, the limit tr(adj(A) dA)."""
-    return _det_or_limit(det, LU, pivots) * _trace_inv_times(A_t, A, LU, pivots)
+def det_tangent(A_t, A, det):
+    """Tangent of det(A): det * tr(A^{-1} dA); at a singular A, the limit
+    tr(adj(A) dA)."""
+    LU, pivots = _factor(A)
+    return _det_or_limit(det, LU, pivots) * _trace_inv_times(A_t, LU, pivots)
 
 
 def det_grad(grad, A, det, LU, pivots):
@@ -259,10 +267,10 @@ def det_lu_grad(grad_LU, A, LU, pivots):
     return g.mT if _det_lu_is_of_transpose(A) else g
 
 
-def slogdet_tangents(A_t, A, sign, LU, pivots) -> tuple:
+def slogdet_tangents(A_t, A, sign) -> tuple:
     """Tangents (sign, logabsdet) of slogdet: with t = tr(A^{-1} dA), d logabsdet =
     Re t and d sign = i Im(t) sign (zero for real A)."""
-    t = _trace_inv_times(A_t, A, LU, pivots)
+    t = _trace_inv_times(A_t, *_factor(A))
     if not t.is_complex():
         return torch.zeros_like(sign), t
     return sign * (1j * t.imag), t.real

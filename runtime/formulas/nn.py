@@ -17,9 +17,6 @@ from .elementwise import as_real_like
 
 __all__ = [
     "apply_loss_reduction",
-    "batch_norm_backward",
-    "batch_norm_invstd_tangent",
-    "batch_norm_mean_tangent",
     "batch_norm_tangent",
     "batch_norm_xhat",
     "bce_logits_self_derivative",
@@ -34,10 +31,8 @@ __all__ = [
     "group_norm_rstd_tangent",
     "group_norm_tangent",
     "group_norm_xhat",
-    "layer_norm_backward",
-    "layer_norm_mean_tangent",
-    "layer_norm_rstd_tangent",
     "layer_norm_tangent",
+    "layer_norm_xhat",
     "trilinear_grads",
     "weight_norm_broadcast",
 ]
@@ -85,179 +80,59 @@ def _times_weight(t, weight, ndim: int | None = None):
     return t * (weight if ndim is None else channel_view(weight, ndim))
 
 
-def layer_norm_tangent(input_t, input_p, weight, mean, rstd, normalized_shape):
-    """Tangent of native_layer_norm's output from the input's tangent (times the
-    weight when there is one); `mean`, `rstd` are its saved statistics."""
-    dims = list(range(-len(normalized_shape), 0))
-    xhat = (input_p - mean) * rstd
-    return _times_weight(_normalized_tangent(input_t, xhat, rstd, dims), weight)
+# Layer and batch norm's formulas compute the statistics from the input again
+# rather than read the op's saved ones: those carry no tangent and native autograd
+# does not differentiate them, so at an outer level (nested levels, reverse over
+# forward) a formula reading them would lose their share of the second derivative.
 
 
-# The saved statistics (mean and rstd / invstd) carry tangents, as group norm's do:
-# the output's formula reads them, so at an outer level (forward over forward, or
-# the backward formulas under forward over reverse) they must move with the input.
+def _statistics(input_p, dims, eps):
+    # mean and 1 / sqrt(biased variance + eps) over `dims`, kept broadcastable.
+    var, mean = torch.var_mean(input_p, dims, correction=0, keepdim=True)
+    return mean, (var + eps).rsqrt()
 
 
 def _layer_norm_dims(normalized_shape) -> list[int]:
     return list(range(-len(normalized_shape), 0))
 
 
-def _rstd_tangent(input_t, centered, rstd, dims, keepdim: bool):
-    # d (var + eps)^(-1/2) = -rstd^3 * mean((x - mean) * dx), the biased variance's.
-    return -(rstd**3) * (centered * input_t).mean(dims, keepdim=keepdim)
+def layer_norm_xhat(input_p, normalized_shape, eps: float):
+    """native_layer_norm's normalized input (before weight and bias)."""
+    mean, rstd = _statistics(input_p, _layer_norm_dims(normalized_shape), eps)
+    return (input_p - mean) * rstd
 
 
-def _statistics_grad(grad_mean, grad_rstd, centered, rstd, count: int):
-    # Adjoint of the two tangents above, for broadcastable statistics and gradients.
-    return (grad_mean - grad_rstd * rstd**3 * centered) / max(count, 1)
-
-
-def layer_norm_mean_tangent(input_t, mean, normalized_shape):
-    """Tangent of native_layer_norm's saved mean: the mean of the input's tangent
-    over the normalized dims (in the statistics' dtype)."""
+def layer_norm_tangent(input_t, input_p, weight, normalized_shape, eps: float):
+    """Tangent of native_layer_norm's output from the input's tangent (times the
+    weight when there is one)."""
     dims = _layer_norm_dims(normalized_shape)
-    return input_t.mean(dims, keepdim=True).to(mean.dtype)
+    mean, rstd = _statistics(input_p, dims, eps)
+    xhat = (input_p - mean) * rstd
+    return _times_weight(_normalized_tangent(input_t, xhat, rstd, dims), weight)
 
 
-def layer_norm_rstd_tangent(input_t, input_p, mean, rstd, normalized_shape):
-    """Tangent of native_layer_norm's saved rstd, 1 / sqrt(var + eps)."""
-    dims = _layer_norm_dims(normalized_shape)
-    return _rstd_tangent(input_t, input_p - mean, rstd, dims, True).to(rstd.dtype)
-
-
-def layer_norm_backward(
-    grad_out,
-    grad_mean,
-    grad_rstd,
-    input,
-    normalized_shape,
-    mean,
-    rstd,
-    weight,
-    bias,
-    mask,
-):
-    """Gradients of native_layer_norm (input, weight, bias) from those of all three
-    outputs: native_layer_norm_backward for the output's, plus the saved mean's
-    and rstd's share of the input's."""
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_layer_norm_backward(
-        grad_out, input, normalized_shape, mean, rstd, weight, bias, mask
-    )
-    count = input.shape[input.dim() - len(normalized_shape) :].numel()
-    stats_grad = _statistics_grad(grad_mean, grad_rstd, input - mean, rstd, count)
-    input_grad = stats_grad if input_grad is None else input_grad + stats_grad
-    return input_grad, weight_grad, bias_grad
-
-
-def _batch_dims(input: torch.Tensor) -> list[int]:
-    return [0] + list(range(2, input.dim()))
-
-
-def batch_norm_mean_tangent(input_t, save_mean, training: bool):
-    """Tangent of native_batch_norm's saved mean: in training the mean of the
-    input's tangent over all dims but the channels; in evaluation nothing is saved
-    from the input (the output is empty or the running statistics)."""
-    if not training:
-        return torch.zeros_like(save_mean)
-    return input_t.mean(_batch_dims(input_t)).to(save_mean.dtype)
-
-
-def batch_norm_invstd_tangent(input_t, input_p, save_mean, save_invstd, training: bool):
-    """Tangent of native_batch_norm's saved invstd, 1 / sqrt(var + eps) of the batch
-    in training (nothing from the input in evaluation)."""
-    if not training:
-        return torch.zeros_like(save_invstd)
-    centered = input_p - channel_view(save_mean, input_p.dim())
-    tangent = _rstd_tangent(
-        input_t,
-        centered,
-        channel_view(save_invstd, input_p.dim()),
-        _batch_dims(input_p),
-        True,
-    )
-    return tangent.reshape(save_invstd.shape).to(save_invstd.dtype)
-
-
-def batch_norm_backward(
-    grad_out,
-    grad_mean,
-    grad_invstd,
-    input,
-    weight,
-    running_mean,
-    running_var,
-    save_mean,
-    save_invstd,
-    training: bool,
-    eps: float,
-    mask,
-):
-    """Gradients of native_batch_norm (input, weight, bias) from those of all three
-    outputs: native_batch_norm_backward for the output's, plus (in training) the
-    saved mean's and invstd's share of the input's."""
-    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
-        grad_out,
-        input,
-        weight,
-        running_mean,
-        running_var,
-        save_mean,
-        save_invstd,
-        training,
-        eps,
-        mask,
-    )
-    if training:
-        ndim = input.dim()
-        stats_grad = _statistics_grad(
-            channel_view(grad_mean, ndim),
-            channel_view(grad_invstd, ndim),
-            input - channel_view(save_mean, ndim),
-            channel_view(save_invstd, ndim),
-            input.numel() // max(input.shape[1], 1),
-        )
-        input_grad = stats_grad if input_grad is None else input_grad + stats_grad
-    return input_grad, weight_grad, bias_grad
-
-
-def _batch_norm_stats(
-    input_p, running_mean, running_var, save_mean, save_invstd, training, eps
-):
+def _batch_norm_stats(input_p, running_mean, running_var, training, eps):
     ndim = input_p.dim()
     if training:
-        return channel_view(save_mean, ndim), channel_view(save_invstd, ndim)
+        return _statistics(input_p, [0] + list(range(2, ndim)), eps)
     return (
         channel_view(running_mean, ndim),
         channel_view((running_var + eps).rsqrt(), ndim),
     )
 
 
-def batch_norm_xhat(
-    input_p, running_mean, running_var, save_mean, save_invstd, training, eps
-):
+def batch_norm_xhat(input_p, running_mean, running_var, training, eps):
     """native_batch_norm's normalized input (before weight and bias)."""
-    mean, invstd = _batch_norm_stats(
-        input_p, running_mean, running_var, save_mean, save_invstd, training, eps
-    )
+    mean, invstd = _batch_norm_stats(input_p, running_mean, running_var, training, eps)
     return (input_p - mean) * invstd
 
 
 def batch_norm_tangent(
-    input_t,
-    input_p,
-    weight,
-    running_mean,
-    running_var,
-    save_mean,
-    save_invstd,
-    training,
-    eps,
+    input_t, input_p, weight, running_mean, running_var, training, eps
 ):
     """Tangent of native_batch_norm's output from the input's tangent (times the
     weight when there is one): batch statistics in training, running ones in eval."""
-    mean, invstd = _batch_norm_stats(
-        input_p, running_mean, running_var, save_mean, save_invstd, training, eps
-    )
+    mean, invstd = _batch_norm_stats(input_p, running_mean, running_var, training, eps)
     if training:
         dims = [0] + list(range(2, input_p.dim()))
         t = _normalized_tangent(input_t, (input_p - mean) * invstd, invstd, dims)
@@ -322,7 +197,7 @@ def group_norm_rstd_tangent(input_t, input_p, mean, rstd, group: int):
     of each group: -rstd^3 * mean((x - mean) * dx) over the group."""
     shape = _group_shape(input_p, group)
     centered = input_p.reshape(shape) - mean.unsqueeze(-1)
-    return _rstd_tangent(input_t.reshape(shape), centered, rstd, [-1], False)
+    return -(rstd**3) * (centered * input_t.reshape(shape)).mean(-1)
 
 
 def group_norm_backward(
@@ -336,13 +211,10 @@ def group_norm_backward(
     )
     shape = _group_shape(input, group)
     centered = input.reshape(shape) - mean.unsqueeze(-1)
-    stats_grad = _statistics_grad(
-        grad_mean.unsqueeze(-1),
-        grad_rstd.unsqueeze(-1),
-        centered,
-        rstd.unsqueeze(-1),
-        shape[-1],
-    ).reshape(input.shape)
+    stats_grad = (
+        grad_mean.unsqueeze(-1) - (grad_rstd * rstd**3).unsqueeze(-1) * centered
+    ) / max(shape[-1], 1)
+    stats_grad = stats_grad.reshape(input.shape)
     input_grad = stats_grad if input_grad is None else input_grad + stats_grad
     return input_grad, weight_grad, bias_grad
 

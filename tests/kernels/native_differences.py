@@ -44,13 +44,9 @@ _SILU = (
 
 _SAVED = (
     "native gives the {what} this op saves no tangent and no grad_fn; dualgen "
-    "differentiates them, since its formulas read them and at an outer level they "
-    "must move with the input (docs/differences.md)"
+    "differentiates it, since native's backward formula reads it and under "
+    "forward over reverse it must move with the input (docs/differences.md)"
 )
-
-
-def _training(values: dict, dtype: torch.dtype) -> bool:
-    return bool(values.get("training", True))  # _batch_norm_with_update: always
 
 
 # Native PyTorch 2.13 is wrong or has no rule, so comparing with it fails.
@@ -156,8 +152,7 @@ NATIVE_WRONG = {
             "proper Tensor but got None for argument 'weight')",
             lambda values, dtype: values["weight"] is None,
         )
-        # (_batch_norm_with_update's differs on every case: DIFFERS_FROM_NATIVE)
-        for kernel in ("_batch_norm_no_update",)
+        for kernel in ("_batch_norm_no_update", "_batch_norm_with_update")
     },
     ("norm.ScalarOpt_dtype", "jvp"): OnCases(
         "native's JVP gives the 0-d norm of a tensor with dims a [1, 1] tangent "
@@ -214,24 +209,6 @@ DIFFERS_FROM_NATIVE = {
     **{
         (kernel, check): _SAVED.format(what="LU factorization")
         for kernel in ("_linalg_det", "_linalg_slogdet", "_linalg_solve_ex")
-        for check in ("jvp", "vjp")
-    },
-    **{
-        ("native_layer_norm", check): _SAVED.format(what="mean and rstd")
-        for check in ("jvp", "vjp")
-    },
-    **{
-        (kernel, check): (
-            OnCases(_SAVED.format(what="batch mean and invstd"), _training)
-            if check == "jvp"  # in evaluation both give them zero tangents
-            else _SAVED.format(what="batch mean and invstd")
-        )
-        for kernel in (
-            "native_batch_norm",
-            "_native_batch_norm_legit",
-            "_native_batch_norm_legit.no_stats",
-            "_batch_norm_with_update",
-        )
         for check in ("jvp", "vjp")
     },
     **{

@@ -198,3 +198,22 @@ def test_forward_over_reverse_matches_reverse_over_reverse(name):
 
     expected = torch.autograd.functional.hessian(scalar, x)
     torch.testing.assert_close(dfunc.hessian(scalar)(x), expected, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_reverse_over_forward_matches_the_written_out_function(name):
+    """torch.autograd.grad of <w, J u> (the tangent under a dualgen level, inputs
+    requiring grad): H_w u, against nested torch.func of the written-out f."""
+    op, written_out, shape = CASES[name]
+    x, (u,) = _inputs(shape, 1, seed=11)
+    weights = torch.randn(op(x).shape, dtype=F64, generator=torch.Generator())
+    leaf = x.clone().requires_grad_()
+    with fwAD.dual_level():
+        tangent = fwAD.unpack_dual(op(fwAD.make_dual(leaf, u))).tangent
+        (got,) = torch.autograd.grad((tangent * weights).sum(), leaf)
+
+    def scalar(a):
+        return (written_out(a) * weights).sum()
+
+    expected = torch.func.jvp(torch.func.grad(scalar), (x,), (u,))[1]
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9)

@@ -68,12 +68,17 @@ bool det_lu_is_of_transpose(const at::Tensor& A) {
   return A.is_contiguous() && !A.is_complex();
 }
 
-// tr(A^{-1} dA) from the saved LU of A (or of A^T).
-at::Tensor trace_inv_times(const at::Tensor& A_t, const at::Tensor& A,
-                           const at::Tensor& LU, const at::Tensor& pivots) {
-  at::Tensor solved =
-      at::linalg_lu_solve(lu_nonsingular(LU), pivots, A_t, /*left=*/true,
-                          /*adjoint=*/det_lu_is_of_transpose(A));
+// The LU factorization of A, computed again rather than read from the op's
+// saved output (linalg_solves.py says why).
+std::pair<at::Tensor, at::Tensor> factor(const at::Tensor& A) {
+  auto [LU, pivots, info] = at::linalg_lu_factor_ex(A);
+  return {LU, pivots};
+}
+
+// tr(A^{-1} dA) from the LU of A.
+at::Tensor trace_inv_times(const at::Tensor& A_t, const at::Tensor& LU,
+                           const at::Tensor& pivots) {
+  at::Tensor solved = at::linalg_lu_solve(lu_nonsingular(LU), pivots, A_t);
   return solved.diagonal(0, -2, -1).sum(at::IntArrayRef{-1});
 }
 
@@ -128,12 +133,12 @@ at::Tensor side_matmul(const at::Tensor& m, const at::Tensor& x, bool left) {
 
 at::Tensor linalg_solve_tangent(const at::Tensor& A_t, const at::Tensor& B_t,
                                 const at::Tensor& A, const at::Tensor& B,
-                                const at::Tensor& result, const at::Tensor& LU,
-                                const at::Tensor& pivots, bool left) {
+                                const at::Tensor& result, bool left) {
   bool vector = is_vector_rhs(A, B);
   at::Tensor X = vector ? result.unsqueeze(-1) : result;
   at::Tensor dB = vector ? B_t.unsqueeze(-1) : B_t;
   at::Tensor rhs = dB - side_matmul(A_t, X, left);
+  auto [LU, pivots] = factor(A);
   at::Tensor dX = at::linalg_lu_solve(LU, pivots, rhs, left);
   return vector ? dX.squeeze(-1) : dX;
 }
@@ -172,18 +177,17 @@ at::Tensor cholesky_inverse_tangent(const at::Tensor& L_t, const at::Tensor& L,
 }
 
 at::Tensor det_tangent(const at::Tensor& A_t, const at::Tensor& A,
-                       const at::Tensor& det, const at::Tensor& LU,
-                       const at::Tensor& pivots) {
+                       const at::Tensor& det) {
+  auto [LU, pivots] = factor(A);
   at::Tensor scale = det_or_limit(det, LU, pivots);
-  return scale * trace_inv_times(A_t, A, LU, pivots);
+  return scale * trace_inv_times(A_t, LU, pivots);
 }
 
 std::vector<at::Tensor> slogdet_tangents(const at::Tensor& A_t,
                                          const at::Tensor& A,
-                                         const at::Tensor& sign,
-                                         const at::Tensor& LU,
-                                         const at::Tensor& pivots) {
-  at::Tensor t = trace_inv_times(A_t, A, LU, pivots);
+                                         const at::Tensor& sign) {
+  auto [LU, pivots] = factor(A);
+  at::Tensor t = trace_inv_times(A_t, LU, pivots);
   if (!t.is_complex()) {
     return {at::zeros_like(sign), t};
   }

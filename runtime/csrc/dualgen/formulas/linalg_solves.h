@@ -16,12 +16,11 @@ at::Tensor triangular_part(const at::Tensor& t, bool upper,
 // `m @ x` when `left`, else `x @ m`.
 at::Tensor side_matmul(const at::Tensor& m, const at::Tensor& x, bool left);
 
-// Tangent of X = A^{-1} B (`left`) or B A^{-1}, from the saved LU of A; vector
+// Tangent of X = A^{-1} B (`left`) or B A^{-1} (A factored again); vector
 // right-hand sides as linalg.solve reads them.
 at::Tensor linalg_solve_tangent(const at::Tensor& A_t, const at::Tensor& B_t,
                                 const at::Tensor& A, const at::Tensor& B,
-                                const at::Tensor& result, const at::Tensor& LU,
-                                const at::Tensor& pivots, bool left);
+                                const at::Tensor& result, bool left);
 
 // Tangent of triangular_solve's solution X of op(A) X = B:
 // op(A)^{-1}(dB - op(dA') X), dA' the triangle of dA the op reads.
@@ -43,18 +42,15 @@ at::Tensor cholesky_solve_tangent(const at::Tensor& B_t, const at::Tensor& L_t,
 at::Tensor cholesky_inverse_tangent(const at::Tensor& L_t, const at::Tensor& L,
                                     const at::Tensor& result, bool upper);
 
-// Tangent of det(A): det * tr(A^{-1} dA), from _linalg_det's LU; at a
-// singular A, the limit tr(adj(A) dA).
+// Tangent of det(A): det * tr(A^{-1} dA) (A factored again); at a singular A,
+// the limit tr(adj(A) dA).
 at::Tensor det_tangent(const at::Tensor& A_t, const at::Tensor& A,
-                       const at::Tensor& det, const at::Tensor& LU,
-                       const at::Tensor& pivots);
+                       const at::Tensor& det);
 
 // Tangents {sign, logabsdet} of slogdet.
 std::vector<at::Tensor> slogdet_tangents(const at::Tensor& A_t,
                                          const at::Tensor& A,
-                                         const at::Tensor& sign,
-                                         const at::Tensor& LU,
-                                         const at::Tensor& pivots);
+                                         const at::Tensor& sign);
 
 // Tangents {dL, dU} of A = P L U (any m, n).
 std::vector<at::Tensor> lu_tangents(const at::Tensor& A_t, const at::Tensor& P,

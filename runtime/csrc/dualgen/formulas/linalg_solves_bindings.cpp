@@ -14,7 +14,7 @@ void bind_linalg_solves(pybind11::module_& m) {
         py::arg("left"));
   m.def("linalg_solve_tangent", &linalg_solve_tangent, py::arg("A_t"),
         py::arg("B_t"), py::arg("A"), py::arg("B"), py::arg("result"),
-        py::arg("LU"), py::arg("pivots"), py::arg("left"));
+        py::arg("left"));
   m.def("triangular_solve_tangent", &triangular_solve_tangent, py::arg("B_t"),
         py::arg("A_t"), py::arg("A"), py::arg("solution"), py::arg("upper"),
         py::arg("transpose"), py::arg("unitri"));
@@ -25,16 +25,14 @@ void bind_linalg_solves(pybind11::module_& m) {
   m.def("cholesky_inverse_tangent", &cholesky_inverse_tangent, py::arg("L_t"),
         py::arg("L"), py::arg("result"), py::arg("upper"));
   m.def("det_tangent", &det_tangent, py::arg("A_t"), py::arg("A"),
-        py::arg("det"), py::arg("LU"), py::arg("pivots"));
+        py::arg("det"));
   m.def(
       "slogdet_tangents",
-      [](const at::Tensor& A_t, const at::Tensor& A, const at::Tensor& sign,
-         const at::Tensor& LU, const at::Tensor& pivots) {
-        auto r = slogdet_tangents(A_t, A, sign, LU, pivots);
+      [](const at::Tensor& A_t, const at::Tensor& A, const at::Tensor& sign) {
+        auto r = slogdet_tangents(A_t, A, sign);
         return py::make_tuple(r[0], r[1]);
       },
-      py::arg("A_t"), py::arg("A"), py::arg("sign"), py::arg("LU"),
-      py::arg("pivots"));
+      py::arg("A_t"), py::arg("A"), py::arg("sign"));
   m.def(
       "lu_tangents",
       [](const at::Tensor& A_t, const at::Tensor& P, const at::Tensor& L,

@@ -22,15 +22,40 @@ at::Tensor times_weight(
   return t * (ndim.has_value() ? channel_view(weight, *ndim) : weight);
 }
 
-// The per-channel mean and invstd of batch norm, viewed per channel: the
-// saved batch statistics in training, the running ones in eval.
+// mean and 1 / sqrt(biased variance + eps) over `dims`, kept broadcastable:
+// computed again, not read from the op's saved outputs (nn.py says why).
+std::pair<at::Tensor, at::Tensor> statistics(
+    const at::Tensor& input_p, at::IntArrayRef dims, double eps) {
+  auto [var, mean] = at::var_mean(input_p, dims, /*correction=*/0,
+                                  /*keepdim=*/true);
+  return {mean, (var + eps).rsqrt()};
+}
+
+std::vector<int64_t> layer_norm_dims(at::IntArrayRef normalized_shape) {
+  const auto n = static_cast<int64_t>(normalized_shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = -n; d < 0; ++d) {
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+std::vector<int64_t> batch_dims(const at::Tensor& input) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d) {
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+// The mean and invstd of batch norm, viewed per channel: the batch's in
+// training, the running ones in eval.
 std::pair<at::Tensor, at::Tensor> batch_norm_stats(
     const at::Tensor& input_p, const at::Tensor& running_mean,
-    const at::Tensor& running_var, const at::Tensor& save_mean,
-    const at::Tensor& save_invstd, bool training, double eps) {
+    const at::Tensor& running_var, bool training, double eps) {
   const int64_t ndim = input_p.dim();
   if (training) {
-    return {channel_view(save_mean, ndim), channel_view(save_invstd, ndim)};
+    return statistics(input_p, batch_dims(input_p), eps);
   }
   TORCH_CHECK(
       running_mean.defined() && running_var.defined(),
@@ -78,44 +103,39 @@ std::vector<int64_t> group_shape(const at::Tensor& t, int64_t group) {
   return {t.size(0), group, rest / group};
 }
 
+at::Tensor layer_norm_xhat(
+    const at::Tensor& input_p, at::IntArrayRef normalized_shape, double eps) {
+  auto [mean, rstd] = statistics(input_p, layer_norm_dims(normalized_shape), eps);
+  return (input_p - mean) * rstd;
+}
+
 at::Tensor layer_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
-    at::IntArrayRef normalized_shape) {
-  const auto n = static_cast<int64_t>(normalized_shape.size());
-  std::vector<int64_t> dims;
-  for (int64_t d = -n; d < 0; ++d) {
-    dims.push_back(d);
-  }
+    const at::Tensor& weight, at::IntArrayRef normalized_shape, double eps) {
+  const std::vector<int64_t> dims = layer_norm_dims(normalized_shape);
+  auto [mean, rstd] = statistics(input_p, dims, eps);
   at::Tensor xhat = (input_p - mean) * rstd;
   return times_weight(normalized_tangent(input_t, xhat, rstd, dims), weight);
 }
 
 at::Tensor batch_norm_xhat(
     const at::Tensor& input_p, const at::Tensor& running_mean,
-    const at::Tensor& running_var, const at::Tensor& save_mean,
-    const at::Tensor& save_invstd, bool training, double eps) {
-  auto [mean, invstd] = batch_norm_stats(
-      input_p, running_mean, running_var, save_mean, save_invstd, training,
-      eps);
+    const at::Tensor& running_var, bool training, double eps) {
+  auto [mean, invstd] =
+      batch_norm_stats(input_p, running_mean, running_var, training, eps);
   return (input_p - mean) * invstd;
 }
 
 at::Tensor batch_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
     const at::Tensor& weight, const at::Tensor& running_mean,
-    const at::Tensor& running_var, const at::Tensor& save_mean,
-    const at::Tensor& save_invstd, bool training, double eps) {
-  auto [mean, invstd] = batch_norm_stats(
-      input_p, running_mean, running_var, save_mean, save_invstd, training,
-      eps);
+    const at::Tensor& running_var, bool training, double eps) {
+  auto [mean, invstd] =
+      batch_norm_stats(input_p, running_mean, running_var, training, eps);
   at::Tensor t;
   if (training) {
-    std::vector<int64_t> dims{0};
-    for (int64_t d = 2; d < input_p.dim(); ++d) {
-      dims.push_back(d);
-    }
-    t = normalized_tangent(input_t, (input_p - mean) * invstd, invstd, dims);
+    t = normalized_tangent(input_t, (input_p - mean) * invstd, invstd,
+                           batch_dims(input_p));
   } else {
     t = input_t * invstd;
   }
@@ -154,72 +174,6 @@ at::Tensor group_norm_rstd_tangent(
   const std::vector<int64_t> shape = group_shape(input_p, group);
   at::Tensor centered = input_p.reshape(shape) - mean.unsqueeze(-1);
   return -(rstd.pow(3)) * (centered * input_t.reshape(shape)).mean(-1);
-}
-
-namespace {
-
-std::vector<int64_t> layer_norm_dims(at::IntArrayRef normalized_shape) {
-  std::vector<int64_t> dims;
-  const auto n = static_cast<int64_t>(normalized_shape.size());
-  for (int64_t d = -n; d < 0; ++d) {
-    dims.push_back(d);
-  }
-  return dims;
-}
-
-std::vector<int64_t> batch_dims(const at::Tensor& input) {
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < input.dim(); ++d) {
-    dims.push_back(d);
-  }
-  return dims;
-}
-
-// d (var + eps)^(-1/2) = -rstd^3 * mean((x - mean) * dx), the biased variance's.
-at::Tensor rstd_tangent(
-    const at::Tensor& input_t, const at::Tensor& centered,
-    const at::Tensor& rstd, at::IntArrayRef dims) {
-  return -(rstd.pow(3)) * (centered * input_t).mean(dims, /*keepdim=*/true);
-}
-
-}  // namespace
-
-at::Tensor layer_norm_mean_tangent(
-    const at::Tensor& input_t, const at::Tensor& mean,
-    at::IntArrayRef normalized_shape) {
-  return input_t.mean(layer_norm_dims(normalized_shape), /*keepdim=*/true)
-      .to(mean.scalar_type());
-}
-
-at::Tensor layer_norm_rstd_tangent(
-    const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& mean, const at::Tensor& rstd,
-    at::IntArrayRef normalized_shape) {
-  return rstd_tangent(input_t, input_p - mean, rstd,
-                      layer_norm_dims(normalized_shape))
-      .to(rstd.scalar_type());
-}
-
-at::Tensor batch_norm_mean_tangent(
-    const at::Tensor& input_t, const at::Tensor& save_mean, bool training) {
-  if (!training) {
-    return at::zeros_like(save_mean);
-  }
-  return input_t.mean(batch_dims(input_t)).to(save_mean.scalar_type());
-}
-
-at::Tensor batch_norm_invstd_tangent(
-    const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& save_mean, const at::Tensor& save_invstd, bool training) {
-  if (!training) {
-    return at::zeros_like(save_invstd);
-  }
-  const int64_t ndim = input_p.dim();
-  at::Tensor centered = input_p - channel_view(save_mean, ndim);
-  return rstd_tangent(input_t, centered, channel_view(save_invstd, ndim),
-                      batch_dims(input_p))
-      .reshape(save_invstd.sizes())
-      .to(save_invstd.scalar_type());
 }
 
 at::Tensor bce_self_derivative(

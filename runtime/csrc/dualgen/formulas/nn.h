@@ -19,25 +19,25 @@ at::Tensor channel_view(const at::Tensor& t, int64_t ndim);
 // written out so that empty inputs reshape too.
 std::vector<int64_t> group_shape(const at::Tensor& t, int64_t group);
 
+// native_layer_norm's normalized input (before weight and bias).
+at::Tensor layer_norm_xhat(
+    const at::Tensor& input_p, at::IntArrayRef normalized_shape, double eps);
 // Tangent of native_layer_norm's output from the input's tangent (times the
-// weight when there is one); `mean`, `rstd` are its saved statistics.
+// weight when there is one); the statistics are computed from the input.
 at::Tensor layer_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
-    at::IntArrayRef normalized_shape);
+    const at::Tensor& weight, at::IntArrayRef normalized_shape, double eps);
 
 // native_batch_norm's normalized input (before weight and bias).
 at::Tensor batch_norm_xhat(
     const at::Tensor& input_p, const at::Tensor& running_mean,
-    const at::Tensor& running_var, const at::Tensor& save_mean,
-    const at::Tensor& save_invstd, bool training, double eps);
+    const at::Tensor& running_var, bool training, double eps);
 // Tangent of native_batch_norm's output from the input's tangent (times the
 // weight when there is one): batch statistics in training, running ones in eval.
 at::Tensor batch_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
     const at::Tensor& weight, const at::Tensor& running_mean,
-    const at::Tensor& running_var, const at::Tensor& save_mean,
-    const at::Tensor& save_invstd, bool training, double eps);
+    const at::Tensor& running_var, bool training, double eps);
 
 // native_group_norm's normalized input (before weight and bias).
 at::Tensor group_norm_xhat(
@@ -55,21 +55,6 @@ at::Tensor group_norm_mean_tangent(const at::Tensor& input_t, int64_t group);
 at::Tensor group_norm_rstd_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
     const at::Tensor& mean, const at::Tensor& rstd, int64_t group);
-
-// Tangents of native_layer_norm's saved mean and rstd (keepdim shapes).
-at::Tensor layer_norm_mean_tangent(
-    const at::Tensor& input_t, const at::Tensor& mean,
-    at::IntArrayRef normalized_shape);
-at::Tensor layer_norm_rstd_tangent(
-    const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& mean, const at::Tensor& rstd,
-    at::IntArrayRef normalized_shape);
-// Tangents of native_batch_norm's saved mean and invstd ([C]; zeros in eval).
-at::Tensor batch_norm_mean_tangent(
-    const at::Tensor& input_t, const at::Tensor& save_mean, bool training);
-at::Tensor batch_norm_invstd_tangent(
-    const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& save_mean, const at::Tensor& save_invstd, bool training);
 
 // d binary_cross_entropy / d self, element-wise (unreduced).
 at::Tensor bce_self_derivative(

@@ -17,31 +17,34 @@ void bind_nn(pybind11::module_& m) {
   m.def("channel_view", &channel_view);
   m.def("_group_shape", &group_shape);
   m.def(
+      "layer_norm_xhat",
+      [](const at::Tensor& input_p, std::vector<int64_t> normalized_shape,
+         double eps) { return layer_norm_xhat(input_p, normalized_shape, eps); });
+  m.def(
       "layer_norm_tangent",
       [](const at::Tensor& input_t, const at::Tensor& input_p,
-         const OptTensor& weight, const at::Tensor& mean,
-         const at::Tensor& rstd, std::vector<int64_t> normalized_shape) {
+         const OptTensor& weight, std::vector<int64_t> normalized_shape,
+         double eps) {
         return layer_norm_tangent(
-            input_t, input_p, undefined_if_none(weight), mean, rstd, normalized_shape);
+            input_t, input_p, undefined_if_none(weight), normalized_shape, eps);
       });
   m.def(
       "batch_norm_xhat",
       [](const at::Tensor& input_p, const OptTensor& running_mean,
-         const OptTensor& running_var, const OptTensor& save_mean,
-         const OptTensor& save_invstd, bool training, double eps) {
+         const OptTensor& running_var, bool training, double eps) {
         return batch_norm_xhat(
-            input_p, undefined_if_none(running_mean), undefined_if_none(running_var), undefined_if_none(save_mean),
-            undefined_if_none(save_invstd), training, eps);
+            input_p, undefined_if_none(running_mean),
+            undefined_if_none(running_var), training, eps);
       });
   m.def(
       "batch_norm_tangent",
       [](const at::Tensor& input_t, const at::Tensor& input_p,
          const OptTensor& weight, const OptTensor& running_mean,
-         const OptTensor& running_var, const OptTensor& save_mean,
-         const OptTensor& save_invstd, bool training, double eps) {
+         const OptTensor& running_var, bool training, double eps) {
         return batch_norm_tangent(
-            input_t, input_p, undefined_if_none(weight), undefined_if_none(running_mean), undefined_if_none(running_var),
-            undefined_if_none(save_mean), undefined_if_none(save_invstd), training, eps);
+            input_t, input_p, undefined_if_none(weight),
+            undefined_if_none(running_mean), undefined_if_none(running_var),
+            training, eps);
       });
   m.def("group_norm_xhat", &group_norm_xhat);
   m.def(
@@ -54,22 +57,6 @@ void bind_nn(pybind11::module_& m) {
       });
   m.def("group_norm_mean_tangent", &group_norm_mean_tangent);
   m.def("group_norm_rstd_tangent", &group_norm_rstd_tangent);
-  m.def(
-      "layer_norm_mean_tangent",
-      [](const at::Tensor& input_t, const at::Tensor& mean,
-         std::vector<int64_t> normalized_shape) {
-        return layer_norm_mean_tangent(input_t, mean, normalized_shape);
-      });
-  m.def(
-      "layer_norm_rstd_tangent",
-      [](const at::Tensor& input_t, const at::Tensor& input_p,
-         const at::Tensor& mean, const at::Tensor& rstd,
-         std::vector<int64_t> normalized_shape) {
-        return layer_norm_rstd_tangent(
-            input_t, input_p, mean, rstd, normalized_shape);
-      });
-  m.def("batch_norm_mean_tangent", &batch_norm_mean_tangent);
-  m.def("batch_norm_invstd_tangent", &batch_norm_invstd_tangent);
   m.def(
       "bce_self_derivative",
       [](const at::Tensor& self, const at::Tensor& target,
