@@ -82,6 +82,7 @@ from dualgen.formulas import (
     lu_unpack_tangents,
     matrix_exp_differential,
     mean_tangent,
+    mish_derivative,
     mish_second_derivative,
     mvlgamma_derivative,
     native_multi_head_attention_tangent,
@@ -3401,9 +3402,9 @@ def silu__default(self_p, self_t, result):
 def mish_default(self_p, self_t, result):
     """aten::mish(Tensor self) -> Tensor"""
     # functional, derivatives.yaml entry mish
-    # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
+    # result: self_t * mish_derivative(self_p)
     if self_t is not None:
-        return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
+        return self_t * mish_derivative(self_p)
     else:
         return None
 
@@ -3412,9 +3413,9 @@ def mish__default(self_p, self_t, result):
     """aten::mish_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, derivatives.yaml entry mish
     # formulas from mish; self_p is self before the update
-    # result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
+    # result: self_t * mish_derivative(self_p)
     if self_t is not None:
-        return torch.ops.aten.mish_backward(self_t.conj(), self_p).conj()
+        return self_t * mish_derivative(self_p)
     else:
         return None
 
@@ -7000,6 +7001,34 @@ def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
         return conform(torch.ops.aten.mish_backward(grad_output_t, self_p), result)
     elif self_t is not None:
         return conform(grad_output_p * mish_second_derivative(self_p) * self_t, result)
+    else:
+        return None
+
+
+def logit_backward_default(grad_output_p, self_p, eps, grad_output_t, self_t, result):
+    """aten::logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor"""
+    # functional, derivatives.yaml entry logit_backward
+    # result: torch.ops.aten.logit_backward(grad_output_t, self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
+    if grad_output_t is not None and self_t is not None:
+        return (
+            torch.ops.aten.logit_backward(grad_output_t, self_p, eps)
+            + grad_output_p
+            * (2 * self_p - 1)
+            * logit_derivative(self_p, eps).pow(2)
+            * self_t
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.logit_backward(grad_output_t, self_p, eps), result
+        )
+    elif self_t is not None:
+        return conform(
+            grad_output_p
+            * (2 * self_p - 1)
+            * logit_derivative(self_p, eps).pow(2)
+            * self_t,
+            result,
+        )
     else:
         return None
 

@@ -8038,6 +8038,22 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
 )
 
 
+KERNELS[aten.logit_backward.default] = KernelInfo(
+    name="logit_backward",
+    kind="functional",
+    jvp=jvp.logit_backward_default,
+    vjp_kernel="logit_backward_default",
+    arguments=("grad_output", "self", "eps"),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    derived_from=None,
+    cpp_kernel="aten::logit_backward.default",
+)
+
+
 KERNELS[aten.glu_backward.default] = KernelInfo(
     name="glu_backward",
     kind="functional",

@@ -4897,6 +4897,16 @@ def mish_backward_default(grad, grad_output, self, result):
     return (grad_output_grad, self_grad)
 
 
+def logit_backward_default(grad, grad_output, self, eps, result):
+    """aten::logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor"""
+    # functional, derivatives.yaml entry logit_backward
+    # grad_output: torch.ops.aten.logit_backward(grad, self, eps)
+    grad_output_grad = torch.ops.aten.logit_backward(grad, self, eps)
+    # self: grad * grad_output * (2 * self - 1) * logit_derivative(self, eps).pow(2)
+    self_grad = grad * grad_output * (2 * self - 1) * logit_derivative(self, eps).pow(2)
+    return (grad_output_grad, self_grad)
+
+
 def glu_backward_default(grad, grad_output, self, dim, result):
     """aten::glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor"""
     # functional, derivatives.yaml entry glu_backward

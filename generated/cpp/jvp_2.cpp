@@ -573,9 +573,9 @@ Results mish_default(const Values& args, const Values& tangents, const Values& o
   const at::Tensor self_p = unpack<at::Tensor>(args[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
+  // result: self_t * mish_derivative(self_p)
   if (present(self_t)) {
-    return {dualgen::value(at::_ops::mish_backward::call(self_t.conj(), self_p).conj())};
+    return {dualgen::value(self_t * mish_derivative(self_p))};
   }
   return {dualgen::value(None)};
 }
@@ -587,9 +587,9 @@ Results mish__default(const Values& args, const Values& tangents, const Values& 
   const at::Tensor self_p = unpack<at::Tensor>(args[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: auto_element_wise, from self: torch.ops.aten.mish_backward(grad, self)
+  // result: self_t * mish_derivative(self_p)
   if (present(self_t)) {
-    return {dualgen::value(at::_ops::mish_backward::call(self_t.conj(), self_p).conj())};
+    return {dualgen::value(self_t * mish_derivative(self_p))};
   }
   return {dualgen::value(None)};
 }

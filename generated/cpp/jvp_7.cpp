@@ -981,6 +981,26 @@ Results leaky_relu_backward_default(const Values& args, const Values& tangents, 
   return {dualgen::value(None)};
 }
 
+// aten::logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor
+// functional, derivatives.yaml entry logit_backward
+Results logit_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor self_p = unpack<at::Tensor>(args[1]);
+  const std::optional<double> eps = unpack<std::optional<double>>(args[2]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten.logit_backward(grad_output_t, self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
+  if (present(grad_output_t) && present(self_t)) {
+    return {dualgen::value(at::_ops::logit_backward::call(grad_output_t, self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t)};
+  } else if (present(grad_output_t)) {
+    return {dualgen::value(conform(at::_ops::logit_backward::call(grad_output_t, self_p, eps), result))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t, result))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)
 // functional, derivatives.yaml entry _linalg_svd
 Results _linalg_svd_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1445,6 +1465,7 @@ void register_shard_7(Registry& registry) {
   registry.add("aten::acosh_.default", &acosh__default);
   registry.add("aten::_linalg_slogdet.default", &_linalg_slogdet_default);
   registry.add("aten::leaky_relu_backward.default", &leaky_relu_backward_default);
+  registry.add("aten::logit_backward.default", &logit_backward_default);
   registry.add("aten::_linalg_svd.default", &_linalg_svd_default);
   registry.add("aten::linalg_lstsq.default", &linalg_lstsq_default);
   registry.add("aten::native_group_norm_backward.default", &native_group_norm_backward_default);

@@ -23,6 +23,7 @@ __all__ = [
     "gelu_second_derivative",
     "glu_double_backward",
     "glu_tangent",
+    "mish_derivative",
     "mish_second_derivative",
     "norm_backward_grads",
     "norm_backward_tangent",
@@ -58,6 +59,15 @@ def gelu_second_derivative(self, approximate="none"):
         du = k * (1 + 3 * c * x * x)
         return (1 - t * t) * (du - x * t * du * du + 3 * k * c * x * x)
     return (-0.5 * x * x).exp() / (2.0 * torch.pi) ** 0.5 * (2 - x * x)
+
+
+def mish_derivative(self):
+    """The derivative of mish(x) = x tanh(softplus(x)), element-wise:
+    T + x s (1 - T^2) with T = tanh(softplus(x)) and s = sigmoid(x). The forward
+    formula of mish is this, not native's mish_backward, which autograd cannot
+    differentiate (reverse over forward would fail)."""
+    t = torch.nn.functional.softplus(self).tanh()
+    return t + self * self.sigmoid() * (1 - t * t)
 
 
 def mish_second_derivative(self):

@@ -108,6 +108,7 @@ def test_gelu_second_derivative_tanh_differs(cpp_formulas):
 def test_mish_second_derivative(cpp_formulas, dtype):
     x = randn(3, 5, dtype=dtype, g=gen(5)) * 3
     both(cpp_formulas, "mish_second_derivative", x)
+    both(cpp_formulas, "mish_derivative", x)
 
 
 # ---- glu --------------------------------------------------------------------

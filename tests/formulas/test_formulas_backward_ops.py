@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from formula_checks import R, close
+from formula_checks import R, close, jvp
 
 from dualgen import formulas as F
 
@@ -73,6 +73,8 @@ def test_mish_second_derivative_matches_autograd():
     x = torch.randn(6, 5, dtype=R) * 3
     expected = second_derivative(torch.nn.functional.mish, x)
     close(F.mish_second_derivative(x), expected)
+    t = torch.ones_like(x)
+    close(F.mish_derivative(x), jvp(torch.nn.functional.mish, [x], [t]))
 
 
 @pytest.mark.parametrize("shape, dim", [((3, 4), -1), ((4, 3), 0), ((2, 6, 3), 1)])

@@ -240,6 +240,11 @@ at::Tensor gelu_second_derivative(
       at::rsub(x * x, 2);
 }
 
+at::Tensor mish_derivative(const at::Tensor& self) {
+  at::Tensor t = at::softplus(self).tanh();
+  return t + self * self.sigmoid() * at::rsub(t * t, 1);
+}
+
 at::Tensor mish_second_derivative(const at::Tensor& self) {
   const at::Tensor& x = self;
   at::Tensor t = at::softplus(x).tanh();

@@ -24,6 +24,7 @@ at::Tensor gelu_second_derivative(
 
 // The second derivative of mish(x) = x tanh(softplus(x)), element-wise: with
 // T = tanh(softplus(x)), s = sigmoid(x): (1 - T^2) (2 s + x s (1 - s) - 2 x s^2 T).
+at::Tensor mish_derivative(const at::Tensor& self);
 at::Tensor mish_second_derivative(const at::Tensor& self);
 
 // glu's Hessian at self (halves a, b along dim) applied to `grad` and contracted

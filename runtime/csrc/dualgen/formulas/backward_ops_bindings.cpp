@@ -44,6 +44,7 @@ void bind_backward_ops(pybind11::module_& m) {
         return gelu_second_derivative(self, approximate);
       },
       py::arg("self"), py::arg("approximate") = "none");
+  m.def("mish_derivative", &mish_derivative, py::arg("self"));
   m.def("mish_second_derivative", &mish_second_derivative, py::arg("self"));
   m.def(
       "glu_double_backward", &glu_double_backward, py::arg("grad"),
