@@ -53,23 +53,11 @@ KNOWN_NESTED = {
         "rev_over_fwd",
     ): "unjudged: every sample is a zero input, the norm's kink (its JVP is the subgradient 0): one-sided differences along each input disagree with it, so no input is smooth there and no higher derivative is defined",
     (
-        "logit",
-        "",
-        "float64",
-        "fwd_over_rev",
-    ): "no forward rule for logit_backward (the op logit's gradient calls): forward over reverse raises, as native does ('Trying to use forward AD with aten::logit_backward that does not support it')",
-    (
         "masked.logaddexp",
         "",
         "float64",
         "rev_over_fwd",
     ): "NaN semantics, as native: where both masks are off the op computes logaddexp(-inf, -inf), whose JVP has exp(x - result) = NaN; the gradcheck wrapper zeroes those outputs with where(), and backward through the JVP multiplies the zero cotangent by NaN: H_c u is NaN where differences give 0; native gives the same NaN",
-    (
-        "nn.functional.mish",
-        "",
-        "float64",
-        "rev_over_fwd",
-    ): "dualgen defect: reverse over forward raises 'derivative for aten::mish_backward is not implemented': dualgen's JVP for mish calls mish_backward, which autograd cannot differentiate; native computes it (agrees with differences to 8e-12)",
     (
         "tan",
         "",
