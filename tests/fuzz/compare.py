@@ -11,8 +11,20 @@ from __future__ import annotations
 
 import torch
 
-AD_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
-FD_TOLERANCE = {torch.float64: 1e-5, torch.float32: 2e-3}
+# Half-precision tangents (make_dual of a float64 primal with a bfloat16 or float16
+# tangent) round each formula at 2^-8 or 2^-11 relative.
+AD_TOLERANCE = {
+    torch.float64: 1e-9,
+    torch.float32: 1e-4,
+    torch.float16: 8e-3,
+    torch.bfloat16: 6e-2,
+}
+FD_TOLERANCE = {
+    torch.float64: 1e-5,
+    torch.float32: 2e-3,
+    torch.float16: 1e-2,
+    torch.bfloat16: 8e-2,
+}
 FD_EPS = 1e-6
 
 
@@ -49,9 +61,8 @@ def scale(*tensors: torch.Tensor) -> float:
     out = 1.0
     for t in tensors:
         if t.numel():
-            finite = t.abs()[t.abs().isfinite()]
-            if finite.numel():
-                out = max(out, float(finite.max()))
+            finite = t.abs().nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+            out = max(out, float(finite.max()))
     return out
 
 

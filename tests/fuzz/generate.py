@@ -1,7 +1,9 @@
 """Hypothesis strategies for programs.
 
 A program is written one line at a time, each line drawn from the vocabularies
-(`vocab_*.py`) for the variables as they are so far. To know them, the builder runs
+(`vocab_*.py`, drawn by `Weights`) for the variables as they are so far; a
+recipe (a vocabulary function that is a generator) writes a few lines, each
+drawn once the ones before it ran. To know them, the builder runs
 every line under native forward AD as it writes it. A line is dropped (and the
 program so far replayed: a dropped in-place line may have written before it
 failed) if it raises, leaves a variable non-finite or huge, or has no derivative
@@ -14,7 +16,9 @@ engine afresh from the text.
 
 from __future__ import annotations
 
+import inspect
 import warnings
+from dataclasses import dataclass, fields
 
 import torch
 import torch.autograd.forward_ad as native_fwAD
@@ -22,12 +26,17 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from .interpret import PlainEngine, compiled
-from .literals import DTYPES, SHAPES, tensor_code
+from .literals import COMPLEX, DTYPES, SHAPES, tensor_code
 from .program import NestedInput, NestedProgram, Program, rename_operands, step_info
 from .state import DrawFn, GenState, Var
+from .vocab_complex_writes import COMPLEX_WRITES
 from .vocab_compute import COMPUTE
 from .vocab_duals import DUALS, leaf, plain_buffer
 from .vocab_inplace import INPLACE
+from .vocab_linalg import LINALG
+from .vocab_masks import MASKS
+from .vocab_mixed import mixed_leaf
+from .vocab_view_inplace import VIEW_INPLACE, odd_leaf
 from .vocab_views import VIEWS
 
 MAX_STEPS = 14
@@ -36,11 +45,82 @@ MAX_LEAVES = 3
 # say more about rounding than about derivatives.
 MAGNITUDE_LIMIT = 1e3
 
-# In-place steps twice: they are where forward AD has the most to get right.
-FLAT_GROUPS = (COMPUTE, VIEWS, INPLACE, INPLACE, DUALS)
-# Nested bodies are functions of their inputs for torch.func.jvp: no fwAD calls,
-# and plain buffers the only new tensors that are not computed.
-NESTED_GROUPS = (COMPUTE, VIEWS, INPLACE, INPLACE, (plain_buffer,))
+
+@dataclass(frozen=True)
+class Weights:
+    """How often each vocabulary is drawn for a step, and each kind of leaf or of
+    nested inputs (0: never). In-place steps weigh most: they are where forward AD
+    has the most to get right. The last eight are shapes another fuzzer found
+    dualgen wrong on; `run.py --weight NAME=N` sets any of them."""
+
+    compute: int = 2
+    views: int = 2
+    inplace: int = 4
+    duals: int = 2  # flat only: nested bodies get plain buffers instead
+    complex_writes: int = 2  # real/complex values into views of complex tensors
+    masks: int = 1  # relu, where, clamp, maximum..., away from their kinks
+    view_inplace: int = 1  # unsqueeze_, t_, as_strided_ ... of expanded/empty duals
+    linalg: int = 1  # normalizations, det, slogdet, solve, inv
+    # Leaves of flat programs, against 3 for the plain `leaf`:
+    mixed_leaf: int = 1  # a tangent of another precision than its primal's
+    odd_leaf: int = 1  # an empty (stepped slice) or expanded dual
+    # Nested programs' inputs, against 2 for inputs of one drawn dtype each:
+    complex_real_inputs: int = 1  # a complex128 input and a float64 one
+    # Each nested input, against 3 for dual at both levels, for each level:
+    one_level_inputs: int = 1  # dual at the outer level only, or the inner only
+
+    @classmethod
+    def parse(cls, items: list[str]) -> Weights:
+        """Weights from `NAME=N` items, the rest as default."""
+        names = {f.name for f in fields(cls)}
+        given = {}
+        for item in items:
+            name, _, value = item.partition("=")
+            if name not in names:
+                raise ValueError(f"unknown weight {name!r} (one of {sorted(names)})")
+            given[name] = int(value)
+        return cls(**given)
+
+
+DEFAULT_WEIGHTS = Weights()
+
+
+def weighted(*pairs) -> tuple:
+    """Each item repeated its weight's times, for `st.sampled_from` (which shrinks
+    towards the first: the original vocabularies come first)."""
+    return tuple(item for item, w in pairs for _ in range(w))
+
+
+def flat_groups(w: Weights) -> tuple:
+    return weighted(
+        (COMPUTE, w.compute),
+        (VIEWS, w.views),
+        (INPLACE, w.inplace),
+        (DUALS, w.duals),
+        (COMPLEX_WRITES, w.complex_writes),
+        (MASKS, w.masks),
+        (VIEW_INPLACE, w.view_inplace),
+        (LINALG, w.linalg),
+    )
+
+
+def nested_groups(w: Weights) -> tuple:
+    """Nested bodies are functions of their inputs for torch.func.jvp: no fwAD
+    calls, and plain buffers the only new tensors that are not computed."""
+    return weighted(
+        (COMPUTE, w.compute),
+        (VIEWS, w.views),
+        (INPLACE, w.inplace),
+        ((plain_buffer,), w.duals),
+        (COMPLEX_WRITES, w.complex_writes),
+        (MASKS, w.masks),
+        (VIEW_INPLACE, w.view_inplace),
+        (LINALG, w.linalg),
+    )
+
+
+def leaf_kinds(w: Weights) -> tuple:
+    return weighted((leaf, 3), (mixed_leaf, w.mixed_leaf), (odd_leaf, w.odd_leaf))
 
 
 def _sound(t: torch.Tensor | None) -> bool:
@@ -156,55 +236,108 @@ class Builder:
         primal, tangent = native_fwAD.unpack_dual(t)
         return _sound(primal) and _sound(tangent)
 
-    def write(self, groups, steps: int) -> None:
-        """Up to `steps` more lines, each from a vocabulary drawn from `groups`."""
-        for _ in range(steps):
+    def step(self, make) -> int:
+        """One step of vocabulary function `make`: a line, or a recipe (a
+        generator) of lines, each drawn once the ones before it ran (it is sent
+        whether its last line was kept, and ends when it gives up). How many
+        lines it tried (at least one)."""
+        made = make(self.draw, self.state)
+        if not inspect.isgenerator(made):
+            self.try_line(made)
+            return 1
+        tried = 0
+        try:
+            line = next(made)
+            while True:
+                tried += 1
+                line = made.send(self.try_line(line))
+        except StopIteration:
+            return max(tried, 1)
+
+    def write(self, groups, lines: int) -> None:
+        """About `lines` more lines (a recipe's all count), each step from a
+        vocabulary drawn from `groups`."""
+        while lines > 0:
             group = self.draw(st.sampled_from(groups))
-            make = self.draw(st.sampled_from(group))
-            self.try_line(make(self.draw, self.state))
+            lines -= self.step(self.draw(st.sampled_from(group)))
 
 
 @st.composite
-def programs(draw, max_steps: int = MAX_STEPS) -> Program:
+def programs(
+    draw, max_steps: int = MAX_STEPS, weights: Weights = DEFAULT_WEIGHTS
+) -> Program:
     """A straight-line program: a few leaves (dual or plain literals), then steps."""
     with native_fwAD.dual_level():
         builder = Builder(draw)
+        kinds = leaf_kinds(weights)
         for _ in range(draw(st.integers(1, MAX_LEAVES))):
-            builder.try_line(leaf(draw, builder.state))
+            builder.step(draw(st.sampled_from(kinds)))
         if not builder.state.vars:  # a leaf native refuses (a tangent it rejects)
             builder.try_line(leaf(draw, builder.state, dual=True))
         if builder.state.vars:
-            builder.write(FLAT_GROUPS, draw(st.integers(1, max_steps)))
-        return Program(tuple(builder.lines))
+            builder.write(flat_groups(weights), draw(st.integers(1, max_steps)))
+        return Program(tuple(builder.lines), frozenset(builder.state.kinds))
 
 
 @st.composite
-def nested_inputs(draw, name: str) -> NestedInput:
-    """An input: a literal primal and its outer and inner tangents, all of one dtype,
-    layout and conjugate bit (so each level keeps the tangent as given)."""
+def nested_inputs(
+    draw, name: str, dtype: torch.dtype | None = None, levels: str = "both"
+) -> NestedInput:
+    """An input: a literal primal and its outer and inner tangents, all of one dtype
+    (`dtype`, drawn when None), layout and conjugate bit (so each level keeps the
+    tangent as given); `levels` "outer" or "inner": dual at that level only."""
     shape = draw(st.sampled_from(SHAPES))
-    dtype = draw(st.sampled_from(DTYPES))
+    if dtype is None:
+        dtype = draw(st.sampled_from(DTYPES))
     primal = draw(tensor_code(shape, dtype))
     layout, dim, conj = primal.layout, primal.expand_dim, primal.conj
     outer = draw(tensor_code(shape, dtype, layout, dim, conj))
     inner = draw(tensor_code(shape, dtype, layout, dim, conj))
-    return NestedInput(name, str(primal), str(outer), str(inner))
+    outer = "None" if levels == "inner" else str(outer)
+    inner = "None" if levels == "outer" else str(inner)
+    return NestedInput(name, str(primal), outer, inner)
+
+
+# Nested inputs' dtypes: each drawn, or a complex and a real one (real values
+# written into complex memory at both levels).
+COMPLEX_AND_REAL = (COMPLEX[0], torch.float64)
+COMPLEX_REAL_INPUTS = "complex and real inputs"
+# Each input dual at both levels, or at one of them only (a tensor computed from
+# it has entries at that level alone, its views too).
+LEVELS = ("both", "outer", "inner")
+ONE_LEVEL_INPUT = "input dual at one level"
 
 
 @st.composite
-def nested_programs(draw, max_steps: int = MAX_STEPS) -> NestedProgram:
+def nested_programs(
+    draw, max_steps: int = MAX_STEPS, weights: Weights = DEFAULT_WEIGHTS
+) -> NestedProgram:
     """A function of one or two inputs, for second-order tangents."""
     inputs = []
     with native_fwAD.dual_level():
         builder = Builder(draw, nested=True)
-        for k in range(draw(st.integers(1, 2))):
-            i = draw(nested_inputs(f"x{k}"))
+        pairs = weighted((False, 2), (True, weights.complex_real_inputs))
+        if draw(st.sampled_from(pairs)):
+            dtypes = COMPLEX_AND_REAL
+            builder.state.mark(COMPLEX_REAL_INPUTS)
+        else:
+            dtypes = (None,) * draw(st.integers(1, 2))
+        one = weights.one_level_inputs
+        for k, dtype in enumerate(dtypes):
+            levels = draw(st.sampled_from(LEVELS[:1] * 3 + LEVELS[1:] * one))
+            i = draw(nested_inputs(f"x{k}", dtype, levels))
+            if levels != "both":
+                builder.state.mark(ONE_LEVEL_INPUT)
+            # Native (one level) is given whichever tangent there is: the
+            # builder's choices only need to know the input has one.
+            tangent = i.outer if i.inner == "None" else i.inner
             builder.add_input(
-                i.name, f"{i.name} = fwAD.make_dual({i.primal}, {i.inner})"
+                i.name, f"{i.name} = fwAD.make_dual({i.primal}, {tangent})"
             )
             inputs.append(i)
-        builder.write(NESTED_GROUPS, draw(st.integers(1, max_steps)))
-        return NestedProgram(tuple(inputs), tuple(builder.lines))
+        builder.write(nested_groups(weights), draw(st.integers(1, max_steps)))
+        kinds = frozenset(builder.state.kinds)
+        return NestedProgram(tuple(inputs), tuple(builder.lines), kinds)
 
 
 # What every fuzz run shares (the short one in the suite derandomizes it).

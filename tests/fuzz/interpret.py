@@ -133,7 +133,9 @@ class _PerturbedAD:
             return primal.view_as(primal)
         if tangent.is_complex() and not primal.is_complex():
             raise FiniteDifferenceUnavailable("complex tangent of a real primal")
-        return laid_out_like(primal, primal + self.s * tangent)
+        # Widened first: s * t in a half-precision tangent's dtype would round.
+        wide = torch.complex128 if tangent.is_complex() else torch.float64
+        return laid_out_like(primal, primal + self.s * tangent.to(wide))
 
     def unpack_dual(self, t: torch.Tensor) -> _Unpacked:
         return _Unpacked(t.view_as(t), None)

@@ -237,16 +237,17 @@ def first_disagreement(
 ) -> tuple[Finding | None, int]:
     """The first difference between the engines, and how many lines both ran.
 
-    Tangent dtypes are compared while every tangent made by make_dual has its
-    primal's dtype. Past one that has not (a float32 tangent of a float64 primal,
-    a real one of a complex primal), native's tangent dtypes follow its kernels'
-    layouts: a formula's result laid out like the output is kept in its own
-    dtype, any other is copied into the output's (`x.conj_physical()` with x a
-    complex offset view with a real tangent: complex, as conj_physical of a real
-    tensor returns that tensor; dualgen's formula returns a dense copy, kept
-    real). Values are compared all the same, and the make_dual steps' dtypes
-    (`all_dtypes`: every dtype, for regressions pinning native's where it is
-    systematic, as in `x * 0.5`)."""
+    Tangent dtypes are compared exactly, also past a make_dual whose tangent
+    has another precision than its primal (float32 or bfloat16 of float64,
+    complex64 of complex128): native keeps such a tangent's dtype, and each op's
+    output tangent dtype is native's behaviour to match (`relu` gives float64,
+    `sum` keeps float32). Not past a real tangent of a complex primal: there
+    native's dtypes follow its kernels' layouts (a formula's result laid out like
+    the output is kept in its own dtype, any other is copied into the output's:
+    `x.conj_physical()` with x a complex offset view with a real tangent gives a
+    complex one), and only the values and the make_dual step's dtype are
+    compared (`all_dtypes`: every dtype all the same, for regressions pinning
+    native's where it is systematic)."""
     steps = min(len(native.states), len(dual.states))
     mixed = False
     for k in range(steps):
@@ -260,7 +261,7 @@ def first_disagreement(
                     return found, k + 1
         if made is not None:
             state = native.states[k][made]
-            mixed = mixed or state.tangent.dtype != state.value.dtype
+            mixed = mixed or state.tangent.is_complex() != state.value.is_complex()
     if (native.error is None) != (dual.error is None) or (
         native.error is not None and native.error[0] != dual.error[0]
     ):

@@ -9,12 +9,13 @@ defect recognises fails the fuzz test, so a new cause is looked at, not absorbed
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .interpret import Trace
 from .judge import Finding
-from .program import Program, StepInfo
+from .program import NestedProgram, Program, StepInfo
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class NativeDefect:
     recognises: Callable[[Evidence], bool]
     shared: bool = False  # dualgen follows native here on purpose (see summary)
     dtype_only: bool = False  # only the tangent's dtype: no arbiter but the value's
+    # torch.func's, in nested programs (the reproducer is one): whether line k's
+    # difference from finite differences in part `index` is this defect's.
+    nested: Callable[[NestedProgram, int, int], bool] | None = None
 
 
 def _inplace_reads_updated_self(e: Evidence) -> bool:
@@ -117,6 +121,25 @@ def _zero_dim_alpha_promotes_the_tangent(e: Evidence) -> bool:
         and dual.tangent is not None
         and dual.tangent.dtype == dual.value.dtype
     )
+
+
+# Ops whose second-order part (u^T H v) torch.func's nested jvp gets wrong: their
+# forward formulas read saved statistics (mean, rstd) or factors (LU) computed
+# without tangents of their own, so the outer level differentiates them as
+# constants.
+SECOND_ORDER_BLIND = re.compile(
+    r"\b(layer_norm|batch_norm|instance_norm|det|logdet|slogdet|solve|solve_ex"
+    r"|tensorsolve)\("
+)
+U_H_V = 3  # nested.PARTS.index("u^T H v")
+
+
+def _second_order_blind(program: NestedProgram, k: int, index: int) -> bool:
+    return index == U_H_V and bool(SECOND_ORDER_BLIND.search(program.body[k]))
+
+
+def _never(e: Evidence) -> bool:
+    return False
 
 
 DEFECTS: tuple[NativeDefect, ...] = (
@@ -204,6 +227,23 @@ DEFECTS: tuple[NativeDefect, ...] = (
         variable="x2",
         recognises=_zero_dim_alpha_promotes_the_tangent,
         dtype_only=True,
+    ),
+    NativeDefect(
+        name="torch.func's second order of normalizations and det/solve",
+        summary=(
+            "Nested torch.func.jvp of layer_norm, batch_norm (training), "
+            "instance_norm, det, logdet, slogdet, solve, solve_ex and "
+            "tensorsolve: the first-order parts are right, u^T H v is not (the "
+            "formulas' saved mean/rstd or LU factors carry no outer tangent). "
+            "Nested programs with these ops are judged by finite differences."
+        ),
+        reproducer="""
+            x0 = input(torch.tensor([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]], dtype=torch.float64), v=torch.tensor([[1.0, 0.5, -0.5], [0.25, 1.0, 2.0]], dtype=torch.float64), u=torch.tensor([[0.25, 2.0, 1.0], [1.5, -1.0, 0.5]], dtype=torch.float64))
+            x1 = torch.nn.functional.layer_norm(x0, (3,))
+        """,
+        variable="x1",
+        recognises=_never,
+        nested=_second_order_blind,
     ),
 )
 

@@ -11,17 +11,32 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
 
 VAR = re.compile(r"\bx\d+\b")
 _ASSIGN = re.compile(r"^(x\d+) = (.*)$")
-_SETITEM = re.compile(r"^(x\d+)(.*)\[(.*)\] = (.*)$")
+_HEAD = re.compile(r"^(x\d+)(.*)$")
+_OPENS, _CLOSES = "([{", ")]}"
 _INPLACE = re.compile(r"^(x\d+)(.*?)\.(\w+_)\((.*)\)$")
 _LITERAL_STARTS = ("torch.tensor(", "torch.zeros(")
 _INPUT = re.compile(r"^(x\d+) = input\((.*)\)$")
+# Least precise first; `\b` keeps torch.float16 apart from torch.bfloat16.
+_PRECISIONS = (
+    (re.compile(r"\bbfloat16\b"), torch.bfloat16),
+    (re.compile(r"\bfloat16\b"), torch.float16),
+    (re.compile(r"\b(float32|complex64)\b"), torch.float32),
+)
+
+
+def least_precise(code: str) -> torch.dtype:
+    """The least precise floating dtype named in `code` (float64 if none)."""
+    for pattern, dtype in _PRECISIONS:
+        if pattern.search(code):
+            return dtype
+    return torch.float64
 
 
 def _skip_call(text: str, start: int) -> int:
@@ -32,6 +47,29 @@ def _skip_call(text: str, start: int) -> int:
         depth += {"(": 1, ")": -1}.get(text[i], 0)
         i += 1
     return i
+
+
+def _setitem(line: str) -> tuple[str, str, str, str] | None:
+    """`x1.conj()[idx] = v` as ("x1", ".conj()", "idx", "v"): the value after the
+    first ` = ` outside brackets, the index in the last brackets before it (an
+    index may hold brackets itself: `x1[torch.tensor([0, 1])]`)."""
+    depth = 0
+    for i, ch in enumerate(line):
+        depth += (ch in _OPENS) - (ch in _CLOSES)
+        if depth == 0 and line.startswith(" = ", i):
+            left, value = line[:i], line[i + 3 :]
+            break
+    else:
+        return None
+    if not left.endswith("]") or "==" in line:
+        return None
+    depth = 0
+    for j in range(len(left) - 1, -1, -1):
+        depth += (left[j] in _CLOSES) - (left[j] in _OPENS)
+        if depth == 0:
+            break
+    m = _HEAD.match(left[:j])
+    return None if m is None else (m[1], m[2], left[j + 1 : -1], value)
 
 
 def normalize(line: str) -> str:
@@ -77,11 +115,11 @@ def step_info(line: str) -> StepInfo:
     m = _ASSIGN.match(line)
     if m:
         return StepInfo("assign", m[1], None, "", tuple(VAR.findall(m[2])), signature)
-    m = _SETITEM.match(line)
-    if m and "==" not in line:
-        reads = tuple(VAR.findall(" ".join((m[2], m[3], m[4]))))
-        target = m[1] + m[2]
-        return StepInfo("setitem", None, m[1], "setitem", reads, signature, target)
+    m = _setitem(line)
+    if m:
+        reads = tuple(VAR.findall(" ".join(m[1:])))
+        target = m[0] + m[1]
+        return StepInfo("setitem", None, m[0], "setitem", reads, signature, target)
     m = _INPLACE.match(line)
     if m:
         reads = tuple(VAR.findall(" ".join((m[2], m[4]))))
@@ -92,10 +130,10 @@ def step_info(line: str) -> StepInfo:
 def rename_operands(line: str, prefix: str) -> str:
     """`line` with the variables its in-place step reads as operands (not the one
     it writes) renamed `prefix + name`: `x0.mul_(x0)` -> `x0.mul_(_x0)`."""
-    m = _SETITEM.match(line)
-    if m and "==" not in line:
-        value = VAR.sub(lambda v: prefix + v[0], m[4])
-        return f"{m[1]}{m[2]}[{m[3]}] = {value}"
+    m = _setitem(line)
+    if m:
+        value = VAR.sub(lambda v: prefix + v[0], m[3])
+        return f"{m[0]}{m[1]}[{m[2]}] = {value}"
     m = _INPLACE.match(line)
     if m:
         return f"{m[1]}{m[2]}.{m[3]}({VAR.sub(lambda v: prefix + v[0], m[4])})"
@@ -104,9 +142,11 @@ def rename_operands(line: str, prefix: str) -> str:
 
 @dataclass(frozen=True)
 class Program:
-    """Straight-line code run inside one `fwAD.dual_level()`."""
+    """Straight-line code run inside one `fwAD.dual_level()`. `kinds`: the
+    generator's shapes in it (for tallies and tests, not part of the code)."""
 
     lines: tuple[str, ...]
+    kinds: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @classmethod
     def from_code(cls, code: str) -> Program:
@@ -120,9 +160,9 @@ class Program:
 
     @property
     def precision(self) -> torch.dtype:
-        """float32 if the program uses it anywhere: its rounding reaches float64
-        variables computed from float32 ones."""
-        return torch.float32 if "float32" in str(self) else torch.float64
+        """The least precise floating dtype the program uses anywhere: its
+        rounding reaches float64 variables computed from it."""
+        return least_precise(str(self))
 
     def made_dual(self, k: int) -> str | None:
         """The variable line k defines as `fwAD.make_dual(...)` itself, if any."""
@@ -163,12 +203,17 @@ class Program:
 @dataclass(frozen=True)
 class NestedInput:
     """One input of a nested program: its primal, the outer level's tangent `v` and
-    the inner level's tangent `u`, all as source."""
+    the inner level's tangent `u`, all as source; a tangent "None" where the
+    input is dual at the other level only."""
 
     name: str
     primal: str
     outer: str
     inner: str
+
+    def given(self, tangent: str) -> str:
+        """`tangent` as torch.func must have it: zeros for "None"."""
+        return f"torch.zeros_like({self.primal})" if tangent == "None" else tangent
 
 
 @dataclass(frozen=True)
@@ -178,6 +223,7 @@ class NestedProgram:
 
     inputs: tuple[NestedInput, ...]
     body: tuple[str, ...]
+    kinds: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @classmethod
     def from_code(cls, code: str) -> NestedProgram:
@@ -209,10 +255,16 @@ class NestedProgram:
         lines = ["import torch", "import dualgen.forward_ad as fwAD", ""]
         lines.append("with fwAD.dual_level():")
         for i in self.inputs:
-            lines.append(f"    {i.name} = fwAD.make_dual({i.primal}, {i.outer})")
+            dual = (
+                i.primal
+                if i.outer == "None"
+                else f"fwAD.make_dual({i.primal}, {i.outer})"
+            )
+            lines.append(f"    {i.name} = {dual}")
         lines.append("    with fwAD.dual_level():")
         for i in self.inputs:
-            lines.append(f"        {i.name} = fwAD.make_dual({i.name}, {i.inner})")
+            if i.inner != "None":
+                lines.append(f"        {i.name} = fwAD.make_dual({i.name}, {i.inner})")
         lines += [f"        {line}" for line in self.body]
         for name in show:
             lines.append(f"        p, ju = fwAD.unpack_dual({name})")
@@ -225,8 +277,8 @@ class NestedProgram:
         lines += [f"    {line}" for line in self.body]
         lines.append(f"    return {', '.join(show) or 'None'}")
         primals = ", ".join(i.primal for i in self.inputs)
-        outers = ", ".join(i.outer for i in self.inputs)
-        inners = ", ".join(i.inner for i in self.inputs)
+        outers = ", ".join(i.given(i.outer) for i in self.inputs)
+        inners = ", ".join(i.given(i.inner) for i in self.inputs)
         lines += [
             "",
             "",
@@ -240,7 +292,7 @@ class NestedProgram:
 
     @property
     def precision(self) -> torch.dtype:
-        return torch.float32 if "float32" in str(self) else torch.float64
+        return least_precise(str(self))
 
     def __str__(self) -> str:
         head = [

@@ -2,6 +2,7 @@
 
     python -m tests.fuzz.run --seconds 600 --report reports/fuzz.md
     python -m tests.fuzz.run --examples 5000
+    python -m tests.fuzz.run --weight linalg=0 --weight mixed_leaf=3
 
 Runs hypothesis in batches (fresh random seeds, flat and nested programs in turn)
 with the test suite's strategies and judges. A failing batch is shrunk by
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 
-from .generate import FUZZ_PROFILE, nested_programs, programs
+from .generate import DEFAULT_WEIGHTS, FUZZ_PROFILE, Weights, nested_programs, programs
 from .judge import AGREE, DUALGEN_WRONG, UNRECOGNISED, Verdict, check, judge
 from .native_defects import DEFECTS
 from .nested import judge_nested
@@ -36,6 +37,7 @@ class Tally:
     follows is hypothesis shrinking it, which reruns variants of one program."""
 
     programs: Counter = field(default_factory=Counter)  # by kind
+    shapes: Counter = field(default_factory=Counter)  # by generator shape
     steps: int = 0
     outcomes: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)  # shrunk reproducers
@@ -44,16 +46,17 @@ class Tally:
     def record(self, kind: str, verdict: Verdict) -> None:
         if self.counting:
             self.programs[kind] += 1
+            self.shapes.update(verdict.program.kinds)
             self.steps += verdict.steps_compared
             self.outcomes[verdict.outcome] += 1
             self.counting = verdict.ok
 
 
-def run_batch(kind: str, tally: Tally) -> None:
+def run_batch(kind: str, tally: Tally, weights: Weights = DEFAULT_WEIGHTS) -> None:
     """One hypothesis run of BATCH programs; a failure's shrunk report is kept."""
     strategy, judged = {
-        "flat": (programs(), judge),
-        "nested": (nested_programs(), judge_nested),
+        "flat": (programs(weights=weights), judge),
+        "nested": (nested_programs(weights=weights), judge_nested),
     }[kind]
 
     @LONG_RUN
@@ -96,6 +99,10 @@ def summary(tally: Tally, seconds: float) -> str:
     for defect in DEFECTS:
         shared = "yes (on purpose)" if defect.shared else "no (dualgen right)"
         lines.append(f"| {defect.name} | {tally.outcomes[defect.name]} | {shared} |")
+    lines += ["", "## Programs by generator shape", "", "| shape | programs |"]
+    lines.append("|---|---|")
+    for shape, count in sorted(tally.shapes.items()):
+        lines.append(f"| {shape} | {count} |")
     if tally.failures:
         lines += ["", "## Failures (shrunk)", ""]
         for failure in tally.failures:
@@ -108,7 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--examples", type=int, default=None)
     parser.add_argument("--report", type=Path, default=Path("reports/fuzz.md"))
+    parser.add_argument(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a vocabulary's weight (generate.Weights; 0 turns a shape off)",
+    )
     args = parser.parse_args(argv)
+    weights = Weights.parse(args.weight)
     if args.seconds is None and args.examples is None:
         args.seconds = 300.0
     tally, start, k = Tally(), time.monotonic(), 0
@@ -118,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         if args.examples is not None and sum(tally.programs.values()) >= args.examples:
             break
-        run_batch(KINDS[k % len(KINDS)], tally)
+        run_batch(KINDS[k % len(KINDS)], tally, weights)
         k += 1
     report = summary(tally, time.monotonic() - start)
     args.report.parent.mkdir(parents=True, exist_ok=True)

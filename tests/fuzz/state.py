@@ -59,6 +59,11 @@ class GenState:
     vars: list[Var] = field(default_factory=list)
     nested: bool = False
     count: int = 0
+    kinds: set[str] = field(default_factory=set)  # shapes written (see `mark`)
+
+    def mark(self, kind: str) -> None:
+        """Note that the program has a shape of `kind` (a recipe's line kept)."""
+        self.kinds.add(kind)
 
     def fresh(self) -> str:
         """The name the next defined variable gets."""

@@ -254,6 +254,25 @@ REGRESSIONS = {
         """,
         nested=True,
     ),
+    # Nested: a base computed from an input dual at the outer level only, written
+    # through a conj view at the inner level: the base's inner tangent (found by
+    # the shapes of another fuzzer, test_fuzz_shapes.py).
+    "nested_write_through_conj_view_of_a_base_dual_at_one_level": Regression(
+        f"""
+        x0 = input(torch.tensor([[0.5, -1.0j, 1.0], [1.5, 0.25, 2.0j]], {C128}), v=torch.tensor([[1.0j, 0.5, 1.0], [-0.5, 1.0, 0.5j]], {C128}), u=None)
+        x1 = input(torch.tensor([0.5, 1.0, -1.5], {F64}), v=torch.tensor([1.0, -2.0, 0.5], {F64}), u=torch.tensor([0.25, 1.0, 1.0], {F64}))
+        x2 = x0 * x0
+        x3 = x2.conj()
+        x3[0:1:2].copy_(torch.log(x1.square() + 1).sum())
+        """,
+        nested=True,
+    ),
+    # An in-place view op of an expanded empty dual (an empty stepped slice).
+    "unsqueeze_of_expanded_empty_dual": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([0.5], {F32})[1::2], torch.zeros((0,), {F32}))
+        x1 = x0.expand(2, 0)
+        x1.unsqueeze_(0)
+        """),
     # A plain float32 tensor's first tangent from an in-place op with a float64
     # dual laid out otherwise (a strided view): native keeps the promoted float64
     # as it copies into the target's layout; once an open defect (float32).

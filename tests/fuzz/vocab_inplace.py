@@ -103,7 +103,7 @@ def update(draw: DrawFn, state: GenState) -> str | None:
     return f"{T}." + draw(st.sampled_from(templates)).format(b=b, c=c, T=T, t=t.name)
 
 
-def _indices_for(draw: DrawFn, target: torch.Tensor) -> str:
+def indices_for(draw: DrawFn, target: torch.Tensor) -> str:
     shape = tuple(target.shape)
     options = ["..."]
     if len(shape) >= 1:
@@ -125,7 +125,7 @@ def setitem(draw: DrawFn, state: GenState) -> str | None:
     t = pick(draw, state, state.writable)
     if t is None:
         return None
-    index = _indices_for(draw, t.tensor)
+    index = indices_for(draw, t.tensor)
     try:
         shape = tuple(eval(f"_t[{index}]", {"_t": t.tensor, "torch": torch}).shape)
     except Exception:  # noqa: BLE001 - drop an index that does not apply
@@ -134,7 +134,7 @@ def setitem(draw: DrawFn, state: GenState) -> str | None:
     if source == "constant":
         value = "0.5"
     elif source == "itself":  # `x[idx] = x[other]`: a view of the target
-        value = f"{t.name}[{_indices_for(draw, t.tensor)}]"
+        value = f"{t.name}[{indices_for(draw, t.tensor)}]"
     else:
         value = _operand(draw, state, shape)
     if value is None:
