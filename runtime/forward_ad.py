@@ -27,7 +27,14 @@ from torch.utils._python_dispatch import (
 from . import fast, functions, tensor_hooks
 from .backend import kernel_backend
 from .layout import conform_layout
-from .levels import STATE, Level, clear_level, current_level, set_tangent
+from .levels import (
+    STATE,
+    Level,
+    clear_level,
+    current_level,
+    mark_forward_root,
+    set_tangent,
+)
 from .mode import DualMode, alias
 from .tangents import handling_levels_below, tangent_of
 
@@ -134,6 +141,7 @@ def make_dual(
             return dual
     _check_dual(tensor, tangent, lvl)
     dual = alias(tensor)  # as the mode runs it: other levels carry over
+    mark_forward_root(dual, lvl)
     set_tangent(dual, lvl, conform_layout(tangent, tensor))
     return dual
 
@@ -201,5 +209,6 @@ def unpack_dual(
             primal = torch.ops.aten.alias.default(tensor)
     else:
         primal = torch.ops.aten.alias.default(tensor)
+    mark_forward_root(primal, lvl)
     set_tangent(primal, lvl, None)
     return UnpackedDualTensor(primal, tangent)

@@ -132,6 +132,19 @@ def _update_self(
         set_new_tangent(self_value, level, new, fresh)
 
 
+def _writes_shared(func, self_tangent) -> bool:
+    """Whether an in-place op's new tangent must be written location by
+    location (`_write_shared`): self's tangent has elements that share memory
+    and the op writes values. An in-place view op (unsqueeze_, t_, as_strided_)
+    writes none: its formula already gave self's tangent the new geometry, and
+    probing it again (`_written`) would apply that geometry twice."""
+    return (
+        self_tangent is not None
+        and torch.Tag.inplace_view not in func.tags
+        and _has_shared_elements(self_tangent)
+    )
+
+
 def _has_shared_elements(t: torch.Tensor) -> bool:
     """Whether elements of t share memory (a stride-0 dimension of size > 1)."""
     return any(n > 1 and not s for n, s in zip(t.shape, t.stride()))

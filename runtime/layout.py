@@ -19,9 +19,9 @@ import torch
 from .levels import (
     Level,
     _without_lazy_bits,
-    forward_base,
     own_tangent,
     set_tangent,
+    tangent_owner,
     view_of_tangent,
     with_lazy_bits,
 )
@@ -217,7 +217,7 @@ def set_new_tangent(
     copy of it, value being another tensor's tangent). If t is a view, the
     tangent lives on its base (zeros elsewhere), so the base and its other views
     see it."""
-    base = forward_base(t)
+    base = tangent_owner(t, level)
     if base is None or own_tangent(t, level) is None:
         set_tangent(t, level, conform_layout(value, t, fresh))
         return

@@ -244,12 +244,57 @@ def forward_base(t: torch.Tensor) -> torch.Tensor | None:
     return t._base if base is None else base
 
 
+# A make_dual result or unpack_dual's primal: the levels (weak references) at
+# which it is a view of its source, those open when it was made but its own.
+FORWARD_ROOT = "_dualgen_forward_root"
+
+
+def mark_forward_root(t: torch.Tensor, level: Level) -> None:
+    """t (made by make_dual or unpack_dual at `level`) keeps its tangent as its
+    own there and at every level entered later, as native keeps the forward
+    gradients of both (views that are no forward views): a view of it writes
+    its first tangent there, and it derives none from its source. At the
+    other levels open now it is a view of its source, as the mode made it."""
+    t.__dict__[FORWARD_ROOT] = tuple(
+        weakref.ref(other) for other in STATE.levels if other is not level
+    )
+
+
+def is_forward_root(t: torch.Tensor, level: Level) -> bool:
+    """Whether t's tangent at `level` is its own, never its forward base's."""
+    views_at = t.__dict__.get(FORWARD_ROOT)
+    return views_at is not None and all(ref() is not level for ref in views_at)
+
+
+def tangent_owner(t: torch.Tensor, level: Level) -> torch.Tensor | None:
+    """The tensor whose tangent at `level` t's tangent is a view of (None: t is
+    no view): up t's chain of forward bases, the first with an entry of its own
+    at `level` or a root there (`is_forward_root`), else the chain's top. A
+    base in between has entries at other levels only (a view given its outer
+    level's tangent by the view rule) and follows its own base here, as
+    `tangents.tangent_of` reads it: a first tangent given to it would reach
+    neither its base nor the base's other views."""
+    base = forward_base(t)
+    while (
+        base is not None
+        and own_tangent(base, level) is MISSING
+        and not is_forward_root(base, level)
+    ):
+        up = forward_base(base)
+        if up is None:
+            break
+        base = up
+    return base
+
+
 def note_view(view: torch.Tensor, source: torch.Tensor) -> None:
     """Record that `view` was made from `source` by a view op."""
     base = source.__dict__.get(FORWARD_BASE)
-    if TANGENTS in source.__dict__ and (base is not None or source._base is not None):
-        # source has entries of its own (`unpack_dual(x).primal` says "none"):
-        # its views follow it, not the tensor source itself follows.
+    own = TANGENTS in source.__dict__ or FORWARD_ROOT in source.__dict__
+    if own and (base is not None or source._base is not None):
+        # source has entries of its own (`unpack_dual(x).primal` says "none"),
+        # or is a root (`mark_forward_root`) whose level has ended: its views
+        # follow it, not the tensor source itself follows.
         base = source
     if base is not None:  # (inside the mode, torch has not made view a view yet)
         view.__dict__[FORWARD_BASE] = base

@@ -32,12 +32,12 @@ from .collectives.table import NAMESPACES as COLLECTIVE_NAMESPACES
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
 from .fast import SLOW
 from .inplace import (
-    _has_shared_elements,
     _run_inplace_tracked,
     _separate_from_self,
     _storage_key,
     _update_self,
     _write_shared,
+    _writes_shared,
     _written,
     call_with,  # noqa: F401 - imported from here (tests)
 )
@@ -533,7 +533,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                 _update_self(
                     level, outputs[0], self_tangent, results[0], promote, tangents
                 )
-                if self_tangent is not None and _has_shared_elements(self_tangent):
+                if _writes_shared(func, self_tangent):
                     written = _written(rule, primals, tangents, kernel_outputs)
                     _write_shared(self_tangent, results[0], written)
             else:

@@ -21,6 +21,7 @@ from .levels import (
     STATE,
     Level,
     forward_base,
+    is_forward_root,
     own_tangent,
     set_tangent,
     view_of_tangent,
@@ -78,6 +79,8 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
         return own
     base = forward_base(t)
     if base is not None:
+        if is_forward_root(t, level):
+            return None  # a make_dual result or unpack_dual's primal: none yet
         base_tangent = tangent_of(base, level)
         if base_tangent is None:
             return None

@@ -37,6 +37,17 @@ bool level0_plainly(const py::handle& tensor) {
              reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))));
 }
 
+// levels.mark_forward_root: t's tangents at `level` (and at levels entered
+// later) are its own (make_dual's result, unpack_dual's primal). Python's own:
+// once per dual made or unpacked.
+void mark_forward_root(const py::object& t, const py::handle& level) {
+  static py::object* mark = nullptr;
+  if (mark == nullptr) {
+    mark = new py::object(py::module_::import("dualgen.levels").attr("mark_forward_root"));
+  }
+  (*mark)(t, level);
+}
+
 }  // namespace
 
 // forward_ad.make_dual's common case (level 0 the only level, plain floating
@@ -65,6 +76,7 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
   }
   py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(dual));
   note_view(out, tensor);
+  mark_forward_root(out, level);
   py::object laid_out =
       py::reinterpret_steal<py::object>(THPVariable_Wrap(conform_layout(value, primal, false)));
   set_tangent(out, level, laid_out.ptr());
@@ -92,6 +104,7 @@ py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
   }
   py::object primal = py::reinterpret_steal<py::object>(THPVariable_Wrap(alias));
   note_view(primal, tensor);
+  mark_forward_root(primal, level);
   set_tangent(primal, level, shared->no_tangent.ptr());
   return py::make_tuple(primal, tangent);
 }

@@ -109,16 +109,22 @@ void drop_entries(const py::handle& level) {
   }
 }
 
-// levels.note_view: a view of a tensor with tangents of its own follows that
+// levels.note_view: a view of a tensor with tangents of its own (or of a
+// make_dual result or unpack_dual primal, levels.FORWARD_ROOT) follows that
 // tensor's tangent, not its memory's owner's.
 void note_view(const py::object& view, const py::handle& source) {
   if (!THPVariable_Check(source.ptr())) return;
+  static py::object* root_key = nullptr;
+  if (root_key == nullptr) {
+    root_key = new py::object(py::module_::import("dualgen.levels").attr("FORWARD_ROOT"));
+  }
   PyObject** dict = _PyObject_GetDictPtr(source.ptr());
   PyObject* base = nullptr;
   bool own = false;
   if (dict != nullptr && *dict != nullptr) {
     base = PyDict_GetItemWithError(*dict, shared->forward_base.ptr());
-    own = PyDict_GetItemWithError(*dict, shared->tangents.ptr()) != nullptr;
+    own = PyDict_GetItemWithError(*dict, shared->tangents.ptr()) != nullptr ||
+          PyDict_GetItemWithError(*dict, root_key->ptr()) != nullptr;
   }
   if (own && (base != nullptr || THPVariable_Unpack(source.ptr()).is_view())) {
     base = source.ptr();
