@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import torch
 
+from .layout import laid_out_like, same_layout
+from .levels import with_lazy_bits
 from .rules import Rule
-from .tangents import _tensors, autograd_enabled, is_differentiable_dtype
+from .tangents import _tensors, autograd_enabled
 
 
 def _tangents_have_primal_dtypes(primals, tangents, indices) -> bool:
@@ -27,22 +29,35 @@ def _tangents_have_primal_dtypes(primals, tangents, indices) -> bool:
 
 
 def _as_meta(value):
+    """A meta stand-in with value's dtype and layout (sizes, strides, storage
+    offset and length), so a formula run on it lays its result out as on value."""
     if isinstance(value, torch.Tensor):
-        return torch.empty_strided(
-            value.size(), value.stride(), dtype=value.dtype, device="meta"
-        )
+        try:
+            length = value.untyped_storage().nbytes() // value.element_size()
+        except RuntimeError:  # no storage (batched by vmap): its own geometry
+            length = None
+        if length is None:
+            return torch.empty_strided(
+                value.size(), value.stride(), dtype=value.dtype, device="meta"
+            )
+        storage = torch.empty(length, dtype=value.dtype, device="meta")
+        meta = storage.as_strided(value.size(), value.stride(), value.storage_offset())
+        return with_lazy_bits(meta, value)
     if isinstance(value, (list, tuple)):
         return type(value)(_as_meta(v) for v in value)
     return value
 
 
 def _zero_filled(tangent, primal):
-    """A meta stand-in for each absent tangent: a zero of its primal's dtype."""
+    """A meta stand-in for each absent tangent: a zero of its primal's dtype,
+    in new contiguous memory, as native's zero tangents. Integer and bool
+    tensors get theirs too, as in native (`x * mask` with a float32 tangent
+    of a float64 x is float64, from `other_t * self_p`)."""
     if isinstance(tangent, list) or isinstance(primal, (list, tuple)):
         tangents = tangent or [None] * len(primal)
         return [_zero_filled(t, p) for t, p in zip(tangents, primal)]
     if tangent is None and isinstance(primal, torch.Tensor):
-        return _as_meta(primal) if is_differentiable_dtype(primal) else None
+        return torch.empty(primal.shape, dtype=primal.dtype, device="meta")
     if tangent is None and type(primal) in (int, float, complex):
         # A number where the schema has a tensor: native wraps it, and its zero
         # tangent promotes as a number does (`x + 0.5` keeps x's tangent dtype,
@@ -52,31 +67,94 @@ def _zero_filled(tangent, primal):
 
 
 def _in_native_dtypes(rule: Rule, primals, tangents, outputs, results):
-    """Where a tangent has another dtype than its primal, the dtypes native's
-    tangents get: native evaluates a formula's every term, with zeros of the
-    primals' dtypes for absent tangents, so `x * 0.5` with a float32 tangent of a
-    float64 x is float64 (from `other_t * self_p`), where dualgen drops that
-    term. The formula run on meta tensors tells; one meta cannot run keeps the
-    dtypes it has."""
+    """Where a tangent has another dtype than its primal, the tangents in the
+    dtypes native gives them. Native evaluates a formula's every term, with
+    zeros of the primals' dtypes for absent tangents, where dualgen drops those
+    terms (`x * 0.5` with a float32 tangent of a float64 x is float64, from
+    `other_t * self_p`); and it keeps the formula's value in its dtype only when
+    laid out as the output is, copying it into the output's dtype otherwise
+    (`conform_layout`, which sees the kernel's value). With every term present
+    the kernel's value is native's, dtype and layout: it stays as it is.
+    Otherwise the formula run on meta tensors, every term present, tells; one
+    meta cannot run keeps the dtypes the kernels gave."""
+    formula = _native_formula(rule)
+    if formula is rule and not any(_absent(t) for t in tangents):
+        return results
     try:
         filled = [
             _zero_filled(t, primals[i]) for i, t in zip(rule.input_indices, tangents)
         ]
-        meta = rule.call([_as_meta(p) for p in primals], filled, _as_meta(outputs))
+        meta_outputs = _as_meta(outputs)
+        meta = formula.call([_as_meta(p) for p in primals], filled, meta_outputs)
     except Exception:  # noqa: BLE001 - a formula meta tensors cannot run
         return results
     metas = meta if len(results) > 1 else (meta,)
-    out = []
-    for value, like in zip(results, metas):
+    return tuple(
+        _in_native_dtype(*values)
+        for values in zip(results, metas, outputs, meta_outputs)
+    )
+
+
+def _absent(tangent) -> bool:
+    if isinstance(tangent, list):
+        return any(t is None for t in tangent)
+    return tangent is None
+
+
+def _native_formula(rule: Rule) -> Rule:
+    """The rule whose formula native evaluates for rule.op: a view's copy
+    (`expand_copy`, `transpose_copy`) has its view's formula, whose value is a
+    view of the input's tangent, unless the view has no formula of its own (a
+    composite: `narrow`, so `narrow_copy` has one)."""
+    op = rule.op
+    if torch.Tag.view_copy not in op.tags:
+        return rule
+    from .rules import rule_for  # (rules imports the kernels lazily)
+
+    name = op._schema.name.split("::")[-1].removesuffix("_copy")
+    view = getattr(getattr(torch.ops.aten, name, None), op._overloadname, None)
+    if view is None or torch._C._dispatch_has_kernel_for_dispatch_key(
+        view.name(), "CompositeImplicitAutograd"
+    ):
+        return rule
+    view_rule = rule_for(view)
+    return view_rule if view_rule is not None and view_rule.kind == "view" else rule
+
+
+def _in_native_dtype(value, like, output, meta_output):
+    """value (a kernel's tangent for `output`) in native's dtype, `like` being
+    the formula's value on meta tensors with every term present (`meta_output`:
+    output's stand-in there)."""
+    if isinstance(value, (list, tuple)) and isinstance(like, (list, tuple)):
+        return type(value)(
+            _in_native_dtype(*values)
+            for values in zip(value, like, output, meta_output)
+        )
+    if not (
+        isinstance(value, torch.Tensor)
+        and isinstance(like, torch.Tensor)
+        and isinstance(output, torch.Tensor)
+    ):
+        return value
+    if not same_layout(like, meta_output):
+        dtype = output.dtype  # native copies it into the output's memory
+    else:
+        # The kernels' dtype is never narrowed: some meta kernels promote less
+        # than the device's (threshold_backward: float32 for a float32 grad
+        # and a float64 self, float64 on the CPU).
+        dtype = torch.promote_types(value.dtype, like.dtype)
+    if value.dtype == dtype:
+        return value
+    with autograd_enabled():
         if (
-            isinstance(value, torch.Tensor)
-            and isinstance(like, torch.Tensor)
-            and value.dtype != like.dtype
+            dtype != output.dtype
+            and torch._C._has_storage(value)
+            and not same_layout(value, output)
         ):
-            with autograd_enabled():
-                value = value.to(like.dtype)
-        out.append(value)
-    return tuple(out)
+            # Native's value has the output's layout and this dtype: so does
+            # the copy (conform_layout would copy into the output's dtype).
+            return laid_out_like(output, dtype, zeros=False).copy_(value)
+        return value.to(dtype)
 
 
 def _in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
