@@ -29,6 +29,7 @@ import warnings
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from torch.utils._pytree import tree_map_only
 
 import dualgen
 import dualgen.forward_ad as fwAD
@@ -113,13 +114,8 @@ def _is_diff(t) -> bool:
 
 
 def _map(value, fn):
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_map(v, fn) for v in value)
-    if isinstance(value, dict):
-        return {k: _map(v, fn) for k, v in value.items()}
-    return value
+    """`fn` applied to every tensor in a nest of lists, tuples and dicts."""
+    return tree_map_only(torch.Tensor, fn, value)
 
 
 def _tangents(sample, pick, generator) -> list[torch.Tensor]:
