@@ -28,18 +28,6 @@ def loaded():
     dualgen.unload_kernels(PACKAGE)
 
 
-@pytest.fixture(params=["cpp", "python"])
-def backend(request):
-    """Each kernel backend in turn (cpp where the extension is built)."""
-    before = dualgen.kernel_backend()
-    try:
-        dualgen.set_kernel_backend(request.param)
-    except (FileNotFoundError, RuntimeError) as exc:  # not built, or stale
-        pytest.skip(f"no C++ kernels: {exc}")
-    yield request.param
-    dualgen.set_kernel_backend(before)
-
-
 def _finite_difference(f, x, v, h=1e-6):
     return (f(x + h * v) - f(x - h * v)) / (2 * h)
 

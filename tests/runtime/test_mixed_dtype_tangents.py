@@ -31,7 +31,6 @@ import torch
 import torch.autograd.forward_ad as native_fwAD
 from torch.utils._pytree import tree_map_only
 
-import dualgen
 import dualgen.forward_ad as fwAD
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
@@ -262,18 +261,6 @@ def test_opinfo_tangent_dtypes_match_native(op, variant):
 
 # --------------------------------------------------------------------------------------
 # hand-written cases, each kernel backend
-
-
-@pytest.fixture(params=["cpp", "python"])
-def backend(request):
-    """Each kernel backend in turn (cpp where the extension is built)."""
-    before = dualgen.kernel_backend()
-    try:
-        dualgen.set_kernel_backend(request.param)
-    except (FileNotFoundError, RuntimeError) as exc:  # not built, or stale
-        pytest.skip(f"no C++ kernels: {exc}")
-    yield request.param
-    dualgen.set_kernel_backend(before)
 
 
 def _side_by_side(fn, *inputs) -> list:

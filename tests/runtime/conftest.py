@@ -1,0 +1,19 @@
+"""Fixtures shared by the runtime's tests."""
+
+from __future__ import annotations
+
+import pytest
+
+import dualgen
+
+
+@pytest.fixture(params=["cpp", "python"])
+def backend(request):
+    """Each kernel backend in turn (cpp where the extension is built)."""
+    before = dualgen.kernel_backend()
+    try:
+        dualgen.set_kernel_backend(request.param)
+    except (FileNotFoundError, RuntimeError) as exc:  # not built, or stale
+        pytest.skip(f"no C++ kernels: {exc}")
+    yield request.param
+    dualgen.set_kernel_backend(before)
