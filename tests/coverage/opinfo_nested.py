@@ -63,7 +63,14 @@ from nested_oracles import (
     third_order,
     vjp,
 )
-from opinfo_sweep import _differs, _random_like, dtypes_for, forward_ad_ops, full_name
+from opinfo_sweep import (
+    _differs,
+    _random_like,
+    dtypes_for,
+    forward_ad_ops,
+    full_name,
+    one_thread,
+)
 
 MODES = ("order2", "order3", "fwd_over_rev", "rev_over_fwd")
 SAMPLES = 3  # per (op, dtype, mode): keeps the suite to minutes (docs/opinfo_nested.md)
@@ -236,14 +243,9 @@ def _deterministic(p) -> bool:
 
 
 def check(op, dtype, mode, samples=SAMPLES) -> NestedResult:
-    # One thread: reductions and kernels that write one place from several give
-    # the same bits on every call (the differences read 1e-10 changes).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    # One thread: the same bits on every call (the differences read 1e-10 changes).
+    with one_thread():
         return _check(op, dtype, mode, samples)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _check(op, dtype, mode, samples) -> NestedResult:

@@ -20,6 +20,7 @@ tensor input, also inside lists.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from dataclasses import dataclass, field
@@ -244,15 +245,22 @@ def full_name(op) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
 
 
-def check(op, dtype, hvp=False, fx=False) -> OpResult:
-    # One thread: kernels that write one place from several (max_unpool with
-    # repeated indices) then pick the same winner for the primal and the tangent.
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread: kernels that write one place from several (max_unpool
+    with repeated indices) then pick the same winner for the primal and the
+    tangent, and reductions give the same bits on every call."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _check(op, dtype, hvp, fx)
+        yield
     finally:
         torch.set_num_threads(threads)
+
+
+def check(op, dtype, hvp=False, fx=False) -> OpResult:
+    with one_thread():
+        return _check(op, dtype, hvp, fx)
 
 
 def _check(op, dtype, hvp, fx=False) -> OpResult:
