@@ -86,6 +86,7 @@ from dualgen.formulas import (
     mish_second_derivative,
     mvlgamma_derivative,
     native_multi_head_attention_tangent,
+    norm_affine_tangent,
     norm_backward_tangent,
     pinv_tangent,
     pow_exponent_derivative,
@@ -93,6 +94,7 @@ from dualgen.formulas import (
     prod_tangent,
     qr_tangents,
     renorm_tangent,
+    resize_tangent,
     scale,
     scan_tangent,
     scatter_reduce_tangent,
@@ -137,9 +139,9 @@ def abs__default(self_p, self_t, result):
 def neg_default(self_p, self_t, result):
     """aten::neg(Tensor self) -> Tensor"""
     # functional, derivatives.yaml entry neg
-    # result: auto_linear
+    # result: auto_element_wise, from self: -grad
     if self_t is not None:
-        return torch.ops.aten.neg.default(self_t)
+        return -self_t
     else:
         return None
 
@@ -148,9 +150,9 @@ def neg__default(self_p, self_t, result):
     """aten::neg_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, derivatives.yaml entry neg
     # formulas from neg; self_p is self before the update
-    # result: auto_linear
+    # result: auto_element_wise, from self: -grad
     if self_t is not None:
-        return torch.ops.aten.neg_.default(self_t)
+        return -self_t
     else:
         return None
 
@@ -2028,40 +2030,69 @@ def native_layer_norm_default(
 ):
     """aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_layer_norm
-    # result0: layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t
+    # result0: norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, bias_t)
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
-            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps)
-            + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t
-            + bias_t
+        result0_t = norm_affine_tangent(
+            layer_norm_tangent(input_t, input_p, normalized_shape, eps),
+            layer_norm_xhat(input_p, normalized_shape, eps),
+            weight_p,
+            weight_t,
+            bias_t,
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
-            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps)
-            + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t,
-            result0,
+        result0_t = norm_affine_tangent(
+            layer_norm_tangent(input_t, input_p, normalized_shape, eps),
+            layer_norm_xhat(input_p, normalized_shape, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
-            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps)
-            + bias_t,
-            result0,
+        result0_t = norm_affine_tangent(
+            layer_norm_tangent(input_t, input_p, normalized_shape, eps),
+            layer_norm_xhat(input_p, normalized_shape, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t, result0
+        result0_t = norm_affine_tangent(
+            layer_norm_tangent(
+                torch.zeros_like(input_p), input_p, normalized_shape, eps
+            ),
+            layer_norm_xhat(input_p, normalized_shape, eps),
+            weight_p,
+            weight_t,
+            bias_t,
         )
     elif input_t is not None:
-        result0_t = conform(
-            layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps),
-            result0,
+        result0_t = norm_affine_tangent(
+            layer_norm_tangent(input_t, input_p, normalized_shape, eps),
+            layer_norm_xhat(input_p, normalized_shape, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            layer_norm_xhat(input_p, normalized_shape, eps) * weight_t, result0
+        result0_t = norm_affine_tangent(
+            layer_norm_tangent(
+                torch.zeros_like(input_p), input_p, normalized_shape, eps
+            ),
+            layer_norm_xhat(input_p, normalized_shape, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
         )
     elif bias_t is not None:
-        result0_t = conform(bias_t, result0)
+        result0_t = norm_affine_tangent(
+            layer_norm_tangent(
+                torch.zeros_like(input_p), input_p, normalized_shape, eps
+            ),
+            layer_norm_xhat(input_p, normalized_shape, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+        )
     else:
         result0_t = None
     return result0_t, None, None
@@ -2085,55 +2116,99 @@ def native_batch_norm_default(
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_batch_norm
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim())
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
-            )
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
+                input_t, input_p, running_mean_p, running_var_p, training, eps
             ),
-            result0,
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif bias_t is not None:
-        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
     else:
         result0_t = None
     return result0_t, None, None
@@ -2157,47 +2232,76 @@ def native_group_norm_default(
 ):
     """aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_group_norm
-    # result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
-            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group)
-            + group_norm_xhat(input_p, result1, result2, group)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim())
+        result0_t = norm_affine_tangent(
+            group_norm_tangent(input_t, input_p, result1, result2, group),
+            group_norm_xhat(input_p, result1, result2, group),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
-            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group)
-            + group_norm_xhat(input_p, result1, result2, group)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            group_norm_tangent(input_t, input_p, result1, result2, group),
+            group_norm_xhat(input_p, result1, result2, group),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
-            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group)
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            group_norm_tangent(input_t, input_p, result1, result2, group),
+            group_norm_xhat(input_p, result1, result2, group),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            group_norm_xhat(input_p, result1, result2, group)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            group_norm_tangent(
+                torch.zeros_like(input_p), input_p, result1, result2, group
+            ),
+            group_norm_xhat(input_p, result1, result2, group),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None:
-        result0_t = conform(
-            group_norm_tangent(input_t, input_p, weight_p, result1, result2, group),
-            result0,
+        result0_t = norm_affine_tangent(
+            group_norm_tangent(input_t, input_p, result1, result2, group),
+            group_norm_xhat(input_p, result1, result2, group),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            group_norm_xhat(input_p, result1, result2, group)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            group_norm_tangent(
+                torch.zeros_like(input_p), input_p, result1, result2, group
+            ),
+            group_norm_xhat(input_p, result1, result2, group),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif bias_t is not None:
-        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+        result0_t = norm_affine_tangent(
+            group_norm_tangent(
+                torch.zeros_like(input_p), input_p, result1, result2, group
+            ),
+            group_norm_xhat(input_p, result1, result2, group),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
     else:
         result0_t = None
     # result1: group_norm_mean_tangent(input_t, group)
@@ -5170,6 +5274,16 @@ def t__default(self_p, self_t, result):
         return None
 
 
+def resize__default(self_p, size, memory_format, self_t, result):
+    """aten::resize_(Tensor(a!) self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry resize_
+    # result: resize_tangent(self_t, result)
+    if self_t is not None:
+        return resize_tangent(self_t, result)
+    else:
+        return None
+
+
 def transpose__default(self_p, dim0, dim1, self_t, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
     # inplace, derivatives.yaml entry transpose_
@@ -7575,55 +7689,99 @@ def _native_batch_norm_legit_default(
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim())
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
-            )
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps
+                input_t, input_p, running_mean_p, running_var_p, training, eps
             ),
-            result0,
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif bias_t is not None:
-        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
     else:
         result0_t = None
     return result0_t, None, None
@@ -7645,47 +7803,76 @@ def _native_batch_norm_legit_no_stats(
 ):
     """aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit.no_stats
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, weight_t, bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
-            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps)
-            + batch_norm_xhat(input_p, None, None, training, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim())
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(input_t, input_p, None, None, training, eps),
+            batch_norm_xhat(input_p, None, None, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
-            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps)
-            + batch_norm_xhat(input_p, None, None, training, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(input_t, input_p, None, None, training, eps),
+            batch_norm_xhat(input_p, None, None, training, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
-            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps)
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(input_t, input_p, None, None, training, eps),
+            batch_norm_xhat(input_p, None, None, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, None, None, training, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p), input_p, None, None, training, eps
+            ),
+            batch_norm_xhat(input_p, None, None, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None:
-        result0_t = conform(
-            batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(input_t, input_p, None, None, training, eps),
+            batch_norm_xhat(input_p, None, None, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, None, None, training, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p), input_p, None, None, training, eps
+            ),
+            batch_norm_xhat(input_p, None, None, training, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif bias_t is not None:
-        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p), input_p, None, None, training, eps
+            ),
+            batch_norm_xhat(input_p, None, None, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
     else:
         result0_t = None
     return result0_t, None, None
@@ -7708,55 +7895,99 @@ def _native_batch_norm_legit_no_training_default(
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit_no_training
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim())
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
-            )
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                False,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
+                input_t, input_p, running_mean_p, running_var_p, False, eps
             ),
-            result0,
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                False,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif bias_t is not None:
-        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                False,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
     else:
         result0_t = None
     return result0_t, None, None
@@ -7780,55 +8011,99 @@ def _batch_norm_with_update_default(
 ):
     """aten::_batch_norm_with_update(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _batch_norm_with_update
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, True, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps), weight_p, weight_t, bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim())
+                input_t, input_p, running_mean_p, running_var_p, True, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, True, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
-            )
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, True, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                True,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps
+                input_t, input_p, running_mean_p, running_var_p, True, eps
             ),
-            result0,
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                True,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif bias_t is not None:
-        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                True,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
     else:
         result0_t = None
     return result0_t, None, None, None
@@ -7852,55 +8127,99 @@ def _batch_norm_no_update_default(
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _batch_norm_no_update
-    # result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
     if input_t is not None and weight_t is not None and bias_t is not None:
-        result0_t = (
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim())
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None and weight_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
-            )
-            + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif input_t is not None and bias_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
-            )
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
         )
     elif weight_t is not None and bias_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim())
-            + channel_view(bias_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                False,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
         )
     elif input_t is not None:
-        result0_t = conform(
+        result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps
+                input_t, input_p, running_mean_p, running_var_p, False, eps
             ),
-            result0,
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif weight_t is not None:
-        result0_t = conform(
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps)
-            * channel_view(weight_t, input_p.dim()),
-            result0,
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                False,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
         )
     elif bias_t is not None:
-        result0_t = conform(channel_view(bias_t, input_p.dim()), result0)
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                False,
+                eps,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
     else:
         result0_t = None
     return result0_t, None, None, None
@@ -8322,7 +8641,7 @@ def as_strided_scatter_default(
 ):
     """aten::as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
     # functional, derivatives.yaml entry as_strided_scatter
-    # result: torch.where(torch.as_strided_scatter(torch.zeros_like(self_p), torch.ones_like(src_p), size, stride, storage_offset) != 0, torch.as_strided_scatter(torch.zeros_like(self_p), src_t, size, stride, storage_offset), self_t)
+    # result: torch.where(torch.as_strided_scatter(torch.zeros_like(self_p), torch.ones_like(src_p), size, stride, storage_offset) != 0, torch.as_strided_scatter(torch.zeros_like(self_p, dtype=self_t.dtype), src_t, size, stride, storage_offset), self_t)
     if self_t is not None and src_t is not None:
         return torch.where(
             torch.as_strided_scatter(
@@ -8334,7 +8653,11 @@ def as_strided_scatter_default(
             )
             != 0,
             torch.as_strided_scatter(
-                torch.zeros_like(self_p), src_t, size, stride, storage_offset
+                torch.zeros_like(self_p, dtype=self_t.dtype),
+                src_t,
+                size,
+                stride,
+                storage_offset,
             ),
             self_t,
         )
@@ -8349,7 +8672,7 @@ def as_strided_scatter_default(
             )
             != 0,
             torch.as_strided_scatter(
-                torch.zeros_like(self_p),
+                torch.zeros_like(self_p, dtype=self_t.dtype),
                 torch.zeros_like(src_p),
                 size,
                 stride,
@@ -8368,7 +8691,11 @@ def as_strided_scatter_default(
             )
             != 0,
             torch.as_strided_scatter(
-                torch.zeros_like(self_p), src_t, size, stride, storage_offset
+                torch.zeros_like(self_p, dtype=torch.zeros_like(self_p).dtype),
+                src_t,
+                size,
+                stride,
+                storage_offset,
             ),
             torch.zeros_like(self_p),
         )

@@ -24,6 +24,7 @@ KERNELS[aten.abs.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::abs.default",
 )
@@ -40,6 +41,7 @@ KERNELS[aten.abs_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="abs",
     cpp_kernel="aten::abs_.default",
 )
@@ -56,6 +58,7 @@ KERNELS[aten.neg.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::neg.default",
 )
@@ -72,6 +75,7 @@ KERNELS[aten.neg_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="neg",
     cpp_kernel="aten::neg_.default",
 )
@@ -88,6 +92,7 @@ KERNELS[aten.sin.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::sin.default",
 )
@@ -104,6 +109,7 @@ KERNELS[aten.sin_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="sin",
     cpp_kernel="aten::sin_.default",
 )
@@ -120,6 +126,7 @@ KERNELS[aten.cos.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::cos.default",
 )
@@ -136,6 +143,7 @@ KERNELS[aten.cos_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="cos",
     cpp_kernel="aten::cos_.default",
 )
@@ -152,6 +160,7 @@ KERNELS[aten.tan.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::tan.default",
 )
@@ -168,6 +177,7 @@ KERNELS[aten.tan_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="tan",
     cpp_kernel="aten::tan_.default",
 )
@@ -184,6 +194,7 @@ KERNELS[aten.tanh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::tanh.default",
 )
@@ -200,6 +211,7 @@ KERNELS[aten.tanh_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="tanh",
     cpp_kernel="aten::tanh_.default",
 )
@@ -216,6 +228,7 @@ KERNELS[aten.sigmoid.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::sigmoid.default",
 )
@@ -232,6 +245,7 @@ KERNELS[aten.sigmoid_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="sigmoid",
     cpp_kernel="aten::sigmoid_.default",
 )
@@ -248,6 +262,7 @@ KERNELS[aten.exp.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::exp.default",
 )
@@ -264,6 +279,7 @@ KERNELS[aten.exp_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="exp",
     cpp_kernel="aten::exp_.default",
 )
@@ -280,6 +296,7 @@ KERNELS[aten.exp2.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::exp2.default",
 )
@@ -296,6 +313,7 @@ KERNELS[aten.exp2_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="exp2",
     cpp_kernel="aten::exp2_.default",
 )
@@ -312,6 +330,7 @@ KERNELS[aten.expm1.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::expm1.default",
 )
@@ -328,6 +347,7 @@ KERNELS[aten.expm1_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="expm1",
     cpp_kernel="aten::expm1_.default",
 )
@@ -344,6 +364,7 @@ KERNELS[aten.log.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::log.default",
 )
@@ -360,6 +381,7 @@ KERNELS[aten.log_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="log",
     cpp_kernel="aten::log_.default",
 )
@@ -376,6 +398,7 @@ KERNELS[aten.log2.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::log2.default",
 )
@@ -392,6 +415,7 @@ KERNELS[aten.log2_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="log2",
     cpp_kernel="aten::log2_.default",
 )
@@ -408,6 +432,7 @@ KERNELS[aten.log1p.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::log1p.default",
 )
@@ -424,6 +449,7 @@ KERNELS[aten.log1p_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="log1p",
     cpp_kernel="aten::log1p_.default",
 )
@@ -440,6 +466,7 @@ KERNELS[aten.sqrt.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::sqrt.default",
 )
@@ -456,6 +483,7 @@ KERNELS[aten.sqrt_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="sqrt",
     cpp_kernel="aten::sqrt_.default",
 )
@@ -472,6 +500,7 @@ KERNELS[aten.rsqrt.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::rsqrt.default",
 )
@@ -488,6 +517,7 @@ KERNELS[aten.rsqrt_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="rsqrt",
     cpp_kernel="aten::rsqrt_.default",
 )
@@ -504,6 +534,7 @@ KERNELS[aten.reciprocal.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::reciprocal.default",
 )
@@ -520,6 +551,7 @@ KERNELS[aten.reciprocal_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="reciprocal",
     cpp_kernel="aten::reciprocal_.default",
 )
@@ -536,6 +568,7 @@ KERNELS[aten.relu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::relu.default",
 )
@@ -552,6 +585,7 @@ KERNELS[aten.relu_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="relu",
     cpp_kernel="aten::relu_.default",
 )
@@ -568,6 +602,7 @@ KERNELS[aten.sinh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::sinh.default",
 )
@@ -584,6 +619,7 @@ KERNELS[aten.sinh_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="sinh",
     cpp_kernel="aten::sinh_.default",
 )
@@ -600,6 +636,7 @@ KERNELS[aten.cosh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::cosh.default",
 )
@@ -616,6 +653,7 @@ KERNELS[aten.cosh_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="cosh",
     cpp_kernel="aten::cosh_.default",
 )
@@ -632,6 +670,7 @@ KERNELS[aten.asin.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::asin.default",
 )
@@ -648,6 +687,7 @@ KERNELS[aten.asin_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="asin",
     cpp_kernel="aten::asin_.default",
 )
@@ -664,6 +704,7 @@ KERNELS[aten.acos.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::acos.default",
 )
@@ -680,6 +721,7 @@ KERNELS[aten.acos_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="acos",
     cpp_kernel="aten::acos_.default",
 )
@@ -696,6 +738,7 @@ KERNELS[aten.atan.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::atan.default",
 )
@@ -712,6 +755,7 @@ KERNELS[aten.atan_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="atan",
     cpp_kernel="aten::atan_.default",
 )
@@ -728,6 +772,7 @@ KERNELS[aten.erf.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::erf.default",
 )
@@ -744,6 +789,7 @@ KERNELS[aten.erf_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="erf",
     cpp_kernel="aten::erf_.default",
 )
@@ -760,6 +806,7 @@ KERNELS[aten.clamp.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::clamp.default",
 )
@@ -776,6 +823,7 @@ KERNELS[aten.clamp_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="clamp",
     cpp_kernel="aten::clamp_.default",
 )
@@ -792,6 +840,7 @@ KERNELS[aten.clone.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::clone.default",
 )
@@ -816,6 +865,7 @@ KERNELS[aten._to_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_to_copy.default",
 )
@@ -832,6 +882,7 @@ KERNELS[aten.detach.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::detach.default",
 )
@@ -848,6 +899,7 @@ KERNELS[aten.zeros_like.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::zeros_like.default",
 )
@@ -864,6 +916,7 @@ KERNELS[aten.ones_like.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::ones_like.default",
 )
@@ -880,6 +933,7 @@ KERNELS[aten.empty_like.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::empty_like.default",
 )
@@ -904,6 +958,7 @@ KERNELS[aten.full_like.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::full_like.default",
 )
@@ -920,6 +975,7 @@ KERNELS[aten.new_zeros.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::new_zeros.default",
 )
@@ -936,6 +992,7 @@ KERNELS[aten.new_ones.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::new_ones.default",
 )
@@ -952,6 +1009,7 @@ KERNELS[aten.new_empty.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::new_empty.default",
 )
@@ -968,6 +1026,7 @@ KERNELS[aten.new_full.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::new_full.default",
 )
@@ -984,6 +1043,7 @@ KERNELS[aten.add.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::add.Tensor",
 )
@@ -1000,6 +1060,7 @@ KERNELS[aten.add.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::add.Scalar",
 )
@@ -1016,6 +1077,7 @@ KERNELS[aten.add_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="add.Scalar",
     cpp_kernel="aten::add_.Scalar",
 )
@@ -1032,6 +1094,7 @@ KERNELS[aten.sub.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sub.Tensor",
 )
@@ -1048,6 +1111,7 @@ KERNELS[aten.sub_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="sub.Tensor",
     cpp_kernel="aten::sub_.Tensor",
 )
@@ -1064,6 +1128,7 @@ KERNELS[aten.sub.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sub.Scalar",
 )
@@ -1080,6 +1145,7 @@ KERNELS[aten.sub_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="sub.Scalar",
     cpp_kernel="aten::sub_.Scalar",
 )
@@ -1096,6 +1162,7 @@ KERNELS[aten.rsub.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::rsub.Tensor",
 )
@@ -1112,6 +1179,7 @@ KERNELS[aten.rsub.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::rsub.Scalar",
 )
@@ -1128,6 +1196,7 @@ KERNELS[aten.mul.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mul.Tensor",
 )
@@ -1144,6 +1213,7 @@ KERNELS[aten.mul.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mul.Scalar",
 )
@@ -1160,6 +1230,7 @@ KERNELS[aten.mul_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="mul.Scalar",
     cpp_kernel="aten::mul_.Scalar",
 )
@@ -1176,6 +1247,7 @@ KERNELS[aten.div.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::div.Tensor",
 )
@@ -1192,6 +1264,7 @@ KERNELS[aten.div_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="div.Tensor",
     cpp_kernel="aten::div_.Tensor",
 )
@@ -1208,6 +1281,7 @@ KERNELS[aten.div.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::div.Scalar",
 )
@@ -1224,6 +1298,7 @@ KERNELS[aten.div_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="div.Scalar",
     cpp_kernel="aten::div_.Scalar",
 )
@@ -1240,6 +1315,7 @@ KERNELS[aten.pow.Tensor_Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::pow.Tensor_Scalar",
 )
@@ -1256,6 +1332,7 @@ KERNELS[aten.pow_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="pow.Tensor_Scalar",
     cpp_kernel="aten::pow_.Scalar",
 )
@@ -1272,6 +1349,7 @@ KERNELS[aten.pow.Tensor_Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::pow.Tensor_Tensor",
 )
@@ -1288,6 +1366,7 @@ KERNELS[aten.pow_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="pow.Tensor_Tensor",
     cpp_kernel="aten::pow_.Tensor",
 )
@@ -1304,6 +1383,7 @@ KERNELS[aten.pow.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::pow.Scalar",
 )
@@ -1320,6 +1400,7 @@ KERNELS[aten.maximum.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::maximum.default",
 )
@@ -1336,6 +1417,7 @@ KERNELS[aten.minimum.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::minimum.default",
 )
@@ -1352,6 +1434,7 @@ KERNELS[aten.where.self] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::where.self",
 )
@@ -1368,6 +1451,7 @@ KERNELS[aten.atan2.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::atan2.default",
 )
@@ -1384,6 +1468,7 @@ KERNELS[aten.atan2_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="atan2",
     cpp_kernel="aten::atan2_.default",
 )
@@ -1400,6 +1485,7 @@ KERNELS[aten.sum.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sum.default",
 )
@@ -1416,6 +1502,7 @@ KERNELS[aten.sum.dim_IntList] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sum.dim_IntList",
 )
@@ -1432,6 +1519,7 @@ KERNELS[aten.mean.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mean.default",
 )
@@ -1448,6 +1536,7 @@ KERNELS[aten.mean.dim] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mean.dim",
 )
@@ -1464,6 +1553,7 @@ KERNELS[aten.amax.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::amax.default",
 )
@@ -1480,6 +1570,7 @@ KERNELS[aten.amin.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::amin.default",
 )
@@ -1496,6 +1587,7 @@ KERNELS[aten.max.dim] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max.dim",
 )
@@ -1512,6 +1604,7 @@ KERNELS[aten.min.dim] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::min.dim",
 )
@@ -1528,6 +1621,7 @@ KERNELS[aten.mm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mm.default",
 )
@@ -1544,6 +1638,7 @@ KERNELS[aten.bmm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::bmm.default",
 )
@@ -1560,6 +1655,7 @@ KERNELS[aten.addmm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::addmm.default",
 )
@@ -1576,6 +1672,7 @@ KERNELS[aten.addmm_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="addmm",
     cpp_kernel="aten::addmm_.default",
 )
@@ -1592,6 +1689,7 @@ KERNELS[aten.mv.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mv.default",
 )
@@ -1608,6 +1706,7 @@ KERNELS[aten.dot.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::dot.default",
 )
@@ -1624,6 +1723,7 @@ KERNELS[aten.alias.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::alias.default",
 )
@@ -1640,6 +1740,7 @@ KERNELS[aten.as_strided.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::as_strided.default",
 )
@@ -1656,6 +1757,7 @@ KERNELS[aten.view.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::view.default",
 )
@@ -1672,6 +1774,7 @@ KERNELS[aten._unsafe_view.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_unsafe_view.default",
 )
@@ -1688,6 +1791,7 @@ KERNELS[aten.t.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::t.default",
 )
@@ -1704,6 +1808,7 @@ KERNELS[aten.transpose.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::transpose.int",
 )
@@ -1720,6 +1825,7 @@ KERNELS[aten.permute.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::permute.default",
 )
@@ -1736,6 +1842,7 @@ KERNELS[aten.expand.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::expand.default",
 )
@@ -1752,6 +1859,7 @@ KERNELS[aten.slice.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::slice.Tensor",
 )
@@ -1768,6 +1876,7 @@ KERNELS[aten.select.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::select.int",
 )
@@ -1784,6 +1893,7 @@ KERNELS[aten.unsqueeze.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unsqueeze.default",
 )
@@ -1800,6 +1910,7 @@ KERNELS[aten.squeeze.dim] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::squeeze.dim",
 )
@@ -1816,6 +1927,7 @@ KERNELS[aten.squeeze.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::squeeze.default",
 )
@@ -1832,6 +1944,7 @@ KERNELS[aten._conj.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_conj.default",
 )
@@ -1848,6 +1961,7 @@ KERNELS[aten.resolve_conj.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::resolve_conj.default",
 )
@@ -1864,6 +1978,7 @@ KERNELS[aten._neg_view.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_neg_view.default",
 )
@@ -1880,6 +1995,7 @@ KERNELS[aten.resolve_neg.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::resolve_neg.default",
 )
@@ -1896,6 +2012,7 @@ KERNELS[aten.conj_physical.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::conj_physical.default",
 )
@@ -1912,6 +2029,7 @@ KERNELS[aten.conj_physical_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="conj_physical",
     cpp_kernel="aten::conj_physical_.default",
 )
@@ -1928,6 +2046,7 @@ KERNELS[aten._conj_physical.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_conj_physical.default",
 )
@@ -1944,6 +2063,7 @@ KERNELS[aten.cat.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cat.default",
 )
@@ -1960,6 +2080,7 @@ KERNELS[aten.stack.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::stack.default",
 )
@@ -1976,6 +2097,7 @@ KERNELS[aten.add_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="add.Tensor",
     cpp_kernel="aten::add_.Tensor",
 )
@@ -1992,6 +2114,7 @@ KERNELS[aten.mul_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="mul.Tensor",
     cpp_kernel="aten::mul_.Tensor",
 )
@@ -2008,6 +2131,7 @@ KERNELS[aten.copy_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::copy_.default",
 )
@@ -2024,6 +2148,7 @@ KERNELS[aten.zero_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::zero_.default",
 )
@@ -2040,6 +2165,7 @@ KERNELS[aten.fill_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fill_.Scalar",
 )
@@ -2056,6 +2182,7 @@ KERNELS[aten.fill_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fill_.Tensor",
 )
@@ -2072,6 +2199,7 @@ KERNELS[aten.eq_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::eq_.Scalar",
 )
@@ -2088,6 +2216,7 @@ KERNELS[aten.eq_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::eq_.Tensor",
 )
@@ -2104,6 +2233,7 @@ KERNELS[aten.ne_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::ne_.Scalar",
 )
@@ -2120,6 +2250,7 @@ KERNELS[aten.ne_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::ne_.Tensor",
 )
@@ -2136,6 +2267,7 @@ KERNELS[aten.lt_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::lt_.Scalar",
 )
@@ -2152,6 +2284,7 @@ KERNELS[aten.lt_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::lt_.Tensor",
 )
@@ -2168,6 +2301,7 @@ KERNELS[aten.le_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::le_.Scalar",
 )
@@ -2184,6 +2318,7 @@ KERNELS[aten.le_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::le_.Tensor",
 )
@@ -2200,6 +2335,7 @@ KERNELS[aten.gt_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::gt_.Scalar",
 )
@@ -2216,6 +2352,7 @@ KERNELS[aten.gt_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::gt_.Tensor",
 )
@@ -2232,6 +2369,7 @@ KERNELS[aten.ge_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::ge_.Scalar",
 )
@@ -2248,6 +2386,7 @@ KERNELS[aten.ge_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::ge_.Tensor",
 )
@@ -2264,6 +2403,7 @@ KERNELS[aten.logical_and_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logical_and_.default",
 )
@@ -2280,6 +2420,7 @@ KERNELS[aten.logical_or_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logical_or_.default",
 )
@@ -2296,6 +2437,7 @@ KERNELS[aten.logical_xor_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logical_xor_.default",
 )
@@ -2312,6 +2454,7 @@ KERNELS[aten.logical_not_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logical_not_.default",
 )
@@ -2328,6 +2471,7 @@ KERNELS[aten._softmax.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_softmax.default",
 )
@@ -2344,6 +2488,7 @@ KERNELS[aten._log_softmax.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_log_softmax.default",
 )
@@ -2360,6 +2505,7 @@ KERNELS[aten.softmax.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::softmax.int",
 )
@@ -2376,6 +2522,7 @@ KERNELS[aten.log_softmax.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::log_softmax.int",
 )
@@ -2392,6 +2539,7 @@ KERNELS[aten.tanh_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::tanh_backward.default",
 )
@@ -2408,6 +2556,7 @@ KERNELS[aten.sigmoid_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sigmoid_backward.default",
 )
@@ -2424,6 +2573,7 @@ KERNELS[aten.threshold_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::threshold_backward.default",
 )
@@ -2440,6 +2590,7 @@ KERNELS[aten._softmax_backward_data.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_softmax_backward_data.default",
 )
@@ -2456,6 +2607,7 @@ KERNELS[aten._log_softmax_backward_data.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_log_softmax_backward_data.default",
 )
@@ -2472,6 +2624,7 @@ KERNELS[aten.select_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::select_backward.default",
 )
@@ -2488,6 +2641,7 @@ KERNELS[aten.slice_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::slice_backward.default",
 )
@@ -2514,6 +2668,7 @@ KERNELS[aten.convolution.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::convolution.default",
 )
@@ -2530,6 +2685,7 @@ KERNELS[aten.native_layer_norm.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_layer_norm.default",
 )
@@ -2555,6 +2711,7 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_batch_norm.default",
 )
@@ -2571,6 +2728,7 @@ KERNELS[aten.native_group_norm.default] = KernelInfo(
     differentiable_outputs=("result0", "result1", "result2"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_group_norm.default",
 )
@@ -2587,6 +2745,7 @@ KERNELS[aten._adaptive_avg_pool2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_adaptive_avg_pool2d.default",
 )
@@ -2611,6 +2770,7 @@ KERNELS[aten.avg_pool2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::avg_pool2d.default",
 )
@@ -2627,6 +2787,7 @@ KERNELS[aten.max_pool2d_with_indices.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max_pool2d_with_indices.default",
 )
@@ -2643,6 +2804,7 @@ KERNELS[aten.upsample_nearest1d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest1d.default",
 )
@@ -2659,6 +2821,7 @@ KERNELS[aten.upsample_nearest2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest2d.default",
 )
@@ -2675,6 +2838,7 @@ KERNELS[aten.upsample_nearest1d.vec] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest1d.vec",
 )
@@ -2691,6 +2855,7 @@ KERNELS[aten.upsample_nearest2d.vec] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest2d.vec",
 )
@@ -2707,6 +2872,7 @@ KERNELS[aten.upsample_bilinear2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_bilinear2d.default",
 )
@@ -2723,6 +2889,7 @@ KERNELS[aten.upsample_bilinear2d.vec] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_bilinear2d.vec",
 )
@@ -2739,6 +2906,7 @@ KERNELS[aten.mse_loss.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mse_loss.default",
 )
@@ -2755,6 +2923,7 @@ KERNELS[aten.smooth_l1_loss.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::smooth_l1_loss.default",
 )
@@ -2771,6 +2940,7 @@ KERNELS[aten.huber_loss.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::huber_loss.default",
 )
@@ -2787,6 +2957,7 @@ KERNELS[aten.glu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::glu.default",
 )
@@ -2803,6 +2974,7 @@ KERNELS[aten.native_dropout.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_dropout.default",
 )
@@ -2819,6 +2991,7 @@ KERNELS[aten.native_dropout_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_dropout_backward.default",
 )
@@ -2835,6 +3008,7 @@ KERNELS[aten._adaptive_avg_pool3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_adaptive_avg_pool3d.default",
 )
@@ -2859,6 +3033,7 @@ KERNELS[aten.avg_pool3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::avg_pool3d.default",
 )
@@ -2875,6 +3050,7 @@ KERNELS[aten.max_pool3d_with_indices.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max_pool3d_with_indices.default",
 )
@@ -2891,6 +3067,7 @@ KERNELS[aten.adaptive_max_pool2d.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::adaptive_max_pool2d.default",
 )
@@ -2907,6 +3084,7 @@ KERNELS[aten.adaptive_max_pool3d.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::adaptive_max_pool3d.default",
 )
@@ -2923,6 +3101,7 @@ KERNELS[aten.upsample_nearest3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest3d.default",
 )
@@ -2939,6 +3118,7 @@ KERNELS[aten._upsample_nearest_exact1d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_nearest_exact1d.default",
 )
@@ -2955,6 +3135,7 @@ KERNELS[aten._upsample_nearest_exact2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_nearest_exact2d.default",
 )
@@ -2971,6 +3152,7 @@ KERNELS[aten._upsample_nearest_exact3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_nearest_exact3d.default",
 )
@@ -2987,6 +3169,7 @@ KERNELS[aten.upsample_linear1d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_linear1d.default",
 )
@@ -3003,6 +3186,7 @@ KERNELS[aten.upsample_bicubic2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_bicubic2d.default",
 )
@@ -3026,6 +3210,7 @@ KERNELS[aten.upsample_trilinear3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_trilinear3d.default",
 )
@@ -3042,6 +3227,7 @@ KERNELS[aten.log10.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::log10.default",
 )
@@ -3058,6 +3244,7 @@ KERNELS[aten.log10_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="log10",
     cpp_kernel="aten::log10_.default",
 )
@@ -3074,6 +3261,7 @@ KERNELS[aten.asinh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::asinh.default",
 )
@@ -3090,6 +3278,7 @@ KERNELS[aten.asinh_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="asinh",
     cpp_kernel="aten::asinh_.default",
 )
@@ -3106,6 +3295,7 @@ KERNELS[aten.atanh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::atanh.default",
 )
@@ -3122,6 +3312,7 @@ KERNELS[aten.atanh_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="atanh",
     cpp_kernel="aten::atanh_.default",
 )
@@ -3138,6 +3329,7 @@ KERNELS[aten.erfc.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::erfc.default",
 )
@@ -3154,6 +3346,7 @@ KERNELS[aten.erfc_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="erfc",
     cpp_kernel="aten::erfc_.default",
 )
@@ -3170,6 +3363,7 @@ KERNELS[aten.erfinv.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::erfinv.default",
 )
@@ -3186,6 +3380,7 @@ KERNELS[aten.erfinv_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from="erfinv",
     cpp_kernel="aten::erfinv_.default",
 )
@@ -3202,6 +3397,7 @@ KERNELS[aten.lgamma.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::lgamma.default",
 )
@@ -3218,6 +3414,7 @@ KERNELS[aten.lgamma_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="lgamma",
     cpp_kernel="aten::lgamma_.default",
 )
@@ -3234,6 +3431,7 @@ KERNELS[aten.digamma.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::digamma.default",
 )
@@ -3250,6 +3448,7 @@ KERNELS[aten.digamma_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="digamma",
     cpp_kernel="aten::digamma_.default",
 )
@@ -3266,6 +3465,7 @@ KERNELS[aten.polygamma.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::polygamma.default",
 )
@@ -3282,6 +3482,7 @@ KERNELS[aten.mvlgamma.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::mvlgamma.default",
 )
@@ -3298,6 +3499,7 @@ KERNELS[aten.mvlgamma_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="mvlgamma",
     cpp_kernel="aten::mvlgamma_.default",
 )
@@ -3314,6 +3516,7 @@ KERNELS[aten.logit.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::logit.default",
 )
@@ -3330,6 +3533,7 @@ KERNELS[aten.logit_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="logit",
     cpp_kernel="aten::logit_.default",
 )
@@ -3346,6 +3550,7 @@ KERNELS[aten.sinc.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::sinc.default",
 )
@@ -3362,6 +3567,7 @@ KERNELS[aten.sinc_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="sinc",
     cpp_kernel="aten::sinc_.default",
 )
@@ -3378,6 +3584,7 @@ KERNELS[aten.i0.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::i0.default",
 )
@@ -3394,6 +3601,7 @@ KERNELS[aten.i0_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="i0",
     cpp_kernel="aten::i0_.default",
 )
@@ -3410,6 +3618,7 @@ KERNELS[aten.special_i0e.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_i0e.default",
 )
@@ -3426,6 +3635,7 @@ KERNELS[aten.special_i1.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_i1.default",
 )
@@ -3442,6 +3652,7 @@ KERNELS[aten.special_i1e.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_i1e.default",
 )
@@ -3458,6 +3669,7 @@ KERNELS[aten.special_ndtr.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_ndtr.default",
 )
@@ -3474,6 +3686,7 @@ KERNELS[aten.special_log_ndtr.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_log_ndtr.default",
 )
@@ -3490,6 +3703,7 @@ KERNELS[aten.special_erfcx.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_erfcx.default",
 )
@@ -3506,6 +3720,7 @@ KERNELS[aten.special_entr.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_entr.default",
 )
@@ -3522,6 +3737,7 @@ KERNELS[aten.sgn.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sgn.default",
 )
@@ -3538,6 +3754,7 @@ KERNELS[aten.sgn_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="sgn",
     cpp_kernel="aten::sgn_.default",
 )
@@ -3554,6 +3771,7 @@ KERNELS[aten.angle.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::angle.default",
 )
@@ -3570,6 +3788,7 @@ KERNELS[aten.sign.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sign.default",
 )
@@ -3586,6 +3805,7 @@ KERNELS[aten.sign_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="sign",
     cpp_kernel="aten::sign_.default",
 )
@@ -3602,6 +3822,7 @@ KERNELS[aten.ceil.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::ceil.default",
 )
@@ -3618,6 +3839,7 @@ KERNELS[aten.ceil_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="ceil",
     cpp_kernel="aten::ceil_.default",
 )
@@ -3634,6 +3856,7 @@ KERNELS[aten.floor.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::floor.default",
 )
@@ -3650,6 +3873,7 @@ KERNELS[aten.floor_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="floor",
     cpp_kernel="aten::floor_.default",
 )
@@ -3666,6 +3890,7 @@ KERNELS[aten.trunc.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::trunc.default",
 )
@@ -3682,6 +3907,7 @@ KERNELS[aten.trunc_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="trunc",
     cpp_kernel="aten::trunc_.default",
 )
@@ -3698,6 +3924,7 @@ KERNELS[aten.round.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::round.default",
 )
@@ -3714,6 +3941,7 @@ KERNELS[aten.round_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="round",
     cpp_kernel="aten::round_.default",
 )
@@ -3730,6 +3958,7 @@ KERNELS[aten.round.decimals] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::round.decimals",
 )
@@ -3746,6 +3975,7 @@ KERNELS[aten.round_.decimals] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="round.decimals",
     cpp_kernel="aten::round_.decimals",
 )
@@ -3762,6 +3992,7 @@ KERNELS[aten.frac.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::frac.default",
 )
@@ -3778,6 +4009,7 @@ KERNELS[aten.frac_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="frac",
     cpp_kernel="aten::frac_.default",
 )
@@ -3794,6 +4026,7 @@ KERNELS[aten.deg2rad.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::deg2rad.default",
 )
@@ -3810,6 +4043,7 @@ KERNELS[aten.deg2rad_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="deg2rad",
     cpp_kernel="aten::deg2rad_.default",
 )
@@ -3826,6 +4060,7 @@ KERNELS[aten.rad2deg.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::rad2deg.default",
 )
@@ -3842,6 +4077,7 @@ KERNELS[aten.rad2deg_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="rad2deg",
     cpp_kernel="aten::rad2deg_.default",
 )
@@ -3858,6 +4094,7 @@ KERNELS[aten.nan_to_num.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nan_to_num.default",
 )
@@ -3874,6 +4111,7 @@ KERNELS[aten.nan_to_num_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="nan_to_num",
     cpp_kernel="aten::nan_to_num_.default",
 )
@@ -3890,6 +4128,7 @@ KERNELS[aten.frexp.Tensor] = KernelInfo(
     differentiable_outputs=("mantissa",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::frexp.Tensor",
 )
@@ -3906,6 +4145,7 @@ KERNELS[aten.hardswish.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::hardswish.default",
 )
@@ -3922,6 +4162,7 @@ KERNELS[aten.hardswish_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="hardswish",
     cpp_kernel="aten::hardswish_.default",
 )
@@ -3938,6 +4179,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::hardsigmoid.default",
 )
@@ -3954,6 +4196,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="hardsigmoid",
     cpp_kernel="aten::hardsigmoid_.default",
 )
@@ -3970,6 +4213,7 @@ KERNELS[aten.hardtanh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::hardtanh.default",
 )
@@ -3986,6 +4230,7 @@ KERNELS[aten.hardtanh_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="hardtanh",
     cpp_kernel="aten::hardtanh_.default",
 )
@@ -4002,6 +4247,7 @@ KERNELS[aten.leaky_relu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::leaky_relu.default",
 )
@@ -4018,6 +4264,7 @@ KERNELS[aten.leaky_relu_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="leaky_relu",
     cpp_kernel="aten::leaky_relu_.default",
 )
@@ -4034,6 +4281,7 @@ KERNELS[aten.elu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::elu.default",
 )
@@ -4050,6 +4298,7 @@ KERNELS[aten.elu_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="elu",
     cpp_kernel="aten::elu_.default",
 )
@@ -4066,6 +4315,7 @@ KERNELS[aten.celu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::celu.default",
 )
@@ -4082,6 +4332,7 @@ KERNELS[aten.celu_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="celu",
     cpp_kernel="aten::celu_.default",
 )
@@ -4098,6 +4349,7 @@ KERNELS[aten.silu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::silu.default",
 )
@@ -4114,6 +4366,7 @@ KERNELS[aten.silu_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="silu",
     cpp_kernel="aten::silu_.default",
 )
@@ -4130,6 +4383,7 @@ KERNELS[aten.mish.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mish.default",
 )
@@ -4146,6 +4400,7 @@ KERNELS[aten.mish_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="mish",
     cpp_kernel="aten::mish_.default",
 )
@@ -4162,6 +4417,7 @@ KERNELS[aten.gelu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::gelu.default",
 )
@@ -4178,6 +4434,7 @@ KERNELS[aten.gelu_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="gelu",
     cpp_kernel="aten::gelu_.default",
 )
@@ -4194,6 +4451,7 @@ KERNELS[aten.softplus.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::softplus.default",
 )
@@ -4210,6 +4468,7 @@ KERNELS[aten.threshold.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::threshold.default",
 )
@@ -4226,6 +4485,7 @@ KERNELS[aten.threshold_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="threshold",
     cpp_kernel="aten::threshold_.default",
 )
@@ -4242,6 +4502,7 @@ KERNELS[aten.softshrink.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::softshrink.default",
 )
@@ -4258,6 +4519,7 @@ KERNELS[aten.hardshrink.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::hardshrink.default",
 )
@@ -4274,6 +4536,7 @@ KERNELS[aten.log_sigmoid_forward.default] = KernelInfo(
     differentiable_outputs=("output", "buffer"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::log_sigmoid_forward.default",
 )
@@ -4290,6 +4553,7 @@ KERNELS[aten._prelu_kernel.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_prelu_kernel.default",
 )
@@ -4306,6 +4570,7 @@ KERNELS[aten.clamp_min.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::clamp_min.default",
 )
@@ -4322,6 +4587,7 @@ KERNELS[aten.clamp_min_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="clamp_min",
     cpp_kernel="aten::clamp_min_.default",
 )
@@ -4338,6 +4604,7 @@ KERNELS[aten.clamp_max.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::clamp_max.default",
 )
@@ -4354,6 +4621,7 @@ KERNELS[aten.clamp_max_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="clamp_max",
     cpp_kernel="aten::clamp_max_.default",
 )
@@ -4370,6 +4638,7 @@ KERNELS[aten.clamp_min.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::clamp_min.Tensor",
 )
@@ -4386,6 +4655,7 @@ KERNELS[aten.clamp_min_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="clamp_min.Tensor",
     cpp_kernel="aten::clamp_min_.Tensor",
 )
@@ -4402,6 +4672,7 @@ KERNELS[aten.clamp_max.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::clamp_max.Tensor",
 )
@@ -4418,6 +4689,7 @@ KERNELS[aten.clamp_max_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="clamp_max.Tensor",
     cpp_kernel="aten::clamp_max_.Tensor",
 )
@@ -4434,6 +4706,7 @@ KERNELS[aten.copysign.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::copysign.Tensor",
 )
@@ -4450,6 +4723,7 @@ KERNELS[aten.copysign_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="copysign.Tensor",
     cpp_kernel="aten::copysign_.Tensor",
 )
@@ -4466,6 +4740,7 @@ KERNELS[aten.copysign.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::copysign.Scalar",
 )
@@ -4482,6 +4757,7 @@ KERNELS[aten.copysign_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="copysign.Scalar",
     cpp_kernel="aten::copysign_.Scalar",
 )
@@ -4498,6 +4774,7 @@ KERNELS[aten.fmod.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fmod.Tensor",
 )
@@ -4514,6 +4791,7 @@ KERNELS[aten.fmod_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="fmod.Tensor",
     cpp_kernel="aten::fmod_.Tensor",
 )
@@ -4530,6 +4808,7 @@ KERNELS[aten.fmod.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fmod.Scalar",
 )
@@ -4546,6 +4825,7 @@ KERNELS[aten.fmod_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="fmod.Scalar",
     cpp_kernel="aten::fmod_.Scalar",
 )
@@ -4562,6 +4842,7 @@ KERNELS[aten.remainder.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::remainder.Tensor",
 )
@@ -4578,6 +4859,7 @@ KERNELS[aten.remainder_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="remainder.Tensor",
     cpp_kernel="aten::remainder_.Tensor",
 )
@@ -4594,6 +4876,7 @@ KERNELS[aten.remainder.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::remainder.Scalar",
 )
@@ -4610,6 +4893,7 @@ KERNELS[aten.remainder_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="remainder.Scalar",
     cpp_kernel="aten::remainder_.Scalar",
 )
@@ -4626,6 +4910,7 @@ KERNELS[aten.div.Tensor_mode] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::div.Tensor_mode",
 )
@@ -4642,6 +4927,7 @@ KERNELS[aten.div_.Tensor_mode] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="div.Tensor_mode",
     cpp_kernel="aten::div_.Tensor_mode",
 )
@@ -4658,6 +4944,7 @@ KERNELS[aten.div.Scalar_mode] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::div.Scalar_mode",
 )
@@ -4674,6 +4961,7 @@ KERNELS[aten.div_.Scalar_mode] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="div.Scalar_mode",
     cpp_kernel="aten::div_.Scalar_mode",
 )
@@ -4690,6 +4978,7 @@ KERNELS[aten.fmax.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fmax.default",
 )
@@ -4706,6 +4995,7 @@ KERNELS[aten.fmin.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fmin.default",
 )
@@ -4722,6 +5012,7 @@ KERNELS[aten.hypot.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::hypot.default",
 )
@@ -4738,6 +5029,7 @@ KERNELS[aten.hypot_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="hypot",
     cpp_kernel="aten::hypot_.default",
 )
@@ -4754,6 +5046,7 @@ KERNELS[aten.logaddexp.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logaddexp.default",
 )
@@ -4770,6 +5063,7 @@ KERNELS[aten.logaddexp2.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logaddexp2.default",
 )
@@ -4786,6 +5080,7 @@ KERNELS[aten.ldexp.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::ldexp.Tensor",
 )
@@ -4802,6 +5097,7 @@ KERNELS[aten.ldexp_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="ldexp.Tensor",
     cpp_kernel="aten::ldexp_.default",
 )
@@ -4818,6 +5114,7 @@ KERNELS[aten.xlogy.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::xlogy.Tensor",
 )
@@ -4834,6 +5131,7 @@ KERNELS[aten.xlogy_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="xlogy.Tensor",
     cpp_kernel="aten::xlogy_.Tensor",
 )
@@ -4850,6 +5148,7 @@ KERNELS[aten.xlogy.Scalar_Self] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::xlogy.Scalar_Self",
 )
@@ -4866,6 +5165,7 @@ KERNELS[aten.xlogy.Scalar_Other] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::xlogy.Scalar_Other",
 )
@@ -4882,6 +5182,7 @@ KERNELS[aten.xlogy_.Scalar_Other] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="xlogy.Scalar_Other",
     cpp_kernel="aten::xlogy_.Scalar_Other",
 )
@@ -4898,6 +5199,7 @@ KERNELS[aten.special_xlog1py.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::special_xlog1py.default",
 )
@@ -4914,6 +5216,7 @@ KERNELS[aten.special_xlog1py.self_scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::special_xlog1py.self_scalar",
 )
@@ -4930,6 +5233,7 @@ KERNELS[aten.special_xlog1py.other_scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::special_xlog1py.other_scalar",
 )
@@ -4946,6 +5250,7 @@ KERNELS[aten.clamp.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::clamp.Tensor",
 )
@@ -4962,6 +5267,7 @@ KERNELS[aten.clamp_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="clamp.Tensor",
     cpp_kernel="aten::clamp_.Tensor",
 )
@@ -4978,6 +5284,7 @@ KERNELS[aten.lerp.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::lerp.Scalar",
 )
@@ -4994,6 +5301,7 @@ KERNELS[aten.lerp_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="lerp.Scalar",
     cpp_kernel="aten::lerp_.Scalar",
 )
@@ -5010,6 +5318,7 @@ KERNELS[aten.lerp.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::lerp.Tensor",
 )
@@ -5026,6 +5335,7 @@ KERNELS[aten.lerp_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="lerp.Tensor",
     cpp_kernel="aten::lerp_.Tensor",
 )
@@ -5042,6 +5352,7 @@ KERNELS[aten.addcmul.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::addcmul.default",
 )
@@ -5058,6 +5369,7 @@ KERNELS[aten.addcmul_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="addcmul",
     cpp_kernel="aten::addcmul_.default",
 )
@@ -5074,6 +5386,7 @@ KERNELS[aten.addcdiv.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::addcdiv.default",
 )
@@ -5090,6 +5403,7 @@ KERNELS[aten.addcdiv_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="addcdiv",
     cpp_kernel="aten::addcdiv_.default",
 )
@@ -5106,6 +5420,7 @@ KERNELS[aten.nextafter.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nextafter.default",
 )
@@ -5122,6 +5437,7 @@ KERNELS[aten.nextafter_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="nextafter",
     cpp_kernel="aten::nextafter_.default",
 )
@@ -5138,6 +5454,7 @@ KERNELS[aten.rrelu_with_noise.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::rrelu_with_noise.default",
 )
@@ -5154,6 +5471,7 @@ KERNELS[aten.rrelu_with_noise_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="rrelu_with_noise",
     cpp_kernel="aten::rrelu_with_noise_.default",
 )
@@ -5170,6 +5488,7 @@ KERNELS[aten.complex.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::complex.default",
 )
@@ -5186,6 +5505,7 @@ KERNELS[aten.polar.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::polar.default",
 )
@@ -5202,6 +5522,7 @@ KERNELS[aten.diagonal.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::diagonal.default",
 )
@@ -5218,6 +5539,7 @@ KERNELS[aten.squeeze.dims] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::squeeze.dims",
 )
@@ -5234,6 +5556,7 @@ KERNELS[aten.unfold.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unfold.default",
 )
@@ -5250,6 +5573,7 @@ KERNELS[aten.narrow.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::narrow.default",
 )
@@ -5266,6 +5590,7 @@ KERNELS[aten.split.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::split.Tensor",
 )
@@ -5282,6 +5607,7 @@ KERNELS[aten.split_with_sizes.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::split_with_sizes.default",
 )
@@ -5298,6 +5624,7 @@ KERNELS[aten.unbind.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unbind.int",
 )
@@ -5314,6 +5641,7 @@ KERNELS[aten.unsafe_split.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unsafe_split.Tensor",
 )
@@ -5330,6 +5658,7 @@ KERNELS[aten.unsafe_split_with_sizes.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unsafe_split_with_sizes.default",
 )
@@ -5346,6 +5675,7 @@ KERNELS[aten.split_with_sizes_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::split_with_sizes_copy.default",
 )
@@ -5362,6 +5692,7 @@ KERNELS[aten.unbind_copy.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unbind_copy.int",
 )
@@ -5378,6 +5709,7 @@ KERNELS[aten.alias_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::alias_copy.default",
 )
@@ -5394,6 +5726,7 @@ KERNELS[aten.view_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::view_copy.default",
 )
@@ -5410,6 +5743,7 @@ KERNELS[aten.t_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::t_copy.default",
 )
@@ -5426,6 +5760,7 @@ KERNELS[aten.transpose_copy.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::transpose_copy.int",
 )
@@ -5442,6 +5777,7 @@ KERNELS[aten.permute_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::permute_copy.default",
 )
@@ -5458,6 +5794,7 @@ KERNELS[aten.unsqueeze_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unsqueeze_copy.default",
 )
@@ -5474,6 +5811,7 @@ KERNELS[aten.squeeze_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::squeeze_copy.default",
 )
@@ -5490,6 +5828,7 @@ KERNELS[aten.squeeze_copy.dim] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::squeeze_copy.dim",
 )
@@ -5506,6 +5845,7 @@ KERNELS[aten.squeeze_copy.dims] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::squeeze_copy.dims",
 )
@@ -5522,6 +5862,7 @@ KERNELS[aten.unfold_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unfold_copy.default",
 )
@@ -5538,6 +5879,7 @@ KERNELS[aten.narrow_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::narrow_copy.default",
 )
@@ -5554,6 +5896,7 @@ KERNELS[aten.diagonal_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::diagonal_copy.default",
 )
@@ -5570,6 +5913,7 @@ KERNELS[aten.expand_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::expand_copy.default",
 )
@@ -5586,6 +5930,7 @@ KERNELS[aten.select_copy.int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::select_copy.int",
 )
@@ -5602,6 +5947,7 @@ KERNELS[aten.slice_copy.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::slice_copy.Tensor",
 )
@@ -5618,6 +5964,7 @@ KERNELS[aten.as_strided_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::as_strided_copy.default",
 )
@@ -5634,6 +5981,7 @@ KERNELS[aten.constant_pad_nd.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::constant_pad_nd.default",
 )
@@ -5650,6 +5998,7 @@ KERNELS[aten.diag_embed.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::diag_embed.default",
 )
@@ -5666,6 +6015,7 @@ KERNELS[aten.roll.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::roll.default",
 )
@@ -5682,6 +6032,7 @@ KERNELS[aten.flip.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::flip.default",
 )
@@ -5698,6 +6049,7 @@ KERNELS[aten.rot90.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::rot90.default",
 )
@@ -5714,6 +6066,7 @@ KERNELS[aten.repeat.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::repeat.default",
 )
@@ -5730,6 +6083,7 @@ KERNELS[aten.tril.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::tril.default",
 )
@@ -5746,6 +6100,7 @@ KERNELS[aten.tril_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="tril",
     cpp_kernel="aten::tril_.default",
 )
@@ -5762,6 +6117,7 @@ KERNELS[aten.triu.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::triu.default",
 )
@@ -5778,6 +6134,7 @@ KERNELS[aten.triu_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="triu",
     cpp_kernel="aten::triu_.default",
 )
@@ -5794,6 +6151,7 @@ KERNELS[aten.pixel_shuffle.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::pixel_shuffle.default",
 )
@@ -5810,6 +6168,7 @@ KERNELS[aten.pixel_unshuffle.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::pixel_unshuffle.default",
 )
@@ -5826,6 +6185,7 @@ KERNELS[aten.channel_shuffle.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::channel_shuffle.default",
 )
@@ -5842,6 +6202,7 @@ KERNELS[aten.reflection_pad1d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::reflection_pad1d.default",
 )
@@ -5858,6 +6219,7 @@ KERNELS[aten.reflection_pad2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::reflection_pad2d.default",
 )
@@ -5874,6 +6236,7 @@ KERNELS[aten.reflection_pad3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::reflection_pad3d.default",
 )
@@ -5890,6 +6253,7 @@ KERNELS[aten.replication_pad1d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::replication_pad1d.default",
 )
@@ -5906,6 +6270,7 @@ KERNELS[aten.replication_pad2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::replication_pad2d.default",
 )
@@ -5922,6 +6287,7 @@ KERNELS[aten.replication_pad3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::replication_pad3d.default",
 )
@@ -5938,6 +6304,7 @@ KERNELS[aten.masked_fill.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::masked_fill.Scalar",
 )
@@ -5954,6 +6321,7 @@ KERNELS[aten.masked_fill_.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="masked_fill.Scalar",
     cpp_kernel="aten::masked_fill_.Scalar",
 )
@@ -5970,6 +6338,7 @@ KERNELS[aten.masked_fill.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::masked_fill.Tensor",
 )
@@ -5986,6 +6355,7 @@ KERNELS[aten.masked_fill_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="masked_fill.Tensor",
     cpp_kernel="aten::masked_fill_.Tensor",
 )
@@ -6002,6 +6372,7 @@ KERNELS[aten.masked_select.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::masked_select.default",
 )
@@ -6018,6 +6389,7 @@ KERNELS[aten.masked_scatter.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::masked_scatter.default",
 )
@@ -6034,6 +6406,7 @@ KERNELS[aten.masked_scatter_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="masked_scatter",
     cpp_kernel="aten::masked_scatter_.default",
 )
@@ -6050,6 +6423,7 @@ KERNELS[aten.masked_scatter_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::masked_scatter_backward.default",
 )
@@ -6066,6 +6440,7 @@ KERNELS[aten.index.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::index.Tensor",
 )
@@ -6082,6 +6457,7 @@ KERNELS[aten.index_put.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::index_put.default",
 )
@@ -6098,6 +6474,7 @@ KERNELS[aten.index_put_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="index_put",
     cpp_kernel="aten::index_put_.default",
 )
@@ -6114,6 +6491,7 @@ KERNELS[aten.view_as_real.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::view_as_real.default",
 )
@@ -6130,6 +6508,7 @@ KERNELS[aten.view_as_complex.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::view_as_complex.default",
 )
@@ -6146,6 +6525,7 @@ KERNELS[aten.squeeze_.dim] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="squeeze.dim",
     cpp_kernel="aten::squeeze_.dim",
 )
@@ -6162,6 +6542,7 @@ KERNELS[aten.squeeze_.dims] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="squeeze.dims",
     cpp_kernel="aten::squeeze_.dims",
 )
@@ -6178,6 +6559,7 @@ KERNELS[aten.squeeze_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="squeeze",
     cpp_kernel="aten::squeeze_.default",
 )
@@ -6194,6 +6576,7 @@ KERNELS[aten.unsqueeze_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="unsqueeze",
     cpp_kernel="aten::unsqueeze_.default",
 )
@@ -6210,8 +6593,26 @@ KERNELS[aten.t_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="t",
     cpp_kernel="aten::t_.default",
+)
+
+
+KERNELS[aten.resize_.default] = KernelInfo(
+    name="resize_",
+    kind="inplace",
+    jvp=jvp.resize__default,
+    vjp_kernel="resize__default",
+    arguments=("self", "size", "memory_format"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::resize_.default",
 )
 
 
@@ -6226,6 +6627,7 @@ KERNELS[aten.transpose_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::transpose_.default",
 )
@@ -6242,6 +6644,7 @@ KERNELS[aten.select_scatter.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::select_scatter.default",
 )
@@ -6258,6 +6661,7 @@ KERNELS[aten.slice_scatter.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::slice_scatter.default",
 )
@@ -6274,6 +6678,7 @@ KERNELS[aten.diagonal_scatter.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::diagonal_scatter.default",
 )
@@ -6290,6 +6695,7 @@ KERNELS[aten.fill.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fill.Scalar",
 )
@@ -6306,6 +6712,7 @@ KERNELS[aten.block_diag.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::block_diag.default",
 )
@@ -6322,6 +6729,7 @@ KERNELS[aten.linalg_vector_norm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_vector_norm.default",
 )
@@ -6338,6 +6746,7 @@ KERNELS[aten.norm.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::norm.Scalar",
 )
@@ -6354,6 +6763,7 @@ KERNELS[aten.norm.ScalarOpt_dim] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::norm.ScalarOpt_dim",
 )
@@ -6370,6 +6780,7 @@ KERNELS[aten.dist.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::dist.default",
 )
@@ -6386,6 +6797,7 @@ KERNELS[aten.var.correction] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::var.correction",
 )
@@ -6402,6 +6814,7 @@ KERNELS[aten.std.correction] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::std.correction",
 )
@@ -6418,6 +6831,7 @@ KERNELS[aten.var_mean.correction] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::var_mean.correction",
 )
@@ -6434,6 +6848,7 @@ KERNELS[aten.std_mean.correction] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::std_mean.correction",
 )
@@ -6450,6 +6865,7 @@ KERNELS[aten.logsumexp.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logsumexp.default",
 )
@@ -6466,6 +6882,7 @@ KERNELS[aten.nansum.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nansum.default",
 )
@@ -6482,6 +6899,7 @@ KERNELS[aten.prod.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::prod.default",
 )
@@ -6498,6 +6916,7 @@ KERNELS[aten.prod.dim_int] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::prod.dim_int",
 )
@@ -6514,6 +6933,7 @@ KERNELS[aten.cumsum.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cumsum.default",
 )
@@ -6530,6 +6950,7 @@ KERNELS[aten.cumsum_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="cumsum",
     cpp_kernel="aten::cumsum_.default",
 )
@@ -6546,6 +6967,7 @@ KERNELS[aten.cumprod.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cumprod.default",
 )
@@ -6562,6 +6984,7 @@ KERNELS[aten.cumprod_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="cumprod",
     cpp_kernel="aten::cumprod_.default",
 )
@@ -6578,6 +7001,7 @@ KERNELS[aten.logcumsumexp.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logcumsumexp.default",
 )
@@ -6594,6 +7018,7 @@ KERNELS[aten.cummax.default] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cummax.default",
 )
@@ -6610,6 +7035,7 @@ KERNELS[aten.cummin.default] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cummin.default",
 )
@@ -6626,6 +7052,7 @@ KERNELS[aten.sort.default] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sort.default",
 )
@@ -6642,6 +7069,7 @@ KERNELS[aten.sort.stable] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::sort.stable",
 )
@@ -6658,6 +7086,7 @@ KERNELS[aten.topk.default] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::topk.default",
 )
@@ -6674,6 +7103,7 @@ KERNELS[aten.kthvalue.default] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::kthvalue.default",
 )
@@ -6690,6 +7120,7 @@ KERNELS[aten.mode.default] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mode.default",
 )
@@ -6706,6 +7137,7 @@ KERNELS[aten.median.dim] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::median.dim",
 )
@@ -6722,6 +7154,7 @@ KERNELS[aten.nanmedian.dim] = KernelInfo(
     differentiable_outputs=("values",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nanmedian.dim",
 )
@@ -6738,6 +7171,7 @@ KERNELS[aten.median.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::median.default",
 )
@@ -6754,6 +7188,7 @@ KERNELS[aten.nanmedian.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nanmedian.default",
 )
@@ -6770,6 +7205,7 @@ KERNELS[aten.max.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max.default",
 )
@@ -6786,6 +7222,7 @@ KERNELS[aten.min.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::min.default",
 )
@@ -6802,6 +7239,7 @@ KERNELS[aten.aminmax.default] = KernelInfo(
     differentiable_outputs=("min", "max"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::aminmax.default",
 )
@@ -6818,6 +7256,7 @@ KERNELS[aten.trace.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::trace.default",
 )
@@ -6834,6 +7273,7 @@ KERNELS[aten.renorm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::renorm.default",
 )
@@ -6850,6 +7290,7 @@ KERNELS[aten.renorm_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="renorm",
     cpp_kernel="aten::renorm_.default",
 )
@@ -6866,6 +7307,7 @@ KERNELS[aten.vdot.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::vdot.default",
 )
@@ -6882,6 +7324,7 @@ KERNELS[aten.addmv.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::addmv.default",
 )
@@ -6898,6 +7341,7 @@ KERNELS[aten.addmv_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="addmv",
     cpp_kernel="aten::addmv_.default",
 )
@@ -6914,6 +7358,7 @@ KERNELS[aten.addr.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::addr.default",
 )
@@ -6930,6 +7375,7 @@ KERNELS[aten.addr_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="addr",
     cpp_kernel="aten::addr_.default",
 )
@@ -6946,6 +7392,7 @@ KERNELS[aten.baddbmm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::baddbmm.default",
 )
@@ -6962,6 +7409,7 @@ KERNELS[aten.baddbmm_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="baddbmm",
     cpp_kernel="aten::baddbmm_.default",
 )
@@ -6978,6 +7426,7 @@ KERNELS[aten.addbmm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::addbmm.default",
 )
@@ -6994,6 +7443,7 @@ KERNELS[aten.addbmm_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="addbmm",
     cpp_kernel="aten::addbmm_.default",
 )
@@ -7010,6 +7460,7 @@ KERNELS[aten.index_select.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::index_select.default",
 )
@@ -7026,6 +7477,7 @@ KERNELS[aten.gather.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::gather.default",
 )
@@ -7042,6 +7494,7 @@ KERNELS[aten.take.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::take.default",
 )
@@ -7058,6 +7511,7 @@ KERNELS[aten.put.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::put.default",
 )
@@ -7074,6 +7528,7 @@ KERNELS[aten.put_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="put",
     cpp_kernel="aten::put_.default",
 )
@@ -7090,6 +7545,7 @@ KERNELS[aten.scatter.src] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::scatter.src",
 )
@@ -7106,6 +7562,7 @@ KERNELS[aten.scatter_.src] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="scatter.src",
     cpp_kernel="aten::scatter_.src",
 )
@@ -7122,6 +7579,7 @@ KERNELS[aten.scatter.value] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::scatter.value",
 )
@@ -7138,6 +7596,7 @@ KERNELS[aten.scatter_.value] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="scatter.value",
     cpp_kernel="aten::scatter_.value",
 )
@@ -7154,6 +7613,7 @@ KERNELS[aten.scatter_add.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::scatter_add.default",
 )
@@ -7170,6 +7630,7 @@ KERNELS[aten.scatter_add_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="scatter_add",
     cpp_kernel="aten::scatter_add_.default",
 )
@@ -7186,6 +7647,7 @@ KERNELS[aten.scatter_reduce.two] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::scatter_reduce.two",
 )
@@ -7202,6 +7664,7 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="scatter_reduce.two",
     cpp_kernel="aten::scatter_reduce_.two",
 )
@@ -7218,6 +7681,7 @@ KERNELS[aten.index_add.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::index_add.default",
 )
@@ -7234,6 +7698,7 @@ KERNELS[aten.index_add_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="index_add",
     cpp_kernel="aten::index_add_.default",
 )
@@ -7250,6 +7715,7 @@ KERNELS[aten.index_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::index_copy.default",
 )
@@ -7266,6 +7732,7 @@ KERNELS[aten.index_copy_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="index_copy",
     cpp_kernel="aten::index_copy_.default",
 )
@@ -7282,6 +7749,7 @@ KERNELS[aten.index_fill.int_Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::index_fill.int_Scalar",
 )
@@ -7298,6 +7766,7 @@ KERNELS[aten.index_fill_.int_Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="index_fill.int_Scalar",
     cpp_kernel="aten::index_fill_.int_Scalar",
 )
@@ -7314,6 +7783,7 @@ KERNELS[aten.index_fill.int_Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::index_fill.int_Tensor",
 )
@@ -7330,6 +7800,7 @@ KERNELS[aten.index_fill_.int_Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="index_fill.int_Tensor",
     cpp_kernel="aten::index_fill_.int_Tensor",
 )
@@ -7346,6 +7817,7 @@ KERNELS[aten._unsafe_masked_index.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_unsafe_masked_index.default",
 )
@@ -7362,6 +7834,7 @@ KERNELS[aten._unsafe_masked_index_put_accumulate.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_unsafe_masked_index_put_accumulate.default",
 )
@@ -7378,6 +7851,7 @@ KERNELS[aten.nll_loss_forward.default] = KernelInfo(
     differentiable_outputs=("output",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nll_loss_forward.default",
 )
@@ -7394,6 +7868,7 @@ KERNELS[aten.nll_loss2d_forward.default] = KernelInfo(
     differentiable_outputs=("output",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nll_loss2d_forward.default",
 )
@@ -7410,6 +7885,7 @@ KERNELS[aten.embedding.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::embedding.default",
 )
@@ -7426,6 +7902,7 @@ KERNELS[aten.max_unpool2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max_unpool2d.default",
 )
@@ -7442,6 +7919,7 @@ KERNELS[aten.binary_cross_entropy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::binary_cross_entropy.default",
 )
@@ -7458,6 +7936,7 @@ KERNELS[aten.acosh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::acosh.default",
 )
@@ -7474,6 +7953,7 @@ KERNELS[aten.acosh_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="acosh",
     cpp_kernel="aten::acosh_.default",
 )
@@ -7490,6 +7970,7 @@ KERNELS[aten.special_ndtri.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::special_ndtri.default",
 )
@@ -7506,6 +7987,7 @@ KERNELS[aten._fft_c2c.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_fft_c2c.default",
 )
@@ -7522,6 +8004,7 @@ KERNELS[aten._fft_r2c.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_fft_r2c.default",
 )
@@ -7538,6 +8021,7 @@ KERNELS[aten._fft_c2r.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_fft_c2r.default",
 )
@@ -7554,6 +8038,7 @@ KERNELS[aten.unfold_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::unfold_backward.default",
 )
@@ -7570,6 +8055,7 @@ KERNELS[aten.linalg_inv_ex.default] = KernelInfo(
     differentiable_outputs=("inverse",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_inv_ex.default",
 )
@@ -7586,6 +8072,7 @@ KERNELS[aten._linalg_solve_ex.default] = KernelInfo(
     differentiable_outputs=("result", "LU"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_linalg_solve_ex.default",
 )
@@ -7602,6 +8089,7 @@ KERNELS[aten.linalg_solve_triangular.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_solve_triangular.default",
 )
@@ -7618,6 +8106,7 @@ KERNELS[aten.triangular_solve.default] = KernelInfo(
     differentiable_outputs=("solution", "cloned_coefficient"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::triangular_solve.default",
 )
@@ -7634,6 +8123,7 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
     differentiable_outputs=("L",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_cholesky_ex.default",
 )
@@ -7650,6 +8140,7 @@ KERNELS[aten.cholesky_solve.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cholesky_solve.default",
 )
@@ -7666,6 +8157,7 @@ KERNELS[aten.cholesky_inverse.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cholesky_inverse.default",
 )
@@ -7682,6 +8174,7 @@ KERNELS[aten._linalg_det.default] = KernelInfo(
     differentiable_outputs=("result", "LU"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_linalg_det.default",
 )
@@ -7698,6 +8191,7 @@ KERNELS[aten._linalg_slogdet.default] = KernelInfo(
     differentiable_outputs=("sign", "logabsdet", "LU"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_linalg_slogdet.default",
 )
@@ -7714,6 +8208,7 @@ KERNELS[aten.linalg_lu_factor_ex.default] = KernelInfo(
     differentiable_outputs=("LU",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_lu_factor_ex.default",
 )
@@ -7730,6 +8225,7 @@ KERNELS[aten.linalg_lu.default] = KernelInfo(
     differentiable_outputs=("L", "U"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_lu.default",
 )
@@ -7746,6 +8242,7 @@ KERNELS[aten.linalg_cross.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_cross.default",
 )
@@ -7762,6 +8259,7 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_matrix_exp.default",
 )
@@ -7778,6 +8276,7 @@ KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_householder_product.default",
 )
@@ -7794,6 +8293,7 @@ KERNELS[aten.lu_unpack.default] = KernelInfo(
     differentiable_outputs=("L", "U"),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::lu_unpack.default",
 )
@@ -7810,6 +8310,7 @@ KERNELS[aten.linalg_lu_solve.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_lu_solve.default",
 )
@@ -7833,6 +8334,7 @@ KERNELS[aten.elu_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::elu_backward.default",
 )
@@ -7849,6 +8351,7 @@ KERNELS[aten.log_sigmoid_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::log_sigmoid_backward.default",
 )
@@ -7865,6 +8368,7 @@ KERNELS[aten.hardtanh_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::hardtanh_backward.default",
 )
@@ -7881,6 +8385,7 @@ KERNELS[aten.softshrink_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::softshrink_backward.default",
 )
@@ -7897,6 +8402,7 @@ KERNELS[aten.hardshrink_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::hardshrink_backward.default",
 )
@@ -7913,6 +8419,7 @@ KERNELS[aten.leaky_relu_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::leaky_relu_backward.default",
 )
@@ -7937,6 +8444,7 @@ KERNELS[aten.rrelu_with_noise_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::rrelu_with_noise_backward.default",
 )
@@ -7953,6 +8461,7 @@ KERNELS[aten.hardsigmoid_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::hardsigmoid_backward.default",
 )
@@ -7969,6 +8478,7 @@ KERNELS[aten.hardswish_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::hardswish_backward.default",
 )
@@ -7985,6 +8495,7 @@ KERNELS[aten.softplus_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::softplus_backward.default",
 )
@@ -8001,6 +8512,7 @@ KERNELS[aten.gelu_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::gelu_backward.default",
 )
@@ -8017,6 +8529,7 @@ KERNELS[aten.silu_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::silu_backward.default",
 )
@@ -8033,6 +8546,7 @@ KERNELS[aten.mish_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mish_backward.default",
 )
@@ -8049,6 +8563,7 @@ KERNELS[aten.logit_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::logit_backward.default",
 )
@@ -8065,6 +8580,7 @@ KERNELS[aten.glu_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::glu_backward.default",
 )
@@ -8081,6 +8597,7 @@ KERNELS[aten._prelu_kernel_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_prelu_kernel_backward.default",
 )
@@ -8097,6 +8614,7 @@ KERNELS[aten.mse_loss_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mse_loss_backward.default",
 )
@@ -8113,6 +8631,7 @@ KERNELS[aten.smooth_l1_loss_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::smooth_l1_loss_backward.default",
 )
@@ -8129,6 +8648,7 @@ KERNELS[aten.huber_loss_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::huber_loss_backward.default",
 )
@@ -8145,6 +8665,7 @@ KERNELS[aten.binary_cross_entropy_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::binary_cross_entropy_backward.default",
 )
@@ -8169,6 +8690,7 @@ KERNELS[aten.nll_loss_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nll_loss_backward.default",
 )
@@ -8193,6 +8715,7 @@ KERNELS[aten.nll_loss2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::nll_loss2d_backward.default",
 )
@@ -8209,6 +8732,7 @@ KERNELS[aten._linalg_svd.default] = KernelInfo(
     differentiable_outputs=("U", "S", "Vh"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_linalg_svd.default",
 )
@@ -8225,6 +8749,7 @@ KERNELS[aten.linalg_eig.default] = KernelInfo(
     differentiable_outputs=("eigenvalues", "eigenvectors"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_eig.default",
 )
@@ -8241,6 +8766,7 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     differentiable_outputs=("eigenvalues", "eigenvectors"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_linalg_eigh.default",
 )
@@ -8257,6 +8783,7 @@ KERNELS[aten.linalg_qr.default] = KernelInfo(
     differentiable_outputs=("Q", "R"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_qr.default",
 )
@@ -8273,6 +8800,7 @@ KERNELS[aten.linalg_pinv.atol_rtol_tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_pinv.atol_rtol_tensor",
 )
@@ -8289,6 +8817,7 @@ KERNELS[aten.linalg_lstsq.default] = KernelInfo(
     differentiable_outputs=("solution", "residuals"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::linalg_lstsq.default",
 )
@@ -8314,6 +8843,7 @@ KERNELS[aten._native_batch_norm_legit.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_native_batch_norm_legit.default",
 )
@@ -8330,6 +8860,7 @@ KERNELS[aten._native_batch_norm_legit.no_stats] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_native_batch_norm_legit.no_stats",
 )
@@ -8354,6 +8885,7 @@ KERNELS[aten._native_batch_norm_legit_no_training.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_native_batch_norm_legit_no_training.default",
 )
@@ -8378,6 +8910,7 @@ KERNELS[aten._batch_norm_with_update.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_batch_norm_with_update.default",
 )
@@ -8402,6 +8935,7 @@ KERNELS[aten._batch_norm_no_update.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_batch_norm_no_update.default",
 )
@@ -8418,6 +8952,7 @@ KERNELS[aten.binary_cross_entropy_with_logits.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::binary_cross_entropy_with_logits.default",
 )
@@ -8434,6 +8969,7 @@ KERNELS[aten.im2col.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::im2col.default",
 )
@@ -8450,6 +8986,7 @@ KERNELS[aten.col2im.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::col2im.default",
 )
@@ -8466,6 +9003,7 @@ KERNELS[aten._upsample_bilinear2d_aa.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_bilinear2d_aa.default",
 )
@@ -8482,6 +9020,7 @@ KERNELS[aten._upsample_bilinear2d_aa.vec] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_bilinear2d_aa.vec",
 )
@@ -8505,6 +9044,7 @@ KERNELS[aten._upsample_bilinear2d_aa_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_bilinear2d_aa_backward.default",
 )
@@ -8521,6 +9061,7 @@ KERNELS[aten.fractional_max_pool2d.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fractional_max_pool2d.default",
 )
@@ -8537,6 +9078,7 @@ KERNELS[aten.fractional_max_pool3d.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fractional_max_pool3d.default",
 )
@@ -8562,6 +9104,7 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max_pool2d_with_indices_backward.default",
 )
@@ -8587,6 +9130,7 @@ KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max_pool3d_with_indices_backward.default",
 )
@@ -8603,6 +9147,7 @@ KERNELS[aten.fractional_max_pool2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fractional_max_pool2d_backward.default",
 )
@@ -8619,6 +9164,7 @@ KERNELS[aten.fractional_max_pool3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fractional_max_pool3d_backward.default",
 )
@@ -8635,6 +9181,7 @@ KERNELS[aten.max_unpool3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::max_unpool3d.default",
 )
@@ -8660,6 +9207,7 @@ KERNELS[aten._trilinear.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_trilinear.default",
 )
@@ -8676,6 +9224,7 @@ KERNELS[aten._safe_softmax.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_safe_softmax.default",
 )
@@ -8692,6 +9241,7 @@ KERNELS[aten.as_strided_scatter.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::as_strided_scatter.default",
 )
@@ -8708,6 +9258,7 @@ KERNELS[aten.bernoulli.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::bernoulli.default",
 )
@@ -8724,6 +9275,7 @@ KERNELS[aten.bernoulli.p] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::bernoulli.p",
 )
@@ -8740,6 +9292,7 @@ KERNELS[aten.bernoulli.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::bernoulli.Tensor",
 )
@@ -8756,6 +9309,7 @@ KERNELS[aten.bernoulli_.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from="bernoulli.Tensor",
     cpp_kernel="aten::bernoulli_.Tensor",
 )
@@ -8772,6 +9326,7 @@ KERNELS[aten.uniform_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::uniform_.default",
 )
@@ -8788,6 +9343,7 @@ KERNELS[aten.normal_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::normal_.default",
 )
@@ -8804,6 +9360,7 @@ KERNELS[aten.exponential_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::exponential_.default",
 )
@@ -8820,6 +9377,7 @@ KERNELS[aten.cauchy_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::cauchy_.default",
 )
@@ -8836,6 +9394,7 @@ KERNELS[aten.log_normal_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::log_normal_.default",
 )
@@ -8852,6 +9411,7 @@ KERNELS[aten.geometric_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::geometric_.default",
 )
@@ -8868,6 +9428,7 @@ KERNELS[aten.random_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::random_.default",
 )
@@ -8884,6 +9445,7 @@ KERNELS[getattr(aten.random_, "from")] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::random_.from",
 )
@@ -8900,6 +9462,7 @@ KERNELS[aten.random_.to] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::random_.to",
 )
@@ -8916,6 +9479,7 @@ KERNELS[aten.bernoulli_.float] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::bernoulli_.float",
 )
@@ -8944,6 +9508,7 @@ KERNELS[aten.convolution_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1", "result2"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::convolution_backward.default",
 )
@@ -8969,6 +9534,7 @@ KERNELS[aten.avg_pool2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::avg_pool2d_backward.default",
 )
@@ -8994,6 +9560,7 @@ KERNELS[aten.avg_pool3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::avg_pool3d_backward.default",
 )
@@ -9010,6 +9577,7 @@ KERNELS[aten._adaptive_avg_pool2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_adaptive_avg_pool2d_backward.default",
 )
@@ -9026,6 +9594,7 @@ KERNELS[aten._adaptive_avg_pool3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_adaptive_avg_pool3d_backward.default",
 )
@@ -9042,6 +9611,7 @@ KERNELS[aten.adaptive_max_pool2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::adaptive_max_pool2d_backward.default",
 )
@@ -9058,6 +9628,7 @@ KERNELS[aten.adaptive_max_pool3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::adaptive_max_pool3d_backward.default",
 )
@@ -9074,6 +9645,7 @@ KERNELS[aten.reflection_pad1d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::reflection_pad1d_backward.default",
 )
@@ -9090,6 +9662,7 @@ KERNELS[aten.reflection_pad2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::reflection_pad2d_backward.default",
 )
@@ -9106,6 +9679,7 @@ KERNELS[aten.reflection_pad3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::reflection_pad3d_backward.default",
 )
@@ -9122,6 +9696,7 @@ KERNELS[aten.replication_pad1d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::replication_pad1d_backward.default",
 )
@@ -9138,6 +9713,7 @@ KERNELS[aten.replication_pad2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::replication_pad2d_backward.default",
 )
@@ -9154,6 +9730,7 @@ KERNELS[aten.replication_pad3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::replication_pad3d_backward.default",
 )
@@ -9170,6 +9747,7 @@ KERNELS[aten.upsample_nearest1d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest1d_backward.default",
 )
@@ -9186,6 +9764,7 @@ KERNELS[aten.upsample_nearest2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest2d_backward.default",
 )
@@ -9209,6 +9788,7 @@ KERNELS[aten.upsample_nearest3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_nearest3d_backward.default",
 )
@@ -9225,6 +9805,7 @@ KERNELS[aten._upsample_nearest_exact1d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_nearest_exact1d_backward.default",
 )
@@ -9241,6 +9822,7 @@ KERNELS[aten._upsample_nearest_exact2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_nearest_exact2d_backward.default",
 )
@@ -9264,6 +9846,7 @@ KERNELS[aten._upsample_nearest_exact3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_nearest_exact3d_backward.default",
 )
@@ -9280,6 +9863,7 @@ KERNELS[aten.upsample_linear1d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_linear1d_backward.default",
 )
@@ -9303,6 +9887,7 @@ KERNELS[aten.upsample_bilinear2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_bilinear2d_backward.default",
 )
@@ -9326,6 +9911,7 @@ KERNELS[aten.upsample_bicubic2d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_bicubic2d_backward.default",
 )
@@ -9350,6 +9936,7 @@ KERNELS[aten.upsample_trilinear3d_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::upsample_trilinear3d_backward.default",
 )
@@ -9366,6 +9953,7 @@ KERNELS[aten.diagonal_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::diagonal_backward.default",
 )
@@ -9388,6 +9976,7 @@ KERNELS[aten.embedding_dense_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::embedding_dense_backward.default",
 )
@@ -9413,6 +10002,7 @@ KERNELS[aten.native_layer_norm_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1", "result2"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_layer_norm_backward.default",
 )
@@ -9440,6 +10030,7 @@ KERNELS[aten.native_batch_norm_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1", "result2"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_batch_norm_backward.default",
 )
@@ -9467,6 +10058,7 @@ KERNELS[aten.native_group_norm_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1", "result2"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::native_group_norm_backward.default",
 )
@@ -9483,6 +10075,7 @@ KERNELS[aten.as_strided_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from="as_strided",
     cpp_kernel="aten::as_strided_.default",
 )
@@ -9499,6 +10092,7 @@ KERNELS[aten._lazy_clone.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_lazy_clone.default",
 )
@@ -9515,6 +10109,7 @@ KERNELS[aten.lift.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::lift.default",
 )
@@ -9531,6 +10126,7 @@ KERNELS[aten.lift_fresh.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::lift_fresh.default",
 )
@@ -9547,6 +10143,7 @@ KERNELS[aten._reshape_alias.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_reshape_alias.default",
 )
@@ -9563,6 +10160,7 @@ KERNELS[aten._reshape_copy.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_reshape_copy.default",
 )
@@ -9579,6 +10177,7 @@ KERNELS[aten.fill.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fill.Tensor",
 )
@@ -9595,6 +10194,7 @@ KERNELS[aten.conv_tbc.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::conv_tbc.default",
 )
@@ -9625,6 +10225,7 @@ KERNELS[aten._convolution.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_convolution.default",
 )
@@ -9641,6 +10242,7 @@ KERNELS[aten._unsafe_index.Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_unsafe_index.Tensor",
 )
@@ -9657,6 +10259,7 @@ KERNELS[aten._unsafe_index_put.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_unsafe_index_put.default",
 )
@@ -9673,6 +10276,7 @@ KERNELS[aten._index_put_impl_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_index_put_impl_.default",
 )
@@ -9689,6 +10293,7 @@ KERNELS[aten.polygamma_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from="polygamma",
     cpp_kernel="aten::polygamma_.default",
 )
@@ -9705,6 +10310,7 @@ KERNELS[aten.norm.ScalarOpt_dtype] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::norm.ScalarOpt_dtype",
 )
@@ -9721,6 +10327,7 @@ KERNELS[aten.norm.ScalarOpt_dim_dtype] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::norm.ScalarOpt_dim_dtype",
 )
@@ -9737,6 +10344,7 @@ KERNELS[aten.soft_margin_loss.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::soft_margin_loss.default",
 )
@@ -9753,6 +10361,7 @@ KERNELS[aten.multilabel_margin_loss_forward.default] = KernelInfo(
     differentiable_outputs=("output",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::multilabel_margin_loss_forward.default",
 )
@@ -9769,6 +10378,7 @@ KERNELS[aten._fused_rms_norm.default] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_fused_rms_norm.default",
 )
@@ -9785,6 +10395,7 @@ KERNELS[aten.slice_inverse.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::slice_inverse.default",
 )
@@ -9801,6 +10412,7 @@ KERNELS[aten._upsample_bicubic2d_aa.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_bicubic2d_aa.default",
 )
@@ -9817,6 +10429,7 @@ KERNELS[aten._upsample_lanczos2d_aa.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_lanczos2d_aa.default",
 )
@@ -9840,6 +10453,7 @@ KERNELS[aten._upsample_bicubic2d_aa_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_bicubic2d_aa_backward.default",
 )
@@ -9863,6 +10477,7 @@ KERNELS[aten._upsample_lanczos2d_aa_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_upsample_lanczos2d_aa_backward.default",
 )
@@ -9879,6 +10494,7 @@ KERNELS[aten.normal.Tensor_float] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::normal.Tensor_float",
 )
@@ -9895,6 +10511,7 @@ KERNELS[aten.normal.float_Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::normal.float_Tensor",
 )
@@ -9911,6 +10528,7 @@ KERNELS[aten.normal.Tensor_Tensor] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::normal.Tensor_Tensor",
 )
@@ -9927,6 +10545,7 @@ KERNELS[aten.poisson.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::poisson.default",
 )
@@ -9943,6 +10562,7 @@ KERNELS[aten._foreach_norm.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_norm.Scalar",
 )
@@ -9959,6 +10579,7 @@ KERNELS[aten._foreach_minimum.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_minimum.Scalar",
 )
@@ -9975,6 +10596,7 @@ KERNELS[aten._foreach_maximum.Scalar] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_maximum.Scalar",
 )
@@ -9991,6 +10613,7 @@ KERNELS[aten._foreach_div.List] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_div.List",
 )
@@ -10007,6 +10630,7 @@ KERNELS[aten._foreach_pow.List] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_pow.List",
 )
@@ -10023,6 +10647,7 @@ KERNELS[aten._foreach_minimum.ScalarList] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_minimum.ScalarList",
 )
@@ -10039,6 +10664,7 @@ KERNELS[aten._foreach_maximum.ScalarList] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_maximum.ScalarList",
 )
@@ -10055,6 +10681,7 @@ KERNELS[aten._foreach_pow.ScalarList] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_foreach_pow.ScalarList",
 )
@@ -10071,6 +10698,7 @@ KERNELS[aten._scaled_dot_product_flash_attention_for_cpu.default] = KernelInfo(
     differentiable_outputs=("output", "logsumexp"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_scaled_dot_product_flash_attention_for_cpu.default",
 )
@@ -10106,6 +10734,7 @@ KERNELS[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = Ker
     differentiable_outputs=("grad_query", "grad_key", "grad_value"),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_scaled_dot_product_flash_attention_for_cpu_backward.default",
 )
@@ -10144,6 +10773,7 @@ KERNELS[aten._native_multi_head_attention.default] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_native_multi_head_attention.default",
 )
@@ -10195,6 +10825,7 @@ KERNELS[aten._transformer_encoder_layer_fwd.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_transformer_encoder_layer_fwd.default",
 )
@@ -10236,6 +10867,7 @@ KERNELS[aten.mkldnn_rnn_layer.default] = KernelInfo(
     differentiable_outputs=("result0", "result1", "result2"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mkldnn_rnn_layer.default",
 )
@@ -10303,6 +10935,7 @@ KERNELS[aten.mkldnn_rnn_layer_backward.default] = KernelInfo(
     ),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mkldnn_rnn_layer_backward.default",
 )
@@ -10319,6 +10952,7 @@ KERNELS[aten.grid_sampler_2d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::grid_sampler_2d.default",
 )
@@ -10335,6 +10969,7 @@ KERNELS[aten.grid_sampler_3d.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::grid_sampler_3d.default",
 )
@@ -10359,6 +10994,7 @@ KERNELS[aten.grid_sampler_2d_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::grid_sampler_2d_backward.default",
 )
@@ -10383,6 +11019,7 @@ KERNELS[aten.grid_sampler_3d_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::grid_sampler_3d_backward.default",
 )
@@ -10399,6 +11036,7 @@ KERNELS[aten.affine_grid_generator.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::affine_grid_generator.default",
 )
@@ -10415,6 +11053,7 @@ KERNELS[aten._cdist_forward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_cdist_forward.default",
 )
@@ -10431,6 +11070,7 @@ KERNELS[aten._euclidean_dist.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_euclidean_dist.default",
 )
@@ -10454,6 +11094,7 @@ KERNELS[aten._ctc_loss.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_ctc_loss.default",
 )
@@ -10477,6 +11118,7 @@ KERNELS[aten._ctc_loss.Tensor] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_ctc_loss.Tensor",
 )
@@ -10503,6 +11145,7 @@ KERNELS[aten._embedding_bag.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_embedding_bag.default",
 )
@@ -10529,6 +11172,7 @@ KERNELS[aten._embedding_bag_forward_only.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_embedding_bag_forward_only.default",
 )
@@ -10545,6 +11189,7 @@ KERNELS[aten._cdist_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_cdist_backward.default",
 )
@@ -10572,6 +11217,7 @@ KERNELS[aten._embedding_bag_dense_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_embedding_bag_dense_backward.default",
 )
@@ -10596,6 +11242,7 @@ KERNELS[aten._embedding_bag_per_sample_weights_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_embedding_bag_per_sample_weights_backward.default",
 )
@@ -10625,6 +11272,7 @@ KERNELS[aten._embedding_bag_backward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_embedding_bag_backward.default",
 )
@@ -10641,6 +11289,7 @@ KERNELS[aten._pack_padded_sequence.default] = KernelInfo(
     differentiable_outputs=("result0",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_pack_padded_sequence.default",
 )
@@ -10657,6 +11306,7 @@ KERNELS[aten.multi_margin_loss.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::multi_margin_loss.default",
 )
@@ -10673,6 +11323,7 @@ KERNELS[aten._pdist_forward.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_pdist_forward.default",
 )
@@ -10689,6 +11340,7 @@ KERNELS[aten._weight_norm_interface.default] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_weight_norm_interface.default",
 )
@@ -10705,6 +11357,7 @@ KERNELS[aten._weight_norm_interface_backward.default] = KernelInfo(
     differentiable_outputs=("result0", "result1"),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_weight_norm_interface_backward.default",
 )
@@ -10721,6 +11374,7 @@ KERNELS[aten._grouped_mm.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_grouped_mm.default",
 )
@@ -10737,6 +11391,7 @@ KERNELS[aten.fake_quantize_per_tensor_affine_cachemask.default] = KernelInfo(
     differentiable_outputs=("output",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fake_quantize_per_tensor_affine_cachemask.default",
 )
@@ -10761,6 +11416,7 @@ KERNELS[aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default] 
         differentiable_outputs=("output",),
         needs_original_self=False,
         jvp_uses_outputs=True,
+        element_wise_jvp=False,
         derived_from=None,
         cpp_kernel="aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default",
     )
@@ -10778,6 +11434,7 @@ KERNELS[aten.fake_quantize_per_channel_affine_cachemask.default] = KernelInfo(
     differentiable_outputs=("output",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::fake_quantize_per_channel_affine_cachemask.default",
 )
@@ -10794,6 +11451,7 @@ KERNELS[aten._fake_quantize_learnable_per_tensor_affine.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_fake_quantize_learnable_per_tensor_affine.default",
 )
@@ -10818,6 +11476,7 @@ KERNELS[aten._fake_quantize_learnable_per_channel_affine.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_fake_quantize_learnable_per_channel_affine.default",
 )
@@ -10848,6 +11507,7 @@ KERNELS[aten._fused_moving_avg_obs_fq_helper.default] = KernelInfo(
     differentiable_outputs=("output",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_fused_moving_avg_obs_fq_helper.default",
 )
@@ -10864,6 +11524,7 @@ KERNELS[aten.rand_like.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::rand_like.default",
 )
@@ -10888,6 +11549,7 @@ KERNELS[aten.rand_like.generator] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::rand_like.generator",
 )
@@ -10904,6 +11566,7 @@ KERNELS[aten.randn_like.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::randn_like.default",
 )
@@ -10928,6 +11591,7 @@ KERNELS[aten.randn_like.generator] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::randn_like.generator",
 )
@@ -10952,6 +11616,7 @@ KERNELS[aten.randint_like.default] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::randint_like.default",
 )
@@ -10977,6 +11642,7 @@ KERNELS[aten.randint_like.low_dtype] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::randint_like.low_dtype",
 )
@@ -11002,6 +11668,7 @@ KERNELS[aten.randint_like.generator] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::randint_like.generator",
 )
@@ -11028,6 +11695,7 @@ KERNELS[aten.randint_like.low_generator_dtype] = KernelInfo(
     differentiable_outputs=(),
     needs_original_self=False,
     jvp_uses_outputs=False,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::randint_like.low_generator_dtype",
 )

@@ -3756,6 +3756,16 @@ def t__default(grad, self, result):
     return (self_grad,)
 
 
+def resize__default(grad, self, size, memory_format, result):
+    """aten::resize_(Tensor(a!) self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry resize_
+    # self: as_strided_grad(grad, self, size, result.stride(), self.storage_offset())
+    self_grad = as_strided_grad(
+        grad, self, size, result.stride(), self.storage_offset()
+    )
+    return (self_grad,)
+
+
 def transpose__default(grad, self, dim0, dim1, result):
     """aten::transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)"""
     # inplace, derivatives.yaml entry transpose_

@@ -77,6 +77,12 @@ def _in_native_dtypes(rule: Rule, primals, tangents, outputs, results):
     the kernel's value is native's, dtype and layout: it stays as it is.
     Otherwise the formula run on meta tensors, every term present, tells; one
     meta cannot run keeps the dtypes the kernels gave."""
+    if rule.element_wise_jvp:
+        # Native's element-wise formula is a conjugate view for a complex
+        # output (conj of the VJP of conj(x_t)), which it copies into the
+        # output's dtype: a complex128 tangent of a complex64 primal gives
+        # complex64, as a float64 one does through `(x * 1j).sin()`.
+        results = tuple(_in_output_dtype(r, o) for r, o in zip(results, outputs))
     formula = _native_formula(rule)
     if formula is rule and not any(_absent(t) for t in tangents):
         return results
@@ -93,6 +99,22 @@ def _in_native_dtypes(rule: Rule, primals, tangents, outputs, results):
         _in_native_dtype(*values)
         for values in zip(results, metas, outputs, meta_outputs)
     )
+
+
+def _in_output_dtype(value, output):
+    """value in output's dtype and layout where output is complex (native's
+    copy of a conjugate view into the output's memory)."""
+    if not (
+        isinstance(value, torch.Tensor)
+        and isinstance(output, torch.Tensor)
+        and output.is_complex()
+        and value.dtype != output.dtype
+    ):
+        return value
+    with autograd_enabled():
+        if torch._C._has_storage(value) and not same_layout(value, output):
+            return laid_out_like(output, output.dtype, zeros=False).copy_(value)
+        return value.to(output.dtype)
 
 
 def _absent(tangent) -> bool:

@@ -30,6 +30,9 @@ class KernelInfo:
     differentiable_outputs: tuple[str, ...]
     needs_original_self: bool = False  # in-place: the JVP reads self before the update
     jvp_uses_outputs: bool = False  # the JVP reads the op's outputs
+    # The JVP is auto_element_wise (native's dtype rule for complex outputs:
+    # dualgen.dtypes).
+    element_wise_jvp: bool = False
     derived_from: str | None = (
         None  # in-place: the functional entry its formulas come from
     )

@@ -49,6 +49,7 @@ class Rule:
     uses_outputs: bool
     call: Callable
     origin: str  # where the rule was written, for messages
+    element_wise_jvp: bool = False  # auto_element_wise (KernelInfo.element_wise_jvp)
 
     @property
     def input_indices(self) -> tuple[int, ...]:
@@ -83,6 +84,7 @@ def _generated_rule(op, info, cpp_kernels=None, spec="derivatives.yaml") -> Rule
         uses_outputs=info.jvp_uses_outputs,
         call=call,
         origin=f"{spec} entry {info.derived_from or info.name}",
+        element_wise_jvp=info.element_wise_jvp,
     )
 
 

@@ -117,6 +117,7 @@ def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
             for r in resolved
             for n in ast.walk(r.expr)
         ),
+        element_wise_jvp=any(r.origin == "auto_element_wise" for r in resolved),
         jvp=jvp,
         vjp=_vjp_plan(schema, source),
     )

@@ -278,6 +278,7 @@ class Emitter:
             ("differentiable_outputs", _tuple(plan.differentiable_outputs)),
             ("needs_original_self", repr(plan.needs_original_self)),
             ("jvp_uses_outputs", repr(plan.jvp_uses_outputs)),
+            ("element_wise_jvp", repr(plan.element_wise_jvp)),
             ("derived_from", repr(plan.derived_from)),
             ("cpp_kernel", repr(operator_key(s) if cpp else None)),
         )

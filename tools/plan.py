@@ -98,5 +98,9 @@ class OpPlan:
     differentiable_outputs: tuple[str, ...]
     needs_original_self: bool  # the in-place JVP reads self_p, self before the update
     jvp_uses_outputs: bool  # a forward formula reads an output (`result`)
+    # The forward formula is auto_element_wise: native evaluates it as
+    # conj(VJP(conj(x_t))), for a complex output a conjugate view, which it copies
+    # into the output's dtype (runtime/dtypes.py).
+    element_wise_jvp: bool
     jvp: JvpPlan
     vjp: VjpPlan

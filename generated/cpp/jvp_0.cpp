@@ -542,22 +542,22 @@ Results native_group_norm_default(const Values& args, const Values& tangents, co
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(group_norm_tangent(input_t, input_p, weight_p, result1, result2, group) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(group_norm_tangent(at::zeros_like(input_p), input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t)) {
-    result0_t = conform(group_norm_tangent(input_t, input_p, weight_p, result1, result2, group), result0);
+    result0_t = norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(weight_t)) {
-    result0_t = conform(group_norm_xhat(input_p, result1, result2, group) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(group_norm_tangent(at::zeros_like(input_p), input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(bias_t)) {
-    result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(group_norm_tangent(at::zeros_like(input_p), input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   }
   // result1: group_norm_mean_tangent(input_t, group)
   at::Tensor result1_t;
@@ -1566,22 +1566,22 @@ Results _batch_norm_with_update_default(const Values& args, const Values& tangen
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
   const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, True, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, True, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps), weight_p, weight_t, bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, true, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, true, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, true, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, true, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, true, eps), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, true, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, true, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(bias_t)) {
-    result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, true, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, true, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
 }

@@ -12,9 +12,9 @@ Results neg_default(const Values& args, const Values& tangents, const Values& ou
   const at::Tensor self_p = unpack<at::Tensor>(args[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: auto_linear
+  // result: auto_element_wise, from self: -grad
   if (present(self_t)) {
-    return {dualgen::value(at::_ops::neg::call(self_t))};
+    return {dualgen::value(-self_t)};
   }
   return {dualgen::value(None)};
 }
@@ -26,9 +26,9 @@ Results neg__default(const Values& args, const Values& tangents, const Values& o
   const at::Tensor self_p = unpack<at::Tensor>(args[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: auto_linear
+  // result: auto_element_wise, from self: -grad
   if (present(self_t)) {
-    return {dualgen::value(at::_ops::neg_::call(lvalue(self_t)))};
+    return {dualgen::value(-self_t)};
   }
   return {dualgen::value(None)};
 }
@@ -1164,22 +1164,22 @@ Results _batch_norm_no_update_default(const Values& args, const Values& tangents
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
   const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(bias_t)) {
-    result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
 }

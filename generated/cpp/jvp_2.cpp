@@ -370,22 +370,22 @@ Results native_layer_norm_default(const Values& args, const Values& tangents, co
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t
+  // result0: norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, bias_t)
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t;
+    result0_t = norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, bias_t);
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t, result0);
+    result0_t = norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p));
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + bias_t, result0);
+    result0_t = norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t);
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t, result0);
+    result0_t = norm_affine_tangent(layer_norm_tangent(at::zeros_like(input_p), input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, bias_t);
   } else if (present(input_t)) {
-    result0_t = conform(layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps), result0);
+    result0_t = norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p));
   } else if (present(weight_t)) {
-    result0_t = conform(layer_norm_xhat(input_p, normalized_shape, eps) * weight_t, result0);
+    result0_t = norm_affine_tangent(layer_norm_tangent(at::zeros_like(input_p), input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p));
   } else if (present(bias_t)) {
-    result0_t = conform(bias_t, result0);
+    result0_t = norm_affine_tangent(layer_norm_tangent(at::zeros_like(input_p), input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t);
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }
@@ -896,6 +896,21 @@ Results squeeze__default(const Values& args, const Values& tangents, const Value
   return {dualgen::value(None)};
 }
 
+// aten::resize_(Tensor(a!) self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor(a!)
+// inplace, derivatives.yaml entry resize_
+Results resize__default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> size = unpack<std::vector<int64_t>>(args[1]);
+  const std::optional<at::MemoryFormat> memory_format = unpack<std::optional<at::MemoryFormat>>(args[2]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: resize_tangent(self_t, result)
+  if (present(self_t)) {
+    return {dualgen::value(resize_tangent(self_t, result))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
 // functional, derivatives.yaml entry sort
 Results sort_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1120,22 +1135,22 @@ Results _native_batch_norm_legit_default(const Values& args, const Values& tange
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(bias_t)) {
-    result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }
@@ -1155,22 +1170,22 @@ Results _native_batch_norm_legit_no_stats(const Values& args, const Values& tang
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, weight_t, bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, None, None, training, eps), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, None, None, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(bias_t)) {
-    result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }
@@ -1481,6 +1496,7 @@ void register_shard_2(Registry& registry) {
   registry.add("aten::masked_scatter.default", &masked_scatter_default);
   registry.add("aten::masked_scatter_.default", &masked_scatter__default);
   registry.add("aten::squeeze_.default", &squeeze__default);
+  registry.add("aten::resize_.default", &resize__default);
   registry.add("aten::sort.default", &sort_default);
   registry.add("aten::kthvalue.default", &kthvalue_default);
   registry.add("aten::index_fill.int_Tensor", &index_fill_int_Tensor);

@@ -1375,22 +1375,22 @@ Results _native_batch_norm_legit_no_training_default(const Values& args, const V
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, False, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, false, eps), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(bias_t)) {
-    result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, false, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, false, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }

@@ -843,13 +843,13 @@ Results as_strided_scatter_default(const Values& args, const Values& tangents, c
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor src_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.where(torch.as_strided_scatter(torch.zeros_like(self_p), torch.ones_like(src_p), size, stride, storage_offset) != 0, torch.as_strided_scatter(torch.zeros_like(self_p), src_t, size, stride, storage_offset), self_t)
+  // result: torch.where(torch.as_strided_scatter(torch.zeros_like(self_p), torch.ones_like(src_p), size, stride, storage_offset) != 0, torch.as_strided_scatter(torch.zeros_like(self_p, dtype=self_t.dtype), src_t, size, stride, storage_offset), self_t)
   if (present(self_t) && present(src_t)) {
-    return {dualgen::value(at::where(at::as_strided_scatter(at::zeros_like(self_p), at::ones_like(src_p), size, stride, storage_offset) != 0, at::as_strided_scatter(at::zeros_like(self_p), src_t, size, stride, storage_offset), self_t))};
+    return {dualgen::value(at::where(at::as_strided_scatter(at::zeros_like(self_p), at::ones_like(src_p), size, stride, storage_offset) != 0, at::as_strided_scatter(at::zeros_like(self_p, self_t.scalar_type()), src_t, size, stride, storage_offset), self_t))};
   } else if (present(self_t)) {
-    return {dualgen::value(at::where(at::as_strided_scatter(at::zeros_like(self_p), at::ones_like(src_p), size, stride, storage_offset) != 0, at::as_strided_scatter(at::zeros_like(self_p), at::zeros_like(src_p), size, stride, storage_offset), self_t))};
+    return {dualgen::value(at::where(at::as_strided_scatter(at::zeros_like(self_p), at::ones_like(src_p), size, stride, storage_offset) != 0, at::as_strided_scatter(at::zeros_like(self_p, self_t.scalar_type()), at::zeros_like(src_p), size, stride, storage_offset), self_t))};
   } else if (present(src_t)) {
-    return {dualgen::value(at::where(at::as_strided_scatter(at::zeros_like(self_p), at::ones_like(src_p), size, stride, storage_offset) != 0, at::as_strided_scatter(at::zeros_like(self_p), src_t, size, stride, storage_offset), at::zeros_like(self_p)))};
+    return {dualgen::value(at::where(at::as_strided_scatter(at::zeros_like(self_p), at::ones_like(src_p), size, stride, storage_offset) != 0, at::as_strided_scatter(at::zeros_like(self_p, at::zeros_like(self_p).scalar_type()), src_t, size, stride, storage_offset), at::zeros_like(self_p)))};
   }
   return {dualgen::value(None)};
 }

@@ -380,22 +380,22 @@ Results native_batch_norm_default(const Values& args, const Values& tangents, co
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim())
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
   at::Tensor result0_t;
   if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim());
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(input_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   } else if (present(weight_t) && present(bias_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()) + channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim());
   } else if (present(input_t)) {
-    result0_t = conform(batch_norm_tangent(input_t, input_p, weight_p, running_mean_p, running_var_p, training, eps), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(weight_t)) {
-    result0_t = conform(batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps) * channel_view(weight_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
   } else if (present(bias_t)) {
-    result0_t = conform(channel_view(bias_t, input_p.dim()), result0);
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }

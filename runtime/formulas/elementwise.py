@@ -188,7 +188,8 @@ def angle_grad(grad: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
 def angle_tangent(self_t: torch.Tensor, self_p: torch.Tensor) -> torch.Tensor:
     """Tangent of angle: Im(conj(z) z_t) / |z|^2 (0 at 0); zero for a real input."""
     if not self_p.is_complex():
-        return torch.zeros_like(self_t)
+        # (in the primal's dtype, as native's zero)
+        return torch.zeros_like(self_t, dtype=self_p.dtype)
     return torch.where(
         self_p == 0, 0.0, (self_p.conj() * self_t).imag / self_p.abs().square()
     )
@@ -250,7 +251,8 @@ def sgn_derivative(v, self, result):
     (v - Re(v conj(sgn z)) sgn z) / |z|, zero at z = 0; for real inputs sgn is
     piecewise constant, so zero everywhere (also at NaN, as in PyTorch)."""
     if not self.is_complex():
-        return torch.zeros_like(v)
+        # (in the primal's dtype, as native's zero)
+        return torch.zeros_like(v, dtype=self.dtype)
     return torch.where(
         self == 0, 0.0, (v - (v * result.conj()).real * result) / self.abs()
     )

@@ -33,6 +33,7 @@ __all__ = [
     "group_norm_xhat",
     "layer_norm_tangent",
     "layer_norm_xhat",
+    "norm_affine_tangent",
     "trilinear_grads",
     "weight_norm_broadcast",
 ]
@@ -66,18 +67,43 @@ def channel_view(t: torch.Tensor, ndim: int) -> torch.Tensor:
 
 
 def _normalized_tangent(input_t, xhat, rstd, dims) -> torch.Tensor:
-    # d((x - mean) * rstd) = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)).
-    return rstd * (
+    # d((x - mean) * rstd) = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)),
+    # in the input tangent's dtype, as native's (a float32 tangent of a float64
+    # input stays float32 until a weight promotes it).
+    t = rstd * (
         input_t
         - input_t.mean(dims, keepdim=True)
         - xhat * (xhat * input_t).mean(dims, keepdim=True)
     )
+    return t.to(input_t.dtype)
 
 
-def _times_weight(t, weight, ndim: int | None = None):
-    if weight is None:
-        return t
-    return t * (weight if ndim is None else channel_view(weight, ndim))
+def norm_affine_tangent(
+    normalized_t, xhat, weight_p, weight_t, bias_t, ndim: int | None = None
+):
+    """Tangent of a normalization's `xhat * weight + bias` (weight and bias viewed
+    per channel of a `ndim`-dimensional input where `ndim` is given), from the
+    normalized input's tangent, in native's dtype: native adds the weight's and
+    the bias's shares into the normalized tangent in place where they carry
+    tangents (the dtype stays) and multiplies by a weight without one out of
+    place (it promotes). An absent tangent reaches a helper as zeros of its
+    primal's dtype: a weight tangent of another dtype is a present one; one of
+    the weight's dtype is taken for absent (the dtype is the same either way
+    unless the normalized tangent is narrower than the weight)."""
+    out = normalized_t
+    if weight_p is not None:
+        weight, weight_tangent = weight_p, weight_t
+        if ndim is not None:
+            weight = channel_view(weight_p, ndim)
+            weight_tangent = channel_view(weight_t, ndim)
+        dtype = normalized_t.dtype
+        if weight_t.dtype == weight_p.dtype:
+            dtype = torch.promote_types(dtype, weight_p.dtype)
+        out = (normalized_t * weight + xhat * weight_tangent).to(dtype)
+    if bias_t is not None:
+        bias = bias_t if ndim is None else channel_view(bias_t, ndim)
+        out = (out + bias).to(out.dtype)
+    return out
 
 
 # Layer and batch norm's formulas compute the statistics from the input again
@@ -102,13 +128,13 @@ def layer_norm_xhat(input_p, normalized_shape, eps: float):
     return (input_p - mean) * rstd
 
 
-def layer_norm_tangent(input_t, input_p, weight, normalized_shape, eps: float):
-    """Tangent of native_layer_norm's output from the input's tangent (times the
-    weight when there is one)."""
+def layer_norm_tangent(input_t, input_p, normalized_shape, eps: float):
+    """Tangent of native_layer_norm's normalized input (before weight and bias)
+    from the input's tangent."""
     dims = _layer_norm_dims(normalized_shape)
     mean, rstd = _statistics(input_p, dims, eps)
     xhat = (input_p - mean) * rstd
-    return _times_weight(_normalized_tangent(input_t, xhat, rstd, dims), weight)
+    return _normalized_tangent(input_t, xhat, rstd, dims)
 
 
 def _batch_norm_stats(input_p, running_mean, running_var, training, eps):
@@ -127,18 +153,16 @@ def batch_norm_xhat(input_p, running_mean, running_var, training, eps):
     return (input_p - mean) * invstd
 
 
-def batch_norm_tangent(
-    input_t, input_p, weight, running_mean, running_var, training, eps
-):
-    """Tangent of native_batch_norm's output from the input's tangent (times the
-    weight when there is one): batch statistics in training, running ones in eval."""
+def batch_norm_tangent(input_t, input_p, running_mean, running_var, training, eps):
+    """Tangent of native_batch_norm's normalized input (before weight and bias)
+    from the input's tangent: batch statistics in training, running ones in eval."""
     mean, invstd = _batch_norm_stats(input_p, running_mean, running_var, training, eps)
     if training:
         dims = [0] + list(range(2, input_p.dim()))
         t = _normalized_tangent(input_t, (input_p - mean) * invstd, invstd, dims)
     else:
         t = input_t * invstd
-    return _times_weight(t, weight, input_p.dim())
+    return t
 
 
 def group_norm_xhat(input_p, mean, rstd, group: int):
@@ -152,15 +176,14 @@ def _group_shape(t: torch.Tensor, group: int) -> list[int]:
     return [t.shape[0], group, t.shape[1:].numel() // group]
 
 
-def group_norm_tangent(input_t, input_p, weight, mean, rstd, group: int):
-    """Tangent of native_group_norm's output from the input's tangent (times the
-    weight when there is one); `mean`, `rstd` ([N, group]) its saved statistics."""
+def group_norm_tangent(input_t, input_p, mean, rstd, group: int):
+    """Tangent of native_group_norm's normalized input (before weight and bias)
+    from the input's tangent; `mean`, `rstd` ([N, group]) its saved statistics."""
     shape = _group_shape(input_p, group)
     xhat = (input_p.reshape(shape) - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)
-    t = _normalized_tangent(
+    return _normalized_tangent(
         input_t.reshape(shape), xhat, rstd.unsqueeze(-1), [-1]
     ).reshape(input_p.shape)
-    return _times_weight(t, weight, input_p.dim())
 
 
 def bce_self_derivative(self, target, weight):

@@ -22,6 +22,7 @@ __all__ = [
     "narrow_grad",
     "negated",
     "repeat_grad",
+    "resize_tangent",
     "scatter_reduce_grads",
     "scatter_reduce_tangent",
     "slice_grad",
@@ -70,6 +71,22 @@ def as_strided_grad(grad, like, size, stride, storage_offset) -> torch.Tensor:
     flat = grad.new_zeros(like.untyped_storage().nbytes() // like.element_size())
     flat.as_strided(size, stride, offset).copy_(grad)
     return flat.as_strided(like.size(), like.stride(), like.storage_offset()).clone()
+
+
+def resize_tangent(self_t, result) -> torch.Tensor:
+    """Tangent of resize_ (from torch's conjugate fallback: derivatives.yaml):
+    self's tangent laid out in place over the same memory as self now is
+    (`result`), as the tangent was laid out as self was (an in-place view op
+    changes its tangent's geometry in place, as auto_linear does). Memory a
+    resize adds has no tangent: refused, as native refuses any resize of a dual."""
+    extent = 1 + sum((n - 1) * s for n, s in zip(result.shape, result.stride()))
+    length = self_t.untyped_storage().nbytes() // self_t.element_size()
+    if result.numel() and self_t.storage_offset() + extent > length:
+        raise RuntimeError(
+            "cannot resize variables that has a forward grad beyond their memory: "
+            "the memory a resize adds has no tangent"
+        )
+    return self_t.as_strided_(result.shape, result.stride(), self_t.storage_offset())
 
 
 def negated(values: Sequence[int]) -> list[int]:
@@ -218,9 +235,10 @@ def scatter_reduce_tangent(
         self_w, src_w = _extreme_weights(
             self_p, dim, index, src_p, reduce, include_self, result
         )
-        return (self_t * self_w).scatter_add(
-            dim, index, _src_read(src_t, index) * src_w
-        )
+        # The weights in each tangent's dtype, as native's (masks keep it).
+        self_term = self_t * self_w.to(self_t.dtype)
+        src_term = _src_read(src_t, index) * src_w.to(src_t.dtype)
+        return self_term.scatter_add(dim, index, src_term.to(self_term.dtype))
     raise NotImplementedError(f"scatter_reduce: no derivative for reduce={reduce!r}")
 
 

@@ -81,8 +81,13 @@ def test_layer_norm(cpp_formulas, dtype, normalized_shape, with_weight, eps):
     x = rand(3, 4, 5, dtype=dtype)
     weight = rand(*normalized_shape, dtype=dtype, seed=3) if with_weight else None
     x_t = rand(3, 4, 5, dtype=dtype, seed=4)
-    args = (x_t, x, weight, normalized_shape, eps)
+    args = (x_t, x, normalized_shape, eps)
     same(cpp_formulas.layer_norm_tangent(*args), py.layer_norm_tangent(*args))
+    if weight is not None:
+        xhat = py.layer_norm_xhat(x, normalized_shape, eps)
+        weight_t = rand(*normalized_shape, dtype=dtype, seed=5)
+        affine = (py.layer_norm_tangent(*args), xhat, weight, weight_t, weight_t, None)
+        same(cpp_formulas.norm_affine_tangent(*affine), py.norm_affine_tangent(*affine))
     xargs = (x, normalized_shape, eps)
     same(cpp_formulas.layer_norm_xhat(*xargs), py.layer_norm_xhat(*xargs))
 
@@ -111,21 +116,25 @@ def test_batch_norm(
     cpp_formulas, dtype, ndim, training, with_running, with_weight, eps
 ):
     x_t, x, w, rm, rv = batch_norm_args(dtype, ndim, with_running, with_weight)
-    args = (x_t, x, w, rm, rv, training, eps)
+    args = (x_t, x, rm, rv, training, eps)
     same(cpp_formulas.batch_norm_tangent(*args), py.batch_norm_tangent(*args))
+    if w is not None:
+        xhat = py.batch_norm_xhat(x, rm, rv, training, eps)
+        affine = (py.batch_norm_tangent(*args), xhat, w, w.flip(0), w, x.dim())
+        same(cpp_formulas.norm_affine_tangent(*affine), py.norm_affine_tangent(*affine))
     xargs = (x, rm, rv, training, eps)
     same(cpp_formulas.batch_norm_xhat(*xargs), py.batch_norm_xhat(*xargs))
 
 
 def test_batch_norm_eval_without_running_stats_raises(cpp_formulas):
-    x_t, x, w, _, _ = batch_norm_args(F64, 3, False, True)
+    x_t, x, _, _, _ = batch_norm_args(F64, 3, False, True)
     # Python fails on None's attributes; the twin with a RuntimeError.
     with pytest.raises((AttributeError, TypeError)):
         py.batch_norm_xhat(x, None, None, False, 1e-5)
     with pytest.raises(RuntimeError, match="running_mean and running_var"):
         cpp_formulas.batch_norm_xhat(x, None, None, False, 1e-5)
     with pytest.raises(RuntimeError, match="running_mean and running_var"):
-        cpp_formulas.batch_norm_tangent(x_t, x, w, None, None, False, 1e-5)
+        cpp_formulas.batch_norm_tangent(x_t, x, None, None, False, 1e-5)
 
 
 # --- group norm -----------------------------------------------------------------
@@ -155,8 +164,8 @@ SHAPES = [((2, 6, 3), 3), ((3, 4), 2), ((2, 4, 3, 2), 1), ((2, 4, 3, 2), 4)]
 def test_group_norm(cpp_formulas, dtype, shape, group, with_weight):
     x_t, x, w, mean, rstd = group_norm_args(dtype, shape, group, with_weight)
     same(
-        cpp_formulas.group_norm_tangent(x_t, x, w, mean, rstd, group),
-        py.group_norm_tangent(x_t, x, w, mean, rstd, group),
+        cpp_formulas.group_norm_tangent(x_t, x, mean, rstd, group),
+        py.group_norm_tangent(x_t, x, mean, rstd, group),
     )
     same(
         cpp_formulas.group_norm_xhat(x, mean, rstd, group),
@@ -170,6 +179,10 @@ def test_group_norm(cpp_formulas, dtype, shape, group, with_weight):
         cpp_formulas.group_norm_rstd_tangent(x_t, x, mean, rstd, group),
         py.group_norm_rstd_tangent(x_t, x, mean, rstd, group),
     )
+    xhat = py.group_norm_xhat(x, mean, rstd, group)
+    weight_t = None if w is None else w.flip(0)
+    affine = (x_t, xhat, w, weight_t, weight_t, x.dim())
+    same(cpp_formulas.norm_affine_tangent(*affine), py.norm_affine_tangent(*affine))
 
 
 @pytest.mark.parametrize(
@@ -178,10 +191,11 @@ def test_group_norm(cpp_formulas, dtype, shape, group, with_weight):
 def test_group_norm_real_and_empty(cpp_formulas, shape, group):
     x_t, x, w, mean, rstd = group_norm_args(F64, shape, group, True, real_stats=True)
     for name, args in [
-        ("group_norm_tangent", (x_t, x, w, mean, rstd, group)),
+        ("group_norm_tangent", (x_t, x, mean, rstd, group)),
         ("group_norm_xhat", (x, mean, rstd, group)),
         ("group_norm_mean_tangent", (x_t, group)),
         ("group_norm_rstd_tangent", (x_t, x, mean, rstd, group)),
+        ("norm_affine_tangent", (x_t, x, w, w.to(torch.float32), None, x.dim())),
     ]:
         same(
             getattr(cpp_formulas, name)(*args),

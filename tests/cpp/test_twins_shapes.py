@@ -73,3 +73,17 @@ def test_scatter_reduce_tangent_unsupported(cpp_formulas, reduce):
     with pytest.raises(NotImplementedError) as got:
         cpp_formulas.scatter_reduce_tangent(*args)
     assert str(ref.value) in str(got.value)
+
+
+def test_resize_tangent(cpp_formulas):
+    from dualgen.formulas import resize_tangent
+
+    base = torch.randn(3, 4, dtype=C128)
+    for view, size in [(base[1:2], (4,)), (base.expand(2, 3, 4)[1:], (12,))]:
+        resized = view.clone().resize_(size)  # only its geometry is read
+        py, cpp = view.clone().conj(), view.clone().conj()
+        same(cpp_formulas.resize_tangent(cpp, resized), resize_tangent(py, resized))
+    too_big = torch.zeros(20, dtype=C128)
+    for fn in (cpp_formulas.resize_tangent, resize_tangent):
+        with pytest.raises(RuntimeError, match="resize"):
+            fn(base[2:].clone(), too_big)

@@ -112,10 +112,16 @@ def test_layer_norm_tangent_matches_forward_ad(normalized_shape, weighted):
         )[0]
 
     t = torch.randn_like(x)
-    got = F.layer_norm_tangent(t, x, weight, normalized_shape, 1e-5)
-    close(got, jvp(fn, [x], [t]))
     xhat = torch.ops.aten.native_layer_norm(x, normalized_shape, None, None, 1e-5)[0]
     close(F.layer_norm_xhat(x, normalized_shape, 1e-5), xhat)
+    got = _affine(F.layer_norm_tangent(t, x, normalized_shape, 1e-5), xhat, weight)
+    close(got, jvp(fn, [x], [t]))
+
+
+def _affine(normalized_t, xhat, weight, ndim=None):
+    # The weight without a tangent: zeros of its dtype (the generated kernels' rule).
+    zeros = None if weight is None else torch.zeros_like(weight)
+    return F.norm_affine_tangent(normalized_t, xhat, weight, zeros, None, ndim)
 
 
 BATCH_NORM_CASES = [
@@ -144,10 +150,11 @@ def test_batch_norm_tangent_and_xhat_match_forward_ad(
         return torch.ops.aten.native_batch_norm(a, w, b, m, v, training, 0.1, eps)
 
     t = torch.randn_like(x)
-    got = F.batch_norm_tangent(t, x, weight, rm, rv, training, eps)
-    close(got, jvp(lambda a: run(a)[0], [x], [t]))
     xhat = F.batch_norm_xhat(x, rm, rv, training, eps)
     close(xhat, run(x, None, None)[0])
+    normalized_t = F.batch_norm_tangent(t, x, rm, rv, training, eps)
+    got = _affine(normalized_t, xhat, weight, x.dim())
+    close(got, jvp(lambda a: run(a)[0], [x], [t]))
     if weighted:
         wt, bt = torch.randn(c, dtype=R), torch.randn(c, dtype=R)
         expected = jvp(lambda w, b: run(x, w, b)[0], [weight, bias], [wt, bt])
@@ -171,10 +178,10 @@ def test_group_norm_tangent_and_xhat_match_forward_ad(shape, group, weighted):
 
     _, mean, rstd = run(x)
     t = torch.randn_like(x)
-    got = F.group_norm_tangent(t, x, weight, mean, rstd, group)
-    close(got, jvp(lambda a: run(a)[0], [x], [t]))
     xhat = F.group_norm_xhat(x, mean, rstd, group)
     close(xhat, run(x, None, None)[0])
+    got = _affine(F.group_norm_tangent(t, x, mean, rstd, group), xhat, weight, x.dim())
+    close(got, jvp(lambda a: run(a)[0], [x], [t]))
     if weighted:
         wt = torch.randn(c, dtype=R)
         expected = jvp(lambda w: run(x, w, bias)[0], [weight], [wt])

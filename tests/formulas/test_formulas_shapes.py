@@ -313,3 +313,40 @@ def test_as_strided_scatter_grads_by_hand():
     expected = g.clone().reshape(-1)
     expected[1:5] = 0
     close(gs, expected.reshape(3, 4))
+
+
+@pytest.mark.parametrize(
+    "make_view, size",
+    [
+        (lambda base: base[1:], (3,)),  # squeeze_'s resize of a [1, 3] slice
+        (lambda base: base.expand(2, 4)[1:], (4,)),  # of an expanded row
+        (lambda base: base[:, 1:3].t(), (2, 2)),  # a transposed view, reshaped
+    ],
+)
+def test_resize_tangent_lays_the_tangent_out_as_the_resized_tensor(make_view, size):
+    """resize_ of a view keeps its memory: the tangent, laid out as the view
+    was, is laid out in place as the view is now, over the tangent's memory
+    (its values are the tangent's of the memory the view now covers)."""
+    base = torch.randn(2, 4, dtype=R)
+    base_t = torch.randn(2, 4, dtype=R)
+    view, view_t = make_view(base), make_view(base_t)
+    resized = (
+        view.clone()
+        .resize_(0)
+        .set_(view.untyped_storage(), view.storage_offset(), view.size(), view.stride())
+    )
+    resized.resize_(size)
+    got = F.resize_tangent(view_t, resized)
+    assert got is view_t and got.shape == resized.shape
+    assert got.stride() == resized.stride()
+    # The tangent's memory at each element's place is the base tangent's there.
+    offset = resized.storage_offset()
+    places = torch.arange(base.numel()).as_strided(size, resized.stride(), offset)
+    close(got, base_t.flatten()[places])
+
+
+def test_resize_tangent_refuses_memory_it_adds():
+    view_t = torch.randn(2, 3, dtype=R)[1:]
+    resized = torch.empty(0, dtype=R).resize_(10)
+    with pytest.raises(RuntimeError, match="resize"):
+        F.resize_tangent(view_t, resized)

@@ -57,29 +57,14 @@ NATIVE_VALUES_WRONG = {
     "matrix_exp",
 }
 
-# Formulas written otherwise than native's, whose dtypes differ with tangents of
-# another dtype than their primals (the runtime gives each formula's own dtype).
-_NORM = (
-    "native's norm JVP keeps the input tangent's dtype (unless a weight promotes "
-    "it); the spec's promotes it with the saved statistics"
+# Where dualgen's tangent dtype is not native's, and why.
+_AFFINE = (
+    "native's norm JVP accumulates a weight's share in place when the weight has "
+    "a tangent (keeping the normalized tangent's dtype, or the input's where the "
+    "input has none) and multiplies out of place when it has none (promoting with "
+    "the weight): dualgen's tangent promotes with the weight either way"
 )
-_REAL_ZERO = "native's zero tangent for a real input has the primal's dtype"
 KNOWN = {
-    **{
-        (name, variant): _NORM
-        for name in (
-            "native_group_norm",
-            "native_batch_norm",
-            "_native_batch_norm_legit",
-            "_batch_norm_with_update",
-            "nn.functional.group_norm",
-            "nn.functional.instance_norm",
-            "nn.functional.layer_norm",
-            "nn.functional.batch_norm",
-        )
-        for variant in ("f32-of-f64", "mixed")
-    },
-    **{(name, "f32-of-f64"): _REAL_ZERO for name in ("sgn", "angle")},
     **{
         (name, "real-of-c128"): "native refuses a real tangent of a complex "
         "matrix here but for an empty one, whose tangent it gives the output's dtype"
@@ -91,18 +76,6 @@ KNOWN = {
             "linalg.svdvals",
         )
     },
-    **{
-        ("as_strided_scatter", variant): "the spec's formula promotes the tangent "
-        "with the primal (torch.where over zeros_like(self)); native's keeps it"
-        for variant in ("f32-of-f64", "c64-of-c128", "real-of-c128", "mixed")
-    },
-    **{
-        (f"scatter_reduce.{kind}", "f32-of-f64"): "the spec's amax/amin formula "
-        "weighs the tangents by float64 masks; native's keeps their dtype"
-        for kind in ("amax", "amin")
-    },
-    ("neg", "c64-of-c128"): "native's neg is auto_element_wise (a conjugate "
-    "view, copied into the output's dtype); the spec's is auto_linear",
     ("diff", "real-of-c128"): "native keeps a real tangent real through diff; "
     "the spec's formula makes it complex",
 }
@@ -386,6 +359,39 @@ def test_in_place(backend, fn):
     """In place: self's tangent keeps its dtype (native updates it in place);
     a tensor without one gets native's."""
     _assert_as_native(fn, (X, T32))
+
+
+NORMS = _named(
+    [
+        ("layer_norm", lambda a, w, b: torch.nn.functional.layer_norm(a, (4,), w, b)),
+        (
+            "batch_norm",
+            lambda a, w, b: torch.nn.functional.batch_norm(
+                a, None, None, w, b, training=True
+            ),
+        ),
+        ("group_norm", lambda a, w, b: torch.nn.functional.group_norm(a, 2, w, b)),
+    ]
+)
+
+
+@pytest.mark.parametrize("fn", NORMS)
+@pytest.mark.parametrize("primal, tangent", [(F64, F32), (F32, F64)])
+@pytest.mark.parametrize("duals", ["x", "xw", "xb", "xwb", "w", "wb", "b"])
+def test_normalization_affine_dtypes(backend, fn, primal, tangent, duals):
+    """A normalization's tangent with tangents on some of input, weight and
+    bias: native adds the weight's and bias's shares in place where they have
+    tangents and multiplies by a weight without one out of place, so which of
+    them carry tangents sets the dtype (norm_affine_tangent)."""
+    weight = torch.linspace(0.5, 2.0, 4, dtype=primal)
+    bias = torch.linspace(-1.0, 1.0, 4, dtype=primal)
+    t4 = torch.linspace(0.3, -0.2, 4, dtype=tangent)
+    _assert_as_native(
+        fn,
+        (X.to(primal), T32.to(tangent) if "x" in duals else None),
+        (weight, t4 if "w" in duals else None),
+        (bias, t4.flip(0) if "b" in duals else None),
+    )
 
 
 def test_refused_as_native(backend):

@@ -145,7 +145,7 @@ DENSE_SPEC = """\
   sample: normalized_shape=[3]
   output_differentiability: [true, false, false]
   input, weight, bias: torch.ops.aten.native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight, bias, [True, weight is not None, bias is not None])
-  result0: layer_norm_tangent(input_t, input_p, weight_p, normalized_shape, eps) + layer_norm_xhat(input_p, normalized_shape, eps) * weight_t + bias_t
+  result0: norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, bias_t)
 """
 
 

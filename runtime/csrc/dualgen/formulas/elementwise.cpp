@@ -211,7 +211,7 @@ at::Tensor logit_derivative(const at::Tensor& self, std::optional<double> eps) {
 
 at::Tensor angle_tangent(const at::Tensor& self_t, const at::Tensor& self_p) {
   if (!self_p.is_complex()) {
-    return at::zeros_like(self_t);
+    return at::zeros_like(self_t, self_t.options().dtype(self_p.scalar_type()));
   }
   return at::where(
       self_p == 0, 0.0, at::imag(self_p.conj() * self_t) / self_p.abs().square());
@@ -244,7 +244,7 @@ at::Tensor clamp_tensor_weight(
 at::Tensor sgn_derivative(
     const at::Tensor& v, const at::Tensor& self, const at::Tensor& result) {
   if (!self.is_complex()) {
-    return at::zeros_like(v);
+    return at::zeros_like(v, v.options().dtype(self.scalar_type()));
   }
   return at::where(
       self == 0, 0.0, (v - at::real(v * result.conj()) * result) / self.abs());

@@ -4,22 +4,19 @@ namespace dualgen::formulas {
 
 namespace {
 
-// d((x - mean) * rstd) = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)).
+// d((x - mean) * rstd) = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)),
+// in the input tangent's dtype, as native's.
 at::Tensor normalized_tangent(
     const at::Tensor& input_t, const at::Tensor& xhat, const at::Tensor& rstd,
     at::IntArrayRef dims) {
-  return rstd * (input_t - input_t.mean(dims, /*keepdim=*/true) -
-                 xhat * (xhat * input_t).mean(dims, /*keepdim=*/true));
+  return (rstd * (input_t - input_t.mean(dims, /*keepdim=*/true) -
+                  xhat * (xhat * input_t).mean(dims, /*keepdim=*/true)))
+      .to(input_t.scalar_type());
 }
 
-// `t` times the weight (viewed per channel when `ndim` is given), if any.
-at::Tensor times_weight(
-    const at::Tensor& t, const at::Tensor& weight,
-    std::optional<int64_t> ndim = std::nullopt) {
-  if (!weight.defined()) {
-    return t;
-  }
-  return t * (ndim.has_value() ? channel_view(weight, *ndim) : weight);
+// `t` viewed per channel of an `ndim`-dimensional input when `ndim` is given.
+at::Tensor per_channel(const at::Tensor& t, std::optional<int64_t> ndim) {
+  return ndim.has_value() ? channel_view(t, *ndim) : t;
 }
 
 // mean and 1 / sqrt(biased variance + eps) over `dims`, kept broadcastable:
@@ -111,11 +108,11 @@ at::Tensor layer_norm_xhat(
 
 at::Tensor layer_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, at::IntArrayRef normalized_shape, double eps) {
+    at::IntArrayRef normalized_shape, double eps) {
   const std::vector<int64_t> dims = layer_norm_dims(normalized_shape);
   auto [mean, rstd] = statistics(input_p, dims, eps);
   at::Tensor xhat = (input_p - mean) * rstd;
-  return times_weight(normalized_tangent(input_t, xhat, rstd, dims), weight);
+  return normalized_tangent(input_t, xhat, rstd, dims);
 }
 
 at::Tensor batch_norm_xhat(
@@ -128,18 +125,15 @@ at::Tensor batch_norm_xhat(
 
 at::Tensor batch_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, const at::Tensor& running_mean,
-    const at::Tensor& running_var, bool training, double eps) {
+    const at::Tensor& running_mean, const at::Tensor& running_var,
+    bool training, double eps) {
   auto [mean, invstd] =
       batch_norm_stats(input_p, running_mean, running_var, training, eps);
-  at::Tensor t;
   if (training) {
-    t = normalized_tangent(input_t, (input_p - mean) * invstd, invstd,
-                           batch_dims(input_p));
-  } else {
-    t = input_t * invstd;
+    return normalized_tangent(input_t, (input_p - mean) * invstd, invstd,
+                              batch_dims(input_p));
   }
-  return times_weight(t, weight, input_p.dim());
+  return input_t * invstd;
 }
 
 at::Tensor group_norm_xhat(
@@ -152,15 +146,35 @@ at::Tensor group_norm_xhat(
 
 at::Tensor group_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
-    int64_t group) {
+    const at::Tensor& mean, const at::Tensor& rstd, int64_t group) {
   const std::vector<int64_t> shape = group_shape(input_p, group);
   at::Tensor xhat =
       (input_p.reshape(shape) - mean.unsqueeze(-1)) * rstd.unsqueeze(-1);
-  at::Tensor t = normalized_tangent(
-                     input_t.reshape(shape), xhat, rstd.unsqueeze(-1), {-1})
-                     .reshape(input_p.sizes());
-  return times_weight(t, weight, input_p.dim());
+  return normalized_tangent(input_t.reshape(shape), xhat, rstd.unsqueeze(-1),
+                            {-1})
+      .reshape(input_p.sizes());
+}
+
+at::Tensor norm_affine_tangent(
+    const at::Tensor& normalized_t, const at::Tensor& xhat,
+    const at::Tensor& weight_p, const at::Tensor& weight_t,
+    const at::Tensor& bias_t, std::optional<int64_t> ndim) {
+  at::Tensor out = normalized_t;
+  if (weight_p.defined()) {
+    // A weight tangent of another dtype than the weight is present (in place:
+    // the dtype stays); one of the weight's dtype is taken for absent.
+    const auto dtype =
+        weight_t.scalar_type() == weight_p.scalar_type()
+            ? at::promote_types(normalized_t.scalar_type(), weight_p.scalar_type())
+            : normalized_t.scalar_type();
+    out = (normalized_t * per_channel(weight_p, ndim) +
+           xhat * per_channel(weight_t, ndim))
+              .to(dtype);
+  }
+  if (bias_t.defined()) {
+    out = (out + per_channel(bias_t, ndim)).to(out.scalar_type());
+  }
+  return out;
 }
 
 at::Tensor group_norm_mean_tangent(const at::Tensor& input_t, int64_t group) {

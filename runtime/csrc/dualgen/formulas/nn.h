@@ -22,33 +22,41 @@ std::vector<int64_t> group_shape(const at::Tensor& t, int64_t group);
 // native_layer_norm's normalized input (before weight and bias).
 at::Tensor layer_norm_xhat(
     const at::Tensor& input_p, at::IntArrayRef normalized_shape, double eps);
-// Tangent of native_layer_norm's output from the input's tangent (times the
-// weight when there is one); the statistics are computed from the input.
+// Tangent of native_layer_norm's normalized input (before weight and bias)
+// from the input's tangent; the statistics are computed from the input.
 at::Tensor layer_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, at::IntArrayRef normalized_shape, double eps);
+    at::IntArrayRef normalized_shape, double eps);
 
 // native_batch_norm's normalized input (before weight and bias).
 at::Tensor batch_norm_xhat(
     const at::Tensor& input_p, const at::Tensor& running_mean,
     const at::Tensor& running_var, bool training, double eps);
-// Tangent of native_batch_norm's output from the input's tangent (times the
-// weight when there is one): batch statistics in training, running ones in eval.
+// Tangent of native_batch_norm's normalized input (before weight and bias)
+// from the input's tangent: batch statistics in training, running ones in eval.
 at::Tensor batch_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, const at::Tensor& running_mean,
-    const at::Tensor& running_var, bool training, double eps);
+    const at::Tensor& running_mean, const at::Tensor& running_var,
+    bool training, double eps);
 
 // native_group_norm's normalized input (before weight and bias).
 at::Tensor group_norm_xhat(
     const at::Tensor& input_p, const at::Tensor& mean, const at::Tensor& rstd,
     int64_t group);
-// Tangent of native_group_norm's output from the input's tangent (times the
-// weight when there is one); `mean`, `rstd` ([N, group]) its saved statistics.
+// Tangent of native_group_norm's normalized input (before weight and bias)
+// from the input's tangent; `mean`, `rstd` ([N, group]) its saved statistics.
 at::Tensor group_norm_tangent(
     const at::Tensor& input_t, const at::Tensor& input_p,
-    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd,
-    int64_t group);
+    const at::Tensor& mean, const at::Tensor& rstd, int64_t group);
+// Tangent of a normalization's `xhat * weight + bias` (per channel of an
+// `ndim`-dimensional input where `ndim` is given), in native's dtype: the
+// weight's and bias's shares added in place where they carry tangents, a
+// weight without one multiplied out of place (absent tangents arrive as zeros
+// of their primals' dtypes).
+at::Tensor norm_affine_tangent(
+    const at::Tensor& normalized_t, const at::Tensor& xhat,
+    const at::Tensor& weight_p, const at::Tensor& weight_t,
+    const at::Tensor& bias_t, std::optional<int64_t> ndim = std::nullopt);
 // Tangent of native_group_norm's saved mean ([N, group]).
 at::Tensor group_norm_mean_tangent(const at::Tensor& input_t, int64_t group);
 // Tangent of native_group_norm's saved rstd ([N, group]).

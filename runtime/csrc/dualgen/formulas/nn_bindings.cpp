@@ -23,10 +23,8 @@ void bind_nn(pybind11::module_& m) {
   m.def(
       "layer_norm_tangent",
       [](const at::Tensor& input_t, const at::Tensor& input_p,
-         const OptTensor& weight, std::vector<int64_t> normalized_shape,
-         double eps) {
-        return layer_norm_tangent(
-            input_t, input_p, undefined_if_none(weight), normalized_shape, eps);
+         std::vector<int64_t> normalized_shape, double eps) {
+        return layer_norm_tangent(input_t, input_p, normalized_shape, eps);
       });
   m.def(
       "batch_norm_xhat",
@@ -39,21 +37,23 @@ void bind_nn(pybind11::module_& m) {
   m.def(
       "batch_norm_tangent",
       [](const at::Tensor& input_t, const at::Tensor& input_p,
-         const OptTensor& weight, const OptTensor& running_mean,
-         const OptTensor& running_var, bool training, double eps) {
+         const OptTensor& running_mean, const OptTensor& running_var,
+         bool training, double eps) {
         return batch_norm_tangent(
-            input_t, input_p, undefined_if_none(weight),
-            undefined_if_none(running_mean), undefined_if_none(running_var),
-            training, eps);
+            input_t, input_p, undefined_if_none(running_mean),
+            undefined_if_none(running_var), training, eps);
       });
   m.def("group_norm_xhat", &group_norm_xhat);
   m.def(
-      "group_norm_tangent",
-      [](const at::Tensor& input_t, const at::Tensor& input_p,
-         const OptTensor& weight, const at::Tensor& mean,
-         const at::Tensor& rstd, int64_t group) {
-        return group_norm_tangent(
-            input_t, input_p, undefined_if_none(weight), mean, rstd, group);
+      "group_norm_tangent", &group_norm_tangent);
+  m.def(
+      "norm_affine_tangent",
+      [](const at::Tensor& normalized_t, const at::Tensor& xhat,
+         const OptTensor& weight_p, const OptTensor& weight_t,
+         const OptTensor& bias_t, std::optional<int64_t> ndim) {
+        return norm_affine_tangent(
+            normalized_t, xhat, undefined_if_none(weight_p),
+            undefined_if_none(weight_t), undefined_if_none(bias_t), ndim);
       });
   m.def("group_norm_mean_tangent", &group_norm_mean_tangent);
   m.def("group_norm_rstd_tangent", &group_norm_rstd_tangent);

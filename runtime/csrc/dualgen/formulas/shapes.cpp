@@ -48,12 +48,31 @@ at::Tensor scatter_reduce_tangent(
   if (reduce == "amax" || reduce == "amin") {
     auto [self_w, src_w] =
         extreme_weights(self_p, dim, index, src_p, include_self, result);
-    return (self_t * self_w)
-        .scatter_add(dim, index, src_read(src_t, index) * src_w);
+    // The weights in each tangent's dtype, as native's (masks keep it).
+    const at::Tensor self_term = self_t * self_w.to(self_t.scalar_type());
+    const at::Tensor src_term =
+        src_read(src_t, index) * src_w.to(src_t.scalar_type());
+    return self_term.scatter_add(dim, index,
+                                 src_term.to(self_term.scalar_type()));
   }
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, "scatter_reduce: no derivative for reduce='",
       std::string(reduce.data(), reduce.size()), "'");
+}
+
+at::Tensor resize_tangent(const at::Tensor& self_t, const at::Tensor& result) {
+  int64_t extent = 1;
+  for (int64_t d = 0; d < result.dim(); ++d) {
+    extent += (result.size(d) - 1) * result.stride(d);
+  }
+  const int64_t length =
+      static_cast<int64_t>(self_t.storage().nbytes()) /
+      static_cast<int64_t>(self_t.element_size());
+  TORCH_CHECK(result.numel() == 0 || self_t.storage_offset() + extent <= length,
+              "cannot resize variables that has a forward grad beyond their "
+              "memory: the memory a resize adds has no tangent");
+  return self_t.as_strided_(result.sizes(), result.strides(),
+                            self_t.storage_offset());
 }
 
 }  // namespace dualgen::formulas

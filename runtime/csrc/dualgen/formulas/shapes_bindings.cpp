@@ -14,6 +14,7 @@ void bind_shapes(pybind11::module_& m) {
             self_t, self_p, dim, index, src_t, src_p, reduce, include_self,
             result);
       });
+  m.def("resize_tangent", &resize_tangent);
 }
 
 }  // namespace dualgen::formulas
