@@ -77,15 +77,17 @@ def resize_tangent(self_t, result) -> torch.Tensor:
     """Tangent of resize_ (from torch's conjugate fallback: derivatives.yaml):
     self's tangent laid out in place over the same memory as self now is
     (`result`), as the tangent was laid out as self was (an in-place view op
-    changes its tangent's geometry in place, as auto_linear does). Memory a
-    resize adds has no tangent: refused, as native refuses any resize of a dual."""
+    changes its tangent's geometry in place, as auto_linear does). Where the
+    resize grows self's memory, the tangent's grows alike, in place (its views
+    keep sharing it), the memory it adds zero: the fallback then copies the
+    values, and their tangents, into it."""
     extent = 1 + sum((n - 1) * s for n, s in zip(result.shape, result.stride()))
+    needed = self_t.storage_offset() + extent if result.numel() else 0
     length = self_t.untyped_storage().nbytes() // self_t.element_size()
-    if result.numel() and self_t.storage_offset() + extent > length:
-        raise RuntimeError(
-            "cannot resize variables that has a forward grad beyond their memory: "
-            "the memory a resize adds has no tangent"
-        )
+    if needed > length:
+        memory = self_t.new_empty(0).set_(self_t.untyped_storage())
+        memory.resize_(needed)
+        memory[length:].zero_()
     return self_t.as_strided_(result.shape, result.stride(), self_t.storage_offset())
 
 

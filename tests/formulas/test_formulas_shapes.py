@@ -345,8 +345,14 @@ def test_resize_tangent_lays_the_tangent_out_as_the_resized_tensor(make_view, si
     close(got, base_t.flatten()[places])
 
 
-def test_resize_tangent_refuses_memory_it_adds():
-    view_t = torch.randn(2, 3, dtype=R)[1:]
-    resized = torch.empty(0, dtype=R).resize_(10)
-    with pytest.raises(RuntimeError, match="resize"):
-        F.resize_tangent(view_t, resized)
+def test_resize_tangent_grows_the_memory_in_place():
+    """A resize that grows self's memory grows the tangent's in place (a base
+    sharing it sees the same memory), the memory it adds zero."""
+    base_t = torch.randn(2, 3, dtype=R)
+    view_t = base_t[1:]
+    resized = torch.zeros(0, dtype=R).resize_(10)  # (only its geometry is read)
+    expected = torch.cat([base_t.flatten()[3:], torch.zeros(7, dtype=R)])
+    got = F.resize_tangent(view_t, resized)
+    assert got is view_t and got.shape == (10,)
+    assert got.untyped_storage().data_ptr() == base_t.untyped_storage().data_ptr()
+    close(got, expected)

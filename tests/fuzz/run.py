@@ -29,6 +29,7 @@ BATCH = 50
 # Of every four batches, one is of nested programs (they cost about twice as much).
 KINDS = ("flat", "flat", "flat", "nested")
 LONG_RUN = settings(FUZZ_PROFILE, max_examples=BATCH)
+PROGRESS_EVERY = 40  # batches
 
 
 @dataclass
@@ -73,6 +74,15 @@ def run_batch(kind: str, tally: Tally, weights: Weights = DEFAULT_WEIGHTS) -> No
         tally.failures.append(f"{kind}: {failure}")
     except Exception as crash:  # noqa: BLE001 - the harness itself: report, go on
         tally.failures.append(f"{kind}: the fuzzer crashed: {crash!r}")
+
+
+def progress(tally: Tally, seconds: float) -> str:
+    """One line: how far a run is."""
+    return (
+        f"{seconds:.0f} s: {sum(tally.programs.values())} programs, "
+        f"{tally.steps} steps, {tally.outcomes[DUALGEN_WRONG]} dualgen wrong, "
+        f"{tally.outcomes[UNRECOGNISED]} unrecognised, {len(tally.failures)} failures"
+    )
 
 
 def summary(tally: Tally, seconds: float) -> str:
@@ -135,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             break
         run_batch(KINDS[k % len(KINDS)], tally, weights)
         k += 1
+        if k % PROGRESS_EVERY == 0:  # a long run says how far it is
+            print(progress(tally, time.monotonic() - start), flush=True)
     report = summary(tally, time.monotonic() - start)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(report)

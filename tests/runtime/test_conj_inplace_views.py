@@ -82,10 +82,22 @@ def test_write_after_inplace_view_of_conj_view(backend, op):
         torch.testing.assert_close(a, b)
 
 
-def test_resize_of_a_dual_beyond_its_memory_is_refused(backend):
-    """resize_ that adds memory: its new elements would have no tangent
-    (native refuses any resize of a dual)."""
-    with fwAD.dual_level():
-        x = fwAD.make_dual(_complex(3, seed=0), _complex(3, seed=1))
-        with pytest.raises(RuntimeError, match="resize"):
-            x.resize_(5)
+def _squeezed_expanded_row(module):
+    """A dual of an expanded, conjugated row (its memory: 2 elements) made a
+    (3, 1) view, then squeezed: the fallback's resize_ grows its memory to 3.
+    (A fuzzer's program, with a complex64 tangent of a complex128 primal.)"""
+    with module.dual_level():
+        row = torch.tensor([[1.0 + 2.0j, -0.5 + 1.0j]], dtype=C128)
+        tangent = (row.to(torch.complex64) * 3).expand(3, 2).conj()
+        x = module.make_dual(row.expand(3, 2).conj(), tangent)
+        x.as_strided_((3, 1), (0, 1))
+        x.squeeze_(1)
+        return x.clone(), module.unpack_dual(x).tangent.clone()
+
+
+def test_squeeze_that_grows_the_memory(backend):
+    got = _squeezed_expanded_row(fwAD)
+    expected = _squeezed_expanded_row(native_fwAD)
+    for a, b in zip(got, expected):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        torch.testing.assert_close(a, b)

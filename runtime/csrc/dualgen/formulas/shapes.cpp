@@ -65,12 +65,18 @@ at::Tensor resize_tangent(const at::Tensor& self_t, const at::Tensor& result) {
   for (int64_t d = 0; d < result.dim(); ++d) {
     extent += (result.size(d) - 1) * result.stride(d);
   }
+  const int64_t needed =
+      result.numel() == 0 ? 0 : self_t.storage_offset() + extent;
   const int64_t length =
       static_cast<int64_t>(self_t.storage().nbytes()) /
       static_cast<int64_t>(self_t.element_size());
-  TORCH_CHECK(result.numel() == 0 || self_t.storage_offset() + extent <= length,
-              "cannot resize variables that has a forward grad beyond their "
-              "memory: the memory a resize adds has no tangent");
+  if (needed > length) {
+    // The tangent's memory grows in place (its views keep sharing it), the
+    // memory it adds zero.
+    at::Tensor memory = at::empty({0}, self_t.options()).set_(self_t.storage());
+    memory.resize_({needed});
+    memory.narrow(0, length, needed - length).zero_();
+  }
   return self_t.as_strided_(result.sizes(), result.strides(),
                             self_t.storage_offset());
 }

@@ -13,8 +13,8 @@ at::Tensor scatter_reduce_tangent(
     c10::string_view reduce, bool include_self, const at::Tensor& result);
 
 // Tangent of resize_ (from torch's conjugate fallback): self's tangent laid
-// out in place over the same memory as self now is (`result`); refused where the resize
-// adds memory, which has no tangent.
+// out in place over the same memory as self now is (`result`), grown in place
+// (the added memory zero) where the resize grows self's.
 at::Tensor resize_tangent(const at::Tensor& self_t, const at::Tensor& result);
 
 }  // namespace dualgen::formulas
