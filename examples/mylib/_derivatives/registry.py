@@ -27,6 +27,7 @@ KERNELS[torch.ops.mylib.softclip.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel=None,
 )
