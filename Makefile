@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install generate build check-generated test test-models validate lint format bench fuzz clean
+.PHONY: install generate build check-generated check-wheel test test-models validate lint format bench fuzz clean
 
 install: $(STAMP)
 
@@ -33,6 +33,11 @@ generate: $(STAMP)
 
 check-generated: $(STAMP)
 	$(VENV)/bin/dualgen generate --check
+
+# The wheel as users install it: built, installed into a fresh environment with the
+# pinned torch, and run from outside the checkout (tests/packaging/check_wheel.py).
+check-wheel: build
+	$(PY) tests/packaging/check_wheel.py
 
 # Everything with the C++ kernels (the default once built), then the runtime's
 # tests again with the Python kernels: both backends stay correct.

@@ -11,8 +11,9 @@ copies (collectives carry tangents by themselves).
 """
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 
-from . import forward_ad
+from . import forward_ad, torch_support
 from .backend import kernel_backend, set_kernel_backend
 from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
 from .rules import load_kernels, register_jvp, unload_kernels, unregister_jvp
@@ -33,7 +34,12 @@ __all__ = [
     "unload_kernels",
     "unregister_jvp",
 ]
-__version__ = "0.1.0"
+try:
+    __version__ = version("dualgen")
+except PackageNotFoundError:  # a checkout never installed
+    __version__ = "unknown"
+
+torch_support.warn_if_untested()
 
 # imported on first use: nothing else needs them
 _LAZY = ("distributed", "func", "functional")

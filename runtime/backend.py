@@ -2,7 +2,7 @@
 
 `DUALGEN_KERNELS=cpp|python` chooses at import; without it dualgen uses the C++
 kernels when the extension is built and up to date with its sources, and the
-Python kernels otherwise (saying why once, when the extension is stale).
+Python kernels otherwise (saying once why and how to build).
 `set_kernel_backend(name)` switches between levels; `kernel_backend()` says
 which is in use. User rules (`register_jvp`) are Python under either; a kernel
 table other than the installed one (a spec under test) runs its Python kernels.
@@ -68,10 +68,20 @@ def _initial() -> str:
             cpp.extension()
         return chosen
     state = cpp.state()
-    if state == "stale":
+    if state != "built":
+        why = {
+            "stale": "are older than their sources",
+            "missing": f"are not built for torch {torch_version()}",
+        }[state]
         warnings.warn(
-            "dualgen's C++ kernels are older than their sources: using the Python "
-            "kernels (run `dualgen build`, or set DUALGEN_KERNELS=python)",
+            f"dualgen's C++ kernels {why}: using the Python kernels (run `dualgen "
+            "build` once, a few minutes; DUALGEN_KERNELS=python says this is meant)",
             stacklevel=3,
         )
     return "cpp" if state == "built" else "python"
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__

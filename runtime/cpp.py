@@ -6,7 +6,8 @@ it with torch.utils.cpp_extension (ninja: changed sources only, both cores); it
 records a fingerprint of every source, header, compiler flag and the torch
 version beside the library, and `extension()` loads the library only while that
 fingerprint still matches. `make install`, `make generate` and `make test` build
-it (`dualgen build`).
+it (`dualgen build`); an installed package builds into a per-user cache, one
+directory per torch release (docs/cpp_build.md), never into site-packages.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import importlib.machinery
 import importlib.util
 import inspect
 import os
+import re
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -42,11 +45,25 @@ def generated_dir() -> Path:
     return Path(dualgen.generated.__file__).resolve().parent / "cpp"
 
 
+def in_checkout() -> bool:
+    """Whether dualgen runs from a checkout (the package is the `runtime/`
+    folder beside pyproject.toml), not from an installed package."""
+    return PACKAGE.name == "runtime" and (PACKAGE.parent / "pyproject.toml").exists()
+
+
 def build_dir() -> Path:
-    """Where objects and the library go: DUALGEN_BUILD_DIR, or build/cpp beside
-    the package (the project root in a checkout)."""
+    """Where objects and the library go: DUALGEN_BUILD_DIR; in a checkout,
+    build/cpp at its root; installed, a per-user cache directory per torch
+    release ($XDG_CACHE_HOME or ~/.cache, then dualgen/cpp/torch-<version>), which
+    outlives upgrades of dualgen (the fingerprint decides whether a library there
+    is current) and never serves a library built for another torch."""
     configured = os.environ.get("DUALGEN_BUILD_DIR")
-    return Path(configured) if configured else PACKAGE.parent / "build" / "cpp"
+    if configured:
+        return Path(configured)
+    if in_checkout():
+        return PACKAGE.parent / "build" / "cpp"
+    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache_home) / "dualgen" / "cpp" / f"torch-{torch.__version__}"
 
 
 def sources() -> list[Path]:
@@ -84,11 +101,11 @@ def state() -> str:
     return "built" if _stamp().read_text() == fingerprint() else "stale"
 
 
-def build(verbose: bool = False) -> None:
+def build(verbose: bool = False, progress: bool = False) -> None:
     """Compile what changed (ninja) into build_dir(); raise BuildError with the
-    compiler's first error. The library is loaded by `extension()`, not here:
-    one process may build more than once (torch's `load` would rename the
-    module on each change)."""
+    compiler's first error. `progress`: a progress bar of the compile steps on
+    stderr. The library is loaded by `extension()`, not here: one process may
+    build more than once (torch's `load` would rename the module on each change)."""
     from torch.utils import cpp_extension
 
     directory = build_dir()
@@ -110,11 +127,52 @@ def build(verbose: bool = False) -> None:
     }
     compile_library = cpp_extension._write_ninja_file_and_build_library
     accepted = inspect.signature(compile_library).parameters  # varies by torch version
+    runner = cpp_extension.__dict__.get("_run_ninja_build")
+    if progress and not verbose and runner is not None:
+        cpp_extension._run_ninja_build = _run_ninja_with_progress
     try:
         compile_library(**{k: v for k, v in arguments.items() if k in accepted})
-    except (RuntimeError, OSError) as exc:
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         raise BuildError(_first_error(exc)) from None
+    finally:
+        if runner is not None:
+            cpp_extension._run_ninja_build = runner
     _stamp().write_text(expected)
+
+
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+def _run_ninja_with_progress(build_directory: str, verbose: bool, error_prefix: str):
+    """torch's ninja run (cpp_extension._run_ninja_build, same arguments), with
+    ninja's `[done/total]` steps shown as a progress bar; the output is kept for
+    the error of a failed build."""
+    from tqdm import tqdm
+
+    command = ["ninja", "-j", str(os.cpu_count() or 1)]
+    env = {**os.environ, "NINJA_STATUS": "[%f/%t] "}
+    lines = []
+    with (
+        subprocess.Popen(
+            command,
+            cwd=build_directory,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        ) as ninja,
+        tqdm(desc=f"building {NAME}", unit="step", file=sys.stderr) as bar,
+    ):
+        for line in ninja.stdout:
+            lines.append(line)
+            step = _NINJA_STEP.match(line)
+            if step:
+                bar.total = int(step.group(2))
+                bar.update(int(step.group(1)) - bar.n)
+    if ninja.returncode != 0:
+        raise subprocess.CalledProcessError(
+            ninja.returncode, command, output=f"{error_prefix}\n" + "".join(lines)
+        )
 
 
 def _first_error(exc: Exception) -> str:
@@ -134,7 +192,8 @@ def extension():
     status = state()
     if status == "missing":
         raise FileNotFoundError(
-            "dualgen's C++ extension is not built: run `make install` or `dualgen build`"
+            f"dualgen's C++ extension is not built for torch {torch.__version__}: "
+            "run `dualgen build`"
         )
     if status == "stale":
         raise StaleExtension(

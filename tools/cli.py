@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import SpecErrors, SpecUnreadable
-from .project import NotInProject, default_paths
+from .project import NotInProject, default_paths, find_root, installed_spec
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def _build(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     try:
-        cpp.build(verbose=args.verbose)
+        cpp.build(verbose=args.verbose, progress=True)
     except cpp.BuildError as exc:
         print(f"dualgen: error: {exc}", file=sys.stderr)
         return 1
@@ -187,8 +187,13 @@ def _version() -> str:
 
 
 def _with_project_paths(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill in --spec (and --out) from the project around the working directory."""
+    """Fill in --spec (and --out) from the project around the working directory;
+    outside any project, `validate` checks the installed package's own spec."""
     out = getattr(args, "out", None)
+    if args.command == "validate" and args.spec is None and out is None:
+        installed = installed_spec()
+        if installed is not None and find_root(Path.cwd()) is None:
+            args.spec = installed
     args.spec, out = default_paths(args.spec, out, Path.cwd())
     if args.command == "generate":
         args.out = out

@@ -54,6 +54,15 @@ def _marked(directory: Path) -> bool:
     return re.search(r"\bdualgen\b", text) is not None
 
 
+def installed_spec() -> Path | None:
+    """The spec an installed package's kernels were generated from (the wheel
+    carries it beside them, setup.py), or None in a checkout."""
+    import dualgen.generated
+
+    path = Path(dualgen.generated.__file__).resolve().parent / SPEC_NAME
+    return path if path.is_file() else None
+
+
 def default_paths(spec: Path | None, out: Path | None, cwd: Path) -> tuple[Path, Path]:
     """(spec, out): explicit paths as given (relative to `cwd`); missing ones from
     the project root, shown relative to `cwd` so messages stay short and clickable.

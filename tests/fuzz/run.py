@@ -72,6 +72,7 @@ def run_batch(kind: str, tally: Tally, weights: Weights = DEFAULT_WEIGHTS) -> No
         batch()
     except AssertionError as failure:
         tally.failures.append(f"{kind}: {failure}")
+        print(f"failure ({kind}):\n{failure}", flush=True)  # a long run's news
     except Exception as crash:  # noqa: BLE001 - the harness itself: report, go on
         tally.failures.append(f"{kind}: the fuzzer crashed: {crash!r}")
 

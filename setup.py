@@ -1,0 +1,41 @@
+"""Package discovery for the `dualgen` distribution (the rest of the metadata is
+in pyproject.toml).
+
+The packages live in three folders (pyproject's `package-dir`): `runtime/` is
+`dualgen`, `generated/` is `dualgen.generated`, `tools/` is `dualgen.tools`.
+Every package below them is found here, so a new subpackage ships without a list
+to keep in sync (a hand-kept list once left `dualgen.collectives` out of wheels).
+"""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+FOLDERS = {
+    "dualgen": "runtime",
+    "dualgen.generated": "generated",
+    "dualgen.tools": "tools",
+}
+
+
+def discovered() -> list[str]:
+    packages = []
+    for package, folder in FOLDERS.items():
+        packages.append(package)
+        packages += [f"{package}.{sub}" for sub in find_packages(folder)]
+    return sorted(packages)
+
+
+class BuildWithSpec(build_py):
+    """The spec rides beside the kernels generated from it (dualgen.generated), so
+    `dualgen validate` outside a checkout checks the installed kernels."""
+
+    def run(self):
+        super().run()
+        spec = Path(__file__).resolve().parent / "derivatives.yaml"
+        self.copy_file(str(spec), str(Path(self.build_lib) / "dualgen" / "generated"))
+
+
+if __name__ == "__main__":  # (as setuptools runs it; tests import discovered())
+    setup(packages=discovered(), cmdclass={"build_py": BuildWithSpec})

@@ -1,0 +1,1 @@
+"""The Jinja templates the generator renders (data only)."""
