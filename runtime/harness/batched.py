@@ -41,7 +41,7 @@ def forward(problem: Problem) -> list[str]:
             return _present(problem.jvp({i: tangent}))
 
         tangents = [torch.randn_like(problem.input(i)) for _ in range(BATCH)]
-        pairs = [(k, i) for k in outputs]
+        pairs = [(problem.output_number(k), problem.input_number(i)) for k in outputs]
         failures += _compare(jvp, tangents, problem.name, pairs, FORWARD_ADVICE)
     return failures
 
@@ -63,7 +63,9 @@ def backward(problem: Problem) -> list[str]:
             )
 
         cotangents = [torch.randn_like(output) for _ in range(BATCH)]
-        pairs = [(k, i) for i in problem.inputs]
+        pairs = [
+            (problem.output_number(k), problem.input_number(i)) for i in problem.inputs
+        ]
         failures += _compare(vjp, cotangents, problem.name, pairs, BACKWARD_ADVICE)
     return failures
 
@@ -81,7 +83,8 @@ def _zeros_like(x: torch.Tensor) -> torch.Tensor:
 
 def _compare(fn, vectors, name: str, pairs: list, advice: str) -> list[str]:
     """fn of each vector in turn against vmap(fn) of them stacked, in native's
-    words; `pairs`: the (output, input) each result of fn is for."""
+    words; `pairs`: the (output, input) each result of fn is for, numbered as
+    native numbers them."""
     expected = [torch.stack(shards) for shards in zip(*(fn(v) for v in vectors))]
     with warnings.catch_warnings():
         # vmap's fallback for ops without a batching rule is expected here.

@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 
 from ..tape import GradDtypeMismatch
-from . import batched, fast, jacobians
+from . import batched, compare, fast, jacobians
 from .compare import GradcheckError, matrix_mismatch, scalar_mismatch
-from .problem import Problem, is_differentiable
+from .problem import Problem, is_differentiable, random_like
 
 
 def gradcheck(
@@ -82,7 +82,7 @@ def gradcheck(
         failures += batched.forward(problem)
     if check_batched_grad:
         failures += batched.backward(problem)
-    return _verdict(failures, raise_exception)
+    return _verdict(problem, failures, raise_exception)
 
 
 def adjoint_check(
@@ -98,15 +98,26 @@ def adjoint_check(
     part) for random u, v. `rtol` defaults to 1000 machine epsilons of the input's
     dtype, relative to the sizes of the two dot products' terms."""
     problem = Problem.make(func, inputs, masked=None)
-    return _verdict(_adjoint(problem, rtol=rtol, atol=atol), raise_exception)
+    return _verdict(problem, _adjoint(problem, rtol=rtol, atol=atol), raise_exception)
 
 
-def _verdict(failures: list[str], raise_exception: bool) -> bool:
+def _verdict(problem: Problem, failures: list[str], raise_exception: bool) -> bool:
     if not failures:
         return True
     if raise_exception:
-        raise GradcheckError("\n\n".join(failures))
+        note = problem.numbering_note()
+        raise GradcheckError("\n\n".join(failures + ([note] if note else [])))
     return False
+
+
+def _not_reentrant(problem: Problem, key, difference: float, nondet_tol) -> str:
+    i, part = key
+    return (
+        compare.NOT_REENTRANT.format(nondet_tol=nondet_tol)
+        + f"\n  in {problem.name}: for {problem.output_name(part)} with respect to "
+        f"input {problem.input_number(i)}, two runs differ by {difference:.3g} > "
+        f"nondet_tol {nondet_tol:.3g}"
+    )
 
 
 def _slow(
@@ -134,12 +145,7 @@ def _slow(
             problem, modes[0][1], recording=recording
         )
         if worst > nondet_tol:
-            i, part = where
-            failures.append(
-                f"Backward is not reentrant in {problem.name}: for {part.describe()} "
-                f"with respect to input {i}, two runs differ by {worst:.3g} > "
-                f"nondet_tol {nondet_tol:.3g}"
-            )
+            failures.append(_not_reentrant(problem, where, worst, nondet_tol))
     return failures
 
 
@@ -186,19 +192,16 @@ def _fast(
         failures.append(
             "Slow mode, run to locate the mismatch:\n" + "\n\n".join(slow)
             if slow
-            else "Slow mode passes: the fast-mode mismatch is within the slow "
-            "check's element-wise tolerance."
+            else compare.FAST_FAILED_SLOW_PASSES
+            + "\n  (dualgen: slow mode passes, the fast-mode mismatch is within the "
+            "slow check's element-wise tolerance.)"
         )
     elif backward:
         again = fast.backward(problem, probes, check_grad_dtypes=check_grad_dtypes)
         for key, value in computed[0][1].items():
-            if abs(again[key] - value) > nondet_tol:
-                i, part = key
-                failures.append(
-                    f"Backward is not reentrant in {problem.name}: for "
-                    f"{part.describe()} with respect to input {i}, two runs differ "
-                    f"by {abs(again[key] - value):.3g} > nondet_tol {nondet_tol:.3g}"
-                )
+            difference = abs(again[key] - value)
+            if difference > nondet_tol:
+                failures.append(_not_reentrant(problem, key, difference, nondet_tol))
     return failures
 
 
@@ -211,52 +214,92 @@ def _zero_cotangents(problem: Problem) -> list[str]:
         outputs, recording.watched, [torch.zeros_like(o) for o in outputs]
     )
     return [
-        f"backward not multiplied by grad_output (in {problem.name}): zero cotangents "
-        f"on every output give a nonzero gradient for input {i}"
+        f"{compare.NOT_MULTIPLIED_BY_GRAD_OUTPUT} (in {problem.name}): zero "
+        "cotangents on every output give a nonzero gradient for input "
+        f"{problem.input_number(i)}"
         for i, g in zip(problem.inputs, grads)
         if g is not None and g.count_nonzero()
     ]
 
 
 def _undefined(problem: Problem, forward: bool, backward: bool) -> list[str]:
-    """Zero in, zero out: a zero cotangent (tangent) must give zero gradients
-    (tangents), which catches formulas that divide by the gradient or make NaNs.
-    The zero cotangent stands for an undefined gradient, which a Function that does
-    not materialize grads gets as None, as in torch."""
-    failures = []
-    if backward:
-        recording = problem.recorded()
-        for part in problem.parts:
-            output = recording.outputs[part.output]
-            real = output.real if output.is_complex() else output
-            try:
-                grads = recording.vjp(part, torch.zeros_like(real), undefined=True)
-            except NotImplementedError:
-                raise
-            except RuntimeError as error:
-                failures.append(
-                    f"Expected backward function to handle undefined output grads "
-                    f"(in {problem.name}, for {part.describe()}): {error}"
-                )
-                continue
-            for i, g in zip(problem.inputs, grads):
-                if g.count_nonzero():
-                    failures.append(
-                        f"Backward of {problem.name} gives a nonzero gradient for "
-                        f"input {i} from a zero cotangent of {part.describe()}"
-                    )
+    """Undefined gradients and tangents, as native's check_undefined_grad."""
+    failures = _undefined_cotangents(problem) if backward else []
     if forward:
-        zeros = {i: torch.zeros_like(problem.input(i)) for i in problem.inputs}
-        tangents = problem.jvp(zeros)
-        outputs = problem.sample()
-        for part in problem.parts:
-            # Where the output itself is NaN or infinite, so may its tangent be.
-            finite = part.of(outputs[part.output]).isfinite()
-            t = part.of(tangents[part.output])[finite]
-            if t.count_nonzero():
+        failures += _undefined_tangents(problem)
+    return failures
+
+
+def _undefined_cotangents(problem: Problem) -> list[str]:
+    """Zero in, zero out: a zero cotangent must give zero gradients, which catches
+    formulas that divide by the gradient or make NaNs. The zero cotangent stands
+    for an undefined gradient, which a Function that does not materialize grads
+    gets as None, as in torch."""
+    failures = []
+    recording = problem.recorded()
+    for part in problem.parts:
+        output = recording.outputs[part.output]
+        real = output.real if output.is_complex() else output
+        where = f"in {problem.name}, for {problem.output_name(part)}"
+        try:
+            grads = recording.vjp(part, torch.zeros_like(real), undefined=True)
+        except NotImplementedError:
+            raise
+        except RuntimeError as error:
+            failures.append(f"{compare.UNDEFINED_GRAD_RAISES}\n  {where}: {error}")
+            continue
+        for i, g in zip(problem.inputs, grads):
+            if g.count_nonzero():
+                failures.append(
+                    f"{compare.UNDEFINED_GRAD_NONZERO}\n  {where}: input "
+                    f"{problem.input_number(i)} gets a nonzero gradient from an "
+                    "undefined (zero) cotangent"
+                )
+    return failures
+
+
+def _undefined_tangents(problem: Problem) -> list[str]:
+    """Native's forward check, with native's calls: for each differentiable input
+    in turn, the others carrying random tangents, the output tangents with a zero
+    tangent on it and with none (undefined: a Function's jvp gets None where it does
+    not materialize grads) must agree. With one differentiable input the first run
+    has zero tangents only: beyond torch, its output tangents must be zero (zero
+    in, zero out). Outputs that are themselves NaN or infinite may have such
+    tangents and are not compared."""
+    generator = torch.Generator().manual_seed(0)
+    random = {
+        i: random_like(problem.input(i), generator, real=False).reshape(
+            problem.input(i).shape
+        )
+        for i in problem.inputs
+    }
+    outputs = problem.sample()
+    compared = sorted({part.output for part in problem.parts})
+    failures = []
+    for i in problem.inputs:
+        others = {j: u for j, u in random.items() if j != i}
+        zero = {**others, i: torch.zeros_like(problem.input(i))}
+        with_zero, with_none = problem.jvps([zero, others], absent_as_zeros=False)
+        for k in compared:
+            finite = outputs[k].isfinite()
+            first, second = with_zero[k], with_none[k]
+            if first is not None and not others and first[finite].count_nonzero():
                 failures.append(
                     f"Forward mode of {problem.name} gives a nonzero tangent for "
-                    f"{part.describe()} from zero input tangents"
+                    f"output {problem.output_number(k)} from zero input tangents"
+                )
+            elif first is None or second is None:
+                continue
+            elif not torch.allclose(first[finite], second[finite]):
+                message = compare.UNDEFINED_TANGENT_MISMATCH.format(
+                    output=problem.output_number(k), input=problem.input_number(i)
+                )
+                difference = (first[finite] - second[finite]).abs().max().item()
+                failures.append(
+                    f"{message}\n  in {problem.name}: a zero tangent on input "
+                    f"{problem.input_number(i)} and none (the other inputs' random) "
+                    f"give tangents of output {problem.output_number(k)} that differ "
+                    f"by up to {difference:.3g}"
                 )
     return failures
 
@@ -300,9 +343,10 @@ def _adjoint(problem: Problem, *, rtol: float | None, atol: float) -> list[str]:
                     "\n".join(
                         [
                             (
-                                f"Adjoint mismatch for {part.describe()} with respect to "
-                                f"input {i} in {problem.name}: the forward and backward "
-                                "formulas disagree"
+                                f"Adjoint mismatch for {problem.output_name(part)} with "
+                                f"respect to input {problem.input_number(i)} in "
+                                f"{problem.name}: the forward and backward formulas "
+                                "disagree"
                             ),
                             f"  <v, J u> by forward mode:  {by_forward:.10g}",
                             f"  <J^T v, u> by backward mode: {by_backward:.10g}",

@@ -45,11 +45,6 @@ class Part:
         # Backward with grad_out 1 differentiates the real part, 1j the imaginary.
         return 1j if self.imag else 1
 
-    def describe(self) -> str:
-        if self.imag is None:
-            return f"output {self.output}"
-        return f"output {self.output} ({'imaginary' if self.imag else 'real'} part)"
-
 
 @dataclass(frozen=True)
 class Problem:
@@ -139,18 +134,59 @@ class Problem:
     def input(self, i: int) -> torch.Tensor:
         return self.values[i]
 
+    # Messages number inputs and outputs as torch.autograd.gradcheck does, counting
+    # the differentiable ones only, so that tests matching torch's messages match.
+
+    def input_number(self, i: int) -> int:
+        """The input at position `i`, numbered among the differentiable inputs."""
+        return self.inputs.index(i)
+
+    def output_number(self, output: int) -> int:
+        """Output `output` (of the flattened outputs), numbered among the
+        differentiable ones."""
+        return sorted({p.output for p in self.parts}).index(output)
+
+    def output_name(self, part: Part) -> str:
+        """'output 0', or 'output 0 (real part)' for a part of a complex output."""
+        name = f"output {self.output_number(part.output)}"
+        if part.imag is None:
+            return name
+        return f"{name} ({'imaginary' if part.imag else 'real'} part)"
+
+    def numbering_note(self) -> str | None:
+        """Where torch's numbering differs from the positions: which argument and
+        which output each number stands for; None where it does not."""
+        outputs = sorted({p.output for p in self.parts})
+        moved = [
+            f"input {n} is argument {i}" for n, i in enumerate(self.inputs) if n != i
+        ]
+        moved += [
+            f"output {n} is returned value {k}" for n, k in enumerate(outputs) if n != k
+        ]
+        if not moved:
+            return None
+        return (
+            "(Numbered as torch.autograd.gradcheck numbers them, counting "
+            f"differentiable inputs and outputs only: in {self.name}, "
+            + ", ".join(moved)
+            + ".)"
+        )
+
     def jvp(self, tangents: dict[int, torch.Tensor]) -> tuple:
         """Output tangents (zeros where none) for tangents on some inputs."""
         with fwAD.dual_level():
             return self._jvp_within_level(tangents)
 
-    def jvps(self, tangent_sets):
-        """`jvp` for each tangent set, all within one dual level (cheaper)."""
+    def jvps(self, tangent_sets, *, absent_as_zeros: bool = True):
+        """`jvp` for each tangent set, all within one dual level (cheaper).
+        `absent_as_zeros=False`: None for an output without a tangent."""
         with fwAD.dual_level():
             for tangents in tangent_sets:
-                yield self._jvp_within_level(tangents)
+                yield self._jvp_within_level(tangents, absent_as_zeros)
 
-    def _jvp_within_level(self, tangents: dict[int, torch.Tensor]) -> tuple:
+    def _jvp_within_level(
+        self, tangents: dict[int, torch.Tensor], absent_as_zeros: bool = True
+    ) -> tuple:
         values = list(self.values)
         for i, t in tangents.items():
             values[i] = fwAD.make_dual(values[i], t)
@@ -160,7 +196,9 @@ class Problem:
                 result.append(None)
                 continue
             primal, tangent = fwAD.unpack_dual(o)
-            result.append(torch.zeros_like(primal) if tangent is None else tangent)
+            if tangent is None and absent_as_zeros:
+                tangent = torch.zeros_like(primal)
+            result.append(tangent)
         return tuple(result)
 
     def recorded(self, *, check_grad_dtypes: bool = False) -> Recording:

@@ -100,8 +100,8 @@ def test_slow_failure_message_names_the_worst_element(jvp_rule):
     jvp_rule(doubled_rule)
     message, b = _failure_message(False, F64)
     assert message.startswith(
-        "Jacobian mismatch for output 1 with respect to input 1, forward mode, "
-        "in exp_and_mysin"
+        "Jacobian computed with forward mode mismatch for output 1 with respect to "
+        "input 1, forward mode, in exp_and_mysin"
     )
     assert "input 0" not in message and "output 0" not in message
     assert "backward mode" not in message
@@ -122,9 +122,10 @@ def test_slow_failure_message_names_the_worst_element(jvp_rule):
 def test_fast_failure_message_has_both_scalars_and_locates(jvp_rule):
     jvp_rule(doubled_rule)
     message, _ = _failure_message(True, F64)
+    # torch's words in fast mode too: its fast mode names no scalar.
     assert message.startswith(
-        "Fast gradcheck mismatch for output 1 with respect to input 1, forward mode, "
-        "in exp_and_mysin"
+        "Jacobian computed with forward mode mismatch for output 1 with respect to "
+        "input 1, forward mode, in exp_and_mysin\n  fast mode, the scalar v^T J u"
     )
     numerical = _values(message, "numerical")
     analytical = _values(message, "analytical")
@@ -140,9 +141,19 @@ def test_fast_failure_message_has_both_scalars_and_locates(jvp_rule):
 def test_complex_failure_message_names_both_parts(jvp_rule):
     jvp_rule(conj_rule)
     message, _ = _failure_message(False, C128)
-    real = "Jacobian mismatch for output 1 (real part) with respect to input 1"
-    imag = "Jacobian mismatch for output 1 (imaginary part) with respect to input 1"
-    assert real in message and imag in message
+    # conj(f') is right in d/da of the output's real part and d/db of its imaginary
+    # part: wrong in d/db of the real part, d/da of the imaginary part (torch's
+    # "imaginary part of complex inputs" check, then its "real part" check).
+    mismatch = (
+        "While considering the {} part of complex inputs only, Jacobian computed "
+        "with forward mode mismatch for output 1 with respect to input 1, "
+        "forward mode, in exp_and_mysin\n  worst element: input 1["
+    )
+    first, second = message.split("\n\n")
+    assert first.startswith(mismatch.format("imaginary"))
+    assert "-> output 1 (real part)[" in first.splitlines()[1]
+    assert second.startswith(mismatch.format("real"))
+    assert "-> output 1 (imaginary part)[" in second.splitlines()[1]
     numerical = _values(message, "numerical")
     analytical = _values(message, "analytical")
     assert len(numerical) == len(analytical) == 2

@@ -189,7 +189,7 @@ def test_validate_fails_a_wrong_custom_op_formula(project, capsys):
     status, out, _ = _run(capsys, *argv)
     assert status == 1
     assert "FAIL dualgen_cop::mulexp [float64 slow] (spec line 1): " in out
-    assert "Jacobian mismatch" in out
+    assert "Jacobian computed with forward mode mismatch" in out
 
 
 def test_the_missing_rule_stub_of_a_custom_op_is_an_entry_to_fill_in(project, capsys):
