@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dualgen", description="Forward-mode AD kernels for PyTorch."
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version, nargs=0, help=_Version.HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate kernels from the derivatives spec")
     gen.add_argument(
@@ -176,14 +176,17 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _version() -> str:
-    """The installed distribution's version: the one pip and bug reports see."""
-    from importlib.metadata import PackageNotFoundError, version
+class _Version(argparse.Action):
+    """`--version`: dualgen's version, torch's, the kernels in use and the C++
+    build's state, one line each (argparse's own action would join the lines)."""
 
-    try:
-        return f"dualgen {version('dualgen')}"
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "dualgen (not installed)"
+    HELP = "versions, the kernels in use and the C++ build's state"
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from dualgen.versions import report
+
+        print(report())
+        parser.exit()
 
 
 def _with_project_paths(args: argparse.Namespace) -> argparse.Namespace:

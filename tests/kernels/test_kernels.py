@@ -99,6 +99,7 @@ _NATIVE_REFUSALS = (
     ),
     (RuntimeError, "is not implemented"),
     (RuntimeError, "ill-defined"),  # a gradient that depends on a phase (svd, eig)
+    (RuntimeError, "cannot resize variables"),  # resize_ of a dual or of a leaf
 )
 
 

@@ -177,7 +177,7 @@ def test_version_comes_from_the_package_metadata(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
     assert exited.value.code == 0
-    assert capsys.readouterr().out == f"dualgen {version('dualgen')}\n"
+    assert capsys.readouterr().out.splitlines()[0] == f"dualgen {version('dualgen')}"
 
 
 def test_python_m_dualgen_is_the_same_command(tmp_path):

@@ -80,10 +80,6 @@ def test_a_wrong_dualgen_kernels_is_named(tmp_path):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CLI (tools/cli.py, `--version`) does not print dualgen.versions yet",
-)
 def test_dualgen_version_prints_the_report():
     done = _run([sys.executable, "-m", "dualgen", "--version"])
     assert done.stdout.splitlines() == report()
