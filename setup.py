@@ -33,8 +33,12 @@ class BuildWithSpec(build_py):
 
     def run(self):
         super().run()
+        if getattr(self, "editable_mode", False):
+            return  # (an editable install is a checkout: the spec is at its root)
         spec = Path(__file__).resolve().parent / "derivatives.yaml"
-        self.copy_file(str(spec), str(Path(self.build_lib) / "dualgen" / "generated"))
+        target = Path(self.build_lib) / "dualgen" / "generated"
+        self.mkpath(str(target))
+        self.copy_file(str(spec), str(target))
 
 
 if __name__ == "__main__":  # (as setuptools runs it; tests import discovered())
