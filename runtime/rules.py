@@ -50,13 +50,16 @@ class Rule:
     call: Callable
     origin: str  # where the rule was written, for messages
     element_wise_jvp: bool = False  # auto_element_wise (KernelInfo.element_wise_jvp)
+    # The arguments' names in the spec (KernelInfo.arguments), which a torch
+    # release may name otherwise (`renamed_in_torch`); None: the op's schema's.
+    argument_names: tuple[str, ...] | None = None
 
     @property
     def input_indices(self) -> tuple[int, ...]:
         """Positions of the differentiable inputs among the schema's arguments."""
         cached = self.__dict__.get("_input_indices")
         if cached is None:
-            names = [a.name for a in self.op._schema.arguments]
+            names = self.argument_names or [a.name for a in self.op._schema.arguments]
             cached = tuple(names.index(n) for n in self.differentiable_inputs)
             object.__setattr__(self, "_input_indices", cached)
         return cached
@@ -85,6 +88,7 @@ def _generated_rule(op, info, cpp_kernels=None, spec="derivatives.yaml") -> Rule
         call=call,
         origin=f"{spec} entry {info.derived_from or info.name}",
         element_wise_jvp=info.element_wise_jvp,
+        argument_names=info.arguments,
     )
 
 

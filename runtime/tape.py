@@ -257,7 +257,7 @@ class Tape(TorchDispatchMode):
         out = func(*args, **kwargs)
         many = len(schema.returns) > 1
         outputs = list(out) if many else [out]
-        names = [a.name for a in schema.arguments]
+        names = info.arguments  # (the spec's: a torch release may rename some)
         input_nodes = [nodes[names.index(n)] for n in info.differentiable_inputs]
         output_nodes = [
             self._output_nodes(o) if name in info.differentiable_outputs else None

@@ -35,6 +35,7 @@ META_KEYS = (
     "output_differentiability",
     "sample",
     "convention",
+    "renamed_in_torch",
 )
 
 
@@ -217,13 +218,21 @@ class _EntryBuilder(ForwardFormulas):
         if not isinstance(field.value, RawScalar) or field.value.kind != "str":
             self.error("'name' must be an aten schema string", field.location)
             raise _EntryError
+        renames = self._renamed_in_torch()
         try:
-            written, registered = registered_schema(field.value.text, self.ops)
+            written, registered = registered_schema(field.value.text, self.ops, renames)
         except SchemaProblem as problem:
             self.label = problem.label or self.label
             self.error(str(problem), field.location)
             raise _EntryError from None
         self.label = written.full_name
+        unknown = sorted(set(renames) - {a.name for a in written.arguments})
+        if unknown:
+            self.error(
+                f"renamed_in_torch: '{unknown[0]}' is no argument of the entry",
+                self.raw.get("renamed_in_torch").location,
+            )
+            raise _EntryError
         written_to = [
             a.name for a in written.arguments if a.type.alias and a.type.alias.is_write
         ]
@@ -241,6 +250,29 @@ class _EntryBuilder(ForwardFormulas):
             )
             raise _EntryError
         return registered
+
+    def _renamed_in_torch(self) -> dict[str, str]:
+        """`renamed_in_torch: grad=grad_output, ...`: arguments that some torch
+        release names otherwise (docs/spec.md#torch-releases)."""
+        field = self.raw.get("renamed_in_torch")
+        if field is None:
+            return {}
+        value = field.value
+        pairs = value.text.split(",") if isinstance(value, RawScalar) else []
+        renames = {}
+        for pair in pairs:
+            ours, _, theirs = (p.strip() for p in pair.partition("="))
+            if not (ours.isidentifier() and theirs.isidentifier()):
+                renames = {}
+                break
+            renames[ours] = theirs
+        if not renames:
+            self.error(
+                "renamed_in_torch must be `name=torch_name, ...` (argument names)",
+                field.location,
+            )
+            raise _EntryError
+        return renames
 
     # -- keys ---------------------------------------------------------------
 

@@ -7,7 +7,9 @@ answers which overloads exist and their canonical schemas, with suggestions.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -277,6 +279,15 @@ def describe_mismatch(written: OperatorSchema, real: OperatorSchema) -> str:
     return "the schemas differ"
 
 
+def renamed(schema: OperatorSchema, renames: Mapping[str, str]) -> OperatorSchema:
+    """`schema` with the arguments `renames` names under their other names."""
+    arguments = tuple(
+        dataclasses.replace(a, name=renames.get(a.name, a.name))
+        for a in schema.arguments
+    )
+    return dataclasses.replace(schema, arguments=arguments)
+
+
 class SchemaProblem(ValueError):
     """An entry's `name:` that is malformed, names no overload torch has, or
     differs from torch's schema; `label` is the name as written, once parsed."""
@@ -287,9 +298,13 @@ class SchemaProblem(ValueError):
 
 
 def registered_schema(
-    text: str, ops: TorchOperators
+    text: str, ops: TorchOperators, renames: Mapping[str, str] | None = None
 ) -> tuple[OperatorSchema, OperatorSchema]:
-    """(the schema as written, torch's): the checks every kind of entry shares."""
+    """(the schema as written, torch's): the checks every kind of entry shares.
+    `renames` (the entry's `renamed_in_torch`): arguments some torch release
+    names otherwise; where torch's names are those, the written schema stands for
+    torch's (the generated code keeps the spec's names and passes arguments by
+    position, so it is the same on every release)."""
     try:
         written = parse_schema(text)
     except SchemaSyntaxError as exc:
@@ -307,6 +322,8 @@ def registered_schema(
             )
         qualified = label if not written.is_aten else f"aten::{label}"
         raise SchemaProblem(f"torch has no operator overload {qualified}{hint}", label)
+    if renames and written != lookup.schema == renamed(written, renames):
+        return written, written
     if written != lookup.schema:
         raise SchemaProblem(
             f"schema does not match torch: {describe_mismatch(written, lookup.schema)} "

@@ -3,10 +3,11 @@ or marked on it, and installing / uninstalling the patched `Function.apply`."""
 
 from __future__ import annotations
 
+import inspect
 import threading
 
 import torch
-from torch.autograd.function import BackwardCFunction, _SingleLevelFunction
+from torch.autograd.function import BackwardCFunction, Function, _SingleLevelFunction
 
 from .apply import _apply
 from .call import (
@@ -97,6 +98,29 @@ _USERS = {"levels": 0, "tapes": 0}
 
 _CTX_HOOKED = False
 
+# Where the patched apply goes, found by what this torch's Function.apply is:
+# Python code that binds setup_context's defaults, checks functorch and calls
+# `super().apply` (torch 2.13 and before): `_SingleLevelFunction.apply` is the
+# hook while levels or tapes are active. Or the C++ `_FunctionBase.apply` itself,
+# doing both inside (torch 2.14): `MyFunction.apply` bound before a level then
+# reaches C++ directly, so `Function.apply` is replaced from `import dualgen` on,
+# deferring to torch's while no level or tape is active.
+_NATIVE_FUNCTION_APPLY = Function.__dict__["apply"]
+_APPLY_IS_PYTHON = isinstance(_NATIVE_FUNCTION_APPLY, classmethod)
+
+
+def _apply_binding_defaults(cls, *args, **kwargs):
+    """`Function.apply` where torch's is C++ (see above): torch's own while
+    nothing is active; else setup_context's defaults bound, as torch's Python
+    apply bound them, then `_apply`."""
+    if not (_USERS["levels"] or _USERS["tapes"]):
+        return _NATIVE_FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
+    if cls.setup_context is not _SingleLevelFunction.setup_context:
+        bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+        bound.apply_defaults()
+        args, kwargs = bound.args, bound.kwargs
+    return _apply(cls, *args, **kwargs)
+
 
 def install(user: str = "levels") -> None:
     """Hook Function.apply (first level entered or tape recording, any thread). The
@@ -109,7 +133,8 @@ def install(user: str = "levels") -> None:
         _USERS[user] += 1
         if sum(_USERS.values()) > 1:
             return
-        _SingleLevelFunction.apply = classmethod(_apply)
+        if _APPLY_IS_PYTHON:
+            _SingleLevelFunction.apply = classmethod(_apply)
         if not _CTX_HOOKED:
             BackwardCFunction.__init__ = _ctx_init
             for name in _FIELDS:
@@ -128,3 +153,7 @@ def uninstall(user: str = "levels") -> None:
             return
         if "apply" in _SingleLevelFunction.__dict__:
             del _SingleLevelFunction.apply
+
+
+if not _APPLY_IS_PYTHON:
+    Function.apply = classmethod(_apply_binding_defaults)  # (see above)

@@ -156,7 +156,7 @@ def _backward_op(node, env: dict, grads: dict, pieces: dict) -> None:
         if grad_arg is None:
             return
     inputs = bind(schema, node.args, node.kwargs)
-    names = [a.name for a in schema.arguments]
+    names = info.arguments  # (the spec's: a torch release may rename some)
     with readable.role(node, "grad", _VjpRule(info)):
         results = info.vjp(grad_arg, *arguments, *outputs)
         for name, g in zip(info.differentiable_inputs, results, strict=True):

@@ -17,16 +17,24 @@ from leaks import release_levels
 from torch.autograd.function import Function, _SingleLevelFunction
 
 import dualgen.forward_ad as dual_fwAD
+from dualgen.functions import hooks
 
 DTYPE = torch.float64
-ORIGINAL_APPLY = Function.__dict__["apply"].__func__
+# torch's Function.apply: Python up to torch 2.13, where dualgen hooks
+# `_SingleLevelFunction.apply` while levels are active; C++ after, where dualgen's
+# hook replaces `Function.apply` from import on (runtime/functions/hooks.py).
+ORIGINAL_APPLY = hooks._NATIVE_FUNCTION_APPLY
 CTX_HOOKS = ("__init__", "to_save", "saved_for_forward", "dirty_tensors")
 CTX_HOOKS += ("non_differentiable", "materialize_grads")
 
 
 def patched() -> bool:
-    """dualgen's hook on Function.apply (installed while a level is active)."""
-    return "apply" in _SingleLevelFunction.__dict__
+    """dualgen's hook on Function.apply (installed while a level is active):
+    on `_SingleLevelFunction` where torch's `Function.apply` is Python, on
+    `Function` itself where it is C++ (runtime/functions/hooks.py)."""
+    if hooks._APPLY_IS_PYTHON:
+        return "apply" in _SingleLevelFunction.__dict__
+    return bool(hooks._USERS["levels"] or hooks._USERS["tapes"])
 
 
 # --------------------------------------------------------------------------------------
@@ -70,7 +78,8 @@ def clean_state():
 def assert_unpatched():
     """Function.apply is torch's again. (The ctx class's hooks stay once
     installed, inert without a level: `test_ctx_hooks_are_inert_without_a_level`.)"""
-    assert Function.__dict__["apply"].__func__ is ORIGINAL_APPLY
+    if hooks._APPLY_IS_PYTHON:
+        assert Function.__dict__["apply"] is ORIGINAL_APPLY
     assert not patched()
 
 

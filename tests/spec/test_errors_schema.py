@@ -105,6 +105,36 @@ SCHEMA_CASES = [
         ],
     ),
     (
+        "renamed_in_torch_not_a_mapping",
+        entry(
+            "mul.Tensor(Tensor self, Tensor othr) -> Tensor",
+            "renamed_in_torch: othr -> other",
+        ),
+        [
+            "spec.yaml:2: error: mul.Tensor(Tensor self, Tensor othr) -> Tensor: renamed_in_torch must be `name=torch_name, ...` (argument names)"
+        ],
+    ),
+    (
+        "renamed_in_torch_names_no_argument",
+        entry(
+            "mul.Tensor(Tensor self, Tensor other) -> Tensor",
+            "renamed_in_torch: oter=other",
+        ),
+        [
+            "spec.yaml:2: error: mul.Tensor: renamed_in_torch: 'oter' is no argument of the entry"
+        ],
+    ),
+    (
+        "renamed_in_torch_other_names_still_checked",
+        entry(
+            "mul.Tensor(Tensor slf, Tensor othr) -> Tensor",
+            "renamed_in_torch: othr=other",
+        ),
+        [
+            f"spec.yaml:1: error: mul.Tensor: schema does not match torch: argument 1 is 'Tensor slf', torch has 'Tensor self' (torch: {MUL})"
+        ],
+    ),
+    (
         "wrong_argument_type",
         entry(MAX.replace("int dim", "SymInt dim")),
         [
