@@ -831,9 +831,9 @@ def rsub_Scalar(self_p, other, alpha, self_t, result):
 def mul_Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"""
     # functional, derivatives.yaml entry mul.Tensor
-    # result: self_t * other_p + other_t * self_p
+    # result: other_t * self_p + self_t * other_p
     if self_t is not None and other_t is not None:
-        return self_t * other_p + other_t * self_p
+        return other_t * self_p + self_t * other_p
     elif self_t is not None:
         return conform(self_t * other_p, result)
     elif other_t is not None:
@@ -1489,9 +1489,9 @@ def mul__Tensor(self_p, other_p, self_t, other_t, result):
     """aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"""
     # inplace, derivatives.yaml entry mul_.Tensor
     # formulas from mul.Tensor; self_p is self before the update
-    # result: self_t * other_p + other_t * self_p
+    # result: other_t * self_p + self_t * other_p
     if self_t is not None and other_t is not None:
-        return self_t * other_p + other_t * self_p
+        return other_t * self_p + self_t * other_p
     elif self_t is not None:
         return self_t * other_p
     elif other_t is not None:

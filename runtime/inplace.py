@@ -119,6 +119,10 @@ def _update_self(
             # one, and then cannot take the tensor's .real or .imag).
             with autograd_enabled():
                 new = new.to(self_value.dtype)
+        elif not self_value.is_complex() and new.is_complex():
+            # A real tensor gets a real tangent: the real part, in the
+            # tangent's precision (native keeps the complex one as it is).
+            new = new.real
         # A formula that reduced to an operand's tangent (copy_: `src_t`) must
         # not make self share that operand's tangent.
         fresh = (_shared_with_inputs((new,), tangents) or (False,))[0]

@@ -14,9 +14,9 @@ Results mul_Tensor(const Values& args, const Values& tangents, const Values& out
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor other_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: self_t * other_p + other_t * self_p
+  // result: other_t * self_p + self_t * other_p
   if (present(self_t) && present(other_t)) {
-    return {dualgen::value(self_t * other_p + other_t * self_p)};
+    return {dualgen::value(other_t * self_p + self_t * other_p)};
   } else if (present(self_t)) {
     return {dualgen::value(conform(self_t * other_p, result))};
   } else if (present(other_t)) {

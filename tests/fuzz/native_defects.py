@@ -123,6 +123,18 @@ def _zero_dim_alpha_promotes_the_tangent(e: Evidence) -> bool:
     )
 
 
+def _view_tangent_ignores_inplace_view_op(e: Evidence) -> bool:
+    if e.finding.variable is None:
+        return False
+    native, dual = e.native_state(), e.dualgen_state()
+    return (
+        native.tangent is not None
+        and native.tangent.shape != native.value.shape
+        and dual.tangent is not None
+        and dual.tangent.shape == dual.value.shape
+    )
+
+
 # Ops whose second-order part (u^T H v) torch.func's nested jvp gets wrong: their
 # forward formulas read saved statistics (mean, rstd) or factors (LU) computed
 # without tangents of their own, so the outer level differentiates them as
@@ -227,6 +239,27 @@ DEFECTS: tuple[NativeDefect, ...] = (
         variable="x2",
         recognises=_zero_dim_alpha_promotes_the_tangent,
         dtype_only=True,
+    ),
+    NativeDefect(
+        name="a view's later tangent ignores its in-place view ops",
+        summary=(
+            "A view of a tensor without a tangent (x.real), reshaped in place "
+            "(unsqueeze_), then the base gets a tangent (a write of a dual): "
+            "native derives the view's tangent with the view's first geometry, "
+            "so it has another shape than the view ([2] for a [1, 2] view). "
+            "dualgen's has the view's shape."
+        ),
+        reproducer="""
+            x0 = torch.zeros((2,), dtype=torch.complex128)
+            x1 = x0.real
+            x0.unsqueeze_(0)
+            x1.unsqueeze_(0)
+            x2 = fwAD.make_dual(torch.tensor((1.0+1.0j), dtype=torch.complex128), torch.tensor((3.0+1.0j), dtype=torch.complex128))
+            x0[0, 1] = x2
+            x3 = x1 * 2.0
+        """,
+        variable="x1",
+        recognises=_view_tangent_ignores_inplace_view_op,
     ),
     NativeDefect(
         name="torch.func's second order of normalizations and det/solve",

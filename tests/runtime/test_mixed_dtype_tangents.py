@@ -496,3 +496,19 @@ def main(argv) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def test_complex_tangent_of_another_precision_written_into_real_memory(backend):
+    """copy_ of a complex128 dual with a complex64 tangent into a real tensor:
+    the real part, as a real tangent (native keeps the complex one as it is, a
+    registered defect: tests/fuzz/native_defects.py)."""
+    with fwAD.dual_level():
+        z = fwAD.make_dual(
+            torch.tensor([0.5 + 0.5j], dtype=C128),
+            torch.tensor([0.25 + 0.125j], dtype=C64),
+        )
+        x = torch.zeros(1, dtype=F64)
+        x.copy_(z)
+        tangent = fwAD.unpack_dual(x).tangent
+    assert not tangent.is_complex()
+    torch.testing.assert_close(tangent.double(), torch.tensor([0.25], dtype=F64))

@@ -37,15 +37,19 @@ bool level0_plainly(const py::handle& tensor) {
              reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()))));
 }
 
-// levels.mark_forward_root: t's tangents at `level` (and at levels entered
-// later) are its own (make_dual's result, unpack_dual's primal). Python's own:
-// once per dual made or unpacked.
-void mark_forward_root(const py::object& t, const py::handle& level) {
-  static py::object* mark = nullptr;
-  if (mark == nullptr) {
-    mark = new py::object(py::module_::import("dualgen.levels").attr("mark_forward_root"));
+// levels.mark_forward_root at level 0 alone (level0_plainly): t's tangents
+// are its own at every level (make_dual's result, unpack_dual's primal), so the
+// levels at which it is a view of its source are none, written without a call
+// into Python (once per dual made or unpacked: the tiny-model hot path).
+void mark_forward_root(const py::object& t) {
+  static py::object* root_key = nullptr;
+  static py::object* no_levels = nullptr;
+  if (root_key == nullptr) {
+    root_key = new py::object(py::module_::import("dualgen.levels").attr("FORWARD_ROOT"));
+    no_levels = new py::object(py::tuple());
   }
-  (*mark)(t, level);
+  py::dict dict = py::reinterpret_steal<py::dict>(PyObject_GenericGetDict(t.ptr(), nullptr));
+  dict[*root_key] = *no_levels;
 }
 
 }  // namespace
@@ -76,7 +80,7 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
   }
   py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(dual));
   note_view(out, tensor);
-  mark_forward_root(out, level);
+  mark_forward_root(out);
   py::object laid_out =
       py::reinterpret_steal<py::object>(THPVariable_Wrap(conform_layout(value, primal, false)));
   set_tangent(out, level, laid_out.ptr());
@@ -104,7 +108,7 @@ py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
   }
   py::object primal = py::reinterpret_steal<py::object>(THPVariable_Wrap(alias));
   note_view(primal, tensor);
-  mark_forward_root(primal, level);
+  mark_forward_root(primal);
   set_tangent(primal, level, shared->no_tangent.ptr());
   return py::make_tuple(primal, tangent);
 }
