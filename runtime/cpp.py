@@ -151,24 +151,29 @@ def _run_ninja_with_progress(build_directory: str, verbose: bool, error_prefix: 
 
     command = ["ninja", "-j", str(os.cpu_count() or 1)]
     env = {**os.environ, "NINJA_STATUS": "[%f/%t] "}
-    lines = []
-    with (
-        subprocess.Popen(
-            command,
-            cwd=build_directory,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        ) as ninja,
-        tqdm(desc=f"building {NAME}", unit="step", file=sys.stderr) as bar,
-    ):
+    lines, bar = [], None  # (no bar when there is nothing to compile)
+    with subprocess.Popen(
+        command,
+        cwd=build_directory,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as ninja:
         for line in ninja.stdout:
             lines.append(line)
             step = _NINJA_STEP.match(line)
             if step:
-                bar.total = int(step.group(2))
+                if bar is None:
+                    bar = tqdm(
+                        desc=f"building {NAME}",
+                        total=int(step.group(2)),
+                        unit="step",
+                        file=sys.stderr,
+                    )
                 bar.update(int(step.group(1)) - bar.n)
+    if bar is not None:
+        bar.close()
     if ninja.returncode != 0:
         raise subprocess.CalledProcessError(
             ninja.returncode, command, output=f"{error_prefix}\n" + "".join(lines)

@@ -168,7 +168,7 @@ def _build(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     try:
-        cpp.build(verbose=args.verbose, progress=True)
+        cpp.build(verbose=args.verbose, progress=sys.stderr.isatty())
     except cpp.BuildError as exc:
         print(f"dualgen: error: {exc}", file=sys.stderr)
         return 1

@@ -49,3 +49,16 @@ def test_a_build_older_than_its_sources_is_stale(tmp_path, monkeypatch):
     assert cpp.state() == "stale"
     (tmp_path / "fingerprint").write_text(cpp.fingerprint())
     assert cpp.state() == "built"
+
+
+def test_a_build_with_progress_shows_the_compile_steps(tmp_path, monkeypatch, capsys):
+    """`dualgen build` in a terminal: ninja's steps as a progress bar on stderr
+    (a one-source library, in its own directory)."""
+    source = tmp_path / "one.cpp"
+    source.write_text("int dualgen_build_probe() { return 1; }\n")
+    monkeypatch.setenv("DUALGEN_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setattr(cpp, "sources", lambda: [source])
+    cpp.build(progress=True)
+    err = capsys.readouterr().err
+    assert "building dualgen_cpp" in err and "2/2" in err
+    assert cpp.state() == "built"
