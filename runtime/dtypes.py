@@ -165,14 +165,19 @@ def _in_native_dtype(value, like, output, meta_output):
         # than the device's (threshold_backward: float32 for a float32 grad
         # and a float64 self, float64 on the CPU).
         dtype = torch.promote_types(value.dtype, like.dtype)
-    if value.dtype == dtype:
+    relaid = (
+        dtype != output.dtype
+        and torch._C._has_storage(value)
+        and not same_layout(value, output)
+    )
+    if value.dtype == dtype and not relaid:
         return value
     with autograd_enabled():
-        if (
-            dtype != output.dtype
-            and torch._C._has_storage(value)
-            and not same_layout(value, output)
-        ):
+        if relaid:
+            # (Also where the dtype is already native's: the kernel's value is
+            # an operand's tangent laid out otherwise, where native's formula
+            # computed a new tensor laid out as the output, which keeps this
+            # dtype; attaching the operand's would copy it into the output's.)
             # Native's value has the output's layout and this dtype: so does
             # the copy (conform_layout would copy into the output's dtype).
             return laid_out_like(output, dtype, zeros=False).copy_(value)

@@ -290,6 +290,8 @@ ONE_INPUT = _named(
         ("times_bool_mask", lambda a: a * (a > 0), F64),  # other_t: a bool zero
         ("over_int_tensor", lambda a: a / torch.tensor([1, 2, 3, 4]), F64),
         ("plus_int_tensor", lambda a: a + torch.tensor([1, 2, 3, 4]), F32),
+        # a strided tangent: native's formula makes a new tensor, kept float32
+        ("strided_plus_0d", lambda a: a[:, ::2] + torch.tensor(0.0, dtype=F64), F32),
         ("maximum_plain", lambda a: torch.maximum(a, Y), F64),
         ("max_reduction", lambda a: a.max(), F32),
         ("max_dim", lambda a: a.max(1).values, F32),
