@@ -26,7 +26,10 @@ ATAN2_RESULT = (
     "(self_p * self_p + other_p * other_p)\n"
 )
 MUL_SELF = "  self: unbroadcast(grad * other.conj(), self)\n"
-MUL_RESULT = "  result: self_t * other_p + other_t * self_p\n"
+MUL_RESULT = (
+    "  result: other_t * self_p + self_t * other_p  # (native's order: the first "
+    "term lays out the sum, whose layout decides a mixed-dtype tangent's dtype)\n"
+)
 IGAMMA = """\
 - name: igamma(Tensor self, Tensor other) -> Tensor
   sample: self=positive, other=positive
