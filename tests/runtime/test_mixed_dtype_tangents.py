@@ -500,6 +500,7 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
+@pytest.mark.filterwarnings("ignore:Casting complex values to real")
 def test_complex_tangent_of_another_precision_written_into_real_memory(backend):
     """copy_ of a complex128 dual with a complex64 tangent into a real tensor:
     the real part, as a real tangent (native keeps the complex one as it is, a
