@@ -11,12 +11,12 @@ copies (collectives carry tangents by themselves).
 """
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 
 from . import forward_ad, torch_support
 from .backend import kernel_backend, set_kernel_backend
 from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
 from .rules import load_kernels, register_jvp, unload_kernels, unregister_jvp
+from .versions import dualgen_version
 
 __all__ = [
     "GradcheckError",
@@ -34,10 +34,7 @@ __all__ = [
     "unload_kernels",
     "unregister_jvp",
 ]
-try:
-    __version__ = version("dualgen")
-except PackageNotFoundError:  # a checkout never installed
-    __version__ = "unknown"
+__version__ = dualgen_version()
 
 torch_support.warn_if_untested()
 

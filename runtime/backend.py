@@ -69,9 +69,11 @@ def _initial() -> str:
         return chosen
     state = cpp.state()
     if state != "built":
+        import torch
+
         why = {
             "stale": "are older than their sources",
-            "missing": f"are not built for torch {torch_version()}",
+            "missing": f"are not built for torch {torch.__version__}",
         }[state]
         warnings.warn(
             f"dualgen's C++ kernels {why}: using the Python kernels (run `dualgen "
@@ -79,9 +81,3 @@ def _initial() -> str:
             stacklevel=3,
         )
     return "cpp" if state == "built" else "python"
-
-
-def torch_version() -> str:
-    import torch
-
-    return torch.__version__
