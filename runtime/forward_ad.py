@@ -32,6 +32,7 @@ from .levels import (
     Level,
     clear_level,
     current_level,
+    drop_pending,
     mark_forward_root,
     set_tangent,
 )
@@ -94,6 +95,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
             "Trying to exit a forward AD level that was not the last one that was "
             "created. This is not supported."
         )
+    drop_pending(state.levels[-1])  # its tangents still to compute
     finished = state.levels.pop()
     clear_level(finished)
     state.cap = len(state.levels) - 1

@@ -109,9 +109,32 @@ class _ThreadState(threading.local):
         # its arguments: the mode stays on the stack while it runs (`mode.py`).
         self.subclass_op = False
         self.defer_next = False  # the next op reaching the mode goes to the subclass
+        # Output tangents still to compute, each a callable with a `level`
+        # (`tracked.defer_formula`), in the order their ops ran.
+        self.pending: list = []
 
 
 STATE = _ThreadState()
+
+
+def resolve_pending() -> None:
+    """Compute the output tangents that wait for the autograd layer above the
+    mode to record their op (`tracked.defer_formula`): each is computed once,
+    oldest first, those their formulas defer in turn included."""
+    while STATE.pending:
+        pending, STATE.pending = STATE.pending, []
+        for i, compute in enumerate(pending):
+            try:
+                compute()
+            except BaseException:
+                STATE.pending[:0] = pending[i + 1 :]
+                raise
+
+
+def drop_pending(level: Level) -> None:
+    """Forget the tangents still to compute at `level` (it ends)."""
+    if STATE.pending:
+        STATE.pending = [p for p in STATE.pending if p.level is not level]
 
 
 def current_level(level: int | None) -> Level:
@@ -167,6 +190,8 @@ MISSING = object()
 
 def copy_entries(source: torch.Tensor, target: torch.Tensor) -> None:
     """Give `target` every tangent entry of `source` (an alias standing in for it)."""
+    if STATE.pending:
+        resolve_pending()
     entries = _entries(source)
     if entries:
         for level, value in entries.items():

@@ -46,6 +46,7 @@ from .levels import (
     STATE,
     Level,
     note_view,
+    resolve_pending,
 )
 from .missing import (
     kernel_error_note,
@@ -63,7 +64,7 @@ from .tangents import (
     remember_saved_outputs,
     tangent_of,
 )
-from .tracked import _PYTHON_KEYS, _run_tracked, _tracking
+from .tracked import _PYTHON_KEYS, _run_tracked, _tracking, defer_formula
 
 
 def innermost_level_with_tangent(tensors) -> Level | None:
@@ -155,6 +156,8 @@ class DualMode(TorchDispatchMode):
         if STATE.defer_next:
             STATE.defer_next = False
             return NotImplemented  # the subclass runs it (`_deferring`)
+        if STATE.pending:
+            resolve_pending()  # an earlier op's tangents (tracked.defer_formula)
         kwargs = kwargs or {}
         tensors = tensor_arguments(args, kwargs)
         subclass_op = _dispatches_itself(types)
@@ -503,32 +506,43 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                 )
             else:
                 out, kernel_outputs = _run_tracked(func, args, kwargs, many)
+                if _defers(func, rule):
+                    defer_formula(
+                        mode,
+                        level,
+                        functools.partial(
+                            _output_tangents,
+                            func,
+                            rule,
+                            level,
+                            primals,
+                            tangents,
+                            promote,
+                        ),
+                        out if many else (out,),
+                        kernel_outputs,
+                    )
+                    return out
         else:
             out = func(*args, **kwargs)
             kernel_outputs = tuple(out) if many else (out,)
         outputs = tuple(out) if many else (out,)
         with autograd_enabled():
-            try:
-                if all(t is None for t in tangents):
-                    result = (None,) * len(outputs) if many else None
-                else:
-                    result = rule.call(primals, tangents, kernel_outputs)
-            except Exception as exc:
-                inputs = [primals[i] for i in indices]
-                if (
-                    isinstance(exc, RuntimeError)
-                    and rule.kind == "view"
-                    and _real_tangent_of_complex(inputs, tangents)
-                ):
-                    raise RuntimeError(_needs_complex_tangent(func)) from exc
-                exc.add_note(kernel_error_note(func, rule.origin))
-                raise
-            results = result if many else (result,)
-            if not promote:
-                results = _in_native_dtypes(
-                    rule, primals, tangents, kernel_outputs, results
+            if not inplace:
+                _output_tangents(
+                    func,
+                    rule,
+                    level,
+                    primals,
+                    tangents,
+                    promote,
+                    outputs,
+                    kernel_outputs,
                 )
-            if inplace:
+            else:
+                results = _formula_results(
+                    func, rule, primals, tangents, promote, kernel_outputs
+                )
                 promote = promote and func not in _WRITES_OPERAND_AS_IS
                 _update_self(
                     level, outputs[0], self_tangent, results[0], promote, tangents
@@ -536,14 +550,70 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                 if _writes_shared(func, self_tangent):
                     written = _written(rule, primals, tangents, kernel_outputs)
                     _write_shared(self_tangent, results[0], written)
-            else:
-                shared = None
-                if rule.kind != "view":
-                    shared = _shared_with_inputs(results, tangents)
-                _attach(rule, level, outputs, results, promote, shared)
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
+
+
+def _defers(func, rule) -> bool:
+    """Whether the formula of an op autograd records, reading its outputs, runs
+    once the autograd layer above the mode has recorded the op, reading the
+    outputs the user gets (`tracked.defer_formula`): with the Python kernels,
+    for the ops whose backward is not additive over parts of the gradient
+    (`_ONE_NODE`). (The C++ kernels' front kernel runs ops above autograd.)"""
+    return fast.dispatch is None and func in _ONE_NODE and rule.kind != "inplace"
+
+
+# Ops whose backward projects out a gauge of their outputs (the phase of each
+# eigenvector or pair of singular vectors): given the gradient in two parts, one
+# per node of the op, it projects each part on its own (or refuses it as
+# phase-dependent), which is not the projection of the sum (`tracked`). Each
+# other op's backward is linear in its gradients: two nodes of it sum right.
+_ONE_NODE = frozenset(
+    {
+        torch.ops.aten.linalg_eig.default,
+        torch.ops.aten._linalg_eigh.default,
+        torch.ops.aten._linalg_svd.default,
+    }
+)
+
+
+def _formula_results(func, rule, primals, tangents, promote, kernel_outputs) -> tuple:
+    """The rule's output tangents, one per output, in the dtypes native gives
+    them unless `promote` (autograd enabled)."""
+    many = len(func._schema.returns) > 1
+    indices = rule.input_indices
+    try:
+        if all(t is None for t in tangents):
+            result = (None,) * len(kernel_outputs) if many else None
+        else:
+            result = rule.call(primals, tangents, kernel_outputs)
+    except Exception as exc:
+        inputs = [primals[i] for i in indices]
+        if (
+            isinstance(exc, RuntimeError)
+            and rule.kind == "view"
+            and _real_tangent_of_complex(inputs, tangents)
+        ):
+            raise RuntimeError(_needs_complex_tangent(func)) from exc
+        exc.add_note(kernel_error_note(func, rule.origin))
+        raise
+    results = result if many else (result,)
+    if not promote:
+        results = _in_native_dtypes(rule, primals, tangents, kernel_outputs, results)
+    return results
+
+
+def _output_tangents(
+    func, rule, level, primals, tangents, promote, outputs, kernel_outputs
+) -> None:
+    """Compute and attach the tangents of a non-in-place op's `outputs` (the
+    formula reads `kernel_outputs`; autograd enabled)."""
+    results = _formula_results(func, rule, primals, tangents, promote, kernel_outputs)
+    shared = None
+    if rule.kind != "view":
+        shared = _shared_with_inputs(results, tangents)
+    _attach(rule, level, outputs, results, promote, shared)
 
 
 def _batched_inplace_view(func) -> str:

@@ -23,6 +23,7 @@ from .levels import (
     forward_base,
     is_forward_root,
     own_tangent,
+    resolve_pending,
     set_tangent,
     view_of_tangent,
 )
@@ -74,6 +75,8 @@ class handling_levels_below:
 def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
     """t's tangent at `level`: its own, the same view of its base's, or a saved
     output's (autograd rebuilds saved outputs as new tensors)."""
+    if STATE.pending:
+        resolve_pending()  # (tracked.defer_formula)
     own = own_tangent(t, level)
     if own is not MISSING:
         return own
