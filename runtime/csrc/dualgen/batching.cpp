@@ -16,7 +16,8 @@
 // fallback refuses (the max-pooling kernels' formulas call it).
 #include <ATen/LegacyBatchedTensorImpl.h>
 #include <ATen/LegacyVmapTransforms.h>
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
 #include <bitset>

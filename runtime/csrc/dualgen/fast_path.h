@@ -1,7 +1,8 @@
 // The per-op hot path (fast_path.cpp), bound into the extension module.
 #pragma once
 
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace dualgen {
 

@@ -3,7 +3,8 @@
 #pragma once
 
 #include <torch/csrc/jit/python/pybind_utils.h>
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "dualgen/kernel.h"
 

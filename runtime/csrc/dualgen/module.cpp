@@ -2,7 +2,8 @@
 // Python with the Python kernels' arguments, and the formulas' C++ twins (bound
 // for the tests that hold each to its Python helper).
 #include <torch/csrc/jit/python/pybind_utils.h>
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "dualgen/formulas/bindings.h"
 #include "dualgen/fast_path.h"

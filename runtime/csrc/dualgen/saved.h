@@ -7,7 +7,8 @@
 // as long as the storage) drops the entry when the memory goes.
 #pragma once
 
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <unordered_map>
 #include <vector>

@@ -6,7 +6,8 @@
 #pragma once
 
 #include <torch/csrc/autograd/python_variable.h>
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace dualgen {
 

@@ -2,7 +2,8 @@
 // submodule (for the tests that hold each twin to its Python helper).
 #pragma once
 
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <optional>
 
