@@ -2,7 +2,7 @@
 
 The extension holds the generated C++ kernels (generated/cpp/), the C++ twins of
 the formulas helpers and the per-op hot path (runtime/csrc/). `build()` compiles
-it with torch.utils.cpp_extension (ninja: changed sources only, both cores); it
+it with ninja (the graph cpp_ninja writes: changed sources only, both cores); it
 records a fingerprint of every source, header, compiler flag and the torch
 version beside the library, and `extension()` loads the library only while that
 fingerprint still matches. `make install`, `make generate` and `make test` build
@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
-import inspect
 import os
 import re
 import subprocess
@@ -25,10 +24,12 @@ from pathlib import Path
 
 import torch
 
-NAME = "dualgen_cpp"
+from dualgen import cpp_ninja
+
+NAME = cpp_ninja.NAME
 PACKAGE = Path(__file__).resolve().parent
 CSRC = PACKAGE / "csrc"
-FLAGS = ("-O2", "-std=c++17", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
+FLAGS = ("-std=c++20", "-Wno-unused-variable", "-Wno-unused-but-set-variable")
 
 
 class BuildError(RuntimeError):
@@ -67,8 +68,11 @@ def build_dir() -> Path:
 
 
 def sources() -> list[Path]:
-    generated = sorted(generated_dir().glob("*.cpp"))
-    return sorted(CSRC.rglob("*.cpp")) + generated
+    return sorted(CSRC.rglob("*.cpp")) + _generated_sources()
+
+
+def _generated_sources() -> list[Path]:
+    return sorted(generated_dir().glob("*.cpp"))
 
 
 def _headers() -> list[Path]:
@@ -79,7 +83,7 @@ def fingerprint() -> str:
     """What the library was built from: every source and header, the flags,
     and the torch it links against."""
     digest = hashlib.sha256()
-    digest.update(f"{torch.__version__}\n{' '.join(FLAGS)}\n".encode())
+    digest.update(f"{torch.__version__}\n{cpp_ninja.compiler()} {' '.join(FLAGS)}\n".encode())
     for path in sources() + _headers():
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -102,59 +106,36 @@ def state() -> str:
 
 
 def build(verbose: bool = False, progress: bool = False) -> None:
-    """Compile what changed (ninja) into build_dir(); raise BuildError with the
-    compiler's first error. `progress`: a progress bar of the compile steps on
-    stderr. The library is loaded by `extension()`, not here: one process may
-    build more than once (torch's `load` would rename the module on each change)."""
-    from torch.utils import cpp_extension
-
+    """Compile what changed (ninja, the graph of cpp_ninja) into build_dir();
+    raise BuildError with the compiler's first error. `progress`: a progress bar
+    of the compile steps on stderr; `verbose`: ninja's commands and output. The
+    library is loaded by `extension()`, not here: one process may build more than
+    once."""
     directory = build_dir()
     directory.mkdir(parents=True, exist_ok=True)
     expected = fingerprint()
     _stamp().unlink(missing_ok=True)  # until this build succeeds, nothing is built
-    arguments = {
-        "name": NAME,
-        "sources": [str(p) for p in sources()],
-        "extra_cflags": list(FLAGS),
-        "extra_cuda_cflags": None,
-        "extra_sycl_cflags": None,
-        "extra_ldflags": None,
-        "extra_include_paths": [str(CSRC)],
-        "build_directory": str(directory),
-        "verbose": verbose,
-        "with_cuda": False,
-        "with_sycl": False,
-    }
-    compile_library = cpp_extension._write_ninja_file_and_build_library
-    accepted = inspect.signature(compile_library).parameters  # varies by torch version
-    runner = cpp_extension.__dict__.get("_run_ninja_build")
-    if progress and not verbose and runner is not None:
-        cpp_extension._run_ninja_build = _run_ninja_with_progress
+    all_units = cpp_ninja.units(sources(), _generated_sources(), CSRC)
+    cpp_ninja.write(directory, all_units, cpp_ninja.cflags(CSRC, FLAGS))
     try:
-        compile_library(**{k: v for k, v in arguments.items() if k in accepted})
-    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        _run_ninja(directory, verbose=verbose, progress=progress and not verbose)
+    except (OSError, subprocess.CalledProcessError) as exc:
         raise BuildError(_first_error(exc)) from None
-    finally:
-        if runner is not None:
-            cpp_extension._run_ninja_build = runner
     _stamp().write_text(expected)
 
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
-def _run_ninja_with_progress(build_directory: str, verbose: bool, error_prefix: str):
-    """torch's ninja run (cpp_extension._run_ninja_build, same arguments), with
-    ninja's `[done/total]` steps shown as a progress bar; the output is kept for
-    the error of a failed build."""
-    from tqdm import tqdm
-
-    command = ["ninja", "-j", str(os.cpu_count() or 1)]
+def _run_ninja(directory: Path, verbose: bool, progress: bool) -> None:
+    """ninja in `directory` on every core; its `[done/total]` steps as a progress
+    bar when asked; its output kept for the error of a failed build."""
+    command = ["ninja", "-j", str(os.cpu_count() or 1)] + (["-v"] if verbose else [])
     env = {**os.environ, "NINJA_STATUS": "[%f/%t] "}
     lines, bar = [], None  # (no bar when there is nothing to compile)
     with subprocess.Popen(
         command,
-        cwd=build_directory,
+        cwd=directory,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -162,9 +143,13 @@ def _run_ninja_with_progress(build_directory: str, verbose: bool, error_prefix: 
     ) as ninja:
         for line in ninja.stdout:
             lines.append(line)
+            if verbose:
+                sys.stderr.write(line)
             step = _NINJA_STEP.match(line)
-            if step:
+            if step and progress:
                 if bar is None:
+                    from tqdm import tqdm
+
                     bar = tqdm(
                         desc=f"building {NAME}",
                         total=int(step.group(2)),
@@ -175,9 +160,7 @@ def _run_ninja_with_progress(build_directory: str, verbose: bool, error_prefix: 
     if bar is not None:
         bar.close()
     if ninja.returncode != 0:
-        raise subprocess.CalledProcessError(
-            ninja.returncode, command, output=f"{error_prefix}\n" + "".join(lines)
-        )
+        raise subprocess.CalledProcessError(ninja.returncode, command, output="".join(lines))
 
 
 def _first_error(exc: Exception) -> str:
