@@ -12,6 +12,14 @@ void register_shard_4(Registry& registry);
 void register_shard_5(Registry& registry);
 void register_shard_6(Registry& registry);
 void register_shard_7(Registry& registry);
+void register_shard_8(Registry& registry);
+void register_shard_9(Registry& registry);
+void register_shard_10(Registry& registry);
+void register_shard_11(Registry& registry);
+void register_shard_12(Registry& registry);
+void register_shard_13(Registry& registry);
+void register_shard_14(Registry& registry);
+void register_shard_15(Registry& registry);
 
 void register_generated(Registry& registry) {
   register_shard_0(registry);
@@ -22,6 +30,14 @@ void register_generated(Registry& registry) {
   register_shard_5(registry);
   register_shard_6(registry);
   register_shard_7(registry);
+  register_shard_8(registry);
+  register_shard_9(registry);
+  register_shard_10(registry);
+  register_shard_11(registry);
+  register_shard_12(registry);
+  register_shard_13(registry);
+  register_shard_14(registry);
+  register_shard_15(registry);
 }
 
 }  // namespace dualgen::jvp
