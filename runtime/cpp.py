@@ -83,7 +83,9 @@ def fingerprint() -> str:
     """What the library was built from: every source and header, the flags,
     and the torch it links against."""
     digest = hashlib.sha256()
-    digest.update(f"{torch.__version__}\n{cpp_ninja.compiler()} {' '.join(FLAGS)}\n".encode())
+    digest.update(
+        f"{torch.__version__}\n{cpp_ninja.compiler()} {' '.join(FLAGS)}\n".encode()
+    )
     for path in sources() + _headers():
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -160,7 +162,9 @@ def _run_ninja(directory: Path, verbose: bool, progress: bool) -> None:
     if bar is not None:
         bar.close()
     if ninja.returncode != 0:
-        raise subprocess.CalledProcessError(ninja.returncode, command, output="".join(lines))
+        raise subprocess.CalledProcessError(
+            ninja.returncode, command, output="".join(lines)
+        )
 
 
 def _first_error(exc: Exception) -> str:
