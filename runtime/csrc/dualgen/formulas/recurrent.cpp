@@ -219,7 +219,7 @@ std::vector<at::Tensor> backward_tangents(
   }
   const at::Tensor g_w1_t = at::matmul(flat(dda).t(), flat(s.h_prev)) +
       at::matmul(flat(da).t(), flat(d.dh_prev));
-  const at::Tensor g_b_t = dda.sum({0, 1});
+  const at::Tensor g_b_t = dda.sum(at::IntArrayRef{0, 1});
   return {g_input_t, g_w0_t, g_w1_t, g_b_t, g_b_t, dah.reshape(hx.sizes()),
           dac.reshape(cx.sizes())};
 }
@@ -282,7 +282,7 @@ std::vector<at::Tensor> lstm_layer_grads(
   const at::Tensor g_w1 = at::matmul(flat(da).t(), flat(s.h_prev));
   at::Tensor g_b0, g_b1;
   if (has_biases) {
-    g_b0 = da.sum({0, 1});
+    g_b0 = da.sum(at::IntArrayRef{0, 1});
     g_b1 = g_b0;
   } else {
     g_b0 = at::zeros_like(weight2);
