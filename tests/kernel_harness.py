@@ -54,7 +54,7 @@ def spec_cases() -> tuple[tuple[KernelCase, ...], dict[str, tuple[str, ...]]]:
     spec, _ = checked_spec(SPEC_PATH)
     runnable, refused = [], {}
     for entry, op, info in kernels_by_entry(spec, KERNELS):
-        samples, seed = samples_of(spec, entry), seed_of(info)
+        samples, seed = samples_of(spec, entry, op), seed_of(info)
         found = _runnable(op, info, samples, seed, DTYPES, refused)
         if not found:  # single precision only (validate checks these in float32)
             found = _runnable(op, info, samples, seed, (SINGLE,), refused)

@@ -10,6 +10,7 @@ there fails every check.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import sys
@@ -97,16 +98,35 @@ def kernels_by_entry(
     return rows
 
 
-def samples_of(spec: Spec, entry: Entry) -> tuple:
-    """The samples an entry's kernels run on: its own, else (an in-place entry
-    without formulas) those of the entry it takes its formulas from. The one
-    source of inputs for `dualgen validate` and the kernel tests."""
-    if entry.samples or not entry.inherits_from:
-        return entry.samples
-    source = next(
-        (e for e in spec.entries if e.schema.full_name == entry.inherits_from), None
+def samples_of(spec: Spec, entry: Entry, op) -> tuple:
+    """The samples an entry's kernel `op` runs on: its own, else (an in-place
+    entry without formulas) those of the entry it takes its formulas from. The one
+    source of inputs for `dualgen validate` and the kernel tests. Keyed by the
+    installed torch's argument names: the spec's names and torch's match by
+    position, and differ where a release renamed an argument (`renamed_in_torch`)."""
+    source = entry
+    if not entry.samples and entry.inherits_from:
+        source = next(
+            (e for e in spec.entries if e.schema.full_name == entry.inherits_from), None
+        )
+        if source is None:
+            return ()
+    torch_names = {
+        written.name: torch_argument.name
+        for written, torch_argument in zip(
+            source.schema.arguments, op._schema.arguments
+        )
+        if written.name != torch_argument.name
+    }
+    if not torch_names:
+        return source.samples
+    return tuple(
+        dataclasses.replace(
+            sample,
+            values=tuple((torch_names.get(k, k), v) for k, v in sample.values),
+        )
+        for sample in source.samples
     )
-    return source.samples if source is not None else ()
 
 
 def seed_of(info) -> int:
@@ -450,7 +470,7 @@ def validate(
     with using_kernels(kernels):
         for entry, op, info in bar:
             bar.set_postfix_str(info.name)
-            samples = samples_of(spec, entry)
+            samples = samples_of(spec, entry, op)
             reports.append(_validate_in_empty_cwd(entry, op, info, samples))
     return reports
 

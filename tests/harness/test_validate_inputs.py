@@ -386,3 +386,34 @@ def test_cases_are_deterministic_for_a_seed():
     assert len(first) == 4
     assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
     assert not torch.equal(first[0], other[0])
+
+
+def _schema_named(*names):
+    from types import SimpleNamespace
+
+    arguments = [SimpleNamespace(name=name) for name in names]
+    return SimpleNamespace(_schema=SimpleNamespace(arguments=arguments))
+
+
+@pytest.mark.parametrize(
+    "torch_names",
+    [
+        ("grad", "x1", "x2", "p", "cdist"),  # torch 2.12, 2.13
+        ("grad_output", "x1", "x2", "p", "cdist"),  # torch 2.14
+    ],
+)
+def test_samples_are_keyed_by_the_installed_torchs_argument_names(torch_names):
+    """An argument a release renamed (`renamed_in_torch`) keeps its declared
+    sample: undeclared, it would be drawn in free shapes, and torch 2.14's
+    _cdist_backward crashes the process on a grad of the wrong shape."""
+    from kernel_harness import SPEC_PATH
+
+    from dualgen.tools.cli import checked_spec
+    from dualgen.tools.validate import samples_of
+
+    spec, _ = checked_spec(SPEC_PATH)
+    (entry,) = [e for e in spec.entries if e.schema.full_name == "_cdist_backward"]
+    samples = samples_of(spec, entry, _schema_named(*torch_names))
+    assert len(samples) == len(entry.samples) == 4
+    for sample in samples:
+        assert [name for name, _ in sample.values] == list(torch_names)

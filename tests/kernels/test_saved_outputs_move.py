@@ -99,7 +99,7 @@ def test_outputs_read_without_a_tangent_are_constant(spec, entry, op, info, read
     cases = [
         case
         for dtype in (torch.float64, torch.float32)  # float32: ops without doubles
-        for case in cases_for(op, samples_of(spec, entry), dtype, seed_of(info))
+        for case in cases_for(op, samples_of(spec, entry, op), dtype, seed_of(info))
     ]
     for case in cases:
         if case.refusal:
