@@ -30,6 +30,7 @@ def enable(extension) -> None:
         _extension = extension
     dispatch, make_dual = extension.dispatch, extension.make_dual
     unpack_dual = extension.unpack_dual
+    extension.set_front(None)  # front_ops() skips ops with a kernel there: ours too
     extension.set_front(front_ops())
     extension.set_batching(batching_ops())
     use_store(extension.SavedOutputs, extension.drop_entries)  # the hot path's

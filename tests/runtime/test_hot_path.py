@@ -370,3 +370,19 @@ def test_a_subclass_in_a_list_goes_to_its_own_dispatch(backend):
     assert isinstance(out, TwoTensor)
     torch.testing.assert_close(out.a, torch.cat([x, pair.a]))
     torch.testing.assert_close(out.b, torch.cat([x, pair.b]))
+
+
+def test_choosing_the_cpp_backend_again_keeps_the_front_kernel():
+    """The front kernel takes the ops without a kernel of torch's at its key;
+    choosing the backend a second time must not count dualgen's own as torch's
+    (it did: linalg_eig then ran through the Python path twice-recorded)."""
+    before = dualgen.kernel_backend()
+    try:
+        for _ in range(3):
+            dualgen.set_kernel_backend("cpp")
+            for name in ("aten::linalg_eig", "aten::sin", "aten::mm"):
+                assert torch._C._dispatch_has_kernel_for_dispatch_key(
+                    name, "PythonTLSSnapshot"
+                ), name
+    finally:
+        dualgen.set_kernel_backend(before)
