@@ -20,7 +20,10 @@ def tracing(f):
     makes a new fake mode for each one, most of a small trace's time."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    traced = proxy_tensor.make_fx(f, tracing_mode="real")
+    # An explicit (empty) decomposition table keeps `detach` a node of its own:
+    # without one, torch 2.14's make_fx writes it as `alias`, a view that would
+    # carry the tangent a detach cuts.
+    traced = proxy_tensor.make_fx(f, decomposition_table={}, tracing_mode="real")
 
     def trace(*args):
         context = torch._guards.TracingContext(
