@@ -122,6 +122,11 @@ def _apply_binding_defaults(cls, *args, **kwargs):
     return _apply(cls, *args, **kwargs)
 
 
+# Named as torch's: messages and reprs that name `MyFunction.apply` stay the same.
+_apply_binding_defaults.__name__ = "apply"
+_apply_binding_defaults.__qualname__ = "Function.apply"
+
+
 def install(user: str = "levels") -> None:
     """Hook Function.apply (first level entered or tape recording, any thread). The
     ctx class is hooked once for good: changing BackwardCFunction's attributes
