@@ -25,14 +25,16 @@ def test_pyproject_promises_exactly_the_tested_releases():
     assert promised == set(torch_support.TESTED)
 
 
-@pytest.mark.parametrize("version", ["2.14.1+cu126", "3.0.0", "2.12.1", "2.4.0"])
+@pytest.mark.parametrize("version", ["2.15.0+cu130", "3.0.0", "2.11.0", "2.4.0"])
 def test_an_untested_release_gets_one_warning_naming_the_range(version):
-    with pytest.warns(UserWarning, match=r"tested with torch 2\.13") as caught:
+    with pytest.warns(UserWarning, match=r"tested with torch 2\.12 to 2\.14") as caught:
         torch_support.warn_if_untested(version)
     assert len(caught) == 1 and version in str(caught[0].message)
 
 
-@pytest.mark.parametrize("version", ["2.13.0", "2.13.0+cpu", "2.13.1+cu128"])
+@pytest.mark.parametrize(
+    "version", ["2.12.1", "2.13.0", "2.13.0+cpu", "2.14.1+cu130", "2.14.0+cu128"]
+)
 def test_a_tested_release_gets_none(version):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
