@@ -23,6 +23,7 @@ from custom_function_checks import (
     randn,
     run_both,
     seen,
+    skip_without_keywords,
 )
 from torch.autograd.function import Function
 from torch.testing import assert_close
@@ -64,9 +65,19 @@ def test_straight_through_estimator_tangent_is_the_input_tangent():
     [
         pytest.param(lambda F, x, y: F.apply(x, y), id="positional"),
         pytest.param(lambda F, x, y: F.apply(x, y, 3.0), id="scale"),
-        pytest.param(lambda F, x, y: F.apply(x, y=y), id="y-keyword"),
-        pytest.param(lambda F, x, y: F.apply(x, y, 2.0, shift=x), id="shift-keyword"),
-        pytest.param(lambda F, x, y: F.apply(x, scale=0.5, y=y), id="keywords"),
+        pytest.param(
+            lambda F, x, y: F.apply(x, y=y), id="y-keyword", marks=skip_without_keywords
+        ),
+        pytest.param(
+            lambda F, x, y: F.apply(x, y, 2.0, shift=x),
+            id="shift-keyword",
+            marks=skip_without_keywords,
+        ),
+        pytest.param(
+            lambda F, x, y: F.apply(x, scale=0.5, y=y),
+            id="keywords",
+            marks=skip_without_keywords,
+        ),
     ],
 )
 @pytest.mark.parametrize("which", ["x", "y", "both"])
