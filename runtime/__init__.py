@@ -12,6 +12,10 @@ copies (collectives carry tangents by themselves).
 
 import importlib
 
+from . import torch_features
+
+torch_features.check_import()  # the internals its modules look up as they import
+
 from . import forward_ad, torch_support
 from .backend import kernel_backend, set_kernel_backend
 from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
@@ -40,9 +44,11 @@ torch_support.warn_if_untested()
 
 # imported on first use: nothing else needs them
 _LAZY = ("distributed", "func", "functional")
+_FEATURE = {"distributed": "collectives"}
 
 
 def __getattr__(name: str):
     if name in _LAZY:
+        torch_features.require(_FEATURE.get(name, name))
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

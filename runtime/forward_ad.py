@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-from . import fast, functions, tensor_hooks
+from . import fast, functions, tensor_hooks, torch_features
 from .backend import kernel_backend
 from .layout import conform_layout
 from .levels import (
@@ -71,6 +71,7 @@ def enter_dual_level() -> int:
     """Enter a new (possibly nested) forward AD level; return its index."""
     state = STATE
     if not state.levels:
+        torch_features.require("dual_level", "custom_function")
         state.user_exclude = torch._C._dispatch_tls_local_exclude_set()
         mode = DualMode()
         _push_mode(mode)

@@ -16,6 +16,7 @@ import sys
 
 import torch
 
+from . import torch_features
 from .levels import (
     Level,
     _without_lazy_bits,
@@ -99,6 +100,7 @@ def _placed_like(tangent: torch.Tensor, primal: torch.Tensor):
     module = sys.modules.get("torch.distributed.tensor")
     if module is None or not isinstance(primal, module.DTensor):
         return None
+    torch_features.require("dtensor")
     mesh, placements = primal.device_mesh, primal.placements
     with autograd_enabled():
         if not isinstance(tangent, module.DTensor):

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-from . import fast
+from . import fast, torch_features
 from .collectives.table import NAMESPACES as COLLECTIVE_NAMESPACES
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
 from .fast import SLOW
@@ -181,6 +181,7 @@ class DualMode(TorchDispatchMode):
             and STATE.cap >= 0
             and _is_fwd_grad_enabled()
         ):
+            torch_features.require("collectives")
             from .collectives.dual import run  # (it imports this module)
 
             return run(self, func, args, kwargs)

@@ -1,6 +1,7 @@
 """What `dualgen --version` reports: dualgen's version, torch's (and whether it is a
-release dualgen is tested with), and which kernels a new process runs, with the
-state of the C++ extension that decides it.
+release dualgen is tested with), which kernels a new process runs, with the
+state of the C++ extension that decides it, and any torch internal dualgen needs
+that the installed torch lacks (`torch_features`).
 
 Reads the package metadata (pyproject.toml for a checkout never installed), the
 environment and the extension's fingerprint; loads no extension and warns
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from . import backend, cpp, torch_support
+from . import backend, cpp, torch_features, torch_support
 
 _EXTENSION_STATES = {
     "built": "extension built for torch {torch}",
@@ -84,4 +85,11 @@ def kernels() -> str:
 
 def report() -> str:
     """The lines `dualgen --version` prints."""
-    return "\n".join([f"dualgen {dualgen_version()}", torch_line(), kernels()])
+    return "\n".join(
+        [
+            f"dualgen {dualgen_version()}",
+            torch_line(),
+            kernels(),
+            torch_features.report_line(),
+        ]
+    )

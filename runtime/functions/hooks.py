@@ -9,6 +9,7 @@ import threading
 import torch
 from torch.autograd.function import BackwardCFunction, Function, _SingleLevelFunction
 
+from .. import torch_features
 from .apply import _apply
 from .call import (
     _CAPTURE,
@@ -134,6 +135,7 @@ def install(user: str = "levels") -> None:
     level entered otherwise), and the hooks do nothing unless `_apply` or a tape is
     catching a ctx."""
     global _CTX_HOOKED
+    torch_features.require("custom_function")
     with _INSTALL_LOCK:
         _USERS[user] += 1
         if sum(_USERS.values()) > 1:

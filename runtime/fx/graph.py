@@ -7,6 +7,7 @@ import torch
 import torch.fx
 from torch.fx.experimental import proxy_tensor
 
+from .. import torch_features
 from ..tangents import is_differentiable_dtype
 
 
@@ -18,6 +19,7 @@ def tracing(f):
     """make_fx of `f` with real tensors, under one fake mode that records the
     metadata of every traced value (`node.meta["val"]`): by itself make_fx
     makes a new fake mode for each one, most of a small trace's time."""
+    torch_features.require("fx")
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     # An explicit (empty) decomposition table keeps `detach` a node of its own:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import torch_features
 from ..tape import GradDtypeMismatch
 from . import batched, compare, fast, jacobians
 from .compare import GradcheckError, matrix_mismatch, scalar_mismatch
@@ -43,6 +44,7 @@ def gradcheck(
     with <J^T v, u> from the backward ones. Returns True, or raises GradcheckError
     (returns False when `raise_exception` is False).
     """
+    torch_features.require("gradcheck", "custom_function")
     if not (check_forward_ad or check_backward_ad):
         raise AssertionError(
             "Expected at least one of check_forward_ad or check_backward_ad to be True"
@@ -97,6 +99,7 @@ def adjoint_check(
     differences: <v, J u> (one JVP per input) equals <J^T v, u> (one VJP per output
     part) for random u, v. `rtol` defaults to 1000 machine epsilons of the input's
     dtype, relative to the sizes of the two dot products' terms."""
+    torch_features.require("gradcheck", "custom_function")
     problem = Problem.make(func, inputs, masked=None)
     return _verdict(problem, _adjoint(problem, rtol=rtol, atol=atol), raise_exception)
 
@@ -386,6 +389,7 @@ def gradgradcheck(
     forward-over-reverse with `check_fwd_over_rev`) and, beyond torch, of
     G(x, u) = J(x) u computed by dualgen.forward_ad (`check_fwd_over_fwd`,
     `check_rev_over_fwd`)."""
+    torch_features.require("gradcheck", "custom_function")
     if not (
         check_fwd_over_rev
         or check_rev_over_rev

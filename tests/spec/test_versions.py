@@ -55,6 +55,7 @@ def test_versions_and_the_kernels_chosen_by_the_extension_state():
         f"dualgen {version('dualgen')}",
         f"torch {torch.__version__}",
         f"kernels: {chosen} ({EXTENSION[state]})",
+        "torch internals: all found",
     ]
 
 
