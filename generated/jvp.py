@@ -65,6 +65,7 @@ from dualgen.formulas import (
     group_norm_tangent,
     group_norm_xhat,
     grouped_mm_any_layout,
+    hermitian_sqrt_differential,
     householder_product_tangent,
     layer_norm_tangent,
     layer_norm_xhat,
@@ -7609,6 +7610,16 @@ def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
     else:
         eigenvectors_t = None
     return eigenvalues_t, eigenvectors_t
+
+
+def linalg_matrix_sqrth_default(self_p, self_t, result):
+    """aten::linalg_matrix_sqrth(Tensor self) -> Tensor"""
+    # functional, derivatives.yaml entry linalg_matrix_sqrth
+    # result: hermitian_sqrt_differential(result, self_t)
+    if self_t is not None:
+        return hermitian_sqrt_differential(result, self_t)
+    else:
+        return None
 
 
 def linalg_qr_default(A_p, mode, A_t, Q, R):

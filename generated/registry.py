@@ -6,7 +6,7 @@
 import torch
 
 from . import jvp
-from dualgen.kernel_info import KernelInfo
+from dualgen.kernel_info import KernelInfo, has_overload
 
 aten = torch.ops.aten
 
@@ -8770,6 +8770,25 @@ KERNELS[aten._linalg_eigh.default] = KernelInfo(
     derived_from=None,
     cpp_kernel="aten::_linalg_eigh.default",
 )
+
+
+# torch_releases: ">=2.14" (derivatives.yaml): where torch has it
+if has_overload("linalg_matrix_sqrth", "default"):
+    KERNELS[aten.linalg_matrix_sqrth.default] = KernelInfo(
+        name="linalg_matrix_sqrth",
+        kind="functional",
+        jvp=jvp.linalg_matrix_sqrth_default,
+        vjp_kernel="linalg_matrix_sqrth_default",
+        arguments=("self",),
+        outputs=("result",),
+        differentiable_inputs=("self",),
+        differentiable_outputs=("result",),
+        needs_original_self=False,
+        jvp_uses_outputs=True,
+        element_wise_jvp=False,
+        derived_from=None,
+        cpp_kernel="aten::linalg_matrix_sqrth.default",
+    )
 
 
 KERNELS[aten.linalg_qr.default] = KernelInfo(

@@ -62,6 +62,7 @@ from dualgen.formulas import (
     grid_sampler_backward_grads,
     group_norm_backward,
     grouped_mm_any_layout,
+    hermitian_sqrt_differential,
     householder_product_grads,
     inverse_permutation,
     linalg_solve_grads,
@@ -5102,6 +5103,14 @@ def _linalg_eigh_default(grads, A, UPLO, compute_v, eigenvalues, eigenvectors):
         grad_eigenvalues, grad_eigenvectors, A, eigenvalues, eigenvectors, compute_v
     )
     return (A_grad,)
+
+
+def linalg_matrix_sqrth_default(grad, self, result):
+    """aten::linalg_matrix_sqrth(Tensor self) -> Tensor"""
+    # functional, derivatives.yaml entry linalg_matrix_sqrth
+    # self: hermitian_sqrt_differential(result, grad)
+    self_grad = hermitian_sqrt_differential(result, grad)
+    return (self_grad,)
 
 
 def linalg_qr_default(grads, A, mode, Q, R):

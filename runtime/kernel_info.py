@@ -48,3 +48,16 @@ class KernelInfo:
         `vjp` module (the slowest generated file to load), the tape does."""
         package = self.jvp.__module__.rpartition(".")[0]
         return getattr(importlib.import_module(f"{package}.vjp"), self.vjp_kernel)
+
+
+def has_overload(name: str, overload: str) -> bool:
+    """Whether the installed torch has aten's `name.overload`: a generated registry
+    registers the kernels of an entry of some torch releases only (its
+    `torch_releases`) where it does, found by looking it up."""
+    import torch
+
+    try:
+        packet = getattr(torch.ops.aten, name)
+    except AttributeError:
+        return False
+    return overload in packet.overloads()

@@ -54,6 +54,8 @@ def analyse(spec: Spec, ops: TorchOperators) -> tuple[OpPlan, ...]:
             plans.append(_plan(entry.schema, by_name[entry.inherits_from], entry))
             continue
         plans.append(_plan(entry.schema, entry, entry))
+        if entry.torch_releases is not None:
+            continue  # its twins differ by release: an in-place entry says so itself
         inplace = _inplace_counterpart(entry.schema, ops)
         if inplace is not None and inplace.full_name not in by_name:
             plans.append(_plan(inplace, entry, entry))
@@ -120,6 +122,7 @@ def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
         element_wise_jvp=any(r.origin == "auto_element_wise" for r in resolved),
         jvp=jvp,
         vjp=_vjp_plan(schema, source),
+        torch_releases=entry.torch_releases.text if entry.torch_releases else None,
     )
 
 

@@ -25,9 +25,16 @@ from .model import (
     OperatorSchema,
     OpKind,
     Spec,
+    TorchReleases,
 )
 from .sample import DERIVED, SampleError, needs_value, parse_sample
-from .schema import SchemaProblem, TorchOperators, registered_schema
+from .schema import (
+    SchemaProblem,
+    SchemaSyntaxError,
+    TorchOperators,
+    parse_schema,
+    registered_schema,
+)
 
 META_KEYS = (
     "name",
@@ -36,6 +43,7 @@ META_KEYS = (
     "sample",
     "convention",
     "renamed_in_torch",
+    "torch_releases",
 )
 
 
@@ -96,7 +104,8 @@ class _EntryBuilder(ForwardFormulas):
 
     def build(self) -> Entry | None:
         try:
-            schema = self._schema()
+            releases = self._torch_releases()
+            schema = self._schema(releases)
         except _EntryError:
             return None
         self.schema = schema
@@ -146,6 +155,7 @@ class _EntryBuilder(ForwardFormulas):
             inherits,
             samples,
             convention,
+            releases,
         )
 
     def _convention(self) -> str | None:
@@ -210,7 +220,7 @@ class _EntryBuilder(ForwardFormulas):
 
     # -- schema -------------------------------------------------------------
 
-    def _schema(self) -> OperatorSchema:
+    def _schema(self, releases: TorchReleases | None) -> OperatorSchema:
         field = self.raw.get("name")
         if field is None:
             self.error("entry has no 'name:' key", self.raw.location)
@@ -219,6 +229,14 @@ class _EntryBuilder(ForwardFormulas):
             self.error("'name' must be an aten schema string", field.location)
             raise _EntryError
         renames = self._renamed_in_torch()
+        if releases is not None and self.ops.release not in releases:
+            # Not in this release: the entry is checked on the releases that have
+            # it; here its schema is taken as written (the output is the same).
+            try:
+                return parse_schema(field.value.text)
+            except SchemaSyntaxError as exc:
+                self.error(f"malformed schema: {exc}", field.location)
+                raise _EntryError from None
         try:
             written, registered = registered_schema(field.value.text, self.ops, renames)
         except SchemaProblem as problem:
@@ -250,6 +268,34 @@ class _EntryBuilder(ForwardFormulas):
             )
             raise _EntryError
         return registered
+
+    def _torch_releases(self) -> TorchReleases | None:
+        """`torch_releases: ">=2.14"`, `"<2.14"` or `">=2.12,<2.14"`: the torch
+        releases that have the entry's overload (docs/spec.md#torch-releases)."""
+        field = self.raw.get("torch_releases")
+        if field is None:
+            return None
+        text = field.value.text if isinstance(field.value, RawScalar) else ""
+        bounds: dict[str, tuple[int, int]] = {}
+        for part in (p.strip() for p in text.split(",")):
+            operator = (
+                ">=" if part.startswith(">=") else "<" if part.startswith("<") else ""
+            )
+            numbers = part[len(operator) :].strip().split(".")
+            if (
+                not operator
+                or operator in bounds
+                or len(numbers) != 2
+                or not all(n.isdigit() for n in numbers)
+            ):
+                self.error(
+                    'torch_releases must be ">=X.Y", "<X.Y" or both, comma-separated '
+                    "(the first release with the overload, the first without it)",
+                    field.location,
+                )
+                raise _EntryError
+            bounds[operator] = (int(numbers[0]), int(numbers[1]))
+        return TorchReleases(text, bounds.get(">="), bounds.get("<"))
 
     def _renamed_in_torch(self) -> dict[str, str]:
         """`renamed_in_torch: grad=grad_output, ...`: arguments that some torch

@@ -59,6 +59,9 @@ class VjpView:
 class RowView:
     op: str
     fields: tuple[tuple[str, str], ...]
+    # An overload of some torch releases only: (its name, overload name, the
+    # entry's torch_releases), registered where the installed torch has it.
+    releases: tuple[str, str, str] | None = None
 
 
 def _environment() -> jinja2.Environment:
@@ -282,7 +285,11 @@ class Emitter:
             ("derived_from", repr(plan.derived_from)),
             ("cpp_kernel", repr(operator_key(s) if cpp else None)),
         )
-        return RowView(_overload_expr(s.name, s.overload_attr, s.namespace), fields)
+        releases = None
+        if plan.torch_releases is not None:
+            releases = (s.name, s.overload_attr, plan.torch_releases)
+        op = _overload_expr(s.name, s.overload_attr, s.namespace)
+        return RowView(op, fields, releases)
 
 
 def _overload_expr(name: str, overload: str, namespace: str = "aten") -> str:

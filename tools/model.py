@@ -265,6 +265,25 @@ CONVENTIONS = {
 }
 
 
+Release = tuple[int, int]  # (major, minor) of a torch release
+
+
+@dataclass(frozen=True)
+class TorchReleases:
+    """`torch_releases: ">=2.14"` (or `"<2.14"`, or both, comma-separated): the
+    torch releases that have an entry's overload, the first that has it (`low`)
+    and the first that no longer has it (`high`)."""
+
+    text: str
+    low: Release | None
+    high: Release | None
+
+    def __contains__(self, release: Release) -> bool:
+        return (self.low is None or release >= self.low) and (
+            self.high is None or release < self.high
+        )
+
+
 @dataclass(frozen=True)
 class Entry:
     """One checked spec entry."""
@@ -280,6 +299,8 @@ class Entry:
     samples: tuple = ()  # tools.sample.Sample, for `dualgen validate`
     # The formulas state a convention, not the derivative (CONVENTIONS).
     convention: str | None = None
+    # The torch releases that have the overload; None: every supported release.
+    torch_releases: TorchReleases | None = None
 
     @property
     def differentiable_inputs(self) -> tuple[Argument, ...]:

@@ -104,3 +104,6 @@ class OpPlan:
     element_wise_jvp: bool
     jvp: JvpPlan
     vjp: VjpPlan
+    # `torch_releases` of the entry: the kernel is registered only where the
+    # installed torch has the overload; None: on every supported release.
+    torch_releases: str | None = None

@@ -173,6 +173,15 @@ class TorchOperators:
         self._parsed: dict[str, OperatorSchema] = {}
 
     @cached_property
+    def release(self) -> tuple[int, int]:
+        """(major, minor) of the installed torch."""
+        import torch
+
+        from dualgen.torch_support import release
+
+        return release(torch.__version__)
+
+    @cached_property
     def _schemas(self) -> dict[str, str]:
         import torch
 

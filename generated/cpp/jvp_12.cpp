@@ -328,6 +328,19 @@ Results nll_loss_backward_default(const Values& args, const Values& tangents, co
   return {dualgen::value(None)};
 }
 
+// aten::linalg_matrix_sqrth(Tensor self) -> Tensor
+// functional, derivatives.yaml entry linalg_matrix_sqrth
+Results linalg_matrix_sqrth_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: hermitian_sqrt_differential(result, self_t)
+  if (present(self_t)) {
+    return {dualgen::value(hermitian_sqrt_differential(result, self_t))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor
 // functional, derivatives.yaml entry binary_cross_entropy_with_logits
 Results binary_cross_entropy_with_logits_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -484,6 +497,7 @@ void register_shard_12(Registry& registry) {
   registry.add("aten::_linalg_solve_ex.default", &_linalg_solve_ex_default);
   registry.add("aten::linalg_matrix_exp.default", &linalg_matrix_exp_default);
   registry.add("aten::nll_loss_backward.default", &nll_loss_backward_default);
+  registry.add("aten::linalg_matrix_sqrth.default", &linalg_matrix_sqrth_default);
   registry.add("aten::binary_cross_entropy_with_logits.default", &binary_cross_entropy_with_logits_default);
   registry.add("aten::replication_pad1d_backward.default", &replication_pad1d_backward_default);
   registry.add("aten::upsample_nearest2d_backward.default", &upsample_nearest2d_backward_default);

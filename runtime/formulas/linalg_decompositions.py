@@ -15,6 +15,7 @@ __all__ = [
     "eig_tangents",
     "eigh_grad",
     "eigh_tangents",
+    "hermitian_sqrt_differential",
     "lstsq_b_tangent",
     "lstsq_grads",
     "lstsq_residuals_tangent",
@@ -146,6 +147,16 @@ def eigh_tangents(A_t, A_p, L, V, compute_v: bool) -> tuple:
     if not compute_v:
         return dL, torch.zeros_like(V0)
     return dL, V @ (_offdiag(X) / _gaps(L))
+
+
+def hermitian_sqrt_differential(X, T):
+    """The derivative of the principal square root X of a Hermitian positive-
+    definite matrix (`linalg_matrix_sqrth`) in the direction T: the Y with
+    X Y + Y X = T, which with X = V diag(s) V^H is V ((V^H T V) / (s_i + s_j)) V^H.
+    The map is self-adjoint, so it also gives the gradient from a grad."""
+    s, V = torch.linalg.eigh(X)
+    C = V.mH @ T.to(V.dtype) @ V
+    return V @ (C / (s.unsqueeze(-1) + s.unsqueeze(-2))) @ V.mH
 
 
 def eigh_grad(grad_L, grad_V, A, L, V, compute_v: bool):

@@ -11,6 +11,7 @@ import torch
 from dualgen.formulas import (
     eig_tangents,
     eigh_tangents,
+    hermitian_sqrt_differential,
     lstsq_b_tangent,
     lstsq_residuals_tangent,
     lstsq_self_tangent,
@@ -104,6 +105,23 @@ def test_eigh_tangents(cpp_formulas, dtype, shape, compute_v):
     cpp = cpp_formulas.eigh_tangents(A_t, A_p, L, V, compute_v)
     assert_same(cpp, py)
     assert cpp[1].shape == V.shape
+
+
+# --- hermitian_sqrt_differential -------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3)])
+def test_hermitian_sqrt_differential(cpp_formulas, dtype, shape):
+    """Twin of the helper; both solve X Y + Y X = T for the square root X of a
+    Hermitian positive-definite matrix (the equation, written out, is the oracle)."""
+    B = rand(*shape, dtype=dtype, seed=6)
+    L, V = torch.linalg.eigh(B @ B.mH + torch.eye(shape[-1], dtype=dtype))
+    X = V @ torch.diag_embed(L.sqrt().to(dtype)) @ V.mH
+    T = rand(*shape, dtype=dtype, seed=7)
+    py = hermitian_sqrt_differential(X, T)
+    assert_same(cpp_formulas.hermitian_sqrt_differential(X, T), py)
+    torch.testing.assert_close(X @ py + py @ X, T, rtol=1e-10, atol=1e-10)
 
 
 # --- eig_tangents ---------------------------------------------------------

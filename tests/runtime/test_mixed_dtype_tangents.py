@@ -91,16 +91,11 @@ _CLAMP_2_14 = (
     "torch 2.14 gives clamp(self, min, max tensors) the mean of both tangents "
     "where self equals a bound; the spec writes 2.13's (the bound's tangent)"
 )
-_NEW_IN_2_14 = "an op new in torch 2.14, without a spec entry (a clear error)"
 CHANGED_IN_2_14 = {
     **{
         (name, variant): _MAX_MIN_2_14
         for name in ("max.binary", "maximum", "min.binary", "minimum")
         for variant in ("f32-of-f64", "mixed")
-    },
-    **{
-        ("linalg.matrix_sqrth", variant): _NEW_IN_2_14
-        for variant in ("f32-of-f64", "c64-of-c128")
     },
     "maximum": _MAX_MIN_2_14,
     "minimum": _MAX_MIN_2_14,

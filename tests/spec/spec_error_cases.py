@@ -68,7 +68,7 @@ def not_linear(why: str) -> str:
     return fw(f"forward formula is not linear in the tangents: {why}")
 
 
-UNKNOWN_KEY = "not an argument, an output or one of name, non_differentiable, output_differentiability, sample, convention, renamed_in_torch"
+UNKNOWN_KEY = "not an argument, an output or one of name, non_differentiable, output_differentiability, sample, convention, renamed_in_torch, torch_releases"
 ALLOWED_NAMESPACES = (
     "torch, torch.linalg, torch.special, torch.fft, torch.nn.functional, torch.ops.aten"
 )

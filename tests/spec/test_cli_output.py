@@ -11,6 +11,7 @@ import pytest
 
 from dualgen.tools import write
 from dualgen.tools.cli import generate_files, main
+from dualgen.tools.emit_cpp import SHARDS
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "derivatives.yaml"
@@ -49,7 +50,7 @@ def test_two_runs_with_different_hash_seeds_give_identical_bytes(tmp_path):
     second = _generate(tmp_path / "b", "4242")
     assert first == second
     python = {"__init__.py", "jvp.py", "vjp.py", "registry.py", "collectives.py"}
-    cpp = {f"cpp/jvp_{i}.cpp" for i in range(8)} | {"cpp/registry.cpp"}
+    cpp = {f"cpp/jvp_{i}.cpp" for i in range(SHARDS)} | {"cpp/registry.cpp"}
     assert set(first) == python | cpp
 
 

@@ -135,6 +135,27 @@ SCHEMA_CASES = [
         ],
     ),
     (
+        "torch_releases_malformed",
+        entry(
+            "mul.Tensor(Tensor self, Tensor other) -> Tensor",
+            'torch_releases: "2.14+"',
+        ),
+        [
+            'spec.yaml:2: error: mul.Tensor(Tensor self, Tensor other) -> Tensor: torch_releases must be ">=X.Y", "<X.Y" or both, comma-separated (the first release with the overload, the first without it)'
+        ],
+    ),
+    (
+        "torch_releases_of_the_installed_release_still_checked",
+        entry(
+            "mull.Tensor(Tensor self, Tensor other) -> Tensor",
+            'torch_releases: ">=2.0"',
+            "self: grad",
+        ),
+        [
+            "spec.yaml:1: error: mull.Tensor: torch has no operator overload aten::mull.Tensor; did you mean 'mul.Tensor'?"
+        ],
+    ),
+    (
         "wrong_argument_type",
         entry(MAX.replace("int dim", "SymInt dim")),
         [

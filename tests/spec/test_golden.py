@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dualgen.tools.cli import generate_files
+from dualgen.tools.emit_cpp import SHARDS
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -22,7 +23,7 @@ def files() -> dict[str, str]:
 
 
 PYTHON = ["__init__.py", "jvp.py", "registry.py", "vjp.py"]
-CPP = [f"cpp/jvp_{i}.cpp" for i in range(8)] + ["cpp/registry.cpp"]
+CPP = [f"cpp/jvp_{i}.cpp" for i in range(SHARDS)] + ["cpp/registry.cpp"]
 
 
 @pytest.mark.parametrize("name", PYTHON + CPP)

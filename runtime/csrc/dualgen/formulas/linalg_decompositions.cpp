@@ -160,6 +160,12 @@ std::vector<at::Tensor> svd_tangents(
   return {dU, dS, dVh};
 }
 
+at::Tensor hermitian_sqrt_differential(const at::Tensor& X, const at::Tensor& T) {
+  auto [s, V] = at::linalg_eigh(X);
+  const at::Tensor C = at::matmul(at::matmul(V.mH(), T.to(V.scalar_type())), V);
+  return at::matmul(at::matmul(V, C / (s.unsqueeze(-1) + s.unsqueeze(-2))), V.mH());
+}
+
 std::vector<at::Tensor> eigh_tangents(
     const at::Tensor& A_t,
     const at::Tensor& A_p,

@@ -20,6 +20,11 @@ std::vector<at::Tensor> svd_tangents(
     bool full_matrices,
     bool compute_uv);
 
+// The derivative of the principal square root X of a Hermitian positive-definite
+// matrix in the direction T: Y with X Y + Y X = T (self-adjoint: also the
+// gradient from a grad).
+at::Tensor hermitian_sqrt_differential(const at::Tensor& X, const at::Tensor& T);
+
 // Tangents (dL, dV) of `_linalg_eigh` (A = V diag(L) V^H) for A_t (taken as
 // given, not symmetrised); without compute_v, dV is empty like V.
 std::vector<at::Tensor> eigh_tangents(

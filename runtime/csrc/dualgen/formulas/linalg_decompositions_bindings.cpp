@@ -6,6 +6,7 @@ namespace dualgen::formulas {
 void bind_linalg_decompositions(pybind11::module_& m) {
   m.def("svd_tangents", &svd_tangents);
   m.def("eigh_tangents", &eigh_tangents);
+  m.def("hermitian_sqrt_differential", &hermitian_sqrt_differential);
   m.def("eig_tangents", &eig_tangents);
   m.def(
       "qr_tangents",
