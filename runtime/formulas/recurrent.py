@@ -540,9 +540,8 @@ def _backward_tangents(
             -1,
         )
         das[t], ddas[t] = da, dda
-        ah, dah = (
-            torch.matmul(da, weight1),
-            torch.matmul(dda, weight1) + torch.matmul(da, w1_t),
+        ah, dah = torch.matmul(da, weight1), torch.matmul(dda, weight1) + torch.matmul(
+            da, w1_t
         )
         ac, dac = ac * f[t], dac * f[t] + ac * df[t]
     da, dda = torch.stack(das, 0), torch.stack(ddas, 0)

@@ -291,9 +291,9 @@ def _assert_as_native(fn, *inputs, dtype=None) -> None:
     tangents = [t for _, t in inputs if t is not None]
     for k, (got, expected) in enumerate(_side_by_side(fn, *inputs)):
         assert expected is not None and got is not None, f"output {k}"
-        assert got.dtype == expected.dtype, (
-            f"output {k}: {got.dtype}, native {expected.dtype}"
-        )
+        assert (
+            got.dtype == expected.dtype
+        ), f"output {k}: {got.dtype}, native {expected.dtype}"
         if dtype is not None:
             assert got.dtype == dtype, f"output {k}: {got.dtype}"
         assert _difference([got], [expected], tangents) is None

@@ -239,9 +239,8 @@ def test_an_argument_named_grad_keeps_its_name(tmp_path):
         "def masked_select_backward_default(grad_result, grad, input, mask, result):"
         in vjp
     )
-    assert (
-        "def trace_backward_default(grad_p, sizes, grad_t, result):"
-        in (outcome.files["jvp.py"])
+    assert "def trace_backward_default(grad_p, sizes, grad_t, result):" in (
+        outcome.files["jvp.py"]
     )
     kernels = load_kernels(outcome.files)
     aten = torch.ops.aten
