@@ -246,3 +246,31 @@ def test_lstsq_helpers_match_native(a_shape, b_shape, driver, dtype):
     eA, eB = vjp(fn, [A, B], [gX, gres])
     close(gA, eA)
     close(gB, eB)
+
+
+def _sqrth(A):
+    """The principal square root of a Hermitian positive-definite A, written out."""
+    L, V = torch.linalg.eigh(A)
+    return V @ torch.diag_embed(L.sqrt().to(A.dtype)) @ V.mH
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_hermitian_sqrt_differential_is_the_derivative_and_its_own_adjoint(
+    shape, dtype
+):
+    """linalg_matrix_sqrth's helper (torch 2.14): native forward AD through the
+    square root written out with eigh, and self-adjoint on Hermitian directions
+    (its backward formula is the same call)."""
+    B = torch.randn(shape, dtype=dtype)
+    A = B @ B.mH + torch.eye(shape[-1], dtype=dtype)
+    hermitian = lambda M: (M + M.mH) / 2
+    T, G = hermitian(torch.randn(shape, dtype=dtype)), hermitian(
+        torch.randn(shape, dtype=dtype)
+    )
+    X = _sqrth(A)
+    close(F.hermitian_sqrt_differential(X, T), jvp(_sqrth, [A], [T]))
+    close(
+        inner([F.hermitian_sqrt_differential(X, G)], [T]),
+        inner([G], [F.hermitian_sqrt_differential(X, T)]),
+    )
