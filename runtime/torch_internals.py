@@ -1,0 +1,591 @@
+"""The table of torch internals dualgen relies on (`INTERNALS`): every private
+name, private module, signature detail and monkeypatched class attribute the
+runtime uses, each with a probe that looks it up (never torch's version number),
+the dualgen features that need it (`torch_features.FEATURES`) and why.
+`torch_features` reads the table: `require`, `missing`, the import check.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Internal:
+    name: str  # what it is, as messages name it (a dotted path where it is one)
+    probe: Callable[[], bool]  # whether the installed torch has it
+    features: tuple[str, ...]
+    description: str
+    at_import: bool = False  # looked up when the module using it is imported
+    fallback: str | None = None  # what dualgen does without it (then not required)
+
+
+# --------------------------------------------------------------------------------------
+# probes
+
+
+def _resolve(path: str):
+    """The object at dotted `path` ('torch._C._functorch.is_batchedtensor'),
+    importing submodules on the way as `from ... import` would; raises
+    AttributeError or ImportError when it is not there."""
+    parts = path.split(".")
+    value = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 1):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            if not inspect.ismodule(value):
+                raise
+            value = importlib.import_module(".".join(parts[: i + 1]))
+    return value
+
+
+def _has(path: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            _resolve(path)
+        except (AttributeError, ImportError):
+            return False
+        return True
+
+    return probe
+
+
+def _parameter(path: str, name: str) -> Callable[[], bool]:
+    """`path` is a callable with a parameter `name`."""
+
+    def probe() -> bool:
+        try:
+            return name in inspect.signature(_resolve(path)).parameters
+        except (AttributeError, ImportError, TypeError, ValueError):
+            return False
+
+    return probe
+
+
+def _in_dict(path: str, name: str) -> Callable[[], bool]:
+    """`name` is in the class's own `__dict__` (a C++ field's descriptor)."""
+
+    def probe() -> bool:
+        try:
+            return name in vars(_resolve(path))
+        except (AttributeError, ImportError, TypeError):
+            return False
+
+    return probe
+
+
+def _all(*probes: Callable[[], bool]) -> Callable[[], bool]:
+    return lambda: all(p() for p in probes)
+
+
+def _function_class_fields() -> bool:
+    """A subclass of autograd.Function gets `_backward_cls` (its ctx class, a
+    BackwardCFunction) and the ctx class `_forward_cls`."""
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x
+
+    backward = getattr(Probe, "_backward_cls", None)
+    return (
+        isinstance(backward, type)
+        and issubclass(backward, torch.autograd.function.BackwardCFunction)
+        and getattr(backward, "_forward_cls", None) is Probe
+    )
+
+
+def _storage_cdata() -> bool:
+    return isinstance(getattr(torch.empty(0).untyped_storage(), "_cdata", None), int)
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available()
+
+
+def _c10d(path: str) -> Callable[[], bool]:
+    return lambda: _distributed() and _has(path)()
+
+
+def _op(namespace: str, name: str, overload: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            getattr(getattr(getattr(torch.ops, namespace), name), overload)
+        except (AttributeError, RuntimeError):
+            return False
+        return True
+
+    return probe
+
+
+def _c10d_op(namespace: str, name: str, overload: str) -> Callable[[], bool]:
+    return lambda: _distributed() and _op(namespace, name, overload)()
+
+
+_TENSOR = ("torch.Tensor",)
+_OP = "torch.ops.aten.add.Tensor"
+
+# --------------------------------------------------------------------------------------
+# the table
+
+_DL, _CF, _GC, _FX = ("dual_level",), ("custom_function",), ("gradcheck",), ("fx",)
+_PYTHON_DISPATCH = "torch.utils._python_dispatch"
+_FUNCTION_BASE = "torch._C._FunctionBase"
+_FUNCTORCH = "torch._C._functorch"
+_FUNCTIONAL = "torch.autograd.functional"
+_EAGER_TRANSFORMS = "torch._functorch.eager_transforms"
+_PYTREE = "torch.utils._pytree"
+
+
+def _entries() -> list[Internal]:
+    e: list[Internal] = []
+
+    def add(name, probe, features, description, **kw):
+        e.append(Internal(name, probe or _has(name), features, description, **kw))
+
+    # dual levels: the mode, the dispatch keys, the forward-grad switch
+    add(
+        "torch._C._is_fwd_grad_enabled",
+        None,
+        _DL + _CF,
+        "the forward-grad switch the mode and custom Functions obey",
+        at_import=True,
+    )
+    add(
+        "torch.autograd.forward_ad._set_fwd_grad_enabled",
+        None,
+        _DL,
+        "re-exported by dualgen.forward_ad, as torch's module has it",
+        at_import=True,
+    )
+    for name in ("_push_mode", "_pop_mode", "_get_current_dispatch_mode"):
+        add(
+            f"{_PYTHON_DISPATCH}.{name}",
+            None,
+            _DL + ("collectives",),
+            "the dispatch-mode stack: pushing, popping and finding dualgen's mode",
+            at_import=True,
+        )
+    add(
+        f"{_PYTHON_DISPATCH}._disable_current_modes",
+        None,
+        _DL,
+        "tracked tensors' ops run below every mode",
+        at_import=True,
+    )
+    add(
+        f"{_PYTHON_DISPATCH}.TorchDispatchMode",
+        None,
+        _DL + _GC,
+        "dualgen's mode and the gradcheck tape are dispatch modes",
+        at_import=True,
+    )
+    add(
+        "torch._C._dispatch_tls_local_exclude_set",
+        None,
+        _DL,
+        "the user's excluded dispatch keys at the first level; lazy-view keys",
+    )
+    add(
+        "torch._C._dispatch_tls_local_include_set",
+        None,
+        _DL,
+        "kept as is when the mode re-includes keys",
+    )
+    add(
+        "torch._C._ForceDispatchKeyGuard",
+        None,
+        _DL,
+        "re-includes Conjugate/Negative inside the mode; the user's exclusions",
+    )
+    add(
+        "torch._C._ExcludeDispatchKeyGuard",
+        None,
+        _DL,
+        "runs alias and tracked ops below the Python dispatch keys",
+    )
+    add(
+        "torch._C.DispatchKey.PythonTLSSnapshot",
+        None,
+        _DL,
+        "the key the C++ hot path registers its kernels at",
+    )
+    add(
+        "torch._C._dispatch_has_kernel_for_dispatch_key",
+        None,
+        _DL,
+        "finds composite ops (decompositions) and ops with a hot-path kernel",
+    )
+    add(
+        "torch._C._dispatch_get_all_op_names",
+        None,
+        _DL,
+        "the random ops the C++ backend defers (fast.py)",
+    )
+    add(
+        "torch._C._get_dispatch_mode",
+        None,
+        _DL,
+        "whether a fake mode (DTensor's sharding propagation) is active",
+    )
+    add(
+        "torch._C._TorchDispatchModeKey.FAKE",
+        None,
+        _DL,
+        "the fake mode's key for torch._C._get_dispatch_mode",
+    )
+    add(
+        "torch._subclasses.fake_tensor.FakeTensor",
+        None,
+        _DL,
+        "fake tensors under their fake mode are not dispatched by the mode",
+    )
+    add(
+        "torch._C._disabled_torch_function_impl",
+        None,
+        _DL,
+        "recognises subclasses acting as plain tensors (nn.Parameter)",
+    )
+    add(
+        "torch._C._has_storage",
+        None,
+        _DL,
+        "tells batched (storage-less) tangents from plain ones",
+    )
+    add(
+        "torch.ops.aten._new_zeros_with_same_feature_meta",
+        _op("aten", "_new_zeros_with_same_feature_meta", "default"),
+        _DL,
+        "lays out a batched tangent like its primal, as native does",
+    )
+    add(
+        "torch._ops.OpOverload",
+        None,
+        _DL + _FX,
+        "the operator class rules are keyed by",
+        at_import=True,
+    )
+    for attribute in ("_schema", "_overloadname", "_op_dk"):
+        add(
+            f"{_OP}.{attribute}",
+            None,
+            _DL + _FX,
+            "an OpOverload's schema, overload name, kernel at a dispatch key",
+        )
+    for attribute in ("_is_zerotensor", "_neg_view", "_base", "_version"):
+        add(
+            f"torch.Tensor.{attribute}",
+            None,
+            _DL + _CF,
+            "zero tensors, lazy negation, views' bases and version counters",
+        )
+    add(
+        "torch._tensor_str._str_intern",
+        None,
+        _DL,
+        "replaced while levels exist: printing a dual shows dualgen's tangent",
+        at_import=True,
+    )
+    add(
+        "torch.detach_",
+        None,
+        _DL,
+        "replaced (with Tensor.detach_): detach_ drops dualgen's tangents",
+        at_import=True,
+    )
+    add(
+        "torch._C._dynamo.eval_frame.get_eval_frame_callback",
+        None,
+        _DL,
+        "the mode skips torch's Dynamo-disabling wrapper while Dynamo is idle",
+        fallback="every op goes through torch's wrapper (slower)",
+    )
+    add(
+        "torch._C._dynamo.eval_frame.set_code_exec_strategy",
+        None,
+        _DL,
+        "marks the mode's own frames for Dynamo to skip",
+        fallback="Dynamo may trace the mode's wrapper",
+    )
+    # functorch's batched tensors, met by make_dual and dualgen.func
+    for name in ("is_batchedtensor", "is_legacy_batchedtensor"):
+        add(
+            f"{_FUNCTORCH}.{name}",
+            None,
+            _DL + ("func",),
+            "recognises tangents batched by vmap (torch.vmap's or the legacy one)",
+        )
+    for name in (
+        "is_functorch_wrapped_tensor",
+        "maybe_get_level",
+        "maybe_get_bdim",
+        "get_unwrapped",
+        "_add_batch_dim",
+        "maybe_current_level",
+        "get_interpreter_stack",
+        "TransformType",
+    ):
+        add(
+            f"{_FUNCTORCH}.{name}",
+            None,
+            ("func",),
+            "functorch's levels: dualgen.func under torch.vmap, refusing grad/jvp",
+            at_import=name == "TransformType",
+        )
+    # custom autograd.Function hooks (functions/)
+    for name in (
+        "to_save",
+        "saved_for_forward",
+        "dirty_tensors",
+        "non_differentiable",
+        "needs_input_grad",
+        "materialize_grads",
+        "apply",
+    ):
+        add(
+            f"{_FUNCTION_BASE}.{name}",
+            _in_dict(_FUNCTION_BASE, name),
+            _CF,
+            "the ctx's C++ fields, wrapped to record what forward saves and marks",
+            at_import=True,
+        )
+    add(
+        "torch.autograd.function._SingleLevelFunction.setup_context",
+        None,
+        _CF,
+        "where Function.apply is Python, the class whose apply dualgen replaces",
+        at_import=True,
+    )
+    add(
+        "torch.autograd.function.BackwardCFunction",
+        None,
+        _CF,
+        "the ctx class; its __init__ and fields are replaced to catch the ctx",
+        at_import=True,
+    )
+    add(
+        "torch.autograd.Function.apply",
+        _in_dict("torch.autograd.Function", "apply"),
+        _CF,
+        "replaced (Python or C++, found by its type) to run the jvp at levels",
+        at_import=True,
+    )
+    add(
+        "torch.autograd.Function._backward_cls",
+        _function_class_fields,
+        _CF,
+        "a Function's ctx class (and the ctx class's _forward_cls)",
+    )
+    add(
+        "torch._C._are_functorch_transforms_active",
+        None,
+        _CF,
+        "custom Functions under torch.func transforms are left to torch",
+    )
+    add(
+        "torch.UntypedStorage._cdata",
+        _storage_cdata,
+        _CF + _GC,
+        "identifies storages (what a custom Function or the tape wrote)",
+    )
+    # gradcheck
+    add(
+        "torch._vmap_internals._vmap",
+        None,
+        _GC + ("func", "functional"),
+        "the legacy vmap: batched checks, jacfwd, jacobian(vectorize=True)",
+        at_import=True,
+    )
+    add(
+        "torch._debug_has_internal_overlap",
+        None,
+        _GC,
+        "the tape refuses writes into overlapping memory",
+    )
+    add(
+        "torch._mkldnn",
+        None,
+        _GC,
+        "the mkldnn layout, refused for forward mode as native does",
+    )
+    # fx
+    add(
+        "torch.fx.experimental.proxy_tensor.make_fx's decomposition_table argument",
+        _parameter("torch.fx.experimental.proxy_tensor.make_fx", "decomposition_table"),
+        _FX,
+        "an explicit table keeps detach a node (not alias, a view)",
+    )
+    add(
+        "torch.fx.experimental.proxy_tensor.make_fx's tracing_mode argument",
+        _parameter("torch.fx.experimental.proxy_tensor.make_fx", "tracing_mode"),
+        _FX,
+        "traces with real tensors",
+    )
+    for name in ("get_proxy_mode", "get_proxy_slot"):
+        add(
+            f"torch.fx.experimental.proxy_tensor.{name}",
+            None,
+            _FX,
+            "the node the tracer made for a traced tensor",
+        )
+    for name in ("TracingContext", "tracing"):
+        add(
+            f"torch._guards.{name}",
+            None,
+            _FX,
+            "one fake mode for a whole trace (node metadata)",
+        )
+    add(
+        "torch._subclasses.fake_tensor.FakeTensorMode's allow_fallback_kernels "
+        "argument",
+        _parameter(
+            "torch._subclasses.fake_tensor.FakeTensorMode", "allow_fallback_kernels"
+        ),
+        _FX,
+        "the trace's fake mode",
+    )
+    for name in ("preserve_node_meta", "annotate"):
+        add(
+            f"torch.fx.traceback.{name}",
+            None,
+            _FX,
+            "node metadata: readable graphs name each node's formula",
+        )
+    add(
+        "torch.fx.Graph._codegen",
+        lambda: hasattr(torch.fx.Graph(), "_codegen"),
+        _FX,
+        "a rewritten graph keeps the inputs' and outputs' structure",
+    )
+    for name in (
+        "tree_flatten",
+        "tree_unflatten",
+        "tree_leaves",
+        "tree_map",
+        "TreeSpec",
+    ):
+        add(
+            f"{_PYTREE}.{name}",
+            None,
+            _FX + ("func",),
+            "flattening inputs and outputs, as torch.func does",
+            at_import=True,
+        )
+    # dualgen.func: torch.func's own argument checks
+    for name in (
+        "_replace_args",
+        "_slice_argnums",
+        "assert_non_empty_list_of_tensors",
+        "assert_non_empty_tensor_output",
+        "error_if_complex",
+    ):
+        add(
+            f"{_EAGER_TRANSFORMS}.{name}",
+            None,
+            ("func",),
+            "torch.func's argument checks and messages",
+            at_import=True,
+        )
+    add(
+        "torch._functorch.vmap._check_randomness_arg",
+        None,
+        ("func",),
+        "torch.func's check of vmap's randomness argument",
+        at_import=True,
+    )
+    # dualgen.functional: torch.autograd.functional's helpers
+    for name in (
+        "_as_tuple",
+        "_autograd_grad",
+        "_check_requires_grad",
+        "_fill_in_zeros",
+        "_grad_postprocess",
+        "_grad_preprocess",
+        "_tuple_postprocess",
+        "_validate_v",
+        "_construct_standard_basis_for",
+    ):
+        add(
+            f"{_FUNCTIONAL}.{name}",
+            None,
+            ("functional",),
+            "torch.autograd.functional's argument handling and messages",
+            at_import=True,
+        )
+    # torch.distributed: c10d's process groups and Works
+    add(
+        "torch._C._distributed_c10d.ProcessGroup",
+        _c10d("torch._C._distributed_c10d.ProcessGroup.unbox"),
+        ("collectives",),
+        "a c10d op's process group (unboxed from its script object)",
+        at_import=True,
+    )
+    add(
+        "torch.distributed.Work",
+        _c10d("torch.distributed.Work.unbox"),
+        ("collectives",),
+        "a collective's Work, unboxed; dualgen's own Work subclasses it",
+        at_import=True,
+    )
+    add(
+        "torch.distributed.Work.boxed",
+        _c10d("torch.distributed.Work.boxed"),
+        ("collectives",),
+        "dualgen's Work, returned to the dispatcher",
+    )
+    add(
+        "torch.distributed.distributed_c10d._world",
+        _all(
+            _c10d("torch.distributed.distributed_c10d._world"),
+            lambda: hasattr(
+                _resolve("torch.distributed.distributed_c10d._world"),
+                "pg_coalesce_state",
+            ),
+        ),
+        ("collectives",),
+        "coalescing regions (_world.pg_coalesce_state)",
+        at_import=True,
+    )
+    add(
+        "torch.distributed.distributed_c10d._resolve_process_group",
+        _c10d("torch.distributed.distributed_c10d._resolve_process_group"),
+        ("collectives",),
+        "a functional collective's group, from its name",
+    )
+    add(
+        "torch.distributed.ProcessGroup._get_backend",
+        _c10d("torch.distributed.ProcessGroup._get_backend"),
+        ("collectives",),
+        "whether a group's backend coalesces ops into one Work",
+    )
+    for namespace, name, overload in (
+        ("_c10d_functional", "wait_tensor", "default"),
+        ("_c10d_functional", "all_gather_into_tensor", "default"),
+        ("c10d", "_allgather_base_", "default"),
+    ):
+        add(
+            f"torch.ops.{namespace}.{name}",
+            _c10d_op(namespace, name, overload),
+            ("collectives",),
+            "the all-gather element-wise collectives' tangents travel by",
+        )
+    # DTensor
+    for name in ("DTensor", "distribute_tensor", "DTensor.redistribute"):
+        add(
+            f"torch.distributed.tensor.{name}",
+            lambda name=name: (
+                _distributed() and _has(f"torch.distributed.tensor.{name}")()
+            ),
+            ("dtensor",),
+            "a DTensor's tangent is placed like its primal",
+        )
+    return e
+
+
+INTERNALS: tuple[Internal, ...] = tuple(_entries())
