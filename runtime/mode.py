@@ -54,6 +54,7 @@ from .missing import (
     out_variant_message,
     qualified_name,
 )
+from .op_arguments import bind
 from .outputs import _attach, _shared_with_inputs
 from .rules import rule_for
 from .tangents import (
@@ -64,7 +65,7 @@ from .tangents import (
     remember_saved_outputs,
     tangent_of,
 )
-from .tracked import _PYTHON_KEYS, _run_tracked, _tracking, defer_formula
+from .tracked import _PYTHON_KEYS, _run_tracked, _tracking, defer_formula, defers
 
 
 def innermost_level_with_tangent(tensors) -> Level | None:
@@ -393,38 +394,6 @@ def has_decomposition(func) -> bool:
     )
 
 
-def bind(schema, args, kwargs) -> list:
-    """The op's arguments in schema order, defaults filled in."""
-    values = []
-    n = len(args)
-    for i, (name, kwarg_only, default) in enumerate(_signature(schema)):
-        if i < n and not kwarg_only:
-            values.append(args[i])
-        elif name in kwargs:
-            values.append(kwargs[name])
-        else:
-            values.append(default)
-    return values
-
-
-_SIGNATURES: dict = {}
-
-
-def _signature(schema) -> tuple:
-    """(name, kwarg_only, default) per argument, cached: reading
-    `schema.arguments` builds new objects on every access, and bind runs on
-    every op."""
-    key = id(schema)
-    cached = _SIGNATURES.get(key)
-    if cached is None or cached[0] is not schema:
-        signature = tuple(
-            (a.name, a.kwarg_only, a.default_value if a.has_default_value() else None)
-            for a in schema.arguments
-        )
-        cached = _SIGNATURES[key] = (schema, signature)
-    return cached[1]
-
-
 def _tangent_arg(value, level: Level):
     if isinstance(value, torch.Tensor):
         return tangent_of(value, level) if is_differentiable_dtype(value) else None
@@ -507,7 +476,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                 )
             else:
                 out, kernel_outputs = _run_tracked(func, args, kwargs, many)
-                if _defers(func, rule):
+                if fast.dispatch is None and rule.kind != "inplace" and defers(func):
                     defer_formula(
                         mode,
                         level,
@@ -554,29 +523,6 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
-
-
-def _defers(func, rule) -> bool:
-    """Whether the formula of an op autograd records, reading its outputs, runs
-    once the autograd layer above the mode has recorded the op, reading the
-    outputs the user gets (`tracked.defer_formula`): with the Python kernels,
-    for the ops whose backward is not additive over parts of the gradient
-    (`_ONE_NODE`). (The C++ kernels' front kernel runs ops above autograd.)"""
-    return fast.dispatch is None and func in _ONE_NODE and rule.kind != "inplace"
-
-
-# Ops whose backward projects out a gauge of their outputs (the phase of each
-# eigenvector or pair of singular vectors): given the gradient in two parts, one
-# per node of the op, it projects each part on its own (or refuses it as
-# phase-dependent), which is not the projection of the sum (`tracked`). Each
-# other op's backward is linear in its gradients: two nodes of it sum right.
-_ONE_NODE = frozenset(
-    {
-        torch.ops.aten.linalg_eig.default,
-        torch.ops.aten._linalg_eigh.default,
-        torch.ops.aten._linalg_svd.default,
-    }
-)
 
 
 def _formula_results(func, rule, primals, tangents, promote, kernel_outputs) -> tuple:

@@ -29,11 +29,11 @@ from .functions import backward as functions
 from .kernel_info import KernelInfo
 from .missing import qualified_name
 from .mode import (
-    bind,
     disabling_dynamo_only_while_active,
     native_dispatch_keys,
     reads_lazy_views,
 )
+from .op_arguments import bind
 
 Node = int  # None stands for a constant (nothing to differentiate)
 

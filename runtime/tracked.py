@@ -127,3 +127,27 @@ def _recorded(output, tracked):
     if isinstance(output, torch.Tensor) and output.requires_grad:
         return output
     return tracked
+
+
+def defers(func) -> bool:
+    """Whether the formula of `func`, an op autograd records and whose formula
+    reads its outputs, runs once the autograd layer above the mode has recorded
+    the op, reading the outputs the user gets (`defer_formula`): for the ops whose
+    backward is not additive over parts of the gradient (`_ONE_NODE`). The mode
+    asks only with the Python kernels (the C++ front kernel runs ops above
+    autograd) and for functional ops."""
+    return func in _ONE_NODE
+
+
+# Ops whose backward projects out a gauge of their outputs (the phase of each
+# eigenvector or pair of singular vectors): given the gradient in two parts, one
+# per node of the op, it projects each part on its own (or refuses it as
+# phase-dependent), which is not the projection of the sum. Each other op's
+# backward is linear in its gradients: two nodes of it sum right.
+_ONE_NODE = frozenset(
+    {
+        torch.ops.aten.linalg_eig.default,
+        torch.ops.aten._linalg_eigh.default,
+        torch.ops.aten._linalg_svd.default,
+    }
+)

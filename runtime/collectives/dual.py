@@ -28,7 +28,7 @@ from torch.distributed.distributed_c10d import _world
 from ..inplace import call_with
 from ..layout import conform_layout, is_batched, set_new_tangent
 from ..levels import STATE, set_tangent
-from ..mode import bind
+from ..op_arguments import bind
 from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from . import by_element
 from .deferred import deferred, finish_arrived

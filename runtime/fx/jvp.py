@@ -18,7 +18,7 @@ import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 
 from ..dtypes import _in_dtype_of
-from ..mode import bind
+from ..op_arguments import bind
 from ..rules import rule_for_tracing
 from ..tangents import is_differentiable_dtype
 from . import readable, variants

@@ -18,7 +18,7 @@ import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 
 from ..dtypes import in_gradient_dtype
-from ..mode import bind
+from ..op_arguments import bind
 from ..rules import generated_kernels
 from . import readable, variants
 from .finish import finished
