@@ -13,6 +13,8 @@ import sys
 
 import torch
 
+from .operator_schema import SchemaSyntaxError, TypeKind, needs_value, parse_schema
+
 _DIFFERENTIABLE_TYPES = ("Tensor", "Optional[Tensor]", "List[Tensor]")
 
 # Frames inside these directories are not the user's call site.
@@ -93,11 +95,8 @@ def spec_stub(func) -> str:
 def sample_stub(schema) -> str:
     """A `sample:` value: a 3x4 tensor for each tensor argument (a list of two for
     a Tensor[]), a placeholder naming the type of each other argument that
-    `dualgen validate` cannot pick a value for (tools/sample.py: needs_value);
+    `dualgen validate` cannot pick a value for (operator_schema.needs_value);
     the others take their defaults."""
-    from dualgen.tools.model import TypeKind
-    from dualgen.tools.sample import needs_value
-    from dualgen.tools.schema import SchemaSyntaxError, parse_schema
 
     try:
         arguments = parse_schema(str(schema)).arguments
