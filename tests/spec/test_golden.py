@@ -44,3 +44,21 @@ def test_generated_text_is_black_stable(files):
 
     for name in PYTHON:
         assert black.format_str(files[name], mode=black.Mode()) == files[name], name
+
+
+def test_every_file_names_the_module_and_template_that_wrote_it(files):
+    """Each header names its writer as imported (a module moved to another package
+    names its new place) and the template, which exists; the C++ layout is
+    emit_cpp's own."""
+    from dualgen.tools.emit import TEMPLATES, Emitter
+    from dualgen.tools.emit_cpp import CppEmitter
+
+    templates = {name: f"{name}.j2" for name in PYTHON} | {"__init__.py": "init.py.j2"}
+    for name in PYTHON:
+        template = templates[name]
+        assert (TEMPLATES / template).is_file()
+        writer = f"Written by {Emitter.__module__} from template {template}."
+        assert writer in files[name].splitlines()[:5], name
+    for name in CPP:
+        writer = f"// Written by {CppEmitter.__module__} (no template)."
+        assert files[name].splitlines()[1] == writer, name
