@@ -183,7 +183,7 @@ class DualMode(TorchDispatchMode):
             and _is_fwd_grad_enabled()
         ):
             torch_features.require("collectives")
-            from .collectives.dual import run  # (it imports this module)
+            from .collectives.dual import run  # (torch.distributed: when used)
 
             return run(self, func, args, kwargs)
         level = None

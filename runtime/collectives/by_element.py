@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup
 
 from ..tangents import tangent_of
-from . import dual
+from . import values as dual_values
 from .deferred import deferred
 from .reduce import reduced as reduce_across
 
@@ -32,9 +32,9 @@ def run(func, entry, values: list, where: dict, kind: str, level):
         return value.reshape(shape), tangent.reshape(shape)
 
     if entry.returns_new:
-        sources = dual._flat(values[where[entry.reads[0]]])
+        sources = dual_values.flat(values[where[entry.reads[0]]])
         results = [
-            dual.new_value(
+            dual_values.new_value(
                 *reduced(i, _shape(source, entry, group)),
                 level,
                 tangent_of(sources[i], level) is not None,
@@ -50,7 +50,9 @@ def run(func, entry, values: list, where: dict, kind: str, level):
         for i, target in enumerate(targets):
             if writes_here:
                 value, tangent = reduced(i, target.shape)
-                dual.write_value(target, value, tangent, level if alive else None)
+                dual_values.write_value(
+                    target, value, tangent, level if alive else None
+                )
 
     if group.name is not None:  # a functional out= variant: done on return
         finish()
@@ -66,15 +68,16 @@ def _pairs(func, entry, values, where, level) -> list:
     reduction."""
     sent = values[where[entry.reads[0]]]
     if entry.returns_new:
-        return [(dual.pack(t, level), None) for t in dual._flat(sent)]
+        return [(dual_values.pack(t, level), None) for t in dual_values.flat(sent)]
     written = values[where[entry.writes[0]]]
     if func is c10d.reduce_scatter_.default:  # one output, its ranks' chunks as a list
         return [
-            (torch.stack([dual.pack(c, level) for c in chunks]), out)
+            (torch.stack([dual_values.pack(c, level) for c in chunks]), out)
             for chunks, out in zip(sent, written)
         ]
     return [
-        (dual.pack(t, level), w) for t, w in zip(dual._flat(sent), dual._flat(written))
+        (dual_values.pack(t, level), w)
+        for t, w in zip(dual_values.flat(sent), dual_values.flat(written))
     ]
 
 

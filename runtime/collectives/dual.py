@@ -26,15 +26,16 @@ import torch.distributed as dist
 from torch.distributed.distributed_c10d import _world
 
 from ..inplace import call_with
-from ..layout import conform_layout, is_batched, set_new_tangent
+from ..layout import is_batched
 from ..levels import STATE, set_tangent
 from ..op_arguments import bind
 from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from . import by_element
 from .deferred import deferred, finish_arrived
-from .packing import HALVES, INTERLEAVED, SCRATCH, packing_for, side_by_side
+from .packing import HALVES, SCRATCH, packing_for, side_by_side
 from .reduce import BITWISE, BY_ELEMENT, kind_of
 from .table import NO_DATA, PASSES_THROUGH, collective
+from .values import flat, new_value, tangent_or_zeros, write_value
 
 _wait_tensor = None
 
@@ -56,9 +57,7 @@ def run(mode, func, args, kwargs):
         return _passed_through(mode, func, args, kwargs, level)
     values = bind(func._schema, args, kwargs)
     where = _positions(func)
-    sent = [
-        t for name in entry.reads + entry.writes for t in _flat(values[where[name]])
-    ]
+    sent = [t for name in entry.reads + entry.writes for t in flat(values[where[name]])]
     if not any(is_differentiable_dtype(t) for t in sent):
         return _plainly(mode, func, args, kwargs, level)
     if "process_group" in where and _coalescing(values[where["process_group"]], sent):
@@ -134,7 +133,7 @@ def _packed(func, entry, values: list, where: dict, level):
         return _new_values(packing, wait_tensors(out), entry, values, where, level)
     if not entry.writes:  # a send: it does not wait (its peer may not have
         return out  # reached its recv yet)
-    written = [t for name in entry.writes for t in _flat(values[where[name]])]
+    written = [t for name in entry.writes for t in flat(values[where[name]])]
 
     def finish(alive: bool = True) -> None:
         for t in written:
@@ -156,8 +155,8 @@ def _packed(func, entry, values: list, where: dict, level):
 
 def _new_values(packing, out, entry, values: list, where: dict, level):
     """A functional collective's new tensors, from the packed ones it returned."""
-    results = _flat(out)
-    sources = _flat(values[where[entry.reads[0]]])
+    results = flat(out)
+    sources = flat(values[where[entry.reads[0]]])
     new = [
         new_value(
             *packing.unpack(packed, source.shape),
@@ -177,50 +176,6 @@ def with_deferred_work(out, finish, written: list, level):
         works = [dist.Work.unbox(out)]
         return deferred(works, finish, written, level)
     return out
-
-
-def pack(t: torch.Tensor, level) -> torch.Tensor:
-    """`t` and its tangent at `level` along a new last dimension (by_element's)."""
-    return INTERLEAVED.pack(t, tangent_or_zeros(t, level))
-
-
-def tangent_or_zeros(t: torch.Tensor, level) -> torch.Tensor:
-    """`t`'s tangent at `level` in t's dtype, zeros if it has none."""
-    tangent = tangent_of(t, level) if is_differentiable_dtype(t) else None
-    if tangent is None:
-        return torch.zeros_like(t)
-    return tangent if tangent.dtype == t.dtype else tangent.to(t.dtype)
-
-
-def write_value(t: torch.Tensor, value, tangent, level) -> None:
-    """Give the caller's tensor `t` what arrived for it: the value, in place, and
-    the tangent, into its tangent (or as its new tangent) at `level` (None: a
-    level that has ended)."""
-    t.copy_(value)
-    if level is None or not is_differentiable_dtype(t):
-        return
-    own = tangent_of(t, level)
-    if own is not None:
-        own.copy_(tangent)
-    elif _nonzero(tangent):
-        set_new_tangent(t, level, tangent, fresh=True)
-
-
-def new_value(value, tangent, level, had_tangent: bool = True) -> torch.Tensor:
-    """A functional collective's new tensor, with its tangent unless it only
-    received zeros for a tensor that had none."""
-    value = value.contiguous()
-    if is_differentiable_dtype(value) and (had_tangent or _nonzero(tangent)):
-        set_tangent(value, level, conform_layout(tangent, value, fresh=True))
-    return value
-
-
-def _nonzero(tangent: torch.Tensor) -> bool:
-    """Whether a received tangent has a nonzero element. A tensor that had no
-    tangent and received only zeros (no rank's had one) stays plain, as it would
-    outside the level: code that writes it into out= ops (FSDP's copy-out of
-    gathered parameters) keeps working, and zeros are what no tangent means."""
-    return bool(tangent.any())
 
 
 def wait_tensors(out):
@@ -273,17 +228,7 @@ def _plainly(mode, func, args, kwargs, level):
 
 def _differentiable(args, kwargs) -> bool:
     values = [*args, *(kwargs or {}).values()]
-    return any(is_differentiable_dtype(t) for v in values for t in _flat(v))
-
-
-def _flat(value) -> list:
-    """The tensors in an argument or a return: a tensor, or lists and tuples of
-    them (a schema's Tensor[], Tensor[][] and tuples), in order."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if type(value) in (list, tuple):
-        return [t for v in value for t in _flat(v)]
-    return []
+    return any(is_differentiable_dtype(t) for v in values for t in flat(v))
 
 
 def _mapped(value, fn):
