@@ -19,7 +19,7 @@ torch_features.check_import()  # the internals its modules look up as they impor
 from . import forward_ad, torch_support
 from .backend import kernel_backend, set_kernel_backend
 from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
-from .rules import load_kernels, register_jvp, unload_kernels, unregister_jvp
+from .rules.table import load_kernels, register_jvp, unload_kernels, unregister_jvp
 from .versions import dualgen_version
 
 __all__ = [

@@ -11,7 +11,8 @@ import torch
 
 from .layout import laid_out_like, same_layout
 from .levels import with_lazy_bits
-from .rules import Rule
+from .rules.rule import Rule
+from .rules.table import rule_for
 from .tangents import _tensors, autograd_enabled
 
 
@@ -131,7 +132,6 @@ def _native_formula(rule: Rule) -> Rule:
     op = rule.op
     if torch.Tag.view_copy not in op.tags:
         return rule
-    from .rules import rule_for  # (rules imports the kernels lazily)
 
     name = op._schema.name.split("::")[-1].removesuffix("_copy")
     view = getattr(getattr(torch.ops.aten, name, None), op._overloadname, None)

@@ -24,8 +24,10 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-from . import fast, functions, tensor_hooks, torch_features
+from . import functions, tensor_hooks, torch_features
 from .backend import kernel_backend
+from .hot_path import policy as hot_path_policy  # noqa: F401 - follows the backend
+from .hot_path import state as hot_path_state
 from .layout import conform_layout
 from .levels import (
     STATE,
@@ -137,10 +139,10 @@ def make_dual(
     is copied into the primal's layout.
     """
     lvl = current_level(level)
-    hot_path = fast.make_dual
+    hot_path = hot_path_state.make_dual
     if hot_path is not None:
         dual = hot_path(tensor, tangent, lvl)
-        if dual is not fast.SLOW:
+        if dual is not hot_path_state.SLOW:
             return dual
     _check_dual(tensor, tangent, lvl)
     dual = alias(tensor)  # as the mode runs it: other levels carry over
@@ -199,10 +201,10 @@ def unpack_dual(
     if not STATE.levels:
         return UnpackedDualTensor(tensor, None)
     lvl = current_level(level)
-    hot_path = fast.unpack_dual
+    hot_path = hot_path_state.unpack_dual
     if hot_path is not None:
         unpacked = hot_path(tensor, lvl)
-        if unpacked is not fast.SLOW:
+        if unpacked is not hot_path_state.SLOW:
             return UnpackedDualTensor(*unpacked)
     tangent = tangent_of(tensor, lvl) if _is_fwd_grad_enabled() else None
     if lvl.index == STATE.cap and STATE.mode is not None:

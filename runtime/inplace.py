@@ -15,7 +15,8 @@ from .dtypes import _promoted_for_self
 from .layout import set_new_tangent
 from .levels import Level
 from .outputs import _shared_with_inputs
-from .rules import Rule, generated_kernels
+from .rules.rule import Rule
+from .rules.table import generated_kernels
 from .tangents import autograd_enabled
 
 

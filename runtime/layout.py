@@ -19,12 +19,12 @@ import torch
 from . import torch_features
 from .levels import (
     Level,
-    _without_lazy_bits,
     own_tangent,
     set_tangent,
     tangent_owner,
     view_of_tangent,
     with_lazy_bits,
+    without_lazy_bits,
 )
 from .tangents import autograd_enabled, tangent_of
 
@@ -207,7 +207,7 @@ def zeros_laid_out_for(value: torch.Tensor, primal: torch.Tensor, dtype):
     if not is_batched(value):
         return zeros
     batched = torch.ops.aten._new_zeros_with_same_feature_meta(
-        value, _without_lazy_bits(zeros)
+        value, without_lazy_bits(zeros)
     )
     return with_lazy_bits(batched, primal)
 

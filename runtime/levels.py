@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 TANGENTS = "_dualgen_tangents"
-_NO_TANGENT = object()  # marks a tensor that must not inherit its base's tangent
+NO_TANGENT = object()  # marks a tensor that must not inherit its base's tangent
 
 
 _FIRST_SWEEP = 1024
@@ -74,14 +74,14 @@ def geometry(t: torch.Tensor) -> tuple:
 
 
 # What a new level keeps its saved outputs in, and what drops a finished
-# level's entries: SavedOutputs and `_drop_entries`, or the C++ twins while the
+# level's entries: SavedOutputs and `drop_entries`, or the C++ twins while the
 # C++ backend is in use (`use_store`).
 _saved_outputs_type: type = SavedOutputs
 
 
-def use_store(saved_outputs: type, drop_entries) -> None:
+def use_store(saved_outputs: type, drop) -> None:
     global _saved_outputs_type, _drop
-    _saved_outputs_type, _drop = saved_outputs, drop_entries
+    _saved_outputs_type, _drop = saved_outputs, drop
 
 
 @dataclass(eq=False)
@@ -167,7 +167,7 @@ def set_tangent(t: torch.Tensor, level: Level, tangent: torch.Tensor | None) -> 
         level.tensors.append(weakref.ref(t))
         if len(level.tensors) > level.sweep_tensors_at:
             sweep_tensors(level)
-    entries[level] = _NO_TANGENT if tangent is None else tangent
+    entries[level] = NO_TANGENT if tangent is None else tangent
 
 
 def sweep_tensors(level: Level) -> None:
@@ -182,7 +182,7 @@ def own_tangent(t: torch.Tensor, level: Level):
     if entries is None:
         return MISSING
     value = entries.get(level, MISSING)
-    return None if value is _NO_TANGENT else value
+    return None if value is NO_TANGENT else value
 
 
 MISSING = object()
@@ -195,7 +195,7 @@ def copy_entries(source: torch.Tensor, target: torch.Tensor) -> None:
     entries = _entries(source)
     if entries:
         for level, value in entries.items():
-            set_tangent(target, level, None if value is _NO_TANGENT else value)
+            set_tangent(target, level, None if value is NO_TANGENT else value)
 
 
 def view_of_tangent(
@@ -208,7 +208,7 @@ def view_of_tangent(
     the view's geometry, and the view's bits applied. A view of another kind of
     dtype (`.real` or `view_as_real` of complex memory, `view_as_complex` of real
     memory) is placed in units of the real dtype."""
-    memory = _without_lazy_bits(base_tangent)
+    memory = without_lazy_bits(base_tangent)
     offset = view.storage_offset()
     base_offset = base.storage_offset()
     if view.is_complex() == base.is_complex():
@@ -239,7 +239,7 @@ def view_of_tangent(
     return with_lazy_bits(tangent, view)
 
 
-def _without_lazy_bits(t: torch.Tensor) -> torch.Tensor:
+def without_lazy_bits(t: torch.Tensor) -> torch.Tensor:
     """The same memory with the conjugate and negative bits off (a view)."""
     if t.is_conj():
         t = t.conj()
@@ -339,7 +339,7 @@ def clear_level(level: Level) -> None:
     level.pending_works.clear()
 
 
-def _drop_entries(level: Level) -> None:
+def drop_entries(level: Level) -> None:
     for ref in level.tensors:
         t = ref()
         if t is not None:
@@ -350,4 +350,4 @@ def _drop_entries(level: Level) -> None:
                     del t.__dict__[TANGENTS]
 
 
-_drop = _drop_entries
+_drop = drop_entries

@@ -27,10 +27,11 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-from . import fast, torch_features
+from . import torch_features
 from .collectives.table import NAMESPACES as COLLECTIVE_NAMESPACES
+from .dispatch.decompositions import has_decomposition
 from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
-from .fast import SLOW
+from .hot_path import state as hot_path_state
 from .inplace import (
     _run_inplace_tracked,
     _separate_from_self,
@@ -56,7 +57,7 @@ from .missing import (
 )
 from .op_arguments import bind
 from .outputs import _attach, _shared_with_inputs
-from .rules import rule_for
+from .rules.table import rule_for
 from .tangents import (
     _tensors,
     autograd_enabled,
@@ -149,10 +150,10 @@ class DualMode(TorchDispatchMode):
     """Runs every aten op; computes tangents where its inputs have them."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        hot_path = fast.dispatch
+        hot_path = hot_path_state.dispatch
         if hot_path is not None:
             out = hot_path(func, types, args, kwargs)
-            if out is not SLOW:
+            if out is not hot_path_state.SLOW:
                 return out
         if STATE.defer_next:
             STATE.defer_next = False
@@ -387,13 +388,6 @@ _ATEN_TWIN_OF_PRIM = {
 }
 
 
-def has_decomposition(func) -> bool:
-    """True for ops torch implements in other aten ops (CompositeImplicitAutograd)."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key(
-        func.name(), "CompositeImplicitAutograd"
-    )
-
-
 def _tangent_arg(value, level: Level):
     if isinstance(value, torch.Tensor):
         return tangent_of(value, level) if is_differentiable_dtype(value) else None
@@ -476,7 +470,11 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                 )
             else:
                 out, kernel_outputs = _run_tracked(func, args, kwargs, many)
-                if fast.dispatch is None and rule.kind != "inplace" and defers(func):
+                if (
+                    hot_path_state.dispatch is None
+                    and rule.kind != "inplace"
+                    and defers(func)
+                ):
                     defer_formula(
                         mode,
                         level,

@@ -11,7 +11,7 @@ import torch
 from .dtypes import _in_dtype_of
 from .layout import conform_layout
 from .levels import Level, set_tangent
-from .rules import Rule
+from .rules.rule import Rule
 from .tangents import is_differentiable_dtype
 
 

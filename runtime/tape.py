@@ -39,7 +39,7 @@ Node = int  # None stands for a constant (nothing to differentiate)
 
 
 def _registry() -> dict:
-    from .rules import generated_kernels
+    from .rules.table import generated_kernels
 
     return generated_kernels()
 

@@ -19,7 +19,7 @@ import torch.utils._pytree as pytree
 
 from ..dtypes import _in_dtype_of
 from ..op_arguments import bind
-from ..rules import rule_for_tracing
+from ..rules.table import rule_for_tracing
 from ..tangents import is_differentiable_dtype
 from . import readable, variants
 from .finish import finished

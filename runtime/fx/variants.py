@@ -14,7 +14,8 @@ import dataclasses
 
 import torch
 
-from ..rules import Rule, rule_for_tracing
+from ..rules.rule import Rule
+from ..rules.table import rule_for_tracing
 
 
 def stands_for(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:

@@ -19,7 +19,7 @@ import torch.utils._pytree as pytree
 
 from ..dtypes import in_gradient_dtype
 from ..op_arguments import bind
-from ..rules import generated_kernels
+from ..rules.table import generated_kernels
 from . import readable, variants
 from .finish import finished
 from .graph import (

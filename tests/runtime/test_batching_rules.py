@@ -12,7 +12,8 @@ from torch._vmap_internals import _vmap
 
 import dualgen
 import dualgen.forward_ad as fwAD
-from dualgen import cpp, fast
+from dualgen import cpp
+from dualgen.hot_path import policy as hot_path
 
 pytestmark = pytest.mark.skipif(
     cpp.state() != "built", reason="C++ extension not built"
@@ -104,11 +105,11 @@ def _batched(op, args, batched_positions, nested: bool):
 
 
 def _ops():
-    return sorted(fast.batching_ops(), key=str)
+    return sorted(hot_path.batching_ops(), key=str)
 
 
 def test_the_rules_cover_the_element_wise_ops_legacy_vmap_loops_over():
-    names = {str(op) for op in fast.batching_ops()}
+    names = {str(op) for op in hot_path.batching_ops()}
     assert "aten.tanh_backward.default" in names
     assert "aten.where.self" in names
     assert len(names) > 100
@@ -123,13 +124,13 @@ def test_a_rule_computes_what_the_loop_computes(op):
     patterns = [[p] for p in positions] + [positions]
     for batched_positions in patterns:
         for nested in (False, True):
-            fast.set_batching_rules(False)
+            hot_path.set_batching_rules(False)
             try:
                 expected = _batched(op, args, batched_positions, nested)
             except RuntimeError:
                 continue  # legacy vmap refuses this pattern either way
             finally:
-                fast.set_batching_rules(True)
+                hot_path.set_batching_rules(True)
             got = _batched(op, args, batched_positions, nested)
             torch.testing.assert_close(got, expected, equal_nan=True)
 
@@ -149,11 +150,11 @@ def test_a_batched_0d_argument_promotes_as_each_element_does(nested):
         return _vmap(lambda g: torch.ops.aten.tanh_backward(g, xs[0]))(grads)
 
     out = run()
-    fast.set_batching_rules(False)
+    hot_path.set_batching_rules(False)
     try:
         expected = run()
     finally:
-        fast.set_batching_rules(True)
+        hot_path.set_batching_rules(True)
     assert out.dtype == expected.dtype == torch.float32
     torch.testing.assert_close(out, expected)
 

@@ -1,35 +1,46 @@
-"""The C++ hot path's Python side: when the mode calls it, and what it knows.
+"""The C++ hot path's policy: which ops it may take and what it knows of each.
 
 With the C++ kernel backend, `DualMode.__torch_dispatch__` first offers each op to
-the extension's `dispatch` (csrc/dualgen/fast_path.cpp), which either handles it
+the extension's `dispatch` (csrc/dualgen/hot_path.cpp), which either handles it
 whole or answers `SLOW` before running anything; the Python path then handles it
-as always. `describe(op)` tells the hot path whether an op's rule is a generated
-functional kernel it may run; it caches the answer per op, so whatever changes a
-rule (register_jvp, unregister_jvp, using_kernels, the backend) calls `forget()`.
+as always. `enable` binds the extension to the runtime's state when the C++
+backend is chosen (this module follows `dualgen.backend`), `disable` when the
+Python one is. `describe(op)` tells the hot path whether an op's rule is a
+generated functional kernel it may run; the extension caches the answer per op,
+so whatever changes a rule (register_jvp, unregister_jvp, using_kernels, the
+backend) calls `state.forget()`. What the mode reads on every op is in
+`state.py`.
 """
 
 from __future__ import annotations
 
-SLOW = object()  # the hot path declined: the Python path runs the op
+import torch
 
-# The extension's dispatch, make_dual and unpack_dual while the C++ backend is
-# in use.
-dispatch = None
-make_dual = None
-unpack_dual = None
-_extension = None
+from .. import backend
+from ..dispatch.decompositions import has_decomposition
+from ..levels import (
+    FORWARD_BASE,
+    NO_TANGENT,
+    STATE,
+    TANGENTS,
+    SavedOutputs,
+    drop_entries,
+    use_store,
+)
+from ..missing import kernel_error_note
+from ..rules import table as rules
+from . import state
 
 
 def enable(extension) -> None:
     """Offer ops to `extension`'s hot path from now on."""
-    global dispatch, make_dual, unpack_dual, _extension
-    from .levels import _NO_TANGENT, FORWARD_BASE, STATE, TANGENTS, use_store
-
-    if _extension is not extension:
-        extension.bind_state(STATE, TANGENTS, _NO_TANGENT, FORWARD_BASE, SLOW, describe)
-        _extension = extension
-    dispatch, make_dual = extension.dispatch, extension.make_dual
-    unpack_dual = extension.unpack_dual
+    if state.extension is not extension:
+        extension.bind_state(
+            STATE, TANGENTS, NO_TANGENT, FORWARD_BASE, state.SLOW, describe
+        )
+        state.extension = extension
+    state.dispatch, state.make_dual = extension.dispatch, extension.make_dual
+    state.unpack_dual = extension.unpack_dual
     extension.set_front(None)  # front_ops() skips ops with a kernel there: ours too
     extension.set_front(front_ops())
     extension.set_batching(batching_ops())
@@ -39,19 +50,24 @@ def enable(extension) -> None:
 def disable() -> None:
     """The Python path handles every op (what the hot path knows of each op
     stays: it does not depend on the backend)."""
-    global dispatch, make_dual, unpack_dual
-    from .levels import SavedOutputs, _drop_entries, use_store
-
-    dispatch = make_dual = unpack_dual = None
-    use_store(SavedOutputs, _drop_entries)
-    if _extension is not None:
-        _extension.set_front(None)
-        _extension.set_batching(None)
+    state.dispatch = state.make_dual = state.unpack_dual = None
+    use_store(SavedOutputs, drop_entries)
+    if state.extension is not None:
+        state.extension.set_front(None)
+        state.extension.set_batching(None)
 
 
-def forget() -> None:
-    if _extension is not None:
-        _extension.forget_ops()
+def follow_backend(name: str) -> None:
+    """Point the mode's hot path at the backend's (C++ only)."""
+    if name == "cpp":
+        from .. import cpp
+
+        enable(cpp.extension())
+    else:
+        disable()
+
+
+backend.follow(follow_backend)
 
 
 def describe(op):
@@ -62,10 +78,7 @@ def describe(op):
     Python path must (a user rule, a kernel table under test, an op without a
     generated C++ kernel, an in-place op whose self is not differentiable or
     that returns more than self)."""
-    from . import rules
-    from .missing import kernel_error_note
-
-    if rules._KERNELS is not None or op in rules._USER_RULES:
+    if rules.under_test() or rules.has_user_rule(op):
         return None
     info = rules.generated_kernels().get(op)
     if info is None or info.cpp_kernel is None:
@@ -93,15 +106,10 @@ def describe(op):
 
 
 def front_ops() -> list:
-    """The ops the extension's front kernel takes (csrc/dualgen/front.cpp): those
+    """The ops the extension's front kernel takes (csrc/dualgen/hot_path_front.cpp): those
     with a generated C++ kernel the hot path may run, which reach dispatch as
     themselves (not decomposed first) and have no kernel of torch's own at that
     key."""
-    import torch
-
-    from . import rules
-    from .mode import has_decomposition
-
     ops = []
     for op, info in rules.generated_kernels().items():
         if info.cpp_kernel is None or not op.name().startswith("aten::"):
@@ -118,8 +126,8 @@ def set_batching_rules(on: bool) -> None:
     """Register (on) or remove dualgen's legacy-vmap batching rules while the
     C++ backend is in use; benchmarks remove them to time torch as it ships
     (the rules speed torch's own vectorized jacobians up too)."""
-    if _extension is not None and dispatch is not None:
-        _extension.set_batching(batching_ops() if on else None)
+    if state.extension is not None and state.dispatch is not None:
+        state.extension.set_batching(batching_ops() if on else None)
 
 
 _BATCHING_OPS: list | None = None
@@ -139,8 +147,6 @@ def _ops_without_batching_rules() -> list:
     for (csrc/dualgen/batching.cpp): functional aten ops tagged pointwise, not
     random, of tensors and numbers only, returning tensors, which have no rule
     of torch's own (they ran once per batch element)."""
-    import torch
-
     ops = []
     for name in torch._C._dispatch_get_all_op_names():  # "aten::add.Tensor"
         if not name.startswith("aten::"):
@@ -156,8 +162,6 @@ def _ops_without_batching_rules() -> list:
 
 
 def _batches_pointwise(op) -> bool:
-    import torch
-
     schema = op._schema
     tags = op.tags
     if torch.Tag.pointwise not in tags or torch.Tag.nondeterministic_seeded in tags:

@@ -13,56 +13,12 @@ import contextlib
 import difflib
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
-from . import fast
-
-_TENSOR_TYPES = ("Tensor", "Optional[Tensor]", "List[Tensor]", "List[Optional[Tensor]]")
-
-
-def _is_tensor_like(arg: torch.Argument) -> bool:
-    return str(arg.type) in _TENSOR_TYPES
-
-
-def output_names(schema: torch.FunctionSchema) -> tuple[str, ...]:
-    returns = schema.returns
-    if len(returns) == 1:
-        return ("result",)
-    return tuple(r.name or f"result{i}" for i, r in enumerate(returns))
-
-
-@dataclass(frozen=True)
-class Rule:
-    """How the mode calls one op's JVP: `call(primals, tangents, outputs)`.
-
-    `primals` are all arguments in schema order, `tangents` those of
-    `differentiable_inputs` (None where absent), `outputs` the op's outputs.
-    """
-
-    op: torch._ops.OpOverload
-    kind: str  # "functional", "inplace", "view", "user"
-    differentiable_inputs: tuple[str, ...]
-    differentiable_outputs: tuple[bool, ...]  # per schema output
-    needs_original_self: bool
-    uses_outputs: bool
-    call: Callable
-    origin: str  # where the rule was written, for messages
-    element_wise_jvp: bool = False  # auto_element_wise (KernelInfo.element_wise_jvp)
-    # The arguments' names in the spec (KernelInfo.arguments), which a torch
-    # release may name otherwise (`renamed_in_torch`); None: the op's schema's.
-    argument_names: tuple[str, ...] | None = None
-
-    @property
-    def input_indices(self) -> tuple[int, ...]:
-        """Positions of the differentiable inputs among the schema's arguments."""
-        cached = self.__dict__.get("_input_indices")
-        if cached is None:
-            names = self.argument_names or [a.name for a in self.op._schema.arguments]
-            cached = tuple(names.index(n) for n in self.differentiable_inputs)
-            object.__setattr__(self, "_input_indices", cached)
-        return cached
+from .. import backend
+from ..hot_path import state as hot_path
+from .rule import Rule, is_tensor_like, output_names
 
 
 def _generated_rule(op, info, cpp_kernels=None, spec="derivatives.yaml") -> Rule:
@@ -200,7 +156,7 @@ def _forget_tables() -> None:
     global _GENERATED, _MERGED, _LOADS
     _GENERATED = _MERGED = None
     _LOADS += 1
-    fast.forget()
+    hot_path.forget()
 
 
 @contextlib.contextmanager
@@ -211,7 +167,7 @@ def using_kernels(kernels: dict):
     global _KERNELS, _GENERATED, _MERGED
     saved, loads = (_KERNELS, _GENERATED), _LOADS
     _KERNELS, _GENERATED, _MERGED = kernels, None, None
-    fast.forget()
+    hot_path.forget()
     try:
         yield
     finally:
@@ -219,21 +175,19 @@ def using_kernels(kernels: dict):
         if loads != _LOADS:  # a package was loaded or unloaded within
             _GENERATED = None
         _MERGED = None
-        fast.forget()
+        hot_path.forget()
 
 
 def _generated() -> dict:
     global _GENERATED
     if _GENERATED is None:
         if _KERNELS is None:  # the installed kernels, which the extension holds
-            from .backend import kernel_backend
-
-            backend = kernel_backend()
-            if backend not in _INSTALLED:
+            chosen = backend.kernel_backend()
+            if chosen not in _INSTALLED:
                 from dualgen.generated.registry import KERNELS
 
-                _INSTALLED[backend] = _rules_of(KERNELS, backend)
-            _GENERATED = _INSTALLED[backend]
+                _INSTALLED[chosen] = _rules_of(KERNELS, chosen)
+            _GENERATED = _INSTALLED[chosen]
             if _LOADED:
                 _GENERATED = {**_GENERATED, **_loaded_rules()}
         else:
@@ -250,17 +204,31 @@ _INSTALLED: dict[str, dict] = {}
 def _rules_of(kernels: dict, backend: str) -> dict:
     cpp_kernels = None
     if backend == "cpp":
-        from . import cpp
+        from .. import cpp
 
         cpp_kernels = cpp.extension()
     return {op: _generated_rule(op, info, cpp_kernels) for op, info in kernels.items()}
 
 
-def use_backend_rules() -> None:
-    """Take the generated rules of the kernel backend now in use (it changed)."""
+def use_backend_rules(name: str) -> None:
+    """Take the generated rules of the kernel backend `name`, now in use."""
     global _GENERATED
     if _KERNELS is None:
         _GENERATED = None
+
+
+backend.follow(use_backend_rules)
+
+
+def under_test() -> bool:
+    """Whether a kernel table other than the installed one is in use
+    (`using_kernels`)."""
+    return _KERNELS is not None
+
+
+def has_user_rule(op: torch._ops.OpOverload) -> bool:
+    """Whether `register_jvp` gave `op` a rule."""
+    return op in _USER_RULES
 
 
 def rule_for_tracing(op: torch._ops.OpOverload) -> Rule | None:
@@ -303,7 +271,7 @@ def _as_overload(op) -> torch._ops.OpOverload:
 def _allowed_parameters(schema: torch.FunctionSchema) -> dict[str, str]:
     allowed = {}
     for arg in schema.arguments:
-        if _is_tensor_like(arg):
+        if is_tensor_like(arg):
             allowed[f"{arg.name}_p"] = "primal"
             allowed[f"{arg.name}_t"] = "tangent"
         else:
@@ -334,7 +302,7 @@ def _user_rule(op: torch._ops.OpOverload, fn: Callable) -> Rule:
     if not tangent_params:
         raise TypeError(f"JVP rule for {op}: it takes no tangent (<input>_t) parameter")
     arg_names = [a.name for a in schema.arguments]
-    tensor_like = [_is_tensor_like(a) for a in schema.arguments]
+    tensor_like = [is_tensor_like(a) for a in schema.arguments]
     diff_inputs = tuple(n for n in arg_names if f"{n}_t" in wanted)
     outs = output_names(schema)
 
@@ -375,14 +343,14 @@ def register_jvp(op) -> Callable[[Callable], Callable]:
             return x_t * x_p.cos()
     """
     if isinstance(op, type) and issubclass(op, torch.autograd.Function):
-        from .functions import register_function_jvp
+        from ..functions import register_function_jvp
 
         return register_function_jvp(op)
     overload = _as_overload(op)
 
     def decorate(fn: Callable) -> Callable:
         _USER_RULES[overload] = _user_rule(overload, fn)
-        fast.forget()
+        hot_path.forget()
         return fn
 
     return decorate
@@ -391,9 +359,9 @@ def register_jvp(op) -> Callable[[Callable], Callable]:
 def unregister_jvp(op) -> None:
     """Remove a user rule (the generated kernel, if any, applies again)."""
     if isinstance(op, type) and issubclass(op, torch.autograd.Function):
-        from .functions import unregister_function_jvp
+        from ..functions import unregister_function_jvp
 
         unregister_function_jvp(op)
         return
     _USER_RULES.pop(_as_overload(op), None)
-    fast.forget()
+    hot_path.forget()
