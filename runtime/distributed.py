@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .forward_ad import _check_dual
+from .dual_checks import check_dual
 from .levels import current_level, set_tangent
 
 __all__ = ["make_packed_dual"]
@@ -30,7 +30,7 @@ def make_packed_dual(
     the layout. Unlike make_dual's, the result is a new tensor, not a view of
     `tensor`; a plain tensor only (a DTensor's collectives are DTensor's)."""
     lvl = current_level(level)
-    _check_dual(tensor, tangent, lvl)
+    check_dual(tensor, tangent, lvl)
     if type(tensor) is not torch.Tensor or type(tangent) is not torch.Tensor:
         raise TypeError(
             "make_packed_dual takes plain tensors (a DTensor's collectives are "

@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import (
 
 from . import functions, tensor_hooks, torch_features
 from .backend import kernel_backend
+from .dual_checks import check_dual
 from .hot_path import policy as hot_path_policy  # noqa: F401 - follows the backend
 from .hot_path import state as hot_path_state
 from .layout import conform_layout
@@ -79,7 +80,7 @@ def enter_dual_level() -> int:
         _push_mode(mode)
         state.mode = mode
         functions.install()  # custom autograd.Functions use their jvp
-        tensor_hooks.install()  # detach_ and printing (once, for good)
+        tensor_hooks.install(unpack_dual)  # detach_ and printing (once, for good)
         kernel_backend()  # chosen on first use; with C++ kernels, the hot path
     level = Level(len(state.levels))
     state.levels.append(level)
@@ -122,13 +123,6 @@ class dual_level(contextlib.ContextDecorator):
         exit_dual_level()
 
 
-def _check_floating(t: torch.Tensor, what: str) -> None:
-    if not (t.is_floating_point() or t.is_complex()):
-        raise ValueError(
-            f"Expected {what} to be floating point or complex, but got: {t.dtype}"
-        )
-
-
 def make_dual(
     tensor: torch.Tensor, tangent: torch.Tensor, *, level: int | None = None
 ) -> torch.Tensor:
@@ -144,54 +138,11 @@ def make_dual(
         dual = hot_path(tensor, tangent, lvl)
         if dual is not hot_path_state.SLOW:
             return dual
-    _check_dual(tensor, tangent, lvl)
+    check_dual(tensor, tangent, lvl)
     dual = alias(tensor)  # as the mode runs it: other levels carry over
     mark_forward_root(dual, lvl)
     set_tangent(dual, lvl, conform_layout(tangent, tensor))
     return dual
-
-
-def _check_dual(tensor: torch.Tensor, tangent: torch.Tensor, lvl) -> None:
-    """make_dual's checks: native's errors, word for word."""
-    _check_floating(tensor, "primal")
-    _check_floating(tangent, "tangent")
-    if tangent.shape != tensor.shape:
-        raise RuntimeError(
-            "Trying to set a forward gradient that has a different size than that of the "
-            f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
-            f"while the given forward gradient is of size {list(tangent.shape)}."
-            + _local_shape_hint(tensor, tangent)
-        )
-    if _is_fwd_grad_enabled():  # (disabled: tangents are unseen, as native)
-        if tangent_of(tensor, lvl) is not None:
-            raise RuntimeError(
-                "Making a dual Tensor based on a Tensor that already has a forward "
-                f"gradient at the same level {lvl.index} is not supported."
-            )
-        if _may_be_dual(tangent) and tangent_of(tangent, lvl) is not None:
-            raise RuntimeError(
-                "Setting a forward grad that itself has a forward gradient at the "
-                f"same level{lvl.index} is not supported."
-            )
-
-
-def _local_shape_hint(tensor: torch.Tensor, tangent: torch.Tensor) -> str:
-    """For a DTensor given a tangent of its local shape: what to give instead."""
-    to_local = getattr(tensor, "to_local", None)
-    if to_local is None or isinstance(tangent, type(tensor)):
-        return ""
-    if tangent.shape != to_local().shape:
-        return ""
-    return (
-        " The tensor is a DTensor and the tangent has its local shape: give a DTensor "
-        "tangent (DTensor.from_local(t, mesh, placements)) or the global tangent"
-    )
-
-
-def _may_be_dual(t: torch.Tensor) -> bool:
-    """Cheap test before `tangent_of`: a tensor with no entries of its own, no
-    base and no autograd history has no tangent at any level."""
-    return bool(t.__dict__) or t._base is not None or t.requires_grad
 
 
 def unpack_dual(

@@ -38,11 +38,9 @@ def _torch_detach_(input: torch.Tensor) -> torch.Tensor:
 def _str_intern(inp, *, tensor_contents=None):
     """Native's printer, with `unpack_dual` answering for dualgen's innermost
     level while it prints `inp` (only `inp`: any other tensor gets native's)."""
-    from . import forward_ad
-
     if not STATE.levels or not torch._C._is_fwd_grad_enabled():
         return _ORIGINAL_STR_INTERN(inp, tensor_contents=tensor_contents)
-    unpacked = forward_ad.unpack_dual(inp)
+    unpacked = _unpack_dual(inp)
     if unpacked.tangent is None:
         return _ORIGINAL_STR_INTERN(inp, tensor_contents=tensor_contents)
     native_unpack = torch.autograd.forward_ad.unpack_dual
@@ -60,11 +58,14 @@ def _str_intern(inp, *, tensor_contents=None):
 
 
 _INSTALLED = False
+_unpack_dual = None  # forward_ad.unpack_dual, which install() is given
 
 
-def install() -> None:
-    """Patch, once (from the first level entered in any thread)."""
-    global _INSTALLED
+def install(unpack_dual) -> None:
+    """Patch, once (from the first level entered in any thread); the printer
+    shows what `unpack_dual` (forward_ad's) finds."""
+    global _INSTALLED, _unpack_dual
+    _unpack_dual = unpack_dual
     if not _INSTALLED:
         torch.Tensor.detach_ = _detach_
         torch.detach_ = _torch_detach_

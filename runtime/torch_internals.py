@@ -226,7 +226,7 @@ def _entries() -> list[Internal]:
         "torch._C._dispatch_get_all_op_names",
         None,
         _DL,
-        "the random ops the C++ backend defers (fast.py)",
+        "the ops the C++ backend gives batching rules (hot_path/policy.py)",
     )
     add(
         "torch._C._get_dispatch_mode",
