@@ -13,10 +13,10 @@ from .layout import laid_out_like, same_layout
 from .levels import with_lazy_bits
 from .rules.rule import Rule
 from .rules.table import rule_for
-from .tangents import _tensors, autograd_enabled
+from .tangents import autograd_enabled, tensors_in
 
 
-def _tangents_have_primal_dtypes(primals, tangents, indices) -> bool:
+def tangents_have_primal_dtypes(primals, tangents, indices) -> bool:
     for i, tangent in zip(indices, tangents):
         pairs = (
             zip(primals[i], tangent)
@@ -67,7 +67,7 @@ def _zero_filled(tangent, primal):
     return _as_meta(tangent)
 
 
-def _in_native_dtypes(rule: Rule, primals, tangents, outputs, results):
+def in_native_dtypes(rule: Rule, primals, tangents, outputs, results):
     """Where a tangent has another dtype than its primal, the tangents in the
     dtypes native gives them. Native evaluates a formula's every term, with
     zeros of the primals' dtypes for absent tangents, where dualgen drops those
@@ -184,7 +184,7 @@ def _in_native_dtype(value, like, output, meta_output):
         return value.to(dtype)
 
 
-def _in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
+def in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
     """The output tangent in its primal's dtype, when every input tangent has its
     primal's dtype. Native forward AD evaluates formulas with zeros of the
     primals' dtypes for absent tangents, so its tangents promote like the primals
@@ -198,13 +198,13 @@ def _in_dtype_of(tangent: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
         return tangent.to(primal.dtype)
 
 
-def _promoted_for_self(new: torch.Tensor, self_value: torch.Tensor, tangents):
+def promoted_for_self(new: torch.Tensor, self_value: torch.Tensor, tangents):
     """The tangent an in-place op gives a tensor that had none, in the dtype
     native's formula gives it: the promotion of a zero tangent of self's dtype
     with the operands' tangents (so a float32 tensor updated from a float64 dual
     gets a float64 tangent, and from a 0-d float64 dual a float32 one)."""
     dtype = self_value.dtype
-    for t in _tensors(tangents):
+    for t in tensors_in(tangents):
         if t.dtype != dtype:
             dtype = torch.result_type(
                 torch.empty(self_value.shape, dtype=dtype, device="meta"),

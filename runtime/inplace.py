@@ -1,9 +1,9 @@
 """In-place ops: reading operands as they were, and updating self's tangent.
 
 An in-place op's formula reads its other operands from before the update
-(`_separate_from_self`); its new tangent is written into self's tangent or given to
-self (`_update_self`), and a tangent whose elements share memory is written once
-per location (`_write_shared`). `functional_form` and `call_with` run the
+(`separate_from_self`); its new tangent is written into self's tangent or given to
+self (`update_self`), and a tangent whose elements share memory is written once
+per location (`write_shared`). `functional_form` and `call_with` run the
 functional op an in-place op's formulas come from.
 """
 
@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import torch
 
-from .dtypes import _promoted_for_self
+from .dtypes import promoted_for_self
 from .layout import set_new_tangent
 from .levels import Level
-from .outputs import _shared_with_inputs
+from .outputs import shared_with_inputs
 from .rules.rule import Rule
 from .rules.table import generated_kernels
 from .tangents import autograd_enabled
 
 
-def _separate_from_self(primals: list, tangents: list, indices, self_tangent) -> None:
+def separate_from_self(primals: list, tangents: list, indices, self_tangent) -> None:
     """An in-place op's formula reads its other operands as they were before the
     update: any that shares memory with self (`x.mul_(x)`, `x[i] = x[j]` through
     a view) is read from a copy, and so is a tangent sharing memory with self's
@@ -34,28 +34,28 @@ def _separate_from_self(primals: list, tangents: list, indices, self_tangent) ->
         value = primals[i]
         if isinstance(value, torch.Tensor):
             if memory is None:
-                memory = _storage_key(target)
-            if _storage_key(value) == memory:
+                memory = storage_key(target)
+            if storage_key(value) == memory:
                 with autograd_enabled():
                     primals[i] = value.clone()
     if self_tangent is None or len(tangents) < 2:
         return
-    tangent_memory = _storage_key(self_tangent)
+    tangent_memory = storage_key(self_tangent)
     for j, (i, t) in enumerate(zip(indices, tangents)):
         shares = i != 0 and isinstance(t, torch.Tensor)
-        if shares and _storage_key(t) == tangent_memory:
+        if shares and storage_key(t) == tangent_memory:
             with autograd_enabled():
                 tangents[j] = t.clone()
 
 
-def _storage_key(t: torch.Tensor) -> int | None:
+def storage_key(t: torch.Tensor) -> int | None:
     try:
         return t.untyped_storage().data_ptr()
     except RuntimeError:  # batched by vmap: no storage, so taken as shared
         return None
 
 
-def _run_inplace_tracked(func, target, primals: list, have_original: bool):
+def run_inplace_tracked(func, target, primals: list, have_original: bool):
     """An in-place op whose formula reads its result, with autograd recording:
     its functional form runs once on self's old value, inside the graph, and the
     result is written into self. Returns self and the recorded result."""
@@ -97,11 +97,9 @@ def functional_form(func):
     return getattr(packet, schema.overload_name or "default")
 
 
-def _update_self(
-    level: Level, self_value, self_tangent, new, promote, tangents
-) -> None:
+def update_self(level: Level, self_value, self_tangent, new, promote, tangents) -> None:
     """An in-place op's tangent: written into self's tangent, or given to self.
-    (A tangent whose elements share memory is written by `_write_shared`.)"""
+    (A tangent whose elements share memory is written by `write_shared`.)"""
     if self_tangent is not None:
         if new is not self_tangent and not _has_shared_elements(self_tangent):
             if new is None:
@@ -114,7 +112,7 @@ def _update_self(
             self_tangent.copy_(new)
     elif new is not None:
         if promote:
-            new = _promoted_for_self(new, self_value, tangents)
+            new = promoted_for_self(new, self_value, tangents)
         elif self_value.is_complex() and not new.is_complex():
             # A complex tensor gets a complex tangent (native keeps copy_'s real
             # one, and then cannot take the tensor's .real or .imag).
@@ -126,7 +124,7 @@ def _update_self(
             new = new.real
         # A formula that reduced to an operand's tangent (copy_: `src_t`) must
         # not make self share that operand's tangent.
-        fresh = (_shared_with_inputs((new,), tangents) or (False,))[0]
+        fresh = (shared_with_inputs((new,), tangents) or (False,))[0]
         if fresh:
             # Native computes it anew (zeros in self's dtype plus the operand's
             # tangent): contiguous, in the promoted dtype, kept where self is
@@ -137,12 +135,12 @@ def _update_self(
         set_new_tangent(self_value, level, new, fresh)
 
 
-def _writes_shared(func, self_tangent) -> bool:
+def writes_shared(func, self_tangent) -> bool:
     """Whether an in-place op's new tangent must be written location by
-    location (`_write_shared`): self's tangent has elements that share memory
+    location (`write_shared`): self's tangent has elements that share memory
     and the op writes values. An in-place view op (unsqueeze_, t_, as_strided_)
     writes none: its formula already gave self's tangent the new geometry, and
-    probing it again (`_written`) would apply that geometry twice."""
+    probing it again (`written_positions`) would apply that geometry twice."""
     return (
         self_tangent is not None
         and torch.Tag.inplace_view not in func.tags
@@ -155,7 +153,7 @@ def _has_shared_elements(t: torch.Tensor) -> bool:
     return any(n > 1 and not s for n, s in zip(t.shape, t.stride()))
 
 
-def _written(rule: Rule, primals, tangents, outputs) -> torch.Tensor:
+def written_positions(rule: Rule, primals, tangents, outputs) -> torch.Tensor:
     """Where an in-place op writes self (fill_, masked_fill_ and index_put_ may
     write memory whose elements alias): the positions its formula does not take
     from self's tangent, found by running it once more with self's tangent NaN."""
@@ -169,7 +167,7 @@ def _written(rule: Rule, primals, tangents, outputs) -> torch.Tensor:
     return ~probe.isnan()
 
 
-def _write_shared(target: torch.Tensor, value, written: torch.Tensor) -> None:
+def write_shared(target: torch.Tensor, value, written: torch.Tensor) -> None:
     """Write an in-place op's new tangent into a tangent whose elements share
     memory: each location once, from the first of its elements the op writes
     (so a location keeps a write made through any of its aliases), or as it is

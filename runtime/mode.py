@@ -30,17 +30,17 @@ from torch.utils._python_dispatch import (
 from . import torch_features
 from .collectives.table import NAMESPACES as COLLECTIVE_NAMESPACES
 from .dispatch.decompositions import has_decomposition
-from .dtypes import _in_native_dtypes, _tangents_have_primal_dtypes
+from .dtypes import in_native_dtypes, tangents_have_primal_dtypes
 from .hot_path import state as hot_path_state
 from .inplace import (
-    _run_inplace_tracked,
-    _separate_from_self,
-    _storage_key,
-    _update_self,
-    _write_shared,
-    _writes_shared,
-    _written,
     call_with,  # noqa: F401 - imported from here (tests)
+    run_inplace_tracked,
+    separate_from_self,
+    storage_key,
+    update_self,
+    write_shared,
+    writes_shared,
+    written_positions,
 )
 from .layout import is_batched
 from .levels import (
@@ -56,17 +56,17 @@ from .missing import (
     qualified_name,
 )
 from .op_arguments import bind
-from .outputs import _attach, _shared_with_inputs
+from .outputs import attach_outputs, shared_with_inputs
 from .rules.table import rule_for
 from .tangents import (
-    _tensors,
     autograd_enabled,
     handling_levels_below,
     is_differentiable_dtype,
     remember_saved_outputs,
     tangent_of,
+    tensors_in,
 )
-from .tracked import _PYTHON_KEYS, _run_tracked, _tracking, defer_formula, defers
+from .tracked import PYTHON_KEYS, autograd_records, defer_formula, defers, run_tracked
 
 
 def innermost_level_with_tangent(tensors) -> Level | None:
@@ -88,7 +88,7 @@ def tensor_arguments(args, kwargs) -> list:
         elif isinstance(v, (list, tuple)):
             tensors.extend(item for item in v if isinstance(item, torch.Tensor))
     if kwargs:
-        tensors.extend(_tensors(kwargs.values()))
+        tensors.extend(tensors_in(kwargs.values()))
     return tensors
 
 
@@ -224,7 +224,7 @@ def alias(tensor: torch.Tensor) -> torch.Tensor:
         or innermost_level_with_tangent((tensor,)) is not None
     ):
         return _ALIAS(tensor)
-    with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+    with torch._C._ExcludeDispatchKeyGuard(PYTHON_KEYS):
         out = _ALIAS(tensor)
     note_view(out, tensor)
     return out
@@ -244,8 +244,8 @@ def _copies_within(primals, tangents) -> bool:
         isinstance(self_tangent, torch.Tensor)
         and isinstance(source, torch.Tensor)
         and isinstance(source_tangent, torch.Tensor)
-        and _storage_key(source) == _storage_key(primals[0])
-        and _storage_key(source_tangent) == _storage_key(self_tangent)
+        and storage_key(source) == storage_key(primals[0])
+        and storage_key(source_tangent) == storage_key(self_tangent)
     )
 
 
@@ -254,7 +254,7 @@ def _note_views(out, args) -> None:
     not their memory's owner's (`levels.forward_base`)."""
     source = args[0] if args else None
     if isinstance(source, torch.Tensor):
-        for o in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
+        for o in tensors_in(out if isinstance(out, (list, tuple)) else (out,)):
             note_view(o, source)
 
 
@@ -372,7 +372,7 @@ def _missing_rule(mode, func, args, kwargs, level):
     outputs = out if isinstance(out, (tuple, list)) else (out,)
     if any(
         isinstance(o, torch.Tensor) and is_differentiable_dtype(o)
-        for o in _tensors(outputs)
+        for o in tensors_in(outputs)
     ):
         raise NotImplementedError(no_rule_message(func))
     return out  # nothing differentiable comes out (comparisons, indices, sizes)
@@ -421,8 +421,8 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     if all(t is None for t in tangents) and stale is None:
         with handling_levels_below(level, mode):
             return func(*args, **kwargs)
-    tracking = _tracking(primals, tangents)
-    promote = _tangents_have_primal_dtypes(primals, tangents, indices)
+    tracking = autograd_records(primals, tangents)
+    promote = tangents_have_primal_dtypes(primals, tangents, indices)
     self_tangent = tangents[0] if threads_self else stale
     if (
         self_tangent is not None
@@ -443,7 +443,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     with handling_levels_below(level, mode):
         target = primals[0] if inplace else None
         if inplace:
-            _separate_from_self(primals, tangents, indices, self_tangent)
+            separate_from_self(primals, tangents, indices, self_tangent)
         if inplace and rule.needs_original_self:
             with autograd_enabled():
                 primals[0] = primals[0].clone()
@@ -465,11 +465,11 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
             # graph: the op runs once, under autograd (never twice: side effects
             # such as running statistics and random draws happen once).
             if inplace:
-                out, kernel_outputs = _run_inplace_tracked(
+                out, kernel_outputs = run_inplace_tracked(
                     func, target, primals, rule.needs_original_self
                 )
             else:
-                out, kernel_outputs = _run_tracked(func, args, kwargs, many)
+                out, kernel_outputs = run_tracked(func, args, kwargs, many)
                 if (
                     hot_path_state.dispatch is None
                     and rule.kind != "inplace"
@@ -512,12 +512,12 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                     func, rule, primals, tangents, promote, kernel_outputs
                 )
                 promote = promote and func not in _WRITES_OPERAND_AS_IS
-                _update_self(
+                update_self(
                     level, outputs[0], self_tangent, results[0], promote, tangents
                 )
-                if _writes_shared(func, self_tangent):
-                    written = _written(rule, primals, tangents, kernel_outputs)
-                    _write_shared(self_tangent, results[0], written)
+                if writes_shared(func, self_tangent):
+                    written = written_positions(rule, primals, tangents, kernel_outputs)
+                    write_shared(self_tangent, results[0], written)
     if tracking:
         remember_saved_outputs(level, outputs)
     return out
@@ -545,7 +545,7 @@ def _formula_results(func, rule, primals, tangents, promote, kernel_outputs) -> 
         raise
     results = result if many else (result,)
     if not promote:
-        results = _in_native_dtypes(rule, primals, tangents, kernel_outputs, results)
+        results = in_native_dtypes(rule, primals, tangents, kernel_outputs, results)
     return results
 
 
@@ -557,8 +557,8 @@ def _output_tangents(
     results = _formula_results(func, rule, primals, tangents, promote, kernel_outputs)
     shared = None
     if rule.kind != "view":
-        shared = _shared_with_inputs(results, tangents)
-    _attach(rule, level, outputs, results, promote, shared)
+        shared = shared_with_inputs(results, tangents)
+    attach_outputs(rule, level, outputs, results, promote, shared)
 
 
 def _batched_inplace_view(func) -> str:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import torch
 
-from .dtypes import _in_dtype_of
+from .dtypes import in_dtype_of
 from .layout import conform_layout
 from .levels import Level, set_tangent
 from .rules.rule import Rule
 from .tangents import is_differentiable_dtype
 
 
-def _shared_with_inputs(results, tangents) -> tuple[bool, ...] | None:
+def shared_with_inputs(results, tangents) -> tuple[bool, ...] | None:
     """Which output tangents of a non-view op alias an input's tangent (a formula
     that reduced to `self_t`, or `conform(self_t)`, once its other terms were
     dropped): they are stored as copies, laid out as native lays out the tangent
@@ -36,7 +36,7 @@ def _shared_with_inputs(results, tangents) -> tuple[bool, ...] | None:
     )
 
 
-def _attach(rule: Rule, level: Level, outputs, results, promote, shared) -> None:
+def attach_outputs(rule: Rule, level: Level, outputs, results, promote, shared) -> None:
     """Give each output its tangent (`shared[i]`: result i is an input's tangent,
     stored as a copy)."""
     for i, (output, value, differentiable) in enumerate(
@@ -67,6 +67,6 @@ def _attach_one(
         )
     if rule.kind != "view":
         if promote:
-            value = _in_dtype_of(value, output)
+            value = in_dtype_of(value, output)
         value = conform_layout(value, output, fresh)
     set_tangent(output, level, value)

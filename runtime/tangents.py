@@ -109,13 +109,13 @@ def remember_saved_outputs(level: Level, outputs) -> None:
     (backward formulas that read the output: tanh, sigmoid, relu, softmax, ...)."""
     from .levels import TANGENTS
 
-    for o in _tensors(outputs):
+    for o in tensors_in(outputs):
         entries = o.__dict__.get(TANGENTS)
         if entries and level in entries and not o._is_zerotensor():
             level.saved.remember(o, entries)
 
 
-def _tensors(values):
+def tensors_in(values):
     for v in values:
         if isinstance(v, torch.Tensor):
             yield v

@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .dtypes import in_gradient_dtype
 from .functions import backward as functions
+from .functions import hooks as function_hooks
 from .kernel_info import KernelInfo
 from .missing import qualified_name
 from .mode import (
@@ -170,11 +171,11 @@ class Tape(TorchDispatchMode):
 
     def __enter__(self):
         mode = super().__enter__()
-        functions.start(self)
+        function_hooks.start(self)
         return mode
 
     def __exit__(self, *exc):
-        functions.stop(self)
+        function_hooks.stop(self)
         return super().__exit__(*exc)
 
     def watch(self, *tensors: torch.Tensor) -> None:

@@ -38,7 +38,7 @@ from .tangents import (
 )
 
 
-def _run_tracked(func, args, kwargs, many: bool):
+def run_tracked(func, args, kwargs, many: bool):
     """Run a functional op once with autograd recording. Returns what the mode
     hands back (each output as a detached alias: the autograd layer above records
     its own node on it) and the recorded outputs the formula reads."""
@@ -59,7 +59,7 @@ def _detached_alias(value):
     if type(value) is torch.Tensor:
         # The mode must not see this detach (it would derive a view's tangent);
         # excluding the Python key is the cheap way when no subclass needs it.
-        with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+        with torch._C._ExcludeDispatchKeyGuard(PYTHON_KEYS):
             alias = value.detach()
     else:
         with _disable_current_modes():
@@ -68,12 +68,12 @@ def _detached_alias(value):
     return alias
 
 
-_PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | (
+PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | (
     torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot)
 )
 
 
-def _tracking(primals, tangents) -> bool:
+def autograd_records(primals, tangents) -> bool:
     """True if autograd records: a primal or tangent requires grad."""
     if not torch.is_grad_enabled():
         return False
@@ -91,7 +91,7 @@ def _tracking(primals, tangents) -> bool:
 
 def defer_formula(mode, level, compute, outputs: tuple, tracked: tuple) -> None:
     """Compute the tangents of `outputs` (what the mode hands back from
-    `_run_tracked`) by `compute(outputs, read)` once the autograd layer above the
+    `run_tracked`) by `compute(outputs, read)` once the autograd layer above the
     mode has recorded the op: `read` holds, per output, the output itself where
     that layer gave it history, else the recorded output (`tracked`: no layer
     above records the op, as in an op the mode itself runs below autograd)."""
@@ -114,7 +114,7 @@ class _Deferred:
         with (
             handling_levels_below(level, self.mode),
             autograd_enabled(),
-            torch.enable_grad(),  # recorded at the op (`_tracking`)
+            torch.enable_grad(),  # recorded at the op (`autograd_records`)
         ):
             self.compute(self.outputs, read)
         remember_saved_outputs(level, self.outputs)

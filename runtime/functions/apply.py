@@ -13,17 +13,17 @@ from ..levels import STATE, Level
 from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from .backward import native_apply as _native_apply  # C++ apply, + tape steps
 from .call import (
-    _CAPTURE,
-    _NEEDS_INPUT_GRAD,
-    _RECORD,
-    _bound_inputs,
-    _Call,
-    _has_setup_context,
-    _Record,
-    _record,
+    CAPTURE,
+    NEEDS_INPUT_GRAD,
+    RECORD,
+    Call,
+    Record,
+    bound_inputs,
+    has_setup_context,
+    record_of,
 )
-from .differentiate import _as_tuple, _differentiate, _has_jvp
-from .rules import _transparent
+from .differentiate import as_tuple, differentiate, has_jvp
+from .rules import transparent
 
 _TRANSPARENT: dict[type, Callable] | None = None
 
@@ -32,7 +32,7 @@ _TRANSPARENT: dict[type, Callable] | None = None
 # apply
 
 
-def _apply(cls, *args, **kwargs):
+def apply_with_levels(cls, *args, **kwargs):
     """`_FunctionBase.apply` while levels are active (see the package docstring):
     `Function.apply` has bound setup_context's defaults and checked for functorch."""
     if (
@@ -43,7 +43,7 @@ def _apply(cls, *args, **kwargs):
         return _native_apply(cls, *args, **kwargs)
     global _TRANSPARENT
     if _TRANSPARENT is None:
-        _TRANSPARENT = _transparent()
+        _TRANSPARENT = transparent()
     plain = _TRANSPARENT.get(cls)
     if plain is not None:
         # Even without input tangents: its function may read tensors with
@@ -55,7 +55,7 @@ def _apply(cls, *args, **kwargs):
         # Like native: forward sees no tangent (closure tensors included).
         with handling_levels_below(STATE.levels[0], STATE.mode):
             return _native_apply(cls, *args, **kwargs)
-    call = _Call(cls, args, kwargs, scan, torch.is_grad_enabled())
+    call = Call(cls, args, kwargs, scan, torch.is_grad_enabled())
     outputs, _ = _apply_at(call, level)
     return outputs
 
@@ -69,7 +69,7 @@ def _innermost_level(tensors: list, top: int) -> Level | None:
     return None
 
 
-def _apply_at(call: _Call, level: Level) -> tuple[Any, Any]:
+def _apply_at(call: Call, level: Level) -> tuple[Any, Any]:
     """Outputs with tangents at `level` and the lower levels; and the C++ ctx."""
     lower = _innermost_level(call.scan, level.index - 1)
     with handling_levels_below(level, STATE.mode):
@@ -79,25 +79,25 @@ def _apply_at(call: _Call, level: Level) -> tuple[Any, Any]:
         else:
             outputs, base_ctx = _apply_at(call, lower)
             ctx = _ctx_for_outer_level(call, base_ctx, outputs)
-        _differentiate(call, ctx, level, outputs)
+        differentiate(call, ctx, level, outputs)
     return outputs, base_ctx
 
 
-def _run_primal(call: _Call) -> tuple[Any, Any]:
+def _run_primal(call: Call) -> tuple[Any, Any]:
     """The native apply with no level handled (forward sees no tangent), catching
     the ctx it creates."""
     frame = [call.cls._backward_cls, None]
-    _CAPTURE.pending.append(frame)
+    CAPTURE.pending.append(frame)
     try:
         with handling_levels_below(STATE.levels[0], STATE.mode):
             outputs = _native_apply(call.cls, *call.args, **call.kwargs)
     finally:
-        _CAPTURE.pending.pop()
+        CAPTURE.pending.pop()
     ctx = frame[1]
     if ctx is None:
         raise RuntimeError(f"dualgen: no autograd context was created for {call.name}")
-    call.inputs = _bound_inputs(call)
-    if len(call.inputs) != len(_NEEDS_INPUT_GRAD.__get__(ctx)):
+    call.inputs = bound_inputs(call)
+    if len(call.inputs) != len(NEEDS_INPUT_GRAD.__get__(ctx)):
         raise RuntimeError(
             f"dualgen: could not match {call.name}'s inputs to forward's arguments"
         )
@@ -108,24 +108,24 @@ def _run_primal(call: _Call) -> tuple[Any, Any]:
 # nested levels
 
 
-def _ctx_for_outer_level(call: _Call, base_ctx, outputs):
+def _ctx_for_outer_level(call: Call, base_ctx, outputs):
     """The ctx for a level with tangents also below it. What jvp reads must carry
     the lower levels' tangents: with setup_context, it runs again (grad off, as
     native, lower levels handled) on the inputs and the outputs, which carry them.
     A forward(ctx, ...) cannot run again, so everything it left for jvp must be
     inputs or outputs (tensors computed inside forward carry no tangent)."""
     cls = call.cls
-    if _has_setup_context(cls):
+    if has_setup_context(cls):
         ctx = cls._backward_cls()
-        ctx.__dict__[_RECORD] = _Record()
-        _NEEDS_INPUT_GRAD.__set__(ctx, _NEEDS_INPUT_GRAD.__get__(base_ctx))
+        ctx.__dict__[RECORD] = Record()
+        NEEDS_INPUT_GRAD.__set__(ctx, NEEDS_INPUT_GRAD.__get__(base_ctx))
         with torch.no_grad():
             cls.setup_context(ctx, call.inputs, outputs)
         return ctx
-    record = _record(base_ctx)
-    known = {id(t) for t in (*call.inputs, *_as_tuple(outputs))}
+    record = record_of(base_ctx)
+    known = {id(t) for t in (*call.inputs, *as_tuple(outputs))}
     left = [*(record.saved_for_forward or ()), *base_ctx.__dict__.values()]
-    if not _has_jvp(cls):
+    if not has_jvp(cls):
         left.extend(record.to_save or ())
     for value in left:
         if (

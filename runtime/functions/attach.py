@@ -8,7 +8,7 @@ import torch
 from ..layout import conform_layout, set_new_tangent
 from ..levels import Level, set_tangent, view_of_tangent
 from ..tangents import is_differentiable_dtype
-from .call import _Call, _Record
+from .call import Call, Record
 
 
 def _root(t: torch.Tensor) -> torch.Tensor:
@@ -27,7 +27,7 @@ def _viewed_input(inputs: tuple, out: torch.Tensor) -> int | None:
     return None
 
 
-def _marked_non_differentiable(out: torch.Tensor, nondiff, inputs: tuple) -> bool:
+def marked_non_differentiable(out: torch.Tensor, nondiff, inputs: tuple) -> bool:
     """Whether forward gave `out` to mark_non_differentiable. An input returned
     as-is comes back from autograd as `input.view_as(input)` (or detached): it is
     matched to that input by its memory and geometry."""
@@ -52,10 +52,10 @@ def _marked_non_differentiable(out: torch.Tensor, nondiff, inputs: tuple) -> boo
     return False
 
 
-def _attach(
-    call: _Call,
+def attach(
+    call: Call,
     level: Level,
-    record: _Record,
+    record: Record,
     tangents: list,
     versions: list,
     i: int,
@@ -68,7 +68,7 @@ def _attach(
     if not isinstance(out, torch.Tensor):
         return  # native ignores a tangent for a non-tensor output
     nondiff = record.non_differentiable or ()
-    if not is_differentiable_dtype(out) or _marked_non_differentiable(
+    if not is_differentiable_dtype(out) or marked_non_differentiable(
         out, nondiff, call.inputs
     ):
         if value is not None:
@@ -105,7 +105,7 @@ def _attach(
 
 
 def _attach_inplace(
-    call: _Call, level: Level, i: int, out, tangent, version, value, derived: bool
+    call: Call, level: Level, i: int, out, tangent, version, value, derived: bool
 ) -> None:
     """An input modified in place: its tangent must be modified in place and
     returned as-is (native's checks); an input without one gets `value`."""
@@ -132,7 +132,7 @@ def _attach_inplace(
 
 
 def _attach_view(
-    call: _Call, level: Level, i: int, out, source, tangent, value, derived: bool
+    call: Call, level: Level, i: int, out, source, tangent, value, derived: bool
 ) -> None:
     """An output that is a view of an input (or the input as-is): its tangent must
     be a view of the input's tangent (native's checks). A derived jvp uses the same
@@ -167,7 +167,7 @@ def _attach_view(
     set_tangent(out, level, value)
 
 
-def _check_tangent(call: _Call, i: int, out: torch.Tensor, value: torch.Tensor):
+def _check_tangent(call: Call, i: int, out: torch.Tensor, value: torch.Tensor):
     if not is_differentiable_dtype(value):
         raise RuntimeError(
             f"{call.name}'s jvp returned a {value.dtype} tangent for output {i}: "

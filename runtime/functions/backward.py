@@ -26,22 +26,22 @@ from dataclasses import dataclass
 
 import torch
 
-from .attach import _marked_non_differentiable
+from .attach import marked_non_differentiable
 from .call import (
-    _CAPTURE,
-    _NEEDS_INPUT_GRAD,
-    _RAW,
-    _TAPE_NEEDS,
-    _bound_inputs,
-    _Call,
-    _materializes,
-    _record,
+    CAPTURE,
+    NEEDS_INPUT_GRAD,
+    RAW,
+    TAPE_NEEDS,
+    Call,
+    bound_inputs,
+    materializes,
+    record_of,
 )
-from .derived import _ONCE_DIFFERENTIABLE_CODE, _user_backward
-from .rules import _transparent
+from .derived import ONCE_DIFFERENTIABLE_CODE, user_backward
+from .rules import transparent
 
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
-_plain_functions = functools.cache(_transparent)
+_plain_functions = functools.cache(transparent)
 
 
 class _Tapes(threading.local):
@@ -49,23 +49,7 @@ class _Tapes(threading.local):
         self.recording: list = []  # this thread's recording tapes, innermost last
 
 
-_TAPES = _Tapes()
-
-
-def start(tape) -> None:
-    """`tape` records from now on (Tape.__enter__)."""
-    from .hooks import install
-
-    _TAPES.recording.append(tape)
-    install("tapes")
-
-
-def stop(tape) -> None:
-    """`tape` stops recording (Tape.__exit__)."""
-    from .hooks import uninstall
-
-    _TAPES.recording.remove(tape)
-    uninstall("tapes")
+TAPES = _Tapes()
 
 
 @dataclass
@@ -88,13 +72,13 @@ class FunctionStep:
 def native_apply(cls, *args, **kwargs):
     """The C++ `_FunctionBase.apply`, plus a step on each recording tape that
     differentiates one of the inputs (in grad mode, as autograd records)."""
-    tapes = _TAPES.recording
+    tapes = TAPES.recording
     if not tapes or not torch.is_grad_enabled():
         return _C_APPLY.__get__(None, cls)(*args, **kwargs)
     plain = _plain_functions().get(cls)
     if plain is not None:
         return plain(*args, **kwargs)  # run as plain code: the tapes see its ops
-    inputs = _bound_inputs(_Call(cls, args, kwargs, [], True))
+    inputs = bound_inputs(Call(cls, args, kwargs, [], True))
     watching = []  # (tape, the inputs' nodes on it)
     for tape in tapes:
         nodes = [_node(tape, x) for x in inputs]
@@ -106,17 +90,17 @@ def native_apply(cls, *args, **kwargs):
         any(nodes[i] is not None for _, nodes in watching) for i in range(len(inputs))
     )
     frame = [cls._backward_cls, None, needs]  # caught by hooks._ctx_init
-    _CAPTURE.pending.append(frame)
+    CAPTURE.pending.append(frame)
     try:
         outputs = _C_APPLY.__get__(None, cls)(*args, **kwargs)
     finally:
-        _CAPTURE.pending.pop()
+        CAPTURE.pending.pop()
     ctx = frame[1]
     if ctx is None:
         raise RuntimeError(
             f"dualgen: no autograd context was created for {cls.__name__}"
         )
-    ctx.__dict__.pop(_TAPE_NEEDS, None)
+    ctx.__dict__.pop(TAPE_NEEDS, None)
     for tape, nodes in watching:
         _add_step(tape, cls, ctx, inputs, nodes, outputs)
     return outputs
@@ -131,7 +115,7 @@ def _node(tape, x):
 def _add_step(tape, cls, ctx, inputs: tuple, nodes: list, outputs) -> None:
     """The step, then the outputs' new nodes on `tape`: an input marked dirty, or
     new memory, now holds its node; a view of an input is a new value itself."""
-    record = _record(ctx)
+    record = record_of(ctx)
     outs = outputs if isinstance(outputs, tuple) else (outputs,)
     nondiff = record.non_differentiable or ()
     output_nodes = [
@@ -139,7 +123,7 @@ def _add_step(tape, cls, ctx, inputs: tuple, nodes: list, outputs) -> None:
             tape._new_node(o)
             if isinstance(o, torch.Tensor)
             and (o.is_floating_point() or o.is_complex())
-            and not _marked_non_differentiable(o, nondiff, inputs)
+            and not marked_non_differentiable(o, nondiff, inputs)
             else None
         )
         for o in outs
@@ -190,7 +174,7 @@ def _materialized(step: FunctionStep, grads: list, undefined: bool) -> list:
     """Zeros for missing grads (tensor outputs), unless the ctx does not
     materialize them: then None also for zero ones that stand for undefined
     gradients (`undefined`, gradcheck's check_undefined_grad)."""
-    if not _materializes(step.ctx):
+    if not materializes(step.ctx):
         if undefined:
             return [g if g is None or g.count_nonzero() else None for g in grads]
         return grads
@@ -207,14 +191,14 @@ def _materialized(step: FunctionStep, grads: list, undefined: bool) -> list:
 def _call(step: FunctionStep, grads: list):
     """backward(ctx, *grads) (or vjp) as the engine calls it."""
     ctx = step.ctx
-    needs = _NEEDS_INPUT_GRAD.__get__(ctx)
-    _NEEDS_INPUT_GRAD.__set__(ctx, tuple(n is not None for n in step.input_nodes))
-    _RAW["saved_for_forward"].__set__(ctx, tuple(_value(s) for s in step.saved))
+    needs = NEEDS_INPUT_GRAD.__get__(ctx)
+    NEEDS_INPUT_GRAD.__set__(ctx, tuple(n is not None for n in step.input_nodes))
+    RAW["saved_for_forward"].__set__(ctx, tuple(_value(s) for s in step.saved))
     try:
         return ctx.apply(*grads)  # BackwardCFunction.apply
     finally:
-        _RAW["saved_for_forward"].__set__(ctx, None)
-        _NEEDS_INPUT_GRAD.__set__(ctx, needs)
+        RAW["saved_for_forward"].__set__(ctx, None)
+        NEEDS_INPUT_GRAD.__set__(ctx, needs)
 
 
 def _checked(step: FunctionStep, results):
@@ -241,8 +225,8 @@ def _checked(step: FunctionStep, results):
 
 
 def _once_differentiable(step: FunctionStep) -> bool:
-    backward = _user_backward(step.ctx._forward_cls)
-    return getattr(backward, "__code__", None) is _ONCE_DIFFERENTIABLE_CODE
+    backward = user_backward(step.ctx._forward_cls)
+    return getattr(backward, "__code__", None) is ONCE_DIFFERENTIABLE_CODE
 
 
 def _as_tuple(results) -> tuple:

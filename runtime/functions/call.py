@@ -10,16 +10,16 @@ from dataclasses import dataclass
 import torch
 from torch.autograd.function import _SingleLevelFunction
 
-_FIELDS = ("to_save", "saved_for_forward", "dirty_tensors", "non_differentiable")
-_RAW = {name: torch._C._FunctionBase.__dict__[name] for name in _FIELDS}
-_NEEDS_INPUT_GRAD = torch._C._FunctionBase.__dict__["needs_input_grad"]
-_RECORD = "_dualgen_record"
+FIELDS = ("to_save", "saved_for_forward", "dirty_tensors", "non_differentiable")
+RAW = {name: torch._C._FunctionBase.__dict__[name] for name in FIELDS}
+NEEDS_INPUT_GRAD = torch._C._FunctionBase.__dict__["needs_input_grad"]
+RECORD = "_dualgen_record"
 # The inputs a recording tape differentiates, while its apply runs (hooks._NEEDS).
-_TAPE_NEEDS = "_dualgen_tape_needs"
+TAPE_NEEDS = "_dualgen_tape_needs"
 
 
 @dataclass
-class _Record:
+class Record:
     """What forward / setup_context put on a ctx (C++ clears the fields after)."""
 
     to_save: tuple | None = None
@@ -35,22 +35,22 @@ class _Capture(threading.local):
         self.pending: list[list] = []
 
 
-_CAPTURE = _Capture()
+CAPTURE = _Capture()
 
 
-_NO_MATERIALIZE = "_dualgen_no_materialize"
+NO_MATERIALIZE = "_dualgen_no_materialize"
 
 
-def _materializes(ctx) -> bool:
-    return not ctx.__dict__.get(_NO_MATERIALIZE, False)
+def materializes(ctx) -> bool:
+    return not ctx.__dict__.get(NO_MATERIALIZE, False)
 
 
-def _record(ctx) -> _Record:
-    return ctx.__dict__.get(_RECORD) or _Record()
+def record_of(ctx) -> Record:
+    return ctx.__dict__.get(RECORD) or Record()
 
 
 @dataclass
-class _Call:
+class Call:
     """One `cls.apply(*args, **kwargs)` that has inputs with tangents."""
 
     cls: type
@@ -65,12 +65,12 @@ class _Call:
         return self.cls.__name__  # as native names it (`{name}Backward`)
 
 
-def _bound_inputs(call: _Call) -> tuple:
+def bound_inputs(call: Call) -> tuple:
     """forward's inputs as the C++ apply passes them: positional arguments, then
     keyword arguments at their parameters' positions (after `setup_context`'s
     Function.apply has bound the defaults)."""
     cls, args, kwargs = call.cls, call.args, call.kwargs
-    has_setup = _has_setup_context(cls)
+    has_setup = has_setup_context(cls)
     if has_setup:
         bound = inspect.signature(cls.forward).bind(*args, **kwargs)
         bound.apply_defaults()
@@ -87,5 +87,5 @@ def _bound_inputs(call: _Call) -> tuple:
     return tuple(slots[: last + 1])
 
 
-def _has_setup_context(cls: type) -> bool:
+def has_setup_context(cls: type) -> bool:
     return cls.setup_context is not _SingleLevelFunction.setup_context

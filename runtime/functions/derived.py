@@ -9,11 +9,11 @@ import torch
 from torch.autograd.function import _SingleLevelFunction, once_differentiable
 
 from ..tangents import is_differentiable_dtype
-from .attach import _marked_non_differentiable
-from .call import _NEEDS_INPUT_GRAD, _RAW, _Call, _Record
+from .attach import marked_non_differentiable
+from .call import NEEDS_INPUT_GRAD, RAW, Call, Record
 
 
-def _user_backward(cls: type) -> Callable | None:
+def user_backward(cls: type) -> Callable | None:
     """backward, or vjp where that is the one overridden (as BackwardCFunction)."""
     if cls.vjp is not _SingleLevelFunction.vjp:
         return cls.vjp
@@ -24,7 +24,7 @@ def _user_backward(cls: type) -> Callable | None:
 
 # Every @once_differentiable wrapper runs this code (functools.wraps copies the
 # name and qualname of the function it wraps, not its code).
-_ONCE_DIFFERENTIABLE_CODE = once_differentiable(lambda ctx: None).__code__
+ONCE_DIFFERENTIABLE_CODE = once_differentiable(lambda ctx: None).__code__
 
 
 def _how_to_fix(name: str) -> str:
@@ -35,9 +35,7 @@ def _how_to_fix(name: str) -> str:
     )
 
 
-def _derived_jvp(
-    call: _Call, ctx, record: _Record, tangents: list, outs: tuple
-) -> tuple:
+def derived_jvp(call: Call, ctx, record: Record, tangents: list, outs: tuple) -> tuple:
     """J t for a Function without jvp, from its backward: backward(ctx, *v) is
     linear in v, so the gradient of <backward(ctx, *v), t> with respect to v is
     J t (complex too: autograd's conjugate convention makes it the JVP)."""
@@ -46,17 +44,17 @@ def _derived_jvp(
     if not any(
         isinstance(o, torch.Tensor)
         and is_differentiable_dtype(o)
-        and not _marked_non_differentiable(o, nondiff, call.inputs)
+        and not marked_non_differentiable(o, nondiff, call.inputs)
         for o in outs
     ):
         return (None,) * len(outs)  # no output has a tangent to derive
-    backward = _user_backward(call.cls)
+    backward = user_backward(call.cls)
     if backward is None:
         raise NotImplementedError(
             f"{name} has neither a jvp nor a backward: dualgen cannot compute its "
             f"forward derivative. {_how_to_fix(name)}"
         )
-    if getattr(backward, "__code__", None) is _ONCE_DIFFERENTIABLE_CODE:
+    if getattr(backward, "__code__", None) is ONCE_DIFFERENTIABLE_CODE:
         raise NotImplementedError(
             f"{name} has no jvp, and its backward is @once_differentiable, so dualgen "
             f"cannot derive one from it (that differentiates backward). "
@@ -121,7 +119,7 @@ def _seed(out, nondiff: tuple, inputs: tuple):
     if not isinstance(out, torch.Tensor):
         return None
     seed = torch.zeros_like(out)
-    if is_differentiable_dtype(out) and not _marked_non_differentiable(
+    if is_differentiable_dtype(out) and not marked_non_differentiable(
         out, nondiff, inputs
     ):
         seed.requires_grad_()
@@ -129,17 +127,17 @@ def _seed(out, nondiff: tuple, inputs: tuple):
 
 
 def _call_backward(
-    call: _Call, ctx, record: _Record, backward, seeds: list, tangents: list
+    call: Call, ctx, record: Record, backward, seeds: list, tangents: list
 ) -> tuple:
     """backward(ctx, *seeds), with `ctx.saved_tensors` what save_for_backward got
     and `ctx.needs_input_grad` true for the inputs that have tangents."""
     name = call.name
-    needs = _NEEDS_INPUT_GRAD.__get__(ctx)
+    needs = NEEDS_INPUT_GRAD.__get__(ctx)
     wanted = tuple(bool(n) or t is not None for n, t in zip(needs, tangents))
-    saved = _RAW["saved_for_forward"]
+    saved = RAW["saved_for_forward"]
     # Copies: backward may write into its grads, which leaves may not.
     grad_args = [s.clone() if s is not None and s.requires_grad else s for s in seeds]
-    _NEEDS_INPUT_GRAD.__set__(ctx, wanted)
+    NEEDS_INPUT_GRAD.__set__(ctx, wanted)
     saved.__set__(ctx, record.to_save or ())
     if getattr(call.cls, "boxed_grads_call", False):
         grad_args = [list(grad_args)]  # as BackwardCFunction.apply calls it
@@ -152,7 +150,7 @@ def _call_backward(
         ) from error
     finally:
         saved.__set__(ctx, None)
-        _NEEDS_INPUT_GRAD.__set__(ctx, needs)
+        NEEDS_INPUT_GRAD.__set__(ctx, needs)
     grads = grads if isinstance(grads, tuple) else (grads,)
     n = len(tangents)
     if len(grads) < n or any(g is not None for g in grads[n:]):

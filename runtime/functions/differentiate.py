@@ -10,13 +10,13 @@ from torch.autograd.function import _SingleLevelFunction
 
 from ..levels import Level
 from ..tangents import is_differentiable_dtype, remember_saved_outputs, tangent_of
-from .attach import _attach
-from .call import _RAW, _Call, _materializes, _Record, _record
-from .derived import _derived_jvp
-from .rules import _RULES
+from .attach import attach
+from .call import RAW, Call, Record, materializes, record_of
+from .derived import derived_jvp
+from .rules import RULES
 
 
-def _differentiate(call: _Call, ctx, level: Level, outputs) -> None:
+def differentiate(call: Call, ctx, level: Level, outputs) -> None:
     """Output tangents at `level` from the rule, jvp or the derived jvp."""
     tangents = [
         (
@@ -27,30 +27,30 @@ def _differentiate(call: _Call, ctx, level: Level, outputs) -> None:
         for x in call.inputs
     ]
     versions = [t._version if t is not None else None for t in tangents]
-    outs = _as_tuple(outputs)
-    record = _record(ctx)
-    rule = _RULES.get(call.cls)
-    if rule is None and _has_jvp(call.cls):
+    outs = as_tuple(outputs)
+    record = record_of(ctx)
+    rule = RULES.get(call.cls)
+    if rule is None and has_jvp(call.cls):
         rule = call.cls.jvp
     if rule is not None:
         given = _materialized(call, ctx, tangents)
         results = _results(_call_with_saved(rule, ctx, record, given), len(outs))
         derived = False
     else:
-        results = _derived_jvp(call, ctx, record, tangents, outs)
+        results = derived_jvp(call, ctx, record, tangents, outs)
         derived = True
     for i, (out, value) in enumerate(zip(outs, results)):
-        _attach(call, level, record, tangents, versions, i, out, value, derived)
+        attach(call, level, record, tangents, versions, i, out, value, derived)
     if call.grad_enabled and any(
         t.requires_grad for t in (*call.scan, *_tensors(tangents))
     ):
         remember_saved_outputs(level, outs)
 
 
-def _materialized(call: _Call, ctx, tangents: list) -> list:
+def _materialized(call: Call, ctx, tangents: list) -> list:
     """What native passes to jvp: zeros for a floating point or complex tensor
     input without tangent, unless `ctx.set_materialize_grads(False)` was called."""
-    if not _materializes(ctx):
+    if not materializes(ctx):
         return tangents
     return [
         (
@@ -62,11 +62,11 @@ def _materialized(call: _Call, ctx, tangents: list) -> list:
     ]
 
 
-def _has_jvp(cls: type) -> bool:
+def has_jvp(cls: type) -> bool:
     return cls.jvp is not _SingleLevelFunction.jvp
 
 
-def _as_tuple(outputs) -> tuple:
+def as_tuple(outputs) -> tuple:
     return outputs if isinstance(outputs, tuple) else (outputs,)
 
 
@@ -74,10 +74,10 @@ def _tensors(values) -> list:
     return [v for v in values if isinstance(v, torch.Tensor)]
 
 
-def _call_with_saved(fn: Callable, ctx, record: _Record, tangents: list):
+def _call_with_saved(fn: Callable, ctx, record: Record, tangents: list):
     """jvp(ctx, *tangents) with `ctx.saved_tensors` what save_for_forward got (as
     native: () if it was not called)."""
-    saved = _RAW["saved_for_forward"]
+    saved = RAW["saved_for_forward"]
     saved.__set__(ctx, record.saved_for_forward or ())
     try:
         return fn(ctx, *tangents)

@@ -10,16 +10,17 @@ import torch
 from torch.autograd.function import BackwardCFunction, Function, _SingleLevelFunction
 
 from .. import torch_features
-from .apply import _apply
+from .apply import apply_with_levels
+from .backward import TAPES
 from .call import (
-    _CAPTURE,
-    _FIELDS,
-    _NEEDS_INPUT_GRAD,
-    _NO_MATERIALIZE,
-    _RAW,
-    _RECORD,
-    _TAPE_NEEDS,
-    _Record,
+    CAPTURE,
+    FIELDS,
+    NEEDS_INPUT_GRAD,
+    NO_MATERIALIZE,
+    RAW,
+    RECORD,
+    TAPE_NEEDS,
+    Record,
 )
 
 # --------------------------------------------------------------------------------------
@@ -33,26 +34,26 @@ def _ctx_init(self) -> None:
     still waiting for one: a tape's and a level's can wait on the same call. A
     tape's frame also says which inputs `ctx.needs_input_grad` shows as needing a
     gradient (C++ sees none: the tape's inputs do not require grad)."""
-    for frame in reversed(_CAPTURE.pending):
+    for frame in reversed(CAPTURE.pending):
         if frame[1] is not None or type(self) is not frame[0]:
             break
         frame[1] = self
-        self.__dict__.setdefault(_RECORD, _Record())
+        self.__dict__.setdefault(RECORD, Record())
         if len(frame) > 2:
-            self.__dict__[_TAPE_NEEDS] = frame[2]
+            self.__dict__[TAPE_NEEDS] = frame[2]
 
 
 def _recording(name: str) -> property:
     """A property over the C++ field `name` that also records what is assigned on
     a caught ctx: FunctionCtx.save_for_backward & co. assign these fields."""
-    raw = _RAW[name]
+    raw = RAW[name]
 
     def get(self):
         return raw.__get__(self, type(self))
 
     def set_(self, value) -> None:
         raw.__set__(self, value)
-        record = self.__dict__.get(_RECORD)
+        record = self.__dict__.get(RECORD)
         if record is not None:
             setattr(record, name, value)
 
@@ -64,7 +65,7 @@ _RAW_MATERIALIZE = torch._C._FunctionBase.__dict__["materialize_grads"]
 
 def _set_materialize(self, value) -> None:
     _RAW_MATERIALIZE.__set__(self, value)
-    self.__dict__[_NO_MATERIALIZE] = not value
+    self.__dict__[NO_MATERIALIZE] = not value
 
 
 def _get_materialize(self):
@@ -77,14 +78,14 @@ _MATERIALIZE = property(_get_materialize, _set_materialize)
 
 def _get_needs(self) -> tuple:
     """ctx.needs_input_grad, with the inputs a recording tape differentiates."""
-    needs = _NEEDS_INPUT_GRAD.__get__(self)
-    extra = self.__dict__.get(_TAPE_NEEDS)
+    needs = NEEDS_INPUT_GRAD.__get__(self)
+    extra = self.__dict__.get(TAPE_NEEDS)
     if extra is None:
         return needs
     return tuple(bool(n) or e for n, e in zip(needs, extra))
 
 
-_NEEDS = property(_get_needs, _NEEDS_INPUT_GRAD.__set__)
+_NEEDS = property(_get_needs, NEEDS_INPUT_GRAD.__set__)
 
 
 # --------------------------------------------------------------------------------------
@@ -113,14 +114,14 @@ _APPLY_IS_PYTHON = isinstance(_NATIVE_FUNCTION_APPLY, classmethod)
 def _apply_binding_defaults(cls, *args, **kwargs):
     """`Function.apply` where torch's is C++ (see above): torch's own while
     nothing is active; else setup_context's defaults bound, as torch's Python
-    apply bound them, then `_apply`."""
+    apply bound them, then `apply_with_levels`."""
     if not (_USERS["levels"] or _USERS["tapes"]):
         return _NATIVE_FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     if cls.setup_context is not _SingleLevelFunction.setup_context:
         bound = inspect.signature(cls.forward).bind(*args, **kwargs)
         bound.apply_defaults()
         args, kwargs = bound.args, bound.kwargs
-    return _apply(cls, *args, **kwargs)
+    return apply_with_levels(cls, *args, **kwargs)
 
 
 # Named as torch's: messages and reprs that name `MyFunction.apply` stay the same.
@@ -132,7 +133,7 @@ def install(user: str = "levels") -> None:
     """Hook Function.apply (first level entered or tape recording, any thread). The
     ctx class is hooked once for good: changing BackwardCFunction's attributes
     updates every Function's backward class (about 12 µs a time, paid on every
-    level entered otherwise), and the hooks do nothing unless `_apply` or a tape is
+    level entered otherwise), and the hooks do nothing unless `apply_with_levels` or a tape is
     catching a ctx."""
     global _CTX_HOOKED
     torch_features.require("custom_function")
@@ -141,10 +142,10 @@ def install(user: str = "levels") -> None:
         if sum(_USERS.values()) > 1:
             return
         if _APPLY_IS_PYTHON:
-            _SingleLevelFunction.apply = classmethod(_apply)
+            _SingleLevelFunction.apply = classmethod(apply_with_levels)
         if not _CTX_HOOKED:
             BackwardCFunction.__init__ = _ctx_init
-            for name in _FIELDS:
+            for name in FIELDS:
                 setattr(BackwardCFunction, name, _recording(name))
             BackwardCFunction.materialize_grads = _MATERIALIZE
             BackwardCFunction.needs_input_grad = _NEEDS
@@ -160,6 +161,18 @@ def uninstall(user: str = "levels") -> None:
             return
         if "apply" in _SingleLevelFunction.__dict__:
             del _SingleLevelFunction.apply
+
+
+def start(tape) -> None:
+    """`tape` records from now on (Tape.__enter__)."""
+    TAPES.recording.append(tape)
+    install("tapes")
+
+
+def stop(tape) -> None:
+    """`tape` stops recording (Tape.__exit__)."""
+    TAPES.recording.remove(tape)
+    uninstall("tapes")
 
 
 if not _APPLY_IS_PYTHON:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-_RULES: dict[type, Callable] = {}
+RULES: dict[type, Callable] = {}
 
 
 def register_function_jvp(cls: type) -> Callable[[Callable], Callable]:
@@ -21,7 +21,7 @@ def register_function_jvp(cls: type) -> Callable[[Callable], Callable]:
         raise TypeError(f"expected a torch.autograd.Function subclass, got {cls!r}")
 
     def decorate(rule: Callable) -> Callable:
-        _RULES[cls] = rule
+        RULES[cls] = rule
         return rule
 
     return decorate
@@ -29,7 +29,7 @@ def register_function_jvp(cls: type) -> Callable[[Callable], Callable]:
 
 def unregister_function_jvp(cls: type) -> None:
     """Remove a rule registered with `register_function_jvp`."""
-    _RULES.pop(cls, None)
+    RULES.pop(cls, None)
 
 
 def _checkpoint_transparent(run_function, preserve_rng_state, *args):
@@ -41,7 +41,7 @@ def _checkpoint_transparent(run_function, preserve_rng_state, *args):
     return run_function(*args)
 
 
-def _transparent() -> dict[type, Callable]:
+def transparent() -> dict[type, Callable]:
     from torch.utils.checkpoint import CheckpointFunction
 
     return {CheckpointFunction: _checkpoint_transparent}

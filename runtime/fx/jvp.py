@@ -17,7 +17,7 @@ import torch.fx
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 
-from ..dtypes import _in_dtype_of
+from ..dtypes import in_dtype_of
 from ..op_arguments import bind
 from ..rules.table import rule_for_tracing
 from ..tangents import is_differentiable_dtype
@@ -184,7 +184,7 @@ def _conformed(value, output, differentiable: bool, promote: bool):
         return [_conformed(v, o, True, promote) for v, o in zip(value, output)]
     if not isinstance(output, torch.Tensor) or not is_differentiable_dtype(output):
         return None
-    return _in_dtype_of(value, output) if promote else value
+    return in_dtype_of(value, output) if promote else value
 
 
 def _tangent_or_zeros(output, tangent):

@@ -25,7 +25,11 @@ FOLDERS = {
     "dualgen.tools": "tools",
 }
 TOOLS = "dualgen.tools"
-TOOLS_OWN_CYCLES = "tools/ is being reworked to import the runtime's shared leaves"
+TOOLS_PRIVATE = "tools/ (being reworked) still imports private names across modules"
+# Private names imported across modules that another change is making public
+# (runtime/formulas/ is being reworked): (importing module, name). Drop each
+# entry once its name is public.
+PENDING_PRIVATE = {("dualgen.formulas.backward_ops", "_group_shape")}
 
 
 @dataclass(frozen=True)
@@ -267,7 +271,6 @@ def test_the_runtime_and_generated_code_have_no_import_cycle():
     assert not found, "import cycles:\n" + _format(found, graph)
 
 
-@pytest.mark.xfail(strict=False, reason=TOOLS_OWN_CYCLES)
 def test_no_import_cycle_through_tools():
     found = [c for c in cycles(_graph(include_tools=True)) if any(map(_in_tools, c))]
     assert not found, "import cycles:\n" + _format(found)
@@ -293,6 +296,7 @@ def _private_imports(in_tools: bool) -> list[str]:
         and not name.startswith("__")
         and i.source != i.target
         and _in_tools(i.source) == in_tools
+        and (i.source, name) not in PENDING_PRIVATE
     ]
 
 
@@ -301,7 +305,7 @@ def test_no_private_name_is_imported_across_runtime_modules():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.xfail(strict=False, reason=TOOLS_OWN_CYCLES)
+@pytest.mark.xfail(strict=False, reason=TOOLS_PRIVATE)
 def test_no_private_name_is_imported_across_tools_modules():
     found = _private_imports(in_tools=True)
     assert not found, "\n".join(found)

@@ -8,7 +8,7 @@ formula, with zero tangents in the inputs' own dtypes where they have none
 where it is laid out as the output is (else it copies it into the output's
 dtype): relu gives float64 (threshold_backward promotes), clamp float32,
 expand_copy float64 (its formula is a view of the tangent), `x * mask` float64.
-dualgen drops absent terms; `dtypes._in_native_dtypes` restores native's dtypes.
+dualgen drops absent terms; `dtypes.in_native_dtypes` restores native's dtypes.
 
 The OpInfo part runs each OpInfo with forward AD on its first sample: float32
 tangents of float64 inputs, complex64 tangents of complex128 inputs, and
