@@ -37,6 +37,6 @@ entered or the first tape starts recording, and removed when the last one is don
 """
 
 from .hooks import install, uninstall
-from .rules import register_function_jvp, unregister_function_jvp
+from .user_rules import register_function_jvp, unregister_function_jvp
 
 __all__ = ["install", "register_function_jvp", "uninstall", "unregister_function_jvp"]

@@ -23,7 +23,7 @@ from .call import (
     record_of,
 )
 from .differentiate import as_tuple, differentiate, has_jvp
-from .rules import transparent
+from .user_rules import transparent
 
 _TRANSPARENT: dict[type, Callable] | None = None
 

@@ -38,7 +38,7 @@ from .call import (
     record_of,
 )
 from .derived import ONCE_DIFFERENTIABLE_CODE, user_backward
-from .rules import transparent
+from .user_rules import transparent
 
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
 _plain_functions = functools.cache(transparent)

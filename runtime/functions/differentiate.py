@@ -13,7 +13,7 @@ from ..tangents import is_differentiable_dtype, remember_saved_outputs, tangent_
 from .attach import attach
 from .call import RAW, Call, Record, materializes, record_of
 from .derived import derived_jvp
-from .rules import RULES
+from .user_rules import RULES
 
 
 def differentiate(call: Call, ctx, level: Level, outputs) -> None:
