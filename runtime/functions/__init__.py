@@ -26,7 +26,7 @@ was entered, is covered too), in place of the C++ `_FunctionBase.apply`:
   of <backward(ctx, *v), t> (the double-backward trick). Where that cannot work the
   error names the Function and the fixes: a `jvp`, or `dualgen.register_jvp(cls)`.
 
-The same hook serves the reverse tape of the gradcheck harness (`dualgen.tape`):
+The same hook serves the reverse tape of the gradcheck harness (`dualgen.harness.tape`):
 while a tape records, each Function call that it differentiates becomes one step,
 run backwards by the Function's own `backward`/`vjp` (`backward.py`).
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 
 from .. import torch_features
-from ..tape import GradDtypeMismatch
-from . import batched, compare, fast, jacobians
+from . import batched, compare, fast_gradcheck, jacobians
 from .compare import GradcheckError, matrix_mismatch, scalar_mismatch
 from .problem import Problem, is_differentiable, random_like
+from .tape import GradDtypeMismatch
 
 
 def gradcheck(
@@ -155,8 +155,8 @@ def _slow(
 def _fast(
     problem, *, eps, atol, rtol, nondet_tol, check_grad_dtypes, forward, backward
 ):
-    probes = fast.Probes.draw(problem)
-    numerical = fast.numerical(problem, probes, eps)
+    probes = fast_gradcheck.Probes.draw(problem)
+    numerical = fast_gradcheck.numerical(problem, probes, eps)
     failures = []
     failed_modes = set()
     computed = []
@@ -164,11 +164,13 @@ def _fast(
         computed.append(
             (
                 "backward",
-                fast.backward(problem, probes, check_grad_dtypes=check_grad_dtypes),
+                fast_gradcheck.backward(
+                    problem, probes, check_grad_dtypes=check_grad_dtypes
+                ),
             )
         )
     if forward:
-        computed.append(("forward", fast.forward(problem, probes)))
+        computed.append(("forward", fast_gradcheck.forward(problem, probes)))
     for mode, analytical in computed:
         for key, expected in numerical.items():
             if not (problem.input(key[0]).numel() and key[1].numel):
@@ -200,7 +202,9 @@ def _fast(
             "slow check's element-wise tolerance.)"
         )
     elif backward:
-        again = fast.backward(problem, probes, check_grad_dtypes=check_grad_dtypes)
+        again = fast_gradcheck.backward(
+            problem, probes, check_grad_dtypes=check_grad_dtypes
+        )
         for key, value in computed[0][1].items():
             difference = abs(again[key] - value)
             if difference > nondet_tol:
@@ -308,7 +312,7 @@ def _undefined_tangents(problem: Problem) -> list[str]:
 
 
 def _adjoint(problem: Problem, *, rtol: float | None, atol: float) -> list[str]:
-    probes = fast.Probes.draw(problem, seed=1)
+    probes = fast_gradcheck.Probes.draw(problem, seed=1)
     recording = problem.recorded()
     cotangent_grads = {
         part: recording.vjp(

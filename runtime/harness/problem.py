@@ -17,7 +17,7 @@ import torch
 
 from .. import forward_ad as fwAD
 from .. import torch_support
-from ..tape import Tape, is_differentiable
+from .tape import Tape, is_differentiable
 
 # Native's words for an mkldnn input to forward-mode gradcheck (torch 2.14 fixed
 # their grammar), so tests matching native's message match dualgen's.

@@ -1,4 +1,4 @@
-"""dualgen.tape.Tape: reverse mode over the generated VJP kernels.
+"""dualgen.harness.tape.Tape: reverse mode over the generated VJP kernels.
 
 `tape.grad` must equal `torch.autograd.grad` on the same function (same random
 cotangents), None where autograd's is None; where autograd refuses (in-place
@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from dualgen.tape import Tape
+from dualgen.harness.tape import Tape
 
 F64, C128 = torch.float64, torch.complex128
 

@@ -15,8 +15,8 @@ from torch.testing import assert_close
 
 import dualgen
 import dualgen.forward_ad as fwAD
+from dualgen.harness.tape import Tape
 from dualgen.hot_path import policy as hot_path
-from dualgen.tape import Tape
 from dualgen.tools.cli import main
 
 

@@ -52,7 +52,7 @@ def test_tape_does_not_import_dynamo():
     _check("""
         import sys
         import torch
-        from dualgen.tape import Tape
+        from dualgen.harness.tape import Tape
 
         x = torch.randn(3)
         with Tape() as tape:
