@@ -25,10 +25,10 @@ import torch
 from torch._vmap_internals import _vmap
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_leaves, tree_unflatten
 
-from . import func_checks as checks
-from .func_jvp import ArgNums, Unbatchable, jvp_with_argnums
-from .func_random import RANDOM_OP_ERROR, Randomness
-from .func_vmap import is_functorch_wrapped, refuse_batched_reverse
+from . import checks
+from .jvp import ArgNums, Unbatchable, jvp_with_argnums
+from .randomness import RANDOM_OP_ERROR, Randomness
+from .vmap import is_functorch_wrapped, refuse_batched_reverse
 
 __all__ = ["gradient", "hessian", "jacfwd", "requiring_grad", "reverse_jacobian"]
 
@@ -194,7 +194,7 @@ def jacfwd(
     by their state, so a random op given its own generator is not seen); "same"
     replays the generators' state for each pass, so every column sees the same
     draws; "different" computes one column a pass, each with its own draws. A
-    function that draws is computed a column a pass (`func_random`).
+    function that draws is computed a column a pass (`randomness.py`).
     """
     checks.check_chunk_size(chunk_size, "jacfwd")
 

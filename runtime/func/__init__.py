@@ -14,7 +14,7 @@ dual level per transform, so transforms compose by nesting levels
 (`jacfwd(jacfwd(f))`, jvp inside jvp, the hessian of a function that calls jvp).
 `torch.func.functional_call` gives them an `nn.Module`'s parameters as a dict.
 
-Under `torch.vmap` they work on the physical tensors (`func_vmap`); inside
+Under `torch.vmap` they work on the physical tensors (`vmap.py`); inside
 `torch.func.grad` and the other differentiating torch.func transforms they raise,
 saying to use `torch.autograd.grad` on their results instead.
 """
@@ -26,9 +26,9 @@ from typing import Any
 
 from torch.utils._pytree import tree_flatten
 
-from . import func_checks as checks
-from .func_jacobian import gradient, hessian, jacfwd
-from .func_jvp import ArgNums, jvp_with_argnums
+from . import checks
+from .jacobian import gradient, hessian, jacfwd
+from .jvp import ArgNums, jvp_with_argnums
 
 __all__ = ["hessian", "hvp", "jacfwd", "jvp", "linearize"]
 

@@ -3,7 +3,7 @@
 torch.func.jacfwd runs its function under torch.vmap, whose flag decides what a
 random op does. dualgen's jacfwd runs it on its plain primals once a pass; the
 legacy vmap that batches its tangents refuses random ops, so a function that draws
-is computed one column a pass (`func_jacobian`). Across passes:
+is computed one column a pass (`jacobian.py`). Across passes:
 - "error": a pass that changed the default generators' state (CPU, and CUDA once
   initialised) drew random numbers: it raises torch.func's error, the state put
   back. A random op given a generator of its own is not seen.

@@ -10,7 +10,7 @@ jacfwd batches its tangents with the legacy vmap (`torch._vmap_internals._vmap`)
 which dualgen takes for the tangent of a plain primal. A transform nested inside
 such a pass would make a dual of a tensor whose outer tangent is batched, which the
 legacy vmap cannot alias; it raises `Unbatchable` at once instead, and the pass is
-redone one column at a time (`func_jacobian`).
+redone one column at a time (`jacobian.py`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import dualgen.forward_ad as fwAD
 
-from . import func_checks as checks
-from .func_vmap import (
+from . import checks
+from .vmap import (
     is_functorch_wrapped,
     physical_duals,
     refuse_differentiating_transforms,
@@ -75,7 +75,7 @@ def check_not_in_batched_pass() -> None:
 def make_duals(
     flat_primals: list[torch.Tensor], flat_tangents: list[torch.Tensor], level: int
 ) -> list[torch.Tensor]:
-    """Duals at `level`; under torch.vmap, of the physical tensors (`func_vmap`)."""
+    """Duals at `level`; under torch.vmap, of the physical tensors (`vmap.py`)."""
     if any(map(is_functorch_wrapped, (*flat_primals, *flat_tangents))):
         return physical_duals(flat_primals, flat_tangents, level)
     return [
