@@ -2,7 +2,8 @@
 
 jacfwd pushes the columns of the identity through `jvp_with_argnums`, as
 torch.func.jacfwd does, but batches them with the legacy vmap
-(`torch._vmap_internals._vmap`), which dualgen takes for the tangent of a plain
+(`torch._vmap_internals._vmap`, through `dualgen.forward_columns`, the engine
+`dualgen.functional` uses too), which dualgen takes for the tangent of a plain
 primal: the function runs once on its primals while its tangents carry every
 column. `chunk_size` columns go in each pass (1: one column at a time, with no
 vmap). A pass the legacy vmap cannot batch (a dualgen.func transform nested
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._vmap_internals import _vmap
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_leaves, tree_unflatten
 
+from ..forward_columns import basis, push_batched
 from . import checks
 from .jvp import ArgNums, Unbatchable, jvp_with_argnums
 from .randomness import RANDOM_OP_ERROR, Randomness
@@ -90,30 +91,11 @@ class _Pusher:
             found.update(count=len(flat), spec=spec, aux_spec=aux_spec)
             return (*flat, *flat_aux)  # the legacy vmap returns tensors only
 
-        outputs = _vmap(flat_jvp)(*flat_basis)
-        if isinstance(outputs, torch.Tensor):  # it returns a lone tensor bare
-            outputs = (outputs,)
+        outputs = push_batched(flat_jvp, flat_basis)
         count, aux = found["count"], None
         if self.has_aux:  # computed from the primals alone; torch.func takes column 0
             aux = tree_unflatten([t[0] for t in outputs[count:]], found["aux_spec"])
         return _Columns(list(outputs[:count]), found["spec"], aux)
-
-
-def _basis(flat_primals, numels, start: int, stop: int, batched: bool) -> list:
-    """Columns start..stop-1 of the identity, split and shaped like the primals
-    (with a leading dimension for the columns when batched)."""
-    count, offset, basis = stop - start, 0, []
-    for primal, numel in zip(flat_primals, numels):
-        chunk = torch.zeros(count, numel, dtype=primal.dtype, device=primal.device)
-        low, high = max(start, offset), min(stop, offset + numel)
-        if low < high:
-            rows = chunk.narrow(0, low - start, high - low)
-            rows.narrow(1, low - offset, high - low).diagonal().fill_(1)
-        basis.append(
-            chunk.view(count, *primal.shape) if batched else chunk.view(primal.shape)
-        )
-        offset += numel
-    return basis
 
 
 def _is_batching_failure(error: Exception) -> bool:
@@ -128,7 +110,7 @@ def _run_passes(
 ) -> _Columns:
     total = sum(numels)
     if total == 0:  # no columns, but the outputs' structure still comes from f
-        flat, spec, aux = pusher(_basis(flat_primals, numels, 0, 1, False), False)
+        flat, spec, aux = pusher(basis(flat_primals, numels, 0, 1, False), False)
         return _Columns([t.new_zeros((0, *t.shape)) for t in flat], spec, aux)
     rng = Randomness(randomness)
     size = 1 if randomness == "different" else chunk_size or total
@@ -141,7 +123,7 @@ def _run_passes(
             try:
                 with rng.one_pass():
                     passes.append(
-                        pusher.batched(_basis(flat_primals, numels, start, stop, True))
+                        pusher.batched(basis(flat_primals, numels, start, stop, True))
                     )
                 continue
             except Exception as error:
@@ -152,7 +134,7 @@ def _run_passes(
             with rng.one_pass():
                 passes.append(
                     pusher.column(
-                        _basis(flat_primals, numels, column, column + 1, False)
+                        basis(flat_primals, numels, column, column + 1, False)
                     )
                 )
     if len(passes) == 1:

@@ -35,8 +35,8 @@ from torch.autograd.functional import (
     _validate_v,
 )
 
-from . import forward_ad as fwAD
-from .functional_forward import (
+from .. import forward_ad as fwAD
+from .forward import (
     HessianGradient,
     Tensors,
     check_outer_jacobian,

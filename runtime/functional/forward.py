@@ -4,7 +4,8 @@ Reads a function of tensors and the (already preprocessed) tensors it is taken a
 produces the Jacobian blocks `d output_i / d input_j`, each of shape
 `output_i.shape + input_j.shape`, either in one pass with batched tangents (the
 standard basis under `torch._vmap_internals._vmap`, as torch's own forward-mode
-`jacobian` does) or in one pass per column (one input dual at a time, so a block no
+`jacobian` does, by `dualgen.forward_columns`, which `dualgen.func` uses too) or
+in one pass per column (one input dual at a time, so a block no
 tangent reaches is known, which strict mode needs).
 
 Also the gradient functions that forward-over-reverse differentiates: the gradient
@@ -18,15 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch._vmap_internals import _vmap
 from torch.autograd.functional import (
     _as_tuple,
     _autograd_grad,
     _check_requires_grad,
-    _construct_standard_basis_for,
 )
 
-from . import forward_ad as fwAD
+from .. import forward_ad as fwAD
+from ..forward_columns import basis, push_batched
 
 Tensors = tuple[torch.Tensor, ...]
 # A function of dual tensors: (whether it returned a tuple, its outputs as a tuple).
@@ -91,16 +91,15 @@ def forward_jacobian(
 def _batched_jacobian(evaluate: Evaluate, inputs: Tensors) -> ForwardJacobian:
     """Every column in one pass: the standard basis as one batched tangent."""
     numels = tuple(x.numel() for x in inputs)
-    basis = _construct_standard_basis_for(inputs, numels)
+    columns_of_inputs = basis(inputs, numels, 0, sum(numels), batched=True)
     passes: list[DualPass] = []  # the (unbatched) primals, for the output shapes
 
-    def columns(chunks: Tensors) -> Tensors:
-        directions = tuple(c.view_as(x) for c, x in zip(chunks, inputs))
-        result = dual_pass(evaluate, inputs, directions)
+    def columns(*chunks: torch.Tensor) -> Tensors:
+        result = dual_pass(evaluate, inputs, chunks)
         passes.append(result)
         return result.tangents_or_zeros()
 
-    stacked = _vmap(columns)(basis)
+    stacked = push_batched(columns, columns_of_inputs)
     first = passes[0]
     # The batch dimension runs over the inputs' elements: it goes last.
     blocks = tuple(
@@ -113,12 +112,6 @@ def _batched_jacobian(evaluate: Evaluate, inputs: Tensors) -> ForwardJacobian:
     return ForwardJacobian(first.is_outputs_tuple, blocks, None, None)
 
 
-def _basis_direction(x: torch.Tensor, index: int) -> torch.Tensor:
-    direction = torch.zeros(x.numel(), dtype=x.dtype, device=x.device)
-    direction[index] = 1
-    return direction.view(x.shape)
-
-
 def _jacobian_by_columns(evaluate: Evaluate, inputs: Tensors) -> ForwardJacobian:
     """One pass per column, only the input the column belongs to made dual."""
     passes: list[list[DualPass]] = []
@@ -126,7 +119,7 @@ def _jacobian_by_columns(evaluate: Evaluate, inputs: Tensors) -> ForwardJacobian
         directions: list[torch.Tensor | None] = [None] * len(inputs)
         of_input = []
         for index in range(x.numel()):
-            directions[j] = _basis_direction(x, index)
+            (directions[j],) = basis([x], [x.numel()], index, index + 1, False)
             of_input.append(dual_pass(evaluate, inputs, directions))
         passes.append(of_input)
     template = next((p[0] for p in passes if p), None)
