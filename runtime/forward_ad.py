@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import (
 
 from . import functions, tensor_hooks, torch_features
 from .backend import kernel_backend
+from .dispatch.mode import DualMode, alias
 from .dual_checks import check_dual
 from .hot_path import policy as hot_path_policy  # noqa: F401 - follows the backend
 from .hot_path import state as hot_path_state
@@ -39,7 +40,6 @@ from .levels import (
     mark_forward_root,
     set_tangent,
 )
-from .mode import DualMode, alias
 from .tangents import handling_levels_below, tangent_of
 
 # PyTorch's forward-AD module has these; its tests (and torch's own code) use them.

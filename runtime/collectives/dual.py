@@ -25,10 +25,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import _world
 
-from ..inplace import call_with
+from ..dispatch.inplace import call_with
+from ..dispatch.op_arguments import bind
 from ..layout import is_batched
 from ..levels import STATE, set_tangent
-from ..op_arguments import bind
 from ..tangents import handling_levels_below, is_differentiable_dtype, tangent_of
 from . import by_element
 from .deferred import deferred, finish_arrived

@@ -17,8 +17,8 @@ import torch.fx
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 
+from ..dispatch.op_arguments import bind
 from ..dtypes import in_dtype_of
-from ..op_arguments import bind
 from ..rules.table import rule_for_tracing
 from ..tangents import is_differentiable_dtype
 from . import readable, variants

@@ -17,8 +17,8 @@ import torch.fx
 import torch.fx.traceback as fx_traceback
 import torch.utils._pytree as pytree
 
+from ..dispatch.op_arguments import bind
 from ..dtypes import in_gradient_dtype
-from ..op_arguments import bind
 from ..rules.table import generated_kernels
 from . import readable, variants
 from .finish import finished

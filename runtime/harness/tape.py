@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..dispatch.mode import (
+    disabling_dynamo_only_while_active,
+    native_dispatch_keys,
+    reads_lazy_views,
+)
+from ..dispatch.op_arguments import bind
 from ..dtypes import in_gradient_dtype
 from ..functions import backward as functions
 from ..functions import hooks as function_hooks
 from ..kernel_info import KernelInfo
 from ..missing import qualified_name
-from ..mode import (
-    disabling_dynamo_only_while_active,
-    native_dispatch_keys,
-    reads_lazy_views,
-)
-from ..op_arguments import bind
 
 Node = int  # None stands for a constant (nothing to differentiate)
 

@@ -17,7 +17,7 @@ import torch.autograd.forward_ad as native_ad
 import dualgen
 import dualgen.forward_ad as fwAD
 from dualgen import cpp
-from dualgen.mode import DualMode
+from dualgen.dispatch.mode import DualMode
 
 pytestmark = pytest.mark.skipif(
     cpp.state() != "built", reason="C++ extension not built"

@@ -72,7 +72,7 @@ def test_torchs_wrapper_only_while_dynamo_is_active():
         import torch
         import torch._dynamo
         import dualgen.forward_ad as fwAD
-        from dualgen.mode import DualMode
+        from dualgen.dispatch.mode import DualMode
 
         x = torch.randn(3)
         with fwAD.dual_level():
@@ -86,8 +86,8 @@ def test_torchs_wrapper_only_while_dynamo_is_active():
     _check("""
         import torch
         import dualgen.forward_ad as fwAD
-        from dualgen import mode
-        from dualgen.mode import DualMode
+        from dualgen.dispatch import mode
+        from dualgen.dispatch.mode import DualMode
 
         mode._eval_frame_callback = lambda: "a callback"  # as while compiling
         x = torch.randn(3)

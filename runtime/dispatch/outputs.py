@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from .dtypes import in_dtype_of
-from .layout import conform_layout
-from .levels import Level, set_tangent
-from .rules.rule import Rule
-from .tangents import is_differentiable_dtype
+from ..dtypes import in_dtype_of
+from ..layout import conform_layout
+from ..levels import Level, set_tangent
+from ..rules.rule import Rule
+from ..tangents import is_differentiable_dtype
 
 
 def shared_with_inputs(results, tangents) -> tuple[bool, ...] | None:

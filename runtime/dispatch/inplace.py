@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from .dtypes import promoted_for_self
-from .layout import set_new_tangent
-from .levels import Level
+from ..dtypes import promoted_for_self
+from ..layout import set_new_tangent
+from ..levels import Level
+from ..rules.rule import Rule
+from ..rules.table import generated_kernels
+from ..tangents import autograd_enabled
 from .outputs import shared_with_inputs
-from .rules.rule import Rule
-from .rules.table import generated_kernels
-from .tangents import autograd_enabled
 
 
 def separate_from_self(primals: list, tangents: list, indices, self_tangent) -> None:

@@ -30,8 +30,8 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .levels import STATE, copy_entries
-from .tangents import (
+from ..levels import STATE, copy_entries
+from ..tangents import (
     autograd_enabled,
     handling_levels_below,
     remember_saved_outputs,
