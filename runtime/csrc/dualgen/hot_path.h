@@ -1,4 +1,4 @@
-// What the hot path's parts share (fast_path.cpp, inplace.cpp): what it knows
+// What the hot path's parts share (hot_path.cpp, inplace.cpp): what it knows
 // of an op, and running its kernel.
 #pragma once
 
@@ -43,7 +43,7 @@ void check_shape(const c10::FunctionSchema& schema, const at::Tensor& value,
 
 // The dispatch keys formulas (and an op autograd records) run with: the user's
 // context's (tangents.autograd_enabled). Called from the front kernel
-// (front.cpp), where the mode is still on the stack, Python's keys stay out.
+// (hot_path_front.cpp), where the mode is still on the stack, Python's keys stay out.
 struct FormulaKeys {
   c10::DispatchKeySet included, excluded;
 };
@@ -85,7 +85,7 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
                      const py::handle& level);
 py::object unpack_dual(const py::handle& tensor, const py::handle& level);
 
-// The hot path for the front kernel (fast_path.cpp): the op `func` (its
+// The hot path for the front kernel (hot_path.cpp): the op `func` (its
 // OpOverload) on its bound arguments. False: declined, nothing run, the stack
 // as it was; true: run, its outputs on the stack.
 bool dispatch_stack(const py::handle& func, torch::jit::Stack& stack);

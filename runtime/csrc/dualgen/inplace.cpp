@@ -1,4 +1,4 @@
-// In-place ops on the hot path: runtime/inplace.py's work for the common case,
+// In-place ops on the hot path: runtime/dispatch/inplace.py's work for the common case,
 // an update of a tangent of self's own whose elements do not share memory, or
 // a first tangent for a self that is no view, with no autograd recording.
 #include <torch/csrc/autograd/python_variable.h>

@@ -6,7 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "dualgen/formulas/bindings.h"
-#include "dualgen/fast_path.h"
+#include "dualgen/hot_path_bindings.h"
 #include "dualgen/kernel.h"
 #include "dualgen/saved.h"
 #include "dualgen/values.h"
@@ -141,7 +141,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("temporary_operator", &dualgen::temporary_operator);
   m.def("set_temporaries_reuse", &dualgen::temporaries::set_reuse);
   m.def("temporaries_reuse", &dualgen::temporaries::reuse);
-  dualgen::bind_fast_path(m);
+  dualgen::bind_hot_path(m);
   dualgen::bind_front(m);
   dualgen::bind_batching(m);
   dualgen::bind_saved_outputs(m);

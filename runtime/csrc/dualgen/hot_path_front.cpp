@@ -7,7 +7,7 @@
 // PythonTLSSnapshot key: the first key an op reaches while a mode is active, above
 // autograd. When dualgen's mode is the only one and the op's tensors are plain
 // strided ones (no subclass, vmap, autocast, functorch or lazy bits), it offers
-// the op to the hot path (fast_path.cpp) with Python's keys excluded, so the op
+// the op to the hot path (hot_path.cpp) with Python's keys excluded, so the op
 // runs below it as it would (autograd, views, the backend) and never reaches the
 // mode. Whatever the hot path declines, and every op when the conditions do not
 // hold, continues as torch's own PythonTLSSnapshot fallback does (the snapshot
@@ -21,7 +21,7 @@
 
 #include <atomic>
 
-#include "dualgen/fast_path.h"
+#include "dualgen/hot_path_bindings.h"
 #include "dualgen/hot_path.h"
 #include "dualgen/store.h"
 

@@ -1,4 +1,4 @@
-// The per-op hot path (fast_path.cpp), bound into the extension module.
+// The per-op hot path (hot_path.cpp), bound into the extension module.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -6,8 +6,8 @@
 
 namespace dualgen {
 
-void bind_fast_path(pybind11::module_& m);
-// The front kernel (front.cpp), bound into the extension module.
+void bind_hot_path(pybind11::module_& m);
+// The front kernel (hot_path_front.cpp), bound into the extension module.
 void bind_front(pybind11::module_& m);
 // Legacy vmap's element-wise batching rule (batching.cpp), bound likewise.
 void bind_batching(pybind11::module_& m);

@@ -21,7 +21,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "dualgen/fast_path.h"
+#include "dualgen/hot_path_bindings.h"
 #include "dualgen/hot_path.h"
 #include "dualgen/kernel.h"
 #include "dualgen/layout.h"
@@ -526,7 +526,7 @@ void forget() {
   ops->clear();
 }
 
-void bind_fast_path(py::module_& m) {
+void bind_hot_path(py::module_& m) {
   m.def("bind_state", &bind_state);
   m.def("dispatch", &dispatch);
   m.def("make_dual", &make_dual);
