@@ -76,7 +76,7 @@ def _generated_sources() -> list[Path]:
 
 
 def _headers() -> list[Path]:
-    return sorted(CSRC.rglob("*.h"))
+    return sorted(CSRC.rglob("*.h")) + sorted(generated_dir().glob("*.h"))
 
 
 def fingerprint() -> str:
@@ -118,7 +118,9 @@ def build(verbose: bool = False, progress: bool = False) -> None:
     expected = fingerprint()
     _stamp().unlink(missing_ok=True)  # until this build succeeds, nothing is built
     all_units = cpp_ninja.units(sources(), _generated_sources(), CSRC)
-    cpp_ninja.write(directory, all_units, cpp_ninja.cflags(CSRC, FLAGS))
+    # The generated headers (the twins' declarations) sit beside the kernels.
+    flags = FLAGS + (f"-I{generated_dir()}",)
+    cpp_ninja.write(directory, all_units, cpp_ninja.cflags(CSRC, flags))
     try:
         _run_ninja(directory, verbose=verbose, progress=progress and not verbose)
     except (OSError, subprocess.CalledProcessError) as exc:

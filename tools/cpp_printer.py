@@ -23,7 +23,6 @@ the entry's line: every kernel has a C++ twin or generation fails.
 from __future__ import annotations
 
 import ast
-import inspect
 
 import torch
 
@@ -35,10 +34,11 @@ from .cpp_types import (
     default_literal,
     model_of,
     parameter_kind,
-    python_default_literal,
     return_type,
+    twin_return,
 )
 from .cpp_values import _SCALAR_TYPES, Printed, constant, cpp_name
+from .twins import Twins
 
 # Tensor attributes read without a call, and how C++ reads them.
 _ATTRIBUTES = {
@@ -81,8 +81,9 @@ class CppPrinter:
     """Prints one kernel's formula trees; `types` maps each name in scope to its
     C++ type (`Type`)."""
 
-    def __init__(self, types: dict[str, Type]):
+    def __init__(self, types: dict[str, Type], twins: Twins):
         self.types = dict(types)
+        self.twins = twins
 
     # -- conditions ---------------------------------------------------------
 
@@ -365,26 +366,36 @@ class CppPrinter:
         )
 
     def _helper_call(self, name: str, node: ast.Call) -> Printed:
-        from dualgen import formulas
-
-        function = getattr(formulas, name, None)
-        if function is None or name not in formulas.__all__:
-            raise CppError(f"`{name}` is no helper of dualgen.formulas")
-        parameters = list(inspect.signature(function).parameters.values())
-        given = dict(zip([p.name for p in parameters], node.args))
-        given.update((kw.arg, kw.value) for kw in node.keywords)
-        last = max((i for i, p in enumerate(parameters) if p.name in given), default=-1)
+        overloads = self.twins.of(name)
+        if not overloads:
+            raise CppError(
+                f"`{name}` has no C++ twin: write it in the helpers' one source, or "
+                "by hand and declare it in runtime/csrc/dualgen/formulas/twins.yaml"
+            )
+        # Arguments in the twin's parameter order (every overload names them
+        # alike), defaults of those skipped before the last given.
+        arguments = overloads[0].schema.arguments
+        given = dict(zip([a.name for a in arguments], node.args))
+        for kw in node.keywords:
+            if kw.arg not in {a.name for a in arguments}:
+                raise CppError(f"`{name}` has no parameter `{kw.arg}`")
+            given[kw.arg] = kw.value
+        if len(node.args) > len(arguments):
+            raise CppError(f"`{name}` takes {len(arguments)} arguments")
+        last = max((i for i, a in enumerate(arguments) if a.name in given), default=-1)
         args = []
-        for p in parameters[: last + 1]:
-            if p.name in given:
-                args.append(self.expr(given[p.name]))
+        for a in arguments[: last + 1]:
+            if a.name in given:
+                args.append(self.expr(given[a.name]))
+            elif a.default is not None:
+                args.append(default_literal(a))
             else:
-                args.append(python_default_literal(p.default, f"{name}({p.name})"))
-        # A helper returning several tangents says so (`-> tuple`, `-> list`):
-        # its twin returns a TensorList the formula indexes.
-        returns = str(inspect.signature(function).return_annotation)
-        listed = returns.startswith(("tuple", "list"))
-        type_ = Type("TensorList") if listed else Type("Tensor")
+                raise CppError(f"`{name}` needs its argument `{a.name}`")
+        missing = [a.name for a in arguments[last + 1 :] if a.default is None]
+        if missing:
+            raise CppError(f"`{name}` needs its argument `{missing[0]}`")
+        (result,) = overloads[0].schema.returns
+        type_ = twin_return(result.type)[1]
         # A kernel argument of the same name hides the helper in C++ too.
         callee = f"formulas::{name}" if name in self.types else name
         return Printed(f"{callee}({', '.join(args)})", type_)

@@ -1,9 +1,8 @@
-"""C++ types of schema values, for the C++ printer and the C++ kernel templates.
-
-Python values and their C++ forms are listed in runtime/csrc/dualgen/formulas/
-common.h; this module is that table for the generator: the type a kernel declares
-for each argument, the type an expression of a schema type has, and schema
-defaults written as C++.
+"""The one table of how Python's values are written in C++: for each schema type,
+the type a kernel declares for an argument, the type an expression has for the C++
+printer, how a C++ twin of a helper takes it and how its binding hands it over;
+and schema defaults written as C++. (runtime/csrc/dualgen/formulas/common.h holds
+the few definitions the table relies on.)
 """
 
 from __future__ import annotations
@@ -179,3 +178,89 @@ def python_default_literal(value, where: str) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     raise CppError(f"{where}: default {value!r} has no C++ form in dualgen")
+
+
+# -- helpers' C++ twins: how a twin takes a value, and how a binding hands it over.
+# A twin's parameter of schema type T is declared as below (cheap views of lists,
+# an undefined tensor for None); the binding that exposes the twin to Python for
+# its parity test takes pybind11's form and converts. One row per schema type.
+@dataclass(frozen=True)
+class TwinForm:
+    parameter: str  # the twin's parameter type
+    bound: str  # the binding's parameter type (pybind11 loads it)
+    convert: str  # the binding's argument to the twin ({} is the bound value)
+
+
+_OPTIONAL_TENSOR = "const std::optional<at::Tensor>&"
+_TWIN_FORMS = {
+    "Tensor": TwinForm("const at::Tensor&", _OPTIONAL_TENSOR, "binding::tensor({})"),
+    "Tensor?": TwinForm("const at::Tensor&", _OPTIONAL_TENSOR, "binding::tensor({})"),
+    "Tensor[]": TwinForm(
+        "const TensorList&",
+        "const std::optional<std::vector<std::optional<at::Tensor>>>&",
+        "binding::tensors({})",
+    ),
+    "Tensor?[]": TwinForm(
+        "const c10::List<std::optional<at::Tensor>>&",
+        "const std::vector<std::optional<at::Tensor>>&",
+        "binding::optional_tensors({})",
+    ),
+    "int": TwinForm("int64_t", "int64_t", "{}"),
+    "int?": TwinForm("std::optional<int64_t>", "std::optional<int64_t>", "{}"),
+    "int[]": TwinForm("at::IntArrayRef", "const std::vector<int64_t>&", "{}"),
+    "int[]?": TwinForm(
+        "at::OptionalIntArrayRef",
+        "const std::optional<std::vector<int64_t>>&",
+        "binding::int_list({})",
+    ),
+    "float": TwinForm("double", "double", "{}"),
+    "float?": TwinForm("std::optional<double>", "std::optional<double>", "{}"),
+    "bool": TwinForm("bool", "bool", "{}"),
+    "bool?": TwinForm("std::optional<bool>", "std::optional<bool>", "{}"),
+    "Scalar": TwinForm(
+        "const c10::Scalar&", "const pybind11::object&", "binding::scalar({})"
+    ),
+    "Scalar?": TwinForm(
+        "const std::optional<c10::Scalar>&",
+        "const pybind11::object&",
+        "binding::optional_scalar({})",
+    ),
+    "str": TwinForm("c10::string_view", "const std::string&", "{}"),
+    "str?": TwinForm(
+        "std::optional<c10::string_view>",
+        "const std::optional<std::string>&",
+        "binding::string({})",
+    ),
+}
+# What a twin returns: C++ type, and the expression type the printer gives a call.
+_TWIN_RETURNS = {
+    "Tensor": ("at::Tensor", "Tensor"),
+    "Tensor[]": ("TensorList", "TensorList"),
+    "float": ("double", "double"),
+    "int": ("int64_t", "int"),
+    "bool": ("bool", "bool"),
+    "int[]": ("std::vector<int64_t>", "IntList"),
+}
+
+
+def _twin_key(t: SchemaType) -> str:
+    suffix = t.suffix
+    if suffix.startswith("[") and suffix[1:2].isdigit():  # int[2] reads as int[]
+        suffix = "[]" + suffix[suffix.index("]") + 1 :]
+    return ("int" if t.base == "SymInt" else t.base) + suffix
+
+
+def twin_form(t: SchemaType) -> TwinForm:
+    """How a twin takes a value of schema type `t`."""
+    form = _TWIN_FORMS.get(_twin_key(t))
+    if form is None:
+        raise CppError(f"schema type {t} has no C++ form for a twin's parameter")
+    return form
+
+
+def twin_return(t: SchemaType) -> tuple[str, Type]:
+    """A twin's C++ return type for schema type `t`, and its expression type."""
+    found = _TWIN_RETURNS.get(_twin_key(t))
+    if found is None:
+        raise CppError(f"schema type {t} has no C++ form for a twin's result")
+    return found[0], Type(found[1])

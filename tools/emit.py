@@ -13,11 +13,15 @@ from pathlib import Path
 import jinja2
 
 from .emit_cpp import CppEmitter, operator_key
+from .emit_twins import render_twins
 from .formula import helpers_used
 from .plan import Action, Branch, OpPlan, OutputTangent
 from .printer import PythonPrinter
+from .twins import load_twins, manifest_path
 
 TEMPLATES = Path(__file__).parent / "templates"
+# The manifest of hand-written C++ twins, as errors and generated headers name it.
+MANIFEST = "runtime/csrc/dualgen/formulas/twins.yaml"
 # Every file says what wrote it: the module (its import name, so a move follows)
 # and the template.
 HEADER = (
@@ -111,7 +115,9 @@ class Emitter:
             "registry.py": self._render_registry(plans, cpp),
         }
         if cpp:
-            files.update(CppEmitter(self.spec_name).render_all(plans))
+            twins = load_twins(manifest_path(), MANIFEST)
+            files.update(CppEmitter(self.spec_name, twins).render_all(plans))
+            files.update(render_twins(twins, MANIFEST))
         if collectives:
             files["collectives.py"] = self._render_collectives(collectives)
         return files

@@ -18,6 +18,7 @@ from .cpp_types import CppError, Type, declaration, of_schema
 from .errors import ErrorSink, SpecErrors
 from .model import OperatorSchema
 from .plan import Action, Branch, OpPlan, OutputTangent
+from .twins import Twins
 
 SHARDS = 16
 # Every file says what wrote it: this module (its import name, so a move follows);
@@ -40,8 +41,9 @@ def operator_key(schema: OperatorSchema) -> str:
 
 
 class CppEmitter:
-    def __init__(self, spec_name: str):
+    def __init__(self, spec_name: str, twins: Twins):
         self.spec_name = spec_name
+        self.twins = twins
         self.header = HEADER.format(spec=spec_name, module=__name__)
 
     def render_all(self, plans: tuple[OpPlan, ...]) -> dict[str, str]:
@@ -71,7 +73,7 @@ class CppEmitter:
     def kernel(self, plan: OpPlan) -> str:
         schema = plan.schema
         types, lines = self._declarations(plan)
-        printer = CppPrinter(types)
+        printer = CppPrinter(types, self.twins)
         multi = len(plan.jvp.outputs) > 1
         body = []
         for out, ret in zip(plan.jvp.outputs, schema.returns):

@@ -1,4 +1,3 @@
-import cpp_dev_build as dev_build
 import pytest
 
 
@@ -14,8 +13,5 @@ def cpp_extension():
 @pytest.fixture(scope="session")
 def cpp_formulas(cpp_extension):
     """The extension's `formulas` submodule: every C++ twin, bound for tests
-    (DUALGEN_TWINS_DEV=mod1,mod2: a build of those modules alone)."""
-    modules = dev_build.dev_modules()
-    if modules:
-        return dev_build.build(modules)
+    (the bindings are generated from the twins' declarations)."""
     return cpp_extension.formulas

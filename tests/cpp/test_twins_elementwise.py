@@ -121,7 +121,7 @@ def test_fill_absent(cpp_formulas, dtype):
     for tangents in cases:
         both(cpp_formulas, "fill_absent", tangents, primals)
         check(
-            cpp_formulas._fill_absent_optional_primals(tangents, primals),
+            cpp_formulas.fill_absent_1(tangents, primals),
             py.fill_absent(tangents, primals),
         )
         if tangents is not None:

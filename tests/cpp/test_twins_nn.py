@@ -67,7 +67,7 @@ def test_channel_view(cpp_formulas, ndim):
 )
 def test_group_shape(cpp_formulas, shape, group):
     t = torch.zeros(shape)
-    assert cpp_formulas._group_shape(t, group) == py._group_shape(t, group)
+    assert cpp_formulas.group_shape(t, group) == py._group_shape(t, group)
 
 
 # --- layer norm -----------------------------------------------------------------

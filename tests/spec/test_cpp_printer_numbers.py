@@ -9,6 +9,7 @@ import pytest
 
 from tools.cpp_printer import CppPrinter
 from tools.cpp_types import Type
+from tools.twins import load_twins, manifest_path
 
 _TYPES = {"self_p": Type("Tensor"), "weight": Type("Scalar"), "n": Type("int")}
 
@@ -28,4 +29,9 @@ _TYPES = {"self_p": Type("Tensor"), "weight": Type("Scalar"), "n": Type("int")}
     ],
 )
 def test_number_on_the_left(formula, printed):
-    assert CppPrinter(_TYPES).expr(ast.parse(formula, mode="eval").body) == printed
+    assert (
+        CppPrinter(_TYPES, load_twins(manifest_path())).expr(
+            ast.parse(formula, mode="eval").body
+        )
+        == printed
+    )

@@ -187,6 +187,19 @@ CPP_CASES = [
         mul_fw("self_t.view(self_p.shape[::-1]) * other_p"),
         [fw("no C++ twin: cannot print Slice `::-1` as C++")],
     ),
+    (
+        # amax_grad is a Python helper (vjp's) with no C++ twin: a located
+        # error, not a compile error in a generated shard.
+        "helper_without_a_cpp_twin",
+        mul_fw("amax_grad(self_t, self_p, self_p, [0], True) * other_p"),
+        [
+            fw(
+                "no C++ twin: `amax_grad` has no C++ twin: write it in the helpers' "
+                "one source, or by hand and declare it in "
+                "runtime/csrc/dualgen/formulas/twins.yaml"
+            )
+        ],
+    ),
 ]
 
 CASES = FORWARD_CASES + CAUGHT_CASES + CPP_CASES

@@ -23,7 +23,11 @@ def files() -> dict[str, str]:
 
 
 PYTHON = ["__init__.py", "jvp.py", "registry.py", "vjp.py"]
-CPP = [f"cpp/jvp_{i}.cpp" for i in range(SHARDS)] + ["cpp/registry.cpp"]
+CPP = [f"cpp/jvp_{i}.cpp" for i in range(SHARDS)] + [
+    "cpp/registry.cpp",
+    "cpp/formulas.h",
+    "cpp/formulas_bindings.cpp",
+]
 
 
 @pytest.mark.parametrize("name", PYTHON + CPP)
@@ -59,6 +63,10 @@ def test_every_file_names_the_module_and_template_that_wrote_it(files):
         assert (TEMPLATES / template).is_file()
         writer = f"Written by {Emitter.__module__} from template {template}."
         assert writer in files[name].splitlines()[:5], name
+    from dualgen.tools.emit_twins import render_twins
+
     for name in CPP:
-        writer = f"// Written by {CppEmitter.__module__} (no template)."
+        twins = name in ("cpp/formulas.h", "cpp/formulas_bindings.cpp")
+        module = render_twins.__module__ if twins else CppEmitter.__module__
+        writer = f"// Written by {module} (no template)."
         assert files[name].splitlines()[1] == writer, name

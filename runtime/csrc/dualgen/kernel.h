@@ -18,19 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dualgen/formulas/attention.h"
-#include "dualgen/formulas/backward_ops.h"
 #include "dualgen/formulas/common.h"
-#include "dualgen/formulas/elementwise.h"
-#include "dualgen/formulas/fused_nn.h"
-#include "dualgen/formulas/linalg_decompositions.h"
-#include "dualgen/formulas/linalg_solves.h"
-#include "dualgen/formulas/nn.h"
-#include "dualgen/formulas/quantization.h"
-#include "dualgen/formulas/recurrent.h"
-#include "dualgen/formulas/reductions.h"
-#include "dualgen/formulas/shapes.h"
-#include "dualgen/formulas/transformer.h"
+#include "formulas.h"  // generated: every C++ twin of a helper
 
 namespace dualgen {
 

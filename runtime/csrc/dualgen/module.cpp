@@ -146,16 +146,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   dualgen::bind_batching(m);
   dualgen::bind_saved_outputs(m);
   auto formulas = m.def_submodule("formulas", "the C++ twins of dualgen.formulas");
-  dualgen::formulas::bind_elementwise(formulas);
-  dualgen::formulas::bind_reductions(formulas);
-  dualgen::formulas::bind_nn(formulas);
-  dualgen::formulas::bind_shapes(formulas);
-  dualgen::formulas::bind_linalg_decompositions(formulas);
-  dualgen::formulas::bind_linalg_solves(formulas);
-  dualgen::formulas::bind_backward_ops(formulas);
-  dualgen::formulas::bind_attention(formulas);
-  dualgen::formulas::bind_transformer(formulas);
-  dualgen::formulas::bind_recurrent(formulas);
-  dualgen::formulas::bind_fused_nn(formulas);
-  dualgen::formulas::bind_quantization(formulas);
+  dualgen::formulas::bind_formulas(formulas);
 }

@@ -1,4 +1,4 @@
-#include "dualgen/formulas/attention.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <cmath>
 #include <limits>

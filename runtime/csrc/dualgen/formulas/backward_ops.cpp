@@ -1,6 +1,4 @@
-#include "dualgen/formulas/backward_ops.h"
-
-#include "dualgen/formulas/nn.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <array>
 #include <cmath>

@@ -1,19 +1,53 @@
-// Each formulas module binds its twins into the extension's `formulas`
-// submodule (for the tests that hold each twin to its Python helper).
+// How the generated bindings of the C++ twins (generated/cpp/formulas_bindings.cpp)
+// turn the Python values pybind11 loads into the twins' parameters.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/List.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace dualgen::formulas {
 
-// Python values as the twins take them, for the bindings.
+void bind_formulas(pybind11::module_& m);
+
 namespace binding {
 
+// Python's None for a tensor: an undefined tensor.
+inline at::Tensor tensor(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? *t : at::Tensor();
+}
+
+// A list of tensors with Nones (undefined); None for the list: an empty list.
+inline std::vector<at::Tensor> tensors(
+    const std::optional<std::vector<std::optional<at::Tensor>>>& ts) {
+  std::vector<at::Tensor> out;
+  if (ts.has_value()) {
+    for (const auto& t : *ts) {
+      out.push_back(tensor(t));
+    }
+  }
+  return out;
+}
+
+inline c10::List<std::optional<at::Tensor>> optional_tensors(
+    const std::vector<std::optional<at::Tensor>>& ts) {
+  c10::List<std::optional<at::Tensor>> out;
+  for (const auto& t : ts) {
+    out.push_back(t);
+  }
+  return out;
+}
+
+inline at::OptionalIntArrayRef int_list(const std::optional<std::vector<int64_t>>& v) {
+  return v.has_value() ? at::OptionalIntArrayRef(*v) : at::OptionalIntArrayRef();
+}
+
 // A Python number as a c10::Scalar (torch's pybind caster does not load them).
-inline c10::Scalar to_scalar(const pybind11::handle& obj) {
+inline c10::Scalar scalar(const pybind11::handle& obj) {
   if (PyBool_Check(obj.ptr())) return c10::Scalar(obj.cast<bool>());
   if (PyLong_Check(obj.ptr())) return c10::Scalar(obj.cast<int64_t>());
   if (PyComplex_Check(obj.ptr())) {
@@ -24,28 +58,13 @@ inline c10::Scalar to_scalar(const pybind11::handle& obj) {
   throw pybind11::type_error("expected a Python number (bool, int, float or complex)");
 }
 
-inline std::optional<c10::Scalar> to_optional_scalar(const pybind11::handle& obj) {
-  return obj.is_none() ? std::nullopt : std::optional<c10::Scalar>(to_scalar(obj));
+inline std::optional<c10::Scalar> optional_scalar(const pybind11::handle& obj) {
+  return obj.is_none() ? std::nullopt : std::optional<c10::Scalar>(scalar(obj));
 }
 
-// Python's None for a tensor as the twins take it: an undefined tensor.
-inline at::Tensor undefined_if_none(const std::optional<at::Tensor>& t) {
-  return t.has_value() ? *t : at::Tensor();
+inline std::optional<c10::string_view> string(const std::optional<std::string>& s) {
+  return s.has_value() ? std::optional<c10::string_view>(*s) : std::nullopt;
 }
 
 }  // namespace binding
-
-void bind_elementwise(pybind11::module_& m);
-void bind_reductions(pybind11::module_& m);
-void bind_nn(pybind11::module_& m);
-void bind_shapes(pybind11::module_& m);
-void bind_linalg_decompositions(pybind11::module_& m);
-void bind_linalg_solves(pybind11::module_& m);
-void bind_backward_ops(pybind11::module_& m);
-void bind_attention(pybind11::module_& m);
-void bind_transformer(pybind11::module_& m);
-void bind_recurrent(pybind11::module_& m);
-void bind_fused_nn(pybind11::module_& m);
-void bind_quantization(pybind11::module_& m);
-
 }  // namespace dualgen::formulas

@@ -1,19 +1,8 @@
 // What every C++ twin of a dualgen.formulas helper, and every generated C++
-// kernel, shares: how Python's values are represented in C++.
-//
-//   Python                         C++
-//   Tensor                         at::Tensor
-//   None where a Tensor may be     an undefined at::Tensor (`present(t)` is false)
-//   list of tangents (Tensor[])    std::vector<at::Tensor>; absent: empty
-//   Tensor?[] (index's indices)    c10::List<std::optional<at::Tensor>>
-//   int / SymInt                   int64_t
-//   int[] / SymInt[]               std::vector<int64_t> (at::IntArrayRef in parameters)
-//   int[]? / int?                  at::OptionalIntArrayRef / std::optional<int64_t>
-//   float / bool                   double / bool
-//   Scalar / Scalar?               c10::Scalar / std::optional<c10::Scalar>
-//   str / str?                     std::string (c10::string_view in parameters)
-//   ScalarType?                    std::optional<at::ScalarType>
-//   a tuple of tensors returned    std::vector<at::Tensor> (undefined = None)
+// kernel, shares. How each Python value is represented in C++ is one table, in
+// tools/cpp_types.py (kernels' declarations, twins' parameters, bindings); the
+// convention it rests on: None where a tensor may be is an undefined at::Tensor
+// (`present(t)` is false), an absent list of tangents an empty TensorList.
 #pragma once
 
 #include <ATen/ATen.h>

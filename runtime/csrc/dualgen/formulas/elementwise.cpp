@@ -1,4 +1,4 @@
-#include "dualgen/formulas/elementwise.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <algorithm>
 #include <cmath>

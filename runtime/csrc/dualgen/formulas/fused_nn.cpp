@@ -1,4 +1,4 @@
-#include "dualgen/formulas/fused_nn.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <array>
 #include <limits>

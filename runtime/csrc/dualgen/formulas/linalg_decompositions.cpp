@@ -1,4 +1,4 @@
-#include "dualgen/formulas/linalg_decompositions.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <tuple>
 

@@ -1,11 +1,10 @@
-#include "dualgen/formulas/linalg_solves.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <ATen/Dispatch.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "dualgen/formulas/elementwise.h"
 
 namespace dualgen::formulas {
 

@@ -1,4 +1,4 @@
-#include "dualgen/formulas/nn.h"
+#include "formulas.h"  // generated from twins.yaml
 
 namespace dualgen::formulas {
 

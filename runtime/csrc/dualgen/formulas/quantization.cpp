@@ -1,4 +1,4 @@
-#include "dualgen/formulas/quantization.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <vector>
 

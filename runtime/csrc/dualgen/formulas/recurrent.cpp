@@ -1,4 +1,4 @@
-#include "dualgen/formulas/recurrent.h"
+#include "formulas.h"  // generated from twins.yaml
 
 namespace dualgen::formulas {
 

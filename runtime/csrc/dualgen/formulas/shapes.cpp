@@ -1,4 +1,4 @@
-#include "dualgen/formulas/shapes.h"
+#include "formulas.h"  // generated from twins.yaml
 
 namespace dualgen::formulas {
 

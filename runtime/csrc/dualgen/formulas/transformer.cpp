@@ -1,4 +1,4 @@
-#include "dualgen/formulas/transformer.h"
+#include "formulas.h"  // generated from twins.yaml
 
 #include <cmath>
 #include <limits>
