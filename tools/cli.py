@@ -38,10 +38,29 @@ def generate_files(spec_path: Path, imports: tuple[str, ...] = ()) -> Outcome:
     from .emit import Emitter
     from .write import format_python
 
+    helpers = one_source_helpers(spec_path)
     spec, ops = checked_spec(spec_path)
     plans = analyse(spec, ops)
-    files = Emitter(spec_path.name, imports).render_all(plans, spec.collectives)
+    emitter = Emitter(spec_path.name, imports)
+    files = emitter.render_all(plans, spec.collectives, helpers)
     return Outcome(format_python(files), len(spec.entries), len(plans))
+
+
+def one_source_helpers(spec_path: Path):
+    """The helpers of helpers/*.yaml beside the spec (none without one), loaded,
+    defined in Python (so formulas may call them in this run) and checked; raise
+    SpecErrors."""
+    from .emit_helpers import define_python
+    from .formula import use_one_source_helpers
+    from .helpers import check_bodies, load_helpers, sources_beside
+
+    paths = sources_beside(spec_path)
+    if not paths:
+        return ()
+    helpers = load_helpers(paths, spec_path.parent)
+    use_one_source_helpers(define_python(helpers))
+    check_bodies(helpers)
+    return helpers
 
 
 def checked_spec(spec_path: Path):
@@ -250,12 +269,13 @@ def _generate(args: argparse.Namespace) -> int:
     from .write import format_files, read_existing, stale_diff, write_atomically
 
     with running() as clock:
+        helpers = one_source_helpers(args.spec)
         spec, ops = checked_spec(args.spec)  # laps "load" inside
         clock.lap("build")
         plans = analyse(spec, ops)
         clock.lap("analyse")
         rendered = Emitter(args.spec.name, tuple(args.imports)).render_all(
-            plans, spec.collectives
+            plans, spec.collectives, helpers
         )
         clock.lap("emit")
         # What is on disk is black's output for most chunks; --check reuses it too.
@@ -310,8 +330,11 @@ def _validate(args: argparse.Namespace) -> int:
     )
 
     start = time.perf_counter()
+    helpers = one_source_helpers(args.spec)
     spec, ops = checked_spec(args.spec)
-    files = Emitter(args.spec.name, tuple(args.imports)).render_all(analyse(spec, ops))
+    files = Emitter(args.spec.name, tuple(args.imports)).render_all(
+        analyse(spec, ops), (), helpers
+    )
     kernels = with_harness_kernels(load_kernels(files))
     missing = missing_harness_entries(kernels)
     if missing:  # only where the installed kernels lack them too

@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 
 from .emit_cpp import CppEmitter, operator_key
+from .emit_helpers import as_twins, cpp_text, python_text
 from .emit_twins import render_twins
 from .formula import helpers_used
 from .plan import Action, Branch, OpPlan, OutputTangent
@@ -103,7 +104,9 @@ class Emitter:
         self.printer = PythonPrinter()
         self.env = _environment()
 
-    def render_all(self, plans: tuple[OpPlan, ...], collectives=()) -> dict[str, str]:
+    def render_all(
+        self, plans: tuple[OpPlan, ...], collectives=(), helpers=()
+    ) -> dict[str, str]:
         """The generated files; `collectives`: the spec's collective entries
         (collectives.py, only where there are some)."""
         cpp = with_cpp(plans)
@@ -115,9 +118,14 @@ class Emitter:
             "registry.py": self._render_registry(plans, cpp),
         }
         if cpp:
-            twins = load_twins(manifest_path(), MANIFEST)
+            twins = load_twins(manifest_path(), MANIFEST) + as_twins(helpers)
             files.update(CppEmitter(self.spec_name, twins).render_all(plans))
-            files.update(render_twins(twins, MANIFEST))
+            files.update(
+                render_twins(twins, MANIFEST + (" and helpers/" if helpers else ""))
+            )
+            if helpers:
+                files["helpers.py"] = python_text(helpers)
+                files["cpp/helpers.cpp"] = cpp_text(helpers, twins)
         if collectives:
             files["collectives.py"] = self._render_collectives(collectives)
         return files

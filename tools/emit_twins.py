@@ -94,19 +94,24 @@ def _bindings(twins: Twins, header: str) -> str:
         "void bind_formulas(pybind11::module_& m) {",
         "  namespace py = pybind11;",
     ]
-    counts: dict[str, int] = defaultdict(int)
+    by_name: dict[str, list[Twin]] = defaultdict(list)
     for twin in twins.overloads:
-        counts[twin.name] += 1
-    seen: dict[str, int] = defaultdict(int)
-    for twin in twins.overloads:
-        names = [twin.name]
-        if counts[twin.name] > 1:
-            names.append(f"{twin.name}_{seen[twin.name]}")
-        seen[twin.name] += 1
-        for name in names:
+        by_name[twin.name].append(twin)
+    for name, overloads in by_name.items():
+        # pybind11 tries overloads in order and a Scalar's binding takes any
+        # object: those with a Scalar go last, so a tensor finds its own.
+        tried = sorted(overloads, key=_takes_any_object)
+        for twin in tried:
             lines += _binding(name, twin)
+        if len(overloads) > 1:
+            for k, twin in enumerate(overloads):
+                lines += _binding(f"{name}_{k}", twin)
     lines += ["}", "", "}  // namespace dualgen::formulas"]
     return "\n".join(lines) + "\n"
+
+
+def _takes_any_object(twin: Twin) -> bool:
+    return any("object" in twin_form(a.type).bound for a in twin.schema.arguments)
 
 
 def _binding(name: str, twin: Twin) -> list[str]:

@@ -25,7 +25,17 @@ MAX_FORMULA_CHARS = 4000
 MAX_DEPTH = 150
 _TOO_DEEP = f"formula is nested more than {MAX_DEPTH} levels deep"
 
-HELPERS: frozenset[str] = frozenset(helper_module.__all__)
+# The helpers formulas may call, by name: dualgen.formulas' own, overlaid by the
+# generator with this run's one-source helpers (helpers.yaml), so a helper written
+# there is callable before its generated Python is installed.
+HELPERS: dict[str, object] = {
+    n: getattr(helper_module, n) for n in helper_module.__all__
+}
+
+
+def use_one_source_helpers(functions: dict[str, object]) -> None:
+    HELPERS.update(functions)
+
 
 # torch namespaces a formula may reach into, besides plain `torch.<function>`.
 _TORCH_NAMESPACES = ("linalg", "special", "fft", "nn.functional", "ops.aten")
@@ -209,7 +219,7 @@ class _Checker(ast.NodeVisitor):
             raise FormulaError(f"dunder name '{name}' is not allowed")
         if hasattr(builtins, name):
             raise FormulaError(f"builtin '{name}' is not allowed in formulas")
-        choices = set(self.scope.names) | set(self.scope.hints) | HELPERS
+        choices = set(self.scope.names) | set(self.scope.hints) | set(HELPERS)
         raise FormulaError(f"unknown name '{name}'{_did_you_mean(name, choices)}")
 
     def visit_Attribute(self, node: ast.Attribute, called: bool = False) -> None:
@@ -287,7 +297,7 @@ class _Checker(ast.NodeVisitor):
         """What is wrong with the call's arity or keyword names (`calls`)."""
         func = node.func
         if isinstance(func, ast.Name):
-            return calls.helper_problem(getattr(helper_module, func.id), func.id, node)
+            return calls.helper_problem(HELPERS[func.id], func.id, node)
         path = dotted_path(func)
         if path is not None and path[0] == "torch" and "torch" not in self.scope.names:
             if path[1:3] == ["ops", "aten"]:
@@ -327,3 +337,10 @@ def helpers_used(tree: ast.AST) -> set[str]:
         and isinstance(node.func, ast.Name)
         and node.func.id in HELPERS
     }
+
+
+def check_expression(tree: ast.expr, scope: Scope) -> None:
+    """The checks of `parse_formula` on an expression parsed elsewhere (a statement
+    of a one-source helper's body); raise FormulaError."""
+    _check_depth(tree)
+    _Checker(scope).visit(tree)

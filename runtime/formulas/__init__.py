@@ -5,8 +5,11 @@ against that list, and generated kernels import what they use
 (`from dualgen.formulas import ...`). Each helper is a plain function of tensors
 and Python values, linear in any tangent it receives.
 
-The helpers live in one module per family of ops, each with its own `__all__`;
-this package re-exports them all:
+Helpers that are tensor math are written once, in helpers/<family>.yaml, and
+generated (Python: dualgen.generated.helpers; C++: generated/cpp/helpers.cpp).
+The others live in one module per family of ops, each with its own `__all__`,
+their C++ twins hand-written (runtime/csrc/dualgen/formulas/twins.yaml lists
+them). This package re-exports them all:
 
 - `elementwise`: element-wise ops, and the general helpers (scale, unbroadcast,
   as_real_like, conform, ...) the other families and generated kernels use
@@ -28,6 +31,9 @@ this package re-exports them all:
 """
 
 from __future__ import annotations
+
+from dualgen.generated import helpers as one_source
+from dualgen.generated.helpers import *
 
 from . import (
     attention,
@@ -59,7 +65,8 @@ from .shapes import *
 from .transformer import *
 
 __all__ = (
-    elementwise.__all__
+    one_source.__all__
+    + elementwise.__all__
     + reductions.__all__
     + shapes.__all__
     + nn.__all__

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import torch
 
+from dualgen.generated.helpers import as_real_like
+
 __all__ = [
     "angle_grad",
-    "angle_tangent",
-    "as_real_like",
     "clamp_mask",
     "clamp_tensor_grads",
     "clamp_tensor_weight",
@@ -32,7 +32,6 @@ __all__ = [
     "sgn_derivative",
     "unbroadcast",
     "unless_rounded",
-    "winner_weight",
 ]
 
 
@@ -72,13 +71,6 @@ def copy_broadcast(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return copy if copy.shape == like.shape else copy.expand_as(like)
 
 
-def as_real_like(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """The real part of `t` when `like` is real and `t` complex, else `t`."""
-    if t.is_complex() and not like.is_complex():
-        return t.real
-    return t
-
-
 def conform(
     tangent: torch.Tensor | None, result: torch.Tensor | None
 ) -> torch.Tensor | None:
@@ -110,11 +102,6 @@ def fill_absent(
         torch.zeros_like(p) if t is None and p is not None else t
         for t, p in zip(tangents, primals)
     ]
-
-
-def winner_weight(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """d maximum(a, b) / d a: 1 where a wins, 1/2 at ties, 0 where b wins."""
-    return (a > b).to(torch.result_type(a, b)) + 0.5 * (a == b)
 
 
 def pow_self_derivative(self: torch.Tensor, exponent) -> torch.Tensor:
@@ -183,16 +170,6 @@ def angle_grad(grad: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
     if not self.is_complex():
         return torch.zeros_like(grad)
     return torch.where(self == 0, 0.0, grad * self * 1j / self.abs().square())
-
-
-def angle_tangent(self_t: torch.Tensor, self_p: torch.Tensor) -> torch.Tensor:
-    """Tangent of angle: Im(conj(z) z_t) / |z|^2 (0 at 0); zero for a real input."""
-    if not self_p.is_complex():
-        # (in the primal's dtype, as native's zero)
-        return torch.zeros_like(self_t, dtype=self_p.dtype)
-    return torch.where(
-        self_p == 0, 0.0, (self_p.conj() * self_t).imag / self_p.abs().square()
-    )
 
 
 def unless_rounded(t: torch.Tensor, rounding_mode) -> torch.Tensor:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from .elementwise import as_real_like, unbroadcast
+from dualgen.generated.helpers import as_real_like
+
+from .elementwise import unbroadcast
 
 __all__ = [
     "amax_grad",

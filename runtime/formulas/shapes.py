@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .elementwise import as_real_like
+from dualgen.generated.helpers import as_real_like
 
 __all__ = [
     "as_strided_grad",

@@ -359,3 +359,23 @@ def test_errors_match(cpp_formulas, name, make_args):
         getattr(cpp_formulas, name)(*args)
     first_line = str(ref.value).splitlines()[0]
     assert str(cpp.value).splitlines()[0] == first_line
+
+
+@pytest.mark.parametrize("grad_dtype", ALL)
+@pytest.mark.parametrize("like_dtype", ALL)
+@pytest.mark.parametrize(
+    "grad_shape, like_shape",
+    [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 3, 4), (3, 1)), ((5,), (1,))],
+)
+def test_unbroadcast(cpp_formulas, grad_dtype, like_dtype, grad_shape, like_shape):
+    grad = rand(*grad_shape, dtype=grad_dtype)
+    like = rand(*like_shape, dtype=like_dtype, seed=1)
+    both(cpp_formulas, "unbroadcast", grad, like)
+
+
+@pytest.mark.parametrize("t_dtype", ALL)
+@pytest.mark.parametrize("like_dtype", ALL)
+def test_as_real_like(cpp_formulas, t_dtype, like_dtype):
+    both(
+        cpp_formulas, "as_real_like", rand(3, dtype=t_dtype), rand(3, dtype=like_dtype)
+    )

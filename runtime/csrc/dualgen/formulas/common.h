@@ -22,6 +22,7 @@ inline bool present(const at::Tensor& t) { return t.defined(); }
 inline bool present(const TensorList& ts) { return !ts.empty(); }
 template <class T>
 bool present(const std::optional<T>& v) { return v.has_value(); }
+inline bool present(const at::OptionalIntArrayRef& v) { return v.has_value(); }
 
 // A possibly undefined tensor as ATen's `Tensor?` argument.
 inline std::optional<at::Tensor> opt(const at::Tensor& t) {

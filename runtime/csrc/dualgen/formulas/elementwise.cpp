@@ -71,13 +71,6 @@ ClampMasks clamp_masks(
 
 }  // namespace
 
-at::Tensor as_real_like(const at::Tensor& t, const at::Tensor& like) {
-  if (t.is_complex() && !like.is_complex()) {
-    return at::real(t);
-  }
-  return t;
-}
-
 at::Tensor unbroadcast(const at::Tensor& grad, const at::Tensor& like) {
   at::Tensor summed = grad;
   if (grad.sizes() != like.sizes()) {
@@ -136,10 +129,6 @@ std::vector<at::Tensor> fill_absent(
     dense.push_back(p.has_value() ? *p : at::Tensor());
   }
   return fill_absent(tangents, dense);
-}
-
-at::Tensor winner_weight(const at::Tensor& a, const at::Tensor& b) {
-  return (a > b).to(at::result_type(a, b)) + 0.5 * (a == b);
 }
 
 at::Tensor pow_self_derivative(const at::Tensor& self, const at::Tensor& exponent) {
@@ -207,14 +196,6 @@ at::Tensor logit_derivative(const at::Tensor& self, std::optional<double> eps) {
         derivative);
   }
   return at::where((self < *eps).logical_or(self > 1 - *eps), 0.0, derivative);
-}
-
-at::Tensor angle_tangent(const at::Tensor& self_t, const at::Tensor& self_p) {
-  if (!self_p.is_complex()) {
-    return at::zeros_like(self_t, self_t.options().dtype(self_p.scalar_type()));
-  }
-  return at::where(
-      self_p == 0, 0.0, at::imag(self_p.conj() * self_t) / self_p.abs().square());
 }
 
 at::Tensor unless_rounded(

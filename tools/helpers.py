@@ -1,0 +1,205 @@
+"""One-source helpers: helpers/*.yaml -> checked helper definitions.
+
+A helper that is tensor math is written once, in helpers/<family>.yaml, as a function body in the formula
+vocabulary, with its schema (one per C++ overload; Python has one function):
+
+    - helper: mean_tangent(Tensor self_t, Tensor self_p, int[]? dim, bool keepdim) -> Tensor
+      doc: Tangent of mean over `dim` (None or [] for all).
+      body: |
+        return sum_reduced(self_t, self_p, dim, keepdim) / reduced_numel(self_p, dim)
+
+A body is statements of four kinds: `name = expr`, `a, b = expr` (a call that
+returns several tensors), `if`/`elif`/`else` and `return`; every expression is a
+formula (the same names, calls and sandbox as derivatives.yaml's). Both its
+Python (generated/helpers.py, the body as written) and its C++ (generated/cpp/helpers.cpp) are printed
+from it. One-way: a one-source helper calls torch and other one-source helpers,
+never a hand-written one (those may call these).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ErrorSink, Location, SpecErrors
+from .formula import FormulaError, Scope, check_expression
+from .load import RawEntry, RawList, RawScalar, load_spec
+from .model import OperatorSchema
+from .schema import SchemaSyntaxError, parse_schema
+
+FIELDS = ("helper", "overloads", "doc", "body")
+SOURCE = "helpers"  # a folder beside the spec: one file of helpers per family
+
+
+@dataclass(frozen=True)
+class Helper:
+    schemas: tuple[OperatorSchema, ...]  # the C++ overloads; the first names them
+    doc: str
+    body: tuple[ast.stmt, ...]
+    text: str  # the body as written (comments and all), for the Python
+    location: Location
+    body_line: int  # the line of the body's first statement
+
+    @property
+    def name(self) -> str:
+        return self.schemas[0].name
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.schemas[0].arguments)
+
+
+def sources_beside(spec_path: Path) -> list[Path]:
+    """The helper files (helpers/*.yaml) beside the spec, in name order."""
+    return sorted((spec_path.parent / SOURCE).glob("*.yaml"))
+
+
+def load_helpers(paths: list[Path], display_root: Path) -> tuple[Helper, ...]:
+    """The helpers of `paths` (shown relative to `display_root`), parsed; raise
+    SpecErrors. Their bodies are checked by `check_bodies` once every helper's
+    Python exists (they call each other)."""
+    sink = ErrorSink()
+    helpers = []
+    for path in paths:
+        display = (display_root / SOURCE / path.name).as_posix()
+        for entry in load_spec(path.read_bytes(), display, sink):
+            helper = _helper(entry, sink)
+            if helper is not None:
+                helpers.append(helper)
+    seen: dict[str, Location] = {}
+    for helper in helpers:
+        if helper.name in seen:
+            sink.report(
+                f"helper {helper.name} is defined twice (first at line "
+                f"{seen[helper.name].line})",
+                helper.location,
+            )
+        seen.setdefault(helper.name, helper.location)
+    if sink:
+        raise SpecErrors(sink.sorted())
+    return tuple(helpers)
+
+
+def _helper(entry: RawEntry, sink: ErrorSink) -> Helper | None:
+    fields = {}
+    for field in entry.fields:
+        if field.key not in FIELDS:
+            sink.report(
+                f"unknown key {field.key!r} (allowed: {', '.join(FIELDS)})",
+                field.location,
+            )
+            return None
+        fields[field.key] = field
+    missing = [k for k in ("helper", "doc", "body") if k not in fields]
+    if missing:
+        sink.report(f"missing {', '.join(missing)}", entry.location)
+        return None
+    signatures = [fields["helper"].value]
+    if "overloads" in fields:
+        value = fields["overloads"].value
+        signatures += list(value.items) if isinstance(value, RawList) else [value]
+    schemas = []
+    for signature in signatures:
+        try:
+            schemas.append(parse_schema(signature.text))
+        except SchemaSyntaxError as exc:
+            sink.report(f"bad helper signature: {exc}", signature.location)
+            return None
+    first = schemas[0]
+    for schema in schemas[1:]:
+        if schema.name != first.name or [a.name for a in schema.arguments] != [
+            a.name for a in first.arguments
+        ]:
+            sink.report(
+                f"overload {schema} must have {first.name}'s name and parameter names",
+                fields["overloads"].location,
+            )
+            return None
+    body_field = fields["body"]
+    if not isinstance(body_field.value, RawScalar):
+        sink.report("body must be text", body_field.location)
+        return None
+    # A block scalar (`body: |`) starts on the next line.
+    body_line = body_field.location.line + 1
+    try:
+        module = ast.parse(body_field.value.text)
+    except SyntaxError as exc:
+        sink.report(
+            f"invalid syntax in body: {exc.msg}",
+            Location(body_field.location.path, body_line + (exc.lineno or 1) - 1),
+        )
+        return None
+    doc = fields["doc"].value
+    doc_text = doc.text if isinstance(doc, RawScalar) else ""
+    return Helper(
+        tuple(schemas),
+        doc_text,
+        tuple(module.body),
+        body_field.value.text.rstrip(),
+        entry.location,
+        body_line,
+    )
+
+
+def check_bodies(helpers: tuple[Helper, ...]) -> None:
+    """Each body's statements are of the four kinds and its expressions are
+    formulas over its parameters and locals; raise SpecErrors."""
+    sink = ErrorSink()
+    for helper in helpers:
+        try:
+            _check_block(helper.body, set(helper.parameters), helper)
+        except _BodyError as exc:
+            line = helper.body_line + exc.line - 1
+            sink.report(exc.message, Location(helper.location.path, line), helper.name)
+    if sink:
+        raise SpecErrors(sink.sorted())
+
+
+class _BodyError(Exception):
+    def __init__(self, message: str, line: int):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def _check_block(block, names: set[str], helper: Helper) -> None:
+    for statement in block:
+        line = statement.lineno
+        if isinstance(statement, ast.Assign):
+            if len(statement.targets) != 1:
+                raise _BodyError("assign one target at a time", line)
+            _check(statement.value, names, line)
+            names |= _targets(statement.targets[0], line)
+        elif isinstance(statement, ast.If):
+            _check(statement.test, names, line)
+            _check_block(statement.body, names, helper)
+            _check_block(statement.orelse, names, helper)
+        elif isinstance(statement, ast.Return):
+            if statement.value is None:
+                raise _BodyError("a helper returns a value", line)
+            _check(statement.value, names, line)
+        else:
+            kind = type(statement).__name__
+            raise _BodyError(
+                f"'{kind}' statements are not allowed in a helper's body "
+                "(assignments, if and return are)",
+                line,
+            )
+
+
+def _targets(target: ast.expr, line: int) -> set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Tuple) and all(
+        isinstance(e, ast.Name) for e in target.elts
+    ):
+        return {e.id for e in target.elts}
+    raise _BodyError("assign to a name or a tuple of names", line)
+
+
+def _check(tree: ast.expr, names: set[str], line: int) -> None:
+    try:
+        check_expression(tree, Scope(frozenset(names)))
+    except FormulaError as exc:
+        raise _BodyError(str(exc), line) from None
