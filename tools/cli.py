@@ -53,12 +53,14 @@ def one_source_helpers(spec_path: Path):
     from .emit_helpers import define_python
     from .formula import use_one_source_helpers
     from .helpers import check_bodies, load_helpers, sources_beside
+    from .twins import basics, load_twins, manifest_path
 
     paths = sources_beside(spec_path)
     if not paths:
         return ()
     helpers = load_helpers(paths, spec_path.parent)
-    use_one_source_helpers(define_python(helpers))
+    twins = load_twins(manifest_path(), "runtime/csrc/dualgen/formulas/twins.yaml")
+    use_one_source_helpers(define_python(helpers, basics(twins)))
     check_bodies(helpers)
     return helpers
 

@@ -53,6 +53,8 @@ class StatementPrinter:
             ]
         if isinstance(statement, ast.If):
             return self._if(statement, depth)
+        if isinstance(statement, ast.For):
+            return self._for(statement, depth)
         raise CppError(f"cannot print a {type(statement).__name__} statement")
 
     def _returned(self, value: ast.expr) -> str:
@@ -132,6 +134,24 @@ class StatementPrinter:
         if tail:
             lines += [pad + "} else {"] + tail
         return lines + [pad + "}"]
+
+    def _for(self, statement: ast.For, depth: int) -> list[str]:
+        """`for d in ints:` over a list of ints or of tensors; names first
+        assigned in the body stay in it."""
+        pad = "  " * depth
+        items = self.printer.visit(statement.iter)
+        item_type = {"IntList": "int", "TensorList": "Tensor"}.get(items.type.name)
+        if item_type is None or statement.orelse:
+            raise CppError("`for` runs over a list of ints or of tensors, without else")
+        name = statement.target.id
+        before = dict(self.printer.types)
+        declared = "int64_t" if item_type == "int" else "const at::Tensor&"
+        self.printer.types[name] = Type(item_type)
+        body = self.block(statement.body, depth + 1)
+        self.printer.types.clear()
+        self.printer.types.update(before)
+        head = f"{pad}for ({declared} {cpp_name(name)} : {items.text}) {{"
+        return [head] + body + [pad + "}"]
 
 
 def _declared(type_: Type) -> str:

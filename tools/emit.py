@@ -13,12 +13,12 @@ from pathlib import Path
 import jinja2
 
 from .emit_cpp import CppEmitter, operator_key
-from .emit_helpers import as_twins, cpp_text, python_text
+from .emit_helpers import as_twins, cpp_files, python_text
 from .emit_twins import render_twins
 from .formula import helpers_used
 from .plan import Action, Branch, OpPlan, OutputTangent
 from .printer import PythonPrinter
-from .twins import load_twins, manifest_path
+from .twins import basics, load_twins, manifest_path
 
 TEMPLATES = Path(__file__).parent / "templates"
 # The manifest of hand-written C++ twins, as errors and generated headers name it.
@@ -124,8 +124,8 @@ class Emitter:
                 render_twins(twins, MANIFEST + (" and helpers/" if helpers else ""))
             )
             if helpers:
-                files["helpers.py"] = python_text(helpers)
-                files["cpp/helpers.cpp"] = cpp_text(helpers, twins)
+                files["helpers.py"] = python_text(helpers, basics(twins))
+                files.update(cpp_files(helpers, twins))
         if collectives:
             files["collectives.py"] = self._render_collectives(collectives)
         return files

@@ -9,6 +9,7 @@ parity tests hold the two printers to each other.
 
 from __future__ import annotations
 
+import ast
 import textwrap
 import types
 
@@ -44,15 +45,33 @@ def as_twins(helpers: tuple[Helper, ...]) -> Twins:
 # -- Python ---------------------------------------------------------------------
 
 
-def python_text(helpers: tuple[Helper, ...]) -> str:
+def python_text(
+    helpers: tuple[Helper, ...], basics: frozenset[str] = frozenset()
+) -> str:
+    """The Python of every helper; `basics`: the hand-written helpers of
+    dualgen.formulas.basics (a leaf module) that bodies may call."""
     names = sorted(h.name for h in helpers if not h.name.startswith("_"))
+    called = sorted(basics & _names_called(helpers))
+    imports = "from __future__ import annotations\n\nimport torch"
+    if called:
+        imports += f"\n\nfrom dualgen.formulas.basics import {', '.join(called)}"
     parts = [
         PYTHON_HEADER.format(source=SOURCE, module=__name__),
-        "from __future__ import annotations\n\nimport torch",
+        imports,
         "__all__ = [" + ", ".join(repr(n) for n in names) + "]",
     ]
     parts += [_python_function(h) for h in helpers]
     return "\n\n\n".join(parts) + "\n"
+
+
+def _names_called(helpers: tuple[Helper, ...]) -> set[str]:
+    return {
+        node.func.id
+        for helper in helpers
+        for statement in helper.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
 
 
 def _python_function(helper: Helper) -> str:
@@ -76,19 +95,36 @@ def _python(default: str) -> str:
     return {"true": "True", "false": "False"}.get(default, default)
 
 
-def define_python(helpers: tuple[Helper, ...]) -> dict[str, object]:
+def define_python(
+    helpers: tuple[Helper, ...], basics: frozenset[str] = frozenset()
+) -> dict[str, object]:
     """The helpers' Python functions, defined from the text `python_text` writes
     (which holds only imports and definitions: nothing runs but `def`)."""
     module = types.ModuleType("dualgen.generated.helpers")
-    exec(compile(python_text(helpers), SOURCE, "exec"), module.__dict__)
+    text = python_text(helpers, basics)
+    exec(compile(text, SOURCE, "exec"), module.__dict__)  # noqa: S102  # noqa: S102
     return {h.name: module.__dict__[h.name] for h in helpers}
 
 
 # -- C++ ------------------------------------------------------------------------
 
 
+def cpp_files(helpers: tuple[Helper, ...], twins: Twins) -> dict[str, str]:
+    """cpp/helpers_<family>.cpp for each helpers/<family>.yaml (a family's edit
+    recompiles its own unit); raise SpecErrors where C++ cannot print a body."""
+    families: dict[str, list[Helper]] = {}
+    for helper in helpers:
+        family = helper.location.path.rsplit("/", 1)[-1].removesuffix(".yaml")
+        families.setdefault(family, []).append(helper)
+    return {
+        f"cpp/helpers_{family}.cpp": cpp_text(tuple(members), twins)
+        for family, members in families.items()
+    }
+
+
 def cpp_text(helpers: tuple[Helper, ...], twins: Twins) -> str:
-    """helpers.cpp; raise SpecErrors at the body's line where C++ cannot print it."""
+    """One family's C++; raise SpecErrors at the body's line where C++ cannot
+    print it."""
     sink = ErrorSink()
     functions = []
     for helper in helpers:

@@ -38,23 +38,21 @@ def render_twins(twins: Twins, manifest: str) -> dict[str, str]:
 
 
 def _declarations(twins: Twins, header: str) -> str:
-    by_source: dict[str, list[Twin]] = defaultdict(list)
-    for twin in twins.overloads:
-        by_source[twin.source].append(twin)
+    # By name and without prose, not by source: a helper moving from hand-written
+    # to one-source C++ leaves this header, which every unit includes, as it was.
+    ordered = sorted(twins.overloads, key=lambda t: (t.name, str(t.schema)))
     lines = [
         header,
-        "// The C++ twins of dualgen.formulas' helpers, by source.",
+        "// Every C++ twin of dualgen.formulas' helpers, by name; what each computes",
+        "// is said where it is written (twins.yaml, helpers/*.yaml).",
         "#pragma once",
         "",
+        INCLUDES,
+        "namespace dualgen::formulas {",
+        "",
     ]
-    lines += [INCLUDES, "namespace dualgen::formulas {", ""]
-    for source, declared in by_source.items():
-        lines.append(f"// {source}")
-        for twin in declared:
-            lines.append(f"// {twin.doc}")
-            lines.append(_signature(twin, defaults=True) + ";")
-        lines.append("")
-    lines.append("}  // namespace dualgen::formulas")
+    lines += [_signature(twin, defaults=True) + ";" for twin in ordered]
+    lines += ["", "}  // namespace dualgen::formulas"]
     return "\n".join(lines) + "\n"
 
 

@@ -8,8 +8,9 @@ vocabulary, with its schema (one per C++ overload; Python has one function):
       body: |
         return sum_reduced(self_t, self_p, dim, keepdim) / reduced_numel(self_p, dim)
 
-A body is statements of four kinds: `name = expr`, `a, b = expr` (a call that
-returns several tensors), `if`/`elif`/`else` and `return`; every expression is a
+A body is statements of five kinds: `name = expr`, `a, b = expr` (a call that
+returns several tensors), `if`/`elif`/`else`, `for name in list:` (of ints or of
+tensors) and `return`; every expression is a
 formula (the same names, calls and sandbox as derivatives.yaml's). Both its
 Python (generated/helpers.py, the body as written) and its C++ (generated/cpp/helpers.cpp) are printed
 from it. One-way: a one-source helper calls torch and other one-source helpers,
@@ -175,6 +176,11 @@ def _check_block(block, names: set[str], helper: Helper) -> None:
             _check(statement.test, names, line)
             _check_block(statement.body, names, helper)
             _check_block(statement.orelse, names, helper)
+        elif isinstance(statement, ast.For):
+            if not isinstance(statement.target, ast.Name) or statement.orelse:
+                raise _BodyError("`for name in list:` without else", line)
+            _check(statement.iter, names, line)
+            _check_block(statement.body, names | {statement.target.id}, helper)
         elif isinstance(statement, ast.Return):
             if statement.value is None:
                 raise _BodyError("a helper returns a value", line)
@@ -183,7 +189,7 @@ def _check_block(block, names: set[str], helper: Helper) -> None:
             kind = type(statement).__name__
             raise _BodyError(
                 f"'{kind}' statements are not allowed in a helper's body "
-                "(assignments, if and return are)",
+                "(assignments, if, for and return are)",
                 line,
             )
 

@@ -117,3 +117,9 @@ def _twin(entry: RawEntry, folder: Path, sink: ErrorSink) -> Twin | None:
         )
         return None
     return Twin(schema, values["doc"], values["source"], entry.location)
+
+
+def basics(twins: Twins) -> frozenset[str]:
+    """The hand-written helpers one-source helpers may call: those of basics.cpp
+    (Python: dualgen.formulas.basics, a leaf module), so imports run one way."""
+    return frozenset(t.name for t in twins.overloads if t.source == "basics.cpp")

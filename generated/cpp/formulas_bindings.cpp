@@ -8,6 +8,18 @@ namespace dualgen::formulas {
 
 void bind_formulas(pybind11::module_& m) {
   namespace py = pybind11;
+  m.def("reduction_dims", [](const std::optional<std::vector<int64_t>>& dim, int64_t ndim) {
+    return reduction_dims(binding::int_list(dim), ndim);
+  }, py::arg("dim"), py::arg("ndim"));
+  m.def("reduction_dims", [](std::optional<int64_t> dim, int64_t ndim) {
+    return reduction_dims(dim, ndim);
+  }, py::arg("dim"), py::arg("ndim"));
+  m.def("reduction_dims_0", [](const std::optional<std::vector<int64_t>>& dim, int64_t ndim) {
+    return reduction_dims(binding::int_list(dim), ndim);
+  }, py::arg("dim"), py::arg("ndim"));
+  m.def("reduction_dims_1", [](std::optional<int64_t> dim, int64_t ndim) {
+    return reduction_dims(dim, ndim);
+  }, py::arg("dim"), py::arg("ndim"));
   m.def("flash_attention_tangent", [](int64_t index, const std::optional<at::Tensor>& query_t, const std::optional<at::Tensor>& key_t, const std::optional<at::Tensor>& value_t, const std::optional<at::Tensor>& attn_mask_t, const std::optional<at::Tensor>& query, const std::optional<at::Tensor>& key, const std::optional<at::Tensor>& value, const std::optional<at::Tensor>& attn_mask, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& logsumexp, double dropout_p, bool is_causal, std::optional<double> scale) {
     return flash_attention_tangent(index, binding::tensor(query_t), binding::tensor(key_t), binding::tensor(value_t), binding::tensor(attn_mask_t), binding::tensor(query), binding::tensor(key), binding::tensor(value), binding::tensor(attn_mask), binding::tensor(output), binding::tensor(logsumexp), dropout_p, is_causal, scale);
   }, py::arg("index"), py::arg("query_t"), py::arg("key_t"), py::arg("value_t"), py::arg("attn_mask_t"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask"), py::arg("output"), py::arg("logsumexp"), py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"));
