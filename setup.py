@@ -28,8 +28,10 @@ def discovered() -> list[str]:
 
 
 class BuildWithSpec(build_py):
-    """The spec rides beside the kernels generated from it (dualgen.generated), so
-    `dualgen validate` outside a checkout checks the installed kernels."""
+    """The spec and the helpers' one source (helpers/) ride beside the kernels
+    generated from them (dualgen.generated), so `dualgen validate` outside a
+    checkout checks the installed kernels, and `dualgen generate` on a user's spec
+    knows every helper and its C++ twin."""
 
     def run(self):
         super().run()
@@ -39,6 +41,10 @@ class BuildWithSpec(build_py):
         target = Path(self.build_lib) / "dualgen" / "generated"
         self.mkpath(str(target))
         self.copy_file(str(spec), str(target))
+        helpers = Path(__file__).resolve().parent / "helpers"
+        self.mkpath(str(target / "helpers"))
+        for source in sorted(helpers.glob("*.yaml")):
+            self.copy_file(str(source), str(target / "helpers"))
 
 
 if __name__ == "__main__":  # (as setuptools runs it; tests import discovered())

@@ -9,8 +9,396 @@ from __future__ import annotations
 
 import torch
 
+from dualgen.formulas.basics import (
+    channel_shape,
+    concat_ints,
+    dim_range,
+    lengths_mask,
+    no_derivative,
+    reduction_dims,
+    refuse_dropout,
+)
 
-__all__ = ["angle_tangent", "as_real_like", "winner_weight"]
+
+__all__ = [
+    "amax_tangent",
+    "angle_tangent",
+    "apply_loss_reduction",
+    "as_real_like",
+    "batch_norm_tangent",
+    "batch_norm_xhat",
+    "bce_cross_derivative",
+    "bce_logits_self_derivative",
+    "bce_logits_target_derivative",
+    "bce_self_derivative",
+    "bce_self_second_derivative",
+    "bce_target_derivative",
+    "cdist_weights",
+    "cdist_weights_diff_derivative",
+    "cdist_weights_dist_derivative",
+    "channel_view",
+    "cholesky_inverse_tangent",
+    "cholesky_solve_tangent",
+    "cholesky_tangent",
+    "clamp_mask",
+    "clamp_tensor_weight",
+    "copy_broadcast",
+    "ctc_loss_log_probs_grad",
+    "det_lu_tangent",
+    "det_tangent",
+    "dist_tangent",
+    "dropout_scale",
+    "eig_tangents",
+    "eigh_tangents",
+    "elu_second_derivative",
+    "evenly_read_tangent",
+    "expand_loss_grad",
+    "expand_reduced",
+    "fake_quantize_learnable_per_channel_tangent",
+    "fake_quantize_learnable_per_tensor_tangent",
+    "finite_parts",
+    "flash_attention_backward_tangent",
+    "flash_attention_tangent",
+    "gather_reduced",
+    "gather_selected",
+    "gelu_second_derivative",
+    "glu_double_backward",
+    "group_norm_mean_tangent",
+    "group_norm_rstd_tangent",
+    "group_norm_tangent",
+    "group_norm_xhat",
+    "hermitian_sqrt_differential",
+    "layer_norm_tangent",
+    "layer_norm_xhat",
+    "linalg_solve_tangent",
+    "logit_derivative",
+    "logsumexp_tangent",
+    "logsumexp_weights",
+    "lstsq_b_tangent",
+    "lstsq_residuals_tangent",
+    "lstsq_self_tangent",
+    "lu_factor_tangent",
+    "lu_solve_tangent",
+    "lu_tangents",
+    "lu_unpack_grad",
+    "lu_unpack_tangents",
+    "matrix_exp_differential",
+    "mean_tangent",
+    "mish_derivative",
+    "mish_second_derivative",
+    "native_multi_head_attention_tangent",
+    "norm_affine_tangent",
+    "pinv_tangent",
+    "prod_tangent",
+    "reduced_numel",
+    "renorm_tangent",
+    "scan_tangent",
+    "scatter_reduce_tangent",
+    "sgn_derivative",
+    "side_matmul",
+    "slogdet_tangents",
+    "std_tangent",
+    "svd_tangents",
+    "transformer_encoder_layer_tangent",
+    "triangular_part",
+    "triangular_solve_tangent",
+    "unbroadcast",
+    "unless_rounded",
+    "var_tangent",
+    "vector_norm_tangent",
+    "weight_norm_broadcast",
+    "winner_weight",
+]
+
+
+def attention_acc(t):
+    """t in the kernel's accumulation dtype (float32 for bfloat16 and float16).
+
+    C++:
+    attention_acc(Tensor t) -> Tensor
+    """
+    if t.dtype == torch.bfloat16 or t.dtype == torch.float16:
+        return t.to(torch.float32)
+    return t
+
+
+def expand_heads(t, heads):
+    """Key/value heads repeated for the query heads they serve (grouped-query).
+
+    C++:
+    expand_heads(Tensor t, int heads) -> Tensor
+    """
+    if t.size(1) == heads:
+        return t
+    return t.repeat_interleave(heads // t.size(1), 1)
+
+
+def sum_heads(t, heads):
+    """The adjoint of `expand_heads`: sum over the query heads of each group.
+
+    C++:
+    sum_heads(Tensor t, int heads) -> Tensor
+    """
+    if t.size(1) == heads:
+        return t
+    return t.reshape(t.size(0), heads, t.size(1) // heads, t.size(2), t.size(3)).sum(2)
+
+
+def attention_scale(query, scale):
+    """The attention scale, 1/sqrt(E) for scale None.
+
+    C++:
+    attention_scale(Tensor query, float? scale) -> float
+    """
+    if scale is None:
+        return 1.0 / (query.size(-1) ** 0.5)
+    return scale
+
+
+def attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, scale):
+    """P = exp(scale q kk^T + mask - logsumexp) (0 where masked), accumulation dtype.
+
+    C++:
+    attention_probabilities(Tensor q, Tensor kk, Tensor attn_mask, Tensor logsumexp, bool is_causal, float scale) -> Tensor
+    """
+    s = torch.matmul(q, kk.transpose(-2, -1)) * scale
+    if attn_mask is not None:
+        s = s + attention_acc(attn_mask)
+    if is_causal:
+        keep = torch.ones_like(s, dtype=torch.bool).tril()
+        s = s.masked_fill(keep.logical_not(), -torch.inf)
+    return (s - attention_acc(logsumexp).unsqueeze(-1)).exp()
+
+
+def flash_attention_tangent(
+    index,
+    query_t,
+    key_t,
+    value_t,
+    attn_mask_t,
+    query,
+    key,
+    value,
+    attn_mask,
+    output,
+    logsumexp,
+    dropout_p,
+    is_causal,
+    scale,
+):
+    """The tangent of output (index 0) or logsumexp (index 1) of
+    `_scaled_dot_product_flash_attention_for_cpu`. With dS = scale (q_t k^T + q
+    k_t^T) + mask_t and P the attention probabilities: logsumexp_t = sum_j P dS
+    and output_t = (P (dS - logsumexp_t)) v + P v_t. attn_mask_t may be None (no
+    mask, or a mask without tangent). Refuses dropout_p != 0.
+
+    C++:
+    flash_attention_tangent(int index, Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor
+    """
+    refuse_dropout(dropout_p, "_scaled_dot_product_flash_attention_for_cpu")
+    heads = query.size(1)
+    sc = attention_scale(query, scale)
+    q = attention_acc(query)
+    kk = expand_heads(attention_acc(key), heads)
+    p = attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, sc)
+    ds = (
+        torch.matmul(attention_acc(query_t), kk.transpose(-2, -1))
+        + torch.matmul(q, expand_heads(attention_acc(key_t), heads).transpose(-2, -1))
+    ) * sc
+    if attn_mask_t is not None:
+        ds = ds + attention_acc(attn_mask_t)
+    pds = p * ds
+    lse_t = pds.sum(-1)
+    if index == 1:
+        return lse_t.to(logsumexp.dtype)
+    vv = expand_heads(attention_acc(value), heads)
+    out_t = torch.matmul(pds - p * lse_t.unsqueeze(-1), vv) + torch.matmul(
+        p, expand_heads(attention_acc(value_t), heads)
+    )
+    return out_t.to(output.dtype)
+
+
+def flash_attention_backward_tangent(
+    index,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    attn_mask_t,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    attn_mask,
+    dropout_p,
+    is_causal,
+    scale,
+):
+    """The tangent of grad_query (index 0), grad_key (1) or grad_value (2) of
+    `_scaled_dot_product_flash_attention_for_cpu_backward`, a function of all
+    its tensor inputs (out and logsumexp included, as the kernel reads them):
+    with P = exp(S - logsumexp), dS = P (g v^T - rowsum(g out)), it returns
+    scale dS k, scale dS^T q and P^T g, differentiated in every input.
+    attn_mask_t may be None. Refuses dropout_p != 0.
+
+    C++:
+    flash_attention_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_mask_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_mask, float dropout_p, bool is_causal, float? scale) -> Tensor
+    """
+    refuse_dropout(dropout_p, "_scaled_dot_product_flash_attention_for_cpu")
+    heads = query.size(1)
+    sc = attention_scale(query, scale)
+    g = attention_acc(grad_out)
+    q = attention_acc(query)
+    kk = expand_heads(attention_acc(key), heads)
+    vv = expand_heads(attention_acc(value), heads)
+    p = attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, sc)
+    r = torch.matmul(g, vv.transpose(-2, -1)) - (g * attention_acc(out)).sum(
+        -1, keepdim=True
+    )
+    qt = attention_acc(query_t)
+    kkt = expand_heads(attention_acc(key_t), heads)
+    s_t = (
+        torch.matmul(qt, kk.transpose(-2, -1)) + torch.matmul(q, kkt.transpose(-2, -1))
+    ) * sc
+    if attn_mask_t is not None:
+        s_t = s_t + attention_acc(attn_mask_t)
+    p_t = p * (s_t - attention_acc(logsumexp_t).unsqueeze(-1))
+    gt = attention_acc(grad_out_t)
+    if index == 2:
+        res = torch.matmul(p_t.transpose(-2, -1), g) + torch.matmul(
+            p.transpose(-2, -1), gt
+        )
+        return sum_heads(res, value.size(1)).to(value.dtype)
+    vvt = expand_heads(attention_acc(value_t), heads)
+    r_t = torch.matmul(gt, vv.transpose(-2, -1)) + torch.matmul(
+        g, vvt.transpose(-2, -1)
+    )
+    r_t = r_t - (gt * attention_acc(out) + g * attention_acc(out_t)).sum(
+        -1, keepdim=True
+    )
+    ds = p * r
+    ds_t = p_t * r + p * r_t
+    if index == 0:
+        res = (torch.matmul(ds_t, kk) + torch.matmul(ds, kkt)) * sc
+        return res.to(query.dtype)
+    res = (
+        torch.matmul(ds_t.transpose(-2, -1), q) + torch.matmul(ds.transpose(-2, -1), qt)
+    ) * sc
+    return sum_heads(res, key.size(1)).to(key.dtype)
+
+
+def elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result):
+    """d elu_backward(g, ...) / d self_or_result, divided by g, element-wise. With the
+    input x (is_result False) it is elu's second derivative: input_scale**2 *
+    alpha * scale * exp(x * input_scale) where x <= 0, else 0. With elu's result
+    y (is_result True) the op computes the first derivative as input_scale * (y
+    + alpha * scale) where y <= 0: its derivative in y is input_scale there,
+    else 0.
+
+    C++:
+    elu_second_derivative(Tensor self_or_result, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result) -> Tensor
+    """
+    x = self_or_result
+    negative = (x <= 0).to(x.dtype)
+    if is_result:
+        return negative * input_scale
+    return (
+        negative * (input_scale * input_scale * alpha * scale) * (x * input_scale).exp()
+    )
+
+
+def gelu_second_derivative(self, approximate="none"):
+    """The second derivative of gelu, element-wise: phi(x) (2 - x^2) for the exact form
+    (phi the standard normal density); for approximate="tanh", with u = k (x + c
+    x^3), k = sqrt(2/pi), c = 0.044715 and T = tanh(u): (1 - T^2) (u' - x T u'^2
+    + x u''/2).
+
+    C++:
+    gelu_second_derivative(Tensor self, str approximate="none") -> Tensor
+    """
+    x = self
+    if approximate == "tanh":
+        k = (2.0 / torch.pi) ** 0.5
+        c = 0.044715
+        t = (k * (x + c * x * x * x)).tanh()
+        du = k * (1 + 3 * c * x * x)
+        return (1 - t * t) * (du - x * t * du * du + 3 * k * c * x * x)
+    return (-0.5 * x * x).exp() / (2.0 * torch.pi) ** 0.5 * (2 - x * x)
+
+
+def mish_derivative(self):
+    """The derivative of mish(x) = x tanh(softplus(x)), element-wise: T + x s (1 - T^2)
+    with T = tanh(softplus(x)) and s = sigmoid(x). The forward formula of mish
+    is this, not native's mish_backward, which autograd cannot differentiate
+    (reverse over forward would fail).
+
+    C++:
+    mish_derivative(Tensor self) -> Tensor
+    """
+    t = torch.nn.functional.softplus(self).tanh()
+    return t + self * self.sigmoid() * (1 - t * t)
+
+
+def mish_second_derivative(self):
+    """The second derivative of mish(x) = x tanh(softplus(x)), element-wise: with T =
+    tanh(softplus(x)) and s = sigmoid(x), (1 - T^2) (2 s + x s (1 - s) - 2 x s^2
+    T).
+
+    C++:
+    mish_second_derivative(Tensor self) -> Tensor
+    """
+    x = self
+    t = torch.nn.functional.softplus(x).tanh()
+    s = x.sigmoid()
+    return (1 - t * t) * (2 * s + x * s * (1 - s) - 2 * x * s * s * t)
+
+
+def glu_double_backward(grad, grad_output, self, dim):
+    """The gradient with respect to self of glu_backward(grad_output, self, dim)
+    weighted by `grad` (real): glu's Hessian applied to grad and contracted with
+    grad_output. With (a, b) the halves of self, s = sigmoid(b), s' = s (1 - s)
+    and (g_a, g_b) the halves of grad: [g_b go s', s' go (g_a + g_b a (1 - 2
+    s))]. The Hessian is symmetric, so with grad := a tangent of self it is also
+    that tangent's term in glu_backward's forward derivative.
+
+    C++:
+    glu_double_backward(Tensor grad, Tensor grad_output, Tensor self, int dim) -> Tensor
+    """
+    a, b = self.chunk(2, dim)
+    ga, gb = grad.chunk(2, dim)
+    s = b.sigmoid()
+    ds = s * (1 - s)
+    return torch.cat(
+        [gb * grad_output * ds, ds * grad_output * (ga + gb * a * (1 - 2 * s))], dim
+    )
+
+
+def bce_self_second_derivative(self, target, weight):
+    """d^2 binary_cross_entropy / d self^2, element-wise (unreduced): w ((x - y)^2 + y
+    (1 - y)) / (x (1 - x))^2, the x (1 - x) kept from 0 as in
+    `bce_self_derivative`.
+
+    C++:
+    bce_self_second_derivative(Tensor self, Tensor target, Tensor weight) -> Tensor
+    """
+    d = (self - target) ** 2 + target * (1 - target)
+    d = d / (self * (1 - self)).clamp_min(1e-12) ** 2
+    return d if weight is None else d * weight
+
+
+def bce_cross_derivative(self, weight):
+    """d^2 binary_cross_entropy / d self d target, element-wise (unreduced): -w / (x (1
+    - x)), the denominator kept from 0 as in `bce_self_derivative`.
+
+    C++:
+    bce_cross_derivative(Tensor self, Tensor weight) -> Tensor
+    """
+    d = -(self * (1 - self)).clamp_min(1e-12).reciprocal()
+    return d if weight is None else d * weight
 
 
 def as_real_like(t, like):
@@ -45,3 +433,1948 @@ def angle_tangent(self_t, self_p):
     return torch.where(
         self_p == 0, 0.0, (self_p.conj() * self_t).imag / self_p.abs().square()
     )
+
+
+def unbroadcast(grad, like):
+    """Sum `grad` down to `like`'s shape (undoing broadcasting), and take its real part
+    when `like` is real and `grad` complex (a real input's gradient is real).
+
+    C++:
+    unbroadcast(Tensor grad, Tensor like) -> Tensor
+    """
+    if grad.shape != like.shape:
+        grad = grad.sum_to_size(like.shape)
+    return as_real_like(grad, like)
+
+
+def copy_broadcast(t, like):
+    """A copy of `t` broadcast to `like`'s shape: a tensor of its own where no
+    broadcasting is needed (native's copy_ tangent is no view then), else an
+    expanded view of the copy.
+
+    C++:
+    copy_broadcast(Tensor t, Tensor like) -> Tensor
+    """
+    copy = t.clone()
+    if copy.shape == like.shape:
+        return copy
+    return copy.expand_as(like)
+
+
+def clamp_mask(self, min, max):
+    """d clamp(self, min, max) / d self: 1 inside [min, max] (bounds included), 0
+    outside.
+
+    C++:
+    clamp_mask(Tensor self, Scalar? min, Scalar? max) -> Tensor
+    """
+    mask = torch.ones_like(self, dtype=torch.bool)
+    if min is not None:
+        mask = mask & (self >= min)
+    if max is not None:
+        mask = mask & (self <= max)
+    return mask
+
+
+def finite_parts(t, self):
+    """`t` where `self` is finite, 0 elsewhere, part by part: nan_to_num replaces the
+    real and the imaginary part of a complex value each on its own, so a finite
+    part keeps its derivative beside a NaN one.
+
+    C++:
+    finite_parts(Tensor t, Tensor self) -> Tensor
+    """
+    if not self.is_complex():
+        return t * self.isfinite()
+    real_mask = self.real.isfinite()
+    imag_mask = self.imag.isfinite()
+    if not t.is_complex():
+        return t * real_mask
+    return torch.complex(t.real * real_mask, t.imag * imag_mask)
+
+
+def logit_derivative(self, eps):
+    """d logit(self, eps) / d self = 1 / (self (1 - self)); with eps, 0 outside [eps, 1
+    - eps] (where logit clamps); without, NaN outside [0, 1], as torch.
+
+    C++:
+    logit_derivative(Tensor self, float? eps) -> Tensor
+    """
+    derivative = (self * (1 - self)).reciprocal()
+    if eps is None:
+        return torch.where((self < 0).logical_or(self > 1), torch.nan, derivative)
+    return torch.where((self < eps).logical_or(self > 1 - eps), 0.0, derivative)
+
+
+def unless_rounded(t, rounding_mode):
+    """`t` for true division (rounding_mode None), else zeros: a rounded quotient
+    (trunc, floor) is piecewise constant.
+
+    C++:
+    unless_rounded(Tensor t, str? rounding_mode) -> Tensor
+    """
+    if rounding_mode is None:
+        return t
+    return torch.zeros_like(t)
+
+
+def sgn_derivative(v, self, result):
+    """sgn's derivative applied to v (a tangent or a gradient: it is self-adjoint): (v
+    - Re(v conj(sgn z)) sgn z) / |z|, zero at z = 0; for real inputs sgn is
+    piecewise constant, so zero everywhere (also at NaN, as in PyTorch).
+
+    C++:
+    sgn_derivative(Tensor v, Tensor self, Tensor result) -> Tensor
+    """
+    if not self.is_complex():
+        # (in the primal's dtype, as native's zero)
+        return torch.zeros_like(v, dtype=self.dtype)
+    return torch.where(
+        self == 0, 0.0, (v - (v * result.conj()).real * result) / self.abs()
+    )
+
+
+def clamp_tensor_weight(self_p, min_p, max_p, which):
+    """Where clamp.Tensor's result took `which` ("self", "min" or "max"): a mask to
+    weight that input's tangent by (max wins where min > max; an absent bound
+    never does).
+
+    C++:
+    clamp_tensor_weight(Tensor self_p, Tensor? min_p, Tensor? max_p, str which) -> Tensor
+    """
+    if min_p is not None and max_p is not None:
+        crossed = min_p > max_p
+        below = (self_p < min_p).logical_and(crossed.logical_not())
+        above = (self_p > max_p).logical_and(below.logical_not())
+        if which == "self":
+            return crossed.logical_or(below).logical_or(above).logical_not()
+        if which == "min":
+            return below
+        return crossed.logical_or(above)
+    if min_p is not None:
+        inside = self_p > min_p
+    elif max_p is not None:
+        inside = self_p < max_p
+    else:
+        inside = torch.ones_like(self_p, dtype=torch.bool)
+    if which == "self":
+        return inside
+    if (which == "min" and min_p is not None) or (which == "max" and max_p is not None):
+        return inside.logical_not()
+    # (no mask for an absent bound: nothing of it reaches the result)
+    return torch.zeros_like(inside)
+
+
+def cdist_weights(diff, p, dist):
+    """d dist / d diff for dist = ||diff||_p over the last dimension, `diff` the
+    coordinate differences x1_i - x2_j ([..., P, R, M]) and `dist` the distances
+    ([..., P, R]): sign(diff) |diff|^(p-1) / dist^(p-1); 0 for p = 0; sign(diff)
+    for p = 1; diff / dist for p = 2; sign(diff) where |diff| = dist for p =
+    inf. Zero where dist is 0 (as native's backward).
+
+    C++:
+    cdist_weights(Tensor diff, float p, Tensor dist) -> Tensor
+    """
+    d = dist.unsqueeze(-1)
+    if p == 0:
+        return torch.zeros_like(diff)
+    if p == 1:
+        return diff.sign()
+    nonzero = d != 0
+    safe = torch.where(nonzero, d, torch.ones_like(d))
+    if p == 2:
+        return torch.where(nonzero, diff / safe, torch.zeros_like(diff))
+    if p == torch.inf:
+        hit = (diff.abs() == d) & nonzero
+        return torch.where(hit, diff.sign(), torch.zeros_like(diff))
+    w = diff.sign() * diff.abs().pow(p - 1) / safe.pow(p - 1)
+    return torch.where(nonzero, w, torch.zeros_like(diff))
+
+
+def cdist_weights_diff_derivative(diff, p, dist):
+    """The derivative of `cdist_weights(diff, p, dist)` in `diff` with `dist` held
+    fixed, element-wise (the Jacobian is diagonal): (p-1) |diff|^(p-2) /
+    dist^(p-1), 1 / dist for p = 2, 0 for p = 0, 1, inf; zero where dist is 0.
+
+    C++:
+    cdist_weights_diff_derivative(Tensor diff, float p, Tensor dist) -> Tensor
+    """
+    if p == 0 or p == 1 or p == torch.inf:
+        return torch.zeros_like(diff)
+    d = dist.unsqueeze(-1)
+    nonzero = d != 0
+    safe = torch.where(nonzero, d, torch.ones_like(d))
+    if p == 2:
+        w = torch.ones_like(diff) / safe
+    else:
+        w = (p - 1) * diff.abs().pow(p - 2) / safe.pow(p - 1)
+    return torch.where(nonzero, w, torch.zeros_like(diff))
+
+
+def cdist_weights_dist_derivative(diff, p, dist):
+    """The derivative of `cdist_weights(diff, p, dist)` in `dist` with `diff` held
+    fixed, shaped like `diff`: -(p-1) cdist_weights / dist; 0 for p = 0, 1, inf
+    and where dist is 0.
+
+    C++:
+    cdist_weights_dist_derivative(Tensor diff, float p, Tensor dist) -> Tensor
+    """
+    if p == 0 or p == 1 or p == torch.inf:
+        return torch.zeros_like(diff)
+    d = dist.unsqueeze(-1)
+    nonzero = d != 0
+    safe = torch.where(nonzero, d, torch.ones_like(d))
+    w = cdist_weights(diff, p, dist) * (1 - p) / safe
+    return torch.where(nonzero, w, torch.zeros_like(diff))
+
+
+def ctc_loss_log_probs_grad(
+    grad,
+    log_probs,
+    targets,
+    input_lengths,
+    target_lengths,
+    neg_log_likelihood,
+    log_alpha,
+    blank,
+    zero_infinity,
+):
+    """The gradient of `_ctc_loss`'s negative log likelihood ([B]) in `log_probs` ([T,
+    B, C]), `grad` its cotangent: minus the posterior probability that the
+    alignment emits class c at time t. Native's `_ctc_loss_backward` returns
+    that plus exp(log_probs) (for t < input_length), which is right only after a
+    log_softmax; this subtracts it. Lengths as int lists or tensors.
+
+    C++:
+    ctc_loss_log_probs_grad(Tensor grad, Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, Tensor neg_log_likelihood, Tensor log_alpha, int blank, bool zero_infinity) -> Tensor
+    ctc_loss_log_probs_grad(Tensor grad, Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, Tensor neg_log_likelihood, Tensor log_alpha, int blank, bool zero_infinity) -> Tensor
+    """
+    native = torch.ops.aten._ctc_loss_backward(
+        grad,
+        log_probs,
+        targets,
+        input_lengths,
+        target_lengths,
+        neg_log_likelihood,
+        log_alpha,
+        blank,
+        zero_infinity,
+    )
+    live = lengths_mask(input_lengths, log_probs.size(0), log_probs)  # [T, B]
+    if zero_infinity:
+        live = live & neg_log_likelihood.isfinite().unsqueeze(0)
+    scale = torch.where(live, grad.unsqueeze(0), torch.zeros_like(grad).unsqueeze(0))
+    return native - log_probs.exp() * scale.unsqueeze(-1)
+
+
+def offdiag(x):
+    """`x` with its (batched) diagonal set to zero.
+
+    C++:
+    offdiag(Tensor x) -> Tensor
+    """
+    return x - torch.diag_embed(x.diagonal(0, -2, -1))
+
+
+def gaps(values):
+    """E[..., i, j] = values[j] - values[i], with ones on the diagonal (so that
+    dividing an off-diagonal matrix by it leaves the diagonal alone).
+
+    C++:
+    gaps(Tensor values) -> Tensor
+    """
+    return (
+        values.unsqueeze(-2)
+        - values.unsqueeze(-1)
+        + torch.diag_embed(torch.ones_like(values))
+    )
+
+
+def svd_factors(A, U, S, Vh, full_matrices, compute_uv):
+    """The thin factors (U with k columns, Vh with k rows, k = min(m, n)) of an SVD
+    output; recomputed when the op ran with compute_uv=False (svdvals).
+
+    C++:
+    svd_factors(Tensor A, Tensor U, Tensor S, Tensor Vh, bool full_matrices, bool compute_uv) -> Tensor[]
+    """
+    if compute_uv:
+        Uk = U
+        Sk = S
+        Vhk = Vh
+    else:
+        Uk, Sk, Vhk = torch.linalg.svd(A, full_matrices=False)
+    k = Sk.shape[-1]
+    if full_matrices:
+        return Uk[..., :k], Sk, Vhk[..., :k, :]
+    return Uk, Sk, Vhk
+
+
+def svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv):
+    """Tangents (dU, dS, dVh) of `_linalg_svd` (A = U diag(S) Vh) for the tangent A_t,
+    in the gauge native forward AD uses. With dP = U^H dA V (k x k): dS = Re
+    diag(dP); off the diagonal U^H dU = (dP S + S dP^H) / E and V^H dV = (S dP +
+    dP^H S) / E, with E_ij = s_j^2 - s_i^2. The phase of each complex singular
+    pair is split evenly: diag(U^H dU) = -diag(V^H dV) = i Im(diag dP) / (2 S).
+    For m > n (m < n) U (V) also moves off its span by (I - U U^H) dA V S^-1 ((I
+    - V V^H) dA^H U S^-1). With full_matrices the extra columns of U (rows of
+    Vh) get zero tangents; without compute_uv only dS is returned (dU, dVh empty
+    like U, Vh).
+
+    C++:
+    svd_tangents(Tensor A_t, Tensor A_p, Tensor U, Tensor S, Tensor Vh, bool full_matrices, bool compute_uv) -> Tensor[]
+    """
+    # Uk, s, Vhk: the thin factors
+    Uk, s, Vhk = svd_factors(A_p, U, S, Vh, full_matrices, compute_uv)
+    V = Vhk.mH
+    m = A_t.shape[-2]
+    n = A_t.shape[-1]
+    dP = Uk.mH @ (A_t @ V) if m >= n else (Uk.mH @ A_t) @ V
+    dS = dP.diagonal(0, -2, -1).real
+    if not compute_uv:
+        return torch.zeros_like(U), dS, torch.zeros_like(Vh)
+    E = gaps(s * s)
+    off = offdiag(dP)
+    dU = Uk @ ((off * s.unsqueeze(-2) + s.unsqueeze(-1) * off.mH) / E)
+    dV = V @ ((s.unsqueeze(-1) * off + off.mH * s.unsqueeze(-2)) / E)
+    if dP.is_complex():
+        phase = 0.5j * dP.diagonal(0, -2, -1).imag / s
+        dU = dU + Uk * phase.unsqueeze(-2)
+        dV = dV - V * phase.unsqueeze(-2)
+    if m > n:
+        X = A_t @ (V / s.unsqueeze(-2))
+        dU = dU + X - Uk @ (Uk.mH @ X)
+    elif m < n:
+        X = A_t.mH @ (Uk / s.unsqueeze(-2))
+        dV = dV + X - V @ (Vhk @ X)
+    dVh = dV.mH
+    if full_matrices:
+        # zero tangents for the extra columns of U (rows of Vh)
+        dU = torch.constant_pad_nd(dU, [0, m - dU.shape[-1]])
+        dVh = torch.constant_pad_nd(dVh, [0, 0, 0, n - dVh.shape[-2]])
+    return dU, dS, dVh
+
+
+def eigh_vectors(A, L, V, compute_v):
+    """(L, V) of an eigh output; recomputed when the op ran without compute_v.
+
+    C++:
+    eigh_vectors(Tensor A, Tensor L, Tensor V, bool compute_v) -> Tensor[]
+    """
+    if compute_v:
+        return L, V
+    w, Q = torch.linalg.eigh(A)
+    return w, Q
+
+
+def eigh_tangents(A_t, A_p, L, V, compute_v):
+    """Tangents (dL, dV) of `_linalg_eigh` (A = V diag(L) V^H) for the tangent A_t,
+    taken as given (like native forward AD, which does not symmetrise it): with
+    X = V^H dA V, dL = Re diag(X), dV = V (X / E) off the diagonal, E_ij = L_j -
+    L_i (so diag(V^H dV) = 0). Without compute_v, dV is empty like V (and V is
+    recomputed to get dL).
+
+    C++:
+    eigh_tangents(Tensor A_t, Tensor A_p, Tensor L, Tensor V, bool compute_v) -> Tensor[]
+    """
+    w, Q = eigh_vectors(A_p, L, V, compute_v)
+    X = Q.mH @ A_t @ Q
+    dL = X.diagonal(0, -2, -1).real
+    if not compute_v:
+        return dL, torch.zeros_like(V)
+    return dL, Q @ (offdiag(X) / gaps(w))
+
+
+def hermitian_sqrt_differential(X, T):
+    """The derivative of the principal square root X of a Hermitian positive-definite
+    matrix (`linalg_matrix_sqrth`) in the direction T: the Y with X Y + Y X = T,
+    which with X = V diag(s) V^H is V ((V^H T V) / (s_i + s_j)) V^H. The map is
+    self-adjoint, so it also gives the gradient from a grad.
+
+    C++:
+    hermitian_sqrt_differential(Tensor X, Tensor T) -> Tensor
+    """
+    s, V = torch.linalg.eigh(X)
+    C = V.mH @ T.to(V.dtype) @ V
+    return V @ (C / (s.unsqueeze(-1) + s.unsqueeze(-2))) @ V.mH
+
+
+def eig_tangents(self_t, L, V):
+    """Tangents (dL, dV) of `linalg_eig` (A V = V diag(L), unit-norm columns) for the
+    tangent self_t, in the gauge of native forward AD. With X = V^-1 dA V: dL =
+    diag(X); dV = V Y - V Re(diag(V^H V Y)), where Y = X / E off the diagonal
+    (E_ij = L_j - L_i) and zero on it; the correction keeps the columns at unit
+    norm (Re(v_i^H dv_i) = 0).
+
+    C++:
+    eig_tangents(Tensor self_t, Tensor L, Tensor V) -> Tensor[]
+    """
+    X = torch.linalg.solve(V, self_t.to(V.dtype) @ V)
+    dV = V @ (offdiag(X) / gaps(L))
+    dV = dV - V * (V.mH @ dV).diagonal(0, -2, -1).real.unsqueeze(-2)
+    return X.diagonal(0, -2, -1), dV
+
+
+def pinv_tangent(A_t, A_p, pinv):
+    """Tangent of the pseudo-inverse P = pinv(A) (of constant rank) for A_t: -P dA P +
+    P P^H dA^H (I - A P) + (I - P A) dA^H P^H P.
+
+    C++:
+    pinv_tangent(Tensor A_t, Tensor A_p, Tensor pinv) -> Tensor
+    """
+    dAh = A_t.mH
+    return (
+        -pinv @ A_t @ pinv
+        + (pinv @ pinv.mH) @ (dAh - (dAh @ A_p) @ pinv)
+        + (dAh - pinv @ (A_p @ dAh)) @ (pinv.mH @ pinv)
+    )
+
+
+def as_matrix(b, A):
+    """b as a matrix: `linalg_lstsq` takes a vector right side when b has one dimension
+    less than A.
+
+    C++:
+    as_matrix(Tensor b, Tensor A) -> Tensor
+    """
+    return b.unsqueeze(-1) if b.dim() == A.dim() - 1 else b
+
+
+def lstsq_self_tangent(self_t, self_p, b_p):
+    """Tangent of the `linalg_lstsq` solution X = pinv(A) B for the tangent of A:
+    d(pinv A) B (see pinv_tangent).
+
+    C++:
+    lstsq_self_tangent(Tensor self_t, Tensor self_p, Tensor b_p) -> Tensor
+    """
+    pinv = torch.linalg.pinv(self_p)
+    X = pinv_tangent(self_t, self_p, pinv) @ as_matrix(b_p, self_p)
+    return X.squeeze(-1) if b_p.dim() == self_p.dim() - 1 else X
+
+
+def lstsq_b_tangent(b_t, self_p):
+    """Tangent of the `linalg_lstsq` solution X = pinv(A) B for the tangent of B.
+
+    C++:
+    lstsq_b_tangent(Tensor b_t, Tensor self_p) -> Tensor
+    """
+    X = torch.linalg.pinv(self_p) @ as_matrix(b_t, self_p)
+    return X.squeeze(-1) if b_t.dim() == self_p.dim() - 1 else X
+
+
+def lstsq_residuals_tangent(self_t, b_t, self_p, b_p, solution, residuals):
+    """Tangent of `linalg_lstsq`'s residuals, the squared column norms of r = A X - B
+    (computed for m > n with a driver other than gelsy; else empty): 2 Re
+    sum_rows(conj(r) (dA X - dB)) (the dX term vanishes: A^H r = 0).
+
+    C++:
+    lstsq_residuals_tangent(Tensor self_t, Tensor b_t, Tensor self_p, Tensor b_p, Tensor solution, Tensor residuals) -> Tensor
+    """
+    if residuals.numel() == 0:
+        return torch.zeros_like(residuals)
+    vector = b_p.dim() == self_p.dim() - 1
+    B = as_matrix(b_p, self_p)
+    X = solution.unsqueeze(-1) if vector else solution
+    dB = b_t.unsqueeze(-1) if vector else b_t
+    r = self_p @ X - B
+    return 2 * (r.conj() * (self_t @ X - dB)).real.sum(-2)
+
+
+def triangular_part(t, upper, unitriangular=False):
+    """The triangle of the last two dims an `upper`/lower triangular op reads: triu or
+    tril, without the diagonal when `unitriangular` (a unit diagonal is not
+    read). Self-adjoint, so it projects tangents and gradients alike.
+
+    C++:
+    triangular_part(Tensor t, bool upper, bool unitriangular=False) -> Tensor
+    """
+    if upper:
+        return t.triu(1 if unitriangular else 0)
+    return t.tril(-1 if unitriangular else 0)
+
+
+def side_matmul(m, x, left):
+    """`m @ x` when `left`, else `x @ m`: the coefficient matrix on its side of a solve
+    (`left` as in linalg.solve).
+
+    C++:
+    side_matmul(Tensor m, Tensor x, bool left) -> Tensor
+    """
+    return m.matmul(x) if left else x.matmul(m)
+
+
+def is_vector_rhs(A, B):
+    """linalg.solve's rule: B is a (batch of) vector(s) when it is 1-d or has A's shape
+    without the last dim.
+
+    C++:
+    is_vector_rhs(Tensor A, Tensor B) -> bool
+    """
+    # (shapes compared as those of empty views: B.shape == A.shape[:-1])
+    return B.dim() == 1 or (
+        B.dim() == A.dim() - 1 and B.unsqueeze(-1)[..., :0].shape == A[..., :0].shape
+    )
+
+
+def factor(A):
+    """The LU factorization (LU, pivots) of A, computed again rather than read from the
+    op's saved output: native autograd does not differentiate that output, so a
+    formula reading it would lose its share of the second derivative under
+    reverse over forward (and at outer levels it only moves with A if read so).
+
+    C++:
+    factor(Tensor A) -> Tensor[]
+    """
+    LU, pivots, info = torch.linalg.lu_factor_ex(A)
+    return LU, pivots
+
+
+def linalg_solve_tangent(A_t, B_t, A, B, result, left):
+    """Tangent of X = A^{-1} B (`left`) or B A^{-1}: A^{-1}(dB - dA X), or (dB - X dA)
+    A^{-1}; vector right-hand sides as linalg.solve reads them.
+
+    C++:
+    linalg_solve_tangent(Tensor A_t, Tensor B_t, Tensor A, Tensor B, Tensor result, bool left) -> Tensor
+    """
+    vector = is_vector_rhs(A, B)
+    X = result.unsqueeze(-1) if vector else result
+    dB = B_t.unsqueeze(-1) if vector else B_t
+    rhs = dB - side_matmul(A_t, X, left)
+    LU, pivots = factor(A)
+    dX = torch.linalg.lu_solve(LU, pivots, rhs, left=left)
+    return dX.squeeze(-1) if vector else dX
+
+
+def triangular_solve_tangent(B_t, A_t, A, solution, upper, transpose, unitri):
+    """Tangent of triangular_solve's solution X of op(A) X = B (op: transpose when
+    `transpose`): op(A)^{-1}(dB - op(dA') X), dA' the triangle of dA it reads.
+
+    C++:
+    triangular_solve_tangent(Tensor B_t, Tensor A_t, Tensor A, Tensor solution, bool upper, bool transpose, bool unitri) -> Tensor
+    """
+    dA = triangular_part(A_t, upper, unitri)
+    rhs = B_t - (dA.mT if transpose else dA).matmul(solution)
+    return torch.triangular_solve(rhs, A, upper, transpose, unitri)[0]
+
+
+def phi(m):
+    """The lower triangle with half the diagonal (self-adjoint).
+
+    C++:
+    phi(Tensor m) -> Tensor
+    """
+    return m.tril() - 0.5 * torch.diag_embed(m.diagonal(0, -2, -1))
+
+
+def cholesky_tangent(A_t, L, upper):
+    """Tangent of the Cholesky factor (A = L L^H, or U^H U when `upper`): dL = L
+    phi(L^{-1} dA L^{-H}), phi = lower triangle with half the diagonal.
+
+    C++:
+    cholesky_tangent(Tensor A_t, Tensor L, bool upper) -> Tensor
+    """
+    L_ = L.mH if upper else L
+    m = torch.linalg.solve_triangular(L_, A_t, upper=False, left=True)
+    m = torch.linalg.solve_triangular(L_.mH, m, upper=True, left=False)
+    dL = L_.matmul(phi(m))
+    return dL.mH if upper else dL
+
+
+def cholesky_product_tangent(L_t, L, upper):
+    """d(L L^H) (or d(U^H U)), reading the factor's triangle only.
+
+    C++:
+    cholesky_product_tangent(Tensor L_t, Tensor L, bool upper) -> Tensor
+    """
+    F = triangular_part(L, upper)
+    dF = triangular_part(L_t, upper)
+    k = dF.mH.matmul(F) if upper else dF.matmul(F.mH)
+    return k + k.mH
+
+
+def cholesky_solve_tangent(B_t, L_t, L, result, upper):
+    """Tangent of X = (L L^H)^{-1} B (U^H U when `upper`), the factor read in its
+    triangle: (L L^H)^{-1}(dB - d(L L^H) X).
+
+    C++:
+    cholesky_solve_tangent(Tensor B_t, Tensor L_t, Tensor L, Tensor result, bool upper) -> Tensor
+    """
+    rhs = B_t - cholesky_product_tangent(L_t, L, upper).matmul(result)
+    return torch.cholesky_solve(rhs, L, upper)
+
+
+def cholesky_inverse_tangent(L_t, L, result, upper):
+    """Tangent of R = (L L^H)^{-1} (U^H U when `upper`): -R d(L L^H) R.
+
+    C++:
+    cholesky_inverse_tangent(Tensor L_t, Tensor L, Tensor result, bool upper) -> Tensor
+    """
+    return -result.matmul(cholesky_product_tangent(L_t, L, upper)).matmul(result)
+
+
+def lu_nonsingular(LU):
+    """Zero pivots moved to eps, as native does: det is smooth, so its derivative at a
+    singular matrix is the limit of nearby ones.
+
+    C++:
+    lu_nonsingular(Tensor LU) -> Tensor
+    """
+    d = LU.diagonal(0, -2, -1)
+    # torch.finfo(d.real.dtype).eps: the gap from 1 to the next number up
+    one = torch.ones_like(d.real)
+    eps = torch.nextafter(one, one + 1) - one
+    return LU + torch.diag_embed(torch.where(d == 0, eps, 0.0).to(LU.dtype))
+
+
+def det_lu_is_of_transpose(A):
+    """_linalg_det and _linalg_slogdet factor A^T when A is real and contiguous.
+
+    C++:
+    det_lu_is_of_transpose(Tensor A) -> bool
+    """
+    return A.is_contiguous() and not A.is_complex()
+
+
+def trace_inv_times(A_t, LU, pivots):
+    """tr(A^{-1} dA) from the LU of A.
+
+    C++:
+    trace_inv_times(Tensor A_t, Tensor LU, Tensor pivots) -> Tensor
+    """
+    solved = torch.linalg.lu_solve(lu_nonsingular(LU), pivots, A_t)
+    return solved.diagonal(0, -2, -1).sum(-1)
+
+
+def det_or_limit(det, LU, pivots):
+    """det, or where it is 0, the determinant with zero pivots moved to eps: times
+    A^{-1} from the same factors, it tends to the adjugate (the derivative of
+    det).
+
+    C++:
+    det_or_limit(Tensor det, Tensor LU, Tensor pivots) -> Tensor
+    """
+    k = LU.shape[-1]
+    swaps = (pivots != torch.arange(1, k + 1, dtype=pivots.dtype)).sum(-1)
+    sign = (1 - 2 * torch.remainder(swaps, 2)).to(LU.dtype)
+    nudged = sign * lu_nonsingular(LU).diagonal(0, -2, -1).prod(-1)
+    return torch.where(det == 0, nudged, det)
+
+
+def det_tangent(A_t, A, det):
+    """Tangent of det(A): det * tr(A^{-1} dA); at a singular A, the limit tr(adj(A)
+    dA).
+
+    C++:
+    det_tangent(Tensor A_t, Tensor A, Tensor det) -> Tensor
+    """
+    LU, pivots = factor(A)
+    return det_or_limit(det, LU, pivots) * trace_inv_times(A_t, LU, pivots)
+
+
+def slogdet_tangents(A_t, A, sign):
+    """Tangents (sign, logabsdet) of slogdet: with t = tr(A^{-1} dA), d logabsdet = Re
+    t and d sign = i Im(t) sign (zero for real A).
+
+    C++:
+    slogdet_tangents(Tensor A_t, Tensor A, Tensor sign) -> Tensor[]
+    """
+    LU, pivots = factor(A)
+    t = trace_inv_times(A_t, LU, pivots)
+    if not t.is_complex():
+        return torch.zeros_like(sign), t
+    return sign * (1j * t.imag), t.real
+
+
+def lu_tangents(A_t, P, L, U):
+    """Tangents (dL, dU) of A = P L U (L unit lower m x k, U upper k x n, any m, n). On
+    the leading k x k block, M = L^{-1} P^T dA U^{-1}, dL = L tril(M, -1), dU =
+    triu(M) U; the rest of U (wide) or of L (tall) follows from the remaining
+    columns or rows of P^T dA.
+
+    C++:
+    lu_tangents(Tensor A_t, Tensor P, Tensor L, Tensor U) -> Tensor[]
+    """
+    m = L.shape[-2]
+    n = U.shape[-1]
+    k = m if m < n else n
+    E = P.mT.matmul(A_t)
+    L1 = L[..., :k, :]
+    U1 = U[..., :, :k]
+    M = torch.linalg.solve_triangular(
+        L1, E[..., :k, :k], upper=False, left=True, unitriangular=True
+    )
+    M = torch.linalg.solve_triangular(U1, M, upper=True, left=False)
+    dL = L1.matmul(M.tril(-1))
+    dU = M.triu().matmul(U1)
+    if m < n:
+        rest = E[..., :, k:] - dL.matmul(U[..., :, k:])
+        rest = torch.linalg.solve_triangular(
+            L1, rest, upper=False, left=True, unitriangular=True
+        )
+        dU = torch.cat([dU, rest], -1)
+    elif m > n:
+        rest = E[..., k:, :] - L[..., k:, :].matmul(dU)
+        rest = torch.linalg.solve_triangular(U1, rest, upper=True, left=False)
+        dL = torch.cat([dL, rest], -2)
+    return dL, dU
+
+
+def lu_unpack_tangents(LU_t):
+    """(L, U) parts of a packed LU (m x n): the strictly lower part of its first k =
+    min(m, n) columns and the upper part of its first k rows; linear, so also
+    lu_unpack's tangents.
+
+    C++:
+    lu_unpack_tangents(Tensor LU_t) -> Tensor[]
+    """
+    m = LU_t.shape[-2]
+    n = LU_t.shape[-1]
+    k = m if m < n else n
+    return LU_t[..., :, :k].tril(-1), LU_t[..., :k, :].triu()
+
+
+def lu_unpack_grad(grad_L, grad_U, LU):
+    """Gradient of a packed LU from those of its unpacked L and U (the adjoint of
+    `lu_unpack_tangents`).
+
+    C++:
+    lu_unpack_grad(Tensor grad_L, Tensor grad_U, Tensor LU) -> Tensor
+    """
+    m = LU.shape[-2]
+    n = LU.shape[-1]
+    k = m if m < n else n
+    g = torch.zeros_like(LU, dtype=grad_L.dtype)
+    g = g + torch.constant_pad_nd(grad_L.tril(-1), [0, n - k])
+    return g + torch.constant_pad_nd(grad_U.triu(), [0, 0, 0, m - k])
+
+
+def lu_factor_tangent(A_t, LU, pivots):
+    """Tangent of linalg.lu_factor's packed LU, dL and dU packed the same way.
+
+    C++:
+    lu_factor_tangent(Tensor A_t, Tensor LU, Tensor pivots) -> Tensor
+    """
+    P, L, U = torch.lu_unpack(LU, pivots)
+    dL, dU = lu_tangents(A_t, P, L, U)
+    return lu_unpack_grad(dL, dU, LU)
+
+
+def det_lu_tangent(A_t, A, LU, pivots):
+    """Tangent of the LU factorization _linalg_det and _linalg_slogdet save (of A, or
+    of A^T for a real contiguous A). The formulas read it: at an outer level it
+    must move with A, or second derivatives miss its share.
+
+    C++:
+    det_lu_tangent(Tensor A_t, Tensor A, Tensor LU, Tensor pivots) -> Tensor
+    """
+    return lu_factor_tangent(A_t.mT if det_lu_is_of_transpose(A) else A_t, LU, pivots)
+
+
+def lu_solve_tangent(LU_t, B_t, LU, pivots, result, left, adjoint):
+    """Tangent of linalg.lu_solve, X = op(A)^{-1} B (or B op(A)^{-1}), A = P L U from
+    the packed LU, op = ^H when `adjoint`: op(A)^{-1}(dB - op(dA) X) (or on the
+    right), dA = P (dL U + L dU) from the packed tangent.
+
+    C++:
+    lu_solve_tangent(Tensor LU_t, Tensor B_t, Tensor LU, Tensor pivots, Tensor result, bool left, bool adjoint) -> Tensor
+    """
+    P, L, U = torch.lu_unpack(LU, pivots)
+    dL, dU = lu_unpack_tangents(LU_t)
+    dA = P.matmul(dL.matmul(U) + L.matmul(dU))
+    rhs = B_t - side_matmul(dA.mH if adjoint else dA, result, left)
+    return torch.linalg.lu_solve(LU, pivots, rhs, left=left, adjoint=adjoint)
+
+
+def matrix_exp_differential(A, E, adjoint):
+    """The Frechet derivative of the matrix exponential at A in direction E, read off
+    exp([[A, E], [0, A]]); with `adjoint`, at A^H (its adjoint, for gradients).
+
+    C++:
+    matrix_exp_differential(Tensor A, Tensor E, bool adjoint) -> Tensor
+    """
+    M = A.mH if adjoint else A
+    D = E.to(M.dtype) if M.is_complex() else E
+    top = torch.cat([M, D], -1)
+    bottom = torch.cat([torch.zeros_like(M), M], -1)
+    n = M.shape[-1]
+    return torch.linalg.matrix_exp(torch.cat([top, bottom], -2))[..., :n, n:]
+
+
+def group_shape(t, group):
+    """[N, group, C / group * HxW] of a [N, C, *] tensor, written out so that empty
+    inputs reshape too.
+
+    C++:
+    group_shape(Tensor t, int group) -> int[]
+    """
+    rest = 1
+    for d in dim_range(1, t.dim()):
+        rest = rest * t.size(d)
+    return [t.size(0), group, rest // group]
+
+
+def apply_loss_reduction(t, reduction):
+    """A loss's reduction (0: none, 1: mean, 2: sum) applied to element-wise terms.
+
+    C++:
+    apply_loss_reduction(Tensor t, int reduction) -> Tensor
+    """
+    if reduction == 1:
+        return t.mean()
+    if reduction == 2:
+        return t.sum()
+    return t
+
+
+def expand_loss_grad(grad, like, reduction):
+    """Backward of `apply_loss_reduction`: the gradient of the reduced loss spread over
+    the element-wise terms shaped like `like`.
+
+    C++:
+    expand_loss_grad(Tensor grad, Tensor like, int reduction) -> Tensor
+    """
+    if reduction == 1:
+        return grad.expand(like.shape) / like.numel()
+    if reduction == 2:
+        return grad.expand(like.shape)
+    return grad
+
+
+def channel_view(t, ndim):
+    """A per-channel vector [C] viewed as [C, 1, ..., 1] so that it broadcasts against
+    a [N, C, *] tensor of `ndim` dimensions.
+
+    C++:
+    channel_view(Tensor t, int ndim) -> Tensor
+    """
+    out = t.reshape(-1)
+    for d in dim_range(2, ndim):
+        out = out.unsqueeze(-1)
+    return out
+
+
+def normalized_tangent(input_t, xhat, rstd, dims):
+    """d((x - mean) * rstd) = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)) over
+    `dims`, in the input tangent's dtype, as native's (a float32 tangent of a
+    float64 input stays float32 until a weight promotes it).
+
+    C++:
+    normalized_tangent(Tensor input_t, Tensor xhat, Tensor rstd, int[] dims) -> Tensor
+    """
+    t = rstd * (
+        input_t
+        - input_t.mean(dims, keepdim=True)
+        - xhat * (xhat * input_t).mean(dims, keepdim=True)
+    )
+    return t.to(input_t.dtype)
+
+
+def norm_affine_tangent(normalized_t, xhat, weight_p, weight_t, bias_t, ndim=None):
+    """Tangent of a normalization's `xhat * weight + bias` (weight and bias viewed per
+    channel of a `ndim`-dimensional input where `ndim` is given), from the
+    normalized input's tangent, in native's dtype: native adds the weight's and
+    the bias's shares into the normalized tangent in place where they carry
+    tangents (the dtype stays) and multiplies by a weight without one out of
+    place (it promotes). An absent tangent reaches a helper as zeros of its
+    primal's dtype: a weight tangent of another dtype is a present one; one of
+    the weight's dtype is taken for absent (the dtype is the same either way
+    unless the normalized tangent is narrower than the weight).
+
+    C++:
+    norm_affine_tangent(Tensor normalized_t, Tensor xhat, Tensor weight_p, Tensor weight_t, Tensor bias_t, int? ndim=None) -> Tensor
+    """
+    out = normalized_t
+    if weight_p is not None:
+        weight = weight_p
+        weight_tangent = weight_t
+        if ndim is not None:
+            weight = channel_view(weight_p, ndim)
+            weight_tangent = channel_view(weight_t, ndim)
+        dtype = normalized_t.dtype
+        if weight_t.dtype == weight_p.dtype:
+            dtype = torch.promote_types(dtype, weight_p.dtype)
+        out = (normalized_t * weight + xhat * weight_tangent).to(dtype)
+    if bias_t is not None:
+        bias = bias_t
+        if ndim is not None:
+            bias = channel_view(bias_t, ndim)
+        out = (out + bias).to(out.dtype)
+    return out
+
+
+def layer_norm_xhat(input_p, normalized_shape, eps):
+    """native_layer_norm's normalized input (before weight and bias).
+
+    C++:
+    layer_norm_xhat(Tensor input_p, int[] normalized_shape, float eps) -> Tensor
+    """
+    k = 0
+    for s in normalized_shape:
+        k = k + 1
+    var, mean = torch.var_mean(input_p, dim_range(-k, 0), correction=0, keepdim=True)
+    return (input_p - mean) * (var + eps).rsqrt()
+
+
+def layer_norm_tangent(input_t, input_p, normalized_shape, eps):
+    """Tangent of native_layer_norm's normalized input (before weight and bias) from
+    the input's tangent.
+
+    C++:
+    layer_norm_tangent(Tensor input_t, Tensor input_p, int[] normalized_shape, float eps) -> Tensor
+    """
+    k = 0
+    for s in normalized_shape:
+        k = k + 1
+    dims = dim_range(-k, 0)
+    var, mean = torch.var_mean(input_p, dims, correction=0, keepdim=True)
+    rstd = (var + eps).rsqrt()
+    xhat = (input_p - mean) * rstd
+    return normalized_tangent(input_t, xhat, rstd, dims)
+
+
+def batch_norm_xhat(input_p, running_mean, running_var, training, eps):
+    """native_batch_norm's normalized input (before weight and bias).
+
+    C++:
+    batch_norm_xhat(Tensor input_p, Tensor running_mean, Tensor running_var, bool training, float eps) -> Tensor
+    """
+    ndim = input_p.dim()
+    if training:
+        var, mean = torch.var_mean(
+            input_p, concat_ints([0], dim_range(2, ndim)), correction=0, keepdim=True
+        )
+        return (input_p - mean) * (var + eps).rsqrt()
+    return (input_p - channel_view(running_mean, ndim)) * channel_view(
+        (running_var + eps).rsqrt(), ndim
+    )
+
+
+def batch_norm_tangent(input_t, input_p, running_mean, running_var, training, eps):
+    """Tangent of native_batch_norm's normalized input (before weight and bias) from
+    the input's tangent: batch statistics in training, running ones in eval.
+
+    C++:
+    batch_norm_tangent(Tensor input_t, Tensor input_p, Tensor running_mean, Tensor running_var, bool training, float eps) -> Tensor
+    """
+    ndim = input_p.dim()
+    if training:
+        dims = concat_ints([0], dim_range(2, ndim))
+        var, mean = torch.var_mean(input_p, dims, correction=0, keepdim=True)
+        invstd = (var + eps).rsqrt()
+        return normalized_tangent(input_t, (input_p - mean) * invstd, invstd, dims)
+    return input_t * channel_view((running_var + eps).rsqrt(), ndim)
+
+
+def group_norm_xhat(input_p, mean, rstd, group):
+    """native_group_norm's normalized input (before weight and bias).
+
+    C++:
+    group_norm_xhat(Tensor input_p, Tensor mean, Tensor rstd, int group) -> Tensor
+    """
+    x = input_p.reshape(group_shape(input_p, group))
+    return ((x - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)).reshape(input_p.shape)
+
+
+def group_norm_tangent(input_t, input_p, mean, rstd, group):
+    """Tangent of native_group_norm's normalized input (before weight and bias) from
+    the input's tangent; `mean`, `rstd` ([N, group]) its saved statistics.
+
+    C++:
+    group_norm_tangent(Tensor input_t, Tensor input_p, Tensor mean, Tensor rstd, int group) -> Tensor
+    """
+    shape = group_shape(input_p, group)
+    xhat = (input_p.reshape(shape) - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)
+    return normalized_tangent(
+        input_t.reshape(shape), xhat, rstd.unsqueeze(-1), [-1]
+    ).reshape(input_p.shape)
+
+
+def group_norm_mean_tangent(input_t, group):
+    """Tangent of native_group_norm's saved mean ([N, group]): the mean of the input's
+    tangent over each group.
+
+    C++:
+    group_norm_mean_tangent(Tensor input_t, int group) -> Tensor
+    """
+    return input_t.reshape(group_shape(input_t, group)).mean(-1)
+
+
+def group_norm_rstd_tangent(input_t, input_p, mean, rstd, group):
+    """Tangent of native_group_norm's saved rstd ([N, group]), 1 / sqrt(var + eps) of
+    each group: -rstd^3 * mean((x - mean) * dx) over the group.
+
+    C++:
+    group_norm_rstd_tangent(Tensor input_t, Tensor input_p, Tensor mean, Tensor rstd, int group) -> Tensor
+    """
+    shape = group_shape(input_p, group)
+    centered = input_p.reshape(shape) - mean.unsqueeze(-1)
+    return -(rstd**3) * (centered * input_t.reshape(shape)).mean(-1)
+
+
+def bce_self_derivative(self, target, weight):
+    """d binary_cross_entropy / d self, element-wise (unreduced): w * (self - target) /
+    (self * (1 - self)), the denominator kept from 0 as torch does.
+
+    C++:
+    bce_self_derivative(Tensor self, Tensor target, Tensor weight) -> Tensor
+    """
+    d = (self - target) / (self * (1 - self)).clamp_min(1e-12)
+    return d if weight is None else d * weight
+
+
+def bce_target_derivative(self, weight):
+    """d binary_cross_entropy / d target, element-wise (unreduced): w * (log(1 - self)
+    - log(self)), each log clamped at -100 as the forward is.
+
+    C++:
+    bce_target_derivative(Tensor self, Tensor weight) -> Tensor
+    """
+    d = (1 - self).log().clamp_min(-100) - self.log().clamp_min(-100)
+    return d if weight is None else d * weight
+
+
+def bce_logits_self_derivative(self, target, weight, pos_weight):
+    """d binary_cross_entropy_with_logits / d self, element-wise (unreduced): w *
+    (sigmoid(x) * (1 - y) - (1 - sigmoid(x)) * pw * y), pw = 1 without
+    pos_weight.
+
+    C++:
+    bce_logits_self_derivative(Tensor self, Tensor target, Tensor weight, Tensor pos_weight) -> Tensor
+    """
+    sig = self.sigmoid()
+    if pos_weight is None:
+        d = sig - target
+    else:
+        d = sig * (1 - target) - (1 - sig) * pos_weight * target
+    return d if weight is None else d * weight
+
+
+def bce_logits_target_derivative(self, weight, pos_weight):
+    """d binary_cross_entropy_with_logits / d target, element-wise (unreduced): w *
+    (log(1 - sigmoid(x)) - pw * log(sigmoid(x))) = -w * (x + (pw - 1) log
+    sigmoid(x)).
+
+    C++:
+    bce_logits_target_derivative(Tensor self, Tensor weight, Tensor pos_weight) -> Tensor
+    """
+    d = -self
+    if pos_weight is not None:
+        d = d - (pos_weight - 1) * torch.ops.aten.log_sigmoid(self)
+    return d if weight is None else d * weight
+
+
+def weight_norm_broadcast(t, v, dim):
+    """`t`, one value per slice of `v` along `dim` (weight norm's g or norms, flat or
+    keepdim-shaped), viewed to broadcast against `v`: v.size(dim) at `dim`, 1
+    elsewhere, as torch.norm_except_dim(v, 2, dim) is shaped; dim = -1 means one
+    value for the whole tensor (norm_except_dim's convention).
+
+    C++:
+    weight_norm_broadcast(Tensor t, Tensor v, int dim) -> Tensor
+    """
+    if dim == -1:
+        out = t.reshape([])
+        for d in dim_range(0, v.dim()):
+            out = out.unsqueeze(0)
+        return out
+    axis = dim
+    if axis < 0:
+        axis = axis + v.dim()
+    out = t.reshape(v.size(axis))
+    for d in dim_range(0, axis):
+        out = out.unsqueeze(0)
+    for d in dim_range(axis + 1, v.dim()):
+        out = out.unsqueeze(-1)
+    return out
+
+
+def dropout_scale(p, train):
+    """The factor native_dropout applies to kept elements: 1/(1-p) in training (0 when
+    p is 1), 1 when `train` is False.
+
+    C++:
+    dropout_scale(float p, bool? train) -> float
+    """
+    if train is not None and train == False:
+        return 1.0
+    return 0.0 if p == 1 else 1.0 / (1.0 - p)
+
+
+def fake_quant_partials(self, scale, zero_point, quant_min, quant_max):
+    """(inside, numerator, weight, d out / d z) element-wise for the broadcastable
+    scale and (integer) zero point, in self's dtype, grad_factor not applied: d
+    out / d s = numerator * weight. Written as native's kernel computes it
+    (fused multiply-adds, the weight 1 / s applied last) so that float32
+    gradients agree with autograd's to the last bit.
+
+    C++:
+    fake_quant_partials(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max) -> Tensor[]
+    """
+    s = scale.to(self.dtype)
+    z = zero_point.to(self.dtype)
+    inv = s.reciprocal()
+    xq = torch.round(torch.addcmul(z, self, inv))
+    inside = (xq >= quant_min).logical_and(xq <= quant_max)
+    numerator = torch.where(
+        inside,
+        torch.addcmul(-self, xq.clamp(quant_min, quant_max) - z, s),
+        torch.where(xq < quant_min, quant_min - z, quant_max - z),
+    )
+    weight = torch.where(inside, inv, torch.ones_like(inv))
+    d_zero_point = torch.where(inside, torch.zeros_like(self), -s)
+    return inside, numerator, weight, d_zero_point
+
+
+def per_tensor_qparams(scale, zero_point, quant_min, quant_max):
+    """(scale, zero point) of per-tensor fake quantization as native's backward reads
+    them: scale[0] and trunc(clamp(zero_point[0] + 0.5, qmin, qmax)).
+
+    C++:
+    per_tensor_qparams(Tensor scale, Tensor zero_point, int quant_min, int quant_max) -> Tensor[]
+    """
+    s = scale.reshape(-1).select(0, 0)
+    z = torch.clamp(
+        zero_point.reshape(-1).select(0, 0) + 0.5, quant_min, quant_max
+    ).trunc()
+    return s, z
+
+
+def per_channel_qparams(self, scale, zero_point, axis, quant_min, quant_max):
+    """(scale, zero point) of per-channel fake quantization viewed along `axis` of
+    self: the zero point clamp(round(z), qmin, qmax).
+
+    C++:
+    per_channel_qparams(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> Tensor[]
+    """
+    shape = channel_shape(self.dim(), axis)
+    z = torch.round(zero_point).clamp(quant_min, quant_max)
+    return scale.reshape(shape), z.reshape(shape)
+
+
+def fake_quantize_learnable_per_tensor_tangent(
+    self_t,
+    scale_t,
+    zero_point_t,
+    self,
+    scale,
+    zero_point,
+    quant_min,
+    quant_max,
+    grad_factor,
+):
+    """Tangent of _fake_quantize_learnable_per_tensor_affine: the transpose of
+    `fake_quantize_learnable_per_tensor_grads` (tangents of scale and zero_point
+    read at their first element, as the op reads the values).
+
+    C++:
+    fake_quantize_learnable_per_tensor_tangent(Tensor self_t, Tensor scale_t, Tensor zero_point_t, Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, float grad_factor) -> Tensor
+    """
+    s, z = per_tensor_qparams(scale, zero_point, quant_min, quant_max)
+    inside, numerator, weight, d_zero_point = fake_quant_partials(
+        self, s, z, quant_min, quant_max
+    )
+    d_scale = numerator * weight
+    ds = scale_t.reshape(-1).select(0, 0).to(self.dtype)
+    dz = zero_point_t.reshape(-1).select(0, 0).to(self.dtype)
+    return self_t * inside + (d_scale * ds + d_zero_point * dz) * grad_factor
+
+
+def fake_quantize_learnable_per_channel_tangent(
+    self_t,
+    scale_t,
+    zero_point_t,
+    self,
+    scale,
+    zero_point,
+    axis,
+    quant_min,
+    quant_max,
+    grad_factor,
+):
+    """Tangent of _fake_quantize_learnable_per_channel_affine: the transpose of
+    `fake_quantize_learnable_per_channel_grads`.
+
+    C++:
+    fake_quantize_learnable_per_channel_tangent(Tensor self_t, Tensor scale_t, Tensor zero_point_t, Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max, float grad_factor) -> Tensor
+    """
+    s, z = per_channel_qparams(self, scale, zero_point, axis, quant_min, quant_max)
+    inside, numerator, weight, d_zero_point = fake_quant_partials(
+        self, s, z, quant_min, quant_max
+    )
+    d_scale = numerator * weight
+    shape = channel_shape(self.dim(), axis)
+    ds = scale_t.reshape(shape).to(self.dtype)
+    dz = zero_point_t.reshape(shape).to(self.dtype)
+    return self_t * inside + (d_scale * ds + d_zero_point * dz) * grad_factor
+
+
+def reduce_dims(dim, like):
+    """The dims a reduction over `dim` (None or [] for all) sums, [] for a 0-d input.
+
+    C++:
+    reduce_dims(int[]? dim, Tensor like) -> int[]
+    reduce_dims(int? dim, Tensor like) -> int[]
+    """
+    if like.dim() == 0:
+        return []
+    return reduction_dims(dim, like.dim())
+
+
+def expand_reduced(grad, like, dim, keepdim):
+    """Broadcast the gradient of a reduction over `dim` back to the input's shape.
+
+    C++:
+    expand_reduced(Tensor grad, Tensor like, int[]? dim, bool keepdim) -> Tensor
+    expand_reduced(Tensor grad, Tensor like, int? dim, bool keepdim) -> Tensor
+    """
+    g = grad
+    if not keepdim and like.dim() > 0:
+        for d in reduction_dims(dim, like.dim()):
+            g = g.unsqueeze(d)
+    return g.expand(like.shape)
+
+
+def reduced_numel(like, dim):
+    """How many elements a reduction over `dim` averages (for mean's derivative).
+
+    C++:
+    reduced_numel(Tensor like, int[]? dim) -> int
+    """
+    count = 1
+    if like.dim() > 0:
+        for d in reduction_dims(dim, like.dim()):
+            count = count * like.shape[d]
+    return count
+
+
+def sum_reduced(t, like, dim, keepdim):
+    """`t` summed over `dim` of `like` (0-d like: a copy, or the full sum of a
+    broadcast `t`).
+
+    C++:
+    sum_reduced(Tensor t, Tensor like, int[]? dim, bool keepdim) -> Tensor
+    sum_reduced(Tensor t, Tensor like, int? dim, bool keepdim) -> Tensor
+    """
+    if like.dim() == 0:
+        if t.dim() == 0:
+            return t.clone()
+        return t.sum()
+    return t.sum(dim=reduction_dims(dim, like.dim()), keepdim=keepdim)
+
+
+def masked_div(num, den):
+    """num / den, 0 where den is 0.
+
+    C++:
+    masked_div(Tensor num, Tensor den) -> Tensor
+    """
+    return torch.where(den == 0, 0.0, num / torch.where(den == 0, 1.0, den))
+
+
+def amax_mask(self, result, dim, keepdim):
+    """amax/amin's [mask, count]: where self attains the result, and how many do
+    (keepdim shape).
+
+    C++:
+    amax_mask(Tensor self, Tensor result, int[]? dim, bool keepdim) -> Tensor[]
+    amax_mask(Tensor self, Tensor result, int? dim, bool keepdim) -> Tensor[]
+    """
+    mask = self == expand_reduced(result, self, dim, keepdim)
+    count = mask.sum(dim=reduce_dims(dim, self), keepdim=True)
+    return [mask, count]
+
+
+def amax_tangent(self_t, self_p, result, dim, keepdim):
+    """Tangent of amax/amin: the mean tangent of the elements that attain it.
+
+    C++:
+    amax_tangent(Tensor self_t, Tensor self_p, Tensor result, int[]? dim, bool keepdim) -> Tensor
+    amax_tangent(Tensor self_t, Tensor self_p, Tensor result, int? dim, bool keepdim) -> Tensor
+    """
+    mask, count = amax_mask(self_p, result, dim, keepdim)
+    dims = reduce_dims(dim, self_p)
+    total = (self_t * mask).sum(dim=dims, keepdim=keepdim)
+    if keepdim or self_p.dim() == 0:
+        return total / count
+    return total / count.squeeze(dims)
+
+
+def gather_reduced(t, dim, indices, keepdim):
+    """The elements of `t` that a max/min over `dim` selected (its `indices` output).
+
+    C++:
+    gather_reduced(Tensor t, int dim, Tensor indices, bool keepdim) -> Tensor
+    """
+    if t.dim() == 0:
+        return t.clone()
+    if keepdim:
+        return t.gather(dim, indices)
+    return t.gather(dim, indices.unsqueeze(dim)).squeeze(dim)
+
+
+def vector_norm_scaled(x, ord, dim, keepdim, result):
+    """d ||x||_ord / d x, shaped like x: the gradient of a unit output gradient, and
+    (conjugated, real part) the weights of the tangent. Zero where the norm is
+    zero, as torch defines it; ties of the inf-norms share equally; `ord` None
+    means 2.
+
+    C++:
+    vector_norm_scaled(Tensor x, Scalar? ord, int[]? dim, bool keepdim, Tensor result) -> Tensor
+    """
+    if ord is None:
+        return vector_norm_scaled(x, 2.0, dim, keepdim, result)
+    norm = expand_reduced(result.to(x.real.dtype), x, dim, keepdim)
+    if ord == 0.0:
+        return torch.zeros_like(x)
+    if ord == 1.0:
+        return x.sgn()
+    if ord == 2.0:
+        return masked_div(x, norm)
+    if ord == torch.inf or ord == -torch.inf:
+        mask = ((x.abs() == norm) | (x.isnan() & norm.isnan())).to(x.real.dtype)
+        count = expand_reduced(sum_reduced(mask, x, dim, True), x, dim, True)
+        return x.sgn() * mask / count
+    if ord < 2.0:
+        scaled = x.sgn() * torch.where(x == 0, 0.0, x.abs().pow(ord - 1))
+    else:
+        scaled = x * x.abs().pow(ord - 2)
+    return scaled * masked_div(torch.ones_like(norm), norm.pow(ord - 1))
+
+
+def vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result):
+    """Tangent of linalg_vector_norm: sum of Re(conj(d norm/d x) * x_t).
+
+    C++:
+    vector_norm_tangent(Tensor self_t, Tensor self_p, Scalar? ord, int[]? dim, bool keepdim, Tensor result) -> Tensor
+    """
+    scaled = vector_norm_scaled(self_p, ord, dim, keepdim, result)
+    t = self_t
+    if self_t.shape != self_p.shape:
+        t = self_t.expand(self_p.shape)
+    weighted = as_real_like(scaled.conj() * t, result)
+    return sum_reduced(weighted, self_p, dim, keepdim).to(result.dtype)
+
+
+def dist_tangent(t, self_p, other_p, p, result):
+    """Tangent of dist(self, other, p) from the tangent `t` of one input (self's;
+    negate for other's): the norm's tangent at self - other.
+
+    C++:
+    dist_tangent(Tensor t, Tensor self_p, Tensor other_p, Scalar? p, Tensor result) -> Tensor
+    """
+    diff = self_p - other_p
+    return vector_norm_tangent(t.expand(diff.shape), diff, p, None, False, result)
+
+
+def var_dof(like, dim, correction):
+    """The divisor of var (reduced count - correction, None meaning 1), a 0-d tensor of
+    like's real dtype.
+
+    C++:
+    var_dof(Tensor like, int[]? dim, Scalar? correction) -> Tensor
+    """
+    if correction is None:
+        return torch.scalar_tensor(reduced_numel(like, dim) - 1, dtype=like.real.dtype)
+    return torch.scalar_tensor(
+        reduced_numel(like, dim) - correction, dtype=like.real.dtype
+    )
+
+
+def var_tangent(self_t, self_p, dim, correction, keepdim, result):
+    """Tangent of var.correction: 2 Re(conj(x - mean) x_t) summed, over the dof.
+
+    C++:
+    var_tangent(Tensor self_t, Tensor self_p, int[]? dim, Scalar? correction, bool keepdim, Tensor result) -> Tensor
+    """
+    dims = reduce_dims(dim, self_p)
+    centered = self_p - (
+        self_p if self_p.dim() == 0 else self_p.mean(dim=dims, keepdim=True)
+    )
+    weighted = as_real_like(centered.conj() * self_t, result)
+    weighted = weighted * (2 / var_dof(self_p, dim, correction))
+    return sum_reduced(weighted, self_p, dim, keepdim)
+
+
+def std_tangent(self_t, self_p, dim, correction, keepdim, result):
+    """Tangent of std.correction: var's tangent over 2 std (0 where std is 0).
+
+    C++:
+    std_tangent(Tensor self_t, Tensor self_p, int[]? dim, Scalar? correction, bool keepdim, Tensor result) -> Tensor
+    """
+    var_t = var_tangent(self_t, self_p, dim, correction, keepdim, result)
+    return masked_div(var_t, 2 * result)
+
+
+def mean_tangent(self_t, self_p, dim, keepdim):
+    """Tangent of a mean over `dim` (None or [] for all), as var_mean's second output.
+
+    C++:
+    mean_tangent(Tensor self_t, Tensor self_p, int[]? dim, bool keepdim) -> Tensor
+    """
+    return sum_reduced(self_t, self_p, dim, keepdim) / reduced_numel(self_p, dim)
+
+
+def logsumexp_weights(self, dim, keepdim, result):
+    """d logsumexp / d self = exp(self - result), shaped like self.
+
+    C++:
+    logsumexp_weights(Tensor self, int[]? dim, bool keepdim, Tensor result) -> Tensor
+    """
+    return (self - expand_reduced(result, self, dim, keepdim)).exp()
+
+
+def logsumexp_tangent(self_t, self_p, dim, keepdim, result):
+    """Tangent of logsumexp: the exp(self - result)-weighted sum of self's tangent.
+
+    C++:
+    logsumexp_tangent(Tensor self_t, Tensor self_p, int[]? dim, bool keepdim, Tensor result) -> Tensor
+    """
+    w = logsumexp_weights(self_p, dim, keepdim, result)
+    weighted = self_t * w
+    if weighted.is_complex() == w.is_complex():
+        # In w's dtype, as native's in-place product (a float64 tangent of a
+        # float32 input gives a float32 tangent).
+        weighted = weighted.to(w.dtype)
+    return sum_reduced(weighted, self_p, dim, keepdim)
+
+
+def prod_others(self, dim):
+    """For each element, the product of the others in its reduction (over `dim`, None
+    for all): d prod / d self, exact with zeros.
+
+    C++:
+    prod_others(Tensor self, int? dim) -> Tensor
+    """
+    if self.dim() == 0:
+        return torch.ones_like(self)
+    if dim is None:
+        return prod_others(self.reshape(-1), 0).reshape(self.shape)
+    dims = reduction_dims(dim, self.dim())
+    x = self.movedim(dims, [-1])
+    ones = torch.ones_like(x[..., :1])
+    before = torch.cat([ones, x[..., :-1]], -1).cumprod(-1)
+    after = torch.cat([x[..., 1:], ones], -1).flip(-1).cumprod(-1).flip(-1)
+    return (before * after).movedim([-1], dims)
+
+
+def prod_tangent(self_t, self_p, dim, keepdim, result):
+    """Tangent of prod (dim None: all elements).
+
+    C++:
+    prod_tangent(Tensor self_t, Tensor self_p, int? dim, bool keepdim, Tensor result) -> Tensor
+    """
+    w = prod_others(self_p.to(result.dtype), dim)
+    # Promoted, not cast: a float64 tangent of a float32 input stays float64.
+    dtype = torch.promote_types(self_t.dtype, result.dtype)
+    return sum_reduced(self_t.to(dtype) * w, self_p, dim, keepdim)
+
+
+def evenly_read_tangent(self_t, self_p, result):
+    """Tangent of a full max/min/median: the mean tangent of the elements equal to the
+    result (NaN matches NaN).
+
+    C++:
+    evenly_read_tangent(Tensor self_t, Tensor self_p, Tensor result) -> Tensor
+    """
+    mask = (self_p == result) | (self_p.isnan() & result.isnan())
+    return (self_t * mask).sum() / mask.sum().clamp(min=1)
+
+
+def renorm_dims(dim, ndim):
+    """The dims renorm reduces: all but `dim` (wrapped as Python's dim % ndim).
+
+    C++:
+    renorm_dims(int dim, int ndim) -> int[]
+    """
+    d = reduction_dims([dim], ndim)[0]
+    return concat_ints(dim_range(0, d), dim_range(d + 1, ndim))
+
+
+def renorm_factor(self, p, dim, maxnorm):
+    """renorm's [factor, norm, over]: its scale per slice along `dim` (keepdim shape),
+    the slice's norm, and where that is over maxnorm.
+
+    C++:
+    renorm_factor(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor[]
+    """
+    norm = torch.linalg.vector_norm(self, p, renorm_dims(dim, self.dim()), keepdim=True)
+    over = norm > maxnorm
+    factor = torch.where(over, maxnorm / (norm + 1e-7), 1.0)
+    return [factor, norm, over]
+
+
+def renorm_tangent(self_t, self_p, p, dim, maxnorm):
+    """Tangent of renorm: self_t * factor + self * d factor.
+
+    C++:
+    renorm_tangent(Tensor self_t, Tensor self_p, Scalar p, int dim, Scalar maxnorm) -> Tensor
+    """
+    factor, norm, over = renorm_factor(self_p, p, dim, maxnorm)
+    dims = renorm_dims(dim, self_p.dim())
+    norm_t = vector_norm_tangent(self_t, self_p, p, dims, True, norm)
+    dfactor = torch.where(over, -maxnorm / (norm + 1e-7) ** 2, 0.0) * norm_t
+    return self_t * factor + self_p * dfactor
+
+
+def scan_partials(self, dim, kind):
+    """Matrix M[..., k, i] = d scan(self)_i / d self_k along `dim` (moved last), 0 for
+    k > i; `kind` cumprod or (anything else) logcumsumexp.
+
+    C++:
+    scan_partials(Tensor self, int dim, str kind) -> Tensor
+    """
+    x = self.movedim(dim, -1)
+    n = x.shape[-1]
+    ones = x.new_ones([n, n], dtype=torch.bool)
+    upper = ones.triu()
+    if kind == "cumprod":
+        eye = upper & ones.tril()
+        rows = torch.where(eye, torch.ones_like(x).unsqueeze(-2), x.unsqueeze(-2))
+        return torch.where(upper, rows.cumprod(-1), 0.0)
+    scanned = x.logcumsumexp(-1)
+    diff = torch.where(upper, x.unsqueeze(-1) - scanned.unsqueeze(-2), -torch.inf)
+    both_inf = (x.unsqueeze(-1).real == -torch.inf) & (
+        scanned.unsqueeze(-2).real == -torch.inf
+    )
+    return torch.where(upper & both_inf.logical_not(), diff.exp(), 0.0)
+
+
+def scan_tangent(self_t, self_p, dim, kind):
+    """Tangent of cumprod or logcumsumexp (`kind`) along `dim`; exact with zeros.
+
+    C++:
+    scan_tangent(Tensor self_t, Tensor self_p, int dim, str kind) -> Tensor
+    """
+    if self_p.dim() == 0:
+        return self_t.clone()  # one element: cumprod and logcumsumexp are identity
+    m = scan_partials(self_p, dim, kind)
+    t = self_t.movedim(dim, -1)
+    return (t.unsqueeze(-1) * m).sum(-2).movedim(-1, dim)
+
+
+def gather_selected(t, dim, indices):
+    """Tangent of sort/topk/cummax-like ops: the elements of `t` at `indices`.
+
+    C++:
+    gather_selected(Tensor t, int dim, Tensor indices) -> Tensor
+    """
+    if t.dim() == 0:
+        return t.clone()
+    return t.gather(dim, indices)
+
+
+def scatter_touched(self, dim, index):
+    """Where `index` writes into `self` (bool).
+
+    C++:
+    scatter_touched(Tensor self, int dim, Tensor index) -> Tensor
+    """
+    hit = torch.zeros_like(self, dtype=torch.bool)
+    return hit.scatter(dim, index, True)
+
+
+def src_read(src, index):
+    """The part of `src` that scatter reads (its leading corner shaped like `index`).
+
+    C++:
+    src_read(Tensor src, Tensor index) -> Tensor
+    """
+    part = src
+    d = 0
+    for n in index.shape:
+        part = part.narrow(d, 0, n)
+        d = d + 1
+    return part
+
+
+def extreme_weights(self, dim, index, src, include_self, result):
+    """For scatter_reduce's amax/amin, the weight of each self and src element in the
+    result (1/N for each of the N elements attaining it, 0 otherwise), as
+    [self's, src's].
+
+    C++:
+    extreme_weights(Tensor self, int dim, Tensor index, Tensor src, bool include_self, Tensor result) -> Tensor[]
+    """
+    touched = scatter_touched(self, dim, index)
+    self_hit = self == result
+    if not include_self:
+        self_hit = self_hit & touched.logical_not()
+    src_hit = src_read(src, index) == result.gather(dim, index)
+    count = self_hit.to(self.dtype).scatter_add(dim, index, src_hit.to(self.dtype))
+    count = count.masked_fill(count == 0, 1)
+    return [self_hit / count, src_hit / count.gather(dim, index)]
+
+
+def scatter_reduce_tangent(
+    self_t, self_p, dim, index, src_t, src_p, reduce, include_self, result
+):
+    """Tangent of scatter_reduce (sum, mean, amax, amin); linear in self_t, src_t.
+
+    C++:
+    scatter_reduce_tangent(Tensor self_t, Tensor self_p, int dim, Tensor index, Tensor src_t, Tensor src_p, str reduce, bool include_self, Tensor result) -> Tensor
+    """
+    if reduce == "sum" or reduce == "mean":
+        return self_t.scatter_reduce(
+            dim, index, src_t, reduce, include_self=include_self
+        )
+    if reduce == "amax" or reduce == "amin":
+        self_w, src_w = extreme_weights(self_p, dim, index, src_p, include_self, result)
+        # The weights in each tangent's dtype, as native's (masks keep it).
+        self_term = self_t * self_w.to(self_t.dtype)
+        src_term = src_read(src_t, index) * src_w.to(src_t.dtype)
+        return self_term.scatter_add(dim, index, src_term.to(self_term.dtype))
+    return no_derivative("scatter_reduce", "reduce", reduce)
+
+
+def split_heads(x, num_head):
+    """(B, T, D) -> (B, num_head, T, D / num_head).
+
+    C++:
+    split_heads(Tensor x, int num_head) -> Tensor
+    """
+    return x.reshape(x.size(0), x.size(1), num_head, x.size(2) // num_head).transpose(
+        1, 2
+    )
+
+
+def merge_heads(x):
+    """(B, h, T, dh) -> (B, T, h dh).
+
+    C++:
+    merge_heads(Tensor x) -> Tensor
+    """
+    return x.transpose(1, 2).reshape(x.size(0), x.size(2), x.size(1) * x.size(3))
+
+
+def bool_mask(mask, mask_type, scores):
+    """The kernel's mask as a boolean (True = masked) broadcastable to the scores: a
+    key padding mask (mask_type 1) is (B, S), the others broadcast as they are
+    (None without a mask).
+
+    C++:
+    bool_mask(Tensor mask, int? mask_type, Tensor scores) -> Tensor
+    """
+    if mask is None:
+        return None
+    m = mask.to(torch.bool)
+    if mask_type is not None and mask_type == 1:
+        m = m.reshape(scores.size(0), 1, 1, scores.size(-1))
+    return m
+
+
+def mha_jvp(
+    query_t,
+    key_t,
+    value_t,
+    w_t,
+    b_t,
+    wo_t,
+    bo_t,
+    query,
+    key,
+    value,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    mask,
+    mask_type,
+):
+    """_native_multi_head_attention's attention output and probabilities, and their
+    tangents (out, out_t, p, p_t), from the tangents of query, key, value,
+    qkv_weight (w_t), qkv_bias (b_t), proj_weight (wo_t) and proj_bias (bo_t),
+    all present (zeros for absent ones).
+
+    C++:
+    mha_jvp(Tensor query_t, Tensor key_t, Tensor value_t, Tensor w_t, Tensor b_t, Tensor wo_t, Tensor bo_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor mask, int? mask_type) -> Tensor[]
+    """
+    c = 1.0 / ((embed_dim // num_head) ** 0.5)
+    wq, wk, wv = qkv_weight.chunk(3)
+    bq, bk, bv = qkv_bias.chunk(3)
+    wq_t, wk_t, wv_t = w_t.chunk(3)
+    bq_t, bk_t, bv_t = b_t.chunk(3)
+    q = split_heads((torch.matmul(query, wq.t()) + bq) * c, num_head)
+    k = split_heads(torch.matmul(key, wk.t()) + bk, num_head)
+    v = split_heads(torch.matmul(value, wv.t()) + bv, num_head)
+    q_t = split_heads(
+        (torch.matmul(query_t, wq.t()) + torch.matmul(query, wq_t.t()) + bq_t) * c,
+        num_head,
+    )
+    k_t = split_heads(
+        torch.matmul(key_t, wk.t()) + torch.matmul(key, wk_t.t()) + bk_t, num_head
+    )
+    v_t = split_heads(
+        torch.matmul(value_t, wv.t()) + torch.matmul(value, wv_t.t()) + bv_t, num_head
+    )
+    s = torch.matmul(q, k.transpose(-2, -1))
+    m = bool_mask(mask, mask_type, s)
+    if m is not None:
+        s = s.masked_fill(m, -torch.inf)
+    p = torch.softmax(s, -1)
+    s_t = torch.matmul(q_t, k.transpose(-2, -1)) + torch.matmul(
+        q, k_t.transpose(-2, -1)
+    )
+    ps_t = p * s_t
+    if m is not None:
+        ps_t = ps_t.masked_fill(m, 0.0)
+    p_t = ps_t - p * ps_t.sum(-1, keepdim=True)
+    ctx = merge_heads(torch.matmul(p, v))
+    ctx_t = merge_heads(torch.matmul(p_t, v) + torch.matmul(p, v_t))
+    out = torch.matmul(ctx, proj_weight.t()) + proj_bias
+    out_t = torch.matmul(ctx_t, proj_weight.t()) + torch.matmul(ctx, wo_t.t()) + bo_t
+    return out, out_t, p, p_t
+
+
+def native_multi_head_attention_tangent(
+    index,
+    query_t,
+    key_t,
+    value_t,
+    qkv_weight_t,
+    qkv_bias_t,
+    proj_weight_t,
+    proj_bias_t,
+    query,
+    key,
+    value,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    mask,
+    need_weights,
+    average_attn_weights,
+    mask_type,
+):
+    """The tangent of output 0 (the attention output, (B, T, D)) or output 1 (the
+    attention weights: averaged over heads or not; None without need_weights) of
+    `_native_multi_head_attention`: q = (query Wq^T + bq) / sqrt(D / h), k = key
+    Wk^T + bk, v = value Wv^T + bv per head, P = softmax(q k^T) with the boolean
+    mask, out = merge_heads(P v) Wo^T + bo, differentiated in the three inputs
+    and the four parameters (all tangents present: zeros for absent).
+
+    C++:
+    native_multi_head_attention_tangent(int index, Tensor query_t, Tensor key_t, Tensor value_t, Tensor qkv_weight_t, Tensor qkv_bias_t, Tensor proj_weight_t, Tensor proj_bias_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor mask, bool need_weights, bool average_attn_weights, int? mask_type) -> Tensor
+    """
+    if index == 1 and not need_weights:
+        return None
+    if query.numel() == 0:
+        if index == 0:
+            return torch.zeros_like(query)
+        return None
+    out, out_t, p, p_t = mha_jvp(
+        query_t,
+        key_t,
+        value_t,
+        qkv_weight_t,
+        qkv_bias_t,
+        proj_weight_t,
+        proj_bias_t,
+        query,
+        key,
+        value,
+        embed_dim,
+        num_head,
+        qkv_weight,
+        qkv_bias,
+        proj_weight,
+        proj_bias,
+        mask,
+        mask_type,
+    )
+    if index == 0:
+        return out_t
+    if average_attn_weights:
+        return p_t.mean(1)
+    return p_t
+
+
+def layer_norm_jvp(x, x_t, weight, weight_t, bias, bias_t, eps):
+    """layer_norm over the last dim and its tangent.
+
+    C++:
+    layer_norm_jvp(Tensor x, Tensor x_t, Tensor weight, Tensor weight_t, Tensor bias, Tensor bias_t, float eps) -> Tensor[]
+    """
+    y, mean, rstd = torch.native_layer_norm(x, [x.size(-1)], weight, bias, eps)
+    xhat = (x - mean) * rstd
+    xc_t = x_t - x_t.mean(-1, keepdim=True)
+    xhat_t = rstd * (xc_t - xhat * (xhat * xc_t).mean(-1, keepdim=True))
+    return y, xhat_t * weight + xhat * weight_t + bias_t
+
+
+def activation_derivative(h, use_gelu):
+    """The derivative of the encoder layer's activation (gelu or relu) at h.
+
+    C++:
+    activation_derivative(Tensor h, bool use_gelu) -> Tensor
+    """
+    if use_gelu:
+        cdf = 0.5 * (1.0 + torch.erf(h * (0.5**0.5)))
+        pdf = (-0.5 * h * h).exp() * ((2.0 * torch.pi) ** -0.5)
+        return cdf + h * pdf
+    return (h > 0).to(h.dtype)
+
+
+def ffn_jvp(x, x_t, w1, w1_t, b1, b1_t, w2, w2_t, b2, b2_t, use_gelu):
+    """The encoder layer's feed-forward block act(x W1^T + b1) W2^T + b2 and its
+    tangent.
+
+    C++:
+    ffn_jvp(Tensor x, Tensor x_t, Tensor w1, Tensor w1_t, Tensor b1, Tensor b1_t, Tensor w2, Tensor w2_t, Tensor b2, Tensor b2_t, bool use_gelu) -> Tensor[]
+    """
+    h = torch.matmul(x, w1.t()) + b1
+    h_t = torch.matmul(x_t, w1.t()) + torch.matmul(x, w1_t.t()) + b1_t
+    a = torch.nn.functional.gelu(h) if use_gelu else torch.relu(h)
+    a_t = activation_derivative(h, use_gelu) * h_t
+    return (
+        torch.matmul(a, w2.t()) + b2,
+        torch.matmul(a_t, w2.t()) + torch.matmul(a, w2_t.t()) + b2_t,
+    )
+
+
+def transformer_encoder_layer_tangent(
+    src_t,
+    qkv_weight_t,
+    qkv_bias_t,
+    proj_weight_t,
+    proj_bias_t,
+    norm_weight_1_t,
+    norm_bias_1_t,
+    norm_weight_2_t,
+    norm_bias_2_t,
+    ffn_weight_1_t,
+    ffn_bias_1_t,
+    ffn_weight_2_t,
+    ffn_bias_2_t,
+    src,
+    embed_dim,
+    num_heads,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    use_gelu,
+    norm_first,
+    eps,
+    norm_weight_1,
+    norm_bias_1,
+    norm_weight_2,
+    norm_bias_2,
+    ffn_weight_1,
+    ffn_bias_1,
+    ffn_weight_2,
+    ffn_bias_2,
+    mask,
+    mask_type,
+):
+    """The tangent of `_transformer_encoder_layer_fwd` (the inference fast path of
+    nn.TransformerEncoderLayer), in src and the twelve parameters (all tangents
+    present: zeros for absent): with a = self-attention
+    (`native_multi_head_attention_tangent`), LN the layer norms and ffn(x) =
+    act(x W1^T + b1) W2^T + b2 (act gelu or relu), y = LN2(x1 + ffn(x1)), x1 =
+    LN1(src + a(src)); or with norm_first y = x1 + ffn(LN2(x1)), x1 = src +
+    a(LN1(src)).
+
+    C++:
+    transformer_encoder_layer_tangent(Tensor src_t, Tensor qkv_weight_t, Tensor qkv_bias_t, Tensor proj_weight_t, Tensor proj_bias_t, Tensor norm_weight_1_t, Tensor norm_bias_1_t, Tensor norm_weight_2_t, Tensor norm_bias_2_t, Tensor ffn_weight_1_t, Tensor ffn_bias_1_t, Tensor ffn_weight_2_t, Tensor ffn_bias_2_t, Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor mask, int? mask_type) -> Tensor
+    """
+    if src.numel() == 0:
+        return src_t.clone()
+    if norm_first:
+        n1, n1_t = layer_norm_jvp(
+            src, src_t, norm_weight_1, norm_weight_1_t, norm_bias_1, norm_bias_1_t, eps
+        )
+        a, a_t, p, p_t = mha_jvp(
+            n1_t,
+            n1_t,
+            n1_t,
+            qkv_weight_t,
+            qkv_bias_t,
+            proj_weight_t,
+            proj_bias_t,
+            n1,
+            n1,
+            n1,
+            embed_dim,
+            num_heads,
+            qkv_weight,
+            qkv_bias,
+            proj_weight,
+            proj_bias,
+            mask,
+            mask_type,
+        )
+        x1 = a + src
+        x1_t = a_t + src_t
+        n2, n2_t = layer_norm_jvp(
+            x1, x1_t, norm_weight_2, norm_weight_2_t, norm_bias_2, norm_bias_2_t, eps
+        )
+        f, f_t = ffn_jvp(
+            n2,
+            n2_t,
+            ffn_weight_1,
+            ffn_weight_1_t,
+            ffn_bias_1,
+            ffn_bias_1_t,
+            ffn_weight_2,
+            ffn_weight_2_t,
+            ffn_bias_2,
+            ffn_bias_2_t,
+            use_gelu,
+        )
+        return f_t + x1_t
+    a, a_t, p, p_t = mha_jvp(
+        src_t,
+        src_t,
+        src_t,
+        qkv_weight_t,
+        qkv_bias_t,
+        proj_weight_t,
+        proj_bias_t,
+        src,
+        src,
+        src,
+        embed_dim,
+        num_heads,
+        qkv_weight,
+        qkv_bias,
+        proj_weight,
+        proj_bias,
+        mask,
+        mask_type,
+    )
+    x1, x1_t = layer_norm_jvp(
+        a + src,
+        a_t + src_t,
+        norm_weight_1,
+        norm_weight_1_t,
+        norm_bias_1,
+        norm_bias_1_t,
+        eps,
+    )
+    f, f_t = ffn_jvp(
+        x1,
+        x1_t,
+        ffn_weight_1,
+        ffn_weight_1_t,
+        ffn_bias_1,
+        ffn_bias_1_t,
+        ffn_weight_2,
+        ffn_weight_2_t,
+        ffn_bias_2,
+        ffn_bias_2_t,
+        use_gelu,
+    )
+    y, y_t = layer_norm_jvp(
+        f + x1,
+        f_t + x1_t,
+        norm_weight_2,
+        norm_weight_2_t,
+        norm_bias_2,
+        norm_bias_2_t,
+        eps,
+    )
+    return y_t

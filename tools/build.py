@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import difflib
 
+from dualgen.operator_schema import needs_value
+
 from .build_collective import build_collective
 from .build_forward import ForwardFormulas
 from .errors import ErrorSink, Location
@@ -27,7 +29,7 @@ from .model import (
     Spec,
     TorchReleases,
 )
-from .sample import DERIVED, SampleError, needs_value, parse_sample
+from .sample import DERIVED, SampleError, parse_sample
 from .schema import (
     SchemaProblem,
     SchemaSyntaxError,

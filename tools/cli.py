@@ -38,31 +38,40 @@ def generate_files(spec_path: Path, imports: tuple[str, ...] = ()) -> Outcome:
     from .emit import Emitter
     from .write import format_python
 
-    helpers = one_source_helpers(spec_path)
+    written, known = one_source_helpers(spec_path)
     spec, ops = checked_spec(spec_path)
     plans = analyse(spec, ops)
     emitter = Emitter(spec_path.name, imports)
-    files = emitter.render_all(plans, spec.collectives, helpers)
+    files = emitter.render_all(plans, spec.collectives, written, known)
     return Outcome(format_python(files), len(spec.entries), len(plans))
 
 
 def one_source_helpers(spec_path: Path):
-    """The helpers of helpers/*.yaml beside the spec (none without one), loaded,
-    defined in Python (so formulas may call them in this run) and checked; raise
-    SpecErrors."""
+    """(helpers written here, helpers known): the helpers of helpers/*.yaml beside
+    the spec (dualgen's own spec: their code is written with its kernels), else
+    dualgen's installed ones (known, so formulas may call them, but not written).
+    Loaded, defined in Python (formulas may call one written in this run) and
+    checked; raise SpecErrors."""
     from .emit_helpers import define_python
     from .formula import use_one_source_helpers
-    from .helpers import check_bodies, load_helpers, sources_beside
+    from .helpers import check_bodies, installed_sources, load_helpers, sources_beside
     from .twins import basics, load_twins, manifest_path
 
-    paths = sources_beside(spec_path)
+    paths, root = sources_beside(spec_path), spec_path.parent
+    written = bool(paths)
+    if not written:
+        paths, root = installed_sources()
     if not paths:
-        return ()
-    helpers = load_helpers(paths, spec_path.parent)
+        return (), ()
+    helpers = load_helpers(paths, root)
     twins = load_twins(manifest_path(), "runtime/csrc/dualgen/formulas/twins.yaml")
+    from dualgen.formulas import basics as basics_module
+
+    # Bodies may call basics' utilities besides each other.
+    use_one_source_helpers({n: getattr(basics_module, n) for n in basics(twins)})
     use_one_source_helpers(define_python(helpers, basics(twins)))
     check_bodies(helpers)
-    return helpers
+    return (helpers if written else ()), helpers
 
 
 def checked_spec(spec_path: Path):
@@ -271,13 +280,13 @@ def _generate(args: argparse.Namespace) -> int:
     from .write import format_files, read_existing, stale_diff, write_atomically
 
     with running() as clock:
-        helpers = one_source_helpers(args.spec)
+        written, known = one_source_helpers(args.spec)
         spec, ops = checked_spec(args.spec)  # laps "load" inside
         clock.lap("build")
         plans = analyse(spec, ops)
         clock.lap("analyse")
         rendered = Emitter(args.spec.name, tuple(args.imports)).render_all(
-            plans, spec.collectives, helpers
+            plans, spec.collectives, written, known
         )
         clock.lap("emit")
         # What is on disk is black's output for most chunks; --check reuses it too.
@@ -332,10 +341,10 @@ def _validate(args: argparse.Namespace) -> int:
     )
 
     start = time.perf_counter()
-    helpers = one_source_helpers(args.spec)
+    written, known = one_source_helpers(args.spec)
     spec, ops = checked_spec(args.spec)
     files = Emitter(args.spec.name, tuple(args.imports)).render_all(
-        analyse(spec, ops), (), helpers
+        analyse(spec, ops), (), written, known
     )
     kernels = with_harness_kernels(load_kernels(files))
     missing = missing_harness_entries(kernels)

@@ -75,6 +75,12 @@ _COMPARE = {
     ast.GtE: ">=",
 }
 _NUMBERS = frozenset({"int", "double", "bool"})
+_OPTIONAL_NUMBERS = {
+    "Optionalint": "int",
+    "Optionaldouble": "double",
+    "Optionalbool": "bool",
+    "OptionalScalar": "Scalar",
+}
 
 
 class CppPrinter:
@@ -132,14 +138,35 @@ class CppPrinter:
             return Printed(f"!{_operand(operand, 15)}", Type("bool"), 14)
         raise CppError(f"cannot print `{_text(node)}` as C++")
 
+    def _value(self, node: ast.expr) -> Printed:
+        """An operand of arithmetic or a comparison: an optional number is its
+        value (Python raises on None there; C++ throws bad_optional_access)."""
+        printed = self.visit(node)
+        inner = _OPTIONAL_NUMBERS.get(printed.type.name)
+        if inner is None:
+            return printed
+        return Printed(f"{_operand(printed)}.value()", Type(inner))
+
     def _BinOp(self, node: ast.BinOp) -> Printed:
-        left, right = self.visit(node.left), self.visit(node.right)
+        left, right = self._value(node.left), self._value(node.right)
         tensor = left.type.is_tensor or right.type.is_tensor
+        if isinstance(node.op, ast.MatMult):  # `a @ b`: torch.matmul
+            return Printed(f"at::matmul({left.text}, {right.text})", Type("Tensor"))
         if isinstance(node.op, ast.Pow):
             if tensor:
                 return Printed(f"at::pow({left.text}, {right.text})", Type("Tensor"))
             return Printed(
                 f"std::pow({_number(left, 0)}, {_number(right, 0)})", Type("double")
+            )
+        if (
+            isinstance(node.op, ast.FloorDiv)
+            and left.type.name == right.type.name == "int"
+        ):
+            # Python's floor division of ints (toward -inf, as C++'s `/` is not)
+            a, b = _operand(left, 15), _operand(right, 15)
+            return Printed(
+                f"({a} / {b} - ({a} % {b} != 0 && ({a} < 0) != ({b} < 0)))",
+                Type("int"),
             )
         if type(node.op) not in _BINARY:
             raise CppError(f"cannot print the operator of `{_text(node)}` as C++")
@@ -210,12 +237,18 @@ class CppPrinter:
             return (test if isinstance(op, ast.IsNot) else f"!{test}"), False
         if type(op) not in _COMPARE:
             raise CppError(f"cannot print the comparison `{_text(left_node)}` as C++")
-        left, right = self.visit(left_node), self.visit(right_node)
+        left, right = self._value(left_node), self._value(right_node)
         symbol = _COMPARE[type(op)]
         if left.type.is_tensor or right.type.is_tensor:
             return f"{_operand(left, 10)} {symbol} {_operand(right, 10)}", True
         if "str" in (left.type.name, right.type.name):
             return f"{_string(left)} {symbol} {_string(right)}", False
+        if left.type.name == right.type.name == "ScalarType" and symbol in ("==", "!="):
+            return f"{left.text} {symbol} {right.text}", False  # dtypes
+        if left.type.name == right.type.name == "IntList" and symbol in ("==", "!="):
+            # shapes and int lists: element-wise equality, as Python's
+            left_ref, right_ref = (f"at::IntArrayRef({p.text})" for p in (left, right))
+            return f"{left_ref} {symbol} {right_ref}", False
         return f"{_number(left, 10)} {symbol} {_number(right, 10)}", False
 
     def _IfExp(self, node: ast.IfExp) -> Printed:
@@ -237,6 +270,8 @@ class CppPrinter:
     def _Subscript(self, node: ast.Subscript) -> Printed:
         value = self.visit(node.value)
         index = node.slice
+        if value.type.is_tensor:
+            return self._tensor_index(value, index, node)
         if not (isinstance(index, ast.Constant) and isinstance(index.value, int)):
             if value.type.name == "IntList":
                 i = self.visit(index)
@@ -254,6 +289,37 @@ class CppPrinter:
                 raise CppError(f"`{_text(node)}`: negative index into a tensor list")
             return Printed(f"{value.text}[{i}]", Type("Tensor"))
         raise CppError(f"cannot subscript `{_text(node)}` in C++")
+
+    def _tensor_index(self, value: Printed, index: ast.expr, node) -> Printed:
+        """`t[..., :k, i, None]` (ints, slices, `...` and None) as ATen's
+        `t.index({...})`, the code Python's indexing runs."""
+        items = []
+        for item in index.elts if isinstance(index, ast.Tuple) else [index]:
+            if isinstance(item, ast.Constant) and item.value is Ellipsis:
+                items.append("at::indexing::Ellipsis")
+            elif isinstance(item, ast.Constant) and item.value is None:
+                items.append("at::indexing::None")
+            elif isinstance(item, ast.Slice):
+                bounds = []
+                for bound in (item.lower, item.upper, item.step):
+                    if bound is None:
+                        bounds.append("std::nullopt")
+                        continue
+                    printed = self._value(bound)
+                    if printed.type.name != "int":
+                        raise CppError(f"`{_text(node)}`: a slice of ints only")
+                    bounds.append(printed.text)
+                while bounds and bounds[-1] == "std::nullopt":
+                    bounds.pop()
+                items.append(f"at::indexing::Slice({', '.join(bounds)})")
+            else:
+                printed = self._value(item)
+                if printed.type.name != "int":
+                    raise CppError(f"`{_text(node)}`: an index of ints only")
+                items.append(f"int64_t{{{printed.text}}}")
+        return Printed(
+            f"{_operand(value)}.index({{{', '.join(items)}}})", Type("Tensor")
+        )
 
     def _Tuple(self, node: ast.Tuple) -> Printed:
         return self._sequence(node)
@@ -325,6 +391,8 @@ class CppPrinter:
         models = [model_of(s) for s in schemas]
         if len(parts) != 2:
             models = [m for m in models if binds(m, node, method=False)]
+            # as Python's: a tensor goes to a Tensor parameter, a list to a list
+            models = [m for m in models if self._tensors_fit(m, node)] or models
         if not models:
             raise CppError(f"`{_text(node)}`: no schema of aten::{name} takes it")
         schema = models[0]
@@ -332,6 +400,25 @@ class CppPrinter:
         symbol = f"{name}_{schema.overload}" if schema.overload else name
         text = f"at::_ops::{symbol}::call({', '.join(args)})"
         return Printed(text, return_type(schema))
+
+    def _tensors_fit(self, schema, node: ast.Call) -> bool:
+        """Each argument the call gives is a tensor where `schema` takes a
+        Tensor, and not one where it takes something else."""
+        arguments = list(schema.arguments)
+        positional = positional_arguments(arguments)
+        given = dict(
+            zip([a.name for a in positional], given_arguments(positional, node))
+        )
+        for kw in node.keywords:
+            given[schema_name(kw.arg, arguments)] = kw.value
+        for a in arguments:
+            if a.name not in given:
+                continue
+            printed = self.visit(given[a.name])
+            wants = a.type.base == "Tensor" and a.type.suffix in ("", "?")
+            if printed.type.name != "None" and printed.type.is_tensor != wants:
+                return False
+        return True
 
     def _torch_call(self, path: str, node: ast.Call) -> Printed:
         operator = admissible.binding_operator(path)
@@ -386,7 +473,11 @@ class CppPrinter:
         args = []
         for a in arguments[: last + 1]:
             if a.name in given:
-                args.append(self.expr(given[a.name]))
+                value = self.visit(given[a.name])
+                if a.type.suffix == "" and value.type.name in _OPTIONAL_NUMBERS:
+                    # an `int?` passed where the twin takes an int: its value
+                    value = self._value(given[a.name])
+                args.append(value.text)
             elif a.default is not None:
                 args.append(default_literal(a))
             else:

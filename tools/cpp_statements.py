@@ -55,6 +55,8 @@ class StatementPrinter:
             return self._if(statement, depth)
         if isinstance(statement, ast.For):
             return self._for(statement, depth)
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            return [f"{pad}{self.printer.expr(statement.value)};"]  # a check
         raise CppError(f"cannot print a {type(statement).__name__} statement")
 
     def _returned(self, value: ast.expr) -> str:
@@ -68,6 +70,9 @@ class StatementPrinter:
                 else:
                     items.append(self.printer.expr(e))
             return "TensorList{" + ", ".join(items) + "}"
+        if self.returns.name in ("int", "double", "bool"):
+            # an optional number returned as the number (Python returns it)
+            return self.printer._value(value).text
         printed = self.printer.visit(value)
         if printed.type.name == "None":
             return "at::Tensor()"
@@ -97,7 +102,19 @@ class StatementPrinter:
         if printed.type.name == "TensorList":
             self.temporaries += 1
             whole = f"unpacked{self.temporaries}"
-            lines = [f"TensorList {whole} = {printed.text};"]
+            n = len(names)
+            lines = [
+                f"TensorList {whole} = {printed.text};",
+                # Python's errors where the list is not `n` long
+                (
+                    f'TORCH_CHECK_VALUE({whole}.size() >= {n}, "not enough values to '
+                    f'unpack (expected {n}, got ", {whole}.size(), ")");'
+                ),
+                (
+                    f'TORCH_CHECK_VALUE({whole}.size() <= {n}, "too many values to '
+                    f'unpack (expected {n})");'
+                ),
+            ]
             for i, name in enumerate(names):
                 lines += self._bind(name, Type("Tensor"), f"{whole}[{i}]")
             return lines
@@ -154,11 +171,12 @@ class StatementPrinter:
         return [head] + body + [pad + "}"]
 
 
-def _declared(type_: Type) -> str:
-    declared = _LOCALS.get(type_.name)
-    if declared is None:
-        return "auto"
-    return declared
+def declared_local(type_: Type) -> str:
+    """The C++ type a local holding a value of `type_` is declared with."""
+    return _LOCALS.get(type_.name, "auto")
+
+
+_declared = declared_local
 
 
 def _undeclare(line: str, hoisted: list[str]) -> str | None:

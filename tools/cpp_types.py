@@ -209,9 +209,7 @@ _TWIN_FORMS = {
     "int?": TwinForm("std::optional<int64_t>", "std::optional<int64_t>", "{}"),
     "int[]": TwinForm("at::IntArrayRef", "const std::vector<int64_t>&", "{}"),
     "int[]?": TwinForm(
-        "at::OptionalIntArrayRef",
-        "const std::optional<std::vector<int64_t>>&",
-        "binding::int_list({})",
+        "at::OptionalIntArrayRef", "const pybind11::object&", "binding::int_list({})"
     ),
     "float": TwinForm("double", "double", "{}"),
     "float?": TwinForm("std::optional<double>", "std::optional<double>", "{}"),

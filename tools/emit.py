@@ -16,6 +16,7 @@ from .emit_cpp import CppEmitter, operator_key
 from .emit_helpers import as_twins, cpp_files, python_text
 from .emit_twins import render_twins
 from .formula import helpers_used
+from .helpers import installed_helpers
 from .plan import Action, Branch, OpPlan, OutputTangent
 from .printer import PythonPrinter
 from .twins import basics, load_twins, manifest_path
@@ -105,7 +106,7 @@ class Emitter:
         self.env = _environment()
 
     def render_all(
-        self, plans: tuple[OpPlan, ...], collectives=(), helpers=()
+        self, plans: tuple[OpPlan, ...], collectives=(), helpers=(), known=()
     ) -> dict[str, str]:
         """The generated files; `collectives`: the spec's collective entries
         (collectives.py, only where there are some)."""
@@ -118,7 +119,10 @@ class Emitter:
             "registry.py": self._render_registry(plans, cpp),
         }
         if cpp:
-            twins = load_twins(manifest_path(), MANIFEST) + as_twins(helpers)
+            # `helpers`: the one-source helpers written with these kernels;
+            # `known`: every one-source helper the kernels may call.
+            known = known or helpers or installed_helpers()
+            twins = load_twins(manifest_path(), MANIFEST) + as_twins(known)
             files.update(CppEmitter(self.spec_name, twins).render_all(plans))
             files.update(
                 render_twins(twins, MANIFEST + (" and helpers/" if helpers else ""))

@@ -14,7 +14,7 @@ import textwrap
 import types
 
 from .cpp_printer import CppPrinter
-from .cpp_statements import StatementPrinter
+from .cpp_statements import StatementPrinter, declared_local
 from .cpp_types import CppError, of_schema, twin_form, twin_return
 from .errors import ErrorSink, Location, SpecErrors
 from .helpers import SOURCE, Helper
@@ -50,7 +50,7 @@ def python_text(
 ) -> str:
     """The Python of every helper; `basics`: the hand-written helpers of
     dualgen.formulas.basics (a leaf module) that bodies may call."""
-    names = sorted(h.name for h in helpers if not h.name.startswith("_"))
+    names = sorted(h.name for h in helpers if not h.internal)
     called = sorted(basics & _names_called(helpers))
     imports = "from __future__ import annotations\n\nimport torch"
     if called:
@@ -102,7 +102,7 @@ def define_python(
     (which holds only imports and definitions: nothing runs but `def`)."""
     module = types.ModuleType("dualgen.generated.helpers")
     text = python_text(helpers, basics)
-    exec(compile(text, SOURCE, "exec"), module.__dict__)  # noqa: S102  # noqa: S102
+    exec(compile(text, SOURCE, "exec"), module.__dict__)  # noqa: S102
     return {h.name: module.__dict__[h.name] for h in helpers}
 
 
@@ -160,10 +160,23 @@ def cpp_text(helpers: tuple[Helper, ...], twins: Twins) -> str:
 def _cpp_function(helper: Helper, schema, twins: Twins) -> str:
     (result,) = schema.returns
     returned, returns = twin_return(result.type)
-    parameters = [f"{twin_form(a.type).parameter} {a.name}" for a in schema.arguments]
-    types_ = {a.name: of_schema(a.type) for a in schema.arguments}
+    # A parameter the body assigns to is a local copy of the argument (C++'s
+    # parameters are const references).
+    assigned = _assigned(helper)
+    parameters, copies = [], []
+    types_ = {}
+    for a in schema.arguments:
+        form = twin_form(a.type).parameter
+        types_[a.name] = of_schema(a.type)
+        if a.name in assigned:
+            parameters.append(f"{form} {a.name}_arg")
+            copies.append(
+                f"  {declared_local(types_[a.name])} {a.name} = {a.name}_arg;"
+            )
+        else:
+            parameters.append(f"{form} {a.name}")
     printer = StatementPrinter(CppPrinter(types_, twins), returns)
-    body = printer.block(helper.body)
+    body = copies + printer.block(helper.body)
     signature = f"{returned} {helper.name}({', '.join(parameters)}) {{"
     if len(signature) > 88:
         signature = (
@@ -172,3 +185,12 @@ def _cpp_function(helper: Helper, schema, twins: Twins) -> str:
             + ") {"
         )
     return "\n".join([f"// {schema}", signature] + body + ["}"])
+
+
+def _assigned(helper: Helper) -> set[str]:
+    return {
+        node.id
+        for statement in helper.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    }

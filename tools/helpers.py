@@ -10,7 +10,7 @@ vocabulary, with its schema (one per C++ overload; Python has one function):
 
 A body is statements of five kinds: `name = expr`, `a, b = expr` (a call that
 returns several tensors), `if`/`elif`/`else`, `for name in list:` (of ints or of
-tensors) and `return`; every expression is a
+tensors), `return` and a call alone (a check, run for its error); every expression is a
 formula (the same names, calls and sandbox as derivatives.yaml's). Both its
 Python (generated/helpers.py, the body as written) and its C++ (generated/cpp/helpers.cpp) are printed
 from it. One-way: a one-source helper calls torch and other one-source helpers,
@@ -29,7 +29,7 @@ from .load import RawEntry, RawList, RawScalar, load_spec
 from .model import OperatorSchema
 from .schema import SchemaSyntaxError, parse_schema
 
-FIELDS = ("helper", "overloads", "doc", "body")
+FIELDS = ("helper", "overloads", "internal", "doc", "body")
 SOURCE = "helpers"  # a folder beside the spec: one file of helpers per family
 
 
@@ -41,6 +41,9 @@ class Helper:
     text: str  # the body as written (comments and all), for the Python
     location: Location
     body_line: int  # the line of the body's first statement
+    # A building block of other helpers (tested through them), not formula
+    # vocabulary: not exported by dualgen.formulas.
+    internal: bool = False
 
     @property
     def name(self) -> str:
@@ -52,8 +55,23 @@ class Helper:
 
 
 def sources_beside(spec_path: Path) -> list[Path]:
-    """The helper files (helpers/*.yaml) beside the spec, in name order."""
+    """The helper files (helpers/*.yaml) beside the spec, in name order: a spec
+    with a helpers/ folder (dualgen's own) writes their code."""
     return sorted((spec_path.parent / SOURCE).glob("*.yaml"))
+
+
+def installed_sources() -> tuple[list[Path], Path]:
+    """dualgen's own helper files, and the folder to show them from: the
+    checkout's helpers/ beside tools/, or the copy a wheel carries in
+    dualgen.generated. Another spec's formulas may call these helpers."""
+    import dualgen.generated
+
+    checkout = Path(__file__).resolve().parent.parent
+    for root in (checkout, Path(dualgen.generated.__file__).resolve().parent):
+        paths = sorted((root / SOURCE).glob("*.yaml"))
+        if paths:
+            return paths, root
+    return [], checkout
 
 
 def load_helpers(paths: list[Path], display_root: Path) -> tuple[Helper, ...]:
@@ -140,6 +158,7 @@ def _helper(entry: RawEntry, sink: ErrorSink) -> Helper | None:
         body_field.value.text.rstrip(),
         entry.location,
         body_line,
+        "internal" in fields and fields["internal"].value.text == "true",
     )
 
 
@@ -181,6 +200,8 @@ def _check_block(block, names: set[str], helper: Helper) -> None:
                 raise _BodyError("`for name in list:` without else", line)
             _check(statement.iter, names, line)
             _check_block(statement.body, names | {statement.target.id}, helper)
+        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            _check(statement.value, names, line)  # a call run for its check
         elif isinstance(statement, ast.Return):
             if statement.value is None:
                 raise _BodyError("a helper returns a value", line)
@@ -189,7 +210,7 @@ def _check_block(block, names: set[str], helper: Helper) -> None:
             kind = type(statement).__name__
             raise _BodyError(
                 f"'{kind}' statements are not allowed in a helper's body "
-                "(assignments, if, for and return are)",
+                "(assignments, calls, if, for and return are)",
                 line,
             )
 
@@ -209,3 +230,9 @@ def _check(tree: ast.expr, names: set[str], line: int) -> None:
         check_expression(tree, Scope(frozenset(names)))
     except FormulaError as exc:
         raise _BodyError(str(exc), line) from None
+
+
+def installed_helpers() -> tuple[Helper, ...]:
+    """dualgen's own one-source helpers, as installed (see `installed_sources`)."""
+    paths, root = installed_sources()
+    return load_helpers(paths, root) if paths else ()

@@ -8,212 +8,33 @@ from __future__ import annotations
 
 import ast
 import enum
-import keyword
 from dataclasses import dataclass
+
+# The schema records are the runtime's (a leaf module both import): one model of an
+# aten schema for the generator and for the runtime's missing-rule messages.
+from dualgen.operator_schema import (
+    Alias,
+    Argument,
+    OperatorSchema,
+    OpKind,
+    Return,
+    SchemaType,
+    TypeKind,
+    python_name,
+)
 
 from .errors import Location
 
-
-class TypeKind(enum.Enum):
-    TENSOR = "Tensor"
-    OPTIONAL_TENSOR = "Tensor?"
-    TENSOR_LIST = "Tensor[]"
-    OPTIONAL_TENSOR_LIST = "Tensor?[]"
-    OTHER = "other"
-
-    @property
-    def is_tensor_like(self) -> bool:
-        return self is not TypeKind.OTHER
-
-    @property
-    def is_list(self) -> bool:
-        return self in (TypeKind.TENSOR_LIST, TypeKind.OPTIONAL_TENSOR_LIST)
-
-
-@dataclass(frozen=True)
-class Alias:
-    """An alias annotation: `a`, `a!` (written to), `a -> *` (aliases a list)."""
-
-    text: str
-
-    @property
-    def is_write(self) -> bool:
-        return self.text.split("->")[0].strip().endswith("!")
-
-    @property
-    def set_name(self) -> str:
-        return self.text.split("->")[0].strip().rstrip("!")
-
-
-@dataclass(frozen=True)
-class SchemaType:
-    base: str  # "Tensor", "int", "SymInt", "Scalar", ...
-    alias: Alias | None
-    suffix: str  # "", "?", "[]", "[1]?", "?[]", ...
-    alias_after_suffix: bool = False  # `Tensor[](a)` rather than `Tensor(a)[]`
-
-    def __str__(self) -> str:
-        alias = f"({self.alias.text})" if self.alias else ""
-        if self.alias_after_suffix:
-            return f"{self.base}{self.suffix}{alias}"
-        return f"{self.base}{alias}{self.suffix}"
-
-    @property
-    def kind(self) -> TypeKind:
-        if self.base != "Tensor":
-            return TypeKind.OTHER
-        return {
-            "": TypeKind.TENSOR,
-            "?": TypeKind.OPTIONAL_TENSOR,
-            "[]": TypeKind.TENSOR_LIST,
-            "?[]": TypeKind.OPTIONAL_TENSOR_LIST,
-        }.get(self.suffix, TypeKind.OTHER)
-
-
-@dataclass(frozen=True)
-class Argument:
-    name: str
-    type: SchemaType
-    default: str | None
-    kwarg_only: bool
-
-    def __str__(self) -> str:
-        default = f"={self.default}" if self.default is not None else ""
-        return f"{self.type} {self.name}{default}"
-
-    @property
-    def kind(self) -> TypeKind:
-        return self.type.kind
-
-    @property
-    def py_name(self) -> str:
-        """The argument's name as a Python identifier (`from` becomes `from_`)."""
-        return python_name(self.name)
-
-
-@dataclass(frozen=True)
-class Return:
-    name: str | None
-    type: SchemaType
-
-    def __str__(self) -> str:
-        return f"{self.type} {self.name}" if self.name else str(self.type)
-
-
-class OpKind(enum.Enum):
-    FUNCTIONAL = "functional"
-    INPLACE = "inplace"
-    OUT = "out"
-    VIEW = "view"
-
-
-@dataclass(frozen=True)
-class OperatorSchema:
-    name: str  # "add_"
-    overload: str  # "Tensor", or "" for the default overload
-    arguments: tuple[Argument, ...]
-    returns: tuple[Return, ...]
-    # "aten", or a custom op's library ("mylib" for torch.library.custom_op
-    # ("mylib::softclip")). Aten names are written bare, the others qualified.
-    namespace: str = "aten"
-
-    def __str__(self) -> str:
-        args: list[str] = []
-        star = False
-        for arg in self.arguments:
-            if arg.kwarg_only and not star:
-                args.append("*")
-                star = True
-            args.append(str(arg))
-        if len(self.returns) == 1:
-            returns = str(self.returns[0])
-        else:
-            returns = "(" + ", ".join(str(r) for r in self.returns) + ")"
-        return f"{self.full_name}({', '.join(args)}) -> {returns}"
-
-    @property
-    def full_name(self) -> str:
-        """`add_.Tensor`, or `add_` for the default overload; `mylib::softclip` for
-        an operator outside aten."""
-        return self.qualify(
-            f"{self.name}.{self.overload}" if self.overload else self.name
-        )
-
-    @property
-    def is_aten(self) -> bool:
-        return self.namespace == "aten"
-
-    def qualify(self, name: str) -> str:
-        """`name` (of this schema's namespace) as the spec writes it: bare for aten,
-        `ns::name` otherwise."""
-        return name if self.is_aten else f"{self.namespace}::{name}"
-
-    @property
-    def qualified(self) -> str:
-        """The schema with its namespace, as torch prints it: `aten::add.Tensor(...)`."""
-        return f"aten::{self}" if self.is_aten else str(self)
-
-    @property
-    def operator_key(self) -> str:
-        """`aten::add.Tensor`, `mylib::softclip.default`: the overload's name in
-        the runtime."""
-        return f"{self.namespace}::{self.name}.{self.overload_attr}"
-
-    @property
-    def overload_attr(self) -> str:
-        """The attribute of the OpOverloadPacket: `Tensor`, or `default`."""
-        return self.overload or "default"
-
-    @property
-    def kernel_name(self) -> str:
-        """A Python identifier naming this overload's kernels: `add__Tensor`."""
-        kernel = f"{self.name}_{self.overload_attr}"
-        return kernel if self.is_aten else f"{self.namespace}_{kernel}"
-
-    def argument(self, name: str) -> Argument | None:
-        for arg in self.arguments:
-            if arg.name == name:
-                return arg
-        return None
-
-    @property
-    def kind(self) -> OpKind:
-        if any(
-            a.kwarg_only and a.type.alias and a.type.alias.is_write
-            for a in self.arguments
-        ):
-            return OpKind.OUT
-        first = self.arguments[0] if self.arguments else None
-        if (
-            first is not None
-            and first.name == "self"
-            and first.type.alias is not None
-            and first.type.alias.is_write
-            and self.name.endswith("_")
-        ):
-            return OpKind.INPLACE
-        if any(
-            r.type.alias is not None and not r.type.alias.is_write for r in self.returns
-        ):
-            return OpKind.VIEW
-        return OpKind.FUNCTIONAL
-
-    @property
-    def functional_name(self) -> str:
-        """`add.Tensor` for `add_.Tensor`: the out-of-place overload's full name."""
-        base = self.name.removesuffix("_")
-        return self.qualify(f"{base}.{self.overload}" if self.overload else base)
-
-    def output_names(self) -> tuple[str, ...]:
-        """Names formulas use for the outputs: `result` alone, else `result0`, ... or
-        the schema's own names where it gives them."""
-        if len(self.returns) == 1:
-            return ("result",)
-        return tuple(r.name or f"result{i}" for i, r in enumerate(self.returns))
-
-
-def python_name(name: str) -> str:
-    return f"{name}_" if keyword.iskeyword(name) else name
+__all__ = [
+    "Alias",
+    "Argument",
+    "OpKind",
+    "OperatorSchema",
+    "Return",
+    "SchemaType",
+    "TypeKind",
+    "python_name",
+]
 
 
 @dataclass(frozen=True)

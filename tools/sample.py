@@ -198,18 +198,6 @@ class SampleError(Exception):
     pass
 
 
-def needs_value(argument: Argument) -> bool:
-    """True if neither the schema nor the argument's type gives a sample value."""
-    if argument.default is not None or argument.kind is not TypeKind.OTHER:
-        return False
-    t = argument.type
-    if t.suffix.endswith("?"):
-        return False
-    return not (
-        t.suffix == "" and t.base in ("int", "bool", "float", "Scalar", "ScalarType")
-    )
-
-
 def parse_sample(
     text: str, arguments: dict[str, Argument], location: Location
 ) -> Sample:

@@ -11,6 +11,17 @@
 
 namespace dualgen::formulas {
 
+at::Tensor activation_derivative(const at::Tensor& h, bool use_gelu);
+TensorList amax_mask(
+    const at::Tensor& self,
+    const at::Tensor& result,
+    std::optional<int64_t> dim,
+    bool keepdim);
+TensorList amax_mask(
+    const at::Tensor& self,
+    const at::Tensor& result,
+    at::OptionalIntArrayRef dim,
+    bool keepdim);
 at::Tensor amax_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
@@ -25,7 +36,17 @@ at::Tensor amax_tangent(
     bool keepdim);
 at::Tensor angle_tangent(const at::Tensor& self_t, const at::Tensor& self_p);
 at::Tensor apply_loss_reduction(const at::Tensor& t, int64_t reduction);
+at::Tensor as_matrix(const at::Tensor& b, const at::Tensor& A);
 at::Tensor as_real_like(const at::Tensor& t, const at::Tensor& like);
+at::Tensor attention_acc(const at::Tensor& t);
+at::Tensor attention_probabilities(
+    const at::Tensor& q,
+    const at::Tensor& kk,
+    const at::Tensor& attn_mask,
+    const at::Tensor& logsumexp,
+    bool is_causal,
+    double scale);
+double attention_scale(const at::Tensor& query, std::optional<double> scale);
 at::Tensor batch_norm_tangent(
     const at::Tensor& input_t,
     const at::Tensor& input_p,
@@ -58,6 +79,10 @@ at::Tensor bce_self_second_derivative(
     const at::Tensor& target,
     const at::Tensor& weight);
 at::Tensor bce_target_derivative(const at::Tensor& self, const at::Tensor& weight);
+at::Tensor bool_mask(
+    const at::Tensor& mask,
+    std::optional<int64_t> mask_type,
+    const at::Tensor& scores);
 at::Tensor cdist_weights(const at::Tensor& diff, double p, const at::Tensor& dist);
 at::Tensor cdist_weights_diff_derivative(
     const at::Tensor& diff,
@@ -67,11 +92,16 @@ at::Tensor cdist_weights_dist_derivative(
     const at::Tensor& diff,
     double p,
     const at::Tensor& dist);
+std::vector<int64_t> channel_shape(int64_t ndim, int64_t axis);
 at::Tensor channel_view(const at::Tensor& t, int64_t ndim);
 at::Tensor cholesky_inverse_tangent(
     const at::Tensor& L_t,
     const at::Tensor& L,
     const at::Tensor& result,
+    bool upper);
+at::Tensor cholesky_product_tangent(
+    const at::Tensor& L_t,
+    const at::Tensor& L,
     bool upper);
 at::Tensor cholesky_solve_tangent(
     const at::Tensor& B_t,
@@ -89,6 +119,7 @@ at::Tensor clamp_tensor_weight(
     const at::Tensor& min_p,
     const at::Tensor& max_p,
     c10::string_view which);
+std::vector<int64_t> concat_ints(at::IntArrayRef a, at::IntArrayRef b);
 at::Tensor conform(const at::Tensor& tangent, const at::Tensor& result);
 at::Tensor convolution_backward_tangent(
     int64_t which,
@@ -125,15 +156,21 @@ at::Tensor ctc_loss_log_probs_grad(
     const at::Tensor& log_alpha,
     int64_t blank,
     bool zero_infinity);
+bool det_lu_is_of_transpose(const at::Tensor& A);
 at::Tensor det_lu_tangent(
     const at::Tensor& A_t,
     const at::Tensor& A,
+    const at::Tensor& LU,
+    const at::Tensor& pivots);
+at::Tensor det_or_limit(
+    const at::Tensor& det,
     const at::Tensor& LU,
     const at::Tensor& pivots);
 at::Tensor det_tangent(
     const at::Tensor& A_t,
     const at::Tensor& A,
     const at::Tensor& det);
+std::vector<int64_t> dim_range(int64_t lo, int64_t hi);
 at::Tensor dist_tangent(
     const at::Tensor& t,
     const at::Tensor& self_p,
@@ -151,6 +188,11 @@ TensorList eigh_tangents(
     const at::Tensor& L,
     const at::Tensor& V,
     bool compute_v);
+TensorList eigh_vectors(
+    const at::Tensor& A,
+    const at::Tensor& L,
+    const at::Tensor& V,
+    bool compute_v);
 at::Tensor elu_second_derivative(
     const at::Tensor& self_or_result,
     const c10::Scalar& alpha,
@@ -161,10 +203,35 @@ at::Tensor evenly_read_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
     const at::Tensor& result);
+at::Tensor expand_heads(const at::Tensor& t, int64_t heads);
 at::Tensor expand_loss_grad(
     const at::Tensor& grad,
     const at::Tensor& like,
     int64_t reduction);
+at::Tensor expand_reduced(
+    const at::Tensor& grad,
+    const at::Tensor& like,
+    std::optional<int64_t> dim,
+    bool keepdim);
+at::Tensor expand_reduced(
+    const at::Tensor& grad,
+    const at::Tensor& like,
+    at::OptionalIntArrayRef dim,
+    bool keepdim);
+TensorList extreme_weights(
+    const at::Tensor& self,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Tensor& src,
+    bool include_self,
+    const at::Tensor& result);
+TensorList factor(const at::Tensor& A);
+TensorList fake_quant_partials(
+    const at::Tensor& self,
+    const at::Tensor& scale,
+    const at::Tensor& zero_point,
+    int64_t quant_min,
+    int64_t quant_max);
 at::Tensor fake_quantize_learnable_per_channel_tangent(
     const at::Tensor& self_t,
     const at::Tensor& scale_t,
@@ -186,6 +253,18 @@ at::Tensor fake_quantize_learnable_per_tensor_tangent(
     int64_t quant_min,
     int64_t quant_max,
     double grad_factor);
+TensorList ffn_jvp(
+    const at::Tensor& x,
+    const at::Tensor& x_t,
+    const at::Tensor& w1,
+    const at::Tensor& w1_t,
+    const at::Tensor& b1,
+    const at::Tensor& b1_t,
+    const at::Tensor& w2,
+    const at::Tensor& w2_t,
+    const at::Tensor& b2,
+    const at::Tensor& b2_t,
+    bool use_gelu);
 TensorList fill_absent(
     const TensorList& tangents,
     const c10::List<std::optional<at::Tensor>>& primals);
@@ -230,6 +309,7 @@ TensorList foreach_norm_tangents(
     const TensorList& self_p,
     const std::optional<c10::Scalar>& ord,
     const TensorList& result);
+at::Tensor gaps(const at::Tensor& values);
 at::Tensor gather_reduced(
     const at::Tensor& t,
     int64_t dim,
@@ -296,6 +376,15 @@ at::Tensor householder_product_tangent(
     const at::Tensor& tau_t,
     const at::Tensor& input,
     const at::Tensor& tau);
+bool is_vector_rhs(const at::Tensor& A, const at::Tensor& B);
+TensorList layer_norm_jvp(
+    const at::Tensor& x,
+    const at::Tensor& x_t,
+    const at::Tensor& weight,
+    const at::Tensor& weight_t,
+    const at::Tensor& bias,
+    const at::Tensor& bias_t,
+    double eps);
 at::Tensor layer_norm_tangent(
     const at::Tensor& input_t,
     const at::Tensor& input_p,
@@ -305,6 +394,11 @@ at::Tensor layer_norm_xhat(
     const at::Tensor& input_p,
     at::IntArrayRef normalized_shape,
     double eps);
+at::Tensor lengths_mask(
+    const at::Tensor& lengths,
+    int64_t steps,
+    const at::Tensor& like);
+at::Tensor lengths_mask(at::IntArrayRef lengths, int64_t steps, const at::Tensor& like);
 at::Tensor linalg_solve_tangent(
     const at::Tensor& A_t,
     const at::Tensor& B_t,
@@ -316,6 +410,11 @@ at::Tensor logit_derivative(const at::Tensor& self, std::optional<double> eps);
 at::Tensor logsumexp_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    const at::Tensor& result);
+at::Tensor logsumexp_weights(
+    const at::Tensor& self,
     at::OptionalIntArrayRef dim,
     bool keepdim,
     const at::Tensor& result);
@@ -420,6 +519,7 @@ at::Tensor lu_factor_tangent(
     const at::Tensor& A_t,
     const at::Tensor& LU,
     const at::Tensor& pivots);
+at::Tensor lu_nonsingular(const at::Tensor& LU);
 at::Tensor lu_solve_tangent(
     const at::Tensor& LU_t,
     const at::Tensor& B_t,
@@ -433,7 +533,12 @@ TensorList lu_tangents(
     const at::Tensor& P,
     const at::Tensor& L,
     const at::Tensor& U);
+at::Tensor lu_unpack_grad(
+    const at::Tensor& grad_L,
+    const at::Tensor& grad_U,
+    const at::Tensor& LU);
 TensorList lu_unpack_tangents(const at::Tensor& LU_t);
+at::Tensor masked_div(const at::Tensor& num, const at::Tensor& den);
 at::Tensor matrix_exp_differential(
     const at::Tensor& A,
     const at::Tensor& E,
@@ -443,6 +548,26 @@ at::Tensor mean_tangent(
     const at::Tensor& self_p,
     at::OptionalIntArrayRef dim,
     bool keepdim);
+at::Tensor merge_heads(const at::Tensor& x);
+TensorList mha_jvp(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& w_t,
+    const at::Tensor& b_t,
+    const at::Tensor& wo_t,
+    const at::Tensor& bo_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    int64_t embed_dim,
+    int64_t num_head,
+    const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias,
+    const at::Tensor& proj_weight,
+    const at::Tensor& proj_bias,
+    const at::Tensor& mask,
+    std::optional<int64_t> mask_type);
 at::Tensor mish_derivative(const at::Tensor& self);
 at::Tensor mish_second_derivative(const at::Tensor& self);
 at::Tensor mvlgamma_derivative(const at::Tensor& self, int64_t p);
@@ -468,6 +593,10 @@ at::Tensor native_multi_head_attention_tangent(
     bool need_weights,
     bool average_attn_weights,
     std::optional<int64_t> mask_type);
+at::Tensor no_derivative(
+    c10::string_view op,
+    c10::string_view argument,
+    c10::string_view value);
 at::Tensor norm_affine_tangent(
     const at::Tensor& normalized_t,
     const at::Tensor& xhat,
@@ -492,6 +621,25 @@ at::Tensor norm_backward_tangent(
     at::OptionalIntArrayRef extra,
     bool train = true,
     double eps = 0.0);
+at::Tensor normalized_tangent(
+    const at::Tensor& input_t,
+    const at::Tensor& xhat,
+    const at::Tensor& rstd,
+    at::IntArrayRef dims);
+at::Tensor offdiag(const at::Tensor& x);
+TensorList per_channel_qparams(
+    const at::Tensor& self,
+    const at::Tensor& scale,
+    const at::Tensor& zero_point,
+    int64_t axis,
+    int64_t quant_min,
+    int64_t quant_max);
+TensorList per_tensor_qparams(
+    const at::Tensor& scale,
+    const at::Tensor& zero_point,
+    int64_t quant_min,
+    int64_t quant_max);
+at::Tensor phi(const at::Tensor& m);
 at::Tensor pinv_tangent(
     const at::Tensor& A_t,
     const at::Tensor& A_p,
@@ -506,6 +654,7 @@ at::Tensor pow_exponent_derivative(
     const at::Tensor& result);
 at::Tensor pow_self_derivative(const at::Tensor& self, const c10::Scalar& exponent);
 at::Tensor pow_self_derivative(const at::Tensor& self, const at::Tensor& exponent);
+at::Tensor prod_others(const at::Tensor& self, std::optional<int64_t> dim);
 at::Tensor prod_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
@@ -517,8 +666,18 @@ TensorList qr_tangents(
     const at::Tensor& Q,
     const at::Tensor& R,
     c10::string_view mode);
+std::vector<int64_t> reduce_dims(std::optional<int64_t> dim, const at::Tensor& like);
+std::vector<int64_t> reduce_dims(at::OptionalIntArrayRef dim, const at::Tensor& like);
+int64_t reduced_numel(const at::Tensor& like, at::OptionalIntArrayRef dim);
 std::vector<int64_t> reduction_dims(std::optional<int64_t> dim, int64_t ndim);
 std::vector<int64_t> reduction_dims(at::OptionalIntArrayRef dim, int64_t ndim);
+bool refuse_dropout(double dropout_p, c10::string_view op);
+std::vector<int64_t> renorm_dims(int64_t dim, int64_t ndim);
+TensorList renorm_factor(
+    const at::Tensor& self,
+    const c10::Scalar& p,
+    int64_t dim,
+    const c10::Scalar& maxnorm);
 at::Tensor renorm_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
@@ -528,6 +687,7 @@ at::Tensor renorm_tangent(
 at::Tensor resize_tangent(const at::Tensor& self_t, const at::Tensor& result);
 at::Tensor scale(const at::Tensor& t, const c10::Scalar& factor);
 at::Tensor scale(const at::Tensor& t, const at::Tensor& factor);
+at::Tensor scan_partials(const at::Tensor& self, int64_t dim, c10::string_view kind);
 at::Tensor scan_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
@@ -543,6 +703,10 @@ at::Tensor scatter_reduce_tangent(
     c10::string_view reduce,
     bool include_self,
     const at::Tensor& result);
+at::Tensor scatter_touched(
+    const at::Tensor& self,
+    int64_t dim,
+    const at::Tensor& index);
 at::Tensor sgn_derivative(
     const at::Tensor& v,
     const at::Tensor& self,
@@ -552,6 +716,8 @@ TensorList slogdet_tangents(
     const at::Tensor& A_t,
     const at::Tensor& A,
     const at::Tensor& sign);
+at::Tensor split_heads(const at::Tensor& x, int64_t num_head);
+at::Tensor src_read(const at::Tensor& src, const at::Tensor& index);
 at::Tensor std_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
@@ -559,6 +725,24 @@ at::Tensor std_tangent(
     const std::optional<c10::Scalar>& correction,
     bool keepdim,
     const at::Tensor& result);
+at::Tensor sum_heads(const at::Tensor& t, int64_t heads);
+at::Tensor sum_reduced(
+    const at::Tensor& t,
+    const at::Tensor& like,
+    std::optional<int64_t> dim,
+    bool keepdim);
+at::Tensor sum_reduced(
+    const at::Tensor& t,
+    const at::Tensor& like,
+    at::OptionalIntArrayRef dim,
+    bool keepdim);
+TensorList svd_factors(
+    const at::Tensor& A,
+    const at::Tensor& U,
+    const at::Tensor& S,
+    const at::Tensor& Vh,
+    bool full_matrices,
+    bool compute_uv);
 TensorList svd_tangents(
     const at::Tensor& A_t,
     const at::Tensor& A_p,
@@ -567,6 +751,10 @@ TensorList svd_tangents(
     const at::Tensor& Vh,
     bool full_matrices,
     bool compute_uv);
+at::Tensor trace_inv_times(
+    const at::Tensor& A_t,
+    const at::Tensor& LU,
+    const at::Tensor& pivots);
 at::Tensor transformer_encoder_layer_tangent(
     const at::Tensor& src_t,
     const at::Tensor& qkv_weight_t,
@@ -614,11 +802,21 @@ at::Tensor unbroadcast(const at::Tensor& grad, const at::Tensor& like);
 at::Tensor unless_rounded(
     const at::Tensor& t,
     std::optional<c10::string_view> rounding_mode);
+at::Tensor var_dof(
+    const at::Tensor& like,
+    at::OptionalIntArrayRef dim,
+    const std::optional<c10::Scalar>& correction);
 at::Tensor var_tangent(
     const at::Tensor& self_t,
     const at::Tensor& self_p,
     at::OptionalIntArrayRef dim,
     const std::optional<c10::Scalar>& correction,
+    bool keepdim,
+    const at::Tensor& result);
+at::Tensor vector_norm_scaled(
+    const at::Tensor& x,
+    const std::optional<c10::Scalar>& ord,
+    at::OptionalIntArrayRef dim,
     bool keepdim,
     const at::Tensor& result);
 at::Tensor vector_norm_tangent(

@@ -8,54 +8,51 @@ namespace dualgen::formulas {
 
 void bind_formulas(pybind11::module_& m) {
   namespace py = pybind11;
-  m.def("reduction_dims", [](const std::optional<std::vector<int64_t>>& dim, int64_t ndim) {
-    return reduction_dims(binding::int_list(dim), ndim);
-  }, py::arg("dim"), py::arg("ndim"));
   m.def("reduction_dims", [](std::optional<int64_t> dim, int64_t ndim) {
     return reduction_dims(dim, ndim);
   }, py::arg("dim"), py::arg("ndim"));
-  m.def("reduction_dims_0", [](const std::optional<std::vector<int64_t>>& dim, int64_t ndim) {
+  m.def("reduction_dims", [](const pybind11::object& dim, int64_t ndim) {
+    return reduction_dims(binding::int_list(dim), ndim);
+  }, py::arg("dim"), py::arg("ndim"));
+  m.def("reduction_dims_0", [](const pybind11::object& dim, int64_t ndim) {
     return reduction_dims(binding::int_list(dim), ndim);
   }, py::arg("dim"), py::arg("ndim"));
   m.def("reduction_dims_1", [](std::optional<int64_t> dim, int64_t ndim) {
     return reduction_dims(dim, ndim);
   }, py::arg("dim"), py::arg("ndim"));
-  m.def("flash_attention_tangent", [](int64_t index, const std::optional<at::Tensor>& query_t, const std::optional<at::Tensor>& key_t, const std::optional<at::Tensor>& value_t, const std::optional<at::Tensor>& attn_mask_t, const std::optional<at::Tensor>& query, const std::optional<at::Tensor>& key, const std::optional<at::Tensor>& value, const std::optional<at::Tensor>& attn_mask, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& logsumexp, double dropout_p, bool is_causal, std::optional<double> scale) {
-    return flash_attention_tangent(index, binding::tensor(query_t), binding::tensor(key_t), binding::tensor(value_t), binding::tensor(attn_mask_t), binding::tensor(query), binding::tensor(key), binding::tensor(value), binding::tensor(attn_mask), binding::tensor(output), binding::tensor(logsumexp), dropout_p, is_causal, scale);
-  }, py::arg("index"), py::arg("query_t"), py::arg("key_t"), py::arg("value_t"), py::arg("attn_mask_t"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask"), py::arg("output"), py::arg("logsumexp"), py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"));
-  m.def("flash_attention_backward_tangent", [](int64_t index, const std::optional<at::Tensor>& grad_out_t, const std::optional<at::Tensor>& query_t, const std::optional<at::Tensor>& key_t, const std::optional<at::Tensor>& value_t, const std::optional<at::Tensor>& out_t, const std::optional<at::Tensor>& logsumexp_t, const std::optional<at::Tensor>& attn_mask_t, const std::optional<at::Tensor>& grad_out, const std::optional<at::Tensor>& query, const std::optional<at::Tensor>& key, const std::optional<at::Tensor>& value, const std::optional<at::Tensor>& out, const std::optional<at::Tensor>& logsumexp, const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale) {
-    return flash_attention_backward_tangent(index, binding::tensor(grad_out_t), binding::tensor(query_t), binding::tensor(key_t), binding::tensor(value_t), binding::tensor(out_t), binding::tensor(logsumexp_t), binding::tensor(attn_mask_t), binding::tensor(grad_out), binding::tensor(query), binding::tensor(key), binding::tensor(value), binding::tensor(out), binding::tensor(logsumexp), binding::tensor(attn_mask), dropout_p, is_causal, scale);
-  }, py::arg("index"), py::arg("grad_out_t"), py::arg("query_t"), py::arg("key_t"), py::arg("value_t"), py::arg("out_t"), py::arg("logsumexp_t"), py::arg("attn_mask_t"), py::arg("grad_out"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("out"), py::arg("logsumexp"), py::arg("attn_mask"), py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"));
-  m.def("elu_second_derivative", [](const std::optional<at::Tensor>& self_or_result, const pybind11::object& alpha, const pybind11::object& scale, const pybind11::object& input_scale, bool is_result) {
-    return elu_second_derivative(binding::tensor(self_or_result), binding::scalar(alpha), binding::scalar(scale), binding::scalar(input_scale), is_result);
-  }, py::arg("self_or_result"), py::arg("alpha"), py::arg("scale"), py::arg("input_scale"), py::arg("is_result"));
-  m.def("gelu_second_derivative", [](const std::optional<at::Tensor>& self, const std::string& approximate) {
-    return gelu_second_derivative(binding::tensor(self), approximate);
-  }, py::arg("self"), py::arg("approximate") = "none");
-  m.def("mish_derivative", [](const std::optional<at::Tensor>& self) {
-    return mish_derivative(binding::tensor(self));
-  }, py::arg("self"));
-  m.def("mish_second_derivative", [](const std::optional<at::Tensor>& self) {
-    return mish_second_derivative(binding::tensor(self));
-  }, py::arg("self"));
-  m.def("glu_double_backward", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& self, int64_t dim) {
-    return glu_double_backward(binding::tensor(grad), binding::tensor(grad_output), binding::tensor(self), dim);
-  }, py::arg("grad"), py::arg("grad_output"), py::arg("self"), py::arg("dim"));
-  m.def("bce_self_second_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& weight) {
-    return bce_self_second_derivative(binding::tensor(self), binding::tensor(target), binding::tensor(weight));
-  }, py::arg("self"), py::arg("target"), py::arg("weight"));
-  m.def("bce_cross_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& weight) {
-    return bce_cross_derivative(binding::tensor(self), binding::tensor(weight));
-  }, py::arg("self"), py::arg("weight"));
+  m.def("dim_range", [](int64_t lo, int64_t hi) {
+    return dim_range(lo, hi);
+  }, py::arg("lo"), py::arg("hi"));
+  m.def("concat_ints", [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    return concat_ints(a, b);
+  }, py::arg("a"), py::arg("b"));
+  m.def("channel_shape", [](int64_t ndim, int64_t axis) {
+    return channel_shape(ndim, axis);
+  }, py::arg("ndim"), py::arg("axis"));
+  m.def("lengths_mask", [](const std::vector<int64_t>& lengths, int64_t steps, const std::optional<at::Tensor>& like) {
+    return lengths_mask(lengths, steps, binding::tensor(like));
+  }, py::arg("lengths"), py::arg("steps"), py::arg("like"));
+  m.def("lengths_mask", [](const std::optional<at::Tensor>& lengths, int64_t steps, const std::optional<at::Tensor>& like) {
+    return lengths_mask(binding::tensor(lengths), steps, binding::tensor(like));
+  }, py::arg("lengths"), py::arg("steps"), py::arg("like"));
+  m.def("lengths_mask_0", [](const std::vector<int64_t>& lengths, int64_t steps, const std::optional<at::Tensor>& like) {
+    return lengths_mask(lengths, steps, binding::tensor(like));
+  }, py::arg("lengths"), py::arg("steps"), py::arg("like"));
+  m.def("lengths_mask_1", [](const std::optional<at::Tensor>& lengths, int64_t steps, const std::optional<at::Tensor>& like) {
+    return lengths_mask(binding::tensor(lengths), steps, binding::tensor(like));
+  }, py::arg("lengths"), py::arg("steps"), py::arg("like"));
+  m.def("refuse_dropout", [](double dropout_p, const std::string& op) {
+    return refuse_dropout(dropout_p, op);
+  }, py::arg("dropout_p"), py::arg("op"));
+  m.def("no_derivative", [](const std::string& op, const std::string& argument, const std::string& value) {
+    return no_derivative(op, argument, value);
+  }, py::arg("op"), py::arg("argument"), py::arg("value"));
   m.def("convolution_backward_tangent", [](int64_t which, const std::optional<at::Tensor>& result, const std::optional<at::Tensor>& grad_output_t, const std::optional<at::Tensor>& other_t, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight, const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool transposed, const std::vector<int64_t>& output_padding, int64_t groups) {
     return convolution_backward_tangent(which, binding::tensor(result), binding::tensor(grad_output_t), binding::tensor(other_t), binding::tensor(grad_output), binding::tensor(input), binding::tensor(weight), stride, padding, dilation, transposed, output_padding, groups);
   }, py::arg("which"), py::arg("result"), py::arg("grad_output_t"), py::arg("other_t"), py::arg("grad_output"), py::arg("input"), py::arg("weight"), py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("transposed"), py::arg("output_padding"), py::arg("groups"));
-  m.def("norm_backward_tangent", [](int64_t which, const std::optional<at::Tensor>& result, const std::string& kind, const std::optional<at::Tensor>& grad_out_t, const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& mean_t, const std::optional<at::Tensor>& rstd_t, const std::optional<at::Tensor>& grad_out, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& mean, const std::optional<at::Tensor>& rstd, const std::optional<std::vector<int64_t>>& extra, bool train, double eps) {
+  m.def("norm_backward_tangent", [](int64_t which, const std::optional<at::Tensor>& result, const std::string& kind, const std::optional<at::Tensor>& grad_out_t, const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& mean_t, const std::optional<at::Tensor>& rstd_t, const std::optional<at::Tensor>& grad_out, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& mean, const std::optional<at::Tensor>& rstd, const pybind11::object& extra, bool train, double eps) {
     return norm_backward_tangent(which, binding::tensor(result), kind, binding::tensor(grad_out_t), binding::tensor(input_t), binding::tensor(weight_t), binding::tensor(mean_t), binding::tensor(rstd_t), binding::tensor(grad_out), binding::tensor(input), binding::tensor(weight), binding::tensor(mean), binding::tensor(rstd), binding::int_list(extra), train, eps);
   }, py::arg("which"), py::arg("result"), py::arg("kind"), py::arg("grad_out_t"), py::arg("input_t"), py::arg("weight_t"), py::arg("mean_t"), py::arg("rstd_t"), py::arg("grad_out"), py::arg("input"), py::arg("weight"), py::arg("mean"), py::arg("rstd"), py::arg("extra"), py::arg("train") = true, py::arg("eps") = 0.0);
-  m.def("unbroadcast", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& like) {
-    return unbroadcast(binding::tensor(grad), binding::tensor(like));
-  }, py::arg("grad"), py::arg("like"));
   m.def("scale", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& factor) {
     return scale(binding::tensor(t), binding::tensor(factor));
   }, py::arg("t"), py::arg("factor"));
@@ -68,9 +65,6 @@ void bind_formulas(pybind11::module_& m) {
   m.def("scale_1", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& factor) {
     return scale(binding::tensor(t), binding::tensor(factor));
   }, py::arg("t"), py::arg("factor"));
-  m.def("copy_broadcast", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like) {
-    return copy_broadcast(binding::tensor(t), binding::tensor(like));
-  }, py::arg("t"), py::arg("like"));
   m.def("conform", [](const std::optional<at::Tensor>& tangent, const std::optional<at::Tensor>& result) {
     return conform(binding::tensor(tangent), binding::tensor(result));
   }, py::arg("tangent"), py::arg("result"));
@@ -110,27 +104,120 @@ void bind_formulas(pybind11::module_& m) {
   m.def("pow_exponent_derivative_1", [](const pybind11::object& self, const std::optional<at::Tensor>& exponent, const std::optional<at::Tensor>& result) {
     return pow_exponent_derivative(binding::scalar(self), binding::tensor(exponent), binding::tensor(result));
   }, py::arg("self"), py::arg("exponent"), py::arg("result"));
+  m.def("mvlgamma_derivative", [](const std::optional<at::Tensor>& self, int64_t p) {
+    return mvlgamma_derivative(binding::tensor(self), p);
+  }, py::arg("self"), py::arg("p"));
+  m.def("grid_sampler_grid_tangent", [](const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& grid, const std::optional<at::Tensor>& grid_t, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+    return grid_sampler_grid_tangent(binding::tensor(input), binding::tensor(grid), binding::tensor(grid_t), interpolation_mode, padding_mode, align_corners);
+  }, py::arg("input"), py::arg("grid"), py::arg("grid_t"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"));
+  m.def("grid_sampler_grid_tangent_adjoint", [](const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& grid, const std::optional<at::Tensor>& grid_t, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+    return grid_sampler_grid_tangent_adjoint(binding::tensor(grad_output), binding::tensor(input), binding::tensor(grid), binding::tensor(grid_t), interpolation_mode, padding_mode, align_corners);
+  }, py::arg("grad_output"), py::arg("input"), py::arg("grid"), py::arg("grid_t"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"));
+  m.def("grid_sampler_grid_second", [](const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& grid, const std::optional<at::Tensor>& grid_t, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+    return grid_sampler_grid_second(binding::tensor(grad_output), binding::tensor(input), binding::tensor(grid), binding::tensor(grid_t), interpolation_mode, padding_mode, align_corners);
+  }, py::arg("grad_output"), py::arg("input"), py::arg("grid"), py::arg("grid_t"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"));
+  m.def("grouped_mm_any_layout", [](const std::optional<at::Tensor>& a, const std::optional<at::Tensor>& b, const std::optional<at::Tensor>& offs) {
+    return grouped_mm_any_layout(binding::tensor(a), binding::tensor(b), binding::tensor(offs));
+  }, py::arg("a"), py::arg("b"), py::arg("offs"));
+  m.def("qr_tangents", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& Q, const std::optional<at::Tensor>& R, const std::string& mode) {
+    return qr_tangents(binding::tensor(A_t), binding::tensor(Q), binding::tensor(R), mode);
+  }, py::arg("A_t"), py::arg("Q"), py::arg("R"), py::arg("mode"));
+  m.def("householder_product_tangent", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& tau_t, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& tau) {
+    return householder_product_tangent(binding::tensor(input_t), binding::tensor(tau_t), binding::tensor(input), binding::tensor(tau));
+  }, py::arg("input_t"), py::arg("tau_t"), py::arg("input"), py::arg("tau"));
+  m.def("lstm_layer_tangents", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& weight0_t, const std::optional<at::Tensor>& weight1_t, const std::optional<at::Tensor>& weight2_t, const std::optional<at::Tensor>& weight3_t, const std::optional<at::Tensor>& hx_t, const std::optional<at::Tensor>& cx_t, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
+    return lstm_layer_tangents(binding::tensor(input_t), binding::tensor(weight0_t), binding::tensor(weight1_t), binding::tensor(weight2_t), binding::tensor(weight3_t), binding::tensor(hx_t), binding::tensor(cx_t), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), reverse, mode, has_biases, batch_sizes);
+  }, py::arg("input_t"), py::arg("weight0_t"), py::arg("weight1_t"), py::arg("weight2_t"), py::arg("weight3_t"), py::arg("hx_t"), py::arg("cx_t"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
+  m.def("lstm_layer_grads", [](const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
+    return lstm_layer_grads(binding::tensor(grad_output), binding::tensor(grad_hy), binding::tensor(grad_cy), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), reverse, mode, has_biases, batch_sizes);
+  }, py::arg("grad_output"), py::arg("grad_hy"), py::arg("grad_cy"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
+  m.def("lstm_layer_backward_tangents", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& weight0_t, const std::optional<at::Tensor>& weight1_t, const std::optional<at::Tensor>& weight2_t, const std::optional<at::Tensor>& weight3_t, const std::optional<at::Tensor>& hx_t, const std::optional<at::Tensor>& cx_t, const std::optional<at::Tensor>& grad_output_t, const std::optional<at::Tensor>& grad_hy_t, const std::optional<at::Tensor>& grad_cy_t, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
+    return lstm_layer_backward_tangents(binding::tensor(input_t), binding::tensor(weight0_t), binding::tensor(weight1_t), binding::tensor(weight2_t), binding::tensor(weight3_t), binding::tensor(hx_t), binding::tensor(cx_t), binding::tensor(grad_output_t), binding::tensor(grad_hy_t), binding::tensor(grad_cy_t), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), binding::tensor(grad_output), binding::tensor(grad_hy), binding::tensor(grad_cy), reverse, mode, has_biases, batch_sizes);
+  }, py::arg("input_t"), py::arg("weight0_t"), py::arg("weight1_t"), py::arg("weight2_t"), py::arg("weight3_t"), py::arg("hx_t"), py::arg("cx_t"), py::arg("grad_output_t"), py::arg("grad_hy_t"), py::arg("grad_cy_t"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("grad_output"), py::arg("grad_hy"), py::arg("grad_cy"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
+  m.def("lstm_layer_backward_grads", [](const std::optional<at::Tensor>& grad_input, const std::optional<at::Tensor>& grad_weight0, const std::optional<at::Tensor>& grad_weight1, const std::optional<at::Tensor>& grad_weight2, const std::optional<at::Tensor>& grad_weight3, const std::optional<at::Tensor>& grad_hx, const std::optional<at::Tensor>& grad_cx, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
+    return lstm_layer_backward_grads(binding::tensor(grad_input), binding::tensor(grad_weight0), binding::tensor(grad_weight1), binding::tensor(grad_weight2), binding::tensor(grad_weight3), binding::tensor(grad_hx), binding::tensor(grad_cx), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), binding::tensor(grad_output), binding::tensor(grad_hy), binding::tensor(grad_cy), reverse, mode, has_biases, batch_sizes);
+  }, py::arg("grad_input"), py::arg("grad_weight0"), py::arg("grad_weight1"), py::arg("grad_weight2"), py::arg("grad_weight3"), py::arg("grad_hx"), py::arg("grad_cx"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("grad_output"), py::arg("grad_hy"), py::arg("grad_cy"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
+  m.def("foreach_norm_tangents", [](const std::optional<std::vector<std::optional<at::Tensor>>>& self_t, const std::optional<std::vector<std::optional<at::Tensor>>>& self_p, const pybind11::object& ord, const std::optional<std::vector<std::optional<at::Tensor>>>& result) {
+    return foreach_norm_tangents(binding::tensors(self_t), binding::tensors(self_p), binding::optional_scalar(ord), binding::tensors(result));
+  }, py::arg("self_t"), py::arg("self_p"), py::arg("ord"), py::arg("result"));
+  m.def("resize_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& result) {
+    return resize_tangent(binding::tensor(self_t), binding::tensor(result));
+  }, py::arg("self_t"), py::arg("result"));
+  m.def("attention_acc", [](const std::optional<at::Tensor>& t) {
+    return attention_acc(binding::tensor(t));
+  }, py::arg("t"));
+  m.def("expand_heads", [](const std::optional<at::Tensor>& t, int64_t heads) {
+    return expand_heads(binding::tensor(t), heads);
+  }, py::arg("t"), py::arg("heads"));
+  m.def("sum_heads", [](const std::optional<at::Tensor>& t, int64_t heads) {
+    return sum_heads(binding::tensor(t), heads);
+  }, py::arg("t"), py::arg("heads"));
+  m.def("attention_scale", [](const std::optional<at::Tensor>& query, std::optional<double> scale) {
+    return attention_scale(binding::tensor(query), scale);
+  }, py::arg("query"), py::arg("scale"));
+  m.def("attention_probabilities", [](const std::optional<at::Tensor>& q, const std::optional<at::Tensor>& kk, const std::optional<at::Tensor>& attn_mask, const std::optional<at::Tensor>& logsumexp, bool is_causal, double scale) {
+    return attention_probabilities(binding::tensor(q), binding::tensor(kk), binding::tensor(attn_mask), binding::tensor(logsumexp), is_causal, scale);
+  }, py::arg("q"), py::arg("kk"), py::arg("attn_mask"), py::arg("logsumexp"), py::arg("is_causal"), py::arg("scale"));
+  m.def("flash_attention_tangent", [](int64_t index, const std::optional<at::Tensor>& query_t, const std::optional<at::Tensor>& key_t, const std::optional<at::Tensor>& value_t, const std::optional<at::Tensor>& attn_mask_t, const std::optional<at::Tensor>& query, const std::optional<at::Tensor>& key, const std::optional<at::Tensor>& value, const std::optional<at::Tensor>& attn_mask, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& logsumexp, double dropout_p, bool is_causal, std::optional<double> scale) {
+    return flash_attention_tangent(index, binding::tensor(query_t), binding::tensor(key_t), binding::tensor(value_t), binding::tensor(attn_mask_t), binding::tensor(query), binding::tensor(key), binding::tensor(value), binding::tensor(attn_mask), binding::tensor(output), binding::tensor(logsumexp), dropout_p, is_causal, scale);
+  }, py::arg("index"), py::arg("query_t"), py::arg("key_t"), py::arg("value_t"), py::arg("attn_mask_t"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask"), py::arg("output"), py::arg("logsumexp"), py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"));
+  m.def("flash_attention_backward_tangent", [](int64_t index, const std::optional<at::Tensor>& grad_out_t, const std::optional<at::Tensor>& query_t, const std::optional<at::Tensor>& key_t, const std::optional<at::Tensor>& value_t, const std::optional<at::Tensor>& out_t, const std::optional<at::Tensor>& logsumexp_t, const std::optional<at::Tensor>& attn_mask_t, const std::optional<at::Tensor>& grad_out, const std::optional<at::Tensor>& query, const std::optional<at::Tensor>& key, const std::optional<at::Tensor>& value, const std::optional<at::Tensor>& out, const std::optional<at::Tensor>& logsumexp, const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale) {
+    return flash_attention_backward_tangent(index, binding::tensor(grad_out_t), binding::tensor(query_t), binding::tensor(key_t), binding::tensor(value_t), binding::tensor(out_t), binding::tensor(logsumexp_t), binding::tensor(attn_mask_t), binding::tensor(grad_out), binding::tensor(query), binding::tensor(key), binding::tensor(value), binding::tensor(out), binding::tensor(logsumexp), binding::tensor(attn_mask), dropout_p, is_causal, scale);
+  }, py::arg("index"), py::arg("grad_out_t"), py::arg("query_t"), py::arg("key_t"), py::arg("value_t"), py::arg("out_t"), py::arg("logsumexp_t"), py::arg("attn_mask_t"), py::arg("grad_out"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("out"), py::arg("logsumexp"), py::arg("attn_mask"), py::arg("dropout_p"), py::arg("is_causal"), py::arg("scale"));
+  m.def("elu_second_derivative", [](const std::optional<at::Tensor>& self_or_result, const pybind11::object& alpha, const pybind11::object& scale, const pybind11::object& input_scale, bool is_result) {
+    return elu_second_derivative(binding::tensor(self_or_result), binding::scalar(alpha), binding::scalar(scale), binding::scalar(input_scale), is_result);
+  }, py::arg("self_or_result"), py::arg("alpha"), py::arg("scale"), py::arg("input_scale"), py::arg("is_result"));
+  m.def("gelu_second_derivative", [](const std::optional<at::Tensor>& self, const std::string& approximate) {
+    return gelu_second_derivative(binding::tensor(self), approximate);
+  }, py::arg("self"), py::arg("approximate") = "none");
+  m.def("mish_derivative", [](const std::optional<at::Tensor>& self) {
+    return mish_derivative(binding::tensor(self));
+  }, py::arg("self"));
+  m.def("mish_second_derivative", [](const std::optional<at::Tensor>& self) {
+    return mish_second_derivative(binding::tensor(self));
+  }, py::arg("self"));
+  m.def("glu_double_backward", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& self, int64_t dim) {
+    return glu_double_backward(binding::tensor(grad), binding::tensor(grad_output), binding::tensor(self), dim);
+  }, py::arg("grad"), py::arg("grad_output"), py::arg("self"), py::arg("dim"));
+  m.def("bce_self_second_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& weight) {
+    return bce_self_second_derivative(binding::tensor(self), binding::tensor(target), binding::tensor(weight));
+  }, py::arg("self"), py::arg("target"), py::arg("weight"));
+  m.def("bce_cross_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& weight) {
+    return bce_cross_derivative(binding::tensor(self), binding::tensor(weight));
+  }, py::arg("self"), py::arg("weight"));
+  m.def("as_real_like", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like) {
+    return as_real_like(binding::tensor(t), binding::tensor(like));
+  }, py::arg("t"), py::arg("like"));
+  m.def("winner_weight", [](const std::optional<at::Tensor>& a, const std::optional<at::Tensor>& b) {
+    return winner_weight(binding::tensor(a), binding::tensor(b));
+  }, py::arg("a"), py::arg("b"));
+  m.def("angle_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p) {
+    return angle_tangent(binding::tensor(self_t), binding::tensor(self_p));
+  }, py::arg("self_t"), py::arg("self_p"));
+  m.def("unbroadcast", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& like) {
+    return unbroadcast(binding::tensor(grad), binding::tensor(like));
+  }, py::arg("grad"), py::arg("like"));
+  m.def("copy_broadcast", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like) {
+    return copy_broadcast(binding::tensor(t), binding::tensor(like));
+  }, py::arg("t"), py::arg("like"));
   m.def("clamp_mask", [](const std::optional<at::Tensor>& self, const pybind11::object& min, const pybind11::object& max) {
     return clamp_mask(binding::tensor(self), binding::optional_scalar(min), binding::optional_scalar(max));
   }, py::arg("self"), py::arg("min"), py::arg("max"));
   m.def("finite_parts", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& self) {
     return finite_parts(binding::tensor(t), binding::tensor(self));
   }, py::arg("t"), py::arg("self"));
-  m.def("mvlgamma_derivative", [](const std::optional<at::Tensor>& self, int64_t p) {
-    return mvlgamma_derivative(binding::tensor(self), p);
-  }, py::arg("self"), py::arg("p"));
   m.def("logit_derivative", [](const std::optional<at::Tensor>& self, std::optional<double> eps) {
     return logit_derivative(binding::tensor(self), eps);
   }, py::arg("self"), py::arg("eps"));
   m.def("unless_rounded", [](const std::optional<at::Tensor>& t, const std::optional<std::string>& rounding_mode) {
     return unless_rounded(binding::tensor(t), binding::string(rounding_mode));
   }, py::arg("t"), py::arg("rounding_mode"));
-  m.def("clamp_tensor_weight", [](const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& min_p, const std::optional<at::Tensor>& max_p, const std::string& which) {
-    return clamp_tensor_weight(binding::tensor(self_p), binding::tensor(min_p), binding::tensor(max_p), which);
-  }, py::arg("self_p"), py::arg("min_p"), py::arg("max_p"), py::arg("which"));
   m.def("sgn_derivative", [](const std::optional<at::Tensor>& v, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& result) {
     return sgn_derivative(binding::tensor(v), binding::tensor(self), binding::tensor(result));
   }, py::arg("v"), py::arg("self"), py::arg("result"));
+  m.def("clamp_tensor_weight", [](const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& min_p, const std::optional<at::Tensor>& max_p, const std::string& which) {
+    return clamp_tensor_weight(binding::tensor(self_p), binding::tensor(min_p), binding::tensor(max_p), which);
+  }, py::arg("self_p"), py::arg("min_p"), py::arg("max_p"), py::arg("which"));
   m.def("cdist_weights", [](const std::optional<at::Tensor>& diff, double p, const std::optional<at::Tensor>& dist) {
     return cdist_weights(binding::tensor(diff), p, binding::tensor(dist));
   }, py::arg("diff"), py::arg("p"), py::arg("dist"));
@@ -152,36 +239,36 @@ void bind_formulas(pybind11::module_& m) {
   m.def("ctc_loss_log_probs_grad_1", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& log_probs, const std::optional<at::Tensor>& targets, const std::optional<at::Tensor>& input_lengths, const std::optional<at::Tensor>& target_lengths, const std::optional<at::Tensor>& neg_log_likelihood, const std::optional<at::Tensor>& log_alpha, int64_t blank, bool zero_infinity) {
     return ctc_loss_log_probs_grad(binding::tensor(grad), binding::tensor(log_probs), binding::tensor(targets), binding::tensor(input_lengths), binding::tensor(target_lengths), binding::tensor(neg_log_likelihood), binding::tensor(log_alpha), blank, zero_infinity);
   }, py::arg("grad"), py::arg("log_probs"), py::arg("targets"), py::arg("input_lengths"), py::arg("target_lengths"), py::arg("neg_log_likelihood"), py::arg("log_alpha"), py::arg("blank"), py::arg("zero_infinity"));
-  m.def("grid_sampler_grid_tangent", [](const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& grid, const std::optional<at::Tensor>& grid_t, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-    return grid_sampler_grid_tangent(binding::tensor(input), binding::tensor(grid), binding::tensor(grid_t), interpolation_mode, padding_mode, align_corners);
-  }, py::arg("input"), py::arg("grid"), py::arg("grid_t"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"));
-  m.def("grid_sampler_grid_tangent_adjoint", [](const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& grid, const std::optional<at::Tensor>& grid_t, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-    return grid_sampler_grid_tangent_adjoint(binding::tensor(grad_output), binding::tensor(input), binding::tensor(grid), binding::tensor(grid_t), interpolation_mode, padding_mode, align_corners);
-  }, py::arg("grad_output"), py::arg("input"), py::arg("grid"), py::arg("grid_t"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"));
-  m.def("grid_sampler_grid_second", [](const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& grid, const std::optional<at::Tensor>& grid_t, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-    return grid_sampler_grid_second(binding::tensor(grad_output), binding::tensor(input), binding::tensor(grid), binding::tensor(grid_t), interpolation_mode, padding_mode, align_corners);
-  }, py::arg("grad_output"), py::arg("input"), py::arg("grid"), py::arg("grid_t"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"));
-  m.def("grouped_mm_any_layout", [](const std::optional<at::Tensor>& a, const std::optional<at::Tensor>& b, const std::optional<at::Tensor>& offs) {
-    return grouped_mm_any_layout(binding::tensor(a), binding::tensor(b), binding::tensor(offs));
-  }, py::arg("a"), py::arg("b"), py::arg("offs"));
+  m.def("offdiag", [](const std::optional<at::Tensor>& x) {
+    return offdiag(binding::tensor(x));
+  }, py::arg("x"));
+  m.def("gaps", [](const std::optional<at::Tensor>& values) {
+    return gaps(binding::tensor(values));
+  }, py::arg("values"));
+  m.def("svd_factors", [](const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& U, const std::optional<at::Tensor>& S, const std::optional<at::Tensor>& Vh, bool full_matrices, bool compute_uv) {
+    return svd_factors(binding::tensor(A), binding::tensor(U), binding::tensor(S), binding::tensor(Vh), full_matrices, compute_uv);
+  }, py::arg("A"), py::arg("U"), py::arg("S"), py::arg("Vh"), py::arg("full_matrices"), py::arg("compute_uv"));
   m.def("svd_tangents", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& A_p, const std::optional<at::Tensor>& U, const std::optional<at::Tensor>& S, const std::optional<at::Tensor>& Vh, bool full_matrices, bool compute_uv) {
     return svd_tangents(binding::tensor(A_t), binding::tensor(A_p), binding::tensor(U), binding::tensor(S), binding::tensor(Vh), full_matrices, compute_uv);
   }, py::arg("A_t"), py::arg("A_p"), py::arg("U"), py::arg("S"), py::arg("Vh"), py::arg("full_matrices"), py::arg("compute_uv"));
-  m.def("hermitian_sqrt_differential", [](const std::optional<at::Tensor>& X, const std::optional<at::Tensor>& T) {
-    return hermitian_sqrt_differential(binding::tensor(X), binding::tensor(T));
-  }, py::arg("X"), py::arg("T"));
+  m.def("eigh_vectors", [](const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& L, const std::optional<at::Tensor>& V, bool compute_v) {
+    return eigh_vectors(binding::tensor(A), binding::tensor(L), binding::tensor(V), compute_v);
+  }, py::arg("A"), py::arg("L"), py::arg("V"), py::arg("compute_v"));
   m.def("eigh_tangents", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& A_p, const std::optional<at::Tensor>& L, const std::optional<at::Tensor>& V, bool compute_v) {
     return eigh_tangents(binding::tensor(A_t), binding::tensor(A_p), binding::tensor(L), binding::tensor(V), compute_v);
   }, py::arg("A_t"), py::arg("A_p"), py::arg("L"), py::arg("V"), py::arg("compute_v"));
+  m.def("hermitian_sqrt_differential", [](const std::optional<at::Tensor>& X, const std::optional<at::Tensor>& T) {
+    return hermitian_sqrt_differential(binding::tensor(X), binding::tensor(T));
+  }, py::arg("X"), py::arg("T"));
   m.def("eig_tangents", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& L, const std::optional<at::Tensor>& V) {
     return eig_tangents(binding::tensor(self_t), binding::tensor(L), binding::tensor(V));
   }, py::arg("self_t"), py::arg("L"), py::arg("V"));
-  m.def("qr_tangents", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& Q, const std::optional<at::Tensor>& R, const std::string& mode) {
-    return qr_tangents(binding::tensor(A_t), binding::tensor(Q), binding::tensor(R), mode);
-  }, py::arg("A_t"), py::arg("Q"), py::arg("R"), py::arg("mode"));
   m.def("pinv_tangent", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& A_p, const std::optional<at::Tensor>& pinv) {
     return pinv_tangent(binding::tensor(A_t), binding::tensor(A_p), binding::tensor(pinv));
   }, py::arg("A_t"), py::arg("A_p"), py::arg("pinv"));
+  m.def("as_matrix", [](const std::optional<at::Tensor>& b, const std::optional<at::Tensor>& A) {
+    return as_matrix(binding::tensor(b), binding::tensor(A));
+  }, py::arg("b"), py::arg("A"));
   m.def("lstsq_self_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& b_p) {
     return lstsq_self_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::tensor(b_p));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("b_p"));
@@ -197,21 +284,45 @@ void bind_formulas(pybind11::module_& m) {
   m.def("side_matmul", [](const std::optional<at::Tensor>& m, const std::optional<at::Tensor>& x, bool left) {
     return side_matmul(binding::tensor(m), binding::tensor(x), left);
   }, py::arg("m"), py::arg("x"), py::arg("left"));
+  m.def("is_vector_rhs", [](const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& B) {
+    return is_vector_rhs(binding::tensor(A), binding::tensor(B));
+  }, py::arg("A"), py::arg("B"));
+  m.def("factor", [](const std::optional<at::Tensor>& A) {
+    return factor(binding::tensor(A));
+  }, py::arg("A"));
   m.def("linalg_solve_tangent", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& B_t, const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& B, const std::optional<at::Tensor>& result, bool left) {
     return linalg_solve_tangent(binding::tensor(A_t), binding::tensor(B_t), binding::tensor(A), binding::tensor(B), binding::tensor(result), left);
   }, py::arg("A_t"), py::arg("B_t"), py::arg("A"), py::arg("B"), py::arg("result"), py::arg("left"));
   m.def("triangular_solve_tangent", [](const std::optional<at::Tensor>& B_t, const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& solution, bool upper, bool transpose, bool unitri) {
     return triangular_solve_tangent(binding::tensor(B_t), binding::tensor(A_t), binding::tensor(A), binding::tensor(solution), upper, transpose, unitri);
   }, py::arg("B_t"), py::arg("A_t"), py::arg("A"), py::arg("solution"), py::arg("upper"), py::arg("transpose"), py::arg("unitri"));
+  m.def("phi", [](const std::optional<at::Tensor>& m) {
+    return phi(binding::tensor(m));
+  }, py::arg("m"));
   m.def("cholesky_tangent", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& L, bool upper) {
     return cholesky_tangent(binding::tensor(A_t), binding::tensor(L), upper);
   }, py::arg("A_t"), py::arg("L"), py::arg("upper"));
+  m.def("cholesky_product_tangent", [](const std::optional<at::Tensor>& L_t, const std::optional<at::Tensor>& L, bool upper) {
+    return cholesky_product_tangent(binding::tensor(L_t), binding::tensor(L), upper);
+  }, py::arg("L_t"), py::arg("L"), py::arg("upper"));
   m.def("cholesky_solve_tangent", [](const std::optional<at::Tensor>& B_t, const std::optional<at::Tensor>& L_t, const std::optional<at::Tensor>& L, const std::optional<at::Tensor>& result, bool upper) {
     return cholesky_solve_tangent(binding::tensor(B_t), binding::tensor(L_t), binding::tensor(L), binding::tensor(result), upper);
   }, py::arg("B_t"), py::arg("L_t"), py::arg("L"), py::arg("result"), py::arg("upper"));
   m.def("cholesky_inverse_tangent", [](const std::optional<at::Tensor>& L_t, const std::optional<at::Tensor>& L, const std::optional<at::Tensor>& result, bool upper) {
     return cholesky_inverse_tangent(binding::tensor(L_t), binding::tensor(L), binding::tensor(result), upper);
   }, py::arg("L_t"), py::arg("L"), py::arg("result"), py::arg("upper"));
+  m.def("lu_nonsingular", [](const std::optional<at::Tensor>& LU) {
+    return lu_nonsingular(binding::tensor(LU));
+  }, py::arg("LU"));
+  m.def("det_lu_is_of_transpose", [](const std::optional<at::Tensor>& A) {
+    return det_lu_is_of_transpose(binding::tensor(A));
+  }, py::arg("A"));
+  m.def("trace_inv_times", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& LU, const std::optional<at::Tensor>& pivots) {
+    return trace_inv_times(binding::tensor(A_t), binding::tensor(LU), binding::tensor(pivots));
+  }, py::arg("A_t"), py::arg("LU"), py::arg("pivots"));
+  m.def("det_or_limit", [](const std::optional<at::Tensor>& det, const std::optional<at::Tensor>& LU, const std::optional<at::Tensor>& pivots) {
+    return det_or_limit(binding::tensor(det), binding::tensor(LU), binding::tensor(pivots));
+  }, py::arg("det"), py::arg("LU"), py::arg("pivots"));
   m.def("det_tangent", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& det) {
     return det_tangent(binding::tensor(A_t), binding::tensor(A), binding::tensor(det));
   }, py::arg("A_t"), py::arg("A"), py::arg("det"));
@@ -224,6 +335,9 @@ void bind_formulas(pybind11::module_& m) {
   m.def("lu_unpack_tangents", [](const std::optional<at::Tensor>& LU_t) {
     return lu_unpack_tangents(binding::tensor(LU_t));
   }, py::arg("LU_t"));
+  m.def("lu_unpack_grad", [](const std::optional<at::Tensor>& grad_L, const std::optional<at::Tensor>& grad_U, const std::optional<at::Tensor>& LU) {
+    return lu_unpack_grad(binding::tensor(grad_L), binding::tensor(grad_U), binding::tensor(LU));
+  }, py::arg("grad_L"), py::arg("grad_U"), py::arg("LU"));
   m.def("lu_factor_tangent", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& LU, const std::optional<at::Tensor>& pivots) {
     return lu_factor_tangent(binding::tensor(A_t), binding::tensor(LU), binding::tensor(pivots));
   }, py::arg("A_t"), py::arg("LU"), py::arg("pivots"));
@@ -236,9 +350,6 @@ void bind_formulas(pybind11::module_& m) {
   m.def("matrix_exp_differential", [](const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& E, bool adjoint) {
     return matrix_exp_differential(binding::tensor(A), binding::tensor(E), adjoint);
   }, py::arg("A"), py::arg("E"), py::arg("adjoint"));
-  m.def("householder_product_tangent", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& tau_t, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& tau) {
-    return householder_product_tangent(binding::tensor(input_t), binding::tensor(tau_t), binding::tensor(input), binding::tensor(tau));
-  }, py::arg("input_t"), py::arg("tau_t"), py::arg("input"), py::arg("tau"));
   m.def("group_shape", [](const std::optional<at::Tensor>& t, int64_t group) {
     return group_shape(binding::tensor(t), group);
   }, py::arg("t"), py::arg("group"));
@@ -251,6 +362,12 @@ void bind_formulas(pybind11::module_& m) {
   m.def("channel_view", [](const std::optional<at::Tensor>& t, int64_t ndim) {
     return channel_view(binding::tensor(t), ndim);
   }, py::arg("t"), py::arg("ndim"));
+  m.def("normalized_tangent", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& xhat, const std::optional<at::Tensor>& rstd, const std::vector<int64_t>& dims) {
+    return normalized_tangent(binding::tensor(input_t), binding::tensor(xhat), binding::tensor(rstd), dims);
+  }, py::arg("input_t"), py::arg("xhat"), py::arg("rstd"), py::arg("dims"));
+  m.def("norm_affine_tangent", [](const std::optional<at::Tensor>& normalized_t, const std::optional<at::Tensor>& xhat, const std::optional<at::Tensor>& weight_p, const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& bias_t, std::optional<int64_t> ndim) {
+    return norm_affine_tangent(binding::tensor(normalized_t), binding::tensor(xhat), binding::tensor(weight_p), binding::tensor(weight_t), binding::tensor(bias_t), ndim);
+  }, py::arg("normalized_t"), py::arg("xhat"), py::arg("weight_p"), py::arg("weight_t"), py::arg("bias_t"), py::arg("ndim") = py::none());
   m.def("layer_norm_xhat", [](const std::optional<at::Tensor>& input_p, const std::vector<int64_t>& normalized_shape, double eps) {
     return layer_norm_xhat(binding::tensor(input_p), normalized_shape, eps);
   }, py::arg("input_p"), py::arg("normalized_shape"), py::arg("eps"));
@@ -269,9 +386,6 @@ void bind_formulas(pybind11::module_& m) {
   m.def("group_norm_tangent", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& input_p, const std::optional<at::Tensor>& mean, const std::optional<at::Tensor>& rstd, int64_t group) {
     return group_norm_tangent(binding::tensor(input_t), binding::tensor(input_p), binding::tensor(mean), binding::tensor(rstd), group);
   }, py::arg("input_t"), py::arg("input_p"), py::arg("mean"), py::arg("rstd"), py::arg("group"));
-  m.def("norm_affine_tangent", [](const std::optional<at::Tensor>& normalized_t, const std::optional<at::Tensor>& xhat, const std::optional<at::Tensor>& weight_p, const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& bias_t, std::optional<int64_t> ndim) {
-    return norm_affine_tangent(binding::tensor(normalized_t), binding::tensor(xhat), binding::tensor(weight_p), binding::tensor(weight_t), binding::tensor(bias_t), ndim);
-  }, py::arg("normalized_t"), py::arg("xhat"), py::arg("weight_p"), py::arg("weight_t"), py::arg("bias_t"), py::arg("ndim") = py::none());
   m.def("group_norm_mean_tangent", [](const std::optional<at::Tensor>& input_t, int64_t group) {
     return group_norm_mean_tangent(binding::tensor(input_t), group);
   }, py::arg("input_t"), py::arg("group"));
@@ -290,37 +404,88 @@ void bind_formulas(pybind11::module_& m) {
   m.def("bce_logits_target_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& pos_weight) {
     return bce_logits_target_derivative(binding::tensor(self), binding::tensor(weight), binding::tensor(pos_weight));
   }, py::arg("self"), py::arg("weight"), py::arg("pos_weight"));
-  m.def("dropout_scale", [](double p, std::optional<bool> train) {
-    return dropout_scale(p, train);
-  }, py::arg("p"), py::arg("train"));
   m.def("weight_norm_broadcast", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& v, int64_t dim) {
     return weight_norm_broadcast(binding::tensor(t), binding::tensor(v), dim);
   }, py::arg("t"), py::arg("v"), py::arg("dim"));
+  m.def("dropout_scale", [](double p, std::optional<bool> train) {
+    return dropout_scale(p, train);
+  }, py::arg("p"), py::arg("train"));
+  m.def("fake_quant_partials", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& scale, const std::optional<at::Tensor>& zero_point, int64_t quant_min, int64_t quant_max) {
+    return fake_quant_partials(binding::tensor(self), binding::tensor(scale), binding::tensor(zero_point), quant_min, quant_max);
+  }, py::arg("self"), py::arg("scale"), py::arg("zero_point"), py::arg("quant_min"), py::arg("quant_max"));
+  m.def("per_tensor_qparams", [](const std::optional<at::Tensor>& scale, const std::optional<at::Tensor>& zero_point, int64_t quant_min, int64_t quant_max) {
+    return per_tensor_qparams(binding::tensor(scale), binding::tensor(zero_point), quant_min, quant_max);
+  }, py::arg("scale"), py::arg("zero_point"), py::arg("quant_min"), py::arg("quant_max"));
+  m.def("per_channel_qparams", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& scale, const std::optional<at::Tensor>& zero_point, int64_t axis, int64_t quant_min, int64_t quant_max) {
+    return per_channel_qparams(binding::tensor(self), binding::tensor(scale), binding::tensor(zero_point), axis, quant_min, quant_max);
+  }, py::arg("self"), py::arg("scale"), py::arg("zero_point"), py::arg("axis"), py::arg("quant_min"), py::arg("quant_max"));
   m.def("fake_quantize_learnable_per_tensor_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& scale_t, const std::optional<at::Tensor>& zero_point_t, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& scale, const std::optional<at::Tensor>& zero_point, int64_t quant_min, int64_t quant_max, double grad_factor) {
     return fake_quantize_learnable_per_tensor_tangent(binding::tensor(self_t), binding::tensor(scale_t), binding::tensor(zero_point_t), binding::tensor(self), binding::tensor(scale), binding::tensor(zero_point), quant_min, quant_max, grad_factor);
   }, py::arg("self_t"), py::arg("scale_t"), py::arg("zero_point_t"), py::arg("self"), py::arg("scale"), py::arg("zero_point"), py::arg("quant_min"), py::arg("quant_max"), py::arg("grad_factor"));
   m.def("fake_quantize_learnable_per_channel_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& scale_t, const std::optional<at::Tensor>& zero_point_t, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& scale, const std::optional<at::Tensor>& zero_point, int64_t axis, int64_t quant_min, int64_t quant_max, double grad_factor) {
     return fake_quantize_learnable_per_channel_tangent(binding::tensor(self_t), binding::tensor(scale_t), binding::tensor(zero_point_t), binding::tensor(self), binding::tensor(scale), binding::tensor(zero_point), axis, quant_min, quant_max, grad_factor);
   }, py::arg("self_t"), py::arg("scale_t"), py::arg("zero_point_t"), py::arg("self"), py::arg("scale"), py::arg("zero_point"), py::arg("axis"), py::arg("quant_min"), py::arg("quant_max"), py::arg("grad_factor"));
-  m.def("lstm_layer_tangents", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& weight0_t, const std::optional<at::Tensor>& weight1_t, const std::optional<at::Tensor>& weight2_t, const std::optional<at::Tensor>& weight3_t, const std::optional<at::Tensor>& hx_t, const std::optional<at::Tensor>& cx_t, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
-    return lstm_layer_tangents(binding::tensor(input_t), binding::tensor(weight0_t), binding::tensor(weight1_t), binding::tensor(weight2_t), binding::tensor(weight3_t), binding::tensor(hx_t), binding::tensor(cx_t), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), reverse, mode, has_biases, batch_sizes);
-  }, py::arg("input_t"), py::arg("weight0_t"), py::arg("weight1_t"), py::arg("weight2_t"), py::arg("weight3_t"), py::arg("hx_t"), py::arg("cx_t"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
-  m.def("lstm_layer_grads", [](const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
-    return lstm_layer_grads(binding::tensor(grad_output), binding::tensor(grad_hy), binding::tensor(grad_cy), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), reverse, mode, has_biases, batch_sizes);
-  }, py::arg("grad_output"), py::arg("grad_hy"), py::arg("grad_cy"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
-  m.def("lstm_layer_backward_tangents", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& weight0_t, const std::optional<at::Tensor>& weight1_t, const std::optional<at::Tensor>& weight2_t, const std::optional<at::Tensor>& weight3_t, const std::optional<at::Tensor>& hx_t, const std::optional<at::Tensor>& cx_t, const std::optional<at::Tensor>& grad_output_t, const std::optional<at::Tensor>& grad_hy_t, const std::optional<at::Tensor>& grad_cy_t, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
-    return lstm_layer_backward_tangents(binding::tensor(input_t), binding::tensor(weight0_t), binding::tensor(weight1_t), binding::tensor(weight2_t), binding::tensor(weight3_t), binding::tensor(hx_t), binding::tensor(cx_t), binding::tensor(grad_output_t), binding::tensor(grad_hy_t), binding::tensor(grad_cy_t), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), binding::tensor(grad_output), binding::tensor(grad_hy), binding::tensor(grad_cy), reverse, mode, has_biases, batch_sizes);
-  }, py::arg("input_t"), py::arg("weight0_t"), py::arg("weight1_t"), py::arg("weight2_t"), py::arg("weight3_t"), py::arg("hx_t"), py::arg("cx_t"), py::arg("grad_output_t"), py::arg("grad_hy_t"), py::arg("grad_cy_t"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("grad_output"), py::arg("grad_hy"), py::arg("grad_cy"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
-  m.def("lstm_layer_backward_grads", [](const std::optional<at::Tensor>& grad_input, const std::optional<at::Tensor>& grad_weight0, const std::optional<at::Tensor>& grad_weight1, const std::optional<at::Tensor>& grad_weight2, const std::optional<at::Tensor>& grad_weight3, const std::optional<at::Tensor>& grad_hx, const std::optional<at::Tensor>& grad_cx, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight0, const std::optional<at::Tensor>& weight1, const std::optional<at::Tensor>& weight2, const std::optional<at::Tensor>& weight3, const std::optional<at::Tensor>& hx, const std::optional<at::Tensor>& cx, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy, bool reverse, int64_t mode, bool has_biases, const std::vector<int64_t>& batch_sizes) {
-    return lstm_layer_backward_grads(binding::tensor(grad_input), binding::tensor(grad_weight0), binding::tensor(grad_weight1), binding::tensor(grad_weight2), binding::tensor(grad_weight3), binding::tensor(grad_hx), binding::tensor(grad_cx), binding::tensor(input), binding::tensor(weight0), binding::tensor(weight1), binding::tensor(weight2), binding::tensor(weight3), binding::tensor(hx), binding::tensor(cx), binding::tensor(output), binding::tensor(grad_output), binding::tensor(grad_hy), binding::tensor(grad_cy), reverse, mode, has_biases, batch_sizes);
-  }, py::arg("grad_input"), py::arg("grad_weight0"), py::arg("grad_weight1"), py::arg("grad_weight2"), py::arg("grad_weight3"), py::arg("grad_hx"), py::arg("grad_cx"), py::arg("input"), py::arg("weight0"), py::arg("weight1"), py::arg("weight2"), py::arg("weight3"), py::arg("hx"), py::arg("cx"), py::arg("output"), py::arg("grad_output"), py::arg("grad_hy"), py::arg("grad_cy"), py::arg("reverse"), py::arg("mode"), py::arg("has_biases"), py::arg("batch_sizes"));
-  m.def("amax_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& result, const std::optional<std::vector<int64_t>>& dim, bool keepdim) {
-    return amax_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::tensor(result), binding::int_list(dim), keepdim);
-  }, py::arg("self_t"), py::arg("self_p"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
+  m.def("reduce_dims", [](std::optional<int64_t> dim, const std::optional<at::Tensor>& like) {
+    return reduce_dims(dim, binding::tensor(like));
+  }, py::arg("dim"), py::arg("like"));
+  m.def("reduce_dims", [](const pybind11::object& dim, const std::optional<at::Tensor>& like) {
+    return reduce_dims(binding::int_list(dim), binding::tensor(like));
+  }, py::arg("dim"), py::arg("like"));
+  m.def("reduce_dims_0", [](const pybind11::object& dim, const std::optional<at::Tensor>& like) {
+    return reduce_dims(binding::int_list(dim), binding::tensor(like));
+  }, py::arg("dim"), py::arg("like"));
+  m.def("reduce_dims_1", [](std::optional<int64_t> dim, const std::optional<at::Tensor>& like) {
+    return reduce_dims(dim, binding::tensor(like));
+  }, py::arg("dim"), py::arg("like"));
+  m.def("expand_reduced", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& like, std::optional<int64_t> dim, bool keepdim) {
+    return expand_reduced(binding::tensor(grad), binding::tensor(like), dim, keepdim);
+  }, py::arg("grad"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("expand_reduced", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& like, const pybind11::object& dim, bool keepdim) {
+    return expand_reduced(binding::tensor(grad), binding::tensor(like), binding::int_list(dim), keepdim);
+  }, py::arg("grad"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("expand_reduced_0", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& like, const pybind11::object& dim, bool keepdim) {
+    return expand_reduced(binding::tensor(grad), binding::tensor(like), binding::int_list(dim), keepdim);
+  }, py::arg("grad"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("expand_reduced_1", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& like, std::optional<int64_t> dim, bool keepdim) {
+    return expand_reduced(binding::tensor(grad), binding::tensor(like), dim, keepdim);
+  }, py::arg("grad"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("reduced_numel", [](const std::optional<at::Tensor>& like, const pybind11::object& dim) {
+    return reduced_numel(binding::tensor(like), binding::int_list(dim));
+  }, py::arg("like"), py::arg("dim"));
+  m.def("sum_reduced", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like, std::optional<int64_t> dim, bool keepdim) {
+    return sum_reduced(binding::tensor(t), binding::tensor(like), dim, keepdim);
+  }, py::arg("t"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("sum_reduced", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like, const pybind11::object& dim, bool keepdim) {
+    return sum_reduced(binding::tensor(t), binding::tensor(like), binding::int_list(dim), keepdim);
+  }, py::arg("t"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("sum_reduced_0", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like, const pybind11::object& dim, bool keepdim) {
+    return sum_reduced(binding::tensor(t), binding::tensor(like), binding::int_list(dim), keepdim);
+  }, py::arg("t"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("sum_reduced_1", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like, std::optional<int64_t> dim, bool keepdim) {
+    return sum_reduced(binding::tensor(t), binding::tensor(like), dim, keepdim);
+  }, py::arg("t"), py::arg("like"), py::arg("dim"), py::arg("keepdim"));
+  m.def("masked_div", [](const std::optional<at::Tensor>& num, const std::optional<at::Tensor>& den) {
+    return masked_div(binding::tensor(num), binding::tensor(den));
+  }, py::arg("num"), py::arg("den"));
+  m.def("amax_mask", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& result, std::optional<int64_t> dim, bool keepdim) {
+    return amax_mask(binding::tensor(self), binding::tensor(result), dim, keepdim);
+  }, py::arg("self"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
+  m.def("amax_mask", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& result, const pybind11::object& dim, bool keepdim) {
+    return amax_mask(binding::tensor(self), binding::tensor(result), binding::int_list(dim), keepdim);
+  }, py::arg("self"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
+  m.def("amax_mask_0", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& result, const pybind11::object& dim, bool keepdim) {
+    return amax_mask(binding::tensor(self), binding::tensor(result), binding::int_list(dim), keepdim);
+  }, py::arg("self"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
+  m.def("amax_mask_1", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& result, std::optional<int64_t> dim, bool keepdim) {
+    return amax_mask(binding::tensor(self), binding::tensor(result), dim, keepdim);
+  }, py::arg("self"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
   m.def("amax_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& result, std::optional<int64_t> dim, bool keepdim) {
     return amax_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::tensor(result), dim, keepdim);
   }, py::arg("self_t"), py::arg("self_p"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
-  m.def("amax_tangent_0", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& result, const std::optional<std::vector<int64_t>>& dim, bool keepdim) {
+  m.def("amax_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& result, const pybind11::object& dim, bool keepdim) {
+    return amax_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::tensor(result), binding::int_list(dim), keepdim);
+  }, py::arg("self_t"), py::arg("self_p"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
+  m.def("amax_tangent_0", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& result, const pybind11::object& dim, bool keepdim) {
     return amax_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::tensor(result), binding::int_list(dim), keepdim);
   }, py::arg("self_t"), py::arg("self_p"), py::arg("result"), py::arg("dim"), py::arg("keepdim"));
   m.def("amax_tangent_1", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& result, std::optional<int64_t> dim, bool keepdim) {
@@ -329,63 +494,99 @@ void bind_formulas(pybind11::module_& m) {
   m.def("gather_reduced", [](const std::optional<at::Tensor>& t, int64_t dim, const std::optional<at::Tensor>& indices, bool keepdim) {
     return gather_reduced(binding::tensor(t), dim, binding::tensor(indices), keepdim);
   }, py::arg("t"), py::arg("dim"), py::arg("indices"), py::arg("keepdim"));
-  m.def("vector_norm_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const pybind11::object& ord, const std::optional<std::vector<int64_t>>& dim, bool keepdim, const std::optional<at::Tensor>& result) {
+  m.def("vector_norm_scaled", [](const std::optional<at::Tensor>& x, const pybind11::object& ord, const pybind11::object& dim, bool keepdim, const std::optional<at::Tensor>& result) {
+    return vector_norm_scaled(binding::tensor(x), binding::optional_scalar(ord), binding::int_list(dim), keepdim, binding::tensor(result));
+  }, py::arg("x"), py::arg("ord"), py::arg("dim"), py::arg("keepdim"), py::arg("result"));
+  m.def("vector_norm_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const pybind11::object& ord, const pybind11::object& dim, bool keepdim, const std::optional<at::Tensor>& result) {
     return vector_norm_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::optional_scalar(ord), binding::int_list(dim), keepdim, binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("ord"), py::arg("dim"), py::arg("keepdim"), py::arg("result"));
-  m.def("foreach_norm_tangents", [](const std::optional<std::vector<std::optional<at::Tensor>>>& self_t, const std::optional<std::vector<std::optional<at::Tensor>>>& self_p, const pybind11::object& ord, const std::optional<std::vector<std::optional<at::Tensor>>>& result) {
-    return foreach_norm_tangents(binding::tensors(self_t), binding::tensors(self_p), binding::optional_scalar(ord), binding::tensors(result));
-  }, py::arg("self_t"), py::arg("self_p"), py::arg("ord"), py::arg("result"));
   m.def("dist_tangent", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& other_p, const pybind11::object& p, const std::optional<at::Tensor>& result) {
     return dist_tangent(binding::tensor(t), binding::tensor(self_p), binding::tensor(other_p), binding::optional_scalar(p), binding::tensor(result));
   }, py::arg("t"), py::arg("self_p"), py::arg("other_p"), py::arg("p"), py::arg("result"));
-  m.def("var_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<std::vector<int64_t>>& dim, const pybind11::object& correction, bool keepdim, const std::optional<at::Tensor>& result) {
+  m.def("var_dof", [](const std::optional<at::Tensor>& like, const pybind11::object& dim, const pybind11::object& correction) {
+    return var_dof(binding::tensor(like), binding::int_list(dim), binding::optional_scalar(correction));
+  }, py::arg("like"), py::arg("dim"), py::arg("correction"));
+  m.def("var_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const pybind11::object& dim, const pybind11::object& correction, bool keepdim, const std::optional<at::Tensor>& result) {
     return var_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::int_list(dim), binding::optional_scalar(correction), keepdim, binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("correction"), py::arg("keepdim"), py::arg("result"));
-  m.def("std_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<std::vector<int64_t>>& dim, const pybind11::object& correction, bool keepdim, const std::optional<at::Tensor>& result) {
+  m.def("std_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const pybind11::object& dim, const pybind11::object& correction, bool keepdim, const std::optional<at::Tensor>& result) {
     return std_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::int_list(dim), binding::optional_scalar(correction), keepdim, binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("correction"), py::arg("keepdim"), py::arg("result"));
-  m.def("mean_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<std::vector<int64_t>>& dim, bool keepdim) {
+  m.def("mean_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const pybind11::object& dim, bool keepdim) {
     return mean_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::int_list(dim), keepdim);
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("keepdim"));
-  m.def("logsumexp_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<std::vector<int64_t>>& dim, bool keepdim, const std::optional<at::Tensor>& result) {
+  m.def("logsumexp_weights", [](const std::optional<at::Tensor>& self, const pybind11::object& dim, bool keepdim, const std::optional<at::Tensor>& result) {
+    return logsumexp_weights(binding::tensor(self), binding::int_list(dim), keepdim, binding::tensor(result));
+  }, py::arg("self"), py::arg("dim"), py::arg("keepdim"), py::arg("result"));
+  m.def("logsumexp_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const pybind11::object& dim, bool keepdim, const std::optional<at::Tensor>& result) {
     return logsumexp_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::int_list(dim), keepdim, binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("keepdim"), py::arg("result"));
+  m.def("prod_others", [](const std::optional<at::Tensor>& self, std::optional<int64_t> dim) {
+    return prod_others(binding::tensor(self), dim);
+  }, py::arg("self"), py::arg("dim"));
   m.def("prod_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, std::optional<int64_t> dim, bool keepdim, const std::optional<at::Tensor>& result) {
     return prod_tangent(binding::tensor(self_t), binding::tensor(self_p), dim, keepdim, binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("keepdim"), py::arg("result"));
   m.def("evenly_read_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const std::optional<at::Tensor>& result) {
     return evenly_read_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("result"));
+  m.def("renorm_dims", [](int64_t dim, int64_t ndim) {
+    return renorm_dims(dim, ndim);
+  }, py::arg("dim"), py::arg("ndim"));
+  m.def("renorm_factor", [](const std::optional<at::Tensor>& self, const pybind11::object& p, int64_t dim, const pybind11::object& maxnorm) {
+    return renorm_factor(binding::tensor(self), binding::scalar(p), dim, binding::scalar(maxnorm));
+  }, py::arg("self"), py::arg("p"), py::arg("dim"), py::arg("maxnorm"));
   m.def("renorm_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, const pybind11::object& p, int64_t dim, const pybind11::object& maxnorm) {
     return renorm_tangent(binding::tensor(self_t), binding::tensor(self_p), binding::scalar(p), dim, binding::scalar(maxnorm));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("p"), py::arg("dim"), py::arg("maxnorm"));
+  m.def("scan_partials", [](const std::optional<at::Tensor>& self, int64_t dim, const std::string& kind) {
+    return scan_partials(binding::tensor(self), dim, kind);
+  }, py::arg("self"), py::arg("dim"), py::arg("kind"));
   m.def("scan_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, int64_t dim, const std::string& kind) {
     return scan_tangent(binding::tensor(self_t), binding::tensor(self_p), dim, kind);
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("kind"));
   m.def("gather_selected", [](const std::optional<at::Tensor>& t, int64_t dim, const std::optional<at::Tensor>& indices) {
     return gather_selected(binding::tensor(t), dim, binding::tensor(indices));
   }, py::arg("t"), py::arg("dim"), py::arg("indices"));
+  m.def("scatter_touched", [](const std::optional<at::Tensor>& self, int64_t dim, const std::optional<at::Tensor>& index) {
+    return scatter_touched(binding::tensor(self), dim, binding::tensor(index));
+  }, py::arg("self"), py::arg("dim"), py::arg("index"));
+  m.def("src_read", [](const std::optional<at::Tensor>& src, const std::optional<at::Tensor>& index) {
+    return src_read(binding::tensor(src), binding::tensor(index));
+  }, py::arg("src"), py::arg("index"));
+  m.def("extreme_weights", [](const std::optional<at::Tensor>& self, int64_t dim, const std::optional<at::Tensor>& index, const std::optional<at::Tensor>& src, bool include_self, const std::optional<at::Tensor>& result) {
+    return extreme_weights(binding::tensor(self), dim, binding::tensor(index), binding::tensor(src), include_self, binding::tensor(result));
+  }, py::arg("self"), py::arg("dim"), py::arg("index"), py::arg("src"), py::arg("include_self"), py::arg("result"));
   m.def("scatter_reduce_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, int64_t dim, const std::optional<at::Tensor>& index, const std::optional<at::Tensor>& src_t, const std::optional<at::Tensor>& src_p, const std::string& reduce, bool include_self, const std::optional<at::Tensor>& result) {
     return scatter_reduce_tangent(binding::tensor(self_t), binding::tensor(self_p), dim, binding::tensor(index), binding::tensor(src_t), binding::tensor(src_p), reduce, include_self, binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("index"), py::arg("src_t"), py::arg("src_p"), py::arg("reduce"), py::arg("include_self"), py::arg("result"));
-  m.def("resize_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& result) {
-    return resize_tangent(binding::tensor(self_t), binding::tensor(result));
-  }, py::arg("self_t"), py::arg("result"));
+  m.def("split_heads", [](const std::optional<at::Tensor>& x, int64_t num_head) {
+    return split_heads(binding::tensor(x), num_head);
+  }, py::arg("x"), py::arg("num_head"));
+  m.def("merge_heads", [](const std::optional<at::Tensor>& x) {
+    return merge_heads(binding::tensor(x));
+  }, py::arg("x"));
+  m.def("bool_mask", [](const std::optional<at::Tensor>& mask, std::optional<int64_t> mask_type, const std::optional<at::Tensor>& scores) {
+    return bool_mask(binding::tensor(mask), mask_type, binding::tensor(scores));
+  }, py::arg("mask"), py::arg("mask_type"), py::arg("scores"));
+  m.def("mha_jvp", [](const std::optional<at::Tensor>& query_t, const std::optional<at::Tensor>& key_t, const std::optional<at::Tensor>& value_t, const std::optional<at::Tensor>& w_t, const std::optional<at::Tensor>& b_t, const std::optional<at::Tensor>& wo_t, const std::optional<at::Tensor>& bo_t, const std::optional<at::Tensor>& query, const std::optional<at::Tensor>& key, const std::optional<at::Tensor>& value, int64_t embed_dim, int64_t num_head, const std::optional<at::Tensor>& qkv_weight, const std::optional<at::Tensor>& qkv_bias, const std::optional<at::Tensor>& proj_weight, const std::optional<at::Tensor>& proj_bias, const std::optional<at::Tensor>& mask, std::optional<int64_t> mask_type) {
+    return mha_jvp(binding::tensor(query_t), binding::tensor(key_t), binding::tensor(value_t), binding::tensor(w_t), binding::tensor(b_t), binding::tensor(wo_t), binding::tensor(bo_t), binding::tensor(query), binding::tensor(key), binding::tensor(value), embed_dim, num_head, binding::tensor(qkv_weight), binding::tensor(qkv_bias), binding::tensor(proj_weight), binding::tensor(proj_bias), binding::tensor(mask), mask_type);
+  }, py::arg("query_t"), py::arg("key_t"), py::arg("value_t"), py::arg("w_t"), py::arg("b_t"), py::arg("wo_t"), py::arg("bo_t"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("embed_dim"), py::arg("num_head"), py::arg("qkv_weight"), py::arg("qkv_bias"), py::arg("proj_weight"), py::arg("proj_bias"), py::arg("mask"), py::arg("mask_type"));
   m.def("native_multi_head_attention_tangent", [](int64_t index, const std::optional<at::Tensor>& query_t, const std::optional<at::Tensor>& key_t, const std::optional<at::Tensor>& value_t, const std::optional<at::Tensor>& qkv_weight_t, const std::optional<at::Tensor>& qkv_bias_t, const std::optional<at::Tensor>& proj_weight_t, const std::optional<at::Tensor>& proj_bias_t, const std::optional<at::Tensor>& query, const std::optional<at::Tensor>& key, const std::optional<at::Tensor>& value, int64_t embed_dim, int64_t num_head, const std::optional<at::Tensor>& qkv_weight, const std::optional<at::Tensor>& qkv_bias, const std::optional<at::Tensor>& proj_weight, const std::optional<at::Tensor>& proj_bias, const std::optional<at::Tensor>& mask, bool need_weights, bool average_attn_weights, std::optional<int64_t> mask_type) {
     return native_multi_head_attention_tangent(index, binding::tensor(query_t), binding::tensor(key_t), binding::tensor(value_t), binding::tensor(qkv_weight_t), binding::tensor(qkv_bias_t), binding::tensor(proj_weight_t), binding::tensor(proj_bias_t), binding::tensor(query), binding::tensor(key), binding::tensor(value), embed_dim, num_head, binding::tensor(qkv_weight), binding::tensor(qkv_bias), binding::tensor(proj_weight), binding::tensor(proj_bias), binding::tensor(mask), need_weights, average_attn_weights, mask_type);
   }, py::arg("index"), py::arg("query_t"), py::arg("key_t"), py::arg("value_t"), py::arg("qkv_weight_t"), py::arg("qkv_bias_t"), py::arg("proj_weight_t"), py::arg("proj_bias_t"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("embed_dim"), py::arg("num_head"), py::arg("qkv_weight"), py::arg("qkv_bias"), py::arg("proj_weight"), py::arg("proj_bias"), py::arg("mask"), py::arg("need_weights"), py::arg("average_attn_weights"), py::arg("mask_type"));
+  m.def("layer_norm_jvp", [](const std::optional<at::Tensor>& x, const std::optional<at::Tensor>& x_t, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& bias_t, double eps) {
+    return layer_norm_jvp(binding::tensor(x), binding::tensor(x_t), binding::tensor(weight), binding::tensor(weight_t), binding::tensor(bias), binding::tensor(bias_t), eps);
+  }, py::arg("x"), py::arg("x_t"), py::arg("weight"), py::arg("weight_t"), py::arg("bias"), py::arg("bias_t"), py::arg("eps"));
+  m.def("activation_derivative", [](const std::optional<at::Tensor>& h, bool use_gelu) {
+    return activation_derivative(binding::tensor(h), use_gelu);
+  }, py::arg("h"), py::arg("use_gelu"));
+  m.def("ffn_jvp", [](const std::optional<at::Tensor>& x, const std::optional<at::Tensor>& x_t, const std::optional<at::Tensor>& w1, const std::optional<at::Tensor>& w1_t, const std::optional<at::Tensor>& b1, const std::optional<at::Tensor>& b1_t, const std::optional<at::Tensor>& w2, const std::optional<at::Tensor>& w2_t, const std::optional<at::Tensor>& b2, const std::optional<at::Tensor>& b2_t, bool use_gelu) {
+    return ffn_jvp(binding::tensor(x), binding::tensor(x_t), binding::tensor(w1), binding::tensor(w1_t), binding::tensor(b1), binding::tensor(b1_t), binding::tensor(w2), binding::tensor(w2_t), binding::tensor(b2), binding::tensor(b2_t), use_gelu);
+  }, py::arg("x"), py::arg("x_t"), py::arg("w1"), py::arg("w1_t"), py::arg("b1"), py::arg("b1_t"), py::arg("w2"), py::arg("w2_t"), py::arg("b2"), py::arg("b2_t"), py::arg("use_gelu"));
   m.def("transformer_encoder_layer_tangent", [](const std::optional<at::Tensor>& src_t, const std::optional<at::Tensor>& qkv_weight_t, const std::optional<at::Tensor>& qkv_bias_t, const std::optional<at::Tensor>& proj_weight_t, const std::optional<at::Tensor>& proj_bias_t, const std::optional<at::Tensor>& norm_weight_1_t, const std::optional<at::Tensor>& norm_bias_1_t, const std::optional<at::Tensor>& norm_weight_2_t, const std::optional<at::Tensor>& norm_bias_2_t, const std::optional<at::Tensor>& ffn_weight_1_t, const std::optional<at::Tensor>& ffn_bias_1_t, const std::optional<at::Tensor>& ffn_weight_2_t, const std::optional<at::Tensor>& ffn_bias_2_t, const std::optional<at::Tensor>& src, int64_t embed_dim, int64_t num_heads, const std::optional<at::Tensor>& qkv_weight, const std::optional<at::Tensor>& qkv_bias, const std::optional<at::Tensor>& proj_weight, const std::optional<at::Tensor>& proj_bias, bool use_gelu, bool norm_first, double eps, const std::optional<at::Tensor>& norm_weight_1, const std::optional<at::Tensor>& norm_bias_1, const std::optional<at::Tensor>& norm_weight_2, const std::optional<at::Tensor>& norm_bias_2, const std::optional<at::Tensor>& ffn_weight_1, const std::optional<at::Tensor>& ffn_bias_1, const std::optional<at::Tensor>& ffn_weight_2, const std::optional<at::Tensor>& ffn_bias_2, const std::optional<at::Tensor>& mask, std::optional<int64_t> mask_type) {
     return transformer_encoder_layer_tangent(binding::tensor(src_t), binding::tensor(qkv_weight_t), binding::tensor(qkv_bias_t), binding::tensor(proj_weight_t), binding::tensor(proj_bias_t), binding::tensor(norm_weight_1_t), binding::tensor(norm_bias_1_t), binding::tensor(norm_weight_2_t), binding::tensor(norm_bias_2_t), binding::tensor(ffn_weight_1_t), binding::tensor(ffn_bias_1_t), binding::tensor(ffn_weight_2_t), binding::tensor(ffn_bias_2_t), binding::tensor(src), embed_dim, num_heads, binding::tensor(qkv_weight), binding::tensor(qkv_bias), binding::tensor(proj_weight), binding::tensor(proj_bias), use_gelu, norm_first, eps, binding::tensor(norm_weight_1), binding::tensor(norm_bias_1), binding::tensor(norm_weight_2), binding::tensor(norm_bias_2), binding::tensor(ffn_weight_1), binding::tensor(ffn_bias_1), binding::tensor(ffn_weight_2), binding::tensor(ffn_bias_2), binding::tensor(mask), mask_type);
   }, py::arg("src_t"), py::arg("qkv_weight_t"), py::arg("qkv_bias_t"), py::arg("proj_weight_t"), py::arg("proj_bias_t"), py::arg("norm_weight_1_t"), py::arg("norm_bias_1_t"), py::arg("norm_weight_2_t"), py::arg("norm_bias_2_t"), py::arg("ffn_weight_1_t"), py::arg("ffn_bias_1_t"), py::arg("ffn_weight_2_t"), py::arg("ffn_bias_2_t"), py::arg("src"), py::arg("embed_dim"), py::arg("num_heads"), py::arg("qkv_weight"), py::arg("qkv_bias"), py::arg("proj_weight"), py::arg("proj_bias"), py::arg("use_gelu"), py::arg("norm_first"), py::arg("eps"), py::arg("norm_weight_1"), py::arg("norm_bias_1"), py::arg("norm_weight_2"), py::arg("norm_bias_2"), py::arg("ffn_weight_1"), py::arg("ffn_bias_1"), py::arg("ffn_weight_2"), py::arg("ffn_bias_2"), py::arg("mask"), py::arg("mask_type"));
-  m.def("as_real_like", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& like) {
-    return as_real_like(binding::tensor(t), binding::tensor(like));
-  }, py::arg("t"), py::arg("like"));
-  m.def("winner_weight", [](const std::optional<at::Tensor>& a, const std::optional<at::Tensor>& b) {
-    return winner_weight(binding::tensor(a), binding::tensor(b));
-  }, py::arg("a"), py::arg("b"));
-  m.def("angle_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p) {
-    return angle_tangent(binding::tensor(self_t), binding::tensor(self_p));
-  }, py::arg("self_t"), py::arg("self_p"));
 }
 
 }  // namespace dualgen::formulas

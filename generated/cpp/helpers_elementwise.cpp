@@ -28,4 +28,120 @@ at::Tensor angle_tangent(const at::Tensor& self_t, const at::Tensor& self_p) {
   return at::where(self_p == 0, 0.0, at::imag((self_p.conj() * self_t)) / self_p.abs().square());
 }
 
+// unbroadcast(Tensor grad, Tensor like) -> Tensor
+at::Tensor unbroadcast(const at::Tensor& grad_arg, const at::Tensor& like) {
+  at::Tensor grad = grad_arg;
+  if (at::IntArrayRef(grad.sizes()) != at::IntArrayRef(like.sizes())) {
+    grad = grad.sum_to_size(like.sizes());
+  }
+  return as_real_like(grad, like);
+}
+
+// copy_broadcast(Tensor t, Tensor like) -> Tensor
+at::Tensor copy_broadcast(const at::Tensor& t, const at::Tensor& like) {
+  at::Tensor copy = t.clone();
+  if (at::IntArrayRef(copy.sizes()) == at::IntArrayRef(like.sizes())) {
+    return copy;
+  }
+  return copy.expand_as(like);
+}
+
+// clamp_mask(Tensor self, Scalar? min, Scalar? max) -> Tensor
+at::Tensor clamp_mask(
+    const at::Tensor& self,
+    const std::optional<c10::Scalar>& min,
+    const std::optional<c10::Scalar>& max) {
+  at::Tensor mask = at::ones_like(self, c10::ScalarType::Bool);
+  if (present(min)) {
+    mask = mask & self >= min.value();
+  }
+  if (present(max)) {
+    mask = mask & self <= max.value();
+  }
+  return mask;
+}
+
+// finite_parts(Tensor t, Tensor self) -> Tensor
+at::Tensor finite_parts(const at::Tensor& t, const at::Tensor& self) {
+  if (!self.is_complex()) {
+    return t * self.isfinite();
+  }
+  at::Tensor real_mask = at::real(self).isfinite();
+  at::Tensor imag_mask = at::imag(self).isfinite();
+  if (!t.is_complex()) {
+    return t * real_mask;
+  }
+  return at::complex(at::real(t) * real_mask, at::imag(t) * imag_mask);
+}
+
+// logit_derivative(Tensor self, float? eps) -> Tensor
+at::Tensor logit_derivative(const at::Tensor& self, std::optional<double> eps) {
+  at::Tensor derivative = (self * dualgen::rsub(self, 1)).reciprocal();
+  if (!present(eps)) {
+    return at::where((self < 0).logical_or(self > 1), std::numeric_limits<double>::quiet_NaN(), derivative);
+  }
+  return at::where((self < eps.value()).logical_or(self > 1 - eps.value()), 0.0, derivative);
+}
+
+// unless_rounded(Tensor t, str? rounding_mode) -> Tensor
+at::Tensor unless_rounded(
+    const at::Tensor& t,
+    std::optional<c10::string_view> rounding_mode) {
+  if (!present(rounding_mode)) {
+    return t;
+  }
+  return at::zeros_like(t);
+}
+
+// sgn_derivative(Tensor v, Tensor self, Tensor result) -> Tensor
+at::Tensor sgn_derivative(
+    const at::Tensor& v,
+    const at::Tensor& self,
+    const at::Tensor& result) {
+  if (!self.is_complex()) {
+    return at::zeros_like(v, self.scalar_type());
+  }
+  return at::where(self == 0, 0.0, (v - at::real((v * result.conj())) * result) / self.abs());
+}
+
+// clamp_tensor_weight(Tensor self_p, Tensor? min_p, Tensor? max_p, str which) -> Tensor
+at::Tensor clamp_tensor_weight(
+    const at::Tensor& self_p,
+    const at::Tensor& min_p,
+    const at::Tensor& max_p,
+    c10::string_view which) {
+  at::Tensor crossed;
+  at::Tensor below;
+  at::Tensor above;
+  if (present(min_p) && present(max_p)) {
+    crossed = min_p > max_p;
+    below = (self_p < min_p).logical_and(crossed.logical_not());
+    above = (self_p > max_p).logical_and(below.logical_not());
+    if (which == c10::string_view("self")) {
+      return crossed.logical_or(below).logical_or(above).logical_not();
+    }
+    if (which == c10::string_view("min")) {
+      return below;
+    }
+    return crossed.logical_or(above);
+  }
+  at::Tensor inside;
+  if (present(min_p)) {
+    inside = self_p > min_p;
+  } else {
+    if (present(max_p)) {
+      inside = self_p < max_p;
+    } else {
+      inside = at::ones_like(self_p, c10::ScalarType::Bool);
+    }
+  }
+  if (which == c10::string_view("self")) {
+    return inside;
+  }
+  if (which == c10::string_view("min") && present(min_p) || which == c10::string_view("max") && present(max_p)) {
+    return inside.logical_not();
+  }
+  return at::zeros_like(inside);
+}
+
 }  // namespace dualgen::formulas

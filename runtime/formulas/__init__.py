@@ -11,7 +11,8 @@ The others live in one module per family of ops, each with its own `__all__`,
 their C++ twins hand-written (runtime/csrc/dualgen/formulas/twins.yaml lists
 them). This package re-exports them all:
 
-- `basics`: utilities one-source helpers may call (a leaf module)
+- (`basics`: utilities one-source helpers may call, a leaf module; not formula
+  vocabulary, so not re-exported)
 - `elementwise`: element-wise ops, and the general helpers (scale, unbroadcast,
   as_real_like, conform, ...) the other families and generated kernels use
 - `reductions`: reductions, scans and sorts
@@ -38,7 +39,6 @@ from dualgen.generated.helpers import *
 
 from . import (
     attention,
-    basics,
     backward_ops,
     elementwise,
     fft,
@@ -53,7 +53,6 @@ from . import (
     transformer,
 )
 from .attention import *
-from .basics import *
 from .backward_ops import *
 from .elementwise import *
 from .fft import *
@@ -69,7 +68,6 @@ from .transformer import *
 
 __all__ = (
     one_source.__all__
-    + basics.__all__
     + elementwise.__all__
     + reductions.__all__
     + shapes.__all__

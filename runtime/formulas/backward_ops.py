@@ -11,73 +11,16 @@ from __future__ import annotations
 
 import torch
 
-from .nn import _group_shape, channel_view
+from dualgen.generated.helpers import channel_view, group_shape
 
 __all__ = [
-    "bce_cross_derivative",
-    "bce_self_second_derivative",
     "convolution_backward_grads",
     "convolution_backward_tangent",
-    "elu_second_derivative",
     "embedding_dense_backward_grad",
-    "gelu_second_derivative",
-    "glu_double_backward",
     "glu_tangent",
-    "mish_derivative",
-    "mish_second_derivative",
     "norm_backward_grads",
     "norm_backward_tangent",
 ]
-
-
-def elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result):
-    """d elu_backward(g, ...) / d self_or_result, divided by g, element-wise. With
-    the input x (is_result False) it is elu's second derivative:
-    input_scale**2 * alpha * scale * exp(x * input_scale) where x <= 0, else 0.
-    With elu's result y (is_result True) the op computes the first derivative as
-    input_scale * (y + alpha * scale) where y <= 0: its derivative in y is
-    input_scale there, else 0."""
-    x = self_or_result
-    negative = (x <= 0).to(x.dtype)
-    if is_result:
-        return negative * input_scale
-    return (
-        negative * (input_scale * input_scale * alpha * scale) * (x * input_scale).exp()
-    )
-
-
-def gelu_second_derivative(self, approximate="none"):
-    """The second derivative of gelu, element-wise: phi(x) (2 - x^2) for the exact
-    form (phi the standard normal density); for approximate="tanh", with
-    u = k (x + c x^3), k = sqrt(2/pi), c = 0.044715 and T = tanh(u):
-    (1 - T^2) (u' - x T u'^2 + x u''/2)."""
-    x = self
-    if approximate == "tanh":
-        k = (2.0 / torch.pi) ** 0.5
-        c = 0.044715
-        t = (k * (x + c * x * x * x)).tanh()
-        du = k * (1 + 3 * c * x * x)
-        return (1 - t * t) * (du - x * t * du * du + 3 * k * c * x * x)
-    return (-0.5 * x * x).exp() / (2.0 * torch.pi) ** 0.5 * (2 - x * x)
-
-
-def mish_derivative(self):
-    """The derivative of mish(x) = x tanh(softplus(x)), element-wise:
-    T + x s (1 - T^2) with T = tanh(softplus(x)) and s = sigmoid(x). The forward
-    formula of mish is this, not native's mish_backward, which autograd cannot
-    differentiate (reverse over forward would fail)."""
-    t = torch.nn.functional.softplus(self).tanh()
-    return t + self * self.sigmoid() * (1 - t * t)
-
-
-def mish_second_derivative(self):
-    """The second derivative of mish(x) = x tanh(softplus(x)), element-wise: with
-    T = tanh(softplus(x)) and s = sigmoid(x),
-    (1 - T^2) (2 s + x s (1 - s) - 2 x s^2 T)."""
-    x = self
-    t = torch.nn.functional.softplus(x).tanh()
-    s = x.sigmoid()
-    return (1 - t * t) * (2 * s + x * s * (1 - s) - 2 * x * s * s * t)
 
 
 def glu_tangent(t, self, dim: int):
@@ -88,38 +31,6 @@ def glu_tangent(t, self, dim: int):
     ta, tb = t.chunk(2, dim)
     s = b.sigmoid()
     return ta * s + a * s * (1 - s) * tb
-
-
-def glu_double_backward(grad, grad_output, self, dim: int):
-    """The gradient with respect to self of glu_backward(grad_output, self, dim)
-    weighted by `grad` (real): glu's Hessian applied to grad and contracted with
-    grad_output. With (a, b) the halves of self, s = sigmoid(b), s' = s (1 - s) and
-    (g_a, g_b) the halves of grad: [g_b go s', s' go (g_a + g_b a (1 - 2 s))].
-    The Hessian is symmetric, so with grad := a tangent of self it is also that
-    tangent's term in glu_backward's forward derivative."""
-    a, b = self.chunk(2, dim)
-    ga, gb = grad.chunk(2, dim)
-    s = b.sigmoid()
-    ds = s * (1 - s)
-    return torch.cat(
-        [gb * grad_output * ds, ds * grad_output * (ga + gb * a * (1 - 2 * s))], dim
-    )
-
-
-def bce_self_second_derivative(self, target, weight):
-    """d^2 binary_cross_entropy / d self^2, element-wise (unreduced):
-    w ((x - y)^2 + y (1 - y)) / (x (1 - x))^2, the x (1 - x) kept from 0 as in
-    `bce_self_derivative`."""
-    d = (self - target) ** 2 + target * (1 - target)
-    d = d / (self * (1 - self)).clamp_min(1e-12) ** 2
-    return d if weight is None else d * weight
-
-
-def bce_cross_derivative(self, weight):
-    """d^2 binary_cross_entropy / d self d target, element-wise (unreduced):
-    -w / (x (1 - x)), the denominator kept from 0 as in `bce_self_derivative`."""
-    d = -(self * (1 - self)).clamp_min(1e-12).reciprocal()
-    return d if weight is None else d * weight
 
 
 def _conv_backward(grad_output, input, weight, conv_args, mask):
@@ -264,7 +175,7 @@ class _NormLayout:
         else:  # group: [N, group, C / group * HxW]
             group = extra
             c = input.shape[1]
-            shape = _group_shape(input, group)
+            shape = group_shape(input, group)
             self.dims = [-1]
             self.view = lambda t: t.reshape(shape)
             self.stat = lambda t: t.unsqueeze(-1)

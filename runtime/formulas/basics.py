@@ -8,7 +8,17 @@ runtime/csrc/dualgen/formulas/basics.cpp, declared in twins.yaml.
 
 from __future__ import annotations
 
-__all__ = ["reduction_dims"]
+import torch
+
+__all__ = [
+    "channel_shape",
+    "concat_ints",
+    "dim_range",
+    "lengths_mask",
+    "no_derivative",
+    "reduction_dims",
+    "refuse_dropout",
+]
 
 
 def reduction_dims(dim, ndim: int) -> list[int]:
@@ -19,3 +29,46 @@ def reduction_dims(dim, ndim: int) -> list[int]:
     if isinstance(dim, int):
         dim = [dim]
     return sorted(d % ndim if ndim else 0 for d in dim)
+
+
+def dim_range(lo: int, hi: int) -> list[int]:
+    """The dims lo, lo + 1, ..., hi - 1 (Python's list(range(lo, hi)))."""
+    return list(range(lo, hi))
+
+
+def concat_ints(a, b) -> list[int]:
+    """Two lists of ints joined (Python's list(a) + list(b))."""
+    return list(a) + list(b)
+
+
+def channel_shape(ndim: int, axis: int) -> list[int]:
+    """[1] * ndim with -1 at `axis`: the shape that views a vector along `axis`
+    of an ndim-d tensor."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return shape
+
+
+def refuse_dropout(dropout_p: float, op: str) -> bool:
+    """Raise unless dropout_p is 0: `op` draws its random numbers inside the
+    kernel, so it has no derivative for dropout_p > 0 (True otherwise)."""
+    if dropout_p != 0.0:
+        raise RuntimeError(
+            f"dualgen: {op} with dropout_p={dropout_p} draws random numbers inside "
+            "the kernel: it has no derivative; only dropout_p=0 is differentiable"
+        )
+    return True
+
+
+def no_derivative(op: str, argument: str, value: str):
+    """Raise NotImplementedError: `op` has no derivative for `argument`=`value`
+    (a helper's branch for values it does not differentiate; returns nothing)."""
+    raise NotImplementedError(f"{op}: no derivative for {argument}={value!r}")
+
+
+def lengths_mask(lengths, steps: int, like):
+    """The [steps, B] mask t < lengths[b] (sequence lengths as an int list or a
+    tensor), on like's device."""
+    lengths = torch.as_tensor(lengths, device=like.device)
+    t = torch.arange(steps, device=like.device)
+    return t.unsqueeze(1) < lengths.unsqueeze(0)

@@ -12,26 +12,18 @@ from collections.abc import Sequence
 
 import torch
 
-from dualgen.generated.helpers import as_real_like
+from dualgen.generated.helpers import as_real_like, unbroadcast
 
 __all__ = [
     "angle_grad",
-    "clamp_mask",
     "clamp_tensor_grads",
-    "clamp_tensor_weight",
     "conform",
-    "copy_broadcast",
     "fill_absent",
-    "finite_parts",
-    "logit_derivative",
     "mvlgamma_derivative",
     "pow_exponent_derivative",
     "pow_self_derivative",
     "scale",
     "scale_conj",
-    "sgn_derivative",
-    "unbroadcast",
-    "unless_rounded",
 ]
 
 
@@ -53,22 +45,6 @@ def scale_conj(t: torch.Tensor, factor) -> torch.Tensor:
 
 def _is_one(factor) -> bool:
     return not isinstance(factor, torch.Tensor) and factor == 1
-
-
-def unbroadcast(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Sum `grad` down to `like`'s shape (undoing broadcasting), and take its real
-    part when `like` is real and `grad` complex (a real input's gradient is real)."""
-    if grad.shape != like.shape:
-        grad = grad.sum_to_size(like.shape)
-    return as_real_like(grad, like)
-
-
-def copy_broadcast(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """A copy of `t` broadcast to `like`'s shape: a tensor of its own where no
-    broadcasting is needed (native's copy_ tangent is no view then), else an
-    expanded view of the copy."""
-    copy = t.clone()
-    return copy if copy.shape == like.shape else copy.expand_as(like)
 
 
 def conform(
@@ -127,41 +103,10 @@ def pow_exponent_derivative(self, exponent, result: torch.Tensor) -> torch.Tenso
     return torch.where(at_zero, 0.0, derivative)
 
 
-def clamp_mask(self: torch.Tensor, min, max) -> torch.Tensor:
-    """d clamp(self, min, max) / d self: 1 inside [min, max] (bounds included), 0 outside."""
-    mask = torch.ones_like(self, dtype=torch.bool)
-    if min is not None:
-        mask = mask & (self >= min)
-    if max is not None:
-        mask = mask & (self <= max)
-    return mask
-
-
-def finite_parts(t: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
-    """`t` where `self` is finite, 0 elsewhere, part by part: nan_to_num replaces
-    the real and the imaginary part of a complex value each on its own, so a
-    finite part keeps its derivative beside a NaN one."""
-    if not self.is_complex():
-        return t * self.isfinite()
-    real_mask, imag_mask = self.real.isfinite(), self.imag.isfinite()
-    if not t.is_complex():
-        return t * real_mask
-    return torch.complex(t.real * real_mask, t.imag * imag_mask)
-
-
 def mvlgamma_derivative(self: torch.Tensor, p: int) -> torch.Tensor:
     """d mvlgamma(self, p) / d self: the sum of digamma(self - i / 2) over i < p."""
     offsets = torch.arange(p, dtype=self.dtype, device=self.device) * -0.5
     return (self.unsqueeze(-1) + offsets).digamma().sum(-1)
-
-
-def logit_derivative(self: torch.Tensor, eps) -> torch.Tensor:
-    """d logit(self, eps) / d self = 1 / (self (1 - self)); with eps, 0 outside
-    [eps, 1 - eps] (where logit clamps); without, NaN outside [0, 1], as torch."""
-    derivative = (self * (1 - self)).reciprocal()
-    if eps is None:
-        return torch.where((self < 0).logical_or(self > 1), float("nan"), derivative)
-    return torch.where((self < eps).logical_or(self > 1 - eps), 0.0, derivative)
 
 
 def angle_grad(grad: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
@@ -170,12 +115,6 @@ def angle_grad(grad: torch.Tensor, self: torch.Tensor) -> torch.Tensor:
     if not self.is_complex():
         return torch.zeros_like(grad)
     return torch.where(self == 0, 0.0, grad * self * 1j / self.abs().square())
-
-
-def unless_rounded(t: torch.Tensor, rounding_mode) -> torch.Tensor:
-    """`t` for true division (rounding_mode None), else zeros: a rounded quotient
-    (trunc, floor) is piecewise constant."""
-    return t if rounding_mode is None else torch.zeros_like(t)
 
 
 def clamp_tensor_grads(grad, self, min, max) -> tuple:
@@ -196,40 +135,4 @@ def clamp_tensor_grads(grad, self, min, max) -> tuple:
         unbroadcast(torch.where(self_mask, grad, zero), self),
         None if min is None else unbroadcast(torch.where(min_mask, grad, zero), min),
         None if max is None else unbroadcast(torch.where(max_mask, grad, zero), max),
-    )
-
-
-def clamp_tensor_weight(self_p, min_p, max_p, which: str) -> torch.Tensor:
-    """Where clamp.Tensor's result took `which` ("self", "min" or "max"): a mask
-    to weight that input's tangent by (max wins where min > max; an absent bound
-    never does)."""
-    if min_p is not None and max_p is not None:
-        crossed = min_p > max_p
-        below = (self_p < min_p).logical_and(crossed.logical_not())
-        above = (self_p > max_p).logical_and(below.logical_not())
-        masks = {
-            "self": crossed.logical_or(below).logical_or(above).logical_not(),
-            "min": below,
-            "max": crossed.logical_or(above),
-        }
-    elif min_p is not None:
-        masks = {"self": self_p > min_p}
-        masks["min"] = masks["self"].logical_not()
-    elif max_p is not None:
-        masks = {"self": self_p < max_p}
-        masks["max"] = masks["self"].logical_not()
-    else:
-        masks = {"self": torch.ones_like(self_p, dtype=torch.bool)}
-    return masks[which]
-
-
-def sgn_derivative(v, self, result):
-    """sgn's derivative applied to v (a tangent or a gradient: it is self-adjoint):
-    (v - Re(v conj(sgn z)) sgn z) / |z|, zero at z = 0; for real inputs sgn is
-    piecewise constant, so zero everywhere (also at NaN, as in PyTorch)."""
-    if not self.is_complex():
-        # (in the primal's dtype, as native's zero)
-        return torch.zeros_like(v, dtype=self.dtype)
-    return torch.where(
-        self == 0, 0.0, (v - (v * result.conj()).real * result) / self.abs()
     )

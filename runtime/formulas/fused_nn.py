@@ -7,10 +7,10 @@ bags, CTC loss and pairwise distances.
   unnormalization, the padding modes' clip and reflection, bilinear, nearest and
   bicubic weights) with the weights' first and second derivatives in the grid.
 - CTC loss: the true gradient in `log_probs` (native's backward assumes they come
-  out of a log_softmax).
+  out of a log_softmax), written once in helpers/fused_nn.yaml.
 - Pairwise distances (`_cdist_forward`, `_euclidean_dist`, `_cdist_backward`): the
   derivative of a p-norm distance in the coordinate differences, and its own
-  derivatives.
+  derivatives, are written once in helpers/fused_nn.yaml.
 - Grouped matmul (`_grouped_mm`, mixture-of-experts layers): the op on operands in
   any layout, zero where its groups do not reach (its tangents and gradients are
   the op again).
@@ -23,10 +23,6 @@ import itertools
 import torch
 
 __all__ = [
-    "cdist_weights",
-    "cdist_weights_diff_derivative",
-    "cdist_weights_dist_derivative",
-    "ctc_loss_log_probs_grad",
     "embedding_bag_dense_backward_grads",
     "grid_sampler_backward_grads",
     "grid_sampler_grid_second",
@@ -34,118 +30,6 @@ __all__ = [
     "grid_sampler_grid_tangent_adjoint",
     "grouped_mm_any_layout",
 ]
-
-# ---------------------------------------------------------------- pairwise distances
-
-
-def _p_branch(p: float) -> str:
-    if p == 0:
-        return "zero"
-    if p == 1:
-        return "one"
-    if p == 2:
-        return "two"
-    if p == float("inf"):
-        return "inf"
-    return "general"
-
-
-def cdist_weights(diff: torch.Tensor, p: float, dist: torch.Tensor) -> torch.Tensor:
-    """d dist / d diff for dist = ||diff||_p over the last dimension, `diff` the
-    coordinate differences x1_i - x2_j ([..., P, R, M]) and `dist` the distances
-    ([..., P, R]): sign(diff) |diff|^(p-1) / dist^(p-1); 0 for p = 0; sign(diff)
-    for p = 1; diff / dist for p = 2; sign(diff) where |diff| = dist for p = inf.
-    Zero where dist is 0 (as native's backward)."""
-    branch = _p_branch(p)
-    d = dist.unsqueeze(-1)
-    if branch == "zero":
-        return torch.zeros_like(diff)
-    if branch == "one":
-        return diff.sign()
-    nonzero = d != 0
-    safe = torch.where(nonzero, d, torch.ones_like(d))
-    if branch == "two":
-        return torch.where(nonzero, diff / safe, torch.zeros_like(diff))
-    if branch == "inf":
-        hit = (diff.abs() == d) & nonzero
-        return torch.where(hit, diff.sign(), torch.zeros_like(diff))
-    w = diff.sign() * diff.abs().pow(p - 1) / safe.pow(p - 1)
-    return torch.where(nonzero, w, torch.zeros_like(diff))
-
-
-def cdist_weights_diff_derivative(
-    diff: torch.Tensor, p: float, dist: torch.Tensor
-) -> torch.Tensor:
-    """The derivative of `cdist_weights(diff, p, dist)` in `diff` with `dist` held
-    fixed, element-wise (the Jacobian is diagonal): (p-1) |diff|^(p-2) / dist^(p-1),
-    1 / dist for p = 2, 0 for p = 0, 1, inf; zero where dist is 0."""
-    branch = _p_branch(p)
-    if branch in ("zero", "one", "inf"):
-        return torch.zeros_like(diff)
-    d = dist.unsqueeze(-1)
-    nonzero = d != 0
-    safe = torch.where(nonzero, d, torch.ones_like(d))
-    if branch == "two":
-        w = torch.ones_like(diff) / safe
-    else:
-        w = (p - 1) * diff.abs().pow(p - 2) / safe.pow(p - 1)
-    return torch.where(nonzero, w, torch.zeros_like(diff))
-
-
-def cdist_weights_dist_derivative(
-    diff: torch.Tensor, p: float, dist: torch.Tensor
-) -> torch.Tensor:
-    """The derivative of `cdist_weights(diff, p, dist)` in `dist` with `diff` held
-    fixed, shaped like `diff`: -(p-1) cdist_weights / dist; 0 for p = 0, 1, inf
-    and where dist is 0."""
-    branch = _p_branch(p)
-    if branch in ("zero", "one", "inf"):
-        return torch.zeros_like(diff)
-    d = dist.unsqueeze(-1)
-    nonzero = d != 0
-    safe = torch.where(nonzero, d, torch.ones_like(d))
-    w = cdist_weights(diff, p, dist) * (1 - p) / safe
-    return torch.where(nonzero, w, torch.zeros_like(diff))
-
-
-# ---------------------------------------------------------------- CTC loss
-
-
-def ctc_loss_log_probs_grad(
-    grad,
-    log_probs,
-    targets,
-    input_lengths,
-    target_lengths,
-    neg_log_likelihood,
-    log_alpha,
-    blank: int,
-    zero_infinity: bool,
-):
-    """The gradient of `_ctc_loss`'s negative log likelihood ([B]) in `log_probs`
-    ([T, B, C]), `grad` its cotangent: minus the posterior probability that the
-    alignment emits class c at time t. Native's `_ctc_loss_backward` returns that
-    plus exp(log_probs) (for t < input_length), which is right only after a
-    log_softmax; this subtracts it. Lengths as int lists or tensors."""
-    native = torch.ops.aten._ctc_loss_backward(
-        grad,
-        log_probs,
-        targets,
-        input_lengths,
-        target_lengths,
-        neg_log_likelihood,
-        log_alpha,
-        blank,
-        zero_infinity,
-    )
-    lengths = torch.as_tensor(input_lengths, device=log_probs.device)
-    steps = torch.arange(log_probs.shape[0], device=log_probs.device)
-    live = steps.unsqueeze(1) < lengths.unsqueeze(0)  # [T, B]
-    if zero_infinity:
-        live = live & neg_log_likelihood.isfinite().unsqueeze(0)
-    scale = torch.where(live, grad.unsqueeze(0), torch.zeros_like(grad).unsqueeze(0))
-    return native - log_probs.exp() * scale.unsqueeze(-1)
-
 
 # ---------------------------------------------------------------- grid sampling
 # interpolation_mode: 0 bilinear, 1 nearest, 2 bicubic;

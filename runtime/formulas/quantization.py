@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import torch
 
+from dualgen.generated.helpers import (
+    fake_quant_partials,
+    per_channel_qparams,
+    per_tensor_qparams,
+)
+
 __all__ = [
     "fake_quantize_learnable_per_channel_grads",
-    "fake_quantize_learnable_per_channel_tangent",
     "fake_quantize_learnable_per_tensor_grads",
-    "fake_quantize_learnable_per_tensor_tangent",
 ]
 
 # ---------------------------------------------------------------- fake quantization
@@ -31,45 +35,6 @@ __all__ = [
 # runs in float32 only).
 
 
-def _fake_quant_partials(self, scale, zero_point, quant_min: int, quant_max: int):
-    """(inside, numerator, weight, d out / d z) element-wise for the broadcastable
-    scale and (integer) zero point, in self's dtype, grad_factor not applied:
-    d out / d s = numerator * weight. Written as native's kernel computes it
-    (fused multiply-adds, the weight 1 / s applied last) so that float32
-    gradients agree with autograd's to the last bit."""
-    s = scale.to(self.dtype)
-    z = zero_point.to(self.dtype)
-    inv = s.reciprocal()
-    xq = torch.round(torch.addcmul(z, self, inv))
-    inside = (xq >= quant_min).logical_and(xq <= quant_max)
-    numerator = torch.where(
-        inside,
-        torch.addcmul(-self, xq.clamp(quant_min, quant_max) - z, s),
-        torch.where(xq < quant_min, quant_min - z, quant_max - z),
-    )
-    weight = torch.where(inside, inv, torch.ones_like(inv))
-    d_zero_point = torch.where(inside, torch.zeros_like(self), -s)
-    return inside, numerator, weight, d_zero_point
-
-
-def _per_tensor_qparams(scale, zero_point, quant_min: int, quant_max: int):
-    s = scale.reshape(-1)[0]
-    z = torch.clamp(zero_point.reshape(-1)[0] + 0.5, quant_min, quant_max).trunc()
-    return s, z
-
-
-def _channel_shape(self, axis: int) -> list:
-    shape = [1] * self.dim()
-    shape[axis] = -1
-    return shape
-
-
-def _per_channel_qparams(self, scale, zero_point, axis, quant_min, quant_max):
-    shape = _channel_shape(self, axis)
-    z = torch.round(zero_point).clamp(quant_min, quant_max)
-    return scale.reshape(shape), z.reshape(shape)
-
-
 def _per_tensor_sum(t, like):
     """The sum of `t`, as the gradient of the one-element `like` (scale[0])."""
     total = t.sum().to(like.dtype).reshape(1)
@@ -82,8 +47,8 @@ def fake_quantize_learnable_per_tensor_grads(
     """Gradients of _fake_quantize_learnable_per_tensor_affine for (self, scale,
     zero_point) by the straight-through estimator, as autograd's (see the section
     comment); in any floating dtype."""
-    s, z = _per_tensor_qparams(scale, zero_point, quant_min, quant_max)
-    inside, numerator, weight, d_zero_point = _fake_quant_partials(
+    s, z = per_tensor_qparams(scale, zero_point, quant_min, quant_max)
+    inside, numerator, weight, d_zero_point = fake_quant_partials(
         self, s, z, quant_min, quant_max
     )
     return (
@@ -91,30 +56,6 @@ def fake_quantize_learnable_per_tensor_grads(
         _per_tensor_sum(grad * numerator * weight * grad_factor, scale),
         _per_tensor_sum(grad * d_zero_point * grad_factor, zero_point),
     )
-
-
-def fake_quantize_learnable_per_tensor_tangent(
-    self_t,
-    scale_t,
-    zero_point_t,
-    self,
-    scale,
-    zero_point,
-    quant_min: int,
-    quant_max: int,
-    grad_factor: float,
-) -> torch.Tensor:
-    """Tangent of _fake_quantize_learnable_per_tensor_affine: the transpose of
-    `fake_quantize_learnable_per_tensor_grads` (tangents of scale and zero_point
-    read at their first element, as the op reads the values)."""
-    s, z = _per_tensor_qparams(scale, zero_point, quant_min, quant_max)
-    inside, numerator, weight, d_zero_point = _fake_quant_partials(
-        self, s, z, quant_min, quant_max
-    )
-    d_scale = numerator * weight
-    ds = scale_t.reshape(-1)[0].to(self.dtype)
-    dz = zero_point_t.reshape(-1)[0].to(self.dtype)
-    return self_t * inside + (d_scale * ds + d_zero_point * dz) * grad_factor
 
 
 def fake_quantize_learnable_per_channel_grads(
@@ -130,8 +71,8 @@ def fake_quantize_learnable_per_channel_grads(
     """Gradients of _fake_quantize_learnable_per_channel_affine for (self, scale,
     zero_point) by the straight-through estimator, as autograd's (see the section
     comment), the scale and zero-point terms summed over all but `axis`."""
-    s, z = _per_channel_qparams(self, scale, zero_point, axis, quant_min, quant_max)
-    inside, numerator, weight, d_zero_point = _fake_quant_partials(
+    s, z = per_channel_qparams(self, scale, zero_point, axis, quant_min, quant_max)
+    inside, numerator, weight, d_zero_point = fake_quant_partials(
         self, s, z, quant_min, quant_max
     )
     dims = [d for d in range(self.dim()) if d != axis]
@@ -140,28 +81,3 @@ def fake_quantize_learnable_per_channel_grads(
         (grad * numerator * weight * grad_factor).sum(dims).to(scale.dtype),
         (grad * d_zero_point * grad_factor).sum(dims).to(zero_point.dtype),
     )
-
-
-def fake_quantize_learnable_per_channel_tangent(
-    self_t,
-    scale_t,
-    zero_point_t,
-    self,
-    scale,
-    zero_point,
-    axis: int,
-    quant_min: int,
-    quant_max: int,
-    grad_factor: float,
-) -> torch.Tensor:
-    """Tangent of _fake_quantize_learnable_per_channel_affine: the transpose of
-    `fake_quantize_learnable_per_channel_grads`."""
-    s, z = _per_channel_qparams(self, scale, zero_point, axis, quant_min, quant_max)
-    inside, numerator, weight, d_zero_point = _fake_quant_partials(
-        self, s, z, quant_min, quant_max
-    )
-    d_scale = numerator * weight
-    shape = _channel_shape(self, axis)
-    ds = scale_t.reshape(shape).to(self.dtype)
-    dz = zero_point_t.reshape(shape).to(self.dtype)
-    return self_t * inside + (d_scale * ds + d_zero_point * dz) * grad_factor

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from dualgen.generated.helpers import as_real_like
+from dualgen.generated.helpers import as_real_like, extreme_weights, scatter_touched
 
 __all__ = [
     "as_strided_grad",
@@ -24,7 +24,6 @@ __all__ = [
     "repeat_grad",
     "resize_tangent",
     "scatter_reduce_grads",
-    "scatter_reduce_tangent",
     "slice_grad",
     "split_like",
     "stack_grads",
@@ -162,32 +161,6 @@ def _scatter_count(self, dim: int, index, include_self: bool) -> torch.Tensor:
     return start.scatter_add(dim, index, torch.ones_like(index, dtype=self.dtype))
 
 
-def _scatter_touched(self, dim: int, index) -> torch.Tensor:
-    """Where `index` writes into `self` (bool)."""
-    hit = torch.zeros_like(self, dtype=torch.bool)
-    return hit.scatter(dim, index, True)
-
-
-def _src_read(src, index) -> torch.Tensor:
-    """The part of `src` that scatter reads (its leading corner shaped like `index`)."""
-    for d, n in enumerate(index.shape):
-        src = src.narrow(d, 0, n)
-    return src
-
-
-def _extreme_weights(self, dim, index, src, reduce, include_self, result):
-    """For amax/amin: the weight of each self and src element in the result (1/N for
-    each of the N elements attaining it, 0 otherwise)."""
-    touched = _scatter_touched(self, dim, index)
-    self_hit = self == result
-    if not include_self:
-        self_hit = self_hit & ~touched
-    src_hit = _src_read(src, index) == result.gather(dim, index)
-    count = self_hit.to(self.dtype).scatter_add(dim, index, src_hit.to(self.dtype))
-    count = count.masked_fill(count == 0, 1)
-    return self_hit / count, src_hit / count.gather(dim, index)
-
-
 def scatter_reduce_grads(
     grad, self, dim: int, index, src, reduce: str, include_self: bool, result
 ):
@@ -195,7 +168,7 @@ def scatter_reduce_grads(
 
     amax/amin share the gradient equally among the elements attaining the result.
     """
-    touched = _scatter_touched(self, dim, index)
+    touched = scatter_touched(self, dim, index)
     if reduce == "sum":
         self_grad = grad if include_self else grad.masked_fill(touched, 0)
         src_grad = grad.gather(dim, index)
@@ -205,9 +178,7 @@ def scatter_reduce_grads(
         self_grad = share if include_self else share.masked_fill(touched, 0)
         src_grad = share.gather(dim, index)
     elif reduce in ("amax", "amin"):
-        self_w, src_w = _extreme_weights(
-            self, dim, index, src, reduce, include_self, result
-        )
+        self_w, src_w = extreme_weights(self, dim, index, src, include_self, result)
         self_grad = grad * self_w
         src_grad = grad.gather(dim, index) * src_w
     else:
@@ -215,33 +186,6 @@ def scatter_reduce_grads(
             f"scatter_reduce: no derivative for reduce={reduce!r}"
         )
     return self_grad, _fit(src_grad, src)
-
-
-def scatter_reduce_tangent(
-    self_t,
-    self_p,
-    dim: int,
-    index,
-    src_t,
-    src_p,
-    reduce: str,
-    include_self: bool,
-    result,
-):
-    """Tangent of scatter_reduce (sum, mean, amax, amin); linear in self_t, src_t."""
-    if reduce in ("sum", "mean"):
-        return self_t.scatter_reduce(
-            dim, index, src_t, reduce, include_self=include_self
-        )
-    if reduce in ("amax", "amin"):
-        self_w, src_w = _extreme_weights(
-            self_p, dim, index, src_p, reduce, include_self, result
-        )
-        # The weights in each tangent's dtype, as native's (masks keep it).
-        self_term = self_t * self_w.to(self_t.dtype)
-        src_term = _src_read(src_t, index) * src_w.to(src_t.dtype)
-        return self_term.scatter_add(dim, index, src_term.to(self_term.dtype))
-    raise NotImplementedError(f"scatter_reduce: no derivative for reduce={reduce!r}")
 
 
 def block_diag_grads(grad: torch.Tensor, tensors: Sequence[torch.Tensor]) -> list:

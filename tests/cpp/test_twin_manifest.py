@@ -38,9 +38,8 @@ def _names_called(test_file: Path) -> frozenset[str]:
 
 @pytest.mark.parametrize("twin", TWINS, ids=[str(t.schema) for t in TWINS])
 def test_each_twin_has_its_python_helper(twin):
-    helper = getattr(formulas, twin.name, None) or getattr(
-        getattr(formulas, Path(twin.source).stem), f"_{twin.name}", None
-    )
+    module = getattr(formulas, Path(twin.source).stem)
+    helper = getattr(formulas, twin.name, None) or getattr(module, twin.name, None)
     assert callable(helper), f"{twin.location}: no Python helper {twin.name}"
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from dualgen import formulas as py_nn
 from dualgen.formulas import fused_nn as py
-from dualgen.formulas import nn as py_nn
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
 

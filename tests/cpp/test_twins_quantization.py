@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dualgen.formulas import quantization as py
+from dualgen import formulas as py
 
 F32, F64 = torch.float32, torch.float64
 

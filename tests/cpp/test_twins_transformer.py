@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dualgen.formulas import transformer as py
+from dualgen import formulas as py
 
 F64 = torch.float64
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from formula_checks import R, close
 
-from dualgen.formulas import quantization as F
+from dualgen import formulas as F
 
 aten = torch.ops.aten
 F32 = torch.float32

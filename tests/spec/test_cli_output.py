@@ -50,11 +50,13 @@ def test_two_runs_with_different_hash_seeds_give_identical_bytes(tmp_path):
     second = _generate(tmp_path / "b", "4242")
     assert first == second
     python = {"__init__.py", "jvp.py", "vjp.py", "registry.py", "collectives.py"}
+    python.add("helpers.py")
     cpp = {f"cpp/jvp_{i}.cpp" for i in range(SHARDS)} | {
         "cpp/registry.cpp",
         "cpp/formulas.h",
         "cpp/formulas_bindings.cpp",
     }
+    cpp |= {f"cpp/helpers_{p.stem}.cpp" for p in (ROOT / "helpers").glob("*.yaml")}
     assert set(first) == python | cpp
 
 

@@ -178,9 +178,9 @@ CAUGHT_CASES = [
 # generation stops at the formula's line.
 CPP_CASES = [
     (
-        "tensor_subscript_has_no_cpp_twin",
-        mul_fw("self_t * other_p[0]"),
-        [fw("no C++ twin: cannot subscript `other_p[0]` in C++")],
+        "tensor_mask_index_has_no_cpp_twin",
+        mul_fw("self_t * other_p[other_p > 0].sum()"),
+        [fw("no C++ twin: `other_p[other_p > 0]`: an index of ints only")],
     ),
     (
         "slice_has_no_cpp_twin",

@@ -84,6 +84,7 @@ def test_entries_added_on_two_branches_merge_without_conflict(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(REPO / "derivatives.yaml", repo / "derivatives.yaml")
+    shutil.copytree(REPO / "helpers", repo / "helpers")
     _regenerate(repo)
     assert _git(repo, "init", "-q", "-b", "main").returncode == 0
     _git(repo, "add", "-A")
@@ -116,6 +117,7 @@ def test_one_new_entry_changes_only_its_own_kernels(tmp_path):
     before = generate_files(REPO / "derivatives.yaml").files
     spec = tmp_path / "derivatives.yaml"
     spec.write_text(_at_top((REPO / "derivatives.yaml").read_text()))
+    shutil.copytree(REPO / "helpers", tmp_path / "helpers")
     after = generate_files(spec).files
     for name in before:
         old, new = before[name].splitlines(), after[name].splitlines()

@@ -1,44 +1,10 @@
 #include "formulas.h"  // generated from twins.yaml
 
 #include <array>
-#include <cmath>
-#include <string>
 
 namespace dualgen::formulas {
 
 namespace {
-
-constexpr double kPi = 3.141592653589793;  // torch.pi (math.pi)
-
-// Python's `a * b` of two numbers: int * int stays int, a complex makes it
-// complex, else float.
-c10::Scalar scalar_mul(const c10::Scalar& a, const c10::Scalar& b) {
-  if (a.isComplex() || b.isComplex()) {
-    return c10::Scalar(a.toComplexDouble() * b.toComplexDouble());
-  }
-  if (a.isIntegral(/*includeBool=*/true) && b.isIntegral(/*includeBool=*/true)) {
-    return c10::Scalar(a.toLong() * b.toLong());
-  }
-  return c10::Scalar(a.toDouble() * b.toDouble());
-}
-
-// `a, b = t.chunk(2, dim)`, with Python's error when it gives one chunk.
-std::array<at::Tensor, 2> halves(const at::Tensor& t, int64_t dim) {
-  std::vector<at::Tensor> parts = t.chunk(2, dim);
-  TORCH_CHECK_VALUE(
-      parts.size() >= 2,
-      "not enough values to unpack (expected 2, got ", parts.size(), ")");
-  return {parts[0], parts[1]};
-}
-
-// [lo, hi) as a list of dimensions.
-std::vector<int64_t> dim_range(int64_t lo, int64_t hi) {
-  std::vector<int64_t> dims;
-  for (int64_t d = lo; d < hi; ++d) {
-    dims.push_back(d);
-  }
-  return dims;
-}
 
 // [0, 2, 3, ..., ndim - 1]: every dimension but the channel one.
 std::vector<int64_t> all_but_channel(int64_t ndim) {
@@ -206,77 +172,6 @@ at::Tensor grad_input_tangent(
 }
 
 }  // namespace
-
-at::Tensor elu_second_derivative(
-    const at::Tensor& self_or_result,
-    const c10::Scalar& alpha,
-    const c10::Scalar& scale,
-    const c10::Scalar& input_scale,
-    bool is_result) {
-  const at::Tensor& x = self_or_result;
-  at::Tensor negative = (x <= 0).to(x.scalar_type());
-  if (is_result) {
-    return negative * input_scale;
-  }
-  c10::Scalar factor = scalar_mul(
-      scalar_mul(scalar_mul(input_scale, input_scale), alpha), scale);
-  return negative * factor * (x * input_scale).exp();
-}
-
-at::Tensor gelu_second_derivative(
-    const at::Tensor& self, c10::string_view approximate) {
-  const at::Tensor& x = self;
-  if (approximate == "tanh") {
-    double k = std::pow(2.0 / kPi, 0.5);
-    double c = 0.044715;
-    at::Tensor t = (at::mul(x + at::mul(x, c) * x * x, k)).tanh();
-    at::Tensor du = at::mul(at::add(at::mul(x, 3 * c) * x, 1), k);
-    return at::rsub(t * t, 1) *
-        (du - x * t * du * du + at::mul(x, 3 * k * c) * x);
-  }
-  return at::mul(x, -0.5).mul(x).exp() / std::pow(2.0 * kPi, 0.5) *
-      at::rsub(x * x, 2);
-}
-
-at::Tensor mish_derivative(const at::Tensor& self) {
-  at::Tensor t = at::softplus(self).tanh();
-  return t + self * self.sigmoid() * at::rsub(t * t, 1);
-}
-
-at::Tensor mish_second_derivative(const at::Tensor& self) {
-  const at::Tensor& x = self;
-  at::Tensor t = at::softplus(x).tanh();
-  at::Tensor s = x.sigmoid();
-  return at::rsub(t * t, 1) *
-      (at::mul(s, 2) + x * s * at::rsub(s, 1) - at::mul(x, 2) * s * s * t);
-}
-
-at::Tensor glu_double_backward(
-    const at::Tensor& grad,
-    const at::Tensor& grad_output,
-    const at::Tensor& self,
-    int64_t dim) {
-  auto [a, b] = halves(self, dim);
-  auto [ga, gb] = halves(grad, dim);
-  at::Tensor s = b.sigmoid();
-  at::Tensor ds = s * at::rsub(s, 1);
-  return at::cat(
-      {gb * grad_output * ds,
-       ds * grad_output * (ga + gb * a * at::rsub(at::mul(s, 2), 1))},
-      dim);
-}
-
-at::Tensor bce_self_second_derivative(
-    const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
-  at::Tensor d = at::pow(self - target, 2) + target * at::rsub(target, 1);
-  d = d / at::pow((self * at::rsub(self, 1)).clamp_min(1e-12), 2);
-  return weight.defined() ? d * weight : d;
-}
-
-at::Tensor bce_cross_derivative(const at::Tensor& self, const at::Tensor& weight) {
-  at::Tensor d = -(self * at::rsub(self, 1)).clamp_min(1e-12).reciprocal();
-  return weight.defined() ? d * weight : d;
-}
 
 at::Tensor convolution_backward_tangent(
     int64_t which,

@@ -42,8 +42,19 @@ inline c10::List<std::optional<at::Tensor>> optional_tensors(
   return out;
 }
 
-inline at::OptionalIntArrayRef int_list(const std::optional<std::vector<int64_t>>& v) {
-  return v.has_value() ? at::OptionalIntArrayRef(*v) : at::OptionalIntArrayRef();
+// Python's `dim` of a reduction: None, one int, or a list of ints; holds the
+// list while the twin's call (the full expression) runs.
+struct IntList {
+  std::optional<std::vector<int64_t>> values;
+  operator at::OptionalIntArrayRef() const {
+    return values ? at::OptionalIntArrayRef(*values) : at::OptionalIntArrayRef();
+  }
+};
+
+inline IntList int_list(const pybind11::handle& obj) {
+  if (obj.is_none()) return IntList{};
+  if (PyLong_Check(obj.ptr())) return IntList{std::vector<int64_t>{obj.cast<int64_t>()}};
+  return IntList{obj.cast<std::vector<int64_t>>()};
 }
 
 // A Python number as a c10::Scalar (torch's pybind caster does not load them).

@@ -1,25 +1,12 @@
 #include "formulas.h"  // generated from twins.yaml
 
 #include <array>
-#include <limits>
 #include <tuple>
 #include <utility>
 
 namespace dualgen::formulas {
 
 namespace {
-
-// ---------------------------------------------------------------- cdist
-
-enum class PBranch { Zero, One, Two, Inf, General };
-
-PBranch p_branch(double p) {
-  if (p == 0) return PBranch::Zero;
-  if (p == 1) return PBranch::One;
-  if (p == 2) return PBranch::Two;
-  if (p == std::numeric_limits<double>::infinity()) return PBranch::Inf;
-  return PBranch::General;
-}
 
 // ---------------------------------------------------------------- grid sampling
 
@@ -229,100 +216,6 @@ at::Tensor along(const std::vector<at::Tensor>& first, const at::Tensor& grid_t)
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------- cdist
-
-at::Tensor cdist_weights(const at::Tensor& diff, double p, const at::Tensor& dist) {
-  const PBranch branch = p_branch(p);
-  at::Tensor d = dist.unsqueeze(-1);
-  if (branch == PBranch::Zero) return at::zeros_like(diff);
-  if (branch == PBranch::One) return diff.sign();
-  at::Tensor nonzero = d != 0;
-  at::Tensor safe = at::where(nonzero, d, at::ones_like(d));
-  if (branch == PBranch::Two) {
-    return at::where(nonzero, diff / safe, at::zeros_like(diff));
-  }
-  if (branch == PBranch::Inf) {
-    at::Tensor hit = (diff.abs() == d) & nonzero;
-    return at::where(hit, diff.sign(), at::zeros_like(diff));
-  }
-  at::Tensor w = diff.sign() * diff.abs().pow(p - 1) / safe.pow(p - 1);
-  return at::where(nonzero, w, at::zeros_like(diff));
-}
-
-at::Tensor cdist_weights_diff_derivative(
-    const at::Tensor& diff, double p, const at::Tensor& dist) {
-  const PBranch branch = p_branch(p);
-  if (branch == PBranch::Zero || branch == PBranch::One || branch == PBranch::Inf) {
-    return at::zeros_like(diff);
-  }
-  at::Tensor d = dist.unsqueeze(-1);
-  at::Tensor nonzero = d != 0;
-  at::Tensor safe = at::where(nonzero, d, at::ones_like(d));
-  at::Tensor w = branch == PBranch::Two
-                     ? at::ones_like(diff) / safe
-                     : (p - 1) * diff.abs().pow(p - 2) / safe.pow(p - 1);
-  return at::where(nonzero, w, at::zeros_like(diff));
-}
-
-at::Tensor cdist_weights_dist_derivative(
-    const at::Tensor& diff, double p, const at::Tensor& dist) {
-  const PBranch branch = p_branch(p);
-  if (branch == PBranch::Zero || branch == PBranch::One || branch == PBranch::Inf) {
-    return at::zeros_like(diff);
-  }
-  at::Tensor d = dist.unsqueeze(-1);
-  at::Tensor nonzero = d != 0;
-  at::Tensor safe = at::where(nonzero, d, at::ones_like(d));
-  at::Tensor w = cdist_weights(diff, p, dist) * (1 - p) / safe;
-  return at::where(nonzero, w, at::zeros_like(diff));
-}
-
-// ---------------------------------------------------------------- CTC loss
-
-namespace {
-
-at::Tensor ctc_correct(
-    const at::Tensor& native, const at::Tensor& grad, const at::Tensor& log_probs,
-    const at::Tensor& lengths, const at::Tensor& neg_log_likelihood,
-    bool zero_infinity) {
-  at::Tensor steps = at::arange(
-      log_probs.size(0), at::TensorOptions().dtype(at::kLong).device(log_probs.device()));
-  at::Tensor live = steps.unsqueeze(1) < lengths.unsqueeze(0);
-  if (zero_infinity) {
-    live = live & neg_log_likelihood.isfinite().unsqueeze(0);
-  }
-  at::Tensor scale =
-      at::where(live, grad.unsqueeze(0), at::zeros_like(grad).unsqueeze(0));
-  return native - log_probs.exp() * scale.unsqueeze(-1);
-}
-
-}  // namespace
-
-at::Tensor ctc_loss_log_probs_grad(
-    const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
-    at::IntArrayRef input_lengths, at::IntArrayRef target_lengths,
-    const at::Tensor& neg_log_likelihood, const at::Tensor& log_alpha,
-    int64_t blank, bool zero_infinity) {
-  at::Tensor native = at::_ctc_loss_backward(
-      grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood,
-      log_alpha, blank, zero_infinity);
-  at::Tensor lengths = at::tensor(
-      input_lengths, at::TensorOptions().dtype(at::kLong).device(log_probs.device()));
-  return ctc_correct(native, grad, log_probs, lengths, neg_log_likelihood, zero_infinity);
-}
-
-at::Tensor ctc_loss_log_probs_grad(
-    const at::Tensor& grad, const at::Tensor& log_probs, const at::Tensor& targets,
-    const at::Tensor& input_lengths, const at::Tensor& target_lengths,
-    const at::Tensor& neg_log_likelihood, const at::Tensor& log_alpha,
-    int64_t blank, bool zero_infinity) {
-  at::Tensor native = at::_ctc_loss_backward(
-      grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood,
-      log_alpha, blank, zero_infinity);
-  at::Tensor lengths = input_lengths.to(log_probs.device());
-  return ctc_correct(native, grad, log_probs, lengths, neg_log_likelihood, zero_infinity);
-}
 
 // ---------------------------------------------------------------- grid sampling
 
