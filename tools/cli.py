@@ -52,7 +52,7 @@ def one_source_helpers(spec_path: Path):
     dualgen's installed ones (known, so formulas may call them, but not written).
     Loaded, defined in Python (formulas may call one written in this run) and
     checked; raise SpecErrors."""
-    from .emit_helpers import define_python
+    from .emit_helpers_python import define_python
     from .formula import use_one_source_helpers
     from .helpers import check_bodies, installed_sources, load_helpers, sources_beside
     from .twins import basics, load_twins, manifest_path

@@ -37,7 +37,7 @@ from .cpp_types import (
     return_type,
     twin_return,
 )
-from .cpp_values import _SCALAR_TYPES, Printed, constant, cpp_name
+from .cpp_values import SCALAR_TYPES, Printed, constant, cpp_name
 from .twins import Twins
 
 # Tensor attributes read without a call, and how C++ reads them.
@@ -358,7 +358,7 @@ class CppPrinter:
         if isinstance(dtype, torch.dtype):
             scalar = str(dtype).removeprefix("torch.")
             return Printed(
-                f"c10::ScalarType::{_SCALAR_TYPES[scalar]}", Type("ScalarType")
+                f"c10::ScalarType::{SCALAR_TYPES[scalar]}", Type("ScalarType")
             )
         raise CppError(f"cannot print `{_text(node)}` as C++")
 

@@ -117,7 +117,7 @@ class Printed:
         self.prec = prec
 
 
-_SCALAR_TYPES = {
+SCALAR_TYPES = {
     "float64": "Double",
     "float32": "Float",
     "float16": "Half",

@@ -13,7 +13,8 @@ from pathlib import Path
 import jinja2
 
 from .emit_cpp import CppEmitter, operator_key
-from .emit_helpers import as_twins, cpp_files, python_text
+from .emit_helpers import as_twins, cpp_files
+from .emit_helpers_python import python_text
 from .emit_twins import render_twins
 from .formula import helpers_used
 from .helpers import installed_helpers

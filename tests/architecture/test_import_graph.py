@@ -25,11 +25,10 @@ FOLDERS = {
     "dualgen.tools": "tools",
 }
 TOOLS = "dualgen.tools"
-TOOLS_PRIVATE = "tools/ (being reworked) still imports private names across modules"
 # Private names imported across modules that another change is making public
 # (runtime/formulas/ is being reworked): (importing module, name). Drop each
 # entry once its name is public.
-PENDING_PRIVATE = {("dualgen.formulas.backward_ops", "_group_shape")}
+PENDING_PRIVATE: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)
@@ -305,7 +304,6 @@ def test_no_private_name_is_imported_across_runtime_modules():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.xfail(strict=False, reason=TOOLS_PRIVATE)
 def test_no_private_name_is_imported_across_tools_modules():
     found = _private_imports(in_tools=True)
     assert not found, "\n".join(found)

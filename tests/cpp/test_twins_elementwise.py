@@ -317,7 +317,7 @@ def test_clamp_tensor_weight_partition(cpp_formulas):
 
 def test_clamp_tensor_weight_unknown(cpp_formulas):
     # No input is named "mid": no mask takes it, in both languages.
-    cpp, ref = both(cpp_formulas, "clamp_tensor_weight", rand(3), None, None, "mid")
+    _, ref = both(cpp_formulas, "clamp_tensor_weight", rand(3), None, None, "mid")
     assert not ref.any()
 
 

@@ -166,7 +166,7 @@ def test_too_many_tangents_give_one_dense_branch(tmp_path, monkeypatch):
 
     import torch
 
-    from dualgen.mode import call_with
+    from dualgen.dispatch.inplace import call_with
 
     enumerated_text, enumerated = _kernels(tmp_path, monkeypatch, 4, "enumerated")
     dense_text, dense = _kernels(tmp_path, monkeypatch, 0, "dense")
