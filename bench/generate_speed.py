@@ -21,8 +21,8 @@ REPEATS = 3
 def synthetic_entries() -> list[str]:
     import torch
 
-    from dualgen.tools.model import OpKind, TypeKind
-    from dualgen.tools.schema import SchemaSyntaxError, parse_schema
+    from dualgen.tools.spec.model import OpKind, TypeKind
+    from dualgen.tools.spec.schema import SchemaSyntaxError, parse_schema
 
     entries = []
     for s in sorted(torch._C._jit_get_all_schemas(), key=str):

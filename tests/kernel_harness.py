@@ -17,7 +17,6 @@ import torch
 
 from dualgen.generated.registry import KERNELS
 from dualgen.tools.cli import checked_spec
-from dualgen.tools.inputs import Case, cases_for
 from dualgen.tools.validate import (
     DTYPES,
     SINGLE,
@@ -25,6 +24,7 @@ from dualgen.tools.validate import (
     samples_of,
     seed_of,
 )
+from dualgen.tools.validate.inputs import Case, cases_for
 
 SPEC_PATH = Path(__file__).resolve().parents[1] / "derivatives.yaml"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dualgen import formulas
-from dualgen.tools.helpers import load_helpers, sources_beside
-from dualgen.tools.twins import load_twins, manifest_path
+from dualgen.tools.check.helpers import load_helpers, sources_beside
+from dualgen.tools.check.twins import load_twins, manifest_path
 
 TESTS = Path(__file__).parent
 TWINS = load_twins(manifest_path()).overloads

@@ -2,7 +2,7 @@
 command line, a domain an op needs (real log), ops torch refuses in complex (n/a),
 an undeclared tensor list, a selection of the real spec on its own samples,
 statistics that move with their source; and
-tools/inputs.py directly (`cases_for`): default and declared shapes, several
+tools/validate/inputs.py directly (`cases_for`): default and declared shapes, several
 samples and defaults, tensor lists, tensor literals, named numbers, dtypes, the
 domains, and determinism for a seed.
 """
@@ -27,14 +27,14 @@ from validate_checks import (
 )
 
 from dualgen.tools.cli import main
-from dualgen.tools.inputs import cases_for
-from dualgen.tools.sample import (
+from dualgen.tools.spec.sample import (
     DtypeName,
     Sample,
     TensorListSample,
     TensorSample,
     parse_sample,
 )
+from dualgen.tools.validate.inputs import cases_for
 
 aten = torch.ops.aten
 
@@ -189,7 +189,7 @@ def test_statistics_move_with_their_source(tmp_path, monkeypatch, capsys, statis
         assert all(detail.startswith("sample 1") for _, detail in found.values())
 
 
-# ---------------------------------------------------------------- tools/inputs.py
+# ---------------------------------------------------------------- tools/validate/inputs.py
 
 
 def sample(**values) -> Sample:
@@ -257,8 +257,8 @@ def test_tensor_list_sample():
 
 def parsed(op, text: str):
     """A sample as the spec writes it, parsed against `op`'s arguments."""
-    from dualgen.tools.errors import Location
-    from dualgen.tools.schema import parse_schema
+    from dualgen.tools.spec.errors import Location
+    from dualgen.tools.spec.schema import parse_schema
 
     schema = parse_schema(str(op._schema).removeprefix("aten::"))
     arguments = {a.name: a for a in schema.arguments}

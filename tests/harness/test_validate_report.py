@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dualgen.tools.report import html_page, markdown
 from dualgen.tools.validate import CHECKS, KernelReport, Verdict
+from dualgen.tools.validate.report import html_page, markdown
 
 
 def _report(kernel: str, verdicts: dict[str, str]) -> KernelReport:

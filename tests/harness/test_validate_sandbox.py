@@ -1,4 +1,4 @@
-"""The working-directory guard of `dualgen validate` (tools/sandbox_dir.py):
+"""The working-directory guard of `dualgen validate` (tools/validate/sandbox_dir.py):
 `empty_cwd` names what its body writes, passes when nothing is written, and
 restores the working directory on exceptions; validate runs each kernel in a
 fresh empty directory and fails a kernel that writes into it.
@@ -24,7 +24,7 @@ from validate_checks import (
     validate,
 )
 
-from dualgen.tools.sandbox_dir import FilesWritten, empty_cwd
+from dualgen.tools.validate.sandbox_dir import FilesWritten, empty_cwd
 
 # ---------------------------------------------------------------- the cwd guard
 

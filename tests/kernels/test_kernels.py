@@ -28,7 +28,7 @@ from kernel_harness import (
 from native_differences import native_difference
 
 from dualgen.generated.registry import KERNELS
-from dualgen.tools.sandbox_dir import empty_cwd
+from dualgen.tools.validate.sandbox_dir import empty_cwd
 
 
 @pytest.fixture(autouse=True)

@@ -19,10 +19,10 @@ from kernel_harness import SPEC_PATH, call, clone_tree, outputs_of
 
 import dualgen.forward_ad as fwAD
 from dualgen.generated.registry import KERNELS
+from dualgen.tools.check.formula import names_used
 from dualgen.tools.cli import checked_spec
-from dualgen.tools.formula import names_used
-from dualgen.tools.inputs import cases_for
 from dualgen.tools.validate import kernels_by_entry, samples_of, seed_of
+from dualgen.tools.validate.inputs import cases_for
 
 STEP = 1e-4  # a moving output changes by about this much
 

@@ -31,7 +31,7 @@ ADD_ = "add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(
 
 NOT_KNOWN = (
     "is no aten operator and not on the allowlist of pure Python functions "
-    "(tools/admissible.py), so it is not known to be pure tensor math"
+    "(tools/check/admissible.py), so it is not known to be pure tensor math"
 )
 NOT_KNOWN_METHOD = NOT_KNOWN.replace("Python functions", "Tensor methods")
 

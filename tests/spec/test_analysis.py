@@ -6,9 +6,9 @@ import ast
 
 import pytest
 
-from dualgen.tools.derive import conj, element_wise_jvp, op_call
-from dualgen.tools.schema import parse_schema
-from dualgen.tools.zeros import specialise
+from dualgen.tools.analyse.derive import conj, element_wise_jvp, op_call
+from dualgen.tools.analyse.zeros import specialise
+from dualgen.tools.spec.schema import parse_schema
 
 
 def _spec(src: str, present: set[str], absent: set[str]):
@@ -123,7 +123,7 @@ def test_auto_linear_calls_the_op_on_tangents_with_keywords():
 )
 def test_inplace_counterpart_matches_by_arguments(functional, inplace):
     from dualgen.tools.analyse import _inplace_counterpart
-    from dualgen.tools.schema import TorchOperators
+    from dualgen.tools.spec.schema import TorchOperators
 
     found = _inplace_counterpart(parse_schema(functional), TorchOperators())
     assert (found.full_name if found else None) == inplace

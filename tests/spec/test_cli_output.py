@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dualgen.tools import write
+from dualgen.tools.cli import write
 from dualgen.tools.cli import generate_files, main
 from dualgen.tools.emit_cpp import SHARDS
 

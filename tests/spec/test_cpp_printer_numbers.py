@@ -7,9 +7,9 @@ import ast
 
 import pytest
 
-from tools.cpp_printer import CppPrinter
-from tools.cpp_types import Type
-from tools.twins import load_twins, manifest_path
+from tools.check.twins import load_twins, manifest_path
+from tools.emit_cpp.printer import CppPrinter
+from tools.emit_cpp.type_table import Type
 
 _TYPES = {"self_p": Type("Tensor"), "weight": Type("Scalar"), "n": Type("int")}
 

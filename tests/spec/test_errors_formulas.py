@@ -504,7 +504,7 @@ def test_depth_error_does_not_depend_on_the_recursion_limit(limit):
     """The parser runs out of stack at a depth set by the process's recursion
     limit, which other code in the same process may have raised (torch's compiler
     does): a too-deep formula gets the same message at any limit."""
-    from dualgen.tools.formula import FormulaError, Scope, parse_formula
+    from dualgen.tools.check.formula import FormulaError, Scope, parse_formula
 
     previous = sys.getrecursionlimit()
     sys.setrecursionlimit(limit)

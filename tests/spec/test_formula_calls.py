@@ -1,5 +1,5 @@
 """Each call in a formula is checked at generate time against its callee's
-schema or signature (tools/calls.py): positional count and keyword names, with a
+schema or signature (tools/check/calls.py): positional count and keyword names, with a
 located error naming the call and the signature it expected. Python's
 conveniences that schemas do not show (varargs sizes, an int for an int list,
 numpy's keyword names, `x.to(dtype)`) still pass.

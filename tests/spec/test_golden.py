@@ -54,8 +54,8 @@ def test_every_file_names_the_module_and_template_that_wrote_it(files):
     """Each header names its writer as imported (a module moved to another package
     names its new place) and the template, which exists; the C++ layout is
     emit_cpp's own."""
-    from dualgen.tools.emit import TEMPLATES, Emitter
     from dualgen.tools.emit_cpp import CppEmitter
+    from dualgen.tools.emit_python import TEMPLATES, Emitter
 
     templates = {name: f"{name}.j2" for name in PYTHON} | {"__init__.py": "init.py.j2"}
     for name in PYTHON:
@@ -63,7 +63,7 @@ def test_every_file_names_the_module_and_template_that_wrote_it(files):
         assert (TEMPLATES / template).is_file()
         writer = f"Written by {Emitter.__module__} from template {template}."
         assert writer in files[name].splitlines()[:5], name
-    from dualgen.tools.emit_twins import render_twins
+    from dualgen.tools.emit_cpp.twins import render_twins
 
     for name in CPP:
         twins = name in ("cpp/formulas.h", "cpp/formulas_bindings.cpp")

@@ -11,11 +11,11 @@ import pytest
 import torch
 from spec_error_cases import _generate, entry, make_error_test
 
-from dualgen.tools.cpp_types import declaration, of_schema
-from dualgen.tools.errors import Location
-from dualgen.tools.inputs import cases_for
-from dualgen.tools.sample import parse_sample
-from dualgen.tools.schema import parse_schema
+from dualgen.tools.emit_cpp.type_table import declaration, of_schema
+from dualgen.tools.spec.errors import Location
+from dualgen.tools.spec.sample import parse_sample
+from dualgen.tools.spec.schema import parse_schema
+from dualgen.tools.validate.inputs import cases_for
 
 aten = torch.ops.aten
 

@@ -1,6 +1,6 @@
 """Everything the formula vocabulary admits is free of side effects.
 
-tools/admissible.py decides which torch callables a formula may call from what
+tools/check/admissible.py decides which torch callables a formula may call from what
 each operator *is* (its schema and tags). This test checks that rule from the other
 side: every callable it admits, called on small tensors, creates no file in the
 working directory, prints nothing (Python-level or C-level), and leaves the global
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from dualgen.tools import admissible
-from dualgen.tools.sandbox_dir import empty_cwd
+from dualgen.tools.check import admissible
+from dualgen.tools.validate.sandbox_dir import empty_cwd
 
 aten = torch.ops.aten
 _Packet = torch._ops.OpOverloadPacket

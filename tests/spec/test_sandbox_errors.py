@@ -1,5 +1,5 @@
 """The formula sandbox: calls that are not pure, deterministic tensor math are
-refused by what they are (tools/admissible.py), in backward and forward formulas,
+refused by what they are (tools/check/admissible.py), in backward and forward formulas,
 also nested inside a linear term and inside a helper's arguments, with the exact
 one-line error and nothing generated (or written anywhere).
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from spec_error_cases import SENTINEL, _generate, entry
 
-from dualgen.tools import admissible
+from dualgen.tools.check import admissible
 
 NEG = "neg(Tensor self) -> Tensor"
 MUL = "mul.Tensor(Tensor self, Tensor other) -> Tensor"
@@ -29,7 +29,7 @@ TORCHSCRIPT = (
 )
 NOT_KNOWN = (
     "is no aten operator and not on the allowlist of pure Python functions "
-    "(tools/admissible.py), so it is not known to be pure tensor math"
+    "(tools/check/admissible.py), so it is not known to be pure tensor math"
 )
 
 # (call with {x} standing for a tensor in scope, what is refused, why)

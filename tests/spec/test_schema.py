@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dualgen.tools.model import OpKind, TypeKind
-from dualgen.tools.schema import SchemaSyntaxError, TorchOperators, parse_schema
+from dualgen.tools.spec.model import OpKind, TypeKind
+from dualgen.tools.spec.schema import SchemaSyntaxError, TorchOperators, parse_schema
 
 
 def _aten_schemas() -> list[str]:

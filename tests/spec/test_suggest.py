@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from dualgen.tools.check.suggest import closest, closest_op_name
 from dualgen.tools.cli import main
-from dualgen.tools.suggest import closest, closest_op_name
 
 TORCH_NAMES = [n for n in dir(torch) if not n.startswith("_")]
 

@@ -6,7 +6,7 @@ dualgen validate [--spec PATH] [--import MODULE ...] [--ops NAME ...] [--report 
 dualgen --version
 
 Run from anywhere inside a project: --spec and --out default to derivatives.yaml
-and generated/ in its root (tools/project.py). `python -m dualgen` is the same.
+and generated/ in its root (tools/spec/project.py). `python -m dualgen` is the same.
 `--import mylib.ops` imports the module that registers a library's custom ops
 before the spec is checked (docs/custom_ops.md).
 """
@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecErrors, SpecUnreadable
-from .project import NotInProject, default_paths, find_root, installed_spec
+from ..spec.errors import SpecErrors, SpecUnreadable
+from ..spec.project import NotInProject, default_paths, find_root, installed_spec
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ def generate_files(spec_path: Path, imports: tuple[str, ...] = ()) -> Outcome:
     """Run load -> build -> analyse -> emit -> format in memory; raise SpecErrors.
     `imports`: the modules registering the spec's custom ops, already imported;
     the generated registry imports them too."""
-    from .analyse import analyse
-    from .emit import Emitter
+    from ..analyse import analyse
+    from ..emit_python import Emitter
     from .write import format_python
 
     written, known = one_source_helpers(spec_path)
@@ -52,10 +52,15 @@ def one_source_helpers(spec_path: Path):
     dualgen's installed ones (known, so formulas may call them, but not written).
     Loaded, defined in Python (formulas may call one written in this run) and
     checked; raise SpecErrors."""
-    from .emit_helpers_python import define_python
-    from .formula import use_one_source_helpers
-    from .helpers import check_bodies, installed_sources, load_helpers, sources_beside
-    from .twins import basics, load_twins, manifest_path
+    from ..check.formula import use_one_source_helpers
+    from ..check.helpers import (
+        check_bodies,
+        installed_sources,
+        load_helpers,
+        sources_beside,
+    )
+    from ..check.twins import basics, load_twins, manifest_path
+    from ..emit_python.helpers import define_python
 
     paths, root = sources_beside(spec_path), spec_path.parent
     written = bool(paths)
@@ -76,10 +81,10 @@ def one_source_helpers(spec_path: Path):
 
 def checked_spec(spec_path: Path):
     """Load and build the spec: (Spec, TorchOperators); raise SpecErrors."""
-    from .build import build_spec
-    from .errors import ErrorSink
-    from .load import load_spec
-    from .schema import TorchOperators
+    from ..check.build import build_spec
+    from ..spec.errors import ErrorSink
+    from ..spec.load import load_spec
+    from ..spec.schema import TorchOperators
 
     sink = ErrorSink()
     display = spec_path.as_posix()
@@ -274,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from .analyse import analyse
-    from .emit import Emitter
+    from ..analyse import analyse
+    from ..emit_python import Emitter
     from .stopwatch import running
     from .write import format_files, read_existing, stale_diff, write_atomically
 
@@ -328,17 +333,17 @@ def _stale_hint(out: Path) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .analyse import analyse
-    from .emit import Emitter
-    from .report import summary, write_reports
-    from .suggest import did_you_mean
-    from .validate import (
+    from ..analyse import analyse
+    from ..check.suggest import did_you_mean
+    from ..emit_python import Emitter
+    from ..validate import (
         load_kernels,
         missing_harness_entries,
         unknown_names,
         validate,
         with_harness_kernels,
     )
+    from ..validate.report import summary, write_reports
 
     start = time.perf_counter()
     written, known = one_source_helpers(args.spec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .cpp_types import CppError, Type
+from .type_table import CppError, Type
 
 CPP_KEYWORDS = frozenset(
     [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .validate import CHECKS, KernelReport, Verdict
+from . import CHECKS, KernelReport, Verdict
 
 _MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "-": ""}
 # A column other kernels have (float32: single-precision-only ops) this one lacks.

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import jinja2
 
-from .emit_cpp import CppEmitter, operator_key
-from .emit_helpers import as_twins, cpp_files
-from .emit_helpers_python import python_text
-from .emit_twins import render_twins
-from .formula import helpers_used
-from .helpers import installed_helpers
-from .plan import Action, Branch, OpPlan, OutputTangent
+from ..analyse.plan import Action, Branch, OpPlan, OutputTangent
+from ..check.formula import helpers_used
+from ..check.helpers import installed_helpers
+from ..check.twins import basics, load_twins, manifest_path
+from ..emit_cpp import CppEmitter, operator_key
+from ..emit_cpp.helpers import as_twins, cpp_files
+from ..emit_cpp.twins import render_twins
+from .helpers import python_text
 from .printer import PythonPrinter
-from .twins import basics, load_twins, manifest_path
 
 TEMPLATES = Path(__file__).parent / "templates"
 # The manifest of hand-written C++ twins, as errors and generated headers name it.

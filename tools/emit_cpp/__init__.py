@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import zlib
 
-from .cpp_printer import CppPrinter, cpp_name
-from .cpp_types import CppError, Type, declaration, of_schema
-from .errors import ErrorSink, SpecErrors
-from .model import OperatorSchema
-from .plan import Action, Branch, OpPlan, OutputTangent
-from .twins import Twins
+from ..analyse.plan import Action, Branch, OpPlan, OutputTangent
+from ..check.twins import Twins
+from ..spec.errors import ErrorSink, SpecErrors
+from ..spec.model import OperatorSchema
+from .printer import CppPrinter, cpp_name
+from .type_table import CppError, Type, declaration, of_schema
 
 SHARDS = 16
 # Every file says what wrote it: this module (its import name, so a move follows);

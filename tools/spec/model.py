@@ -117,7 +117,7 @@ class Entry:
     output_differentiability: tuple[bool, ...]
     # An in-place entry written with no formulas takes them from this functional entry.
     inherits_from: str | None = None
-    samples: tuple = ()  # tools.sample.Sample, for `dualgen validate`
+    samples: tuple = ()  # tools.spec.sample.Sample, for `dualgen validate`
     # The formulas state a convention, not the derivative (CONVENTIONS).
     convention: str | None = None
     # The torch releases that have the overload; None: every supported release.

@@ -23,11 +23,11 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ErrorSink, Location, SpecErrors
+from ..spec.errors import ErrorSink, Location, SpecErrors
+from ..spec.load import RawEntry, RawList, RawScalar, load_spec
+from ..spec.model import OperatorSchema
+from ..spec.schema import SchemaSyntaxError, parse_schema
 from .formula import FormulaError, Scope, check_expression
-from .load import RawEntry, RawList, RawScalar, load_spec
-from .model import OperatorSchema
-from .schema import SchemaSyntaxError, parse_schema
 
 FIELDS = ("helper", "overloads", "internal", "doc", "body")
 SOURCE = "helpers"  # a folder beside the spec: one file of helpers per family
@@ -66,7 +66,7 @@ def installed_sources() -> tuple[list[Path], Path]:
     dualgen.generated. Another spec's formulas may call these helpers."""
     import dualgen.generated
 
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]
     for root in (checkout, Path(dualgen.generated.__file__).resolve().parent):
         paths = sorted((root / SOURCE).glob("*.yaml"))
         if paths:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from .model import OperatorSchema
+from ..spec.model import OperatorSchema
 
 
 def name(identifier: str) -> ast.Name:

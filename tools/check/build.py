@@ -12,12 +12,9 @@ import difflib
 
 from dualgen.operator_schema import needs_value
 
-from .build_collective import build_collective
-from .build_forward import ForwardFormulas
-from .errors import ErrorSink, Location
-from .formula import FormulaError, Scope, names_used, parse_formula
-from .load import RawEntry, RawField, RawList, RawScalar
-from .model import (
+from ..spec.errors import ErrorSink, Location
+from ..spec.load import RawEntry, RawField, RawList, RawScalar
+from ..spec.model import (
     CONVENTIONS,
     BackwardFormula,
     CollectiveEntry,
@@ -29,14 +26,17 @@ from .model import (
     Spec,
     TorchReleases,
 )
-from .sample import DERIVED, SampleError, parse_sample
-from .schema import (
+from ..spec.sample import DERIVED, SampleError, parse_sample
+from ..spec.schema import (
     SchemaProblem,
     SchemaSyntaxError,
     TorchOperators,
     parse_schema,
     registered_schema,
 )
+from .collective import build_collective
+from .formula import FormulaError, Scope, names_used, parse_formula
+from .forward import ForwardFormulas
 
 META_KEYS = (
     "name",

@@ -11,15 +11,8 @@ import ast
 import itertools
 from dataclasses import dataclass, replace
 
-from .derive import (
-    cotangent_name,
-    element_wise_jvp,
-    grads_to_name,
-    is_name,
-    op_call,
-)
-from .errors import Location
-from .model import (
+from ..spec.errors import Location
+from ..spec.model import (
     Auto,
     Entry,
     ForwardFormula,
@@ -28,8 +21,9 @@ from .model import (
     Spec,
     TypeKind,
 )
+from ..spec.schema import TorchOperators
+from .derive import cotangent_name, element_wise_jvp, grads_to_name, is_name, op_call
 from .plan import Action, BackwardStep, Branch, JvpPlan, OpPlan, OutputTangent, VjpPlan
-from .schema import TorchOperators
 from .zeros import specialise
 
 # Beyond this many tangents referenced by one formula, branches are enumerated only

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
+from ..check.suggest import closest_op_name
+from ..spec.model import Auto, Entry, OpKind, Spec
 from .inputs import Case, cases_for
-from .model import Auto, Entry, OpKind, Spec
 from .sandbox_dir import FilesWritten, empty_cwd
-from .suggest import closest_op_name
 
 DTYPES = (torch.float64, torch.complex128)
 CHECKS = ("slow", "fast", "adjoint")

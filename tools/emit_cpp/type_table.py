@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import Argument, OperatorSchema, SchemaType
-from .schema import parse_schema
+from ..spec.model import Argument, OperatorSchema, SchemaType
+from ..spec.schema import parse_schema
 
 
 class CppError(ValueError):

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ErrorSink, Location, SpecErrors
-from .load import RawEntry, RawScalar, load_spec
-from .model import OperatorSchema
-from .schema import SchemaSyntaxError, parse_schema
+from ..spec.errors import ErrorSink, Location, SpecErrors
+from ..spec.load import RawEntry, RawScalar, load_spec
+from ..spec.model import OperatorSchema
+from ..spec.schema import SchemaSyntaxError, parse_schema
 
 FIELDS = ("twin", "doc", "source")
 

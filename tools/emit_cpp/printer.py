@@ -26,9 +26,10 @@ import ast
 
 import torch
 
-from . import admissible
-from .cpp_binding import binds, given_arguments, positional_arguments, schema_name
-from .cpp_types import (
+from ..check import admissible
+from ..check.twins import Twins
+from .binding import binds, given_arguments, positional_arguments, schema_name
+from .type_table import (
     CppError,
     Type,
     default_literal,
@@ -37,8 +38,7 @@ from .cpp_types import (
     return_type,
     twin_return,
 )
-from .cpp_values import SCALAR_TYPES, Printed, constant, cpp_name
-from .twins import Twins
+from .values import SCALAR_TYPES, Printed, constant, cpp_name
 
 # Tensor attributes read without a call, and how C++ reads them.
 _ATTRIBUTES = {

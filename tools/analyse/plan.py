@@ -10,8 +10,8 @@ import ast
 import enum
 from dataclasses import dataclass
 
-from .errors import Location
-from .model import OperatorSchema, OpKind
+from ..spec.errors import Location
+from ..spec.model import OperatorSchema, OpKind
 
 
 class Action(enum.Enum):

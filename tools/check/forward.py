@@ -1,6 +1,6 @@
 """Stage 2, build: the forward (JVP) formulas of an entry.
 
-`ForwardFormulas` is mixed into the entry builder (tools/build.py), whose schema,
+`ForwardFormulas` is mixed into the entry builder (tools/check/build.py), whose schema,
 `error`, `_formula_text` and `_parse` it uses: it gives each differentiable output
 its formula or auto_* value, in the forward scope (`<arg>_p`, `<arg>_t`, the
 outputs), and checks that a written formula is linear in the tangents.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 
+from ..spec.load import RawField
+from ..spec.model import Auto, ForwardFormula, OpKind, TypeKind
 from .formula import Scope
-from .load import RawField
-from .model import Auto, ForwardFormula, OpKind, TypeKind
 
 
 class ForwardFormulas:

@@ -11,10 +11,10 @@ and tangents may share a message. Every name is checked against the schema.
 
 from __future__ import annotations
 
-from .errors import ErrorSink
-from .load import RawEntry, RawField, RawList, RawScalar
-from .model import PACKINGS, CollectiveEntry, OperatorSchema
-from .schema import SchemaProblem, TorchOperators, registered_schema
+from ..spec.errors import ErrorSink
+from ..spec.load import RawEntry, RawField, RawList, RawScalar
+from ..spec.model import PACKINGS, CollectiveEntry, OperatorSchema
+from ..spec.schema import SchemaProblem, TorchOperators, registered_schema
 
 KEYS = (
     "name",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .sample import (
+from ..spec.sample import (
     DERIVED,
     SYMMETRIC_DOMAINS,
     DtypeName,
@@ -21,7 +21,7 @@ from .sample import (
     TensorLiteral,
     TensorSample,
 )
-from .schema import parse_schema
+from ..spec.schema import parse_schema
 
 DEFAULT_SHAPES = {"2-d": (3, 4), "0-d": (), "empty": (0, 4)}
 _TYPE_DEFAULTS = {"int": -1, "SymInt": -1, "bool": False, "float": 0.5, "Scalar": 0.5}

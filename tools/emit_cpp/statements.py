@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 
-from .cpp_printer import CppPrinter
-from .cpp_types import CppError, Type
-from .cpp_values import cpp_name
+from .printer import CppPrinter
+from .type_table import CppError, Type
+from .values import cpp_name
 
 # The C++ type a local of each printed type is declared with.
 _LOCALS = {

@@ -40,7 +40,7 @@ def use_one_source_helpers(functions: dict[str, object]) -> None:
 # torch namespaces a formula may reach into, besides plain `torch.<function>`.
 _TORCH_NAMESPACES = ("linalg", "special", "fft", "nn.functional", "ops.aten")
 # Attributes that reach outside the tensor's value (autograd state, raw data).
-# Methods are judged by what they are (`tools/admissible.py`).
+# Methods are judged by what they are (`tools/check/admissible.py`).
 _ATTRIBUTES_DENIED = frozenset({"data", "grad", "grad_fn"})
 # Keyword arguments through which a torch function writes into a tensor.
 _MUTATING_KEYWORDS = admissible.MUTATING_PARAMETERS

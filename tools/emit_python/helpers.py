@@ -11,7 +11,7 @@ import ast
 import textwrap
 import types
 
-from .helpers import SOURCE, Helper
+from ..check.helpers import SOURCE, Helper
 
 PYTHON_HEADER = '''"""Helpers written once in {source}/: their Python (the C++ is cpp/helpers.cpp).
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from ..cli.stopwatch import lap
 from .errors import ErrorSink, Location
-from .stopwatch import lap
 
 # Tags the YAML resolver gives plain scalars, lists and maps; anything else was
 # written explicitly (`!!python/object`, `!foo`) and is refused.

@@ -191,7 +191,7 @@ def why_not(path: str) -> str | None:
             return why  # (a Python function whose operator is refused: that says why)
     return (
         "is no aten operator and not on the allowlist of pure Python functions "
-        "(tools/admissible.py), so it is not known to be pure tensor math"
+        "(tools/check/admissible.py), so it is not known to be pure tensor math"
     )
 
 
@@ -206,7 +206,7 @@ def why_not_method(name: str) -> str | None:
             return why
     return (
         "is no aten operator and not on the allowlist of pure Tensor methods "
-        "(tools/admissible.py), so it is not known to be pure tensor math"
+        "(tools/check/admissible.py), so it is not known to be pure tensor math"
     )
 
 
