@@ -1,7 +1,7 @@
-"""Formula trees -> source text. One printer per target language; Python for now.
+"""Formula trees -> Python source text.
 
-The analysis hands over `ast` trees; a C++ printer will sit beside this one and
-read the same trees.
+The analysis hands over `ast` trees; `tools/emit_cpp/printer.py` prints the same
+trees as ATen C++.
 """
 
 from __future__ import annotations
