@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec.errors import ErrorSink, Location, SpecErrors
-from ..spec.load import RawEntry, RawList, RawScalar, load_spec
+from ..spec.load import RawEntry, RawList, RawScalar, known_fields, load_spec
 from ..spec.model import OperatorSchema
 from ..spec.schema import SchemaSyntaxError, parse_schema
 from .formula import FormulaError, Scope, check_expression
@@ -101,15 +101,9 @@ def load_helpers(paths: list[Path], display_root: Path) -> tuple[Helper, ...]:
 
 
 def _helper(entry: RawEntry, sink: ErrorSink) -> Helper | None:
-    fields = {}
-    for field in entry.fields:
-        if field.key not in FIELDS:
-            sink.report(
-                f"unknown key {field.key!r} (allowed: {', '.join(FIELDS)})",
-                field.location,
-            )
-            return None
-        fields[field.key] = field
+    fields = known_fields(entry, FIELDS, sink)
+    if fields is None:
+        return None
     missing = [k for k in ("helper", "doc", "body") if k not in fields]
     if missing:
         sink.report(f"missing {', '.join(missing)}", entry.location)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec.errors import ErrorSink, Location, SpecErrors
-from ..spec.load import RawEntry, RawScalar, load_spec
+from ..spec.load import RawEntry, RawScalar, known_fields, load_spec
 from ..spec.model import OperatorSchema
 from ..spec.schema import SchemaSyntaxError, parse_schema
 
@@ -90,14 +90,11 @@ def load_twins(path: Path, display: str | None = None) -> Twins:
 
 
 def _twin(entry: RawEntry, folder: Path, sink: ErrorSink) -> Twin | None:
+    fields = known_fields(entry, FIELDS, sink)
+    if fields is None:
+        return None
     values = {}
-    for field in entry.fields:
-        if field.key not in FIELDS:
-            sink.report(
-                f"unknown key {field.key!r} (allowed: {', '.join(FIELDS)})",
-                field.location,
-            )
-            return None
+    for field in fields.values():
         if not isinstance(field.value, RawScalar):
             sink.report(f"{field.key} must be text", field.location)
             return None

@@ -62,13 +62,14 @@ def one_source_helpers(spec_path: Path):
     from ..check.twins import basics, load_twins, manifest_path
     from ..emit_python.helpers import define_python
 
-    paths, root = sources_beside(spec_path), spec_path.parent
-    written = bool(paths)
-    if not written:
-        paths, root = installed_sources()
-    if not paths:
+    written = load_helpers(sources_beside(spec_path), spec_path.parent)
+    installed_paths, installed_root = installed_sources()
+    installed = load_helpers(installed_paths, installed_root) if installed_paths else ()
+    # The spec's own helpers, and dualgen's that it does not define itself.
+    own = {h.name for h in written}
+    helpers = written + tuple(h for h in installed if h.name not in own)
+    if not helpers:
         return (), ()
-    helpers = load_helpers(paths, root)
     twins = load_twins(manifest_path(), "runtime/csrc/dualgen/formulas/twins.yaml")
     from dualgen.formulas import basics as basics_module
 
@@ -76,7 +77,7 @@ def one_source_helpers(spec_path: Path):
     use_one_source_helpers({n: getattr(basics_module, n) for n in basics(twins)})
     use_one_source_helpers(define_python(helpers, basics(twins)))
     check_bodies(helpers)
-    return (helpers if written else ()), helpers
+    return written, helpers
 
 
 def checked_spec(spec_path: Path):

@@ -213,3 +213,19 @@ def _load_value(
 def _scalar(node: yaml.ScalarNode, path: str) -> RawScalar:
     kind = node.tag.rsplit(":", 1)[-1]
     return RawScalar(node.value, kind, _loc(path, node))
+
+
+def known_fields(
+    entry: RawEntry, allowed: tuple[str, ...], sink: ErrorSink
+) -> dict[str, RawField] | None:
+    """An entry's fields by key; None (reported) where a key is not `allowed`."""
+    fields = {}
+    for field in entry.fields:
+        if field.key not in allowed:
+            sink.report(
+                f"unknown key {field.key!r} (allowed: {', '.join(allowed)})",
+                field.location,
+            )
+            return None
+        fields[field.key] = field
+    return fields
