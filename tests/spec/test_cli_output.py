@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dualgen.tools.cli import write
-from dualgen.tools.cli import generate_files, main
+from dualgen.tools.cli import generate_files, main, write
 from dualgen.tools.emit_cpp import SHARDS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,8 @@ from pathlib import Path
 import black
 import pytest
 
-from dualgen.tools.cli import write
 from dualgen.tools.analyse import analyse
-from dualgen.tools.cli import checked_spec, main
+from dualgen.tools.cli import checked_spec, main, write
 from dualgen.tools.emit_python import Emitter
 
 TINY = Path(__file__).parent / "golden" / "spec.yaml"
