@@ -10,6 +10,8 @@ specialised for the tangents present: absent terms are dropped, not multiplied b
 In-place kernels return self's new tangent; the runtime writes it into self_t.
 """
 
+import torch
+
 
 def mylib_softclip_default(x_p, limit, x_t, result):
     """mylib::softclip(Tensor x, float limit=1.) -> Tensor"""

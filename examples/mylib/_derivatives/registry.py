@@ -7,9 +7,10 @@ Written by dualgen.tools.emit_python from template registry.py.j2.
 import torch
 
 # The modules that register the custom ops below.
-from dualgen.kernel_info import KernelInfo
+import mylib.ops
 
 from . import jvp
+from dualgen.kernel_info import KernelInfo
 
 aten = torch.ops.aten
 

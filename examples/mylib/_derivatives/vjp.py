@@ -8,6 +8,8 @@ outputs), the arguments and the outputs, and returns the gradients of the
 differentiable inputs, in schema order.
 """
 
+import torch
+
 
 def mylib_softclip_default(grad, x, limit, result):
     """mylib::softclip(Tensor x, float limit=1.) -> Tensor"""
