@@ -39,6 +39,10 @@ def main() -> int:
     start = time.perf_counter()
     try:
         wheels = work / "wheels"
+        # setuptools stages the package in build/lib and never deletes from it:
+        # a file removed from the checkout would still ride in the wheel.
+        for staged in ("lib", "bdist.linux-x86_64"):
+            shutil.rmtree(ROOT / "build" / staged, ignore_errors=True)
         run(
             [
                 sys.executable,
