@@ -55,7 +55,7 @@ def one_source_helpers(spec_path: Path):
     from ..check.formula import use_one_source_helpers
     from ..check.helpers import (
         check_bodies,
-        installed_sources,
+        installed_helpers,
         load_helpers,
         sources_beside,
     )
@@ -63,8 +63,7 @@ def one_source_helpers(spec_path: Path):
     from ..emit_python.helpers import define_python
 
     written = load_helpers(sources_beside(spec_path), spec_path.parent)
-    installed_paths, installed_root = installed_sources()
-    installed = load_helpers(installed_paths, installed_root) if installed_paths else ()
+    installed = installed_helpers()
     # The spec's own helpers, and dualgen's that it does not define itself.
     own = {h.name for h in written}
     helpers = written + tuple(h for h in installed if h.name not in own)
