@@ -1,13 +1,14 @@
 """The analysed model: what each generated kernel does, decided, before printing.
 
-Produced by `analyse.py`, read by `emit.py`. Trees stay trees here; printing to a
-target language is the emitter's job, so a C++ printer can read the same plans.
+Produced by `analyse`, read by `emit_python` and `emit_cpp`. Trees stay trees here;
+printing to a target language is each emitter's job.
 """
 
 from __future__ import annotations
 
 import ast
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..spec.errors import Location
@@ -53,6 +54,33 @@ class Branch:
         }
         chosen = tuple(t for t in self.present if t not in required)
         return chosen, self.absent, () if chosen else tuple(sorted(required))
+
+
+@dataclass(frozen=True)
+class ConditionSpelling:
+    """How a target language writes a branch's test of its tangents: `there` and
+    `missing` are templates for one tangent's name, spelt by `name`."""
+
+    there: str
+    missing: str
+    either: str  # `or`
+    both: str  # `and`
+    name: Callable[[str], str] = str
+
+    def condition(
+        self, present: tuple[str, ...], absent: tuple[str, ...], any_of: tuple[str, ...]
+    ) -> str:
+        """`present` are there, `absent` are not, and one of `any_of` is."""
+        parts = [self._is_there(t) for t in present]
+        parts += [self.missing.format(self.name(t)) for t in absent]
+        if len(any_of) == 1:
+            parts.append(self._is_there(any_of[0]))
+        elif any_of:
+            parts.append("(" + self.either.join(map(self._is_there, any_of)) + ")")
+        return self.both.join(parts)
+
+    def _is_there(self, tangent: str) -> str:
+        return self.there.format(self.name(tangent))
 
 
 @dataclass(frozen=True)

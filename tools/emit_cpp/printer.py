@@ -26,6 +26,7 @@ import ast
 
 import torch
 
+from ..analyse.plan import ConditionSpelling
 from ..check import admissible
 from ..check.twins import Twins
 from .binding import binds, given_arguments, positional_arguments, schema_name
@@ -41,16 +42,15 @@ from .type_table import (
 from .values import SCALAR_TYPES, Printed, constant, cpp_name
 
 # Tensor attributes read without a call, and how C++ reads them.
+_TENSOR_ATTRIBUTES = {
+    "mT": "{}.mT()", "mH": "{}.mH()", "T": "{}.t()", "H": "{}.adjoint()",
+    "real": "at::real({})", "imag": "at::imag({})",
+}  # fmt: skip
 _ATTRIBUTES = {
     "shape": ("{}.sizes()", "IntList"),
     "dtype": ("{}.scalar_type()", "ScalarType"),
     "ndim": ("{}.dim()", "int"),
-    "mT": ("{}.mT()", "Tensor"),
-    "mH": ("{}.mH()", "Tensor"),
-    "T": ("{}.t()", "Tensor"),
-    "H": ("{}.adjoint()", "Tensor"),
-    "real": ("at::real({})", "Tensor"),
-    "imag": ("at::imag({})", "Tensor"),
+    **{name: (form, "Tensor") for name, form in _TENSOR_ATTRIBUTES.items()},
 }
 _TORCH_CONSTANTS = {
     "pi": ("c10::pi<double>", "double"),
@@ -93,20 +93,9 @@ class CppPrinter:
 
     # -- conditions ---------------------------------------------------------
 
-    @staticmethod
-    def condition(
-        present: tuple[str, ...], absent: tuple[str, ...], any_of: tuple[str, ...]
-    ) -> str:
-        """`present` are there, `absent` are not, and one of `any_of` is."""
-        parts = [f"present({cpp_name(t)})" for t in present]
-        parts += [f"!present({cpp_name(t)})" for t in absent]
-        if len(any_of) == 1:
-            parts.append(f"present({cpp_name(any_of[0])})")
-        elif any_of:
-            parts.append(
-                "(" + " || ".join(f"present({cpp_name(t)})" for t in any_of) + ")"
-            )
-        return " && ".join(parts)
+    condition = ConditionSpelling(
+        "present({})", "!present({})", " || ", " && ", name=cpp_name
+    ).condition
 
     # -- expressions --------------------------------------------------------
 

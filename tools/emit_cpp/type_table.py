@@ -42,18 +42,20 @@ _BASES = {
     "bool": ("bool", "bool"),
     "Scalar": ("c10::Scalar", "Scalar"),
     "str": ("std::string", "str"),
-    "ScalarType": ("at::ScalarType", "ScalarType"),
-    "Layout": ("at::Layout", "Layout"),
-    "Device": ("at::Device", "Device"),
-    "MemoryFormat": ("at::MemoryFormat", "MemoryFormat"),
-    "Generator": ("at::Generator", "Generator"),
+    # ATen's enums and records: at::<name>, typed by their name
+    **{
+        name: (f"at::{name}", name)
+        for name in ("ScalarType", "Layout", "Device", "MemoryFormat", "Generator")
+    },
 }
+# A list is a vector of its base's C++ type.
+_LIST_NAMES = {
+    "int": "IntList", "SymInt": "IntList", "float": "FloatList", "bool": "BoolList",
+    "Scalar": "ScalarList",
+}  # fmt: skip
 _LISTS = {
-    "int": ("std::vector<int64_t>", "IntList"),
-    "SymInt": ("std::vector<int64_t>", "IntList"),
-    "float": ("std::vector<double>", "FloatList"),
-    "bool": ("std::vector<bool>", "BoolList"),
-    "Scalar": ("std::vector<c10::Scalar>", "ScalarList"),
+    base: (f"std::vector<{_BASES[base][0]}>", name)
+    for base, name in _LIST_NAMES.items()
 }
 
 
@@ -230,15 +232,8 @@ _TWIN_FORMS = {
         "binding::string({})",
     ),
 }
-# What a twin returns: C++ type, and the expression type the printer gives a call.
-_TWIN_RETURNS = {
-    "Tensor": ("at::Tensor", "Tensor"),
-    "Tensor[]": ("TensorList", "TensorList"),
-    "float": ("double", "double"),
-    "int": ("int64_t", "int"),
-    "bool": ("bool", "bool"),
-    "int[]": ("std::vector<int64_t>", "IntList"),
-}
+# What a twin may return; it is declared as a kernel declares the type.
+_TWIN_RETURNS = frozenset(("Tensor", "Tensor[]", "float", "int", "bool", "int[]"))
 
 
 def _twin_key(t: SchemaType) -> str:
@@ -258,7 +253,7 @@ def twin_form(t: SchemaType) -> TwinForm:
 
 def twin_return(t: SchemaType) -> tuple[str, Type]:
     """A twin's C++ return type for schema type `t`, and its expression type."""
-    found = _TWIN_RETURNS.get(_twin_key(t))
-    if found is None:
+    if _twin_key(t) not in _TWIN_RETURNS:
         raise CppError(f"schema type {t} has no C++ form for a twin's result")
-    return found[0], Type(found[1])
+    cpp, name = _declared(t)
+    return cpp, Type(name)

@@ -48,21 +48,23 @@ class OutputView:
 
 
 @dataclass(frozen=True)
-class JvpView:
+class KernelView:
+    """What every kernel's template prints: its def line and docstring."""
+
     name: str
     params: str
     doc: str
     notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JvpView(KernelView):
     outputs: tuple[OutputView, ...]
     returns: str | None  # multi-output: the tuple returned at the end
 
 
 @dataclass(frozen=True)
-class VjpView:
-    name: str
-    params: str
-    doc: str
-    notes: tuple[str, ...]
+class VjpView(KernelView):
     lines: tuple[tuple[str, str], ...]  # (comment, statement)
     returns: str
 
@@ -140,6 +142,12 @@ class Emitter:
         header = HEADER.format(spec=self.spec_name, module=__name__, template=template)
         return self.env.get_template(template).render(header=header, **fields)
 
+    def _render_kernels(self, template: str, kernels: list, helpers: set[str]) -> str:
+        """A kernel module: its kernels and the helpers their formulas call."""
+        return self._render(
+            template, helpers=sorted(helpers), kernels=kernels, overload=self.overload
+        )
+
     def _render_collectives(self, collectives) -> str:
         rows = []
         for c in collectives:
@@ -178,12 +186,7 @@ class Emitter:
                         helpers.add("conform")
                     if b.lists_to_fill:
                         helpers.add("fill_absent")
-        return self._render(
-            "jvp.py.j2",
-            helpers=sorted(helpers),
-            kernels=kernels,
-            overload=self.overload,
-        )
+        return self._render_kernels("jvp.py.j2", kernels, helpers)
 
     def _jvp_view(self, plan: OpPlan) -> JvpView:
         multi = len(plan.jvp.outputs) > 1
@@ -254,12 +257,7 @@ class Emitter:
         for p in plans:
             for step in p.vjp.steps:
                 helpers |= helpers_used(step.expr)
-        return self._render(
-            "vjp.py.j2",
-            helpers=sorted(helpers),
-            kernels=kernels,
-            overload=self.overload,
-        )
+        return self._render_kernels("vjp.py.j2", kernels, helpers)
 
     def _vjp_view(self, plan: OpPlan) -> VjpView:
         vjp = plan.vjp

@@ -51,10 +51,7 @@ class RawEntry:
     fields: tuple[RawField, ...]
 
     def get(self, key: str) -> RawField | None:
-        for f in self.fields:
-            if f.key == key:
-                return f
-        return None
+        return next((f for f in self.fields if f.key == key), None)
 
     @property
     def name_text(self) -> str | None:
