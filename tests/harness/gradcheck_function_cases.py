@@ -1,7 +1,9 @@
 """Custom torch.autograd.Functions that the gradcheck-through-Functions tests run
 under dualgen.gradcheck and torch.autograd.gradcheck: correct ones (with a jvp, and
-backward-only), the call counter, input makers, and `verdict` (a check's outcome,
-comparable between the two). Everything is float64 / complex128, small and seeded.
+backward-only; test_native_messages.py derives its wrong ones from ExpJvp), a
+nondeterministic one, the call counter, input makers, and `verdict` (a check's
+outcome, comparable between the two). Everything is float64 / complex128, small and
+seeded.
 """
 
 from __future__ import annotations
@@ -77,6 +79,17 @@ class ExpJvp(Exp):
     def jvp(ctx, t):
         (y,) = ctx.saved_tensors
         return t * y
+
+
+class NoisyBackward(ExpJvp):
+    """Right to 1e-9, but never twice the same: gradcheck's reentrancy check sees
+    it. (A spec formula cannot draw random numbers: the sandbox refuses it, so the
+    noise lives in a Function.)"""
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y * (1 + 1e-9 * torch.rand_like(y))
 
 
 class SinVjp(Function):

@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 from gradcheck_checks import F64, FAST, rand
+from gradcheck_function_cases import NoisyBackward
 
 import dualgen
 
@@ -69,76 +70,41 @@ def test_single_precision_input_warns_at_the_caller():
         dualgen.gradcheck(torch.sin, (rand(3),))  # no warning for float64
 
 
+def zeta_inputs():
+    return rand(3, requires_grad=False, positive=True) + 2, rand(3, positive=True)
+
+
+RULE_MISSING = {
+    "backward": r"backward \(VJP\) rule for {}",
+    "forward": r"forward-mode \(JVP\) rule for {}",
+}
+
+
+@pytest.mark.parametrize("mode", RULE_MISSING)
 @pytest.mark.parametrize(
-    "func,inputs,mode,match",
+    "func,inputs,op",
     [
-        pytest.param(
-            norule,
-            lambda: (rand(3),),
-            "backward",
-            r"backward \(VJP\) rule for dgtest_gc::norule",
-            id="custom_op_backward",
-        ),
-        pytest.param(
-            norule,
-            lambda: (rand(3),),
-            "forward",
-            r"forward-mode \(JVP\) rule for dgtest_gc::norule",
-            id="custom_op_forward",
-        ),
-        pytest.param(
-            torch.special.zeta,
-            lambda: (
-                rand(3, requires_grad=False, positive=True) + 2,
-                rand(3, positive=True),
-            ),
-            "backward",
-            r"backward \(VJP\) rule for aten::special_zeta",
-            id="zeta_backward",
-        ),
-        pytest.param(
-            torch.special.zeta,
-            lambda: (
-                rand(3, requires_grad=False, positive=True) + 2,
-                rand(3, positive=True),
-            ),
-            "forward",
-            r"forward-mode \(JVP\) rule for aten::special_zeta",
-            id="zeta_forward",
-        ),
+        pytest.param(norule, lambda: (rand(3),), "dgtest_gc::norule", id="custom_op"),
+        pytest.param(torch.special.zeta, zeta_inputs, "aten::special_zeta", id="zeta"),
     ],
 )
-def test_op_without_rule_raises_not_implemented(func, inputs, mode, match):
+def test_op_without_rule_raises_not_implemented(func, inputs, op, mode):
     options = {
         "check_backward_ad": mode == "backward",
         "check_forward_ad": mode == "forward",
     }
-    with pytest.raises(NotImplementedError, match=match):
+    with pytest.raises(NotImplementedError, match=RULE_MISSING[mode].format(op)):
         dualgen.gradcheck(func, inputs(), **options)
-
-
-class NoisySin(torch.autograd.Function):
-    """A backward nondeterministic by 1e-9 relative. (A spec formula cannot draw
-    random numbers: the sandbox refuses it, so the noise lives in a Function.)"""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.sin()
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * x.cos() * (1 + 1e-9 * torch.rand_like(grad))
 
 
 @pytest.mark.parametrize("fast", FAST)
 def test_nondet_tol(fast):
+    """NoisyBackward: a backward nondeterministic by 1e-9 relative."""
     x = rand(3)
     with pytest.raises(
         dualgen.GradcheckError,
         match=r"Backward is not reentrant, i\.e\., .*\n  in apply: ",
     ):
-        dualgen.gradcheck(NoisySin.apply, (x,), fast_mode=fast)
-    assert dualgen.gradcheck(NoisySin.apply, (x,), fast_mode=fast, nondet_tol=1e-6)
+        dualgen.gradcheck(NoisyBackward.apply, (x,), fast_mode=fast)
+    assert dualgen.gradcheck(NoisyBackward.apply, (x,), fast_mode=fast, nondet_tol=1e-6)
     assert dualgen.gradcheck(torch.sin, (x,), fast_mode=fast)  # the spec's: exact

@@ -96,13 +96,17 @@ def _failure_message(fast: bool, dtype) -> tuple[str, torch.Tensor]:
     return str(info.value), b.detach()
 
 
+# How the message of a wrong rule for mysin in exp_and_mysin starts (torch's words).
+MISMATCH = (
+    "Jacobian computed with forward mode mismatch for output 1 with respect to "
+    "input 1, forward mode, in exp_and_mysin"
+)
+
+
 def test_slow_failure_message_names_the_worst_element(jvp_rule):
     jvp_rule(doubled_rule)
     message, b = _failure_message(False, F64)
-    assert message.startswith(
-        "Jacobian computed with forward mode mismatch for output 1 with respect to "
-        "input 1, forward mode, in exp_and_mysin"
-    )
+    assert message.startswith(MISMATCH)
     assert "input 0" not in message and "output 0" not in message
     assert "backward mode" not in message
     where = re.search(
@@ -123,10 +127,7 @@ def test_fast_failure_message_has_both_scalars_and_locates(jvp_rule):
     jvp_rule(doubled_rule)
     message, _ = _failure_message(True, F64)
     # torch's words in fast mode too: its fast mode names no scalar.
-    assert message.startswith(
-        "Jacobian computed with forward mode mismatch for output 1 with respect to "
-        "input 1, forward mode, in exp_and_mysin\n  fast mode, the scalar v^T J u"
-    )
+    assert message.startswith(MISMATCH + "\n  fast mode, the scalar v^T J u")
     numerical = _values(message, "numerical")
     analytical = _values(message, "analytical")
     # The fast scalar v^T J u, then the slow run's worst element: both doubled.
@@ -144,11 +145,8 @@ def test_complex_failure_message_names_both_parts(jvp_rule):
     # conj(f') is right in d/da of the output's real part and d/db of its imaginary
     # part: wrong in d/db of the real part, d/da of the imaginary part (torch's
     # "imaginary part of complex inputs" check, then its "real part" check).
-    mismatch = (
-        "While considering the {} part of complex inputs only, Jacobian computed "
-        "with forward mode mismatch for output 1 with respect to input 1, "
-        "forward mode, in exp_and_mysin\n  worst element: input 1["
-    )
+    mismatch = "While considering the {} part of complex inputs only, "
+    mismatch += MISMATCH + "\n  worst element: input 1["
     first, second = message.split("\n\n")
     assert first.startswith(mismatch.format("imaginary"))
     assert "-> output 1 (real part)[" in first.splitlines()[1]

@@ -12,6 +12,8 @@ from gradcheck_function_cases import (
     C128,
     F64,
     FAST,
+    ExpJvp,
+    NoisyBackward,
     TorchGradcheckError,
     _fresh_counts_and_no_warnings,  # noqa: F401 - autouse
     rand,
@@ -50,44 +52,25 @@ def assert_both_say(phrase: str, func, inputs, **options) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Functions: exp, right, then wrong in one place each (complex: the conjugate
+# Functions: exp (ExpJvp, right), wrong in one place each (complex: the conjugate
 # convention in backward)
 
 
-class Exp(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = x.exp()
-        ctx.save_for_backward(y)
-        ctx.save_for_forward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y.conj()
-
-    @staticmethod
-    def jvp(ctx, t):
-        (y,) = ctx.saved_tensors
-        return t * y
-
-
-class DoubledBackward(Exp):
+class DoubledBackward(ExpJvp):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         return 2 * g * y.conj()
 
 
-class DoubledJvp(Exp):
+class DoubledJvp(ExpJvp):
     @staticmethod
     def jvp(ctx, t):
         (y,) = ctx.saved_tensors
         return 2 * t * y
 
 
-class WrongForRealCotangents(Exp):
+class WrongForRealCotangents(ExpJvp):
     """Wrong for the real part of a complex output only (its cotangent is real)."""
 
     @staticmethod
@@ -96,14 +79,14 @@ class WrongForRealCotangents(Exp):
         return (2 * g.real + 1j * g.imag) * y.conj()
 
 
-class WrongForImaginaryCotangents(Exp):
+class WrongForImaginaryCotangents(ExpJvp):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         return (g.real + 2j * g.imag) * y.conj()
 
 
-class WrongForRealTangents(Exp):
+class WrongForRealTangents(ExpJvp):
     """Wrong along the real axis of a complex input only."""
 
     @staticmethod
@@ -112,23 +95,14 @@ class WrongForRealTangents(Exp):
         return (2 * t.real + 1j * t.imag) * y
 
 
-class WrongForImaginaryTangents(Exp):
+class WrongForImaginaryTangents(ExpJvp):
     @staticmethod
     def jvp(ctx, t):
         (y,) = ctx.saved_tensors
         return (t.real + 2j * t.imag) * y
 
 
-class NoisyBackward(Exp):
-    """Right to 1e-9, but never twice the same."""
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y * (1 + 1e-9 * torch.rand_like(y))
-
-
-class IgnoresGradOutput(Exp):
+class IgnoresGradOutput(ExpJvp):
     """Right for a cotangent of 1 on one element, whatever the cotangent."""
 
     @staticmethod
@@ -420,7 +394,7 @@ def test_jvp_gets_the_tangents_torch_passes_in_the_undefined_tangent_check(
 # batched checks
 
 
-class ItemInBackward(Exp):
+class ItemInBackward(ExpJvp):
     """backward reads a value with .item(), which vmap refuses."""
 
     @staticmethod

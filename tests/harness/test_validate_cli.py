@@ -27,10 +27,10 @@ from validate_checks import (
     SIN,
     SIN_BW,
     entry,
-    failures,
     line_of,
     table,
     validate,
+    validate_failing,
 )
 
 from dualgen.tools.cli import main
@@ -91,10 +91,9 @@ def test_wrong_formula_fails_every_check_in_both_dtypes(
     tmp_path, monkeypatch, capsys, backward, forward, wrong, right
 ):
     spec = HARNESS + entry(SIN, backward, forward)
-    rc = validate(tmp_path, monkeypatch, spec, "--ops", "sin", "--report", "r")
-    out, _ = capsys.readouterr()
-    assert rc == 1
-    found = failures(out)
+    out, found = validate_failing(
+        tmp_path, monkeypatch, capsys, spec, "--ops", "sin", "--report", "r"
+    )
     expected = {(k, d, c) for k in ("sin", "sin_") for d in DTYPES for c in CHECKS}
     assert set(found) == expected
     # Without -v, one line per failure: nothing but FAIL lines and the summary.
@@ -144,19 +143,17 @@ def test_missing_conj_fails_only_complex_and_adjoint_cannot_see_it(
     # auto_element_wise derives the forward formula from the backward one, so
     # the two agree (adjoint passes) while both are wrong for complex inputs.
     spec = HARNESS + entry(SIN, "self: grad * self.cos()", "result: auto_element_wise")
-    rc = validate(tmp_path, monkeypatch, spec, "--ops", "sin")
-    out, _ = capsys.readouterr()
-    assert rc == 1
-    assert set(failures(out)) == {
+    _, found = validate_failing(tmp_path, monkeypatch, capsys, spec, "--ops", "sin")
+    assert set(found) == {
         (k, "complex128", c) for k in ("sin", "sin_") for c in ("slow", "fast")
     }
 
 
 def test_verbose_prints_each_failure_in_full(tmp_path, monkeypatch, capsys):
     spec = HARNESS + entry(SIN, SIN_BW, "result: self_t * self_p.sin()")
-    rc = validate(tmp_path, monkeypatch, spec, "--ops", "sin_", "-v")
-    out, _ = capsys.readouterr()
-    assert rc == 1
+    out, _ = validate_failing(
+        tmp_path, monkeypatch, capsys, spec, "--ops", "sin_", "-v"
+    )
     assert "FAIL sin_ [float64 slow]" in out
     assert "  numerical: " in out and "  analytical: " in out
     assert "worst element: input 0[" in out
@@ -173,10 +170,9 @@ def test_crashing_formula_and_refused_samples_fail(tmp_path, monkeypatch, capsys
             "result: self_t * other_p + other_t * self_p",
         )
     )
-    rc = validate(tmp_path, monkeypatch, spec, "--ops", "sin", "mul.Tensor")
-    out, _ = capsys.readouterr()
-    assert rc == 1
-    found = failures(out)
+    out, found = validate_failing(
+        tmp_path, monkeypatch, capsys, spec, "--ops", "sin", "mul.Tensor"
+    )
     kernels = ("sin", "sin_", "mul.Tensor", "mul_.Tensor")
     assert set(found) == {(k, d, c) for k in kernels for d in DTYPES for c in CHECKS}
     crash = found[("sin", "complex128", "adjoint")][1]
@@ -284,10 +280,8 @@ def test_the_specs_own_harness_entries_are_the_ones_checked(
         "result: 2 * self_t",
     )
     spec = entry(SIN, SIN_BW, "result: auto_element_wise") + broken_clone
-    rc = validate(tmp_path, monkeypatch, spec, "--ops", "clone")
-    out, _ = capsys.readouterr()
-    assert rc == 1
-    assert ("clone", "float64", "slow") in failures(out)
+    _, found = validate_failing(tmp_path, monkeypatch, capsys, spec, "--ops", "clone")
+    assert ("clone", "float64", "slow") in found
 
 
 # ---------------------------------------------------------------- gauge invariants

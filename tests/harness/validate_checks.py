@@ -73,6 +73,15 @@ def validate(tmp_path: Path, monkeypatch, spec: str, *args: str) -> int:
     return main(["validate", "--no-progress", *args])
 
 
+def validate_failing(tmp_path: Path, monkeypatch, capsys, spec: str, *args: str):
+    """`dualgen validate` of a spec that some check rejects (exit status 1): what it
+    printed, and its failures (see `failures`)."""
+    rc = validate(tmp_path, monkeypatch, spec, *args)
+    out, _ = capsys.readouterr()
+    assert rc == 1, out
+    return out, failures(out)
+
+
 def line_of(spec: str, name: str) -> int:
     """The spec line of the entry `name`."""
     lines = spec.splitlines()

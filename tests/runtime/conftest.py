@@ -17,3 +17,13 @@ def backend(request):
         pytest.skip(f"no C++ kernels: {exc}")
     yield request.param
     dualgen.set_kernel_backend(before)
+
+
+@pytest.fixture
+def registered():
+    """Append the Functions and ops the test gives a jvp rule to (register_jvp):
+    their rules are unregistered after it."""
+    targets = []
+    yield targets
+    for target in targets:
+        dualgen.unregister_jvp(target)

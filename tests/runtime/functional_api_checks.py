@@ -1,11 +1,14 @@
-"""Helpers of the `dualgen.functional` tests (test_functional_api*.py)."""
+"""Helpers of the `dualgen.functional` tests (test_functional_api*.py); the error
+comparison serves test_func_api.py too."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.autograd.functional as TF
 
 import dualgen.forward_ad as fwAD
+import dualgen.functional as AF
 
 F64, C128 = torch.float64, torch.complex128
 
@@ -55,6 +58,22 @@ def assert_same_error(ours, theirs):
     expected = outcome(theirs)
     assert expected is not None, "torch computes this: compare values instead"
     assert outcome(ours) == expected
+
+
+def errors_are_torchs(cases, *names):
+    """A test, to assign to a test_* name: for each case (the keyword arguments of
+    a call) and each function named, dualgen.functional's call fails as
+    torch.autograd.functional's does. One test body for the modules' error tables."""
+
+    @pytest.mark.parametrize("name", names)
+    @pytest.mark.parametrize("case", cases)
+    def test(case, name):
+        kwargs = cases[case]
+        assert_same_error(
+            lambda: getattr(AF, name)(**kwargs), lambda: getattr(TF, name)(**kwargs)
+        )
+
+    return test
 
 
 # Inputs shared by several tests (W_CAPTURED: a tensor a function closes over).

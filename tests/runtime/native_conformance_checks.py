@@ -69,14 +69,19 @@ def _outcome(program, api, seed):
         return False, exc
 
 
+def outcomes(program, seed=0):
+    """program(api) under native and under dualgen (same seed), for a test that
+    compares them itself: (ok, result or error) of each, native's first."""
+    return _outcome(program, NATIVE, seed), _outcome(program, DUALGEN, seed)
+
+
 def conform(program, *, error=None, match=None, seed=0):
     """program(api) under native and under dualgen (same seed): the same result, or,
     where `error` is given, both raise it (dualgen: the type native raises, or a
     subclass) with a message matching `match`, a regex or a list of them that must
     all match (native is checked too, so a change in PyTorch shows up here).
     Returns dualgen's result or error."""
-    native_ok, native = _outcome(program, NATIVE, seed)
-    dual_ok, dual = _outcome(program, DUALGEN, seed)
+    (native_ok, native), (dual_ok, dual) = outcomes(program, seed)
     if error is not None:
         assert not native_ok and isinstance(
             native, error

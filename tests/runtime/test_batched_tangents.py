@@ -13,12 +13,10 @@ import re
 import pytest
 import torch
 from native_conformance_checks import (
-    DUALGEN,
     F64,
-    NATIVE,
-    _outcome,
     conform,
     no_level_left_behind,  # noqa: F401 - autouse
+    outcomes,
 )
 from torch._vmap_internals import _vmap
 from torch.autograd import Function
@@ -178,9 +176,8 @@ def test_gradcheck_batched_forward_check_of_a_conjugate_view_beyond_native():
     view under vmap, pinned); dualgen's batched tangents match the loop's."""
     inputs = (torch.randn(3, 3, dtype=C128), torch.randn(3, dtype=C128))
     program = _gradcheck(lambda x, y: x.sum(0) * y.conj(), inputs)
-    native_ok, native = _outcome(program, NATIVE, 0)
+    (native_ok, native), (dual_ok, dual) = outcomes(program)
     assert not native_ok and "has_fw_view" in str(native), "native works: conform"
-    dual_ok, dual = _outcome(program, DUALGEN, 0)
     assert dual_ok and dual is True, dual
 
 
@@ -250,9 +247,8 @@ def _wrong_under_vmap():
 def test_gradcheck_reports_batched_tangents_that_differ_from_the_loop():
     x = torch.randn(3, dtype=F64)
     program = _gradcheck(_wrong_under_vmap(), (x,), check_undefined_grad=False)
-    native_ok, native = _outcome(program, NATIVE, 0)
+    (native_ok, native), (dual_ok, dual) = outcomes(program)
     assert not native_ok and "For output 0 and input 0" in str(native)
-    dual_ok, dual = _outcome(program, DUALGEN, 0)
     assert not dual_ok and isinstance(dual, type(native))
     assert re.search("For output 0 and input 0.*forward-mode", str(dual), re.DOTALL)
     assert not dualgen_gradcheck_quietly(_wrong_under_vmap(), x)

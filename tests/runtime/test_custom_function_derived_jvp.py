@@ -239,16 +239,7 @@ def test_underivable_backward_names_the_function_and_the_fixes(case):
 
 
 # --------------------------------------------------------------------------------------
-# dualgen.register_jvp
-
-
-@pytest.fixture
-def registered():
-    """Functions given a rule in the test; unregistered after it."""
-    classes = []
-    yield classes
-    for cls in classes:
-        dualgen.unregister_jvp(cls)
+# dualgen.register_jvp (the rules given are unregistered by `registered`, conftest.py)
 
 
 def test_registered_rule_overrides_the_jvp_until_unregistered(registered):

@@ -96,32 +96,37 @@ def test_forward_over_forward_with_dual_inner_tangent(name):
             )
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["plain_plus_transposed", "transposed_column_times_row"],
-)
-def test_forward_over_forward_when_the_tangent_is_relaid_out(name):
-    f = {
-        "plain_plus_transposed": lambda x: torch.ones(4, 3, dtype=DTYPE)
-        + x.t() * x.t(),
-        "transposed_column_times_row": lambda x: x[:, :1].t() * x[0, :1],
-    }[name]
+def _setitem_into_plain_tensor(x):
+    out = torch.zeros(3, 4, dtype=DTYPE)
+    out[1] = x[0] * x[0]
+    return out
+
+
+def _inplace(x):
+    y = x.clone()
+    y.mul_(x.sin())
+    y[0].add_(x[1] * 2)
+    return y.exp()
+
+
+# name: (f, the shape of x); tangents relaid out, written into a plain tensor, or
+# updated in place.
+NESTED_UNUSUAL = {
+    "plain_plus_transposed": (
+        lambda x: torch.ones(4, 3, dtype=DTYPE) + x.t() * x.t(),
+        (3, 4),
+    ),
+    "transposed_column_times_row": (lambda x: x[:, :1].t() * x[0, :1], (3, 4)),
+    "setitem_into_plain_tensor": (_setitem_into_plain_tensor, (3, 4)),
+    "inplace": (_inplace, (3, 2)),
+}
+
+
+@pytest.mark.parametrize("name", NESTED_UNUSUAL)
+def test_forward_over_forward_matches_nested_jvp(name):
+    f, shape = NESTED_UNUSUAL[name]
     torch.manual_seed(0)
-    x, u, v = randn(3, 4), randn(3, 4), randn(3, 4)
-    _, ju, _, second = second_order(f, x, u, v)
-    t, _, got_second = nested_tangents(f, x, u, v)
-    assert_close(t, ju)
-    assert_same(got_second, second)
-
-
-def test_forward_over_forward_setitem_into_plain_tensor():
-    def f(x):
-        out = torch.zeros(3, 4, dtype=DTYPE)
-        out[1] = x[0] * x[0]
-        return out
-
-    torch.manual_seed(0)
-    x, u, v = randn(3, 4), randn(3, 4), randn(3, 4)
+    x, u, v = randn(*shape), randn(*shape), randn(*shape)
     _, ju, jv, second = second_order(f, x, u, v)
     t, got_jv, got_second = nested_tangents(f, x, u, v)
     assert_close(t, ju)
@@ -164,19 +169,3 @@ def test_third_order_with_three_levels():
                 t21 = dual_fwAD.unpack_dual(t2, level=l1).tangent
                 t210 = dual_fwAD.unpack_dual(t21, level=l0).tangent
     assert_close(t210, -x.cos() * u * v * w)
-
-
-def test_nested_inplace_matches_nested_jvp():
-    def f(x):
-        y = x.clone()
-        y.mul_(x.sin())
-        y[0].add_(x[1] * 2)
-        return y.exp()
-
-    torch.manual_seed(0)
-    x, u, v = randn(3, 2), randn(3, 2), randn(3, 2)
-    _, ju, jv, second = second_order(f, x, u, v)
-    t, got_jv, got_second = nested_tangents(f, x, u, v)
-    assert_close(t, ju)
-    assert_close(got_second, second)
-    assert_close(got_jv, jv)

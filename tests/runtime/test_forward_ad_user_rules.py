@@ -43,12 +43,10 @@ def norule(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.fixture
-def user_rules():
-    """Ops whose user rules the test registers; unregistered afterwards."""
-    ops = []
-    yield ops
-    for op in ops:
-        dualgen.unregister_jvp(op)
+def user_rules(registered):
+    """`registered` (conftest.py), and this module's ops unregistered afterwards
+    whether or not the test says it registered them."""
+    yield registered
     for op in (mysin, scaled_add, norule, aten.sin.default):
         dualgen.unregister_jvp(op)
 

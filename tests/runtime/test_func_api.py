@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.func as tfunc
+from functional_api_checks import assert_same_error
 from leaks import release_levels
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -41,20 +42,6 @@ def assert_same_tree(ours, theirs):
     for a, b in zip(ours_flat, theirs_flat):
         assert a.shape == b.shape and a.dtype == b.dtype, (a, b)
         torch.testing.assert_close(a, b)
-
-
-def outcome(call):
-    try:
-        call()
-    except Exception as error:  # noqa: BLE001 - any error, compared with torch's
-        return type(error), str(error)
-    return None
-
-
-def assert_same_error(ours, theirs):
-    expected = outcome(theirs)
-    assert expected is not None, "torch.func no longer raises"
-    assert outcome(ours) == expected
 
 
 def finite_difference_jvp(f, primals, tangents, eps=1e-6):

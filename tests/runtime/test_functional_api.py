@@ -15,10 +15,9 @@ from functional_api_checks import (  # noqa: F401 - no_level_left_open: autouse
     X3,
     as_tuples,
     assert_same,
-    assert_same_error,
     directions,
+    errors_are_torchs,
     no_level_left_open,
-    outcome,
     rand,
 )
 
@@ -166,10 +165,7 @@ JVP_ERRORS = {
 }
 
 
-@pytest.mark.parametrize("case", JVP_ERRORS)
-def test_jvp_errors_are_torchs(case):
-    kwargs = JVP_ERRORS[case]
-    assert_same_error(lambda: AF.jvp(**kwargs), lambda: TF.jvp(**kwargs))
+test_jvp_errors_are_torchs = errors_are_torchs(JVP_ERRORS, "jvp")
 
 
 def test_jvp_strict_computes_when_every_output_depends_on_every_input():
@@ -268,18 +264,17 @@ def test_jacobian_is_detached_without_create_graph():
         assert not jac.requires_grad
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"strict": True, "strategy": "forward-mode", "vectorize": True},
-        {"strict": True, "strategy": "forward-mode"},
-        {"strategy": "sideways"},
-        {"strict": True, "vectorize": True},
-    ],
-    ids=["strict_forward_vectorized", "strict_forward", "bad_strategy", "reverse"],
-)
-def test_jacobian_errors_are_torchs(options):
-    assert_same_error(
-        lambda: AF.jacobian(chain, X3, **options),
-        lambda: TF.jacobian(chain, X3, **options),
-    )
+JACOBIAN_ERRORS = {
+    name: {"func": chain, "inputs": X3, **options}
+    for name, options in {
+        "strict_forward_vectorized": {
+            "strict": True,
+            "strategy": "forward-mode",
+            "vectorize": True,
+        },
+        "strict_forward": {"strict": True, "strategy": "forward-mode"},
+        "bad_strategy": {"strategy": "sideways"},
+        "reverse": {"strict": True, "vectorize": True},
+    }.items()
+}
+test_jacobian_errors_are_torchs = errors_are_torchs(JACOBIAN_ERRORS, "jacobian")

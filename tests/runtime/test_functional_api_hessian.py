@@ -13,12 +13,11 @@ from functional_api_checks import (  # noqa: F401 - no_level_left_open: autouse
     F64,
     W_CAPTURED,
     X3,
-    as_tuples,
     assert_same,
     assert_same_error,
     directions,
+    errors_are_torchs,
     no_level_left_open,
-    outcome,
     rand,
 )
 
@@ -178,10 +177,7 @@ HESSIAN_ERRORS = {
 }
 
 
-@pytest.mark.parametrize("case", HESSIAN_ERRORS)
-def test_hessian_errors_are_torchs(case):
-    kwargs = HESSIAN_ERRORS[case]
-    assert_same_error(lambda: AF.hessian(**kwargs), lambda: TF.hessian(**kwargs))
+test_hessian_errors_are_torchs = errors_are_torchs(HESSIAN_ERRORS, "hessian")
 
 
 def test_hessian_strict_computes_a_hessian_that_depends_on_every_input():
@@ -318,10 +314,4 @@ HVP_ERRORS = {
 }
 
 
-@pytest.mark.parametrize("name", ["hvp", "vhp"])
-@pytest.mark.parametrize("case", HVP_ERRORS)
-def test_hvp_and_vhp_errors_are_torchs(case, name):
-    kwargs = HVP_ERRORS[case]
-    assert_same_error(
-        lambda: getattr(AF, name)(**kwargs), lambda: getattr(TF, name)(**kwargs)
-    )
+test_hvp_and_vhp_errors_are_torchs = errors_are_torchs(HVP_ERRORS, "hvp", "vhp")

@@ -19,15 +19,13 @@ import torch
 from forward_ad_checks import assert_same
 from native_conformance_checks import (
     C128,
-    DUALGEN,
     F64,
     FAST,
-    NATIVE,
-    _outcome,
     conform,
     forward_mismatch,
     level_active,
     no_level_left_behind,  # noqa: F401 - autouse
+    outcomes,
     rand,
 )
 from torch.autograd import Function
@@ -146,9 +144,8 @@ def test_gradcheck_forward_mode_calls_jvp_as_often_and_without_requires_grad(
         )
         return checked, set(Record.grad_flags), Record.calls
 
-    native_ok, native = _outcome(program, NATIVE, 0)
+    (native_ok, native), (dual_ok, dual) = outcomes(program)
     assert native_ok, native
-    dual_ok, dual = _outcome(program, DUALGEN, 0)
     if not dual_ok:
         raise dual
     assert_same(dual[:2], native[:2], "verdict and requires_grad inside the level")
@@ -296,37 +293,36 @@ def test_gradcheck_forward_mode_refuses_mkldnn_inputs(fast):
     )
 
 
+# name: (the input, made inside the program; the error native raises, its phrase)
+REFUSED_INPUTS = {
+    "none_requires_grad": (
+        lambda: rand(10),
+        ValueError,
+        "at least one input tensor to require gradient",
+    ),
+    "a_zero_stride": (
+        lambda: torch.ones(1, dtype=F64, requires_grad=True).expand((2, 2)),
+        RuntimeError,
+        "The 0th input has a dimension with stride 0",
+    ),
+}
+
+
 @pytest.mark.parametrize("fast", FAST)
-def test_gradcheck_needs_an_input_that_requires_grad(fast):
+@pytest.mark.parametrize("case", REFUSED_INPUTS)
+def test_gradcheck_refuses_an_input(case, fast):
+    make, error, match = REFUSED_INPUTS[case]
+
     def program(api):
         return api.gradcheck(
             lambda x: x,
-            (rand(10),),
+            (make(),),
             raise_exception=False,
             fast_mode=fast,
             check_forward_ad=True,
         )
 
-    conform(
-        program, error=ValueError, match="at least one input tensor to require gradient"
-    )
-
-
-@pytest.mark.parametrize("fast", FAST)
-def test_gradcheck_refuses_an_input_with_a_zero_stride(fast):
-    def program(api):
-        x = torch.ones(1, dtype=F64, requires_grad=True).expand((2, 2))
-        return api.gradcheck(
-            lambda x: x,
-            (x,),
-            raise_exception=False,
-            fast_mode=fast,
-            check_forward_ad=True,
-        )
-
-    conform(
-        program, error=RuntimeError, match="The 0th input has a dimension with stride 0"
-    )
+    conform(program, error=error, match=match)
 
 
 @pytest.mark.parametrize("fast", FAST)

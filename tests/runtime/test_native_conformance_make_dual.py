@@ -43,18 +43,39 @@ def test_given_tangent_is_kept_alive_by_the_dual_and_freed_with_it():
     assert conform(program) == (True, True, True)
 
 
-def test_tangent_of_another_size_raises_and_a_slice_of_the_right_size_is_taken():
-    def program(api):
-        tangent = rand(3)
-        with api.fwAD.dual_level():
-            api.fwAD.make_dual(rand(2), tangent[1:])  # the right size: accepted
-            api.fwAD.make_dual(rand(2), tangent)
+def _of_another_size(api):
+    tangent = rand(3)
+    api.fwAD.make_dual(rand(2), tangent[1:])  # a slice of the right size: accepted
+    return tangent
 
-    conform(
-        program,
-        error=RuntimeError,
-        match="Trying to set a forward gradient that has a different size",
-    )
+
+def _dual_at_the_same_level(api):
+    return api.fwAD.make_dual(rand(2), rand(2))
+
+
+@pytest.mark.parametrize(
+    "tangent, match",
+    [
+        pytest.param(
+            _of_another_size,
+            "Trying to set a forward gradient that has a different size",
+            id="of_another_size",
+        ),
+        pytest.param(
+            _dual_at_the_same_level,
+            "has a forward gradient at the same level",
+            id="dual_at_the_same_level",
+        ),
+    ],
+)
+def test_make_dual_rejects_a_tangent(tangent, match):
+    """tangent(api), inside the level: the tangent make_dual must refuse."""
+
+    def program(api):
+        with api.fwAD.dual_level():
+            api.fwAD.make_dual(rand(2), tangent(api))
+
+    conform(program, error=RuntimeError, match=match)
 
 
 def test_primal_over_a_larger_storage_gets_a_copied_tangent():
@@ -148,26 +169,30 @@ def test_tangent_is_reused_only_when_its_conj_and_neg_bits_are_the_primals(
     assert reused == (primal_bit == tangent_bit)
 
 
-def test_zero_numel_tangent_at_another_storage_offset_is_reused():
+# name: the (size, stride, storage offset) of primal and tangent, each a view of a
+# one-element tensor of its own
+OTHER_LAYOUTS = {
+    "zero_numel_at_another_storage_offset": (((0,), (1,), 1), ((0,), (1,), 2)),
+    "one_element_with_other_strides": (((1,), (2,), 0), ((1,), (1,), 0)),
+}
+
+
+@pytest.mark.parametrize("case", OTHER_LAYOUTS)
+def test_tangent_laid_out_otherwise_is_reused_and_slices(case):
+    """The layouts differ only where there is no element: the tangent is reused as
+    it is, and the dual's empty slice has an empty tangent."""
+
     def program(api):
-        primal = torch.tensor([1.0], dtype=F64).as_strided((0,), (1,), 1)
-        tangent = torch.tensor([1.0], dtype=F64).as_strided((0,), (1,), 2)
+        primal, tangent = (
+            torch.tensor([1.0], dtype=F64).as_strided(*layout)
+            for layout in OTHER_LAYOUTS[case]
+        )
         with api.fwAD.dual_level():
             dual = api.fwAD.make_dual(primal, tangent)
-            return api.fwAD.unpack_dual(dual).tangent is tangent
+            reused = api.fwAD.unpack_dual(dual).tangent is tangent
+            return reused, tuple(api.fwAD.unpack_dual(dual[1:]))
 
-    assert conform(program) is True
-
-
-def test_one_element_tangent_with_other_strides_then_an_empty_slice():
-    def program(api):
-        primal = torch.tensor([1.0], dtype=F64).as_strided((1,), (2,), 0)
-        tangent = torch.tensor([1.0], dtype=F64).as_strided((1,), (1,), 0)
-        with api.fwAD.dual_level():
-            dual = api.fwAD.make_dual(primal, tangent)
-            return tuple(api.fwAD.unpack_dual(dual[1:]))
-
-    conform(program)
+    assert conform(program)[0] is True
 
 
 @pytest.mark.parametrize(
@@ -187,19 +212,6 @@ def test_make_dual_rejects_integral_dtypes(primal_dtype, tangent_dtype, match):
             )
 
     conform(program, error=ValueError, match=match)
-
-
-def test_tangent_that_is_dual_at_the_same_level_is_rejected():
-    def program(api):
-        with api.fwAD.dual_level():
-            dual = api.fwAD.make_dual(rand(2), rand(2))
-            api.fwAD.make_dual(rand(2), dual)
-
-    conform(
-        program,
-        error=RuntimeError,
-        match="has a forward gradient at the same level",
-    )
 
 
 def test_make_dual_of_an_inference_tensor_in_inference_mode():
