@@ -6,6 +6,7 @@
 `dualgen.gradcheck` / `gradgradcheck` / `adjoint_check` prove the formulas;
 `dualgen.functional` and `dualgen.func` are the high-level APIs of
 `torch.autograd.functional` and `torch.func`, in forward mode;
+`dualgen.jet` propagates Taylor series of any order (Taylor mode);
 `dualgen.distributed.make_packed_dual` lays a dual out for collectives with no
 copies (collectives carry tangents by themselves).
 """
@@ -20,6 +21,7 @@ from . import forward_ad, torch_support
 from .backend import kernel_backend, set_kernel_backend
 from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
 from .rules.table import load_kernels, register_jvp, unload_kernels, unregister_jvp
+from .taylor import jet
 from .versions import dualgen_version
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "functional",
     "gradcheck",
     "gradgradcheck",
+    "jet",
     "kernel_backend",
     "load_kernels",
     "register_jvp",

@@ -24,6 +24,7 @@ from ..spec.model import (
 from ..spec.schema import TorchOperators
 from .derive import cotangent_name, element_wise_jvp, grads_to_name, is_name, op_call
 from .plan import Action, BackwardStep, Branch, JvpPlan, OpPlan, OutputTangent, VjpPlan
+from .taylor import classify
 from .zeros import specialise
 
 # Beyond this many tangents referenced by one formula, branches are enumerated only
@@ -117,6 +118,12 @@ def _plan(schema: OperatorSchema, source: Entry, entry: Entry) -> OpPlan:
         jvp=jvp,
         vjp=_vjp_plan(schema, source),
         torch_releases=entry.torch_releases.text if entry.torch_releases else None,
+        taylor=classify(
+            [(r.output, r.expr) for r in resolved],
+            diff_inputs,
+            schema.output_names(),
+            len(schema.returns) == 1,
+        ),
     )
 
 

@@ -116,6 +116,15 @@ class VjpPlan:
 
 
 @dataclass(frozen=True)
+class TaylorPlan:
+    """How Taylor mode propagates the op's series (runtime/taylor/rules.py)."""
+
+    rule: str  # "linear", "multilinear", "by_formula"
+    inputs: tuple[str, ...] = ()  # multilinear: the inputs of the form M
+    linear: tuple[str, ...] = ()  # multilinear: inputs that enter linearly
+
+
+@dataclass(frozen=True)
 class OpPlan:
     schema: OperatorSchema
     kind: OpKind
@@ -135,3 +144,4 @@ class OpPlan:
     # `torch_releases` of the entry: the kernel is registered only where the
     # installed torch has the overload; None: on every supported release.
     torch_releases: str | None = None
+    taylor: TaylorPlan = TaylorPlan("by_formula")

@@ -19,6 +19,7 @@ from ..check.twins import basics, load_twins, manifest_path
 from ..emit_cpp import CppEmitter, operator_key
 from ..emit_cpp.helpers import as_twins, cpp_files
 from ..emit_cpp.twins import render_twins
+from ..spec.model import OpKind
 from .helpers import python_text
 from .printer import PythonPrinter
 
@@ -120,6 +121,7 @@ class Emitter:
             "jvp.py": self._render_jvp(plans),
             "vjp.py": self._render_vjp(plans),
             "registry.py": self._render_registry(plans, cpp),
+            "taylor.py": self._render_taylor(plans),
         }
         if cpp:
             # `helpers`: the one-source helpers written with these kernels;
@@ -290,6 +292,10 @@ class Emitter:
             "registry.py.j2", rows=rows, imports=self.imports, overload=self.overload
         )
 
+    def _render_taylor(self, plans: tuple[OpPlan, ...]) -> str:
+        rows = [_taylor_row(p) for p in plans if p.kind is not OpKind.INPLACE]
+        return self._render("taylor.py.j2", rows=rows, overload=self.overload)
+
     def _row(self, plan: OpPlan, cpp: bool) -> RowView:
         s = plan.schema
         fields = (
@@ -312,6 +318,34 @@ class Emitter:
             releases = (s.name, s.overload_attr, plan.torch_releases)
         op = _overload_expr(s.name, s.overload_attr, s.namespace)
         return RowView(op, fields, releases)
+
+
+@dataclass(frozen=True)
+class TaylorRowView:
+    op: str
+    rule: str
+    formulas: tuple[str, ...]  # `output: formula` as the spec has it
+    releases: tuple[str, str, str] | None
+
+
+def _taylor_row(plan: OpPlan) -> TaylorRowView:
+    s, taylor = plan.schema, plan.taylor
+    if taylor.rule == "linear":
+        rule = "Linear()"
+    elif taylor.rule == "multilinear":
+        linear = f", linear={_tuple(taylor.linear)}" if taylor.linear else ""
+        rule = f"Multilinear({_tuple(taylor.inputs)}{linear})"
+    else:
+        rule = "ByFormula()"
+    formulas = tuple(
+        f"{s.full_name}: {o.output}: {o.formula}" for o in plan.jvp.outputs if o
+    )
+    releases = (
+        (s.name, s.overload_attr, plan.torch_releases) if plan.torch_releases else None
+    )
+    return TaylorRowView(
+        _overload_expr(s.name, s.overload_attr, s.namespace), rule, formulas, releases
+    )
 
 
 def _overload_expr(name: str, overload: str, namespace: str = "aten") -> str:

@@ -1,0 +1,145 @@
+"""A truncated Taylor series as a tensor: `JetTensor` holds the normalised
+coefficients c_0..c_d of x(t) = c_0 + c_1 t + ... + c_d t^d, and every aten op on
+it is computed in truncated-polynomial arithmetic (`arithmetic.apply`).
+
+A plain tensor among a jet's operands is a constant: its higher coefficients are
+zero, exactly. A jet's degree says how far its coefficients are known; an op on
+jets of several degrees knows its result to the lowest of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+class JetTensor(torch.Tensor):
+    """A tensor-valued truncated Taylor series, shaped and typed as its value c_0."""
+
+    coefficients: tuple[torch.Tensor, ...]
+
+    @staticmethod
+    def __new__(cls, coefficients):
+        value = coefficients[0]
+        jet = torch.Tensor._make_wrapper_subclass(
+            cls,
+            value.shape,
+            strides=_strides(value),
+            dtype=value.dtype,
+            device=value.device,
+            layout=value.layout,
+            requires_grad=False,
+        )
+        jet.coefficients = tuple(coefficients)
+        return jet
+
+    @property
+    def degree(self) -> int:
+        return len(self.coefficients) - 1
+
+    def __repr__(self) -> str:
+        return f"JetTensor(degree={self.degree}, value={self.coefficients[0]!r})"
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # Dispatch reaches here with the keys above Python excluded (autograd,
+        # conjugation, vmap): the arithmetic on the coefficients runs in the
+        # caller's dispatch state instead, so that autograd records it, conj
+        # views resolve and vmap batches it.
+        include, exclude = _CALLER_KEYS[-1] if _CALLER_KEYS else _plain_keys()
+        # functorch's layer keys stay as functorch has set them for this call.
+        include = (include - _LAYER_KEYS) | (
+            torch._C._dispatch_tls_local_include_set() & _LAYER_KEYS
+        )
+        exclude = (exclude - _LAYER_KEYS) | (
+            torch._C._dispatch_tls_local_exclude_set() & _LAYER_KEYS
+        )
+        with torch._C._ForceDispatchKeyGuard(include, exclude):
+            return _ARITHMETIC[0](func, args, kwargs or {})
+
+
+# The arithmetic on series (arithmetic.apply, which reads this module's helpers):
+# set when `dualgen.taylor` imports it.
+_ARITHMETIC: list = []
+
+
+def use_arithmetic(apply) -> None:
+    _ARITHMETIC[:] = [apply]
+
+
+_LAYER_KEYS = torch._C.DispatchKeySet(
+    torch._C.DispatchKey.FuncTorchDynamicLayerFrontMode
+) | torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchDynamicLayerBackMode)
+
+# The dispatch keys of each `jet` call in progress (the innermost last).
+_CALLER_KEYS: list = []
+
+
+def _plain_keys():
+    """Outside a `jet` call: nothing excluded but what the caller excludes."""
+    return torch._C._dispatch_tls_local_include_set(), torch._C.DispatchKeySet()
+
+
+@contextlib.contextmanager
+def callers_dispatch_keys():
+    """Run the series' arithmetic in the dispatch state of this call's caller."""
+    _CALLER_KEYS.append(
+        (
+            torch._C._dispatch_tls_local_include_set(),
+            torch._C._dispatch_tls_local_exclude_set(),
+        )
+    )
+    try:
+        yield
+    finally:
+        _CALLER_KEYS.pop()
+
+
+def _strides(value: torch.Tensor):
+    try:
+        return value.stride()
+    except RuntimeError:  # a tensor without strides (vmap's batched tensors)
+        return None
+
+
+def series(coefficients) -> torch.Tensor:
+    """The series of these coefficients: a plain tensor for degree 0."""
+    coefficients = tuple(coefficients)
+    return coefficients[0] if len(coefficients) == 1 else JetTensor(coefficients)
+
+
+def degree_of(value) -> int | None:
+    """A jet's degree; None for a constant."""
+    return value.degree if isinstance(value, JetTensor) else None
+
+
+def coefficient(value, k: int):
+    """Coefficient k of a series, None where it is zero (a constant's beyond 0)."""
+    if isinstance(value, JetTensor):
+        return value.coefficients[k]
+    return value if k == 0 else None
+
+
+def truncated(value, degree: int):
+    """The series known to `degree` (a constant stays itself)."""
+    if isinstance(value, JetTensor):
+        return series(value.coefficients[: degree + 1])
+    return value
+
+
+def derivative(value, degree: int):
+    """d/dt of the series, to `degree`; None for a constant (a zero tangent)."""
+    if not isinstance(value, JetTensor):
+        return None
+    c = value.coefficients
+    return series(k * c[k] for k in range(1, degree + 2))
+
+
+def value_of(value):
+    """Coefficient 0: the value at t = 0 (lists and tuples elementwise)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(value_of(v) for v in value)
+    return coefficient(value, 0) if isinstance(value, torch.Tensor) else value
