@@ -36,6 +36,7 @@ __all__ = [
     "jet",
     "kernel_backend",
     "load_kernels",
+    "operators",
     "register_jvp",
     "set_kernel_backend",
     "unload_kernels",
@@ -46,8 +47,8 @@ __version__ = dualgen_version()
 torch_support.warn_if_untested()
 
 # imported on first use: nothing else needs them
-_LAZY = ("distributed", "func", "functional")
-_FEATURE = {"distributed": "collectives"}
+_LAZY = ("distributed", "func", "functional", "operators")
+_FEATURE = {"distributed": "collectives", "operators": "fx"}
 
 
 def __getattr__(name: str):

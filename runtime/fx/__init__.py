@@ -13,12 +13,15 @@ them.
     outputs, output_tangents = gm(x, y, x_t, None)   # as torch.func.jvp
     gm = dualgen.fx.vjp(f, (x, y))
     outputs, (x_grad, y_grad) = gm(x, y, cotangents)  # as torch.func.vjp
+    gm = dualgen.fx.jet(f, (x,), order=3)      # Taylor mode (jet.py)
+    outputs, series = gm(x, [[x1, x2, x3]])    # as dualgen.jet
 """
 
 from __future__ import annotations
 
 from .graph import NoRule
+from .jet import jet
 from .jvp import jvp
 from .vjp import vjp
 
-__all__ = ["NoRule", "jvp", "vjp"]
+__all__ = ["NoRule", "jet", "jvp", "vjp"]

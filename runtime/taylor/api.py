@@ -1,6 +1,6 @@
 """`jet(fun, primals, series)`: Taylor mode, with JAX's `jax.experimental.jet`
-conventions. `series[i]` is `[x1, ..., xK]`, the derivatives at t = 0 of the
-curve x(t) = x0 + x1 t + x2 t²/2! + ... through `primals[i]` = x0; the result is
+conventions. `series[i]` is `[x1, ..., xK]` (None for a zero one), the
+derivatives at t = 0 of the curve x(t) = x0 + x1 t + x2 t²/2! + ... through `primals[i]` = x0; the result is
 fun's output at x0 and, per output tensor, the K derivatives of fun(x(t)).
 """
 
@@ -19,7 +19,7 @@ def jet(fun, primals, series):
     primals, series = tuple(primals), tuple(series)
     order = _order(primals, series)
     inputs = [
-        JetTensor([x0] + [x / math.factorial(k) for k, x in enumerate(terms, start=1)])
+        JetTensor([x0] + [_normalised(x, k) for k, x in enumerate(terms, start=1)])
         for x0, terms in zip(primals, series)
     ]
     with callers_dispatch_keys():
@@ -34,6 +34,10 @@ def jet(fun, primals, series):
         values.append(coefficient(leaf, 0))
         derivatives.append([_derivative(leaf, k) for k in range(1, order + 1)])
     return tree_unflatten(values, spec), tree_unflatten(derivatives, spec)
+
+
+def _normalised(x, k: int):
+    return None if x is None else x / math.factorial(k)
 
 
 def _derivative(leaf: torch.Tensor, k: int) -> torch.Tensor:
@@ -65,8 +69,10 @@ def _order(primals, series) -> int:
         if not (x0.is_floating_point() or x0.is_complex()):
             raise TypeError(f"jet: primals[{i}] has dtype {x0.dtype}, not a float")
         for k, x in enumerate(terms, start=1):
+            if x is None:
+                continue  # a zero coefficient, which costs nothing
             if not isinstance(x, torch.Tensor):
-                raise TypeError(f"jet: series[{i}][{k - 1}] is not a tensor")
+                raise TypeError(f"jet: series[{i}][{k - 1}] is not a tensor or None")
             if x.shape != x0.shape or x.dtype != x0.dtype:
                 raise ValueError(
                     f"jet: series[{i}][{k - 1}] has shape {tuple(x.shape)} and dtype "

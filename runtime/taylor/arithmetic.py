@@ -160,8 +160,15 @@ def _inplace(func, rule, args, kwargs, degree):
         )
     result = functional(*args, **kwargs)
     updates = [coefficient(result, k) for k in range(degree + 1)]
-    for c, new in zip(target.coefficients, updates):
-        if new is None:
+    for k, (c, new) in enumerate(zip(target.coefficients, updates)):
+        if c is None:
+            if new is not None:
+                raise NotImplementedError(
+                    f"Taylor mode: {func._schema.name} writes coefficient {k} into "
+                    "a series whose coefficient is absent (zero) and may be "
+                    "shared by views; give the series every coefficient"
+                )
+        elif new is None:
             c.zero_()
         elif new is not c:
             # A coefficient computed from self's own memory is read before the
@@ -176,7 +183,8 @@ def _inplace_view(func, args, kwargs):
     target = bind(func._schema, args, kwargs)[0]
     rest_args, rest_kwargs = value_of(args[1:]), value_of(kwargs)
     for c in target.coefficients:
-        func(c, *rest_args, **rest_kwargs)
+        if c is not None:
+            func(c, *rest_args, **rest_kwargs)
     with torch._C._DisableTorchDispatch():
         func(target, *rest_args, **rest_kwargs)
     return target
@@ -214,28 +222,34 @@ def _fill_value(self, value):
     return torch.full_like(value_of(self), value)
 
 
-# In-place ops whose new value of self is not the out-of-place op of their name.
+# In-place ops whose new value of self is not the out-of-place op of their name,
+# and the out-of-place forms functionalisation writes them as, which the spec
+# has no entries for: the value written, in ops that have rules.
 _WRITES = {
     torch.ops.aten.copy_.default: _copy_value,
     torch.ops.aten.zero_.default: _zero_value,
     torch.ops.aten.fill_.Scalar: _fill_value,
     torch.ops.aten.fill_.Tensor: _fill_value,
 }
+_VALUE_OF_WRITE = {
+    torch.ops.aten.copy.default: _copy_value,
+    torch.ops.aten.zero.default: _zero_value,
+    torch.ops.aten.fill.Scalar: _fill_value,
+    torch.ops.aten.fill.Tensor: _fill_value,
+}
 
 
 def _without_rule(func, args, kwargs):
+    if func in _VALUE_OF_WRITE:  # functionalisation's out-of-place writes
+        return _VALUE_OF_WRITE[func](*args, **kwargs)
     if has_decomposition(func):
         return func.decompose(*args, **kwargs)
     out = func(*value_of(args), **value_of(kwargs))
-    moving = any(
-        isinstance(t, JetTensor) and any(c.any() for c in t.coefficients[1:])
-        for t in _tensors(args, kwargs)
-    )
     differentiable = any(
         is_differentiable_dtype(o)
         for o in tensors_in(out if isinstance(out, (tuple, list)) else (out,))
     )
-    if moving and differentiable:
+    if differentiable:  # a series reaches it (apply is called for one)
         raise NotImplementedError(no_rule_message(func))
     return out  # nothing differentiable comes out, or nothing moves
 
@@ -323,16 +337,15 @@ def _as_series(value, per_order: list):
             for i in range(len(value))
         ]
         return type(value)(_as_series(v, c) for v, c in zip(value, columns))
-    if not isinstance(value, torch.Tensor) or not per_order:
-        return value
-    coefficients = [torch.zeros_like(value) if c is None else c for c in per_order]
-    for c in coefficients:
-        if c.shape != value.shape:  # a rule's bug: never a silently wrong series
+    if not isinstance(value, torch.Tensor) or all(c is None for c in per_order):
+        return value  # a constant: every coefficient beyond 0 is zero
+    for c in per_order:
+        if c is not None and c.shape != value.shape:  # never a silently wrong series
             raise RuntimeError(
                 f"Taylor mode: a coefficient of shape {tuple(c.shape)} for an "
                 f"output of shape {tuple(value.shape)}"
             )
-    return series([value, *coefficients])
+    return series([value, *per_order])
 
 
 use_arithmetic(apply)

@@ -15,7 +15,8 @@ import torch
 
 
 class JetTensor(torch.Tensor):
-    """A tensor-valued truncated Taylor series, shaped and typed as its value c_0."""
+    """A tensor-valued truncated Taylor series, shaped and typed as its value c_0.
+    A coefficient beyond c_0 may be None: zero, and costs nothing."""
 
     coefficients: tuple[torch.Tensor, ...]
 
@@ -135,7 +136,12 @@ def derivative(value, degree: int):
     if not isinstance(value, JetTensor):
         return None
     c = value.coefficients
-    return series(k * c[k] for k in range(1, degree + 2))
+    slopes = [None if c[k] is None else k * c[k] for k in range(1, degree + 2)]
+    if all(x is None for x in slopes):
+        return None
+    if slopes[0] is None:  # coefficient 0 of a series is always a tensor
+        slopes[0] = torch.zeros_like(value.coefficients[0])
+    return series(slopes)
 
 
 def value_of(value):
