@@ -223,11 +223,13 @@ def _summing_runner(top):
 
 
 def _agrees(program, top, examples, parameters) -> bool:
+    """The collapsed program's value and sum, against P run per direction."""
     x0, directions, weights = examples
     with torch.no_grad():
         value, summed = program(x0, directions, weights, *parameters)
-        expected = sum(
-            w * top(x0, v, *parameters)[1] for v, w in zip(directions, weights)
-        )
+        runs = [top(x0, v, *parameters) for v in directions]
+        expected = sum(w * run[1] for run, w in zip(runs, weights))
         scale = float(expected.abs().max()) + 1e-30
-        return torch.allclose(summed, expected, rtol=1e-3, atol=1e-5 * scale)
+        return torch.allclose(value, runs[0][0]) and torch.allclose(
+            summed, expected, rtol=1e-3, atol=1e-5 * scale
+        )
