@@ -17,17 +17,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch._functorch.pyfunctorch import temporarily_clear_interpreter_stack
 
 from .collapse import build
 
 __all__ = ["bilaplacian", "laplacian"]
 
 
-def laplacian(f: Callable, *, randomization=None, weighting=None) -> Callable:
+def laplacian(
+    f: Callable, *, randomization=None, weighting=None, collapsed=True
+) -> Callable:
     """g(x) -> (f(x), Δf(x)); with `weighting=(apply_S, rank)`, the weighted
     Laplacian Σ_ij C_ij ∂²f/∂x_i∂x_j for C(x) = S(x) S(x)ᵀ, where
     apply_S(x, V) = V @ S(x).T; with `randomization=("rademacher" | "normal", S)`,
-    the unbiased estimate from S random directions."""
+    the unbiased estimate from S random directions. `collapsed=False` propagates
+    one series per direction instead (for comparison: the same values)."""
     sampler = _sampler(randomization, ("rademacher", "normal"), "laplacian")
 
     def directions(x):
@@ -42,10 +46,10 @@ def laplacian(f: Callable, *, randomization=None, weighting=None) -> Callable:
             basis = weighting[0](x, basis)
         return basis.reshape(len(basis), *x.shape), weights.to(x.device)
 
-    return _Operator(f, 2, directions)
+    return _Operator(f, 2, directions, collapsed)
 
 
-def bilaplacian(f: Callable, *, randomization=None) -> Callable:
+def bilaplacian(f: Callable, *, randomization=None, collapsed=True) -> Callable:
     """g(x) -> (f(x), Δ²f(x)) = Σ_ij ∂⁴f/∂x_i²∂x_j²: exact from the D² fourth
     derivatives along e_i and e_i ± e_j, or with `randomization=("normal", S)`
     unbiased from E[D⁴f[v]] = 3 Δ²f for standard normal v."""
@@ -70,7 +74,7 @@ def bilaplacian(f: Callable, *, randomization=None) -> Callable:
         )
         return basis.reshape(len(basis), *x.shape), weights
 
-    return _Operator(f, 4, directions)
+    return _Operator(f, 4, directions, collapsed)
 
 
 def _sampler(randomization, kinds, name):
@@ -96,8 +100,9 @@ class _Operator:
     """g(x): the collapsed program of `f` for x's shape, dtype and device (built
     on first use), run on x's directions."""
 
-    def __init__(self, f, order, directions):
+    def __init__(self, f, order, directions, collapsed):
         self.f, self.order, self.directions = f, order, directions
+        self.collapse = collapsed
         self.programs: dict = {}
 
     def __call__(self, x: torch.Tensor):
@@ -108,11 +113,14 @@ class _Operator:
         )
         built = self.programs.get(key)
         if built is None:
-            example = torch.randn(x.shape, dtype=x.dtype, device=x.device)
-            plain = tuple(p.detach() for p in parameters)
-            built = self.programs[key] = build(
-                call, example, plain, self.order, len(directions)
-            )
+            # Built outside any torch.vmap the call is under (the program is
+            # per datum; vmap batches it when it runs).
+            with temporarily_clear_interpreter_stack(), torch.no_grad():
+                example = torch.randn(x.shape, dtype=x.dtype, device=x.device)
+                plain = tuple(p.detach() for p in parameters)
+                built = self.programs[key] = build(
+                    call, example, plain, self.order, len(directions), self.collapse
+                )
         return built.program(x, directions, weights, *parameters)
 
     def collapsed(self) -> bool:

@@ -43,11 +43,14 @@ class Collapsed:
     collapsed: bool
 
 
-def build(f, x0: torch.Tensor, parameters: tuple, order: int, count: int) -> Collapsed:
+def build(
+    f, x0: torch.Tensor, parameters: tuple, order: int, count: int, collapse=True
+) -> Collapsed:
     """The collapsed operator program of `f(x, *parameters)` (one output
-    tensor) at example `x0`, for `count` directions (shapes are traced)."""
+    tensor) at example `x0`, for `count` directions (shapes are traced);
+    `collapse=False`: the plain sum over directions."""
     top = _taylor_program(f, x0, parameters, order)
-    degrees = _degrees(top, x0, parameters, order)
+    degrees = _degrees(top, x0, parameters, order) if collapse else None
     examples = (
         x0,
         torch.randn(count, *x0.shape, dtype=x0.dtype, device=x0.device),
@@ -58,7 +61,7 @@ def build(f, x0: torch.Tensor, parameters: tuple, order: int, count: int) -> Col
             program = tracing(_collapsed_runner(top, degrees, order))(
                 *examples, *parameters
             )
-        except _CannotCollapse:
+        except Exception:  # noqa: BLE001 - degrees that do not fit: not collapsed
             program = None
         if program is not None and _agrees(program, top, examples, parameters):
             return Collapsed(program, True)

@@ -37,7 +37,7 @@ def jet(fun, primals, series):
 
 
 def _normalised(x, k: int):
-    return None if x is None else x / math.factorial(k)
+    return x if x is None or k == 1 else x / math.factorial(k)
 
 
 def _derivative(leaf: torch.Tensor, k: int) -> torch.Tensor:

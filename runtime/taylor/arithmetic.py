@@ -316,7 +316,9 @@ def _coefficient_of(value, k: int):
 def _scaled(value, factor: float):
     if isinstance(value, (list, tuple)):
         return [_scaled(v, factor) for v in value]
-    return None if value is None else value * factor
+    if value is None or factor == 1:
+        return value
+    return value * factor
 
 
 def _sum(total, value):

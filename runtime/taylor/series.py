@@ -136,12 +136,18 @@ def derivative(value, degree: int):
     if not isinstance(value, JetTensor):
         return None
     c = value.coefficients
-    slopes = [None if c[k] is None else k * c[k] for k in range(1, degree + 2)]
+    slopes = [_times(c[k], k) for k in range(1, degree + 2)]
     if all(x is None for x in slopes):
         return None
     if slopes[0] is None:  # coefficient 0 of a series is always a tensor
         slopes[0] = torch.zeros_like(value.coefficients[0])
     return series(slopes)
+
+
+def _times(coefficient, k: int):
+    if coefficient is None or k == 1:
+        return coefficient
+    return k * coefficient
 
 
 def value_of(value):
