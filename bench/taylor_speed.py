@@ -20,6 +20,7 @@ Every method's values are checked against the nested reference in the run.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import statistics
@@ -37,7 +38,7 @@ def mlp(dim: int) -> torch.nn.Module:
     torch.manual_seed(0)
     widths = [dim, 768, 768, 512, 512, 1]
     layers = []
-    for a, b in zip(widths, widths[1:]):
+    for a, b in itertools.pairwise(widths):
         layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
     return torch.nn.Sequential(*layers[:-1])
 
@@ -83,7 +84,10 @@ def methods(net, dim: int, samples: int) -> dict:
     per_direction = ops.laplacian(net, collapsed=False)
     randomized = ops.laplacian(net, randomization=("rademacher", samples))
     biharmonic = ops.bilaplacian(net)
-    second = lambda g: lambda x: g(x)[1].squeeze(-1)  # noqa: E731
+
+    def second(g):
+        return lambda x: g(x)[1].squeeze(-1)
+
     return {
         "laplacian": {
             "nested (torch.func vHv)": nested_laplacian,
@@ -117,7 +121,7 @@ def _batched(fn):
 
 
 def timings(case: str, batch: int, rounds: int, samples: int) -> dict:
-    net, xs, implementations = _setup(case, batch, samples)
+    _, xs, implementations = _setup(case, batch, samples)
     results, times = {}, {name: [] for name in implementations}
     with torch.no_grad():
         for name, fn in implementations.items():
@@ -137,7 +141,7 @@ def timings(case: str, batch: int, rounds: int, samples: int) -> dict:
 def peak_memory(case: str, method: str, batch: int, samples: int) -> float:
     """MiB above the set-up's high-water mark, in this (fresh) process: a warm-up
     of two data builds dualgen's programs first."""
-    net, xs, implementations = _setup(case, batch, samples)
+    _, xs, implementations = _setup(case, batch, samples)
     fn = _batched(implementations[method])
     with torch.no_grad():
         fn(xs[:2])
