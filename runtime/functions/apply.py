@@ -23,6 +23,7 @@ from .call import (
     record_of,
 )
 from .differentiate import as_tuple, differentiate, has_jvp
+from .series import apply_on_series, takes_series
 from .user_rules import transparent
 
 _TRANSPARENT: dict[type, Callable] | None = None
@@ -35,6 +36,10 @@ _TRANSPARENT: dict[type, Callable] | None = None
 def apply_with_levels(cls, *args, **kwargs):
     """`_FunctionBase.apply` while levels are active (see the package docstring):
     `Function.apply` has bound setup_context's defaults and checked for functorch."""
+    if takes_series(args, kwargs):  # Taylor mode (series.py)
+        return apply_on_series(
+            cls, lambda *a, **k: _native_apply(cls, *a, **k), args, kwargs
+        )
     if (
         STATE.cap < 0  # no level handled: inside a forward, or level 0's rules
         or not torch._C._is_fwd_grad_enabled()

@@ -93,9 +93,10 @@ _NEEDS = property(_get_needs, NEEDS_INPUT_GRAD.__set__)
 
 
 _INSTALL_LOCK = threading.Lock()
-# Users of the patches, which are process-wide: threads' active levels, and
-# recording tapes (the gradcheck harness's backward mode).
-_USERS = {"levels": 0, "tapes": 0}
+# Users of the patches, which are process-wide: threads' active levels,
+# recording tapes (the gradcheck harness's backward mode), and Taylor series
+# being propagated (dualgen.jet).
+_USERS = {"levels": 0, "tapes": 0, "series": 0}
 
 
 _CTX_HOOKED = False
@@ -115,7 +116,7 @@ def _apply_binding_defaults(cls, *args, **kwargs):
     """`Function.apply` where torch's is C++ (see above): torch's own while
     nothing is active; else setup_context's defaults bound, as torch's Python
     apply bound them, then `apply_with_levels`."""
-    if not (_USERS["levels"] or _USERS["tapes"]):
+    if not any(_USERS.values()):
         return _NATIVE_FUNCTION_APPLY.__get__(None, cls)(*args, **kwargs)
     if cls.setup_context is not _SingleLevelFunction.setup_context:
         bound = inspect.signature(cls.forward).bind(*args, **kwargs)

@@ -11,6 +11,7 @@ import math
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..functions import hooks  # (a module: functions import this package too)
 from .series import JetTensor, callers_dispatch_keys, coefficient
 
 
@@ -22,8 +23,12 @@ def jet(fun, primals, series):
         JetTensor([x0] + [_normalised(x, k) for k, x in enumerate(terms, start=1)])
         for x0, terms in zip(primals, series)
     ]
-    with callers_dispatch_keys():
-        out = fun(*inputs)
+    hooks.install("series")  # custom Functions apply their jvp to series
+    try:
+        with callers_dispatch_keys():
+            out = fun(*inputs)
+    finally:
+        hooks.uninstall("series")
     leaves, spec = tree_flatten(out)
     values, derivatives = [], []
     for leaf in leaves:
