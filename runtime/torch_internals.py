@@ -149,6 +149,11 @@ def _entries() -> list[Internal]:
     def add(name, probe, features, description, **kw):
         e.append(Internal(name, probe or _has(name), features, description, **kw))
 
+    def add_each(prefix, names, features, description, **kw):
+        """An entry per name under `prefix` (probed by lookup), for one reason."""
+        for name in names:
+            add(f"{prefix}.{name}", None, features, description, **kw)
+
     # dual levels: the mode, the dispatch keys, the forward-grad switch
     add(
         "torch._C._is_fwd_grad_enabled",
@@ -164,14 +169,13 @@ def _entries() -> list[Internal]:
         "re-exported by dualgen.forward_ad, as torch's module has it",
         at_import=True,
     )
-    for name in ("_push_mode", "_pop_mode", "_get_current_dispatch_mode"):
-        add(
-            f"{_PYTHON_DISPATCH}.{name}",
-            None,
-            _DL + ("collectives",),
-            "the dispatch-mode stack: pushing, popping and finding dualgen's mode",
-            at_import=True,
-        )
+    add_each(
+        _PYTHON_DISPATCH,
+        ("_push_mode", "_pop_mode", "_get_current_dispatch_mode"),
+        _DL + ("collectives",),
+        "the dispatch-mode stack: pushing, popping and finding dualgen's mode",
+        at_import=True,
+    )
     add(
         f"{_PYTHON_DISPATCH}._disable_current_modes",
         None,
@@ -271,20 +275,18 @@ def _entries() -> list[Internal]:
         "the operator class rules are keyed by",
         at_import=True,
     )
-    for attribute in ("_schema", "_overloadname", "_op_dk"):
-        add(
-            f"{_OP}.{attribute}",
-            None,
-            _DL + _FX,
-            "an OpOverload's schema, overload name, kernel at a dispatch key",
-        )
-    for attribute in ("_is_zerotensor", "_neg_view", "_base", "_version"):
-        add(
-            f"torch.Tensor.{attribute}",
-            None,
-            _DL + _CF,
-            "zero tensors, lazy negation, views' bases and version counters",
-        )
+    add_each(
+        _OP,
+        ("_schema", "_overloadname", "_op_dk"),
+        _DL + _FX,
+        "an OpOverload's schema, overload name, kernel at a dispatch key",
+    )
+    add_each(
+        "torch.Tensor",
+        ("_is_zerotensor", "_neg_view", "_base", "_version"),
+        _DL + _CF,
+        "zero tensors, lazy negation, views' bases and version counters",
+    )
     add(
         "torch._tensor_str._str_intern",
         None,
@@ -314,13 +316,12 @@ def _entries() -> list[Internal]:
         fallback="Dynamo may trace the mode's wrapper",
     )
     # functorch's batched tensors, met by make_dual and dualgen.func
-    for name in ("is_batchedtensor", "is_legacy_batchedtensor"):
-        add(
-            f"{_FUNCTORCH}.{name}",
-            None,
-            _DL + ("func",),
-            "recognises tangents batched by vmap (torch.vmap's or the legacy one)",
-        )
+    add_each(
+        _FUNCTORCH,
+        ("is_batchedtensor", "is_legacy_batchedtensor"),
+        _DL + ("func",),
+        "recognises tangents batched by vmap (torch.vmap's or the legacy one)",
+    )
     for name in (
         "is_functorch_wrapped_tensor",
         "maybe_get_level",
@@ -427,20 +428,18 @@ def _entries() -> list[Internal]:
         _FX,
         "traces with real tensors",
     )
-    for name in ("get_proxy_mode", "get_proxy_slot"):
-        add(
-            f"torch.fx.experimental.proxy_tensor.{name}",
-            None,
-            _FX,
-            "the node the tracer made for a traced tensor",
-        )
-    for name in ("TracingContext", "tracing"):
-        add(
-            f"torch._guards.{name}",
-            None,
-            _FX,
-            "one fake mode for a whole trace (node metadata)",
-        )
+    add_each(
+        "torch.fx.experimental.proxy_tensor",
+        ("get_proxy_mode", "get_proxy_slot"),
+        _FX,
+        "the node the tracer made for a traced tensor",
+    )
+    add_each(
+        "torch._guards",
+        ("TracingContext", "tracing"),
+        _FX,
+        "one fake mode for a whole trace (node metadata)",
+    )
     add(
         "torch._subclasses.fake_tensor.FakeTensorMode's allow_fallback_kernels "
         "argument",
@@ -463,35 +462,33 @@ def _entries() -> list[Internal]:
         _FX,
         "a rewritten graph keeps the inputs' and outputs' structure",
     )
-    for name in (
-        "tree_flatten",
-        "tree_unflatten",
-        "tree_leaves",
-        "tree_map",
-        "TreeSpec",
-    ):
-        add(
-            f"{_PYTREE}.{name}",
-            None,
-            _FX + ("func",),
-            "flattening inputs and outputs, as torch.func does",
-            at_import=True,
-        )
+    add_each(
+        _PYTREE,
+        (
+            "tree_flatten",
+            "tree_unflatten",
+            "tree_leaves",
+            "tree_map",
+            "TreeSpec",
+        ),
+        _FX + ("func",),
+        "flattening inputs and outputs, as torch.func does",
+        at_import=True,
+    )
     # dualgen.func: torch.func's own argument checks
-    for name in (
-        "_replace_args",
-        "_slice_argnums",
-        "assert_non_empty_list_of_tensors",
-        "assert_non_empty_tensor_output",
-        "error_if_complex",
-    ):
-        add(
-            f"{_EAGER_TRANSFORMS}.{name}",
-            None,
-            ("func",),
-            "torch.func's argument checks and messages",
-            at_import=True,
-        )
+    add_each(
+        _EAGER_TRANSFORMS,
+        (
+            "_replace_args",
+            "_slice_argnums",
+            "assert_non_empty_list_of_tensors",
+            "assert_non_empty_tensor_output",
+            "error_if_complex",
+        ),
+        ("func",),
+        "torch.func's argument checks and messages",
+        at_import=True,
+    )
     add(
         "torch._functorch.vmap._check_randomness_arg",
         None,
@@ -500,24 +497,23 @@ def _entries() -> list[Internal]:
         at_import=True,
     )
     # dualgen.functional: torch.autograd.functional's helpers
-    for name in (
-        "_as_tuple",
-        "_autograd_grad",
-        "_check_requires_grad",
-        "_fill_in_zeros",
-        "_grad_postprocess",
-        "_grad_preprocess",
-        "_tuple_postprocess",
-        "_validate_v",
-        "_construct_standard_basis_for",
-    ):
-        add(
-            f"{_FUNCTIONAL}.{name}",
-            None,
-            ("functional",),
-            "torch.autograd.functional's argument handling and messages",
-            at_import=True,
-        )
+    add_each(
+        _FUNCTIONAL,
+        (
+            "_as_tuple",
+            "_autograd_grad",
+            "_check_requires_grad",
+            "_fill_in_zeros",
+            "_grad_postprocess",
+            "_grad_preprocess",
+            "_tuple_postprocess",
+            "_validate_v",
+            "_construct_standard_basis_for",
+        ),
+        ("functional",),
+        "torch.autograd.functional's argument handling and messages",
+        at_import=True,
+    )
     # torch.distributed: c10d's process groups and Works
     add(
         "torch._C._distributed_c10d.ProcessGroup",

@@ -460,6 +460,10 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
             with autograd_enabled():
                 tangents[0] = self_tangent.clone()
         many = len(schema.returns) > 1
+        # Attaches a non-in-place op's output tangents: called below, or deferred.
+        output_tangents = functools.partial(
+            _output_tangents, func, rule, level, primals, tangents, promote
+        )
         if rule.uses_outputs and tracking:
             # Reverse-over-forward needs the outputs the formula reads inside the
             # graph: the op runs once, under autograd (never twice: side effects
@@ -478,15 +482,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
                     defer_formula(
                         mode,
                         level,
-                        functools.partial(
-                            _output_tangents,
-                            func,
-                            rule,
-                            level,
-                            primals,
-                            tangents,
-                            promote,
-                        ),
+                        output_tangents,
                         out if many else (out,),
                         kernel_outputs,
                     )
@@ -497,16 +493,7 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         outputs = tuple(out) if many else (out,)
         with autograd_enabled():
             if not inplace:
-                _output_tangents(
-                    func,
-                    rule,
-                    level,
-                    primals,
-                    tangents,
-                    promote,
-                    outputs,
-                    kernel_outputs,
-                )
+                output_tangents(outputs, kernel_outputs)
             else:
                 results = _formula_results(
                     func, rule, primals, tangents, promote, kernel_outputs

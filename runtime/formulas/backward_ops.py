@@ -34,19 +34,10 @@ def glu_tangent(t, self, dim: int):
 
 
 def _conv_backward(grad_output, input, weight, conv_args, mask):
-    stride, padding, dilation, transposed, output_padding, groups = conv_args
+    """convolution_backward without bias sizes; `conv_args`: (stride, padding,
+    dilation, transposed, output_padding, groups), the convolution's own."""
     return torch.ops.aten.convolution_backward(
-        grad_output,
-        input,
-        weight,
-        None,
-        stride,
-        padding,
-        dilation,
-        transposed,
-        output_padding,
-        groups,
-        mask,
+        grad_output, input, weight, None, *conv_args, mask
     )
 
 

@@ -18,9 +18,16 @@ false the bias arguments are ignored. Only mode 2 (LSTM) and unpacked input
 Helpers take tangents that may be None (zero). Everything is computed in time
 order, the recurrence being the only loop: gate pre-activations of all steps come
 from one matmul, using the layer's output for h_prev.
+
+The public helpers take the op's arguments flat, as derivatives.yaml passes them;
+inside, they travel bundled: the layer's primals (`_Layer`), tangents or
+cotangents of its seven inputs (`_InputTangents`) and the gradients of its three
+outputs or their tangents (`_OutputGrads`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -29,6 +36,19 @@ __all__ = [
     "lstm_layer_backward_tangents",
     "lstm_layer_grads",
     "lstm_layer_tangents",
+]
+
+
+# Gradients of the layer's seven inputs (input, weight0 .. weight3, hx, cx), or
+# their tangents.
+_InputGrads = tuple[
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
 ]
 
 
@@ -61,62 +81,109 @@ def _or_zeros(t, like: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(like) if t is None else t
 
 
-def _lstm_states(
-    input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
-):
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1, t.shape[-1])
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """The primal arguments of one mkldnn_rnn_layer call that its recurrence reads
+    (weight2, weight3: the biases; `output`: the layer's output)."""
+
+    input: torch.Tensor
+    weight0: torch.Tensor
+    weight1: torch.Tensor
+    weight2: torch.Tensor
+    weight3: torch.Tensor
+    hx: torch.Tensor
+    cx: torch.Tensor
+    output: torch.Tensor
+    reverse: bool
+    has_biases: bool
+
+    @property
+    def last(self) -> int:
+        """The time index of the last step processed (that of hy, cy)."""
+        return 0 if self.reverse else self.input.shape[0] - 1
+
+    def state(self, t, like: torch.Tensor) -> torch.Tensor:
+        """An hx- or cx-shaped value `t` (None: zero, like `like`) as [B, H]."""
+        return _or_zeros(t, like).reshape(-1, self.hx.shape[-1])
+
+    def states_shaped(self, h: torch.Tensor, c: torch.Tensor) -> tuple:
+        """[B, H] values of hx and cx back in their shapes."""
+        return h.reshape(self.hx.shape), c.reshape(self.cx.shape)
+
+    def bias_grads(self, summed: torch.Tensor) -> tuple:
+        """The two bias gradients from the summed gate gradients: zero when the
+        op reads no bias argument."""
+        if self.has_biases:
+            return summed, summed
+        return torch.zeros_like(self.weight2), torch.zeros_like(self.weight3)
+
+
+@dataclass(frozen=True)
+class _InputTangents:
+    """Tangents (or cotangents) of the layer's inputs input, weight0 .. weight3,
+    hx, cx; None: zero."""
+
+    input: torch.Tensor | None
+    weight0: torch.Tensor | None
+    weight1: torch.Tensor | None
+    weight2: torch.Tensor | None
+    weight3: torch.Tensor | None
+    hx: torch.Tensor | None
+    cx: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class _OutputGrads:
+    """Gradients of the layer's (output, hy, cy), or their tangents; None: zero."""
+
+    output: torch.Tensor | None
+    hy: torch.Tensor | None
+    cy: torch.Tensor | None
+
+
+def _lstm_states(layer: _Layer):
     """The layer's forward values, in time order: gate activations i, f, g, o
     ([T, B, H] each), cell states c, the previous cell state c_prev and the previous
     hidden state h_prev of every step."""
-    H = hx.shape[-1]
-    h0 = hx.reshape(-1, H)
-    c0 = cx.reshape(-1, H)
-    T = input.shape[0]
-    h_prev = _shift(output, h0, reverse)
-    pre = torch.matmul(input, weight0.t()) + torch.matmul(h_prev, weight1.t())
-    if has_biases:
-        pre = pre + (weight2 + weight3)
+    h0, c0 = layer.state(layer.hx, layer.hx), layer.state(layer.cx, layer.cx)
+    T = layer.input.shape[0]
+    h_prev = _shift(layer.output, h0, layer.reverse)
+    pre = torch.matmul(layer.input, layer.weight0.t()) + torch.matmul(
+        h_prev, layer.weight1.t()
+    )
+    if layer.has_biases:
+        pre = pre + (layer.weight2 + layer.weight3)
     a_i, a_f, a_g, a_o = pre.chunk(4, -1)
     i, f, g, o = a_i.sigmoid(), a_f.sigmoid(), a_g.tanh(), a_o.sigmoid()
     cells = [c0] * T
     c = c0
-    for t in _steps(T, reverse):
+    for t in _steps(T, layer.reverse):
         c = f[t] * c + i[t] * g[t]
         cells[t] = c
     c_all = torch.stack(cells, 0)
-    return i, f, g, o, c_all, _shift(c_all, c0, reverse), h_prev
+    return i, f, g, o, c_all, _shift(c_all, c0, layer.reverse), h_prev
 
 
-def _lstm_tangents(
-    input_t,
-    weight0_t,
-    weight1_t,
-    weight2_t,
-    weight3_t,
-    hx_t,
-    cx_t,
-    input,
-    weight0,
-    weight1,
-    states,
-    hx,
-    cx,
-    reverse,
-    bias_t,
-):
+def _lstm_tangents(layer: _Layer, states, tangents: _InputTangents, bias_t: bool):
     """Tangents of the forward values, in time order: those of the gate
     activations di, df, dg, do, of the cells dc, previous cells dc_prev, hidden
     states dh (the output's tangent) and previous hidden states dh_prev. The bias
     tangents ([4H]) count only when `bias_t`."""
     i, f, g, o, c, c_prev, h_prev = states
-    H = hx.shape[-1]
-    T = input.shape[0]
+    H = layer.hx.shape[-1]
+    T = layer.input.shape[0]
+    x_t, w0_t, w1_t = tangents.input, tangents.weight0, tangents.weight1
     # The pre-activations' tangent, but for dh_prev W1^T (the recurrence).
-    dpre = torch.matmul(input_t, weight0.t()) if input_t is not None else None
+    dpre = torch.matmul(x_t, layer.weight0.t()) if x_t is not None else None
     terms = [
-        torch.matmul(input, weight0_t.t()) if weight0_t is not None else None,
-        torch.matmul(h_prev, weight1_t.t()) if weight1_t is not None else None,
-        weight2_t if bias_t else None,
-        weight3_t if bias_t else None,
+        torch.matmul(layer.input, w0_t.t()) if w0_t is not None else None,
+        torch.matmul(h_prev, w1_t.t()) if w1_t is not None else None,
+        tangents.weight2 if bias_t else None,
+        tangents.weight3 if bias_t else None,
     ]
     for term in terms:
         if term is not None:
@@ -125,13 +192,13 @@ def _lstm_tangents(
         dpre = torch.zeros(T, i.shape[1], 4 * H, dtype=i.dtype, device=i.device)
     elif dpre.dim() == 1:
         dpre = dpre.expand(T, i.shape[1], 4 * H)
-    dh = _or_zeros(hx_t, hx).reshape(-1, H)
-    dc = _or_zeros(cx_t, cx).reshape(-1, H)
+    dh = layer.state(tangents.hx, layer.hx)
+    dc = layer.state(tangents.cx, layer.cx)
     dh0, dc0 = dh, dc
     tc = c.tanh()
     dis, dfs, dgs, dos, dcs, dhs = ([dh] * T for _ in range(6))
-    for t in _steps(T, reverse):
-        da = dpre[t] + torch.matmul(dh, weight1.t())
+    for t in _steps(T, layer.reverse):
+        da = dpre[t] + torch.matmul(dh, layer.weight1.t())
         da_i, da_f, da_g, da_o = da.chunk(4, -1)
         di = i[t] * (1 - i[t]) * da_i
         df = f[t] * (1 - f[t]) * da_f
@@ -141,7 +208,14 @@ def _lstm_tangents(
         dh = do * tc[t] + o[t] * (1 - tc[t] * tc[t]) * dc
         dis[t], dfs[t], dgs[t], dos[t], dcs[t], dhs[t] = di, df, dg, do, dc, dh
     di, df, dg, do, dc, dh = (torch.stack(s, 0) for s in (dis, dfs, dgs, dos, dcs, dhs))
-    return di, df, dg, do, dc, _shift(dc, dc0, reverse), dh, _shift(dh, dh0, reverse)
+    dc_prev, dh_prev = _shift(dc, dc0, layer.reverse), _shift(dh, dh0, layer.reverse)
+    return di, df, dg, do, dc, dc_prev, dh, dh_prev
+
+
+def _output_tangents(layer: _Layer, lstm_tangents) -> tuple:
+    """The tangents of the layer's (output, hy, cy) among `_lstm_tangents`' values."""
+    dc, dh = lstm_tangents[4], lstm_tangents[6]
+    return (dh, *layer.states_shaped(dh[layer.last], dc[layer.last]))
 
 
 def lstm_layer_tangents(
@@ -169,45 +243,29 @@ def lstm_layer_tangents(
     (None: zero; the biases' only count when `has_biases`). `output` is the layer's
     output, whose shifted sequence is every step's previous hidden state."""
     _check_layer(mode, batch_sizes)
-    states = _lstm_states(
+    layer = _Layer(
         input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
     )
-    tangents = _lstm_tangents(
-        input_t,
-        weight0_t,
-        weight1_t,
-        weight2_t,
-        weight3_t,
-        hx_t,
-        cx_t,
-        input,
-        weight0,
-        weight1,
-        states,
-        hx,
-        cx,
-        reverse,
-        has_biases,
+    tangents = _InputTangents(
+        input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t
     )
-    dc, dh = tangents[4], tangents[6]
-    last = 0 if reverse else input.shape[0] - 1
-    return dh, dh[last].reshape(hx.shape), dc[last].reshape(cx.shape)
+    lstm_tangents = _lstm_tangents(layer, _lstm_states(layer), tangents, has_biases)
+    return _output_tangents(layer, lstm_tangents)
 
 
-def _gate_grads(grad_output, grad_hy, grad_cy, states, weight1, hx, cx, reverse):
+def _gate_grads(layer: _Layer, states, grads: _OutputGrads):
     """Backpropagation through time: the gradient of every step's gate
     pre-activations ([T, B, 4H], time order) and of hx, cx ([B, H]), given those
-    of the outputs (None: zero)."""
+    of the outputs."""
     i, f, g, o, c, c_prev, _ = states
-    H = hx.shape[-1]
     T = i.shape[0]
-    dh = _or_zeros(grad_hy, hx).reshape(-1, H)
-    dc = _or_zeros(grad_cy, cx).reshape(-1, H)
+    dh = layer.state(grads.hy, layer.hx)
+    dc = layer.state(grads.cy, layer.cx)
     tc = c.tanh()
     das = [dh] * T
-    for t in reversed(_steps(T, reverse)):
-        if grad_output is not None:
-            dh = dh + grad_output[t]
+    for t in reversed(_steps(T, layer.reverse)):
+        if grads.output is not None:
+            dh = dh + grads.output[t]
         dc = dc + dh * o[t] * (1 - tc[t] * tc[t])
         da = torch.cat(
             [
@@ -219,13 +277,9 @@ def _gate_grads(grad_output, grad_hy, grad_cy, states, weight1, hx, cx, reverse)
             -1,
         )
         das[t] = da
-        dh = torch.matmul(da, weight1)
+        dh = torch.matmul(da, layer.weight1)
         dc = dc * f[t]
     return torch.stack(das, 0), dh, dc
-
-
-def _flat(t: torch.Tensor) -> torch.Tensor:
-    return t.reshape(-1, t.shape[-1])
 
 
 def lstm_layer_grads(
@@ -244,35 +298,23 @@ def lstm_layer_grads(
     mode: int,
     has_biases: bool,
     batch_sizes,
-) -> tuple[
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-]:
+) -> _InputGrads:
     """Gradients of mkldnn_rnn_layer's inputs (input, weight0 .. weight3, hx, cx)
     from those of (output, hy, cy) (None: zero), by backpropagation through time.
     Without `has_biases` the bias arguments get zero gradients."""
     _check_layer(mode, batch_sizes)
-    states = _lstm_states(
+    layer = _Layer(
         input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
     )
-    da, dh, dc = _gate_grads(
-        grad_output, grad_hy, grad_cy, states, weight1, hx, cx, reverse
-    )
+    states = _lstm_states(layer)
+    grads = _OutputGrads(grad_output, grad_hy, grad_cy)
+    da, dh, dc = _gate_grads(layer, states, grads)
     h_prev = states[6]
     g_input = torch.matmul(da, weight0)
     g_w0 = torch.matmul(_flat(da).t(), _flat(input))
     g_w1 = torch.matmul(_flat(da).t(), _flat(h_prev))
-    if has_biases:
-        g_b = da.sum((0, 1))
-        g_b0, g_b1 = g_b, g_b
-    else:
-        g_b0, g_b1 = torch.zeros_like(weight2), torch.zeros_like(weight3)
-    return g_input, g_w0, g_w1, g_b0, g_b1, dh.reshape(hx.shape), dc.reshape(cx.shape)
+    g_b0, g_b1 = layer.bias_grads(da.sum((0, 1)))
+    return g_input, g_w0, g_w1, g_b0, g_b1, *layer.states_shaped(dh, dc)
 
 
 def lstm_layer_backward_tangents(
@@ -301,15 +343,7 @@ def lstm_layer_backward_tangents(
     mode: int,
     has_biases: bool,
     batch_sizes,
-) -> tuple[
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-]:
+) -> _InputGrads:
     """Tangents of mkldnn_rnn_layer_backward's outputs (the gradients of input,
     weight0 .. weight3, hx, cx; the two bias gradients are the summed gate
     gradients, has_biases or not, as the op returns them) from the tangents of the
@@ -318,31 +352,20 @@ def lstm_layer_backward_tangents(
     hy, cy and workspace are functions of the layer's inputs: their tangents are
     not read, the inputs' are."""
     _check_layer(mode, batch_sizes)
+    layer = _Layer(
+        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
+    )
+    states = _lstm_states(layer)
+    tangents = _InputTangents(
+        input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t
+    )
     return _backward_tangents(
-        input_t,
-        weight0_t,
-        weight1_t,
-        weight2_t,
-        weight3_t,
-        hx_t,
-        cx_t,
-        grad_output_t,
-        grad_hy_t,
-        grad_cy_t,
-        input,
-        weight0,
-        weight1,
-        weight2,
-        weight3,
-        hx,
-        cx,
-        output,
-        grad_output,
-        grad_hy,
-        grad_cy,
-        reverse,
-        has_biases,
-        has_biases,
+        layer,
+        states,
+        tangents,
+        _lstm_tangents(layer, states, tangents, has_biases),
+        _OutputGrads(grad_output, grad_hy, grad_cy),
+        _OutputGrads(grad_output_t, grad_hy_t, grad_cy_t),
     )
 
 
@@ -379,7 +402,12 @@ def lstm_layer_backward_grads(
     seven gradients, and the output gradients' are the layer's tangents along them. Without
     has_biases the op reads no bias argument: those get zero gradients."""
     _check_layer(mode, batch_sizes)
-    v = [
+    layer = _Layer(
+        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
+    )
+    states = _lstm_states(layer)
+    # The seven gradients, as tangents of the layer's inputs (biases always read).
+    along = _InputTangents(
         grad_input,
         grad_weight0,
         grad_weight1,
@@ -387,57 +415,17 @@ def lstm_layer_backward_grads(
         grad_weight3,
         grad_hx,
         grad_cx,
-    ]
-    g_in, g_w0, g_w1, g_b0, g_b1, g_hx, g_cx = _backward_tangents(
-        v[0],
-        v[1],
-        v[2],
-        v[3],
-        v[4],
-        v[5],
-        v[6],
-        None,
-        None,
-        None,
-        input,
-        weight0,
-        weight1,
-        weight2,
-        weight3,
-        hx,
-        cx,
-        output,
-        grad_output,
-        grad_hy,
-        grad_cy,
-        reverse,
-        has_biases,
-        True,
     )
-    states = _lstm_states(
-        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
-    )
-    tangents = _lstm_tangents(
-        v[0],
-        v[1],
-        v[2],
-        v[3],
-        v[4],
-        v[5],
-        v[6],
-        input,
-        weight0,
-        weight1,
+    lstm_tangents = _lstm_tangents(layer, states, along, True)
+    g_in, g_w0, g_w1, g_b, _, g_hx, g_cx = _backward_tangents(
+        layer,
         states,
-        hx,
-        cx,
-        reverse,
-        True,
+        along,
+        lstm_tangents,
+        _OutputGrads(grad_output, grad_hy, grad_cy),
+        _OutputGrads(None, None, None),
     )
-    dc, dh = tangents[4], tangents[6]
-    last = 0 if reverse else input.shape[0] - 1
-    if not has_biases:
-        g_b0, g_b1 = torch.zeros_like(weight2), torch.zeros_like(weight3)
+    g_b0, g_b1 = layer.bias_grads(g_b)
     return (
         g_in,
         g_w0,
@@ -446,75 +434,39 @@ def lstm_layer_backward_grads(
         g_b1,
         g_hx,
         g_cx,
-        dh,
-        dh[last].reshape(hx.shape),
-        dc[last].reshape(cx.shape),
+        *_output_tangents(layer, lstm_tangents),
     )
 
 
 def _backward_tangents(
-    input_t,
-    weight0_t,
-    weight1_t,
-    weight2_t,
-    weight3_t,
-    hx_t,
-    cx_t,
-    grad_output_t,
-    grad_hy_t,
-    grad_cy_t,
-    input,
-    weight0,
-    weight1,
-    weight2,
-    weight3,
-    hx,
-    cx,
-    output,
-    grad_output,
-    grad_hy,
-    grad_cy,
-    reverse,
-    has_biases,
-    bias_t,
+    layer: _Layer,
+    states,
+    tangents: _InputTangents,
+    lstm_tangents,
+    grads: _OutputGrads,
+    grads_t: _OutputGrads,
 ):
-    states = _lstm_states(
-        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
-    )
+    """Tangents of mkldnn_rnn_layer_backward's seven outputs (both bias gradients
+    the summed gate gradients) along the layer inputs' `tangents` (whose forward
+    values' tangents are `lstm_tangents`) and the output gradients' `grads_t`."""
     i, f, g, o, c, c_prev, h_prev = states
-    di, df, dg, do, dc_all, dc_prev, _, dh_prev = _lstm_tangents(
-        input_t,
-        weight0_t,
-        weight1_t,
-        weight2_t,
-        weight3_t,
-        hx_t,
-        cx_t,
-        input,
-        weight0,
-        weight1,
-        states,
-        hx,
-        cx,
-        reverse,
-        bias_t,
-    )
-    H = hx.shape[-1]
-    T = input.shape[0]
+    di, df, dg, do, dc_all, dc_prev, _, dh_prev = lstm_tangents
+    weight1 = layer.weight1
+    T = layer.input.shape[0]
     tc = c.tanh()
     dtc = (1 - tc * tc) * dc_all
     # Adjoints (a*) and their tangents (d*), backwards in time.
-    ah = _or_zeros(grad_hy, hx).reshape(-1, H)
-    ac = _or_zeros(grad_cy, cx).reshape(-1, H)
-    dah = _or_zeros(grad_hy_t, hx).reshape(-1, H)
-    dac = _or_zeros(grad_cy_t, cx).reshape(-1, H)
-    w1_t = _or_zeros(weight1_t, weight1)
+    ah = layer.state(grads.hy, layer.hx)
+    ac = layer.state(grads.cy, layer.cx)
+    dah = layer.state(grads_t.hy, layer.hx)
+    dac = layer.state(grads_t.cy, layer.cx)
+    w1_t = _or_zeros(tangents.weight1, weight1)
     das, ddas = [ah] * T, [ah] * T
-    for t in reversed(_steps(T, reverse)):
-        if grad_output is not None:
-            ah = ah + grad_output[t]
-        if grad_output_t is not None:
-            dah = dah + grad_output_t[t]
+    for t in reversed(_steps(T, layer.reverse)):
+        if grads.output is not None:
+            ah = ah + grads.output[t]
+        if grads_t.output is not None:
+            dah = dah + grads_t.output[t]
         k = 1 - tc[t] * tc[t]
         ac_new = ac + ah * o[t] * k
         dac = dac + dah * o[t] * k + ah * do[t] * k - 2 * ah * o[t] * tc[t] * dtc[t]
@@ -545,22 +497,14 @@ def _backward_tangents(
         )
         ac, dac = ac * f[t], dac * f[t] + ac * df[t]
     da, dda = torch.stack(das, 0), torch.stack(ddas, 0)
-    g_input_t = torch.matmul(dda, weight0)
-    if weight0_t is not None:
-        g_input_t = g_input_t + torch.matmul(da, weight0_t)
-    g_w0_t = torch.matmul(_flat(dda).t(), _flat(input))
-    if input_t is not None:
-        g_w0_t = g_w0_t + torch.matmul(_flat(da).t(), _flat(input_t))
+    g_input_t = torch.matmul(dda, layer.weight0)
+    if tangents.weight0 is not None:
+        g_input_t = g_input_t + torch.matmul(da, tangents.weight0)
+    g_w0_t = torch.matmul(_flat(dda).t(), _flat(layer.input))
+    if tangents.input is not None:
+        g_w0_t = g_w0_t + torch.matmul(_flat(da).t(), _flat(tangents.input))
     g_w1_t = torch.matmul(_flat(dda).t(), _flat(h_prev)) + torch.matmul(
         _flat(da).t(), _flat(dh_prev)
     )
     g_b_t = dda.sum((0, 1))
-    return (
-        g_input_t,
-        g_w0_t,
-        g_w1_t,
-        g_b_t,
-        g_b_t,
-        dah.reshape(hx.shape),
-        dac.reshape(cx.shape),
-    )
+    return (g_input_t, g_w0_t, g_w1_t, g_b_t, g_b_t, *layer.states_shaped(dah, dac))

@@ -144,26 +144,13 @@ def transformer_encoder_layer_grads(
     ffn_weight_2, ffn_bias_2) of `_transformer_encoder_layer_fwd`: the adjoint of
     `transformer_encoder_layer_tangent`, through the layer norms' and
     activations' backward ops."""
-    if src.numel() == 0:
-        zeros = [
-            torch.zeros_like(t)
-            for t in (
-                qkv_weight,
-                qkv_bias,
-                proj_weight,
-                proj_bias,
-                norm_weight_1,
-                norm_bias_1,
-                norm_weight_2,
-                norm_bias_2,
-                ffn_weight_1,
-                ffn_bias_1,
-                ffn_weight_2,
-                ffn_bias_2,
-            )
-        ]
-        return (grad.clone(), *zeros)
+    # The parameters by block, in the order their gradients are returned.
     mha_params = (qkv_weight, qkv_bias, proj_weight, proj_bias)
+    norm_params = (norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2)
+    ffn_params = (ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2)
+    if src.numel() == 0:
+        params = (*mha_params, *norm_params, *ffn_params)
+        return (grad.clone(), *(torch.zeros_like(p) for p in params))
 
     def mha(x):
         return torch.ops.aten._native_multi_head_attention(

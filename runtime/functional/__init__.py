@@ -137,16 +137,8 @@ def jvp(
     )
 
 
-def vjp(
-    func: Function,
-    inputs: TensorOrTensors,
-    v: TensorOrTensors | None = None,
-    create_graph: bool = False,
-    strict: bool = False,
-) -> tuple[TensorOrTensors, TensorOrTensors]:
-    """`(func(inputs), v^T J)`: reverse mode, delegated to
-    `torch.autograd.functional.vjp` (same arguments, results and errors)."""
-    return torch_functional.vjp(func, inputs, v, create_graph, strict)
+# `(func(inputs), v^T J)`: reverse mode is torch's own, the same function.
+vjp = torch_functional.vjp
 
 
 def jacobian(
@@ -264,34 +256,44 @@ def _forward_over_reverse(
     return output, _tuple_postprocess(products, is_inputs_tuple)
 
 
-def hvp(
-    func: Function,
-    inputs: TensorOrTensors,
-    v: TensorOrTensors | None = None,
-    create_graph: bool = False,
-    strict: bool = False,
-    fw_mode: bool = True,
-) -> tuple[torch.Tensor, TensorOrTensors]:
+def _hessian_vector_product(fn_name: str, reverse_over_reverse, doc: str):
+    """`hvp` or `vhp` (`fn_name`): torch's signature, checks and errors; with
+    `fw_mode` forward over reverse, else torch's own (`reverse_over_reverse`).
+    One body serves both: forward over reverse gives H v, which is v^T H for the
+    symmetric Hessians both assume."""
+
+    def product(
+        func: Function,
+        inputs: TensorOrTensors,
+        v: TensorOrTensors | None = None,
+        create_graph: bool = False,
+        strict: bool = False,
+        fw_mode: bool = True,
+    ) -> tuple[torch.Tensor, TensorOrTensors]:
+        if not fw_mode:
+            return reverse_over_reverse(func, inputs, v, create_graph, strict)
+        return _forward_over_reverse(func, inputs, v, create_graph, strict, fn_name)
+
+    product.__name__ = product.__qualname__ = fn_name
+    product.__doc__ = doc
+    return product
+
+
+hvp = _hessian_vector_product(
+    "hvp",
+    torch_functional.hvp,
     """`(func(inputs), H v)` for a scalar `func`: `torch.autograd.functional.hvp`.
 
     `fw_mode=True`: forward over reverse through dualgen (one forward pass with
     tangents v and one backward pass, no double backward); `create_graph=True`
     makes the results differentiable with respect to the inputs and `v`. Checks
     and strict errors are torch's. `fw_mode=False` is torch's hvp.
-    """
-    if not fw_mode:
-        return torch_functional.hvp(func, inputs, v, create_graph, strict)
-    return _forward_over_reverse(func, inputs, v, create_graph, strict, "hvp")
+    """,
+)
 
-
-def vhp(
-    func: Function,
-    inputs: TensorOrTensors,
-    v: TensorOrTensors | None = None,
-    create_graph: bool = False,
-    strict: bool = False,
-    fw_mode: bool = True,
-) -> tuple[torch.Tensor, TensorOrTensors]:
+vhp = _hessian_vector_product(
+    "vhp",
+    torch_functional.vhp,
     """`(func(inputs), v^T H)` for a scalar `func`: `torch.autograd.functional.vhp`.
 
     `fw_mode=True` computes H v by forward over reverse, as `hvp` does: that is
@@ -299,7 +301,5 @@ def vhp(
     differentiable, which torch's own note on hvp assumes too). Checks and strict
     errors are torch's vhp's. `fw_mode=False` is torch's vhp (reverse over
     reverse, right for a non-symmetric Hessian as well).
-    """
-    if not fw_mode:
-        return torch_functional.vhp(func, inputs, v, create_graph, strict)
-    return _forward_over_reverse(func, inputs, v, create_graph, strict, "vhp")
+    """,
+)

@@ -24,17 +24,14 @@ from ..tangents import is_differentiable_dtype
 from . import readable, variants
 from .finish import finished
 from .graph import (
-    THROUGH_A_DETACHED_ALIAS,
     NoRule,
     attribute,
     differentiable,
-    from_detached,
-    node_of,
     output_nodes,
     tracing,
-    wrapped_numbers,
     writes_back,
 )
+from .passes import kernel_arguments, program_nodes, run_call
 from .trace import Traced, distinct, mutates_within
 
 
@@ -54,10 +51,7 @@ def jvp_program(
         env, tangent_env = _run(
             traced.graph_module, values[:count], values[count:], promote
         )
-        for original, tangent in tangent_env.items():
-            node = node_of(tangent)
-            if node is not None:
-                tangent_nodes[original.name] = node
+        tangent_nodes.update(program_nodes(tangent_env, lambda n: n.name))
         ends = output_nodes(traced.graph_module)
         outputs = [env[n] for n in ends]
         output_tangents = [
@@ -91,15 +85,10 @@ def _run(gm: torch.fx.GraphModule, primals, tangents, promote: bool):
         if node.op == "get_attr":  # a tensor `f` closes over: a constant
             env[node], tangent_env[node] = attribute(gm, node.target), None
             continue
-        args = torch.fx.node.map_arg(node.args, env.__getitem__)
-        kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
-        with readable.role(node, "primal"):
-            env[node] = node.target(*args, **kwargs)
-        if from_detached(node, lambda n: tangent_env.get(n) is not None, detached):
-            detached.add(node)
+        args, kwargs = run_call(
+            node, env, detached, lambda n: tangent_env.get(n) is not None, "tangent"
+        )
         if writes_back(node):  # (the primal input `f` mutated; no tangent moves)
-            if node.args[1] in detached and tangent_env[node.args[0]] is not None:
-                raise NoRule(THROUGH_A_DETACHED_ALIAS.format("tangent"))
             tangent_env[node] = None
             continue
         if node.target is operator.getitem:
@@ -121,7 +110,7 @@ def _tangent_of(node, args, kwargs, out, tangent_env, promote: bool):
         raise NoRule(f"dualgen.fx: cannot differentiate {op!r} (not an aten operator)")
     schema = op._schema
     input_tangents = bind(schema, tangent_args, tangent_kwargs)
-    primals = wrapped_numbers(schema, bind(schema, args, kwargs))
+    primals = kernel_arguments(schema, args, kwargs)
     if mutates_within(node):  # (functionalisation left it: never in practice)
         raise NoRule(f"dualgen.fx: the traced graph still updates in place: {op}")
     rule = rule_for_tracing(op) or variants.jvp_rule(op)

@@ -22,18 +22,8 @@ from ..dtypes import in_gradient_dtype
 from ..rules.table import generated_kernels
 from . import readable, variants
 from .finish import finished
-from .graph import (
-    THROUGH_A_DETACHED_ALIAS,
-    NoRule,
-    attribute,
-    differentiable,
-    from_detached,
-    node_of,
-    output_nodes,
-    tracing,
-    wrapped_numbers,
-    writes_back,
-)
+from .graph import NoRule, attribute, differentiable, output_nodes, tracing
+from .passes import call_values, kernel_arguments, program_nodes, run_call
 from .trace import Traced, distinct, trace
 
 
@@ -55,10 +45,7 @@ def vjp_program(traced: Traced, primals: tuple) -> torch.fx.GraphModule:
         grads = _backward(gm, env, cotangents)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         input_names = dict(zip(placeholders, traced.input_names))
-        for node, g in grads.items():
-            program_node = node_of(g)
-            if program_node is not None:
-                grad_nodes[input_names.get(node, node.name)] = program_node
+        grad_nodes.update(program_nodes(grads, lambda n: input_names.get(n, n.name)))
         gradients = tuple(_grad_or_zeros(grads.get(p), env[p]) for p in placeholders)
         return pytree.tree_unflatten(outputs, traced.out_spec), gradients
 
@@ -89,21 +76,17 @@ def _forward(gm: torch.fx.GraphModule, primals) -> dict:
     env: dict = {}
     detached: set = set()
     inputs = iter(primals)
+
+    def carries(node) -> bool:  # (whether a gradient may flow to its value)
+        return differentiable(env.get(node))
+
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             env[node] = next(inputs)
         elif node.op == "get_attr":
             env[node] = attribute(gm, node.target)
         elif node.op == "call_function":
-            args = torch.fx.node.map_arg(node.args, env.__getitem__)
-            kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
-            with readable.role(node, "primal"):
-                env[node] = node.target(*args, **kwargs)
-            if from_detached(node, lambda n: differentiable(env.get(n)), detached):
-                detached.add(node)
-            written = writes_back(node) and node.args[1] in detached
-            if written and differentiable(env[node.args[0]]):
-                raise NoRule(THROUGH_A_DETACHED_ALIAS.format("gradient"))
+            run_call(node, env, detached, carries, "gradient")
     return env
 
 
@@ -141,7 +124,7 @@ def _backward_op(node, env: dict, grads: dict, pieces: dict) -> None:
     out = env[node]
     outputs = list(out) if many else [out]
     schema = op._schema
-    arguments = wrapped_numbers(schema, bind(schema, *_values(node, env)))
+    arguments = kernel_arguments(schema, *call_values(node, env))
     if base is not op:  # a functional variant: the base op's view of them
         arguments, outputs = variants.as_base(op, base, arguments, outputs)
     if (
@@ -186,13 +169,6 @@ class _VjpRule:
     def __init__(self, info):
         self.call = info.vjp
         self.origin = f"derivatives.yaml entry {info.derived_from or info.name}"
-
-
-def _values(node, env) -> tuple:
-    return (
-        torch.fx.node.map_arg(node.args, env.__getitem__),
-        torch.fx.node.map_arg(node.kwargs, env.__getitem__),
-    )
 
 
 def _accumulate(grads: dict, node, value, g) -> None:

@@ -52,6 +52,21 @@ void mark_forward_root(const py::object& t) {
   dict[*root_key] = *no_levels;
 }
 
+// make_dual's result and unpack_dual's primal: an alias of `source` (the
+// tensor of `tensor`) made below dualgen's mode, a view of `tensor` and a root
+// of the forward levels (mark_forward_root).
+py::object root_alias(const at::Tensor& source, const py::handle& tensor) {
+  at::Tensor alias;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
+    alias = at::alias(source);
+  }
+  py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(alias));
+  note_view(out, tensor);
+  mark_forward_root(out);
+  return out;
+}
+
 }  // namespace
 
 // forward_ad.make_dual's common case (level 0 the only level, plain floating
@@ -73,14 +88,7 @@ py::object make_dual(const py::handle& tensor, const py::handle& tangent,
       value.requires_grad()) {
     return shared->slow;  // a tangent that may itself be dual
   }
-  at::Tensor dual;
-  {
-    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
-    dual = at::alias(primal);
-  }
-  py::object out = py::reinterpret_steal<py::object>(THPVariable_Wrap(dual));
-  note_view(out, tensor);
-  mark_forward_root(out);
+  py::object out = root_alias(primal, tensor);
   py::object laid_out =
       py::reinterpret_steal<py::object>(THPVariable_Wrap(conform_layout(value, primal, false)));
   set_tangent(out, level, laid_out.ptr());
@@ -101,14 +109,7 @@ py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
     case Found::Tangent: tangent = py::reinterpret_borrow<py::object>(found); break;
     case Found::None: break;
   }
-  at::Tensor alias;
-  {
-    c10::impl::ExcludeDispatchKeyGuard no_python(python_keys);
-    alias = at::alias(dual);
-  }
-  py::object primal = py::reinterpret_steal<py::object>(THPVariable_Wrap(alias));
-  note_view(primal, tensor);
-  mark_forward_root(primal);
+  py::object primal = root_alias(dual, tensor);
   set_tangent(primal, level, shared->no_tangent.ptr());
   return py::make_tuple(primal, tangent);
 }

@@ -92,73 +92,34 @@ struct Unpack<int64_t> {
     return v.isSymInt() ? v.toSymInt().expect_int() : v.toInt();
   }
 };
-template <>
-struct Unpack<std::vector<int64_t>> {
-  static std::vector<int64_t> get(const c10::IValue& v) {
-    std::vector<int64_t> out;
+// A list argument (int[], float[], bool[], Scalar[] as `_foreach_pow.ScalarList`
+// has it), element by element; ATen takes it as an ArrayRef.
+template <class T>
+struct Unpack<std::vector<T>> {
+  static std::vector<T> get(const c10::IValue& v) {
+    std::vector<T> out;
     for (const c10::IValue& item : v.toListRef()) {
-      out.push_back(Unpack<int64_t>::get(item));
+      out.push_back(Unpack<T>::get(item));
     }
     return out;
   }
 };
-template <>
-struct Unpack<double> {
-  static double get(const c10::IValue& v) { return v.toDouble(); }
-};
-template <>
-struct Unpack<bool> {
-  static bool get(const c10::IValue& v) { return v.toBool(); }
-};
-template <>
-struct Unpack<std::vector<double>> {
-  static std::vector<double> get(const c10::IValue& v) { return v.toDoubleVector(); }
-};
-template <>
-struct Unpack<std::vector<bool>> {
-  static std::vector<bool> get(const c10::IValue& v) {
-    std::vector<bool> out;
-    for (const c10::IValue& item : v.toListRef()) out.push_back(item.toBool());
-    return out;
-  }
-};
-template <>
-struct Unpack<std::vector<c10::Scalar>> {
-  // A Scalar[] argument (`_foreach_pow.ScalarList`); ATen takes it as ArrayRef.
-  static std::vector<c10::Scalar> get(const c10::IValue& v) {
-    std::vector<c10::Scalar> out;
-    for (const c10::IValue& item : v.toListRef()) out.push_back(item.toScalar());
-    return out;
-  }
-};
-template <>
-struct Unpack<c10::Scalar> {
-  static c10::Scalar get(const c10::IValue& v) { return v.toScalar(); }
-};
-template <>
-struct Unpack<std::string> {
-  static std::string get(const c10::IValue& v) { return v.toStringRef(); }
-};
-template <>
-struct Unpack<at::ScalarType> {
-  static at::ScalarType get(const c10::IValue& v) { return v.toScalarType(); }
-};
-template <>
-struct Unpack<at::Layout> {
-  static at::Layout get(const c10::IValue& v) { return v.toLayout(); }
-};
-template <>
-struct Unpack<at::Device> {
-  static at::Device get(const c10::IValue& v) { return v.toDevice(); }
-};
-template <>
-struct Unpack<at::MemoryFormat> {
-  static at::MemoryFormat get(const c10::IValue& v) { return v.toMemoryFormat(); }
-};
-template <>
-struct Unpack<at::Generator> {
-  static at::Generator get(const c10::IValue& v) { return v.toGenerator(); }
-};
+// The types one IValue accessor gives.
+#define DUALGEN_UNPACK_BY(type, accessor)                             \
+  template <>                                                         \
+  struct Unpack<type> {                                               \
+    static type get(const c10::IValue& v) { return v.accessor(); }    \
+  };
+DUALGEN_UNPACK_BY(double, toDouble)
+DUALGEN_UNPACK_BY(bool, toBool)
+DUALGEN_UNPACK_BY(c10::Scalar, toScalar)
+DUALGEN_UNPACK_BY(std::string, toStringRef)
+DUALGEN_UNPACK_BY(at::ScalarType, toScalarType)
+DUALGEN_UNPACK_BY(at::Layout, toLayout)
+DUALGEN_UNPACK_BY(at::Device, toDevice)
+DUALGEN_UNPACK_BY(at::MemoryFormat, toMemoryFormat)
+DUALGEN_UNPACK_BY(at::Generator, toGenerator)
+#undef DUALGEN_UNPACK_BY
 template <>
 struct Unpack<OptionalInts> {
   static OptionalInts get(const c10::IValue& v) {

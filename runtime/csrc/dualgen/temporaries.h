@@ -19,6 +19,8 @@
 
 #include <ATen/ATen.h>
 
+#include <utility>
+
 namespace dualgen {
 namespace temporaries {
 
@@ -57,16 +59,13 @@ bool negatable(const at::Tensor& temp);
     }                                                                              \
     return at::name(a, b);                                                         \
   }                                                                                \
+  /* Two temporaries: the left one first, else the right one as above. */        \
   inline at::Tensor operator symbol(at::Tensor&& a, at::Tensor&& b) {              \
     if (temporaries::takes(a, temporaries::Op::name, b, true)) {                   \
       a.name##_(b);                                                                \
       return std::move(a);                                                         \
     }                                                                              \
-    if (commutes && temporaries::takes(b, temporaries::Op::name, a, false)) {      \
-      b.name##_(a);                                                                \
-      return std::move(b);                                                         \
-    }                                                                              \
-    return at::name(a, b);                                                         \
+    return std::as_const(a) symbol std::move(b);                                   \
   }                                                                                \
   inline at::Tensor operator symbol(at::Tensor&& a, const c10::Scalar& b) {        \
     if (temporaries::takes(a, temporaries::Op::name, b)) {                         \

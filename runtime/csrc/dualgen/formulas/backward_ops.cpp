@@ -15,21 +15,22 @@ std::vector<int64_t> all_but_channel(int64_t ndim) {
   return dims;
 }
 
+// The convolution's own arguments that its backward passes through (twin of
+// backward_ops' `conv_args`).
+struct ConvArgs {
+  at::IntArrayRef stride, padding, dilation;
+  bool transposed;
+  at::IntArrayRef output_padding;
+  int64_t groups;
+};
+
 // Twin of _conv_backward: aten::convolution_backward without bias sizes.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
-    const at::Tensor& grad_output,
-    const at::Tensor& input,
-    const at::Tensor& weight,
-    at::IntArrayRef stride,
-    at::IntArrayRef padding,
-    at::IntArrayRef dilation,
-    bool transposed,
-    at::IntArrayRef output_padding,
-    int64_t groups,
-    std::array<bool, 3> mask) {
+    const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& weight, const ConvArgs& conv, std::array<bool, 3> mask) {
   return at::convolution_backward(
-      grad_output, input, weight, std::nullopt, stride, padding, dilation,
-      transposed, output_padding, groups, mask);
+      grad_output, input, weight, std::nullopt, conv.stride, conv.padding,
+      conv.dilation, conv.transposed, conv.output_padding, conv.groups, mask);
 }
 
 // Twin of _NormLayout: how one norm's tensors are laid out so that `dims` are
@@ -73,28 +74,17 @@ class NormLayout {
 
   // A statistic (mean, rstd) broadcastable in the layout.
   at::Tensor stat(const at::Tensor& t) const {
-    switch (kind_) {
-      case Kind::Layer:
-        return t;
-      case Kind::Batch:
-        return channel_view(t, ndim_);
-      default:
-        return t.unsqueeze(-1);
-    }
+    return kind_ == Kind::Group ? t.unsqueeze(-1) : ungrouped(t);
   }
 
   // The weight (or a bias-shaped gradient) broadcast in the layout.
   at::Tensor wview(const at::Tensor& w) const {
-    switch (kind_) {
-      case Kind::Layer:
-        return w;
-      case Kind::Batch:
-        return channel_view(w, ndim_);
-      default:
-        return w.reshape({1, c_, 1})
-            .expand({1, c_, hxw_})
-            .reshape({1, group_, -1});
+    if (kind_ == Kind::Group) {
+      return w.reshape({1, c_, 1})
+          .expand({1, c_, hxw_})
+          .reshape({1, group_, -1});
     }
+    return ungrouped(w);
   }
 
   // A layout tensor back in the input's shape.
@@ -116,6 +106,13 @@ class NormLayout {
 
  private:
   enum class Kind { Layer, Batch, Group };
+
+  // A statistic or weight of layer norm (already broadcastable: it has the
+  // trailing normalized shape) or batch norm (per channel) in the layout.
+  at::Tensor ungrouped(const at::Tensor& t) const {
+    return kind_ == Kind::Batch ? channel_view(t, ndim_) : t;
+  }
+
   Kind kind_;
   std::vector<int64_t> shape_;
   int64_t ndim_;
@@ -195,10 +192,10 @@ at::Tensor convolution_backward_tangent(
   }
   TORCH_CHECK_INDEX(which == 0 || which == 1, "tuple index out of range");
   std::array<bool, 3> mask{which == 0, which == 1, false};
+  const ConvArgs args{stride, padding, dilation, transposed, output_padding,
+                      groups};
   auto conv = [&](const at::Tensor& g, const at::Tensor& x, const at::Tensor& w) {
-    return conv_backward(
-        g, x, w, stride, padding, dilation, transposed, output_padding, groups,
-        mask);
+    return conv_backward(g, x, w, args, mask);
   };
   if (which == 0) {
     at::Tensor tangent = std::get<0>(conv(grad_output_t, input, weight));

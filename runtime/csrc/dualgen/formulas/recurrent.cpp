@@ -1,5 +1,8 @@
 #include "formulas.h"  // generated from twins.yaml
 
+#include <tuple>
+#include <utility>
+
 namespace dualgen::formulas {
 
 namespace {
@@ -39,23 +42,55 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 
 at::Tensor flat(const at::Tensor& t) { return t.reshape({-1, t.size(-1)}); }
 
+// Twins of recurrent._Layer, _InputTangents and _OutputGrads: the arguments the
+// public twins take flat (as the bindings pass them), bundled for the helpers.
+struct Layer {
+  at::Tensor input, weight0, weight1, weight2, weight3, hx, cx, output;
+  bool reverse;
+  bool has_biases;
+
+  // The time index of the last step processed (that of hy, cy).
+  int64_t last() const { return reverse ? 0 : input.size(0) - 1; }
+
+  // An hx- or cx-shaped value (undefined: zero, like `like`) as [B, H].
+  at::Tensor state(const at::Tensor& t, const at::Tensor& like) const {
+    return or_zeros(t, like).reshape({-1, hx.size(-1)});
+  }
+
+  // The two bias gradients from the summed gate gradients: zero when the op
+  // reads no bias argument.
+  std::pair<at::Tensor, at::Tensor> bias_grads(const at::Tensor& summed) const {
+    if (has_biases) {
+      return {summed, summed};
+    }
+    return {at::zeros_like(weight2), at::zeros_like(weight3)};
+  }
+};
+
+// Tangents (or cotangents) of input, weight0 .. weight3, hx, cx; undefined: zero.
+struct InputTangents {
+  at::Tensor input, weight0, weight1, weight2, weight3, hx, cx;
+};
+
+// Gradients of (output, hy, cy), or their tangents; undefined: zero.
+struct OutputGrads {
+  at::Tensor output, hy, cy;
+};
+
 // The layer's forward values in time order (twin of recurrent._lstm_states).
 struct States {
   at::Tensor i, f, g, o, c, c_prev, h_prev;
 };
 
-States lstm_states(
-    const at::Tensor& input, const at::Tensor& weight0, const at::Tensor& weight1,
-    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
-    const at::Tensor& cx, const at::Tensor& output, bool reverse, bool has_biases) {
-  const int64_t H = hx.size(-1);
-  const at::Tensor h0 = hx.reshape({-1, H});
-  const at::Tensor c0 = cx.reshape({-1, H});
-  const int64_t T = input.size(0);
-  const at::Tensor h_prev = shift(output, h0, reverse);
-  at::Tensor pre = at::matmul(input, weight0.t()) + at::matmul(h_prev, weight1.t());
-  if (has_biases) {
-    pre = pre + (weight2 + weight3);
+States lstm_states(const Layer& l) {
+  const at::Tensor h0 = l.state(l.hx, l.hx);
+  const at::Tensor c0 = l.state(l.cx, l.cx);
+  const int64_t T = l.input.size(0);
+  const at::Tensor h_prev = shift(l.output, h0, l.reverse);
+  at::Tensor pre =
+      at::matmul(l.input, l.weight0.t()) + at::matmul(h_prev, l.weight1.t());
+  if (l.has_biases) {
+    pre = pre + (l.weight2 + l.weight3);
   }
   const auto a = pre.chunk(4, -1);
   States s;
@@ -65,12 +100,12 @@ States lstm_states(
   s.o = a[3].sigmoid();
   std::vector<at::Tensor> cells(T, c0);
   at::Tensor c = c0;
-  for (int64_t t : steps(T, reverse)) {
+  for (int64_t t : steps(T, l.reverse)) {
     c = s.f[t] * c + s.i[t] * s.g[t];
     cells[t] = c;
   }
   s.c = at::stack(cells, 0);
-  s.c_prev = shift(s.c, c0, reverse);
+  s.c_prev = shift(s.c, c0, l.reverse);
   s.h_prev = h_prev;
   return s;
 }
@@ -81,23 +116,18 @@ struct Tangents {
 };
 
 Tangents lstm_tangents(
-    const at::Tensor& input_t, const at::Tensor& weight0_t,
-    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
-    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
-    const at::Tensor& input, const at::Tensor& weight0, const at::Tensor& weight1,
-    const States& s, const at::Tensor& hx, const at::Tensor& cx, bool reverse,
-    bool bias_t) {
-  const int64_t H = hx.size(-1);
-  const int64_t T = input.size(0);
+    const Layer& l, const States& s, const InputTangents& v, bool bias_t) {
+  const int64_t H = l.hx.size(-1);
+  const int64_t T = l.input.size(0);
   at::Tensor dpre;
-  if (input_t.defined()) {
-    dpre = at::matmul(input_t, weight0.t());
+  if (v.input.defined()) {
+    dpre = at::matmul(v.input, l.weight0.t());
   }
   const at::Tensor terms[] = {
-      weight0_t.defined() ? at::matmul(input, weight0_t.t()) : at::Tensor(),
-      weight1_t.defined() ? at::matmul(s.h_prev, weight1_t.t()) : at::Tensor(),
-      bias_t ? weight2_t : at::Tensor(),
-      bias_t ? weight3_t : at::Tensor(),
+      v.weight0.defined() ? at::matmul(l.input, v.weight0.t()) : at::Tensor(),
+      v.weight1.defined() ? at::matmul(s.h_prev, v.weight1.t()) : at::Tensor(),
+      bias_t ? v.weight2 : at::Tensor(),
+      bias_t ? v.weight3 : at::Tensor(),
   };
   for (const at::Tensor& term : terms) {
     if (term.defined()) {
@@ -109,14 +139,14 @@ Tangents lstm_tangents(
   } else if (dpre.dim() == 1) {
     dpre = dpre.expand({T, s.i.size(1), 4 * H});
   }
-  at::Tensor dh = or_zeros(hx_t, hx).reshape({-1, H});
-  at::Tensor dc = or_zeros(cx_t, cx).reshape({-1, H});
+  at::Tensor dh = l.state(v.hx, l.hx);
+  at::Tensor dc = l.state(v.cx, l.cx);
   const at::Tensor dh0 = dh, dc0 = dc;
   const at::Tensor tc = s.c.tanh();
   std::vector<at::Tensor> dis(T, dh), dfs(T, dh), dgs(T, dh), dos(T, dh),
       dcs(T, dh), dhs(T, dh);
-  for (int64_t t : steps(T, reverse)) {
-    const at::Tensor da = dpre[t] + at::matmul(dh, weight1.t());
+  for (int64_t t : steps(T, l.reverse)) {
+    const at::Tensor da = dpre[t] + at::matmul(dh, l.weight1.t());
     const auto d = da.chunk(4, -1);
     const at::Tensor i = s.i[t], f = s.f[t], g = s.g[t], o = s.o[t], tct = tc[t];
     const at::Tensor di = i * (1 - i) * d[0];
@@ -139,46 +169,38 @@ Tangents lstm_tangents(
   r.d_o = at::stack(dos, 0);
   r.dc = at::stack(dcs, 0);
   r.dh = at::stack(dhs, 0);
-  r.dc_prev = shift(r.dc, dc0, reverse);
-  r.dh_prev = shift(r.dh, dh0, reverse);
+  r.dc_prev = shift(r.dc, dc0, l.reverse);
+  r.dh_prev = shift(r.dh, dh0, l.reverse);
   return r;
 }
 
+// The tangents of the layer's (output, hy, cy) (twin of recurrent._output_tangents).
+TensorList output_tangents(const Layer& l, const Tangents& d) {
+  return {d.dh, d.dh[l.last()].reshape(l.hx.sizes()),
+          d.dc[l.last()].reshape(l.cx.sizes())};
+}
+
 // Twin of recurrent._backward_tangents.
-std::vector<at::Tensor> backward_tangents(
-    const at::Tensor& input_t, const at::Tensor& weight0_t,
-    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
-    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
-    const at::Tensor& grad_output_t, const at::Tensor& grad_hy_t,
-    const at::Tensor& grad_cy_t, const at::Tensor& input,
-    const at::Tensor& weight0, const at::Tensor& weight1,
-    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
-    const at::Tensor& cx, const at::Tensor& output,
-    const at::Tensor& grad_output, const at::Tensor& grad_hy,
-    const at::Tensor& grad_cy, bool reverse, bool has_biases, bool bias_t) {
-  const States s = lstm_states(
-      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
-  const Tangents d = lstm_tangents(
-      input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t, input,
-      weight0, weight1, s, hx, cx, reverse, bias_t);
-  const int64_t H = hx.size(-1);
-  const int64_t T = input.size(0);
+TensorList backward_tangents(
+    const Layer& l, const States& s, const InputTangents& v, const Tangents& d,
+    const OutputGrads& grads, const OutputGrads& grads_t) {
+  const int64_t T = l.input.size(0);
   const at::Tensor tc = s.c.tanh();
   const at::Tensor dtc = (1 - tc * tc) * d.dc;
-  at::Tensor ah = or_zeros(grad_hy, hx).reshape({-1, H});
-  at::Tensor ac = or_zeros(grad_cy, cx).reshape({-1, H});
-  at::Tensor dah = or_zeros(grad_hy_t, hx).reshape({-1, H});
-  at::Tensor dac = or_zeros(grad_cy_t, cx).reshape({-1, H});
-  const at::Tensor w1_t = or_zeros(weight1_t, weight1);
+  at::Tensor ah = l.state(grads.hy, l.hx);
+  at::Tensor ac = l.state(grads.cy, l.cx);
+  at::Tensor dah = l.state(grads_t.hy, l.hx);
+  at::Tensor dac = l.state(grads_t.cy, l.cx);
+  const at::Tensor w1_t = or_zeros(v.weight1, l.weight1);
   std::vector<at::Tensor> das(T, ah), ddas(T, ah);
-  std::vector<int64_t> order = steps(T, reverse);
+  std::vector<int64_t> order = steps(T, l.reverse);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int64_t t = *it;
-    if (grad_output.defined()) {
-      ah = ah + grad_output[t];
+    if (grads.output.defined()) {
+      ah = ah + grads.output[t];
     }
-    if (grad_output_t.defined()) {
-      dah = dah + grad_output_t[t];
+    if (grads_t.output.defined()) {
+      dah = dah + grads_t.output[t];
     }
     const at::Tensor i = s.i[t], f = s.f[t], g = s.g[t], o = s.o[t], tct = tc[t];
     const at::Tensor di = d.di[t], df = d.df[t], dg = d.dg[t], d_o = d.d_o[t];
@@ -203,30 +225,30 @@ std::vector<at::Tensor> backward_tangents(
         -1);
     das[t] = da;
     ddas[t] = dda;
-    ah = at::matmul(da, weight1);
-    dah = at::matmul(dda, weight1) + at::matmul(da, w1_t);
+    ah = at::matmul(da, l.weight1);
+    dah = at::matmul(dda, l.weight1) + at::matmul(da, w1_t);
     dac = dac * f + ac * df;
     ac = ac * f;
   }
   const at::Tensor da = at::stack(das, 0), dda = at::stack(ddas, 0);
-  at::Tensor g_input_t = at::matmul(dda, weight0);
-  if (weight0_t.defined()) {
-    g_input_t = g_input_t + at::matmul(da, weight0_t);
+  at::Tensor g_input_t = at::matmul(dda, l.weight0);
+  if (v.weight0.defined()) {
+    g_input_t = g_input_t + at::matmul(da, v.weight0);
   }
-  at::Tensor g_w0_t = at::matmul(flat(dda).t(), flat(input));
-  if (input_t.defined()) {
-    g_w0_t = g_w0_t + at::matmul(flat(da).t(), flat(input_t));
+  at::Tensor g_w0_t = at::matmul(flat(dda).t(), flat(l.input));
+  if (v.input.defined()) {
+    g_w0_t = g_w0_t + at::matmul(flat(da).t(), flat(v.input));
   }
   const at::Tensor g_w1_t = at::matmul(flat(dda).t(), flat(s.h_prev)) +
       at::matmul(flat(da).t(), flat(d.dh_prev));
   const at::Tensor g_b_t = dda.sum(at::IntArrayRef{0, 1});
-  return {g_input_t, g_w0_t, g_w1_t, g_b_t, g_b_t, dah.reshape(hx.sizes()),
-          dac.reshape(cx.sizes())};
+  return {g_input_t, g_w0_t, g_w1_t, g_b_t, g_b_t, dah.reshape(l.hx.sizes()),
+          dac.reshape(l.cx.sizes())};
 }
 
 }  // namespace
 
-std::vector<at::Tensor> lstm_layer_tangents(
+TensorList lstm_layer_tangents(
     const at::Tensor& input_t, const at::Tensor& weight0_t,
     const at::Tensor& weight1_t, const at::Tensor& weight2_t,
     const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
@@ -235,16 +257,14 @@ std::vector<at::Tensor> lstm_layer_tangents(
     const at::Tensor& cx, const at::Tensor& output, bool reverse, int64_t mode,
     bool has_biases, at::IntArrayRef batch_sizes) {
   check_layer(mode, batch_sizes);
-  const States s = lstm_states(
-      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
-  const Tangents d = lstm_tangents(
-      input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t, input,
-      weight0, weight1, s, hx, cx, reverse, has_biases);
-  const int64_t last = reverse ? 0 : input.size(0) - 1;
-  return {d.dh, d.dh[last].reshape(hx.sizes()), d.dc[last].reshape(cx.sizes())};
+  const Layer l{input, weight0, weight1, weight2, weight3,
+                hx,    cx,      output,  reverse, has_biases};
+  const InputTangents v{input_t, weight0_t, weight1_t, weight2_t,
+                        weight3_t, hx_t, cx_t};
+  return output_tangents(l, lstm_tangents(l, lstm_states(l), v, has_biases));
 }
 
-std::vector<at::Tensor> lstm_layer_grads(
+TensorList lstm_layer_grads(
     const at::Tensor& grad_output, const at::Tensor& grad_hy,
     const at::Tensor& grad_cy, const at::Tensor& input, const at::Tensor& weight0,
     const at::Tensor& weight1, const at::Tensor& weight2,
@@ -252,12 +272,12 @@ std::vector<at::Tensor> lstm_layer_grads(
     const at::Tensor& output, bool reverse, int64_t mode, bool has_biases,
     at::IntArrayRef batch_sizes) {
   check_layer(mode, batch_sizes);
-  const States s = lstm_states(
-      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
-  const int64_t H = hx.size(-1);
+  const Layer l{input, weight0, weight1, weight2, weight3,
+                hx,    cx,      output,  reverse, has_biases};
+  const States s = lstm_states(l);
   const int64_t T = s.i.size(0);
-  at::Tensor dh = or_zeros(grad_hy, hx).reshape({-1, H});
-  at::Tensor dc = or_zeros(grad_cy, cx).reshape({-1, H});
+  at::Tensor dh = l.state(grad_hy, hx);
+  at::Tensor dc = l.state(grad_cy, cx);
   const at::Tensor tc = s.c.tanh();
   std::vector<at::Tensor> das(T, dh);
   std::vector<int64_t> order = steps(T, reverse);
@@ -280,19 +300,12 @@ std::vector<at::Tensor> lstm_layer_grads(
   const at::Tensor g_input = at::matmul(da, weight0);
   const at::Tensor g_w0 = at::matmul(flat(da).t(), flat(input));
   const at::Tensor g_w1 = at::matmul(flat(da).t(), flat(s.h_prev));
-  at::Tensor g_b0, g_b1;
-  if (has_biases) {
-    g_b0 = da.sum(at::IntArrayRef{0, 1});
-    g_b1 = g_b0;
-  } else {
-    g_b0 = at::zeros_like(weight2);
-    g_b1 = at::zeros_like(weight3);
-  }
+  const auto [g_b0, g_b1] = l.bias_grads(da.sum(at::IntArrayRef{0, 1}));
   return {g_input, g_w0, g_w1, g_b0, g_b1, dh.reshape(hx.sizes()),
           dc.reshape(cx.sizes())};
 }
 
-std::vector<at::Tensor> lstm_layer_backward_tangents(
+TensorList lstm_layer_backward_tangents(
     const at::Tensor& input_t, const at::Tensor& weight0_t,
     const at::Tensor& weight1_t, const at::Tensor& weight2_t,
     const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
@@ -305,14 +318,17 @@ std::vector<at::Tensor> lstm_layer_backward_tangents(
     const at::Tensor& grad_cy, bool reverse, int64_t mode, bool has_biases,
     at::IntArrayRef batch_sizes) {
   check_layer(mode, batch_sizes);
+  const Layer l{input, weight0, weight1, weight2, weight3,
+                hx,    cx,      output,  reverse, has_biases};
+  const States s = lstm_states(l);
+  const InputTangents v{input_t, weight0_t, weight1_t, weight2_t,
+                        weight3_t, hx_t, cx_t};
   return backward_tangents(
-      input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t,
-      grad_output_t, grad_hy_t, grad_cy_t, input, weight0, weight1, weight2,
-      weight3, hx, cx, output, grad_output, grad_hy, grad_cy, reverse,
-      has_biases, has_biases);
+      l, s, v, lstm_tangents(l, s, v, has_biases),
+      {grad_output, grad_hy, grad_cy}, {grad_output_t, grad_hy_t, grad_cy_t});
 }
 
-std::vector<at::Tensor> lstm_layer_backward_grads(
+TensorList lstm_layer_backward_grads(
     const at::Tensor& grad_input, const at::Tensor& grad_weight0,
     const at::Tensor& grad_weight1, const at::Tensor& grad_weight2,
     const at::Tensor& grad_weight3, const at::Tensor& grad_hx,
@@ -324,25 +340,19 @@ std::vector<at::Tensor> lstm_layer_backward_grads(
     const at::Tensor& grad_cy, bool reverse, int64_t mode, bool has_biases,
     at::IntArrayRef batch_sizes) {
   check_layer(mode, batch_sizes);
-  std::vector<at::Tensor> r = backward_tangents(
-      grad_input, grad_weight0, grad_weight1, grad_weight2, grad_weight3,
-      grad_hx, grad_cx, at::Tensor(), at::Tensor(), at::Tensor(), input,
-      weight0, weight1, weight2, weight3, hx, cx, output, grad_output, grad_hy,
-      grad_cy, reverse, has_biases, /*bias_t=*/true);
-  const States s = lstm_states(
-      input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases);
-  const Tangents d = lstm_tangents(
-      grad_input, grad_weight0, grad_weight1, grad_weight2, grad_weight3,
-      grad_hx, grad_cx, input, weight0, weight1, s, hx, cx, reverse,
-      /*bias_t=*/true);
-  const int64_t last = reverse ? 0 : input.size(0) - 1;
-  if (!has_biases) {
-    r[3] = at::zeros_like(weight2);
-    r[4] = at::zeros_like(weight3);
+  const Layer l{input, weight0, weight1, weight2, weight3,
+                hx,    cx,      output,  reverse, has_biases};
+  const States s = lstm_states(l);
+  // The seven gradients, as tangents of the layer's inputs (biases always read).
+  const InputTangents along{grad_input, grad_weight0, grad_weight1, grad_weight2,
+                            grad_weight3, grad_hx, grad_cx};
+  const Tangents d = lstm_tangents(l, s, along, /*bias_t=*/true);
+  TensorList r = backward_tangents(
+      l, s, along, d, {grad_output, grad_hy, grad_cy}, OutputGrads{});
+  std::tie(r[3], r[4]) = l.bias_grads(r[3]);
+  for (const at::Tensor& t : output_tangents(l, d)) {
+    r.push_back(t);
   }
-  r.push_back(d.dh);
-  r.push_back(d.dh[last].reshape(hx.sizes()));
-  r.push_back(d.dc[last].reshape(cx.sizes()));
   return r;
 }
 
