@@ -19,7 +19,7 @@ torch_features.check_import()  # the internals its modules look up as they impor
 
 from . import forward_ad, torch_support
 from .backend import kernel_backend, set_kernel_backend
-from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck
+from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck, jetcheck
 from .rules.table import load_kernels, register_jvp, unload_kernels, unregister_jvp
 from .taylor import jet
 from .versions import dualgen_version
@@ -34,6 +34,7 @@ __all__ = [
     "gradcheck",
     "gradgradcheck",
     "jet",
+    "jetcheck",
     "kernel_backend",
     "load_kernels",
     "operators",

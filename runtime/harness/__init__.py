@@ -1,10 +1,12 @@
 """The gradcheck harness: dualgen's derivatives against finite differences.
 
 `gradcheck` and `gradgradcheck` take the parameters of their torch.autograd
-namesakes; `adjoint_check` compares the forward and backward kernels directly.
+namesakes; `adjoint_check` compares the forward and backward kernels directly;
+`jetcheck` compares Taylor mode with nested forward levels.
 """
 
 from .check import adjoint_check, gradcheck, gradgradcheck
 from .compare import GradcheckError
+from .jet_check import jetcheck
 
-__all__ = ["GradcheckError", "adjoint_check", "gradcheck", "gradgradcheck"]
+__all__ = ["GradcheckError", "adjoint_check", "gradcheck", "gradgradcheck", "jetcheck"]

@@ -1,26 +1,34 @@
-"""op -> Taylor rule: the generated table (generated/taylor.py), with loaded
-kernel packages' tables; an op it does not list, and a user rule, is evaluated
-by its formula."""
+"""op -> Taylor rule: the `taylor` module generated beside the op's kernels
+(generated/taylor.py for the installed ones; a loaded package's, or a spec's
+under test, for theirs). An op its package does not list, a package generated
+before Taylor rules, and a user rule: evaluated by formula."""
 
 from __future__ import annotations
 
-from ..rules.table import has_user_rule
+import importlib
+
+from ..rules.table import generated_kernels, has_user_rule
 from .rules import ByFormula, TaylorRule
 
 _BY_FORMULA = ByFormula()
-_TABLE: dict | None = None
-
-
-def _table() -> dict:
-    global _TABLE
-    if _TABLE is None:
-        from dualgen.generated.taylor import TAYLOR
-
-        _TABLE = TAYLOR
-    return _TABLE
+_TABLES: dict[str, dict] = {}  # kernel package -> its TAYLOR table
 
 
 def taylor_rule(op) -> TaylorRule:
     if has_user_rule(op):
         return _BY_FORMULA
-    return _table().get(op, _BY_FORMULA)
+    info = generated_kernels().get(op)
+    if info is None:
+        return _BY_FORMULA
+    return _table(info.jvp.__module__.rpartition(".")[0]).get(op, _BY_FORMULA)
+
+
+def _table(package: str = "dualgen.generated") -> dict:
+    table = _TABLES.get(package)
+    if table is None:
+        try:
+            table = importlib.import_module(f"{package}.taylor").TAYLOR
+        except ModuleNotFoundError:
+            table = {}
+        _TABLES[package] = table
+    return table

@@ -19,10 +19,11 @@ def test_a_straight_through_entry_is_held_to_the_adjoint_only(
     out, _ = capsys.readouterr()
     assert rc == 0, out
     row = table(tmp_path / "r.md")["round"]
-    assert [row[f"float64 {c}"] for c in ("slow", "fast", "adjoint")] == [
+    assert [row[f"float64 {c}"] for c in ("slow", "fast", "adjoint", "jet")] == [
         "n/a",
         "n/a",
         "pass",
+        "n/a",
     ]
 
 

@@ -13,8 +13,14 @@ from dualgen.tools.cli import main
 REPO = Path(__file__).resolve().parents[2]
 
 DTYPES = ("float64", "complex128")
-CHECKS = ("slow", "fast", "adjoint")
+CHECKS = ("slow", "fast", "adjoint", "jet")
 COLUMNS = [f"{d} {c}" for d in DTYPES for c in CHECKS]
+# The checks of a first-order formula. The jet check compares Taylor mode with
+# nested levels, which share the formula: a wrong one is not its to see, and a
+# small spec whose formulas call ops it has no entry for has no higher orders.
+FIRST_ORDER = ("slow", "fast", "adjoint")
+FIRST_ORDER_COLUMNS = [f"{d} {c}" for d in DTYPES for c in FIRST_ORDER]
+JET_COLUMNS = [f"{d} jet" for d in DTYPES]
 
 
 def entry(name: str, *lines: str) -> str:

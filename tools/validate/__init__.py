@@ -2,7 +2,8 @@
 
 For each entry, its kernels (the functional or view op, its in-place variants) run
 on the entry's samples in float64 and complex128. Each check (gradcheck slow, fast,
-the adjoint check) passes if it passes on every sample torch accepts, fails if any
+the adjoint check, and the jet check: Taylor mode to order 3 against nested
+levels) passes if it passes on every sample torch accepts, fails if any
 fails, and is n/a where torch runs no sample in that dtype. Each kernel runs in a
 fresh, empty working directory (`sandbox_dir.empty_cwd`): one that leaves a file
 there fails every check.
@@ -29,7 +30,7 @@ from .inputs import Case, cases_for
 from .sandbox_dir import FilesWritten, empty_cwd
 
 DTYPES = (torch.float64, torch.complex128)
-CHECKS = ("slow", "fast", "adjoint")
+CHECKS = ("slow", "fast", "adjoint", "jet")
 # An op torch runs in single precision only (mkldnn_rnn_layer) is checked in
 # float32 when no double sample runs, with a step and tolerances for its precision.
 SINGLE = torch.float32
@@ -269,12 +270,16 @@ def _runs(function: Callable, inputs: tuple) -> str | None:
     return None
 
 
+class NotApplicable(str):
+    """A check that cannot run on this case, and why."""
+
+
 def _check(
     check: str, function: Callable, inputs: tuple, tolerances: dict | None = None
 ) -> str | None:
     """None on success, else the failure. `tolerances`: eps, atol and rtol other
     than gradcheck's (single precision)."""
-    from dualgen import GradcheckError, adjoint_check, gradcheck
+    from dualgen import GradcheckError, adjoint_check, gradcheck, jetcheck
 
     tolerances = tolerances or {}
     try:
@@ -288,6 +293,22 @@ def _check(
                     inputs,
                     **{k: v for k, v in tolerances.items() if k != "eps"},
                 )
+            elif check == "jet":
+                try:
+                    jetcheck(
+                        function,
+                        inputs,
+                        **{k: v for k, v in tolerances.items() if k != "eps"},
+                    )
+                except NotImplementedError as exc:
+                    if "does not support it" not in str(exc):
+                        raise
+                    # A formula of this spec calls an op the spec has no forward
+                    # formula for: no higher order exists, nested levels' neither.
+                    return NotApplicable(
+                        "an op in its formulas has no forward formula in this spec: "
+                        + str(exc).splitlines()[0]
+                    )
             else:
                 gradcheck(
                     function,
@@ -357,6 +378,8 @@ def _validate_dtype(
     dtype_name = _name(dtype)
     checks = ("adjoint",) if convention else CHECKS
     verdicts = {check: [] for check in checks}
+    not_applicable: dict[str, str] = {}  # check -> the first case's reason
+    passed: set[str] = set()
     refusals = []
     ran = 0
     differentiable = False
@@ -381,8 +404,12 @@ def _validate_dtype(
             refusals.append(f"{case.label}: only empty inputs")
         for check in checks:
             failure = _check(check, function, inputs, tolerances)
-            if failure:
+            if isinstance(failure, NotApplicable):
+                not_applicable.setdefault(check, f"{case.label}: {failure}")
+            elif failure:
                 verdicts[check].append(f"{case.label}: {failure}")
+            else:
+                passed.add(check)
     report.cases[dtype_name] = ran
     for check in CHECKS:
         if check not in checks:
@@ -391,6 +418,8 @@ def _validate_dtype(
             )
         elif verdicts[check]:
             verdict = Verdict("fail", verdicts[check][0])
+        elif check in not_applicable and check not in passed:
+            verdict = Verdict("n/a", not_applicable[check])
         elif ran:
             verdict = Verdict("pass")
         else:
