@@ -18,22 +18,14 @@ import inspect
 import torch
 from torch.autograd.function import FunctionCtx
 
-from ..taylor.series import (
-    JetTensor,
-    coefficient,
-    degree_of,
-    derivative,
-    series,
-    truncated,
-    value_of,
-)
+from ..taylor import series as taylor
 from .call import has_setup_context
 from .differentiate import as_tuple, has_jvp
 from .user_rules import RULES
 
 
 def takes_series(args, kwargs) -> bool:
-    return any(isinstance(a, JetTensor) for a in (*args, *kwargs.values()))
+    return any(isinstance(a, taylor.JetTensor) for a in (*args, *kwargs.values()))
 
 
 class _SeriesCtx(FunctionCtx):
@@ -64,10 +56,12 @@ def apply_on_series(cls, apply, args: tuple, kwargs: dict):
             f"(define {cls.__name__}.jvp or register one with "
             f"dualgen.register_jvp({cls.__name__}))"
         )
-    degree = min(d for d in map(degree_of, (*args, *kwargs.values())) if d is not None)
-    values = as_tuple(apply(*value_of(args), **value_of(dict(kwargs))))
-    lower_args = tuple(truncated(a, degree - 1) for a in args)
-    lower_kwargs = {k: truncated(v, degree - 1) for k, v in kwargs.items()}
+    degree = min(
+        d for d in map(taylor.degree_of, (*args, *kwargs.values())) if d is not None
+    )
+    values = as_tuple(apply(*taylor.value_of(args), **taylor.value_of(dict(kwargs))))
+    lower_args = tuple(taylor.truncated(a, degree - 1) for a in args)
+    lower_kwargs = {k: taylor.truncated(v, degree - 1) for k, v in kwargs.items()}
     lower = as_tuple(cls.apply(*lower_args, **lower_kwargs))  # again, one order down
     ctx = _ctx(cls, lower_args, lower_kwargs, lower)
     inputs = _bound(cls, args, kwargs)
@@ -105,9 +99,9 @@ def _bound(cls, args, kwargs) -> tuple:
 
 
 def _slope(x, degree: int, materialize: bool):
-    slope = derivative(x, degree)
+    slope = taylor.derivative(x, degree)
     if slope is None and materialize and (x.is_floating_point() or x.is_complex()):
-        return torch.zeros_like(value_of(x))
+        return torch.zeros_like(taylor.value_of(x))
     return slope
 
 
@@ -116,6 +110,6 @@ def _integrated(value, result, degree: int):
         return value
     coefficients = [value]
     for k in range(1, degree + 1):
-        c = coefficient(result, k - 1)
+        c = taylor.coefficient(result, k - 1)
         coefficients.append(None if c is None else c / k)
-    return series(coefficients)
+    return taylor.series(coefficients)
