@@ -51,6 +51,14 @@ def add_argument(parser) -> None:
     )
 
 
+def parse_args(parser):
+    """The arguments `parser` reads, --malloc-as-is among them, and the footnote
+    of the heap setting they ask for (set up for this process)."""
+    add_argument(parser)
+    args = parser.parse_args()
+    return args, configure(args)
+
+
 def configure(args) -> str:
     """The heap setting the arguments ask for, and its footnote."""
     if args.malloc_as_is:

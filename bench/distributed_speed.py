@@ -14,20 +14,22 @@ round a batch of calls; every rank times the same calls, rank 0 reports).
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import socket
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import allocator
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dualgen.forward_ad as fwAD
 from dualgen.distributed import make_packed_dual
+
+# the examples' process plumbing (examples/distributed/processes.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from examples.distributed.processes import spawn
 
 
 def _time(fn, calls: int) -> float:
@@ -93,13 +95,8 @@ def _passed_through(group, rounds: int) -> float:
     return statistics.median(times)
 
 
-def _rank(rank: int, port: int, sizes, rounds: int, as_is: bool) -> None:
+def _rank(rank: int, world_size: int, sizes, rounds: int, as_is: bool) -> None:
     footnote = "malloc as the C library sets it" if as_is else allocator.steady_heap()
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60)
-    )
     lines = []
     for n in sizes:
         # (small messages: gloo's latency on two busy cores wanders from round
@@ -143,8 +140,6 @@ def _rank(rank: int, port: int, sizes, rounds: int, as_is: bool) -> None:
             f"make_packed_dual's {own['packed dual (n)'] * 1e6:.0f} µs",
             flush=True,
         )
-    dist.destroy_process_group()
-    os._exit(0)
 
 
 def main() -> None:
@@ -153,12 +148,7 @@ def main() -> None:
     allocator.add_argument(parser)
     args = parser.parse_args()
     sizes = [16, 1 << 14] if args.quick else [16, 1 << 14, 1 << 20, 1 << 22]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(
-        _rank, args=(port, sizes, 5 if args.quick else 11, args.malloc_as_is), nprocs=2
-    )
+    spawn(_rank, 2, sizes, 5 if args.quick else 11, args.malloc_as_is)
 
 
 if __name__ == "__main__":

@@ -109,9 +109,7 @@ def measure(functions: dict, rounds: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
-    allocator.add_argument(parser)
-    args = parser.parse_args()
-    heap = allocator.configure(args)
+    args, heap = allocator.parse_args(parser)
     torch.set_num_threads(2)
     torch.manual_seed(0)
     print(

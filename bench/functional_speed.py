@@ -59,32 +59,25 @@ def cases() -> dict:
     f, x = mlp()
     loss, w, v = loss_of_weight()
     scalar = lambda x: f(x).sum()  # a scalar function of the MLP
+
+    def forward_jacobian(af, vectorize=True):
+        """af.jacobian of the MLP (af: torch's autograd.functional or dualgen's)."""
+        return lambda: af.jacobian(f, x, strategy="forward-mode", vectorize=vectorize)
+
     return {
         "jacobian, forward-mode, vectorize=True (MLP 64 -> 64)": {
-            "torch": lambda: torch_af.jacobian(
-                f, x, strategy="forward-mode", vectorize=True
-            ),
-            "dualgen": lambda: dual_af.jacobian(
-                f, x, strategy="forward-mode", vectorize=True
-            ),
+            "torch": forward_jacobian(torch_af),
+            "dualgen": forward_jacobian(dual_af),
         },
         "jacobian, forward-mode: dualgen vectorize=False against True": {
-            "torch": lambda: dual_af.jacobian(
-                f, x, strategy="forward-mode", vectorize=True
-            ),
-            "dualgen": lambda: dual_af.jacobian(
-                f, x, strategy="forward-mode", vectorize=False
-            ),
+            "torch": forward_jacobian(dual_af),
+            "dualgen": forward_jacobian(dual_af, vectorize=False),
         },
         # (Both columns are torch's call; the rules are on where it says dualgen.)
         "torch's jacobian, forward-mode, vectorize=True: with dualgen's batching "
         "rules against without": {
-            "torch": lambda: torch_af.jacobian(
-                f, x, strategy="forward-mode", vectorize=True
-            ),
-            "dualgen": lambda: torch_af.jacobian(
-                f, x, strategy="forward-mode", vectorize=True
-            ),
+            "torch": forward_jacobian(torch_af),
+            "dualgen": forward_jacobian(torch_af),
         },
         "hvp, 512x512 weight (dualgen fw_mode=True)": {
             "torch": lambda: torch_af.hvp(loss, w, v),
@@ -128,9 +121,7 @@ def seconds(fn) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
-    allocator.add_argument(parser)
-    args = parser.parse_args()
-    heap = allocator.configure(args)
+    args, heap = allocator.parse_args(parser)
     torch.set_num_threads(2)
     print("| case | torch (or baseline) | dualgen | dualgen / torch |")
     print("|---|---|---|---|")

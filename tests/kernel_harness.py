@@ -181,3 +181,16 @@ def outputs_of(op, out) -> tuple:
 
 def as_tuple(out) -> tuple:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def assert_matches(got, expected, where, shape=None, **tolerance):
+    """`got` has `shape` (expected's unless given) and expected's dtype, and its
+    values, NaN matching NaN; a failure names `where`."""
+    shape = expected.shape if shape is None else shape
+    assert got.shape == shape, f"{where}: shape {tuple(got.shape)}, not {tuple(shape)}"
+    assert (
+        got.dtype == expected.dtype
+    ), f"{where}: dtype {got.dtype}, expected {expected.dtype}"
+    torch.testing.assert_close(
+        got, expected, equal_nan=True, msg=lambda m: f"{where}\n{m}", **tolerance
+    )

@@ -14,18 +14,17 @@ every rank, so the replicas stay equal without sending any gradient.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import socket
 import tempfile
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 import dualgen.forward_ad as fwAD
+
+from .processes import spawn
 
 
 def make_model() -> nn.Module:
@@ -65,27 +64,18 @@ def train(rank: int, world_size: int, steps: int, lr: float = 0.04) -> list[floa
     return losses
 
 
-def _rank(rank: int, world_size: int, port: int, steps: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    timeout = datetime.timedelta(seconds=60)
-    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timeout)
+def _rank(rank: int, world_size: int, steps: int, out: str) -> None:
     losses = train(rank, world_size, steps)
     if rank == 0:
         Path(out).write_text(" ".join(f"{v:.6f}" for v in losses))
-    dist.destroy_process_group()
-    os._exit(0)  # (skips interpreter teardown beside the process group's threads)
 
 
 def run(world_size: int = 2, steps: int = 300) -> list[float]:
     """Train on `world_size` processes; the loss after each step (rank 0's view,
     which is every rank's: the loss is averaged over ranks)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as directory:
         out = os.path.join(directory, "losses.txt")
-        mp.spawn(_rank, args=(world_size, port, steps, out), nprocs=world_size)
+        spawn(_rank, world_size, steps, out)
         return [float(v) for v in Path(out).read_text().split()]
 
 

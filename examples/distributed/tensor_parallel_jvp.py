@@ -13,13 +13,8 @@ torch.func.jvp of the same model in one process.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import socket
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import distribute_tensor
@@ -31,17 +26,15 @@ from torch.distributed.tensor.parallel import (
 
 import dualgen.forward_ad as fwAD
 
+from .processes import spawn
+
 
 def feed_forward() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16)).double()
 
 
-def _rank(rank: int, world_size: int, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    timeout = datetime.timedelta(seconds=60)
-    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timeout)
+def _rank(rank: int, world_size: int) -> None:
     mesh = init_device_mesh("cpu", (world_size,))
     reference = feed_forward()
     model = parallelize_module(
@@ -85,18 +78,12 @@ def _rank(rank: int, world_size: int, port: int) -> None:
         f"w.r.t. the parameters by {parameter_error:.1e} (float64)",
         flush=True,
     )
-    dist.destroy_process_group()
-    os._exit(0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
-    args = parser.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_rank, args=(args.ranks, port), nprocs=args.ranks)
+    spawn(_rank, parser.parse_args().ranks)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from opinfo_sweep import _is_diff, _map, _random_like
+from opinfo_sweep import _is_diff, _map, _random_like, flatten
 
 import dualgen.forward_ad as fwAD
 
@@ -60,9 +60,7 @@ class Problem:
         pending = iter(values)
         args = _map(self.structure, lambda t: next(pending) if _is_diff(t) else t)
         out = self.op.gradcheck_wrapper(self.op.get_op(), args[0], *args[1], **args[2])
-        flat = []
-        _map(self.process(out), flat.append)
-        outs = [o for o in flat if _is_diff(o)]
+        outs = [o for o in flatten(self.process(out)) if _is_diff(o)]
         return outs if self.kept is None else [o for o, k in zip(outs, self.kept) if k]
 
     def at(self, *steps) -> list[torch.Tensor]:

@@ -70,6 +70,8 @@ from opinfo_sweep import (
     forward_ad_ops,
     full_name,
     one_thread,
+    run_all,
+    write_table,
 )
 
 MODES = ("order2", "order3", "fwd_over_rev", "rev_over_fwd")
@@ -315,15 +317,8 @@ def cases(names=None, modes=MODES):
 
 
 def sweep(names=None, modes=MODES, samples=SAMPLES, progress=True):
-    todo = list(cases(names, modes))
-    results = []
-    for i, (op, dtype, mode) in enumerate(todo):
-        results.append(check(op, dtype, mode, samples))
-        if progress:
-            print(f"\r{i + 1}/{len(todo)} {op.name:30}", end="", file=sys.stderr)
-    if progress:
-        print(file=sys.stderr)
-    return results
+    todo = [(op, dtype, mode, samples) for op, dtype, mode in cases(names, modes)]
+    return run_all(todo, check, progress)
 
 
 def summary(results) -> str:
@@ -366,13 +361,7 @@ def write_known(results) -> None:
         else:
             known.setdefault(r.key, reason(r))
     path = Path(__file__).with_name("opinfo_known_nested.py")
-    text = path.read_text()
-    head = text[: text.index("KNOWN_NESTED = {")]
-    rows = [f"    {key!r}: {why!r}," for key, why in sorted(known.items())]
-    import black
-
-    body = "KNOWN_NESTED = {\n" + "\n".join(rows) + "\n}\n"
-    path.write_text(black.format_str(head + body, mode=black.Mode()))
+    write_table(path, "KNOWN_NESTED", dict(sorted(known.items())))
 
 
 MARKER = "<!-- Generated below by: python tests/coverage/opinfo_nested.py --report -->"

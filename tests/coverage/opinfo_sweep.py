@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import opinfo_reasons as why
 import torch
 import torch.autograd.forward_ad as native_fwAD
 
@@ -69,6 +70,13 @@ def _map(value, fn):
     return value
 
 
+def flatten(value) -> list:
+    """The tensors in `value` (nested lists, tuples, dicts), in traversal order."""
+    flat = []
+    _map(value, flat.append)
+    return flat
+
+
 def _tangents(sample, generator):
     """A seeded random tangent per differentiable tensor, in traversal order."""
     tangents = []
@@ -98,11 +106,8 @@ def _run(op, sample, tangents, module):
 
     with module.dual_level():
         args = _map((sample.input, sample.args, sample.kwargs), dual)
-        out = op(args[0], *args[1], **args[2])
-        flat = []
-        _map(out, flat.append)
         result = []
-        for o in flat:
+        for o in flatten(op(args[0], *args[1], **args[2])):
             primal, tangent = module.unpack_dual(o) if _is_diff(o) else (o, None)
             result.append(
                 (primal.clone(), None if tangent is None else tangent.clone())
@@ -139,11 +144,8 @@ def _run_fx(op, sample, tangents, module):
     with freeze_rng_state():
         torch.manual_seed(42)
         out, out_tangents = program(*inputs, *tangents)
-    flat, flat_tangents = [], []
-    _map(out, flat.append)
-    _map(out_tangents, flat_tangents.append)
-    pairs = iter(flat_tangents)
-    return [(o, next(pairs) if _is_diff(o) else None) for o in flat]
+    pairs = iter(flatten(out_tangents))
+    return [(o, next(pairs) if _is_diff(o) else None) for o in flatten(out)]
 
 
 def _run_hvp(op, sample, tangents, module):
@@ -170,10 +172,11 @@ def _run_hvp(op, sample, tangents, module):
                 else t
             ),
         )
-        out = op(args[0], *args[1], **args[2])
-        outputs = []
-        _map(out, outputs.append)
-        outputs = [o for o in outputs if _is_diff(o) and o.requires_grad]
+        outputs = [
+            o
+            for o in flatten(op(args[0], *args[1], **args[2]))
+            if _is_diff(o) and o.requires_grad
+        ]
         if not outputs:
             return []
         cotangents = [_random_like(o, generator) for o in outputs]
@@ -324,12 +327,21 @@ def sweep(names=None, progress=True, hvp=False, fx=False) -> list[OpResult]:
         for op in (hvp_ops() if hvp else forward_ad_ops())
         if names is None or op.name in names or full_name(op) in names
     ]
+    todo = [
+        (op, dtype, hvp, fx)
+        for op in ops
+        for dtype in (hvp_dtypes_for(op) if hvp else dtypes_for(op))
+    ]
+    return run_all(todo, check, progress)
+
+
+def run_all(todo, check_one, progress=True) -> list:
+    """check_one(op, *rest) for each (op, *rest) in todo, counting on stderr."""
     results = []
-    for i, op in enumerate(ops):
-        for dtype in hvp_dtypes_for(op) if hvp else dtypes_for(op):
-            results.append(check(op, dtype, hvp, fx))
+    for i, case in enumerate(todo):
+        results.append(check_one(*case))
         if progress:
-            print(f"\r{i + 1}/{len(ops)} {op.name:30}", end="", file=sys.stderr)
+            print(f"\r{i + 1}/{len(todo)} {case[0].name:30}", end="", file=sys.stderr)
     if progress:
         print(file=sys.stderr)
     return results
@@ -344,159 +356,92 @@ def summary(results: list[OpResult]) -> str:
     return "; ".join(lines)
 
 
-# (op, variant, dtype, "hvp" or "jvp") where native is wrong and dualgen right,
-# with the evidence: written into the known lists as the reason.
-_TRIANGLE = (
-    "native wrong: its JVP uses the whole tangent of the factor, not the triangle "
-    "the op reads; dualgen agrees with finite differences (dualgen validate)"
-)
-_SAVED_LU = (
-    "native wrong: the LU factorization its forward saves carries no tangent in "
-    "native forward AD, so the backward's tangent misses its share; dualgen's equals "
-    "reverse over reverse (tests/runtime/test_nested_normalization_linalg.py)"
-)
-
-NATIVE_WRONG = {
-    **{
-        (op, "", dtype, mode): _TRIANGLE
-        for op in ("cholesky_solve", "triangular_solve")
-        for dtype, mode in (
-            ("float64", "jvp"),
-            ("complex128", "jvp"),
-            ("float64", "hvp"),
-        )
-    },
-    **{
-        ("cholesky_inverse", "", dtype, mode): "native wrong: its JVP differs from "
-        "finite differences even for a triangular tangent; dualgen agrees with them"
-        for dtype, mode in (
-            ("float64", "jvp"),
-            ("complex128", "jvp"),
-            ("float64", "hvp"),
-        )
-    },
-    ("logcumsumexp", "", "float64", "hvp"): "native wrong: the same 1e-13 bias as "
-    "its forward AD",
-    ("masked.prod", "", "float64", "hvp"): "native wrong: at a NaN input the "
-    "gradient of a product is the (finite) product of the other elements; native "
-    "divides the product by the input (NaN), while under a dispatch mode torch's "
-    "prod_backward takes its exact exclusive-product path",
-    ("addr", "", "float64", "hvp"): "NaN semantics: with alpha = 0 and NaN vectors "
-    "native's tangent of vec1's gradient is NaN (it multiplies the cotangent's "
-    "materialised zero tangent by the NaN vector); dualgen has no such term and "
-    "gives alpha times the tangent's product, 0",
-    ("prod", "", "float64", "hvp"): "native wrong: with two or more zeros native "
-    "forward-over-reverse gives no tangent; dualgen's equals torch.func.jvp of "
-    "torch.func.grad and finite differences of the gradient",
-    ("logdet", "", "float64", "hvp"): _SAVED_LU,
-    ("linalg.det", "", "float64", "hvp"): _SAVED_LU,
-    ("linalg.slogdet", "", "float64", "hvp"): _SAVED_LU,
-    ("linalg.solve", "", "float64", "hvp"): _SAVED_LU,
-    ("linalg.solve_ex", "", "float64", "hvp"): _SAVED_LU,
-    ("linalg.tensorsolve", "", "float64", "hvp"): _SAVED_LU,
-    ("logcumsumexp", "", "float64", "jvp"): "native wrong: it adds 1e-13 after "
-    "rescaling by the maximum, which biases small prefix sums; dualgen agrees with "
-    "finite differences",
-    ("logcumsumexp", "", "complex128", "jvp"): "native wrong: its tangent "
-    "overflows to NaN (x = [800+0j, 1+0j]); dualgen agrees with finite differences",
-}
-
-
 def reason(result: OpResult) -> str:
     """Why an (op, dtype) fails, in one short line."""
-    known = NATIVE_WRONG.get((*result.key, result.mode))
+    known = why.NATIVE_WRONG.get((*result.key, result.mode))
     if known is None and result.mode == "fx":  # the program computes what the mode does
-        known = NATIVE_WRONG.get((*result.key, "jvp"))
+        known = why.NATIVE_WRONG.get((*result.key, "jvp"))
     if known:
         return known
     kind, detail = result.failures[0]
     if result.mode == "fx":
-        for pattern, why in _FX_LIMITS.items():
+        for pattern, limit in why.FX_LIMITS.items():
             if pattern == result.key[:2] or (
                 isinstance(pattern, str) and re.search(pattern, detail)
             ):
-                return why
+                return limit
     missing = re.search(r"rule for (\S+?);", detail)
     if missing:
         return f"no rule for {missing.group(1)} yet"
     return f"{kind}: {detail.splitlines()[0][:160]}"
 
 
-# What a program of values cannot express (docs/fx.md): failure pattern or
-# (name, variant) -> the reason written into opinfo_known_fx.py.
-_FX_LIMITS = {
-    "data-dependent|value out of a tracing tensor": "reads a tensor's value while traced (torch.equal, .item()): "
-    "a program cannot depend on values, so dualgen.fx.jvp stops with make_fx's error",
-    "detached alias": "updates its input through a detached alias (max_norm's "
-    "renormalisation): refused, a program of values cannot tell whether native "
-    "keeps the tangent (it does here)",
-    ("as_strided", "partial_views"): "as_strided reads memory outside its input's "
-    "view, in the view's base: a program of values has no base (native reads the "
-    "base's tangent there, zeros)",
-}
-
-_KNOWN_FILES = {  # mode -> (what, sweep flags, variable, file)
-    "jvp": ("forward AD", "--known", "KNOWN", "opinfo_known.py"),
-    "hvp": (
-        "forward-over-reverse (HVP)",
-        "--hvp --known",
-        "KNOWN_HVP",
-        "opinfo_known_hvp.py",
-    ),
-    "fx": (
-        "forward AD through dualgen.fx.jvp",
-        "--fx --known",
-        "KNOWN_FX",
-        "opinfo_known_fx.py",
-    ),
-}
-
-
 def write_known(results: list[OpResult], mode: str = "jvp") -> None:
-    what, flag, variable, name = _KNOWN_FILES[mode]
-    lines = [
-        f'"""(OpInfo name, variant, dtype) pairs dualgen does not match native {what}',
-        f"on yet, and why. Generated by `python tests/coverage/opinfo_sweep.py {flag}`;",
-        'the suite fails when one of them starts passing."""',
-        "",
-        f"{variable} = {{",
-    ]
+    """Replace `mode`'s rows of KNOWN in opinfo_known.py with these results'
+    failures; the other modes' rows stay."""
+    from opinfo_known import KNOWN
+
+    rows = {k: v for k, v in KNOWN.items() if k[3] != mode}
     for r in results:
         if r.status in ("wrong", "error"):
-            lines.append(f"    {r.key!r}: {reason(r)!r},")
+            rows[(*r.key, mode)] = reason(r)
+    order = list(_REPORTS)  # the modes' rows in sweep order, one mode after another
+    rows = dict(sorted(rows.items(), key=lambda row: order.index(row[0][3])))
+    path = Path(__file__).with_name("opinfo_known.py")
+    write_table(path, "KNOWN", rows, named=True)
+
+
+def write_table(path: Path, variable: str, rows: dict, named=False) -> None:
+    """Rewrite the dict `variable` at the end of `path` with `rows` (the head of the
+    file stays); with `named`, a reason opinfo_reasons holds is written as its name
+    (the head imports it as `why`)."""
+    names = {
+        text: f"why.{name}"
+        for name, text in vars(why).items()
+        if named and name.isupper() and isinstance(text, str)
+    }
+    text = path.read_text()
+    lines = [text[: text.index(f"{variable} = {{")] + f"{variable} = {{"]
+    for key, reason_ in rows.items():
+        lines.append(f"    {key!r}: {names.get(reason_, repr(reason_))},")
     lines.append("}")
     import black
 
-    text = black.format_str("\n".join(lines) + "\n", mode=black.Mode())
-    Path(__file__).with_name(name).write_text(text)
+    path.write_text(black.format_str("\n".join(lines) + "\n", mode=black.Mode()))
 
 
-def report(results: list[OpResult]) -> str:
-    if results and results[0].mode == "hvp":
-        title, command = (
-            "# OpInfo forward-over-reverse (HVP) conformance",
-            "--hvp --report docs/opinfo_hvp.md",
-        )
-        what = [
-            "OpInfo that supports forward-over-reverse, every sample: tangents of the",
-            "gradients under dualgen against native (float64 tolerances).",
-        ]
-    elif results and results[0].mode == "fx":
-        title, command = (
-            "# OpInfo forward-AD conformance of dualgen.fx.jvp",
-            "--fx --report docs/opinfo_fx.md",
-        )
-        what = [
+# mode -> (report title, sweep flags of its report, what the report compares)
+_REPORTS = {
+    "jvp": (
+        "# OpInfo forward-AD conformance",
+        "--report docs/opinfo.md",
+        [
+            "OpInfo that supports forward AD, every sample, dualgen.forward_ad against",
+            "torch.autograd.forward_ad (primal outputs and tangents, float64 tolerances).",
+        ],
+    ),
+    "fx": (
+        "# OpInfo forward-AD conformance of dualgen.fx.jvp",
+        "--fx --report docs/opinfo_fx.md",
+        [
             "OpInfo that supports forward AD, every sample, the JVP program of",
             "dualgen.fx.jvp against torch.autograd.forward_ad (primal outputs and",
             "tangents, float64 tolerances; zeros where native has no tangent).",
-        ]
-    else:
-        title, command = "# OpInfo forward-AD conformance", "--report docs/opinfo.md"
-        what = [
-            "OpInfo that supports forward AD, every sample, dualgen.forward_ad against",
-            "torch.autograd.forward_ad (primal outputs and tangents, float64 tolerances).",
-        ]
+        ],
+    ),
+    "hvp": (
+        "# OpInfo forward-over-reverse (HVP) conformance",
+        "--hvp --report docs/opinfo_hvp.md",
+        [
+            "OpInfo that supports forward-over-reverse, every sample: tangents of the",
+            "gradients under dualgen against native (float64 tolerances).",
+        ],
+    ),
+}
+
+
+def report(results: list[OpResult]) -> str:
+    title, command, what = _REPORTS[results[0].mode if results else "jvp"]
     lines = [
         title,
         "",
@@ -522,7 +467,7 @@ def main() -> int:
     parser.add_argument(
         "--known",
         action="store_true",
-        help="rewrite tests/coverage/opinfo_known.py (with --hvp: opinfo_known_hvp.py): "
+        help="rewrite this mode's rows of tests/coverage/opinfo_known.py: "
         "the failing (op, dtype) pairs and why",
     )
     parser.add_argument(

@@ -4,9 +4,9 @@ and the same through the JVP programs of dualgen.fx.jvp;
 and every OpInfo that supports forward-over-reverse, the Hessian-vector products
 torch.autograd.grad gives from dual inputs (float64).
 
-Pairs dualgen does not match are listed in tests/coverage/opinfo_known.py,
-tests/coverage/opinfo_known_fx.py and tests/coverage/opinfo_known_hvp.py with the reason, as strict xfails: one that starts passing
-fails the suite until it is taken off the list. Regenerate the lists with
+Pairs dualgen does not match are listed in tests/coverage/opinfo_known.py, by
+mode, with the reason, as strict xfails: one that starts passing fails the suite
+until it is taken off the list. Regenerate each mode's rows with
 `python tests/coverage/opinfo_sweep.py --known` (`--fx --known`, `--hvp --known`).
 """
 
@@ -15,36 +15,30 @@ from __future__ import annotations
 import pytest
 import torch
 from opinfo_known import KNOWN
-from opinfo_known_fx import KNOWN_FX
-from opinfo_known_hvp import KNOWN_HVP
 from opinfo_sweep import check, dtypes_for, forward_ad_ops, hvp_dtypes_for, hvp_ops
 
 
-def _cases(ops, dtypes_of, known):
+def _cases(ops, dtypes_of, mode):
     for op in ops:
         for dtype in dtypes_of(op):
             key = (op.name, op.variant_test_name, str(dtype).removeprefix("torch."))
             marks = ()
-            if key in known:
-                marks = pytest.mark.xfail(strict=True, reason=known[key])
+            if (*key, mode) in KNOWN:
+                marks = pytest.mark.xfail(strict=True, reason=KNOWN[(*key, mode)])
             yield pytest.param(op, dtype, id="-".join(k for k in key if k), marks=marks)
 
 
-@pytest.mark.parametrize("op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN)))
+@pytest.mark.parametrize("op, dtype", list(_cases(forward_ad_ops(), dtypes_for, "jvp")))
 def test_forward_ad_matches_native(op, dtype):
     _assert_matches(check(op, dtype), op, dtype)
 
 
-@pytest.mark.parametrize(
-    "op, dtype", list(_cases(forward_ad_ops(), dtypes_for, KNOWN_FX))
-)
+@pytest.mark.parametrize("op, dtype", list(_cases(forward_ad_ops(), dtypes_for, "fx")))
 def test_fx_jvp_program_matches_native(op, dtype):
     _assert_matches(check(op, dtype, fx=True), op, dtype)
 
 
-@pytest.mark.parametrize(
-    "op, dtype", list(_cases(hvp_ops(), hvp_dtypes_for, KNOWN_HVP))
-)
+@pytest.mark.parametrize("op, dtype", list(_cases(hvp_ops(), hvp_dtypes_for, "hvp")))
 def test_forward_over_reverse_matches_native(op, dtype):
     _assert_matches(check(op, dtype, hvp=True), op, dtype)
 

@@ -10,8 +10,12 @@ wherever the same aten calls run, which is almost everywhere).
 from __future__ import annotations
 
 import pytest
-import torch
-from kernel_harness import as_tuple, calls_with_each_set_of_tangents, spec_cases
+from kernel_harness import (
+    as_tuple,
+    assert_matches,
+    calls_with_each_set_of_tangents,
+    spec_cases,
+)
 
 from dualgen.generated.registry import KERNELS
 from dualgen.kernel_info import has_overload
@@ -74,17 +78,4 @@ def _assert_same(got, expected, where):
     assert (got is None) == (expected is None), f"{where}: {got!r} against {expected!r}"
     if expected is None:
         return
-    assert (
-        got.shape == expected.shape
-    ), f"{where}: shape {got.shape} != {expected.shape}"
-    assert (
-        got.dtype == expected.dtype
-    ), f"{where}: dtype {got.dtype} != {expected.dtype}"
-    torch.testing.assert_close(
-        got,
-        expected,
-        rtol=1e-12,
-        atol=1e-12,
-        equal_nan=True,
-        msg=lambda m: f"{where}\n{m}",
-    )
+    assert_matches(got, expected, where, rtol=1e-12, atol=1e-12)

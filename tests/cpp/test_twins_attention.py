@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from twin_checks import F64, rand, same
 
 from dualgen import formulas as py
-
-F64 = torch.float64
-
-
-def same(cpp, ref, tol=1e-12):
-    assert cpp.dtype == ref.dtype and cpp.shape == ref.shape
-    torch.testing.assert_close(cpp, ref, rtol=tol, atol=tol)
-
-
-def rand(*shape, dtype=F64, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, dtype=F64, generator=g).to(dtype)
-
 
 # (query, key heads, L, S, mask shape or None, is_causal, scale)
 CASES = [

@@ -6,19 +6,12 @@ import itertools
 
 import pytest
 import torch
+import twin_checks
+from twin_checks import gen, randn, same, same_error, tangents
 
 from dualgen import formulas as py
 
 DTYPES = [torch.float64, torch.complex128]
-TOL = {"rtol": 1e-12, "atol": 1e-12}
-
-
-def gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(*shape, dtype=torch.float64, g=None):
-    return torch.randn(*shape, dtype=dtype, generator=g)
 
 
 def well_conditioned(*shape, dtype=torch.float64, g=None):
@@ -32,36 +25,9 @@ def hermitian_pd(*shape, dtype=torch.float64, g=None):
     return x.matmul(x.mH) + n * torch.eye(n, dtype=dtype)
 
 
-def same(cpp, ref):
-    """Equal values, or both None; tuples/lists elementwise."""
-    if isinstance(ref, (tuple, list)):
-        assert isinstance(cpp, (tuple, list)) and len(cpp) == len(ref)
-        for c, r in zip(cpp, ref):
-            same(c, r)
-        return
-    assert (cpp is None) == (ref is None)
-    if ref is not None:
-        assert cpp.dtype == ref.dtype
-        assert cpp.shape == ref.shape
-        torch.testing.assert_close(cpp, ref, **TOL)
-
-
 def both(cpp_formulas, name, *args):
-    """Call the twin and the helper on the same arguments; assert they agree."""
-    ref = getattr(py, name)(*args)
-    out = getattr(cpp_formulas, name)(*args)
-    same(out, ref)
-    return out
-
-
-def same_error(cpp_formulas, name, *args):
-    """The twin raises what the helper raises (type and first line of text)."""
-    with pytest.raises(Exception) as ref:
-        getattr(py, name)(*args)
-    with pytest.raises(type(ref.value)) as out:
-        getattr(cpp_formulas, name)(*args)
-    first = str(ref.value).splitlines()[0]
-    assert str(out.value).splitlines()[0] == first
+    """The twin's result, once it agrees with the helper's."""
+    return twin_checks.both(cpp_formulas, name, *args)[0]
 
 
 # --- triangular_part, side_matmul -------------------------------------------
@@ -144,11 +110,7 @@ def test_linalg_solve_tangent(cpp_formulas, dtype, shapes, left, absent):
     if not left and len(B_shape) >= 2 and B_shape[-2:] == (4, 2):
         B_shape = B_shape[:-2] + (2, 4)
     A, B, result, _, _, g = _solve_case(A_shape, B_shape, dtype, left, 5)
-    A_t, B_t = randn(*A.shape, dtype=dtype, g=g), randn(*B.shape, dtype=dtype, g=g)
-    if absent == "A":
-        A_t = torch.zeros_like(A)
-    elif absent == "B":
-        B_t = torch.zeros_like(B)
+    A_t, B_t = tangents(g, absent, A=A, B=B)
     out = both(cpp_formulas, "linalg_solve_tangent", A_t, B_t, A, B, result, left)
     assert out.shape == result.shape
 
@@ -183,11 +145,7 @@ def test_triangular_solve_tangent(
     A = well_conditioned(2, 4, 4, dtype=dtype, g=g)
     B = randn(2, 4, 3, dtype=dtype, g=g)
     solution, _ = torch.triangular_solve(B, A, upper, transpose, unitri)
-    B_t, A_t = randn(*B.shape, dtype=dtype, g=g), randn(*A.shape, dtype=dtype, g=g)
-    if absent == "B":
-        B_t = torch.zeros_like(B)
-    elif absent == "A":
-        A_t = torch.zeros_like(A)
+    B_t, A_t = tangents(g, absent, B=B, A=A)
     both(
         cpp_formulas,
         "triangular_solve_tangent",
@@ -230,11 +188,7 @@ def test_cholesky_solve_tangent(cpp_formulas, dtype, upper, absent):
     L = L + randn(*L.shape, dtype=dtype, g=g)  # the other triangle is not read
     B = randn(2, 4, 3, dtype=dtype, g=g)
     result = torch.cholesky_solve(B, L, upper)
-    B_t, L_t = randn(*B.shape, dtype=dtype, g=g), randn(*L.shape, dtype=dtype, g=g)
-    if absent == "B":
-        B_t = torch.zeros_like(B)
-    elif absent == "L":
-        L_t = torch.zeros_like(L)
+    B_t, L_t = tangents(g, absent, B=B, L=L)
     both(cpp_formulas, "cholesky_solve_tangent", B_t, L_t, L, result, upper)
 
 
@@ -351,11 +305,7 @@ def test_lu_solve_tangent(cpp_formulas, dtype, left, adjoint, absent):
     LU, pivots = torch.linalg.lu_factor(A)
     B = randn(2, 4, 3, dtype=dtype, g=g) if left else randn(2, 3, 4, dtype=dtype, g=g)
     result = torch.linalg.lu_solve(LU, pivots, B, left=left, adjoint=adjoint)
-    LU_t, B_t = randn(*LU.shape, dtype=dtype, g=g), randn(*B.shape, dtype=dtype, g=g)
-    if absent == "LU":
-        LU_t = torch.zeros_like(LU)
-    elif absent == "B":
-        B_t = torch.zeros_like(B)
+    LU_t, B_t = tangents(g, absent, LU=LU, B=B)
     both(
         cpp_formulas,
         "lu_solve_tangent",
@@ -419,12 +369,7 @@ def test_householder_product_tangent(cpp_formulas, dtype, shape, k, absent):
     g = gen(21)
     input = randn(*shape, dtype=dtype, g=g)
     tau = randn(*shape[:-2], k, dtype=dtype, g=g)
-    input_t = randn(*shape, dtype=dtype, g=g)
-    tau_t = randn(*tau.shape, dtype=dtype, g=g)
-    if absent == "input":
-        input_t = torch.zeros_like(input)
-    elif absent == "tau":
-        tau_t = torch.zeros_like(tau)
+    input_t, tau_t = tangents(g, absent, input=input, tau=tau)
     out = both(cpp_formulas, "householder_product_tangent", input_t, tau_t, input, tau)
     assert out.shape == input.shape
 

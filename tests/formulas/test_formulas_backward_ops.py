@@ -246,28 +246,12 @@ def _norm_case(case, weighted=True):
 
 
 def _norm_tangents(kind, out, tangents, g, x, w, stats):
-    gt, xt, wt = tangents
-    mean, rstd, extra, train, eps = stats
+    """norm_backward_tangent of each output `out` of a norm's backward;
+    `tangents` of (g, x, w, mean, rstd), the statistics' None when they move
+    with x; `stats` (mean, rstd, extra, train, eps)."""
+    primals = (g, x, w, *stats)
     return [
-        F.norm_backward_tangent(
-            k,
-            out[k],
-            kind,
-            gt,
-            xt,
-            wt,
-            None,
-            None,
-            g,
-            x,
-            w,
-            mean,
-            rstd,
-            extra,
-            train,
-            eps,
-        )
-        for k in range(3)
+        F.norm_backward_tangent(k, out[k], kind, *tangents, *primals) for k in range(3)
     ]
 
 
@@ -283,7 +267,7 @@ def test_norm_backward_tangent_matches_jvp(case, weighted):
         return op(*p) if w is not None else op(*p, None)
 
     out, expected = torch.func.jvp(fn, primals, tuple(tangents))
-    tangents = tangents + [None] * (3 - len(tangents))
+    tangents = tangents + [None] * (5 - len(tangents))  # w's, the statistics'
     got = _norm_tangents(kind, out, tangents, g, x, w, stats(x, w))
     # without a weight only grad_input is asked for
     for a, b in zip(got if w is not None else got[:1], expected):
@@ -385,28 +369,9 @@ def test_norm_backward_grads_are_adjoint_to_tangents(case, stats_are_inputs):
     tangents = randn_like_all([g, x, w, mean, rstd])
     if not stats_are_inputs:
         tangents[3] = tangents[4] = None
-    gt, xt, wt, mt, rt = tangents
-    forward = [
-        F.norm_backward_tangent(
-            k,
-            out[k],
-            kind,
-            gt,
-            xt,
-            wt,
-            mt,
-            rt,
-            g,
-            x,
-            w,
-            mean,
-            rstd,
-            extra,
-            train,
-            eps,
-        )
-        for k in range(3)
-    ]
+    forward = _norm_tangents(
+        kind, out, tangents, g, x, w, (mean, rstd, extra, train, eps)
+    )
     grads = F.norm_backward_grads(
         *cotangents, kind, g, x, w, mean, rstd, extra, train, eps, stats_are_inputs
     )

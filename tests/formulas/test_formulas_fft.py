@@ -41,6 +41,20 @@ def real_adjoint(fn, x, grad):
     return out.reshape(x.shape)
 
 
+def assert_is_adjoint(op, x, args, grad):
+    """grad(g), for a random cotangent g of op(x, *args), has the dtype and shape
+    of x and is the gradient autograd gives, and the one from unit inputs."""
+
+    def fn(a):
+        return op(a, *args)
+
+    g = torch.randn_like(fn(x))
+    got = grad(g)
+    assert got.dtype == x.dtype and got.shape == x.shape
+    close(got, vjp(fn, x, g))
+    close(got, real_adjoint(fn, x, g))
+
+
 # (shape, dim, onesided)
 R2C_CASES = [
     ((3, 6), [1], True),
@@ -57,16 +71,8 @@ R2C_CASES = [
 @pytest.mark.parametrize("shape, dim, onesided", R2C_CASES)
 def test_fft_r2c_grad_is_the_adjoint_of_r2c(shape, dim, onesided, normalization):
     x = torch.randn(shape, dtype=R)
-
-    def fn(a):
-        return aten._fft_r2c(a, dim, normalization, onesided)
-
-    y = fn(x)
-    g = torch.randn_like(y)
-    got = F.fft_r2c_grad(g, x, dim, normalization, onesided)
-    assert got.dtype == R and got.shape == x.shape
-    close(got, vjp(fn, x, g))
-    close(got, real_adjoint(fn, x, g))
+    args = (dim, normalization, onesided)
+    assert_is_adjoint(aten._fft_r2c, x, args, lambda g: F.fft_r2c_grad(g, x, *args))
 
 
 # (input shape, dim, last_dim_size): the input holds last_dim_size // 2 + 1 bins
@@ -85,16 +91,10 @@ C2R_CASES = [
 @pytest.mark.parametrize("shape, dim, n", C2R_CASES)
 def test_fft_c2r_grad_is_the_adjoint_of_c2r(shape, dim, n, normalization):
     x = torch.randn(shape, dtype=C)
-
-    def fn(a):
-        return aten._fft_c2r(a, dim, normalization, n)
-
-    y = fn(x)
-    g = torch.randn_like(y)
-    got = F.fft_c2r_grad(g, dim, normalization)
-    assert got.dtype == C and got.shape == x.shape
-    close(got, vjp(fn, x, g))
-    close(got, real_adjoint(fn, x, g))
+    args = (dim, normalization, n)
+    assert_is_adjoint(
+        aten._fft_c2r, x, args, lambda g: F.fft_c2r_grad(g, dim, normalization)
+    )
 
 
 def test_fft_c2r_grad_of_dc_and_nyquist_bins_is_real():

@@ -194,36 +194,19 @@ def test_embedding_bag_dense_backward_grads_are_the_adjoint(
     offset2bag = torch.tensor([0, 0, 1, 2, 2, 2])
     bag_size = torch.tensor([2, 1, 3, 0])
     maximum_indices = torch.tensor([[1, 2, 1], [4, 4, 4], [0, 4, 1], [0, 0, 0]])
+    bags = (indices, offset2bag, bag_size, maximum_indices)
     psw = torch.randn(6, dtype=R) if mode == 0 else None
     grad = torch.randn(4, 3, dtype=R)
 
     def op(gr, w):
         return torch.ops.aten._embedding_bag_dense_backward(
-            gr,
-            indices,
-            offset2bag,
-            bag_size,
-            maximum_indices,
-            5,
-            scale_grad_by_freq,
-            mode,
-            w,
-            padding_idx,
+            gr, *bags, 5, scale_grad_by_freq, mode, w, padding_idx
         )
 
     out = op(grad, psw)
     g = torch.randn_like(out)
     grad_grad, psw_grad = F.embedding_bag_dense_backward_grads(
-        g,
-        grad,
-        indices,
-        offset2bag,
-        bag_size,
-        maximum_indices,
-        scale_grad_by_freq,
-        mode,
-        psw,
-        padding_idx,
+        g, grad, *bags, scale_grad_by_freq, mode, psw, padding_idx
     )
     v = torch.randn_like(grad)
     close((op(v, psw) * g).sum(), (grad_grad * v).sum())

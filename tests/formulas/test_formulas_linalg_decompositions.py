@@ -43,6 +43,24 @@ def column_outer(X, Y):
     return X.unsqueeze(-2) * Y.conj().unsqueeze(-3)
 
 
+def assert_grad_through_invariant(decompose, A, L, V, grad):
+    """grad(gL, gV), for the gradients of (L, V) = decompose(A) that a function
+    of the eigenvalues and of the projectors V V^H (invariant to the vectors'
+    phases) gives, equals autograd's gradient of that function."""
+
+    def invariant(a):
+        L, V = decompose(a)
+        return L, column_outer(V, V)
+
+    g_out = [torch.randn_like(o) for o in invariant(A)]
+    leaves = [x.detach().clone().requires_grad_() for x in (L, V)]
+    gL, gV = torch.autograd.grad(
+        (leaves[0], column_outer(leaves[1], leaves[1])), leaves, g_out
+    )
+    (expected,) = vjp(invariant, [A], g_out)
+    close(grad(gL, gV), expected)
+
+
 # ---------------------------------------------------------------- SVD
 
 
@@ -114,18 +132,9 @@ def test_eig_tangents_match_native_and_eig_grad_is_their_adjoint(shape, dtype):
     gA = F.eig_grad(*gs, A, L, V)
     assert gA.dtype == dtype
     close(inner([gA], [dA]), inner(gs, got))
-
-    def invariant(a):
-        L, V = torch.linalg.eig(a)
-        return L, column_outer(V, V)
-
-    g_out = [torch.randn_like(o) for o in invariant(A)]
-    leaves = [x.detach().clone().requires_grad_() for x in (L, V)]
-    gL, gV = torch.autograd.grad(
-        (leaves[0], column_outer(leaves[1], leaves[1])), leaves, g_out
+    assert_grad_through_invariant(
+        torch.linalg.eig, A, L, V, lambda gL, gV: F.eig_grad(gL, gV, A, L, V)
     )
-    (expected,) = vjp(invariant, [A], g_out)
-    close(F.eig_grad(gL, gV, A, L, V), expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -144,18 +153,9 @@ def test_eigh_tangents_match_native_and_eigh_grad_is_their_adjoint(shape, dtype)
     close(gA, gA.mH)
     dH = dA + dA.mH
     close(inner([gA], [dH]), inner(gs, F.eigh_tangents(dH, H, L, V, True)))
-
-    def invariant(a):
-        L, V = torch.linalg.eigh(a)
-        return L, column_outer(V, V)
-
-    g_out = [torch.randn_like(o) for o in invariant(H)]
-    leaves = [x.detach().clone().requires_grad_() for x in (L, V)]
-    gL, gV = torch.autograd.grad(
-        (leaves[0], column_outer(leaves[1], leaves[1])), leaves, g_out
+    assert_grad_through_invariant(
+        torch.linalg.eigh, H, L, V, lambda gL, gV: F.eigh_grad(gL, gV, H, L, V, True)
     )
-    (expected,) = vjp(invariant, [H], g_out)
-    close(F.eigh_grad(gL, gV, H, L, V, True), expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

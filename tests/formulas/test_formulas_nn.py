@@ -162,20 +162,30 @@ def test_batch_norm_tangent_and_xhat_match_forward_ad(
         close(got, expected)
 
 
-@pytest.mark.parametrize(
-    "shape, group, weighted",
-    [((2, 4, 3), 2, True), ((2, 6, 2, 2), 3, False), ((3, 4), 4, True)],
-)
-def test_group_norm_tangent_and_xhat_match_forward_ad(shape, group, weighted):
+GROUP_NORM_CASES = [((2, 4, 3), 2, True), ((2, 6, 2, 2), 3, False), ((3, 4), 4, True)]
+
+
+def _sizes(shape):
+    """native_group_norm's N, C, HxW."""
+    return shape[0], shape[1], math.prod(shape[2:])
+
+
+def _group_norm(shape, group, weighted):
+    """A random input (and weight and bias when `weighted`), and native_group_norm
+    on them with eps 1e-5 (other weight and bias given to `run` replace them)."""
     x = torch.randn(shape, dtype=R)
-    n, c = shape[:2]
-    hxw = math.prod(shape[2:])
-    weight = torch.randn(c, dtype=R) if weighted else None
-    bias = torch.randn(c, dtype=R) if weighted else None
+    weight = torch.randn(shape[1], dtype=R) if weighted else None
+    bias = torch.randn(shape[1], dtype=R) if weighted else None
 
     def run(a, w=weight, b=bias):
-        return torch.ops.aten.native_group_norm(a, w, b, n, c, hxw, group, 1e-5)
+        return torch.ops.aten.native_group_norm(a, w, b, *_sizes(shape), group, 1e-5)
 
+    return x, weight, bias, run
+
+
+@pytest.mark.parametrize("shape, group, weighted", GROUP_NORM_CASES)
+def test_group_norm_tangent_and_xhat_match_forward_ad(shape, group, weighted):
+    x, weight, bias, run = _group_norm(shape, group, weighted)
     _, mean, rstd = run(x)
     t = torch.randn_like(x)
     xhat = F.group_norm_xhat(x, mean, rstd, group)
@@ -183,27 +193,16 @@ def test_group_norm_tangent_and_xhat_match_forward_ad(shape, group, weighted):
     got = _affine(F.group_norm_tangent(t, x, mean, rstd, group), xhat, weight, x.dim())
     close(got, jvp(lambda a: run(a)[0], [x], [t]))
     if weighted:
-        wt = torch.randn(c, dtype=R)
+        wt = torch.randn_like(weight)
         expected = jvp(lambda w: run(x, w, bias)[0], [weight], [wt])
         close(xhat * F.channel_view(wt, x.dim()), expected)
 
 
-@pytest.mark.parametrize(
-    "shape, group, weighted",
-    [((2, 4, 3), 2, True), ((2, 6, 2, 2), 3, False), ((3, 4), 4, True)],
-)
+@pytest.mark.parametrize("shape, group, weighted", GROUP_NORM_CASES)
 def test_group_norm_statistics_tangents_and_backward_match_autograd(
     shape, group, weighted
 ):
-    x = torch.randn(shape, dtype=R)
-    n, c = shape[:2]
-    hxw = math.prod(shape[2:])
-    weight = torch.randn(c, dtype=R) if weighted else None
-    bias = torch.randn(c, dtype=R) if weighted else None
-
-    def run(a, w=weight, b=bias):
-        return torch.ops.aten.native_group_norm(a, w, b, n, c, hxw, group, 1e-5)
-
+    x, weight, bias, run = _group_norm(shape, group, weighted)
     _, mean, rstd = run(x)
     t = torch.randn_like(x)
     close(F.group_norm_mean_tangent(t, group), jvp(lambda a: run(a)[1], [x], [t]))
@@ -215,7 +214,8 @@ def test_group_norm_statistics_tangents_and_backward_match_autograd(
     inputs = [v.clone().requires_grad_() for v in (x, weight, bias) if v is not None]
     expected = torch.autograd.grad(run(*inputs), inputs, grads)
     mask = [True, weighted, weighted]
-    got = F.group_norm_backward(*grads, x, mean, rstd, weight, n, c, hxw, group, mask)
+    sizes = _sizes(shape)
+    got = F.group_norm_backward(*grads, x, mean, rstd, weight, *sizes, group, mask)
     for g, e in zip([g for g in got if g is not None], expected, strict=True):
         close(g, e)
 

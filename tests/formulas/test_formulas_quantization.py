@@ -44,6 +44,15 @@ def native_grads(op, args, extra, v):
     return torch.autograd.grad(out, leaves, v)
 
 
+def assert_grads_are_autograds(op, grads, args, extra):
+    """grads(v, *args, *extra), for a random v, are native op's autograd ones."""
+    v = torch.randn_like(args[0])
+    expected = native_grads(op, args, extra, v)
+    for g, e in zip(grads(v, *args, *extra), expected):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        close(g, e, rtol=1e-5, atol=1e-5)
+
+
 def adjoint_gap(tangent, grads, args, extra):
     """|<v, J u> - <J^T v, u>| relative, for random v and u."""
     x = args[0]
@@ -60,14 +69,12 @@ def test_per_tensor_grads_are_autograds(quant_range, grad_factor):
     for _ in range(5):
         args = per_tensor_args(quant_range[0])
         extra = (*quant_range, grad_factor)
-        v = torch.randn_like(args[0])
-        expected = native_grads(
-            aten._fake_quantize_learnable_per_tensor_affine, args, extra, v
+        assert_grads_are_autograds(
+            aten._fake_quantize_learnable_per_tensor_affine,
+            F.fake_quantize_learnable_per_tensor_grads,
+            args,
+            extra,
         )
-        got = F.fake_quantize_learnable_per_tensor_grads(v, *args, *extra)
-        for g, e in zip(got, expected):
-            assert g.shape == e.shape and g.dtype == e.dtype
-            close(g, e, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2])
@@ -77,14 +84,12 @@ def test_per_channel_grads_are_autograds(quant_range, grad_factor, axis):
     for _ in range(5):
         args = per_channel_args(quant_range[0], axis)
         extra = (axis, *quant_range, grad_factor)
-        v = torch.randn_like(args[0])
-        expected = native_grads(
-            aten._fake_quantize_learnable_per_channel_affine, args, extra, v
+        assert_grads_are_autograds(
+            aten._fake_quantize_learnable_per_channel_affine,
+            F.fake_quantize_learnable_per_channel_grads,
+            args,
+            extra,
         )
-        got = F.fake_quantize_learnable_per_channel_grads(v, *args, *extra)
-        for g, e in zip(got, expected):
-            assert g.shape == e.shape and g.dtype == e.dtype
-            close(g, e, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [F32, R])

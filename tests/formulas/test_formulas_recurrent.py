@@ -71,6 +71,18 @@ def gradient_of_layer(reverse):
     return backward
 
 
+def layer_and_grads(has_biases, reverse, hx_shape):
+    """A layer's inputs, its outputs, and random gradients of the outputs."""
+    primals = layer(has_biases, hx_shape)
+    outputs = reference(*primals, reverse, has_biases)
+    return primals, outputs, [torch.randn_like(o) for o in outputs]
+
+
+def close_each(got, expected):
+    for a, b in zip(got, expected):
+        close(a, b)
+
+
 @pytest.mark.parametrize("has_biases, reverse, hx_shape", CASES)
 def test_lstm_layer_tangents(has_biases, reverse, hx_shape):
     primals = layer(has_biases, hx_shape)
@@ -78,34 +90,28 @@ def test_lstm_layer_tangents(has_biases, reverse, hx_shape):
     output = reference(*primals, reverse, has_biases)[0]
     expected = jvp(lambda *p: reference(*p, reverse, has_biases), primals, tangents)
     got = F.lstm_layer_tangents(*tangents, *primals, output, reverse, 2, has_biases, [])
-    for a, b in zip(got, expected):
-        close(a, b)
+    close_each(got, expected)
     # Absent tangents are zeros.
     some = [t if k in (0, 5) else None for k, t in enumerate(tangents)]
     zeros = [t if k in (0, 5) else torch.zeros_like(t) for k, t in enumerate(tangents)]
     expected = jvp(lambda *p: reference(*p, reverse, has_biases), primals, zeros)
     got = F.lstm_layer_tangents(*some, *primals, output, reverse, 2, has_biases, [])
-    for a, b in zip(got, expected):
-        close(a, b)
+    close_each(got, expected)
 
 
 @pytest.mark.parametrize("has_biases, reverse, hx_shape", CASES)
 def test_lstm_layer_grads(has_biases, reverse, hx_shape):
-    primals = layer(has_biases, hx_shape)
-    outputs = reference(*primals, reverse, has_biases)
-    grads = [torch.randn_like(o) for o in outputs]
+    primals, outputs, grads = layer_and_grads(has_biases, reverse, hx_shape)
     _, pull = torch.func.vjp(lambda *p: reference(*p, reverse, has_biases), *primals)
     expected = list(pull(tuple(grads)))
     got = F.lstm_layer_grads(*grads, *primals, outputs[0], reverse, 2, has_biases, [])
-    for a, b in zip(got, expected):
-        close(a, b)
+    close_each(got, expected)
     # A missing output gradient is zero.
     got = F.lstm_layer_grads(
         None, grads[1], None, *primals, outputs[0], reverse, 2, has_biases, []
     )
     expected = pull((torch.zeros_like(grads[0]), grads[1], torch.zeros_like(grads[2])))
-    for a, b in zip(got, expected):
-        close(a, b)
+    close_each(got, expected)
 
 
 def _bias_at_zero(primals, has_biases):
@@ -117,9 +123,7 @@ def _bias_at_zero(primals, has_biases):
 
 @pytest.mark.parametrize("has_biases, reverse, hx_shape", CASES)
 def test_lstm_layer_backward_tangents(has_biases, reverse, hx_shape):
-    primals = layer(has_biases, hx_shape)
-    outputs = reference(*primals, reverse, has_biases)
-    grads = [torch.randn_like(o) for o in outputs]
+    primals, outputs, grads = layer_and_grads(has_biases, reverse, hx_shape)
     tangents = [torch.randn_like(p) for p in primals]
     grad_tangents = [torch.randn_like(g) for g in grads]
     # Without biases the op ignores the bias arguments: their tangents do not count.
@@ -140,15 +144,12 @@ def test_lstm_layer_backward_tangents(has_biases, reverse, hx_shape):
         has_biases,
         [],
     )
-    for a, b in zip(got, expected):
-        close(a, b)
+    close_each(got, expected)
 
 
 @pytest.mark.parametrize("has_biases, reverse, hx_shape", CASES)
 def test_lstm_layer_backward_grads(has_biases, reverse, hx_shape):
-    primals = layer(has_biases, hx_shape)
-    outputs = reference(*primals, reverse, has_biases)
-    grads = [torch.randn_like(o) for o in outputs]
+    primals, outputs, grads = layer_and_grads(has_biases, reverse, hx_shape)
     results, pull = torch.func.vjp(
         gradient_of_layer(reverse), *_bias_at_zero(primals, has_biases), *grads
     )
@@ -160,8 +161,7 @@ def test_lstm_layer_backward_grads(has_biases, reverse, hx_shape):
         *cotangents, *primals, outputs[0], *grads, reverse, 2, has_biases, []
     )
     assert len(got) == len(expected) == 10
-    for a, b in zip(got, expected):
-        close(a, b)
+    close_each(got, expected)
 
 
 @pytest.mark.parametrize("has_biases, reverse, hx_shape", CASES)

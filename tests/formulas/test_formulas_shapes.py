@@ -163,6 +163,16 @@ SCATTER_REDUCE = [
 ]
 
 
+def assert_scatter_reduce_tangent(fn, self, index, src, reduce, include_self, y):
+    """scatter_reduce_tangent along dim 1, at random tangents of self and src,
+    is the JVP of fn (that scatter_reduce)."""
+    st, rt = torch.randn_like(self), torch.randn_like(src)
+    tangent = F.scatter_reduce_tangent(
+        st, self, 1, index, rt, src, reduce, include_self, y
+    )
+    close(tangent, jvp(fn, [self, src], [st, rt]))
+
+
 @pytest.mark.parametrize("reduce, include_self", SCATTER_REDUCE)
 def test_scatter_reduce_grads_and_tangent_match_autograd(reduce, include_self):
     # float64 only: torch has no autograd for complex scatter_reduce.
@@ -180,11 +190,7 @@ def test_scatter_reduce_grads_and_tangent_match_autograd(reduce, include_self):
     got = F.scatter_reduce_grads(g, self, 1, index, src, reduce, include_self, y)
     close(got[0], expected[0])
     close(got[1], expected[1])
-    st, rt = torch.randn_like(self), torch.randn_like(src)
-    tangent = F.scatter_reduce_tangent(
-        st, self, 1, index, rt, src, reduce, include_self, y
-    )
-    close(tangent, jvp(fn, [self, src], [st, rt]))
+    assert_scatter_reduce_tangent(fn, self, index, src, reduce, include_self, y)
 
 
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
@@ -219,11 +225,7 @@ def test_scatter_reduce_amax_amin_share_among_ties(reduce, include_self):
         expected = vjp(fn, [self, src], g)
         close(got[0], expected[0])
         close(got[1], expected[1])
-    st, rt = torch.randn_like(self), torch.randn_like(src)
-    tangent = F.scatter_reduce_tangent(
-        st, self, 1, index, rt, src, reduce, include_self, y
-    )
-    close(tangent, jvp(fn, [self, src], [st, rt]))
+    assert_scatter_reduce_tangent(fn, self, index, src, reduce, include_self, y)
 
 
 def test_scatter_reduce_rejects_unsupported_reductions():

@@ -15,6 +15,12 @@ from hypothesis import given, settings
 
 from . import judge as judge_module
 from . import nested as nested_module
+from .found_programs import (
+    C128,
+    F32,
+    F64,
+    WRITE_THROUGH_CONJ_VIEW_OF_A_BASE_DUAL_AT_ONE_LEVEL,
+)
 from .generate import FUZZ_PROFILE, Weights, nested_programs, programs
 from .interpret import DUALGEN, NATIVE, VarState
 from .judge import AGREE, DUALGEN_WRONG, judge
@@ -172,7 +178,6 @@ def _corrupted_run(monkeypatch, step: int, name: str, change=None) -> None:
     monkeypatch.setattr(judge_module, "run", run)
 
 
-F64, F32, C128 = "dtype=torch.float64", "dtype=torch.float32", "dtype=torch.complex128"
 FLAT_CASES = {
     "complex view write": (
         f"""
@@ -277,16 +282,8 @@ NESTED_CASES = {
         """,
         "x2",
     ),
-    # x0 dual at the outer level only: the base x2 gets entries at that level
-    # alone, and the write through its conj view adds the inner one.
     "input dual at one level": (
-        f"""
-        x0 = input(torch.tensor([[0.5, -1.0j, 1.0], [1.5, 0.25, 2.0j]], {C128}), v=torch.tensor([[1.0j, 0.5, 1.0], [-0.5, 1.0, 0.5j]], {C128}), u=None)
-        x1 = input(torch.tensor([0.5, 1.0, -1.5], {F64}), v=torch.tensor([1.0, -2.0, 0.5], {F64}), u=torch.tensor([0.25, 1.0, 1.0], {F64}))
-        x2 = x0 * x0
-        x3 = x2.conj()
-        x3[0:1:2].copy_(torch.log(x1.square() + 1).sum())
-        """,
+        WRITE_THROUGH_CONJ_VIEW_OF_A_BASE_DUAL_AT_ONE_LEVEL,
         "x2",
     ),
     "normalization or linear algebra": (

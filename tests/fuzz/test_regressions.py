@@ -11,13 +11,15 @@ from dataclasses import dataclass
 
 import pytest
 
+from .found_programs import (
+    C128,
+    F32,
+    F64,
+    WRITE_THROUGH_CONJ_VIEW_OF_A_BASE_DUAL_AT_ONE_LEVEL,
+)
 from .judge import AGREE, judge
 from .nested import judge_nested
 from .program import NestedProgram, Program
-
-F64 = "dtype=torch.float64"
-F32 = "dtype=torch.float32"
-C128 = "dtype=torch.complex128"
 
 
 @dataclass(frozen=True)
@@ -258,13 +260,7 @@ REGRESSIONS = {
     # through a conj view at the inner level: the base's inner tangent (found by
     # the shapes of another fuzzer, test_fuzz_shapes.py).
     "nested_write_through_conj_view_of_a_base_dual_at_one_level": Regression(
-        f"""
-        x0 = input(torch.tensor([[0.5, -1.0j, 1.0], [1.5, 0.25, 2.0j]], {C128}), v=torch.tensor([[1.0j, 0.5, 1.0], [-0.5, 1.0, 0.5j]], {C128}), u=None)
-        x1 = input(torch.tensor([0.5, 1.0, -1.5], {F64}), v=torch.tensor([1.0, -2.0, 0.5], {F64}), u=torch.tensor([0.25, 1.0, 1.0], {F64}))
-        x2 = x0 * x0
-        x3 = x2.conj()
-        x3[0:1:2].copy_(torch.log(x1.square() + 1).sum())
-        """,
+        WRITE_THROUGH_CONJ_VIEW_OF_A_BASE_DUAL_AT_ONE_LEVEL,
         nested=True,
     ),
     # An in-place view op of an expanded empty dual (an empty stepped slice).

@@ -15,6 +15,7 @@ import pytest
 import torch
 from kernel_harness import (
     as_tuple,
+    assert_matches,
     call,
     clone_tree,
     is_differentiable_value,
@@ -162,15 +163,8 @@ def _assert_tangent(got, expected, result, where):
             msg=lambda m: f"{where}: kernel gave no tangent\n{m}",
         )
         return
-    assert (
-        got.shape == result.shape
-    ), f"{where}: tangent shape {tuple(got.shape)}, output {tuple(result.shape)}"
-    assert (
-        got.dtype == expected.dtype
-    ), f"{where}: tangent dtype {got.dtype}, torch.func.jvp gives {expected.dtype}"
-    torch.testing.assert_close(
-        got, expected, equal_nan=True, msg=lambda m: f"{where}\n{m}"
-    )
+    # shaped as the output, typed and valued as torch.func.jvp's tangent
+    assert_matches(got, expected, f"{where} tangent", shape=result.shape)
 
 
 @pytest.mark.parametrize("kernel_case", _cases("jvp"))

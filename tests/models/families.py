@@ -70,6 +70,11 @@ def _hf(model_type: str, **config) -> Callable[..., nn.Module]:
     return build
 
 
+def _hf_family(name: str, group: str, inputs, **config) -> Family:
+    """The transformers model of type `name` built from `config`, with its inputs."""
+    return Family(name, group, _hf(name, **config), inputs)
+
+
 def _text(width: int = WIDTH, seq: int = SEQ, mask: bool = True):
     """inputs_embeds (differentiable) and an attention mask with padding."""
 
@@ -178,46 +183,38 @@ def _torch_transformer() -> nn.Module:
 
 FAMILIES: tuple[Family, ...] = (
     # decoder LMs
-    Family(
+    _hf_family(
         "gpt2",
         "decoder",
-        _hf(
-            "gpt2",
-            n_embd=WIDTH,
-            n_layer=LAYERS,
-            n_head=HEADS,
-            vocab_size=VOCAB,
-            n_positions=64,
-        ),
         _text(),
+        n_embd=WIDTH,
+        n_layer=LAYERS,
+        n_head=HEADS,
+        vocab_size=VOCAB,
+        n_positions=64,
     ),
-    Family("llama", "decoder", _hf("llama", **LM, num_key_value_heads=2), _text()),
-    Family("mistral", "decoder", _hf("mistral", **LM, num_key_value_heads=2), _text()),
-    Family(
-        "gemma",
-        "decoder",
-        _hf("gemma", **LM, num_key_value_heads=2, head_dim=8),
-        _text(),
-    ),
-    Family("qwen2", "decoder", _hf("qwen2", **LM, num_key_value_heads=2), _text()),
-    Family("phi", "decoder", _hf("phi", **LM), _text()),
-    Family(
+    _hf_family("llama", "decoder", _text(), **LM, num_key_value_heads=2),
+    _hf_family("mistral", "decoder", _text(), **LM, num_key_value_heads=2),
+    _hf_family("gemma", "decoder", _text(), **LM, num_key_value_heads=2, head_dim=8),
+    _hf_family("qwen2", "decoder", _text(), **LM, num_key_value_heads=2),
+    _hf_family("phi", "decoder", _text(), **LM),
+    _hf_family(
         "bloom",
         "decoder",
-        _hf("bloom", hidden_size=WIDTH, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB),
         _text(),
+        hidden_size=WIDTH,
+        n_layer=LAYERS,
+        n_head=HEADS,
+        vocab_size=VOCAB,
     ),
-    Family(
+    _hf_family(
         "falcon",
         "decoder",
-        _hf(
-            "falcon",
-            hidden_size=WIDTH,
-            num_hidden_layers=LAYERS,
-            num_attention_heads=HEADS,
-            vocab_size=VOCAB,
-        ),
         _text(),
+        hidden_size=WIDTH,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        vocab_size=VOCAB,
     ),
     Family(
         "mixtral",
@@ -250,156 +247,123 @@ FAMILIES: tuple[Family, ...] = (
         float64_overrides=EAGER_EXPERTS,
     ),
     # encoders
-    Family("bert", "encoder", _hf("bert", **ENCODER), _text()),
-    Family("roberta", "encoder", _hf("roberta", **ENCODER), _text()),
-    Family("deberta-v2", "encoder", _hf("deberta-v2", **ENCODER), _text()),
-    Family(
-        "albert",
-        "encoder",
-        _hf("albert", **ENCODER, embedding_size=16),
-        _text(width=16),
-    ),
-    Family(
-        "electra",
-        "encoder",
-        _hf("electra", **ENCODER, embedding_size=16),
-        _text(width=16),
-    ),
+    _hf_family("bert", "encoder", _text(), **ENCODER),
+    _hf_family("roberta", "encoder", _text(), **ENCODER),
+    _hf_family("deberta-v2", "encoder", _text(), **ENCODER),
+    _hf_family("albert", "encoder", _text(width=16), **ENCODER, embedding_size=16),
+    _hf_family("electra", "encoder", _text(width=16), **ENCODER, embedding_size=16),
     # encoder-decoders
-    Family(
+    _hf_family(
         "t5",
         "encoder-decoder",
-        _hf(
-            "t5",
-            d_model=WIDTH,
-            d_kv=8,
-            d_ff=FFN,
-            num_layers=LAYERS,
-            num_heads=HEADS,
-            vocab_size=VOCAB,
-        ),
         _seq2seq(),
+        d_model=WIDTH,
+        d_kv=8,
+        d_ff=FFN,
+        num_layers=LAYERS,
+        num_heads=HEADS,
+        vocab_size=VOCAB,
     ),
-    Family("bart", "encoder-decoder", _hf("bart", **BART), _seq2seq()),
-    Family(
+    _hf_family("bart", "encoder-decoder", _seq2seq(), **BART),
+    _hf_family(
         "whisper",
         "encoder-decoder",
-        _hf(
-            "whisper",
-            **BART,
-            num_mel_bins=8,
-            max_source_positions=8,
-            max_target_positions=16,
-            pad_token_id=1,
-            bos_token_id=2,
-            eos_token_id=2,
-            decoder_start_token_id=3,
-            begin_suppress_tokens=None,
-            suppress_tokens=None,
-        ),
         _whisper_inputs,
+        **BART,
+        num_mel_bins=8,
+        max_source_positions=8,
+        max_target_positions=16,
+        pad_token_id=1,
+        bos_token_id=2,
+        eos_token_id=2,
+        decoder_start_token_id=3,
+        begin_suppress_tokens=None,
+        suppress_tokens=None,
     ),
     # vision
-    Family(
+    _hf_family(
         "vit",
         "vision",
-        _hf(
-            "vit",
-            **{k: v for k, v in LM.items() if k != "vocab_size"},
-            image_size=16,
-            patch_size=4,
-        ),
         _pixels(16),
+        **{k: v for k, v in LM.items() if k != "vocab_size"},
+        image_size=16,
+        patch_size=4,
     ),
-    Family(
+    _hf_family(
         "swin",
         "vision",
-        _hf(
-            "swin",
-            image_size=32,
-            patch_size=4,
-            embed_dim=16,
-            depths=[1, 1],
-            num_heads=[2, 2],
-            window_size=4,
-        ),
         _pixels(32),
+        image_size=32,
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1],
+        num_heads=[2, 2],
+        window_size=4,
     ),
-    Family(
+    _hf_family(
         "convnext",
         "vision",
-        _hf(
-            "convnext", image_size=32, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2
-        ),
         _pixels(32),
+        image_size=32,
+        hidden_sizes=[8, 16],
+        depths=[1, 1],
+        num_stages=2,
     ),
-    Family(
+    _hf_family(
         "resnet",
         "vision",
-        _hf(
-            "resnet",
-            embedding_size=8,
-            hidden_sizes=[8, 16],
-            depths=[1, 1],
-            layer_type="bottleneck",
-        ),
         _pixels(32),
+        embedding_size=8,
+        hidden_sizes=[8, 16],
+        depths=[1, 1],
+        layer_type="bottleneck",
     ),
-    Family(
+    _hf_family(
         "mobilevit",
         "vision",
-        _hf(
-            "mobilevit",
-            image_size=64,
-            hidden_sizes=[32, 48, 64],
-            neck_hidden_sizes=[16, 16, 24, 48, 64, 80, 96],
-            num_attention_heads=2,
-            initializer_range=0.3,
-        ),
         _pixels(64),
+        image_size=64,
+        hidden_sizes=[32, 48, 64],
+        neck_hidden_sizes=[16, 16, 24, 48, 64, 80, 96],
+        num_attention_heads=2,
+        initializer_range=0.3,
     ),
     # DETR's default backbone is timm's, and timm needs torchvision, whose
     # registry wheel does not load beside the CPU torch: transformers' own ResNet.
-    Family(
+    _hf_family(
         "detr",
         "vision",
-        _hf(
-            "detr",
-            use_timm_backbone=False,
-            use_pretrained_backbone=False,
-            backbone_config={
-                "model_type": "resnet",
-                "embedding_size": 8,
-                "hidden_sizes": [8, 16],
-                "depths": [1, 1],
-                "layer_type": "basic",
-                "out_features": ["stage2"],
-            },
-            d_model=WIDTH,
-            encoder_layers=1,
-            decoder_layers=1,
-            encoder_attention_heads=HEADS,
-            decoder_attention_heads=HEADS,
-            encoder_ffn_dim=FFN,
-            decoder_ffn_dim=FFN,
-            num_queries=4,
-        ),
         _pixels(32),
+        use_timm_backbone=False,
+        use_pretrained_backbone=False,
+        backbone_config={
+            "model_type": "resnet",
+            "embedding_size": 8,
+            "hidden_sizes": [8, 16],
+            "depths": [1, 1],
+            "layer_type": "basic",
+            "out_features": ["stage2"],
+        },
+        d_model=WIDTH,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=HEADS,
+        decoder_attention_heads=HEADS,
+        encoder_ffn_dim=FFN,
+        decoder_ffn_dim=FFN,
+        num_queries=4,
     ),
     # audio
-    Family(
+    _hf_family(
         "wav2vec2",
         "audio",
-        _hf(
-            "wav2vec2",
-            **{k: v for k, v in LM.items() if k != "vocab_size"},
-            conv_dim=(8, 8),
-            conv_kernel=(10, 3),
-            conv_stride=(5, 2),
-            num_conv_pos_embeddings=8,
-            num_conv_pos_embedding_groups=2,
-        ),
         _audio(400),
+        **{k: v for k, v in LM.items() if k != "vocab_size"},
+        conv_dim=(8, 8),
+        conv_kernel=(10, 3),
+        conv_stride=(5, 2),
+        num_conv_pos_embeddings=8,
+        num_conv_pos_embedding_groups=2,
     ),
     Family(
         "encodec",
@@ -418,52 +382,38 @@ FAMILIES: tuple[Family, ...] = (
         on=("parameters",),
     ),
     # state-space and recurrent
-    Family(
+    _hf_family(
         "mamba",
         "ssm",
-        _hf(
-            "mamba",
-            hidden_size=WIDTH,
-            num_hidden_layers=LAYERS,
-            vocab_size=VOCAB,
-            state_size=4,
-            expand=2,
-            conv_kernel=4,
-        ),
         _text(mask=False),
+        hidden_size=WIDTH,
+        num_hidden_layers=LAYERS,
+        vocab_size=VOCAB,
+        state_size=4,
+        expand=2,
+        conv_kernel=4,
     ),
-    Family(
+    _hf_family(
         "rwkv",
         "ssm",
-        _hf(
-            "rwkv",
-            hidden_size=WIDTH,
-            num_hidden_layers=LAYERS,
-            vocab_size=VOCAB,
-            attention_hidden_size=WIDTH,
-            intermediate_size=FFN,
-            context_length=64,
-        ),
         _text(mask=False),
+        hidden_size=WIDTH,
+        num_hidden_layers=LAYERS,
+        vocab_size=VOCAB,
+        attention_hidden_size=WIDTH,
+        intermediate_size=FFN,
+        context_length=64,
     ),
     # long context
-    Family(
-        "longformer",
-        "long",
-        _hf("longformer", **ENCODER, attention_window=4),
-        _text(seq=8),
-    ),
-    Family(
+    _hf_family("longformer", "long", _text(seq=8), **ENCODER, attention_window=4),
+    _hf_family(
         "big_bird",
         "long",
-        _hf(
-            "big_bird",
-            **ENCODER,
-            attention_type="block_sparse",
-            block_size=2,
-            num_random_blocks=1,
-        ),
         _text(seq=16),
+        **ENCODER,
+        attention_type="block_sparse",
+        block_size=2,
+        num_random_blocks=1,
     ),
     # torch.nn staples
     Family("nn.LSTM", "torch.nn", lambda: _Recurrent(nn.LSTM), _plain_input),

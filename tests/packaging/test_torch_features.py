@@ -16,6 +16,7 @@ import dualgen
 import dualgen.forward_ad as fwAD
 from dualgen import torch_features
 from dualgen.levels import STATE
+from dualgen.tools.check.formula import dotted_path
 from dualgen.torch_features import INTERNALS, UnsupportedTorch
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
@@ -187,16 +188,6 @@ def test_probes_run_once(monkeypatch):
 # (c) the table covers what the runtime uses
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id, *reversed(parts)])
-
-
 def _private(path: str) -> bool:
     return any(p.startswith("_") and not p.startswith("__") for p in path.split("."))
 
@@ -218,11 +209,11 @@ def _used_internals() -> dict[str, str]:
             if isinstance(node, ast.Attribute) and not isinstance(
                 parents.get(node), ast.Attribute
             ):
-                chain = _dotted(node)
-                if chain and chain.startswith("torch._C._"):
+                parts = dotted_path(node)  # a.b.c as ["a", "b", "c"], else None
+                if parts and ".".join(parts).startswith("torch._C._"):
                     # up to a dunder (`torch._C._FunctionBase.__dict__[...]`)
                     kept = []
-                    for part in chain.split("."):
+                    for part in parts:
                         if part.startswith("__"):
                             break
                         kept.append(part)

@@ -15,6 +15,7 @@ import itertools
 
 import pytest
 import torch
+from models.families import BY_NAME
 from torch import nn
 from torch.func import functional_call
 from torch.testing import assert_close
@@ -209,19 +210,9 @@ def test_mixtral_grouped_mm_experts():
     # transformers' default experts path on CPU is _grouped_mm, float32 only;
     # the reference is the same model in float64 on the eager experts loop, by a
     # 4-point stencil (step 1e-3: RMSNorm computes in float32 inside).
-    transformers = pytest.importorskip("transformers")
-    config = transformers.AutoConfig.for_model(
-        "mixtral",
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        vocab_size=99,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-    )
-    model = transformers.AutoModel.from_config(config).eval()
+    pytest.importorskip("transformers")
+    build = BY_NAME["mixtral"].build  # the real-model suite's small Mixtral
+    model = build().eval()
     assert model.config._experts_implementation == "grouped_mm"
     x = torch.randn(2, 7, 32)
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -235,7 +226,7 @@ def test_mixtral_grouped_mm_experts():
         duals = {k: fwAD.make_dual(v, tangents[k]) for k, v in params.items()}
         tangent = fwAD.unpack_dual(run(model, duals, fwAD.make_dual(x, xt))).tangent
 
-    reference = transformers.AutoModel.from_config(config).eval().double()
+    reference = build().eval().double()
     reference.load_state_dict(model.state_dict())
     reference.config._experts_implementation = "eager"
     p64 = {k: v.double() for k, v in params.items()}

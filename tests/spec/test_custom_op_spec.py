@@ -132,11 +132,16 @@ def test_a_namespace_nothing_registers_says_to_import_it(project, capsys):
     )
 
 
-def test_a_misspelled_custom_op_gets_a_suggestion(project, capsys):
-    spec = SCALE.replace("::scale(", "::scal(")
+def _first_error(capsys, spec: str) -> str:
+    """The first error line of generating `spec` (MODULE imported), which fails."""
     status, _, err = _generate(capsys, spec, "--import", MODULE)
     assert status == 1
-    assert err.splitlines()[0] == (
+    return err.splitlines()[0]
+
+
+def test_a_misspelled_custom_op_gets_a_suggestion(project, capsys):
+    spec = SCALE.replace("::scale(", "::scal(")
+    assert _first_error(capsys, spec) == (
         "spec.yaml:1: error: dualgen_cop::scal: torch has no operator overload "
         "dualgen_cop::scal; did you mean 'dualgen_cop::scale'?"
     )
@@ -144,9 +149,7 @@ def test_a_misspelled_custom_op_gets_a_suggestion(project, capsys):
 
 def test_a_schema_that_differs_is_refused_with_torchs(project, capsys):
     spec = SCALE.replace("alpha=2.)", "alpha=2.0)")
-    status, _, err = _generate(capsys, spec, "--import", MODULE)
-    assert status == 1
-    assert err.splitlines()[0] == (
+    assert _first_error(capsys, spec) == (
         "spec.yaml:1: error: dualgen_cop::scale: schema does not match torch: "
         "argument 2 is 'float alpha=2.0', torch has 'float alpha=2.' (torch: "
         "dualgen_cop::scale(Tensor x, float alpha=2.) -> Tensor)"
@@ -155,9 +158,7 @@ def test_a_schema_that_differs_is_refused_with_torchs(project, capsys):
 
 def test_a_custom_op_that_writes_into_an_argument_is_refused(project, capsys):
     spec = "- name: dualgen_cop::bump_(Tensor(a0!) x) -> ()\n  x: grad * 2\n"
-    status, _, err = _generate(capsys, spec, "--import", MODULE)
-    assert status == 1
-    assert err.splitlines()[0] == (
+    assert _first_error(capsys, spec) == (
         "spec.yaml:1: error: dualgen_cop::bump_: custom op writes into 'x': a spec "
         "describes functional custom ops only (mutates_args=())"
     )

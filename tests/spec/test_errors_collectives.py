@@ -13,38 +13,25 @@ BROADCAST = (
 WAIT = "_c10d_functional::wait_tensor(Tensor tensor) -> Tensor"
 ALL_REDUCE = "_c10d_functional::all_reduce(Tensor input, str reduce_op, Any group_name) -> Tensor"
 
-
-def error(line: int, label: str, message: str) -> str:
-    return f"spec.yaml:{line}: error: {label}: {message}"
-
-
-CASES = [
+# (id, spec, the line of its one error, the message); the error names the entry's op
+ONE_ERROR = [
     (
         "collective_unknown_packing",
         entry(BROADCAST, "collective: linear", "sends: [tensors]"),
-        [
-            error(
-                2,
-                "c10d::broadcast_",
-                "collective: 'linear' is not one of element_wise, rows, passes_through, no_data",
-            )
-        ],
+        2,
+        "collective: 'linear' is not one of element_wise, rows, passes_through, no_data",
     ),
     (
         "collective_sends_a_non_argument",
         entry(BROADCAST, "collective: element_wise", "sends: [tensor]"),
-        [error(3, "c10d::broadcast_", "sends: 'tensor' is not an argument")],
+        3,
+        "sends: 'tensor' is not an argument",
     ),
     (
         "collective_receives_a_non_tensor",
         entry(BROADCAST, "collective: element_wise", "receives: [root_rank]"),
-        [
-            error(
-                3,
-                "c10d::broadcast_",
-                "receives: 'root_rank' is a int, not a tensor or a list of them",
-            )
-        ],
+        3,
+        "receives: 'root_rank' is a int, not a tensor or a list of them",
     ),
     (
         "collective_reduce_of_the_wrong_type",
@@ -55,14 +42,11 @@ CASES = [
             "reduce: group_name",
             "returns: new",
         ),
-        [
-            error(
-                4,
-                "_c10d_functional::all_reduce",
-                "reduce: 'group_name' is a Any, not a "
-                "__torch__.torch.classes.c10d.ReduceOp or str",
-            )
-        ],
+        4,
+        (
+            "reduce: 'group_name' is a Any, not a "
+            "__torch__.torch.classes.c10d.ReduceOp or str"
+        ),
     ),
     (
         "collective_unknown_key",
@@ -72,43 +56,43 @@ CASES = [
             "sends: [tensors]",
             "tensors: tensors_t",
         ),
-        [
-            error(
-                4,
-                "c10d::broadcast_",
-                "unknown key 'tensors' in a collective's entry; allowed: name, "
-                "collective, sends, receives, reduce, root, scatters, returns",
-            )
-        ],
+        4,
+        (
+            "unknown key 'tensors' in a collective's entry; allowed: name, "
+            "collective, sends, receives, reduce, root, scatters, returns"
+        ),
     ),
     (
         "collective_passes_through_takes_nothing_else",
         entry(WAIT, "collective: passes_through", "sends: [tensor]"),
-        [
-            error(
-                3,
-                "_c10d_functional::wait_tensor",
-                "a 'passes_through' collective takes no 'sends'",
-            )
-        ],
+        3,
+        "a 'passes_through' collective takes no 'sends'",
     ),
     (
         "collective_nothing_sent_or_received",
         entry(BROADCAST, "collective: element_wise", "root: root_rank"),
-        [error(1, "c10d::broadcast_", "a collective sends or receives something")],
+        1,
+        "a collective sends or receives something",
     ),
     (
         "collective_schema_mismatch",
         entry(WAIT.replace("tensor)", "t)"), "collective: passes_through"),
-        [
-            error(
-                1,
-                "_c10d_functional::wait_tensor",
-                "schema does not match torch: argument 1 is 'Tensor t', torch has "
-                "'Tensor tensor' (torch: _c10d_functional::wait_tensor(Tensor tensor) -> Tensor)",
-            )
-        ],
+        1,
+        (
+            "schema does not match torch: argument 1 is 'Tensor t', torch has "
+            "'Tensor tensor' (torch: _c10d_functional::wait_tensor(Tensor tensor) "
+            "-> Tensor)"
+        ),
     ),
 ]
+
+
+def error(line: int, spec: str, message: str) -> str:
+    """The error line for `spec`'s entry (its op named as the spec names it)."""
+    op = spec.removeprefix("- name: ").split("(")[0]
+    return f"spec.yaml:{line}: error: {op}: {message}"
+
+
+CASES = [(id, spec, [error(line, spec, why)]) for id, spec, line, why in ONE_ERROR]
 
 test_collective_entry_error_is_reported_exactly = make_error_test(CASES)

@@ -430,6 +430,16 @@ def _by_name_call(fn: Callable, schema, profile: Profile):
     return args, kwargs
 
 
+def _observe(observer, label, target, overloads, method) -> bool:
+    """Every call of `target` that PROFILES make, under the observer; whether any
+    ran."""
+    ran = False
+    for profile in PROFILES:
+        for call in _python_calls(label, target, overloads, profile, method=method):
+            ran = observer.call(*call) or ran
+    return ran
+
+
 @pytest.mark.parametrize("namespace", NAMESPACES)
 def test_admitted_torch_functions_have_no_side_effects(observer, namespace):
     functions = [
@@ -442,12 +452,8 @@ def test_admitted_torch_functions_have_no_side_effects(observer, namespace):
         if f"torch.{path}" in SKIP:
             continue
         overloads = _aten_overloads_of(_aten_name(path))
-        for profile in PROFILES:
-            for label, target, args, kwargs in _python_calls(
-                f"torch.{path}", fn, overloads, profile, method=False
-            ):
-                if observer.call(label, target, args, kwargs):
-                    ran.add(path)
+        if _observe(observer, f"torch.{path}", fn, overloads, method=False):
+            ran.add(path)
     observer.assert_no_side_effects()
     assert len(ran) >= 0.6 * len(functions), (len(ran), len(functions))
 
@@ -458,13 +464,8 @@ def test_admitted_tensor_methods_have_no_side_effects(observer):
     for name in methods:
         if f"Tensor.{name}" in SKIP:
             continue
-        overloads = _aten_overloads_of(name)
-        for profile in PROFILES:
-            for label, target, args, kwargs in _python_calls(
-                f"Tensor.{name}", name, overloads, profile, method=True
-            ):
-                if observer.call(label, target, args, kwargs):
-                    ran.add(name)
+        if _observe(observer, f"Tensor.{name}", name, _aten_overloads_of(name), True):
+            ran.add(name)
     observer.assert_no_side_effects()
     assert len(ran) >= 250, (len(ran), len(methods))  # ~290 of ~350 run
 

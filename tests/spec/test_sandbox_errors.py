@@ -32,67 +32,44 @@ NOT_KNOWN = (
     "(tools/check/admissible.py), so it is not known to be pure tensor math"
 )
 
-# (call with {x} standing for a tensor in scope, what is refused, why)
+# (call with {x} standing for a tensor in scope, why it is refused); what is
+# refused is the function or method called: the call's text up to its "(".
 REFUSED = {
     "from_file": (
         "torch.ops.aten.from_file('/some/path', True, 4, dtype=torch.float64).sum()",
-        "torch.ops.aten.from_file",
         FILES,
     ),
     # torch.save is Python (its namesake aten::save is TorchScript only)
-    "save": ("torch.save({x}, 'f.pt')", "torch.save", NOT_KNOWN),
-    "print": ("torch.ops.aten._print('x')", "torch.ops.aten._print", SIDE_EFFECT),
-    "randn": ("torch.randn(1)", "torch.randn", RANDOM),
-    "rand_like": ("torch.rand_like({x})", "torch.rand_like", RANDOM),
-    "aten_randn": ("torch.ops.aten.randn([1])", "torch.ops.aten.randn", RANDOM),
-    "bernoulli_p": (
-        "torch.ops.aten.bernoulli.p({x}, 0.5)",
-        "torch.ops.aten.bernoulli.p",
-        RANDOM,
-    ),
-    "dropout": (
-        "torch.nn.functional.dropout({x})",
-        "torch.nn.functional.dropout",
-        RANDOM,
-    ),
-    "normal_method": ("{x}.bernoulli()", ".bernoulli", RANDOM),
-    "empty": ("torch.ops.aten.empty([3])", "torch.ops.aten.empty", UNINITIALISED),
-    "empty_like": ("torch.empty_like({x})", "torch.empty_like", UNINITIALISED),
-    "new_empty": ("{x}.new_empty([2])", ".new_empty", UNINITIALISED),
+    "save": ("torch.save({x}, 'f.pt')", NOT_KNOWN),
+    "print": ("torch.ops.aten._print('x')", SIDE_EFFECT),
+    "randn": ("torch.randn(1)", RANDOM),
+    "rand_like": ("torch.rand_like({x})", RANDOM),
+    "aten_randn": ("torch.ops.aten.randn([1])", RANDOM),
+    "bernoulli_p": ("torch.ops.aten.bernoulli.p({x}, 0.5)", RANDOM),
+    "dropout": ("torch.nn.functional.dropout({x})", RANDOM),
+    "normal_method": ("{x}.bernoulli()", RANDOM),
+    "empty": ("torch.ops.aten.empty([3])", UNINITIALISED),
+    "empty_like": ("torch.empty_like({x})", UNINITIALISED),
+    "new_empty": ("{x}.new_empty([2])", UNINITIALISED),
     "quantized": (
         "torch.ops.aten._make_per_tensor_quantized_tensor({x}, 1.0, 0)",
-        "torch.ops.aten._make_per_tensor_quantized_tensor",
         QUANTIZED,
     ),
-    "to_sparse": ("{x}.to_sparse()", ".to_sparse", QUANTIZED),
-    "local_scalar_dense": (
-        "torch.ops.aten._local_scalar_dense({x})",
-        "torch.ops.aten._local_scalar_dense",
-        NUMBER,
-    ),
-    "item": ("{x}.item()", ".item", NUMBER),
-    "manual_seed": ("torch.manual_seed(0)", "torch.manual_seed", NOT_KNOWN),
-    "set_grad_enabled": (
-        "torch.set_grad_enabled(True)",
-        "torch.set_grad_enabled",
-        NOT_KNOWN,
-    ),
+    "to_sparse": ("{x}.to_sparse()", QUANTIZED),
+    "local_scalar_dense": ("torch.ops.aten._local_scalar_dense({x})", NUMBER),
+    "item": ("{x}.item()", NUMBER),
+    "manual_seed": ("torch.manual_seed(0)", NOT_KNOWN),
+    "set_grad_enabled": ("torch.set_grad_enabled(True)", NOT_KNOWN),
     "embedding_max_norm": (
         "torch.nn.functional.embedding({x}.long(), {x}, max_norm=1.0)",
-        "torch.nn.functional.embedding",
         NOT_KNOWN,
     ),
     "fractional_max_pool2d": (
         "torch.nn.functional.fractional_max_pool2d({x}, 2)",
-        "torch.nn.functional.fractional_max_pool2d",
         NOT_KNOWN,
     ),
-    "to_prim": (
-        "torch.ops.aten.to.prim_Device({x}, None)",
-        "torch.ops.aten.to.prim_Device",
-        TORCHSCRIPT,
-    ),
-    "compile": ("torch.compile({x})", "torch.compile", NOT_KNOWN),
+    "to_prim": ("torch.ops.aten.to.prim_Device({x}, None)", TORCHSCRIPT),
+    "compile": ("torch.compile({x})", NOT_KNOWN),
 }
 
 # Where the call sits: a whole term, inside a linear term, inside a helper call.
@@ -109,7 +86,8 @@ FORWARD_PLACES = {
 
 
 def _message(name: str) -> str:
-    _, refused, why = REFUSED[name]
+    call, why = REFUSED[name]
+    refused = call.split("(")[0].replace("{x}", "")
     return f"'{refused}' is not allowed in formulas: it {why}"
 
 

@@ -117,14 +117,24 @@ def batch_norm3d_eval_params(c):
     return c.with_params(m, c.randn(2, 2, 3, 3, 2))
 
 
+def _over_the_last_dim(c, norm):
+    """norm (nn.LayerNorm, nn.RMSNorm) over the last dim of a (3, 4, 6) input."""
+    return c.mod(norm(6)), (c.randn(3, 4, 6),)
+
+
+def _over_the_last_two_dims_with_params(c, norm):
+    """norm over the last two dims, with tangents on its parameters too."""
+    return c.with_params(c.mod(norm([4, 6])), c.randn(3, 4, 6))
+
+
 @case("normalization")
 def layer_norm(c):
-    return c.mod(nn.LayerNorm(6)), (c.randn(3, 4, 6),)
+    return _over_the_last_dim(c, nn.LayerNorm)
 
 
 @case("normalization")
 def layer_norm_params(c):
-    return c.with_params(c.mod(nn.LayerNorm([4, 6])), c.randn(3, 4, 6))
+    return _over_the_last_two_dims_with_params(c, nn.LayerNorm)
 
 
 @case("normalization")
@@ -163,12 +173,12 @@ def instance_norm3d(c):
 
 @case("normalization")
 def rms_norm(c):
-    return c.mod(nn.RMSNorm(6)), (c.randn(3, 4, 6),)
+    return _over_the_last_dim(c, nn.RMSNorm)
 
 
 @case("normalization")
 def rms_norm_params(c):
-    return c.with_params(c.mod(nn.RMSNorm([4, 6])), c.randn(3, 4, 6))
+    return _over_the_last_two_dims_with_params(c, nn.RMSNorm)
 
 
 @case("normalization", channels_last=True)

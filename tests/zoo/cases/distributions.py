@@ -10,10 +10,14 @@ from .common import case
 # ---------------------------------------------------------------- distributions
 
 
+def log_prob(distribution):
+    """f(*parameters, value): the log-density of value under distribution(*parameters)."""
+    return lambda *a: distribution(*a[:-1]).log_prob(a[-1])
+
+
 @case("distributions")
 def normal_log_prob(c):
-    f = lambda loc, scale, x: D.Normal(loc, scale).log_prob(x)
-    return f, (c.randn(4), c.rand(4, low=0.5, high=2), c.randn(4))
+    return log_prob(D.Normal), (c.randn(4), c.rand(4, low=0.5, high=2), c.randn(4))
 
 
 @case("distributions")
@@ -57,24 +61,23 @@ def bernoulli_logits_log_prob(c):
     return (lambda p: D.Bernoulli(logits=p).log_prob(v)), (c.randn(3),)
 
 
+def _positive_pair_and_value(c, value_high):
+    """Two positive parameters, then a positive value below value_high."""
+    return (
+        c.rand(3, low=0.5, high=3),
+        c.rand(3, low=0.5, high=3),
+        c.rand(3, low=0.1, high=value_high),
+    )
+
+
 @case("distributions")
 def beta_log_prob(c):
-    f = lambda a, b, x: D.Beta(a, b).log_prob(x)
-    return f, (
-        c.rand(3, low=0.5, high=3),
-        c.rand(3, low=0.5, high=3),
-        c.rand(3, low=0.1, high=0.9),
-    )
+    return log_prob(D.Beta), _positive_pair_and_value(c, 0.9)  # value in (0, 1)
 
 
 @case("distributions")
 def gamma_log_prob(c):
-    f = lambda a, b, x: D.Gamma(a, b).log_prob(x)
-    return f, (
-        c.rand(3, low=0.5, high=3),
-        c.rand(3, low=0.5, high=3),
-        c.rand(3, low=0.1, high=3),
-    )
+    return log_prob(D.Gamma), _positive_pair_and_value(c, 3)
 
 
 @case("distributions")
@@ -106,14 +109,12 @@ def mvn_scale_tril_log_prob(c):
 
 @case("distributions")
 def laplace_log_prob(c):
-    f = lambda loc, s, x: D.Laplace(loc, s).log_prob(x)
-    return f, (c.randn(4), c.rand(4, low=0.5, high=2), c.randn(4))
+    return log_prob(D.Laplace), (c.randn(4), c.rand(4, low=0.5, high=2), c.randn(4))
 
 
 @case("distributions")
 def student_t_log_prob(c):
-    f = lambda df, loc, s, x: D.StudentT(df, loc, s).log_prob(x)
-    return f, (
+    return log_prob(D.StudentT), (
         c.rand(3, low=2, high=5),
         c.randn(3),
         c.rand(3, low=0.5, high=2),
@@ -146,8 +147,11 @@ def uniform_log_prob_entropy(c):
 
 @case("distributions")
 def log_normal_log_prob(c):
-    f = lambda loc, s, x: D.LogNormal(loc, s).log_prob(x)
-    return f, (c.randn(3), c.rand(3, low=0.5, high=2), c.rand(3, low=0.5, high=2))
+    return log_prob(D.LogNormal), (
+        c.randn(3),
+        c.rand(3, low=0.5, high=2),
+        c.rand(3, low=0.5, high=2),
+    )
 
 
 @case("distributions")
@@ -160,8 +164,7 @@ def multinomial_log_prob(c):
 
 @case("distributions")
 def von_mises_log_prob(c):
-    f = lambda loc, k, x: D.VonMises(loc, k).log_prob(x)
-    return f, (c.randn(3), c.rand(3, low=0.5, high=3), c.randn(3))
+    return log_prob(D.VonMises), (c.randn(3), c.rand(3, low=0.5, high=3), c.randn(3))
 
 
 @case("distributions")

@@ -12,6 +12,16 @@ from .common import case
 # ---------------------------------------------------------------- losses
 
 
+def _classes():
+    """Class targets of a batch of 4 over 5 classes."""
+    return Const(torch.tensor([0, 4, 2, 1]))
+
+
+def _signs(c, n):
+    """Targets 1, -1, 1, ... (n of them) in the case's dtype."""
+    return torch.tensor([(-1.0) ** k for k in range(n)]).to(c.dtype)
+
+
 @case("losses")
 def l1_loss(c):
     return nn.L1Loss(), (c.randn(3, 4), c.randn(3, 4))
@@ -24,7 +34,7 @@ def mse_loss(c):
 
 @case("losses")
 def cross_entropy(c):
-    return nn.CrossEntropyLoss(), (c.randn(4, 5), Const(torch.tensor([0, 4, 2, 1])))
+    return nn.CrossEntropyLoss(), (c.randn(4, 5), _classes())
 
 
 @case("losses")
@@ -44,10 +54,7 @@ def cross_entropy_2d_weight_ignore(c):
 
 @case("losses")
 def nll_loss(c):
-    return nn.NLLLoss(), (
-        c.randn(4, 5).log_softmax(-1),
-        Const(torch.tensor([0, 4, 2, 1])),
-    )
+    return nn.NLLLoss(), (c.randn(4, 5).log_softmax(-1), _classes())
 
 
 @case("losses")
@@ -90,16 +97,13 @@ def margin_ranking_loss(c):
     return nn.MarginRankingLoss(margin=0.1), (
         c.randn(5),
         c.randn(5),
-        Const(torch.tensor([1.0, -1, 1, -1, 1]).to(c.dtype)),
+        Const(_signs(c, 5)),
     )
 
 
 @case("losses")
 def hinge_embedding_loss(c):
-    return nn.HingeEmbeddingLoss(), (
-        c.randn(3, 4),
-        Const(torch.tensor([1.0, -1, 1, -1]).to(c.dtype).expand(3, 4)),
-    )
+    return nn.HingeEmbeddingLoss(), (c.randn(3, 4), Const(_signs(c, 4).expand(3, 4)))
 
 
 @case("losses")
@@ -114,10 +118,7 @@ def smooth_l1_loss(c):
 
 @case("losses")
 def soft_margin_loss(c):
-    return nn.SoftMarginLoss(), (
-        c.randn(3, 4),
-        Const(torch.tensor([1.0, -1, 1, -1]).to(c.dtype).expand(3, 4)),
-    )
+    return nn.SoftMarginLoss(), (c.randn(3, 4), Const(_signs(c, 4).expand(3, 4)))
 
 
 @case("losses")
@@ -133,13 +134,13 @@ def multilabel_margin_loss(c):
 
 @case("losses")
 def multi_margin_loss(c):
-    return nn.MultiMarginLoss(), (c.randn(4, 5), Const(torch.tensor([0, 4, 2, 1])))
+    return nn.MultiMarginLoss(), (c.randn(4, 5), _classes())
 
 
 @case("losses")
 def multi_margin_loss_p2_weight(c):
     loss = nn.MultiMarginLoss(p=2, margin=0.7, weight=c.rand(5, low=0.5, high=1.5))
-    return loss, (c.randn(4, 5), Const(torch.tensor([0, 4, 2, 1])))
+    return loss, (c.randn(4, 5), _classes())
 
 
 @case("losses")
