@@ -89,6 +89,7 @@ bench: $(STAMP) $(MODELS_STAMP)
 	$(PY) bench/runtime_speed.py --per-op
 	$(PY) bench/forward_gradient.py
 	$(PY) bench/functional_speed.py
+	$(PY) bench/taylor_speed.py
 	$(PY) bench/fx_speed.py --compile
 	$(PY) bench/distributed_speed.py
 	$(PY) bench/distributed_native.py

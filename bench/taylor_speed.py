@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -139,21 +138,35 @@ def timings(case: str, batch: int, rounds: int, samples: int) -> dict:
 
 
 def peak_memory(case: str, method: str, batch: int, samples: int) -> float:
-    """MiB above the set-up's high-water mark, in this (fresh) process: a warm-up
-    of two data builds dualgen's programs first."""
+    """MiB of resident memory the batch adds at its peak, in this (fresh) process:
+    a warm-up of two data builds dualgen's programs first, then the high-water
+    mark is reset (/proc/self/clear_refs) and read after the batch (VmHWM). (Not
+    getrusage: its maximum includes the parent's size, inherited at fork.)"""
     _, xs, implementations = _setup(case, batch, samples)
     fn = _batched(implementations[method])
     with torch.no_grad():
         fn(xs[:2])
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = _status("VmRSS")
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # resets VmHWM to the current RSS
         fn(xs)
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return (after - before) / 1024
+        peak = _status("VmHWM")
+    return (peak - before) / 1024
+
+
+def _status(field: str) -> int:
+    """A /proc/self/status figure, in KiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def _memory_in_fresh_process(case, method, batch, samples) -> float:
     command = [sys.executable, __file__, "--memory", case, method]
-    command += ["--batch", str(batch), "--samples", str(samples)]
+    # glibc as it is: freed memory goes back, so the peak is what was live.
+    command += ["--batch", str(batch), "--samples", str(samples), "--malloc-as-is"]
     out = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
