@@ -86,7 +86,7 @@ def test_a_custom_op_spec_writes_a_python_package(project, capsys):
     status, out, err = _generate(capsys, MULEXP + SCALE, "--import", MODULE)
     assert (status, out, err) == (0, "out: written (2 entries, 2 kernels)\n", "")
     files = sorted(p.relative_to("out").as_posix() for p in Path("out").rglob("*.py"))
-    assert files == ["__init__.py", "jvp.py", "registry.py", "vjp.py"]
+    assert files == ["__init__.py", "jvp.py", "registry.py", "taylor.py", "vjp.py"]
     assert not Path("out/cpp").exists()
     registry = Path("out/registry.py").read_text()
     assert f"\nimport {MODULE}\n" in registry

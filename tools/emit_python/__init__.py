@@ -294,7 +294,10 @@ class Emitter:
 
     def _render_taylor(self, plans: tuple[OpPlan, ...]) -> str:
         rows = [_taylor_row(p) for p in plans if p.kind is not OpKind.INPLACE]
-        return self._render("taylor.py.j2", rows=rows, overload=self.overload)
+        kinds = sorted({row.rule.partition("(")[0] for row in rows}) or ["ByFormula"]
+        return self._render(
+            "taylor.py.j2", rows=rows, kinds=kinds, overload=self.overload
+        )
 
     def _row(self, plan: OpPlan, cpp: bool) -> RowView:
         s = plan.schema
