@@ -21,7 +21,7 @@ from . import forward_ad, torch_support
 from .backend import kernel_backend, set_kernel_backend
 from .harness import GradcheckError, adjoint_check, gradcheck, gradgradcheck, jetcheck
 from .rules.table import load_kernels, register_jvp, unload_kernels, unregister_jvp
-from .taylor import jet
+from .taylor_mode import jet
 from .versions import dualgen_version
 
 __all__ = [

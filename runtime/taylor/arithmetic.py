@@ -34,6 +34,12 @@ from .series import (
 from .table import taylor_rule
 
 
+class WritesIntoPlainTensor(NotImplementedError):
+    """An in-place op writes a series into a tensor that is not one (`torch.empty`
+    filled by `copy_` inside a composite): dualgen.jet runs such code through its
+    functional graph instead (dualgen.fx.jet)."""
+
+
 def apply(func, args, kwargs):
     """func(*args, **kwargs) with some arguments jets: its outputs as jets."""
     degree = min(d for d in map(degree_of, _tensors(args, kwargs)) if d is not None)
@@ -144,7 +150,7 @@ def _inplace(func, rule, args, kwargs, degree):
     target = bind(func._schema, args, kwargs)[0]
     functional = _functional_of(func)
     if not isinstance(target, JetTensor):
-        raise NotImplementedError(
+        raise WritesIntoPlainTensor(
             f"Taylor mode: {func._schema.name} writes a series into a plain tensor, "
             "which cannot hold one; write into a tensor computed from the inputs "
             "(x.clone(), torch.zeros_like(x) + 0 * x) or out of place"

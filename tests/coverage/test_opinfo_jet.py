@@ -14,17 +14,7 @@ from opinfo_nested import check
 import dualgen.taylor.table as taylor_table
 from dualgen.taylor.rules import Linear
 
-# A composite op whose decomposition writes a series into a tensor it created
-# plainly (torch.empty + copy_, an in-place sub_ on a fresh result): a plain
-# tensor cannot hold a series, and Taylor mode says so.
-_WRITES_INTO_PLAIN = "its decomposition writes a series into a plain tensor"
 KNOWN_JET = {
-    ("diff", "", "float64"): _WRITES_INTO_PLAIN,
-    ("diff", "", "complex128"): _WRITES_INTO_PLAIN,
-    ("nn.functional.pad", "circular", "float64"): _WRITES_INTO_PLAIN,
-    ("nn.functional.pad", "circular", "complex128"): _WRITES_INTO_PLAIN,
-    ("nn.functional.cosine_embedding_loss", "", "float64"): _WRITES_INTO_PLAIN,
-    ("nn.functional.hinge_embedding_loss", "", "float64"): _WRITES_INTO_PLAIN,
     # Every input is at a kink (the samples are zeros): nothing to judge.
     ("linalg.norm", "subgradients_at_zero", "float64"): "unjudged: inputs at a kink",
     ("linalg.norm", "subgradients_at_zero", "complex128"): "unjudged: inputs at a kink",

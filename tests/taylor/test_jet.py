@@ -189,3 +189,21 @@ def test_outputs_mirror_fun_and_constants_have_zero_series():
     )
     assert set(values) == {"a", "b"} and len(ys["b"]) == 2
     assert all(torch.equal(y, torch.zeros(3)) for y in ys["b"][1])
+
+
+def test_code_writing_series_into_plain_tensors_runs_through_its_functional_graph():
+    """Circular padding fills a tensor made by torch.empty in place: a plain tensor
+    cannot hold a series, so dualgen.jet takes the function's functional graph."""
+    x0, series = _curve()
+    x0, series = x0.reshape(1, 5), [s.reshape(1, 5) for s in series]
+
+    def f(x):
+        return torch.nn.functional.pad(x.sin(), (2, 2), mode="circular")
+
+    value, got = dualgen.jet(f, (x0,), (series,))
+    _, inner = dualgen.jet(torch.sin, (x0,), (series,))
+    torch.testing.assert_close(value, f(x0))
+    for a, b in zip(got, inner):
+        torch.testing.assert_close(
+            a, torch.nn.functional.pad(b, (2, 2), mode="circular")
+        )
