@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# JAX and folx, for bench/taylor_speed.py's comparison columns (bench only).
+JAX_VENV := .venv-jax
 PYTEST_ARGS ?= -n auto
 
 .PHONY: install generate build check-generated check-wheel test test-models validate lint format bench fuzz clean
@@ -82,14 +84,14 @@ format: $(STAMP)
 	$(PY) -m ruff check --fix tools runtime tests bench examples/forward_gradient examples/distributed
 	$(PY) -m black --quiet tools runtime tests bench examples/forward_gradient examples/distributed
 
-bench: $(STAMP) $(MODELS_STAMP)
+bench: $(STAMP) $(MODELS_STAMP) $(JAX_VENV)/bin/python
 	$(PY) bench/generate_speed.py
 	$(PY) bench/contributor_loop.py
 	$(PY) bench/startup.py
 	$(PY) bench/runtime_speed.py --per-op
 	$(PY) bench/forward_gradient.py
 	$(PY) bench/functional_speed.py
-	$(PY) bench/taylor_speed.py
+	$(PY) bench/taylor_speed.py --jax-python $(JAX_VENV)/bin/python
 	$(PY) bench/fx_speed.py --compile
 	$(PY) bench/distributed_speed.py
 	$(PY) bench/distributed_native.py
@@ -99,3 +101,7 @@ bench: $(STAMP) $(MODELS_STAMP)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache build
+
+$(JAX_VENV)/bin/python:
+	$(PYTHON) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/pip install -q jax==0.10.2 jaxlib==0.10.2 folx==0.2.30 numpy

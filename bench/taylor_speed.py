@@ -13,8 +13,12 @@ an MLP D -> 768 -> 768 -> 512 -> 512 -> 1 with tanh.
   hessian's trace) against dualgen collapsed (D² fourth-order directions).
 
 Every method's values are checked against the nested reference in the run.
+With `--jax-python PYTHON` (an interpreter with jax and folx: `make bench` makes
+.venv-jax), the exact Laplacian's rows also hold JAX's nested AD, its
+`jax.experimental.jet` and folx's forward Laplacian on the same weights and
+batch, jitted (bench/taylor_jax.py), with ratios to torch.func's nested AD.
 
-    python bench/taylor_speed.py [--batch 32] [--rounds 5]
+    python bench/taylor_speed.py [--batch 32] [--rounds 5] [--jax-python PYTHON]
 """
 
 from __future__ import annotations
@@ -171,12 +175,42 @@ def _memory_in_fresh_process(case, method, batch, samples) -> float:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def jax_rows(python: str, batch: int, rounds: int) -> tuple[dict, dict]:
+    """JAX's times and peak memory for the exact Laplacian (bench/taylor_jax.py),
+    on this script's weights and batch."""
+    import tempfile
+    from pathlib import Path
+
+    net, xs, _ = _setup("laplacian", batch, 1)
+    arrays = {"xs": xs.numpy()}
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    for i, layer in enumerate(linears):
+        arrays[f"w{i}"] = layer.weight.detach().numpy()
+        arrays[f"b{i}"] = layer.bias.detach().numpy()
+    script = str(Path(__file__).with_name("taylor_jax.py"))
+    with tempfile.TemporaryDirectory() as folder:
+        weights = str(Path(folder) / "weights.npz")
+        import numpy
+
+        numpy.savez(weights, **arrays)
+
+        def run(*extra):
+            command = [python, script, weights, "--rounds", str(rounds), *extra]
+            out = subprocess.run(command, capture_output=True, text=True, check=True)
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        times = run()
+        memory = {method: run("--memory", method) for method in times}
+    return times, memory
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--memory", nargs=2, metavar=("CASE", "METHOD"))
+    parser.add_argument("--jax-python", help="an interpreter with jax and folx")
     args, heap = allocator.parse_args(parser)
     torch.set_num_threads(2)
     if args.memory:
@@ -191,6 +225,10 @@ def main() -> None:
             m: _memory_in_fresh_process(case, m, args.batch, args.samples)
             for m in times
         }
+        if case == "laplacian" and args.jax_python:
+            jax_times, jax_memory = jax_rows(args.jax_python, args.batch, args.rounds)
+            times.update(jax_times)
+            memory.update(jax_memory)
         base_time, base_memory = next(iter(times.values())), next(iter(memory.values()))
         for method, seconds in times.items():
             print(
