@@ -12,6 +12,11 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch._functorch.pyfunctorch import (
+    pop_dynamic_layer_stack,
+    push_dynamic_layer_stack,
+    temporarily_clear_interpreter_stack,
+)
 
 
 class JetTensor(torch.Tensor):
@@ -50,15 +55,16 @@ class JetTensor(torch.Tensor):
         # conjugation, vmap): the arithmetic on the coefficients runs in the
         # caller's dispatch state instead, so that autograd records it, conj
         # views resolve and vmap batches it.
-        include, exclude = _CALLER_KEYS[-1] if _CALLER_KEYS else _plain_keys()
-        # functorch's layer keys stay as functorch has set them for this call.
-        include = (include - _LAYER_KEYS) | (
-            torch._C._dispatch_tls_local_include_set() & _LAYER_KEYS
+        include, exclude, layers = (
+            _CALLER_KEYS[-1] if _CALLER_KEYS else (*_plain_keys(), None)
         )
-        exclude = (exclude - _LAYER_KEYS) | (
-            torch._C._dispatch_tls_local_exclude_set() & _LAYER_KEYS
-        )
-        with torch._C._ForceDispatchKeyGuard(include, exclude):
+        # functorch's transforms (vmap) as they were around the caller: its
+        # layers popped for this call are pushed back while the coefficients,
+        # which it batches, are computed.
+        with (
+            torch._C._ForceDispatchKeyGuard(include, exclude),
+            _restored_layers(layers),
+        ):
             return _ARITHMETIC[0](func, args, kwargs or {})
 
 
@@ -85,12 +91,35 @@ def _plain_keys():
 
 
 @contextlib.contextmanager
+def _restored_layers(layers):
+    """The caller's functorch layers (innermost first) that are not on the
+    stack now pushed back, for as long as the block runs."""
+    missing = len(layers or ()) - torch._C._functorch.get_dynamic_layer_stack_depth()
+    pushed = 0
+    try:
+        for layer in reversed(layers[:missing] if missing > 0 else []):
+            push_dynamic_layer_stack(layer)
+            pushed += 1
+        yield
+    finally:
+        for _ in range(pushed):
+            pop_dynamic_layer_stack()
+
+
+def _functorch_layers() -> list:
+    """The functorch layers now (innermost first), left in place."""
+    with temporarily_clear_interpreter_stack() as layers:
+        return layers
+
+
+@contextlib.contextmanager
 def callers_dispatch_keys():
     """Run the series' arithmetic in the dispatch state of this call's caller."""
     _CALLER_KEYS.append(
         (
             torch._C._dispatch_tls_local_include_set(),
             torch._C._dispatch_tls_local_exclude_set(),
+            _functorch_layers(),
         )
     )
     try:

@@ -207,3 +207,22 @@ def test_code_writing_series_into_plain_tensors_runs_through_its_functional_grap
         torch.testing.assert_close(
             a, torch.nn.functional.pad(b, (2, 2), mode="circular")
         )
+
+
+def test_vmap_over_data_and_directions():
+    """torch.vmap batches the series' coefficients (over data, and over the
+    directions of a Laplacian inside): each datum's Hessian trace."""
+    w = torch.randn(4, 6, dtype=F64)
+
+    def f(x):
+        return torch.nn.functional.softplus(x @ w).square().sum()
+
+    def along(x, v):
+        return dualgen.jet(f, (x,), ([v, None],))[1][1]
+
+    def laplacian(x):
+        return torch.vmap(lambda v: along(x, v))(torch.eye(4, dtype=F64)).sum()
+
+    xs = torch.randn(3, 4, dtype=F64)
+    expected = torch.stack([torch.func.hessian(f)(x).trace() for x in xs])
+    torch.testing.assert_close(torch.vmap(laplacian)(xs), expected)
