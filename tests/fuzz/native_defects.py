@@ -56,7 +56,6 @@ class NativeDefect:
     complex one, and dualgen's is not); `variable`: the variable that shows it."""
 
     name: str
-    summary: str
     reproducer: str
     variable: str
     recognises: Callable[[Evidence], bool]
@@ -66,12 +65,65 @@ class NativeDefect:
     # difference from finite differences in part `index` is this defect's.
     nested: Callable[[NestedProgram, int, int], bool] | None = None
 
+    @property
+    def summary(self) -> str:
+        """What native does wrong and why: its recogniser's docstring."""
+        return " ".join((self.nested or self.recognises).__doc__.split())
 
+
+def _never(e: Evidence) -> bool:
+    return False
+
+
+_REGISTERED: list[NativeDefect] = []  # in the order `explain` tries them
+
+
+def _defect(name: str, variable: str, reproducer: str, nested=False, **flags):
+    """Registers the decorated function as defect `name`'s recogniser (its docstring
+    the summary), or, where `nested`, as its recogniser in nested programs."""
+
+    def register(fn):
+        recognises, nested_fn = (_never, fn) if nested else (fn, None)
+        _REGISTERED.append(
+            NativeDefect(
+                name, reproducer, variable, recognises, nested=nested_fn, **flags
+            )
+        )
+        return fn
+
+    return register
+
+
+@_defect(
+    "inplace op reads updated self",
+    variable="x0",
+    reproducer="""
+        x0 = fwAD.make_dual(torch.tensor([2.0], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
+        x0.mul_(x0)
+    """,
+)
 def _inplace_reads_updated_self(e: Evidence) -> bool:
+    """An in-place op whose other operand shares memory with self (x.mul_(x),
+    x.addcmul_(x, x), v.mul_(x) with v a view of x, x[i] = x[j]): native evaluates the
+    tangent formula after the primal update, so the operand it reads is the new value of
+    self."""
     return e.aliased and e.finding.aspect == "tangent value"
 
 
+@_defect(
+    "complex written into real memory keeps a complex tangent",
+    variable="x1",
+    reproducer="""
+        x0 = fwAD.make_dual(torch.tensor([0.5], dtype=torch.complex128), torch.tensor([(1.0+2.0j)], dtype=torch.complex128))
+        x1 = torch.zeros((1,), dtype=torch.float64)
+        x1.copy_(x0)
+    """,
+)
 def _complex_tangent_of_real_value(e: Evidence) -> bool:
+    """copy_ (or setitem) of a complex dual into a real tensor without a tangent: the
+    value keeps the real part, but native gives the real tensor the complex tangent as
+    it is (its own formula, `src_t`, is not cast), so the tangent is not the derivative
+    of the value."""
     # Where it shows: the written tensor, or one computed from it (an empty one's
     # tangent dtype is not compared, its sum's is).
     if e.finding.variable is None:
@@ -86,7 +138,48 @@ def _complex_tangent_of_real_value(e: Evidence) -> bool:
     )
 
 
+@_defect(
+    "real tangent of a complex primal stays real",
+    variable="x0",
+    reproducer="""
+        x0 = fwAD.make_dual(torch.tensor([(0.5+1.0j)], dtype=torch.complex128), torch.tensor([1.0], dtype=torch.float64))
+        x0.mul_(torch.tensor([1j], dtype=torch.complex128))
+    """,
+    shared=True,
+)
+def _real_tangent_of_complex_value(e: Evidence) -> bool:
+    """make_dual of a complex primal with a real tangent keeps the tangent real; an
+    in-place op that makes it complex (x.mul_(1j)) writes into it, dropping the
+    imaginary part. dualgen stores tangents as native does (a tangent of another dtype
+    is kept as given), so it shares this; native also refuses .real, .imag and conj
+    views of such a tensor."""
+    native = e.native_state()
+    return (
+        e.finding.culprit == "both"
+        and e.finding.aspect == "tangent value"
+        and native.value.is_complex()
+        and native.tangent is not None
+        and not native.tangent.is_complex()
+    )
+
+
+@_defect(
+    "complex tensor written with a real tangent keeps it real",
+    variable="x1",
+    reproducer="""
+        x0 = fwAD.make_dual(torch.tensor([0.5], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
+        x1 = torch.zeros((1,), dtype=torch.complex128)
+        x1.copy_(x0)
+    """,
+    dtype_only=True,
+)
 def _complex_value_with_real_tangent(e: Evidence) -> bool:
+    """An in-place write of a real dual into a complex tensor without a tangent: copy_
+    gives it the source's real tangent as it is, and an update through its .real view
+    hands the view's real tangent to the base when laid out like both (always, for an
+    empty tensor). The complex tensor then has a real tangent: its .real and .imag
+    raise, and results computed from it have real tangents. dualgen gives it a complex
+    one."""
     if e.finding.variable is None:
         return False
     native, dual = e.native_state(), e.dualgen_state()
@@ -98,18 +191,21 @@ def _complex_value_with_real_tangent(e: Evidence) -> bool:
     )
 
 
-def _real_tangent_of_complex_value(e: Evidence) -> bool:
-    native = e.native_state()
-    return (
-        e.finding.culprit == "both"
-        and e.finding.aspect == "tangent value"
-        and native.value.is_complex()
-        and native.tangent is not None
-        and not native.tangent.is_complex()
-    )
-
-
+@_defect(
+    "0-d add or sub with alpha promotes the tangent to float64",
+    variable="x2",
+    reproducer="""
+        x0 = fwAD.make_dual(torch.tensor(0.5, dtype=torch.float32), torch.tensor(1.0, dtype=torch.float32))
+        x1 = torch.tensor(2.0, dtype=torch.float32)
+        x2 = torch.add(x0, x1, alpha=0.5)
+    """,
+    dtype_only=True,
+)
 def _zero_dim_alpha_promotes_the_tangent(e: Evidence) -> bool:
+    """torch.add / torch.sub of a 0-d float32 dual and an operand without a tangent,
+    with alpha: native scales the operand's zero tangent by alpha as a 0-d float64
+    tensor, and 0-d with 0-d promotes, so the float32 value gets a float64 tangent.
+    dualgen's has the value's dtype."""
     if e.finding.variable is None or e.finding.aspect != "tangent dtype":
         return False
     native, dual = e.native_state(), e.dualgen_state()
@@ -123,7 +219,24 @@ def _zero_dim_alpha_promotes_the_tangent(e: Evidence) -> bool:
     )
 
 
+@_defect(
+    "a view's later tangent ignores its in-place view ops",
+    variable="x1",
+    reproducer="""
+        x0 = torch.zeros((2,), dtype=torch.complex128)
+        x1 = x0.real
+        x0.unsqueeze_(0)
+        x1.unsqueeze_(0)
+        x2 = fwAD.make_dual(torch.tensor((1.0+1.0j), dtype=torch.complex128), torch.tensor((3.0+1.0j), dtype=torch.complex128))
+        x0[0, 1] = x2
+        x3 = x1 * 2.0
+    """,
+)
 def _view_tangent_ignores_inplace_view_op(e: Evidence) -> bool:
+    """A view of a tensor without a tangent (x.real), reshaped in place (unsqueeze_),
+    then the base gets a tangent (a write of a dual): native derives the view's tangent
+    with the view's first geometry, so it has another shape than the view ([2] for a
+    [1, 2] view). dualgen's has the view's shape."""
     if e.finding.variable is None:
         return False
     native, dual = e.native_state(), e.dualgen_state()
@@ -146,139 +259,24 @@ SECOND_ORDER_BLIND = re.compile(
 U_H_V = 3  # nested.PARTS.index("u^T H v")
 
 
+@_defect(
+    "torch.func's second order of normalizations and det/solve",
+    variable="x1",
+    reproducer="""
+        x0 = input(torch.tensor([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]], dtype=torch.float64), v=torch.tensor([[1.0, 0.5, -0.5], [0.25, 1.0, 2.0]], dtype=torch.float64), u=torch.tensor([[0.25, 2.0, 1.0], [1.5, -1.0, 0.5]], dtype=torch.float64))
+        x1 = torch.nn.functional.layer_norm(x0, (3,))
+    """,
+    nested=True,
+)
 def _second_order_blind(program: NestedProgram, k: int, index: int) -> bool:
+    """Nested torch.func.jvp of layer_norm, batch_norm (training), instance_norm, det,
+    logdet, slogdet, solve, solve_ex and tensorsolve: the first-order parts are right,
+    u^T H v is not (the formulas' saved mean/rstd or LU factors carry no outer tangent).
+    Nested programs with these ops are judged by finite differences."""
     return index == U_H_V and bool(SECOND_ORDER_BLIND.search(program.body[k]))
 
 
-def _never(e: Evidence) -> bool:
-    return False
-
-
-DEFECTS: tuple[NativeDefect, ...] = (
-    NativeDefect(
-        name="inplace op reads updated self",
-        summary=(
-            "An in-place op whose other operand shares memory with self (x.mul_(x), "
-            "x.addcmul_(x, x), v.mul_(x) with v a view of x, x[i] = x[j]): native "
-            "evaluates the tangent formula after the primal update, so the operand "
-            "it reads is the new value of self."
-        ),
-        reproducer="""
-            x0 = fwAD.make_dual(torch.tensor([2.0], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
-            x0.mul_(x0)
-        """,
-        variable="x0",
-        recognises=_inplace_reads_updated_self,
-    ),
-    NativeDefect(
-        name="complex written into real memory keeps a complex tangent",
-        summary=(
-            "copy_ (or setitem) of a complex dual into a real tensor without a "
-            "tangent: the value keeps the real part, but native gives the real "
-            "tensor the complex tangent as it is (its own formula, `src_t`, is not "
-            "cast), so the tangent is not the derivative of the value."
-        ),
-        reproducer="""
-            x0 = fwAD.make_dual(torch.tensor([0.5], dtype=torch.complex128), torch.tensor([(1.0+2.0j)], dtype=torch.complex128))
-            x1 = torch.zeros((1,), dtype=torch.float64)
-            x1.copy_(x0)
-        """,
-        variable="x1",
-        recognises=_complex_tangent_of_real_value,
-    ),
-    NativeDefect(
-        name="real tangent of a complex primal stays real",
-        summary=(
-            "make_dual of a complex primal with a real tangent keeps the tangent "
-            "real; an in-place op that makes it complex (x.mul_(1j)) writes into "
-            "it, dropping the imaginary part. dualgen stores tangents as native "
-            "does (a tangent of another dtype is kept as given), so it shares this; "
-            "native also refuses .real, .imag and conj views of such a tensor."
-        ),
-        reproducer="""
-            x0 = fwAD.make_dual(torch.tensor([(0.5+1.0j)], dtype=torch.complex128), torch.tensor([1.0], dtype=torch.float64))
-            x0.mul_(torch.tensor([1j], dtype=torch.complex128))
-        """,
-        variable="x0",
-        recognises=_real_tangent_of_complex_value,
-        shared=True,
-    ),
-    NativeDefect(
-        name="complex tensor written with a real tangent keeps it real",
-        summary=(
-            "An in-place write of a real dual into a complex tensor without a "
-            "tangent: copy_ gives it the source's real tangent as it is, and an "
-            "update through its .real view hands the view's real tangent to the "
-            "base when laid out like both (always, for an empty tensor). The "
-            "complex tensor then has a real tangent: its .real and .imag raise, "
-            "and results computed from it have real tangents. dualgen gives it a "
-            "complex one."
-        ),
-        reproducer="""
-            x0 = fwAD.make_dual(torch.tensor([0.5], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
-            x1 = torch.zeros((1,), dtype=torch.complex128)
-            x1.copy_(x0)
-        """,
-        variable="x1",
-        recognises=_complex_value_with_real_tangent,
-        dtype_only=True,
-    ),
-    NativeDefect(
-        name="0-d add or sub with alpha promotes the tangent to float64",
-        summary=(
-            "torch.add / torch.sub of a 0-d float32 dual and an operand without a "
-            "tangent, with alpha: native scales the operand's zero tangent by "
-            "alpha as a 0-d float64 tensor, and 0-d with 0-d promotes, so the "
-            "float32 value gets a float64 tangent. dualgen's has the value's dtype."
-        ),
-        reproducer="""
-            x0 = fwAD.make_dual(torch.tensor(0.5, dtype=torch.float32), torch.tensor(1.0, dtype=torch.float32))
-            x1 = torch.tensor(2.0, dtype=torch.float32)
-            x2 = torch.add(x0, x1, alpha=0.5)
-        """,
-        variable="x2",
-        recognises=_zero_dim_alpha_promotes_the_tangent,
-        dtype_only=True,
-    ),
-    NativeDefect(
-        name="a view's later tangent ignores its in-place view ops",
-        summary=(
-            "A view of a tensor without a tangent (x.real), reshaped in place "
-            "(unsqueeze_), then the base gets a tangent (a write of a dual): "
-            "native derives the view's tangent with the view's first geometry, "
-            "so it has another shape than the view ([2] for a [1, 2] view). "
-            "dualgen's has the view's shape."
-        ),
-        reproducer="""
-            x0 = torch.zeros((2,), dtype=torch.complex128)
-            x1 = x0.real
-            x0.unsqueeze_(0)
-            x1.unsqueeze_(0)
-            x2 = fwAD.make_dual(torch.tensor((1.0+1.0j), dtype=torch.complex128), torch.tensor((3.0+1.0j), dtype=torch.complex128))
-            x0[0, 1] = x2
-            x3 = x1 * 2.0
-        """,
-        variable="x1",
-        recognises=_view_tangent_ignores_inplace_view_op,
-    ),
-    NativeDefect(
-        name="torch.func's second order of normalizations and det/solve",
-        summary=(
-            "Nested torch.func.jvp of layer_norm, batch_norm (training), "
-            "instance_norm, det, logdet, slogdet, solve, solve_ex and "
-            "tensorsolve: the first-order parts are right, u^T H v is not (the "
-            "formulas' saved mean/rstd or LU factors carry no outer tangent). "
-            "Nested programs with these ops are judged by finite differences."
-        ),
-        reproducer="""
-            x0 = input(torch.tensor([[0.5, -1.0, 2.0], [1.0, 0.25, -0.5]], dtype=torch.float64), v=torch.tensor([[1.0, 0.5, -0.5], [0.25, 1.0, 2.0]], dtype=torch.float64), u=torch.tensor([[0.25, 2.0, 1.0], [1.5, -1.0, 0.5]], dtype=torch.float64))
-            x1 = torch.nn.functional.layer_norm(x0, (3,))
-        """,
-        variable="x1",
-        recognises=_never,
-        nested=_second_order_blind,
-    ),
-)
+DEFECTS: tuple[NativeDefect, ...] = tuple(_REGISTERED)
 
 
 def explain(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from autograd_functions import function, product_forward
 from gradcheck_function_cases import (
     C128,
     F64,
@@ -350,19 +351,12 @@ def test_jvp_gets_the_tangents_torch_passes_in_the_undefined_tangent_check(
     def tangents_seen(check) -> list:
         seen = []
 
-        class Mul(Function):
-            @staticmethod
-            def forward(ctx, x, y):
-                ctx.set_materialize_grads(materialize)
-                ctx.save_for_forward(x, y)
-                return x * y
+        def jvp(ctx, tx, ty):
+            seen.append(tuple(t if t is None else t.clone() for t in (tx, ty)))
+            x, y = ctx.saved_tensors
+            return (0 if tx is None else tx * y) + (0 if ty is None else ty * x)
 
-            @staticmethod
-            def jvp(ctx, tx, ty):
-                seen.append(tuple(t if t is None else t.clone() for t in (tx, ty)))
-                x, y = ctx.saved_tensors
-                return (0 if tx is None else tx * y) + (0 if ty is None else ty * x)
-
+        Mul = function("Mul", product_forward(materialize), jvp=jvp)
         inputs = (rand(1), rand(1, seed=1))
         assert check(Mul.apply, inputs, **FORWARD)
         undefined_check = slice(2, None)  # after one jvp per Jacobian column

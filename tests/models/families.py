@@ -75,6 +75,19 @@ def _hf_family(name: str, group: str, inputs, **config) -> Family:
     return Family(name, group, _hf(name, **config), inputs)
 
 
+def _moe_family(name: str, **experts) -> Family:
+    """A mixture-of-experts decoder of LM's sizes, two experts a token; in float64
+    only with its experts run one by one."""
+    return Family(
+        name,
+        "decoder",
+        _hf(name, **LM, num_key_value_heads=2, num_experts_per_tok=2, **experts),
+        _text(),
+        float64=False,
+        float64_overrides=EAGER_EXPERTS,
+    )
+
+
 def _text(width: int = WIDTH, seq: int = SEQ, mask: bool = True):
     """inputs_embeds (differentiable) and an attention mask with padding."""
 
@@ -118,6 +131,8 @@ LM = {
     "vocab_size": VOCAB,
 }
 ENCODER = {**LM, "max_position_embeddings": 64}
+# Vision and audio encoders: LM's sizes without a vocabulary.
+NO_VOCAB = {k: v for k, v in LM.items() if k != "vocab_size"}
 BART = {
     "d_model": WIDTH,
     "encoder_layers": LAYERS,
@@ -128,6 +143,37 @@ BART = {
     "decoder_ffn_dim": FFN,
     "vocab_size": VOCAB,
     "max_position_embeddings": 64,
+}
+# BART's sizes with Whisper's mel-bin inputs and special tokens.
+WHISPER = {
+    **BART,
+    "num_mel_bins": 8,
+    "max_source_positions": 8,
+    "max_target_positions": 16,
+    "pad_token_id": 1,
+    "bos_token_id": 2,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 3,
+    "begin_suppress_tokens": None,
+    "suppress_tokens": None,
+}
+# Two stages of one block each: ConvNeXt's, ResNet's and DETR's ResNet backbone.
+STAGES = {"hidden_sizes": [8, 16], "depths": [1, 1]}
+RESNET = {"embedding_size": 8, **STAGES}
+SWIN = {
+    "image_size": 32,
+    "patch_size": 4,
+    "embed_dim": 16,
+    "depths": [1, 1],
+    "num_heads": [2, 2],
+    "window_size": 4,
+}
+MOBILEVIT = {
+    "image_size": 64,
+    "hidden_sizes": [32, 48, 64],
+    "neck_hidden_sizes": [16, 16, 24, 48, 64, 80, 96],
+    "num_attention_heads": 2,
+    "initializer_range": 0.3,
 }
 
 
@@ -216,35 +262,12 @@ FAMILIES: tuple[Family, ...] = (
         num_attention_heads=HEADS,
         vocab_size=VOCAB,
     ),
-    Family(
-        "mixtral",
-        "decoder",
-        _hf(
-            "mixtral",
-            **LM,
-            num_key_value_heads=2,
-            num_local_experts=4,
-            num_experts_per_tok=2,
-        ),
-        _text(),
-        float64=False,
-        float64_overrides=EAGER_EXPERTS,
-    ),
-    Family(
+    _moe_family("mixtral", num_local_experts=4),
+    _moe_family(
         "qwen2_moe",
-        "decoder",
-        _hf(
-            "qwen2_moe",
-            **LM,
-            num_key_value_heads=2,
-            num_experts=4,
-            num_experts_per_tok=2,
-            moe_intermediate_size=16,
-            shared_expert_intermediate_size=32,
-        ),
-        _text(),
-        float64=False,
-        float64_overrides=EAGER_EXPERTS,
+        num_experts=4,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=32,
     ),
     # encoders
     _hf_family("bert", "encoder", _text(), **ENCODER),
@@ -265,69 +288,15 @@ FAMILIES: tuple[Family, ...] = (
         vocab_size=VOCAB,
     ),
     _hf_family("bart", "encoder-decoder", _seq2seq(), **BART),
-    _hf_family(
-        "whisper",
-        "encoder-decoder",
-        _whisper_inputs,
-        **BART,
-        num_mel_bins=8,
-        max_source_positions=8,
-        max_target_positions=16,
-        pad_token_id=1,
-        bos_token_id=2,
-        eos_token_id=2,
-        decoder_start_token_id=3,
-        begin_suppress_tokens=None,
-        suppress_tokens=None,
-    ),
+    _hf_family("whisper", "encoder-decoder", _whisper_inputs, **WHISPER),
     # vision
+    _hf_family("vit", "vision", _pixels(16), **NO_VOCAB, image_size=16, patch_size=4),
+    _hf_family("swin", "vision", _pixels(32), **SWIN),
     _hf_family(
-        "vit",
-        "vision",
-        _pixels(16),
-        **{k: v for k, v in LM.items() if k != "vocab_size"},
-        image_size=16,
-        patch_size=4,
+        "convnext", "vision", _pixels(32), image_size=32, **STAGES, num_stages=2
     ),
-    _hf_family(
-        "swin",
-        "vision",
-        _pixels(32),
-        image_size=32,
-        patch_size=4,
-        embed_dim=16,
-        depths=[1, 1],
-        num_heads=[2, 2],
-        window_size=4,
-    ),
-    _hf_family(
-        "convnext",
-        "vision",
-        _pixels(32),
-        image_size=32,
-        hidden_sizes=[8, 16],
-        depths=[1, 1],
-        num_stages=2,
-    ),
-    _hf_family(
-        "resnet",
-        "vision",
-        _pixels(32),
-        embedding_size=8,
-        hidden_sizes=[8, 16],
-        depths=[1, 1],
-        layer_type="bottleneck",
-    ),
-    _hf_family(
-        "mobilevit",
-        "vision",
-        _pixels(64),
-        image_size=64,
-        hidden_sizes=[32, 48, 64],
-        neck_hidden_sizes=[16, 16, 24, 48, 64, 80, 96],
-        num_attention_heads=2,
-        initializer_range=0.3,
-    ),
+    _hf_family("resnet", "vision", _pixels(32), **RESNET, layer_type="bottleneck"),
+    _hf_family("mobilevit", "vision", _pixels(64), **MOBILEVIT),
     # DETR's default backbone is timm's, and timm needs torchvision, whose
     # registry wheel does not load beside the CPU torch: transformers' own ResNet.
     _hf_family(
@@ -338,9 +307,7 @@ FAMILIES: tuple[Family, ...] = (
         use_pretrained_backbone=False,
         backbone_config={
             "model_type": "resnet",
-            "embedding_size": 8,
-            "hidden_sizes": [8, 16],
-            "depths": [1, 1],
+            **RESNET,
             "layer_type": "basic",
             "out_features": ["stage2"],
         },
@@ -358,7 +325,7 @@ FAMILIES: tuple[Family, ...] = (
         "wav2vec2",
         "audio",
         _audio(400),
-        **{k: v for k, v in LM.items() if k != "vocab_size"},
+        **NO_VOCAB,
         conv_dim=(8, 8),
         conv_kernel=(10, 3),
         conv_stride=(5, 2),

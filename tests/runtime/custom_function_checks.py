@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from autograd_functions import function
 from forward_ad_checks import assert_same, jvp_of, unpack_all  # noqa: F401 - shared
 from forward_ad_checks import run_both as run_both_returning_both
 from leaks import release_levels
@@ -234,28 +235,26 @@ class GradReverse(Function):
 # Functions with jvp and backward (the derived-jvp tests take the jvp away)
 
 
-class MySin(Function):
-    """sin with setup_context, save_for_forward and save_for_backward."""
+def times_cos_of_saved(ctx, t):
+    """sin's jvp and backward: t * cos(x), x the one tensor saved."""
+    (x,) = ctx.saved_tensors
+    return t * x.cos()
 
-    @staticmethod
-    def forward(x):
-        return x.sin()
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        (x,) = inputs
-        ctx.save_for_forward(x)
-        ctx.save_for_backward(x)
+def _save_the_input(ctx, inputs, output):
+    (x,) = inputs
+    ctx.save_for_forward(x)
+    ctx.save_for_backward(x)
 
-    @staticmethod
-    def jvp(ctx, t):
-        (x,) = ctx.saved_tensors
-        return t * x.cos()
 
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * x.cos()
+MySin = function(
+    "MySin",
+    lambda x: x.sin(),
+    setup_context=_save_the_input,
+    jvp=times_cos_of_saved,
+    backward=times_cos_of_saved,
+    doc="sin with setup_context, save_for_forward and save_for_backward.",
+)
 
 
 def without_jvp(cls: type) -> type:

@@ -26,6 +26,7 @@ memory sharing and detach; `_views` views, in-place ops, out= and vmap;
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any, NamedTuple
 
@@ -45,6 +46,14 @@ class Api(NamedTuple):
     name: str
     fwAD: Any
     gradcheck: Any
+
+    @contextlib.contextmanager
+    def level_with_rand_dual(self, *shape):
+        """A new level with a dual in it of a random primal and tangent (`rand`'s, in
+        that order): yields (dual, primal, tangent), the two for identity checks."""
+        primal, tangent = rand(*shape), rand(*shape)
+        with self.fwAD.dual_level():
+            yield self.fwAD.make_dual(primal, tangent), primal, tangent
 
 
 NATIVE = Api("native", native_fwAD, torch.autograd.gradcheck)

@@ -12,6 +12,7 @@ import re
 
 import pytest
 import torch
+from autograd_functions import function, keep_nothing
 from native_conformance_checks import (
     F64,
     conform,
@@ -19,7 +20,6 @@ from native_conformance_checks import (
     outcomes,
 )
 from torch._vmap_internals import _vmap
-from torch.autograd import Function
 
 import dualgen.forward_ad as fwAD
 
@@ -188,24 +188,16 @@ def _vmap_hostile(where: str):
     def write_into_plain(v):
         return torch.zeros(v.shape, dtype=v.dtype).copy_(v)
 
-    class Scale(Function):
-        @staticmethod
-        def forward(x):
-            return 2 * x
+    def twice(v, here):
+        return 2 * (write_into_plain(v) if where == here else v)
 
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            pass
-
-        @staticmethod
-        def jvp(ctx, x_t):
-            return 2 * (write_into_plain(x_t) if where == "forward" else x_t)
-
-        @staticmethod
-        def backward(ctx, g):
-            return 2 * (write_into_plain(g) if where == "backward" else g)
-
-    return Scale.apply
+    return function(
+        "Scale",
+        lambda x: 2 * x,
+        setup_context=keep_nothing,
+        jvp=lambda ctx, x_t: twice(x_t, "forward"),
+        backward=lambda ctx, g: twice(g, "backward"),
+    ).apply
 
 
 @pytest.mark.parametrize("where", ["forward", "backward"])
@@ -223,25 +215,17 @@ def _wrong_under_vmap():
     """A Function whose jvp is right one tangent at a time and wrong for
     batched tangents (it doubles them when they are batched)."""
 
-    class Odd(Function):
-        @staticmethod
-        def forward(x):
-            return x.clone()
+    def jvp(ctx, x_t):
+        batched = torch._C._functorch.is_legacy_batchedtensor(x_t)
+        return 2 * x_t if batched else x_t.clone()
 
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            pass
-
-        @staticmethod
-        def jvp(ctx, x_t):
-            batched = torch._C._functorch.is_legacy_batchedtensor(x_t)
-            return 2 * x_t if batched else x_t.clone()
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
-
-    return Odd.apply
+    return function(
+        "Odd",
+        lambda x: x.clone(),
+        setup_context=keep_nothing,
+        jvp=jvp,
+        backward=lambda ctx, g: g,
+    ).apply
 
 
 def test_gradcheck_reports_batched_tangents_that_differ_from_the_loop():

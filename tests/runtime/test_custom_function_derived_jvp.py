@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from autograd_functions import function
 from custom_function_checks import (
     DTYPE,
     STE,
@@ -24,6 +25,7 @@ from custom_function_checks import (
     clean_state,  # noqa: F401 - autouse
     jvp_of,
     randn,
+    times_cos_of_saved,
     unpack_all,
     without_jvp,
 )
@@ -58,24 +60,19 @@ class Scale(Function):
         return g * ctx.factor, None, None
 
 
-class SinVjp(Function):
-    """Overrides vjp instead of backward."""
+def _sin_saving_x(ctx, x):
+    ctx.save_for_forward(x)
+    ctx.save_for_backward(x)
+    return x.sin()
 
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_forward(x)
-        ctx.save_for_backward(x)
-        return x.sin()
 
-    @staticmethod
-    def jvp(ctx, t):
-        (x,) = ctx.saved_tensors
-        return t * x.cos()
-
-    @staticmethod
-    def vjp(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * x.cos()
+SinVjp = function(
+    "SinVjp",
+    _sin_saving_x,
+    jvp=times_cos_of_saved,
+    vjp=times_cos_of_saved,
+    doc="Overrides vjp instead of backward.",
+)
 
 
 def run_twins(program, cls, seed=0):

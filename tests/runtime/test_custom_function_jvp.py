@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from autograd_functions import function, product_forward
 from custom_function_checks import (
     RECEIVED,
     STE,
@@ -29,23 +30,21 @@ from torch.autograd.function import Function
 from torch.testing import assert_close
 
 
-class Unmaterialized(Function):
-    """set_materialize_grads(False): jvp gets None for inputs without tangents."""
+def _product_jvp(ctx, xt, yt):
+    RECEIVED.append(seen([xt, yt]))
+    x, y = ctx.saved_tensors
+    out = None if xt is None else xt * y
+    if yt is not None:
+        out = x * yt if out is None else out + x * yt
+    return out
 
-    @staticmethod
-    def forward(ctx, x, y):
-        ctx.set_materialize_grads(False)
-        ctx.save_for_forward(x, y)
-        return x * y
 
-    @staticmethod
-    def jvp(ctx, xt, yt):
-        RECEIVED.append(seen([xt, yt]))
-        x, y = ctx.saved_tensors
-        out = None if xt is None else xt * y
-        if yt is not None:
-            out = x * yt if out is None else out + x * yt
-        return out
+Unmaterialized = function(
+    "Unmaterialized",
+    product_forward(materialize=False),
+    jvp=_product_jvp,
+    doc="set_materialize_grads(False): jvp gets None for inputs without tangents.",
+)
 
 
 # --------------------------------------------------------------------------------------

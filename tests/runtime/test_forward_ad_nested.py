@@ -1,6 +1,7 @@
-"""Nested levels (forward over forward) against nested torch.func.jvp.
-
-See forward_ad_checks.py for how the runs are compared.
+"""Nested levels (forward over forward) against nested torch.func.jvp: the first-
+and second-order tangents at each level, dual inner tangents, tangents relaid out,
+written into plain tensors or updated in place, one level of two, three levels.
+The nested run (`nested_tangents`) and the comparison are forward_ad_checks.py's.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import pytest
 import torch
+from autograd_functions import function
 from forward_ad_checks import assert_same
 from native_conformance_checks import (
     C128,
@@ -220,21 +221,13 @@ def test_gradcheck_runs_only_the_modes_asked_for(forward, backward, fwd_bad, bwd
 
 
 def _random_in_jvp():
-    class Twice(Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
+    def jvp(ctx, x_t):
+        torch.randn_like(x_t)
+        return x_t * 2
 
-        @staticmethod
-        def vjp(ctx, grad):
-            return grad * 2
-
-        @staticmethod
-        def jvp(ctx, x_t):
-            torch.randn_like(x_t)
-            return x_t * 2
-
-    return Twice.apply
+    return function(
+        "Twice", lambda ctx, x: x * 2, vjp=lambda ctx, grad: grad * 2, jvp=jvp
+    ).apply
 
 
 BATCHED_FORWARD_CASES = {

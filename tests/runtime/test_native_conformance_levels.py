@@ -113,9 +113,7 @@ def test_forward_grad_mode_helpers_of_the_api_module():
 
 def test_tangent_is_the_given_one_inside_and_gone_after_the_level():
     def program(api):
-        primal, tangent = rand(2), rand(2)
-        with api.fwAD.dual_level():
-            dual = api.fwAD.make_dual(primal, tangent)
+        with api.level_with_rand_dual(2) as (dual, _, tangent):
             inside = api.fwAD.unpack_dual(dual)
         after = api.fwAD.unpack_dual(dual)
         return inside.primal, inside.tangent is tangent, tuple(after)
@@ -125,9 +123,8 @@ def test_tangent_is_the_given_one_inside_and_gone_after_the_level():
 
 def test_a_new_level_does_not_see_tangents_of_the_last_one():
     def program(api):
-        foo, bar, baz = rand(2), rand(2), rand(2)
-        with api.fwAD.dual_level():
-            dual = api.fwAD.make_dual(foo, bar)
+        with api.level_with_rand_dual(2) as (dual, foo, bar):
+            baz = rand(2)
             first = (
                 api.fwAD.unpack_dual(foo).tangent,
                 api.fwAD.unpack_dual(dual).tangent is bar,

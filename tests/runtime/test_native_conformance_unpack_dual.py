@@ -27,9 +27,7 @@ import dualgen.forward_ad as dual_fwAD
 
 def test_unpack_dual_returns_a_named_tuple_and_a_fresh_primal_view():
     def program(api):
-        foo, bar = rand(2), rand(2)
-        with api.fwAD.dual_level():
-            dual = api.fwAD.make_dual(foo, bar)
+        with api.level_with_rand_dual(2) as (dual, foo, bar):
             first = api.fwAD.unpack_dual(dual)
             second = api.fwAD.unpack_dual(dual)
             plain = api.fwAD.unpack_dual(foo)

@@ -32,44 +32,55 @@ NOT_KNOWN = (
     "(tools/check/admissible.py), so it is not known to be pure tensor math"
 )
 
-# (call with {x} standing for a tensor in scope, why it is refused); what is
-# refused is the function or method called: the call's text up to its "(".
+# Why a call is refused -> {name: the call, with {x} standing for a tensor in
+# scope}; what is refused is the function or method called: the call's text up to
+# its "(".
+REFUSED_BY_WHY = {
+    FILES: {
+        "from_file": (
+            "torch.ops.aten.from_file('/some/path', True, 4, dtype=torch.float64).sum()"
+        ),
+    },
+    NOT_KNOWN: {
+        # torch.save is Python (its namesake aten::save is TorchScript only)
+        "save": "torch.save({x}, 'f.pt')",
+        "manual_seed": "torch.manual_seed(0)",
+        "set_grad_enabled": "torch.set_grad_enabled(True)",
+        "embedding_max_norm": (
+            "torch.nn.functional.embedding({x}.long(), {x}, max_norm=1.0)"
+        ),
+        "fractional_max_pool2d": "torch.nn.functional.fractional_max_pool2d({x}, 2)",
+        "compile": "torch.compile({x})",
+    },
+    SIDE_EFFECT: {"print": "torch.ops.aten._print('x')"},
+    RANDOM: {
+        "randn": "torch.randn(1)",
+        "rand_like": "torch.rand_like({x})",
+        "aten_randn": "torch.ops.aten.randn([1])",
+        "bernoulli_p": "torch.ops.aten.bernoulli.p({x}, 0.5)",
+        "dropout": "torch.nn.functional.dropout({x})",
+        "normal_method": "{x}.bernoulli()",
+    },
+    UNINITIALISED: {
+        "empty": "torch.ops.aten.empty([3])",
+        "empty_like": "torch.empty_like({x})",
+        "new_empty": "{x}.new_empty([2])",
+    },
+    QUANTIZED: {
+        "quantized": "torch.ops.aten._make_per_tensor_quantized_tensor({x}, 1.0, 0)",
+        "to_sparse": "{x}.to_sparse()",
+    },
+    NUMBER: {
+        "local_scalar_dense": "torch.ops.aten._local_scalar_dense({x})",
+        "item": "{x}.item()",
+    },
+    TORCHSCRIPT: {"to_prim": "torch.ops.aten.to.prim_Device({x}, None)"},
+}
+# name -> (call, why)
 REFUSED = {
-    "from_file": (
-        "torch.ops.aten.from_file('/some/path', True, 4, dtype=torch.float64).sum()",
-        FILES,
-    ),
-    # torch.save is Python (its namesake aten::save is TorchScript only)
-    "save": ("torch.save({x}, 'f.pt')", NOT_KNOWN),
-    "print": ("torch.ops.aten._print('x')", SIDE_EFFECT),
-    "randn": ("torch.randn(1)", RANDOM),
-    "rand_like": ("torch.rand_like({x})", RANDOM),
-    "aten_randn": ("torch.ops.aten.randn([1])", RANDOM),
-    "bernoulli_p": ("torch.ops.aten.bernoulli.p({x}, 0.5)", RANDOM),
-    "dropout": ("torch.nn.functional.dropout({x})", RANDOM),
-    "normal_method": ("{x}.bernoulli()", RANDOM),
-    "empty": ("torch.ops.aten.empty([3])", UNINITIALISED),
-    "empty_like": ("torch.empty_like({x})", UNINITIALISED),
-    "new_empty": ("{x}.new_empty([2])", UNINITIALISED),
-    "quantized": (
-        "torch.ops.aten._make_per_tensor_quantized_tensor({x}, 1.0, 0)",
-        QUANTIZED,
-    ),
-    "to_sparse": ("{x}.to_sparse()", QUANTIZED),
-    "local_scalar_dense": ("torch.ops.aten._local_scalar_dense({x})", NUMBER),
-    "item": ("{x}.item()", NUMBER),
-    "manual_seed": ("torch.manual_seed(0)", NOT_KNOWN),
-    "set_grad_enabled": ("torch.set_grad_enabled(True)", NOT_KNOWN),
-    "embedding_max_norm": (
-        "torch.nn.functional.embedding({x}.long(), {x}, max_norm=1.0)",
-        NOT_KNOWN,
-    ),
-    "fractional_max_pool2d": (
-        "torch.nn.functional.fractional_max_pool2d({x}, 2)",
-        NOT_KNOWN,
-    ),
-    "to_prim": ("torch.ops.aten.to.prim_Device({x}, None)", TORCHSCRIPT),
-    "compile": ("torch.compile({x})", NOT_KNOWN),
+    name: (call, why)
+    for why, calls in REFUSED_BY_WHY.items()
+    for name, call in calls.items()
 }
 
 # Where the call sits: a whole term, inside a linear term, inside a helper call.

@@ -5,66 +5,49 @@ from __future__ import annotations
 
 import pytest
 import torch
+from autograd_functions import function, keep_nothing
 
 import dualgen
 
 F64 = torch.float64
 
 
-class StraightThroughRound(torch.autograd.Function):
-    @staticmethod
-    def forward(x):
-        return x.round()
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        pass
-
-    @staticmethod
-    def jvp(ctx, x_t):
-        return x_t
+def _exp_jvp(ctx, x_t):
+    (y,) = ctx.saved_tensors
+    return y * x_t
 
 
-class Exp(torch.autograd.Function):
-    """Saves its output in setup_context; jvp reads it."""
-
-    @staticmethod
-    def forward(x):
-        return x.exp()
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
-
-    @staticmethod
-    def jvp(ctx, x_t):
-        (y,) = ctx.saved_tensors
-        return y * x_t
+def _scaled_sin(ctx, x, scale=2.0):
+    ctx.save_for_backward(x)
+    ctx.scale = scale
+    return scale * x.sin()
 
 
-class ScaledSin(torch.autograd.Function):
-    """forward(ctx, ...) style, saving an input, with a keyword argument."""
-
-    @staticmethod
-    def forward(ctx, x, scale=2.0):
-        ctx.save_for_backward(x)
-        ctx.scale = scale
-        return scale * x.sin()
-
-    @staticmethod
-    def jvp(ctx, x_t, scale_t):
-        (x,) = ctx.saved_tensors
-        return ctx.scale * x.cos() * x_t
+def _scaled_sin_jvp(ctx, x_t, scale_t):
+    (x,) = ctx.saved_tensors
+    return ctx.scale * x.cos() * x_t
 
 
-class NoJvp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
+StraightThroughRound = function(
+    "StraightThroughRound",
+    lambda x: x.round(),
+    setup_context=keep_nothing,
+    jvp=lambda ctx, x_t: x_t,
+)
+Exp = function(
+    "Exp",
+    lambda x: x.exp(),
+    setup_context=lambda ctx, inputs, output: ctx.save_for_backward(output),
+    jvp=_exp_jvp,
+    doc="Saves its output in setup_context; jvp reads it.",
+)
+ScaledSin = function(
+    "ScaledSin",
+    _scaled_sin,
+    jvp=_scaled_sin_jvp,
+    doc="forward(ctx, ...) style, saving an input, with a keyword argument.",
+)
+NoJvp = function("NoJvp", lambda ctx, x: x * 2, backward=lambda ctx, g: g * 2)
 
 
 def _curve():

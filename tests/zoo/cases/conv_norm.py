@@ -117,24 +117,21 @@ def batch_norm3d_eval_params(c):
     return c.with_params(m, c.randn(2, 2, 3, 3, 2))
 
 
-def _over_the_last_dim(c, norm):
-    """norm (nn.LayerNorm, nn.RMSNorm) over the last dim of a (3, 4, 6) input."""
-    return c.mod(norm(6)), (c.randn(3, 4, 6),)
+def _norm_over_the_last_dims(name, norm):
+    """Cases `name`: norm (nn.LayerNorm, nn.RMSNorm) over the last dim of a (3, 4, 6)
+    input, and `name`_params: over the last two dims, with tangents on its
+    parameters too."""
+
+    @case("normalization", name=name)
+    def over_the_last_dim(c):
+        return c.mod(norm(6)), (c.randn(3, 4, 6),)
+
+    @case("normalization", name=f"{name}_params")
+    def over_the_last_two_dims_with_params(c):
+        return c.with_params(c.mod(norm([4, 6])), c.randn(3, 4, 6))
 
 
-def _over_the_last_two_dims_with_params(c, norm):
-    """norm over the last two dims, with tangents on its parameters too."""
-    return c.with_params(c.mod(norm([4, 6])), c.randn(3, 4, 6))
-
-
-@case("normalization")
-def layer_norm(c):
-    return _over_the_last_dim(c, nn.LayerNorm)
-
-
-@case("normalization")
-def layer_norm_params(c):
-    return _over_the_last_two_dims_with_params(c, nn.LayerNorm)
+_norm_over_the_last_dims("layer_norm", nn.LayerNorm)
 
 
 @case("normalization")
@@ -171,14 +168,7 @@ def instance_norm3d(c):
     return c.mod(nn.InstanceNorm3d(2)), (c.randn(2, 2, 3, 3, 3),)
 
 
-@case("normalization")
-def rms_norm(c):
-    return _over_the_last_dim(c, nn.RMSNorm)
-
-
-@case("normalization")
-def rms_norm_params(c):
-    return _over_the_last_two_dims_with_params(c, nn.RMSNorm)
+_norm_over_the_last_dims("rms_norm", nn.RMSNorm)
 
 
 @case("normalization", channels_last=True)

@@ -12,8 +12,8 @@ from .common import case
 # ---------------------------------------------------------------- losses
 
 
-def _classes():
-    """Class targets of a batch of 4 over 5 classes."""
+def _classes(c):
+    """Class targets of a batch of 4 over 5 classes (the same in every dtype)."""
     return Const(torch.tensor([0, 4, 2, 1]))
 
 
@@ -22,19 +22,30 @@ def _signs(c, n):
     return torch.tensor([(-1.0) ** k for k in range(n)]).to(c.dtype)
 
 
-@case("losses")
-def l1_loss(c):
-    return nn.L1Loss(), (c.randn(3, 4), c.randn(3, 4))
+def _randn(*shape):
+    """An input of this shape drawn by the case's Ctx."""
+    return lambda c: c.randn(*shape)
 
 
-@case("losses")
-def mse_loss(c):
-    return nn.MSELoss(), (c.randn(3, 4), c.randn(3, 4))
+def _rand(*shape):
+    """An input of this shape drawn uniformly in [0, 1) by the case's Ctx."""
+    return lambda c: c.rand(*shape)
 
 
-@case("losses")
-def cross_entropy(c):
-    return nn.CrossEntropyLoss(), (c.randn(4, 5), _classes())
+def _sign_targets(c):
+    """Targets 1, -1, ... along the last dim of a (3, 4) input."""
+    return Const(_signs(c, 4).expand(3, 4))
+
+
+def _loss(name, module, *inputs):
+    """Case `name`: the loss module with its defaults on the inputs, each made from
+    the case's Ctx, in order."""
+    case("losses", name=name)(lambda c: (module(), tuple(make(c) for make in inputs)))
+
+
+_loss("l1_loss", nn.L1Loss, _randn(3, 4), _randn(3, 4))
+_loss("mse_loss", nn.MSELoss, _randn(3, 4), _randn(3, 4))
+_loss("cross_entropy", nn.CrossEntropyLoss, _randn(4, 5), _classes)
 
 
 @case("losses")
@@ -54,7 +65,7 @@ def cross_entropy_2d_weight_ignore(c):
 
 @case("losses")
 def nll_loss(c):
-    return nn.NLLLoss(), (c.randn(4, 5).log_softmax(-1), _classes())
+    return nn.NLLLoss(), (c.randn(4, 5).log_softmax(-1), _classes(c))
 
 
 @case("losses")
@@ -101,29 +112,16 @@ def margin_ranking_loss(c):
     )
 
 
-@case("losses")
-def hinge_embedding_loss(c):
-    return nn.HingeEmbeddingLoss(), (c.randn(3, 4), Const(_signs(c, 4).expand(3, 4)))
-
-
-@case("losses")
-def huber_loss(c):
-    return nn.HuberLoss(), (c.randn(3, 4), c.randn(3, 4))
-
-
-@case("losses")
-def smooth_l1_loss(c):
-    return nn.SmoothL1Loss(), (c.randn(3, 4), c.randn(3, 4))
-
-
-@case("losses")
-def soft_margin_loss(c):
-    return nn.SoftMarginLoss(), (c.randn(3, 4), Const(_signs(c, 4).expand(3, 4)))
-
-
-@case("losses")
-def multilabel_soft_margin_loss(c):
-    return nn.MultiLabelSoftMarginLoss(), (c.randn(3, 4), c.rand(3, 4))
+_loss("hinge_embedding_loss", nn.HingeEmbeddingLoss, _randn(3, 4), _sign_targets)
+_loss("huber_loss", nn.HuberLoss, _randn(3, 4), _randn(3, 4))
+_loss("smooth_l1_loss", nn.SmoothL1Loss, _randn(3, 4), _randn(3, 4))
+_loss("soft_margin_loss", nn.SoftMarginLoss, _randn(3, 4), _sign_targets)
+_loss(
+    "multilabel_soft_margin_loss",
+    nn.MultiLabelSoftMarginLoss,
+    _randn(3, 4),
+    _rand(3, 4),
+)
 
 
 @case("losses")
@@ -132,15 +130,13 @@ def multilabel_margin_loss(c):
     return nn.MultiLabelMarginLoss(), (c.randn(2, 4), Const(t))
 
 
-@case("losses")
-def multi_margin_loss(c):
-    return nn.MultiMarginLoss(), (c.randn(4, 5), _classes())
+_loss("multi_margin_loss", nn.MultiMarginLoss, _randn(4, 5), _classes)
 
 
 @case("losses")
 def multi_margin_loss_p2_weight(c):
     loss = nn.MultiMarginLoss(p=2, margin=0.7, weight=c.rand(5, low=0.5, high=1.5))
-    return loss, (c.randn(4, 5), _classes())
+    return loss, (c.randn(4, 5), _classes(c))
 
 
 @case("losses")
@@ -152,18 +148,9 @@ def cosine_embedding_loss(c):
     )
 
 
-@case("losses")
-def triplet_margin_loss(c):
-    return nn.TripletMarginLoss(), (c.randn(4, 5), c.randn(4, 5), c.randn(4, 5))
-
-
-@case("losses")
-def triplet_margin_with_distance_loss(c):
-    return nn.TripletMarginWithDistanceLoss(), (
-        c.randn(4, 5),
-        c.randn(4, 5),
-        c.randn(4, 5),
-    )
+_TRIPLET = (_randn(4, 5), _randn(4, 5), _randn(4, 5))  # anchor, positive, negative
+_loss("triplet_margin_loss", nn.TripletMarginLoss, *_TRIPLET)
+_loss("triplet_margin_with_distance_loss", nn.TripletMarginWithDistanceLoss, *_TRIPLET)
 
 
 @case("losses")
