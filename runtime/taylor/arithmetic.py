@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_leaves
 from ..dispatch.decompositions import has_decomposition
 from ..dispatch.op_arguments import bind
 from ..missing import no_rule_message
-from ..rules.table import rule_for_tracing
+from ..rules.table import generated_kernels, rule_for_tracing
 from ..tangents import is_differentiable_dtype, tensors_in
 from .rules import ByFormula, Linear, Multilinear
 from .series import (
@@ -87,9 +87,9 @@ def _coefficients(func, rule, primals, returns, degree) -> list[list]:
         ]
     known = [[] for _ in returns]
     for k in range(1, degree + 1):
+        # (lists of tensors too: a foreach op's formula reads its result)
         outputs = tuple(
-            _as_series(value, c[: k - 1]) if isinstance(value, torch.Tensor) else value
-            for value, c in zip(returns, known)
+            _as_series(value, c[: k - 1]) for value, c in zip(returns, known)
         )
         slope = _tangents_of(_formula_at(rule, primals, outputs, k - 1))
         for c, s in zip(known, _split(slope, len(returns))):
@@ -155,6 +155,13 @@ def _inplace(func, rule, args, kwargs, degree):
             "which cannot hold one; write into a tensor computed from the inputs "
             "(x.clone(), torch.zeros_like(x) + 0 * x) or out of place"
         )
+    if functional is None and torch.Tag.nondeterministic_seeded in func.tags:
+        # A draw (normal_, bernoulli_): its value does not move with t.
+        func(*value_of(args), **value_of(kwargs))
+        for c in target.coefficients[1:]:
+            if c is not None:
+                c.zero_()
+        return target
     if functional is None:
         raise NotImplementedError(
             f"Taylor mode: {func._schema.name} has no out-of-place op of its name"
@@ -204,14 +211,42 @@ def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _functional_of(func):
-    """The out-of-place op computing an in-place op's new value of self."""
+    """The out-of-place op computing an in-place op's new value of self: the
+    functional entry its kernel derives from, else the overload of its name."""
     if func in _WRITES:
         return _WRITES[func]
+    info = generated_kernels().get(func)
+    if info is not None and info.derived_from is not None:
+        name, _, overload = info.derived_from.partition(".")
+        packet = getattr(torch.ops.aten, name, None)
+        found = getattr(packet, overload or "default", None) if packet else None
+        if found is not None:
+            return _by_name(found, func._schema)
     packet = getattr(
         torch.ops.aten, func._schema.name.split("::")[-1].rstrip("_"), None
     )
-    name = func._overloadname
-    return getattr(packet, name, None) if packet is not None else None
+    found = getattr(packet, func._overloadname, None) if packet is not None else None
+    return _by_name(found, func._schema) if found is not None else None
+
+
+def _by_name(functional, inplace_schema):
+    """`functional` called with an in-place op's arguments, matched by name (the
+    in-place op may order them otherwise: polygamma_(self, n), polygamma(n, self))."""
+    names = [a.name for a in inplace_schema.arguments]
+
+    def call(*args, **kwargs):
+        values = dict(zip(names, bind(inplace_schema, args, kwargs)))
+        positional, keywords = [], {}
+        for a in functional._schema.arguments:
+            if a.name not in values:
+                continue
+            if a.kwarg_only:
+                keywords[a.name] = values[a.name]
+            else:
+                positional.append(values[a.name])
+        return functional(*positional, **keywords)
+
+    return call
 
 
 def _copy_value(self, src, non_blocking=False):
@@ -345,8 +380,10 @@ def _as_series(value, per_order: list):
             for i in range(len(value))
         ]
         return type(value)(_as_series(v, c) for v, c in zip(value, columns))
-    if not isinstance(value, torch.Tensor) or all(c is None for c in per_order):
-        return value  # a constant: every coefficient beyond 0 is zero
+    if not isinstance(value, torch.Tensor) or not per_order:
+        return value
+    # A series even where every coefficient beyond 0 is zero: an output that is a
+    # view of an input must come back wrapped (autograd refuses a plain view).
     for c in per_order:
         if c is not None and c.shape != value.shape:  # never a silently wrong series
             raise RuntimeError(

@@ -180,7 +180,9 @@ def _times(coefficient, k: int):
 
 
 def value_of(value):
-    """Coefficient 0: the value at t = 0 (lists and tuples elementwise)."""
+    """Coefficient 0: the value at t = 0 (lists, tuples and dicts elementwise)."""
     if isinstance(value, (list, tuple)):
         return type(value)(value_of(v) for v in value)
+    if isinstance(value, dict):  # keyword arguments
+        return {k: value_of(v) for k, v in value.items()}
     return coefficient(value, 0) if isinstance(value, torch.Tensor) else value
