@@ -36,6 +36,7 @@ FEATURES = {
     "functional": "dualgen.functional",
     "collectives": "dualgen's forward AD through torch.distributed collectives",
     "dtensor": "dualgen's DTensor tangents",
+    "taylor": "dualgen.jet and dualgen.operators (Taylor mode)",
 }
 
 # The features of the modules `import dualgen` imports (`check_import`).

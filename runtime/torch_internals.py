@@ -581,6 +581,18 @@ def _entries() -> list[Internal]:
             ("dtensor",),
             "a DTensor's tangent is placed like its primal",
         )
+    # Taylor mode: a series is a tensor subclass that vmap batches
+    add_each(
+        "torch._functorch.pyfunctorch",
+        ("temporarily_clear_interpreter_stack", "pop_dynamic_layer_stack",
+         "push_dynamic_layer_stack"),
+        ("taylor",),
+        "vmap's layers, pushed back while a series' coefficients are computed",
+    )  # fmt: skip
+    add("torch._C._functorch.get_dynamic_layer_stack_depth", None, ("taylor",),
+        "how many of vmap's layers functorch popped on the way to a series")  # fmt: skip
+    add("torch._C._DisableTorchDispatch", None, ("taylor",),
+        "an in-place view op changes a series' own sizes and strides")  # fmt: skip
     return e
 
 

@@ -11,12 +11,14 @@ import math
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from .. import torch_features
 from ..functions import hooks  # (a module: functions import this package too)
 from .series import JetTensor, callers_dispatch_keys, coefficient
 
 
 def jet(fun, primals, series):
     """(fun(*primals), derivatives of fun along the curve, as `series` gives them)."""
+    torch_features.require("taylor")
     primals, series = tuple(primals), tuple(series)
     order = _order(primals, series)
     inputs = [

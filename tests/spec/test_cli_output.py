@@ -49,6 +49,7 @@ def test_two_runs_with_different_hash_seeds_give_identical_bytes(tmp_path):
     second = _generate(tmp_path / "b", "4242")
     assert first == second
     python = {"__init__.py", "jvp.py", "vjp.py", "registry.py", "collectives.py"}
+    python.add("taylor.py")
     python.add("helpers.py")
     cpp = {f"cpp/jvp_{i}.cpp" for i in range(SHARDS)} | {
         "cpp/registry.cpp",
@@ -124,6 +125,7 @@ def test_stray_files_are_removed_on_write(tmp_path):
         "cpp",
         "jvp.py",
         "registry.py",
+        "taylor.py",
         "vjp.py",
     ]
 

@@ -22,7 +22,7 @@ def files() -> dict[str, str]:
     return generate_files(GOLDEN / "spec.yaml").files
 
 
-PYTHON = ["__init__.py", "jvp.py", "registry.py", "vjp.py"]
+PYTHON = ["__init__.py", "jvp.py", "registry.py", "taylor.py", "vjp.py"]
 CPP = [f"cpp/jvp_{i}.cpp" for i in range(SHARDS)] + [
     "cpp/registry.cpp",
     "cpp/formulas.h",
