@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from dualgen.generated.helpers import as_real_like, unbroadcast
+from dualgen.taylor.series import JetTensor
 
 __all__ = [
     "angle_grad",
@@ -63,6 +64,10 @@ def conform(
     tangent = as_real_like(tangent, result)
     if tangent.shape == result.shape:
         return tangent
+    if isinstance(tangent, JetTensor):
+        # A Taylor series cannot be copied into a plain tensor (and has no
+        # layout of its own to keep): broadcast, out of place.
+        return tangent.expand(result.shape).clone()
     return torch.empty_like(result, dtype=tangent.dtype).copy_(tangent)
 
 
