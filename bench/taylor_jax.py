@@ -8,7 +8,9 @@ folx (`make bench` makes .venv-jax):
     python bench/taylor_jax.py WEIGHTS.npz [--rounds 7] [--memory METHOD]
 
 Prints one JSON object: method -> median seconds (or, with --memory, the MiB of
-resident memory the batch adds at its peak, read as taylor_speed.py reads it).
+resident memory the batch adds at its peak, read as taylor_speed.py reads it;
+taylor_speed.py does not report it: XLA's arena keeps the compiling run's
+buffers).
 """
 
 from __future__ import annotations
