@@ -22,6 +22,8 @@ PUBLIC_MODULES = (
     "dualgen.functional",
     "dualgen.fx",
     "dualgen.distributed",
+    "dualgen.operators",
+    "dualgen.taylor",
     "dualgen.collectives",
     "dualgen.harness",
     "dualgen.formulas",
@@ -129,6 +131,28 @@ def check_custom_function() -> None:
     print("ok: a custom Function's jvp gives the tangent")
 
 
+def check_taylor() -> None:
+    """Taylor mode from the wheel: the generated Taylor table is installed (a
+    collapsed Laplacian needs it) and the series agree with written-out math."""
+    import torch
+
+    import dualgen
+    import dualgen.operators
+
+    x, v = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    _, (d1, d2) = dualgen.jet(torch.sin, (x,), ([v, None],))
+    torch.testing.assert_close(d1, x.cos() * v)
+    torch.testing.assert_close(d2, -x.sin() * v * v)
+    w = torch.randn(5, 3, dtype=torch.float64)
+
+    def f(y):
+        return torch.tanh(y @ w).sum()
+
+    _, laplacian = dualgen.operators.laplacian(f)(x)
+    torch.testing.assert_close(laplacian, torch.func.hessian(f)(x).trace())
+    print("ok: dualgen.jet and a collapsed Laplacian give the written-out values")
+
+
 def check_collective_rule() -> None:
     import torch
 
@@ -169,6 +193,7 @@ def main() -> int:
     check_first_order()
     check_nested()
     check_custom_function()
+    check_taylor()
     check_collective_rule()
     check_validate()
     after = snapshot(installed.parent)
