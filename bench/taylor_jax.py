@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import jet
+from proc_memory import reset_peak, status
 
 jax.config.update("jax_platforms", "cpu")
 
@@ -66,14 +67,6 @@ def methods(f, dim: int) -> dict:
     }
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(field)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("weights")
@@ -88,11 +81,10 @@ def main() -> None:
     if args.memory:
         fn = batched[args.memory]
         fn(xs).block_until_ready()  # compiled, and its buffers allocated once
-        before = _status("VmRSS")
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")
+        before = status("VmRSS")
+        reset_peak()
         fn(xs).block_until_ready()
-        print(json.dumps((_status("VmHWM") - before) / 1024))
+        print(json.dumps((status("VmHWM") - before) / 1024))
         return
     values = {name: fn(xs).block_until_ready() for name, fn in batched.items()}
     reference = values["JAX nested (vmap jvp of grad)"]

@@ -33,6 +33,7 @@ import time
 
 import allocator
 import torch
+from proc_memory import reset_peak, status
 
 import dualgen.operators as ops
 
@@ -150,21 +151,11 @@ def peak_memory(case: str, method: str, batch: int, samples: int) -> float:
     fn = _batched(implementations[method])
     with torch.no_grad():
         fn(xs[:2])
-        before = _status("VmRSS")
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")  # resets VmHWM to the current RSS
+        before = status("VmRSS")
+        reset_peak()
         fn(xs)
-        peak = _status("VmHWM")
+        peak = status("VmHWM")
     return (peak - before) / 1024
-
-
-def _status(field: str) -> int:
-    """A /proc/self/status figure, in KiB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def _memory_in_fresh_process(case, method, batch, samples) -> float:
