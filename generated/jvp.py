@@ -58,9 +58,7 @@ from dualgen.formulas import (
     gather_selected,
     gelu_second_derivative,
     glu_double_backward,
-    grid_sampler_grid_second,
-    grid_sampler_grid_tangent,
-    grid_sampler_grid_tangent_adjoint,
+    grid_sampler_grid_derivative,
     group_norm_mean_tangent,
     group_norm_rstd_tangent,
     group_norm_tangent,
@@ -73,8 +71,7 @@ from dualgen.formulas import (
     linalg_solve_tangent,
     logit_derivative,
     logsumexp_tangent,
-    lstm_layer_backward_tangents,
-    lstm_layer_tangents,
+    lstm_layer_derivative,
     lstsq_b_tangent,
     lstsq_residuals_tangent,
     lstsq_self_tangent,
@@ -9419,22 +9416,14 @@ def native_layer_norm_backward_default(
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_layer_norm_backward
-    # result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+    # result0: norm_backward_tangent(0, result0, "layer", [grad_out_t, input_t, weight_t, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], normalized_shape)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
             0,
             result0,
             "layer",
-            grad_out_t,
-            input_t,
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, input_t, weight_t, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif grad_out_t is not None and input_t is not None:
@@ -9442,16 +9431,14 @@ def native_layer_norm_backward_default(
             0,
             result0,
             "layer",
-            grad_out_t,
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                grad_out_t,
+                input_t,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None,
+                None,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif grad_out_t is not None and weight_t is not None:
@@ -9459,16 +9446,8 @@ def native_layer_norm_backward_default(
             0,
             result0,
             "layer",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, torch.zeros_like(input_p), weight_t, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif input_t is not None and weight_t is not None:
@@ -9476,16 +9455,8 @@ def native_layer_norm_backward_default(
             0,
             result0,
             "layer",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [torch.zeros_like(grad_out_p), input_t, weight_t, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif grad_out_t is not None:
@@ -9493,16 +9464,14 @@ def native_layer_norm_backward_default(
             0,
             result0,
             "layer",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                grad_out_t,
+                torch.zeros_like(input_p),
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None,
+                None,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif input_t is not None:
@@ -9510,16 +9479,14 @@ def native_layer_norm_backward_default(
             0,
             result0,
             "layer",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                input_t,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None,
+                None,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif weight_t is not None:
@@ -9527,36 +9494,26 @@ def native_layer_norm_backward_default(
             0,
             result0,
             "layer",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                torch.zeros_like(input_p),
+                weight_t,
+                None,
+                None,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     else:
         result0_t = None
-    # result1: norm_backward_tangent(1, result1, "layer", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+    # result1: norm_backward_tangent(1, result1, "layer", [grad_out_t, input_t, None, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], normalized_shape)
     if grad_out_t is not None and input_t is not None:
         result1_t = norm_backward_tangent(
             1,
             result1,
             "layer",
-            grad_out_t,
-            input_t,
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, input_t, None, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif grad_out_t is not None:
@@ -9564,16 +9521,8 @@ def native_layer_norm_backward_default(
             1,
             result1,
             "layer",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, torch.zeros_like(input_p), None, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     elif input_t is not None:
@@ -9581,36 +9530,20 @@ def native_layer_norm_backward_default(
             1,
             result1,
             "layer",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [torch.zeros_like(grad_out_p), input_t, None, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     else:
         result1_t = None
-    # result2: norm_backward_tangent(2, result2, "layer", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+    # result2: norm_backward_tangent(2, result2, "layer", [grad_out_t, None, None, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], normalized_shape)
     if grad_out_t is not None:
         result2_t = norm_backward_tangent(
             2,
             result2,
             "layer",
-            grad_out_t,
-            None,
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, None, None, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             normalized_shape,
         )
     else:
@@ -9638,22 +9571,20 @@ def native_batch_norm_backward_default(
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_batch_norm_backward
-    # result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+    # result0: norm_backward_tangent(0, result0, "batch", [grad_out_t, input_t, weight_t, None, None], [grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p], None, train, eps)
     if grad_out_t is not None and input_t is not None and weight_t is not None:
         result0_t = norm_backward_tangent(
             0,
             result0,
             "batch",
-            grad_out_t,
-            input_t,
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [grad_out_t, input_t, weight_t, None, None],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9663,16 +9594,20 @@ def native_batch_norm_backward_default(
             0,
             result0,
             "batch",
-            grad_out_t,
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [
+                grad_out_t,
+                input_t,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None,
+                None,
+            ],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9682,16 +9617,14 @@ def native_batch_norm_backward_default(
             0,
             result0,
             "batch",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [grad_out_t, torch.zeros_like(input_p), weight_t, None, None],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9701,16 +9634,14 @@ def native_batch_norm_backward_default(
             0,
             result0,
             "batch",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [torch.zeros_like(grad_out_p), input_t, weight_t, None, None],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9720,16 +9651,20 @@ def native_batch_norm_backward_default(
             0,
             result0,
             "batch",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [
+                grad_out_t,
+                torch.zeros_like(input_p),
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None,
+                None,
+            ],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9739,16 +9674,20 @@ def native_batch_norm_backward_default(
             0,
             result0,
             "batch",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [
+                torch.zeros_like(grad_out_p),
+                input_t,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None,
+                None,
+            ],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9758,38 +9697,40 @@ def native_batch_norm_backward_default(
             0,
             result0,
             "batch",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            weight_t,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [
+                torch.zeros_like(grad_out_p),
+                torch.zeros_like(input_p),
+                weight_t,
+                None,
+                None,
+            ],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
         )
     else:
         result0_t = None
-    # result1: norm_backward_tangent(1, result1, "batch", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+    # result1: norm_backward_tangent(1, result1, "batch", [grad_out_t, input_t, None, None, None], [grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p], None, train, eps)
     if grad_out_t is not None and input_t is not None:
         result1_t = norm_backward_tangent(
             1,
             result1,
             "batch",
-            grad_out_t,
-            input_t,
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [grad_out_t, input_t, None, None, None],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9799,16 +9740,14 @@ def native_batch_norm_backward_default(
             1,
             result1,
             "batch",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [grad_out_t, torch.zeros_like(input_p), None, None, None],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9818,38 +9757,34 @@ def native_batch_norm_backward_default(
             1,
             result1,
             "batch",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [torch.zeros_like(grad_out_p), input_t, None, None, None],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
         )
     else:
         result1_t = None
-    # result2: norm_backward_tangent(2, result2, "batch", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+    # result2: norm_backward_tangent(2, result2, "batch", [grad_out_t, None, None, None, None], [grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p], None, train, eps)
     if grad_out_t is not None:
         result2_t = norm_backward_tangent(
             2,
             result2,
             "batch",
-            grad_out_t,
-            None,
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            save_mean_p if train else running_mean_p,
-            save_invstd_p if train else running_var_p,
+            [grad_out_t, None, None, None, None],
+            [
+                grad_out_p,
+                input_p,
+                weight_p,
+                save_mean_p if train else running_mean_p,
+                save_invstd_p if train else running_var_p,
+            ],
             None,
             train,
             eps,
@@ -9881,7 +9816,7 @@ def native_group_norm_backward_default(
 ):
     """aten::native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_group_norm_backward
-    # result0: norm_backward_tangent(0, result0, "group", grad_out_t, input_t, weight_t, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+    # result0: norm_backward_tangent(0, result0, "group", [grad_out_t, input_t, weight_t, mean_t, rstd_t], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
     if weight_t is not None:
         grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
@@ -9891,16 +9826,8 @@ def native_group_norm_backward_default(
             0,
             result0,
             "group",
-            grad_out_t,
-            input_t,
-            weight_t,
-            mean_t,
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, input_t, weight_t, mean_t, rstd_t],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif weight_t is None and (
@@ -9917,21 +9844,19 @@ def native_group_norm_backward_default(
             0,
             result0,
             "group",
-            grad_out_t,
-            input_t,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            mean_t,
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                grad_out_t,
+                input_t,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                mean_t,
+                rstd_t,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     else:
         result0_t = None
-    # result1: norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+    # result1: norm_backward_tangent(1, result1, "group", [grad_out_t, input_t, None, mean_t, rstd_t], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
     if (
         grad_out_t is not None
         and input_t is not None
@@ -9942,16 +9867,8 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            input_t,
-            None,
-            mean_t,
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, input_t, None, mean_t, rstd_t],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif grad_out_t is not None and input_t is not None and mean_t is not None:
@@ -9959,16 +9876,8 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            input_t,
-            None,
-            mean_t,
-            torch.zeros_like(rstd_p),
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, input_t, None, mean_t, torch.zeros_like(rstd_p)],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif grad_out_t is not None and input_t is not None and rstd_t is not None:
@@ -9976,16 +9885,8 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            input_t,
-            None,
-            torch.zeros_like(mean_p),
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, input_t, None, torch.zeros_like(mean_p), rstd_t],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif grad_out_t is not None and mean_t is not None and rstd_t is not None:
@@ -9993,16 +9894,8 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None,
-            mean_t,
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, torch.zeros_like(input_p), None, mean_t, rstd_t],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif input_t is not None and mean_t is not None and rstd_t is not None:
@@ -10010,16 +9903,8 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None,
-            mean_t,
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [torch.zeros_like(grad_out_p), input_t, None, mean_t, rstd_t],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif grad_out_t is not None and input_t is not None:
@@ -10027,16 +9912,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            input_t,
-            None,
-            torch.zeros_like(mean_p),
-            torch.zeros_like(rstd_p),
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                grad_out_t,
+                input_t,
+                None,
+                torch.zeros_like(mean_p),
+                torch.zeros_like(rstd_p),
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif grad_out_t is not None and mean_t is not None:
@@ -10044,16 +9927,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None,
-            mean_t,
-            torch.zeros_like(rstd_p),
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                grad_out_t,
+                torch.zeros_like(input_p),
+                None,
+                mean_t,
+                torch.zeros_like(rstd_p),
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif grad_out_t is not None and rstd_t is not None:
@@ -10061,16 +9942,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None,
-            torch.zeros_like(mean_p),
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                grad_out_t,
+                torch.zeros_like(input_p),
+                None,
+                torch.zeros_like(mean_p),
+                rstd_t,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif input_t is not None and mean_t is not None:
@@ -10078,16 +9957,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None,
-            mean_t,
-            torch.zeros_like(rstd_p),
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                input_t,
+                None,
+                mean_t,
+                torch.zeros_like(rstd_p),
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif input_t is not None and rstd_t is not None:
@@ -10095,16 +9972,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None,
-            torch.zeros_like(mean_p),
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                input_t,
+                None,
+                torch.zeros_like(mean_p),
+                rstd_t,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif mean_t is not None and rstd_t is not None:
@@ -10112,16 +9987,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            None,
-            mean_t,
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                torch.zeros_like(input_p),
+                None,
+                mean_t,
+                rstd_t,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif grad_out_t is not None:
@@ -10129,16 +10002,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            grad_out_t,
-            torch.zeros_like(input_p),
-            None,
-            torch.zeros_like(mean_p),
-            torch.zeros_like(rstd_p),
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                grad_out_t,
+                torch.zeros_like(input_p),
+                None,
+                torch.zeros_like(mean_p),
+                torch.zeros_like(rstd_p),
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif input_t is not None:
@@ -10146,16 +10017,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            torch.zeros_like(grad_out_p),
-            input_t,
-            None,
-            torch.zeros_like(mean_p),
-            torch.zeros_like(rstd_p),
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                input_t,
+                None,
+                torch.zeros_like(mean_p),
+                torch.zeros_like(rstd_p),
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif mean_t is not None:
@@ -10163,16 +10032,14 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            None,
-            mean_t,
-            torch.zeros_like(rstd_p),
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                torch.zeros_like(input_p),
+                None,
+                mean_t,
+                torch.zeros_like(rstd_p),
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     elif rstd_t is not None:
@@ -10180,36 +10047,26 @@ def native_group_norm_backward_default(
             1,
             result1,
             "group",
-            torch.zeros_like(grad_out_p),
-            torch.zeros_like(input_p),
-            None,
-            torch.zeros_like(mean_p),
-            rstd_t,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [
+                torch.zeros_like(grad_out_p),
+                torch.zeros_like(input_p),
+                None,
+                torch.zeros_like(mean_p),
+                rstd_t,
+            ],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     else:
         result1_t = None
-    # result2: norm_backward_tangent(2, result2, "group", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+    # result2: norm_backward_tangent(2, result2, "group", [grad_out_t, None, None, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
     if grad_out_t is not None:
         result2_t = norm_backward_tangent(
             2,
             result2,
             "group",
-            grad_out_t,
-            None,
-            None,
-            None,
-            None,
-            grad_out_p,
-            input_p,
-            weight_p,
-            mean_p,
-            rstd_p,
+            [grad_out_t, None, None, None, None],
+            [grad_out_p, input_p, weight_p, mean_p, rstd_p],
             group,
         )
     else:
@@ -12099,7 +11956,7 @@ def mkldnn_rnn_layer_default(
 ):
     """aten::mkldnn_rnn_layer(Tensor input, Tensor weight0, Tensor weight1, Tensor weight2, Tensor weight3, Tensor hx_, Tensor cx_, bool reverse, int[] batch_sizes, int mode, int hidden_size, int num_layers, bool has_biases, bool bidirectional, bool batch_first, bool train) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry mkldnn_rnn_layer
-    # result0: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[0]
+    # result0: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[0]
     if (
         cx__t is not None
         or hx__t is not None
@@ -12116,14 +11973,9 @@ def mkldnn_rnn_layer_default(
         weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
-        result0_t = lstm_layer_tangents(
-            input_t,
-            weight0_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            hx__t,
-            cx__t,
+        result0_t = lstm_layer_derivative(
+            "tangents",
+            [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t],
             input_p,
             weight0_p,
             weight1_p,
@@ -12132,6 +11984,9 @@ def mkldnn_rnn_layer_default(
             hx__p,
             cx__p,
             result0,
+            None,
+            None,
+            None,
             reverse,
             mode,
             has_biases,
@@ -12139,7 +11994,7 @@ def mkldnn_rnn_layer_default(
         )[0]
     else:
         result0_t = None
-    # result1: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[1]
+    # result1: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[1]
     if (
         cx__t is not None
         or hx__t is not None
@@ -12156,14 +12011,9 @@ def mkldnn_rnn_layer_default(
         weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
-        result1_t = lstm_layer_tangents(
-            input_t,
-            weight0_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            hx__t,
-            cx__t,
+        result1_t = lstm_layer_derivative(
+            "tangents",
+            [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t],
             input_p,
             weight0_p,
             weight1_p,
@@ -12172,6 +12022,9 @@ def mkldnn_rnn_layer_default(
             hx__p,
             cx__p,
             result0,
+            None,
+            None,
+            None,
             reverse,
             mode,
             has_biases,
@@ -12179,7 +12032,7 @@ def mkldnn_rnn_layer_default(
         )[1]
     else:
         result1_t = None
-    # result2: lstm_layer_tangents(input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, reverse, mode, has_biases, batch_sizes)[2]
+    # result2: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[2]
     if (
         cx__t is not None
         or hx__t is not None
@@ -12196,14 +12049,9 @@ def mkldnn_rnn_layer_default(
         weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
-        result2_t = lstm_layer_tangents(
-            input_t,
-            weight0_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            hx__t,
-            cx__t,
+        result2_t = lstm_layer_derivative(
+            "tangents",
+            [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t],
             input_p,
             weight0_p,
             weight1_p,
@@ -12212,6 +12060,9 @@ def mkldnn_rnn_layer_default(
             hx__p,
             cx__p,
             result0,
+            None,
+            None,
+            None,
             reverse,
             mode,
             has_biases,
@@ -12266,7 +12117,7 @@ def mkldnn_rnn_layer_backward_default(
 ):
     """aten::mkldnn_rnn_layer_backward(Tensor input, Tensor weight1, Tensor weight2, Tensor weight3, Tensor weight4, Tensor hx_, Tensor cx_tmp, Tensor output, Tensor hy_, Tensor cy_, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, bool reverse, int mode, int hidden_size, int num_layers, bool has_biases, bool train, bool bidirectional, int[] batch_sizes, bool batch_first, Tensor workspace) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry mkldnn_rnn_layer_backward
-    # result0: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
+    # result0: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -12275,17 +12126,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            grad_cy_t,
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12310,17 +12164,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12345,17 +12202,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12380,17 +12240,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            grad_cy_t,
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12415,17 +12278,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12450,17 +12316,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12485,17 +12354,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12533,17 +12405,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result0_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12562,7 +12437,7 @@ def mkldnn_rnn_layer_backward_default(
         )[0]
     else:
         result0_t = None
-    # result1: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
+    # result1: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -12571,17 +12446,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            grad_cy_t,
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12606,17 +12484,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12641,17 +12522,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12676,17 +12560,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            grad_cy_t,
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12711,17 +12598,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12746,17 +12636,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12781,17 +12674,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12829,17 +12725,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result1_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12858,7 +12757,7 @@ def mkldnn_rnn_layer_backward_default(
         )[1]
     else:
         result1_t = None
-    # result2: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
+    # result2: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -12867,17 +12766,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            grad_cy_t,
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12902,17 +12804,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12937,17 +12842,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -12972,17 +12880,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            grad_cy_t,
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13007,17 +12918,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13042,17 +12956,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13077,17 +12994,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13125,17 +13045,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result2_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13154,7 +13077,7 @@ def mkldnn_rnn_layer_backward_default(
         )[2]
     else:
         result2_t = None
-    # result3: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
+    # result3: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -13163,17 +13086,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            grad_cy_t,
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13198,17 +13124,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13233,17 +13162,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13268,17 +13200,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            grad_cy_t,
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13303,17 +13238,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13338,17 +13276,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13373,17 +13314,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13421,17 +13365,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result3_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13450,7 +13397,7 @@ def mkldnn_rnn_layer_backward_default(
         )[3]
     else:
         result3_t = None
-    # result4: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
+    # result4: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -13459,17 +13406,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            grad_cy_t,
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13494,17 +13444,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13529,17 +13482,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13564,17 +13520,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            grad_cy_t,
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13599,17 +13558,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13634,17 +13596,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13669,17 +13634,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13717,17 +13685,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result4_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13746,7 +13717,7 @@ def mkldnn_rnn_layer_backward_default(
         )[4]
     else:
         result4_t = None
-    # result5: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
+    # result5: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -13755,17 +13726,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            grad_cy_t,
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13790,17 +13764,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13825,17 +13802,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13860,17 +13840,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            grad_cy_t,
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13895,17 +13878,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13930,17 +13916,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -13965,17 +13954,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14013,17 +14005,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result5_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14042,7 +14037,7 @@ def mkldnn_rnn_layer_backward_default(
         )[5]
     else:
         result5_t = None
-    # result6: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
+    # result6: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -14051,17 +14046,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            grad_cy_t,
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14086,17 +14084,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14121,17 +14122,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14156,17 +14160,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            grad_cy_t,
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14191,17 +14198,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            grad_output_t,
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                grad_output_t,
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14226,17 +14236,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            grad_hy_t,
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                grad_hy_t,
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14261,17 +14274,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            grad_cy_t,
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                grad_cy_t,
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14309,17 +14325,20 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_backward_tangents(
-            input_t,
-            weight1_t,
-            weight2_t,
-            weight3_t,
-            weight4_t,
-            hx__t,
-            cx_tmp_t,
-            None if grad_output_p is None else torch.zeros_like(grad_output_p),
-            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+        result6_t = lstm_layer_derivative(
+            "backward_tangents",
+            [
+                input_t,
+                weight1_t,
+                weight2_t,
+                weight3_t,
+                weight4_t,
+                hx__t,
+                cx_tmp_t,
+                None if grad_output_p is None else torch.zeros_like(grad_output_p),
+                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            ],
             input_p,
             weight1_p,
             weight2_p,
@@ -14353,12 +14372,19 @@ def grid_sampler_2d_default(
 ):
     """aten::grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
     # functional, derivatives.yaml entry grid_sampler_2d
-    # result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+    # result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
     if input_t is not None and grid_t is not None:
         return torch.ops.aten.grid_sampler_2d(
             input_t, grid_p, interpolation_mode, padding_mode, align_corners
-        ) + grid_sampler_grid_tangent(
-            input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+        ) + grid_sampler_grid_derivative(
+            "tangent",
+            None,
+            input_p,
+            grid_p,
+            grid_t,
+            interpolation_mode,
+            padding_mode,
+            align_corners,
         )
     elif input_t is not None:
         return conform(
@@ -14369,8 +14395,15 @@ def grid_sampler_2d_default(
         )
     elif grid_t is not None:
         return conform(
-            grid_sampler_grid_tangent(
-                input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+            grid_sampler_grid_derivative(
+                "tangent",
+                None,
+                input_p,
+                grid_p,
+                grid_t,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
             ),
             result,
         )
@@ -14390,12 +14423,19 @@ def grid_sampler_3d_default(
 ):
     """aten::grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
     # functional, derivatives.yaml entry grid_sampler_3d
-    # result: torch.ops.aten.grid_sampler_3d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+    # result: torch.ops.aten.grid_sampler_3d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
     if input_t is not None and grid_t is not None:
         return torch.ops.aten.grid_sampler_3d(
             input_t, grid_p, interpolation_mode, padding_mode, align_corners
-        ) + grid_sampler_grid_tangent(
-            input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+        ) + grid_sampler_grid_derivative(
+            "tangent",
+            None,
+            input_p,
+            grid_p,
+            grid_t,
+            interpolation_mode,
+            padding_mode,
+            align_corners,
         )
     elif input_t is not None:
         return conform(
@@ -14406,8 +14446,15 @@ def grid_sampler_3d_default(
         )
     elif grid_t is not None:
         return conform(
-            grid_sampler_grid_tangent(
-                input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners
+            grid_sampler_grid_derivative(
+                "tangent",
+                None,
+                input_p,
+                grid_p,
+                grid_t,
+                interpolation_mode,
+                padding_mode,
+                align_corners,
             ),
             result,
         )
@@ -14431,7 +14478,7 @@ def grid_sampler_2d_backward_default(
 ):
     """aten::grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""
     # functional, derivatives.yaml entry grid_sampler_2d_backward
-    # result0: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+    # result0: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
     if grad_output_t is not None and grid_t is not None:
         result0_t = (
             torch.ops.aten.grid_sampler_2d_backward(
@@ -14443,7 +14490,8 @@ def grid_sampler_2d_backward_default(
                 align_corners,
                 [True, False],
             )[0]
-            + grid_sampler_grid_tangent_adjoint(
+            + grid_sampler_grid_derivative(
+                "tangent_adjoint",
                 grad_output_p,
                 input_p,
                 grid_p,
@@ -14475,7 +14523,8 @@ def grid_sampler_2d_backward_default(
     elif grid_t is not None:
         result0_t = conform(
             (
-                grid_sampler_grid_tangent_adjoint(
+                grid_sampler_grid_derivative(
+                    "tangent_adjoint",
                     grad_output_p,
                     input_p,
                     grid_p,
@@ -14491,7 +14540,7 @@ def grid_sampler_2d_backward_default(
         )
     else:
         result0_t = None
-    # result1: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_2d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+    # result1: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_2d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
     if grad_output_t is not None and input_t is not None and grid_t is not None:
         result1_t = (
             torch.ops.aten.grid_sampler_2d_backward(
@@ -14512,7 +14561,8 @@ def grid_sampler_2d_backward_default(
                 align_corners,
                 [False, True],
             )[1]
-            + grid_sampler_grid_second(
+            + grid_sampler_grid_derivative(
+                "second",
                 grad_output_p,
                 input_p,
                 grid_p,
@@ -14562,7 +14612,8 @@ def grid_sampler_2d_backward_default(
                     align_corners,
                     [False, True],
                 )[1]
-                + grid_sampler_grid_second(
+                + grid_sampler_grid_derivative(
+                    "second",
                     grad_output_p,
                     input_p,
                     grid_p,
@@ -14588,7 +14639,8 @@ def grid_sampler_2d_backward_default(
                     align_corners,
                     [False, True],
                 )[1]
-                + grid_sampler_grid_second(
+                + grid_sampler_grid_derivative(
+                    "second",
                     grad_output_p,
                     input_p,
                     grid_p,
@@ -14639,7 +14691,8 @@ def grid_sampler_2d_backward_default(
     elif grid_t is not None:
         result1_t = conform(
             (
-                grid_sampler_grid_second(
+                grid_sampler_grid_derivative(
+                    "second",
                     grad_output_p,
                     input_p,
                     grid_p,
@@ -14674,7 +14727,7 @@ def grid_sampler_3d_backward_default(
 ):
     """aten::grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)"""
     # functional, derivatives.yaml entry grid_sampler_3d_backward
-    # result0: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+    # result0: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
     if grad_output_t is not None and grid_t is not None:
         result0_t = (
             torch.ops.aten.grid_sampler_3d_backward(
@@ -14686,7 +14739,8 @@ def grid_sampler_3d_backward_default(
                 align_corners,
                 [True, False],
             )[0]
-            + grid_sampler_grid_tangent_adjoint(
+            + grid_sampler_grid_derivative(
+                "tangent_adjoint",
                 grad_output_p,
                 input_p,
                 grid_p,
@@ -14718,7 +14772,8 @@ def grid_sampler_3d_backward_default(
     elif grid_t is not None:
         result0_t = conform(
             (
-                grid_sampler_grid_tangent_adjoint(
+                grid_sampler_grid_derivative(
+                    "tangent_adjoint",
                     grad_output_p,
                     input_p,
                     grid_p,
@@ -14734,7 +14789,7 @@ def grid_sampler_3d_backward_default(
         )
     else:
         result0_t = None
-    # result1: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_3d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+    # result1: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_3d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
     if grad_output_t is not None and input_t is not None and grid_t is not None:
         result1_t = (
             torch.ops.aten.grid_sampler_3d_backward(
@@ -14755,7 +14810,8 @@ def grid_sampler_3d_backward_default(
                 align_corners,
                 [False, True],
             )[1]
-            + grid_sampler_grid_second(
+            + grid_sampler_grid_derivative(
+                "second",
                 grad_output_p,
                 input_p,
                 grid_p,
@@ -14805,7 +14861,8 @@ def grid_sampler_3d_backward_default(
                     align_corners,
                     [False, True],
                 )[1]
-                + grid_sampler_grid_second(
+                + grid_sampler_grid_derivative(
+                    "second",
                     grad_output_p,
                     input_p,
                     grid_p,
@@ -14831,7 +14888,8 @@ def grid_sampler_3d_backward_default(
                     align_corners,
                     [False, True],
                 )[1]
-                + grid_sampler_grid_second(
+                + grid_sampler_grid_derivative(
+                    "second",
                     grad_output_p,
                     input_p,
                     grid_p,
@@ -14882,7 +14940,8 @@ def grid_sampler_3d_backward_default(
     elif grid_t is not None:
         result1_t = conform(
             (
-                grid_sampler_grid_second(
+                grid_sampler_grid_derivative(
+                    "second",
                     grad_output_p,
                     input_p,
                     grid_p,

@@ -69,8 +69,7 @@ from dualgen.formulas import (
     linalg_solve_grads,
     logit_derivative,
     logsumexp_weights,
-    lstm_layer_backward_grads,
-    lstm_layer_grads,
+    lstm_layer_derivative,
     lstsq_grads,
     lu_factor_grad,
     lu_grad,
@@ -5659,7 +5658,7 @@ def convolution_backward_default(
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry convolution_backward
-    # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups)
+    # grad_output, input, weight: convolution_backward_grads(grads[0], grads[1], grads[2], grad_output, input, weight, (stride, padding, dilation, transposed, output_padding, groups))
     grad_output_grad, input_grad, weight_grad = convolution_backward_grads(
         grads[0],
         grads[1],
@@ -5667,12 +5666,7 @@ def convolution_backward_default(
         grad_output,
         input,
         weight,
-        stride,
-        padding,
-        dilation,
-        transposed,
-        output_padding,
-        groups,
+        (stride, padding, dilation, transposed, output_padding, groups),
     )
     return (grad_output_grad, input_grad, weight_grad)
 
@@ -5993,17 +5987,13 @@ def native_layer_norm_backward_default(
 ):
     """aten::native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_layer_norm_backward
-    # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", grad_out, input, weight, mean, rstd, normalized_shape)[:3]
+    # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "layer", [grad_out, input, weight, mean, rstd], normalized_shape)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
         grads[1],
         grads[2],
         "layer",
-        grad_out,
-        input,
-        weight,
-        mean,
-        rstd,
+        [grad_out, input, weight, mean, rstd],
         normalized_shape,
     )[:3]
     return (grad_out_grad, input_grad, weight_grad)
@@ -6027,17 +6017,19 @@ def native_batch_norm_backward_default(
 ):
     """aten::native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_batch_norm_backward
-    # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var, None, train, eps)[:3]
+    # grad_out, input, weight: norm_backward_grads(grads[0], grads[1], grads[2], "batch", [grad_out, input, weight, save_mean if train else running_mean, save_invstd if train else running_var], None, train, eps)[:3]
     grad_out_grad, input_grad, weight_grad = norm_backward_grads(
         grads[0],
         grads[1],
         grads[2],
         "batch",
-        grad_out,
-        input,
-        weight,
-        save_mean if train else running_mean,
-        save_invstd if train else running_var,
+        [
+            grad_out,
+            input,
+            weight,
+            save_mean if train else running_mean,
+            save_invstd if train else running_var,
+        ],
         None,
         train,
         eps,
@@ -6063,17 +6055,13 @@ def native_group_norm_backward_default(
 ):
     """aten::native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_group_norm_backward
-    # grad_out, input, weight, mean, rstd: norm_backward_grads(grads[0], grads[1], grads[2], "group", grad_out, input, weight, mean, rstd, group, True, 0.0, True)
+    # grad_out, input, weight, mean, rstd: norm_backward_grads(grads[0], grads[1], grads[2], "group", [grad_out, input, weight, mean, rstd], group, True, 0.0, True)
     grad_out_grad, input_grad, weight_grad, mean_grad, rstd_grad = norm_backward_grads(
         grads[0],
         grads[1],
         grads[2],
         "group",
-        grad_out,
-        input,
-        weight,
-        mean,
-        rstd,
+        [grad_out, input, weight, mean, rstd],
         group,
         True,
         0.0,
@@ -6807,7 +6795,7 @@ def mkldnn_rnn_layer_default(
 ):
     """aten::mkldnn_rnn_layer(Tensor input, Tensor weight0, Tensor weight1, Tensor weight2, Tensor weight3, Tensor hx_, Tensor cx_, bool reverse, int[] batch_sizes, int mode, int hidden_size, int num_layers, bool has_biases, bool bidirectional, bool batch_first, bool train) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry mkldnn_rnn_layer
-    # input, weight0, weight1, weight2, weight3, hx_, cx_: lstm_layer_grads(grads[0], grads[1], grads[2], input, weight0, weight1, weight2, weight3, hx_, cx_, result0, reverse, mode, has_biases, batch_sizes)
+    # input, weight0, weight1, weight2, weight3, hx_, cx_: lstm_layer_derivative("grads", [grads[0], grads[1], grads[2]], input, weight0, weight1, weight2, weight3, hx_, cx_, result0, None, None, None, reverse, mode, has_biases, batch_sizes)
     (
         input_grad,
         weight0_grad,
@@ -6816,10 +6804,9 @@ def mkldnn_rnn_layer_default(
         weight3_grad,
         hx__grad,
         cx__grad,
-    ) = lstm_layer_grads(
-        grads[0],
-        grads[1],
-        grads[2],
+    ) = lstm_layer_derivative(
+        "grads",
+        [grads[0], grads[1], grads[2]],
         input,
         weight0,
         weight1,
@@ -6828,6 +6815,9 @@ def mkldnn_rnn_layer_default(
         hx_,
         cx_,
         result0,
+        None,
+        None,
+        None,
         reverse,
         mode,
         has_biases,
@@ -6879,7 +6869,7 @@ def mkldnn_rnn_layer_backward_default(
 ):
     """aten::mkldnn_rnn_layer_backward(Tensor input, Tensor weight1, Tensor weight2, Tensor weight3, Tensor weight4, Tensor hx_, Tensor cx_tmp, Tensor output, Tensor hy_, Tensor cy_, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, bool reverse, int mode, int hidden_size, int num_layers, bool has_biases, bool train, bool bidirectional, int[] batch_sizes, bool batch_first, Tensor workspace) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry mkldnn_rnn_layer_backward
-    # input, weight1, weight2, weight3, weight4, hx_, cx_tmp, grad_output, grad_hy, grad_cy: lstm_layer_backward_grads(grads[0], grads[1], grads[2], grads[3], grads[4], grads[5], grads[6], input, weight1, weight2, weight3, weight4, hx_, cx_tmp, output, grad_output, grad_hy, grad_cy, reverse, mode, has_biases, batch_sizes)
+    # input, weight1, weight2, weight3, weight4, hx_, cx_tmp, grad_output, grad_hy, grad_cy: lstm_layer_derivative("backward_grads", [grads[0], grads[1], grads[2], grads[3], grads[4], grads[5], grads[6]], input, weight1, weight2, weight3, weight4, hx_, cx_tmp, output, grad_output, grad_hy, grad_cy, reverse, mode, has_biases, batch_sizes)
     (
         input_grad,
         weight1_grad,
@@ -6891,14 +6881,9 @@ def mkldnn_rnn_layer_backward_default(
         grad_output_grad,
         grad_hy_grad,
         grad_cy_grad,
-    ) = lstm_layer_backward_grads(
-        grads[0],
-        grads[1],
-        grads[2],
-        grads[3],
-        grads[4],
-        grads[5],
-        grads[6],
+    ) = lstm_layer_derivative(
+        "backward_grads",
+        [grads[0], grads[1], grads[2], grads[3], grads[4], grads[5], grads[6]],
         input,
         weight1,
         weight2,

@@ -725,36 +725,36 @@ Results native_batch_norm_backward_default(const Values& args, const Values& tan
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+  // result0: norm_backward_tangent(0, result0, "batch", [grad_out_t, input_t, weight_t, None, None], [grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p], None, train, eps)
   at::Tensor result0_t;
   if (present(grad_out_t) && present(input_t) && present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result0_t = norm_backward_tangent(0, result0, "batch", TensorList{grad_out_t, input_t, weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(grad_out_t) && present(input_t)) {
-    result0_t = norm_backward_tangent(0, result0, "batch", grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result0_t = norm_backward_tangent(0, result0, "batch", TensorList{grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(grad_out_t) && present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "batch", grad_out_t, at::zeros_like(input_p), weight_t, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result0_t = norm_backward_tangent(0, result0, "batch", TensorList{grad_out_t, at::zeros_like(input_p), weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "batch", at::zeros_like(grad_out_p), input_t, weight_t, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result0_t = norm_backward_tangent(0, result0, "batch", TensorList{at::zeros_like(grad_out_p), input_t, weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(grad_out_t)) {
-    result0_t = norm_backward_tangent(0, result0, "batch", grad_out_t, at::zeros_like(input_p), !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result0_t = norm_backward_tangent(0, result0, "batch", TensorList{grad_out_t, at::zeros_like(input_p), !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(input_t)) {
-    result0_t = norm_backward_tangent(0, result0, "batch", at::zeros_like(grad_out_p), input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result0_t = norm_backward_tangent(0, result0, "batch", TensorList{at::zeros_like(grad_out_p), input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "batch", at::zeros_like(grad_out_p), at::zeros_like(input_p), weight_t, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result0_t = norm_backward_tangent(0, result0, "batch", TensorList{at::zeros_like(grad_out_p), at::zeros_like(input_p), weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   }
-  // result1: norm_backward_tangent(1, result1, "batch", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+  // result1: norm_backward_tangent(1, result1, "batch", [grad_out_t, input_t, None, None, None], [grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p], None, train, eps)
   at::Tensor result1_t;
   if (present(grad_out_t) && present(input_t)) {
-    result1_t = norm_backward_tangent(1, result1, "batch", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result1_t = norm_backward_tangent(1, result1, "batch", TensorList{grad_out_t, input_t, at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(grad_out_t)) {
-    result1_t = norm_backward_tangent(1, result1, "batch", grad_out_t, at::zeros_like(input_p), None, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result1_t = norm_backward_tangent(1, result1, "batch", TensorList{grad_out_t, at::zeros_like(input_p), at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   } else if (present(input_t)) {
-    result1_t = norm_backward_tangent(1, result1, "batch", at::zeros_like(grad_out_p), input_t, None, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result1_t = norm_backward_tangent(1, result1, "batch", TensorList{at::zeros_like(grad_out_p), input_t, at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   }
-  // result2: norm_backward_tangent(2, result2, "batch", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p, None, train, eps)
+  // result2: norm_backward_tangent(2, result2, "batch", [grad_out_t, None, None, None, None], [grad_out_p, input_p, weight_p, save_mean_p if train else running_mean_p, save_invstd_p if train else running_var_p], None, train, eps)
   at::Tensor result2_t;
   if (present(grad_out_t)) {
-    result2_t = norm_backward_tangent(2, result2, "batch", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p, None, train, eps);
+    result2_t = norm_backward_tangent(2, result2, "batch", TensorList{grad_out_t, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, train ? save_mean_p : running_mean_p, train ? save_invstd_p : running_var_p}, None, train, eps);
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }

@@ -807,7 +807,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
   const at::Tensor result4 = unpack<at::Tensor>(outputs[4]);
   const at::Tensor result5 = unpack<at::Tensor>(outputs[5]);
   const at::Tensor result6 = unpack<at::Tensor>(outputs[6]);
-  // result0: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
+  // result0: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
   at::Tensor result0_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -817,7 +817,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -826,7 +826,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -835,7 +835,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -844,7 +844,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -853,7 +853,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -862,7 +862,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -871,7 +871,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -880,9 +880,9 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
+    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
   }
-  // result1: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
+  // result1: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
   at::Tensor result1_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -892,7 +892,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -901,7 +901,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -910,7 +910,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -919,7 +919,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -928,7 +928,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -937,7 +937,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -946,7 +946,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -955,9 +955,9 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
+    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
   }
-  // result2: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
+  // result2: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
   at::Tensor result2_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -967,7 +967,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -976,7 +976,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -985,7 +985,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -994,7 +994,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1003,7 +1003,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1012,7 +1012,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1021,7 +1021,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1030,9 +1030,9 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
+    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
   }
-  // result3: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
+  // result3: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
   at::Tensor result3_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -1042,7 +1042,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1051,7 +1051,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1060,7 +1060,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1069,7 +1069,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1078,7 +1078,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1087,7 +1087,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1096,7 +1096,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1105,9 +1105,9 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
+    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
   }
-  // result4: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
+  // result4: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
   at::Tensor result4_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -1117,7 +1117,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1126,7 +1126,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1135,7 +1135,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1144,7 +1144,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1153,7 +1153,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1162,7 +1162,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1171,7 +1171,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1180,9 +1180,9 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
+    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
   }
-  // result5: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
+  // result5: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
   at::Tensor result5_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -1192,7 +1192,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1201,7 +1201,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1210,7 +1210,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1219,7 +1219,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1228,7 +1228,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1237,7 +1237,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1246,7 +1246,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1255,9 +1255,9 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
+    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
   }
-  // result6: lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
+  // result6: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
   at::Tensor result6_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -1267,7 +1267,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1276,7 +1276,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1285,7 +1285,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1294,7 +1294,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1303,7 +1303,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1312,7 +1312,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1321,7 +1321,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1330,7 +1330,7 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_backward_tangents(input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(result3_t), dualgen::value(result4_t), dualgen::value(result5_t), dualgen::value(result6_t)};
 }

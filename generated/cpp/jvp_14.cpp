@@ -583,13 +583,13 @@ Results grid_sampler_2d_default(const Values& args, const Values& tangents, cons
   at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor grid_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+  // result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
   if (present(input_t) && present(grid_t)) {
-    return {dualgen::value(at::_ops::grid_sampler_2d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners))};
+    return {dualgen::value(at::_ops::grid_sampler_2d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners))};
   } else if (present(input_t)) {
     return {dualgen::value(conform(at::_ops::grid_sampler_2d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners), result))};
   } else if (present(grid_t)) {
-    return {dualgen::value(conform(grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners), result))};
+    return {dualgen::value(conform(grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners), result))};
   }
   return {dualgen::value(None)};
 }

@@ -617,58 +617,58 @@ Results native_group_norm_backward_default(const Values& args, const Values& tan
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: norm_backward_tangent(0, result0, "group", grad_out_t, input_t, weight_t, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+  // result0: norm_backward_tangent(0, result0, "group", [grad_out_t, input_t, weight_t, mean_t, rstd_t], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
   at::Tensor result0_t;
   if (present(weight_t)) {
     grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     mean_t = present(mean_t) ? mean_t : at::zeros_like(mean_p);
     rstd_t = present(rstd_t) ? rstd_t : at::zeros_like(rstd_p);
-    result0_t = norm_backward_tangent(0, result0, "group", grad_out_t, input_t, weight_t, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result0_t = norm_backward_tangent(0, result0, "group", TensorList{grad_out_t, input_t, weight_t, mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (!present(weight_t) && (present(grad_out_t) || present(input_t) || present(mean_t) || present(rstd_t))) {
     grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     mean_t = present(mean_t) ? mean_t : at::zeros_like(mean_p);
     rstd_t = present(rstd_t) ? rstd_t : at::zeros_like(rstd_p);
-    result0_t = norm_backward_tangent(0, result0, "group", grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result0_t = norm_backward_tangent(0, result0, "group", TensorList{grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   }
-  // result1: norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+  // result1: norm_backward_tangent(1, result1, "group", [grad_out_t, input_t, None, mean_t, rstd_t], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
   at::Tensor result1_t;
   if (present(grad_out_t) && present(input_t) && present(mean_t) && present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, input_t, at::Tensor(), mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(grad_out_t) && present(input_t) && present(mean_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, input_t, at::Tensor(), mean_t, at::zeros_like(rstd_p)}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(grad_out_t) && present(input_t) && present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, input_t, at::Tensor(), at::zeros_like(mean_p), rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(grad_out_t) && present(mean_t) && present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, at::zeros_like(input_p), at::Tensor(), mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(input_t) && present(mean_t) && present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{at::zeros_like(grad_out_p), input_t, at::Tensor(), mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(grad_out_t) && present(input_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, input_t, None, at::zeros_like(mean_p), at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, input_t, at::Tensor(), at::zeros_like(mean_p), at::zeros_like(rstd_p)}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(grad_out_t) && present(mean_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, at::zeros_like(input_p), at::Tensor(), mean_t, at::zeros_like(rstd_p)}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(grad_out_t) && present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, at::zeros_like(input_p), at::Tensor(), at::zeros_like(mean_p), rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(input_t) && present(mean_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{at::zeros_like(grad_out_p), input_t, at::Tensor(), mean_t, at::zeros_like(rstd_p)}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(input_t) && present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{at::zeros_like(grad_out_p), input_t, at::Tensor(), at::zeros_like(mean_p), rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(mean_t) && present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), at::zeros_like(input_p), None, mean_t, rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{at::zeros_like(grad_out_p), at::zeros_like(input_p), at::Tensor(), mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(grad_out_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", grad_out_t, at::zeros_like(input_p), None, at::zeros_like(mean_p), at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{grad_out_t, at::zeros_like(input_p), at::Tensor(), at::zeros_like(mean_p), at::zeros_like(rstd_p)}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(input_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), input_t, None, at::zeros_like(mean_p), at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{at::zeros_like(grad_out_p), input_t, at::Tensor(), at::zeros_like(mean_p), at::zeros_like(rstd_p)}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(mean_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), at::zeros_like(input_p), None, mean_t, at::zeros_like(rstd_p), grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{at::zeros_like(grad_out_p), at::zeros_like(input_p), at::Tensor(), mean_t, at::zeros_like(rstd_p)}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (present(rstd_t)) {
-    result1_t = norm_backward_tangent(1, result1, "group", at::zeros_like(grad_out_p), at::zeros_like(input_p), None, at::zeros_like(mean_p), rstd_t, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result1_t = norm_backward_tangent(1, result1, "group", TensorList{at::zeros_like(grad_out_p), at::zeros_like(input_p), at::Tensor(), at::zeros_like(mean_p), rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   }
-  // result2: norm_backward_tangent(2, result2, "group", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, group)
+  // result2: norm_backward_tangent(2, result2, "group", [grad_out_t, None, None, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
   at::Tensor result2_t;
   if (present(grad_out_t)) {
-    result2_t = norm_backward_tangent(2, result2, "group", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, group);
+    result2_t = norm_backward_tangent(2, result2, "group", TensorList{grad_out_t, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
@@ -770,13 +770,13 @@ Results grid_sampler_3d_default(const Values& args, const Values& tangents, cons
   at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor grid_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.grid_sampler_3d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
+  // result: torch.ops.aten.grid_sampler_3d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
   if (present(input_t) && present(grid_t)) {
-    return {dualgen::value(at::_ops::grid_sampler_3d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners))};
+    return {dualgen::value(at::_ops::grid_sampler_3d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners))};
   } else if (present(input_t)) {
     return {dualgen::value(conform(at::_ops::grid_sampler_3d::call(input_t, grid_p, interpolation_mode, padding_mode, align_corners), result))};
   } else if (present(grid_t)) {
-    return {dualgen::value(conform(grid_sampler_grid_tangent(input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners), result))};
+    return {dualgen::value(conform(grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners), result))};
   }
   return {dualgen::value(None)};
 }

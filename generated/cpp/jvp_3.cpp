@@ -647,36 +647,36 @@ Results native_layer_norm_backward_default(const Values& args, const Values& tan
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+  // result0: norm_backward_tangent(0, result0, "layer", [grad_out_t, input_t, weight_t, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], normalized_shape)
   at::Tensor result0_t;
   if (present(grad_out_t) && present(input_t) && present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result0_t = norm_backward_tangent(0, result0, "layer", TensorList{grad_out_t, input_t, weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(grad_out_t) && present(input_t)) {
-    result0_t = norm_backward_tangent(0, result0, "layer", grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result0_t = norm_backward_tangent(0, result0, "layer", TensorList{grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(grad_out_t) && present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "layer", grad_out_t, at::zeros_like(input_p), weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result0_t = norm_backward_tangent(0, result0, "layer", TensorList{grad_out_t, at::zeros_like(input_p), weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(input_t) && present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "layer", at::zeros_like(grad_out_p), input_t, weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result0_t = norm_backward_tangent(0, result0, "layer", TensorList{at::zeros_like(grad_out_p), input_t, weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(grad_out_t)) {
-    result0_t = norm_backward_tangent(0, result0, "layer", grad_out_t, at::zeros_like(input_p), !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result0_t = norm_backward_tangent(0, result0, "layer", TensorList{grad_out_t, at::zeros_like(input_p), !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(input_t)) {
-    result0_t = norm_backward_tangent(0, result0, "layer", at::zeros_like(grad_out_p), input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result0_t = norm_backward_tangent(0, result0, "layer", TensorList{at::zeros_like(grad_out_p), input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(weight_t)) {
-    result0_t = norm_backward_tangent(0, result0, "layer", at::zeros_like(grad_out_p), at::zeros_like(input_p), weight_t, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result0_t = norm_backward_tangent(0, result0, "layer", TensorList{at::zeros_like(grad_out_p), at::zeros_like(input_p), weight_t, at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   }
-  // result1: norm_backward_tangent(1, result1, "layer", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+  // result1: norm_backward_tangent(1, result1, "layer", [grad_out_t, input_t, None, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], normalized_shape)
   at::Tensor result1_t;
   if (present(grad_out_t) && present(input_t)) {
-    result1_t = norm_backward_tangent(1, result1, "layer", grad_out_t, input_t, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result1_t = norm_backward_tangent(1, result1, "layer", TensorList{grad_out_t, input_t, at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(grad_out_t)) {
-    result1_t = norm_backward_tangent(1, result1, "layer", grad_out_t, at::zeros_like(input_p), None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result1_t = norm_backward_tangent(1, result1, "layer", TensorList{grad_out_t, at::zeros_like(input_p), at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   } else if (present(input_t)) {
-    result1_t = norm_backward_tangent(1, result1, "layer", at::zeros_like(grad_out_p), input_t, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result1_t = norm_backward_tangent(1, result1, "layer", TensorList{at::zeros_like(grad_out_p), input_t, at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   }
-  // result2: norm_backward_tangent(2, result2, "layer", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape)
+  // result2: norm_backward_tangent(2, result2, "layer", [grad_out_t, None, None, None, None], [grad_out_p, input_p, weight_p, mean_p, rstd_p], normalized_shape)
   at::Tensor result2_t;
   if (present(grad_out_t)) {
-    result2_t = norm_backward_tangent(2, result2, "layer", grad_out_t, None, None, None, None, grad_out_p, input_p, weight_p, mean_p, rstd_p, normalized_shape);
+    result2_t = norm_backward_tangent(2, result2, "layer", TensorList{grad_out_t, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, normalized_shape);
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
@@ -787,31 +787,31 @@ Results grid_sampler_2d_backward_default(const Values& args, const Values& tange
   at::Tensor grid_t = unpack<at::Tensor>(tangents[2]);
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
-  // result0: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+  // result0: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
   at::Tensor result0_t;
   if (present(grad_output_t) && present(grid_t)) {
-    result0_t = present(result0) ? std::get<0>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+    result0_t = present(result0) ? std::get<0>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) + grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
   } else if (present(grad_output_t)) {
     result0_t = conform(present(result0) ? std::get<0>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) : at::Tensor(), result0);
   } else if (present(grid_t)) {
-    result0_t = conform(present(result0) ? grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result0);
+    result0_t = conform(present(result0) ? grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result0);
   }
-  // result1: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_2d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+  // result1: torch.ops.aten.grid_sampler_2d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_2d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
   at::Tensor result1_t;
   if (present(grad_output_t) && present(input_t) && present(grid_t)) {
-    result1_t = present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+    result1_t = present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
   } else if (present(grad_output_t) && present(input_t)) {
     result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
   } else if (present(grad_output_t) && present(grid_t)) {
-    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
   } else if (present(input_t) && present(grid_t)) {
-    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
   } else if (present(grad_output_t)) {
     result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
   } else if (present(input_t)) {
     result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_2d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
   } else if (present(grid_t)) {
-    result1_t = conform(present(result1) ? grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+    result1_t = conform(present(result1) ? grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t)};
 }
@@ -831,31 +831,31 @@ Results grid_sampler_3d_backward_default(const Values& args, const Values& tange
   at::Tensor grid_t = unpack<at::Tensor>(tangents[2]);
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
-  // result0: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
+  // result0: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [True, False])[0] + grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result0 is not None else None
   at::Tensor result0_t;
   if (present(grad_output_t) && present(grid_t)) {
-    result0_t = present(result0) ? std::get<0>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) + grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+    result0_t = present(result0) ? std::get<0>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) + grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
   } else if (present(grad_output_t)) {
     result0_t = conform(present(result0) ? std::get<0>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{true, false})) : at::Tensor(), result0);
   } else if (present(grid_t)) {
-    result0_t = conform(present(result0) ? grid_sampler_grid_tangent_adjoint(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result0);
+    result0_t = conform(present(result0) ? grid_sampler_grid_derivative("tangent_adjoint", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result0);
   }
-  // result1: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_3d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
+  // result1: torch.ops.aten.grid_sampler_3d_backward(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + torch.ops.aten.grid_sampler_3d_backward(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, [False, True])[1] + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) if result1 is not None else None
   at::Tensor result1_t;
   if (present(grad_output_t) && present(input_t) && present(grid_t)) {
-    result1_t = present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
+    result1_t = present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor();
   } else if (present(grad_output_t) && present(input_t)) {
     result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
   } else if (present(grad_output_t) && present(grid_t)) {
-    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
   } else if (present(input_t) && present(grid_t)) {
-    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) + grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
   } else if (present(grad_output_t)) {
     result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_t, input_p, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
   } else if (present(input_t)) {
     result1_t = conform(present(result1) ? std::get<1>(at::_ops::grid_sampler_3d_backward::call(grad_output_p, input_t, grid_p, interpolation_mode, padding_mode, align_corners, std::array<bool, 2>{false, true})) : at::Tensor(), result1);
   } else if (present(grid_t)) {
-    result1_t = conform(present(result1) ? grid_sampler_grid_second(grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
+    result1_t = conform(present(result1) ? grid_sampler_grid_derivative("second", grad_output_p, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners) : at::Tensor(), result1);
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t)};
 }

@@ -77,24 +77,14 @@ def convolution_backward_tangent(
 
 
 def convolution_backward_grads(
-    grad_input_grad,
-    grad_weight_grad,
-    grad_bias_grad,
-    grad_output,
-    input,
-    weight,
-    stride,
-    padding,
-    dilation,
-    transposed,
-    output_padding,
-    groups,
+    grad_input_grad, grad_weight_grad, grad_bias_grad, grad_output, input, weight, args
 ) -> tuple:
     """Gradients of `convolution_backward` (grad_output, input, weight) from those of
     its three outputs (None where absent), the adjoints of the maps in
     `convolution_backward_tangent`: grad_output gets conv(gI, w) + conv(x, gW) + gb
-    (per channel), input gets A(gW)^H g and weight gets C(gI)^H g."""
-    args = (stride, padding, dilation, transposed, output_padding, groups)
+    (per channel), input gets A(gW)^H g and weight gets C(gI)^H g. `args`: the
+    convolution's own (stride, padding, dilation, transposed, output_padding,
+    groups), as one tuple (a backward formula runs in Python only)."""
     go_grad = input_grad = weight_grad = None
 
     def conv(x, w):
@@ -200,9 +190,11 @@ class _NormLayout:
         return t.sum(self.dims, keepdim=True)
 
 
-def _norm_layout(kind, input, weight, mean, rstd, extra, train, eps):
-    """The layout and, in it, x, mean, rstd (eval batch norm: from the running
-    statistics) and the weight (None without one)."""
+def _norm_layout(kind, primals, extra, train, eps):
+    """The layout of the norm's `primals` (grad_out, input, weight, mean, rstd)
+    and, in it, g, x, mean, rstd (eval batch norm: from the running statistics)
+    and the weight (None without one)."""
+    grad_out, input, weight, mean, rstd = primals
     layout = _NormLayout(kind, input, extra)
     x = layout.view(input)
     if kind == "batch" and not train:
@@ -211,33 +203,19 @@ def _norm_layout(kind, input, weight, mean, rstd, extra, train, eps):
     else:
         m, r = layout.stat(mean), layout.stat(rstd)
     w = None if weight is None else layout.wview(weight)
-    return layout, x, m, r, w
+    return layout, layout.view(grad_out), x, m, r, w
 
 
 def norm_backward_tangent(
-    which: int,
-    result,
-    kind: str,
-    grad_out_t,
-    input_t,
-    weight_t,
-    mean_t,
-    rstd_t,
-    grad_out,
-    input,
-    weight,
-    mean,
-    rstd,
-    extra,
-    train=True,
-    eps=0.0,
+    which: int, result, kind: str, tangents, primals, extra, train=True, eps=0.0
 ):
     """Tangent of output `which` (grad_input, grad_weight, grad_bias) of the
     backward op of a norm, `kind` "layer" (`extra`: normalized_shape), "batch"
-    (`mean`, `rstd`: save_mean, save_invstd in training, running_mean,
-    running_var in eval with `eps`) or "group" (`extra`: the group count); None
-    where that output was not computed. Tangents may be None (the weight's when
-    there is none).
+    (`extra`: None; `mean`, `rstd`: save_mean, save_invstd in training,
+    running_mean, running_var in eval with `eps`) or "group" (`extra`: the group
+    count), along the `tangents` of its `primals` (grad_out, input, weight, mean,
+    rstd); None where that output was not computed. Tangents may be None (the
+    weight's when there is none).
 
     With mean_t = rstd_t = None the statistics are taken as the input's, moving
     with it: xhat_t = r (x_t - mean(x_t) - xhat mean(xhat x_t)),
@@ -247,10 +225,8 @@ def norm_backward_tangent(
     xhat_t = r_t (x - mean) + r (x_t - mean_t) (the partial derivatives)."""
     if result is None:
         return None
-    layout, x, m, r, w = _norm_layout(
-        kind, input, weight, mean, rstd, extra, train, eps
-    )
-    g = layout.view(grad_out)
+    grad_out_t, input_t, weight_t, mean_t, rstd_t = tangents
+    layout, g, x, m, r, w = _norm_layout(kind, primals, extra, train, eps)
     xhat = (x - m) * r
     g_t = None if grad_out_t is None else layout.view(grad_out_t)
     x_t = None if input_t is None else layout.view(input_t)
@@ -290,26 +266,19 @@ def norm_backward_grads(
     grad_weight_grad,
     grad_bias_grad,
     kind: str,
-    grad_out,
-    input,
-    weight,
-    mean,
-    rstd,
+    primals,
     extra,
     train=True,
     eps=0.0,
     stats_are_inputs: bool = False,
 ) -> tuple:
-    """Gradients of a norm's backward op (see `norm_backward_tangent`) from those of
-    its three outputs (None where absent): (grad_out, input, weight, mean, rstd),
-    the adjoint of the tangent map. The statistics are the input's (their
+    """Gradients of a norm's backward op (see `norm_backward_tangent`) in its
+    `primals` (grad_out, input, weight, mean, rstd) from those of its three
+    outputs (None where absent), the adjoint of the tangent map. The statistics are the input's (their
     gradient flows into the input's; None for mean and rstd) unless
     `stats_are_inputs` (group norm only: the partial derivatives); the weight's is
     None without a weight."""
-    layout, x, m, r, w = _norm_layout(
-        kind, input, weight, mean, rstd, extra, train, eps
-    )
-    g = layout.view(grad_out)
+    layout, g, x, m, r, w = _norm_layout(kind, primals, extra, train, eps)
     xhat = (x - m) * r
     eval_mode = kind == "batch" and not train
     zero = torch.zeros_like(x)

@@ -25,9 +25,7 @@ import torch
 __all__ = [
     "embedding_bag_dense_backward_grads",
     "grid_sampler_backward_grads",
-    "grid_sampler_grid_second",
-    "grid_sampler_grid_tangent",
-    "grid_sampler_grid_tangent_adjoint",
+    "grid_sampler_grid_derivative",
     "grouped_mm_any_layout",
 ]
 
@@ -231,7 +229,9 @@ def _along(first, grid_t):
     return total
 
 
-def grid_sampler_grid_tangent(
+def grid_sampler_grid_derivative(
+    kind: str,
+    grad_output,
     input,
     grid,
     grid_t,
@@ -239,70 +239,66 @@ def grid_sampler_grid_tangent(
     padding_mode: int,
     align_corners: bool,
 ):
-    """The tangent of grid_sampler_2d / grid_sampler_3d's output ([N, C, *out])
-    from the grid's tangent `grid_t` ([N, *out, d]): the input's taps times the
-    derivative of their weights along grid_t (zero for nearest)."""
+    """A term of grid_sampler_2d / grid_sampler_3d's derivatives that the grid's
+    tangent `grid_t` ([N, *out, d]) makes by moving the taps' weights, by `kind`:
+
+    - "tangent": the tangent of the output ([N, C, *out]): the input's taps times
+      the derivative of their weights along grid_t (zero for nearest);
+      `grad_output` is not read (None);
+    - "tangent_adjoint": its adjoint in the input ([N, C, *in], like `input`):
+      `grad_output` spread over the taps with the derivative of their weights
+      along grid_t. It is the tangent of grid_sampler's input gradient from the
+      grid's tangent, and the input gradient of grid_sampler's grid gradient;
+    - "second": the second derivative term of grid_sampler's grid gradient
+      ([N, *out, d], like `grid`): the sum over channels and taps of grad_output
+      times the input's tap times d2 weight / d grid_k d grid_l along grid_t (in
+      l)."""
+    modes = (interpolation_mode, padding_mode, align_corners)
+    if kind == "tangent":
+        return _grid_tangent(input, grid, grid_t, modes)
+    if kind == "tangent_adjoint":
+        return _grid_tangent_adjoint(grad_output, input, grid, grid_t, modes)
+    if kind == "second":
+        return _grid_second(grad_output, input, grid, grid_t, modes)
+    raise ValueError(
+        "grid_sampler_grid_derivative: kind is one of tangent, tangent_adjoint, "
+        f"second, got '{kind}'"
+    )
+
+
+def _grid_tangent(input, grid, grid_t, modes):
     n, c = input.shape[0], input.shape[1]
     out_shape = [n, c] + list(grid.shape[1:-1])
     points = 1
     for size in grid.shape[1:-1]:
         points *= size
     total = torch.zeros([n, c, points], dtype=input.dtype, device=input.device)
-    if interpolation_mode == 1 or total.numel() == 0:
+    if modes[0] == 1 or total.numel() == 0:
         return total.reshape(out_shape)
-    for index, first, _ in _grid_taps(
-        input, grid, interpolation_mode, padding_mode, align_corners
-    ):
+    for index, first, _ in _grid_taps(input, grid, *modes):
         total = total + _gather(input, index) * _along(first, grid_t).unsqueeze(1)
     return total.reshape(out_shape)
 
 
-def grid_sampler_grid_tangent_adjoint(
-    grad_output,
-    input,
-    grid,
-    grid_t,
-    interpolation_mode: int,
-    padding_mode: int,
-    align_corners: bool,
-):
-    """The adjoint of `grid_sampler_grid_tangent` in the input ([N, C, *in], like
-    `input`): `grad_output` spread over the taps with the derivative of their
-    weights along grid_t. It is the tangent of grid_sampler's input gradient from
-    the grid's tangent, and the input gradient of grid_sampler's grid gradient."""
+def _grid_tangent_adjoint(grad_output, input, grid, grid_t, modes):
     n, c = input.shape[0], input.shape[1]
-    if interpolation_mode == 1 or input.numel() == 0 or grad_output.numel() == 0:
+    if modes[0] == 1 or input.numel() == 0 or grad_output.numel() == 0:
         return torch.zeros_like(input)
     go = grad_output.reshape(n, c, -1)
     total = torch.zeros_like(input)
-    for index, first, _ in _grid_taps(
-        input, grid, interpolation_mode, padding_mode, align_corners
-    ):
+    for index, first, _ in _grid_taps(input, grid, *modes):
         total = total + _scatter(go * _along(first, grid_t).unsqueeze(1), index, input)
     return total
 
 
-def grid_sampler_grid_second(
-    grad_output,
-    input,
-    grid,
-    grid_t,
-    interpolation_mode: int,
-    padding_mode: int,
-    align_corners: bool,
-):
-    """The second derivative term of grid_sampler's grid gradient ([N, *out, d],
-    like `grid`): sum over channels and taps of grad_output times the input's tap
-    times d2 weight / d grid_k d grid_l along grid_t (in l)."""
+def _grid_second(grad_output, input, grid, grid_t, modes):
     nd = grid.shape[-1]
     n, c = input.shape[0], input.shape[1]
-    if interpolation_mode == 1 or input.numel() == 0 or grad_output.numel() == 0:
+    if modes[0] == 1 or input.numel() == 0 or grad_output.numel() == 0:
         return torch.zeros_like(grid)
     go = grad_output.reshape(n, c, -1)
     parts = [torch.zeros_like(grid[..., 0]).reshape(n, -1) for _ in range(nd)]
-    for index, _, second in _grid_taps(
-        input, grid, interpolation_mode, padding_mode, align_corners, second=True
-    ):
+    for index, _, second in _grid_taps(input, grid, *modes, second=True):
         weighted = (go * _gather(input, index)).sum(1)  # [N, P]
         for k in range(nd):
             parts[k] = parts[k] + weighted * _along(second[k], grid_t)
@@ -351,21 +347,20 @@ def grid_sampler_backward_grads(
     """The gradients of grid_sampler_2d_backward / grid_sampler_3d_backward in
     (grad_output, input, grid) from the cotangents of its outputs (grad_input,
     grad_grid; None where absent): with A(grid) the sampling map and
-    B(input) = the map grid_t -> grid_sampler_grid_tangent(input, grid, grid_t),
+    B(input) = the map grid_t -> grid_sampler_grid_derivative("tangent", ...),
     the outputs are A^T g and B^T g, so grad_output gets A gi + B gg, input gets
     the adjoint of B along gg, and grid the second derivatives of the taps."""
-    args = (interpolation_mode, padding_mode, align_corners)
+    modes = (interpolation_mode, padding_mode, align_corners)
     go_grad = input_grad = grid_grad = None
     if grad_input_grad is not None:
-        go_grad = _grid_sampler(grad_input_grad, grid, *args)
-        grid_grad = _grid_sampler_grid_grad(grad_output, grad_input_grad, grid, *args)
+        go_grad = _grid_sampler(grad_input_grad, grid, *modes)
+        grid_grad = _grid_sampler_grid_grad(grad_output, grad_input_grad, grid, *modes)
     if grad_grid_grad is not None:
-        b = grid_sampler_grid_tangent(input, grid, grad_grid_grad, *args)
+        b = _grid_tangent(input, grid, grad_grid_grad, modes)
         go_grad = b if go_grad is None else go_grad + b
-        input_grad = grid_sampler_grid_tangent_adjoint(
-            grad_output, input, grid, grad_grid_grad, *args
-        )
-        s = grid_sampler_grid_second(grad_output, input, grid, grad_grid_grad, *args)
+        gg = grad_grid_grad
+        input_grad = _grid_tangent_adjoint(grad_output, input, grid, gg, modes)
+        s = _grid_second(grad_output, input, grid, gg, modes)
         grid_grad = s if grid_grad is None else grid_grad + s
     return go_grad, input_grad, grid_grad
 

@@ -19,8 +19,9 @@ Helpers take tangents that may be None (zero). Everything is computed in time
 order, the recurrence being the only loop: gate pre-activations of all steps come
 from one matmul, using the layer's output for h_prev.
 
-The public helpers take the op's arguments flat, as derivatives.yaml passes them;
-inside, they travel bundled: the layer's primals (`_Layer`), tangents or
+One public helper, `lstm_layer_derivative`, takes the op's arguments flat, as
+derivatives.yaml passes them, once for the four derivatives it computes (its
+`kind`); inside, they travel bundled: the layer's primals (`_Layer`), tangents or
 cotangents of its seven inputs (`_InputTangents`) and the gradients of its three
 outputs or their tangents (`_OutputGrads`).
 """
@@ -31,25 +32,12 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = [
-    "lstm_layer_backward_grads",
-    "lstm_layer_backward_tangents",
-    "lstm_layer_grads",
-    "lstm_layer_tangents",
-]
+__all__ = ["lstm_layer_derivative"]
 
-
-# Gradients of the layer's seven inputs (input, weight0 .. weight3, hx, cx), or
-# their tangents.
-_InputGrads = tuple[
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-    torch.Tensor,
-]
+# What lstm_layer_derivative computes, by kind, and how many tensors it reads along:
+# the tangents of the layer's seven inputs (input, weight0 .. weight3, hx, cx), the
+# gradients of its three outputs (output, hy, cy), or the backward op's own.
+_ALONG = {"tangents": 7, "grads": 3, "backward_tangents": 10, "backward_grads": 7}
 
 
 def _check_layer(mode: int, batch_sizes) -> None:
@@ -218,41 +206,6 @@ def _output_tangents(layer: _Layer, lstm_tangents) -> tuple:
     return (dh, *layer.states_shaped(dh[layer.last], dc[layer.last]))
 
 
-def lstm_layer_tangents(
-    input_t,
-    weight0_t,
-    weight1_t,
-    weight2_t,
-    weight3_t,
-    hx_t,
-    cx_t,
-    input,
-    weight0,
-    weight1,
-    weight2,
-    weight3,
-    hx,
-    cx,
-    output,
-    reverse: bool,
-    mode: int,
-    has_biases: bool,
-    batch_sizes,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Tangents of mkldnn_rnn_layer's (output, hy, cy) from those of its inputs
-    (None: zero; the biases' only count when `has_biases`). `output` is the layer's
-    output, whose shifted sequence is every step's previous hidden state."""
-    _check_layer(mode, batch_sizes)
-    layer = _Layer(
-        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
-    )
-    tangents = _InputTangents(
-        input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t
-    )
-    lstm_tangents = _lstm_tangents(layer, _lstm_states(layer), tangents, has_biases)
-    return _output_tangents(layer, lstm_tangents)
-
-
 def _gate_grads(layer: _Layer, states, grads: _OutputGrads):
     """Backpropagation through time: the gradient of every step's gate
     pre-activations ([T, B, 4H], time order) and of hx, cx ([B, H]), given those
@@ -282,101 +235,9 @@ def _gate_grads(layer: _Layer, states, grads: _OutputGrads):
     return torch.stack(das, 0), dh, dc
 
 
-def lstm_layer_grads(
-    grad_output,
-    grad_hy,
-    grad_cy,
-    input,
-    weight0,
-    weight1,
-    weight2,
-    weight3,
-    hx,
-    cx,
-    output,
-    reverse: bool,
-    mode: int,
-    has_biases: bool,
-    batch_sizes,
-) -> _InputGrads:
-    """Gradients of mkldnn_rnn_layer's inputs (input, weight0 .. weight3, hx, cx)
-    from those of (output, hy, cy) (None: zero), by backpropagation through time.
-    Without `has_biases` the bias arguments get zero gradients."""
-    _check_layer(mode, batch_sizes)
-    layer = _Layer(
-        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
-    )
-    states = _lstm_states(layer)
-    grads = _OutputGrads(grad_output, grad_hy, grad_cy)
-    da, dh, dc = _gate_grads(layer, states, grads)
-    h_prev = states[6]
-    g_input = torch.matmul(da, weight0)
-    g_w0 = torch.matmul(_flat(da).t(), _flat(input))
-    g_w1 = torch.matmul(_flat(da).t(), _flat(h_prev))
-    g_b0, g_b1 = layer.bias_grads(da.sum((0, 1)))
-    return g_input, g_w0, g_w1, g_b0, g_b1, *layer.states_shaped(dh, dc)
-
-
-def lstm_layer_backward_tangents(
-    input_t,
-    weight0_t,
-    weight1_t,
-    weight2_t,
-    weight3_t,
-    hx_t,
-    cx_t,
-    grad_output_t,
-    grad_hy_t,
-    grad_cy_t,
-    input,
-    weight0,
-    weight1,
-    weight2,
-    weight3,
-    hx,
-    cx,
-    output,
-    grad_output,
-    grad_hy,
-    grad_cy,
-    reverse: bool,
-    mode: int,
-    has_biases: bool,
-    batch_sizes,
-) -> _InputGrads:
-    """Tangents of mkldnn_rnn_layer_backward's outputs (the gradients of input,
-    weight0 .. weight3, hx, cx; the two bias gradients are the summed gate
-    gradients, has_biases or not, as the op returns them) from the tangents of the
-    layer's inputs and of the output gradients (None: zero): backpropagation
-    through time differentiated along the forward tangents. The op's `output`,
-    hy, cy and workspace are functions of the layer's inputs: their tangents are
-    not read, the inputs' are."""
-    _check_layer(mode, batch_sizes)
-    layer = _Layer(
-        input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
-    )
-    states = _lstm_states(layer)
-    tangents = _InputTangents(
-        input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx_t, cx_t
-    )
-    return _backward_tangents(
-        layer,
-        states,
-        tangents,
-        _lstm_tangents(layer, states, tangents, has_biases),
-        _OutputGrads(grad_output, grad_hy, grad_cy),
-        _OutputGrads(grad_output_t, grad_hy_t, grad_cy_t),
-    )
-
-
-def lstm_layer_backward_grads(
-    grad_input,
-    grad_weight0,
-    grad_weight1,
-    grad_weight2,
-    grad_weight3,
-    grad_hx,
-    grad_cx,
+def lstm_layer_derivative(
+    kind: str,
+    along,
     input,
     weight0,
     weight1,
@@ -393,49 +254,88 @@ def lstm_layer_backward_grads(
     has_biases: bool,
     batch_sizes,
 ) -> tuple:
-    """Gradients of mkldnn_rnn_layer_backward's differentiable inputs (input,
-    weight0 .. weight3, hx, cx, grad_output, grad_hy, grad_cy) from those of its
-    seven outputs (each None: zero). The op is the gradient of
-    L = <grad_output, output> + <grad_hy, hy> + <grad_cy, cy> in the layer's
-    inputs (with a bias at zero when not has_biases), so by the symmetry of L's
-    Hessian the layer inputs' gradients are the op's own tangents along the
-    seven gradients, and the output gradients' are the layer's tangents along them. Without
-    has_biases the op reads no bias argument: those get zero gradients."""
+    """A derivative of mkldnn_rnn_layer (whose `output` is the layer's output: its
+    shifted sequence is every step's previous hidden state) or of its backward op
+    (which reads the layer's output gradients `grad_output`, `grad_hy`, `grad_cy`;
+    None for the layer itself), by `kind`, along the tensors `along` (each None:
+    zero):
+
+    - "tangents": the tangents of the layer's (output, hy, cy) from those of its
+      seven inputs (input, weight0 .. weight3, hx, cx; the biases' count only with
+      `has_biases`);
+    - "grads": the gradients of the seven inputs from those of (output, hy, cy),
+      by backpropagation through time (the biases' zero without `has_biases`);
+    - "backward_tangents": the tangents of mkldnn_rnn_layer_backward's seven
+      outputs (both bias gradients the summed gate gradients, has_biases or not,
+      as the op returns them) from those of the layer's seven inputs and of its
+      three output gradients (ten along); the op's `output`, a function of the
+      layer's inputs, moves with theirs;
+    - "backward_grads": the gradients of mkldnn_rnn_layer_backward's ten
+      differentiable inputs (the layer's seven, then its three output gradients)
+      from those of its seven outputs.
+    """
     _check_layer(mode, batch_sizes)
+    count = _ALONG.get(kind)
+    if count is None:
+        raise ValueError(
+            f"lstm_layer_derivative: kind is one of {', '.join(_ALONG)}, got '{kind}'"
+        )
+    if len(along) != count:
+        raise ValueError(
+            f"lstm_layer_derivative: '{kind}' reads {count} tensors along, "
+            f"got {len(along)}"
+        )
     layer = _Layer(
         input, weight0, weight1, weight2, weight3, hx, cx, output, reverse, has_biases
     )
     states = _lstm_states(layer)
+    if kind == "grads":
+        return _layer_grads(layer, states, _OutputGrads(*along))
+    tangents = _InputTangents(*along[:7])
+    grads = _OutputGrads(grad_output, grad_hy, grad_cy)
+    if kind == "backward_grads":
+        return _backward_grads(layer, states, tangents, grads)
+    lstm_tangents = _lstm_tangents(layer, states, tangents, has_biases)
+    if kind == "tangents":
+        return _output_tangents(layer, lstm_tangents)
+    grads_t = _OutputGrads(*along[7:])
+    return _backward_tangents(layer, states, tangents, lstm_tangents, grads, grads_t)
+
+
+def _layer_grads(layer: _Layer, states, grads: _OutputGrads) -> tuple:
+    """Gradients of mkldnn_rnn_layer's seven inputs from those of (output, hy,
+    cy), by backpropagation through time. Without `has_biases` the bias arguments
+    get zero gradients."""
+    da, dh, dc = _gate_grads(layer, states, grads)
+    h_prev = states[6]
+    g_input = torch.matmul(da, layer.weight0)
+    g_w0 = torch.matmul(_flat(da).t(), _flat(layer.input))
+    g_w1 = torch.matmul(_flat(da).t(), _flat(h_prev))
+    g_b0, g_b1 = layer.bias_grads(da.sum((0, 1)))
+    return g_input, g_w0, g_w1, g_b0, g_b1, *layer.states_shaped(dh, dc)
+
+
+def _backward_grads(
+    layer: _Layer, states, along: _InputTangents, grads: _OutputGrads
+) -> tuple:
+    """Gradients of mkldnn_rnn_layer_backward's differentiable inputs (input,
+    weight0 .. weight3, hx, cx, grad_output, grad_hy, grad_cy) from those of its
+    seven outputs (`along`). The op is the gradient of
+    L = <grad_output, output> + <grad_hy, hy> + <grad_cy, cy> in the layer's
+    inputs (with a bias at zero when not has_biases), so by the symmetry of L's
+    Hessian the layer inputs' gradients are the op's own tangents along the
+    seven gradients, and the output gradients' are the layer's tangents along
+    them. Without has_biases the op reads no bias argument: those get zero
+    gradients."""
     # The seven gradients, as tangents of the layer's inputs (biases always read).
-    along = _InputTangents(
-        grad_input,
-        grad_weight0,
-        grad_weight1,
-        grad_weight2,
-        grad_weight3,
-        grad_hx,
-        grad_cx,
-    )
     lstm_tangents = _lstm_tangents(layer, states, along, True)
+    no_grads_t = _OutputGrads(None, None, None)
     g_in, g_w0, g_w1, g_b, _, g_hx, g_cx = _backward_tangents(
-        layer,
-        states,
-        along,
-        lstm_tangents,
-        _OutputGrads(grad_output, grad_hy, grad_cy),
-        _OutputGrads(None, None, None),
+        layer, states, along, lstm_tangents, grads, no_grads_t
     )
     g_b0, g_b1 = layer.bias_grads(g_b)
-    return (
-        g_in,
-        g_w0,
-        g_w1,
-        g_b0,
-        g_b1,
-        g_hx,
-        g_cx,
-        *_output_tangents(layer, lstm_tangents),
-    )
+    g_outputs = _output_tangents(layer, lstm_tangents)
+    return (g_in, g_w0, g_w1, g_b0, g_b1, g_hx, g_cx, *g_outputs)
 
 
 def _backward_tangents(

@@ -6,6 +6,11 @@ tape over the generated VJP kernels; native autograd computes nothing here.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 
 from .. import torch_features
@@ -15,27 +20,67 @@ from .problem import Problem, is_differentiable, random_like
 from .tape import GradDtypeMismatch
 
 
+@dataclass(frozen=True)
+class CheckOptions:
+    """The keywords gradcheck and gradgradcheck share with torch's pair (same
+    names, defaults and meaning); gradgradcheck passes them on to each gradcheck it
+    runs. Both show them in their signatures (`help`, `inspect.signature`)."""
+
+    eps: float = 1e-6
+    atol: float = 1e-5
+    rtol: float = 1e-3
+    raise_exception: bool = True
+    nondet_tol: float = 0.0
+    check_undefined_grad: bool = True
+    check_grad_dtypes: bool = False
+    check_batched_grad: bool = False
+    fast_mode: bool = False
+
+    @classmethod
+    def of(cls, check: str, keywords: dict[str, float | bool]) -> CheckOptions:
+        """The options given to `check` as `keywords`; a TypeError, as Python's
+        own, for a keyword `check` does not take."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        for name in keywords:
+            if name not in names:
+                raise TypeError(
+                    f"{check}() got an unexpected keyword argument '{name}'"
+                )
+        return cls(**keywords)
+
+
+def _shows_options(check: Callable[..., bool]) -> Callable[..., bool]:
+    """`check`, whose signature shows CheckOptions' fields as keyword-only
+    parameters in place of its `**options`."""
+    signature = inspect.signature(check)
+    own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    shared = [
+        inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type
+        )
+        for f in dataclasses.fields(CheckOptions)
+    ]
+    positional = [p for p in own if p.kind is not p.KEYWORD_ONLY]
+    keyword = [p for p in own if p.kind is p.KEYWORD_ONLY]
+    check.__signature__ = signature.replace(parameters=positional + shared + keyword)
+    return check
+
+
+@_shows_options
 def gradcheck(
     func,
     inputs,
     *,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    raise_exception: bool = True,
-    nondet_tol: float = 0.0,
-    check_undefined_grad: bool = True,
-    check_grad_dtypes: bool = False,
-    check_batched_grad: bool = False,
     check_batched_forward_grad: bool = False,
     check_forward_ad: bool = False,
     check_backward_ad: bool = True,
-    fast_mode: bool = False,
     masked: bool | None = None,
     check_adjoint: bool = True,
+    **options: float | bool,
 ) -> bool:
     """Check the derivatives dualgen computes for `func` at `inputs` against central
-    differences, like `torch.autograd.gradcheck` (same parameters and meaning).
+    differences, like `torch.autograd.gradcheck` (same parameters and meaning; the
+    shared ones are CheckOptions').
 
     Inputs that are floating or complex tensors with `requires_grad=True` are
     differentiated. Forward mode (`check_forward_ad`) uses dualgen.forward_ad,
@@ -44,12 +89,13 @@ def gradcheck(
     with <J^T v, u> from the backward ones. Returns True, or raises GradcheckError
     (returns False when `raise_exception` is False).
     """
+    shared = CheckOptions.of("gradcheck", options)
     torch_features.require("gradcheck", "custom_function")
     if not (check_forward_ad or check_backward_ad):
         raise AssertionError(
             "Expected at least one of check_forward_ad or check_backward_ad to be True"
         )
-    if check_batched_grad and not check_backward_ad:
+    if shared.check_batched_grad and not check_backward_ad:
         raise AssertionError(
             "Setting check_batched_grad=True requires check_backward_ad to be True"
         )
@@ -61,30 +107,22 @@ def gradcheck(
     problem = Problem.make(
         func, inputs, masked=masked, finite_differences=True, forward=check_forward_ad
     )
-    options = {
-        "eps": eps,
-        "atol": atol,
-        "rtol": rtol,
-        "nondet_tol": nondet_tol,
-        "check_grad_dtypes": check_grad_dtypes,
-        "forward": check_forward_ad,
-        "backward": check_backward_ad,
-    }
+    modes = {"forward": check_forward_ad, "backward": check_backward_ad}
     try:
-        failures = (_fast if fast_mode else _slow)(problem, **options)
+        failures = (_fast if shared.fast_mode else _slow)(problem, shared, **modes)
     except GradDtypeMismatch as exc:
         failures = [f"{exc} (in {problem.name})"]
     if check_backward_ad:
         failures += _zero_cotangents(problem)
-    if check_undefined_grad:
+    if shared.check_undefined_grad:
         failures += _undefined(problem, check_forward_ad, check_backward_ad)
     if check_adjoint and check_forward_ad and check_backward_ad and not failures:
         failures += _adjoint(problem, rtol=None, atol=0.0)
     if check_batched_forward_grad:
         failures += batched.forward(problem)
-    if check_batched_grad:
+    if shared.check_batched_grad:
         failures += batched.backward(problem)
-    return _verdict(problem, failures, raise_exception)
+    return _verdict(problem, failures, shared.raise_exception)
 
 
 def adjoint_check(
@@ -123,12 +161,11 @@ def _not_reentrant(problem: Problem, key, difference: float, nondet_tol) -> str:
     )
 
 
-def _slow(
-    problem, *, eps, atol, rtol, nondet_tol, check_grad_dtypes, forward, backward
-):
+def _slow(problem, options: CheckOptions, *, forward: bool, backward: bool):
     failures = []
-    numerical = jacobians.numerical(problem, eps)
+    numerical = jacobians.numerical(problem, options.eps)
     modes = []
+    check_grad_dtypes = options.check_grad_dtypes
     recording = (
         problem.recorded(check_grad_dtypes=check_grad_dtypes) if backward else None
     )
@@ -139,7 +176,13 @@ def _slow(
     for mode, analytical in modes:
         for key, expected in numerical.items():
             message = matrix_mismatch(
-                problem, key, expected, analytical[key], atol, rtol, mode
+                problem,
+                key,
+                expected,
+                analytical[key],
+                options.atol,
+                options.rtol,
+                mode,
             )
             if message:
                 failures.append(message)
@@ -147,16 +190,15 @@ def _slow(
         worst, where = jacobians.reentrant_difference(
             problem, modes[0][1], recording=recording
         )
-        if worst > nondet_tol:
-            failures.append(_not_reentrant(problem, where, worst, nondet_tol))
+        if worst > options.nondet_tol:
+            failures.append(_not_reentrant(problem, where, worst, options.nondet_tol))
     return failures
 
 
-def _fast(
-    problem, *, eps, atol, rtol, nondet_tol, check_grad_dtypes, forward, backward
-):
+def _fast(problem, options: CheckOptions, *, forward: bool, backward: bool):
     probes = fast_gradcheck.Probes.draw(problem)
-    numerical = fast_gradcheck.numerical(problem, probes, eps)
+    numerical = fast_gradcheck.numerical(problem, probes, options.eps)
+    check_grad_dtypes = options.check_grad_dtypes
     failures = []
     failed_modes = set()
     computed = []
@@ -175,9 +217,9 @@ def _fast(
         for key, expected in numerical.items():
             if not (problem.input(key[0]).numel() and key[1].numel):
                 continue  # an empty Jacobian: nothing to compare
-            adjusted = probes.adjusted_atol(atol, *key)
+            adjusted = probes.adjusted_atol(options.atol, *key)
             message = scalar_mismatch(
-                problem, key, expected, analytical[key], adjusted, rtol, mode
+                problem, key, expected, analytical[key], adjusted, options.rtol, mode
             )
             if message:
                 failures.append(message)
@@ -186,11 +228,7 @@ def _fast(
         # Locate it: the slow check names the input, output and element.
         slow = _slow(
             problem,
-            eps=eps,
-            atol=atol,
-            rtol=rtol,
-            nondet_tol=nondet_tol,
-            check_grad_dtypes=check_grad_dtypes,
+            options,
             forward="forward" in failed_modes,
             backward="backward" in failed_modes,
         )
@@ -207,8 +245,10 @@ def _fast(
         )
         for key, value in computed[0][1].items():
             difference = abs(again[key] - value)
-            if difference > nondet_tol:
-                failures.append(_not_reentrant(problem, key, difference, nondet_tol))
+            if difference > options.nondet_tol:
+                failures.append(
+                    _not_reentrant(problem, key, difference, options.nondet_tol)
+                )
     return failures
 
 
@@ -367,32 +407,27 @@ def _adjoint(problem: Problem, *, rtol: float | None, atol: float) -> list[str]:
     return failures
 
 
+@_shows_options
 def gradgradcheck(
     func,
     inputs,
     grad_outputs=None,
     *,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
     gen_non_contig_grad_outputs: bool = False,
-    raise_exception: bool = True,
-    nondet_tol: float = 0.0,
-    check_undefined_grad: bool = True,
-    check_grad_dtypes: bool = False,
-    check_batched_grad: bool = False,
     check_fwd_over_rev: bool = False,
     check_rev_over_rev: bool = True,
     check_fwd_over_fwd: bool = False,
     check_rev_over_fwd: bool = False,
-    fast_mode: bool = False,
     masked: bool = False,
+    **options: float | bool,
 ) -> bool:
-    """Second derivatives, like `torch.autograd.gradgradcheck`: gradcheck of
-    F(x, v) = v^T J(x) computed by dualgen's backward mode (reverse-over-reverse;
-    forward-over-reverse with `check_fwd_over_rev`) and, beyond torch, of
-    G(x, u) = J(x) u computed by dualgen.forward_ad (`check_fwd_over_fwd`,
-    `check_rev_over_fwd`)."""
+    """Second derivatives, like `torch.autograd.gradgradcheck` (same parameters and
+    meaning; the shared ones are CheckOptions', passed on to each gradcheck):
+    gradcheck of F(x, v) = v^T J(x) computed by dualgen's backward mode
+    (reverse-over-reverse; forward-over-reverse with `check_fwd_over_rev`) and,
+    beyond torch, of G(x, u) = J(x) u computed by dualgen.forward_ad
+    (`check_fwd_over_fwd`, `check_rev_over_fwd`)."""
+    CheckOptions.of("gradgradcheck", options)
     torch_features.require("gradcheck", "custom_function")
     if not (
         check_fwd_over_rev
@@ -418,18 +453,6 @@ def gradgradcheck(
         grad_outputs = list(
             grad_outputs if isinstance(grad_outputs, (list, tuple)) else (grad_outputs,)
         )
-    options = {
-        "eps": eps,
-        "atol": atol,
-        "rtol": rtol,
-        "raise_exception": raise_exception,
-        "nondet_tol": nondet_tol,
-        "check_undefined_grad": check_undefined_grad,
-        "check_grad_dtypes": check_grad_dtypes,
-        "check_batched_grad": check_batched_grad,
-        "fast_mode": fast_mode,
-        "masked": masked,
-    }
     passed = True
     count = len(raw)
     if check_rev_over_rev or check_fwd_over_rev:
@@ -459,6 +482,7 @@ def gradgradcheck(
             raw + cotangents,
             check_forward_ad=check_fwd_over_rev,
             check_backward_ad=check_rev_over_rev,
+            masked=masked,
             **options,
         )
     if check_fwd_over_fwd or check_rev_over_fwd:
@@ -480,6 +504,7 @@ def gradgradcheck(
             raw + directions,
             check_forward_ad=check_fwd_over_fwd,
             check_backward_ad=check_rev_over_fwd,
+            masked=masked,
             **options,
         )
     return passed

@@ -366,26 +366,18 @@ def norm_call(
     if stat_tangents:
         mean_t = randn(*case.mean.shape, dtype=dtype, g=g)
         rstd_t = randn(*case.rstd.shape, dtype=dtype, g=g)
-    tangents = (
+    tangents = [
         grad_out_t,
         input_t if which != 2 else None,
         weight_t if which == 0 else None,
         mean_t,
         rstd_t,
-    )
+    ]
     weight = case.weight if weighted else None
-    primals = (grad_out, case.input, weight, case.mean, case.rstd, case.extra)
+    primals = [grad_out, case.input, weight, case.mean, case.rstd]
     res = torch.zeros(1) if result else None
-    return both(
-        cpp_formulas,
-        "norm_backward_tangent",
-        which,
-        res,
-        case.kind,
-        *tangents,
-        *primals,
-        **case.options,
-    )
+    args = (which, res, case.kind, tangents, primals, case.extra)
+    return both(cpp_formulas, "norm_backward_tangent", *args, **case.options)
 
 
 def check_norm(cpp_formulas, which, case, g, dtype, **options):
@@ -476,3 +468,19 @@ def test_norm_backward_tangent_float32(cpp_formulas):
         ],
     ):
         assert norm_call(cpp_formulas, which, case, g, dtype).dtype == dtype
+
+
+@pytest.mark.parametrize("count", [4, 6])
+def test_norm_backward_tangent_takes_five_tangents_and_primals(cpp_formulas, count):
+    g = gen(26)
+    case = layer_case(torch.float64, [5], g)
+    primals = [randn(3, 4, 5, g=g), case.input, case.weight, case.mean, case.rstd]
+    for tangents, primal_list in [
+        ((primals * 2)[:count], primals),
+        (primals, (primals * 2)[:count]),
+    ]:
+        args = (0, torch.zeros(1), "layer", tangents, primal_list, case.extra)
+        with pytest.raises(ValueError, match="expected 5"):
+            py.norm_backward_tangent(*args)
+        with pytest.raises(ValueError, match="expected 5"):
+            cpp_formulas.norm_backward_tangent(*args)

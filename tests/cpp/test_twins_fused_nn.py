@@ -88,29 +88,44 @@ def grid_args(nd, dtype):
     return x, grid * 1.3, rand(*grid.shape, dtype=dtype, seed=2)
 
 
+KINDS = ["tangent_adjoint", "second"]  # beside "tangent", which reads no grad_output
+
+
+def same_derivative(cpp_formulas, kind, *args):
+    same(
+        cpp_formulas.grid_sampler_grid_derivative(kind, *args),
+        py.grid_sampler_grid_derivative(kind, *args),
+    )
+
+
 @pytest.mark.parametrize("nd", [2, 3])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [F32, F64])
-def test_grid_sampler_helpers(cpp_formulas, nd, mode, dtype):
+def test_grid_sampler_grid_derivative(cpp_formulas, nd, mode, dtype):
     if nd == 3 and mode[0] == 2:
         pytest.skip("no bicubic in 3-d")
     x, grid, grid_t = grid_args(nd, dtype)
-    out = py.grid_sampler_grid_tangent(x, grid, grid_t, *mode)
-    same(cpp_formulas.grid_sampler_grid_tangent(x, grid, grid_t, *mode), out)
+    out = py.grid_sampler_grid_derivative("tangent", None, x, grid, grid_t, *mode)
+    same_derivative(cpp_formulas, "tangent", None, x, grid, grid_t, *mode)
     go = rand(*out.shape, dtype=dtype, seed=3)
-    for name in ["grid_sampler_grid_tangent_adjoint", "grid_sampler_grid_second"]:
-        same(
-            getattr(cpp_formulas, name)(go, x, grid, grid_t, *mode),
-            getattr(py, name)(go, x, grid, grid_t, *mode),
-        )
+    for kind in KINDS:
+        same_derivative(cpp_formulas, kind, go, x, grid, grid_t, *mode)
 
 
-def test_grid_sampler_helpers_empty(cpp_formulas):
+def test_grid_sampler_grid_derivative_empty(cpp_formulas):
     x, grid = rand(2, 3, 4, 5), rand(2, 0, 3, 2)
-    out = py.grid_sampler_grid_tangent(x, grid, grid, 0, 0, False)
-    same(cpp_formulas.grid_sampler_grid_tangent(x, grid, grid, 0, 0, False), out)
-    for name in ["grid_sampler_grid_tangent_adjoint", "grid_sampler_grid_second"]:
-        same(
-            getattr(cpp_formulas, name)(out, x, grid, grid, 0, 0, False),
-            getattr(py, name)(out, x, grid, grid, 0, 0, False),
-        )
+    out = py.grid_sampler_grid_derivative("tangent", None, x, grid, grid, 0, 0, False)
+    assert out.shape == (2, 3, 0, 3)
+    same_derivative(cpp_formulas, "tangent", None, x, grid, grid, 0, 0, False)
+    for kind in KINDS:
+        same_derivative(cpp_formulas, kind, out, x, grid, grid, 0, 0, False)
+
+
+def test_grid_sampler_grid_derivative_unknown_kind(cpp_formulas):
+    x, grid, grid_t = grid_args(2, F64)
+    args = ("tangents", None, x, grid, grid_t, 0, 0, False)
+    message = "kind is one of tangent, tangent_adjoint, second, got 'tangents'"
+    with pytest.raises(ValueError, match=message):
+        py.grid_sampler_grid_derivative(*args)
+    with pytest.raises(ValueError, match=message):
+        cpp_formulas.grid_sampler_grid_derivative(*args)

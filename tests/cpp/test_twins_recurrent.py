@@ -54,72 +54,72 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype, has_biases, hx_shape, reverse", CASES)
-@pytest.mark.parametrize("absent", [(), (0, 3, 4), (1, 2, 5, 6)])
-def test_lstm_layer_tangents(
-    cpp_formulas, dtype, has_biases, hx_shape, reverse, absent
-):
-    primals, tangents, _, _ = layer(dtype, has_biases, hx_shape, reverse)
-    tangents = [None if k in absent else t for k, t in enumerate(tangents)]
-    args = (*tangents, *primals, reverse, 2, has_biases, [])
-    same(cpp_formulas.lstm_layer_tangents(*args), py.lstm_layer_tangents(*args))
+def same_derivative(cpp_formulas, kind, along, primals, grads, reverse, has_biases):
+    """lstm_layer_derivative in C++ and Python alike; `grads`: the backward op's
+    output gradients (None: the layer's own kinds)."""
+    args = (kind, along, *primals, *grads, reverse, 2, has_biases, [])
+    same(cpp_formulas.lstm_layer_derivative(*args), py.lstm_layer_derivative(*args))
+
+
+# The kinds whose `along` are `layer`'s random values, and the positions of those
+# left absent (None) in each run.
+ABSENT = {
+    "tangents": [(), (0, 3, 4), (1, 2, 5, 6)],
+    "grads": [(), (0,), (1, 2)],
+    "backward_tangents": [(), (0, 1, 7), (2, 3, 4, 5, 6, 8, 9)],
+}
 
 
 @pytest.mark.parametrize("dtype, has_biases, hx_shape, reverse", CASES)
-@pytest.mark.parametrize("absent", [(), (0,), (1, 2)])
-def test_lstm_layer_grads(cpp_formulas, dtype, has_biases, hx_shape, reverse, absent):
-    primals, _, grads, _ = layer(dtype, has_biases, hx_shape, reverse)
-    grads = [None if k in absent else t for k, t in enumerate(grads)]
-    args = (*grads, *primals, reverse, 2, has_biases, [])
-    same(cpp_formulas.lstm_layer_grads(*args), py.lstm_layer_grads(*args))
-
-
-@pytest.mark.parametrize("dtype, has_biases, hx_shape, reverse", CASES)
-@pytest.mark.parametrize("absent", [(), (0, 1, 7), (2, 3, 4, 5, 6, 8, 9)])
-def test_lstm_layer_backward_tangents(
-    cpp_formulas, dtype, has_biases, hx_shape, reverse, absent
-):
+@pytest.mark.parametrize(
+    "kind, absent", [(kind, a) for kind, runs in ABSENT.items() for a in runs]
+)
+def test_derivative(cpp_formulas, kind, absent, dtype, has_biases, hx_shape, reverse):
     primals, tangents, grads, grad_tangents = layer(
         dtype, has_biases, hx_shape, reverse
     )
-    tangents = [
-        None if k in absent else t for k, t in enumerate(tangents + grad_tangents)
-    ]
-    args = (*tangents, *primals, *grads, reverse, 2, has_biases, [])
-    same(
-        cpp_formulas.lstm_layer_backward_tangents(*args),
-        py.lstm_layer_backward_tangents(*args),
-    )
+    along = {
+        "tangents": tangents,
+        "grads": grads,
+        "backward_tangents": tangents + grad_tangents,
+    }[kind]
+    along = [None if k in absent else t for k, t in enumerate(along)]
+    read = grads if kind.startswith("backward") else [None] * 3
+    same_derivative(cpp_formulas, kind, along, primals, read, reverse, has_biases)
 
 
 @pytest.mark.parametrize("dtype, has_biases, hx_shape, reverse", CASES)
 @pytest.mark.parametrize("absent", [(), (0, 5), (1, 2, 3, 4, 6)])
-def test_lstm_layer_backward_grads(
-    cpp_formulas, dtype, has_biases, hx_shape, reverse, absent
-):
+def test_backward_grads(cpp_formulas, dtype, has_biases, hx_shape, reverse, absent):
     primals, _, grads, _ = layer(dtype, has_biases, hx_shape, reverse)
-    out_grads = list(py.lstm_layer_grads(*grads, *primals, reverse, 2, has_biases, []))
-    out_grads = [None if k in absent else g.clone() for k, g in enumerate(out_grads)]
+    args = ("grads", grads, *primals, None, None, None, reverse, 2, has_biases, [])
+    out_grads = list(py.lstm_layer_derivative(*args))
+    along = [None if k in absent else g.clone() for k, g in enumerate(out_grads)]
     if not has_biases:  # the op's bias gradients are [4H] either way
-        out_grads[3:5] = [
-            None if g is None else torch.randn(4 * H, dtype=dtype)
-            for g in out_grads[3:5]
+        along[3:5] = [
+            None if g is None else torch.randn(4 * H, dtype=dtype) for g in along[3:5]
         ]
-    args = (*out_grads, *primals, *grads, reverse, 2, has_biases, [])
-    same(
-        cpp_formulas.lstm_layer_backward_grads(*args),
-        py.lstm_layer_backward_grads(*args),
-    )
+    kind = "backward_grads"
+    same_derivative(cpp_formulas, kind, along, primals, grads, reverse, has_biases)
 
 
 @pytest.mark.parametrize(
-    "mode, batch_sizes, message",
-    [(3, [], r"mode 2 \(LSTM\) only"), (2, [2, 2], "unpacked input only")],
+    "kind, count, mode, batch_sizes, message",
+    [
+        ("tangents", 7, 3, [], r"mode 2 \(LSTM\) only"),
+        ("tangents", 7, 2, [2, 2], "unpacked input only"),
+        ("tangent", 7, 2, [], "kind is one of tangents, grads, backward_tangents, "),
+        ("grads", 7, 2, [], "'grads' reads 3 tensors along, got 7"),
+        ("backward_tangents", 7, 2, [], "'backward_tangents' reads 10 tensors along"),
+    ],
 )
-def test_unsupported_layers_raise_alike(cpp_formulas, mode, batch_sizes, message):
-    primals, tangents, _, _ = layer(F64, True, (B, H), False)
-    args = (*tangents, *primals, False, mode, True, batch_sizes)
+def test_unsupported_calls_raise_alike(
+    cpp_formulas, kind, count, mode, batch_sizes, message
+):
+    primals, tangents, grads, _ = layer(F64, True, (B, H), False)
+    along = (tangents * 2)[:count]
+    args = (kind, along, *primals, *grads, False, mode, True, batch_sizes)
     with pytest.raises(ValueError, match=message):
-        py.lstm_layer_tangents(*args)
+        py.lstm_layer_derivative(*args)
     with pytest.raises(ValueError, match=message):
-        cpp_formulas.lstm_layer_tangents(*args)
+        cpp_formulas.lstm_layer_derivative(*args)

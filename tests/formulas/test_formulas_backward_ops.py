@@ -180,11 +180,11 @@ def test_convolution_backward_grads_match_autograd(xs, ws, args):
     cotangents = randn_like_all(out)
     leaves = [t.clone().requires_grad_() for t in (g, x, w)]
     expected = torch.autograd.grad(op(*leaves), leaves, cotangents)
-    got = F.convolution_backward_grads(*cotangents, g, x, w, *args)
+    got = F.convolution_backward_grads(*cotangents, g, x, w, args)
     for a, b in zip(got, expected):
         close(a, b)
     # absent output gradients: only the weight's reaches grad_output and input
-    go, gi, gw = F.convolution_backward_grads(None, cotangents[1], None, g, x, w, *args)
+    go, gi, gw = F.convolution_backward_grads(None, cotangents[1], None, g, x, w, args)
     assert gw is None
     tangents = randn_like_all([g, x, w])
     lhs = inner([None, cotangents[1]], _conv_tangents(out, tangents, g, x, w, args)[:2])
@@ -249,9 +249,11 @@ def _norm_tangents(kind, out, tangents, g, x, w, stats):
     """norm_backward_tangent of each output `out` of a norm's backward;
     `tangents` of (g, x, w, mean, rstd), the statistics' None when they move
     with x; `stats` (mean, rstd, extra, train, eps)."""
-    primals = (g, x, w, *stats)
+    mean, rstd, *rest = stats
+    primals = [g, x, w, mean, rstd]
     return [
-        F.norm_backward_tangent(k, out[k], kind, *tangents, *primals) for k in range(3)
+        F.norm_backward_tangent(k, out[k], kind, tangents, primals, *rest)
+        for k in range(3)
     ]
 
 
@@ -283,9 +285,8 @@ def test_norm_backward_grads_match_autograd(case):
     leaves = [t.clone().requires_grad_() for t in (g, x, w)]
     expected = torch.autograd.grad(op(*leaves), leaves, cotangents)
     mean, rstd, extra, train, eps = stats(x, w)
-    got = F.norm_backward_grads(
-        *cotangents, kind, g, x, w, mean, rstd, extra, train, eps
-    )
+    primals = [g, x, w, mean, rstd]
+    got = F.norm_backward_grads(*cotangents, kind, primals, extra, train, eps)
     for a, b in zip(got[:3], expected):
         close(a, b)
     assert got[3] is None and got[4] is None
@@ -324,9 +325,10 @@ def test_norm_backward_group_matches_finite_differences():
         return _group_op(g, x, w, *_group(x, w, group)[1:], group)
 
     expected = _central_difference(total, (g, x, w), tangents)
+    primals = [g, x, w, mean, rstd]
     for k in range(3):
         got = F.norm_backward_tangent(
-            k, out[k], "group", *tangents, None, None, g, x, w, mean, rstd, group
+            k, out[k], "group", tangents + [None, None], primals, group
         )
         close(got, expected[k], atol=1e-6, rtol=1e-6)
     # statistics as inputs of their own (any values): the partial derivatives
@@ -338,11 +340,9 @@ def test_norm_backward_group_matches_finite_differences():
         return _group_op(g, x, w, mean, rstd, group)
 
     expected = _central_difference(partial, (g, x, w, mean, rstd), tangents)
-    gt, xt, wt, mt, rt = tangents
+    primals = [g, x, w, mean, rstd]
     for k in range(3):
-        got = F.norm_backward_tangent(
-            k, out[k], "group", gt, xt, wt, mt, rt, g, x, w, mean, rstd, group
-        )
+        got = F.norm_backward_tangent(k, out[k], "group", tangents, primals, group)
         close(got, expected[k], atol=1e-6, rtol=1e-6)
 
 
@@ -372,8 +372,9 @@ def test_norm_backward_grads_are_adjoint_to_tangents(case, stats_are_inputs):
     forward = _norm_tangents(
         kind, out, tangents, g, x, w, (mean, rstd, extra, train, eps)
     )
+    primals = [g, x, w, mean, rstd]
     grads = F.norm_backward_grads(
-        *cotangents, kind, g, x, w, mean, rstd, extra, train, eps, stats_are_inputs
+        *cotangents, kind, primals, extra, train, eps, stats_are_inputs
     )
     close(inner(cotangents, forward), inner(grads, tangents))
 

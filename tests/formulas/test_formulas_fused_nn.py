@@ -120,7 +120,7 @@ def test_grid_sampler_helpers_match_native(nd, mode):
         pytest.skip("no bicubic in 3-d")
     x, grid, (op, backward) = grid_case(nd)
     grid_t = torch.randn_like(grid)
-    tangent = F.grid_sampler_grid_tangent(x, grid, grid_t, *mode)
+    tangent = F.grid_sampler_grid_derivative("tangent", None, x, grid, grid_t, *mode)
     close(
         tangent, central(lambda g: op(x, g, *mode), grid, grid_t), rtol=1e-6, atol=1e-7
     )
@@ -132,13 +132,13 @@ def test_grid_sampler_helpers_match_native(nd, mode):
         return backward(go, x, g, *mode, [True, True])
 
     close(
-        F.grid_sampler_grid_tangent_adjoint(go, x, grid, grid_t, *mode),
+        F.grid_sampler_grid_derivative("tangent_adjoint", go, x, grid, grid_t, *mode),
         central(lambda g: grads(g)[0], grid, grid_t),
         rtol=1e-6,
         atol=1e-7,
     )
     close(
-        F.grid_sampler_grid_second(go, x, grid, grid_t, *mode),
+        F.grid_sampler_grid_derivative("second", go, x, grid, grid_t, *mode),
         central(lambda g: grads(g)[1], grid, grid_t),
         rtol=1e-6,
         atol=1e-7,

@@ -83,19 +83,27 @@ def close_each(got, expected):
         close(a, b)
 
 
+def derivative(kind, along, primals, output, reverse, has_biases, grads=(None,) * 3):
+    """F.lstm_layer_derivative of mode 2 (LSTM), unpacked input; `grads`: the
+    backward op's output gradients (None: the layer's own kinds)."""
+    return F.lstm_layer_derivative(
+        kind, along, *primals, output, *grads, reverse, 2, has_biases, []
+    )
+
+
 @pytest.mark.parametrize("has_biases, reverse, hx_shape", CASES)
 def test_lstm_layer_tangents(has_biases, reverse, hx_shape):
     primals = layer(has_biases, hx_shape)
     tangents = [torch.randn_like(p) for p in primals]
     output = reference(*primals, reverse, has_biases)[0]
     expected = jvp(lambda *p: reference(*p, reverse, has_biases), primals, tangents)
-    got = F.lstm_layer_tangents(*tangents, *primals, output, reverse, 2, has_biases, [])
+    got = derivative("tangents", tangents, primals, output, reverse, has_biases)
     close_each(got, expected)
     # Absent tangents are zeros.
     some = [t if k in (0, 5) else None for k, t in enumerate(tangents)]
     zeros = [t if k in (0, 5) else torch.zeros_like(t) for k, t in enumerate(tangents)]
     expected = jvp(lambda *p: reference(*p, reverse, has_biases), primals, zeros)
-    got = F.lstm_layer_tangents(*some, *primals, output, reverse, 2, has_biases, [])
+    got = derivative("tangents", some, primals, output, reverse, has_biases)
     close_each(got, expected)
 
 
@@ -104,12 +112,11 @@ def test_lstm_layer_grads(has_biases, reverse, hx_shape):
     primals, outputs, grads = layer_and_grads(has_biases, reverse, hx_shape)
     _, pull = torch.func.vjp(lambda *p: reference(*p, reverse, has_biases), *primals)
     expected = list(pull(tuple(grads)))
-    got = F.lstm_layer_grads(*grads, *primals, outputs[0], reverse, 2, has_biases, [])
+    got = derivative("grads", grads, primals, outputs[0], reverse, has_biases)
     close_each(got, expected)
     # A missing output gradient is zero.
-    got = F.lstm_layer_grads(
-        None, grads[1], None, *primals, outputs[0], reverse, 2, has_biases, []
-    )
+    some = [None, grads[1], None]
+    got = derivative("grads", some, primals, outputs[0], reverse, has_biases)
     expected = pull((torch.zeros_like(grads[0]), grads[1], torch.zeros_like(grads[2])))
     close_each(got, expected)
 
@@ -133,17 +140,9 @@ def test_lstm_layer_backward_tangents(has_biases, reverse, hx_shape):
         _bias_at_zero(primals, has_biases) + grads,
         ref_tangents + grad_tangents,
     )
-    got = F.lstm_layer_backward_tangents(
-        *tangents,
-        *grad_tangents,
-        *primals,
-        outputs[0],
-        *grads,
-        reverse,
-        2,
-        has_biases,
-        [],
-    )
+    along = tangents + grad_tangents
+    kind = "backward_tangents"
+    got = derivative(kind, along, primals, outputs[0], reverse, has_biases, grads)
     close_each(got, expected)
 
 
@@ -157,9 +156,8 @@ def test_lstm_layer_backward_grads(has_biases, reverse, hx_shape):
     expected = list(pull(tuple(cotangents)))
     if not has_biases:  # the op does not read its bias arguments
         expected[3:5] = [torch.zeros_like(primals[3]), torch.zeros_like(primals[4])]
-    got = F.lstm_layer_backward_grads(
-        *cotangents, *primals, outputs[0], *grads, reverse, 2, has_biases, []
-    )
+    kind = "backward_grads"
+    got = derivative(kind, cotangents, primals, outputs[0], reverse, has_biases, grads)
     assert len(got) == len(expected) == 10
     close_each(got, expected)
 
@@ -189,7 +187,7 @@ def test_reference_is_the_op_and_its_backward_in_float32(has_biases, reverse, hx
         False,
         out[3],
     )
-    mine = F.lstm_layer_grads(*grads, *primals, out[0], reverse, 2, has_biases, [])
+    mine = derivative("grads", grads, primals, out[0], reverse, has_biases)
     # The op's bias gradients are the summed gate gradients, has_biases or not.
     for k, (a, b) in enumerate(zip(native, mine)):
         if has_biases or k not in (3, 4):
@@ -200,7 +198,7 @@ def test_reference_is_the_op_and_its_backward_in_float32(has_biases, reverse, hx
 def test_only_unpacked_lstm_layers(mode, batch_sizes):
     primals = layer(True, (B, H))
     output = reference(*primals, False, True)[0]
+    grads = [None] * 3
+    args = ("tangents", primals, *primals, output, *grads, False, mode, True)
     with pytest.raises(ValueError, match="mkldnn_rnn_layer"):
-        F.lstm_layer_tangents(
-            *primals, *primals, output, False, mode, True, batch_sizes
-        )
+        F.lstm_layer_derivative(*args, batch_sizes)

@@ -122,50 +122,59 @@ class NormLayout {
   int64_t group_ = 0, c_ = 0, hxw_ = 0;
 };
 
-// Twin of _norm_layout's results: x, mean, rstd (eval batch norm: from the
+// The norm's primals (grad_out, input, weight, mean, rstd), or their tangents:
+// the lists norm_backward_tangent takes, by name.
+struct NormArgs {
+  at::Tensor grad_out, input, weight, mean, rstd;
+
+  explicit NormArgs(const TensorList& list) {
+    TORCH_CHECK_VALUE(
+        list.size() == 5,
+        "norm_backward_tangent: expected 5 tensors (grad_out, input, weight, "
+        "mean, rstd), got ",
+        list.size());
+    grad_out = list[0];
+    input = list[1];
+    weight = list[2];
+    mean = list[3];
+    rstd = list[4];
+  }
+};
+
+// Twin of _norm_layout's results: g, x, mean, rstd (eval batch norm: from the
 // running statistics) and the weight (undefined without one), in the layout.
 struct NormTensors {
-  at::Tensor x, m, r, w;
+  at::Tensor g, x, m, r, w;
 };
 
 NormTensors norm_tensors(
-    const NormLayout& layout,
-    const at::Tensor& input,
-    const at::Tensor& weight,
-    const at::Tensor& mean,
-    const at::Tensor& rstd,
-    bool train,
-    double eps) {
+    const NormLayout& layout, const NormArgs& p, bool train, double eps) {
   NormTensors n;
-  n.x = layout.view(input);
-  if (layout.is_batch() && !train) {
-    n.m = layout.stat(mean);
-    n.r = layout.stat((rstd + eps).rsqrt());
-  } else {
-    n.m = layout.stat(mean);
-    n.r = layout.stat(rstd);
-  }
-  if (weight.defined()) {
-    n.w = layout.wview(weight);
+  n.g = layout.view(p.grad_out);
+  n.x = layout.view(p.input);
+  n.m = layout.stat(p.mean);
+  n.r = layout.is_batch() && !train ? layout.stat((p.rstd + eps).rsqrt())
+                                    : layout.stat(p.rstd);
+  if (p.weight.defined()) {
+    n.w = layout.wview(p.weight);
   }
   return n;
 }
 
+// A value and its tangent.
+struct Dual {
+  at::Tensor p, t;
+};
+
 // grad_input's tangent (training mode) from those of u = g w, xhat and r:
 // r_t inner + r inner_t, inner = u - mean(u) - xhat mean(u xhat).
 at::Tensor grad_input_tangent(
-    const NormLayout& layout,
-    const at::Tensor& u,
-    const at::Tensor& u_t,
-    const at::Tensor& xhat,
-    const at::Tensor& xhat_t,
-    const at::Tensor& r,
-    const at::Tensor& r_t) {
-  at::Tensor inner = u - layout.mean(u) - xhat * layout.mean(u * xhat);
-  at::Tensor inner_t = u_t - layout.mean(u_t) -
-      xhat_t * layout.mean(u * xhat) -
-      xhat * layout.mean(u_t * xhat + u * xhat_t);
-  return layout.out(r_t * inner + r * inner_t);
+    const NormLayout& layout, const Dual& u, const Dual& xhat, const Dual& r) {
+  at::Tensor inner = u.p - layout.mean(u.p) - xhat.p * layout.mean(u.p * xhat.p);
+  at::Tensor inner_t = u.t - layout.mean(u.t) -
+      xhat.t * layout.mean(u.p * xhat.p) -
+      xhat.p * layout.mean(u.t * xhat.p + u.p * xhat.t);
+  return layout.out(r.t * inner + r.p * inner_t);
 }
 
 }  // namespace
@@ -208,32 +217,19 @@ at::Tensor convolution_backward_tangent(
 }
 
 at::Tensor norm_backward_tangent(
-    int64_t which,
-    const at::Tensor& result,
-    c10::string_view kind,
-    const at::Tensor& grad_out_t,
-    const at::Tensor& input_t,
-    const at::Tensor& weight_t,
-    const at::Tensor& mean_t,
-    const at::Tensor& rstd_t,
-    const at::Tensor& grad_out,
-    const at::Tensor& input,
-    const at::Tensor& weight,
-    const at::Tensor& mean,
-    const at::Tensor& rstd,
-    at::OptionalIntArrayRef extra,
-    bool train,
-    double eps) {
+    int64_t which, const at::Tensor& result, c10::string_view kind,
+    const TensorList& tangents, const TensorList& primals,
+    at::OptionalIntArrayRef extra, bool train, double eps) {
   if (!result.defined()) {
     return at::Tensor();
   }
-  NormLayout layout(kind, input, extra);
-  auto [x, m, r, w] = norm_tensors(layout, input, weight, mean, rstd, train, eps);
-  at::Tensor g = layout.view(grad_out);
+  const NormArgs v(tangents), p(primals);
+  NormLayout layout(kind, p.input, extra);
+  auto [g, x, m, r, w] = norm_tensors(layout, p, train, eps);
   at::Tensor xhat = (x - m) * r;
-  at::Tensor g_t = grad_out_t.defined() ? layout.view(grad_out_t) : at::Tensor();
-  at::Tensor x_t = input_t.defined() ? layout.view(input_t) : at::Tensor();
-  at::Tensor w_t = weight_t.defined() ? layout.wview(weight_t) : at::Tensor();
+  at::Tensor g_t = v.grad_out.defined() ? layout.view(v.grad_out) : at::Tensor();
+  at::Tensor x_t = v.input.defined() ? layout.view(v.input) : at::Tensor();
+  at::Tensor w_t = v.weight.defined() ? layout.wview(v.weight) : at::Tensor();
   if (which == 2) {
     return layout.to_weight(g_t);
   }
@@ -241,9 +237,9 @@ at::Tensor norm_backward_tangent(
   at::Tensor xhat_t, r_t;
   if (eval_mode) {
     xhat_t = x_t * r;
-  } else if (mean_t.defined()) {
-    xhat_t = (x - m) * layout.stat(rstd_t) + r * (x_t - layout.stat(mean_t));
-    r_t = layout.stat(rstd_t);
+  } else if (v.mean.defined()) {
+    xhat_t = (x - m) * layout.stat(v.rstd) + r * (x_t - layout.stat(v.mean));
+    r_t = layout.stat(v.rstd);
   } else {
     xhat_t = r * (x_t - layout.mean(x_t) - xhat * layout.mean(xhat * x_t));
     r_t = -r * r * layout.mean(xhat * x_t);
@@ -259,7 +255,7 @@ at::Tensor norm_backward_tangent(
   if (eval_mode) {
     return layout.out(u_t * r);
   }
-  return grad_input_tangent(layout, u, u_t, xhat, xhat_t, r, r_t);
+  return grad_input_tangent(layout, {u, u_t}, {xhat, xhat_t}, {r, r_t});
 }
 
 }  // namespace dualgen::formulas

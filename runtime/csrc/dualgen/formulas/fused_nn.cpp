@@ -129,9 +129,17 @@ struct Tap {
   std::vector<std::vector<at::Tensor>> second;
 };
 
+// The sampling's interpolation_mode, padding_mode and align_corners (twin of
+// fused_nn's `modes`).
+struct Modes {
+  int64_t interpolation_mode;
+  int64_t padding_mode;
+  bool align_corners;
+};
+
 std::vector<Tap> grid_taps(
-    const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
-    int64_t padding_mode, bool align_corners, bool second) {
+    const at::Tensor& input, const at::Tensor& grid, const Modes& modes,
+    bool second) {
   std::vector<int64_t> spatial(input.sizes().begin() + 2, input.sizes().end());
   const int64_t nd = static_cast<int64_t>(spatial.size());
   const int64_t n = grid.size(0);
@@ -139,7 +147,8 @@ std::vector<Tap> grid_taps(
   std::vector<std::vector<DimTap>> per_dim;
   for (int64_t k = 0; k < nd; ++k) {
     per_dim.push_back(dim_taps(g.select(2, k), spatial[nd - 1 - k],
-                               interpolation_mode, padding_mode, align_corners));
+                               modes.interpolation_mode, modes.padding_mode,
+                               modes.align_corners));
   }
   std::vector<int64_t> strides(nd, 1);
   for (int64_t k = 1; k < nd; ++k) {
@@ -215,13 +224,10 @@ at::Tensor along(const std::vector<at::Tensor>& first, const at::Tensor& grid_t)
   return total;
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------- grid sampling
-
-at::Tensor grid_sampler_grid_tangent(
+// Twin of fused_nn._grid_tangent.
+at::Tensor grid_tangent(
     const at::Tensor& input, const at::Tensor& grid, const at::Tensor& grid_t,
-    int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+    const Modes& modes) {
   const int64_t n = input.size(0), c = input.size(1);
   std::vector<int64_t> out_shape = {n, c};
   int64_t points = 1;
@@ -230,40 +236,38 @@ at::Tensor grid_sampler_grid_tangent(
     points *= grid.size(d);
   }
   at::Tensor total = at::zeros({n, c, points}, input.options());
-  if (interpolation_mode == 1 || total.numel() == 0) {
+  if (modes.interpolation_mode == 1 || total.numel() == 0) {
     return total.reshape(out_shape);
   }
-  for (const Tap& tap : grid_taps(
-           input, grid, interpolation_mode, padding_mode, align_corners, false)) {
+  for (const Tap& tap : grid_taps(input, grid, modes, false)) {
     total = total + gather_taps(input, tap.index) * along(tap.first, grid_t).unsqueeze(1);
   }
   return total.reshape(out_shape);
 }
 
-at::Tensor grid_sampler_grid_tangent_adjoint(
+// Twin of fused_nn._grid_tangent_adjoint.
+at::Tensor grid_tangent_adjoint(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
-    const at::Tensor& grid_t, int64_t interpolation_mode, int64_t padding_mode,
-    bool align_corners) {
+    const at::Tensor& grid_t, const Modes& modes) {
   const int64_t n = input.size(0), c = input.size(1);
-  if (interpolation_mode == 1 || input.numel() == 0 || grad_output.numel() == 0) {
+  if (modes.interpolation_mode == 1 || input.numel() == 0 || grad_output.numel() == 0) {
     return at::zeros_like(input);
   }
   at::Tensor go = grad_output.reshape({n, c, -1});
   at::Tensor total = at::zeros_like(input);
-  for (const Tap& tap : grid_taps(
-           input, grid, interpolation_mode, padding_mode, align_corners, false)) {
+  for (const Tap& tap : grid_taps(input, grid, modes, false)) {
     total = total + scatter_taps(go * along(tap.first, grid_t).unsqueeze(1), tap.index, input);
   }
   return total;
 }
 
-at::Tensor grid_sampler_grid_second(
+// Twin of fused_nn._grid_second.
+at::Tensor grid_second(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
-    const at::Tensor& grid_t, int64_t interpolation_mode, int64_t padding_mode,
-    bool align_corners) {
+    const at::Tensor& grid_t, const Modes& modes) {
   const int64_t nd = grid.size(-1);
   const int64_t n = input.size(0), c = input.size(1);
-  if (interpolation_mode == 1 || input.numel() == 0 || grad_output.numel() == 0) {
+  if (modes.interpolation_mode == 1 || input.numel() == 0 || grad_output.numel() == 0) {
     return at::zeros_like(grid);
   }
   at::Tensor go = grad_output.reshape({n, c, -1});
@@ -271,14 +275,36 @@ at::Tensor grid_sampler_grid_second(
   for (int64_t k = 0; k < nd; ++k) {
     parts.push_back(at::zeros_like(grid.select(-1, 0)).reshape({n, -1}));
   }
-  for (const Tap& tap : grid_taps(
-           input, grid, interpolation_mode, padding_mode, align_corners, true)) {
+  for (const Tap& tap : grid_taps(input, grid, modes, true)) {
     at::Tensor weighted = (go * gather_taps(input, tap.index)).sum(1);
     for (int64_t k = 0; k < nd; ++k) {
       parts[k] = parts[k] + weighted * along(tap.second[k], grid_t);
     }
   }
   return at::stack(parts, -1).reshape(grid.sizes());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- grid sampling
+
+at::Tensor grid_sampler_grid_derivative(
+    c10::string_view kind, const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& grid, const at::Tensor& grid_t, int64_t interpolation_mode,
+    int64_t padding_mode, bool align_corners) {
+  const Modes modes{interpolation_mode, padding_mode, align_corners};
+  if (kind == "tangent") {
+    return grid_tangent(input, grid, grid_t, modes);
+  }
+  if (kind == "tangent_adjoint") {
+    return grid_tangent_adjoint(grad_output, input, grid, grid_t, modes);
+  }
+  TORCH_CHECK_VALUE(
+      kind == "second",
+      "grid_sampler_grid_derivative: kind is one of tangent, tangent_adjoint, "
+      "second, got '",
+      kind, "'");
+  return grid_second(grad_output, input, grid, grid_t, modes);
 }
 
 }  // namespace dualgen::formulas

@@ -43,7 +43,7 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 at::Tensor flat(const at::Tensor& t) { return t.reshape({-1, t.size(-1)}); }
 
 // Twins of recurrent._Layer, _InputTangents and _OutputGrads: the arguments the
-// public twins take flat (as the bindings pass them), bundled for the helpers.
+// public twin takes flat (as the bindings pass them), bundled for the helpers.
 struct Layer {
   at::Tensor input, weight0, weight1, weight2, weight3, hx, cx, output;
   bool reverse;
@@ -246,45 +246,18 @@ TensorList backward_tangents(
           dac.reshape(l.cx.sizes())};
 }
 
-}  // namespace
-
-TensorList lstm_layer_tangents(
-    const at::Tensor& input_t, const at::Tensor& weight0_t,
-    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
-    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
-    const at::Tensor& input, const at::Tensor& weight0, const at::Tensor& weight1,
-    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
-    const at::Tensor& cx, const at::Tensor& output, bool reverse, int64_t mode,
-    bool has_biases, at::IntArrayRef batch_sizes) {
-  check_layer(mode, batch_sizes);
-  const Layer l{input, weight0, weight1, weight2, weight3,
-                hx,    cx,      output,  reverse, has_biases};
-  const InputTangents v{input_t, weight0_t, weight1_t, weight2_t,
-                        weight3_t, hx_t, cx_t};
-  return output_tangents(l, lstm_tangents(l, lstm_states(l), v, has_biases));
-}
-
-TensorList lstm_layer_grads(
-    const at::Tensor& grad_output, const at::Tensor& grad_hy,
-    const at::Tensor& grad_cy, const at::Tensor& input, const at::Tensor& weight0,
-    const at::Tensor& weight1, const at::Tensor& weight2,
-    const at::Tensor& weight3, const at::Tensor& hx, const at::Tensor& cx,
-    const at::Tensor& output, bool reverse, int64_t mode, bool has_biases,
-    at::IntArrayRef batch_sizes) {
-  check_layer(mode, batch_sizes);
-  const Layer l{input, weight0, weight1, weight2, weight3,
-                hx,    cx,      output,  reverse, has_biases};
-  const States s = lstm_states(l);
+// Twin of recurrent._layer_grads: backpropagation through time.
+TensorList layer_grads(const Layer& l, const States& s, const OutputGrads& grads) {
   const int64_t T = s.i.size(0);
-  at::Tensor dh = l.state(grad_hy, hx);
-  at::Tensor dc = l.state(grad_cy, cx);
+  at::Tensor dh = l.state(grads.hy, l.hx);
+  at::Tensor dc = l.state(grads.cy, l.cx);
   const at::Tensor tc = s.c.tanh();
   std::vector<at::Tensor> das(T, dh);
-  std::vector<int64_t> order = steps(T, reverse);
+  std::vector<int64_t> order = steps(T, l.reverse);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int64_t t = *it;
-    if (grad_output.defined()) {
-      dh = dh + grad_output[t];
+    if (grads.output.defined()) {
+      dh = dh + grads.output[t];
     }
     const at::Tensor i = s.i[t], f = s.f[t], g = s.g[t], o = s.o[t], tct = tc[t];
     dc = dc + dh * o * (1 - tct * tct);
@@ -293,67 +266,82 @@ TensorList lstm_layer_grads(
          dc * i * (1 - g * g), dh * tct * o * (1 - o)},
         -1);
     das[t] = da;
-    dh = at::matmul(da, weight1);
+    dh = at::matmul(da, l.weight1);
     dc = dc * f;
   }
   const at::Tensor da = at::stack(das, 0);
-  const at::Tensor g_input = at::matmul(da, weight0);
-  const at::Tensor g_w0 = at::matmul(flat(da).t(), flat(input));
+  const at::Tensor g_input = at::matmul(da, l.weight0);
+  const at::Tensor g_w0 = at::matmul(flat(da).t(), flat(l.input));
   const at::Tensor g_w1 = at::matmul(flat(da).t(), flat(s.h_prev));
   const auto [g_b0, g_b1] = l.bias_grads(da.sum(at::IntArrayRef{0, 1}));
-  return {g_input, g_w0, g_w1, g_b0, g_b1, dh.reshape(hx.sizes()),
-          dc.reshape(cx.sizes())};
+  return {g_input, g_w0, g_w1, g_b0, g_b1, dh.reshape(l.hx.sizes()),
+          dc.reshape(l.cx.sizes())};
 }
 
-TensorList lstm_layer_backward_tangents(
-    const at::Tensor& input_t, const at::Tensor& weight0_t,
-    const at::Tensor& weight1_t, const at::Tensor& weight2_t,
-    const at::Tensor& weight3_t, const at::Tensor& hx_t, const at::Tensor& cx_t,
-    const at::Tensor& grad_output_t, const at::Tensor& grad_hy_t,
-    const at::Tensor& grad_cy_t, const at::Tensor& input,
-    const at::Tensor& weight0, const at::Tensor& weight1,
-    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
-    const at::Tensor& cx, const at::Tensor& output,
-    const at::Tensor& grad_output, const at::Tensor& grad_hy,
-    const at::Tensor& grad_cy, bool reverse, int64_t mode, bool has_biases,
-    at::IntArrayRef batch_sizes) {
-  check_layer(mode, batch_sizes);
-  const Layer l{input, weight0, weight1, weight2, weight3,
-                hx,    cx,      output,  reverse, has_biases};
-  const States s = lstm_states(l);
-  const InputTangents v{input_t, weight0_t, weight1_t, weight2_t,
-                        weight3_t, hx_t, cx_t};
-  return backward_tangents(
-      l, s, v, lstm_tangents(l, s, v, has_biases),
-      {grad_output, grad_hy, grad_cy}, {grad_output_t, grad_hy_t, grad_cy_t});
-}
-
-TensorList lstm_layer_backward_grads(
-    const at::Tensor& grad_input, const at::Tensor& grad_weight0,
-    const at::Tensor& grad_weight1, const at::Tensor& grad_weight2,
-    const at::Tensor& grad_weight3, const at::Tensor& grad_hx,
-    const at::Tensor& grad_cx, const at::Tensor& input,
-    const at::Tensor& weight0, const at::Tensor& weight1,
-    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
-    const at::Tensor& cx, const at::Tensor& output,
-    const at::Tensor& grad_output, const at::Tensor& grad_hy,
-    const at::Tensor& grad_cy, bool reverse, int64_t mode, bool has_biases,
-    at::IntArrayRef batch_sizes) {
-  check_layer(mode, batch_sizes);
-  const Layer l{input, weight0, weight1, weight2, weight3,
-                hx,    cx,      output,  reverse, has_biases};
-  const States s = lstm_states(l);
-  // The seven gradients, as tangents of the layer's inputs (biases always read).
-  const InputTangents along{grad_input, grad_weight0, grad_weight1, grad_weight2,
-                            grad_weight3, grad_hx, grad_cx};
+// Twin of recurrent._backward_grads: the seven gradients `along` are tangents of
+// the layer's inputs (biases always read).
+TensorList backward_grads(
+    const Layer& l, const States& s, const InputTangents& along,
+    const OutputGrads& grads) {
   const Tangents d = lstm_tangents(l, s, along, /*bias_t=*/true);
-  TensorList r = backward_tangents(
-      l, s, along, d, {grad_output, grad_hy, grad_cy}, OutputGrads{});
+  TensorList r = backward_tangents(l, s, along, d, grads, OutputGrads{});
   std::tie(r[3], r[4]) = l.bias_grads(r[3]);
   for (const at::Tensor& t : output_tangents(l, d)) {
     r.push_back(t);
   }
   return r;
+}
+
+// What lstm_layer_derivative computes, by kind, and how many tensors it reads
+// along (twin of recurrent._ALONG).
+const std::pair<c10::string_view, size_t> kAlong[] = {
+    {"tangents", 7}, {"grads", 3}, {"backward_tangents", 10}, {"backward_grads", 7}};
+
+void check_along(c10::string_view kind, const TensorList& along) {
+  for (const auto& [name, count] : kAlong) {
+    if (kind == name) {
+      TORCH_CHECK_VALUE(
+          along.size() == count, "lstm_layer_derivative: '", kind, "' reads ",
+          count, " tensors along, got ", along.size());
+      return;
+    }
+  }
+  TORCH_CHECK_VALUE(
+      false,
+      "lstm_layer_derivative: kind is one of tangents, grads, backward_tangents, "
+      "backward_grads, got '",
+      kind, "'");
+}
+
+}  // namespace
+
+TensorList lstm_layer_derivative(
+    c10::string_view kind, const TensorList& along, const at::Tensor& input,
+    const at::Tensor& weight0, const at::Tensor& weight1,
+    const at::Tensor& weight2, const at::Tensor& weight3, const at::Tensor& hx,
+    const at::Tensor& cx, const at::Tensor& output,
+    const at::Tensor& grad_output, const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy, bool reverse, int64_t mode, bool has_biases,
+    at::IntArrayRef batch_sizes) {
+  check_layer(mode, batch_sizes);
+  check_along(kind, along);
+  const Layer l{input, weight0, weight1, weight2, weight3,
+                hx,    cx,      output,  reverse, has_biases};
+  const States s = lstm_states(l);
+  if (kind == "grads") {
+    return layer_grads(l, s, {along[0], along[1], along[2]});
+  }
+  const InputTangents v{along[0], along[1], along[2], along[3],
+                        along[4], along[5], along[6]};
+  const OutputGrads grads{grad_output, grad_hy, grad_cy};
+  if (kind == "backward_grads") {
+    return backward_grads(l, s, v, grads);
+  }
+  const Tangents d = lstm_tangents(l, s, v, has_biases);
+  if (kind == "tangents") {
+    return output_tangents(l, d);
+  }
+  return backward_tangents(l, s, v, d, grads, {along[7], along[8], along[9]});
 }
 
 }  // namespace dualgen::formulas
