@@ -155,19 +155,251 @@ def attention_scale(query, scale):
     return scale
 
 
+def shifted_products(a, b, shift, scale):
+    """scale a b^T - shift[..., None] for (B, H, rows, E) a and (B, H, cols, E) b, one
+    fused baddbmm (no pass of its own for the scale or the shift).
+
+    C++:
+    shifted_products(Tensor a, Tensor b, Tensor shift, float scale) -> Tensor
+    """
+    rows = torch.baddbmm(
+        shift.reshape(a.size(0) * a.size(1), a.size(2), 1).neg(),
+        a.flatten(0, 1),
+        b.flatten(0, 1).transpose(-2, -1),
+        alpha=scale,
+    )
+    return rows.reshape(a.size(0), a.size(1), a.size(2), b.size(2))
+
+
+def masked_tile(s, attn_mask, is_causal, diagonal):
+    """A tile of scores with the additive mask added and, when causal, -inf where
+    column c of row r has c - r > diagonal (the tile's first query minus its
+    first key); tiles wholly below the diagonal are left alone.
+
+    C++:
+    masked_tile(Tensor s, Tensor attn_mask, bool is_causal, int diagonal) -> Tensor
+    """
+    if attn_mask is not None:
+        s = s + attention_acc(attn_mask)
+    if is_causal and s.size(-1) - 1 > diagonal:
+        keep = torch.ones_like(s, dtype=torch.bool).tril(diagonal)
+        s = s.masked_fill(keep.logical_not(), -torch.inf)
+    return s
+
+
+def attention_tile_scores(q, kk, attn_mask, is_causal, diagonal, scale):
+    """S = scale q kk^T + mask (-inf where masked) on a tile of query rows and key
+    columns, accumulation dtype (see `masked_tile`).
+
+    C++:
+    attention_tile_scores(Tensor q, Tensor kk, Tensor attn_mask, bool is_causal, int diagonal, float scale) -> Tensor
+    """
+    s = torch.matmul(q, kk.transpose(-2, -1)) * scale
+    return masked_tile(s, attn_mask, is_causal, diagonal)
+
+
+def attention_tile_probabilities(
+    q, kk, attn_mask, logsumexp, is_causal, diagonal, scale
+):
+    """P = exp(S - logsumexp) on a tile (see `attention_tile_scores`): 0 where masked.
+
+    C++:
+    attention_tile_probabilities(Tensor q, Tensor kk, Tensor attn_mask, Tensor logsumexp, bool is_causal, int diagonal, float scale) -> Tensor
+    """
+    s = shifted_products(q, kk, attention_acc(logsumexp), scale)
+    return masked_tile(s, attn_mask, is_causal, diagonal).exp()
+
+
 def attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, scale):
     """P = exp(scale q kk^T + mask - logsumexp) (0 where masked), accumulation dtype.
 
     C++:
     attention_probabilities(Tensor q, Tensor kk, Tensor attn_mask, Tensor logsumexp, bool is_causal, float scale) -> Tensor
     """
-    s = torch.matmul(q, kk.transpose(-2, -1)) * scale
-    if attn_mask is not None:
-        s = s + attention_acc(attn_mask)
-    if is_causal:
-        keep = torch.ones_like(s, dtype=torch.bool).tril()
-        s = s.masked_fill(keep.logical_not(), -torch.inf)
-    return (s - attention_acc(logsumexp).unsqueeze(-1)).exp()
+    return attention_tile_probabilities(
+        q, kk, attn_mask, logsumexp, is_causal, 0, scale
+    )
+
+
+def attention_key_block(keys):
+    """Keys per tile of the blockwise attention derivatives (256, or all of them when
+    fewer).
+
+    C++:
+    attention_key_block(int keys) -> int
+    """
+    if keys < 256:
+        return keys if keys > 0 else 1
+    return 256
+
+
+def attention_query_block(batch_heads, queries, key_block):
+    """Query rows per tile: a (batch, heads, rows, keys) tile of about 2^18 elements (1
+    MiB in float32), at least 64 rows (or all of them when fewer), so a tile
+    stays small beside the inputs and its matmuls large enough to run fast.
+
+    C++:
+    attention_query_block(int batch_heads, int queries, int key_block) -> int
+    """
+    rows = 262144 // (batch_heads * key_block) if batch_heads > 0 else queries
+    if rows < 64:
+        rows = 64
+    if rows > queries:
+        rows = queries
+    return rows if rows > 0 else 1
+
+
+def block_count(n, block):
+    """How many blocks of `block` cover n (the last may be shorter).
+
+    C++:
+    block_count(int n, int block) -> int
+    """
+    return (n + block - 1) // block
+
+
+def block_length(n, start, block):
+    """The length of the block of n that starts at `start`.
+
+    C++:
+    block_length(int n, int start, int block) -> int
+    """
+    return block if start + block <= n else n - start
+
+
+def mask_tile(mask, q_start, q_len, k_start, k_len):
+    """The part of an additive mask (or its tangent) broadcastable to (B, H, L, S) over
+    one tile's query rows and key columns: dims of size 1 stay broadcast (None
+    stays None).
+
+    C++:
+    mask_tile(Tensor mask, int q_start, int q_len, int k_start, int k_len) -> Tensor
+    """
+    if mask is None:
+        return None
+    m = mask
+    if m.size(-2) != 1:
+        m = m.narrow(-2, q_start, q_len)
+    if m.size(-1) != 1:
+        m = m.narrow(-1, k_start, k_len)
+    return m
+
+
+def key_tile(key, key_t, start, length, heads):
+    """Rows start .. start + length of key (or value) and of its tangent, in the
+    accumulation dtype, heads expanded to the query heads: (k, [k, k_t] joined
+    along the features).
+
+    C++:
+    key_tile(Tensor key, Tensor key_t, int start, int length, int heads) -> Tensor[]
+    """
+    k = expand_heads(attention_acc(key.narrow(2, start, length)), heads)
+    k_t = expand_heads(attention_acc(key_t.narrow(2, start, length)), heads)
+    return k, torch.cat([k, k_t], -1)
+
+
+def attention_forward_tile(
+    index,
+    q_start,
+    k_start,
+    k_len,
+    q,
+    q_pair,
+    lse,
+    key_t,
+    value_t,
+    attn_mask_t,
+    key,
+    value,
+    attn_mask,
+    is_causal,
+    scale,
+):
+    """One tile's terms of the attention JVP, for the query block q (accumulation
+    dtype) with q_pair = scale [q_t, q] and its logsumexp lse: with dS = scale
+    (q_t k^T + q k_t^T) + mask_t = q_pair [k, k_t]^T + mask_t and P = exp(S -
+    logsumexp), the row sums of P dS (the tile's share of logsumexp_t) and, for
+    index 0, (P dS) v + P v_t (its share of output_t before the - logsumexp_t
+    out correction).
+
+    C++:
+    attention_forward_tile(int index, int q_start, int k_start, int k_len, Tensor q, Tensor q_pair, Tensor lse, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
+    """
+    heads = q.size(1)
+    q_len = q.size(2)
+    kk, k_pair = key_tile(key, key_t, k_start, k_len, heads)
+    mask = mask_tile(attn_mask, q_start, q_len, k_start, k_len)
+    p = attention_tile_probabilities(
+        q, kk, mask, lse, is_causal, q_start - k_start, scale
+    )
+    ds = torch.matmul(q_pair, k_pair.transpose(-2, -1))
+    if attn_mask_t is not None:
+        ds = ds + attention_acc(mask_tile(attn_mask_t, q_start, q_len, k_start, k_len))
+    pds = p * ds
+    lse_t = pds.sum(-1, keepdim=True)
+    if index == 1:
+        return [lse_t]
+    vv = expand_heads(attention_acc(value.narrow(2, k_start, k_len)), heads)
+    vv_t = expand_heads(attention_acc(value_t.narrow(2, k_start, k_len)), heads)
+    return [lse_t, torch.matmul(pds, vv) + torch.matmul(p, vv_t)]
+
+
+def attention_forward(query, key, value, attn_mask, is_causal, scale):
+    """(out, logsumexp) of attention as the CPU flash kernel computes them (a row
+    masked everywhere: 0 and 0), in the accumulation dtype, blockwise: per query
+    block one pass over the key tiles for logsumexp, one for P v, so no L x S
+    tensor is held.
+
+    C++:
+    attention_forward(Tensor query, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
+    """
+    heads = query.size(1)
+    queries = query.size(2)
+    keys = key.size(2)
+    kb = attention_key_block(keys)
+    qb = attention_query_block(query.size(0) * heads, queries, kb)
+    out = expand_heads(attention_acc(value).narrow(2, 0, 0), heads)
+    lse = attention_acc(query).narrow(2, 0, 0).sum(-1)
+    for i in dim_range(0, block_count(queries, qb)):
+        qs = i * qb
+        ql = block_length(queries, qs, qb)
+        q = attention_acc(query.narrow(2, qs, ql))
+        row_lse = torch.full_like(q.narrow(-1, 0, 1), -torch.inf)
+        for j in dim_range(0, block_count(keys, kb)):
+            ks = j * kb
+            kl = block_length(keys, ks, kb)
+            if not is_causal or ks < qs + ql:
+                kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads)
+                s = attention_tile_scores(
+                    q,
+                    kk,
+                    mask_tile(attn_mask, qs, ql, ks, kl),
+                    is_causal,
+                    qs - ks,
+                    scale,
+                )
+                row_lse = torch.logaddexp(row_lse, s.logsumexp(-1, keepdim=True))
+        row_lse = row_lse.masked_fill(torch.isneginf(row_lse), 0.0).squeeze(-1)
+        rows = q.new_zeros([q.size(0), heads, ql, value.size(3)])
+        for j in dim_range(0, block_count(keys, kb)):
+            ks = j * kb
+            kl = block_length(keys, ks, kb)
+            if not is_causal or ks < qs + ql:
+                kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads)
+                vv = expand_heads(attention_acc(value.narrow(2, ks, kl)), heads)
+                p = attention_tile_probabilities(
+                    q,
+                    kk,
+                    mask_tile(attn_mask, qs, ql, ks, kl),
+                    row_lse,
+                    is_causal,
+                    qs - ks,
+                    scale,
+                )
+                rows = rows + torch.matmul(p, vv)
+        out = torch.cat([out, rows], 2)
+        lse = torch.cat([lse, row_lse], 2)
+    return out, lse
 
 
 def flash_attention_tangent(
@@ -189,33 +421,142 @@ def flash_attention_tangent(
     """The tangent of output (index 0) or logsumexp (index 1) of
     `_scaled_dot_product_flash_attention_for_cpu`. With dS = scale (q_t k^T + q
     k_t^T) + mask_t and P the attention probabilities: logsumexp_t = sum_j P dS
-    and output_t = (P (dS - logsumexp_t)) v + P v_t. attn_mask_t may be None (no
-    mask, or a mask without tangent). Refuses dropout_p != 0.
+    and output_t = (P (dS - logsumexp_t)) v + P v_t. Blockwise, as the flash
+    kernels compute the forward: P comes from the op's logsumexp one (query
+    block, key block) tile at a time (`attention_forward_tile`: 5 matmul-
+    equivalents per tile against the forward's 2), so no L x S tensor is ever
+    held; the query blocks' rows are joined at the end. attn_mask_t may be None
+    (no mask, or a mask without tangent). Refuses dropout_p != 0.
 
     C++:
     flash_attention_tangent(int index, Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor
     """
     refuse_dropout(dropout_p, "_scaled_dot_product_flash_attention_for_cpu")
-    heads = query.size(1)
     sc = attention_scale(query, scale)
-    q = attention_acc(query)
-    kk = expand_heads(attention_acc(key), heads)
-    p = attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, sc)
-    ds = (
-        torch.matmul(attention_acc(query_t), kk.transpose(-2, -1))
-        + torch.matmul(q, expand_heads(attention_acc(key_t), heads).transpose(-2, -1))
-    ) * sc
-    if attn_mask_t is not None:
-        ds = ds + attention_acc(attn_mask_t)
-    pds = p * ds
-    lse_t = pds.sum(-1)
+    queries = query.size(2)
+    keys = key.size(2)
+    kb = attention_key_block(keys)
+    qb = attention_query_block(query.size(0) * query.size(1), queries, kb)
+    lse = attention_acc(logsumexp)
+    out = attention_acc(output)
+    lse_t = lse.narrow(2, 0, 0)
+    out_t = out.narrow(2, 0, 0)
+    for i in dim_range(0, block_count(queries, qb)):
+        qs = i * qb
+        ql = block_length(queries, qs, qb)
+        q = attention_acc(query.narrow(2, qs, ql))
+        q_pair = torch.cat([attention_acc(query_t.narrow(2, qs, ql)), q], -1) * sc
+        row_lse = lse.narrow(2, qs, ql)
+        row_lse_t = torch.zeros_like(row_lse).unsqueeze(-1)
+        row_out_t = torch.zeros_like(out.narrow(2, qs, ql))
+        for j in dim_range(0, block_count(keys, kb)):
+            ks = j * kb
+            kl = block_length(keys, ks, kb)
+            if not is_causal or ks < qs + ql:
+                terms = attention_forward_tile(
+                    index,
+                    qs,
+                    ks,
+                    kl,
+                    q,
+                    q_pair,
+                    row_lse,
+                    key_t,
+                    value_t,
+                    attn_mask_t,
+                    key,
+                    value,
+                    attn_mask,
+                    is_causal,
+                    sc,
+                )
+                row_lse_t = row_lse_t + terms[0]
+                if index == 0:
+                    row_out_t = row_out_t + terms[1]
+        lse_t = torch.cat([lse_t, row_lse_t.squeeze(-1)], 2)
+        if index == 0:
+            out_t = torch.cat([out_t, row_out_t - row_lse_t * out.narrow(2, qs, ql)], 2)
     if index == 1:
         return lse_t.to(logsumexp.dtype)
-    vv = expand_heads(attention_acc(value), heads)
-    out_t = torch.matmul(pds - p * lse_t.unsqueeze(-1), vv) + torch.matmul(
-        p, expand_heads(attention_acc(value_t), heads)
-    )
     return out_t.to(output.dtype)
+
+
+def attention_backward_tile(
+    index,
+    q_start,
+    q_len,
+    k_start,
+    k_len,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    attn_mask_t,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    attn_mask,
+    is_causal,
+    scale,
+):
+    """One tile's share of the tangent of grad_query (index 0: rows of the tile's query
+    block), grad_key (1) or grad_value (2: rows of its key block, key/value
+    heads expanded) of the flash backward kernel: with P = exp(S - logsumexp),
+    P_t = P (S_t - logsumexp_t), R = g v^T - rowsum(g out) and dS = P R, they
+    are scale (dS_t k + dS k_t), scale (dS_t^T q + dS^T q_t) and P_t^T g + P^T
+    g_t; accumulation dtype.
+
+    C++:
+    attention_backward_tile(int index, int q_start, int q_len, int k_start, int k_len, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_mask_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_mask, bool is_causal, float scale) -> Tensor
+    """
+    heads = query.size(1)
+    q = attention_acc(query.narrow(2, q_start, q_len))
+    q_t = attention_acc(query_t.narrow(2, q_start, q_len))
+    kk, k_pair = key_tile(key, key_t, k_start, k_len, heads)
+    mask = mask_tile(attn_mask, q_start, q_len, k_start, k_len)
+    p = attention_tile_probabilities(
+        q,
+        kk,
+        mask,
+        logsumexp.narrow(2, q_start, q_len),
+        is_causal,
+        q_start - k_start,
+        scale,
+    )
+    lse_t = attention_acc(logsumexp_t.narrow(2, q_start, q_len))
+    s_t = shifted_products(torch.cat([q_t, q], -1), k_pair, lse_t, scale)
+    if attn_mask_t is not None:
+        s_t = s_t + attention_acc(
+            mask_tile(attn_mask_t, q_start, q_len, k_start, k_len)
+        )
+    p_t = p * s_t
+    g = attention_acc(grad_out.narrow(2, q_start, q_len))
+    g_t = attention_acc(grad_out_t.narrow(2, q_start, q_len))
+    if index == 2:
+        return torch.matmul(p_t.transpose(-2, -1), g) + torch.matmul(
+            p.transpose(-2, -1), g_t
+        )
+    o = attention_acc(out.narrow(2, q_start, q_len))
+    o_t = attention_acc(out_t.narrow(2, q_start, q_len))
+    vv, v_pair = key_tile(value, value_t, k_start, k_len, heads)
+    r = shifted_products(g, vv, (g * o).sum(-1), 1.0)
+    r_t = shifted_products(
+        torch.cat([g_t, g], -1), v_pair, (g_t * o + g * o_t).sum(-1), 1.0
+    )
+    ds = p * r
+    ds_t = p_t * r + p * r_t
+    if index == 0:
+        kk_t = k_pair.narrow(-1, kk.size(-1), kk.size(-1))
+        return (torch.matmul(ds_t, kk) + torch.matmul(ds, kk_t)) * scale
+    return (
+        torch.matmul(ds_t.transpose(-2, -1), q)
+        + torch.matmul(ds.transpose(-2, -1), q_t)
+    ) * scale
 
 
 def flash_attention_backward_tangent(
@@ -242,53 +583,91 @@ def flash_attention_backward_tangent(
     `_scaled_dot_product_flash_attention_for_cpu_backward`, a function of all
     its tensor inputs (out and logsumexp included, as the kernel reads them):
     with P = exp(S - logsumexp), dS = P (g v^T - rowsum(g out)), it returns
-    scale dS k, scale dS^T q and P^T g, differentiated in every input.
+    scale dS k, scale dS^T q and P^T g, differentiated in every input. Blockwise
+    (`attention_backward_tile`): grad_query's rows are summed over key blocks,
+    grad_key's and grad_value's over query blocks, so no L x S tensor is held.
     attn_mask_t may be None. Refuses dropout_p != 0.
 
     C++:
     flash_attention_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_mask_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_mask, float dropout_p, bool is_causal, float? scale) -> Tensor
     """
     refuse_dropout(dropout_p, "_scaled_dot_product_flash_attention_for_cpu")
-    heads = query.size(1)
     sc = attention_scale(query, scale)
-    g = attention_acc(grad_out)
-    q = attention_acc(query)
-    kk = expand_heads(attention_acc(key), heads)
-    vv = expand_heads(attention_acc(value), heads)
-    p = attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, sc)
-    r = torch.matmul(g, vv.transpose(-2, -1)) - (g * attention_acc(out)).sum(
-        -1, keepdim=True
-    )
-    qt = attention_acc(query_t)
-    kkt = expand_heads(attention_acc(key_t), heads)
-    s_t = (
-        torch.matmul(qt, kk.transpose(-2, -1)) + torch.matmul(q, kkt.transpose(-2, -1))
-    ) * sc
-    if attn_mask_t is not None:
-        s_t = s_t + attention_acc(attn_mask_t)
-    p_t = p * (s_t - attention_acc(logsumexp_t).unsqueeze(-1))
-    gt = attention_acc(grad_out_t)
-    if index == 2:
-        res = torch.matmul(p_t.transpose(-2, -1), g) + torch.matmul(
-            p.transpose(-2, -1), gt
-        )
-        return sum_heads(res, value.size(1)).to(value.dtype)
-    vvt = expand_heads(attention_acc(value_t), heads)
-    r_t = torch.matmul(gt, vv.transpose(-2, -1)) + torch.matmul(
-        g, vvt.transpose(-2, -1)
-    )
-    r_t = r_t - (gt * attention_acc(out) + g * attention_acc(out_t)).sum(
-        -1, keepdim=True
-    )
-    ds = p * r
-    ds_t = p_t * r + p * r_t
+    queries = query.size(2)
+    keys = key.size(2)
+    kb = attention_key_block(keys)
+    qb = attention_query_block(query.size(0) * query.size(1), queries, kb)
     if index == 0:
-        res = (torch.matmul(ds_t, kk) + torch.matmul(ds, kkt)) * sc
+        res = attention_acc(query).narrow(2, 0, 0)
+        for i in dim_range(0, block_count(queries, qb)):
+            qs = i * qb
+            ql = block_length(queries, qs, qb)
+            rows = torch.zeros_like(attention_acc(query.narrow(2, qs, ql)))
+            for j in dim_range(0, block_count(keys, kb)):
+                ks = j * kb
+                if not is_causal or ks < qs + ql:
+                    rows = rows + attention_backward_tile(
+                        0,
+                        qs,
+                        ql,
+                        ks,
+                        block_length(keys, ks, kb),
+                        grad_out_t,
+                        query_t,
+                        key_t,
+                        value_t,
+                        out_t,
+                        logsumexp_t,
+                        attn_mask_t,
+                        grad_out,
+                        query,
+                        key,
+                        value,
+                        out,
+                        logsumexp,
+                        attn_mask,
+                        is_causal,
+                        sc,
+                    )
+            res = torch.cat([res, rows], 2)
         return res.to(query.dtype)
-    res = (
-        torch.matmul(ds_t.transpose(-2, -1), q) + torch.matmul(ds.transpose(-2, -1), qt)
-    ) * sc
-    return sum_heads(res, key.size(1)).to(key.dtype)
+    like = key if index == 1 else value
+    res = expand_heads(attention_acc(like).narrow(2, 0, 0), query.size(1))
+    for j in dim_range(0, block_count(keys, kb)):
+        ks = j * kb
+        kl = block_length(keys, ks, kb)
+        rows = expand_heads(
+            torch.zeros_like(attention_acc(like.narrow(2, ks, kl))), query.size(1)
+        )
+        for i in dim_range(0, block_count(queries, qb)):
+            qs = i * qb
+            ql = block_length(queries, qs, qb)
+            if not is_causal or ks < qs + ql:
+                rows = rows + attention_backward_tile(
+                    index,
+                    qs,
+                    ql,
+                    ks,
+                    kl,
+                    grad_out_t,
+                    query_t,
+                    key_t,
+                    value_t,
+                    out_t,
+                    logsumexp_t,
+                    attn_mask_t,
+                    grad_out,
+                    query,
+                    key,
+                    value,
+                    out,
+                    logsumexp,
+                    attn_mask,
+                    is_causal,
+                    sc,
+                )
+        res = torch.cat([res, rows], 2)
+    return sum_heads(res, like.size(1)).to(like.dtype)
 
 
 def elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result):
@@ -2061,6 +2440,68 @@ def bool_mask(mask, mask_type, scores):
     return m
 
 
+def additive_mask(mask, mask_type, q, keys):
+    """The kernel's boolean mask (True = masked; see `bool_mask`) as the 4-d additive
+    float mask the flash kernel takes: -inf where masked, 0 elsewhere, in q's
+    dtype (None without a mask).
+
+    C++:
+    additive_mask(Tensor mask, int? mask_type, Tensor q, int keys) -> Tensor
+    """
+    if mask is None:
+        return None
+    m = mask.to(torch.bool)
+    if mask_type is not None and mask_type == 1:
+        m = m.reshape(q.size(0), 1, 1, keys)
+    for d in dim_range(m.dim(), 4):
+        m = m.unsqueeze(0)
+    return torch.zeros_like(m, dtype=q.dtype).masked_fill(m, -torch.inf)
+
+
+def mha_heads(
+    query_t,
+    key_t,
+    value_t,
+    w_t,
+    b_t,
+    query,
+    key,
+    value,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+):
+    """_native_multi_head_attention's per-head projections and their tangents (q, k, v,
+    q_t, k_t, v_t; q scaled by 1/sqrt(D / h)), from the tangents of query, key,
+    value, qkv_weight (w_t) and qkv_bias (b_t), all present.
+
+    C++:
+    mha_heads(Tensor query_t, Tensor key_t, Tensor value_t, Tensor w_t, Tensor b_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias) -> Tensor[]
+    """
+    c = 1.0 / ((embed_dim // num_head) ** 0.5)
+    wq, wk, wv = qkv_weight.chunk(3)
+    bq, bk, bv = qkv_bias.chunk(3)
+    wq_t, wk_t, wv_t = w_t.chunk(3)
+    bq_t, bk_t, bv_t = b_t.chunk(3)
+    return (
+        split_heads((torch.matmul(query, wq.t()) + bq) * c, num_head),
+        split_heads(torch.matmul(key, wk.t()) + bk, num_head),
+        split_heads(torch.matmul(value, wv.t()) + bv, num_head),
+        split_heads(
+            (torch.matmul(query_t, wq.t()) + torch.matmul(query, wq_t.t()) + bq_t) * c,
+            num_head,
+        ),
+        split_heads(
+            torch.matmul(key_t, wk.t()) + torch.matmul(key, wk_t.t()) + bk_t, num_head
+        ),
+        split_heads(
+            torch.matmul(value_t, wv.t()) + torch.matmul(value, wv_t.t()) + bv_t,
+            num_head,
+        ),
+    )
+
+
 def mha_jvp(
     query_t,
     key_t,
@@ -2081,31 +2522,76 @@ def mha_jvp(
     mask,
     mask_type,
 ):
-    """_native_multi_head_attention's attention output and probabilities, and their
-    tangents (out, out_t, p, p_t), from the tangents of query, key, value,
-    qkv_weight (w_t), qkv_bias (b_t), proj_weight (wo_t) and proj_bias (bo_t),
-    all present (zeros for absent ones).
+    """_native_multi_head_attention's attention output and its tangent (out, out_t),
+    from the tangents of query, key, value, qkv_weight (w_t), qkv_bias (b_t),
+    proj_weight (wo_t) and proj_bias (bo_t), all present (zeros for absent
+    ones). The per-head context P v and its tangent come blockwise from
+    `attention_forward` and `flash_attention_tangent`: no (T, T) tensor is held.
 
     C++:
     mha_jvp(Tensor query_t, Tensor key_t, Tensor value_t, Tensor w_t, Tensor b_t, Tensor wo_t, Tensor bo_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor mask, int? mask_type) -> Tensor[]
     """
-    c = 1.0 / ((embed_dim // num_head) ** 0.5)
-    wq, wk, wv = qkv_weight.chunk(3)
-    bq, bk, bv = qkv_bias.chunk(3)
-    wq_t, wk_t, wv_t = w_t.chunk(3)
-    bq_t, bk_t, bv_t = b_t.chunk(3)
-    q = split_heads((torch.matmul(query, wq.t()) + bq) * c, num_head)
-    k = split_heads(torch.matmul(key, wk.t()) + bk, num_head)
-    v = split_heads(torch.matmul(value, wv.t()) + bv, num_head)
-    q_t = split_heads(
-        (torch.matmul(query_t, wq.t()) + torch.matmul(query, wq_t.t()) + bq_t) * c,
+    q, k, v, q_t, k_t, v_t = mha_heads(
+        query_t,
+        key_t,
+        value_t,
+        w_t,
+        b_t,
+        query,
+        key,
+        value,
+        embed_dim,
         num_head,
+        qkv_weight,
+        qkv_bias,
     )
-    k_t = split_heads(
-        torch.matmul(key_t, wk.t()) + torch.matmul(key, wk_t.t()) + bk_t, num_head
+    m = additive_mask(mask, mask_type, q, k.size(2))
+    ctx, lse = attention_forward(q, k, v, m, False, 1.0)
+    ctx_t = flash_attention_tangent(
+        0, q_t, k_t, v_t, None, q, k, v, m, ctx, lse, 0.0, False, 1.0
     )
-    v_t = split_heads(
-        torch.matmul(value_t, wv.t()) + torch.matmul(value, wv_t.t()) + bv_t, num_head
+    out = torch.matmul(merge_heads(ctx), proj_weight.t()) + proj_bias
+    out_t = (
+        torch.matmul(merge_heads(ctx_t), proj_weight.t())
+        + torch.matmul(merge_heads(ctx), wo_t.t())
+        + bo_t
+    )
+    return out, out_t
+
+
+def mha_weights_tangent(
+    query_t,
+    key_t,
+    w_t,
+    b_t,
+    query,
+    key,
+    embed_dim,
+    num_head,
+    qkv_weight,
+    qkv_bias,
+    mask,
+    mask_type,
+):
+    """The tangent of _native_multi_head_attention's attention weights P = softmax(q
+    k^T) per head (the (T, S) output itself: held whole).
+
+    C++:
+    mha_weights_tangent(Tensor query_t, Tensor key_t, Tensor w_t, Tensor b_t, Tensor query, Tensor key, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor mask, int? mask_type) -> Tensor
+    """
+    q, k, v, q_t, k_t, v_t = mha_heads(
+        query_t,
+        key_t,
+        key_t,
+        w_t,
+        b_t,
+        query,
+        key,
+        key,
+        embed_dim,
+        num_head,
+        qkv_weight,
+        qkv_bias,
     )
     s = torch.matmul(q, k.transpose(-2, -1))
     m = bool_mask(mask, mask_type, s)
@@ -2118,12 +2604,7 @@ def mha_jvp(
     ps_t = p * s_t
     if m is not None:
         ps_t = ps_t.masked_fill(m, 0.0)
-    p_t = ps_t - p * ps_t.sum(-1, keepdim=True)
-    ctx = merge_heads(torch.matmul(p, v))
-    ctx_t = merge_heads(torch.matmul(p_t, v) + torch.matmul(p, v_t))
-    out = torch.matmul(ctx, proj_weight.t()) + proj_bias
-    out_t = torch.matmul(ctx_t, proj_weight.t()) + torch.matmul(ctx, wo_t.t()) + bo_t
-    return out, out_t, p, p_t
+    return ps_t - p * ps_t.sum(-1, keepdim=True)
 
 
 def native_multi_head_attention_tangent(
@@ -2165,28 +2646,42 @@ def native_multi_head_attention_tangent(
         if index == 0:
             return torch.zeros_like(query)
         return None
-    out, out_t, p, p_t = mha_jvp(
+    if index == 0:
+        out, out_t = mha_jvp(
+            query_t,
+            key_t,
+            value_t,
+            qkv_weight_t,
+            qkv_bias_t,
+            proj_weight_t,
+            proj_bias_t,
+            query,
+            key,
+            value,
+            embed_dim,
+            num_head,
+            qkv_weight,
+            qkv_bias,
+            proj_weight,
+            proj_bias,
+            mask,
+            mask_type,
+        )
+        return out_t
+    p_t = mha_weights_tangent(
         query_t,
         key_t,
-        value_t,
         qkv_weight_t,
         qkv_bias_t,
-        proj_weight_t,
-        proj_bias_t,
         query,
         key,
-        value,
         embed_dim,
         num_head,
         qkv_weight,
         qkv_bias,
-        proj_weight,
-        proj_bias,
         mask,
         mask_type,
     )
-    if index == 0:
-        return out_t
     if average_attn_weights:
         return p_t.mean(1)
     return p_t
@@ -2287,7 +2782,7 @@ def transformer_encoder_layer_tangent(
         n1, n1_t = layer_norm_jvp(
             src, src_t, norm_weight_1, norm_weight_1_t, norm_bias_1, norm_bias_1_t, eps
         )
-        a, a_t, p, p_t = mha_jvp(
+        a, a_t = mha_jvp(
             n1_t,
             n1_t,
             n1_t,
@@ -2326,7 +2821,7 @@ def transformer_encoder_layer_tangent(
             use_gelu,
         )
         return f_t + x1_t
-    a, a_t, p, p_t = mha_jvp(
+    a, a_t = mha_jvp(
         src_t,
         src_t,
         src_t,

@@ -12,6 +12,11 @@
 namespace dualgen::formulas {
 
 at::Tensor activation_derivative(const at::Tensor& h, bool use_gelu);
+at::Tensor additive_mask(
+    const at::Tensor& mask,
+    std::optional<int64_t> mask_type,
+    const at::Tensor& q,
+    int64_t keys);
 TensorList amax_mask(
     const at::Tensor& self,
     const at::Tensor& result,
@@ -39,6 +44,52 @@ at::Tensor apply_loss_reduction(const at::Tensor& t, int64_t reduction);
 at::Tensor as_matrix(const at::Tensor& b, const at::Tensor& A);
 at::Tensor as_real_like(const at::Tensor& t, const at::Tensor& like);
 at::Tensor attention_acc(const at::Tensor& t);
+at::Tensor attention_backward_tile(
+    int64_t index,
+    int64_t q_start,
+    int64_t q_len,
+    int64_t k_start,
+    int64_t k_len,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& attn_mask_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    double scale);
+TensorList attention_forward(
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    double scale);
+TensorList attention_forward_tile(
+    int64_t index,
+    int64_t q_start,
+    int64_t k_start,
+    int64_t k_len,
+    const at::Tensor& q,
+    const at::Tensor& q_pair,
+    const at::Tensor& lse,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& attn_mask_t,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    double scale);
+int64_t attention_key_block(int64_t keys);
 at::Tensor attention_probabilities(
     const at::Tensor& q,
     const at::Tensor& kk,
@@ -46,7 +97,23 @@ at::Tensor attention_probabilities(
     const at::Tensor& logsumexp,
     bool is_causal,
     double scale);
+int64_t attention_query_block(int64_t batch_heads, int64_t queries, int64_t key_block);
 double attention_scale(const at::Tensor& query, std::optional<double> scale);
+at::Tensor attention_tile_probabilities(
+    const at::Tensor& q,
+    const at::Tensor& kk,
+    const at::Tensor& attn_mask,
+    const at::Tensor& logsumexp,
+    bool is_causal,
+    int64_t diagonal,
+    double scale);
+at::Tensor attention_tile_scores(
+    const at::Tensor& q,
+    const at::Tensor& kk,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    int64_t diagonal,
+    double scale);
 at::Tensor batch_norm_tangent(
     const at::Tensor& input_t,
     const at::Tensor& input_p,
@@ -79,6 +146,8 @@ at::Tensor bce_self_second_derivative(
     const at::Tensor& target,
     const at::Tensor& weight);
 at::Tensor bce_target_derivative(const at::Tensor& self, const at::Tensor& weight);
+int64_t block_count(int64_t n, int64_t block);
+int64_t block_length(int64_t n, int64_t start, int64_t block);
 at::Tensor bool_mask(
     const at::Tensor& mask,
     std::optional<int64_t> mask_type,
@@ -363,6 +432,12 @@ at::Tensor householder_product_tangent(
     const at::Tensor& input,
     const at::Tensor& tau);
 bool is_vector_rhs(const at::Tensor& A, const at::Tensor& B);
+TensorList key_tile(
+    const at::Tensor& key,
+    const at::Tensor& key_t,
+    int64_t start,
+    int64_t length,
+    int64_t heads);
 TensorList layer_norm_jvp(
     const at::Tensor& x,
     const at::Tensor& x_t,
@@ -457,7 +532,18 @@ at::Tensor lu_unpack_grad(
     const at::Tensor& grad_U,
     const at::Tensor& LU);
 TensorList lu_unpack_tangents(const at::Tensor& LU_t);
+at::Tensor mask_tile(
+    const at::Tensor& mask,
+    int64_t q_start,
+    int64_t q_len,
+    int64_t k_start,
+    int64_t k_len);
 at::Tensor masked_div(const at::Tensor& num, const at::Tensor& den);
+at::Tensor masked_tile(
+    const at::Tensor& s,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    int64_t diagonal);
 at::Tensor matrix_exp_differential(
     const at::Tensor& A,
     const at::Tensor& E,
@@ -468,6 +554,19 @@ at::Tensor mean_tangent(
     at::OptionalIntArrayRef dim,
     bool keepdim);
 at::Tensor merge_heads(const at::Tensor& x);
+TensorList mha_heads(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& w_t,
+    const at::Tensor& b_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    int64_t embed_dim,
+    int64_t num_head,
+    const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias);
 TensorList mha_jvp(
     const at::Tensor& query_t,
     const at::Tensor& key_t,
@@ -485,6 +584,19 @@ TensorList mha_jvp(
     const at::Tensor& qkv_bias,
     const at::Tensor& proj_weight,
     const at::Tensor& proj_bias,
+    const at::Tensor& mask,
+    std::optional<int64_t> mask_type);
+at::Tensor mha_weights_tangent(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& w_t,
+    const at::Tensor& b_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    int64_t embed_dim,
+    int64_t num_head,
+    const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias,
     const at::Tensor& mask,
     std::optional<int64_t> mask_type);
 at::Tensor mish_derivative(const at::Tensor& self);
@@ -622,6 +734,11 @@ at::Tensor sgn_derivative(
     const at::Tensor& v,
     const at::Tensor& self,
     const at::Tensor& result);
+at::Tensor shifted_products(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const at::Tensor& shift,
+    double scale);
 at::Tensor side_matmul(const at::Tensor& m, const at::Tensor& x, bool left);
 TensorList slogdet_tangents(
     const at::Tensor& A_t,

@@ -39,6 +39,59 @@ double attention_scale(const at::Tensor& query, std::optional<double> scale) {
   return scale.value();
 }
 
+// shifted_products(Tensor a, Tensor b, Tensor shift, float scale) -> Tensor
+at::Tensor shifted_products(
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const at::Tensor& shift,
+    double scale) {
+  at::Tensor rows = at::baddbmm(shift.reshape(std::vector<int64_t>{a.size(0) * a.size(1), a.size(2), 1}).neg(), a.flatten(0, 1), b.flatten(0, 1).transpose(-2, -1), 1, scale);
+  return rows.reshape(std::vector<int64_t>{a.size(0), a.size(1), a.size(2), b.size(2)});
+}
+
+// masked_tile(Tensor s, Tensor attn_mask, bool is_causal, int diagonal) -> Tensor
+at::Tensor masked_tile(
+    const at::Tensor& s_arg,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    int64_t diagonal) {
+  at::Tensor s = s_arg;
+  if (present(attn_mask)) {
+    s = s + attention_acc(attn_mask);
+  }
+  at::Tensor keep;
+  if (is_causal && s.size(-1) - 1 > diagonal) {
+    keep = at::ones_like(s, c10::ScalarType::Bool).tril(diagonal);
+    s = s.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  return s;
+}
+
+// attention_tile_scores(Tensor q, Tensor kk, Tensor attn_mask, bool is_causal, int diagonal, float scale) -> Tensor
+at::Tensor attention_tile_scores(
+    const at::Tensor& q,
+    const at::Tensor& kk,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    int64_t diagonal,
+    double scale) {
+  at::Tensor s = at::matmul(q, kk.transpose(-2, -1)) * scale;
+  return masked_tile(s, attn_mask, is_causal, diagonal);
+}
+
+// attention_tile_probabilities(Tensor q, Tensor kk, Tensor attn_mask, Tensor logsumexp, bool is_causal, int diagonal, float scale) -> Tensor
+at::Tensor attention_tile_probabilities(
+    const at::Tensor& q,
+    const at::Tensor& kk,
+    const at::Tensor& attn_mask,
+    const at::Tensor& logsumexp,
+    bool is_causal,
+    int64_t diagonal,
+    double scale) {
+  at::Tensor s = shifted_products(q, kk, attention_acc(logsumexp), scale);
+  return masked_tile(s, attn_mask, is_causal, diagonal).exp();
+}
+
 // attention_probabilities(Tensor q, Tensor kk, Tensor attn_mask, Tensor logsumexp, bool is_causal, float scale) -> Tensor
 at::Tensor attention_probabilities(
     const at::Tensor& q,
@@ -47,16 +100,161 @@ at::Tensor attention_probabilities(
     const at::Tensor& logsumexp,
     bool is_causal,
     double scale) {
-  at::Tensor s = at::matmul(q, kk.transpose(-2, -1)) * scale;
-  if (present(attn_mask)) {
-    s = s + attention_acc(attn_mask);
+  return attention_tile_probabilities(q, kk, attn_mask, logsumexp, is_causal, 0, scale);
+}
+
+// attention_key_block(int keys) -> int
+int64_t attention_key_block(int64_t keys) {
+  if (keys < 256) {
+    return keys > 0 ? keys : 1;
   }
-  at::Tensor keep;
-  if (is_causal) {
-    keep = at::ones_like(s, c10::ScalarType::Bool).tril();
-    s = s.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity());
+  return 256;
+}
+
+// attention_query_block(int batch_heads, int queries, int key_block) -> int
+int64_t attention_query_block(int64_t batch_heads, int64_t queries, int64_t key_block) {
+  int64_t rows = batch_heads > 0 ? (262144 / (batch_heads * key_block) - (262144 % (batch_heads * key_block) != 0 && (262144 < 0) != ((batch_heads * key_block) < 0))) : queries;
+  if (rows < 64) {
+    rows = 64;
   }
-  return (s - attention_acc(logsumexp).unsqueeze(-1)).exp();
+  if (rows > queries) {
+    rows = queries;
+  }
+  return rows > 0 ? rows : 1;
+}
+
+// block_count(int n, int block) -> int
+int64_t block_count(int64_t n, int64_t block) {
+  return ((n + block - 1) / block - ((n + block - 1) % block != 0 && ((n + block - 1) < 0) != (block < 0)));
+}
+
+// block_length(int n, int start, int block) -> int
+int64_t block_length(int64_t n, int64_t start, int64_t block) {
+  return start + block <= n ? block : n - start;
+}
+
+// mask_tile(Tensor mask, int q_start, int q_len, int k_start, int k_len) -> Tensor
+at::Tensor mask_tile(
+    const at::Tensor& mask,
+    int64_t q_start,
+    int64_t q_len,
+    int64_t k_start,
+    int64_t k_len) {
+  if (!present(mask)) {
+    return at::Tensor();
+  }
+  at::Tensor m = mask;
+  if (m.size(-2) != 1) {
+    m = m.narrow(-2, q_start, q_len);
+  }
+  if (m.size(-1) != 1) {
+    m = m.narrow(-1, k_start, k_len);
+  }
+  return m;
+}
+
+// key_tile(Tensor key, Tensor key_t, int start, int length, int heads) -> Tensor[]
+TensorList key_tile(
+    const at::Tensor& key,
+    const at::Tensor& key_t,
+    int64_t start,
+    int64_t length,
+    int64_t heads) {
+  at::Tensor k = expand_heads(attention_acc(key.narrow(2, start, length)), heads);
+  at::Tensor k_t = expand_heads(attention_acc(key_t.narrow(2, start, length)), heads);
+  return TensorList{k, at::cat(TensorList{k, k_t}, -1)};
+}
+
+// attention_forward_tile(int index, int q_start, int k_start, int k_len, Tensor q, Tensor q_pair, Tensor lse, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
+TensorList attention_forward_tile(
+    int64_t index,
+    int64_t q_start,
+    int64_t k_start,
+    int64_t k_len,
+    const at::Tensor& q,
+    const at::Tensor& q_pair,
+    const at::Tensor& lse,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& attn_mask_t,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    double scale) {
+  int64_t heads = q.size(1);
+  int64_t q_len = q.size(2);
+  TensorList unpacked1 = key_tile(key, key_t, k_start, k_len, heads);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor kk = unpacked1[0];
+  at::Tensor k_pair = unpacked1[1];
+  at::Tensor mask = mask_tile(attn_mask, q_start, q_len, k_start, k_len);
+  at::Tensor p = attention_tile_probabilities(q, kk, mask, lse, is_causal, q_start - k_start, scale);
+  at::Tensor ds = at::matmul(q_pair, k_pair.transpose(-2, -1));
+  if (present(attn_mask_t)) {
+    ds = ds + attention_acc(mask_tile(attn_mask_t, q_start, q_len, k_start, k_len));
+  }
+  at::Tensor pds = p * ds;
+  at::Tensor lse_t = pds.sum(at::IntArrayRef{-1}, true);
+  if (index == 1) {
+    return TensorList{lse_t};
+  }
+  at::Tensor vv = expand_heads(attention_acc(value.narrow(2, k_start, k_len)), heads);
+  at::Tensor vv_t = expand_heads(attention_acc(value_t.narrow(2, k_start, k_len)), heads);
+  return TensorList{lse_t, at::matmul(pds, vv) + at::matmul(p, vv_t)};
+}
+
+// attention_forward(Tensor query, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
+TensorList attention_forward(
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    double scale) {
+  int64_t heads = query.size(1);
+  int64_t queries = query.size(2);
+  int64_t keys = key.size(2);
+  int64_t kb = attention_key_block(keys);
+  int64_t qb = attention_query_block(query.size(0) * heads, queries, kb);
+  at::Tensor out = expand_heads(attention_acc(value).narrow(2, 0, 0), heads);
+  at::Tensor lse = attention_acc(query).narrow(2, 0, 0).sum(at::IntArrayRef{-1});
+  for (int64_t i : dim_range(0, block_count(queries, qb))) {
+    int64_t qs = i * qb;
+    int64_t ql = block_length(queries, qs, qb);
+    at::Tensor q = attention_acc(query.narrow(2, qs, ql));
+    at::Tensor row_lse = at::full_like(q.narrow(-1, 0, 1), -std::numeric_limits<double>::infinity());
+    for (int64_t j : dim_range(0, block_count(keys, kb))) {
+      int64_t ks = j * kb;
+      int64_t kl = block_length(keys, ks, kb);
+      at::Tensor kk;
+      at::Tensor s;
+      if (!is_causal || ks < qs + ql) {
+        kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads);
+        s = attention_tile_scores(q, kk, mask_tile(attn_mask, qs, ql, ks, kl), is_causal, qs - ks, scale);
+        row_lse = at::logaddexp(row_lse, s.logsumexp(at::IntArrayRef{-1}, true));
+      }
+    }
+    row_lse = row_lse.masked_fill(at::isneginf(row_lse), 0.0).squeeze(-1);
+    at::Tensor rows = q.new_zeros(std::vector<int64_t>{q.size(0), heads, ql, value.size(3)});
+    for (int64_t j : dim_range(0, block_count(keys, kb))) {
+      int64_t ks = j * kb;
+      int64_t kl = block_length(keys, ks, kb);
+      at::Tensor kk;
+      at::Tensor vv;
+      at::Tensor p;
+      if (!is_causal || ks < qs + ql) {
+        kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads);
+        vv = expand_heads(attention_acc(value.narrow(2, ks, kl)), heads);
+        p = attention_tile_probabilities(q, kk, mask_tile(attn_mask, qs, ql, ks, kl), row_lse, is_causal, qs - ks, scale);
+        rows = rows + at::matmul(p, vv);
+      }
+    }
+    out = at::cat(TensorList{out, rows}, 2);
+    lse = at::cat(TensorList{lse, row_lse}, 2);
+  }
+  return TensorList{out, lse};
 }
 
 // flash_attention_tangent(int index, Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor
@@ -76,23 +274,107 @@ at::Tensor flash_attention_tangent(
     bool is_causal,
     std::optional<double> scale) {
   refuse_dropout(dropout_p, "_scaled_dot_product_flash_attention_for_cpu");
-  int64_t heads = query.size(1);
   double sc = attention_scale(query, scale);
-  at::Tensor q = attention_acc(query);
-  at::Tensor kk = expand_heads(attention_acc(key), heads);
-  at::Tensor p = attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, sc);
-  at::Tensor ds = (at::matmul(attention_acc(query_t), kk.transpose(-2, -1)) + at::matmul(q, expand_heads(attention_acc(key_t), heads).transpose(-2, -1))) * sc;
-  if (present(attn_mask_t)) {
-    ds = ds + attention_acc(attn_mask_t);
+  int64_t queries = query.size(2);
+  int64_t keys = key.size(2);
+  int64_t kb = attention_key_block(keys);
+  int64_t qb = attention_query_block(query.size(0) * query.size(1), queries, kb);
+  at::Tensor lse = attention_acc(logsumexp);
+  at::Tensor out = attention_acc(output);
+  at::Tensor lse_t = lse.narrow(2, 0, 0);
+  at::Tensor out_t = out.narrow(2, 0, 0);
+  for (int64_t i : dim_range(0, block_count(queries, qb))) {
+    int64_t qs = i * qb;
+    int64_t ql = block_length(queries, qs, qb);
+    at::Tensor q = attention_acc(query.narrow(2, qs, ql));
+    at::Tensor q_pair = at::cat(TensorList{attention_acc(query_t.narrow(2, qs, ql)), q}, -1) * sc;
+    at::Tensor row_lse = lse.narrow(2, qs, ql);
+    at::Tensor row_lse_t = at::zeros_like(row_lse).unsqueeze(-1);
+    at::Tensor row_out_t = at::zeros_like(out.narrow(2, qs, ql));
+    for (int64_t j : dim_range(0, block_count(keys, kb))) {
+      int64_t ks = j * kb;
+      int64_t kl = block_length(keys, ks, kb);
+      TensorList terms;
+      if (!is_causal || ks < qs + ql) {
+        terms = attention_forward_tile(index, qs, ks, kl, q, q_pair, row_lse, key_t, value_t, attn_mask_t, key, value, attn_mask, is_causal, sc);
+        row_lse_t = row_lse_t + terms[0];
+        if (index == 0) {
+          row_out_t = row_out_t + terms[1];
+        }
+      }
+    }
+    lse_t = at::cat(TensorList{lse_t, row_lse_t.squeeze(-1)}, 2);
+    if (index == 0) {
+      out_t = at::cat(TensorList{out_t, row_out_t - row_lse_t * out.narrow(2, qs, ql)}, 2);
+    }
   }
-  at::Tensor pds = p * ds;
-  at::Tensor lse_t = pds.sum(at::IntArrayRef{-1});
   if (index == 1) {
     return lse_t.to(logsumexp.scalar_type());
   }
-  at::Tensor vv = expand_heads(attention_acc(value), heads);
-  at::Tensor out_t = at::matmul(pds - p * lse_t.unsqueeze(-1), vv) + at::matmul(p, expand_heads(attention_acc(value_t), heads));
   return out_t.to(output.scalar_type());
+}
+
+// attention_backward_tile(int index, int q_start, int q_len, int k_start, int k_len, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_mask_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_mask, bool is_causal, float scale) -> Tensor
+at::Tensor attention_backward_tile(
+    int64_t index,
+    int64_t q_start,
+    int64_t q_len,
+    int64_t k_start,
+    int64_t k_len,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& attn_mask_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& attn_mask,
+    bool is_causal,
+    double scale) {
+  int64_t heads = query.size(1);
+  at::Tensor q = attention_acc(query.narrow(2, q_start, q_len));
+  at::Tensor q_t = attention_acc(query_t.narrow(2, q_start, q_len));
+  TensorList unpacked1 = key_tile(key, key_t, k_start, k_len, heads);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor kk = unpacked1[0];
+  at::Tensor k_pair = unpacked1[1];
+  at::Tensor mask = mask_tile(attn_mask, q_start, q_len, k_start, k_len);
+  at::Tensor p = attention_tile_probabilities(q, kk, mask, logsumexp.narrow(2, q_start, q_len), is_causal, q_start - k_start, scale);
+  at::Tensor lse_t = attention_acc(logsumexp_t.narrow(2, q_start, q_len));
+  at::Tensor s_t = shifted_products(at::cat(TensorList{q_t, q}, -1), k_pair, lse_t, scale);
+  if (present(attn_mask_t)) {
+    s_t = s_t + attention_acc(mask_tile(attn_mask_t, q_start, q_len, k_start, k_len));
+  }
+  at::Tensor p_t = p * s_t;
+  at::Tensor g = attention_acc(grad_out.narrow(2, q_start, q_len));
+  at::Tensor g_t = attention_acc(grad_out_t.narrow(2, q_start, q_len));
+  if (index == 2) {
+    return at::matmul(p_t.transpose(-2, -1), g) + at::matmul(p.transpose(-2, -1), g_t);
+  }
+  at::Tensor o = attention_acc(out.narrow(2, q_start, q_len));
+  at::Tensor o_t = attention_acc(out_t.narrow(2, q_start, q_len));
+  TensorList unpacked2 = key_tile(value, value_t, k_start, k_len, heads);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor vv = unpacked2[0];
+  at::Tensor v_pair = unpacked2[1];
+  at::Tensor r = shifted_products(g, vv, (g * o).sum(at::IntArrayRef{-1}), 1.0);
+  at::Tensor r_t = shifted_products(at::cat(TensorList{g_t, g}, -1), v_pair, (g_t * o + g * o_t).sum(at::IntArrayRef{-1}), 1.0);
+  at::Tensor ds = p * r;
+  at::Tensor ds_t = p_t * r + p * r_t;
+  at::Tensor kk_t;
+  if (index == 0) {
+    kk_t = k_pair.narrow(-1, kk.size(-1), kk.size(-1));
+    return (at::matmul(ds_t, kk) + at::matmul(ds, kk_t)) * scale;
+  }
+  return (at::matmul(ds_t.transpose(-2, -1), q) + at::matmul(ds.transpose(-2, -1), q_t)) * scale;
 }
 
 // flash_attention_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_mask_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_mask, float dropout_p, bool is_causal, float? scale) -> Tensor
@@ -116,38 +398,44 @@ at::Tensor flash_attention_backward_tangent(
     bool is_causal,
     std::optional<double> scale) {
   refuse_dropout(dropout_p, "_scaled_dot_product_flash_attention_for_cpu");
-  int64_t heads = query.size(1);
   double sc = attention_scale(query, scale);
-  at::Tensor g = attention_acc(grad_out);
-  at::Tensor q = attention_acc(query);
-  at::Tensor kk = expand_heads(attention_acc(key), heads);
-  at::Tensor vv = expand_heads(attention_acc(value), heads);
-  at::Tensor p = attention_probabilities(q, kk, attn_mask, logsumexp, is_causal, sc);
-  at::Tensor r = at::matmul(g, vv.transpose(-2, -1)) - (g * attention_acc(out)).sum(at::IntArrayRef{-1}, true);
-  at::Tensor qt = attention_acc(query_t);
-  at::Tensor kkt = expand_heads(attention_acc(key_t), heads);
-  at::Tensor s_t = (at::matmul(qt, kk.transpose(-2, -1)) + at::matmul(q, kkt.transpose(-2, -1))) * sc;
-  if (present(attn_mask_t)) {
-    s_t = s_t + attention_acc(attn_mask_t);
-  }
-  at::Tensor p_t = p * (s_t - attention_acc(logsumexp_t).unsqueeze(-1));
-  at::Tensor gt = attention_acc(grad_out_t);
+  int64_t queries = query.size(2);
+  int64_t keys = key.size(2);
+  int64_t kb = attention_key_block(keys);
+  int64_t qb = attention_query_block(query.size(0) * query.size(1), queries, kb);
   at::Tensor res;
-  if (index == 2) {
-    res = at::matmul(p_t.transpose(-2, -1), g) + at::matmul(p.transpose(-2, -1), gt);
-    return sum_heads(res, value.size(1)).to(value.scalar_type());
-  }
-  at::Tensor vvt = expand_heads(attention_acc(value_t), heads);
-  at::Tensor r_t = at::matmul(gt, vv.transpose(-2, -1)) + at::matmul(g, vvt.transpose(-2, -1));
-  r_t = r_t - (gt * attention_acc(out) + g * attention_acc(out_t)).sum(at::IntArrayRef{-1}, true);
-  at::Tensor ds = p * r;
-  at::Tensor ds_t = p_t * r + p * r_t;
   if (index == 0) {
-    res = (at::matmul(ds_t, kk) + at::matmul(ds, kkt)) * sc;
+    res = attention_acc(query).narrow(2, 0, 0);
+    for (int64_t i : dim_range(0, block_count(queries, qb))) {
+      int64_t qs = i * qb;
+      int64_t ql = block_length(queries, qs, qb);
+      at::Tensor rows = at::zeros_like(attention_acc(query.narrow(2, qs, ql)));
+      for (int64_t j : dim_range(0, block_count(keys, kb))) {
+        int64_t ks = j * kb;
+        if (!is_causal || ks < qs + ql) {
+          rows = rows + attention_backward_tile(0, qs, ql, ks, block_length(keys, ks, kb), grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out, query, key, value, out, logsumexp, attn_mask, is_causal, sc);
+        }
+      }
+      res = at::cat(TensorList{res, rows}, 2);
+    }
     return res.to(query.scalar_type());
   }
-  res = (at::matmul(ds_t.transpose(-2, -1), q) + at::matmul(ds.transpose(-2, -1), qt)) * sc;
-  return sum_heads(res, key.size(1)).to(key.scalar_type());
+  at::Tensor like = index == 1 ? key : value;
+  res = expand_heads(attention_acc(like).narrow(2, 0, 0), query.size(1));
+  for (int64_t j : dim_range(0, block_count(keys, kb))) {
+    int64_t ks = j * kb;
+    int64_t kl = block_length(keys, ks, kb);
+    at::Tensor rows = expand_heads(at::zeros_like(attention_acc(like.narrow(2, ks, kl))), query.size(1));
+    for (int64_t i : dim_range(0, block_count(queries, qb))) {
+      int64_t qs = i * qb;
+      int64_t ql = block_length(queries, qs, qb);
+      if (!is_causal || ks < qs + ql) {
+        rows = rows + attention_backward_tile(index, qs, ql, ks, kl, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out, query, key, value, out, logsumexp, attn_mask, is_causal, sc);
+      }
+    }
+    res = at::cat(TensorList{res, rows}, 2);
+  }
+  return sum_heads(res, like.size(1)).to(like.scalar_type());
 }
 
 }  // namespace dualgen::formulas

@@ -32,26 +32,39 @@ at::Tensor bool_mask(
   return m;
 }
 
-// mha_jvp(Tensor query_t, Tensor key_t, Tensor value_t, Tensor w_t, Tensor b_t, Tensor wo_t, Tensor bo_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor mask, int? mask_type) -> Tensor[]
-TensorList mha_jvp(
+// additive_mask(Tensor mask, int? mask_type, Tensor q, int keys) -> Tensor
+at::Tensor additive_mask(
+    const at::Tensor& mask,
+    std::optional<int64_t> mask_type,
+    const at::Tensor& q,
+    int64_t keys) {
+  if (!present(mask)) {
+    return at::Tensor();
+  }
+  at::Tensor m = mask.to(c10::ScalarType::Bool);
+  if (present(mask_type) && mask_type.value() == 1) {
+    m = m.reshape(std::vector<int64_t>{q.size(0), 1, 1, keys});
+  }
+  for (int64_t d : dim_range(m.dim(), 4)) {
+    m = m.unsqueeze(0);
+  }
+  return at::zeros_like(m, q.scalar_type()).masked_fill(m, -std::numeric_limits<double>::infinity());
+}
+
+// mha_heads(Tensor query_t, Tensor key_t, Tensor value_t, Tensor w_t, Tensor b_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias) -> Tensor[]
+TensorList mha_heads(
     const at::Tensor& query_t,
     const at::Tensor& key_t,
     const at::Tensor& value_t,
     const at::Tensor& w_t,
     const at::Tensor& b_t,
-    const at::Tensor& wo_t,
-    const at::Tensor& bo_t,
     const at::Tensor& query,
     const at::Tensor& key,
     const at::Tensor& value,
     int64_t embed_dim,
     int64_t num_head,
     const at::Tensor& qkv_weight,
-    const at::Tensor& qkv_bias,
-    const at::Tensor& proj_weight,
-    const at::Tensor& proj_bias,
-    const at::Tensor& mask,
-    std::optional<int64_t> mask_type) {
+    const at::Tensor& qkv_bias) {
   double c = static_cast<double>(1.0) / std::pow((embed_dim / num_head - (embed_dim % num_head != 0 && (embed_dim < 0) != (num_head < 0))), 0.5);
   TensorList unpacked1 = qkv_weight.chunk(3);
   TORCH_CHECK_VALUE(unpacked1.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked1.size(), ")");
@@ -77,12 +90,73 @@ TensorList mha_jvp(
   at::Tensor bq_t = unpacked4[0];
   at::Tensor bk_t = unpacked4[1];
   at::Tensor bv_t = unpacked4[2];
-  at::Tensor q = split_heads((at::matmul(query, wq.t()) + bq) * c, num_head);
-  at::Tensor k = split_heads(at::matmul(key, wk.t()) + bk, num_head);
-  at::Tensor v = split_heads(at::matmul(value, wv.t()) + bv, num_head);
-  at::Tensor q_t = split_heads((at::matmul(query_t, wq.t()) + at::matmul(query, wq_t.t()) + bq_t) * c, num_head);
-  at::Tensor k_t = split_heads(at::matmul(key_t, wk.t()) + at::matmul(key, wk_t.t()) + bk_t, num_head);
-  at::Tensor v_t = split_heads(at::matmul(value_t, wv.t()) + at::matmul(value, wv_t.t()) + bv_t, num_head);
+  return TensorList{split_heads((at::matmul(query, wq.t()) + bq) * c, num_head), split_heads(at::matmul(key, wk.t()) + bk, num_head), split_heads(at::matmul(value, wv.t()) + bv, num_head), split_heads((at::matmul(query_t, wq.t()) + at::matmul(query, wq_t.t()) + bq_t) * c, num_head), split_heads(at::matmul(key_t, wk.t()) + at::matmul(key, wk_t.t()) + bk_t, num_head), split_heads(at::matmul(value_t, wv.t()) + at::matmul(value, wv_t.t()) + bv_t, num_head)};
+}
+
+// mha_jvp(Tensor query_t, Tensor key_t, Tensor value_t, Tensor w_t, Tensor b_t, Tensor wo_t, Tensor bo_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor mask, int? mask_type) -> Tensor[]
+TensorList mha_jvp(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& w_t,
+    const at::Tensor& b_t,
+    const at::Tensor& wo_t,
+    const at::Tensor& bo_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    int64_t embed_dim,
+    int64_t num_head,
+    const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias,
+    const at::Tensor& proj_weight,
+    const at::Tensor& proj_bias,
+    const at::Tensor& mask,
+    std::optional<int64_t> mask_type) {
+  TensorList unpacked1 = mha_heads(query_t, key_t, value_t, w_t, b_t, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 6, "not enough values to unpack (expected 6, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 6, "too many values to unpack (expected 6)");
+  at::Tensor q = unpacked1[0];
+  at::Tensor k = unpacked1[1];
+  at::Tensor v = unpacked1[2];
+  at::Tensor q_t = unpacked1[3];
+  at::Tensor k_t = unpacked1[4];
+  at::Tensor v_t = unpacked1[5];
+  at::Tensor m = additive_mask(mask, mask_type, q, k.size(2));
+  TensorList unpacked2 = attention_forward(q, k, v, m, false, 1.0);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor ctx = unpacked2[0];
+  at::Tensor lse = unpacked2[1];
+  at::Tensor ctx_t = flash_attention_tangent(0, q_t, k_t, v_t, None, q, k, v, m, ctx, lse, 0.0, false, 1.0);
+  at::Tensor out = at::matmul(merge_heads(ctx), proj_weight.t()) + proj_bias;
+  at::Tensor out_t = at::matmul(merge_heads(ctx_t), proj_weight.t()) + at::matmul(merge_heads(ctx), wo_t.t()) + bo_t;
+  return TensorList{out, out_t};
+}
+
+// mha_weights_tangent(Tensor query_t, Tensor key_t, Tensor w_t, Tensor b_t, Tensor query, Tensor key, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor mask, int? mask_type) -> Tensor
+at::Tensor mha_weights_tangent(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& w_t,
+    const at::Tensor& b_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    int64_t embed_dim,
+    int64_t num_head,
+    const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias,
+    const at::Tensor& mask,
+    std::optional<int64_t> mask_type) {
+  TensorList unpacked1 = mha_heads(query_t, key_t, key_t, w_t, b_t, query, key, key, embed_dim, num_head, qkv_weight, qkv_bias);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 6, "not enough values to unpack (expected 6, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 6, "too many values to unpack (expected 6)");
+  at::Tensor q = unpacked1[0];
+  at::Tensor k = unpacked1[1];
+  at::Tensor v = unpacked1[2];
+  at::Tensor q_t = unpacked1[3];
+  at::Tensor k_t = unpacked1[4];
+  at::Tensor v_t = unpacked1[5];
   at::Tensor s = at::matmul(q, k.transpose(-2, -1));
   at::Tensor m = bool_mask(mask, mask_type, s);
   if (present(m)) {
@@ -94,12 +168,7 @@ TensorList mha_jvp(
   if (present(m)) {
     ps_t = ps_t.masked_fill(m, 0.0);
   }
-  at::Tensor p_t = ps_t - p * ps_t.sum(at::IntArrayRef{-1}, true);
-  at::Tensor ctx = merge_heads(at::matmul(p, v));
-  at::Tensor ctx_t = merge_heads(at::matmul(p_t, v) + at::matmul(p, v_t));
-  at::Tensor out = at::matmul(ctx, proj_weight.t()) + proj_bias;
-  at::Tensor out_t = at::matmul(ctx_t, proj_weight.t()) + at::matmul(ctx, wo_t.t()) + bo_t;
-  return TensorList{out, out_t, p, p_t};
+  return ps_t - p * ps_t.sum(at::IntArrayRef{-1}, true);
 }
 
 // native_multi_head_attention_tangent(int index, Tensor query_t, Tensor key_t, Tensor value_t, Tensor qkv_weight_t, Tensor qkv_bias_t, Tensor proj_weight_t, Tensor proj_bias_t, Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor mask, bool need_weights, bool average_attn_weights, int? mask_type) -> Tensor
@@ -134,16 +203,17 @@ at::Tensor native_multi_head_attention_tangent(
     }
     return at::Tensor();
   }
-  TensorList unpacked1 = mha_jvp(query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type);
-  TORCH_CHECK_VALUE(unpacked1.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked1.size(), ")");
-  TORCH_CHECK_VALUE(unpacked1.size() <= 4, "too many values to unpack (expected 4)");
-  at::Tensor out = unpacked1[0];
-  at::Tensor out_t = unpacked1[1];
-  at::Tensor p = unpacked1[2];
-  at::Tensor p_t = unpacked1[3];
+  at::Tensor out;
+  at::Tensor out_t;
   if (index == 0) {
+    TensorList unpacked1 = mha_jvp(query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type);
+    TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+    TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+    out = unpacked1[0];
+    out_t = unpacked1[1];
     return out_t;
   }
+  at::Tensor p_t = mha_weights_tangent(query_t, key_t, qkv_weight_t, qkv_bias_t, query, key, embed_dim, num_head, qkv_weight, qkv_bias, mask, mask_type);
   if (average_attn_weights) {
     return p_t.mean(at::IntArrayRef{1});
   }
@@ -243,8 +313,6 @@ at::Tensor transformer_encoder_layer_tangent(
   at::Tensor n1_t;
   at::Tensor a;
   at::Tensor a_t;
-  at::Tensor p;
-  at::Tensor p_t;
   at::Tensor x1;
   at::Tensor x1_t;
   at::Tensor n2;
@@ -258,12 +326,10 @@ at::Tensor transformer_encoder_layer_tangent(
     n1 = unpacked1[0];
     n1_t = unpacked1[1];
     TensorList unpacked2 = mha_jvp(n1_t, n1_t, n1_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, n1, n1, n1, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type);
-    TORCH_CHECK_VALUE(unpacked2.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked2.size(), ")");
-    TORCH_CHECK_VALUE(unpacked2.size() <= 4, "too many values to unpack (expected 4)");
+    TORCH_CHECK_VALUE(unpacked2.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked2.size(), ")");
+    TORCH_CHECK_VALUE(unpacked2.size() <= 2, "too many values to unpack (expected 2)");
     a = unpacked2[0];
     a_t = unpacked2[1];
-    p = unpacked2[2];
-    p_t = unpacked2[3];
     x1 = a + src;
     x1_t = a_t + src_t;
     TensorList unpacked3 = layer_norm_jvp(x1, x1_t, norm_weight_2, norm_weight_2_t, norm_bias_2, norm_bias_2_t, eps);
@@ -279,12 +345,10 @@ at::Tensor transformer_encoder_layer_tangent(
     return f_t + x1_t;
   }
   TensorList unpacked5 = mha_jvp(src_t, src_t, src_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, src, src, src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type);
-  TORCH_CHECK_VALUE(unpacked5.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked5.size(), ")");
-  TORCH_CHECK_VALUE(unpacked5.size() <= 4, "too many values to unpack (expected 4)");
+  TORCH_CHECK_VALUE(unpacked5.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked5.size(), ")");
+  TORCH_CHECK_VALUE(unpacked5.size() <= 2, "too many values to unpack (expected 2)");
   a = unpacked5[0];
   a_t = unpacked5[1];
-  p = unpacked5[2];
-  p_t = unpacked5[3];
   TensorList unpacked6 = layer_norm_jvp(a + src, a_t + src_t, norm_weight_1, norm_weight_1_t, norm_bias_1, norm_bias_1_t, eps);
   TORCH_CHECK_VALUE(unpacked6.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked6.size(), ")");
   TORCH_CHECK_VALUE(unpacked6.size() <= 2, "too many values to unpack (expected 2)");

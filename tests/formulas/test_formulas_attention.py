@@ -25,6 +25,13 @@ CASES = [
     ((1, 4, 4, 4), 2, 3, None, True, 0.7),  # grouped-query, causal with L > S
     ((2, 2, 3, 4), 2, 5, (3, 5), False, None),
     ((2, 2, 3, 4), 1, 5, (2, 1, 3, 5), True, 0.5),
+    # Several (query block, key block) tiles: 256 keys and, with 8 batch-heads,
+    # 128 query rows per tile; the last blocks are shorter, causal tiles above
+    # the diagonal are skipped.
+    ((2, 4, 300, 8), 2, 600, None, True, None),
+    ((1, 8, 200, 8), 8, 530, (1, 1, 1, 530), False, 0.3),  # key padding
+    ((1, 8, 260, 8), 4, 300, (260, 300), True, None),
+    ((1, 8, 600, 4), 8, 300, (1, 8, 600, 300), True, None),  # causal, L > S
 ]
 
 
