@@ -90,6 +90,7 @@ bench: $(STAMP) $(MODELS_STAMP) $(JAX_VENV)/bin/python
 	$(PY) bench/startup.py
 	$(PY) bench/runtime_speed.py --per-op
 	$(PY) bench/forward_gradient.py
+	$(PY) bench/memory.py
 	$(PY) bench/functional_speed.py
 	$(PY) bench/taylor_speed.py --jax-python $(JAX_VENV)/bin/python
 	$(PY) bench/fx_speed.py --compile

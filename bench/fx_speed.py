@@ -23,14 +23,8 @@ from collections.abc import Callable
 import allocator
 import torch
 import torch.autograd.forward_ad as native_ad
-from runtime_speed import (
-    chain,
-    make_convnet,
-    make_encoder_layer,
-    make_mlp,
-    math_attention,
-    measure,
-)
+from bench_models import make_convnet, make_encoder_layer
+from runtime_speed import chain, make_mlp, math_attention, measure
 
 import dualgen.fx
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import allocator
 import torch
 import torch.autograd.forward_ad as native_ad
+from bench_models import make_convnet, make_encoder_layer
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -63,28 +64,6 @@ def make_mlp(width: int) -> nn.Module:
         nn.Tanh(),
         nn.Linear(width, width),
     )
-
-
-def make_convnet(channels: int) -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Conv2d(3, channels, 3, padding=1),
-        nn.BatchNorm2d(channels),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(channels, channels, 3, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(channels, 10),
-    ).eval()
-
-
-def make_encoder_layer(width: int) -> nn.Module:
-    torch.manual_seed(0)
-    return nn.TransformerEncoderLayer(
-        width, 4, 2 * width, dropout=0.0, batch_first=True
-    ).eval()
 
 
 def math_attention(layer: nn.Module) -> Callable:
