@@ -40,6 +40,7 @@ from .levels import (
     mark_forward_root,
     set_tangent,
 )
+from .saved_tangents import forget_saved_tangents
 from .tangents import handling_levels_below, tangent_of
 
 # PyTorch's forward-AD module has these; its tests (and torch's own code) use them.
@@ -100,6 +101,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
             "created. This is not supported."
         )
     drop_pending(state.levels[-1])  # its tangents still to compute
+    forget_saved_tangents(state.levels[-1])
     finished = state.levels.pop()
     clear_level(finished)
     state.cap = len(state.levels) - 1

@@ -112,6 +112,9 @@ class _ThreadState(threading.local):
         # Output tangents still to compute, each a callable with a `level`
         # (`tracked.defer_formula`), in the order their ops ran.
         self.pending: list = []
+        # Saved outputs' tangents to move onto their nodes at the next op
+        # (saved_tangents.py).
+        self.saved_to_move: list = []
 
 
 STATE = _ThreadState()

@@ -27,6 +27,7 @@ from .levels import (
     set_tangent,
     view_of_tangent,
 )
+from .saved_tangents import SavedTangent, saved_form
 
 
 def is_differentiable_dtype(t: torch.Tensor) -> bool:
@@ -98,6 +99,8 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
         entries = level.saved.find(t)
         if entries is not None:
             value = entries.get(level)
+            if isinstance(value, SavedTangent):
+                value = value.resolve()
             if isinstance(value, torch.Tensor):
                 set_tangent(t, level, value)
                 return value
@@ -112,7 +115,7 @@ def remember_saved_outputs(level: Level, outputs) -> None:
     for o in tensors_in(outputs):
         entries = o.__dict__.get(TANGENTS)
         if entries and level in entries and not o._is_zerotensor():
-            level.saved.remember(o, entries)
+            level.saved.remember(o, saved_form(entries, level, o))
 
 
 def tensors_in(values):

@@ -45,6 +45,7 @@ from ..missing import (
     qualified_name,
 )
 from ..rules.table import rule_for
+from ..saved_tangents import move_saved_tangents
 from ..tangents import (
     autograd_enabled,
     handling_levels_below,
@@ -158,6 +159,8 @@ class DualMode(TorchDispatchMode):
         if STATE.defer_next:
             STATE.defer_next = False
             return NotImplemented  # the subclass runs it (`_deferring`)
+        if STATE.saved_to_move:
+            move_saved_tangents()  # onto their outputs' nodes (saved_tangents.py)
         if STATE.pending:
             resolve_pending()  # an earlier op's tangents (tracked.defer_formula)
         kwargs = kwargs or {}

@@ -455,6 +455,9 @@ bool hot_path_applies(py::handle& level0) {
   if (state.attr(names->defer_next).cast<bool>() || state.attr(names->subclass_op).cast<bool>()) {
     return false;
   }
+  // Saved outputs' tangents to move onto their nodes (saved_tangents.py): the
+  // Python path does it, before an op that may consume those outputs.
+  if (PyList_GET_SIZE(state.attr(names->saved_to_move).ptr()) != 0) return false;
   if (state.attr(names->cap).cast<int64_t>() != 0 ||
       !c10::AutogradState::get_tls_state().get_fw_grad_mode()) {
     return false;

@@ -33,7 +33,8 @@ struct Names {
   py::str cap{"cap"}, defer_next{"defer_next"}, subclass_op{"subclass_op"},
       levels{"levels"}, user_exclude{"user_exclude"}, raw_repr{"raw_repr"},
       tensors{"tensors"}, sweep_tensors_at{"sweep_tensors_at"}, saved{"saved"},
-      remember{"remember"}, find{"find"};
+      remember{"remember"}, find{"find"},
+      saved_to_move{"saved_to_move"};
 };
 extern Names* names;
 
