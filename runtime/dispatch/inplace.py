@@ -4,7 +4,9 @@ An in-place op's formula reads its other operands from before the update
 (`separate_from_self`); its new tangent is written into self's tangent or given to
 self (`update_self`), and a tangent whose elements share memory is written once
 per location (`write_shared`). `functional_form` and `call_with` run the
-functional op an in-place op's formulas come from.
+functional op an in-place op's formulas come from. An in-place view op on a
+tensor whose tangent is batched by vmap gives self the view of its tangent
+taken out of place (`batched_view_tangent`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 from ..dtypes import promoted_for_self
 from ..layout import set_new_tangent
 from ..levels import Level
+from ..missing import qualified_name
 from ..rules.rule import Rule
 from ..rules.table import generated_kernels
 from ..tangents import autograd_enabled
@@ -49,10 +52,9 @@ def separate_from_self(primals: list, tangents: list, indices, self_tangent) -> 
 
 
 def storage_key(t: torch.Tensor) -> int | None:
-    try:
-        return t.untyped_storage().data_ptr()
-    except RuntimeError:  # batched by vmap: no storage, so taken as shared
+    if not torch._C._has_storage(t):  # batched by vmap: taken as shared
         return None
+    return t.untyped_storage().data_ptr()
 
 
 def run_inplace_tracked(func, target, primals: list, have_original: bool):
@@ -95,6 +97,45 @@ def functional_form(func):
     schema = func._schema
     packet = getattr(torch.ops.aten, schema.name.split("::")[-1].rstrip("_"))
     return getattr(packet, schema.overload_name or "default")
+
+
+def batched_view_tangent(func, primals: list, self_tangent: torch.Tensor):
+    """The new tangent of self for an in-place view op (squeeze_, unsqueeze_,
+    transpose_, t_, as_strided_) whose self's tangent is batched by vmap: the
+    functional view op applied to the tangent, out of place. (Legacy vmap applies
+    an in-place view op to a batched tensor's memory without changing the shape
+    it shows, so the tangent would no longer fit its primal.) The view shares the
+    tangent's memory, as the in-place op's tangent would. Ops whose functional
+    form is no view (set_, resize_as_) are refused."""
+    view = _view_form(func)
+    if view is None:
+        name = qualified_name(func)
+        raise RuntimeError(
+            f"{name} of a tensor whose tangent is batched by vmap: vmap cannot "
+            "apply this in-place op to a batched tangent. Compute the Jacobian "
+            "column by column (chunk_size=1, vectorize=False)"
+        )
+    with autograd_enabled():
+        return call_with(view, [self_tangent, *primals[1:]])
+
+
+def _view_form(func):
+    """The out-of-place view op of an in-place view op (`aten.transpose.int` for
+    `aten.transpose_.default`): the functional form, else the overload of the
+    same name without `_` that takes the same arguments; None if it is no view."""
+    try:
+        view = functional_form(func)
+    except AttributeError:  # the functional op has another overload name
+        name = func._schema.name.split("::")[-1].rstrip("_")
+        packet = getattr(torch.ops.aten, name, None)
+        wanted = [str(a.type) for a in func._schema.arguments]
+        view = None
+        for overload in packet.overloads() if packet is not None else ():
+            candidate = getattr(packet, overload)
+            if [str(a.type) for a in candidate._schema.arguments] == wanted:
+                view = candidate
+                break
+    return view if view is not None and view.is_view else None
 
 
 def update_self(level: Level, self_value, self_tangent, new, promote, tangents) -> None:

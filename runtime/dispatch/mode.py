@@ -37,6 +37,7 @@ from ..levels import (
     Level,
     note_view,
     resolve_pending,
+    set_tangent,
 )
 from ..missing import (
     kernel_error_note,
@@ -56,6 +57,7 @@ from ..tangents import (
 )
 from .decompositions import has_decomposition
 from .inplace import (
+    batched_view_tangent,
     call_with,  # noqa: F401 - imported from here (tests)
     run_inplace_tracked,
     separate_from_self,
@@ -432,7 +434,13 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
         and torch.Tag.inplace_view in func.tags
         and is_batched(self_tangent)
     ):
-        raise RuntimeError(_batched_inplace_view(func))
+        with handling_levels_below(level, mode):
+            new_tangent = batched_view_tangent(func, primals, self_tangent)
+            out = func(*args, **kwargs)
+        set_tangent(primals[0], level, new_tangent)
+        if tracking:
+            remember_saved_outputs(level, (out,))
+        return out
     if func in _WRITES_OPERAND_AS_IS and _copies_within(primals, tangents):
         # torch copies from memory overlapping self's as it writes (no copy of
         # the source first), so the tangent is copied the same way.
@@ -549,18 +557,6 @@ def _output_tangents(
     if rule.kind != "view":
         shared = shared_with_inputs(results, tangents)
     attach_outputs(rule, level, outputs, results, promote, shared)
-
-
-def _batched_inplace_view(func) -> str:
-    """Legacy vmap applies an in-place view op (squeeze_, t_, as_strided_) to
-    a batched tensor's memory without changing the shape it shows, so the
-    tangent would no longer fit its primal (native gives that wrong tangent)."""
-    name = qualified_name(func)
-    return (
-        f"{name} of a tensor whose tangent is batched by vmap: vmap cannot apply "
-        "an in-place view op to a batched tangent. Use the out-of-place op "
-        f"(x = x.{name.split('::')[-1].split('.')[0].rstrip('_')}(...))"
-    )
 
 
 def _real_tangent_of_complex(inputs, tangents) -> bool:
