@@ -52,15 +52,17 @@ def same_layout(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
         return False
     if tangent.is_conj() != primal.is_conj() or tangent.is_neg() != primal.is_neg():
         return False
-    try:
-        nbytes, primal_nbytes = (
-            tangent.untyped_storage().nbytes(),
-            primal.untyped_storage().nbytes(),
-        )
-    except RuntimeError:  # no storage (vmap): only here, so others pay nothing
-        if not _batched_tangent_of_plain(tangent, primal):
-            raise
+    # No storage (vmap): tested first, as reading a missing storage raises, and
+    # an exception costs far more than the test (the vectorized jacobians' every
+    # output comes here).
+    has_storage = torch._C._has_storage
+    storageless = not (has_storage(tangent) and has_storage(primal))
+    if storageless and _batched_tangent_of_plain(tangent, primal):
         return True
+    nbytes, primal_nbytes = (
+        tangent.untyped_storage().nbytes(),
+        primal.untyped_storage().nbytes(),
+    )
     if tangent.dtype == primal.dtype:
         return nbytes == primal_nbytes
     return nbytes * primal.element_size() == primal_nbytes * tangent.element_size()

@@ -1,11 +1,12 @@
 """jacfwd and hessian: Jacobians by forward mode, with batched tangents.
 
-jacfwd pushes the columns of the identity through `jvp_with_argnums`, as
-torch.func.jacfwd does, but batches them with the legacy vmap
-(`torch._vmap_internals._vmap`, through `dualgen.forward_columns`, the engine
-`dualgen.functional` uses too), which dualgen takes for the tangent of a plain
-primal: the function runs once on its primals while its tangents carry every
-column. `chunk_size` columns go in each pass (1: one column at a time, with no
+jacfwd pushes the columns of the identity through `jvp.flat_jvp`, as
+torch.func.jacfwd does, but batches them with torch's legacy vmap (through
+`dualgen.forward_columns`, the engine `dualgen.functional` uses too), which dualgen
+takes for the tangent of a plain primal: the function runs once on its primals
+while its tangents carry every column, and the kernels run on the whole batch
+(legacy vmap's batching rules, and those dualgen adds: csrc/dualgen/batching.cpp).
+The arguments are checked once, as torch.func.jvp checks them, not once a pass. `chunk_size` columns go in each pass (1: one column at a time, with no
 vmap). A pass the legacy vmap cannot batch (a dualgen.func transform nested
 inside, which would make a dual of a dual whose tangent is batched; an op without a
 batching rule) is redone one column at a time, as are all later ones.
@@ -27,7 +28,7 @@ from torch.utils._pytree import TreeSpec, tree_flatten, tree_leaves, tree_unflat
 
 from ..forward_columns import basis, push_batched
 from . import checks
-from .jvp import ArgNums, Unbatchable, jvp_with_argnums
+from .jvp import ArgNums, FlatJvp, Unbatchable, flat_jvp
 from .randomness import RANDOM_OP_ERROR, Randomness
 from .vmap import is_functorch_wrapped, refuse_batched_reverse
 
@@ -54,44 +55,43 @@ class _Columns:
 
 @dataclass(frozen=True)
 class _Pusher:
-    """Pushes tangents (the basis, flattened like the differentiated args)
-    through func at args."""
+    """Pushes tangents (the basis, flat like the differentiated args, whose
+    structure `diff` holds with them) through func at args."""
 
     func: Callable[..., Any]
     args: tuple[Any, ...]
     argnums: ArgNums
     has_aux: bool
-    primals_spec: TreeSpec
+    diff: tuple[list[torch.Tensor], TreeSpec]
 
-    def __call__(self, flat_basis, batched: bool) -> tuple[list, TreeSpec, Any]:
-        basis = tree_unflatten(list(flat_basis), self.primals_spec)
-        output = jvp_with_argnums(
+    def __call__(self, flat_basis, batched: bool) -> FlatJvp:
+        out = flat_jvp(
             self.func,
             self.args,
-            basis,
             self.argnums,
+            self.diff,
+            list(flat_basis),
             has_aux=self.has_aux,
             api="jacfwd",
             batched=batched,
         )
-        checks.error_if_complex("jacfwd", output[0], is_input=False)
-        flat, spec = tree_flatten(output[1])
-        return flat, spec, output[2] if self.has_aux else None
+        checks.error_if_complex("jacfwd", out.primals, is_input=False)
+        return out
 
     def column(self, flat_basis) -> _Columns:
-        flat, spec, aux = self(flat_basis, batched=False)
-        return _Columns([t.unsqueeze(0) for t in flat], spec, aux)
+        out = self(flat_basis, batched=False)
+        return _Columns([t.unsqueeze(0) for t in out.tangents], out.spec, out.aux)
 
     def batched(self, flat_basis) -> _Columns:
         found = {}
 
-        def flat_jvp(*basis):
-            flat, spec, aux = self(basis, batched=True)
-            flat_aux, aux_spec = tree_flatten(aux) if self.has_aux else ([], None)
-            found.update(count=len(flat), spec=spec, aux_spec=aux_spec)
-            return (*flat, *flat_aux)  # the legacy vmap returns tensors only
+        def push(*basis):
+            out = self(basis, batched=True)
+            flat_aux, aux_spec = tree_flatten(out.aux) if self.has_aux else ([], None)
+            found.update(count=len(out.tangents), spec=out.spec, aux_spec=aux_spec)
+            return (*out.tangents, *flat_aux)  # the legacy vmap returns tensors only
 
-        outputs = push_batched(flat_jvp, flat_basis)
+        outputs = push_batched(push, flat_basis)
         count, aux = found["count"], None
         if self.has_aux:  # computed from the primals alone; torch.func takes column 0
             aux = tree_unflatten([t[0] for t in outputs[count:]], found["aux_spec"])
@@ -110,8 +110,9 @@ def _run_passes(
 ) -> _Columns:
     total = sum(numels)
     if total == 0:  # no columns, but the outputs' structure still comes from f
-        flat, spec, aux = pusher(basis(flat_primals, numels, 0, 1, False), False)
-        return _Columns([t.new_zeros((0, *t.shape)) for t in flat], spec, aux)
+        out = pusher(basis(flat_primals, numels, 0, 1, False), False)
+        flat = [t.new_zeros((0, *t.shape)) for t in out.tangents]
+        return _Columns(flat, out.spec, out.aux)
     rng = Randomness(randomness)
     size = 1 if randomness == "different" else chunk_size or total
     # Under torch.vmap the physical duals would mix both vmaps: one column a pass.
@@ -144,13 +145,19 @@ def _run_passes(
 
 
 def _unflatten_last(t: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    if len(shape) == 1:  # (already so)
+        return t
     return t.squeeze(-1) if len(shape) == 0 else t.unflatten(-1, shape)
 
 
 def _per_input(jac_out, flat_primals, numels, primals_spec, argnums) -> Any:
     """An output's Jacobian (columns first) split into one per differentiated input,
     in the structure of the inputs (the input's alone for an int argnums)."""
-    pieces = torch.split(jac_out.movedim(0, -1), list(numels), dim=-1)
+    columns_last = jac_out.movedim(0, -1)
+    if len(numels) == 1:
+        pieces = (columns_last,)
+    else:
+        pieces = torch.split(columns_last, list(numels), dim=-1)
     per_input = [
         _unflatten_last(piece, p.shape) for p, piece in zip(flat_primals, pieces)
     ]
@@ -187,7 +194,10 @@ def jacfwd(
         primals = checks.slice_argnums(args, argnums)
         flat_primals, primals_spec = tree_flatten(primals)
         numels = tuple(p.numel() for p in flat_primals)
-        pusher = _Pusher(func, args, argnums, has_aux, primals_spec)
+        # torch.func.jvp's check of the primals, once rather than once a pass
+        checks.assert_non_empty_list_of_tensors(flat_primals, checks.JVP_API, "primals")
+        diff = (flat_primals, primals_spec)
+        pusher = _Pusher(func, args, argnums, has_aux, diff)
         columns = _run_passes(pusher, flat_primals, numels, chunk_size, randomness)
         jacobians = [
             _per_input(jac_out, flat_primals, numels, primals_spec, argnums)

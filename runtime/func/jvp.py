@@ -1,13 +1,13 @@
 """The Jacobian-vector product every transform of `dualgen.func` is built on.
 
 `jvp_with_argnums(func, primals, tangents, argnums)` checks its arguments as
-torch.func.jvp does, enters a new (possibly nested) `dualgen.forward_ad` level,
-makes duals of the differentiated primals, calls `func` and unpacks each output at
-that level: an output without a tangent there gets zeros. Nesting transforms nests
+torch.func.jvp does; `flat_jvp` then enters a new (possibly nested)
+`dualgen.forward_ad` level, makes duals of the differentiated primals, calls `func`
+and unpacks each output at that level: an output without a tangent there gets
+zeros. jacfwd calls `flat_jvp` directly, its tangents (the basis) made to fit. Nesting transforms nests
 levels, so an outer level differentiates an inner transform's computation.
 
-jacfwd batches its tangents with the legacy vmap (`torch._vmap_internals._vmap`),
-which dualgen takes for the tangent of a plain primal. A transform nested inside
+jacfwd batches its tangents with torch's legacy vmap, which dualgen takes for the tangent of a plain primal. A transform nested inside
 such a pass would make a dual of a tensor whose outer tangent is batched, which the
 legacy vmap cannot alias; it raises `Unbatchable` at once instead, and the pass is
 redone one column at a time (`jacobian.py`).
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 import dualgen.forward_ad as fwAD
 
@@ -34,9 +35,11 @@ from .vmap import (
 
 __all__ = [
     "ArgNums",
+    "FlatJvp",
     "Unbatchable",
     "batched_pass",
     "check_not_in_batched_pass",
+    "flat_jvp",
     "jvp_with_argnums",
 ]
 
@@ -95,29 +98,36 @@ def primal_and_tangent(
     return primal, tangent
 
 
-def jvp_with_argnums(
+@dataclass(frozen=True)
+class FlatJvp:
+    """What one run of func under a dual level gives, flat: each output leaf's
+    primal and tangent, their structure, and aux (None without has_aux)."""
+
+    primals: list[torch.Tensor]
+    tangents: list[torch.Tensor]
+    spec: TreeSpec
+    aux: Any
+
+
+def flat_jvp(
     func: Callable[..., Any],
-    primals: Any,
-    tangents: Any,
-    argnums: ArgNums | None = None,
+    primals: tuple[Any, ...],
+    argnums: ArgNums | None,
+    diff: tuple[list[torch.Tensor], TreeSpec],
+    flat_tangents: list[torch.Tensor],
     *,
     strict: bool = False,
     has_aux: bool = False,
     api: str = "jvp",
     batched: bool = False,
-) -> tuple[Any, ...]:
-    """torch.func.jvp's result, `tangents` given for `primals[argnums]` only (for
-    every primal when argnums is None; the others are passed as they are).
-    `batched`: the tangents are batched by the legacy vmap (jacfwd's passes)."""
-    checks.check_primals_tuple(primals)
-    diff_args = primals if argnums is None else checks.slice_argnums(primals, argnums)
-    flat_primals, primals_spec = tree_flatten(diff_args)
-    flat_tangents, tangents_spec = tree_flatten(tangents)
-    checks.check_same_structure(primals_spec, tangents_spec)
-    checks.assert_non_empty_list_of_tensors(flat_primals, checks.JVP_API, "primals")
-    checks.assert_non_empty_list_of_tensors(flat_tangents, checks.JVP_API, "tangents")
+) -> FlatJvp:
+    """func at `primals`, the differentiated ones (`diff`: `primals[argnums]`,
+    or all for None, flattened, and their structure) dual with `flat_tangents`,
+    already checked (jacfwd makes its own: the basis). `batched`: the tangents
+    are batched by the legacy vmap (jacfwd's passes)."""
     refuse_differentiating_transforms(api)
     check_not_in_batched_pass()
+    flat_primals, primals_spec = diff
     with fwAD._set_fwd_grad_enabled(True), fwAD.dual_level() as level:
         duals = tree_unflatten(
             make_duals(flat_primals, flat_tangents, level), primals_spec
@@ -136,8 +146,40 @@ def jvp_with_argnums(
         flat_outputs, outputs_spec = tree_flatten(result)
         checks.assert_non_empty_tensor_output(flat_outputs, checks.JVP_API)
         pairs = [primal_and_tangent(out, level, strict) for out in flat_outputs]
-    primals_out = tree_unflatten([p for p, _ in pairs], outputs_spec)
-    tangents_out = tree_unflatten([t for _, t in pairs], outputs_spec)
+    return FlatJvp([p for p, _ in pairs], [t for _, t in pairs], outputs_spec, aux)
+
+
+def jvp_with_argnums(
+    func: Callable[..., Any],
+    primals: Any,
+    tangents: Any,
+    argnums: ArgNums | None = None,
+    *,
+    strict: bool = False,
+    has_aux: bool = False,
+    api: str = "jvp",
+) -> tuple[Any, ...]:
+    """torch.func.jvp's result, `tangents` given for `primals[argnums]` only (for
+    every primal when argnums is None; the others are passed as they are)."""
+    checks.check_primals_tuple(primals)
+    diff_args = primals if argnums is None else checks.slice_argnums(primals, argnums)
+    flat_primals, primals_spec = tree_flatten(diff_args)
+    flat_tangents, tangents_spec = tree_flatten(tangents)
+    checks.check_same_structure(primals_spec, tangents_spec)
+    checks.assert_non_empty_list_of_tensors(flat_primals, checks.JVP_API, "primals")
+    checks.assert_non_empty_list_of_tensors(flat_tangents, checks.JVP_API, "tangents")
+    out = flat_jvp(
+        func,
+        primals,
+        argnums,
+        (flat_primals, primals_spec),
+        flat_tangents,
+        strict=strict,
+        has_aux=has_aux,
+        api=api,
+    )
+    primals_out = tree_unflatten(out.primals, out.spec)
+    tangents_out = tree_unflatten(out.tangents, out.spec)
     if has_aux:
-        return primals_out, tangents_out, aux
+        return primals_out, tangents_out, out.aux
     return primals_out, tangents_out

@@ -14,8 +14,6 @@ is computed one column a pass (`jacobian.py`). Across passes:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -64,18 +62,35 @@ class Randomness:
         self.mode = mode
         self.first: RngState | None = None  # where the first pass started
 
-    @contextlib.contextmanager
-    def one_pass(self) -> Iterator[None]:
-        if self.mode == "different":
-            yield
+    def one_pass(self) -> _Pass:
+        return _Pass(self)
+
+
+class _Pass:
+    """One pass under a `Randomness` (a class, not a generator: every jacfwd
+    call enters one)."""
+
+    __slots__ = ("before", "randomness")
+
+    def __init__(self, randomness: Randomness) -> None:
+        self.randomness = randomness
+        self.before: RngState | None = None
+
+    def __enter__(self) -> None:
+        randomness = self.randomness
+        if randomness.mode == "different":
             return
-        before = RngState.take()
-        if self.mode == "same":
-            if self.first is None:
-                self.first = before
+        self.before = RngState.take()
+        if randomness.mode == "same":
+            if randomness.first is None:
+                randomness.first = self.before
             else:
-                self.first.restore()
-        yield
-        if self.mode == "error" and not RngState.take().same_as(before):
+                randomness.first.restore()
+
+    def __exit__(self, kind, error, trace) -> None:
+        if kind is not None or self.randomness.mode != "error":
+            return
+        before = self.before
+        if not RngState.take().same_as(before):
             before.restore()
             raise RuntimeError(RANDOM_OP_ERROR)

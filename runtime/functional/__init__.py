@@ -21,6 +21,7 @@ take `fw_mode` (default True: forward over reverse through dualgen; False: torch
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.autograd.functional as torch_functional
@@ -37,6 +38,7 @@ from torch.autograd.functional import (
 
 from .. import forward_ad as fwAD
 from .forward import (
+    ForwardJacobian,
     HessianGradient,
     Tensors,
     check_outer_jacobian,
@@ -141,6 +143,35 @@ def jvp(
 vjp = torch_functional.vjp
 
 
+@dataclass(frozen=True)
+class _JacobianCall:
+    """What `jacobian` and `hessian` do alike with torch's arguments: the inputs
+    as a tuple (and whether they came as one), preprocessed as torch does, and
+    the blocks returned in torch's structure (detached unless create_graph)."""
+
+    is_inputs_tuple: bool
+    inputs: Tensors
+    create_graph: bool
+
+    @classmethod
+    def of(
+        cls, inputs: TensorOrTensors, fn_name: str, create_graph: bool
+    ) -> _JacobianCall:
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
+        return cls(is_inputs_tuple, inputs, create_graph)
+
+    def preprocessed(self, need_graph: bool) -> Tensors:
+        return _grad_preprocess(
+            self.inputs, create_graph=self.create_graph, need_graph=need_graph
+        )
+
+    def returned(
+        self, jacobian: ForwardJacobian, is_outputs_tuple: bool
+    ) -> TensorOrTensors | tuple[Tensors, ...]:
+        blocks = _grad_postprocess(jacobian.blocks, self.create_graph)
+        return _tuple_postprocess(blocks, (is_outputs_tuple, self.is_inputs_tuple))
+
+
 def jacobian(
     func: Function,
     inputs: TensorOrTensors,
@@ -167,7 +198,7 @@ def jacobian(
         )
     if strict:
         raise RuntimeError(_FORWARD_STRICT)
-    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+    call = _JacobianCall.of(inputs, "jacobian", create_graph)
 
     def evaluate(*duals: torch.Tensor) -> tuple[bool, Tensors]:
         return _as_tuple(
@@ -175,10 +206,9 @@ def jacobian(
         )
 
     with torch.set_grad_enabled(create_graph or torch.is_grad_enabled()):
-        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=False)
+        inputs = call.preprocessed(need_graph=False)
         result = forward_jacobian(evaluate, inputs, vectorize=vectorize)
-    blocks = _grad_postprocess(result.blocks, create_graph)
-    return _tuple_postprocess(blocks, (result.is_outputs_tuple, is_inputs_tuple))
+    return call.returned(result, result.is_outputs_tuple)
 
 
 def hessian(
@@ -205,13 +235,13 @@ def hessian(
         return torch_functional.hessian(
             func, inputs, create_graph, strict, vectorize, outer_jacobian_strategy
         )
-    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+    call = _JacobianCall.of(inputs, "hessian", create_graph)
     if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError(
             'Expected strategy to be either "forward-mode" or "reverse-mode".'
         )
     with torch.enable_grad():
-        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        inputs = call.preprocessed(need_graph=True)
         gradient = HessianGradient(func, strict, record=create_graph or strict)
         if strict and vectorize:
             gradient(*inputs)  # torch checks the gradient once before refusing
@@ -219,8 +249,7 @@ def hessian(
         result = forward_jacobian(gradient, inputs, vectorize=vectorize)
         if strict:
             check_outer_jacobian(result, create_graph)
-    blocks = _grad_postprocess(result.blocks, create_graph)
-    return _tuple_postprocess(blocks, (is_inputs_tuple, is_inputs_tuple))
+    return call.returned(result, call.is_inputs_tuple)
 
 
 def _forward_over_reverse(

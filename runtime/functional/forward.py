@@ -3,8 +3,8 @@
 Reads a function of tensors and the (already preprocessed) tensors it is taken at;
 produces the Jacobian blocks `d output_i / d input_j`, each of shape
 `output_i.shape + input_j.shape`, either in one pass with batched tangents (the
-standard basis under `torch._vmap_internals._vmap`, as torch's own forward-mode
-`jacobian` does, by `dualgen.forward_columns`, which `dualgen.func` uses too) or
+standard basis under torch's legacy vmap, as torch's own forward-mode `jacobian`
+does, by `dualgen.forward_columns`, which `dualgen.func` uses too) or
 in one pass per column (one input dual at a time, so a block no
 tangent reaches is known, which strict mode needs).
 
