@@ -45,6 +45,7 @@ from .forward import (
     check_scalar_output,
     forward_jacobian,
 )
+from .signatures import FW_MODE, torch_parameters
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
@@ -100,13 +101,8 @@ def _check_every_input_used(outputs: Tensors, inputs: Tensors) -> None:
     _check_requires_grad(grad_inputs, "grad_inputs", strict=True)
 
 
-def jvp(
-    func: Function,
-    inputs: TensorOrTensors,
-    v: TensorOrTensors | None = None,
-    create_graph: bool = False,
-    strict: bool = False,
-) -> tuple[TensorOrTensors, TensorOrTensors]:
+@torch_parameters(torch_functional.jvp)
+def jvp(func, inputs, v, create_graph, strict) -> tuple:
     """`(func(inputs), J v)` by forward mode: `torch.autograd.functional.jvp`.
 
     The inputs are made dual with tangents `v` in a `dualgen.forward_ad` level and
@@ -172,14 +168,8 @@ class _JacobianCall:
         return _tuple_postprocess(blocks, (is_outputs_tuple, self.is_inputs_tuple))
 
 
-def jacobian(
-    func: Function,
-    inputs: TensorOrTensors,
-    create_graph: bool = False,
-    strict: bool = False,
-    vectorize: bool = False,
-    strategy: str = "reverse-mode",
-) -> TensorOrTensors | tuple[tuple[torch.Tensor, ...], ...]:
+@torch_parameters(torch_functional.jacobian)
+def jacobian(func, inputs, create_graph, strict, vectorize, strategy):
     """The Jacobian of `func` at `inputs`: `torch.autograd.functional.jacobian`.
 
     `strategy="reverse-mode"` (and any other value, which torch refuses) is
@@ -211,15 +201,10 @@ def jacobian(
     return call.returned(result, result.is_outputs_tuple)
 
 
+@torch_parameters(torch_functional.hessian, FW_MODE)
 def hessian(
-    func: Function,
-    inputs: TensorOrTensors,
-    create_graph: bool = False,
-    strict: bool = False,
-    vectorize: bool = False,
-    outer_jacobian_strategy: str = "reverse-mode",
-    fw_mode: bool = True,
-) -> torch.Tensor | tuple[tuple[torch.Tensor, ...], ...]:
+    func, inputs, create_graph, strict, vectorize, outer_jacobian_strategy, fw_mode
+):
     """The Hessian of a scalar `func`: `torch.autograd.functional.hessian`.
 
     `fw_mode=True` (the forward-AD RFC's flag): forward over reverse through
@@ -291,14 +276,8 @@ def _hessian_vector_product(fn_name: str, reverse_over_reverse, doc: str):
     One body serves both: forward over reverse gives H v, which is v^T H for the
     symmetric Hessians both assume."""
 
-    def product(
-        func: Function,
-        inputs: TensorOrTensors,
-        v: TensorOrTensors | None = None,
-        create_graph: bool = False,
-        strict: bool = False,
-        fw_mode: bool = True,
-    ) -> tuple[torch.Tensor, TensorOrTensors]:
+    @torch_parameters(reverse_over_reverse, FW_MODE)
+    def product(func, inputs, v, create_graph, strict, fw_mode):
         if not fw_mode:
             return reverse_over_reverse(func, inputs, v, create_graph, strict)
         return _forward_over_reverse(func, inputs, v, create_graph, strict, fn_name)

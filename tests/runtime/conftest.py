@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import dualgen
+import dualgen.forward_ad as fwAD
 
 
 @pytest.fixture(params=["cpp", "python"])
@@ -16,6 +17,18 @@ def backend(request):
     except (FileNotFoundError, RuntimeError) as exc:  # not built, or stale
         pytest.skip(f"no C++ kernels: {exc}")
     yield request.param
+    dualgen.set_kernel_backend(before)
+
+
+@pytest.fixture(scope="module")
+def cpp_kernels_for_module():
+    """The C++ backend for a whole module, its rules registered (the backend
+    registers them on first use), the previous backend restored after."""
+    before = dualgen.kernel_backend()
+    dualgen.set_kernel_backend("cpp")
+    with fwAD.dual_level():
+        pass
+    yield
     dualgen.set_kernel_backend(before)
 
 

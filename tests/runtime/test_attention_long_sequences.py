@@ -14,12 +14,11 @@ import torch
 import torch.nn.functional as F
 from test_models_attention import (
     _seed,  # noqa: F401 (seeded, warnings off)
+    check_hessian_vector_product,
     dual_run,
     finite_differences,
 )
 from torch import nn
-
-import dualgen.forward_ad as fwAD
 
 R = torch.float64
 L, S, E, H = 300, 530, 8, 8
@@ -95,27 +94,12 @@ def test_hessian_vector_product_over_many_tiles():
     grad_query over key tiles and grad_key, grad_value over query tiles."""
     q = torch.randn(1, H, L, E, dtype=R)
     k, v = (torch.randn(1, 4, S, E, dtype=R) for _ in range(2))
-    vs = [torch.randn_like(t) for t in (q, k, v)]
 
     def f(q, k, v):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return (out**2).sum()
 
-    def gradient(xs):
-        leaves = [x.detach().clone().requires_grad_() for x in xs]
-        return torch.autograd.grad(f(*leaves), leaves)
-
-    leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
-    with fwAD.dual_level():
-        duals = [fwAD.make_dual(x, t) for x, t in zip(leaves, vs)]
-        hvp = [
-            fwAD.unpack_dual(g).tangent for g in torch.autograd.grad(f(*duals), leaves)
-        ]
-    eps = 1e-6
-    plus = gradient([x + eps * t for x, t in zip((q, k, v), vs)])
-    minus = gradient([x - eps * t for x, t in zip((q, k, v), vs)])
-    for h, p, m in zip(hvp, plus, minus):
-        torch.testing.assert_close(h, (p - m) / (2 * eps), rtol=1e-5, atol=1e-7)
+    check_hessian_vector_product(f, [q, k, v])
 
 
 def test_inference_fast_paths_over_many_tiles():

@@ -10,8 +10,6 @@ import pytest
 import torch
 from torch._vmap_internals import _vmap
 
-import dualgen
-import dualgen.forward_ad as fwAD
 from dualgen import cpp
 from dualgen.hot_path import policy as hot_path
 
@@ -21,13 +19,8 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cpp_backend():
-    before = dualgen.kernel_backend()
-    dualgen.set_kernel_backend("cpp")
-    with fwAD.dual_level():  # (the backend registers its rules on first use)
-        pass
-    yield
-    dualgen.set_kernel_backend(before)
+def _cpp_backend(cpp_kernels_for_module):
+    """The C++ kernels, whose batching rules these tests hold (conftest)."""
 
 
 # The tensor arguments' shapes, in turn: broadcasting logical ranks and sizes.

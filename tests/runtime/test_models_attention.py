@@ -234,29 +234,36 @@ def test_encoder_layer_parameter_tangents():
     check(fn, [x, *params])
 
 
-def test_hessian_vector_product_through_the_flash_kernel():
-    """Forward-over-reverse: autograd's backward of the flash kernel
-    (_scaled_dot_product_flash_attention_for_cpu_backward) under dual inputs."""
-    q, k, v = (torch.randn(B, H, n, E, dtype=R) for n in (L, S, S))
-    vs = [torch.randn_like(t) for t in (q, k, v)]
-
-    def f(q, k, v):
-        return (F.scaled_dot_product_attention(q, k, v, is_causal=True) ** 2).sum()
+def check_hessian_vector_product(f, xs):
+    """Forward over reverse (dual inputs, autograd.grad inside the level) against
+    central differences of the gradient, float64."""
+    vs = [torch.randn_like(t) for t in xs]
 
     def gradient(xs):
         leaves = [x.detach().clone().requires_grad_() for x in xs]
         return torch.autograd.grad(f(*leaves), leaves)
 
-    leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+    leaves = [x.detach().clone().requires_grad_() for x in xs]
     with fwAD.dual_level():
         duals = [fwAD.make_dual(x, t) for x, t in zip(leaves, vs)]
         grads = torch.autograd.grad(f(*duals), leaves)
         hvp = [fwAD.unpack_dual(g).tangent.clone() for g in grads]
     eps = 1e-6
-    plus = gradient([x + eps * t for x, t in zip((q, k, v), vs)])
-    minus = gradient([x - eps * t for x, t in zip((q, k, v), vs)])
+    plus = gradient([x + eps * t for x, t in zip(xs, vs)])
+    minus = gradient([x - eps * t for x, t in zip(xs, vs)])
     for h, p, m in zip(hvp, plus, minus):
         torch.testing.assert_close(h, (p - m) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+def test_hessian_vector_product_through_the_flash_kernel():
+    """Forward-over-reverse: autograd's backward of the flash kernel
+    (_scaled_dot_product_flash_attention_for_cpu_backward) under dual inputs."""
+    q, k, v = (torch.randn(B, H, n, E, dtype=R) for n in (L, S, S))
+
+    def f(q, k, v):
+        return (F.scaled_dot_product_attention(q, k, v, is_causal=True) ** 2).sum()
+
+    check_hessian_vector_product(f, [q, k, v])
 
 
 def test_dropout_in_the_flash_backward_is_refused():
