@@ -250,17 +250,12 @@ def _entries() -> list[Internal]:
         _DL,
         "fake tensors under their fake mode are not dispatched by the mode",
     )
-    add(
-        "torch._C._disabled_torch_function_impl",
-        None,
+    add_each(
+        "torch._C",
+        ("_disabled_torch_function_impl", "_has_storage"),
         _DL,
-        "recognises subclasses acting as plain tensors (nn.Parameter)",
-    )
-    add(
-        "torch._C._has_storage",
-        None,
-        _DL,
-        "tells batched (storage-less) tangents from plain ones",
+        "recognises subclasses acting as plain tensors (nn.Parameter), and batched "
+        "(storage-less) tangents",
     )
     add(
         "torch.ops.aten._new_zeros_with_same_feature_meta",
@@ -402,6 +397,12 @@ def _entries() -> list[Internal]:
         _GC + ("func", "functional"),
         "the legacy vmap: batched checks, jacfwd, jacobian(vectorize=True)",
         at_import=True,
+    )
+    add_each(
+        "torch._C",
+        ("_vmapmode_increment_nesting", "_vmapmode_decrement_nesting"),
+        ("func", "functional"),
+        "the legacy vmap's levels: the jacobians' basis in one batched pass",
     )
     add(
         "torch._debug_has_internal_overlap",
