@@ -46,9 +46,10 @@ class SavedTangent:
 
 
 class _HeldByNode:
-    """A pre-hook that changes nothing: it keeps the tangent as long as the node."""
+    """A pre-hook that changes nothing: it keeps the tangent as long as the node,
+    or until its level ends (`forget_saved_tangents`)."""
 
-    __slots__ = ("tangent",)
+    __slots__ = ("__weakref__", "tangent")
 
     def __init__(self, tangent: torch.Tensor) -> None:
         self.tangent = tangent
@@ -77,9 +78,16 @@ class _ToMove:
         if node is None:
             self.tries += 1
             return self.tries >= _TRIES  # (then the entry keeps it)
-        node.register_prehook(_HeldByNode(self.saved.strong))
+        holder = _HeldByNode(self.saved.strong)
+        node.register_prehook(holder)
+        _HELD.setdefault(self.level, weakref.WeakSet()).add(holder)
         self.saved.strong = None
         return True
+
+
+# The holders on nodes, per level, to empty when the level ends (the graph, and
+# so the node, may outlive the level; its tangents must not).
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def saved_form(entries: dict, level: Level, output: torch.Tensor) -> dict:
@@ -101,5 +109,7 @@ def move_saved_tangents() -> None:
 
 
 def forget_saved_tangents(level: Level) -> None:
-    """The level ends: its saved outputs go with it."""
+    """The level ends: its saved outputs' tangents go with it."""
     STATE.saved_to_move = [i for i in STATE.saved_to_move if i.level is not level]
+    for holder in _HELD.pop(level, ()):
+        holder.tangent = None
