@@ -2700,34 +2700,31 @@ def layer_norm_jvp(x, x_t, weight, weight_t, bias, bias_t, eps):
     return y, xhat_t * weight + xhat * weight_t + bias_t
 
 
-def activation_derivative(h, use_gelu):
-    """The derivative of the encoder layer's activation (gelu or relu) at h.
-
-    C++:
-    activation_derivative(Tensor h, bool use_gelu) -> Tensor
-    """
-    if use_gelu:
-        cdf = 0.5 * (1.0 + torch.erf(h * (0.5**0.5)))
-        pdf = (-0.5 * h * h).exp() * ((2.0 * torch.pi) ** -0.5)
-        return cdf + h * pdf
-    return (h > 0).to(h.dtype)
-
-
 def ffn_jvp(x, x_t, w1, w1_t, b1, b1_t, w2, w2_t, b2, b2_t, use_gelu):
     """The encoder layer's feed-forward block act(x W1^T + b1) W2^T + b2 and its
-    tangent.
+    tangent, holding at most three hidden-sized tensors at a time (the hidden
+    layer is the block's largest; each step replaces a local, and the C++ twin
+    frees a local only then): the hidden tangent x_t W1^T + x W1_t^T + b1_t as
+    one product of [x_t, x] and [W1, W1_t], through act's own backward kernel
+    (gelu_backward, threshold_backward), which needs no temporaries.
 
     C++:
     ffn_jvp(Tensor x, Tensor x_t, Tensor w1, Tensor w1_t, Tensor b1, Tensor b1_t, Tensor w2, Tensor w2_t, Tensor b2, Tensor b2_t, bool use_gelu) -> Tensor[]
     """
-    h = torch.matmul(x, w1.t()) + b1
-    h_t = torch.matmul(x_t, w1.t()) + torch.matmul(x, w1_t.t()) + b1_t
-    a = torch.nn.functional.gelu(h) if use_gelu else torch.relu(h)
-    a_t = activation_derivative(h, use_gelu) * h_t
-    return (
-        torch.matmul(a, w2.t()) + b2,
-        torch.matmul(a_t, w2.t()) + torch.matmul(a, w2_t.t()) + b2_t,
+    rows = x.flatten(0, -2)
+    h = torch.addmm(b1, rows, w1.t())
+    h_t = torch.addmm(
+        b1_t, torch.cat([x_t.flatten(0, -2), rows], -1), torch.cat([w1, w1_t], 1).t()
     )
+    if use_gelu:
+        h_t = torch.ops.aten.gelu_backward(h_t, h)
+        h = torch.nn.functional.gelu(h)
+    else:
+        h_t = torch.ops.aten.threshold_backward(h_t, h, 0)
+        h = torch.relu(h)
+    f = torch.addmm(b2, h, w2.t())
+    f_t = torch.addmm(torch.addmm(b2_t, h_t, w2.t()), h, w2_t.t())
+    return f.reshape(x.shape), f_t.reshape(x.shape)
 
 
 def transformer_encoder_layer_tangent(

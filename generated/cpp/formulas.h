@@ -11,7 +11,6 @@
 
 namespace dualgen::formulas {
 
-at::Tensor activation_derivative(const at::Tensor& h, bool use_gelu);
 at::Tensor additive_mask(
     const at::Tensor& mask,
     std::optional<int64_t> mask_type,

@@ -611,9 +611,6 @@ void bind_formulas(pybind11::module_& m) {
   m.def("layer_norm_jvp", [](const std::optional<at::Tensor>& x, const std::optional<at::Tensor>& x_t, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& bias_t, double eps) {
     return layer_norm_jvp(binding::tensor(x), binding::tensor(x_t), binding::tensor(weight), binding::tensor(weight_t), binding::tensor(bias), binding::tensor(bias_t), eps);
   }, py::arg("x"), py::arg("x_t"), py::arg("weight"), py::arg("weight_t"), py::arg("bias"), py::arg("bias_t"), py::arg("eps"));
-  m.def("activation_derivative", [](const std::optional<at::Tensor>& h, bool use_gelu) {
-    return activation_derivative(binding::tensor(h), use_gelu);
-  }, py::arg("h"), py::arg("use_gelu"));
   m.def("ffn_jvp", [](const std::optional<at::Tensor>& x, const std::optional<at::Tensor>& x_t, const std::optional<at::Tensor>& w1, const std::optional<at::Tensor>& w1_t, const std::optional<at::Tensor>& b1, const std::optional<at::Tensor>& b1_t, const std::optional<at::Tensor>& w2, const std::optional<at::Tensor>& w2_t, const std::optional<at::Tensor>& b2, const std::optional<at::Tensor>& b2_t, bool use_gelu) {
     return ffn_jvp(binding::tensor(x), binding::tensor(x_t), binding::tensor(w1), binding::tensor(w1_t), binding::tensor(b1), binding::tensor(b1_t), binding::tensor(w2), binding::tensor(w2_t), binding::tensor(b2), binding::tensor(b2_t), use_gelu);
   }, py::arg("x"), py::arg("x_t"), py::arg("w1"), py::arg("w1_t"), py::arg("b1"), py::arg("b1_t"), py::arg("w2"), py::arg("w2_t"), py::arg("b2"), py::arg("b2_t"), py::arg("use_gelu"));

@@ -239,18 +239,6 @@ TensorList layer_norm_jvp(
   return TensorList{y, xhat_t * weight + xhat * weight_t + bias_t};
 }
 
-// activation_derivative(Tensor h, bool use_gelu) -> Tensor
-at::Tensor activation_derivative(const at::Tensor& h, bool use_gelu) {
-  at::Tensor cdf;
-  at::Tensor pdf;
-  if (use_gelu) {
-    cdf = 0.5 * (1.0 + at::erf(h * std::pow(0.5, 0.5)));
-    pdf = (-0.5 * h * h).exp() * std::pow(2.0 * c10::pi<double>, -0.5);
-    return cdf + h * pdf;
-  }
-  return (h > 0).to(h.scalar_type());
-}
-
 // ffn_jvp(Tensor x, Tensor x_t, Tensor w1, Tensor w1_t, Tensor b1, Tensor b1_t, Tensor w2, Tensor w2_t, Tensor b2, Tensor b2_t, bool use_gelu) -> Tensor[]
 TensorList ffn_jvp(
     const at::Tensor& x,
@@ -264,11 +252,19 @@ TensorList ffn_jvp(
     const at::Tensor& b2,
     const at::Tensor& b2_t,
     bool use_gelu) {
-  at::Tensor h = at::matmul(x, w1.t()) + b1;
-  at::Tensor h_t = at::matmul(x_t, w1.t()) + at::matmul(x, w1_t.t()) + b1_t;
-  at::Tensor a = use_gelu ? at::gelu(h) : at::relu(h);
-  at::Tensor a_t = activation_derivative(h, use_gelu) * h_t;
-  return TensorList{at::matmul(a, w2.t()) + b2, at::matmul(a_t, w2.t()) + at::matmul(a, w2_t.t()) + b2_t};
+  at::Tensor rows = x.flatten(0, -2);
+  at::Tensor h = at::addmm(b1, rows, w1.t());
+  at::Tensor h_t = at::addmm(b1_t, at::cat(TensorList{x_t.flatten(0, -2), rows}, -1), at::cat(TensorList{w1, w1_t}, 1).t());
+  if (use_gelu) {
+    h_t = at::_ops::gelu_backward::call(h_t, h, "none");
+    h = at::gelu(h);
+  } else {
+    h_t = at::_ops::threshold_backward::call(h_t, h, 0);
+    h = at::relu(h);
+  }
+  at::Tensor f = at::addmm(b2, h, w2.t());
+  at::Tensor f_t = at::addmm(at::addmm(b2_t, h_t, w2.t()), h, w2_t.t());
+  return TensorList{f.reshape(x.sizes()), f_t.reshape(x.sizes())};
 }
 
 // transformer_encoder_layer_tangent(Tensor src_t, Tensor qkv_weight_t, Tensor qkv_bias_t, Tensor proj_weight_t, Tensor proj_bias_t, Tensor norm_weight_1_t, Tensor norm_bias_1_t, Tensor norm_weight_2_t, Tensor norm_bias_2_t, Tensor ffn_weight_1_t, Tensor ffn_bias_1_t, Tensor ffn_weight_2_t, Tensor ffn_bias_2_t, Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, Tensor mask, int? mask_type) -> Tensor
