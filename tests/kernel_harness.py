@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,9 +144,30 @@ def clone_tree(value):
     return value.clone() if isinstance(value, torch.Tensor) else value
 
 
+# Up to this many differentiable inputs, every set of present tangents is tried
+# (64 calls at most); beyond it, 2**n calls would take minutes per kernel.
+EXHAUSTIVE_INPUTS = 6
+
+
 def subsets(names: list[str]):
-    for count in range(len(names), -1, -1):
-        yield from itertools.combinations(names, count)
+    """Sets of present tangents, all of them first. Every set up to
+    EXHAUSTIVE_INPUTS names; beyond, all, none, each name alone, each name
+    missing (so each tangent's branch of each formula runs both ways, alone and
+    among the others), and 16 more drawn at random, the same ones every run."""
+    if len(names) <= EXHAUSTIVE_INPUTS:
+        for count in range(len(names), -1, -1):
+            yield from itertools.combinations(names, count)
+        return
+    chosen = [tuple(names), ()]
+    chosen += [(n,) for n in names]
+    chosen += [tuple(m for m in names if m != n) for n in names]
+    draw = random.Random(",".join(names))  # a str seed: the same draws every run
+    while len(chosen) < 2 * len(names) + 2 + 16:
+        mask = [draw.random() < 0.5 for _ in names]
+        subset = tuple(n for n, keep in zip(names, mask) if keep)
+        if subset not in chosen:
+            chosen.append(subset)
+    yield from chosen
 
 
 def calls_with_each_set_of_tangents(kernel_case: KernelCase):
