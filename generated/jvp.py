@@ -6709,14 +6709,13 @@ def _linalg_slogdet_default(A_p, A_t, sign, logabsdet, LU, pivots):
     """aten::_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
     # functional, derivatives.yaml entry _linalg_slogdet
     # sign: slogdet_tangents(A_t, A_p, sign)[0]
-    if A_t is not None:
-        sign_t = slogdet_tangents(A_t, A_p, sign)[0]
-    else:
-        sign_t = None
     # logabsdet: slogdet_tangents(A_t, A_p, sign)[1]
     if A_t is not None:
-        logabsdet_t = slogdet_tangents(A_t, A_p, sign)[1]
+        shared_tangents = slogdet_tangents(A_t, A_p, sign)
+        sign_t = shared_tangents[0]
+        logabsdet_t = shared_tangents[1]
     else:
+        sign_t = None
         logabsdet_t = None
     # LU: det_lu_tangent(A_t, A_p, LU, pivots)
     if A_t is not None:
@@ -6741,14 +6740,13 @@ def linalg_lu_default(A_p, pivot, A_t, P, L, U):
     """aten::linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
     # functional, derivatives.yaml entry linalg_lu
     # L: lu_tangents(A_t, P, L, U)[0]
-    if A_t is not None:
-        L_t = lu_tangents(A_t, P, L, U)[0]
-    else:
-        L_t = None
     # U: lu_tangents(A_t, P, L, U)[1]
     if A_t is not None:
-        U_t = lu_tangents(A_t, P, L, U)[1]
+        shared_tangents = lu_tangents(A_t, P, L, U)
+        L_t = shared_tangents[0]
+        U_t = shared_tangents[1]
     else:
+        L_t = None
         U_t = None
     return None, L_t, U_t
 
@@ -6803,14 +6801,13 @@ def lu_unpack_default(
     """aten::lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
     # functional, derivatives.yaml entry lu_unpack
     # L: lu_unpack_tangents(LU_data_t)[0]
-    if LU_data_t is not None:
-        L_t = lu_unpack_tangents(LU_data_t)[0]
-    else:
-        L_t = None
     # U: lu_unpack_tangents(LU_data_t)[1]
     if LU_data_t is not None:
-        U_t = lu_unpack_tangents(LU_data_t)[1]
+        shared_tangents = lu_unpack_tangents(LU_data_t)
+        L_t = shared_tangents[0]
+        U_t = shared_tangents[1]
     else:
+        L_t = None
         U_t = None
     return None, L_t, U_t
 
@@ -7559,19 +7556,16 @@ def _linalg_svd_default(A_p, full_matrices, compute_uv, driver, A_t, U, S, Vh):
     """aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)"""
     # functional, derivatives.yaml entry _linalg_svd
     # U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
-    if A_t is not None:
-        U_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
-    else:
-        U_t = None
     # S: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[1]
-    if A_t is not None:
-        S_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[1]
-    else:
-        S_t = None
     # Vh: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[2]
     if A_t is not None:
-        Vh_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[2]
+        shared_tangents = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)
+        U_t = shared_tangents[0]
+        S_t = shared_tangents[1]
+        Vh_t = shared_tangents[2]
     else:
+        U_t = None
+        S_t = None
         Vh_t = None
     return U_t, S_t, Vh_t
 
@@ -7580,14 +7574,13 @@ def linalg_eig_default(self_p, self_t, eigenvalues, eigenvectors):
     """aten::linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)"""
     # functional, derivatives.yaml entry linalg_eig
     # eigenvalues: eig_tangents(self_t, eigenvalues, eigenvectors)[0]
-    if self_t is not None:
-        eigenvalues_t = eig_tangents(self_t, eigenvalues, eigenvectors)[0]
-    else:
-        eigenvalues_t = None
     # eigenvectors: eig_tangents(self_t, eigenvalues, eigenvectors)[1]
     if self_t is not None:
-        eigenvectors_t = eig_tangents(self_t, eigenvalues, eigenvectors)[1]
+        shared_tangents = eig_tangents(self_t, eigenvalues, eigenvectors)
+        eigenvalues_t = shared_tangents[0]
+        eigenvectors_t = shared_tangents[1]
     else:
+        eigenvalues_t = None
         eigenvectors_t = None
     return eigenvalues_t, eigenvectors_t
 
@@ -7596,16 +7589,13 @@ def _linalg_eigh_default(A_p, UPLO, compute_v, A_t, eigenvalues, eigenvectors):
     """aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)"""
     # functional, derivatives.yaml entry _linalg_eigh
     # eigenvalues: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
-    if A_t is not None:
-        eigenvalues_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
-    else:
-        eigenvalues_t = None
     # eigenvectors: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[1]
     if A_t is not None:
-        eigenvectors_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[
-            1
-        ]
+        shared_tangents = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)
+        eigenvalues_t = shared_tangents[0]
+        eigenvectors_t = shared_tangents[1]
     else:
+        eigenvalues_t = None
         eigenvectors_t = None
     return eigenvalues_t, eigenvectors_t
 
@@ -7624,14 +7614,13 @@ def linalg_qr_default(A_p, mode, A_t, Q, R):
     """aten::linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)"""
     # functional, derivatives.yaml entry linalg_qr
     # Q: qr_tangents(A_t, Q, R, mode)[0]
-    if A_t is not None:
-        Q_t = qr_tangents(A_t, Q, R, mode)[0]
-    else:
-        Q_t = None
     # R: qr_tangents(A_t, Q, R, mode)[1]
     if A_t is not None:
-        R_t = qr_tangents(A_t, Q, R, mode)[1]
+        shared_tangents = qr_tangents(A_t, Q, R, mode)
+        Q_t = shared_tangents[0]
+        R_t = shared_tangents[1]
     else:
+        Q_t = None
         R_t = None
     return Q_t, R_t
 
@@ -11957,81 +11946,7 @@ def mkldnn_rnn_layer_default(
     """aten::mkldnn_rnn_layer(Tensor input, Tensor weight0, Tensor weight1, Tensor weight2, Tensor weight3, Tensor hx_, Tensor cx_, bool reverse, int[] batch_sizes, int mode, int hidden_size, int num_layers, bool has_biases, bool bidirectional, bool batch_first, bool train) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry mkldnn_rnn_layer
     # result0: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[0]
-    if (
-        cx__t is not None
-        or hx__t is not None
-        or input_t is not None
-        or weight0_t is not None
-        or weight1_t is not None
-        or weight2_t is not None
-        or weight3_t is not None
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight0_t = torch.zeros_like(weight0_p) if weight0_t is None else weight0_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
-        result0_t = lstm_layer_derivative(
-            "tangents",
-            [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t],
-            input_p,
-            weight0_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            hx__p,
-            cx__p,
-            result0,
-            None,
-            None,
-            None,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    else:
-        result0_t = None
     # result1: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[1]
-    if (
-        cx__t is not None
-        or hx__t is not None
-        or input_t is not None
-        or weight0_t is not None
-        or weight1_t is not None
-        or weight2_t is not None
-        or weight3_t is not None
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight0_t = torch.zeros_like(weight0_p) if weight0_t is None else weight0_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
-        result1_t = lstm_layer_derivative(
-            "tangents",
-            [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t],
-            input_p,
-            weight0_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            hx__p,
-            cx__p,
-            result0,
-            None,
-            None,
-            None,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    else:
-        result1_t = None
     # result2: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[2]
     if (
         cx__t is not None
@@ -12049,7 +11964,7 @@ def mkldnn_rnn_layer_default(
         weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
-        result2_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "tangents",
             [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t],
             input_p,
@@ -12067,8 +11982,13 @@ def mkldnn_rnn_layer_default(
             mode,
             has_biases,
             batch_sizes,
-        )[2]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
     else:
+        result0_t = None
+        result1_t = None
         result2_t = None
     return result0_t, result1_t, result2_t, None
 
@@ -12118,1925 +12038,11 @@ def mkldnn_rnn_layer_backward_default(
     """aten::mkldnn_rnn_layer_backward(Tensor input, Tensor weight1, Tensor weight2, Tensor weight3, Tensor weight4, Tensor hx_, Tensor cx_tmp, Tensor output, Tensor hy_, Tensor cy_, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, bool reverse, int mode, int hidden_size, int num_layers, bool has_biases, bool train, bool bidirectional, int[] batch_sizes, bool batch_first, Tensor workspace) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry mkldnn_rnn_layer_backward
     # result0: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
-    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    elif (
-        grad_output_t is None
-        and grad_hy_t is None
-        and grad_cy_t is None
-        and (
-            cx_tmp_t is not None
-            or hx__t is not None
-            or input_t is not None
-            or weight1_t is not None
-            or weight2_t is not None
-            or weight3_t is not None
-            or weight4_t is not None
-        )
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result0_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[0]
-    else:
-        result0_t = None
     # result1: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
-    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    elif (
-        grad_output_t is None
-        and grad_hy_t is None
-        and grad_cy_t is None
-        and (
-            cx_tmp_t is not None
-            or hx__t is not None
-            or input_t is not None
-            or weight1_t is not None
-            or weight2_t is not None
-            or weight3_t is not None
-            or weight4_t is not None
-        )
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result1_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[1]
-    else:
-        result1_t = None
     # result2: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
-    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    elif (
-        grad_output_t is None
-        and grad_hy_t is None
-        and grad_cy_t is None
-        and (
-            cx_tmp_t is not None
-            or hx__t is not None
-            or input_t is not None
-            or weight1_t is not None
-            or weight2_t is not None
-            or weight3_t is not None
-            or weight4_t is not None
-        )
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result2_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[2]
-    else:
-        result2_t = None
     # result3: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
-    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    elif (
-        grad_output_t is None
-        and grad_hy_t is None
-        and grad_cy_t is None
-        and (
-            cx_tmp_t is not None
-            or hx__t is not None
-            or input_t is not None
-            or weight1_t is not None
-            or weight2_t is not None
-            or weight3_t is not None
-            or weight4_t is not None
-        )
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result3_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[3]
-    else:
-        result3_t = None
     # result4: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
-    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    elif (
-        grad_output_t is None
-        and grad_hy_t is None
-        and grad_cy_t is None
-        and (
-            cx_tmp_t is not None
-            or hx__t is not None
-            or input_t is not None
-            or weight1_t is not None
-            or weight2_t is not None
-            or weight3_t is not None
-            or weight4_t is not None
-        )
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result4_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[4]
-    else:
-        result4_t = None
     # result5: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
-    if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                grad_output_t,
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                grad_hy_t,
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                grad_cy_t,
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    elif (
-        grad_output_t is None
-        and grad_hy_t is None
-        and grad_cy_t is None
-        and (
-            cx_tmp_t is not None
-            or hx__t is not None
-            or input_t is not None
-            or weight1_t is not None
-            or weight2_t is not None
-            or weight3_t is not None
-            or weight4_t is not None
-        )
-    ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result5_t = lstm_layer_derivative(
-            "backward_tangents",
-            [
-                input_t,
-                weight1_t,
-                weight2_t,
-                weight3_t,
-                weight4_t,
-                hx__t,
-                cx_tmp_t,
-                None if grad_output_p is None else torch.zeros_like(grad_output_p),
-                None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
-                None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
-            ],
-            input_p,
-            weight1_p,
-            weight2_p,
-            weight3_p,
-            weight4_p,
-            hx__p,
-            cx_tmp_p,
-            output_p,
-            grad_output_p,
-            grad_hy_p,
-            grad_cy_p,
-            reverse,
-            mode,
-            has_biases,
-            batch_sizes,
-        )[5]
-    else:
-        result5_t = None
     # result6: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
@@ -14046,7 +12052,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14075,7 +12081,14 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -14084,7 +12097,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14113,7 +12126,14 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -14122,7 +12142,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14151,7 +12171,14 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -14160,7 +12187,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14189,7 +12216,14 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -14198,7 +12232,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14227,7 +12261,14 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -14236,7 +12277,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14265,7 +12306,14 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
         input_t = torch.zeros_like(input_p) if input_t is None else input_t
         weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
@@ -14274,7 +12322,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14303,7 +12351,14 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     elif (
         grad_output_t is None
         and grad_hy_t is None
@@ -14325,7 +12380,7 @@ def mkldnn_rnn_layer_backward_default(
         weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
         hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
         cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
-        result6_t = lstm_layer_derivative(
+        shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
                 input_t,
@@ -14354,8 +12409,21 @@ def mkldnn_rnn_layer_backward_default(
             mode,
             has_biases,
             batch_sizes,
-        )[6]
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+        result5_t = shared_tangents[5]
+        result6_t = shared_tangents[6]
     else:
+        result0_t = None
+        result1_t = None
+        result2_t = None
+        result3_t = None
+        result4_t = None
+        result5_t = None
         result6_t = None
     return result0_t, result1_t, result2_t, result3_t, result4_t, result5_t, result6_t
 

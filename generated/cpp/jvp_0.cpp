@@ -884,30 +884,10 @@ Results mkldnn_rnn_layer_default(const Values& args, const Values& tangents, con
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
   const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
   // result0: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[0]
-  at::Tensor result0_t;
-  if ((present(cx__t) || present(hx__t) || present(input_t) || present(weight0_t) || present(weight1_t) || present(weight2_t) || present(weight3_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight0_t = present(weight0_t) ? weight0_t : at::zeros_like(weight0_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx__t = present(cx__t) ? cx__t : at::zeros_like(cx__p);
-    result0_t = lstm_layer_derivative("tangents", TensorList{input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t}, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[0];
-  }
   // result1: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[1]
-  at::Tensor result1_t;
-  if ((present(cx__t) || present(hx__t) || present(input_t) || present(weight0_t) || present(weight1_t) || present(weight2_t) || present(weight3_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight0_t = present(weight0_t) ? weight0_t : at::zeros_like(weight0_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx__t = present(cx__t) ? cx__t : at::zeros_like(cx__p);
-    result1_t = lstm_layer_derivative("tangents", TensorList{input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t}, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[1];
-  }
   // result2: lstm_layer_derivative("tangents", [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t], input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[2]
+  at::Tensor result0_t;
+  at::Tensor result1_t;
   at::Tensor result2_t;
   if ((present(cx__t) || present(hx__t) || present(input_t) || present(weight0_t) || present(weight1_t) || present(weight2_t) || present(weight3_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -917,7 +897,10 @@ Results mkldnn_rnn_layer_default(const Values& args, const Values& tangents, con
     weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx__t = present(cx__t) ? cx__t : at::zeros_like(cx__p);
-    result2_t = lstm_layer_derivative("tangents", TensorList{input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t}, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes)[2];
+    const TensorList shared_tangents = lstm_layer_derivative("tangents", TensorList{input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t}, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None)};
 }

@@ -665,14 +665,13 @@ Results linalg_lu_default(const Values& args, const Values& tangents, const Valu
   const at::Tensor L = unpack<at::Tensor>(outputs[1]);
   const at::Tensor U = unpack<at::Tensor>(outputs[2]);
   // L: lu_tangents(A_t, P, L, U)[0]
-  at::Tensor L_t;
-  if (present(A_t)) {
-    L_t = lu_tangents(A_t, P, L, U)[0];
-  }
   // U: lu_tangents(A_t, P, L, U)[1]
+  at::Tensor L_t;
   at::Tensor U_t;
   if (present(A_t)) {
-    U_t = lu_tangents(A_t, P, L, U)[1];
+    const TensorList shared_tangents = lu_tangents(A_t, P, L, U);
+    L_t = shared_tangents[0];
+    U_t = shared_tangents[1];
   }
   return {dualgen::value(None), dualgen::value(L_t), dualgen::value(U_t)};
 }

@@ -808,456 +808,18 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
   const at::Tensor result5 = unpack<at::Tensor>(outputs[5]);
   const at::Tensor result6 = unpack<at::Tensor>(outputs[6]);
   // result0: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0]
-  at::Tensor result0_t;
-  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result0_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[0];
-  }
   // result1: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1]
-  at::Tensor result1_t;
-  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result1_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[1];
-  }
   // result2: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2]
-  at::Tensor result2_t;
-  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result2_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[2];
-  }
   // result3: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3]
-  at::Tensor result3_t;
-  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result3_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[3];
-  }
   // result4: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4]
-  at::Tensor result4_t;
-  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result4_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[4];
-  }
   // result5: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
-  at::Tensor result5_t;
-  if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result5_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5];
-  }
   // result6: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
+  at::Tensor result0_t;
+  at::Tensor result1_t;
+  at::Tensor result2_t;
+  at::Tensor result3_t;
+  at::Tensor result4_t;
+  at::Tensor result5_t;
   at::Tensor result6_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
@@ -1267,7 +829,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1276,7 +845,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1285,7 +861,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1294,7 +877,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1303,7 +893,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1312,7 +909,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1321,7 +925,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
     input_t = present(input_t) ? input_t : at::zeros_like(input_p);
     weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
@@ -1330,7 +941,14 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
     hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
     cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
-    result6_t = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6];
+    const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+    result5_t = shared_tangents[5];
+    result6_t = shared_tangents[6];
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(result3_t), dualgen::value(result4_t), dualgen::value(result5_t), dualgen::value(result6_t)};
 }

@@ -744,14 +744,13 @@ Results lu_unpack_default(const Values& args, const Values& tangents, const Valu
   const at::Tensor L = unpack<at::Tensor>(outputs[1]);
   const at::Tensor U = unpack<at::Tensor>(outputs[2]);
   // L: lu_unpack_tangents(LU_data_t)[0]
-  at::Tensor L_t;
-  if (present(LU_data_t)) {
-    L_t = lu_unpack_tangents(LU_data_t)[0];
-  }
   // U: lu_unpack_tangents(LU_data_t)[1]
+  at::Tensor L_t;
   at::Tensor U_t;
   if (present(LU_data_t)) {
-    U_t = lu_unpack_tangents(LU_data_t)[1];
+    const TensorList shared_tangents = lu_unpack_tangents(LU_data_t);
+    L_t = shared_tangents[0];
+    U_t = shared_tangents[1];
   }
   return {dualgen::value(None), dualgen::value(L_t), dualgen::value(U_t)};
 }
@@ -765,14 +764,13 @@ Results linalg_qr_default(const Values& args, const Values& tangents, const Valu
   const at::Tensor Q = unpack<at::Tensor>(outputs[0]);
   const at::Tensor R = unpack<at::Tensor>(outputs[1]);
   // Q: qr_tangents(A_t, Q, R, mode)[0]
-  at::Tensor Q_t;
-  if (present(A_t)) {
-    Q_t = qr_tangents(A_t, Q, R, mode)[0];
-  }
   // R: qr_tangents(A_t, Q, R, mode)[1]
+  at::Tensor Q_t;
   at::Tensor R_t;
   if (present(A_t)) {
-    R_t = qr_tangents(A_t, Q, R, mode)[1];
+    const TensorList shared_tangents = qr_tangents(A_t, Q, R, mode);
+    Q_t = shared_tangents[0];
+    R_t = shared_tangents[1];
   }
   return {dualgen::value(Q_t), dualgen::value(R_t)};
 }

@@ -414,14 +414,13 @@ Results _linalg_slogdet_default(const Values& args, const Values& tangents, cons
   const at::Tensor LU = unpack<at::Tensor>(outputs[2]);
   const at::Tensor pivots = unpack<at::Tensor>(outputs[3]);
   // sign: slogdet_tangents(A_t, A_p, sign)[0]
-  at::Tensor sign_t;
-  if (present(A_t)) {
-    sign_t = slogdet_tangents(A_t, A_p, sign)[0];
-  }
   // logabsdet: slogdet_tangents(A_t, A_p, sign)[1]
+  at::Tensor sign_t;
   at::Tensor logabsdet_t;
   if (present(A_t)) {
-    logabsdet_t = slogdet_tangents(A_t, A_p, sign)[1];
+    const TensorList shared_tangents = slogdet_tangents(A_t, A_p, sign);
+    sign_t = shared_tangents[0];
+    logabsdet_t = shared_tangents[1];
   }
   // LU: det_lu_tangent(A_t, A_p, LU, pivots)
   at::Tensor LU_t;
@@ -459,19 +458,16 @@ Results _linalg_svd_default(const Values& args, const Values& tangents, const Va
   const at::Tensor S = unpack<at::Tensor>(outputs[1]);
   const at::Tensor Vh = unpack<at::Tensor>(outputs[2]);
   // U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
-  at::Tensor U_t;
-  if (present(A_t)) {
-    U_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0];
-  }
   // S: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[1]
-  at::Tensor S_t;
-  if (present(A_t)) {
-    S_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[1];
-  }
   // Vh: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[2]
+  at::Tensor U_t;
+  at::Tensor S_t;
   at::Tensor Vh_t;
   if (present(A_t)) {
-    Vh_t = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[2];
+    const TensorList shared_tangents = svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv);
+    U_t = shared_tangents[0];
+    S_t = shared_tangents[1];
+    Vh_t = shared_tangents[2];
   }
   return {dualgen::value(U_t), dualgen::value(S_t), dualgen::value(Vh_t)};
 }

@@ -586,14 +586,13 @@ Results linalg_eig_default(const Values& args, const Values& tangents, const Val
   const at::Tensor eigenvalues = unpack<at::Tensor>(outputs[0]);
   const at::Tensor eigenvectors = unpack<at::Tensor>(outputs[1]);
   // eigenvalues: eig_tangents(self_t, eigenvalues, eigenvectors)[0]
-  at::Tensor eigenvalues_t;
-  if (present(self_t)) {
-    eigenvalues_t = eig_tangents(self_t, eigenvalues, eigenvectors)[0];
-  }
   // eigenvectors: eig_tangents(self_t, eigenvalues, eigenvectors)[1]
+  at::Tensor eigenvalues_t;
   at::Tensor eigenvectors_t;
   if (present(self_t)) {
-    eigenvectors_t = eig_tangents(self_t, eigenvalues, eigenvectors)[1];
+    const TensorList shared_tangents = eig_tangents(self_t, eigenvalues, eigenvectors);
+    eigenvalues_t = shared_tangents[0];
+    eigenvectors_t = shared_tangents[1];
   }
   return {dualgen::value(eigenvalues_t), dualgen::value(eigenvectors_t)};
 }
@@ -608,14 +607,13 @@ Results _linalg_eigh_default(const Values& args, const Values& tangents, const V
   const at::Tensor eigenvalues = unpack<at::Tensor>(outputs[0]);
   const at::Tensor eigenvectors = unpack<at::Tensor>(outputs[1]);
   // eigenvalues: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0]
-  at::Tensor eigenvalues_t;
-  if (present(A_t)) {
-    eigenvalues_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[0];
-  }
   // eigenvectors: eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[1]
+  at::Tensor eigenvalues_t;
   at::Tensor eigenvectors_t;
   if (present(A_t)) {
-    eigenvectors_t = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v)[1];
+    const TensorList shared_tangents = eigh_tangents(A_t, A_p, eigenvalues, eigenvectors, compute_v);
+    eigenvalues_t = shared_tangents[0];
+    eigenvectors_t = shared_tangents[1];
   }
   return {dualgen::value(eigenvalues_t), dualgen::value(eigenvectors_t)};
 }

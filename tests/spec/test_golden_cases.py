@@ -41,6 +41,7 @@ FEATURES = {
     "torch_releases",
     "custom_op",
     "collective",
+    "shared_call",
 }
 ABSENT = "absent"  # stored as absent.golden
 

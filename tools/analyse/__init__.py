@@ -24,6 +24,7 @@ from ..spec.model import (
 from ..spec.schema import TorchOperators
 from .derive import cotangent_name, element_wise_jvp, grads_to_name, is_name, op_call
 from .plan import Action, BackwardStep, Branch, JvpPlan, OpPlan, OutputTangent, VjpPlan
+from .shared import shared_calls
 from .taylor import classify
 from .zeros import specialise
 
@@ -211,7 +212,12 @@ def _jvp_plan(
             tensor_inputs > 1 and not listed,
         )
         outputs.append(OutputTangent(name, r.text, r.origin, branches, r.location))
-    return JvpPlan(schema.kernel_name, _jvp_params(schema, diff_inputs), tuple(outputs))
+    return JvpPlan(
+        schema.kernel_name,
+        _jvp_params(schema, diff_inputs),
+        tuple(outputs),
+        shared_calls(tuple(outputs)),
+    )
 
 
 def _referenced(expr: ast.expr, diff_inputs: tuple[str, ...]) -> list[str]:

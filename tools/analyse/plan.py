@@ -93,10 +93,21 @@ class OutputTangent:
 
 
 @dataclass(frozen=True)
+class SharedCall:
+    """Outputs whose formulas index one call (`svd_tangents(...)[k]`): the
+    kernel runs the call once, under the outputs' common conditions."""
+
+    outputs: tuple[str, ...]  # in schema order
+    indices: tuple[int, ...]  # the element of the call's result each takes
+    calls: tuple[ast.expr, ...]  # the call, one per printed branch
+
+
+@dataclass(frozen=True)
 class JvpPlan:
     kernel: str
     params: tuple[str, ...]
     outputs: tuple[OutputTangent | None, ...]  # one per schema output
+    shared: tuple[SharedCall, ...] = ()  # see tools/analyse/shared.py
 
 
 @dataclass(frozen=True)

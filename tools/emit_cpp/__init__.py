@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import zlib
 
-from ..analyse.plan import Action, Branch, OpPlan, OutputTangent
+from ..analyse.plan import Action, Branch, OpPlan, OutputTangent, SharedCall
+from ..analyse.shared import shared_local
 from ..check.twins import Twins
 from ..spec.errors import ErrorSink, SpecErrors
 from ..spec.model import OperatorSchema
@@ -75,12 +76,26 @@ class CppEmitter:
         types, lines = self._declarations(plan)
         printer = CppPrinter(types, self.twins)
         multi = len(plan.jvp.outputs) > 1
+        # A shared call C++ holds as one TensorList; any other (a tuple of a
+        # torch op) stays one call per output.
+        group_of = {
+            name: g
+            for g in plan.jvp.shared
+            if all(_is_tensor_list(printer, c) for c in g.calls)
+            for name in g.outputs
+        }
+        by_name = {o.output: o for o in plan.jvp.outputs if o is not None}
         body = []
         for out, ret in zip(plan.jvp.outputs, schema.returns):
             if out is None:
                 continue
+            group = group_of.get(out.output)
             try:
-                body += self._output(printer, out, of_schema(ret.type), multi)
+                if group is None:
+                    body += self._output(printer, out, of_schema(ret.type), multi)
+                elif group.outputs[0] == out.output:
+                    number = plan.jvp.shared.index(group)
+                    body += self._shared(printer, group, number, by_name)
             except CppError as exc:
                 raise _Unprintable(str(exc), out.output, out.location) from None
         if multi:
@@ -158,6 +173,31 @@ class CppEmitter:
             lines.append("}")
         if not multi:
             lines.append("return {dualgen::value(None)};")
+        return lines
+
+    def _shared(
+        self,
+        printer: CppPrinter,
+        group: SharedCall,
+        number: int,
+        by_name: dict[str, OutputTangent],
+    ) -> list[str]:
+        """Outputs that index one call: the call runs once per branch."""
+        outs = [by_name[name] for name in group.outputs]
+        lines = [f"// {o.output}: {o.formula}" for o in outs]
+        lines += [f"at::Tensor {cpp_name(name + '_t')};" for name in group.outputs]
+        live = [b for b in outs[0].branches if b.action is not Action.NONE]
+        local = shared_local(number)
+        for i, (b, call) in enumerate(zip(live, group.calls)):
+            keyword = "if" if i == 0 else "} else if"
+            lines.append(f"{keyword} ({printer.condition(*b.tested())}) {{")
+            statements = [f"const TensorList {local} = {printer.visit(call).text};"]
+            statements += [
+                f"{cpp_name(name + '_t')} = {local}[{k}];"
+                for name, k in zip(group.outputs, group.indices)
+            ]
+            lines += _indent(self._fills(printer, b) + statements)
+        lines.append("}")
         return lines
 
     @staticmethod
@@ -243,6 +283,13 @@ class _Unprintable(CppError):
         super().__init__(message)
         self.output = output
         self.location = location
+
+
+def _is_tensor_list(printer: CppPrinter, call) -> bool:
+    try:
+        return printer.visit(call).type.name == "TensorList"
+    except CppError:
+        return False  # the outputs' own printing reports it
 
 
 def _indent(lines: list[str]) -> list[str]:

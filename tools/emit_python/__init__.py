@@ -7,12 +7,13 @@ final strings; the Jinja templates only loop and interpolate.
 from __future__ import annotations
 
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
 
-from ..analyse.plan import Action, Branch, OpPlan, OutputTangent
+from ..analyse.plan import Action, Branch, OpPlan, OutputTangent, SharedCall
+from ..analyse.shared import shared_local
 from ..check.formula import helpers_used
 from ..check.helpers import installed_helpers
 from ..check.twins import basics, load_twins, manifest_path
@@ -42,10 +43,12 @@ class BranchView:
 
 @dataclass(frozen=True)
 class OutputView:
-    name: str
-    comment: str
+    """The block that sets one output's tangent, or several outputs' that share
+    a call (tools/analyse/shared.py)."""
+
+    comments: tuple[str, ...]
     branches: tuple[BranchView, ...]
-    fallback: str
+    fallbacks: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -192,9 +195,18 @@ class Emitter:
 
     def _jvp_view(self, plan: OpPlan) -> JvpView:
         multi = len(plan.jvp.outputs) > 1
-        outputs = tuple(
-            self._output_view(o, multi) for o in plan.jvp.outputs if o is not None
-        )
+        group_of = {name: g for g in plan.jvp.shared for name in g.outputs}
+        by_name = {o.output: o for o in plan.jvp.outputs if o is not None}
+        outputs = []
+        for o in plan.jvp.outputs:
+            if o is None:
+                continue
+            group = group_of.get(o.output)
+            if group is None:
+                outputs.append(self._output_view(o, multi))
+            elif group.outputs[0] == o.output:
+                number = plan.jvp.shared.index(group)
+                outputs.append(self._shared_view(group, number, by_name))
         returns = None
         if multi:
             returns = ", ".join(
@@ -205,7 +217,7 @@ class Emitter:
             params=", ".join(plan.jvp.params),
             doc=plan.schema.qualified,
             notes=self._notes(plan),
-            outputs=outputs,
+            outputs=tuple(outputs),
             returns=returns,
         )
 
@@ -230,7 +242,31 @@ class Emitter:
             if b.action is not Action.NONE
         )
         return OutputView(
-            out.output, f"{out.output}: {out.formula}", branches, f"{target}None"
+            (f"{out.output}: {out.formula}",), branches, (f"{target}None",)
+        )
+
+    def _shared_view(
+        self, group: SharedCall, number: int, by_name: dict[str, OutputTangent]
+    ) -> OutputView:
+        """Outputs that index one call: the call runs once per branch."""
+        local = shared_local(number)
+        outs = [by_name[name] for name in group.outputs]
+        live = [b for b in outs[0].branches if b.action is not Action.NONE]
+        branches = tuple(
+            BranchView(
+                self.printer.condition(*b.tested()),
+                self._branch_lines(replace(b, expr=call), local, f"{local} = ")
+                + tuple(
+                    f"{name}_t = {local}[{k}]"
+                    for name, k in zip(group.outputs, group.indices)
+                ),
+            )
+            for b, call in zip(live, group.calls)
+        )
+        return OutputView(
+            tuple(f"{o.output}: {o.formula}" for o in outs),
+            branches,
+            tuple(f"{name}_t = None" for name in group.outputs),
         )
 
     def _branch_lines(self, b: Branch, output: str, target: str) -> tuple[str, ...]:
