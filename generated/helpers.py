@@ -299,7 +299,6 @@ def key_tile(key, key_t, start, length, heads):
 
 
 def attention_forward_tile(
-    index,
     q_start,
     k_start,
     k_len,
@@ -318,12 +317,12 @@ def attention_forward_tile(
     """One tile's terms of the attention JVP, for the query block q (accumulation
     dtype) with q_pair = scale [q_t, q] and its logsumexp lse: with dS = scale
     (q_t k^T + q k_t^T) + mask_t = q_pair [k, k_t]^T + mask_t and P = exp(S -
-    logsumexp), the row sums of P dS (the tile's share of logsumexp_t) and, for
-    index 0, (P dS) v + P v_t (its share of output_t before the - logsumexp_t
-    out correction).
+    logsumexp), the row sums of P dS (the tile's share of logsumexp_t) and (P
+    dS) v + P v_t (its share of output_t before the - logsumexp_t out
+    correction).
 
     C++:
-    attention_forward_tile(int index, int q_start, int k_start, int k_len, Tensor q, Tensor q_pair, Tensor lse, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
+    attention_forward_tile(int q_start, int k_start, int k_len, Tensor q, Tensor q_pair, Tensor lse, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
     """
     heads = q.size(1)
     q_len = q.size(2)
@@ -337,8 +336,6 @@ def attention_forward_tile(
         ds = ds + attention_acc(mask_tile(attn_mask_t, q_start, q_len, k_start, k_len))
     pds = p * ds
     lse_t = pds.sum(-1, keepdim=True)
-    if index == 1:
-        return [lse_t]
     vv = expand_heads(attention_acc(value.narrow(2, k_start, k_len)), heads)
     vv_t = expand_heads(attention_acc(value_t.narrow(2, k_start, k_len)), heads)
     return [lse_t, torch.matmul(pds, vv) + torch.matmul(p, vv_t)]
@@ -403,7 +400,6 @@ def attention_forward(query, key, value, attn_mask, is_causal, scale):
 
 
 def flash_attention_tangent(
-    index,
     query_t,
     key_t,
     value_t,
@@ -418,18 +414,18 @@ def flash_attention_tangent(
     is_causal,
     scale,
 ):
-    """The tangent of output (index 0) or logsumexp (index 1) of
-    `_scaled_dot_product_flash_attention_for_cpu`. With dS = scale (q_t k^T + q
-    k_t^T) + mask_t and P the attention probabilities: logsumexp_t = sum_j P dS
-    and output_t = (P (dS - logsumexp_t)) v + P v_t. Blockwise, as the flash
-    kernels compute the forward: P comes from the op's logsumexp one (query
-    block, key block) tile at a time (`attention_forward_tile`: 5 matmul-
+    """The tangents [output_t, logsumexp_t] of
+    `_scaled_dot_product_flash_attention_for_cpu`, in one pass. With dS = scale
+    (q_t k^T + q k_t^T) + mask_t and P the attention probabilities: logsumexp_t
+    = sum_j P dS and output_t = (P (dS - logsumexp_t)) v + P v_t. Blockwise, as
+    the flash kernels compute the forward: P comes from the op's logsumexp one
+    (query block, key block) tile at a time (`attention_forward_tile`: 5 matmul-
     equivalents per tile against the forward's 2), so no L x S tensor is ever
     held; the query blocks' rows are joined at the end. attn_mask_t may be None
     (no mask, or a mask without tangent). Refuses dropout_p != 0.
 
     C++:
-    flash_attention_tangent(int index, Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor
+    flash_attention_tangent(Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor[]
     """
     refuse_dropout(dropout_p, "_scaled_dot_product_flash_attention_for_cpu")
     sc = attention_scale(query, scale)
@@ -454,7 +450,6 @@ def flash_attention_tangent(
             kl = block_length(keys, ks, kb)
             if not is_causal or ks < qs + ql:
                 terms = attention_forward_tile(
-                    index,
                     qs,
                     ks,
                     kl,
@@ -471,14 +466,10 @@ def flash_attention_tangent(
                     sc,
                 )
                 row_lse_t = row_lse_t + terms[0]
-                if index == 0:
-                    row_out_t = row_out_t + terms[1]
+                row_out_t = row_out_t + terms[1]
         lse_t = torch.cat([lse_t, row_lse_t.squeeze(-1)], 2)
-        if index == 0:
-            out_t = torch.cat([out_t, row_out_t - row_lse_t * out.narrow(2, qs, ql)], 2)
-    if index == 1:
-        return lse_t.to(logsumexp.dtype)
-    return out_t.to(output.dtype)
+        out_t = torch.cat([out_t, row_out_t - row_lse_t * out.narrow(2, qs, ql)], 2)
+    return [out_t.to(output.dtype), lse_t.to(logsumexp.dtype)]
 
 
 def attention_backward_tile(
@@ -2548,8 +2539,8 @@ def mha_jvp(
     m = additive_mask(mask, mask_type, q, k.size(2))
     ctx, lse = attention_forward(q, k, v, m, False, 1.0)
     ctx_t = flash_attention_tangent(
-        0, q_t, k_t, v_t, None, q, k, v, m, ctx, lse, 0.0, False, 1.0
-    )
+        q_t, k_t, v_t, None, q, k, v, m, ctx, lse, 0.0, False, 1.0
+    )[0]
     out = torch.matmul(merge_heads(ctx), proj_weight.t()) + proj_bias
     out_t = (
         torch.matmul(merge_heads(ctx_t), proj_weight.t())

@@ -10893,15 +10893,15 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
 ):
     """aten::_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
     # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu
-    # output: flash_attention_tangent(0, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
+    # output: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[0]
+    # logsumexp: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[1]
     if (
         query_t is not None
         and key_t is not None
         and value_t is not None
         and attn_mask_t is not None
     ):
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             key_t,
             value_t,
@@ -10916,9 +10916,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif query_t is not None and key_t is not None and value_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             key_t,
             value_t,
@@ -10933,9 +10934,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif query_t is not None and key_t is not None and attn_mask_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             key_t,
             torch.zeros_like(value_p),
@@ -10950,9 +10952,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif query_t is not None and value_t is not None and attn_mask_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             torch.zeros_like(key_p),
             value_t,
@@ -10967,9 +10970,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif key_t is not None and value_t is not None and attn_mask_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             torch.zeros_like(query_p),
             key_t,
             value_t,
@@ -10984,9 +10988,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif query_t is not None and key_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             key_t,
             torch.zeros_like(value_p),
@@ -11001,9 +11006,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif query_t is not None and value_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             torch.zeros_like(key_p),
             value_t,
@@ -11018,9 +11024,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif query_t is not None and attn_mask_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             torch.zeros_like(key_p),
             torch.zeros_like(value_p),
@@ -11035,9 +11042,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif key_t is not None and value_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             torch.zeros_like(query_p),
             key_t,
             value_t,
@@ -11052,9 +11060,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif key_t is not None and attn_mask_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             torch.zeros_like(query_p),
             key_t,
             torch.zeros_like(value_p),
@@ -11069,9 +11078,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif value_t is not None and attn_mask_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             torch.zeros_like(query_p),
             torch.zeros_like(key_p),
             value_t,
@@ -11086,9 +11096,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif query_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             query_t,
             torch.zeros_like(key_p),
             torch.zeros_like(value_p),
@@ -11103,9 +11114,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif key_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             torch.zeros_like(query_p),
             key_t,
             torch.zeros_like(value_p),
@@ -11120,9 +11132,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif value_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             torch.zeros_like(query_p),
             torch.zeros_like(key_p),
             value_t,
@@ -11137,9 +11150,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     elif attn_mask_t is not None:
-        output_t = flash_attention_tangent(
-            0,
+        shared_tangents = flash_attention_tangent(
             torch.zeros_like(query_p),
             torch.zeros_like(key_p),
             torch.zeros_like(value_p),
@@ -11154,270 +11168,10 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
             is_causal,
             scale,
         )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
     else:
         output_t = None
-    # logsumexp: flash_attention_tangent(1, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
-    if (
-        query_t is not None
-        and key_t is not None
-        and value_t is not None
-        and attn_mask_t is not None
-    ):
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            key_t,
-            value_t,
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif query_t is not None and key_t is not None and value_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            key_t,
-            value_t,
-            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif query_t is not None and key_t is not None and attn_mask_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            key_t,
-            torch.zeros_like(value_p),
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif query_t is not None and value_t is not None and attn_mask_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            torch.zeros_like(key_p),
-            value_t,
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif key_t is not None and value_t is not None and attn_mask_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            torch.zeros_like(query_p),
-            key_t,
-            value_t,
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif query_t is not None and key_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            key_t,
-            torch.zeros_like(value_p),
-            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif query_t is not None and value_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            torch.zeros_like(key_p),
-            value_t,
-            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif query_t is not None and attn_mask_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            torch.zeros_like(key_p),
-            torch.zeros_like(value_p),
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif key_t is not None and value_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            torch.zeros_like(query_p),
-            key_t,
-            value_t,
-            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif key_t is not None and attn_mask_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            torch.zeros_like(query_p),
-            key_t,
-            torch.zeros_like(value_p),
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif value_t is not None and attn_mask_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            torch.zeros_like(query_p),
-            torch.zeros_like(key_p),
-            value_t,
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif query_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            query_t,
-            torch.zeros_like(key_p),
-            torch.zeros_like(value_p),
-            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif key_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            torch.zeros_like(query_p),
-            key_t,
-            torch.zeros_like(value_p),
-            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif value_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            torch.zeros_like(query_p),
-            torch.zeros_like(key_p),
-            value_t,
-            None if attn_mask_p is None else torch.zeros_like(attn_mask_p),
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    elif attn_mask_t is not None:
-        logsumexp_t = flash_attention_tangent(
-            1,
-            torch.zeros_like(query_p),
-            torch.zeros_like(key_p),
-            torch.zeros_like(value_p),
-            attn_mask_t,
-            query_p,
-            key_p,
-            value_p,
-            attn_mask_p,
-            output,
-            logsumexp,
-            dropout_p,
-            is_causal,
-            scale,
-        )
-    else:
         logsumexp_t = None
     return output_t, logsumexp_t
 

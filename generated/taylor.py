@@ -1404,8 +1404,8 @@ TAYLOR[aten._foreach_maximum.ScalarList] = ByFormula()
 # _foreach_pow.ScalarList: result: torch.ops.aten.unflatten_dense_tensors(torch.ops.aten.flatten_dense_tensors(self_t) * pow_self_derivative(torch.ops.aten.flatten_dense_tensors(self_p), torch.ops.aten.flatten_dense_tensors(torch.ops.aten._foreach_mul.ScalarList(torch.ops.aten._foreach_pow.Scalar(self_p, 0), exponent))), result)
 TAYLOR[aten._foreach_pow.ScalarList] = ByFormula()
 
-# _scaled_dot_product_flash_attention_for_cpu: output: flash_attention_tangent(0, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
-# _scaled_dot_product_flash_attention_for_cpu: logsumexp: flash_attention_tangent(1, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
+# _scaled_dot_product_flash_attention_for_cpu: output: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[0]
+# _scaled_dot_product_flash_attention_for_cpu: logsumexp: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[1]
 TAYLOR[aten._scaled_dot_product_flash_attention_for_cpu.default] = ByFormula()
 
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)

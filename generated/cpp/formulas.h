@@ -73,7 +73,6 @@ TensorList attention_forward(
     bool is_causal,
     double scale);
 TensorList attention_forward_tile(
-    int64_t index,
     int64_t q_start,
     int64_t k_start,
     int64_t k_len,
@@ -357,8 +356,7 @@ at::Tensor flash_attention_backward_tangent(
     double dropout_p,
     bool is_causal,
     std::optional<double> scale);
-at::Tensor flash_attention_tangent(
-    int64_t index,
+TensorList flash_attention_tangent(
     const at::Tensor& query_t,
     const at::Tensor& key_t,
     const at::Tensor& value_t,

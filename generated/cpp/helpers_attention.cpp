@@ -165,9 +165,8 @@ TensorList key_tile(
   return TensorList{k, at::cat(TensorList{k, k_t}, -1)};
 }
 
-// attention_forward_tile(int index, int q_start, int k_start, int k_len, Tensor q, Tensor q_pair, Tensor lse, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
+// attention_forward_tile(int q_start, int k_start, int k_len, Tensor q, Tensor q_pair, Tensor lse, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
 TensorList attention_forward_tile(
-    int64_t index,
     int64_t q_start,
     int64_t k_start,
     int64_t k_len,
@@ -197,9 +196,6 @@ TensorList attention_forward_tile(
   }
   at::Tensor pds = p * ds;
   at::Tensor lse_t = pds.sum(at::IntArrayRef{-1}, true);
-  if (index == 1) {
-    return TensorList{lse_t};
-  }
   at::Tensor vv = expand_heads(attention_acc(value.narrow(2, k_start, k_len)), heads);
   at::Tensor vv_t = expand_heads(attention_acc(value_t.narrow(2, k_start, k_len)), heads);
   return TensorList{lse_t, at::matmul(pds, vv) + at::matmul(p, vv_t)};
@@ -257,9 +253,8 @@ TensorList attention_forward(
   return TensorList{out, lse};
 }
 
-// flash_attention_tangent(int index, Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor
-at::Tensor flash_attention_tangent(
-    int64_t index,
+// flash_attention_tangent(Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor[]
+TensorList flash_attention_tangent(
     const at::Tensor& query_t,
     const at::Tensor& key_t,
     const at::Tensor& value_t,
@@ -296,22 +291,15 @@ at::Tensor flash_attention_tangent(
       int64_t kl = block_length(keys, ks, kb);
       TensorList terms;
       if (!is_causal || ks < qs + ql) {
-        terms = attention_forward_tile(index, qs, ks, kl, q, q_pair, row_lse, key_t, value_t, attn_mask_t, key, value, attn_mask, is_causal, sc);
+        terms = attention_forward_tile(qs, ks, kl, q, q_pair, row_lse, key_t, value_t, attn_mask_t, key, value, attn_mask, is_causal, sc);
         row_lse_t = row_lse_t + terms[0];
-        if (index == 0) {
-          row_out_t = row_out_t + terms[1];
-        }
+        row_out_t = row_out_t + terms[1];
       }
     }
     lse_t = at::cat(TensorList{lse_t, row_lse_t.squeeze(-1)}, 2);
-    if (index == 0) {
-      out_t = at::cat(TensorList{out_t, row_out_t - row_lse_t * out.narrow(2, qs, ql)}, 2);
-    }
+    out_t = at::cat(TensorList{out_t, row_out_t - row_lse_t * out.narrow(2, qs, ql)}, 2);
   }
-  if (index == 1) {
-    return lse_t.to(logsumexp.scalar_type());
-  }
-  return out_t.to(output.scalar_type());
+  return TensorList{out_t.to(output.scalar_type()), lse_t.to(logsumexp.scalar_type())};
 }
 
 // attention_backward_tile(int index, int q_start, int q_len, int k_start, int k_len, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_mask_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_mask, bool is_causal, float scale) -> Tensor

@@ -128,7 +128,7 @@ TensorList mha_jvp(
   TORCH_CHECK_VALUE(unpacked2.size() <= 2, "too many values to unpack (expected 2)");
   at::Tensor ctx = unpacked2[0];
   at::Tensor lse = unpacked2[1];
-  at::Tensor ctx_t = flash_attention_tangent(0, q_t, k_t, v_t, None, q, k, v, m, ctx, lse, 0.0, false, 1.0);
+  at::Tensor ctx_t = flash_attention_tangent(q_t, k_t, v_t, None, q, k, v, m, ctx, lse, 0.0, false, 1.0)[0];
   at::Tensor out = at::matmul(merge_heads(ctx), proj_weight.t()) + proj_bias;
   at::Tensor out_t = at::matmul(merge_heads(ctx_t), proj_weight.t()) + at::matmul(merge_heads(ctx), wo_t.t()) + bo_t;
   return TensorList{out, out_t};

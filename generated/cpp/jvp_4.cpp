@@ -665,71 +665,70 @@ Results _scaled_dot_product_flash_attention_for_cpu_default(const Values& args, 
   at::Tensor attn_mask_t = unpack<at::Tensor>(tangents[3]);
   const at::Tensor output = unpack<at::Tensor>(outputs[0]);
   const at::Tensor logsumexp = unpack<at::Tensor>(outputs[1]);
-  // output: flash_attention_tangent(0, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
+  // output: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[0]
+  // logsumexp: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[1]
   at::Tensor output_t;
-  if (present(query_t) && present(key_t) && present(value_t) && present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(query_t) && present(key_t) && present(value_t)) {
-    output_t = flash_attention_tangent(0, query_t, key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(query_t) && present(key_t) && present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, query_t, key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(query_t) && present(value_t) && present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(key_t) && present(value_t) && present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(query_t) && present(key_t)) {
-    output_t = flash_attention_tangent(0, query_t, key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(query_t) && present(value_t)) {
-    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(query_t) && present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(key_t) && present(value_t)) {
-    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(key_t) && present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(value_t) && present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, at::zeros_like(query_p), at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(query_t)) {
-    output_t = flash_attention_tangent(0, query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(key_t)) {
-    output_t = flash_attention_tangent(0, at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(value_t)) {
-    output_t = flash_attention_tangent(0, at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  } else if (present(attn_mask_t)) {
-    output_t = flash_attention_tangent(0, at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
-  }
-  // logsumexp: flash_attention_tangent(1, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)
   at::Tensor logsumexp_t;
   if (present(query_t) && present(key_t) && present(value_t) && present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(query_t) && present(key_t) && present(value_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(query_t) && present(key_t) && present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(query_t) && present(value_t) && present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(key_t) && present(value_t) && present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(at::zeros_like(query_p), key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(query_t) && present(key_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(query_t) && present(value_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(query_t) && present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(key_t) && present(value_t)) {
-    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(at::zeros_like(query_p), key_t, value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(key_t) && present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(at::zeros_like(query_p), key_t, at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(value_t) && present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(query_t)) {
-    logsumexp_t = flash_attention_tangent(1, query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(key_t)) {
-    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(value_t)) {
-    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   } else if (present(attn_mask_t)) {
-    logsumexp_t = flash_attention_tangent(1, at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    const TensorList shared_tangents = flash_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
   }
   return {dualgen::value(output_t), dualgen::value(logsumexp_t)};
 }
