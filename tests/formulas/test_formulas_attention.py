@@ -220,7 +220,9 @@ def test_dropout_is_refused():
     q, k, v, _, _, _ = _inputs(CASES[0])
     out, lse = FLASH(q, k, v)
     with pytest.raises(RuntimeError, match="dropout_p=0.1 draws random numbers"):
-        F.flash_attention_tangent(q, k, v, None, q, k, v, None, out, lse, 0.1, False, None)
+        F.flash_attention_tangent(
+            q, k, v, None, q, k, v, None, out, lse, 0.1, False, None
+        )
     with pytest.raises(RuntimeError, match="only dropout_p=0 is differentiable"):
         F.flash_attention_grads(out, None, q, k, v, None, out, lse, 0.5, False, None)
     with pytest.raises(RuntimeError, match="no derivative"):
