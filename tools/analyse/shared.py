@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from .plan import Action, OutputTangent, SharedCall
+from .plan import Action, JvpPlan, OutputTangent, SharedCall
 
 
 def shared_calls(outputs: tuple[OutputTangent | None, ...]) -> tuple[SharedCall, ...]:
@@ -71,3 +73,38 @@ def _indexed_calls(out: OutputTangent) -> tuple[int, tuple[ast.expr, ...]] | Non
 def shared_local(number: int) -> str:
     """The local that holds a kernel's number-th shared call's result."""
     return "shared_tangents" if number == 0 else f"shared_tangents_{number}"
+
+
+@dataclass(frozen=True)
+class SharedBlock:
+    """One block of a kernel that sets several outputs' tangents from one call."""
+
+    number: int  # the call's place in JvpPlan.shared (its local's name)
+    call: SharedCall
+    outputs: tuple[OutputTangent, ...]  # one per call.outputs
+
+
+def blocks(
+    jvp: JvpPlan, keep: Callable[[SharedCall], bool] = lambda call: True
+) -> Iterator[OutputTangent | SharedBlock]:
+    """A kernel's blocks in output order, for both emitters: an output's own, or
+    a shared call's at its first output. A call `keep` refuses (one a backend
+    cannot hold as a list) stays one block per output."""
+    by_name = {o.output: o for o in jvp.outputs if o is not None}
+    group_of = {
+        name: (number, call)
+        for number, call in enumerate(jvp.shared)
+        if keep(call)
+        for name in call.outputs
+    }
+    for out in jvp.outputs:
+        if out is None:
+            continue
+        if out.output not in group_of:
+            yield out
+            continue
+        number, call = group_of[out.output]
+        if call.outputs[0] == out.output:
+            yield SharedBlock(
+                number, call, tuple(by_name[name] for name in call.outputs)
+            )

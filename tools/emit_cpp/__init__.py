@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import zlib
 
-from ..analyse.plan import Action, Branch, OpPlan, OutputTangent, SharedCall
-from ..analyse.shared import shared_local
+from ..analyse.plan import Action, Branch, OpPlan, OutputTangent
+from ..analyse.shared import SharedBlock, blocks, shared_local
 from ..check.twins import Twins
 from ..spec.errors import ErrorSink, SpecErrors
 from ..spec.model import OperatorSchema
@@ -76,26 +76,19 @@ class CppEmitter:
         types, lines = self._declarations(plan)
         printer = CppPrinter(types, self.twins)
         multi = len(plan.jvp.outputs) > 1
+        returns = {o.output: r for o, r in zip(plan.jvp.outputs, schema.returns) if o}
+        body = []
         # A shared call C++ holds as one TensorList; any other (a tuple of a
         # torch op) stays one call per output.
-        group_of = {
-            name: g
-            for g in plan.jvp.shared
-            if all(_is_tensor_list(printer, c) for c in g.calls)
-            for name in g.outputs
-        }
-        by_name = {o.output: o for o in plan.jvp.outputs if o is not None}
-        body = []
-        for out, ret in zip(plan.jvp.outputs, schema.returns):
-            if out is None:
-                continue
-            group = group_of.get(out.output)
+        keep = lambda call: all(_is_tensor_list(printer, c) for c in call.calls)
+        for block in blocks(plan.jvp, keep):
+            out = block.outputs[0] if isinstance(block, SharedBlock) else block
             try:
-                if group is None:
-                    body += self._output(printer, out, of_schema(ret.type), multi)
-                elif group.outputs[0] == out.output:
-                    number = plan.jvp.shared.index(group)
-                    body += self._shared(printer, group, number, by_name)
+                if isinstance(block, SharedBlock):
+                    body += self._shared(printer, block)
+                else:
+                    ret = of_schema(returns[out.output].type)
+                    body += self._output(printer, out, ret, multi)
             except CppError as exc:
                 raise _Unprintable(str(exc), out.output, out.location) from None
         if multi:
@@ -175,19 +168,13 @@ class CppEmitter:
             lines.append("return {dualgen::value(None)};")
         return lines
 
-    def _shared(
-        self,
-        printer: CppPrinter,
-        group: SharedCall,
-        number: int,
-        by_name: dict[str, OutputTangent],
-    ) -> list[str]:
+    def _shared(self, printer: CppPrinter, block: SharedBlock) -> list[str]:
         """Outputs that index one call: the call runs once per branch."""
-        outs = [by_name[name] for name in group.outputs]
+        group, outs = block.call, block.outputs
         lines = [f"// {o.output}: {o.formula}" for o in outs]
         lines += [f"at::Tensor {cpp_name(name + '_t')};" for name in group.outputs]
         live = [b for b in outs[0].branches if b.action is not Action.NONE]
-        local = shared_local(number)
+        local = shared_local(block.number)
         for i, (b, call) in enumerate(zip(live, group.calls)):
             keyword = "if" if i == 0 else "} else if"
             lines.append(f"{keyword} ({printer.condition(*b.tested())}) {{")

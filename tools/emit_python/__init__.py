@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jinja2
 
-from ..analyse.plan import Action, Branch, OpPlan, OutputTangent, SharedCall
-from ..analyse.shared import shared_local
+from ..analyse.plan import Action, Branch, OpPlan, OutputTangent
+from ..analyse.shared import SharedBlock, blocks, shared_local
 from ..check.formula import helpers_used
 from ..check.helpers import installed_helpers
 from ..check.twins import basics, load_twins, manifest_path
@@ -195,18 +195,14 @@ class Emitter:
 
     def _jvp_view(self, plan: OpPlan) -> JvpView:
         multi = len(plan.jvp.outputs) > 1
-        group_of = {name: g for g in plan.jvp.shared for name in g.outputs}
-        by_name = {o.output: o for o in plan.jvp.outputs if o is not None}
-        outputs = []
-        for o in plan.jvp.outputs:
-            if o is None:
-                continue
-            group = group_of.get(o.output)
-            if group is None:
-                outputs.append(self._output_view(o, multi))
-            elif group.outputs[0] == o.output:
-                number = plan.jvp.shared.index(group)
-                outputs.append(self._shared_view(group, number, by_name))
+        outputs = [
+            (
+                self._shared_view(b)
+                if isinstance(b, SharedBlock)
+                else self._output_view(b, multi)
+            )
+            for b in blocks(plan.jvp)
+        ]
         returns = None
         if multi:
             returns = ", ".join(
@@ -245,12 +241,10 @@ class Emitter:
             (f"{out.output}: {out.formula}",), branches, (f"{target}None",)
         )
 
-    def _shared_view(
-        self, group: SharedCall, number: int, by_name: dict[str, OutputTangent]
-    ) -> OutputView:
+    def _shared_view(self, block: SharedBlock) -> OutputView:
         """Outputs that index one call: the call runs once per branch."""
-        local = shared_local(number)
-        outs = [by_name[name] for name in group.outputs]
+        group, outs = block.call, block.outputs
+        local = shared_local(block.number)
         live = [b for b in outs[0].branches if b.action is not Action.NONE]
         branches = tuple(
             BranchView(
