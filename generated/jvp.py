@@ -710,6 +710,14 @@ def new_empty_default(self_p, size, dtype, layout, device, pin_memory, result):
     return None
 
 
+def new_empty_strided_default(
+    self_p, size, stride, dtype, layout, device, pin_memory, result
+):
+    """aten::new_empty_strided(Tensor self, SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, derivatives.yaml entry new_empty_strided
+    return None
+
+
 def new_full_default(
     self_p, size, fill_value, dtype, layout, device, pin_memory, result
 ):

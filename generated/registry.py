@@ -1016,6 +1016,23 @@ KERNELS[aten.new_empty.default] = KernelInfo(
 )
 
 
+KERNELS[aten.new_empty_strided.default] = KernelInfo(
+    name="new_empty_strided",
+    kind="functional",
+    jvp=jvp.new_empty_strided_default,
+    vjp_kernel="new_empty_strided_default",
+    arguments=("self", "size", "stride", "dtype", "layout", "device", "pin_memory"),
+    outputs=("result",),
+    differentiable_inputs=(),
+    differentiable_outputs=(),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::new_empty_strided.default",
+)
+
+
 KERNELS[aten.new_full.default] = KernelInfo(
     name="new_full",
     kind="functional",

@@ -110,6 +110,8 @@ TAYLOR[aten.new_ones.default] = Linear()
 
 TAYLOR[aten.new_empty.default] = Linear()
 
+TAYLOR[aten.new_empty_strided.default] = Linear()
+
 TAYLOR[aten.new_full.default] = Linear()
 
 # add.Tensor: result: self_t + scale(other_t, alpha)

@@ -598,6 +598,14 @@ def new_empty_default(grad, self, size, dtype, layout, device, pin_memory, resul
     return ()
 
 
+def new_empty_strided_default(
+    grad, self, size, stride, dtype, layout, device, pin_memory, result
+):
+    """aten::new_empty_strided(Tensor self, SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, derivatives.yaml entry new_empty_strided
+    return ()
+
+
 def new_full_default(
     grad, self, size, fill_value, dtype, layout, device, pin_memory, result
 ):

@@ -74,6 +74,20 @@ Results new_zeros_default(const Values& args, const Values& tangents, const Valu
   return {dualgen::value(None)};
 }
 
+// aten::new_empty_strided(Tensor self, SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+// functional, derivatives.yaml entry new_empty_strided
+Results new_empty_strided_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::vector<int64_t> size = unpack<std::vector<int64_t>>(args[1]);
+  const std::vector<int64_t> stride = unpack<std::vector<int64_t>>(args[2]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[3]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[4]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[5]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[6]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
 // aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 // functional, derivatives.yaml entry min.dim
 Results min_dim(const Values& args, const Values& tangents, const Values& outputs) {
@@ -858,6 +872,7 @@ void register_shard_15(Registry& registry) {
   registry.add("aten::atan.default", &atan_default);
   registry.add("aten::atan_.default", &atan__default);
   registry.add("aten::new_zeros.default", &new_zeros_default);
+  registry.add("aten::new_empty_strided.default", &new_empty_strided_default);
   registry.add("aten::min.dim", &min_dim);
   registry.add("aten::squeeze.dim", &squeeze_dim);
   registry.add("aten::copy_.default", &copy__default);

@@ -71,20 +71,6 @@ def _scalar(f):
 
 CASES = [(name, n) for n in SIZES for name in _functions(n)]
 IDS = [f"{name}-{n}" for name, n in CASES]
-# The backward of a write through a view (CopySlices) calls new_empty_strided on
-# the gradient, for which derivatives.yaml has no entry yet (an output with no
-# derivative, as new_empty's): forward over reverse stops there, batched or not.
-NO_NEW_EMPTY_STRIDED = pytest.mark.xfail(
-    raises=NotImplementedError, strict=True, reason="no rule for new_empty_strided"
-)
-HESSIAN_CASES = [
-    (
-        pytest.param(name, n, marks=NO_NEW_EMPTY_STRIDED)
-        if name == "view_then_write"
-        else (name, n)
-    )
-    for name, n in CASES
-]
 # torch.func fails there itself (squeeze_() of a tensor with one element under
 # its vmap: "SmallVector unable to grow"): reverse mode is the reference.
 TORCH_FUNC_FAILS = {("squeeze_all", 1)}
@@ -100,7 +86,7 @@ def test_jacfwd_matches_torch_func_and_reverse_mode(backend, name, n):
     torch.testing.assert_close(dfunc.jacfwd(f, chunk_size=2)(x), expected)
 
 
-@pytest.mark.parametrize("name, n", HESSIAN_CASES, ids=IDS)
+@pytest.mark.parametrize("name, n", CASES, ids=IDS)
 def test_hessian_matches_torch_func_and_reverse_mode(backend, name, n):
     g, x = _scalar(_functions(n)[name]), rand(n, seed=11)
     expected = TF.hessian(g, x)
@@ -118,7 +104,7 @@ def test_functional_vectorized_jacobian(backend, name, n):
     torch.testing.assert_close(jacobian, TF.jacobian(f, x))
 
 
-@pytest.mark.parametrize("name, n", HESSIAN_CASES, ids=IDS)
+@pytest.mark.parametrize("name, n", CASES, ids=IDS)
 def test_functional_vectorized_hessian(backend, name, n):
     g, x = _scalar(_functions(n)[name]), rand(n, seed=12)
     torch.testing.assert_close(AF.hessian(g, x, vectorize=True), TF.hessian(g, x))
