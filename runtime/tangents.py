@@ -94,8 +94,9 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
         return derived
     # Efficient zero tensors (autograd's zeros, e.g. the gradient of sgn) have no
     # memory, so no saved output can be one. A rebuilt saved output keeps its
-    # place in the graph (requires_grad); `.data` and from_dlpack copies do not.
-    if level.saved and t.requires_grad and not t._is_zerotensor():
+    # place in the graph (a grad_fn); `.data` and from_dlpack copies do not, nor
+    # does `output.detach().requires_grad_()`, a leaf with no tangent.
+    if level.saved and t.grad_fn is not None and not t._is_zerotensor():
         entries = level.saved.find(t)
         if entries is not None:
             value = entries.get(level)

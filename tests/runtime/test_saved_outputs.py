@@ -81,3 +81,23 @@ def test_levels_hold_the_backends_store():
                 assert (type(saved) is SavedOutputs) == (backend == "python")
         finally:
             dualgen.set_kernel_backend(in_use)
+
+
+@pytest.mark.parametrize("how", ["requires_grad_", "detach_then_view"])
+def test_a_detached_output_made_a_leaf_has_no_tangent(backend, how):
+    """`y.detach().requires_grad_()` shares y's geometry and memory, as autograd's
+    rebuilt saved output does, but it is a new leaf: no tangent (native gives
+    none), at the leaf and through the ops that read it. A rebuilt saved output
+    has a grad_fn; the leaf has not."""
+    w = torch.randn(3, requires_grad=True)
+    with fwAD.dual_level():
+        x = fwAD.make_dual(torch.randn(3), torch.ones(3))
+        y = torch.tanh(x * w)  # tanh saves its output: the level remembers it
+        leaf = y.detach().requires_grad_()
+        used = leaf * 2 if how == "requires_grad_" else leaf.view(3) * 2
+        assert fwAD.unpack_dual(leaf).tangent is None
+        assert fwAD.unpack_dual(used).tangent is None
+        # the output itself keeps its tangent, and backward still finds it
+        (grad,) = torch.autograd.grad(y.sum(), w, create_graph=True)
+        assert fwAD.unpack_dual(y).tangent is not None
+        assert fwAD.unpack_dual(grad).tangent is not None

@@ -66,7 +66,9 @@ Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
                                    level, &ignored, depth + 1);
     return found == Found::None ? Found::None : Found::Slow;
   }
-  if (t.requires_grad() && !t._is_zerotensor() && is_saved_output(t, level)) {
+  // A rebuilt saved output has a grad_fn; `output.detach().requires_grad_()`,
+  // a leaf with no tangent, has not.
+  if (t.grad_fn() && !t._is_zerotensor() && is_saved_output(t, level)) {
     return Found::Slow;
   }
   return Found::None;
