@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-from . import functions, tensor_hooks, torch_features
+from . import checkpointing, functions, tensor_hooks, torch_features
 from .backend import kernel_backend
 from .dispatch.mode import DualMode, alias
 from .dual_checks import check_dual
@@ -82,6 +82,7 @@ def enter_dual_level() -> int:
         state.mode = mode
         functions.install()  # custom autograd.Functions use their jvp
         tensor_hooks.install(unpack_dual)  # detach_ and printing (once, for good)
+        checkpointing.install()  # recomputed values keep their tangents
         kernel_backend()  # chosen on first use; with C++ kernels, the hot path
     level = Level(len(state.levels))
     state.levels.append(level)

@@ -46,16 +46,30 @@ class SavedTangent:
 
 
 class _HeldByNode:
-    """A pre-hook that changes nothing: it keeps the tangent as long as the node,
-    or until its level ends (`forget_saved_tangents`)."""
+    """A pre-hook that changes nothing: it keeps the tangent as long as the node
+    and the output's memory, or until its level ends (`forget_saved_tangents`).
 
-    __slots__ = ("__weakref__", "tangent")
+    The memory matters where saved-tensor hooks pack what the node saves:
+    torch.utils.checkpoint's let the output's memory go (its backward recomputes
+    the output, tangent included), and a hook that copies the output (to the CPU,
+    to disk) unpacks a tensor no entry describes. Either way the tangent is never
+    read again, and holding it would undo the checkpoint's saving."""
 
-    def __init__(self, tangent: torch.Tensor) -> None:
+    __slots__ = ("__weakref__", "_memory", "tangent")
+
+    def __init__(self, tangent: torch.Tensor, output: torch.Tensor) -> None:
         self.tangent = tangent
+        me = weakref.ref(self)
+        self._memory = weakref.ref(output.untyped_storage(), lambda _: _release(me))
 
     def __call__(self, grad_outputs):
         return None
+
+
+def _release(holder_ref) -> None:
+    holder = holder_ref()
+    if holder is not None:
+        holder.tangent = None
 
 
 class _ToMove:
@@ -78,7 +92,7 @@ class _ToMove:
         if node is None:
             self.tries += 1
             return self.tries >= _TRIES  # (then the entry keeps it)
-        holder = _HeldByNode(self.saved.strong)
+        holder = _HeldByNode(self.saved.strong, output)
         node.register_prehook(holder)
         _HELD.setdefault(self.level, weakref.WeakSet()).add(holder)
         self.saved.strong = None

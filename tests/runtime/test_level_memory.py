@@ -82,3 +82,44 @@ def test_forward_gradient_steps_leave_no_saved_outputs(backend, request):
         gc.collect()
         assert len(level.saved) < 64, len(level.saved)
         assert len(level.tensors) < 4_096, len(level.tensors)
+
+
+def _block(x, weight, seen):
+    """Three layers that save their inputs and outputs for backward; `seen` gets
+    weak references to the tangents of the values inside."""
+    for _ in range(3):
+        x = torch.tanh(x @ weight) * 1.5
+        seen.append(weakref.ref(fwAD.unpack_dual(x).tangent))
+    return x
+
+
+@pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpoint", "direct"])
+def test_checkpoint_inside_a_level_frees_what_it_recomputes(backend, checkpointed):
+    """torch.utils.checkpoint (non-reentrant) inside a level, with a weight that
+    requires grad: the values inside the checkpoint die as the call returns, and
+    their tangents with them (native forward AD keeps them, pytorch#129293);
+    called directly, autograd saves those values and their tangents live on.
+    Forward over reverse through the checkpoint's recomputation gives the direct
+    call's result (checkpointing.py: the recomputed values' tangents reach
+    autograd's unpacking)."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    w = (torch.randn(32, 32) / 6).requires_grad_()
+    x, tx, tw = torch.randn(8, 32), torch.randn(8, 32), torch.randn(32, 32)
+    results = []
+    for run_checkpointed in (checkpointed, False):
+        seen: list[weakref.ref] = []
+        with fwAD.dual_level():
+            dual_x, dual_w = fwAD.make_dual(x, tx), fwAD.make_dual(w, tw)
+            if run_checkpointed:
+                out = checkpoint(_block, dual_x, dual_w, seen, use_reentrant=False)
+            else:
+                out = _block(dual_x, dual_w, seen)
+            gc.collect()
+            alive = [ref() is not None for ref in seen[:-1]]
+            assert alive == [not run_checkpointed] * 2, alive
+            (grad,) = torch.autograd.grad(out.square().sum(), w)
+            results.append(fwAD.unpack_dual(grad))
+    torch.testing.assert_close(results[0].primal, results[1].primal)
+    torch.testing.assert_close(results[0].tangent, results[1].tangent)
