@@ -62,9 +62,10 @@ test-models: build $(MODELS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS) tests/models
 
 # Every kernel of the spec through gradcheck (slow, fast, adjoint), float64 and
-# complex128; the report lands in reports/validate.{md,html}.
+# complex128; the report lands in reports/validate.{md,html}. Device-only ops
+# (the CUDA attention kernels) run through the tests' reference CPU kernels.
 validate: $(STAMP)
-	$(VENV)/bin/dualgen validate --report reports/validate
+	$(VENV)/bin/dualgen validate --import tests.device_references --report reports/validate
 
 # Differential fuzzing against native forward AD (and, nested, torch.func) for
 # FUZZ_SECONDS (default 300) or FUZZ_EXAMPLES programs (both given: whichever

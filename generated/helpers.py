@@ -46,6 +46,7 @@ __all__ = [
     "ctc_loss_log_probs_grad",
     "det_lu_tangent",
     "det_tangent",
+    "device_attention_tangent",
     "dist_tangent",
     "dropout_scale",
     "eig_tangents",
@@ -470,6 +471,110 @@ def flash_attention_tangent(
         lse_t = torch.cat([lse_t, row_lse_t.squeeze(-1)], 2)
         out_t = torch.cat([out_t, row_out_t - row_lse_t * out.narrow(2, qs, ql)], 2)
     return [out_t.to(output.dtype), lse_t.to(logsumexp.dtype)]
+
+
+def attention_rows(t, queries):
+    """A device kernel's logsumexp (or its gradient) as (B, H, L), from the layout the
+    kernel returns it in: (B, H, L) as the flash kernels do, rows padded past L
+    (efficient attention pads to a multiple of 32), or a trailing dimension of 1
+    (cuDNN); None when it has no rows (not computed) or is None.
+
+    C++:
+    attention_rows(Tensor t, int queries) -> Tensor
+    """
+    if t is None or t.dim() < 3:
+        return None
+    rows = t
+    if rows.dim() == 4:
+        rows = rows.squeeze(-1)
+    if rows.size(2) < queries:
+        return None
+    return rows.narrow(2, 0, queries)
+
+
+def attention_rows_logsumexp(logsumexp, query, key, value, attn_bias, is_causal, scale):
+    """The (B, H, L) logsumexp of attention: the kernel's own (`attention_rows`), or,
+    where it computed none (efficient attention and cuDNN with
+    compute_log_sumexp=False), computed blockwise (`attention_forward`).
+
+    C++:
+    attention_rows_logsumexp(Tensor logsumexp, Tensor query, Tensor key, Tensor value, Tensor attn_bias, bool is_causal, float? scale) -> Tensor
+    """
+    rows = attention_rows(logsumexp, query.size(2))
+    if rows is not None:
+        return rows
+    return attention_forward(
+        query, key, value, attn_bias, is_causal, attention_scale(query, scale)
+    )[1]
+
+
+def attention_rows_like(rows_t, logsumexp):
+    """The tangent of (B, H, L) rows laid out as the kernel's logsumexp: zeros in its
+    padding, its trailing dimension of 1, nothing where it has no rows.
+
+    C++:
+    attention_rows_like(Tensor rows_t, Tensor logsumexp) -> Tensor
+    """
+    if logsumexp.numel() == 0:
+        return torch.zeros_like(logsumexp)
+    t = rows_t.to(logsumexp.dtype)
+    if logsumexp.dim() == 4:
+        t = t.unsqueeze(-1)
+    padding = logsumexp.size(2) - t.size(2)
+    if padding > 0:
+        t = torch.cat([t, torch.zeros_like(logsumexp).narrow(2, 0, padding)], 2)
+    return t
+
+
+def device_attention_tangent(
+    query_t,
+    key_t,
+    value_t,
+    attn_bias_t,
+    query,
+    key,
+    value,
+    attn_bias,
+    output,
+    logsumexp,
+    dropout_p,
+    is_causal,
+    scale,
+):
+    """The tangents [output_t, logsumexp_t] of the device attention kernels that
+    scaled_dot_product_attention dispatches to (CUDA flash, memory-efficient,
+    cuDNN): the blockwise JVP of `flash_attention_tangent` on the (B, H, L)
+    logsumexp (`attention_rows_logsumexp`), logsumexp's tangent laid out as the
+    kernel's logsumexp (`attention_rows_like`). attn_bias is the additive bias
+    (None for flash). Refuses dropout_p != 0: the kernels draw their dropout
+    mask inside, from a generator state no ATen op reproduces.
+
+    C++:
+    device_attention_tangent(Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_bias_t, Tensor query, Tensor key, Tensor value, Tensor attn_bias, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor[]
+    """
+    refuse_dropout(
+        dropout_p,
+        "scaled_dot_product_attention's device kernels (flash, efficient, cuDNN)",
+    )
+    rows = attention_rows_logsumexp(
+        logsumexp, query, key, value, attn_bias, is_causal, scale
+    )
+    tangents = flash_attention_tangent(
+        query_t,
+        key_t,
+        value_t,
+        attn_bias_t,
+        query,
+        key,
+        value,
+        attn_bias,
+        output,
+        rows,
+        0.0,
+        is_causal,
+        scale,
+    )
+    return [tangents[0], attention_rows_like(tangents[1], logsumexp)]
 
 
 def attention_backward_tile(

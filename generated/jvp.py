@@ -40,6 +40,7 @@ from dualgen.formulas import (
     ctc_loss_log_probs_grad,
     det_lu_tangent,
     det_tangent,
+    device_attention_tangent,
     dist_tangent,
     dropout_scale,
     eig_tangents,
@@ -2213,6 +2214,239 @@ def native_batch_norm_default(
             batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
             weight_p,
             None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
+    else:
+        result0_t = None
+    return result0_t, None, None
+
+
+def cudnn_batch_norm_default(
+    input_p,
+    weight_p,
+    bias_p,
+    running_mean_p,
+    running_var_p,
+    training,
+    exponential_average_factor,
+    epsilon,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry cudnn_batch_norm
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                epsilon,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        )
+    elif input_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        )
+    elif weight_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                epsilon,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        )
+    elif bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                epsilon,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
+    else:
+        result0_t = None
+    return result0_t, None, None, None
+
+
+def miopen_batch_norm_default(
+    input_p,
+    weight_p,
+    bias_p,
+    running_mean_p,
+    running_var_p,
+    training,
+    exponential_average_factor,
+    epsilon,
+    input_t,
+    weight_t,
+    bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::miopen_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry miopen_batch_norm
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        )
+    elif input_t is not None and weight_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        )
+    elif input_t is not None and bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        )
+    elif weight_t is not None and bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                epsilon,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        )
+    elif input_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        )
+    elif weight_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                epsilon,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        )
+    elif bias_t is not None:
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                torch.zeros_like(input_p),
+                input_p,
+                running_mean_p,
+                running_var_p,
+                training,
+                epsilon,
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            torch.zeros_like(weight_p),
             bias_t,
             input_p.dim(),
         )
@@ -8423,6 +8657,29 @@ def max_pool2d_with_indices_backward_default(
         return None
 
 
+def max_pool2d_backward_default(
+    grad_output_p,
+    self_p,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    grad_output_t,
+    self_t,
+    result,
+):
+    """aten::max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor"""
+    # functional, derivatives.yaml entry max_pool2d_backward
+    # result: torch.ops.aten.max_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, dilation, ceil_mode)
+    if grad_output_t is not None:
+        return torch.ops.aten.max_pool2d_backward(
+            grad_output_t, self_p, kernel_size, stride, padding, dilation, ceil_mode
+        )
+    else:
+        return None
+
+
 def max_pool3d_with_indices_backward_default(
     grad_output_p,
     self_p,
@@ -11182,6 +11439,775 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
         output_t = None
         logsumexp_t = None
     return output_t, logsumexp_t
+
+
+def _scaled_dot_product_flash_attention_default(
+    query_p,
+    key_p,
+    value_p,
+    dropout_p,
+    is_causal,
+    return_debug_mask,
+    scale,
+    query_t,
+    key_t,
+    value_t,
+    output,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    rng_state,
+    unused,
+    debug_attn_mask,
+):
+    """aten::_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor rng_state, Tensor unused, Tensor debug_attn_mask)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention
+    # output: device_attention_tangent(query_t, key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale)[0]
+    # logsumexp: device_attention_tangent(query_t, key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale)[1]
+    if query_t is not None and key_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            value_t,
+            None,
+            query_p,
+            key_p,
+            value_p,
+            None,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            None,
+            query_p,
+            key_p,
+            value_p,
+            None,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            None,
+            query_p,
+            key_p,
+            value_p,
+            None,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            None,
+            query_p,
+            key_p,
+            value_p,
+            None,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            None,
+            query_p,
+            key_p,
+            value_p,
+            None,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            None,
+            query_p,
+            key_p,
+            value_p,
+            None,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif value_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            None,
+            query_p,
+            key_p,
+            value_p,
+            None,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    else:
+        output_t = None
+        logsumexp_t = None
+    return output_t, logsumexp_t, None, None, None, None, None, None, None
+
+
+def _scaled_dot_product_efficient_attention_default(
+    query_p,
+    key_p,
+    value_p,
+    attn_bias_p,
+    compute_log_sumexp,
+    dropout_p,
+    is_causal,
+    scale,
+    query_t,
+    key_t,
+    value_t,
+    attn_bias_t,
+    output,
+    log_sumexp,
+    philox_seed,
+    philox_offset,
+):
+    """aten::_scaled_dot_product_efficient_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, *, float? scale=None) -> (Tensor output, Tensor log_sumexp, Tensor philox_seed, Tensor philox_offset)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_efficient_attention
+    # output: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale)[0]
+    # log_sumexp: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale)[1]
+    if (
+        query_t is not None
+        and key_t is not None
+        and value_t is not None
+        and attn_bias_t is not None
+    ):
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif query_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif key_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif value_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif query_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif key_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif value_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    elif attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            log_sumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        log_sumexp_t = shared_tangents[1]
+    else:
+        output_t = None
+        log_sumexp_t = None
+    return output_t, log_sumexp_t, None, None
+
+
+def _scaled_dot_product_cudnn_attention_default(
+    query_p,
+    key_p,
+    value_p,
+    attn_bias_p,
+    compute_log_sumexp,
+    dropout_p,
+    is_causal,
+    return_debug_mask,
+    scale,
+    query_t,
+    key_t,
+    value_t,
+    attn_bias_t,
+    output,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    philox_seed,
+    philox_offset,
+    debug_attn_mask,
+):
+    """aten::_scaled_dot_product_cudnn_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_cudnn_attention
+    # output: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale)[0]
+    # logsumexp: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale)[1]
+    if (
+        query_t is not None
+        and key_t is not None
+        and value_t is not None
+        and attn_bias_t is not None
+    ):
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif value_t is not None and attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None:
+        shared_tangents = device_attention_tangent(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif value_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            None if attn_bias_p is None else torch.zeros_like(attn_bias_p),
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif attn_bias_t is not None:
+        shared_tangents = device_attention_tangent(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            attn_bias_t,
+            query_p,
+            key_p,
+            value_p,
+            attn_bias_p,
+            output,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    else:
+        output_t = None
+        logsumexp_t = None
+    return output_t, logsumexp_t, None, None, None, None, None, None, None
 
 
 def _scaled_dot_product_flash_attention_for_cpu_backward_default(

@@ -2735,6 +2735,58 @@ KERNELS[aten.native_batch_norm.default] = KernelInfo(
 )
 
 
+KERNELS[aten.cudnn_batch_norm.default] = KernelInfo(
+    name="cudnn_batch_norm",
+    kind="functional",
+    jvp=jvp.cudnn_batch_norm_default,
+    vjp_kernel="cudnn_batch_norm_default",
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "training",
+        "exponential_average_factor",
+        "epsilon",
+    ),
+    outputs=("result0", "result1", "result2", "result3"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::cudnn_batch_norm.default",
+)
+
+
+KERNELS[aten.miopen_batch_norm.default] = KernelInfo(
+    name="miopen_batch_norm",
+    kind="functional",
+    jvp=jvp.miopen_batch_norm_default,
+    vjp_kernel="miopen_batch_norm_default",
+    arguments=(
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "training",
+        "exponential_average_factor",
+        "epsilon",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result0",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::miopen_batch_norm.default",
+)
+
+
 KERNELS[aten.native_group_norm.default] = KernelInfo(
     name="native_group_norm",
     kind="functional",
@@ -9147,6 +9199,31 @@ KERNELS[aten.max_pool2d_with_indices_backward.default] = KernelInfo(
 )
 
 
+KERNELS[aten.max_pool2d_backward.default] = KernelInfo(
+    name="max_pool2d_backward",
+    kind="functional",
+    jvp=jvp.max_pool2d_backward_default,
+    vjp_kernel="max_pool2d_backward_default",
+    arguments=(
+        "grad_output",
+        "self",
+        "kernel_size",
+        "stride",
+        "padding",
+        "dilation",
+        "ceil_mode",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("grad_output", "self"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::max_pool2d_backward.default",
+)
+
+
 KERNELS[aten.max_pool3d_with_indices_backward.default] = KernelInfo(
     name="max_pool3d_with_indices_backward",
     kind="functional",
@@ -10738,6 +10815,104 @@ KERNELS[aten._scaled_dot_product_flash_attention_for_cpu.default] = KernelInfo(
     element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::_scaled_dot_product_flash_attention_for_cpu.default",
+)
+
+
+KERNELS[aten._scaled_dot_product_flash_attention.default] = KernelInfo(
+    name="_scaled_dot_product_flash_attention",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_flash_attention_default,
+    vjp_kernel="_scaled_dot_product_flash_attention_default",
+    arguments=(
+        "query",
+        "key",
+        "value",
+        "dropout_p",
+        "is_causal",
+        "return_debug_mask",
+        "scale",
+    ),
+    outputs=(
+        "output",
+        "logsumexp",
+        "cum_seq_q",
+        "cum_seq_k",
+        "max_q",
+        "max_k",
+        "rng_state",
+        "unused",
+        "debug_attn_mask",
+    ),
+    differentiable_inputs=("query", "key", "value"),
+    differentiable_outputs=("output", "logsumexp"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_flash_attention.default",
+)
+
+
+KERNELS[aten._scaled_dot_product_efficient_attention.default] = KernelInfo(
+    name="_scaled_dot_product_efficient_attention",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_efficient_attention_default,
+    vjp_kernel="_scaled_dot_product_efficient_attention_default",
+    arguments=(
+        "query",
+        "key",
+        "value",
+        "attn_bias",
+        "compute_log_sumexp",
+        "dropout_p",
+        "is_causal",
+        "scale",
+    ),
+    outputs=("output", "log_sumexp", "philox_seed", "philox_offset"),
+    differentiable_inputs=("query", "key", "value", "attn_bias"),
+    differentiable_outputs=("output", "log_sumexp"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_efficient_attention.default",
+)
+
+
+KERNELS[aten._scaled_dot_product_cudnn_attention.default] = KernelInfo(
+    name="_scaled_dot_product_cudnn_attention",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_cudnn_attention_default,
+    vjp_kernel="_scaled_dot_product_cudnn_attention_default",
+    arguments=(
+        "query",
+        "key",
+        "value",
+        "attn_bias",
+        "compute_log_sumexp",
+        "dropout_p",
+        "is_causal",
+        "return_debug_mask",
+        "scale",
+    ),
+    outputs=(
+        "output",
+        "logsumexp",
+        "cum_seq_q",
+        "cum_seq_k",
+        "max_q",
+        "max_k",
+        "philox_seed",
+        "philox_offset",
+        "debug_attn_mask",
+    ),
+    differentiable_inputs=("query", "key", "value", "attn_bias"),
+    differentiable_outputs=("output", "logsumexp"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_cudnn_attention.default",
 )
 
 

@@ -309,6 +309,12 @@ TAYLOR[aten.native_layer_norm.default] = ByFormula()
 # native_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
 TAYLOR[aten.native_batch_norm.default] = ByFormula()
 
+# cudnn_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+TAYLOR[aten.cudnn_batch_norm.default] = ByFormula()
+
+# miopen_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+TAYLOR[aten.miopen_batch_norm.default] = ByFormula()
+
 # native_group_norm: result0: norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, bias_t, input_p.dim())
 # native_group_norm: result1: group_norm_mean_tangent(input_t, group)
 # native_group_norm: result2: group_norm_rstd_tangent(input_t, input_p, result1, result2, group)
@@ -1188,6 +1194,9 @@ TAYLOR[aten.fractional_max_pool3d.default] = ByFormula()
 # max_pool2d_with_indices_backward: result: auto_linear
 TAYLOR[aten.max_pool2d_with_indices_backward.default] = Linear()
 
+# max_pool2d_backward: result: torch.ops.aten.max_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, dilation, ceil_mode)
+TAYLOR[aten.max_pool2d_backward.default] = ByFormula()
+
 # max_pool3d_with_indices_backward: result: auto_linear
 TAYLOR[aten.max_pool3d_with_indices_backward.default] = Linear()
 
@@ -1409,6 +1418,18 @@ TAYLOR[aten._foreach_pow.ScalarList] = ByFormula()
 # _scaled_dot_product_flash_attention_for_cpu: output: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[0]
 # _scaled_dot_product_flash_attention_for_cpu: logsumexp: flash_attention_tangent(query_t, key_t, value_t, attn_mask_t, query_p, key_p, value_p, attn_mask_p, output, logsumexp, dropout_p, is_causal, scale)[1]
 TAYLOR[aten._scaled_dot_product_flash_attention_for_cpu.default] = ByFormula()
+
+# _scaled_dot_product_flash_attention: output: device_attention_tangent(query_t, key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale)[0]
+# _scaled_dot_product_flash_attention: logsumexp: device_attention_tangent(query_t, key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale)[1]
+TAYLOR[aten._scaled_dot_product_flash_attention.default] = ByFormula()
+
+# _scaled_dot_product_efficient_attention: output: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale)[0]
+# _scaled_dot_product_efficient_attention: log_sumexp: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale)[1]
+TAYLOR[aten._scaled_dot_product_efficient_attention.default] = ByFormula()
+
+# _scaled_dot_product_cudnn_attention: output: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale)[0]
+# _scaled_dot_product_cudnn_attention: logsumexp: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale)[1]
+TAYLOR[aten._scaled_dot_product_cudnn_attention.default] = ByFormula()
 
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_key: flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)

@@ -37,6 +37,7 @@ from dualgen.formulas import (
     ctc_loss_log_probs_grad,
     det_grad,
     det_lu_grad,
+    device_attention_grads,
     dist_grad,
     dropout_scale,
     eig_grad,
@@ -1568,6 +1569,73 @@ def native_batch_norm_default(
         training,
         eps,
         [True, weight is not None, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def cudnn_batch_norm_default(
+    grads,
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    exponential_average_factor,
+    epsilon,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry cudnn_batch_norm
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, [True, True, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        result1,
+        result2,
+        training,
+        epsilon,
+        [True, True, bias is not None],
+    )
+    return (input_grad, weight_grad, bias_grad)
+
+
+def miopen_batch_norm_default(
+    grads,
+    input,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    exponential_average_factor,
+    epsilon,
+    result0,
+    result1,
+    result2,
+):
+    """aten::miopen_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry miopen_batch_norm
+    grad = grads[0]
+    # input, weight, bias: torch.ops.aten.native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, [True, True, bias is not None])
+    input_grad, weight_grad, bias_grad = torch.ops.aten.native_batch_norm_backward(
+        grad,
+        input,
+        weight,
+        running_mean,
+        running_var,
+        result1,
+        result2,
+        training,
+        epsilon,
+        [True, True, bias is not None],
     )
     return (input_grad, weight_grad, bias_grad)
 
@@ -5443,6 +5511,27 @@ def max_pool2d_with_indices_backward_default(
     return (grad_output_grad, self_grad)
 
 
+def max_pool2d_backward_default(
+    grad, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, result
+):
+    """aten::max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor"""
+    # functional, derivatives.yaml entry max_pool2d_backward
+    # grad_output: grad.flatten(-2).gather(-1, torch.ops.aten.max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)[1].flatten(-2)).reshape(grad_output.shape)
+    grad_output_grad = (
+        grad.flatten(-2)
+        .gather(
+            -1,
+            torch.ops.aten.max_pool2d_with_indices(
+                self, kernel_size, stride, padding, dilation, ceil_mode
+            )[1].flatten(-2),
+        )
+        .reshape(grad_output.shape)
+    )
+    # self: grad.new_zeros(self.shape)
+    self_grad = grad.new_zeros(self.shape)
+    return (grad_output_grad, self_grad)
+
+
 def max_pool3d_with_indices_backward_default(
     grad,
     grad_output,
@@ -6585,6 +6674,146 @@ def _scaled_dot_product_flash_attention_for_cpu_default(
         scale,
     )
     return (query_grad, key_grad, value_grad, attn_mask_grad)
+
+
+def _scaled_dot_product_flash_attention_default(
+    grads,
+    query,
+    key,
+    value,
+    dropout_p,
+    is_causal,
+    return_debug_mask,
+    scale,
+    output,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    rng_state,
+    unused,
+    debug_attn_mask,
+):
+    """aten::_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor rng_state, Tensor unused, Tensor debug_attn_mask)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention
+    # query: device_attention_grads(grads[0], grads[1], query, key, value, None, output, logsumexp, dropout_p, is_causal, scale)[0]
+    query_grad = device_attention_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        None,
+        output,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )[0]
+    # key: device_attention_grads(grads[0], grads[1], query, key, value, None, output, logsumexp, dropout_p, is_causal, scale)[1]
+    key_grad = device_attention_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        None,
+        output,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )[1]
+    # value: device_attention_grads(grads[0], grads[1], query, key, value, None, output, logsumexp, dropout_p, is_causal, scale)[2]
+    value_grad = device_attention_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        None,
+        output,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )[2]
+    return (query_grad, key_grad, value_grad)
+
+
+def _scaled_dot_product_efficient_attention_default(
+    grads,
+    query,
+    key,
+    value,
+    attn_bias,
+    compute_log_sumexp,
+    dropout_p,
+    is_causal,
+    scale,
+    output,
+    log_sumexp,
+    philox_seed,
+    philox_offset,
+):
+    """aten::_scaled_dot_product_efficient_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, *, float? scale=None) -> (Tensor output, Tensor log_sumexp, Tensor philox_seed, Tensor philox_offset)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_efficient_attention
+    # query, key, value, attn_bias: device_attention_grads(grads[0], grads[1], query, key, value, attn_bias, output, log_sumexp, dropout_p, is_causal, scale)
+    query_grad, key_grad, value_grad, attn_bias_grad = device_attention_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        attn_bias,
+        output,
+        log_sumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+    return (query_grad, key_grad, value_grad, attn_bias_grad)
+
+
+def _scaled_dot_product_cudnn_attention_default(
+    grads,
+    query,
+    key,
+    value,
+    attn_bias,
+    compute_log_sumexp,
+    dropout_p,
+    is_causal,
+    return_debug_mask,
+    scale,
+    output,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    philox_seed,
+    philox_offset,
+    debug_attn_mask,
+):
+    """aten::_scaled_dot_product_cudnn_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_cudnn_attention
+    # query, key, value, attn_bias: device_attention_grads(grads[0], grads[1], query, key, value, attn_bias, output, logsumexp, dropout_p, is_causal, scale)
+    query_grad, key_grad, value_grad, attn_bias_grad = device_attention_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        attn_bias,
+        output,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+    return (query_grad, key_grad, value_grad, attn_bias_grad)
 
 
 def _scaled_dot_product_flash_attention_for_cpu_backward_default(

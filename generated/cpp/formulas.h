@@ -96,6 +96,16 @@ at::Tensor attention_probabilities(
     bool is_causal,
     double scale);
 int64_t attention_query_block(int64_t batch_heads, int64_t queries, int64_t key_block);
+at::Tensor attention_rows(const at::Tensor& t, int64_t queries);
+at::Tensor attention_rows_like(const at::Tensor& rows_t, const at::Tensor& logsumexp);
+at::Tensor attention_rows_logsumexp(
+    const at::Tensor& logsumexp,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_bias,
+    bool is_causal,
+    std::optional<double> scale);
 double attention_scale(const at::Tensor& query, std::optional<double> scale);
 at::Tensor attention_tile_probabilities(
     const at::Tensor& q,
@@ -237,6 +247,20 @@ at::Tensor det_tangent(
     const at::Tensor& A_t,
     const at::Tensor& A,
     const at::Tensor& det);
+TensorList device_attention_tangent(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& attn_bias_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_bias,
+    const at::Tensor& output,
+    const at::Tensor& logsumexp,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale);
 std::vector<int64_t> dim_range(int64_t lo, int64_t hi);
 at::Tensor dist_tangent(
     const at::Tensor& t,

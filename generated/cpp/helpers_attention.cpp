@@ -302,6 +302,74 @@ TensorList flash_attention_tangent(
   return TensorList{out_t.to(output.scalar_type()), lse_t.to(logsumexp.scalar_type())};
 }
 
+// attention_rows(Tensor t, int queries) -> Tensor
+at::Tensor attention_rows(const at::Tensor& t, int64_t queries) {
+  if (!present(t) || t.dim() < 3) {
+    return at::Tensor();
+  }
+  at::Tensor rows = t;
+  if (rows.dim() == 4) {
+    rows = rows.squeeze(-1);
+  }
+  if (rows.size(2) < queries) {
+    return at::Tensor();
+  }
+  return rows.narrow(2, 0, queries);
+}
+
+// attention_rows_logsumexp(Tensor logsumexp, Tensor query, Tensor key, Tensor value, Tensor attn_bias, bool is_causal, float? scale) -> Tensor
+at::Tensor attention_rows_logsumexp(
+    const at::Tensor& logsumexp,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_bias,
+    bool is_causal,
+    std::optional<double> scale) {
+  at::Tensor rows = attention_rows(logsumexp, query.size(2));
+  if (present(rows)) {
+    return rows;
+  }
+  return attention_forward(query, key, value, attn_bias, is_causal, attention_scale(query, scale))[1];
+}
+
+// attention_rows_like(Tensor rows_t, Tensor logsumexp) -> Tensor
+at::Tensor attention_rows_like(const at::Tensor& rows_t, const at::Tensor& logsumexp) {
+  if (logsumexp.numel() == 0) {
+    return at::zeros_like(logsumexp);
+  }
+  at::Tensor t = rows_t.to(logsumexp.scalar_type());
+  if (logsumexp.dim() == 4) {
+    t = t.unsqueeze(-1);
+  }
+  int64_t padding = logsumexp.size(2) - t.size(2);
+  if (padding > 0) {
+    t = at::cat(TensorList{t, at::zeros_like(logsumexp).narrow(2, 0, padding)}, 2);
+  }
+  return t;
+}
+
+// device_attention_tangent(Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_bias_t, Tensor query, Tensor key, Tensor value, Tensor attn_bias, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor[]
+TensorList device_attention_tangent(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& attn_bias_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& attn_bias,
+    const at::Tensor& output,
+    const at::Tensor& logsumexp,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale) {
+  refuse_dropout(dropout_p, "scaled_dot_product_attention's device kernels (flash, efficient, cuDNN)");
+  at::Tensor rows = attention_rows_logsumexp(logsumexp, query, key, value, attn_bias, is_causal, scale);
+  TensorList tangents_ = flash_attention_tangent(query_t, key_t, value_t, attn_bias_t, query, key, value, attn_bias, output, rows, 0.0, is_causal, scale);
+  return TensorList{tangents_[0], attention_rows_like(tangents_[1], logsumexp)};
+}
+
 // attention_backward_tile(int index, int q_start, int q_len, int k_start, int k_len, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_mask_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_mask, bool is_causal, float scale) -> Tensor
 at::Tensor attention_backward_tile(
     int64_t index,

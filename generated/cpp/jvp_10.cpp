@@ -814,6 +814,64 @@ Results poisson_default(const Values& args, const Values& tangents, const Values
   return {dualgen::value(None)};
 }
 
+// aten::_scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor rng_state, Tensor unused, Tensor debug_attn_mask)
+// functional, derivatives.yaml entry _scaled_dot_product_flash_attention
+Results _scaled_dot_product_flash_attention_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor query_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[2]);
+  const double dropout_p = unpack<double>(args[3]);
+  const bool is_causal = unpack<bool>(args[4]);
+  const bool return_debug_mask = unpack<bool>(args[5]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[6]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor logsumexp = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor cum_seq_q = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor cum_seq_k = unpack<at::Tensor>(outputs[3]);
+  const int64_t max_q = unpack<int64_t>(outputs[4]);
+  const int64_t max_k = unpack<int64_t>(outputs[5]);
+  const at::Tensor rng_state = unpack<at::Tensor>(outputs[6]);
+  const at::Tensor unused = unpack<at::Tensor>(outputs[7]);
+  const at::Tensor debug_attn_mask = unpack<at::Tensor>(outputs[8]);
+  // output: device_attention_tangent(query_t, key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale)[0]
+  // logsumexp: device_attention_tangent(query_t, key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale)[1]
+  at::Tensor output_t;
+  at::Tensor logsumexp_t;
+  if (present(query_t) && present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, at::zeros_like(value_p), None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), at::zeros_like(value_p), None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, at::zeros_like(value_p), None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), value_t, None, query_p, key_p, value_p, None, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  }
+  return {dualgen::value(output_t), dualgen::value(logsumexp_t), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+}
+
 void register_shard_10(Registry& registry) {
   registry.add("aten::sin.default", &sin_default);
   registry.add("aten::sin_.default", &sin__default);
@@ -862,6 +920,7 @@ void register_shard_10(Registry& registry) {
   registry.add("aten::_index_put_impl_.default", &_index_put_impl__default);
   registry.add("aten::normal.Tensor_Tensor", &normal_Tensor_Tensor);
   registry.add("aten::poisson.default", &poisson_default);
+  registry.add("aten::_scaled_dot_product_flash_attention.default", &_scaled_dot_product_flash_attention_default);
 }
 
 }  // namespace dualgen::jvp

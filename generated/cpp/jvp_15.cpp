@@ -721,6 +721,99 @@ Results _unsafe_index_put_default(const Values& args, const Values& tangents, co
   return {dualgen::value(None)};
 }
 
+// aten::_scaled_dot_product_cudnn_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)
+// functional, derivatives.yaml entry _scaled_dot_product_cudnn_attention
+Results _scaled_dot_product_cudnn_attention_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor query_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor attn_bias_p = unpack<at::Tensor>(args[3]);
+  const bool compute_log_sumexp = unpack<bool>(args[4]);
+  const double dropout_p = unpack<double>(args[5]);
+  const bool is_causal = unpack<bool>(args[6]);
+  const bool return_debug_mask = unpack<bool>(args[7]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[8]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor attn_bias_t = unpack<at::Tensor>(tangents[3]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor logsumexp = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor cum_seq_q = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor cum_seq_k = unpack<at::Tensor>(outputs[3]);
+  const int64_t max_q = unpack<int64_t>(outputs[4]);
+  const int64_t max_k = unpack<int64_t>(outputs[5]);
+  const at::Tensor philox_seed = unpack<at::Tensor>(outputs[6]);
+  const at::Tensor philox_offset = unpack<at::Tensor>(outputs[7]);
+  const at::Tensor debug_attn_mask = unpack<at::Tensor>(outputs[8]);
+  // output: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale)[0]
+  // logsumexp: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale)[1]
+  at::Tensor output_t;
+  at::Tensor logsumexp_t;
+  if (present(query_t) && present(key_t) && present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, at::zeros_like(value_p), !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  }
+  return {dualgen::value(output_t), dualgen::value(logsumexp_t), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+}
+
 // aten::_native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, bool need_weights=True, bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry _native_multi_head_attention
 Results _native_multi_head_attention_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -907,6 +1000,7 @@ void register_shard_15(Registry& registry) {
   registry.add("aten::native_group_norm_backward.default", &native_group_norm_backward_default);
   registry.add("aten::lift_fresh.default", &lift_fresh_default);
   registry.add("aten::_unsafe_index_put.default", &_unsafe_index_put_default);
+  registry.add("aten::_scaled_dot_product_cudnn_attention.default", &_scaled_dot_product_cudnn_attention_default);
   registry.add("aten::_native_multi_head_attention.default", &_native_multi_head_attention_default);
   registry.add("aten::grid_sampler_3d.default", &grid_sampler_3d_default);
   registry.add("aten::_ctc_loss.Tensor", &_ctc_loss_Tensor);

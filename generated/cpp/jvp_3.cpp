@@ -232,6 +232,43 @@ Results _log_softmax_backward_data_default(const Values& args, const Values& tan
   return {dualgen::value(None)};
 }
 
+// aten::miopen_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry miopen_batch_norm
+Results miopen_batch_norm_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor running_mean_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor running_var_p = unpack<at::Tensor>(args[4]);
+  const bool training = unpack<bool>(args[5]);
+  const double exponential_average_factor = unpack<double>(args[6]);
+  const double epsilon = unpack<double>(args[7]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor bias_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+  at::Tensor result0_t;
+  if (present(input_t) && present(weight_t) && present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim());
+  } else if (present(input_t) && present(weight_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
+  } else if (present(input_t) && present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, at::zeros_like(weight_p), bias_t, input_p.dim());
+  } else if (present(weight_t) && present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim());
+  } else if (present(input_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
+  } else if (present(weight_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
+  } else if (present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, at::zeros_like(weight_p), bias_t, input_p.dim());
+  }
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
+}
+
 // aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry max_pool2d_with_indices
 Results max_pool2d_with_indices_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -876,6 +913,7 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::logical_xor_.default", &logical_xor__default);
   registry.add("aten::_log_softmax.default", &_log_softmax_default);
   registry.add("aten::_log_softmax_backward_data.default", &_log_softmax_backward_data_default);
+  registry.add("aten::miopen_batch_norm.default", &miopen_batch_norm_default);
   registry.add("aten::max_pool2d_with_indices.default", &max_pool2d_with_indices_default);
   registry.add("aten::upsample_nearest1d.default", &upsample_nearest1d_default);
   registry.add("aten::upsample_nearest1d.vec", &upsample_nearest1d_vec);

@@ -108,6 +108,44 @@ Results logical_not__default(const Values& args, const Values& tangents, const V
   return {dualgen::value(None)};
 }
 
+// aten::cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry cudnn_batch_norm
+Results cudnn_batch_norm_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor running_mean_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor running_var_p = unpack<at::Tensor>(args[4]);
+  const bool training = unpack<bool>(args[5]);
+  const double exponential_average_factor = unpack<double>(args[6]);
+  const double epsilon = unpack<double>(args[7]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor bias_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+  at::Tensor result0_t;
+  if (present(input_t) && present(weight_t) && present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim());
+  } else if (present(input_t) && present(weight_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
+  } else if (present(input_t) && present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, at::zeros_like(weight_p), bias_t, input_p.dim());
+  } else if (present(weight_t) && present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim());
+  } else if (present(input_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
+  } else if (present(weight_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
+  } else if (present(bias_t)) {
+    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, at::zeros_like(weight_p), bias_t, input_p.dim());
+  }
+  return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+}
+
 // aten::avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
 // functional, derivatives.yaml entry avg_pool3d
 Results avg_pool3d_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -466,6 +504,93 @@ Results norm_ScalarOpt_dtype(const Values& args, const Values& tangents, const V
   return {dualgen::value(None)};
 }
 
+// aten::_scaled_dot_product_efficient_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_bias, bool compute_log_sumexp, float dropout_p=0., bool is_causal=False, *, float? scale=None) -> (Tensor output, Tensor log_sumexp, Tensor philox_seed, Tensor philox_offset)
+// functional, derivatives.yaml entry _scaled_dot_product_efficient_attention
+Results _scaled_dot_product_efficient_attention_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor query_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor attn_bias_p = unpack<at::Tensor>(args[3]);
+  const bool compute_log_sumexp = unpack<bool>(args[4]);
+  const double dropout_p = unpack<double>(args[5]);
+  const bool is_causal = unpack<bool>(args[6]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[7]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor attn_bias_t = unpack<at::Tensor>(tangents[3]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor log_sumexp = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor philox_seed = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor philox_offset = unpack<at::Tensor>(outputs[3]);
+  // output: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale)[0]
+  // log_sumexp: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale)[1]
+  at::Tensor output_t;
+  at::Tensor log_sumexp_t;
+  if (present(query_t) && present(key_t) && present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, key_t, at::zeros_like(value_p), !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(value_t) && present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(query_t)) {
+    const TensorList shared_tangents = device_attention_tangent(query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(key_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(value_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(attn_bias_p) ? at::Tensor() : at::zeros_like(attn_bias_p), query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  } else if (present(attn_bias_t)) {
+    const TensorList shared_tangents = device_attention_tangent(at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, log_sumexp, dropout_p, is_causal, scale);
+    output_t = shared_tangents[0];
+    log_sumexp_t = shared_tangents[1];
+  }
+  return {dualgen::value(output_t), dualgen::value(log_sumexp_t), dualgen::value(None), dualgen::value(None)};
+}
+
 // aten::_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
 // functional, derivatives.yaml entry _cdist_forward
 Results _cdist_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -495,6 +620,7 @@ void register_shard_6(Registry& registry) {
   registry.add("aten::maximum.default", &maximum_default);
   registry.add("aten::logical_and_.default", &logical_and__default);
   registry.add("aten::logical_not_.default", &logical_not__default);
+  registry.add("aten::cudnn_batch_norm.default", &cudnn_batch_norm_default);
   registry.add("aten::avg_pool3d.default", &avg_pool3d_default);
   registry.add("aten::digamma.default", &digamma_default);
   registry.add("aten::digamma_.default", &digamma__default);
@@ -516,6 +642,7 @@ void register_shard_6(Registry& registry) {
   registry.add("aten::_convolution.default", &_convolution_default);
   registry.add("aten::polygamma_.default", &polygamma__default);
   registry.add("aten::norm.ScalarOpt_dtype", &norm_ScalarOpt_dtype);
+  registry.add("aten::_scaled_dot_product_efficient_attention.default", &_scaled_dot_product_efficient_attention_default);
   registry.add("aten::_cdist_forward.default", &_cdist_forward_default);
 }
 

@@ -472,6 +472,26 @@ Results _linalg_svd_default(const Values& args, const Values& tangents, const Va
   return {dualgen::value(U_t), dualgen::value(S_t), dualgen::value(Vh_t)};
 }
 
+// aten::max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
+// functional, derivatives.yaml entry max_pool2d_backward
+Results max_pool2d_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor self_p = unpack<at::Tensor>(args[1]);
+  const std::vector<int64_t> kernel_size = unpack<std::vector<int64_t>>(args[2]);
+  const std::vector<int64_t> stride = unpack<std::vector<int64_t>>(args[3]);
+  const std::vector<int64_t> padding = unpack<std::vector<int64_t>>(args[4]);
+  const std::vector<int64_t> dilation = unpack<std::vector<int64_t>>(args[5]);
+  const bool ceil_mode = unpack<bool>(args[6]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten.max_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, dilation, ceil_mode)
+  if (present(grad_output_t)) {
+    return {dualgen::value(at::_ops::max_pool2d_backward::call(grad_output_t, self_p, kernel_size, stride, padding, dilation, ceil_mode))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor
 // functional, derivatives.yaml entry conv_tbc
 Results conv_tbc_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -584,6 +604,7 @@ void register_shard_7(Registry& registry) {
   registry.add("aten::_linalg_slogdet.default", &_linalg_slogdet_default);
   registry.add("aten::leaky_relu_backward.default", &leaky_relu_backward_default);
   registry.add("aten::_linalg_svd.default", &_linalg_svd_default);
+  registry.add("aten::max_pool2d_backward.default", &max_pool2d_backward_default);
   registry.add("aten::conv_tbc.default", &conv_tbc_default);
   registry.add("aten::_foreach_minimum.ScalarList", &_foreach_minimum_ScalarList);
   registry.add("aten::_embedding_bag_per_sample_weights_backward.default", &_embedding_bag_per_sample_weights_backward_default);

@@ -29,12 +29,15 @@ from dualgen.formulas.basics import refuse_dropout
 from dualgen.generated.helpers import (
     attention_acc,
     attention_probabilities,
+    attention_rows,
+    attention_rows_logsumexp,
     attention_scale,
     expand_heads,
     sum_heads,
 )
 
 __all__ = [
+    "device_attention_grads",
     "flash_attention_backward_grads",
     "flash_attention_grads",
 ]
@@ -183,4 +186,41 @@ def flash_attention_backward_grads(
         gout.to(out.dtype),
         glse.to(logsumexp.dtype),
         gm,
+    )
+
+
+def device_attention_grads(
+    grad_output,
+    grad_logsumexp,
+    query,
+    key,
+    value,
+    attn_bias,
+    output,
+    logsumexp,
+    dropout_p,
+    is_causal,
+    scale,
+) -> tuple:
+    """Gradients (query, key, value, attn_bias) of the device attention kernels
+    scaled_dot_product_attention dispatches to (CUDA flash, efficient, cuDNN), as
+    `flash_attention_grads`, whatever layout the kernel gives logsumexp
+    (`attention_rows`: padded rows, a trailing 1, or none computed)."""
+    refuse_dropout(dropout_p, "scaled_dot_product_attention's device kernels")
+    rows = attention_rows_logsumexp(
+        logsumexp, query, key, value, attn_bias, is_causal, scale
+    )
+    grad_rows = attention_rows(grad_logsumexp, query.size(2))
+    return flash_attention_grads(
+        grad_output,
+        grad_rows,
+        query,
+        key,
+        value,
+        attn_bias,
+        output,
+        rows,
+        0.0,
+        is_causal,
+        scale,
     )

@@ -216,8 +216,24 @@ DIFFERS_FROM_NATIVE = {
         for kernel in ("log_sigmoid_forward", "log_sigmoid_backward")
         for check in ("jvp", "vjp")
     },
+    ("max_pool2d_backward", "jvp"): "native's forward formula (auto_linear) runs "
+    "the op on self's tangent, so it scatters to the maxima of the tangent, not of "
+    "self; finite differences agree with dualgen's (max_pool2d_backward(grad_t, self))",
+    ("max_pool2d_backward", "vjp"): "native refuses its double backward (max_pool2d "
+    "with return_indices=False is not infinitely differentiable); dualgen gathers "
+    "grad at the maxima of self",
     ("_scaled_dot_product_flash_attention_for_cpu", "vjp"): "native gives logsumexp "
     "no gradient and refuses one for attn_mask; dualgen differentiates both",
+    **{
+        (kernel, "vjp"): "native gives logsumexp no gradient (and cuDNN's attn_bias "
+        "none); dualgen differentiates them (finite differences through the test "
+        "references: dualgen validate, tests/runtime/test_device_attention.py)"
+        for kernel in (
+            "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_cudnn_attention",
+        )
+    },
 }
 
 

@@ -39,7 +39,7 @@ SINGLE_TOLERANCES = {"eps": 1e-3, "atol": 1e-2, "rtol": 1e-2}
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # "pass", "fail", "n/a"
+    status: str  # "pass", "fail", "n/a", "device" (no kernel runs it here)
     detail: str = ""  # the failure, or why not applicable
 
 
@@ -338,8 +338,34 @@ def _empty_report(entry: Entry, info) -> KernelReport:
     )
 
 
+# Dispatch keys whose kernels run an op on this machine's CPU.
+_CPU_KEYS = (
+    "CPU",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+)
+DEVICE_ONLY = (
+    "no kernel runs it on CPU (a device kernel: --import a module that registers "
+    "a reference CPU kernel, as tests/device_references.py does)"
+)
+
+
+def runs_on_cpu(op) -> bool:
+    schema = op._schema
+    name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    return any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _CPU_KEYS
+    )
+
+
 def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
     report = _empty_report(entry, info)
+    if not runs_on_cpu(op):
+        for dtype in DTYPES:
+            for check in CHECKS:
+                report.verdicts[(_name(dtype), check)] = Verdict("device", DEVICE_ONLY)
+        return report
     seed = seed_of(info)
     differentiable = False
     for dtype in DTYPES:

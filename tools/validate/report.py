@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import CHECKS, KernelReport, Verdict
 
-_MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "-": ""}
+_MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "device": "device", "-": ""}
 # A column other kernels have (float32: single-precision-only ops) this one lacks.
 _NOT_CHECKED = Verdict("-", "not checked in this dtype: its doubles run")
 
@@ -38,11 +38,17 @@ def summary(reports: list[KernelReport]) -> str:
     unchecked = sum(
         all(v.status == "n/a" for v in r.verdicts.values()) for r in reports
     )
-    passed = len(reports) - failed - unchecked
-    return (
+    device_only = sum(
+        all(v.status == "device" for v in r.verdicts.values()) for r in reports
+    )
+    passed = len(reports) - failed - unchecked - device_only
+    text = (
         f"{len(reports)} kernels: {passed} pass, {failed} fail, {unchecked} have no "
         f"derivatives to check"
     )
+    if device_only:
+        text += f", {device_only} run on devices only (no CPU kernel here)"
+    return text
 
 
 def markdown(reports: list[KernelReport]) -> str:
