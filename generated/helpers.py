@@ -90,6 +90,8 @@ __all__ = [
     "native_multi_head_attention_tangent",
     "norm_affine_tangent",
     "pinv_tangent",
+    "polar_backward",
+    "polar_tangents",
     "prod_tangent",
     "reduced_numel",
     "renorm_tangent",
@@ -1271,6 +1273,45 @@ def hermitian_sqrt_differential(X, T):
     s, V = torch.linalg.eigh(X)
     C = V.mH @ T.to(V.dtype) @ V
     return V @ (C / (s.unsqueeze(-1) + s.unsqueeze(-2))) @ V.mH
+
+
+def polar_tangents(A_t, U, H):
+    """Tangents (dU, dH) of the polar decomposition A = U H (`linalg_polar`, m >= n, A
+    of full column rank: H positive definite). With X = U^H dA, Omega = U^H dU
+    is skew-Hermitian and H Omega + Omega H = X - X^H
+    (`hermitian_sqrt_differential` solves it); dH = X - Omega H (made exactly
+    Hermitian), dU = U Omega + (dA - U X) H^-1 (the part of dA outside U's
+    columns).
+
+    C++:
+    polar_tangents(Tensor A_t, Tensor U, Tensor H) -> Tensor[]
+    """
+    X = U.mH @ A_t.to(U.dtype)
+    omega = hermitian_sqrt_differential(H, X - X.mH)
+    dH = X - omega @ H
+    dH = (dH + dH.mH) * 0.5
+    outside = A_t.to(U.dtype) - U @ X
+    dU = U @ omega + torch.linalg.solve(H, outside.mH).mH
+    return dU, dH
+
+
+def polar_backward(grad_U, grad_H, U, H):
+    """The gradient of A from those of U and H (None where absent): the adjoint of
+    `polar_tangents`. With G = (grad_H + grad_H^H) / 2, M = U^H grad_U - G H and
+    L the self-adjoint map of `hermitian_sqrt_differential`, N = G - U^H grad_U
+    H^-1 + L(M) - L(M)^H, and grad_A = U N + grad_U H^-1.
+
+    C++:
+    polar_backward(Tensor grad_U, Tensor grad_H, Tensor U, Tensor H) -> Tensor
+    """
+    gU = torch.zeros_like(U) if grad_U is None else grad_U.to(U.dtype)
+    gH = torch.zeros_like(H) if grad_H is None else grad_H.to(H.dtype)
+    G = (gH + gH.mH) * 0.5
+    gU_Hinv = torch.linalg.solve(H, gU.mH).mH
+    M = U.mH @ gU - G @ H
+    LM = hermitian_sqrt_differential(H, M)
+    N = G - U.mH @ gU_Hinv + LM - LM.mH
+    return U @ N + gU_Hinv
 
 
 def eig_tangents(self_t, L, V):

@@ -89,6 +89,7 @@ from dualgen.formulas import (
     norm_affine_tangent,
     norm_backward_tangent,
     pinv_tangent,
+    polar_tangents,
     pow_exponent_derivative,
     pow_self_derivative,
     prod_tangent,
@@ -7850,6 +7851,21 @@ def linalg_matrix_sqrth_default(self_p, self_t, result):
         return hermitian_sqrt_differential(result, self_t)
     else:
         return None
+
+
+def linalg_polar_default(A_p, A_t, U, H):
+    """aten::linalg_polar(Tensor A) -> (Tensor U, Tensor H)"""
+    # functional, derivatives.yaml entry linalg_polar
+    # U: polar_tangents(A_t, U, H)[0]
+    # H: polar_tangents(A_t, U, H)[1]
+    if A_t is not None:
+        shared_tangents = polar_tangents(A_t, U, H)
+        U_t = shared_tangents[0]
+        H_t = shared_tangents[1]
+    else:
+        U_t = None
+        H_t = None
+    return U_t, H_t
 
 
 def linalg_qr_default(A_p, mode, A_t, Q, R):

@@ -8861,6 +8861,25 @@ if has_overload("linalg_matrix_sqrth", "default"):
     )
 
 
+# torch_releases: ">=2.14" (derivatives.yaml): where torch has it
+if has_overload("linalg_polar", "default"):
+    KERNELS[aten.linalg_polar.default] = KernelInfo(
+        name="linalg_polar",
+        kind="functional",
+        jvp=jvp.linalg_polar_default,
+        vjp_kernel="linalg_polar_default",
+        arguments=("A",),
+        outputs=("U", "H"),
+        differentiable_inputs=("A",),
+        differentiable_outputs=("U", "H"),
+        needs_original_self=False,
+        jvp_uses_outputs=True,
+        element_wise_jvp=False,
+        derived_from=None,
+        cpp_kernel="aten::linalg_polar.default",
+    )
+
+
 KERNELS[aten.linalg_qr.default] = KernelInfo(
     name="linalg_qr",
     kind="functional",

@@ -1141,6 +1141,11 @@ TAYLOR[aten._linalg_eigh.default] = ByFormula()
 if has_overload("linalg_matrix_sqrth", "default"):
     TAYLOR[aten.linalg_matrix_sqrth.default] = ByFormula()
 
+# linalg_polar: U: polar_tangents(A_t, U, H)[0]
+# linalg_polar: H: polar_tangents(A_t, U, H)[1]
+if has_overload("linalg_polar", "default"):
+    TAYLOR[aten.linalg_polar.default] = ByFormula()
+
 # linalg_qr: Q: qr_tangents(A_t, Q, R, mode)[0]
 # linalg_qr: R: qr_tangents(A_t, Q, R, mode)[1]
 TAYLOR[aten.linalg_qr.default] = ByFormula()

@@ -84,6 +84,7 @@ from dualgen.formulas import (
     negated,
     norm_backward_grads,
     pinv_grad,
+    polar_backward,
     pow_exponent_derivative,
     pow_self_derivative,
     prod_grad,
@@ -5187,6 +5188,14 @@ def linalg_matrix_sqrth_default(grad, self, result):
     # self: hermitian_sqrt_differential(result, grad)
     self_grad = hermitian_sqrt_differential(result, grad)
     return (self_grad,)
+
+
+def linalg_polar_default(grads, A, U, H):
+    """aten::linalg_polar(Tensor A) -> (Tensor U, Tensor H)"""
+    # functional, derivatives.yaml entry linalg_polar
+    # A: polar_backward(grads[0], grads[1], U, H)
+    A_grad = polar_backward(grads[0], grads[1], U, H)
+    return (A_grad,)
 
 
 def linalg_qr_default(grads, A, mode, Q, R):

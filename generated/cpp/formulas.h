@@ -688,6 +688,15 @@ at::Tensor pinv_tangent(
     const at::Tensor& A_t,
     const at::Tensor& A_p,
     const at::Tensor& pinv);
+at::Tensor polar_backward(
+    const at::Tensor& grad_U,
+    const at::Tensor& grad_H,
+    const at::Tensor& U,
+    const at::Tensor& H);
+TensorList polar_tangents(
+    const at::Tensor& A_t,
+    const at::Tensor& U,
+    const at::Tensor& H);
 at::Tensor pow_exponent_derivative(
     const c10::Scalar& self,
     const at::Tensor& exponent,

@@ -296,6 +296,12 @@ void bind_formulas(pybind11::module_& m) {
   m.def("hermitian_sqrt_differential", [](const std::optional<at::Tensor>& X, const std::optional<at::Tensor>& T) {
     return hermitian_sqrt_differential(binding::tensor(X), binding::tensor(T));
   }, py::arg("X"), py::arg("T"));
+  m.def("polar_tangents", [](const std::optional<at::Tensor>& A_t, const std::optional<at::Tensor>& U, const std::optional<at::Tensor>& H) {
+    return polar_tangents(binding::tensor(A_t), binding::tensor(U), binding::tensor(H));
+  }, py::arg("A_t"), py::arg("U"), py::arg("H"));
+  m.def("polar_backward", [](const std::optional<at::Tensor>& grad_U, const std::optional<at::Tensor>& grad_H, const std::optional<at::Tensor>& U, const std::optional<at::Tensor>& H) {
+    return polar_backward(binding::tensor(grad_U), binding::tensor(grad_H), binding::tensor(U), binding::tensor(H));
+  }, py::arg("grad_U"), py::arg("grad_H"), py::arg("U"), py::arg("H"));
   m.def("eig_tangents", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& L, const std::optional<at::Tensor>& V) {
     return eig_tangents(binding::tensor(self_t), binding::tensor(L), binding::tensor(V));
   }, py::arg("self_t"), py::arg("L"), py::arg("V"));

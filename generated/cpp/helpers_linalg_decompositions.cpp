@@ -140,6 +140,36 @@ at::Tensor hermitian_sqrt_differential(const at::Tensor& X, const at::Tensor& T)
   return at::matmul(at::matmul(V, C / (s.unsqueeze(-1) + s.unsqueeze(-2))), V.mH());
 }
 
+// polar_tangents(Tensor A_t, Tensor U, Tensor H) -> Tensor[]
+TensorList polar_tangents(
+    const at::Tensor& A_t,
+    const at::Tensor& U,
+    const at::Tensor& H) {
+  at::Tensor X = at::matmul(U.mH(), A_t.to(U.scalar_type()));
+  at::Tensor omega = hermitian_sqrt_differential(H, X - X.mH());
+  at::Tensor dH = X - at::matmul(omega, H);
+  dH = (dH + dH.mH()) * 0.5;
+  at::Tensor outside = A_t.to(U.scalar_type()) - at::matmul(U, X);
+  at::Tensor dU = at::matmul(U, omega) + at::linalg_solve(H, outside.mH()).mH();
+  return TensorList{dU, dH};
+}
+
+// polar_backward(Tensor grad_U, Tensor grad_H, Tensor U, Tensor H) -> Tensor
+at::Tensor polar_backward(
+    const at::Tensor& grad_U,
+    const at::Tensor& grad_H,
+    const at::Tensor& U,
+    const at::Tensor& H) {
+  at::Tensor gU = !present(grad_U) ? at::zeros_like(U) : grad_U.to(U.scalar_type());
+  at::Tensor gH = !present(grad_H) ? at::zeros_like(H) : grad_H.to(H.scalar_type());
+  at::Tensor G = (gH + gH.mH()) * 0.5;
+  at::Tensor gU_Hinv = at::linalg_solve(H, gU.mH()).mH();
+  at::Tensor M = at::matmul(U.mH(), gU) - at::matmul(G, H);
+  at::Tensor LM = hermitian_sqrt_differential(H, M);
+  at::Tensor N = G - at::matmul(U.mH(), gU_Hinv) + LM - LM.mH();
+  return at::matmul(U, N) + gU_Hinv;
+}
+
 // eig_tangents(Tensor self_t, Tensor L, Tensor V) -> Tensor[]
 TensorList eig_tangents(
     const at::Tensor& self_t,

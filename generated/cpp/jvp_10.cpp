@@ -691,6 +691,25 @@ Results softshrink_backward_default(const Values& args, const Values& tangents, 
   return {dualgen::value(None)};
 }
 
+// aten::linalg_polar(Tensor A) -> (Tensor U, Tensor H)
+// functional, derivatives.yaml entry linalg_polar
+Results linalg_polar_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor A_p = unpack<at::Tensor>(args[0]);
+  at::Tensor A_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor U = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor H = unpack<at::Tensor>(outputs[1]);
+  // U: polar_tangents(A_t, U, H)[0]
+  // H: polar_tangents(A_t, U, H)[1]
+  at::Tensor U_t;
+  at::Tensor H_t;
+  if (present(A_t)) {
+    const TensorList shared_tangents = polar_tangents(A_t, U, H);
+    U_t = shared_tangents[0];
+    H_t = shared_tangents[1];
+  }
+  return {dualgen::value(U_t), dualgen::value(H_t)};
+}
+
 // aten::bernoulli(Tensor self, *, Generator? generator=None) -> Tensor
 // functional, derivatives.yaml entry bernoulli
 Results bernoulli_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -915,6 +934,7 @@ void register_shard_10(Registry& registry) {
   registry.add("aten::cholesky_solve.default", &cholesky_solve_default);
   registry.add("aten::linalg_lu.default", &linalg_lu_default);
   registry.add("aten::softshrink_backward.default", &softshrink_backward_default);
+  registry.add("aten::linalg_polar.default", &linalg_polar_default);
   registry.add("aten::bernoulli.default", &bernoulli_default);
   registry.add("aten::native_batch_norm_backward.default", &native_batch_norm_backward_default);
   registry.add("aten::_index_put_impl_.default", &_index_put_impl__default);

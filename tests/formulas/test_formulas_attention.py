@@ -250,3 +250,75 @@ def test_dropout_is_refused():
         F.flash_attention_backward_grads(
             out, None, None, out, q, k, v, out, lse, None, 0.1, False, None
         )
+
+
+# The device kernels' logsumexp layouts: (B, H, L) (flash), rows padded to a
+# multiple of 32 (efficient attention), a trailing 1 (cuDNN), none computed.
+def _lse_layout(lse, layout):
+    if layout == "rows":
+        return lse
+    if layout == "padded":
+        rows = -(-lse.size(2) // 32) * 32
+        padding = lse.new_zeros(*lse.shape[:2], rows - lse.size(2))
+        return torch.cat([lse, padding], 2)
+    if layout == "trailing-one":
+        return lse.unsqueeze(-1)
+    return lse.new_zeros(*lse.shape[:2], 0)  # "none"
+
+
+LAYOUTS = ["rows", "padded", "trailing-one", "none"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", CASES[:4])
+def test_device_attention_tangent_in_each_logsumexp_layout(case, layout):
+    """The tangents of the CUDA kernels' outputs: forward AD through attention
+    written out, logsumexp's tangent laid out as the kernel's logsumexp (zero
+    padding; nothing where none was computed)."""
+    q, k, v, mask, causal, scale = _inputs(case)
+    out, lse = reference(q, k, v, mask, causal, scale)
+    kernel_lse = _lse_layout(lse, layout)
+    primals = [q, k, v] + ([] if mask is None else [mask])
+    tangents = [torch.randn_like(t) for t in primals]
+    expected = jvp(
+        lambda *a: reference(*a[:3], a[3] if len(a) > 3 else None, causal, scale),
+        primals,
+        tangents,
+    )
+    mt = tangents[3] if mask is not None else None
+    out_t, lse_t = F.device_attention_tangent(
+        *tangents[:3], mt, q, k, v, mask, out, kernel_lse, 0.0, causal, scale
+    )
+    close(out_t, expected[0])
+    assert lse_t.shape == kernel_lse.shape
+    if layout != "none":
+        close(_lse_layout(expected[1], layout), lse_t)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", CASES[:4])
+def test_device_attention_grads_are_the_adjoint_of_the_tangent(case, layout):
+    """device_attention_grads pairs with device_attention_tangent: <grads, t> =
+    <g, tangents> for the gradients of output and logsumexp (in its layout)."""
+    q, k, v, mask, causal, scale = _inputs(case)
+    out, lse = reference(q, k, v, mask, causal, scale)
+    kernel_lse = _lse_layout(lse, layout)
+    primals = [q, k, v] + ([] if mask is None else [mask])
+    tangents = [torch.randn_like(t) for t in primals]
+    g_out = torch.randn_like(out)
+    g_lse = None if layout == "none" else torch.randn_like(kernel_lse)
+    if g_lse is not None and layout == "padded":
+        g_lse[:, :, lse.size(2) :] = 0  # no gradient reaches padding
+    mt = tangents[3] if mask is not None else None
+    out_t, lse_t = F.device_attention_tangent(
+        *tangents[:3], mt, q, k, v, mask, out, kernel_lse, 0.0, causal, scale
+    )
+    grads = F.device_attention_grads(
+        g_out, g_lse, q, k, v, mask, out, kernel_lse, 0.0, causal, scale
+    )
+    pairs = [(g, t) for g, t in zip(grads, tangents) if g is not None]
+    lhs = sum(float((g * t).sum()) for g, t in pairs)
+    rhs = float((g_out * out_t).sum())
+    if g_lse is not None:
+        rhs += float((g_lse * lse_t).sum())
+    assert abs(lhs - rhs) <= 1e-8 * max(1.0, abs(rhs))

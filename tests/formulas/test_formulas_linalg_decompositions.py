@@ -274,3 +274,29 @@ def test_hermitian_sqrt_differential_is_the_derivative_and_its_own_adjoint(
         inner([F.hermitian_sqrt_differential(X, G)], [T]),
         inner([G], [F.hermitian_sqrt_differential(X, T)]),
     )
+
+
+def _polar(A):
+    """The polar factors of A (m >= n) written out with the SVD A = W S V^H:
+    U = W V^H, H = V S V^H (gauge-free)."""
+    W, S, Vh = torch.linalg.svd(A, full_matrices=False)
+    return W @ Vh, Vh.mH @ torch.diag_embed(S.to(A.dtype)) @ Vh
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 3)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_polar_tangents_are_the_derivative_and_polar_backward_their_adjoint(
+    shape, dtype
+):
+    """linalg_polar's helpers (torch 2.14): native forward AD through the factors
+    written out with the SVD, and polar_backward the adjoint of polar_tangents
+    (with one gradient absent too)."""
+    A, T = torch.randn(shape, dtype=dtype), torch.randn(shape, dtype=dtype)
+    U, H = _polar(A)
+    dU, dH = F.polar_tangents(T, U, H)
+    expected_dU, expected_dH = jvp(_polar, [A], [T])
+    close(dU, expected_dU)
+    close(dH, expected_dH)
+    gU, gH = torch.randn_like(U), torch.randn_like(H)
+    close(inner([F.polar_backward(gU, gH, U, H)], [T]), inner([gU, gH], [dU, dH]))
+    close(inner([F.polar_backward(None, gH, U, H)], [T]), inner([gH], [dH]))
