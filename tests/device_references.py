@@ -77,6 +77,24 @@ def _empty(dtype=torch.int64):
     return torch.empty(0, dtype=dtype)
 
 
+def _with_sequence_outputs(out, lse, query, key):
+    """flash's and cuDNN's nine outputs: out and logsumexp, then the (empty)
+    cumulative sequence lengths, the lengths, the (empty) generator state and
+    debug mask."""
+    empty_int = _empty(torch.int32)
+    lengths = (query.size(2), key.size(2))
+    return (
+        out,
+        lse,
+        empty_int,
+        empty_int.clone(),
+        *lengths,
+        _empty(),
+        _empty(),
+        _empty(query.dtype),
+    )
+
+
 def flash(
     query,
     key,
@@ -88,17 +106,7 @@ def flash(
     scale=None,
 ):
     out, lse = _attention(query, key, value, None, is_causal, scale, dropout_p)
-    return (
-        out,
-        lse.to(_lse_dtype(query)),
-        _empty(torch.int32),
-        _empty(torch.int32),
-        query.size(2),
-        key.size(2),
-        _empty(),
-        _empty(),
-        _empty(query.dtype),
-    )
+    return _with_sequence_outputs(out, lse.to(_lse_dtype(query)), query, key)
 
 
 def efficient(
@@ -139,18 +147,7 @@ def cudnn(
         stats = lse.unsqueeze(-1).to(_lse_dtype(query))
     else:
         stats = torch.empty(0, dtype=_lse_dtype(query))
-    L, S = query.size(2), key.size(2)
-    return (
-        out,
-        stats,
-        _empty(torch.int32),
-        _empty(torch.int32),
-        L,
-        S,
-        _empty(),
-        _empty(),
-        _empty(query.dtype),
-    )
+    return _with_sequence_outputs(out, stats, query, key)
 
 
 def cudnn_batch_norm(
