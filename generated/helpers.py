@@ -1613,22 +1613,26 @@ def lu_tangents(A_t, P, L, U):
     n = U.shape[-1]
     k = m if m < n else n
     E = P.mT.matmul(A_t)
-    L1 = L[..., :k, :]
-    U1 = U[..., :, :k]
+    L1 = L.narrow(-2, 0, k)
+    U1 = U.narrow(-1, 0, k)
     M = torch.linalg.solve_triangular(
-        L1, E[..., :k, :k], upper=False, left=True, unitriangular=True
+        L1,
+        E.narrow(-2, 0, k).narrow(-1, 0, k),
+        upper=False,
+        left=True,
+        unitriangular=True,
     )
     M = torch.linalg.solve_triangular(U1, M, upper=True, left=False)
     dL = L1.matmul(M.tril(-1))
     dU = M.triu().matmul(U1)
     if m < n:
-        rest = E[..., :, k:] - dL.matmul(U[..., :, k:])
+        rest = E.narrow(-1, k, n - k) - dL.matmul(U.narrow(-1, k, n - k))
         rest = torch.linalg.solve_triangular(
             L1, rest, upper=False, left=True, unitriangular=True
         )
         dU = torch.cat([dU, rest], -1)
     elif m > n:
-        rest = E[..., k:, :] - L[..., k:, :].matmul(dU)
+        rest = E.narrow(-2, k, m - k) - L.narrow(-2, k, m - k).matmul(dU)
         rest = torch.linalg.solve_triangular(U1, rest, upper=True, left=False)
         dL = torch.cat([dL, rest], -2)
     return dL, dU
@@ -1645,7 +1649,7 @@ def lu_unpack_tangents(LU_t):
     m = LU_t.shape[-2]
     n = LU_t.shape[-1]
     k = m if m < n else n
-    return LU_t[..., :, :k].tril(-1), LU_t[..., :k, :].triu()
+    return LU_t.narrow(-1, 0, k).tril(-1), LU_t.narrow(-2, 0, k).triu()
 
 
 def lu_unpack_grad(grad_L, grad_U, LU):

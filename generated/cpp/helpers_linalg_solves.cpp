@@ -188,20 +188,20 @@ TensorList lu_tangents(
   int64_t n = at_index(U.sizes(), -1);
   int64_t k = m < n ? m : n;
   at::Tensor E = P.mT().matmul(A_t);
-  at::Tensor L1 = L.index({at::indexing::Ellipsis, at::indexing::Slice(std::nullopt, k), at::indexing::Slice()});
-  at::Tensor U1 = U.index({at::indexing::Ellipsis, at::indexing::Slice(), at::indexing::Slice(std::nullopt, k)});
-  at::Tensor M = at::linalg_solve_triangular(L1, E.index({at::indexing::Ellipsis, at::indexing::Slice(std::nullopt, k), at::indexing::Slice(std::nullopt, k)}), false, true, true);
+  at::Tensor L1 = L.narrow(-2, 0, k);
+  at::Tensor U1 = U.narrow(-1, 0, k);
+  at::Tensor M = at::linalg_solve_triangular(L1, E.narrow(-2, 0, k).narrow(-1, 0, k), false, true, true);
   M = at::linalg_solve_triangular(U1, M, true, false);
   at::Tensor dL = L1.matmul(M.tril(-1));
   at::Tensor dU = M.triu().matmul(U1);
   at::Tensor rest;
   if (m < n) {
-    rest = E.index({at::indexing::Ellipsis, at::indexing::Slice(), at::indexing::Slice(k)}) - dL.matmul(U.index({at::indexing::Ellipsis, at::indexing::Slice(), at::indexing::Slice(k)}));
+    rest = E.narrow(-1, k, n - k) - dL.matmul(U.narrow(-1, k, n - k));
     rest = at::linalg_solve_triangular(L1, rest, false, true, true);
     dU = at::cat(TensorList{dU, rest}, -1);
   } else {
     if (m > n) {
-      rest = E.index({at::indexing::Ellipsis, at::indexing::Slice(k), at::indexing::Slice()}) - L.index({at::indexing::Ellipsis, at::indexing::Slice(k), at::indexing::Slice()}).matmul(dU);
+      rest = E.narrow(-2, k, m - k) - L.narrow(-2, k, m - k).matmul(dU);
       rest = at::linalg_solve_triangular(U1, rest, true, false);
       dL = at::cat(TensorList{dL, rest}, -2);
     }
@@ -214,7 +214,7 @@ TensorList lu_unpack_tangents(const at::Tensor& LU_t) {
   int64_t m = at_index(LU_t.sizes(), -2);
   int64_t n = at_index(LU_t.sizes(), -1);
   int64_t k = m < n ? m : n;
-  return TensorList{LU_t.index({at::indexing::Ellipsis, at::indexing::Slice(), at::indexing::Slice(std::nullopt, k)}).tril(-1), LU_t.index({at::indexing::Ellipsis, at::indexing::Slice(std::nullopt, k), at::indexing::Slice()}).triu()};
+  return TensorList{LU_t.narrow(-1, 0, k).tril(-1), LU_t.narrow(-2, 0, k).triu()};
 }
 
 // lu_unpack_grad(Tensor grad_L, Tensor grad_U, Tensor LU) -> Tensor

@@ -12,8 +12,9 @@
 // outputs are the same batch. Type promotion sees each argument as the loop
 // would (an unbatched 0-d tensor stays 0-d); where a batched argument is 0-d per
 // element and the dtypes differ, promotion could differ, and the batch is run
-// element by element instead, as the fallback does. And `flatten`, a view the
-// fallback refuses (the max-pooling kernels' formulas call it).
+// element by element instead, as the fallback does. And `flatten` and `alias`,
+// views the fallback refuses (the max-pooling kernels' formulas call flatten,
+// the LU helpers' slices of whole dimensions alias).
 //
 // Then the products a tangent enters on the right of an unbatched matrix (the
 // JVPs of `W @ x`: mv and mm with only the second operand batched), which
@@ -175,6 +176,16 @@ void flatten_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     flat = view.tensor().flatten(view.getPhysicalDim(start), view.getPhysicalDim(end));
   }
   stack->push_back(view.getPhysicalToLogicalMap().apply(flat));
+}
+
+// alias(self), a view legacy vmap has no rule for: Python's slice of a whole
+// dimension (`t[..., :k]` with k its length, as the LU helpers write) reaches
+// it; the same alias of the batch.
+void alias_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[stack->size() - 1].toTensor();
+  torch::jit::drop(*stack, 1);
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical(self);
+  stack->push_back(view.getPhysicalToLogicalMap().apply(view.tensor().alias()));
 }
 
 bool batched(const at::Tensor& t) { return at::isBatchedTensor(t); }
@@ -374,6 +385,7 @@ void set_batching(const py::object& ops) {
   }
   batching->impl("flatten.using_ints",
                  torch::CppFunction::makeFromBoxedFunction<&flatten_batched>());
+  batching->impl("alias", torch::CppFunction::makeFromBoxedFunction<&alias_batched>());
   batching->impl("convolution",
                  torch::CppFunction::makeFromBoxedFunction<&convolution_batched>());
   batching->impl("convolution_backward",
