@@ -30,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 
 from .levels import MISSING, STATE, own_tangent, set_tangent
 from .saved_tangents import SavedTangent
-from .tangents import tangent_of
+from .tangents import remembered_tangent, tangent_of
 
 # The checkpoint frame's attribute holding the tangents of the values its
 # backward recomputed: they live as long as the frame (as long as the graph
@@ -46,10 +46,8 @@ def _tangents_of_packed(value: torch.Tensor) -> list:
     for level in STATE.levels:
         tangent = tangent_of(value, level)
         if tangent is None and len(level.saved):
-            tangent = (level.saved.find(value) or {}).get(level)
-            if isinstance(tangent, SavedTangent):
-                tangent = tangent.resolve()
-        if isinstance(tangent, torch.Tensor):
+            tangent = remembered_tangent(value, level)
+        if tangent is not None:
             found.append((level, tangent))
     return found
 

@@ -97,15 +97,21 @@ def tangent_of(t: torch.Tensor, level: Level) -> torch.Tensor | None:
     # place in the graph (a grad_fn); `.data` and from_dlpack copies do not, nor
     # does `output.detach().requires_grad_()`, a leaf with no tangent.
     if level.saved and t.grad_fn is not None and not t._is_zerotensor():
-        entries = level.saved.find(t)
-        if entries is not None:
-            value = entries.get(level)
-            if isinstance(value, SavedTangent):
-                value = value.resolve()
-            if isinstance(value, torch.Tensor):
-                set_tangent(t, level, value)
-                return value
+        value = remembered_tangent(t, level)
+        if value is not None:
+            set_tangent(t, level, value)
+            return value
     return None
+
+
+def remembered_tangent(t: torch.Tensor, level: Level) -> torch.Tensor | None:
+    """The tangent `level` remembered for an output with t's geometry and memory
+    (levels.SavedOutputs), if it is alive."""
+    entries = level.saved.find(t)
+    value = None if entries is None else entries.get(level)
+    if isinstance(value, SavedTangent):
+        value = value.resolve()
+    return value if isinstance(value, torch.Tensor) else None
 
 
 def remember_saved_outputs(level: Level, outputs) -> None:

@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 import yaml
 
+from tools.validate import has_cpu_kernel
+
 # Uncovered overloads that run on CPU, with why dualgen has no kernel for them.
 KNOWN_LEFT: dict[str, str] = {
     "_test_autograd_multiple_dispatch.fullcoverage": "a test-only op of PyTorch's "
@@ -33,13 +35,6 @@ KNOWN_LEFT: dict[str, str] = {
     "arbitrary (grad + 1); nothing outside torch's own tests calls it",
 }
 
-# A composite kernel runs wherever its parts do; these keys run on CPU.
-CPU_KEYS = (
-    "CPU",
-    "CompositeImplicitAutograd",
-    "CompositeExplicitAutograd",
-    "CompositeExplicitAutogradNonFunctional",
-)
 
 _TANGENT = re.compile(r"\b\w+_t\b")
 # torchgen's own helpers for the tensor-list ops compute the tangent from `tensors`.
@@ -104,10 +99,7 @@ def runs_on_cpu(overload: str) -> bool:
     references = sys.modules.get("device_references")
     if references is not None and overload in references.KERNELS:
         return False
-    name = _qualified(overload)
-    return any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in CPU_KEYS
-    )
+    return has_cpu_kernel(_qualified(overload))
 
 
 def _overload_name(op: torch._ops.OpOverload) -> str:

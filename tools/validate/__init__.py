@@ -351,12 +351,18 @@ DEVICE_ONLY = (
 )
 
 
+def has_cpu_kernel(qualified_name: str) -> bool:
+    """Whether a kernel runs the overload (`aten::add.Tensor`) on CPU."""
+    return any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(qualified_name, key)
+        for key in _CPU_KEYS
+    )
+
+
 def runs_on_cpu(op) -> bool:
     schema = op._schema
-    name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
-    return any(
-        torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _CPU_KEYS
-    )
+    overload = f".{schema.overload_name}" if schema.overload_name else ""
+    return has_cpu_kernel(schema.name + overload)
 
 
 def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
