@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # JAX and folx, for bench/taylor_speed.py's comparison columns (bench only).
 JAX_VENV := .venv-jax
 PYTEST_ARGS ?= -n auto
+# The device the suite runs on (tests/devices.py): `make test DEVICE=cuda` where a
+# GPU exists; a device torch cannot use stops the run before it starts.
+DEVICE ?= cpu
 
 .PHONY: install generate build check-generated check-wheel test test-models validate lint format bench fuzz clean
 
@@ -46,8 +49,9 @@ check-wheel: build
 RUNTIME_TESTS := tests/runtime tests/harness tests/fuzz/test_regressions.py tests/distributed
 
 test: build
-	$(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/models
-	DUALGEN_KERNELS=python $(PY) -m pytest $(PYTEST_ARGS) $(RUNTIME_TESTS)
+	DUALGEN_TEST_DEVICE=$(DEVICE) $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/models
+	DUALGEN_TEST_DEVICE=$(DEVICE) DUALGEN_KERNELS=python \
+		$(PY) -m pytest $(PYTEST_ARGS) $(RUNTIME_TESTS)
 
 # The real-model suite (tests/models): transformers families and torch.nn staples,
 # with the `models` extra (transformers) installed first.
@@ -59,7 +63,7 @@ $(MODELS_STAMP): $(STAMP)
 	touch $(MODELS_STAMP)
 
 test-models: build $(MODELS_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS) tests/models
+	DUALGEN_TEST_DEVICE=$(DEVICE) $(PY) -m pytest $(PYTEST_ARGS) tests/models
 
 # Every kernel of the spec through gradcheck (slow, fast, adjoint), float64 and
 # complex128; the report lands in reports/validate.{md,html}. Device-only ops

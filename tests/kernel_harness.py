@@ -3,7 +3,9 @@
 The inputs are the spec's: each kernel runs on the cases `dualgen validate` draws
 from its entry's `sample:` lines (the same values, seeded by kernel name), in
 float64 and complex128, wherever torch runs the op on them (float32 for an op
-torch runs in single precision only).
+torch runs in single precision only). They are drawn on the CPU and moved to the
+suite's device (devices.DEVICE), and so are the tangents: the same values on
+every device.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from devices import DEVICE, fork_rng
 
 from dualgen.generated.registry import KERNELS
 from dualgen.tools.cli import checked_spec
@@ -68,7 +71,7 @@ def _runnable(op, info, samples, seed, dtypes, refused: dict) -> list[KernelCase
     `refused`."""
     runnable = []
     for dtype in dtypes:
-        for case in cases_for(op, samples, dtype, seed):
+        for case in cases_for(op, samples, dtype, seed, device=DEVICE):
             kernel_case = KernelCase(op, info, case, dtype)
             if case.refusal:
                 refused.setdefault(info.name, []).append(
@@ -76,7 +79,7 @@ def _runnable(op, info, samples, seed, dtypes, refused: dict) -> list[KernelCase
                 )
                 continue
             try:
-                with torch.random.fork_rng(devices=[]):
+                with fork_rng():
                     call(op, kernel_case.values())
             except Exception as exc:  # noqa: BLE001 - torch refuses this case
                 reason = str(exc).strip().splitlines()[0][:120] if str(exc) else ""
@@ -107,16 +110,24 @@ def is_differentiable_value(value) -> bool:
 
 
 def random_like(value, gen: torch.Generator):
+    """Standard normal values of `value`'s shape, drawn on `gen`'s device and
+    moved to `value`'s (a CPU generator: the same values on every device)."""
     if isinstance(value, list):
         return [random_like(v, gen) for v in value]
     if value.is_complex():
-        return torch.complex(
+        drawn = torch.complex(
             *(
-                torch.randn(value.shape, generator=gen, dtype=torch.float64)
+                torch.randn(
+                    value.shape, generator=gen, dtype=torch.float64, device=gen.device
+                )
                 for _ in range(2)
             )
         )
-    return torch.randn(value.shape, generator=gen, dtype=value.dtype)
+    else:
+        drawn = torch.randn(
+            value.shape, generator=gen, dtype=value.dtype, device=gen.device
+        )
+    return drawn.to(value.device)
 
 
 def tangents_for(kernel_case: KernelCase, values: dict, names, seed: int) -> dict:
@@ -183,7 +194,7 @@ def calls_with_each_set_of_tangents(kernel_case: KernelCase):
         call_values = dict(values)
         if info.kind == "inplace":
             call_values["self"] = values["self"].clone()
-        with torch.random.fork_rng(devices=[]):
+        with fork_rng():
             outputs = outputs_of(op, call(op, call_values))
         primals = [values[a.name] for a in op._schema.arguments]
 

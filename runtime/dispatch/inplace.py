@@ -51,10 +51,13 @@ def separate_from_self(primals: list, tangents: list, indices, self_tangent) -> 
                 tangents[j] = t.clone()
 
 
-def storage_key(t: torch.Tensor) -> int | None:
-    if not torch._C._has_storage(t):  # batched by vmap: taken as shared
+def storage_key(t: torch.Tensor) -> tuple[torch.device, int] | None:
+    """Where t's elements lie: its memory's address, on its device (devices'
+    addresses are their own). Without storage (batched by vmap): None, taken as
+    shared."""
+    if not torch._C._has_storage(t):
         return None
-    return t.untyped_storage().data_ptr()
+    return t.device, t.untyped_storage().data_ptr()
 
 
 def run_inplace_tracked(func, target, primals: list, have_original: bool):
@@ -214,7 +217,7 @@ def write_shared(target: torch.Tensor, value, written: torch.Tensor) -> None:
     (so a location keeps a write made through any of its aliases), or as it is
     where the op writes none."""
     if value is None:
-        value = torch.zeros(target.shape, dtype=target.dtype)
+        value = torch.zeros(target.shape, dtype=target.dtype, device=target.device)
     merged = torch.where(written, value.to(target.dtype), target)
     for d, (n, stride) in enumerate(zip(target.shape, target.stride())):
         if n > 1 and not stride:

@@ -116,7 +116,7 @@ def cholesky_inverse_grad(grad, L, result, upper: bool):
 
 def _inverse_adjoint(A, LU, pivots) -> torch.Tensor:
     # A^{-H} from the saved LU of A (or of A^T).
-    eye = torch.eye(A.shape[-1], dtype=A.dtype).expand_as(A)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand_as(A)
     adjoint = not det_lu_is_of_transpose(A)
     return torch.linalg.lu_solve(lu_nonsingular(LU), pivots, eye, adjoint=adjoint)
 
@@ -195,7 +195,7 @@ def lu_solve_grads(grad, LU, pivots, B, result, left: bool, adjoint: bool):
 def _householder_vectors(input: torch.Tensor, k: int) -> torch.Tensor:
     # The first k reflector vectors: below the diagonal from input, 1 on it.
     v = input[..., :, :k].tril(-1)
-    eye = torch.eye(input.shape[-2], k, dtype=input.dtype)
+    eye = torch.eye(input.shape[-2], k, dtype=input.dtype, device=input.device)
     return v + eye
 
 
@@ -206,13 +206,15 @@ def householder_product_tangent(input_t, tau_t, input, tau):
     m, n, k = input.shape[-2], input.shape[-1], tau.shape[-1]
     V = _householder_vectors(input, k)
     dV = input_t[..., :, :k].tril(-1)
-    Q = torch.eye(m, dtype=input.dtype).expand(*input.shape[:-2], m, m)
+    Q = torch.eye(m, dtype=input.dtype, device=input.device).expand(
+        *input.shape[:-2], m, m
+    )
     dQ = torch.zeros_like(Q)
     for i in range(k):
         v, dv = V[..., :, i : i + 1], dV[..., :, i : i + 1]
         t, dt = tau[..., i, None, None], tau_t[..., i, None, None]
         vvH = v.matmul(v.mH)
-        H = torch.eye(m, dtype=input.dtype) - t * vvH
+        H = torch.eye(m, dtype=input.dtype, device=input.device) - t * vvH
         dH = -dt * vvH - t * (dv.matmul(v.mH) + v.matmul(dv.mH))
         dQ = dQ.matmul(H) + Q.matmul(dH)
         Q = Q.matmul(H)
@@ -225,7 +227,7 @@ def householder_product_grads(grad, input, tau):
     E)^H, gtau_i = -v^H gH_i v and gv_i = -conj(tau_i) gH_i v - tau_i gH_i^H v."""
     m, n, k = input.shape[-2], input.shape[-1], tau.shape[-1]
     V = _householder_vectors(input, k)
-    eye = torch.eye(m, dtype=input.dtype)
+    eye = torch.eye(m, dtype=input.dtype, device=input.device)
     Hs = [
         eye
         - tau[..., i, None, None] * V[..., :, i : i + 1].matmul(V[..., :, i : i + 1].mH)
@@ -233,10 +235,14 @@ def householder_product_grads(grad, input, tau):
     ]
     # right[i] = H_{i+1} ... H_k E (m x n), E the first n columns of I.
     right = [None] * (k + 1)
-    right[k] = torch.eye(m, n, dtype=input.dtype).expand(*input.shape[:-2], m, n)
+    right[k] = torch.eye(m, n, dtype=input.dtype, device=input.device).expand(
+        *input.shape[:-2], m, n
+    )
     for i in reversed(range(k)):
         right[i] = Hs[i].matmul(right[i + 1])
-    prefix = torch.eye(m, dtype=input.dtype).expand(*input.shape[:-2], m, m)
+    prefix = torch.eye(m, dtype=input.dtype, device=input.device).expand(
+        *input.shape[:-2], m, m
+    )
     g_cols, g_tau = [], []
     for i in range(k):
         gH = prefix.mH.matmul(grad).matmul(right[i + 1].mH)

@@ -9,6 +9,7 @@ import itertools
 
 import pytest
 import torch
+from devices import DEVICE
 from kernel_harness import calls_with_each_set_of_tangents, spec_cases
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -50,7 +51,7 @@ def _assert_identical(got, expected, where):
 
 
 def _values(dtype, shape, layout="contiguous"):
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(DEVICE).manual_seed(0)
     if dtype == torch.bool:
         t = torch.rand(shape, generator=gen) > 0.5
     elif dtype.is_floating_point or dtype.is_complex:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import twin_checks
+from devices import DEVICE
 from twin_checks import same, same_error
 
 from dualgen import formulas as py
@@ -14,7 +15,7 @@ ALL = [torch.float64, torch.complex128]
 
 
 def rand(*shape, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(*shape, dtype=dtype, generator=g)
 
 
@@ -133,7 +134,7 @@ def test_fill_absent_optional_primals(cpp_formulas):
 
 def with_ties(*shape, seed=0, dtype=torch.float64):
     return torch.randint(
-        -2, 3, shape, generator=torch.Generator().manual_seed(seed)
+        -2, 3, shape, generator=torch.Generator(DEVICE).manual_seed(seed)
     ).to(dtype)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen import formulas as py
 
@@ -16,7 +17,7 @@ def same(cpp, ref):
 
 
 def rand(*shape, dtype=F64, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(shape, dtype=dtype, generator=g)
 
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen.formulas import (
     eig_tangents,
@@ -37,7 +38,7 @@ def assert_same(cpp, py):
 
 
 def rand(*shape, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(*shape, dtype=dtype, generator=g)
 
 

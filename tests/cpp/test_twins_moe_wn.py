@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen import formulas as py_nn
 from dualgen.formulas import fused_nn as py
@@ -20,7 +21,7 @@ def same(cpp, ref):
 
 
 def rand(*shape, dtype=F32, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(shape, dtype=torch.float64, generator=g).to(dtype)
 
 

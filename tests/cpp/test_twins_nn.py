@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen import formulas as py
 from dualgen.generated import helpers as one_source
@@ -20,12 +21,12 @@ def same(cpp, ref, equal_nan=False):
 
 
 def rand(*shape, dtype=F64, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(shape, dtype=dtype, generator=g)
 
 
 def positive(*shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.rand(*shape, dtype=F64, generator=g) + 0.5
 
 
@@ -210,7 +211,7 @@ def test_group_norm_real_and_empty(cpp_formulas, shape, group):
 
 
 def probs(*shape, seed=0, edges=False):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     p = torch.rand(*shape, dtype=F64, generator=g) * 0.98 + 0.01
     if edges:  # where the clamps act
         p.view(-1)[:3] = torch.tensor([0.0, 1.0, 1e-50], dtype=F64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen import formulas as py
 
@@ -17,12 +18,12 @@ def same(cpp, ref):
 
 
 def rand(*shape, dtype=F64, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(shape, dtype=dtype, generator=g)
 
 
 def qparams(c, dtype, seed):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     s = torch.rand(c, dtype=dtype, generator=g) * 0.1 + 0.01
     z = torch.rand(c, dtype=dtype, generator=g) * 10 - 5
     return s, z

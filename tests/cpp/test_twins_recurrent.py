@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen.formulas import recurrent as py
 
@@ -22,7 +23,7 @@ def same(cpp, ref):
 def layer(dtype, has_biases, hx_shape, reverse, seed=0):
     """Primal inputs of mkldnn_rnn_layer and the output they give (computed by
     the Python helpers' own recurrence: the states are read from it)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
 
     def r(*shape, scale=1.0):
         return (torch.randn(*shape, dtype=F64, generator=g) * scale).to(dtype)

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen import formulas as F
 
@@ -16,13 +17,13 @@ DIMS = [None, [], [1], [-1], [0, 2], [2, -3], 1, -2]
 
 
 def rand(shape, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(shape, dtype=dtype, generator=g)
 
 
 def tied(shape, dtype=torch.float64, seed=0):
     """Small integers, so that maxima and minima tie."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randint(-2, 3, shape, generator=g).to(dtype)
 
 

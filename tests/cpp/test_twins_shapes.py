@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen.formulas import scatter_reduce_tangent
 
@@ -17,7 +18,7 @@ def same(cpp, ref):
 
 
 def case(dtype, dim, small_index, ties, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
 
     def values(*shape):
         if ties:  # few distinct values, so that amax/amin tie

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 
 from dualgen import formulas as py
 
@@ -13,7 +14,7 @@ F64 = torch.float64
 
 
 def gen(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator(DEVICE).manual_seed(seed)
 
 
 def randn(*shape, dtype=F64, g=None):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from devices import DEVICE, fork_rng
 from torch._vmap_internals import _vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -137,7 +138,7 @@ def survey_one(kernel_case) -> Outcome | None:
     if not names:
         return None
     outcome = Outcome(info.name)
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(DEVICE).manual_seed(0)
     flat = []  # per dual tensor, a batch of tangents
     for name in names:
         value = values[name]
@@ -145,7 +146,7 @@ def survey_one(kernel_case) -> Outcome | None:
             flat.append(torch.stack([random_like(v, gen) for _ in range(BATCH)]))
 
     def run(*tangents):
-        with torch.random.fork_rng(devices=[]):
+        with fork_rng():
             torch.manual_seed(0)  # the same draws batched and alone
             return _tangent_outputs(kernel_case, values, names, tangents)
 

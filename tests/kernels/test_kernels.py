@@ -13,6 +13,7 @@ import contextlib
 
 import pytest
 import torch
+from devices import DEVICE, fork_rng
 from kernel_harness import (
     as_tuple,
     assert_matches,
@@ -121,7 +122,7 @@ def _native_refusal_is_xfail():
 def _same_draws():
     """The same random numbers for native's call and ours (dropout's mask), and
     the global generator left as it was."""
-    with torch.random.fork_rng(devices=[]):
+    with fork_rng():
         torch.manual_seed(0)
         yield
 
@@ -244,7 +245,7 @@ def test_vjp_kernel_matches_autograd(kernel_case):
         )
     with _native_refusal_is_xfail():  # requires_grad inputs: native may refuse
         outputs = outputs_of(op, call(op, inputs))
-    gen = torch.Generator().manual_seed(2)
+    gen = torch.Generator(DEVICE).manual_seed(2)
     grads = [
         (
             random_like(o, gen)

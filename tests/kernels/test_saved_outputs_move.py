@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 from kernel_harness import SPEC_PATH, call, clone_tree, outputs_of
 
 import dualgen.forward_ad as fwAD
@@ -94,12 +95,14 @@ def moving_outputs(op, info, read: set[str], values: dict, generator) -> list[st
 
 @pytest.mark.parametrize("spec, entry, op, info, read", _entries())
 def test_outputs_read_without_a_tangent_are_constant(spec, entry, op, info, read):
-    generator = torch.Generator().manual_seed(seed_of(info))
+    generator = torch.Generator(DEVICE).manual_seed(seed_of(info))
     checked = 0
     cases = [
         case
         for dtype in (torch.float64, torch.float32)  # float32: ops without doubles
-        for case in cases_for(op, samples_of(spec, entry, op), dtype, seed_of(info))
+        for case in cases_for(
+            op, samples_of(spec, entry, op), dtype, seed_of(info), device=DEVICE
+        )
     ]
     for case in cases:
         if case.refusal:
@@ -128,7 +131,7 @@ def test_a_moving_output_without_a_tangent_is_caught():
     A = torch.randn(3, 3, dtype=torch.float64) + 3 * torch.eye(3, dtype=torch.float64)
     values = {"A": A, "B": torch.randn(3, 2, dtype=torch.float64), "left": True}
     values["check_errors"] = False
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator(DEVICE).manual_seed(0)
     assert moving_outputs(op, info, {"LU", "pivots"}, values, generator) == ["LU"]
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.autograd.forward_ad as native_ad
+from devices import DEVICE
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -93,7 +94,7 @@ def prepare(
     inputs, plain = family.inputs(torch.float32)
     inputs = {k: v.to(dtype) for k, v in inputs.items()}
     params = {n: p.detach() for n, p in model.named_parameters()}
-    generator = torch.Generator().manual_seed(SEED + 1)
+    generator = torch.Generator(DEVICE).manual_seed(SEED + 1)
 
     def randn_like(t):
         return torch.randn(t.shape, generator=generator).to(t.dtype)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import dualgen
 import dualgen.forward_ad as fwAD
@@ -18,6 +19,15 @@ def backend(request):
         pytest.skip(f"no C++ kernels: {exc}")
     yield request.param
     dualgen.set_kernel_backend(before)
+
+
+@pytest.fixture
+def on_the_cpu():
+    """The CPU as torch's default device whatever the suite's (DEVICE): the tests
+    that prove device-only rules through the CPU references
+    (tests/device_references.py) run there."""
+    with torch.device("cpu"):
+        yield
 
 
 @pytest.fixture(scope="module")

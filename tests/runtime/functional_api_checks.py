@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.functional as TF
+from devices import DEVICE
 
 import dualgen.forward_ad as fwAD
 import dualgen.functional as AF
@@ -21,7 +22,7 @@ def no_level_left_open():
 
 
 def rand(*shape, dtype=F64, seed=0):
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(*shape, dtype=dtype, generator=gen)
 
 

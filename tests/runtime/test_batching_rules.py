@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 from torch._vmap_internals import _vmap
 
 from dualgen import cpp
@@ -55,7 +56,7 @@ def _call(op):
     which of them are tensors; None if none of these works."""
     schema = op._schema
     for dtype in (torch.float64, torch.int64, torch.bool):
-        gen = torch.Generator().manual_seed(0)
+        gen = torch.Generator(DEVICE).manual_seed(0)
         shapes = iter(SHAPES)
         args = [
             _value(a, dtype, gen, next(shapes) if _is_tensor(a) else None)
@@ -76,7 +77,7 @@ def _batched(op, args, batched_positions, nested: bool):
     """op under vmap, the arguments at `batched_positions` batched (size 2,
     and size 3 in an outer vmap when nested)."""
     sizes = (3, 2) if nested else (2,)
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(DEVICE).manual_seed(1)
     batches = {}
     for i in batched_positions:
         value = args[i]

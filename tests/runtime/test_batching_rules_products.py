@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from devices import DEVICE
 from torch._vmap_internals import _vmap
 
 from dualgen import cpp
@@ -31,7 +32,7 @@ def _cpp_backend(cpp_kernels_for_module):
 
 
 def rand(*shape, seed=0):
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(shape, dtype=F64, generator=gen)
 
 

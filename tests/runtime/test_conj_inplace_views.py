@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from devices import DEVICE
 
 import dualgen.forward_ad as fwAD
 
@@ -42,7 +43,7 @@ BASES = {
 
 
 def _complex(*shape, seed):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(*shape, dtype=C128, generator=g)
 
 

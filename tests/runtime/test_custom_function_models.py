@@ -23,6 +23,7 @@ from custom_function_checks import (
     randn,
     run_both,
 )
+from devices import DEVICE
 from torch import nn
 from torch.autograd.function import Function
 from torch.utils.checkpoint import checkpoint
@@ -166,7 +167,7 @@ def test_forward_over_reverse_through_checkpoint_matches_finite_differences(
     against central differences of the gradient, in float64: before
     checkpointing.py it was off by hundreds, with no error. A retained graph
     recomputes again on the second backward."""
-    g = torch.Generator().manual_seed(3)
+    g = torch.Generator(DEVICE).manual_seed(3)
     w0 = torch.randn(16, 16, generator=g, dtype=torch.float64) / 5
     x, tx = (torch.randn(4, 16, generator=g, dtype=torch.float64) for _ in range(2))
     tw = torch.randn(16, 16, generator=g, dtype=torch.float64)

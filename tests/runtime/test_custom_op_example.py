@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import torch
+from devices import DEVICE
 from mylib_example import EXAMPLES, PACKAGE, SOFTCLIP, mylib
 from torch.testing import assert_close
 
@@ -56,7 +57,7 @@ def test_the_package_has_python_kernels_only():
 @pytest.mark.parametrize("limit", [1.0, 2.5])
 def test_forward_mode_tangent_is_the_derivative(loaded, backend, dtype, limit):
     assert loaded == (SOFTCLIP,)
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(DEVICE).manual_seed(0)
     x = torch.randn(3, 4, generator=g, dtype=torch.float64)
     v = torch.randn(3, 4, generator=g, dtype=torch.float64)
     with fwAD.dual_level():
@@ -79,7 +80,7 @@ def test_the_op_runs_its_python_kernel_under_either_backend(loaded, backend):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
 def test_the_tape_gradient_is_the_vjp(loaded, dtype):
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(DEVICE).manual_seed(1)
     x = torch.randn(5, generator=g, dtype=torch.float64).to(dtype)
     cotangent = torch.randn(5, generator=g, dtype=torch.float64).to(dtype)
     with Tape() as tape:
@@ -94,7 +95,7 @@ def test_the_tape_gradient_is_the_vjp(loaded, dtype):
 
 def test_the_vjp_matches_finite_differences():
     """<J^T u, v> = <u, J v>, with J v from finite differences."""
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator(DEVICE).manual_seed(2)
     x, u, v = (torch.randn(4, 3, generator=g, dtype=torch.float64) for _ in range(3))
     dualgen.load_kernels(PACKAGE)
     try:

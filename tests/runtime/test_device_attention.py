@@ -18,6 +18,8 @@ import torch.nn.functional as F
 import dualgen.forward_ad as fwAD
 
 aten = torch.ops.aten
+# Proved on the CPU through its references, whatever the suite's device.
+pytestmark = pytest.mark.usefixtures("on_the_cpu")
 
 # (op, uses a bias, computes logsumexp) per kernel; the call takes q, k, v, bias.
 KERNELS = {

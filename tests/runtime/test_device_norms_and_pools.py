@@ -13,6 +13,8 @@ import torch.autograd.forward_ad as native_fwAD
 import dualgen.forward_ad as fwAD
 
 aten = torch.ops.aten
+# Proved on the CPU through its references, whatever the suite's device.
+pytestmark = pytest.mark.usefixtures("on_the_cpu")
 BATCH_NORMS = {
     "cudnn": aten.cudnn_batch_norm,
     "miopen": aten.miopen_batch_norm,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from devices import DEVICE
 from forward_ad_checks import (
     assert_same,
     mlp,
@@ -91,7 +92,7 @@ def test_inplace_op_autograd_takes_only_in_place():
     """Native autograd refuses the functional complex scatter_reduce but records
     scatter_reduce_: tracked inside a level, the in-place op runs as natively, with
     native's tangent and gradient."""
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(DEVICE).manual_seed(0)
     index = torch.randint(0, 3, (2, 4), generator=gen)
 
     def run(fwAD):

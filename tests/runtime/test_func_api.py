@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.func as tfunc
+from devices import DEVICE
 from functional_api_checks import assert_same_error
 from leaks import release_levels
 from torch.utils._pytree import tree_flatten, tree_map
@@ -30,7 +31,7 @@ def no_level_left_behind():
 
 
 def rand(*shape, seed=0):
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(*shape, dtype=F64, generator=gen)
 
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.autograd.functional as TF
 import torch.func as tfunc
+from devices import DEVICE
 from functional_api_checks import no_level_left_open  # noqa: F401 - autouse
 
 import dualgen.func as dfunc
@@ -25,7 +26,7 @@ SIZES = (1, 3, 5)
 
 
 def rand(*shape, seed=0):
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(DEVICE).manual_seed(seed)
     return torch.randn(*shape, dtype=F64, generator=gen)
 
 

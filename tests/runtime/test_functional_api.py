@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.functional as TF
+from devices import DEVICE
 from functional_api_checks import (  # noqa: F401 - no_level_left_open: autouse
     C128,
     F64,
@@ -297,7 +298,7 @@ def test_vectorized_forward_jacobian_through_lu_factorizations(backend, name):
     (it raised) and equals reverse mode's."""
     f = LU_FUNCTIONS[name]
     a = torch.randn(
-        3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(4)
+        3, 3, dtype=torch.float64, generator=torch.Generator(DEVICE).manual_seed(4)
     )
     expected = TF.jacobian(f, a)
     actual = AF.jacobian(f, a, vectorize=True, strategy="forward-mode")

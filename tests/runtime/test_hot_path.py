@@ -13,6 +13,7 @@ import contextlib
 import pytest
 import torch
 import torch.autograd.forward_ad as native_ad
+from devices import DEVICE
 
 import dualgen
 import dualgen.forward_ad as fwAD
@@ -43,7 +44,7 @@ def declined_ops():
 
 
 def _inputs():
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(DEVICE).manual_seed(0)
     return [torch.randn(4, 6, generator=g, dtype=torch.float64) for _ in range(4)]
 
 
@@ -194,7 +195,7 @@ def test_recording_in_place_goes_to_the_python_path(backend):
     grads = {}
     for ad in (fwAD, native_ad):
         w = torch.randn(
-            5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)
+            5, dtype=torch.float64, generator=torch.Generator(DEVICE).manual_seed(1)
         )
         w.requires_grad_(True)
         with ad.dual_level():
@@ -237,7 +238,7 @@ def test_recorded_ops_are_taken_in_front_of_autograd(backend):
     from the front kernel: run through autograd as native runs them, so the
     primal's and the tangent's graphs, and tangents of outputs autograd saved
     (tanh's, read by its backward's forward derivative), match native's."""
-    g = torch.Generator().manual_seed(3)
+    g = torch.Generator(DEVICE).manual_seed(3)
     shapes = [(5, 4), (5,), (5, 5)]
     params = [torch.randn(s, dtype=torch.float64, generator=g) for s in shapes]
     tangents = [torch.randn(s, dtype=torch.float64, generator=g) for s in shapes]
@@ -296,7 +297,7 @@ def _unpacked(ad, x, t):
 def test_unpack_dual_of_a_tensors_own_tangent_is_the_hot_paths(backend):
     """unpack_dual's common case (one level, the tensor's own tangent) runs in
     C++: the primal is an alias without tangent at the level, as native's."""
-    g = torch.Generator().manual_seed(4)
+    g = torch.Generator(DEVICE).manual_seed(4)
     x, t = (torch.randn(3, 4, dtype=torch.float64, generator=g) for _ in range(2))
     dualgen.set_kernel_backend("cpp")
     with declined_ops() as declined, fwAD.dual_level():
@@ -328,7 +329,7 @@ def test_batched_tangents_are_the_hot_paths(backend):
     """Tangents batched by legacy vmap (a forward-mode jacobian's basis) are
     computed by the hot path for functional and view ops, as the Python path
     and native compute them; in-place ops on them go to the Python path."""
-    g = torch.Generator().manual_seed(5)
+    g = torch.Generator(DEVICE).manual_seed(5)
     x = torch.randn(3, 4, dtype=torch.float64, generator=g)
     w = torch.randn(4, 4, dtype=torch.float64, generator=g)
     basis = torch.eye(12, dtype=torch.float64).reshape(12, 3, 4)

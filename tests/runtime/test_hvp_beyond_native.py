@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE, fork_rng
 
 import dualgen.forward_ad as fwAD
 
@@ -14,7 +15,7 @@ SEED = 11
 
 def _seeded(f):
     def run(*xs):
-        with torch.random.fork_rng(devices=[]):
+        with fork_rng():
             torch.manual_seed(SEED)
             return f(*xs)
 
@@ -57,7 +58,7 @@ def _masked_scatter(x, source):
     ids=["native_dropout", "masked_scatter"],
 )
 def test_hvp_equals_finite_differences_of_the_gradient(f, shapes):
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(DEVICE).manual_seed(0)
     xs = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
     vs = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
     f = _seeded(f)
@@ -77,7 +78,9 @@ def test_random_op_recomputed_for_autograd_draws_once(explicit_generator):
     x = torch.randn(50, dtype=torch.float64, requires_grad=True)
 
     def draws(dual: bool):
-        generator = torch.Generator().manual_seed(3) if explicit_generator else None
+        generator = (
+            torch.Generator(DEVICE).manual_seed(3) if explicit_generator else None
+        )
         torch.manual_seed(SEED)
         with fwAD.dual_level():
             inp = fwAD.make_dual(x, torch.ones_like(x)) if dual else x

@@ -29,6 +29,7 @@ import warnings
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from devices import DEVICE
 from torch.utils._pytree import tree_map_only
 
 import dualgen.forward_ad as fwAD
@@ -197,7 +198,7 @@ def check(op, variant, samples=1, inplace=False) -> tuple[int, list[str]]:
     on the op's first `samples` samples (None: all) native runs."""
     dtype, pick = VARIANTS[variant]
     fn = op.inplace_variant if inplace else op
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator(DEVICE).manual_seed(0)
     torch.manual_seed(0)
     compared, problems = 0, []
     threads = torch.get_num_threads()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from devices import DEVICE
 
 import dualgen.forward_ad as fwAD
 import dualgen.func as dfunc
@@ -170,7 +171,7 @@ def _func_nested(f, x, tangents):
 
 
 def _inputs(shape, order, seed):
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(DEVICE).manual_seed(seed)
     x = torch.randn(shape, dtype=F64, generator=g)
     return x, [torch.randn(shape, dtype=F64, generator=g) for _ in range(order)]
 
@@ -191,7 +192,7 @@ def test_nested_levels_match_the_written_out_function(name, order):
 def test_forward_over_reverse_matches_reverse_over_reverse(name):
     op, _, shape = CASES[name]
     x, _ = _inputs(shape, 0, seed=7)
-    weights = torch.randn(op(x).shape, dtype=F64, generator=torch.Generator())
+    weights = torch.randn(op(x).shape, dtype=F64, generator=torch.Generator(DEVICE))
 
     def scalar(a):
         return (op(a) * weights).sum()
@@ -206,7 +207,7 @@ def test_reverse_over_forward_matches_the_written_out_function(name):
     requiring grad): H_w u, against nested torch.func of the written-out f."""
     op, written_out, shape = CASES[name]
     x, (u,) = _inputs(shape, 1, seed=11)
-    weights = torch.randn(op(x).shape, dtype=F64, generator=torch.Generator())
+    weights = torch.randn(op(x).shape, dtype=F64, generator=torch.Generator(DEVICE))
     leaf = x.clone().requires_grad_()
     with fwAD.dual_level():
         tangent = fwAD.unpack_dual(op(fwAD.make_dual(leaf, u))).tangent

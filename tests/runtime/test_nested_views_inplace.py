@@ -19,6 +19,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from devices import DEVICE
 from forward_ad_checks import no_level_left_behind  # noqa: F401 - autouse
 from torch.testing import assert_close
 
@@ -202,7 +203,7 @@ TARGET_LEVELS = ("both", "outer", "inner")
 
 
 def _inputs(levels: str):
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(DEVICE).manual_seed(0)
     x = torch.randn(2, 3, 4, dtype=C128, generator=g)
     w = torch.randn(5, dtype=F64, generator=g)
     u, v = (torch.randn(2, 3, 4, dtype=C128, generator=g) for _ in range(2))
@@ -271,7 +272,7 @@ REPORTED = {
 @pytest.mark.parametrize("name", REPORTED)
 def test_reported_writes_into_views_of_complex(name, levels):
     f, shape = REPORTED[name]
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(DEVICE).manual_seed(1)
     x, u, v = (torch.randn(*shape, dtype=C128, generator=g) for _ in range(3))
     w, a, b = (torch.randn(5, dtype=F64, generator=g) for _ in range(3))
     inner = [None if levels == "outer" else u, a]
@@ -282,7 +283,7 @@ def test_reported_writes_into_views_of_complex(name, levels):
 def test_inner_tangent_dual_at_the_outer_level():
     """The inner tangent of s is a dual of the outer level itself (a2): the
     outer tangent of the inner one adds J a2 (torch.func.jvp over (s, a))."""
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator(DEVICE).manual_seed(2)
     x, v = (torch.randn(2, 3, 4, dtype=C128, generator=g) for _ in range(2))
     s, a, b, a2 = (torch.randn(5, dtype=F64, generator=g) for _ in range(4))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICE
 from forward_ad_checks import no_level_left_behind  # noqa: F401 - autouse
 
 import dualgen
@@ -49,7 +50,7 @@ def _phase_free(tangent, primal):
 
 
 def _w(k, *shape):
-    g = torch.Generator().manual_seed(100 + k)
+    g = torch.Generator(DEVICE).manual_seed(100 + k)
     return torch.randn(shape, dtype=F64, generator=g)
 
 
@@ -160,7 +161,7 @@ def _known_cpp(request, backend, name):
 @pytest.mark.parametrize("name", CASES)
 def test_reverse_over_forward_matches_finite_differences(request, backend, name):
     _known_cpp(request, backend, name)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(DEVICE).manual_seed(1)
     a = torch.randn(N, N, dtype=F64, generator=g)
     t = torch.randn(N, N, dtype=F64, generator=g)
     x = a.clone().requires_grad_()
@@ -192,7 +193,7 @@ def test_the_op_has_one_node(request, backend, name):
     """The tangent's graph and the outputs' share the op's node."""
     _known_cpp(request, backend, name)
     op, prepare, _ = CASES[name]
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator(DEVICE).manual_seed(2)
     x = torch.randn(N, N, dtype=F64, generator=g).requires_grad_()
     t = torch.randn(N, N, dtype=F64, generator=g)
     with fwAD.dual_level():
@@ -207,7 +208,7 @@ def test_the_op_has_one_node(request, backend, name):
 def test_tangent_reads_the_values_the_op_read(backend):
     """Changing the input in place after the op leaves its tangents as they were
     (the formula never reads the later values)."""
-    g = torch.Generator().manual_seed(3)
+    g = torch.Generator(DEVICE).manual_seed(3)
     a = torch.randn(N, N, dtype=F64, generator=g)
     t = torch.randn(N, N, dtype=F64, generator=g)
     with fwAD.dual_level():

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 import torch.autograd.forward_ad as native_fwAD
+from devices import DEVICE, fork_rng
 from kernel_harness import (
     call,
     is_differentiable_value,
@@ -186,7 +187,7 @@ class _Effects:
 def _run_op(op, info, kernel_case, track: bool, dual: bool) -> _Effects:
     values = kernel_case.values()
     diff = _differentiable(info, values)
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(DEVICE).manual_seed(1)
     tangents = {n: random_like(values[n], gen) for n in diff}
     if track:
         for n in diff:
@@ -220,7 +221,7 @@ def _run_op(op, info, kernel_case, track: bool, dual: bool) -> _Effects:
 def _runs(op, info, kernel_case, track) -> str | None:
     """None if the op runs plainly on the case, else why not."""
     try:
-        with torch.random.fork_rng(devices=[]):
+        with fork_rng():
             _run_op(op, info, kernel_case, track, dual=False)
     except Exception as exc:  # noqa: BLE001 - any refusal means: not this case
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
@@ -442,7 +443,7 @@ def _forward(case, train: bool, grad: str, api, functional: bool) -> _Forward:
     "input" (parameters detached, the input a non-leaf requiring grad).
     `api`: None (plain), dualgen's or native forward AD. `functional`: tangents on
     the parameters through functional_call, else on the input."""
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(DEVICE).manual_seed(1)
     xs = [torch.randn(case.shape, generator=gen, dtype=DTYPE) for _ in range(STEPS)]
     m = _module(case, train, grad != "params", xs[0].clone())
     if functional and case.lazy:
@@ -463,7 +464,7 @@ def _forward(case, train: bool, grad: str, api, functional: bool) -> _Forward:
             if functional:
                 params = dict(m.named_parameters())
                 if api is not None:
-                    p_gen = torch.Generator().manual_seed(2)
+                    p_gen = torch.Generator(DEVICE).manual_seed(2)
                     params = {
                         n: api.make_dual(
                             p, torch.randn(p.shape, generator=p_gen, dtype=p.dtype)

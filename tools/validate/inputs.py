@@ -55,8 +55,13 @@ def cases_for(
     samples: tuple[Sample, ...],
     dtype: torch.dtype,
     seed: int,
+    device: torch.device | str = "cpu",
 ) -> list[Case]:
+    """The cases of an entry's samples for `op` in `dtype`. The values are drawn
+    on the CPU (whatever torch's default device) and moved to `device`, so every
+    device sees the same values; statistics are computed there."""
     samples = samples or (Sample((), None),)
+    device = torch.device(device)
     # Types as written in the schema: torch reports ScalarType as int.
     written = {
         a.name: a.type.base
@@ -71,10 +76,15 @@ def cases_for(
             DEFAULT_SHAPES.items() if _has_free_shape(op, declared) else [("", None)]
         )
         for variant, shape in variants:
-            values = {
-                a.name: _value(a, written[a.name], declared, shape, dtype, generator)
-                for a in op._schema.arguments
-            }
+            with torch.device("cpu"):
+                values = {
+                    a.name: _value(
+                        a, written[a.name], declared, shape, dtype, generator
+                    )
+                    for a in op._schema.arguments
+                }
+            if device.type != "cpu":
+                values = {name: _moved(v, device) for name, v in values.items()}
             label = f"{prefix}, {variant}" if variant else prefix
             symmetric = frozenset(
                 name
@@ -94,6 +104,15 @@ def cases_for(
                 case = Case(label, values, symmetric, statistics, refusal)
             cases.append(case)
     return cases
+
+
+def _moved(value, device: torch.device):
+    """A drawn value on `device` (tensors, and those in a list)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, list):
+        return [_moved(v, device) for v in value]
+    return value
 
 
 def _is_tensor_argument(argument) -> bool:

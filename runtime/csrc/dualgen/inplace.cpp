@@ -11,9 +11,16 @@ namespace dualgen {
 
 namespace {
 
-// The memory t's elements lie in (inplace._storage_key); null without storage.
+// The memory t's elements lie in (inplace.storage_key); null without storage.
 const void* memory_of(const at::Tensor& t) {
   return t.has_storage() ? t.storage().data_ptr().get() : nullptr;
+}
+
+// Whether a and b lie in the same memory: the same address on the same device
+// (devices' addresses are their own; storages without memory, a batched or a
+// meta tensor's, are taken as shared, which only costs a copy).
+bool same_memory(const at::Tensor& a, const at::Tensor& b) {
+  return memory_of(a) == memory_of(b) && a.device() == b.device();
 }
 
 // Whether elements of t share memory (a stride-0 dimension of size > 1): an
@@ -29,16 +36,15 @@ bool has_shared_elements(const at::Tensor& t) {
 // before the update, so one sharing memory with self is read from a copy, and
 // so is a tangent sharing memory with self's, which the update writes into.
 void separate_from_self(Values& primals, Values& tangents, const at::Tensor& self_tangent) {
-  const void* memory = memory_of(primals[0].toTensor());
+  const at::Tensor& self = primals[0].toTensor();
   for (size_t i = 1; i < primals.size(); ++i) {
-    if (primals[i].isTensor() && memory_of(primals[i].toTensor()) == memory) {
+    if (primals[i].isTensor() && same_memory(primals[i].toTensor(), self)) {
       primals[i] = primals[i].toTensor().clone();
     }
   }
   if (!self_tangent.defined()) return;
-  const void* tangent_memory = memory_of(self_tangent);
   for (size_t j = 1; j < tangents.size(); ++j) {
-    if (tangents[j].isTensor() && memory_of(tangents[j].toTensor()) == tangent_memory) {
+    if (tangents[j].isTensor() && same_memory(tangents[j].toTensor(), self_tangent)) {
       tangents[j] = tangents[j].toTensor().clone();
     }
   }
@@ -82,8 +88,8 @@ py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& 
       tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
   const FormulaKeys formula = formula_keys();
   if (op.copy && self_tangent.defined() && tangents.size() > 1 && tangents[1].isTensor() &&
-      stack[1].isTensor() && memory_of(stack[1].toTensor()) == memory_of(stack[0].toTensor()) &&
-      memory_of(tangents[1].toTensor()) == memory_of(self_tangent)) {
+      stack[1].isTensor() && same_memory(stack[1].toTensor(), stack[0].toTensor()) &&
+      same_memory(tangents[1].toTensor(), self_tangent)) {
     // torch copies from memory overlapping self's as it writes (no copy of the
     // source first): the tangent is copied the same way (mode._copies_within).
     const at::Tensor source_tangent = tangents[1].toTensor();
