@@ -13,6 +13,7 @@ from dualgen.formulas.basics import (
     channel_shape,
     concat_ints,
     dim_range,
+    int_list,
     lengths_mask,
     no_derivative,
     reduction_dims,
@@ -46,9 +47,12 @@ __all__ = [
     "ctc_loss_log_probs_grad",
     "det_lu_tangent",
     "det_tangent",
+    "device_attention_backward_bias_tangent",
+    "device_attention_backward_tangent",
     "device_attention_tangent",
     "dist_tangent",
     "dropout_scale",
+    "efficient_forward_tangents",
     "eig_tangents",
     "eigh_tangents",
     "elu_second_derivative",
@@ -60,6 +64,15 @@ __all__ = [
     "finite_parts",
     "flash_attention_backward_tangent",
     "flash_attention_tangent",
+    "flash_forward_tangents",
+    "fused_gru_cell_backward_grads",
+    "fused_gru_cell_backward_tangents",
+    "fused_gru_cell_grads",
+    "fused_gru_cell_tangents",
+    "fused_lstm_cell_backward_grads",
+    "fused_lstm_cell_backward_tangents",
+    "fused_lstm_cell_grads",
+    "fused_lstm_cell_tangents",
     "gather_reduced",
     "gather_selected",
     "gelu_second_derivative",
@@ -103,6 +116,7 @@ __all__ = [
     "std_tangent",
     "svd_tangents",
     "transformer_encoder_layer_tangent",
+    "transposed_convolution_backward_grads",
     "triangular_part",
     "triangular_solve_tangent",
     "unbroadcast",
@@ -768,6 +782,471 @@ def flash_attention_backward_tangent(
     return sum_heads(res, like.size(1)).to(like.dtype)
 
 
+def finite_rows(rows):
+    """A kernel's logsumexp rows with the non-finite entries of rows that see no key
+    (+inf from the flash kernels) set to 0: every score of such a row is -inf,
+    so its probabilities, and its tangents, stay 0.
+
+    C++:
+    finite_rows(Tensor rows) -> Tensor
+    """
+    return torch.where(rows.isfinite(), rows, torch.zeros_like(rows))
+
+
+def aligned_attention_bias(
+    queries, keys, is_causal, window_left, window_right, alibi_slopes, like
+):
+    """The flash kernels' masks as an additive (1 or B, 1 or H, L, S) bias in like's
+    dtype, aligned to the bottom-right corner: with d = j - (i + S - L), key j
+    is seen by query i where -window_left <= d <= window_right (a bound that is
+    None or negative is no bound; causal sets window_right to 0), scored -slope
+    |d| with ALiBi slopes ((H) or (B, H)); -inf elsewhere (positions counted in
+    like's dtype: exact below 2^24). None where nothing is masked or biased (no
+    window, no slopes, and not causal unless L != S): the plain or top-left
+    causal kernel then says it.
+
+    C++:
+    aligned_attention_bias(int queries, int keys, bool is_causal, int? window_left, int? window_right, Tensor alibi_slopes, Tensor like) -> Tensor
+    """
+    left_bound = window_left is not None and window_left >= 0
+    right_bound = is_causal
+    right = 0
+    if not is_causal and window_right is not None:
+        right_bound = window_right >= 0
+        right = window_right + 0
+    if alibi_slopes is None and not left_bound and not right_bound:
+        return None
+    if alibi_slopes is None and not left_bound and is_causal and queries == keys:
+        return None
+    i = like.new_ones([queries]).cumsum(0).unsqueeze(-1)
+    j = like.new_ones([keys]).cumsum(0).unsqueeze(0)
+    d = j - i - (keys - queries)
+    seen = torch.ones_like(d, dtype=torch.bool)
+    if left_bound:
+        seen = seen & (d >= -window_left)
+    if right_bound:
+        seen = seen & (d <= right)
+    bias = torch.zeros_like(d).masked_fill(seen.logical_not(), -torch.inf)
+    if alibi_slopes is None:
+        return bias.unsqueeze(0).unsqueeze(0)
+    slopes = alibi_slopes.to(like.dtype).unsqueeze(-1).unsqueeze(-1)
+    if slopes.dim() == 3:
+        slopes = slopes.unsqueeze(0)
+    return bias - slopes * d.abs()
+
+
+def aligned_attention_tangent(
+    query_t,
+    key_t,
+    value_t,
+    bias_t,
+    query,
+    key,
+    value,
+    bias,
+    output,
+    rows,
+    is_causal,
+    bottom_right,
+    window_left,
+    window_right,
+    alibi_slopes,
+    scale,
+):
+    """[output_t, rows_t] of one batch of attention in (B, H, L, E) layout (key and
+    value heads may divide the query heads) under an additive bias (and its
+    tangent; None for none) and the flash kernels' masks
+    (`aligned_attention_bias`; causal from the top-left corner unless
+    bottom_right, where it is the same unless L != S). `rows` is the kernel's
+    (B, H, L) logsumexp, or None where it computed none; where a mask becomes a
+    bias, logsumexp is recomputed blockwise with it (with ALiBi a kernel's own
+    may differ from it by a constant per row). No key: zero tangents.
+
+    C++:
+    aligned_attention_tangent(Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor output, Tensor rows, bool is_causal, bool bottom_right, int? window_left, int? window_right, Tensor alibi_slopes, float? scale) -> Tensor[]
+    """
+    if key.size(2) == 0:
+        return [
+            torch.zeros_like(output),
+            torch.zeros_like(attention_acc(query).select(-1, 0)),
+        ]
+    aligned = aligned_attention_bias(
+        query.size(2),
+        key.size(2),
+        is_causal and bottom_right,
+        window_left,
+        window_right,
+        alibi_slopes,
+        attention_acc(query),
+    )
+    causal = is_causal and (aligned is None or not bottom_right)
+    total = bias
+    if aligned is not None:
+        total = aligned if bias is None else aligned + attention_acc(bias)
+    if rows is None or aligned is not None:
+        rows = attention_forward(
+            query, key, value, total, causal, attention_scale(query, scale)
+        )[1]
+    return flash_attention_tangent(
+        query_t,
+        key_t,
+        value_t,
+        bias_t,
+        query,
+        key,
+        value,
+        total,
+        output,
+        finite_rows(rows),
+        0.0,
+        causal,
+        scale,
+    )
+
+
+def flash_forward_tangents(
+    query_t,
+    key_t,
+    value_t,
+    query,
+    key,
+    value,
+    output,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    dropout_p,
+    is_causal,
+    scale,
+    window_size_left,
+    window_size_right,
+    seqused_k,
+    alibi_slopes,
+    block_table,
+):
+    """The tangents [output_t, softmax_logsumexp_t] of `_flash_attention_forward`:
+    query (B, L, H, E) with key and value (B, S, Hk, E), logsumexp (B, H, L); or
+    packed sequences (varlen: (total, H, E), cum_seq_q / cum_seq_k the B + 1
+    offsets, seqused_k the keys each sequence uses, logsumexp (H, total)), each
+    sequence on its own. Causal masks and the sliding window (window_size_left /
+    right) are aligned to the bottom-right corner, ALiBi slopes score -slope |j
+    - (i + S - L)| (`aligned_attention_bias`); the blockwise JVP of
+    `flash_attention_tangent` per sequence. Rows outside every sequence get zero
+    tangents. Refuses dropout_p != 0 and a paged key/value cache (block_table).
+
+    C++:
+    flash_forward_tangents(Tensor query_t, Tensor key_t, Tensor value_t, Tensor query, Tensor key, Tensor value, Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, float dropout_p, bool is_causal, float? scale, int? window_size_left, int? window_size_right, Tensor seqused_k, Tensor alibi_slopes, Tensor block_table) -> Tensor[]
+    """
+    refuse_dropout(dropout_p, "_flash_attention_forward")
+    if block_table is not None:
+        return [
+            no_derivative(
+                "_flash_attention_forward", "block_table", "a paged key/value cache"
+            ),
+            logsumexp,
+        ]
+    if cum_seq_q is None:
+        t = aligned_attention_tangent(
+            query_t.transpose(1, 2),
+            key_t.transpose(1, 2),
+            value_t.transpose(1, 2),
+            None,
+            query.transpose(1, 2),
+            key.transpose(1, 2),
+            value.transpose(1, 2),
+            None,
+            output.transpose(1, 2),
+            logsumexp,
+            is_causal,
+            True,
+            window_size_left,
+            window_size_right,
+            alibi_slopes,
+            scale,
+        )
+        return [t[0].transpose(1, 2).to(output.dtype), t[1].to(logsumexp.dtype)]
+    q_offsets = int_list(cum_seq_q)
+    k_offsets = int_list(cum_seq_k)
+    used = k_offsets
+    if seqused_k is not None:
+        used = int_list(seqused_k)
+    out_t = torch.zeros_like(output).narrow(0, 0, q_offsets[0])
+    lse_t = torch.zeros_like(logsumexp).narrow(1, 0, q_offsets[0])
+    for b in dim_range(0, cum_seq_q.size(0) - 1):
+        q0 = q_offsets[b]
+        queries = q_offsets[b + 1] - q0
+        k0 = k_offsets[b]
+        keys = k_offsets[b + 1] - k0
+        if seqused_k is not None:
+            keys = used[b]
+        slopes = alibi_slopes
+        if alibi_slopes is not None and alibi_slopes.dim() == 2:
+            slopes = alibi_slopes.select(0, b)
+        t = aligned_attention_tangent(
+            query_t.narrow(0, q0, queries).unsqueeze(0).transpose(1, 2),
+            key_t.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2),
+            value_t.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2),
+            None,
+            query.narrow(0, q0, queries).unsqueeze(0).transpose(1, 2),
+            key.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2),
+            value.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2),
+            None,
+            output.narrow(0, q0, queries).unsqueeze(0).transpose(1, 2),
+            logsumexp.narrow(1, q0, queries).unsqueeze(0),
+            is_causal,
+            True,
+            window_size_left,
+            window_size_right,
+            slopes,
+            scale,
+        )
+        out_t = torch.cat([out_t, t[0].transpose(1, 2).squeeze(0).to(output.dtype)], 0)
+        lse_t = torch.cat([lse_t, t[1].squeeze(0).to(logsumexp.dtype)], 1)
+    tail = output.size(0) - out_t.size(0)
+    out_t = torch.cat([out_t, torch.zeros_like(output).narrow(0, 0, tail)], 0)
+    lse_t = torch.cat([lse_t, torch.zeros_like(logsumexp).narrow(1, 0, tail)], 1)
+    return [out_t, lse_t]
+
+
+def efficient_forward_tangents(
+    query_t,
+    key_t,
+    value_t,
+    bias_t,
+    query,
+    key,
+    value,
+    bias,
+    output,
+    logsumexp,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    dropout_p,
+    custom_mask_type,
+    scale,
+    seqlen_k,
+    window_size,
+):
+    """The tangents [output_t, logsumexp_t] of `_efficient_attention_forward`: query
+    (B, L, H, E) with key and value (B, S, H, E), an additive bias (B, H, L, S)
+    with its tangent (None for none), logsumexp (B, H, L rounded up to a
+    multiple of 32) or (B, H, 0) when not computed; or packed sequences (varlen:
+    B = 1, cu_seqlens_q / cu_seqlens_k the offsets, one row of logsumexp per
+    sequence). custom_mask_type 0 is no mask, 1 causal from the top-left corner,
+    2 causal from the bottom-right. The blockwise JVP per sequence
+    (`aligned_attention_tangent`). Refuses dropout_p != 0, a bias with packed
+    sequences, seqlen_k and window_size.
+
+    C++:
+    efficient_forward_tangents(Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor output, Tensor logsumexp, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float dropout_p, int custom_mask_type, float? scale, Tensor seqlen_k, int? window_size) -> Tensor[]
+    """
+    refuse_dropout(dropout_p, "_efficient_attention_forward")
+    if seqlen_k is not None:
+        return [
+            no_derivative(
+                "_efficient_attention_forward", "seqlen_k", "per-batch key lengths"
+            ),
+            logsumexp,
+        ]
+    if window_size is not None:
+        return [
+            no_derivative(
+                "_efficient_attention_forward",
+                "window_size",
+                "a local attention window",
+            ),
+            logsumexp,
+        ]
+    is_causal = custom_mask_type != 0
+    bottom_right = custom_mask_type == 2
+    if cu_seqlens_q is None:
+        t = aligned_attention_tangent(
+            query_t.transpose(1, 2),
+            key_t.transpose(1, 2),
+            value_t.transpose(1, 2),
+            bias_t,
+            query.transpose(1, 2),
+            key.transpose(1, 2),
+            value.transpose(1, 2),
+            bias,
+            output.transpose(1, 2),
+            attention_rows(logsumexp, query.size(1)),
+            is_causal,
+            bottom_right,
+            None,
+            None,
+            None,
+            scale,
+        )
+        return [
+            t[0].transpose(1, 2).to(output.dtype),
+            attention_rows_like(t[1], logsumexp),
+        ]
+    if bias is not None:
+        return [
+            no_derivative(
+                "_efficient_attention_forward", "bias", "a bias with packed sequences"
+            ),
+            logsumexp,
+        ]
+    q_offsets = int_list(cu_seqlens_q)
+    k_offsets = int_list(cu_seqlens_k)
+    out_t = torch.zeros_like(output).narrow(1, 0, q_offsets[0])
+    lse_t = torch.zeros_like(logsumexp).narrow(0, 0, 0)
+    for b in dim_range(0, cu_seqlens_q.size(0) - 1):
+        q0 = q_offsets[b]
+        queries = q_offsets[b + 1] - q0
+        k0 = k_offsets[b]
+        keys = k_offsets[b + 1] - k0
+        rows = attention_rows(logsumexp.narrow(0, b, 1), queries)
+        t = aligned_attention_tangent(
+            query_t.narrow(1, q0, queries).transpose(1, 2),
+            key_t.narrow(1, k0, keys).transpose(1, 2),
+            value_t.narrow(1, k0, keys).transpose(1, 2),
+            None,
+            query.narrow(1, q0, queries).transpose(1, 2),
+            key.narrow(1, k0, keys).transpose(1, 2),
+            value.narrow(1, k0, keys).transpose(1, 2),
+            None,
+            output.narrow(1, q0, queries).transpose(1, 2),
+            rows,
+            is_causal,
+            bottom_right,
+            None,
+            None,
+            None,
+            scale,
+        )
+        out_t = torch.cat([out_t, t[0].transpose(1, 2).to(output.dtype)], 1)
+        lse_t = torch.cat(
+            [lse_t, attention_rows_like(t[1], logsumexp.narrow(0, b, 1))], 0
+        )
+    tail = output.size(1) - out_t.size(1)
+    out_t = torch.cat([out_t, torch.zeros_like(output).narrow(1, 0, tail)], 1)
+    return [out_t, lse_t]
+
+
+def device_attention_backward_tangent(
+    index,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    attn_bias_t,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    attn_bias,
+    dropout_p,
+    is_causal,
+    scale,
+):
+    """The tangent of grad_query (index 0), grad_key (1) or grad_value (2) of the
+    device attention kernels' backward ops
+    (`_scaled_dot_product_{flash,efficient,cudnn}_attention_backward`):
+    `flash_attention_backward_tangent` (blockwise) with logsumexp and its
+    tangent read as (B, H, L) rows from the kernel's layout (`attention_rows`;
+    rows of no key, non-finite, read as 0: their probabilities are 0 either
+    way). attn_bias and its tangent may be None. Refuses dropout_p != 0.
+
+    C++:
+    device_attention_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_bias_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_bias, float dropout_p, bool is_causal, float? scale) -> Tensor
+    """
+    refuse_dropout(
+        dropout_p,
+        "scaled_dot_product_attention's device kernels (flash, efficient, cuDNN)",
+    )
+    queries = query.size(2)
+    rows = finite_rows(attention_rows(logsumexp, queries))
+    return flash_attention_backward_tangent(
+        index,
+        grad_out_t,
+        query_t,
+        key_t,
+        value_t,
+        out_t,
+        attention_rows(logsumexp_t, queries),
+        attn_bias_t,
+        grad_out,
+        query,
+        key,
+        value,
+        out,
+        rows,
+        attn_bias,
+        0.0,
+        is_causal,
+        scale,
+    )
+
+
+def device_attention_backward_bias_tangent(
+    result,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    attn_bias_t,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    attn_bias,
+    is_causal,
+    scale,
+):
+    """The tangent of efficient attention's backward bias gradient (`result`; None
+    where the kernel computed none): with P = exp(S - logsumexp), R = g v^T -
+    rowsum(g out) and dS = P R, the gradient is dS summed to the bias's shape,
+    so its tangent is P_t R + P R_t summed alike, P_t = P (S_t - logsumexp_t).
+    Dense (L x S per head, as the gradient itself is).
+
+    C++:
+    device_attention_backward_bias_tangent(Tensor result, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_bias_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_bias, bool is_causal, float? scale) -> Tensor
+    """
+    if result is None:
+        return None
+    heads = query.size(1)
+    sc = attention_scale(query, scale)
+    queries = query.size(2)
+    q = attention_acc(query)
+    kk = expand_heads(attention_acc(key), heads)
+    vv = expand_heads(attention_acc(value), heads)
+    p = attention_probabilities(
+        q, kk, attn_bias, finite_rows(attention_rows(logsumexp, queries)), is_causal, sc
+    )
+    kk_t = expand_heads(attention_acc(key_t), heads)
+    vv_t = expand_heads(attention_acc(value_t), heads)
+    s_t = (
+        torch.matmul(attention_acc(query_t), kk.transpose(-2, -1))
+        + torch.matmul(q, kk_t.transpose(-2, -1))
+    ) * sc
+    s_t = s_t - attention_acc(attention_rows(logsumexp_t, queries)).unsqueeze(-1)
+    if attn_bias_t is not None:
+        s_t = s_t + attention_acc(attn_bias_t)
+    g = attention_acc(grad_out)
+    g_t = attention_acc(grad_out_t)
+    o = attention_acc(out)
+    o_t = attention_acc(out_t)
+    r = torch.matmul(g, vv.transpose(-2, -1)) - (g * o).sum(-1, keepdim=True)
+    r_t = (
+        torch.matmul(g_t, vv.transpose(-2, -1))
+        + torch.matmul(g, vv_t.transpose(-2, -1))
+        - (g_t * o + g * o_t).sum(-1, keepdim=True)
+    )
+    ds_t = p * s_t * r + p * r_t
+    return ds_t.sum_to_size(result.shape).to(result.dtype)
+
+
 def elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result):
     """d elu_backward(g, ...) / d self_or_result, divided by g, element-wise. With the
     input x (is_result False) it is elu's second derivative: input_scale**2 *
@@ -876,6 +1355,66 @@ def bce_cross_derivative(self, weight):
     """
     d = -(self * (1 - self)).clamp_min(1e-12).reciprocal()
     return d if weight is None else d * weight
+
+
+def transposed_convolution_backward_grads(
+    grad_self,
+    grad_weight,
+    self,
+    grad_output,
+    weight,
+    padding,
+    output_padding,
+    stride,
+    dilation,
+    groups,
+):
+    """The gradients [self, grad_output, weight] of a transposed convolution's backward
+    (`mps_convolution_transpose_backward`: grad_output's gradients in self and
+    weight, which are linear in grad_output and in the other argument), from
+    those of its two outputs (None: zeros): with T(x, w) the transposed
+    convolution, both outputs come from the pairing <g, T(x, w)>, so
+    grad_output's is T(grad_self, w) + T(x, grad_weight), self's the input
+    gradient of T at weight grad_weight and weight's the weight gradient of T at
+    input grad_self.
+
+    C++:
+    transposed_convolution_backward_grads(Tensor grad_self, Tensor grad_weight, Tensor self, Tensor grad_output, Tensor weight, int[] padding, int[] output_padding, int[] stride, int[] dilation, int groups) -> Tensor[]
+    """
+    gs = or_zeros(grad_self, self)
+    gw = or_zeros(grad_weight, weight)
+    bar_grad_output = torch.ops.aten.convolution(
+        gs, weight, None, stride, padding, dilation, True, output_padding, groups
+    ) + torch.ops.aten.convolution(
+        self, gw, None, stride, padding, dilation, True, output_padding, groups
+    )
+    bar_self = torch.ops.aten.convolution_backward(
+        grad_output,
+        self,
+        gw,
+        None,
+        stride,
+        padding,
+        dilation,
+        True,
+        output_padding,
+        groups,
+        [True, False, False],
+    )[0]
+    bar_weight = torch.ops.aten.convolution_backward(
+        grad_output,
+        gs,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        True,
+        output_padding,
+        groups,
+        [False, True, False],
+    )[1]
+    return [bar_self, bar_grad_output, bar_weight]
 
 
 def as_real_like(t, like):
@@ -1142,6 +1681,377 @@ def ctc_loss_log_probs_grad(
         live = live & neg_log_likelihood.isfinite().unsqueeze(0)
     scale = torch.where(live, grad.unsqueeze(0), torch.zeros_like(grad).unsqueeze(0))
     return native - log_probs.exp() * scale.unsqueeze(-1)
+
+
+def fused_cell_gates(gates, bias):
+    """A fused cell's gate pre-activations with their bias (broadcast over the batch)
+    added where it has one.
+
+    C++:
+    fused_cell_gates(Tensor gates, Tensor bias) -> Tensor
+    """
+    if bias is None:
+        return gates
+    return gates + bias
+
+
+def fused_cell_bias_grad(grad_gates, bias):
+    """A fused cell's bias gradient: the gates' summed over the batch; None without a
+    bias.
+
+    C++:
+    fused_cell_bias_grad(Tensor grad_gates, Tensor bias) -> Tensor
+    """
+    if bias is None:
+        return None
+    return grad_gates.sum(0)
+
+
+def or_zeros(t, like):
+    """`t`, or zeros like `like` where `t` is None (an absent gradient).
+
+    C++:
+    or_zeros(Tensor t, Tensor like) -> Tensor
+    """
+    if t is None:
+        return torch.zeros_like(like)
+    return t
+
+
+def fused_lstm_cell_tangents(
+    input_gates_t,
+    hidden_gates_t,
+    cx_t,
+    input_bias_t,
+    hidden_bias_t,
+    input_gates,
+    hidden_gates,
+    cx,
+    input_bias,
+    hidden_bias,
+):
+    """The tangents [hy_t, cy_t, workspace_t] of `_thnn_fused_lstm_cell` (see the
+    family's comment), differentiated in every input; the gates are recomputed
+    from the inputs.
+
+    C++:
+    fused_lstm_cell_tangents(Tensor input_gates_t, Tensor hidden_gates_t, Tensor cx_t, Tensor input_bias_t, Tensor hidden_bias_t, Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+    """
+    gates = fused_cell_gates(input_gates, input_bias) + fused_cell_gates(
+        hidden_gates, hidden_bias
+    )
+    gates_t = fused_cell_gates(input_gates_t, input_bias_t) + fused_cell_gates(
+        hidden_gates_t, hidden_bias_t
+    )
+    i, f, g, o = gates.chunk(4, 1)
+    i_t, f_t, g_t, o_t = gates_t.chunk(4, 1)
+    ig = i.sigmoid()
+    fg = f.sigmoid()
+    cg = g.tanh()
+    og = o.sigmoid()
+    ig_t = i_t * ig * (1 - ig)
+    fg_t = f_t * fg * (1 - fg)
+    cg_t = g_t * (1 - cg * cg)
+    og_t = o_t * og * (1 - og)
+    cy = fg * cx + ig * cg
+    cy_t = fg_t * cx + fg * cx_t + ig_t * cg + ig * cg_t
+    tc = cy.tanh()
+    hy_t = og_t * tc + og * (1 - tc * tc) * cy_t
+    return [hy_t, cy_t, torch.cat([ig_t, fg_t, cg_t, og_t], 1)]
+
+
+def fused_lstm_cell_grads(
+    grad_hy,
+    grad_cy,
+    grad_workspace,
+    input_gates,
+    hidden_gates,
+    cx,
+    input_bias,
+    hidden_bias,
+):
+    """The gradients [input_gates, hidden_gates, cx, input_bias, hidden_bias] of
+    `_thnn_fused_lstm_cell` from those of hy, cy and the workspace (each may be
+    None); the biases' None without biases.
+
+    C++:
+    fused_lstm_cell_grads(Tensor grad_hy, Tensor grad_cy, Tensor grad_workspace, Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+    """
+    gates = fused_cell_gates(input_gates, input_bias) + fused_cell_gates(
+        hidden_gates, hidden_bias
+    )
+    i, f, g, o = gates.chunk(4, 1)
+    ig = i.sigmoid()
+    fg = f.sigmoid()
+    cg = g.tanh()
+    og = o.sigmoid()
+    tc = (fg * cx + ig * cg).tanh()
+    ghy = or_zeros(grad_hy, cx)
+    gcx = ghy * og * (1 - tc * tc) + or_zeros(grad_cy, cx)
+    wi, wf, wg, wo = or_zeros(grad_workspace, gates).chunk(4, 1)
+    grad_gates = torch.cat(
+        [
+            (gcx * cg + wi) * ig * (1 - ig),
+            (gcx * cx + wf) * fg * (1 - fg),
+            (gcx * ig + wg) * (1 - cg * cg),
+            (ghy * tc + wo) * og * (1 - og),
+        ],
+        1,
+    )
+    return [
+        grad_gates,
+        grad_gates,
+        gcx * fg,
+        fused_cell_bias_grad(grad_gates, input_bias),
+        fused_cell_bias_grad(grad_gates, hidden_bias),
+    ]
+
+
+def fused_lstm_cell_backward_tangents(
+    grad_hy_t,
+    grad_cy_t,
+    cx_t,
+    cy_t,
+    workspace_t,
+    grad_hy,
+    grad_cy,
+    cx,
+    cy,
+    workspace,
+    has_bias,
+):
+    """The tangents [grad_gates_t, grad_cx_t, grad_bias_t] of
+    `_thnn_fused_lstm_cell_backward_impl`, the LSTM cell's backward kernel: from
+    the activated gates in the workspace, gcx = grad_hy sigmoid(o) (1 -
+    tanh(cy)^2) + grad_cy, grad_gates = [gcx tanh(g) di, gcx cx df, gcx
+    sigmoid(i) dg, grad_hy tanh(cy) do] (di, df, do: sigmoid's derivative at i,
+    f, o; dg: tanh's at g), grad_cx = gcx sigmoid(f), grad_bias = grad_gates
+    summed over the batch; differentiated in every input.
+
+    C++:
+    fused_lstm_cell_backward_tangents(Tensor grad_hy_t, Tensor grad_cy_t, Tensor cx_t, Tensor cy_t, Tensor workspace_t, Tensor grad_hy, Tensor grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> Tensor[]
+    """
+    ig, fg, cg, og = workspace.chunk(4, 1)
+    ig_t, fg_t, cg_t, og_t = workspace_t.chunk(4, 1)
+    ghy = or_zeros(grad_hy, cx)
+    ghy_t = or_zeros(grad_hy_t, cx)
+    tc = cy.tanh()
+    tc_t = (1 - tc * tc) * cy_t
+    gcx = ghy * og * (1 - tc * tc) + or_zeros(grad_cy, cx)
+    gcx_t = (
+        (ghy_t * og + ghy * og_t) * (1 - tc * tc)
+        - 2 * ghy * og * tc * tc_t
+        + or_zeros(grad_cy_t, cx)
+    )
+    di = ig * (1 - ig)
+    df = fg * (1 - fg)
+    dg = 1 - cg * cg
+    d_o = og * (1 - og)
+    grad_gates_t = torch.cat(
+        [
+            (gcx_t * cg + gcx * cg_t) * di + gcx * cg * ig_t * (1 - 2 * ig),
+            (gcx_t * cx + gcx * cx_t) * df + gcx * cx * fg_t * (1 - 2 * fg),
+            (gcx_t * ig + gcx * ig_t) * dg - 2 * gcx * ig * cg * cg_t,
+            (ghy_t * tc + ghy * tc_t) * d_o + ghy * tc * og_t * (1 - 2 * og),
+        ],
+        1,
+    )
+    grad_bias_t = grad_gates_t.sum(0) if has_bias else None
+    return [grad_gates_t, gcx_t * fg + gcx * fg_t, grad_bias_t]
+
+
+def fused_lstm_cell_backward_grads(
+    grad_grad_gates, grad_grad_cx, grad_grad_bias, grad_hy, grad_cy, cx, cy, workspace
+):
+    """The gradients [grad_hy, grad_cy, cx, cy, workspace] of
+    `_thnn_fused_lstm_cell_backward_impl` (see
+    `fused_lstm_cell_backward_tangents`) from those of its outputs grad_gates,
+    grad_cx and grad_bias (each may be None).
+
+    C++:
+    fused_lstm_cell_backward_grads(Tensor grad_grad_gates, Tensor grad_grad_cx, Tensor grad_grad_bias, Tensor grad_hy, Tensor grad_cy, Tensor cx, Tensor cy, Tensor workspace) -> Tensor[]
+    """
+    ig, fg, cg, og = workspace.chunk(4, 1)
+    ghy = or_zeros(grad_hy, cx)
+    tc = cy.tanh()
+    dtc = 1 - tc * tc
+    gcx = ghy * og * dtc + or_zeros(grad_cy, cx)
+    total = or_zeros(grad_grad_gates, workspace)
+    if grad_grad_bias is not None:
+        total = total + grad_grad_bias
+    wi, wf, wg, wo = total.chunk(4, 1)
+    wc = or_zeros(grad_grad_cx, cx)
+    di = ig * (1 - ig)
+    df = fg * (1 - fg)
+    dg = 1 - cg * cg
+    d_o = og * (1 - og)
+    bar_gcx = wi * cg * di + wf * cx * df + wg * ig * dg + wc * fg
+    bar_workspace = torch.cat(
+        [
+            wi * gcx * cg * (1 - 2 * ig) + wg * gcx * dg,
+            wf * gcx * cx * (1 - 2 * fg) + wc * gcx,
+            wi * gcx * di - 2 * wg * gcx * ig * cg,
+            bar_gcx * ghy * dtc + wo * ghy * tc * (1 - 2 * og),
+        ],
+        1,
+    )
+    bar_cy = (wo * ghy * d_o - 2 * bar_gcx * ghy * og * tc) * dtc
+    return [
+        bar_gcx * og * dtc + wo * tc * d_o,
+        bar_gcx,
+        wf * gcx * df,
+        bar_cy,
+        bar_workspace,
+    ]
+
+
+def fused_gru_cell_tangents(
+    input_gates_t,
+    hidden_gates_t,
+    hx_t,
+    input_bias_t,
+    hidden_bias_t,
+    input_gates,
+    hidden_gates,
+    hx,
+    input_bias,
+    hidden_bias,
+):
+    """The tangents [hy_t, workspace_t] of `_thnn_fused_gru_cell` (see the family's
+    comment), differentiated in every input (the reset gate scales the hidden
+    share of n, its bias included).
+
+    C++:
+    fused_gru_cell_tangents(Tensor input_gates_t, Tensor hidden_gates_t, Tensor hx_t, Tensor input_bias_t, Tensor hidden_bias_t, Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+    """
+    xr, xz, xn = fused_cell_gates(input_gates, input_bias).chunk(3, 1)
+    hr, hz, hn = fused_cell_gates(hidden_gates, hidden_bias).chunk(3, 1)
+    xr_t, xz_t, xn_t = fused_cell_gates(input_gates_t, input_bias_t).chunk(3, 1)
+    hr_t, hz_t, hn_t = fused_cell_gates(hidden_gates_t, hidden_bias_t).chunk(3, 1)
+    r = (xr + hr).sigmoid()
+    z = (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    r_t = (xr_t + hr_t) * r * (1 - r)
+    z_t = (xz_t + hz_t) * z * (1 - z)
+    n_t = (xn_t + r_t * hn + r * hn_t) * (1 - n * n)
+    hy_t = n_t + z_t * (hx - n) + z * (hx_t - n_t)
+    return [hy_t, torch.cat([r_t, z_t, n_t, hx_t, hn_t], 1)]
+
+
+def fused_gru_cell_grads(
+    grad_hy, grad_workspace, input_gates, hidden_gates, hx, input_bias, hidden_bias
+):
+    """The gradients [input_gates, hidden_gates, hx, input_bias, hidden_bias] of
+    `_thnn_fused_gru_cell` from those of hy and the workspace (each may be
+    None); the biases' None without biases.
+
+    C++:
+    fused_gru_cell_grads(Tensor grad_hy, Tensor grad_workspace, Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+    """
+    xr, xz, xn = fused_cell_gates(input_gates, input_bias).chunk(3, 1)
+    hr, hz, hn = fused_cell_gates(hidden_gates, hidden_bias).chunk(3, 1)
+    r = (xr + hr).sigmoid()
+    z = (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    ghy = or_zeros(grad_hy, hx)
+    wr, wz, wn, whx, whn = or_zeros(
+        grad_workspace, torch.cat([hx, hx, hx, hx, hx], 1)
+    ).chunk(5, 1)
+    gn = (ghy * (1 - z) + wn) * (1 - n * n)
+    gz = (ghy * (hx - n) + wz) * z * (1 - z)
+    gr = (gn * hn + wr) * r * (1 - r)
+    grad_input_gates = torch.cat([gr, gz, gn], 1)
+    grad_hidden_gates = torch.cat([gr, gz, gn * r + whn], 1)
+    return [
+        grad_input_gates,
+        grad_hidden_gates,
+        ghy * z + whx,
+        fused_cell_bias_grad(grad_input_gates, input_bias),
+        fused_cell_bias_grad(grad_hidden_gates, hidden_bias),
+    ]
+
+
+def fused_gru_cell_backward_tangents(
+    grad_hy_t, workspace_t, grad_hy, workspace, has_bias
+):
+    """The tangents of `_thnn_fused_gru_cell_backward`'s five outputs
+    [grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias,
+    grad_hidden_bias], the GRU cell's backward kernel: from r, z, n, hx, hn in
+    the workspace, gn = grad_hy (1 - z) (1 - n^2), gz = grad_hy (hx - n) z (1 -
+    z), gr = gn hn r (1 - r); grad_input_gates = [gr, gz, gn], grad_hidden_gates
+    = [gr, gz, gn r], grad_hx = grad_hy z, the biases' those summed over the
+    batch; differentiated in every input.
+
+    C++:
+    fused_gru_cell_backward_tangents(Tensor grad_hy_t, Tensor workspace_t, Tensor grad_hy, Tensor workspace, bool has_bias) -> Tensor[]
+    """
+    r, z, n, hx, hn = workspace.chunk(5, 1)
+    r_t, z_t, n_t, hx_t, hn_t = workspace_t.chunk(5, 1)
+    go = grad_hy
+    go_t = grad_hy_t
+    dn = 1 - n * n
+    gn = go * (1 - z) * dn
+    gn_t = (go_t * (1 - z) - go * z_t) * dn - 2 * go * (1 - z) * n * n_t
+    dz = z * (1 - z)
+    gz_t = (go_t * (hx - n) + go * (hx_t - n_t)) * dz + go * (hx - n) * z_t * (
+        1 - 2 * z
+    )
+    dr = r * (1 - r)
+    gr_t = (gn_t * hn + gn * hn_t) * dr + gn * hn * r_t * (1 - 2 * r)
+    input_t = torch.cat([gr_t, gz_t, gn_t], 1)
+    hidden_t = torch.cat([gr_t, gz_t, gn_t * r + gn * r_t], 1)
+    input_bias_t = input_t.sum(0) if has_bias else None
+    hidden_bias_t = hidden_t.sum(0) if has_bias else None
+    return [input_t, hidden_t, go_t * z + go * z_t, input_bias_t, hidden_bias_t]
+
+
+def fused_gru_cell_backward_grads(
+    grad_grad_input_gates,
+    grad_grad_hidden_gates,
+    grad_grad_hx,
+    grad_grad_input_bias,
+    grad_grad_hidden_bias,
+    grad_hy,
+    workspace,
+):
+    """The gradients [grad_hy, workspace] of `_thnn_fused_gru_cell_backward` (see
+    `fused_gru_cell_backward_tangents`) from those of its five outputs (each may
+    be None).
+
+    C++:
+    fused_gru_cell_backward_grads(Tensor grad_grad_input_gates, Tensor grad_grad_hidden_gates, Tensor grad_grad_hx, Tensor grad_grad_input_bias, Tensor grad_grad_hidden_bias, Tensor grad_hy, Tensor workspace) -> Tensor[]
+    """
+    r, z, n, hx, hn = workspace.chunk(5, 1)
+    go = grad_hy
+    gates = torch.cat([hx, hx, hx], 1)
+    a = or_zeros(grad_grad_input_gates, gates)
+    if grad_grad_input_bias is not None:
+        a = a + grad_grad_input_bias
+    h = or_zeros(grad_grad_hidden_gates, gates)
+    if grad_grad_hidden_bias is not None:
+        h = h + grad_grad_hidden_bias
+    ar, az, an = a.chunk(3, 1)
+    hr, hz, hn_bar = h.chunk(3, 1)
+    wx = or_zeros(grad_grad_hx, hx)
+    dn = 1 - n * n
+    dz = z * (1 - z)
+    dr = r * (1 - r)
+    gn = go * (1 - z) * dn
+    bar_r_total = ar + hr
+    bar_z_total = az + hz
+    bar_gn = an + hn_bar * r + bar_r_total * hn * dr
+    bar_go = bar_gn * (1 - z) * dn + bar_z_total * (hx - n) * dz + wx * z
+    bar_workspace = torch.cat(
+        [
+            hn_bar * gn + bar_r_total * gn * hn * (1 - 2 * r),
+            -bar_gn * go * dn + bar_z_total * go * (hx - n) * (1 - 2 * z) + wx * go,
+            -2 * bar_gn * go * (1 - z) * n - bar_z_total * go * dz,
+            bar_z_total * go * dz,
+            bar_r_total * gn * dr,
+        ],
+        1,
+    )
+    return [bar_go, bar_workspace]
 
 
 def offdiag(x):
@@ -1569,7 +2479,8 @@ def det_or_limit(det, LU, pivots):
     det_or_limit(Tensor det, Tensor LU, Tensor pivots) -> Tensor
     """
     k = LU.shape[-1]
-    swaps = (pivots != torch.arange(1, k + 1, dtype=pivots.dtype)).sum(-1)
+    positions = pivots.new_ones([k]).cumsum(0)  # 1 .. k, on pivots' device
+    swaps = (pivots != positions).sum(-1)
     sign = (1 - 2 * torch.remainder(swaps, 2)).to(LU.dtype)
     nudged = sign * lu_nonsingular(LU).diagonal(0, -2, -1).prod(-1)
     return torch.where(det == 0, nudged, det)

@@ -40,9 +40,12 @@ from dualgen.formulas import (
     ctc_loss_log_probs_grad,
     det_lu_tangent,
     det_tangent,
+    device_attention_backward_bias_tangent,
+    device_attention_backward_tangent,
     device_attention_tangent,
     dist_tangent,
     dropout_scale,
+    efficient_forward_tangents,
     eig_tangents,
     eigh_tangents,
     elu_second_derivative,
@@ -54,7 +57,12 @@ from dualgen.formulas import (
     finite_parts,
     flash_attention_backward_tangent,
     flash_attention_tangent,
+    flash_forward_tangents,
     foreach_norm_tangents,
+    fused_gru_cell_backward_tangents,
+    fused_gru_cell_tangents,
+    fused_lstm_cell_backward_tangents,
+    fused_lstm_cell_tangents,
     gather_reduced,
     gather_selected,
     gelu_second_derivative,
@@ -10088,10 +10096,26 @@ def native_group_norm_backward_default(
     # functional, derivatives.yaml entry native_group_norm_backward
     # result0: norm_backward_tangent(0, result0, "group", [grad_out_t, input_t, weight_t, mean_t, rstd_t], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
     if weight_t is not None:
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        mean_t = torch.zeros_like(mean_p) if mean_t is None else mean_t
-        rstd_t = torch.zeros_like(rstd_p) if rstd_t is None else rstd_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        mean_t = (
+            torch.zeros_like(mean_p)
+            if mean_t is None and mean_p is not None
+            else mean_t
+        )
+        rstd_t = (
+            torch.zeros_like(rstd_p)
+            if rstd_t is None and rstd_p is not None
+            else rstd_t
+        )
         result0_t = norm_backward_tangent(
             0,
             result0,
@@ -10106,10 +10130,26 @@ def native_group_norm_backward_default(
         or mean_t is not None
         or rstd_t is not None
     ):
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        mean_t = torch.zeros_like(mean_p) if mean_t is None else mean_t
-        rstd_t = torch.zeros_like(rstd_p) if rstd_t is None else rstd_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        mean_t = (
+            torch.zeros_like(mean_p)
+            if mean_t is None and mean_p is not None
+            else mean_t
+        )
+        rstd_t = (
+            torch.zeros_like(rstd_p)
+            if rstd_t is None and rstd_p is not None
+            else rstd_t
+        )
         result0_t = norm_backward_tangent(
             0,
             result0,
@@ -10627,6 +10667,198 @@ def _convolution_default(
         return conform(channel_view(bias_t, result.dim()), result)
     else:
         return None
+
+
+def _mps_convolution_transpose_default(
+    self_p,
+    weight_p,
+    padding,
+    output_padding,
+    stride,
+    dilation,
+    groups,
+    self_t,
+    weight_t,
+    result,
+):
+    """aten::_mps_convolution_transpose(Tensor self, Tensor weight, SymInt[] padding, SymInt[] output_padding, SymInt[] stride, SymInt[] dilation, SymInt groups) -> Tensor"""
+    # functional, derivatives.yaml entry _mps_convolution_transpose
+    # result: torch.ops.aten._mps_convolution_transpose(self_t, weight_p, padding, output_padding, stride, dilation, groups) + torch.ops.aten._mps_convolution_transpose(self_p, weight_t, padding, output_padding, stride, dilation, groups)
+    if self_t is not None and weight_t is not None:
+        return torch.ops.aten._mps_convolution_transpose(
+            self_t, weight_p, padding, output_padding, stride, dilation, groups
+        ) + torch.ops.aten._mps_convolution_transpose(
+            self_p, weight_t, padding, output_padding, stride, dilation, groups
+        )
+    elif self_t is not None:
+        return conform(
+            torch.ops.aten._mps_convolution_transpose(
+                self_t, weight_p, padding, output_padding, stride, dilation, groups
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            torch.ops.aten._mps_convolution_transpose(
+                self_p, weight_t, padding, output_padding, stride, dilation, groups
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def mps_convolution_transpose_backward_default(
+    self_p,
+    grad_output_p,
+    weight_p,
+    padding,
+    output_padding,
+    stride,
+    dilation,
+    groups,
+    output_mask,
+    self_t,
+    grad_output_t,
+    weight_t,
+    result0,
+    result1,
+):
+    """aten::mps_convolution_transpose_backward(Tensor self, Tensor grad_output, Tensor weight, SymInt[] padding, SymInt[] output_padding, SymInt[] stride, SymInt[] dilation, SymInt groups, bool[2] output_mask) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry mps_convolution_transpose_backward
+    # result0: torch.ops.aten.convolution_backward(grad_output_t, self_p, weight_p, None, stride, padding, dilation, True, output_padding, groups, [True, False, False])[0] + torch.ops.aten.convolution_backward(grad_output_p, self_p, weight_t, None, stride, padding, dilation, True, output_padding, groups, [True, False, False])[0]
+    if grad_output_t is not None and weight_t is not None:
+        result0_t = (
+            torch.ops.aten.convolution_backward(
+                grad_output_t,
+                self_p,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [True, False, False],
+            )[0]
+            + torch.ops.aten.convolution_backward(
+                grad_output_p,
+                self_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [True, False, False],
+            )[0]
+        )
+    elif grad_output_t is not None:
+        result0_t = conform(
+            torch.ops.aten.convolution_backward(
+                grad_output_t,
+                self_p,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [True, False, False],
+            )[0],
+            result0,
+        )
+    elif weight_t is not None:
+        result0_t = conform(
+            torch.ops.aten.convolution_backward(
+                grad_output_p,
+                self_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [True, False, False],
+            )[0],
+            result0,
+        )
+    else:
+        result0_t = None
+    # result1: torch.ops.aten.convolution_backward(grad_output_t, self_p, weight_p, None, stride, padding, dilation, True, output_padding, groups, [False, True, False])[1] + torch.ops.aten.convolution_backward(grad_output_p, self_t, weight_p, None, stride, padding, dilation, True, output_padding, groups, [False, True, False])[1]
+    if self_t is not None and grad_output_t is not None:
+        result1_t = (
+            torch.ops.aten.convolution_backward(
+                grad_output_t,
+                self_p,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [False, True, False],
+            )[1]
+            + torch.ops.aten.convolution_backward(
+                grad_output_p,
+                self_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [False, True, False],
+            )[1]
+        )
+    elif self_t is not None:
+        result1_t = conform(
+            torch.ops.aten.convolution_backward(
+                grad_output_p,
+                self_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [False, True, False],
+            )[1],
+            result1,
+        )
+    elif grad_output_t is not None:
+        result1_t = conform(
+            torch.ops.aten.convolution_backward(
+                grad_output_t,
+                self_p,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                True,
+                output_padding,
+                groups,
+                [False, True, False],
+            )[1],
+            result1,
+        )
+    else:
+        result1_t = None
+    return result0_t, result1_t
 
 
 def _unsafe_index_Tensor(self_p, indices_p, self_t, result):
@@ -12226,6 +12458,1281 @@ def _scaled_dot_product_cudnn_attention_default(
     return output_t, logsumexp_t, None, None, None, None, None, None, None
 
 
+def _scaled_dot_product_flash_attention_backward_default(
+    grad_out_p,
+    query_p,
+    key_p,
+    value_p,
+    out_p,
+    logsumexp_p,
+    cum_seq_q_p,
+    cum_seq_k_p,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    philox_seed_p,
+    philox_offset_p,
+    scale,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    grad_query,
+    grad_key,
+    grad_value,
+):
+    """aten::_scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor philox_seed, Tensor philox_offset, *, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_backward
+    # grad_query: device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+    if (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        grad_query_t = device_attention_backward_tangent(
+            0,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            None,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            None,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        grad_query_t = None
+    # grad_key: device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+    if (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        grad_key_t = device_attention_backward_tangent(
+            1,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            None,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            None,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        grad_key_t = None
+    # grad_value: device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+    if (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        grad_value_t = device_attention_backward_tangent(
+            2,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            None,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            None,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        grad_value_t = None
+    return grad_query_t, grad_key_t, grad_value_t
+
+
+def _scaled_dot_product_efficient_attention_backward_default(
+    grad_out__p,
+    query_p,
+    key_p,
+    value_p,
+    attn_bias_p,
+    out_p,
+    logsumexp_p,
+    philox_seed_p,
+    philox_offset_p,
+    dropout_p,
+    grad_input_mask,
+    is_causal,
+    scale,
+    grad_out__t,
+    query_t,
+    key_t,
+    value_t,
+    attn_bias_t,
+    out_t,
+    logsumexp_t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_scaled_dot_product_efficient_attention_backward(Tensor grad_out_, Tensor query, Tensor key, Tensor value, Tensor attn_bias, Tensor out, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, float dropout_p, bool[4] grad_input_mask, bool is_causal=False, *, float? scale=None) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_efficient_attention_backward
+    # result0: device_attention_backward_tangent(0, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+    if (
+        attn_bias_t is not None
+        or grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        attn_bias_t = (
+            torch.zeros_like(attn_bias_p)
+            if attn_bias_t is None and attn_bias_p is not None
+            else attn_bias_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result0_t = device_attention_backward_tangent(
+            0,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_bias_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_bias_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        result0_t = None
+    # result1: device_attention_backward_tangent(1, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+    if (
+        attn_bias_t is not None
+        or grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        attn_bias_t = (
+            torch.zeros_like(attn_bias_p)
+            if attn_bias_t is None and attn_bias_p is not None
+            else attn_bias_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result1_t = device_attention_backward_tangent(
+            1,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_bias_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_bias_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        result1_t = None
+    # result2: device_attention_backward_tangent(2, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+    if (
+        attn_bias_t is not None
+        or grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        attn_bias_t = (
+            torch.zeros_like(attn_bias_p)
+            if attn_bias_t is None and attn_bias_p is not None
+            else attn_bias_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result2_t = device_attention_backward_tangent(
+            2,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_bias_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_bias_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        result2_t = None
+    # result3: device_attention_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, is_causal, scale)
+    if (
+        attn_bias_t is not None
+        or grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        attn_bias_t = (
+            torch.zeros_like(attn_bias_p)
+            if attn_bias_t is None and attn_bias_p is not None
+            else attn_bias_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result3_t = device_attention_backward_bias_tangent(
+            result3,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_bias_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_bias_p,
+            is_causal,
+            scale,
+        )
+    else:
+        result3_t = None
+    return result0_t, result1_t, result2_t, result3_t
+
+
+def _scaled_dot_product_cudnn_attention_backward_default(
+    grad_out_p,
+    query_p,
+    key_p,
+    value_p,
+    out_p,
+    logsumexp_p,
+    philox_seed_p,
+    philox_offset_p,
+    attn_bias_p,
+    cum_seq_q_p,
+    cum_seq_k_p,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    scale,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    attn_bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_scaled_dot_product_cudnn_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, Tensor attn_bias, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, *, float? scale=None) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_cudnn_attention_backward
+    # result0: device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+    if (
+        attn_bias_t is not None
+        or grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        attn_bias_t = (
+            torch.zeros_like(attn_bias_p)
+            if attn_bias_t is None and attn_bias_p is not None
+            else attn_bias_t
+        )
+        result0_t = device_attention_backward_tangent(
+            0,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_bias_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_bias_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        result0_t = None
+    # result1: device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+    if (
+        attn_bias_t is not None
+        or grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        attn_bias_t = (
+            torch.zeros_like(attn_bias_p)
+            if attn_bias_t is None and attn_bias_p is not None
+            else attn_bias_t
+        )
+        result1_t = device_attention_backward_tangent(
+            1,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_bias_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_bias_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        result1_t = None
+    # result2: device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+    if (
+        attn_bias_t is not None
+        or grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        attn_bias_t = (
+            torch.zeros_like(attn_bias_p)
+            if attn_bias_t is None and attn_bias_p is not None
+            else attn_bias_t
+        )
+        result2_t = device_attention_backward_tangent(
+            2,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            attn_bias_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            attn_bias_p,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
+
+
+def _flash_attention_forward_default(
+    query_p,
+    key_p,
+    value_p,
+    cum_seq_q_p,
+    cum_seq_k_p,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    return_debug_mask,
+    scale,
+    window_size_left,
+    window_size_right,
+    seqused_k_p,
+    alibi_slopes_p,
+    block_table_p,
+    num_splits,
+    query_t,
+    key_t,
+    value_t,
+    output,
+    softmax_logsumexp,
+    rng_state,
+    unused,
+    debug_attn_mask,
+):
+    """aten::_flash_attention_forward(Tensor query, Tensor key, Tensor value, Tensor? cum_seq_q, Tensor? cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, bool return_debug_mask, *, float? scale=None, SymInt? window_size_left=None, SymInt? window_size_right=None, Tensor? seqused_k=None, Tensor? alibi_slopes=None, Tensor? block_table=None, int? num_splits=None) -> (Tensor output, Tensor softmax_logsumexp, Tensor rng_state, Tensor unused, Tensor debug_attn_mask)"""
+    # functional, derivatives.yaml entry _flash_attention_forward
+    # output: flash_forward_tangents(query_t, key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p)[0]
+    # softmax_logsumexp: flash_forward_tangents(query_t, key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p)[1]
+    if query_t is not None and key_t is not None and value_t is not None:
+        shared_tangents = flash_forward_tangents(
+            query_t,
+            key_t,
+            value_t,
+            query_p,
+            key_p,
+            value_p,
+            output,
+            softmax_logsumexp,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+            seqused_k_p,
+            alibi_slopes_p,
+            block_table_p,
+        )
+        output_t = shared_tangents[0]
+        softmax_logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None:
+        shared_tangents = flash_forward_tangents(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            query_p,
+            key_p,
+            value_p,
+            output,
+            softmax_logsumexp,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+            seqused_k_p,
+            alibi_slopes_p,
+            block_table_p,
+        )
+        output_t = shared_tangents[0]
+        softmax_logsumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None:
+        shared_tangents = flash_forward_tangents(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            query_p,
+            key_p,
+            value_p,
+            output,
+            softmax_logsumexp,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+            seqused_k_p,
+            alibi_slopes_p,
+            block_table_p,
+        )
+        output_t = shared_tangents[0]
+        softmax_logsumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None:
+        shared_tangents = flash_forward_tangents(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            query_p,
+            key_p,
+            value_p,
+            output,
+            softmax_logsumexp,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+            seqused_k_p,
+            alibi_slopes_p,
+            block_table_p,
+        )
+        output_t = shared_tangents[0]
+        softmax_logsumexp_t = shared_tangents[1]
+    elif query_t is not None:
+        shared_tangents = flash_forward_tangents(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            query_p,
+            key_p,
+            value_p,
+            output,
+            softmax_logsumexp,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+            seqused_k_p,
+            alibi_slopes_p,
+            block_table_p,
+        )
+        output_t = shared_tangents[0]
+        softmax_logsumexp_t = shared_tangents[1]
+    elif key_t is not None:
+        shared_tangents = flash_forward_tangents(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            query_p,
+            key_p,
+            value_p,
+            output,
+            softmax_logsumexp,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+            seqused_k_p,
+            alibi_slopes_p,
+            block_table_p,
+        )
+        output_t = shared_tangents[0]
+        softmax_logsumexp_t = shared_tangents[1]
+    elif value_t is not None:
+        shared_tangents = flash_forward_tangents(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            query_p,
+            key_p,
+            value_p,
+            output,
+            softmax_logsumexp,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+            seqused_k_p,
+            alibi_slopes_p,
+            block_table_p,
+        )
+        output_t = shared_tangents[0]
+        softmax_logsumexp_t = shared_tangents[1]
+    else:
+        output_t = None
+        softmax_logsumexp_t = None
+    return output_t, softmax_logsumexp_t, None, None, None
+
+
+def _efficient_attention_forward_default(
+    query_p,
+    key_p,
+    value_p,
+    bias_p,
+    cu_seqlens_q_p,
+    cu_seqlens_k_p,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p,
+    custom_mask_type,
+    compute_log_sumexp,
+    scale,
+    seqlen_k_p,
+    window_size,
+    query_t,
+    key_t,
+    value_t,
+    bias_t,
+    output,
+    logsumexp,
+    philox_seed,
+    philox_offset,
+    max_seqlen_batch_q,
+    max_seqlen_batch_k,
+):
+    """aten::_efficient_attention_forward(Tensor query, Tensor key, Tensor value, Tensor? bias, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, SymInt? max_seqlen_q, SymInt? max_seqlen_k, float dropout_p, int custom_mask_type, bool compute_log_sumexp=False, *, float? scale=None, Tensor? seqlen_k=None, int? window_size=None) -> (Tensor output, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, SymInt max_seqlen_batch_q, SymInt max_seqlen_batch_k)"""
+    # functional, derivatives.yaml entry _efficient_attention_forward
+    # output: efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size)[0]
+    # logsumexp: efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size)[1]
+    if (
+        query_t is not None
+        and key_t is not None
+        and value_t is not None
+        and bias_t is not None
+    ):
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            key_t,
+            value_t,
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None and value_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            key_t,
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None and bias_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None and bias_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None and bias_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and key_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            key_t,
+            torch.zeros_like(value_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and value_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            torch.zeros_like(key_p),
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None and bias_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None and value_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            torch.zeros_like(query_p),
+            key_t,
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None and bias_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif value_t is not None and bias_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif query_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            query_t,
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif key_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            torch.zeros_like(query_p),
+            key_t,
+            torch.zeros_like(value_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif value_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    elif bias_t is not None:
+        shared_tangents = efficient_forward_tangents(
+            torch.zeros_like(query_p),
+            torch.zeros_like(key_p),
+            torch.zeros_like(value_p),
+            bias_t,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            output,
+            logsumexp,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            seqlen_k_p,
+            window_size,
+        )
+        output_t = shared_tangents[0]
+        logsumexp_t = shared_tangents[1]
+    else:
+        output_t = None
+        logsumexp_t = None
+    return output_t, logsumexp_t, None, None, None, None
+
+
 def _scaled_dot_product_flash_attention_for_cpu_backward_default(
     grad_out_p,
     query_p,
@@ -12252,13 +13759,31 @@ def _scaled_dot_product_flash_attention_for_cpu_backward_default(
     # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_for_cpu_backward
     # grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
     if attn_mask_t is not None:
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
         logsumexp_t = (
-            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
         )
         grad_query_t = flash_attention_backward_tangent(
             0,
@@ -12288,13 +13813,31 @@ def _scaled_dot_product_flash_attention_for_cpu_backward_default(
         or query_t is not None
         or value_t is not None
     ):
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
         logsumexp_t = (
-            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
         )
         grad_query_t = flash_attention_backward_tangent(
             0,
@@ -12320,13 +13863,31 @@ def _scaled_dot_product_flash_attention_for_cpu_backward_default(
         grad_query_t = None
     # grad_key: flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
     if attn_mask_t is not None:
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
         logsumexp_t = (
-            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
         )
         grad_key_t = flash_attention_backward_tangent(
             1,
@@ -12356,13 +13917,31 @@ def _scaled_dot_product_flash_attention_for_cpu_backward_default(
         or query_t is not None
         or value_t is not None
     ):
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
         logsumexp_t = (
-            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
         )
         grad_key_t = flash_attention_backward_tangent(
             1,
@@ -12388,13 +13967,31 @@ def _scaled_dot_product_flash_attention_for_cpu_backward_default(
         grad_key_t = None
     # grad_value: flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
     if attn_mask_t is not None:
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
         logsumexp_t = (
-            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
         )
         grad_value_t = flash_attention_backward_tangent(
             2,
@@ -12424,13 +14021,31 @@ def _scaled_dot_product_flash_attention_for_cpu_backward_default(
         or query_t is not None
         or value_t is not None
     ):
-        grad_out_t = torch.zeros_like(grad_out_p) if grad_out_t is None else grad_out_t
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        out_t = torch.zeros_like(out_p) if out_t is None else out_t
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
         logsumexp_t = (
-            torch.zeros_like(logsumexp_p) if logsumexp_t is None else logsumexp_t
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
         )
         grad_value_t = flash_attention_backward_tangent(
             2,
@@ -12493,18 +14108,38 @@ def _native_multi_head_attention_default(
         or query_t is not None
         or value_t is not None
     ):
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        qkv_weight_t = (
-            torch.zeros_like(qkv_weight_p) if qkv_weight_t is None else qkv_weight_t
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
         )
-        qkv_bias_t = torch.zeros_like(qkv_bias_p) if qkv_bias_t is None else qkv_bias_t
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        qkv_weight_t = (
+            torch.zeros_like(qkv_weight_p)
+            if qkv_weight_t is None and qkv_weight_p is not None
+            else qkv_weight_t
+        )
+        qkv_bias_t = (
+            torch.zeros_like(qkv_bias_p)
+            if qkv_bias_t is None and qkv_bias_p is not None
+            else qkv_bias_t
+        )
         proj_weight_t = (
-            torch.zeros_like(proj_weight_p) if proj_weight_t is None else proj_weight_t
+            torch.zeros_like(proj_weight_p)
+            if proj_weight_t is None and proj_weight_p is not None
+            else proj_weight_t
         )
         proj_bias_t = (
-            torch.zeros_like(proj_bias_p) if proj_bias_t is None else proj_bias_t
+            torch.zeros_like(proj_bias_p)
+            if proj_bias_t is None and proj_bias_p is not None
+            else proj_bias_t
         )
         result0_t = native_multi_head_attention_tangent(
             0,
@@ -12541,18 +14176,38 @@ def _native_multi_head_attention_default(
         or query_t is not None
         or value_t is not None
     ):
-        query_t = torch.zeros_like(query_p) if query_t is None else query_t
-        key_t = torch.zeros_like(key_p) if key_t is None else key_t
-        value_t = torch.zeros_like(value_p) if value_t is None else value_t
-        qkv_weight_t = (
-            torch.zeros_like(qkv_weight_p) if qkv_weight_t is None else qkv_weight_t
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
         )
-        qkv_bias_t = torch.zeros_like(qkv_bias_p) if qkv_bias_t is None else qkv_bias_t
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        qkv_weight_t = (
+            torch.zeros_like(qkv_weight_p)
+            if qkv_weight_t is None and qkv_weight_p is not None
+            else qkv_weight_t
+        )
+        qkv_bias_t = (
+            torch.zeros_like(qkv_bias_p)
+            if qkv_bias_t is None and qkv_bias_p is not None
+            else qkv_bias_t
+        )
         proj_weight_t = (
-            torch.zeros_like(proj_weight_p) if proj_weight_t is None else proj_weight_t
+            torch.zeros_like(proj_weight_p)
+            if proj_weight_t is None and proj_weight_p is not None
+            else proj_weight_t
         )
         proj_bias_t = (
-            torch.zeros_like(proj_bias_p) if proj_bias_t is None else proj_bias_t
+            torch.zeros_like(proj_bias_p)
+            if proj_bias_t is None and proj_bias_p is not None
+            else proj_bias_t
         )
         result1_t = native_multi_head_attention_tangent(
             1,
@@ -12636,48 +14291,68 @@ def _transformer_encoder_layer_fwd_default(
         or qkv_weight_t is not None
         or src_t is not None
     ):
-        src_t = torch.zeros_like(src_p) if src_t is None else src_t
-        qkv_weight_t = (
-            torch.zeros_like(qkv_weight_p) if qkv_weight_t is None else qkv_weight_t
+        src_t = (
+            torch.zeros_like(src_p) if src_t is None and src_p is not None else src_t
         )
-        qkv_bias_t = torch.zeros_like(qkv_bias_p) if qkv_bias_t is None else qkv_bias_t
+        qkv_weight_t = (
+            torch.zeros_like(qkv_weight_p)
+            if qkv_weight_t is None and qkv_weight_p is not None
+            else qkv_weight_t
+        )
+        qkv_bias_t = (
+            torch.zeros_like(qkv_bias_p)
+            if qkv_bias_t is None and qkv_bias_p is not None
+            else qkv_bias_t
+        )
         proj_weight_t = (
-            torch.zeros_like(proj_weight_p) if proj_weight_t is None else proj_weight_t
+            torch.zeros_like(proj_weight_p)
+            if proj_weight_t is None and proj_weight_p is not None
+            else proj_weight_t
         )
         proj_bias_t = (
-            torch.zeros_like(proj_bias_p) if proj_bias_t is None else proj_bias_t
+            torch.zeros_like(proj_bias_p)
+            if proj_bias_t is None and proj_bias_p is not None
+            else proj_bias_t
         )
         norm_weight_1_t = (
             torch.zeros_like(norm_weight_1_p)
-            if norm_weight_1_t is None
+            if norm_weight_1_t is None and norm_weight_1_p is not None
             else norm_weight_1_t
         )
         norm_bias_1_t = (
-            torch.zeros_like(norm_bias_1_p) if norm_bias_1_t is None else norm_bias_1_t
+            torch.zeros_like(norm_bias_1_p)
+            if norm_bias_1_t is None and norm_bias_1_p is not None
+            else norm_bias_1_t
         )
         norm_weight_2_t = (
             torch.zeros_like(norm_weight_2_p)
-            if norm_weight_2_t is None
+            if norm_weight_2_t is None and norm_weight_2_p is not None
             else norm_weight_2_t
         )
         norm_bias_2_t = (
-            torch.zeros_like(norm_bias_2_p) if norm_bias_2_t is None else norm_bias_2_t
+            torch.zeros_like(norm_bias_2_p)
+            if norm_bias_2_t is None and norm_bias_2_p is not None
+            else norm_bias_2_t
         )
         ffn_weight_1_t = (
             torch.zeros_like(ffn_weight_1_p)
-            if ffn_weight_1_t is None
+            if ffn_weight_1_t is None and ffn_weight_1_p is not None
             else ffn_weight_1_t
         )
         ffn_bias_1_t = (
-            torch.zeros_like(ffn_bias_1_p) if ffn_bias_1_t is None else ffn_bias_1_t
+            torch.zeros_like(ffn_bias_1_p)
+            if ffn_bias_1_t is None and ffn_bias_1_p is not None
+            else ffn_bias_1_t
         )
         ffn_weight_2_t = (
             torch.zeros_like(ffn_weight_2_p)
-            if ffn_weight_2_t is None
+            if ffn_weight_2_t is None and ffn_weight_2_p is not None
             else ffn_weight_2_t
         )
         ffn_bias_2_t = (
-            torch.zeros_like(ffn_bias_2_p) if ffn_bias_2_t is None else ffn_bias_2_t
+            torch.zeros_like(ffn_bias_2_p)
+            if ffn_bias_2_t is None and ffn_bias_2_p is not None
+            else ffn_bias_2_t
         )
         return transformer_encoder_layer_tangent(
             src_t,
@@ -12761,13 +14436,37 @@ def mkldnn_rnn_layer_default(
         or weight2_t is not None
         or weight3_t is not None
     ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight0_t = torch.zeros_like(weight0_p) if weight0_t is None else weight0_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx__t = torch.zeros_like(cx__p) if cx__t is None else cx__t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight0_t = (
+            torch.zeros_like(weight0_p)
+            if weight0_t is None and weight0_p is not None
+            else weight0_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx__t = (
+            torch.zeros_like(cx__p) if cx__t is None and cx__p is not None else cx__t
+        )
         shared_tangents = lstm_layer_derivative(
             "tangents",
             [input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t],
@@ -12849,13 +14548,39 @@ def mkldnn_rnn_layer_backward_default(
     # result5: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
     # result6: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
     if grad_output_t is not None and grad_hy_t is not None and grad_cy_t is not None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -12894,13 +14619,39 @@ def mkldnn_rnn_layer_backward_default(
         result5_t = shared_tangents[5]
         result6_t = shared_tangents[6]
     elif grad_output_t is not None and grad_hy_t is not None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -12939,13 +14690,39 @@ def mkldnn_rnn_layer_backward_default(
         result5_t = shared_tangents[5]
         result6_t = shared_tangents[6]
     elif grad_output_t is not None and grad_cy_t is not None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -12984,13 +14761,39 @@ def mkldnn_rnn_layer_backward_default(
         result5_t = shared_tangents[5]
         result6_t = shared_tangents[6]
     elif grad_hy_t is not None and grad_cy_t is not None and grad_output_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -13029,13 +14832,39 @@ def mkldnn_rnn_layer_backward_default(
         result5_t = shared_tangents[5]
         result6_t = shared_tangents[6]
     elif grad_output_t is not None and grad_hy_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -13074,13 +14903,39 @@ def mkldnn_rnn_layer_backward_default(
         result5_t = shared_tangents[5]
         result6_t = shared_tangents[6]
     elif grad_hy_t is not None and grad_output_t is None and grad_cy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -13119,13 +14974,39 @@ def mkldnn_rnn_layer_backward_default(
         result5_t = shared_tangents[5]
         result6_t = shared_tangents[6]
     elif grad_cy_t is not None and grad_output_t is None and grad_hy_t is None:
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -13177,13 +15058,39 @@ def mkldnn_rnn_layer_backward_default(
             or weight4_t is not None
         )
     ):
-        input_t = torch.zeros_like(input_p) if input_t is None else input_t
-        weight1_t = torch.zeros_like(weight1_p) if weight1_t is None else weight1_t
-        weight2_t = torch.zeros_like(weight2_p) if weight2_t is None else weight2_t
-        weight3_t = torch.zeros_like(weight3_p) if weight3_t is None else weight3_t
-        weight4_t = torch.zeros_like(weight4_p) if weight4_t is None else weight4_t
-        hx__t = torch.zeros_like(hx__p) if hx__t is None else hx__t
-        cx_tmp_t = torch.zeros_like(cx_tmp_p) if cx_tmp_t is None else cx_tmp_t
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight1_t = (
+            torch.zeros_like(weight1_p)
+            if weight1_t is None and weight1_p is not None
+            else weight1_t
+        )
+        weight2_t = (
+            torch.zeros_like(weight2_p)
+            if weight2_t is None and weight2_p is not None
+            else weight2_t
+        )
+        weight3_t = (
+            torch.zeros_like(weight3_p)
+            if weight3_t is None and weight3_p is not None
+            else weight3_t
+        )
+        weight4_t = (
+            torch.zeros_like(weight4_p)
+            if weight4_t is None and weight4_p is not None
+            else weight4_t
+        )
+        hx__t = (
+            torch.zeros_like(hx__p) if hx__t is None and hx__p is not None else hx__t
+        )
+        cx_tmp_t = (
+            torch.zeros_like(cx_tmp_p)
+            if cx_tmp_t is None and cx_tmp_p is not None
+            else cx_tmp_t
+        )
         shared_tangents = lstm_layer_derivative(
             "backward_tangents",
             [
@@ -13230,6 +15137,464 @@ def mkldnn_rnn_layer_backward_default(
         result5_t = None
         result6_t = None
     return result0_t, result1_t, result2_t, result3_t, result4_t, result5_t, result6_t
+
+
+def _thnn_fused_lstm_cell_default(
+    input_gates_p,
+    hidden_gates_p,
+    cx_p,
+    input_bias_p,
+    hidden_bias_p,
+    input_gates_t,
+    hidden_gates_t,
+    cx_t,
+    input_bias_t,
+    hidden_bias_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_thnn_fused_lstm_cell(Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_lstm_cell
+    # result0: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[0]
+    # result1: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[1]
+    # result2: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[2]
+    if input_bias_t is not None and hidden_bias_t is not None:
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        shared_tangents = fused_lstm_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            cx_t,
+            input_bias_t,
+            hidden_bias_t,
+            input_gates_p,
+            hidden_gates_p,
+            cx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_bias_t is not None and hidden_bias_t is None:
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        shared_tangents = fused_lstm_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            cx_t,
+            input_bias_t,
+            None if hidden_bias_p is None else torch.zeros_like(hidden_bias_p),
+            input_gates_p,
+            hidden_gates_p,
+            cx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif hidden_bias_t is not None and input_bias_t is None:
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        shared_tangents = fused_lstm_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            cx_t,
+            None if input_bias_p is None else torch.zeros_like(input_bias_p),
+            hidden_bias_t,
+            input_gates_p,
+            hidden_gates_p,
+            cx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif (
+        input_bias_t is None
+        and hidden_bias_t is None
+        and (
+            cx_t is not None or hidden_gates_t is not None or input_gates_t is not None
+        )
+    ):
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        shared_tangents = fused_lstm_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            cx_t,
+            None if input_bias_p is None else torch.zeros_like(input_bias_p),
+            None if hidden_bias_p is None else torch.zeros_like(hidden_bias_p),
+            input_gates_p,
+            hidden_gates_p,
+            cx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    else:
+        result0_t = None
+        result1_t = None
+        result2_t = None
+    return result0_t, result1_t, result2_t
+
+
+def _thnn_fused_lstm_cell_backward_impl_default(
+    grad_hy_p,
+    grad_cy_p,
+    cx_p,
+    cy_p,
+    workspace_p,
+    has_bias,
+    grad_hy_t,
+    grad_cy_t,
+    cx_t,
+    cy_t,
+    workspace_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_thnn_fused_lstm_cell_backward_impl(Tensor? grad_hy, Tensor? grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_lstm_cell_backward_impl
+    # result0: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[0]
+    # result1: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[1]
+    # result2: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[2]
+    if grad_hy_t is not None and grad_cy_t is not None:
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        cy_t = torch.zeros_like(cy_p) if cy_t is None and cy_p is not None else cy_t
+        workspace_t = (
+            torch.zeros_like(workspace_p)
+            if workspace_t is None and workspace_p is not None
+            else workspace_t
+        )
+        shared_tangents = fused_lstm_cell_backward_tangents(
+            grad_hy_t,
+            grad_cy_t,
+            cx_t,
+            cy_t,
+            workspace_t,
+            grad_hy_p,
+            grad_cy_p,
+            cx_p,
+            cy_p,
+            workspace_p,
+            has_bias,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif grad_hy_t is not None and grad_cy_t is None:
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        cy_t = torch.zeros_like(cy_p) if cy_t is None and cy_p is not None else cy_t
+        workspace_t = (
+            torch.zeros_like(workspace_p)
+            if workspace_t is None and workspace_p is not None
+            else workspace_t
+        )
+        shared_tangents = fused_lstm_cell_backward_tangents(
+            grad_hy_t,
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            cx_t,
+            cy_t,
+            workspace_t,
+            grad_hy_p,
+            grad_cy_p,
+            cx_p,
+            cy_p,
+            workspace_p,
+            has_bias,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif grad_cy_t is not None and grad_hy_t is None:
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        cy_t = torch.zeros_like(cy_p) if cy_t is None and cy_p is not None else cy_t
+        workspace_t = (
+            torch.zeros_like(workspace_p)
+            if workspace_t is None and workspace_p is not None
+            else workspace_t
+        )
+        shared_tangents = fused_lstm_cell_backward_tangents(
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            grad_cy_t,
+            cx_t,
+            cy_t,
+            workspace_t,
+            grad_hy_p,
+            grad_cy_p,
+            cx_p,
+            cy_p,
+            workspace_p,
+            has_bias,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif (
+        grad_hy_t is None
+        and grad_cy_t is None
+        and (cx_t is not None or cy_t is not None or workspace_t is not None)
+    ):
+        cx_t = torch.zeros_like(cx_p) if cx_t is None and cx_p is not None else cx_t
+        cy_t = torch.zeros_like(cy_p) if cy_t is None and cy_p is not None else cy_t
+        workspace_t = (
+            torch.zeros_like(workspace_p)
+            if workspace_t is None and workspace_p is not None
+            else workspace_t
+        )
+        shared_tangents = fused_lstm_cell_backward_tangents(
+            None if grad_hy_p is None else torch.zeros_like(grad_hy_p),
+            None if grad_cy_p is None else torch.zeros_like(grad_cy_p),
+            cx_t,
+            cy_t,
+            workspace_t,
+            grad_hy_p,
+            grad_cy_p,
+            cx_p,
+            cy_p,
+            workspace_p,
+            has_bias,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    else:
+        result0_t = None
+        result1_t = None
+        result2_t = None
+    return result0_t, result1_t, result2_t
+
+
+def _thnn_fused_gru_cell_default(
+    input_gates_p,
+    hidden_gates_p,
+    hx_p,
+    input_bias_p,
+    hidden_bias_p,
+    input_gates_t,
+    hidden_gates_t,
+    hx_t,
+    input_bias_t,
+    hidden_bias_t,
+    result0,
+    result1,
+):
+    """aten::_thnn_fused_gru_cell(Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_gru_cell
+    # result0: fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p)[0]
+    # result1: fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p)[1]
+    if input_bias_t is not None and hidden_bias_t is not None:
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        hx_t = torch.zeros_like(hx_p) if hx_t is None and hx_p is not None else hx_t
+        shared_tangents = fused_gru_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            hx_t,
+            input_bias_t,
+            hidden_bias_t,
+            input_gates_p,
+            hidden_gates_p,
+            hx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+    elif input_bias_t is not None and hidden_bias_t is None:
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        hx_t = torch.zeros_like(hx_p) if hx_t is None and hx_p is not None else hx_t
+        shared_tangents = fused_gru_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            hx_t,
+            input_bias_t,
+            None if hidden_bias_p is None else torch.zeros_like(hidden_bias_p),
+            input_gates_p,
+            hidden_gates_p,
+            hx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+    elif hidden_bias_t is not None and input_bias_t is None:
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        hx_t = torch.zeros_like(hx_p) if hx_t is None and hx_p is not None else hx_t
+        shared_tangents = fused_gru_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            hx_t,
+            None if input_bias_p is None else torch.zeros_like(input_bias_p),
+            hidden_bias_t,
+            input_gates_p,
+            hidden_gates_p,
+            hx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+    elif (
+        input_bias_t is None
+        and hidden_bias_t is None
+        and (
+            hidden_gates_t is not None or hx_t is not None or input_gates_t is not None
+        )
+    ):
+        input_gates_t = (
+            torch.zeros_like(input_gates_p)
+            if input_gates_t is None and input_gates_p is not None
+            else input_gates_t
+        )
+        hidden_gates_t = (
+            torch.zeros_like(hidden_gates_p)
+            if hidden_gates_t is None and hidden_gates_p is not None
+            else hidden_gates_t
+        )
+        hx_t = torch.zeros_like(hx_p) if hx_t is None and hx_p is not None else hx_t
+        shared_tangents = fused_gru_cell_tangents(
+            input_gates_t,
+            hidden_gates_t,
+            hx_t,
+            None if input_bias_p is None else torch.zeros_like(input_bias_p),
+            None if hidden_bias_p is None else torch.zeros_like(hidden_bias_p),
+            input_gates_p,
+            hidden_gates_p,
+            hx_p,
+            input_bias_p,
+            hidden_bias_p,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+    else:
+        result0_t = None
+        result1_t = None
+    return result0_t, result1_t
+
+
+def _thnn_fused_gru_cell_backward_default(
+    grad_hy_p,
+    workspace_p,
+    has_bias,
+    grad_hy_t,
+    workspace_t,
+    result0,
+    result1,
+    result2,
+    result3,
+    result4,
+):
+    """aten::_thnn_fused_gru_cell_backward(Tensor grad_hy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_gru_cell_backward
+    # result0: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[0]
+    # result1: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[1]
+    # result2: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[2]
+    # result3: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[3]
+    # result4: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[4]
+    if grad_hy_t is not None and workspace_t is not None:
+        shared_tangents = fused_gru_cell_backward_tangents(
+            grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+    elif grad_hy_t is not None:
+        shared_tangents = fused_gru_cell_backward_tangents(
+            grad_hy_t, torch.zeros_like(workspace_p), grad_hy_p, workspace_p, has_bias
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+    elif workspace_t is not None:
+        shared_tangents = fused_gru_cell_backward_tangents(
+            torch.zeros_like(grad_hy_p), workspace_t, grad_hy_p, workspace_p, has_bias
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+        result3_t = shared_tangents[3]
+        result4_t = shared_tangents[4]
+    else:
+        result0_t = None
+        result1_t = None
+        result2_t = None
+        result3_t = None
+        result4_t = None
+    return result0_t, result1_t, result2_t, result3_t, result4_t
 
 
 def grid_sampler_2d_default(

@@ -10364,6 +10364,58 @@ KERNELS[aten._convolution.default] = KernelInfo(
 )
 
 
+KERNELS[aten._mps_convolution_transpose.default] = KernelInfo(
+    name="_mps_convolution_transpose",
+    kind="functional",
+    jvp=jvp._mps_convolution_transpose_default,
+    vjp_kernel="_mps_convolution_transpose_default",
+    arguments=(
+        "self",
+        "weight",
+        "padding",
+        "output_padding",
+        "stride",
+        "dilation",
+        "groups",
+    ),
+    outputs=("result",),
+    differentiable_inputs=("self", "weight"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_mps_convolution_transpose.default",
+)
+
+
+KERNELS[aten.mps_convolution_transpose_backward.default] = KernelInfo(
+    name="mps_convolution_transpose_backward",
+    kind="functional",
+    jvp=jvp.mps_convolution_transpose_backward_default,
+    vjp_kernel="mps_convolution_transpose_backward_default",
+    arguments=(
+        "self",
+        "grad_output",
+        "weight",
+        "padding",
+        "output_padding",
+        "stride",
+        "dilation",
+        "groups",
+        "output_mask",
+    ),
+    outputs=("result0", "result1"),
+    differentiable_inputs=("self", "grad_output", "weight"),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::mps_convolution_transpose_backward.default",
+)
+
+
 KERNELS[aten._unsafe_index.Tensor] = KernelInfo(
     name="_unsafe_index.Tensor",
     kind="functional",
@@ -10935,6 +10987,194 @@ KERNELS[aten._scaled_dot_product_cudnn_attention.default] = KernelInfo(
 )
 
 
+KERNELS[aten._scaled_dot_product_flash_attention_backward.default] = KernelInfo(
+    name="_scaled_dot_product_flash_attention_backward",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_flash_attention_backward_default,
+    vjp_kernel="_scaled_dot_product_flash_attention_backward_default",
+    arguments=(
+        "grad_out",
+        "query",
+        "key",
+        "value",
+        "out",
+        "logsumexp",
+        "cum_seq_q",
+        "cum_seq_k",
+        "max_q",
+        "max_k",
+        "dropout_p",
+        "is_causal",
+        "philox_seed",
+        "philox_offset",
+        "scale",
+    ),
+    outputs=("grad_query", "grad_key", "grad_value"),
+    differentiable_inputs=("grad_out", "query", "key", "value", "out", "logsumexp"),
+    differentiable_outputs=("grad_query", "grad_key", "grad_value"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_flash_attention_backward.default",
+)
+
+
+KERNELS[aten._scaled_dot_product_efficient_attention_backward.default] = KernelInfo(
+    name="_scaled_dot_product_efficient_attention_backward",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_efficient_attention_backward_default,
+    vjp_kernel="_scaled_dot_product_efficient_attention_backward_default",
+    arguments=(
+        "grad_out_",
+        "query",
+        "key",
+        "value",
+        "attn_bias",
+        "out",
+        "logsumexp",
+        "philox_seed",
+        "philox_offset",
+        "dropout_p",
+        "grad_input_mask",
+        "is_causal",
+        "scale",
+    ),
+    outputs=("result0", "result1", "result2", "result3"),
+    differentiable_inputs=(
+        "grad_out_",
+        "query",
+        "key",
+        "value",
+        "attn_bias",
+        "out",
+        "logsumexp",
+    ),
+    differentiable_outputs=("result0", "result1", "result2", "result3"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_efficient_attention_backward.default",
+)
+
+
+KERNELS[aten._scaled_dot_product_cudnn_attention_backward.default] = KernelInfo(
+    name="_scaled_dot_product_cudnn_attention_backward",
+    kind="functional",
+    jvp=jvp._scaled_dot_product_cudnn_attention_backward_default,
+    vjp_kernel="_scaled_dot_product_cudnn_attention_backward_default",
+    arguments=(
+        "grad_out",
+        "query",
+        "key",
+        "value",
+        "out",
+        "logsumexp",
+        "philox_seed",
+        "philox_offset",
+        "attn_bias",
+        "cum_seq_q",
+        "cum_seq_k",
+        "max_q",
+        "max_k",
+        "dropout_p",
+        "is_causal",
+        "scale",
+    ),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=(
+        "grad_out",
+        "query",
+        "key",
+        "value",
+        "out",
+        "logsumexp",
+        "attn_bias",
+    ),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_scaled_dot_product_cudnn_attention_backward.default",
+)
+
+
+KERNELS[aten._flash_attention_forward.default] = KernelInfo(
+    name="_flash_attention_forward",
+    kind="functional",
+    jvp=jvp._flash_attention_forward_default,
+    vjp_kernel="_flash_attention_forward_default",
+    arguments=(
+        "query",
+        "key",
+        "value",
+        "cum_seq_q",
+        "cum_seq_k",
+        "max_q",
+        "max_k",
+        "dropout_p",
+        "is_causal",
+        "return_debug_mask",
+        "scale",
+        "window_size_left",
+        "window_size_right",
+        "seqused_k",
+        "alibi_slopes",
+        "block_table",
+        "num_splits",
+    ),
+    outputs=("output", "softmax_logsumexp", "rng_state", "unused", "debug_attn_mask"),
+    differentiable_inputs=("query", "key", "value"),
+    differentiable_outputs=("output", "softmax_logsumexp"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_flash_attention_forward.default",
+)
+
+
+KERNELS[aten._efficient_attention_forward.default] = KernelInfo(
+    name="_efficient_attention_forward",
+    kind="functional",
+    jvp=jvp._efficient_attention_forward_default,
+    vjp_kernel="_efficient_attention_forward_default",
+    arguments=(
+        "query",
+        "key",
+        "value",
+        "bias",
+        "cu_seqlens_q",
+        "cu_seqlens_k",
+        "max_seqlen_q",
+        "max_seqlen_k",
+        "dropout_p",
+        "custom_mask_type",
+        "compute_log_sumexp",
+        "scale",
+        "seqlen_k",
+        "window_size",
+    ),
+    outputs=(
+        "output",
+        "logsumexp",
+        "philox_seed",
+        "philox_offset",
+        "max_seqlen_batch_q",
+        "max_seqlen_batch_k",
+    ),
+    differentiable_inputs=("query", "key", "value", "bias"),
+    differentiable_outputs=("output", "logsumexp"),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_efficient_attention_forward.default",
+)
+
+
 KERNELS[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = KernelInfo(
     name="_scaled_dot_product_flash_attention_for_cpu_backward",
     kind="functional",
@@ -11169,6 +11409,86 @@ KERNELS[aten.mkldnn_rnn_layer_backward.default] = KernelInfo(
     element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::mkldnn_rnn_layer_backward.default",
+)
+
+
+KERNELS[aten._thnn_fused_lstm_cell.default] = KernelInfo(
+    name="_thnn_fused_lstm_cell",
+    kind="functional",
+    jvp=jvp._thnn_fused_lstm_cell_default,
+    vjp_kernel="_thnn_fused_lstm_cell_default",
+    arguments=("input_gates", "hidden_gates", "cx", "input_bias", "hidden_bias"),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=(
+        "input_gates",
+        "hidden_gates",
+        "cx",
+        "input_bias",
+        "hidden_bias",
+    ),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_thnn_fused_lstm_cell.default",
+)
+
+
+KERNELS[aten._thnn_fused_lstm_cell_backward_impl.default] = KernelInfo(
+    name="_thnn_fused_lstm_cell_backward_impl",
+    kind="functional",
+    jvp=jvp._thnn_fused_lstm_cell_backward_impl_default,
+    vjp_kernel="_thnn_fused_lstm_cell_backward_impl_default",
+    arguments=("grad_hy", "grad_cy", "cx", "cy", "workspace", "has_bias"),
+    outputs=("result0", "result1", "result2"),
+    differentiable_inputs=("grad_hy", "grad_cy", "cx", "cy", "workspace"),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_thnn_fused_lstm_cell_backward_impl.default",
+)
+
+
+KERNELS[aten._thnn_fused_gru_cell.default] = KernelInfo(
+    name="_thnn_fused_gru_cell",
+    kind="functional",
+    jvp=jvp._thnn_fused_gru_cell_default,
+    vjp_kernel="_thnn_fused_gru_cell_default",
+    arguments=("input_gates", "hidden_gates", "hx", "input_bias", "hidden_bias"),
+    outputs=("result0", "result1"),
+    differentiable_inputs=(
+        "input_gates",
+        "hidden_gates",
+        "hx",
+        "input_bias",
+        "hidden_bias",
+    ),
+    differentiable_outputs=("result0", "result1"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_thnn_fused_gru_cell.default",
+)
+
+
+KERNELS[aten._thnn_fused_gru_cell_backward.default] = KernelInfo(
+    name="_thnn_fused_gru_cell_backward",
+    kind="functional",
+    jvp=jvp._thnn_fused_gru_cell_backward_default,
+    vjp_kernel="_thnn_fused_gru_cell_backward_default",
+    arguments=("grad_hy", "workspace", "has_bias"),
+    outputs=("result0", "result1", "result2", "result3", "result4"),
+    differentiable_inputs=("grad_hy", "workspace"),
+    differentiable_outputs=("result0", "result1", "result2", "result3", "result4"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_thnn_fused_gru_cell_backward.default",
 )
 
 

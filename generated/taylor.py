@@ -1347,6 +1347,13 @@ TAYLOR[aten.conv_tbc.default] = ByFormula()
 # _convolution: result: torch.ops.aten._convolution(input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32) + torch.ops.aten._convolution(input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32) + channel_view(bias_t, result.dim())
 TAYLOR[aten._convolution.default] = Multilinear(("input", "weight"), linear=("bias",))
 
+# _mps_convolution_transpose: result: torch.ops.aten._mps_convolution_transpose(self_t, weight_p, padding, output_padding, stride, dilation, groups) + torch.ops.aten._mps_convolution_transpose(self_p, weight_t, padding, output_padding, stride, dilation, groups)
+TAYLOR[aten._mps_convolution_transpose.default] = Multilinear(("self", "weight"))
+
+# mps_convolution_transpose_backward: result0: torch.ops.aten.convolution_backward(grad_output_t, self_p, weight_p, None, stride, padding, dilation, True, output_padding, groups, [True, False, False])[0] + torch.ops.aten.convolution_backward(grad_output_p, self_p, weight_t, None, stride, padding, dilation, True, output_padding, groups, [True, False, False])[0]
+# mps_convolution_transpose_backward: result1: torch.ops.aten.convolution_backward(grad_output_t, self_p, weight_p, None, stride, padding, dilation, True, output_padding, groups, [False, True, False])[1] + torch.ops.aten.convolution_backward(grad_output_p, self_t, weight_p, None, stride, padding, dilation, True, output_padding, groups, [False, True, False])[1]
+TAYLOR[aten.mps_convolution_transpose_backward.default] = ByFormula()
+
 # _unsafe_index.Tensor: result: auto_linear
 TAYLOR[aten._unsafe_index.Tensor] = Linear()
 
@@ -1436,6 +1443,30 @@ TAYLOR[aten._scaled_dot_product_efficient_attention.default] = ByFormula()
 # _scaled_dot_product_cudnn_attention: logsumexp: device_attention_tangent(query_t, key_t, value_t, attn_bias_t, query_p, key_p, value_p, attn_bias_p, output, logsumexp, dropout_p, is_causal, scale)[1]
 TAYLOR[aten._scaled_dot_product_cudnn_attention.default] = ByFormula()
 
+# _scaled_dot_product_flash_attention_backward: grad_query: device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+# _scaled_dot_product_flash_attention_backward: grad_key: device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+# _scaled_dot_product_flash_attention_backward: grad_value: device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+TAYLOR[aten._scaled_dot_product_flash_attention_backward.default] = ByFormula()
+
+# _scaled_dot_product_efficient_attention_backward: result0: device_attention_backward_tangent(0, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+# _scaled_dot_product_efficient_attention_backward: result1: device_attention_backward_tangent(1, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+# _scaled_dot_product_efficient_attention_backward: result2: device_attention_backward_tangent(2, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+# _scaled_dot_product_efficient_attention_backward: result3: device_attention_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, is_causal, scale)
+TAYLOR[aten._scaled_dot_product_efficient_attention_backward.default] = ByFormula()
+
+# _scaled_dot_product_cudnn_attention_backward: result0: device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+# _scaled_dot_product_cudnn_attention_backward: result1: device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+# _scaled_dot_product_cudnn_attention_backward: result2: device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+TAYLOR[aten._scaled_dot_product_cudnn_attention_backward.default] = ByFormula()
+
+# _flash_attention_forward: output: flash_forward_tangents(query_t, key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p)[0]
+# _flash_attention_forward: softmax_logsumexp: flash_forward_tangents(query_t, key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p)[1]
+TAYLOR[aten._flash_attention_forward.default] = ByFormula()
+
+# _efficient_attention_forward: output: efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size)[0]
+# _efficient_attention_forward: logsumexp: efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size)[1]
+TAYLOR[aten._efficient_attention_forward.default] = ByFormula()
+
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_key: flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_value: flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
@@ -1461,6 +1492,27 @@ TAYLOR[aten.mkldnn_rnn_layer.default] = ByFormula()
 # mkldnn_rnn_layer_backward: result5: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[5]
 # mkldnn_rnn_layer_backward: result6: lstm_layer_derivative("backward_tangents", [input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t], input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes)[6]
 TAYLOR[aten.mkldnn_rnn_layer_backward.default] = ByFormula()
+
+# _thnn_fused_lstm_cell: result0: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[0]
+# _thnn_fused_lstm_cell: result1: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[1]
+# _thnn_fused_lstm_cell: result2: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[2]
+TAYLOR[aten._thnn_fused_lstm_cell.default] = ByFormula()
+
+# _thnn_fused_lstm_cell_backward_impl: result0: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[0]
+# _thnn_fused_lstm_cell_backward_impl: result1: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[1]
+# _thnn_fused_lstm_cell_backward_impl: result2: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[2]
+TAYLOR[aten._thnn_fused_lstm_cell_backward_impl.default] = ByFormula()
+
+# _thnn_fused_gru_cell: result0: fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p)[0]
+# _thnn_fused_gru_cell: result1: fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p)[1]
+TAYLOR[aten._thnn_fused_gru_cell.default] = ByFormula()
+
+# _thnn_fused_gru_cell_backward: result0: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[0]
+# _thnn_fused_gru_cell_backward: result1: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[1]
+# _thnn_fused_gru_cell_backward: result2: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[2]
+# _thnn_fused_gru_cell_backward: result3: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[3]
+# _thnn_fused_gru_cell_backward: result4: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[4]
+TAYLOR[aten._thnn_fused_gru_cell_backward.default] = ByFormula()
 
 # grid_sampler_2d: result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
 TAYLOR[aten.grid_sampler_2d.default] = ByFormula()

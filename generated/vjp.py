@@ -37,9 +37,12 @@ from dualgen.formulas import (
     ctc_loss_log_probs_grad,
     det_grad,
     det_lu_grad,
+    device_attention_backward_grads,
+    device_attention_backward_grads_with_bias,
     device_attention_grads,
     dist_grad,
     dropout_scale,
+    efficient_forward_grads,
     eig_grad,
     eigh_grad,
     elu_second_derivative,
@@ -56,7 +59,12 @@ from dualgen.formulas import (
     finite_parts,
     flash_attention_backward_grads,
     flash_attention_grads,
+    flash_forward_grads,
     foreach_norm_grads,
+    fused_gru_cell_backward_grads,
+    fused_gru_cell_grads,
+    fused_lstm_cell_backward_grads,
+    fused_lstm_cell_grads,
     gather_grad,
     gelu_second_derivative,
     glu_double_backward,
@@ -107,6 +115,7 @@ from dualgen.formulas import (
     svd_grad,
     trace_grad,
     transformer_encoder_layer_grads,
+    transposed_convolution_backward_grads,
     triangular_solve_grads,
     trilinear_grads,
     unbroadcast,
@@ -6281,6 +6290,74 @@ def _convolution_default(
     return (input_grad, weight_grad, bias_grad)
 
 
+def _mps_convolution_transpose_default(
+    grad, self, weight, padding, output_padding, stride, dilation, groups, result
+):
+    """aten::_mps_convolution_transpose(Tensor self, Tensor weight, SymInt[] padding, SymInt[] output_padding, SymInt[] stride, SymInt[] dilation, SymInt groups) -> Tensor"""
+    # functional, derivatives.yaml entry _mps_convolution_transpose
+    # self: torch.ops.aten.convolution_backward(grad, self, weight, None, stride, padding, dilation, True, output_padding, groups, [True, True, False])[0]
+    self_grad = torch.ops.aten.convolution_backward(
+        grad,
+        self,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        True,
+        output_padding,
+        groups,
+        [True, True, False],
+    )[0]
+    # weight: torch.ops.aten.convolution_backward(grad, self, weight, None, stride, padding, dilation, True, output_padding, groups, [True, True, False])[1]
+    weight_grad = torch.ops.aten.convolution_backward(
+        grad,
+        self,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        True,
+        output_padding,
+        groups,
+        [True, True, False],
+    )[1]
+    return (self_grad, weight_grad)
+
+
+def mps_convolution_transpose_backward_default(
+    grads,
+    self,
+    grad_output,
+    weight,
+    padding,
+    output_padding,
+    stride,
+    dilation,
+    groups,
+    output_mask,
+    result0,
+    result1,
+):
+    """aten::mps_convolution_transpose_backward(Tensor self, Tensor grad_output, Tensor weight, SymInt[] padding, SymInt[] output_padding, SymInt[] stride, SymInt[] dilation, SymInt groups, bool[2] output_mask) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry mps_convolution_transpose_backward
+    # self, grad_output, weight: transposed_convolution_backward_grads(grads[0], grads[1], self, grad_output, weight, padding, output_padding, stride, dilation, groups)
+    self_grad, grad_output_grad, weight_grad = transposed_convolution_backward_grads(
+        grads[0],
+        grads[1],
+        self,
+        grad_output,
+        weight,
+        padding,
+        output_padding,
+        stride,
+        dilation,
+        groups,
+    )
+    return (self_grad, grad_output_grad, weight_grad)
+
+
 def _unsafe_index_Tensor(grad, self, indices, result):
     """aten::_unsafe_index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
     # functional, derivatives.yaml entry _unsafe_index.Tensor
@@ -6825,6 +6902,263 @@ def _scaled_dot_product_cudnn_attention_default(
     return (query_grad, key_grad, value_grad, attn_bias_grad)
 
 
+def _scaled_dot_product_flash_attention_backward_default(
+    grads,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    philox_seed,
+    philox_offset,
+    scale,
+    grad_query,
+    grad_key,
+    grad_value,
+):
+    """aten::_scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor philox_seed, Tensor philox_offset, *, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_flash_attention_backward
+    # grad_out, query, key, value, out, logsumexp: device_attention_backward_grads(grads[0], grads[1], grads[2], grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale)
+    grad_out_grad, query_grad, key_grad, value_grad, out_grad, logsumexp_grad = (
+        device_attention_backward_grads(
+            grads[0],
+            grads[1],
+            grads[2],
+            grad_out,
+            query,
+            key,
+            value,
+            out,
+            logsumexp,
+            dropout_p,
+            is_causal,
+            scale,
+        )
+    )
+    return (grad_out_grad, query_grad, key_grad, value_grad, out_grad, logsumexp_grad)
+
+
+def _scaled_dot_product_efficient_attention_backward_default(
+    grads,
+    grad_out_,
+    query,
+    key,
+    value,
+    attn_bias,
+    out,
+    logsumexp,
+    philox_seed,
+    philox_offset,
+    dropout_p,
+    grad_input_mask,
+    is_causal,
+    scale,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_scaled_dot_product_efficient_attention_backward(Tensor grad_out_, Tensor query, Tensor key, Tensor value, Tensor attn_bias, Tensor out, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, float dropout_p, bool[4] grad_input_mask, bool is_causal=False, *, float? scale=None) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_efficient_attention_backward
+    # grad_out_, query, key, value, attn_bias, out, logsumexp: device_attention_backward_grads_with_bias(grads[0], grads[1], grads[2], grads[3], grad_out_, query, key, value, attn_bias, out, logsumexp, dropout_p, is_causal, scale)
+    (
+        grad_out__grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        attn_bias_grad,
+        out_grad,
+        logsumexp_grad,
+    ) = device_attention_backward_grads_with_bias(
+        grads[0],
+        grads[1],
+        grads[2],
+        grads[3],
+        grad_out_,
+        query,
+        key,
+        value,
+        attn_bias,
+        out,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+    return (
+        grad_out__grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        attn_bias_grad,
+        out_grad,
+        logsumexp_grad,
+    )
+
+
+def _scaled_dot_product_cudnn_attention_backward_default(
+    grads,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    philox_seed,
+    philox_offset,
+    attn_bias,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    scale,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_scaled_dot_product_cudnn_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, Tensor attn_bias, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, *, float? scale=None) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _scaled_dot_product_cudnn_attention_backward
+    # grad_out, query, key, value, attn_bias, out, logsumexp: device_attention_backward_grads_with_bias(grads[0], grads[1], grads[2], None, grad_out, query, key, value, attn_bias, out, logsumexp, dropout_p, is_causal, scale)
+    (
+        grad_out_grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        attn_bias_grad,
+        out_grad,
+        logsumexp_grad,
+    ) = device_attention_backward_grads_with_bias(
+        grads[0],
+        grads[1],
+        grads[2],
+        None,
+        grad_out,
+        query,
+        key,
+        value,
+        attn_bias,
+        out,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+    return (
+        grad_out_grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        out_grad,
+        logsumexp_grad,
+        attn_bias_grad,
+    )
+
+
+def _flash_attention_forward_default(
+    grads,
+    query,
+    key,
+    value,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    return_debug_mask,
+    scale,
+    window_size_left,
+    window_size_right,
+    seqused_k,
+    alibi_slopes,
+    block_table,
+    num_splits,
+    output,
+    softmax_logsumexp,
+    rng_state,
+    unused,
+    debug_attn_mask,
+):
+    """aten::_flash_attention_forward(Tensor query, Tensor key, Tensor value, Tensor? cum_seq_q, Tensor? cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, bool return_debug_mask, *, float? scale=None, SymInt? window_size_left=None, SymInt? window_size_right=None, Tensor? seqused_k=None, Tensor? alibi_slopes=None, Tensor? block_table=None, int? num_splits=None) -> (Tensor output, Tensor softmax_logsumexp, Tensor rng_state, Tensor unused, Tensor debug_attn_mask)"""
+    # functional, derivatives.yaml entry _flash_attention_forward
+    # query, key, value: flash_forward_grads(grads[0], grads[1], query, key, value, output, softmax_logsumexp, cum_seq_q, cum_seq_k, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k, alibi_slopes, block_table)
+    query_grad, key_grad, value_grad = flash_forward_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        output,
+        softmax_logsumexp,
+        cum_seq_q,
+        cum_seq_k,
+        dropout_p,
+        is_causal,
+        scale,
+        window_size_left,
+        window_size_right,
+        seqused_k,
+        alibi_slopes,
+        block_table,
+    )
+    return (query_grad, key_grad, value_grad)
+
+
+def _efficient_attention_forward_default(
+    grads,
+    query,
+    key,
+    value,
+    bias,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p,
+    custom_mask_type,
+    compute_log_sumexp,
+    scale,
+    seqlen_k,
+    window_size,
+    output,
+    logsumexp,
+    philox_seed,
+    philox_offset,
+    max_seqlen_batch_q,
+    max_seqlen_batch_k,
+):
+    """aten::_efficient_attention_forward(Tensor query, Tensor key, Tensor value, Tensor? bias, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, SymInt? max_seqlen_q, SymInt? max_seqlen_k, float dropout_p, int custom_mask_type, bool compute_log_sumexp=False, *, float? scale=None, Tensor? seqlen_k=None, int? window_size=None) -> (Tensor output, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, SymInt max_seqlen_batch_q, SymInt max_seqlen_batch_k)"""
+    # functional, derivatives.yaml entry _efficient_attention_forward
+    # query, key, value, bias: efficient_forward_grads(grads[0], grads[1], query, key, value, bias, output, logsumexp, cu_seqlens_q, cu_seqlens_k, dropout_p, custom_mask_type, scale, seqlen_k, window_size)
+    query_grad, key_grad, value_grad, bias_grad = efficient_forward_grads(
+        grads[0],
+        grads[1],
+        query,
+        key,
+        value,
+        bias,
+        output,
+        logsumexp,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        dropout_p,
+        custom_mask_type,
+        scale,
+        seqlen_k,
+        window_size,
+    )
+    return (query_grad, key_grad, value_grad, bias_grad)
+
+
 def _scaled_dot_product_flash_attention_for_cpu_backward_default(
     grads,
     grad_out,
@@ -7158,6 +7492,87 @@ def mkldnn_rnn_layer_backward_default(
         grad_hy_grad,
         grad_cy_grad,
     )
+
+
+def _thnn_fused_lstm_cell_default(
+    grads,
+    input_gates,
+    hidden_gates,
+    cx,
+    input_bias,
+    hidden_bias,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_thnn_fused_lstm_cell(Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_lstm_cell
+    # input_gates, hidden_gates, cx, input_bias, hidden_bias: fused_lstm_cell_grads(grads[0], grads[1], grads[2], input_gates, hidden_gates, cx, input_bias, hidden_bias)
+    input_gates_grad, hidden_gates_grad, cx_grad, input_bias_grad, hidden_bias_grad = (
+        fused_lstm_cell_grads(
+            grads[0],
+            grads[1],
+            grads[2],
+            input_gates,
+            hidden_gates,
+            cx,
+            input_bias,
+            hidden_bias,
+        )
+    )
+    return (
+        input_gates_grad,
+        hidden_gates_grad,
+        cx_grad,
+        input_bias_grad,
+        hidden_bias_grad,
+    )
+
+
+def _thnn_fused_lstm_cell_backward_impl_default(
+    grads, grad_hy, grad_cy, cx, cy, workspace, has_bias, result0, result1, result2
+):
+    """aten::_thnn_fused_lstm_cell_backward_impl(Tensor? grad_hy, Tensor? grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_lstm_cell_backward_impl
+    # grad_hy, grad_cy, cx, cy, workspace: fused_lstm_cell_backward_grads(grads[0], grads[1], grads[2], grad_hy, grad_cy, cx, cy, workspace)
+    grad_hy_grad, grad_cy_grad, cx_grad, cy_grad, workspace_grad = (
+        fused_lstm_cell_backward_grads(
+            grads[0], grads[1], grads[2], grad_hy, grad_cy, cx, cy, workspace
+        )
+    )
+    return (grad_hy_grad, grad_cy_grad, cx_grad, cy_grad, workspace_grad)
+
+
+def _thnn_fused_gru_cell_default(
+    grads, input_gates, hidden_gates, hx, input_bias, hidden_bias, result0, result1
+):
+    """aten::_thnn_fused_gru_cell(Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_gru_cell
+    # input_gates, hidden_gates, hx, input_bias, hidden_bias: fused_gru_cell_grads(grads[0], grads[1], input_gates, hidden_gates, hx, input_bias, hidden_bias)
+    input_gates_grad, hidden_gates_grad, hx_grad, input_bias_grad, hidden_bias_grad = (
+        fused_gru_cell_grads(
+            grads[0], grads[1], input_gates, hidden_gates, hx, input_bias, hidden_bias
+        )
+    )
+    return (
+        input_gates_grad,
+        hidden_gates_grad,
+        hx_grad,
+        input_bias_grad,
+        hidden_bias_grad,
+    )
+
+
+def _thnn_fused_gru_cell_backward_default(
+    grads, grad_hy, workspace, has_bias, result0, result1, result2, result3, result4
+):
+    """aten::_thnn_fused_gru_cell_backward(Tensor grad_hy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _thnn_fused_gru_cell_backward
+    # grad_hy, workspace: fused_gru_cell_backward_grads(grads[0], grads[1], grads[2], grads[3], grads[4], grad_hy, workspace)
+    grad_hy_grad, workspace_grad = fused_gru_cell_backward_grads(
+        grads[0], grads[1], grads[2], grads[3], grads[4], grad_hy, workspace
+    )
+    return (grad_hy_grad, workspace_grad)
 
 
 def grid_sampler_2d_default(

@@ -19,6 +19,19 @@ dispatches to on CUDA:
 - `_scaled_dot_product_cudnn_attention`: logsumexp (B, H, L, 1) in float32 when
   compute_log_sumexp.
 
+Their backward kernels (`_attention_backward`: from out and logsumexp as given,
+rows of logsumexp read from each layout), which autograd calls for them; and the
+kernels below them, which libraries call directly (`_aligned_sequence`):
+
+- `_flash_attention_forward`: (B, L, H, E) in and out, logsumexp (B, H, L); or
+  packed sequences (total, H, E) with cumulative offsets, logsumexp (H, total);
+  causal masks and sliding windows aligned to the bottom-right corner, ALiBi; a
+  row that sees no key gets out 0 and logsumexp +inf, as the flash kernels write
+  it;
+- `_efficient_attention_forward`: the same layouts, an additive bias,
+  custom_mask_type 0, 1 (causal from the top-left) or 2 (from the bottom-right),
+  logsumexp padded per sequence.
+
 logsumexp is float64 for float64 inputs (the device kernels take no float64;
 here gradcheck does). Padding rows hold zeros (constants: finite differences see
 none of them move).
@@ -26,7 +39,10 @@ A row masked everywhere gives out 0 and logsumexp 0, as the CPU flash kernel doe
 
 The others: `cudnn_batch_norm` and `miopen_batch_norm` (native_batch_norm's
 outputs, the running statistics updated once; cuDNN adds an empty reserve) and
-`max_pool2d_backward` (max_pool2d_with_indices_backward at the maxima of self).
+`max_pool2d_backward` (max_pool2d_with_indices_backward at the maxima of self),
+the CUDA RNN cells `_thnn_fused_lstm_cell` and `_thnn_fused_gru_cell` (outputs and
+workspace as the CUDA kernels lay them out) with their backward kernels, and MPS's
+`_mps_convolution_transpose` (the transposed convolution) with its backward.
 Dropout draws its mask from the global generator (the device kernels draw theirs
 inside, from a state of their own); dualgen's rules refuse dropout_p > 0.
 """
@@ -150,6 +166,340 @@ def cudnn(
     return _with_sequence_outputs(out, stats, query, key)
 
 
+def _aligned_sequence(
+    q,
+    k,
+    v,
+    scale,
+    causal,
+    top_left,
+    window_left,
+    window_right,
+    slopes,
+    bias,
+    dropout_p=0.0,
+):
+    """One sequence of the lower attention kernels, q (L, H, E) and k, v (S, Hk,
+    E): (out (L, H, E), logsumexp (H, L) in float64). With d = j - (i + S - L),
+    key j is seen by query i where d <= 0 when causal (j <= i when top_left),
+    d <= window_right and d >= -window_left (None or negative: no bound); ALiBi
+    slopes (H) score -slope |d|; bias (H, L, S) is added. A row that sees no key:
+    out 0 and logsumexp +inf, as the flash kernels write it."""
+    heads = q.size(1)
+    q, k, v = (t.double().transpose(0, 1) for t in (q, k, v))
+    k = k.repeat_interleave(heads // k.size(0), 0)
+    v = v.repeat_interleave(heads // v.size(0), 0)
+    L, S = q.size(1), k.size(1)
+    scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    s = scale * q @ k.transpose(-2, -1)
+    if bias is not None:
+        s = s + bias.double()
+    d = torch.arange(S).unsqueeze(0) - torch.arange(L).unsqueeze(1) - (S - L)
+    seen = torch.ones(L, S, dtype=torch.bool)
+    if causal:
+        seen &= (
+            (torch.arange(S) <= torch.arange(L).unsqueeze(1)) if top_left else d <= 0
+        )
+    if not causal and window_right is not None and window_right >= 0:
+        seen &= d <= window_right
+    if window_left is not None and window_left >= 0:
+        seen &= d >= -window_left
+    if slopes is not None:
+        s = s - slopes.double().view(-1, 1, 1) * d.abs()
+    s = s.masked_fill(~seen, -math.inf)
+    lse = torch.logsumexp(s, -1)
+    lse = lse.masked_fill(torch.isneginf(lse), math.inf)
+    p = torch.exp(s - lse.unsqueeze(-1))
+    if dropout_p:  # the device kernels draw the mask inside, from their own state
+        p = p * (torch.rand_like(p) >= dropout_p) / (1 - dropout_p)
+    return (p @ v).transpose(0, 1), lse
+
+
+def _segments(cumulative, count):
+    """(start, end) of each packed sequence from cumulative offsets."""
+    offsets = cumulative.tolist()
+    return [(offsets[b], offsets[b + 1]) for b in range(count)]
+
+
+def flash_forward(
+    query,
+    key,
+    value,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    return_debug_mask,
+    *,
+    scale=None,
+    window_size_left=None,
+    window_size_right=None,
+    seqused_k=None,
+    alibi_slopes=None,
+    block_table=None,
+    num_splits=None,
+):
+    """`_flash_attention_forward`: (B, L, H, E) in, out (B, L, H, E) and
+    logsumexp (B, H, L); or packed (total, H, E) with cum_seq_q / cum_seq_k
+    offsets, seqused_k the keys each sequence uses, logsumexp (H, total). Masks
+    aligned to the bottom-right corner (`_aligned_sequence`)."""
+    _check_real_floating("_flash_attention_forward", query)
+    if block_table is not None:
+        raise RuntimeError("the reference takes no paged key/value cache")
+    window = (window_size_left, window_size_right)
+
+    def slopes(b):
+        if alibi_slopes is None or alibi_slopes.dim() == 1:
+            return alibi_slopes
+        return alibi_slopes[b]
+
+    if cum_seq_q is None:
+        parts = [
+            _aligned_sequence(
+                query[b],
+                key[b],
+                value[b],
+                scale,
+                is_causal,
+                False,
+                *window,
+                slopes(b),
+                None,
+            )
+            for b in range(query.size(0))
+        ]
+        out = torch.stack([o for o, _ in parts])
+        lse = torch.stack([r for _, r in parts])
+    else:
+        out = torch.zeros(query.shape[:2] + value.shape[-1:], dtype=torch.float64)
+        lse = torch.zeros(query.size(1), query.size(0), dtype=torch.float64)
+        count = cum_seq_q.numel() - 1
+        keys = _segments(cum_seq_k, count)
+        for b, (q0, q1) in enumerate(_segments(cum_seq_q, count)):
+            k0, k1 = keys[b]
+            if seqused_k is not None:
+                k1 = k0 + int(seqused_k[b])
+            o, r = _aligned_sequence(
+                query[q0:q1],
+                key[k0:k1],
+                value[k0:k1],
+                scale,
+                is_causal,
+                False,
+                *window,
+                slopes(b),
+                None,
+                dropout_p,
+            )
+            out[q0:q1], lse[:, q0:q1] = o, r
+    return (
+        out.to(query.dtype),
+        lse.to(_lse_dtype(query)),
+        torch.zeros(2, dtype=torch.int64),
+        torch.zeros((), dtype=torch.int64),
+        _empty(query.dtype),
+    )
+
+
+def efficient_forward(
+    query,
+    key,
+    value,
+    bias,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p,
+    custom_mask_type,
+    compute_log_sumexp=False,
+    *,
+    scale=None,
+    seqlen_k=None,
+    window_size=None,
+):
+    """`_efficient_attention_forward`: (B, M, H, K) in, out (B, M, H, K), an
+    additive bias (B, H, M, N), custom_mask_type 0 (none), 1 (causal from the
+    top-left corner) or 2 (from the bottom-right); logsumexp (B, H, M rounded up to
+    a multiple of 32; zeros past M) when compute_log_sumexp, else (B, H, 0). Packed
+    sequences (B = 1, cu_seqlens_q / cu_seqlens_k offsets): one row of logsumexp
+    per sequence."""
+    _check_real_floating("_efficient_attention_forward", query)
+    if seqlen_k is not None or window_size is not None:
+        raise RuntimeError("the reference takes no seqlen_k or window_size")
+    causal, top_left = custom_mask_type != 0, custom_mask_type == 1
+    out = torch.zeros(query.shape[:3] + value.shape[-1:], dtype=torch.float64)
+    if cu_seqlens_q is None:
+        B, M, N = query.size(0), query.size(1), key.size(1)
+        spans = [(b, (0, M), (0, N)) for b in range(B)]
+        max_q, max_k = M, N
+    else:
+        count = cu_seqlens_q.numel() - 1
+        spans = list(
+            zip(
+                [0] * count,
+                _segments(cu_seqlens_q, count),
+                _segments(cu_seqlens_k, count),
+            )
+        )
+        max_q, max_k = max_seqlen_q, max_seqlen_k
+    rows = -(-max_q // ALIGN_EFFICIENT_LSE) * ALIGN_EFFICIENT_LSE
+    lse = torch.zeros(len(spans), query.size(2), rows if compute_log_sumexp else 0)
+    lse = lse.double()
+    for row, (b, (q0, q1), (k0, k1)) in enumerate(spans):
+        b_bias = None
+        if bias is not None:
+            b_bias = bias.expand(query.size(0), query.size(2), q1 - q0, k1 - k0)[b]
+        o, r = _aligned_sequence(
+            query[b, q0:q1],
+            key[b, k0:k1],
+            value[b, k0:k1],
+            scale,
+            causal,
+            top_left,
+            None,
+            None,
+            None,
+            b_bias,
+            dropout_p,
+        )
+        out[b, q0:q1] = o
+        if compute_log_sumexp:
+            lse[row, :, : q1 - q0] = r
+    return (
+        out.to(query.dtype),
+        lse.to(_lse_dtype(query)),
+        torch.zeros((), dtype=torch.int64),
+        torch.zeros((), dtype=torch.int64),
+        max_q,
+        max_k,
+    )
+
+
+def _attention_backward(grad_out, query, key, value, out, rows, bias, is_causal, scale):
+    """(grad_query, grad_key, grad_value, dS) of attention's backward kernels, from
+    out and the (B, H, L) logsumexp rows as given (P = exp(S - rows)), in float64:
+    dS = P (grad_out v^T - rowsum(grad_out out)); grad_query = scale dS k,
+    grad_key = scale dS^T q, grad_value = P^T grad_out, each key/value head's
+    summed over the query heads it serves."""
+    heads, kv_heads = query.size(1), key.size(1)
+    g, q, k, v, o = (t.double() for t in (grad_out, query, key, value, out))
+    k = k.repeat_interleave(heads // kv_heads, dim=1)
+    v = v.repeat_interleave(heads // kv_heads, dim=1)
+    scale = 1 / math.sqrt(query.size(-1)) if scale is None else scale
+    s = scale * q @ k.transpose(-2, -1)
+    if bias is not None:
+        s = s + bias.double()
+    if is_causal:
+        L, S = s.shape[-2:]
+        s = s.masked_fill(torch.ones(L, S, dtype=torch.bool).triu(1), -math.inf)
+    rows = rows.double().masked_fill(~rows.isfinite(), 0.0)
+    p = torch.exp(s - rows.unsqueeze(-1))
+    ds = p * (g @ v.transpose(-2, -1) - (g * o).sum(-1, keepdim=True))
+
+    def per_kv_head(t):
+        B, _, S, E = t.shape
+        return t.reshape(B, kv_heads, heads // kv_heads, S, E).sum(2)
+
+    grads = (
+        scale * ds @ k,
+        per_kv_head(scale * ds.transpose(-2, -1) @ q),
+        per_kv_head(p.transpose(-2, -1) @ g),
+    )
+    return tuple(g_.to(t.dtype) for g_, t in zip(grads, (query, key, value))) + (ds,)
+
+
+def flash_backward(
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    philox_seed,
+    philox_offset,
+    *,
+    scale=None,
+):
+    """`_scaled_dot_product_flash_attention_backward` (dropout_p 0 only)."""
+    _check_real_floating("_scaled_dot_product_flash_attention_backward", query)
+    return _attention_backward(
+        grad_out, query, key, value, out, logsumexp, None, is_causal, scale
+    )[:3]
+
+
+def efficient_backward(
+    grad_out,
+    query,
+    key,
+    value,
+    attn_bias,
+    out,
+    logsumexp,
+    philox_seed,
+    philox_offset,
+    dropout_p,
+    grad_input_mask,
+    is_causal=False,
+    *,
+    scale=None,
+):
+    """`_scaled_dot_product_efficient_attention_backward`: logsumexp's rows padded
+    to a multiple of 32; the bias's gradient (dS summed to its shape) where the
+    mask asks for it."""
+    _check_real_floating("_scaled_dot_product_efficient_attention_backward", query)
+    rows = logsumexp[..., : query.size(2)]
+    gq, gk, gv, ds = _attention_backward(
+        grad_out, query, key, value, out, rows, attn_bias, is_causal, scale
+    )
+    g_bias = None
+    if grad_input_mask[3] and attn_bias is not None:
+        g_bias = ds.sum_to_size(attn_bias.shape).to(attn_bias.dtype)
+    return gq, gk, gv, g_bias
+
+
+def cudnn_backward(
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    philox_seed,
+    philox_offset,
+    attn_bias,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    *,
+    scale=None,
+):
+    """`_scaled_dot_product_cudnn_attention_backward`: logsumexp (B, H, L, 1)."""
+    _check_real_floating("_scaled_dot_product_cudnn_attention_backward", query)
+    return _attention_backward(
+        grad_out,
+        query,
+        key,
+        value,
+        out,
+        logsumexp.squeeze(-1),
+        attn_bias,
+        is_causal,
+        scale,
+    )[:3]
+
+
 def cudnn_batch_norm(
     input,
     weight,
@@ -225,13 +575,168 @@ def max_pool2d_backward(
     )
 
 
+def _check_real_floating(name, t):
+    """The device kernels take real floating dtypes only."""
+    if not t.is_floating_point():
+        raise RuntimeError(f"{name}: not implemented for '{t.dtype}'")
+
+
+def _with_bias(gates, bias):
+    return gates if bias is None else gates + bias
+
+
+def _check_cell(name, input_gates, hidden_gates, state, input_bias, hidden_bias, n):
+    """The CUDA cells' checks: gates [B, n H] alike, the state [B, H], both biases
+    [n H] or neither."""
+    _check_real_floating(name, input_gates)
+    hidden = state.size(-1) if state.dim() == 2 else -1
+    if (
+        hidden < 0
+        or input_gates.shape != hidden_gates.shape
+        or input_gates.shape != (state.size(0), n * hidden)
+    ):
+        raise RuntimeError(
+            f"{name}: gates must be [B, {n} * hidden] and the state [B, hidden]"
+        )
+    if (input_bias is None) != (hidden_bias is None):
+        raise RuntimeError(f"{name}: give both biases or neither")
+    for bias in (input_bias, hidden_bias):
+        if bias is not None and bias.shape != (n * hidden,):
+            raise RuntimeError(f"{name}: a bias must be [{n} * hidden]")
+
+
+def fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """(hy, cy, workspace): one LSTM step from its gate pre-activations, the
+    workspace [B, 4H] holding the activated gates i, f, g, o, as the CUDA kernel
+    saves them."""
+    _check_cell(
+        "_thnn_fused_lstm_cell",
+        input_gates,
+        hidden_gates,
+        cx,
+        input_bias,
+        hidden_bias,
+        4,
+    )
+    gates = _with_bias(input_gates, input_bias) + _with_bias(hidden_gates, hidden_bias)
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx + i * g
+    hy = o * cy.tanh()
+    return hy, cy, torch.cat([i, f, g, o], 1)
+
+
+def fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """(hy, workspace): one GRU step from its gate pre-activations, the workspace
+    [B, 5H] holding r, z, n, hx and the hidden share of n (bias included), as the
+    CUDA kernel saves them."""
+    _check_cell(
+        "_thnn_fused_gru_cell",
+        input_gates,
+        hidden_gates,
+        hx,
+        input_bias,
+        hidden_bias,
+        3,
+    )
+    xr, xz, xn = _with_bias(input_gates, input_bias).chunk(3, 1)
+    hr, hz, hn = _with_bias(hidden_gates, hidden_bias).chunk(3, 1)
+    r = (xr + hr).sigmoid()
+    z = (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    hy = n + z * (hx - n)
+    return hy, torch.cat([r, z, n, hx, hn], 1)
+
+
+def fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    """(grad_gates, grad_cx, grad_bias): the LSTM cell's backward kernel, from the
+    activated gates the forward saved (absent gradients are zeros; grad_bias the
+    gates' summed over the batch, undefined without biases)."""
+    _check_real_floating("_thnn_fused_lstm_cell_backward_impl", workspace)
+    i, f, g, o = workspace.chunk(4, 1)
+    grad_hy = torch.zeros_like(cx) if grad_hy is None else grad_hy
+    grad_cy = torch.zeros_like(cx) if grad_cy is None else grad_cy
+    tanh_cy = cy.tanh()
+    grad_c = grad_hy * o * (1 - tanh_cy**2) + grad_cy
+    grad_gates = torch.cat(
+        [
+            grad_c * g * i * (1 - i),
+            grad_c * cx * f * (1 - f),
+            grad_c * i * (1 - g**2),
+            grad_hy * tanh_cy * o * (1 - o),
+        ],
+        1,
+    )
+    grad_bias = grad_gates.sum(0) if has_bias else None
+    return grad_gates, grad_c * f, grad_bias
+
+
+def fused_gru_cell_backward(grad_hy, workspace, has_bias):
+    """(grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias,
+    grad_hidden_bias): the GRU cell's backward kernel, from r, z, n, hx and the
+    hidden share of n the forward saved."""
+    _check_real_floating("_thnn_fused_gru_cell_backward", workspace)
+    r, z, n, hx, hn = workspace.chunk(5, 1)
+    grad_n = grad_hy * (1 - z) * (1 - n**2)
+    grad_z = grad_hy * (hx - n) * z * (1 - z)
+    grad_r = grad_n * hn * r * (1 - r)
+    grad_input = torch.cat([grad_r, grad_z, grad_n], 1)
+    grad_hidden = torch.cat([grad_r, grad_z, grad_n * r], 1)
+    if not has_bias:
+        return grad_input, grad_hidden, grad_hy * z, None, None
+    return grad_input, grad_hidden, grad_hy * z, grad_input.sum(0), grad_hidden.sum(0)
+
+
+def mps_convolution_transpose(
+    self, weight, padding, output_padding, stride, dilation, groups
+):
+    """The transposed convolution, no bias."""
+    _check_real_floating("_mps_convolution_transpose", self)
+    return torch.ops.aten.convolution(
+        self, weight, None, stride, padding, dilation, True, output_padding, groups
+    )
+
+
+def mps_convolution_transpose_backward(
+    self, grad_output, weight, padding, output_padding, stride, dilation, groups, mask
+):
+    """(grad_self, grad_weight) of the transposed convolution, each where the mask
+    asks for it."""
+    _check_real_floating("mps_convolution_transpose_backward", self)
+    grads = torch.ops.aten.convolution_backward(
+        grad_output,
+        self,
+        weight,
+        None,
+        stride,
+        padding,
+        dilation,
+        True,
+        output_padding,
+        groups,
+        [mask[0], mask[1], False],
+    )
+    return grads[0], grads[1]
+
+
 KERNELS = {
     "_scaled_dot_product_flash_attention": flash,
     "_scaled_dot_product_efficient_attention": efficient,
     "_scaled_dot_product_cudnn_attention": cudnn,
+    "_scaled_dot_product_flash_attention_backward": flash_backward,
+    "_scaled_dot_product_efficient_attention_backward": efficient_backward,
+    "_scaled_dot_product_cudnn_attention_backward": cudnn_backward,
+    "_flash_attention_forward": flash_forward,
+    "_efficient_attention_forward": efficient_forward,
     "cudnn_batch_norm": cudnn_batch_norm,
     "miopen_batch_norm": miopen_batch_norm,
     "max_pool2d_backward": max_pool2d_backward,
+    "_thnn_fused_lstm_cell": fused_lstm_cell,
+    "_thnn_fused_gru_cell": fused_gru_cell,
+    "_thnn_fused_lstm_cell_backward_impl": fused_lstm_cell_backward_impl,
+    "_thnn_fused_gru_cell_backward": fused_gru_cell_backward,
+    "_mps_convolution_transpose": mps_convolution_transpose,
+    "mps_convolution_transpose_backward": mps_convolution_transpose_backward,
 }
 
 

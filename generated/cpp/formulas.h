@@ -16,6 +16,31 @@ at::Tensor additive_mask(
     std::optional<int64_t> mask_type,
     const at::Tensor& q,
     int64_t keys);
+at::Tensor aligned_attention_bias(
+    int64_t queries,
+    int64_t keys,
+    bool is_causal,
+    std::optional<int64_t> window_left,
+    std::optional<int64_t> window_right,
+    const at::Tensor& alibi_slopes,
+    const at::Tensor& like);
+TensorList aligned_attention_tangent(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& output,
+    const at::Tensor& rows,
+    bool is_causal,
+    bool bottom_right,
+    std::optional<int64_t> window_left,
+    std::optional<int64_t> window_right,
+    const at::Tensor& alibi_slopes,
+    std::optional<double> scale);
 TensorList amax_mask(
     const at::Tensor& self,
     const at::Tensor& result,
@@ -247,6 +272,43 @@ at::Tensor det_tangent(
     const at::Tensor& A_t,
     const at::Tensor& A,
     const at::Tensor& det);
+at::Tensor device_attention_backward_bias_tangent(
+    const at::Tensor& result,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& attn_bias_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& attn_bias,
+    bool is_causal,
+    std::optional<double> scale);
+at::Tensor device_attention_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& attn_bias_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& attn_bias,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale);
 TensorList device_attention_tangent(
     const at::Tensor& query_t,
     const at::Tensor& key_t,
@@ -269,6 +331,24 @@ at::Tensor dist_tangent(
     const std::optional<c10::Scalar>& p,
     const at::Tensor& result);
 double dropout_scale(double p, std::optional<bool> train);
+TensorList efficient_forward_tangents(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& output,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cu_seqlens_q,
+    const at::Tensor& cu_seqlens_k,
+    double dropout_p,
+    int64_t custom_mask_type,
+    std::optional<double> scale,
+    const at::Tensor& seqlen_k,
+    std::optional<int64_t> window_size);
 TensorList eig_tangents(
     const at::Tensor& self_t,
     const at::Tensor& L,
@@ -361,6 +441,7 @@ TensorList fill_absent(
     const c10::List<std::optional<at::Tensor>>& primals);
 TensorList fill_absent(const TensorList& tangents, const TensorList& primals);
 at::Tensor finite_parts(const at::Tensor& t, const at::Tensor& self);
+at::Tensor finite_rows(const at::Tensor& rows);
 at::Tensor flash_attention_backward_tangent(
     int64_t index,
     const at::Tensor& grad_out_t,
@@ -394,11 +475,106 @@ TensorList flash_attention_tangent(
     double dropout_p,
     bool is_causal,
     std::optional<double> scale);
+TensorList flash_forward_tangents(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& output,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cum_seq_q,
+    const at::Tensor& cum_seq_k,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale,
+    std::optional<int64_t> window_size_left,
+    std::optional<int64_t> window_size_right,
+    const at::Tensor& seqused_k,
+    const at::Tensor& alibi_slopes,
+    const at::Tensor& block_table);
 TensorList foreach_norm_tangents(
     const TensorList& self_t,
     const TensorList& self_p,
     const std::optional<c10::Scalar>& ord,
     const TensorList& result);
+at::Tensor fused_cell_bias_grad(const at::Tensor& grad_gates, const at::Tensor& bias);
+at::Tensor fused_cell_gates(const at::Tensor& gates, const at::Tensor& bias);
+TensorList fused_gru_cell_backward_grads(
+    const at::Tensor& grad_grad_input_gates,
+    const at::Tensor& grad_grad_hidden_gates,
+    const at::Tensor& grad_grad_hx,
+    const at::Tensor& grad_grad_input_bias,
+    const at::Tensor& grad_grad_hidden_bias,
+    const at::Tensor& grad_hy,
+    const at::Tensor& workspace);
+TensorList fused_gru_cell_backward_tangents(
+    const at::Tensor& grad_hy_t,
+    const at::Tensor& workspace_t,
+    const at::Tensor& grad_hy,
+    const at::Tensor& workspace,
+    bool has_bias);
+TensorList fused_gru_cell_grads(
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_workspace,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& hx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias);
+TensorList fused_gru_cell_tangents(
+    const at::Tensor& input_gates_t,
+    const at::Tensor& hidden_gates_t,
+    const at::Tensor& hx_t,
+    const at::Tensor& input_bias_t,
+    const at::Tensor& hidden_bias_t,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& hx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias);
+TensorList fused_lstm_cell_backward_grads(
+    const at::Tensor& grad_grad_gates,
+    const at::Tensor& grad_grad_cx,
+    const at::Tensor& grad_grad_bias,
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy,
+    const at::Tensor& cx,
+    const at::Tensor& cy,
+    const at::Tensor& workspace);
+TensorList fused_lstm_cell_backward_tangents(
+    const at::Tensor& grad_hy_t,
+    const at::Tensor& grad_cy_t,
+    const at::Tensor& cx_t,
+    const at::Tensor& cy_t,
+    const at::Tensor& workspace_t,
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy,
+    const at::Tensor& cx,
+    const at::Tensor& cy,
+    const at::Tensor& workspace,
+    bool has_bias);
+TensorList fused_lstm_cell_grads(
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy,
+    const at::Tensor& grad_workspace,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& cx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias);
+TensorList fused_lstm_cell_tangents(
+    const at::Tensor& input_gates_t,
+    const at::Tensor& hidden_gates_t,
+    const at::Tensor& cx_t,
+    const at::Tensor& input_bias_t,
+    const at::Tensor& hidden_bias_t,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& cx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias);
 at::Tensor gaps(const at::Tensor& values);
 at::Tensor gather_reduced(
     const at::Tensor& t,
@@ -452,6 +628,7 @@ at::Tensor householder_product_tangent(
     const at::Tensor& tau_t,
     const at::Tensor& input,
     const at::Tensor& tau);
+std::vector<int64_t> int_list(const at::Tensor& t);
 bool is_vector_rhs(const at::Tensor& A, const at::Tensor& B);
 TensorList key_tile(
     const at::Tensor& key,
@@ -671,6 +848,7 @@ at::Tensor normalized_tangent(
     const at::Tensor& rstd,
     at::IntArrayRef dims);
 at::Tensor offdiag(const at::Tensor& x);
+at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like);
 TensorList per_channel_qparams(
     const at::Tensor& self,
     const at::Tensor& scale,
@@ -847,6 +1025,17 @@ at::Tensor transformer_encoder_layer_tangent(
     const at::Tensor& ffn_bias_2,
     const at::Tensor& mask,
     std::optional<int64_t> mask_type);
+TensorList transposed_convolution_backward_grads(
+    const at::Tensor& grad_self,
+    const at::Tensor& grad_weight,
+    const at::Tensor& self,
+    const at::Tensor& grad_output,
+    const at::Tensor& weight,
+    at::IntArrayRef padding,
+    at::IntArrayRef output_padding,
+    at::IntArrayRef stride,
+    at::IntArrayRef dilation,
+    int64_t groups);
 at::Tensor triangular_part(const at::Tensor& t, bool upper, bool unitriangular = false);
 at::Tensor triangular_solve_tangent(
     const at::Tensor& B_t,

@@ -494,4 +494,272 @@ at::Tensor flash_attention_backward_tangent(
   return sum_heads(res, like.size(1)).to(like.scalar_type());
 }
 
+// finite_rows(Tensor rows) -> Tensor
+at::Tensor finite_rows(const at::Tensor& rows) {
+  return at::where(rows.isfinite(), rows, at::zeros_like(rows));
+}
+
+// aligned_attention_bias(int queries, int keys, bool is_causal, int? window_left, int? window_right, Tensor alibi_slopes, Tensor like) -> Tensor
+at::Tensor aligned_attention_bias(
+    int64_t queries,
+    int64_t keys,
+    bool is_causal,
+    std::optional<int64_t> window_left,
+    std::optional<int64_t> window_right,
+    const at::Tensor& alibi_slopes,
+    const at::Tensor& like) {
+  bool left_bound = present(window_left) && window_left.value() >= 0;
+  bool right_bound = is_causal;
+  int64_t right = 0;
+  if (!is_causal && present(window_right)) {
+    right_bound = window_right.value() >= 0;
+    right = window_right.value() + 0;
+  }
+  if (!present(alibi_slopes) && !left_bound && !right_bound) {
+    return at::Tensor();
+  }
+  if (!present(alibi_slopes) && !left_bound && is_causal && queries == keys) {
+    return at::Tensor();
+  }
+  at::Tensor i = like.new_ones(std::vector<int64_t>{queries}).cumsum(0).unsqueeze(-1);
+  at::Tensor j = like.new_ones(std::vector<int64_t>{keys}).cumsum(0).unsqueeze(0);
+  at::Tensor d = j - i - (keys - queries);
+  at::Tensor seen = at::ones_like(d, c10::ScalarType::Bool);
+  if (left_bound) {
+    seen = seen & d >= -window_left.value();
+  }
+  if (right_bound) {
+    seen = seen & d <= right;
+  }
+  at::Tensor bias = at::zeros_like(d).masked_fill(seen.logical_not(), -std::numeric_limits<double>::infinity());
+  if (!present(alibi_slopes)) {
+    return bias.unsqueeze(0).unsqueeze(0);
+  }
+  at::Tensor slopes = alibi_slopes.to(like.scalar_type()).unsqueeze(-1).unsqueeze(-1);
+  if (slopes.dim() == 3) {
+    slopes = slopes.unsqueeze(0);
+  }
+  return bias - slopes * d.abs();
+}
+
+// aligned_attention_tangent(Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor output, Tensor rows, bool is_causal, bool bottom_right, int? window_left, int? window_right, Tensor alibi_slopes, float? scale) -> Tensor[]
+TensorList aligned_attention_tangent(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& output,
+    const at::Tensor& rows_arg,
+    bool is_causal,
+    bool bottom_right,
+    std::optional<int64_t> window_left,
+    std::optional<int64_t> window_right,
+    const at::Tensor& alibi_slopes,
+    std::optional<double> scale) {
+  at::Tensor rows = rows_arg;
+  if (key.size(2) == 0) {
+    return TensorList{at::zeros_like(output), at::zeros_like(attention_acc(query).select(-1, 0))};
+  }
+  at::Tensor aligned = aligned_attention_bias(query.size(2), key.size(2), is_causal && bottom_right, window_left, window_right, alibi_slopes, attention_acc(query));
+  bool causal = is_causal && (!present(aligned) || !bottom_right);
+  at::Tensor total = bias;
+  if (present(aligned)) {
+    total = !present(bias) ? aligned : aligned + attention_acc(bias);
+  }
+  if (!present(rows) || present(aligned)) {
+    rows = attention_forward(query, key, value, total, causal, attention_scale(query, scale))[1];
+  }
+  return flash_attention_tangent(query_t, key_t, value_t, bias_t, query, key, value, total, output, finite_rows(rows), 0.0, causal, scale);
+}
+
+// flash_forward_tangents(Tensor query_t, Tensor key_t, Tensor value_t, Tensor query, Tensor key, Tensor value, Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, float dropout_p, bool is_causal, float? scale, int? window_size_left, int? window_size_right, Tensor seqused_k, Tensor alibi_slopes, Tensor block_table) -> Tensor[]
+TensorList flash_forward_tangents(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& output,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cum_seq_q,
+    const at::Tensor& cum_seq_k,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale,
+    std::optional<int64_t> window_size_left,
+    std::optional<int64_t> window_size_right,
+    const at::Tensor& seqused_k,
+    const at::Tensor& alibi_slopes,
+    const at::Tensor& block_table) {
+  refuse_dropout(dropout_p, "_flash_attention_forward");
+  if (present(block_table)) {
+    return TensorList{no_derivative("_flash_attention_forward", "block_table", "a paged key/value cache"), logsumexp};
+  }
+  TensorList t;
+  if (!present(cum_seq_q)) {
+    t = aligned_attention_tangent(query_t.transpose(1, 2), key_t.transpose(1, 2), value_t.transpose(1, 2), None, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None, output.transpose(1, 2), logsumexp, is_causal, true, window_size_left, window_size_right, alibi_slopes, scale);
+    return TensorList{t[0].transpose(1, 2).to(output.scalar_type()), t[1].to(logsumexp.scalar_type())};
+  }
+  std::vector<int64_t> q_offsets = int_list(cum_seq_q);
+  std::vector<int64_t> k_offsets = int_list(cum_seq_k);
+  std::vector<int64_t> used = k_offsets;
+  if (present(seqused_k)) {
+    used = int_list(seqused_k);
+  }
+  at::Tensor out_t = at::zeros_like(output).narrow(0, 0, at_index(q_offsets, 0));
+  at::Tensor lse_t = at::zeros_like(logsumexp).narrow(1, 0, at_index(q_offsets, 0));
+  for (int64_t b : dim_range(0, cum_seq_q.size(0) - 1)) {
+    int64_t q0 = at_index(q_offsets, b);
+    int64_t queries = at_index(q_offsets, b + 1) - q0;
+    int64_t k0 = at_index(k_offsets, b);
+    int64_t keys = at_index(k_offsets, b + 1) - k0;
+    if (present(seqused_k)) {
+      keys = at_index(used, b);
+    }
+    at::Tensor slopes = alibi_slopes;
+    if (present(alibi_slopes) && alibi_slopes.dim() == 2) {
+      slopes = alibi_slopes.select(0, b);
+    }
+    t = aligned_attention_tangent(query_t.narrow(0, q0, queries).unsqueeze(0).transpose(1, 2), key_t.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2), value_t.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2), None, query.narrow(0, q0, queries).unsqueeze(0).transpose(1, 2), key.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2), value.narrow(0, k0, keys).unsqueeze(0).transpose(1, 2), None, output.narrow(0, q0, queries).unsqueeze(0).transpose(1, 2), logsumexp.narrow(1, q0, queries).unsqueeze(0), is_causal, true, window_size_left, window_size_right, slopes, scale);
+    out_t = at::cat(TensorList{out_t, t[0].transpose(1, 2).squeeze(0).to(output.scalar_type())}, 0);
+    lse_t = at::cat(TensorList{lse_t, t[1].squeeze(0).to(logsumexp.scalar_type())}, 1);
+  }
+  int64_t tail = output.size(0) - out_t.size(0);
+  out_t = at::cat(TensorList{out_t, at::zeros_like(output).narrow(0, 0, tail)}, 0);
+  lse_t = at::cat(TensorList{lse_t, at::zeros_like(logsumexp).narrow(1, 0, tail)}, 1);
+  return TensorList{out_t, lse_t};
+}
+
+// efficient_forward_tangents(Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor output, Tensor logsumexp, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float dropout_p, int custom_mask_type, float? scale, Tensor seqlen_k, int? window_size) -> Tensor[]
+TensorList efficient_forward_tangents(
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& output,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cu_seqlens_q,
+    const at::Tensor& cu_seqlens_k,
+    double dropout_p,
+    int64_t custom_mask_type,
+    std::optional<double> scale,
+    const at::Tensor& seqlen_k,
+    std::optional<int64_t> window_size) {
+  refuse_dropout(dropout_p, "_efficient_attention_forward");
+  if (present(seqlen_k)) {
+    return TensorList{no_derivative("_efficient_attention_forward", "seqlen_k", "per-batch key lengths"), logsumexp};
+  }
+  if (present(window_size)) {
+    return TensorList{no_derivative("_efficient_attention_forward", "window_size", "a local attention window"), logsumexp};
+  }
+  bool is_causal = custom_mask_type != 0;
+  bool bottom_right = custom_mask_type == 2;
+  TensorList t;
+  if (!present(cu_seqlens_q)) {
+    t = aligned_attention_tangent(query_t.transpose(1, 2), key_t.transpose(1, 2), value_t.transpose(1, 2), bias_t, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), bias, output.transpose(1, 2), attention_rows(logsumexp, query.size(1)), is_causal, bottom_right, None, None, None, scale);
+    return TensorList{t[0].transpose(1, 2).to(output.scalar_type()), attention_rows_like(t[1], logsumexp)};
+  }
+  if (present(bias)) {
+    return TensorList{no_derivative("_efficient_attention_forward", "bias", "a bias with packed sequences"), logsumexp};
+  }
+  std::vector<int64_t> q_offsets = int_list(cu_seqlens_q);
+  std::vector<int64_t> k_offsets = int_list(cu_seqlens_k);
+  at::Tensor out_t = at::zeros_like(output).narrow(1, 0, at_index(q_offsets, 0));
+  at::Tensor lse_t = at::zeros_like(logsumexp).narrow(0, 0, 0);
+  for (int64_t b : dim_range(0, cu_seqlens_q.size(0) - 1)) {
+    int64_t q0 = at_index(q_offsets, b);
+    int64_t queries = at_index(q_offsets, b + 1) - q0;
+    int64_t k0 = at_index(k_offsets, b);
+    int64_t keys = at_index(k_offsets, b + 1) - k0;
+    at::Tensor rows = attention_rows(logsumexp.narrow(0, b, 1), queries);
+    t = aligned_attention_tangent(query_t.narrow(1, q0, queries).transpose(1, 2), key_t.narrow(1, k0, keys).transpose(1, 2), value_t.narrow(1, k0, keys).transpose(1, 2), None, query.narrow(1, q0, queries).transpose(1, 2), key.narrow(1, k0, keys).transpose(1, 2), value.narrow(1, k0, keys).transpose(1, 2), None, output.narrow(1, q0, queries).transpose(1, 2), rows, is_causal, bottom_right, None, None, None, scale);
+    out_t = at::cat(TensorList{out_t, t[0].transpose(1, 2).to(output.scalar_type())}, 1);
+    lse_t = at::cat(TensorList{lse_t, attention_rows_like(t[1], logsumexp.narrow(0, b, 1))}, 0);
+  }
+  int64_t tail = output.size(1) - out_t.size(1);
+  out_t = at::cat(TensorList{out_t, at::zeros_like(output).narrow(1, 0, tail)}, 1);
+  return TensorList{out_t, lse_t};
+}
+
+// device_attention_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_bias_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_bias, float dropout_p, bool is_causal, float? scale) -> Tensor
+at::Tensor device_attention_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& attn_bias_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& attn_bias,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale) {
+  refuse_dropout(dropout_p, "scaled_dot_product_attention's device kernels (flash, efficient, cuDNN)");
+  int64_t queries = query.size(2);
+  at::Tensor rows = finite_rows(attention_rows(logsumexp, queries));
+  return flash_attention_backward_tangent(index, grad_out_t, query_t, key_t, value_t, out_t, attention_rows(logsumexp_t, queries), attn_bias_t, grad_out, query, key, value, out, rows, attn_bias, 0.0, is_causal, scale);
+}
+
+// device_attention_backward_bias_tangent(Tensor result, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor attn_bias_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor attn_bias, bool is_causal, float? scale) -> Tensor
+at::Tensor device_attention_backward_bias_tangent(
+    const at::Tensor& result,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& attn_bias_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& attn_bias,
+    bool is_causal,
+    std::optional<double> scale) {
+  if (!present(result)) {
+    return at::Tensor();
+  }
+  int64_t heads = query.size(1);
+  double sc = attention_scale(query, scale);
+  int64_t queries = query.size(2);
+  at::Tensor q = attention_acc(query);
+  at::Tensor kk = expand_heads(attention_acc(key), heads);
+  at::Tensor vv = expand_heads(attention_acc(value), heads);
+  at::Tensor p = attention_probabilities(q, kk, attn_bias, finite_rows(attention_rows(logsumexp, queries)), is_causal, sc);
+  at::Tensor kk_t = expand_heads(attention_acc(key_t), heads);
+  at::Tensor vv_t = expand_heads(attention_acc(value_t), heads);
+  at::Tensor s_t = (at::matmul(attention_acc(query_t), kk.transpose(-2, -1)) + at::matmul(q, kk_t.transpose(-2, -1))) * sc;
+  s_t = s_t - attention_acc(attention_rows(logsumexp_t, queries)).unsqueeze(-1);
+  if (present(attn_bias_t)) {
+    s_t = s_t + attention_acc(attn_bias_t);
+  }
+  at::Tensor g = attention_acc(grad_out);
+  at::Tensor g_t = attention_acc(grad_out_t);
+  at::Tensor o = attention_acc(out);
+  at::Tensor o_t = attention_acc(out_t);
+  at::Tensor r = at::matmul(g, vv.transpose(-2, -1)) - (g * o).sum(at::IntArrayRef{-1}, true);
+  at::Tensor r_t = at::matmul(g_t, vv.transpose(-2, -1)) + at::matmul(g, vv_t.transpose(-2, -1)) - (g_t * o + g * o_t).sum(at::IntArrayRef{-1}, true);
+  at::Tensor ds_t = p * s_t * r + p * r_t;
+  return ds_t.sum_to_size(result.sizes()).to(result.scalar_type());
+}
+
 }  // namespace dualgen::formulas

@@ -92,4 +92,24 @@ at::Tensor bce_cross_derivative(const at::Tensor& self, const at::Tensor& weight
   return !present(weight) ? d : d * weight;
 }
 
+// transposed_convolution_backward_grads(Tensor grad_self, Tensor grad_weight, Tensor self, Tensor grad_output, Tensor weight, int[] padding, int[] output_padding, int[] stride, int[] dilation, int groups) -> Tensor[]
+TensorList transposed_convolution_backward_grads(
+    const at::Tensor& grad_self,
+    const at::Tensor& grad_weight,
+    const at::Tensor& self,
+    const at::Tensor& grad_output,
+    const at::Tensor& weight,
+    at::IntArrayRef padding,
+    at::IntArrayRef output_padding,
+    at::IntArrayRef stride,
+    at::IntArrayRef dilation,
+    int64_t groups) {
+  at::Tensor gs = or_zeros(grad_self, self);
+  at::Tensor gw = or_zeros(grad_weight, weight);
+  at::Tensor bar_grad_output = at::_ops::convolution::call(gs, weight, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups)) + at::_ops::convolution::call(self, gw, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups));
+  at::Tensor bar_self = std::get<0>(at::_ops::convolution_backward::call(grad_output, self, gw, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false}));
+  at::Tensor bar_weight = std::get<1>(at::_ops::convolution_backward::call(grad_output, gs, weight, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false}));
+  return TensorList{bar_self, bar_grad_output, bar_weight};
+}
+
 }  // namespace dualgen::formulas

@@ -105,4 +105,370 @@ at::Tensor ctc_loss_log_probs_grad(
   return native - log_probs.exp() * scale.unsqueeze(-1);
 }
 
+// fused_cell_gates(Tensor gates, Tensor bias) -> Tensor
+at::Tensor fused_cell_gates(const at::Tensor& gates, const at::Tensor& bias) {
+  if (!present(bias)) {
+    return gates;
+  }
+  return gates + bias;
+}
+
+// fused_cell_bias_grad(Tensor grad_gates, Tensor bias) -> Tensor
+at::Tensor fused_cell_bias_grad(const at::Tensor& grad_gates, const at::Tensor& bias) {
+  if (!present(bias)) {
+    return at::Tensor();
+  }
+  return grad_gates.sum(at::IntArrayRef{0});
+}
+
+// or_zeros(Tensor t, Tensor like) -> Tensor
+at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
+  if (!present(t)) {
+    return at::zeros_like(like);
+  }
+  return t;
+}
+
+// fused_lstm_cell_tangents(Tensor input_gates_t, Tensor hidden_gates_t, Tensor cx_t, Tensor input_bias_t, Tensor hidden_bias_t, Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+TensorList fused_lstm_cell_tangents(
+    const at::Tensor& input_gates_t,
+    const at::Tensor& hidden_gates_t,
+    const at::Tensor& cx_t,
+    const at::Tensor& input_bias_t,
+    const at::Tensor& hidden_bias_t,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& cx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias) {
+  at::Tensor gates = fused_cell_gates(input_gates, input_bias) + fused_cell_gates(hidden_gates, hidden_bias);
+  at::Tensor gates_t = fused_cell_gates(input_gates_t, input_bias_t) + fused_cell_gates(hidden_gates_t, hidden_bias_t);
+  TensorList unpacked1 = gates.chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor i = unpacked1[0];
+  at::Tensor f = unpacked1[1];
+  at::Tensor g = unpacked1[2];
+  at::Tensor o = unpacked1[3];
+  TensorList unpacked2 = gates_t.chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor i_t = unpacked2[0];
+  at::Tensor f_t = unpacked2[1];
+  at::Tensor g_t = unpacked2[2];
+  at::Tensor o_t = unpacked2[3];
+  at::Tensor ig = i.sigmoid();
+  at::Tensor fg = f.sigmoid();
+  at::Tensor cg = g.tanh();
+  at::Tensor og = o.sigmoid();
+  at::Tensor ig_t = i_t * ig * dualgen::rsub(ig, 1);
+  at::Tensor fg_t = f_t * fg * dualgen::rsub(fg, 1);
+  at::Tensor cg_t = g_t * dualgen::rsub(cg * cg, 1);
+  at::Tensor og_t = o_t * og * dualgen::rsub(og, 1);
+  at::Tensor cy = fg * cx + ig * cg;
+  at::Tensor cy_t = fg_t * cx + fg * cx_t + ig_t * cg + ig * cg_t;
+  at::Tensor tc = cy.tanh();
+  at::Tensor hy_t = og_t * tc + og * dualgen::rsub(tc * tc, 1) * cy_t;
+  return TensorList{hy_t, cy_t, at::cat(TensorList{ig_t, fg_t, cg_t, og_t}, 1)};
+}
+
+// fused_lstm_cell_grads(Tensor grad_hy, Tensor grad_cy, Tensor grad_workspace, Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+TensorList fused_lstm_cell_grads(
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy,
+    const at::Tensor& grad_workspace,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& cx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias) {
+  at::Tensor gates = fused_cell_gates(input_gates, input_bias) + fused_cell_gates(hidden_gates, hidden_bias);
+  TensorList unpacked1 = gates.chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor i = unpacked1[0];
+  at::Tensor f = unpacked1[1];
+  at::Tensor g = unpacked1[2];
+  at::Tensor o = unpacked1[3];
+  at::Tensor ig = i.sigmoid();
+  at::Tensor fg = f.sigmoid();
+  at::Tensor cg = g.tanh();
+  at::Tensor og = o.sigmoid();
+  at::Tensor tc = (fg * cx + ig * cg).tanh();
+  at::Tensor ghy = or_zeros(grad_hy, cx);
+  at::Tensor gcx = ghy * og * dualgen::rsub(tc * tc, 1) + or_zeros(grad_cy, cx);
+  TensorList unpacked2 = or_zeros(grad_workspace, gates).chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor wi = unpacked2[0];
+  at::Tensor wf = unpacked2[1];
+  at::Tensor wg = unpacked2[2];
+  at::Tensor wo = unpacked2[3];
+  at::Tensor grad_gates = at::cat(TensorList{(gcx * cg + wi) * ig * dualgen::rsub(ig, 1), (gcx * cx + wf) * fg * dualgen::rsub(fg, 1), (gcx * ig + wg) * dualgen::rsub(cg * cg, 1), (ghy * tc + wo) * og * dualgen::rsub(og, 1)}, 1);
+  return TensorList{grad_gates, grad_gates, gcx * fg, fused_cell_bias_grad(grad_gates, input_bias), fused_cell_bias_grad(grad_gates, hidden_bias)};
+}
+
+// fused_lstm_cell_backward_tangents(Tensor grad_hy_t, Tensor grad_cy_t, Tensor cx_t, Tensor cy_t, Tensor workspace_t, Tensor grad_hy, Tensor grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> Tensor[]
+TensorList fused_lstm_cell_backward_tangents(
+    const at::Tensor& grad_hy_t,
+    const at::Tensor& grad_cy_t,
+    const at::Tensor& cx_t,
+    const at::Tensor& cy_t,
+    const at::Tensor& workspace_t,
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy,
+    const at::Tensor& cx,
+    const at::Tensor& cy,
+    const at::Tensor& workspace,
+    bool has_bias) {
+  TensorList unpacked1 = workspace.chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor ig = unpacked1[0];
+  at::Tensor fg = unpacked1[1];
+  at::Tensor cg = unpacked1[2];
+  at::Tensor og = unpacked1[3];
+  TensorList unpacked2 = workspace_t.chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor ig_t = unpacked2[0];
+  at::Tensor fg_t = unpacked2[1];
+  at::Tensor cg_t = unpacked2[2];
+  at::Tensor og_t = unpacked2[3];
+  at::Tensor ghy = or_zeros(grad_hy, cx);
+  at::Tensor ghy_t = or_zeros(grad_hy_t, cx);
+  at::Tensor tc = cy.tanh();
+  at::Tensor tc_t = dualgen::rsub(tc * tc, 1) * cy_t;
+  at::Tensor gcx = ghy * og * dualgen::rsub(tc * tc, 1) + or_zeros(grad_cy, cx);
+  at::Tensor gcx_t = (ghy_t * og + ghy * og_t) * dualgen::rsub(tc * tc, 1) - 2 * ghy * og * tc * tc_t + or_zeros(grad_cy_t, cx);
+  at::Tensor di = ig * dualgen::rsub(ig, 1);
+  at::Tensor df = fg * dualgen::rsub(fg, 1);
+  at::Tensor dg = dualgen::rsub(cg * cg, 1);
+  at::Tensor d_o = og * dualgen::rsub(og, 1);
+  at::Tensor grad_gates_t = at::cat(TensorList{(gcx_t * cg + gcx * cg_t) * di + gcx * cg * ig_t * dualgen::rsub(2 * ig, 1), (gcx_t * cx + gcx * cx_t) * df + gcx * cx * fg_t * dualgen::rsub(2 * fg, 1), (gcx_t * ig + gcx * ig_t) * dg - 2 * gcx * ig * cg * cg_t, (ghy_t * tc + ghy * tc_t) * d_o + ghy * tc * og_t * dualgen::rsub(2 * og, 1)}, 1);
+  at::Tensor grad_bias_t = has_bias ? grad_gates_t.sum(at::IntArrayRef{0}) : at::Tensor();
+  return TensorList{grad_gates_t, gcx_t * fg + gcx * fg_t, grad_bias_t};
+}
+
+// fused_lstm_cell_backward_grads(Tensor grad_grad_gates, Tensor grad_grad_cx, Tensor grad_grad_bias, Tensor grad_hy, Tensor grad_cy, Tensor cx, Tensor cy, Tensor workspace) -> Tensor[]
+TensorList fused_lstm_cell_backward_grads(
+    const at::Tensor& grad_grad_gates,
+    const at::Tensor& grad_grad_cx,
+    const at::Tensor& grad_grad_bias,
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_cy,
+    const at::Tensor& cx,
+    const at::Tensor& cy,
+    const at::Tensor& workspace) {
+  TensorList unpacked1 = workspace.chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor ig = unpacked1[0];
+  at::Tensor fg = unpacked1[1];
+  at::Tensor cg = unpacked1[2];
+  at::Tensor og = unpacked1[3];
+  at::Tensor ghy = or_zeros(grad_hy, cx);
+  at::Tensor tc = cy.tanh();
+  at::Tensor dtc = dualgen::rsub(tc * tc, 1);
+  at::Tensor gcx = ghy * og * dtc + or_zeros(grad_cy, cx);
+  at::Tensor total = or_zeros(grad_grad_gates, workspace);
+  if (present(grad_grad_bias)) {
+    total = total + grad_grad_bias;
+  }
+  TensorList unpacked2 = total.chunk(4, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 4, "not enough values to unpack (expected 4, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 4, "too many values to unpack (expected 4)");
+  at::Tensor wi = unpacked2[0];
+  at::Tensor wf = unpacked2[1];
+  at::Tensor wg = unpacked2[2];
+  at::Tensor wo = unpacked2[3];
+  at::Tensor wc = or_zeros(grad_grad_cx, cx);
+  at::Tensor di = ig * dualgen::rsub(ig, 1);
+  at::Tensor df = fg * dualgen::rsub(fg, 1);
+  at::Tensor dg = dualgen::rsub(cg * cg, 1);
+  at::Tensor d_o = og * dualgen::rsub(og, 1);
+  at::Tensor bar_gcx = wi * cg * di + wf * cx * df + wg * ig * dg + wc * fg;
+  at::Tensor bar_workspace = at::cat(TensorList{wi * gcx * cg * dualgen::rsub(2 * ig, 1) + wg * gcx * dg, wf * gcx * cx * dualgen::rsub(2 * fg, 1) + wc * gcx, wi * gcx * di - 2 * wg * gcx * ig * cg, bar_gcx * ghy * dtc + wo * ghy * tc * dualgen::rsub(2 * og, 1)}, 1);
+  at::Tensor bar_cy = (wo * ghy * d_o - 2 * bar_gcx * ghy * og * tc) * dtc;
+  return TensorList{bar_gcx * og * dtc + wo * tc * d_o, bar_gcx, wf * gcx * df, bar_cy, bar_workspace};
+}
+
+// fused_gru_cell_tangents(Tensor input_gates_t, Tensor hidden_gates_t, Tensor hx_t, Tensor input_bias_t, Tensor hidden_bias_t, Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+TensorList fused_gru_cell_tangents(
+    const at::Tensor& input_gates_t,
+    const at::Tensor& hidden_gates_t,
+    const at::Tensor& hx_t,
+    const at::Tensor& input_bias_t,
+    const at::Tensor& hidden_bias_t,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& hx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias) {
+  TensorList unpacked1 = fused_cell_gates(input_gates, input_bias).chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor xr = unpacked1[0];
+  at::Tensor xz = unpacked1[1];
+  at::Tensor xn = unpacked1[2];
+  TensorList unpacked2 = fused_cell_gates(hidden_gates, hidden_bias).chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor hr = unpacked2[0];
+  at::Tensor hz = unpacked2[1];
+  at::Tensor hn = unpacked2[2];
+  TensorList unpacked3 = fused_cell_gates(input_gates_t, input_bias_t).chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked3.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked3.size(), ")");
+  TORCH_CHECK_VALUE(unpacked3.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor xr_t = unpacked3[0];
+  at::Tensor xz_t = unpacked3[1];
+  at::Tensor xn_t = unpacked3[2];
+  TensorList unpacked4 = fused_cell_gates(hidden_gates_t, hidden_bias_t).chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked4.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked4.size(), ")");
+  TORCH_CHECK_VALUE(unpacked4.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor hr_t = unpacked4[0];
+  at::Tensor hz_t = unpacked4[1];
+  at::Tensor hn_t = unpacked4[2];
+  at::Tensor r = (xr + hr).sigmoid();
+  at::Tensor z = (xz + hz).sigmoid();
+  at::Tensor n = (xn + r * hn).tanh();
+  at::Tensor r_t = (xr_t + hr_t) * r * dualgen::rsub(r, 1);
+  at::Tensor z_t = (xz_t + hz_t) * z * dualgen::rsub(z, 1);
+  at::Tensor n_t = (xn_t + r_t * hn + r * hn_t) * dualgen::rsub(n * n, 1);
+  at::Tensor hy_t = n_t + z_t * (hx - n) + z * (hx_t - n_t);
+  return TensorList{hy_t, at::cat(TensorList{r_t, z_t, n_t, hx_t, hn_t}, 1)};
+}
+
+// fused_gru_cell_grads(Tensor grad_hy, Tensor grad_workspace, Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor input_bias, Tensor hidden_bias) -> Tensor[]
+TensorList fused_gru_cell_grads(
+    const at::Tensor& grad_hy,
+    const at::Tensor& grad_workspace,
+    const at::Tensor& input_gates,
+    const at::Tensor& hidden_gates,
+    const at::Tensor& hx,
+    const at::Tensor& input_bias,
+    const at::Tensor& hidden_bias) {
+  TensorList unpacked1 = fused_cell_gates(input_gates, input_bias).chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor xr = unpacked1[0];
+  at::Tensor xz = unpacked1[1];
+  at::Tensor xn = unpacked1[2];
+  TensorList unpacked2 = fused_cell_gates(hidden_gates, hidden_bias).chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor hr = unpacked2[0];
+  at::Tensor hz = unpacked2[1];
+  at::Tensor hn = unpacked2[2];
+  at::Tensor r = (xr + hr).sigmoid();
+  at::Tensor z = (xz + hz).sigmoid();
+  at::Tensor n = (xn + r * hn).tanh();
+  at::Tensor ghy = or_zeros(grad_hy, hx);
+  TensorList unpacked3 = or_zeros(grad_workspace, at::cat(TensorList{hx, hx, hx, hx, hx}, 1)).chunk(5, 1);
+  TORCH_CHECK_VALUE(unpacked3.size() >= 5, "not enough values to unpack (expected 5, got ", unpacked3.size(), ")");
+  TORCH_CHECK_VALUE(unpacked3.size() <= 5, "too many values to unpack (expected 5)");
+  at::Tensor wr = unpacked3[0];
+  at::Tensor wz = unpacked3[1];
+  at::Tensor wn = unpacked3[2];
+  at::Tensor whx = unpacked3[3];
+  at::Tensor whn = unpacked3[4];
+  at::Tensor gn = (ghy * dualgen::rsub(z, 1) + wn) * dualgen::rsub(n * n, 1);
+  at::Tensor gz = (ghy * (hx - n) + wz) * z * dualgen::rsub(z, 1);
+  at::Tensor gr = (gn * hn + wr) * r * dualgen::rsub(r, 1);
+  at::Tensor grad_input_gates = at::cat(TensorList{gr, gz, gn}, 1);
+  at::Tensor grad_hidden_gates = at::cat(TensorList{gr, gz, gn * r + whn}, 1);
+  return TensorList{grad_input_gates, grad_hidden_gates, ghy * z + whx, fused_cell_bias_grad(grad_input_gates, input_bias), fused_cell_bias_grad(grad_hidden_gates, hidden_bias)};
+}
+
+// fused_gru_cell_backward_tangents(Tensor grad_hy_t, Tensor workspace_t, Tensor grad_hy, Tensor workspace, bool has_bias) -> Tensor[]
+TensorList fused_gru_cell_backward_tangents(
+    const at::Tensor& grad_hy_t,
+    const at::Tensor& workspace_t,
+    const at::Tensor& grad_hy,
+    const at::Tensor& workspace,
+    bool has_bias) {
+  TensorList unpacked1 = workspace.chunk(5, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 5, "not enough values to unpack (expected 5, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 5, "too many values to unpack (expected 5)");
+  at::Tensor r = unpacked1[0];
+  at::Tensor z = unpacked1[1];
+  at::Tensor n = unpacked1[2];
+  at::Tensor hx = unpacked1[3];
+  at::Tensor hn = unpacked1[4];
+  TensorList unpacked2 = workspace_t.chunk(5, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 5, "not enough values to unpack (expected 5, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 5, "too many values to unpack (expected 5)");
+  at::Tensor r_t = unpacked2[0];
+  at::Tensor z_t = unpacked2[1];
+  at::Tensor n_t = unpacked2[2];
+  at::Tensor hx_t = unpacked2[3];
+  at::Tensor hn_t = unpacked2[4];
+  at::Tensor go = grad_hy;
+  at::Tensor go_t = grad_hy_t;
+  at::Tensor dn = dualgen::rsub(n * n, 1);
+  at::Tensor gn = go * dualgen::rsub(z, 1) * dn;
+  at::Tensor gn_t = (go_t * dualgen::rsub(z, 1) - go * z_t) * dn - 2 * go * dualgen::rsub(z, 1) * n * n_t;
+  at::Tensor dz = z * dualgen::rsub(z, 1);
+  at::Tensor gz_t = (go_t * (hx - n) + go * (hx_t - n_t)) * dz + go * (hx - n) * z_t * dualgen::rsub(2 * z, 1);
+  at::Tensor dr = r * dualgen::rsub(r, 1);
+  at::Tensor gr_t = (gn_t * hn + gn * hn_t) * dr + gn * hn * r_t * dualgen::rsub(2 * r, 1);
+  at::Tensor input_t = at::cat(TensorList{gr_t, gz_t, gn_t}, 1);
+  at::Tensor hidden_t = at::cat(TensorList{gr_t, gz_t, gn_t * r + gn * r_t}, 1);
+  at::Tensor input_bias_t = has_bias ? input_t.sum(at::IntArrayRef{0}) : at::Tensor();
+  at::Tensor hidden_bias_t = has_bias ? hidden_t.sum(at::IntArrayRef{0}) : at::Tensor();
+  return TensorList{input_t, hidden_t, go_t * z + go * z_t, input_bias_t, hidden_bias_t};
+}
+
+// fused_gru_cell_backward_grads(Tensor grad_grad_input_gates, Tensor grad_grad_hidden_gates, Tensor grad_grad_hx, Tensor grad_grad_input_bias, Tensor grad_grad_hidden_bias, Tensor grad_hy, Tensor workspace) -> Tensor[]
+TensorList fused_gru_cell_backward_grads(
+    const at::Tensor& grad_grad_input_gates,
+    const at::Tensor& grad_grad_hidden_gates,
+    const at::Tensor& grad_grad_hx,
+    const at::Tensor& grad_grad_input_bias,
+    const at::Tensor& grad_grad_hidden_bias,
+    const at::Tensor& grad_hy,
+    const at::Tensor& workspace) {
+  TensorList unpacked1 = workspace.chunk(5, 1);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 5, "not enough values to unpack (expected 5, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 5, "too many values to unpack (expected 5)");
+  at::Tensor r = unpacked1[0];
+  at::Tensor z = unpacked1[1];
+  at::Tensor n = unpacked1[2];
+  at::Tensor hx = unpacked1[3];
+  at::Tensor hn = unpacked1[4];
+  at::Tensor go = grad_hy;
+  at::Tensor gates = at::cat(TensorList{hx, hx, hx}, 1);
+  at::Tensor a = or_zeros(grad_grad_input_gates, gates);
+  if (present(grad_grad_input_bias)) {
+    a = a + grad_grad_input_bias;
+  }
+  at::Tensor h = or_zeros(grad_grad_hidden_gates, gates);
+  if (present(grad_grad_hidden_bias)) {
+    h = h + grad_grad_hidden_bias;
+  }
+  TensorList unpacked2 = a.chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked2.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked2.size(), ")");
+  TORCH_CHECK_VALUE(unpacked2.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor ar = unpacked2[0];
+  at::Tensor az = unpacked2[1];
+  at::Tensor an = unpacked2[2];
+  TensorList unpacked3 = h.chunk(3, 1);
+  TORCH_CHECK_VALUE(unpacked3.size() >= 3, "not enough values to unpack (expected 3, got ", unpacked3.size(), ")");
+  TORCH_CHECK_VALUE(unpacked3.size() <= 3, "too many values to unpack (expected 3)");
+  at::Tensor hr = unpacked3[0];
+  at::Tensor hz = unpacked3[1];
+  at::Tensor hn_bar = unpacked3[2];
+  at::Tensor wx = or_zeros(grad_grad_hx, hx);
+  at::Tensor dn = dualgen::rsub(n * n, 1);
+  at::Tensor dz = z * dualgen::rsub(z, 1);
+  at::Tensor dr = r * dualgen::rsub(r, 1);
+  at::Tensor gn = go * dualgen::rsub(z, 1) * dn;
+  at::Tensor bar_r_total = ar + hr;
+  at::Tensor bar_z_total = az + hz;
+  at::Tensor bar_gn = an + hn_bar * r + bar_r_total * hn * dr;
+  at::Tensor bar_go = bar_gn * dualgen::rsub(z, 1) * dn + bar_z_total * (hx - n) * dz + wx * z;
+  at::Tensor bar_workspace = at::cat(TensorList{hn_bar * gn + bar_r_total * gn * hn * dualgen::rsub(2 * r, 1), -bar_gn * go * dn + bar_z_total * go * (hx - n) * dualgen::rsub(2 * z, 1) + wx * go, -2 * bar_gn * go * dualgen::rsub(z, 1) * n - bar_z_total * go * dz, bar_z_total * go * dz, bar_r_total * gn * dr}, 1);
+  return TensorList{bar_go, bar_workspace};
+}
+
 }  // namespace dualgen::formulas

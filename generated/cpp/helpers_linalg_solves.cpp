@@ -142,7 +142,8 @@ at::Tensor det_or_limit(
     const at::Tensor& LU,
     const at::Tensor& pivots) {
   int64_t k = at_index(LU.sizes(), -1);
-  at::Tensor swaps = (pivots != at::arange(1, k + 1, pivots.scalar_type())).sum(at::IntArrayRef{-1});
+  at::Tensor positions = pivots.new_ones(std::vector<int64_t>{k}).cumsum(0);
+  at::Tensor swaps = (pivots != positions).sum(at::IntArrayRef{-1});
   at::Tensor sign = dualgen::rsub(2 * at::remainder(swaps, 2), 1).to(LU.scalar_type());
   at::Tensor nudged = sign * lu_nonsingular(LU).diagonal(0, -2, -1).prod(-1);
   return at::where(det == 0, nudged, det);

@@ -890,19 +890,77 @@ Results mkldnn_rnn_layer_default(const Values& args, const Values& tangents, con
   at::Tensor result1_t;
   at::Tensor result2_t;
   if ((present(cx__t) || present(hx__t) || present(input_t) || present(weight0_t) || present(weight1_t) || present(weight2_t) || present(weight3_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight0_t = present(weight0_t) ? weight0_t : at::zeros_like(weight0_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx__t = present(cx__t) ? cx__t : at::zeros_like(cx__p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight0_t = present(weight0_t) || !present(weight0_p) ? weight0_t : at::zeros_like(weight0_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx__t = present(cx__t) || !present(cx__p) ? cx__t : at::zeros_like(cx__p);
     const TensorList shared_tangents = lstm_layer_derivative("tangents", TensorList{input_t, weight0_t, weight1_t, weight2_t, weight3_t, hx__t, cx__t}, input_p, weight0_p, weight1_p, weight2_p, weight3_p, hx__p, cx__p, result0, None, None, None, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
     result2_t = shared_tangents[2];
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None)};
+}
+
+// aten::_thnn_fused_lstm_cell(Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _thnn_fused_lstm_cell
+Results _thnn_fused_lstm_cell_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_gates_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor hidden_gates_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor cx_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor input_bias_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor hidden_bias_p = unpack<at::Tensor>(args[4]);
+  at::Tensor input_gates_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor hidden_gates_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor cx_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor input_bias_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor hidden_bias_t = unpack<at::Tensor>(tangents[4]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  // result0: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[0]
+  // result1: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[1]
+  // result2: fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p)[2]
+  at::Tensor result0_t;
+  at::Tensor result1_t;
+  at::Tensor result2_t;
+  if (present(input_bias_t) && present(hidden_bias_t)) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    const TensorList shared_tangents = fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_bias_t) && !present(hidden_bias_t)) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    const TensorList shared_tangents = fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, input_bias_t, !present(hidden_bias_p) ? at::Tensor() : at::zeros_like(hidden_bias_p), input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(hidden_bias_t) && !present(input_bias_t)) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    const TensorList shared_tangents = fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, !present(input_bias_p) ? at::Tensor() : at::zeros_like(input_bias_p), hidden_bias_t, input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (!present(input_bias_t) && !present(hidden_bias_t) && (present(cx_t) || present(hidden_gates_t) || present(input_gates_t))) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    const TensorList shared_tangents = fused_lstm_cell_tangents(input_gates_t, hidden_gates_t, cx_t, !present(input_bias_p) ? at::Tensor() : at::zeros_like(input_bias_p), !present(hidden_bias_p) ? at::Tensor() : at::zeros_like(hidden_bias_p), input_gates_p, hidden_gates_p, cx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
 // aten::_fused_moving_avg_obs_fq_helper(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask)
@@ -983,6 +1041,7 @@ void register_shard_0(Registry& registry) {
   registry.add("aten::slice_inverse.default", &slice_inverse_default);
   registry.add("aten::_foreach_div.List", &_foreach_div_List);
   registry.add("aten::mkldnn_rnn_layer.default", &mkldnn_rnn_layer_default);
+  registry.add("aten::_thnn_fused_lstm_cell.default", &_thnn_fused_lstm_cell_default);
   registry.add("aten::_fused_moving_avg_obs_fq_helper.default", &_fused_moving_avg_obs_fq_helper_default);
 }
 

@@ -683,6 +683,57 @@ Results _foreach_norm_Scalar(const Values& args, const Values& tangents, const V
   return {dualgen::value(None)};
 }
 
+// aten::_thnn_fused_gru_cell(Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry _thnn_fused_gru_cell
+Results _thnn_fused_gru_cell_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_gates_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor hidden_gates_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor hx_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor input_bias_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor hidden_bias_p = unpack<at::Tensor>(args[4]);
+  at::Tensor input_gates_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor hidden_gates_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor hx_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor input_bias_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor hidden_bias_t = unpack<at::Tensor>(tangents[4]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p)[0]
+  // result1: fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p)[1]
+  at::Tensor result0_t;
+  at::Tensor result1_t;
+  if (present(input_bias_t) && present(hidden_bias_t)) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    hx_t = present(hx_t) || !present(hx_p) ? hx_t : at::zeros_like(hx_p);
+    const TensorList shared_tangents = fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+  } else if (present(input_bias_t) && !present(hidden_bias_t)) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    hx_t = present(hx_t) || !present(hx_p) ? hx_t : at::zeros_like(hx_p);
+    const TensorList shared_tangents = fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, input_bias_t, !present(hidden_bias_p) ? at::Tensor() : at::zeros_like(hidden_bias_p), input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+  } else if (present(hidden_bias_t) && !present(input_bias_t)) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    hx_t = present(hx_t) || !present(hx_p) ? hx_t : at::zeros_like(hx_p);
+    const TensorList shared_tangents = fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, !present(input_bias_p) ? at::Tensor() : at::zeros_like(input_bias_p), hidden_bias_t, input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+  } else if (!present(input_bias_t) && !present(hidden_bias_t) && (present(hidden_gates_t) || present(hx_t) || present(input_gates_t))) {
+    input_gates_t = present(input_gates_t) || !present(input_gates_p) ? input_gates_t : at::zeros_like(input_gates_p);
+    hidden_gates_t = present(hidden_gates_t) || !present(hidden_gates_p) ? hidden_gates_t : at::zeros_like(hidden_gates_p);
+    hx_t = present(hx_t) || !present(hx_p) ? hx_t : at::zeros_like(hx_p);
+    const TensorList shared_tangents = fused_gru_cell_tangents(input_gates_t, hidden_gates_t, hx_t, !present(input_bias_p) ? at::Tensor() : at::zeros_like(input_bias_p), !present(hidden_bias_p) ? at::Tensor() : at::zeros_like(hidden_bias_p), input_gates_p, hidden_gates_p, hx_p, input_bias_p, hidden_bias_p);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t)};
+}
+
 // aten::_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
 // functional, derivatives.yaml entry _embedding_bag_forward_only
 Results _embedding_bag_forward_only_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -766,6 +817,7 @@ void register_shard_1(Registry& registry) {
   registry.add("aten::upsample_bicubic2d_backward.default", &upsample_bicubic2d_backward_default);
   registry.add("aten::_upsample_lanczos2d_aa_backward.default", &_upsample_lanczos2d_aa_backward_default);
   registry.add("aten::_foreach_norm.Scalar", &_foreach_norm_Scalar);
+  registry.add("aten::_thnn_fused_gru_cell.default", &_thnn_fused_gru_cell_default);
   registry.add("aten::_embedding_bag_forward_only.default", &_embedding_bag_forward_only_default);
   registry.add("aten::randint_like.generator", &randint_like_generator);
 }

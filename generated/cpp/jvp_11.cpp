@@ -318,6 +318,44 @@ Results max_unpool3d_default(const Values& args, const Values& tangents, const V
   return {dualgen::value(None)};
 }
 
+// aten::mps_convolution_transpose_backward(Tensor self, Tensor grad_output, Tensor weight, SymInt[] padding, SymInt[] output_padding, SymInt[] stride, SymInt[] dilation, SymInt groups, bool[2] output_mask) -> (Tensor, Tensor)
+// functional, derivatives.yaml entry mps_convolution_transpose_backward
+Results mps_convolution_transpose_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[2]);
+  const std::vector<int64_t> padding = unpack<std::vector<int64_t>>(args[3]);
+  const std::vector<int64_t> output_padding = unpack<std::vector<int64_t>>(args[4]);
+  const std::vector<int64_t> stride = unpack<std::vector<int64_t>>(args[5]);
+  const std::vector<int64_t> dilation = unpack<std::vector<int64_t>>(args[6]);
+  const int64_t groups = unpack<int64_t>(args[7]);
+  const std::vector<bool> output_mask = unpack<std::vector<bool>>(args[8]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  // result0: torch.ops.aten.convolution_backward(grad_output_t, self_p, weight_p, None, stride, padding, dilation, True, output_padding, groups, [True, False, False])[0] + torch.ops.aten.convolution_backward(grad_output_p, self_p, weight_t, None, stride, padding, dilation, True, output_padding, groups, [True, False, False])[0]
+  at::Tensor result0_t;
+  if (present(grad_output_t) && present(weight_t)) {
+    result0_t = std::get<0>(at::_ops::convolution_backward::call(grad_output_t, self_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false})) + std::get<0>(at::_ops::convolution_backward::call(grad_output_p, self_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false}));
+  } else if (present(grad_output_t)) {
+    result0_t = conform(std::get<0>(at::_ops::convolution_backward::call(grad_output_t, self_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false})), result0);
+  } else if (present(weight_t)) {
+    result0_t = conform(std::get<0>(at::_ops::convolution_backward::call(grad_output_p, self_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false})), result0);
+  }
+  // result1: torch.ops.aten.convolution_backward(grad_output_t, self_p, weight_p, None, stride, padding, dilation, True, output_padding, groups, [False, True, False])[1] + torch.ops.aten.convolution_backward(grad_output_p, self_t, weight_p, None, stride, padding, dilation, True, output_padding, groups, [False, True, False])[1]
+  at::Tensor result1_t;
+  if (present(self_t) && present(grad_output_t)) {
+    result1_t = std::get<1>(at::_ops::convolution_backward::call(grad_output_t, self_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false})) + std::get<1>(at::_ops::convolution_backward::call(grad_output_p, self_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false}));
+  } else if (present(self_t)) {
+    result1_t = conform(std::get<1>(at::_ops::convolution_backward::call(grad_output_p, self_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false})), result1);
+  } else if (present(grad_output_t)) {
+    result1_t = conform(std::get<1>(at::_ops::convolution_backward::call(grad_output_t, self_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), true, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false})), result1);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t)};
+}
+
 // aten::_euclidean_dist(Tensor x1, Tensor x2) -> Tensor
 // functional, derivatives.yaml entry _euclidean_dist
 Results _euclidean_dist_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -390,6 +428,7 @@ void register_shard_11(Registry& registry) {
   registry.add("aten::take.default", &take_default);
   registry.add("aten::elu_backward.default", &elu_backward_default);
   registry.add("aten::max_unpool3d.default", &max_unpool3d_default);
+  registry.add("aten::mps_convolution_transpose_backward.default", &mps_convolution_transpose_backward_default);
   registry.add("aten::_euclidean_dist.default", &_euclidean_dist_default);
   registry.add("aten::fake_quantize_per_tensor_affine_cachemask.default", &fake_quantize_per_tensor_affine_cachemask_default);
   registry.add("aten::randint_like.low_generator_dtype", &randint_like_low_generator_dtype);

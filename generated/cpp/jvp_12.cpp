@@ -460,6 +460,65 @@ Results lift_default(const Values& args, const Values& tangents, const Values& o
   return {dualgen::value(None)};
 }
 
+// aten::_thnn_fused_lstm_cell_backward_impl(Tensor? grad_hy, Tensor? grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _thnn_fused_lstm_cell_backward_impl
+Results _thnn_fused_lstm_cell_backward_impl_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_hy_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor grad_cy_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor cx_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor cy_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor workspace_p = unpack<at::Tensor>(args[4]);
+  const bool has_bias = unpack<bool>(args[5]);
+  at::Tensor grad_hy_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor grad_cy_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor cx_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor cy_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor workspace_t = unpack<at::Tensor>(tangents[4]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  // result0: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[0]
+  // result1: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[1]
+  // result2: fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias)[2]
+  at::Tensor result0_t;
+  at::Tensor result1_t;
+  at::Tensor result2_t;
+  if (present(grad_hy_t) && present(grad_cy_t)) {
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    cy_t = present(cy_t) || !present(cy_p) ? cy_t : at::zeros_like(cy_p);
+    workspace_t = present(workspace_t) || !present(workspace_p) ? workspace_t : at::zeros_like(workspace_p);
+    const TensorList shared_tangents = fused_lstm_cell_backward_tangents(grad_hy_t, grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(grad_hy_t) && !present(grad_cy_t)) {
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    cy_t = present(cy_t) || !present(cy_p) ? cy_t : at::zeros_like(cy_p);
+    workspace_t = present(workspace_t) || !present(workspace_p) ? workspace_t : at::zeros_like(workspace_p);
+    const TensorList shared_tangents = fused_lstm_cell_backward_tangents(grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(grad_cy_t) && !present(grad_hy_t)) {
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    cy_t = present(cy_t) || !present(cy_p) ? cy_t : at::zeros_like(cy_p);
+    workspace_t = present(workspace_t) || !present(workspace_p) ? workspace_t : at::zeros_like(workspace_p);
+    const TensorList shared_tangents = fused_lstm_cell_backward_tangents(!present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t, cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (!present(grad_hy_t) && !present(grad_cy_t) && (present(cx_t) || present(cy_t) || present(workspace_t))) {
+    cx_t = present(cx_t) || !present(cx_p) ? cx_t : at::zeros_like(cx_p);
+    cy_t = present(cy_t) || !present(cy_p) ? cy_t : at::zeros_like(cy_p);
+    workspace_t = present(workspace_t) || !present(workspace_p) ? workspace_t : at::zeros_like(workspace_p);
+    const TensorList shared_tangents = fused_lstm_cell_backward_tangents(!present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p), cx_t, cy_t, workspace_t, grad_hy_p, grad_cy_p, cx_p, cy_p, workspace_p, has_bias);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
+}
+
 // aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)
 // functional, derivatives.yaml entry _fake_quantize_per_tensor_affine_cachemask_tensor_qparams
 Results _fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -506,6 +565,7 @@ void register_shard_12(Registry& registry) {
   registry.add("aten::_upsample_nearest_exact1d_backward.default", &_upsample_nearest_exact1d_backward_default);
   registry.add("aten::as_strided_.default", &as_strided__default);
   registry.add("aten::lift.default", &lift_default);
+  registry.add("aten::_thnn_fused_lstm_cell_backward_impl.default", &_thnn_fused_lstm_cell_backward_impl_default);
   registry.add("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default", &_fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default);
 }
 

@@ -822,13 +822,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
   at::Tensor result5_t;
   at::Tensor result6_t;
   if (present(grad_output_t) && present(grad_hy_t) && present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
@@ -838,13 +838,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     result5_t = shared_tangents[5];
     result6_t = shared_tangents[6];
   } else if (present(grad_output_t) && present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
@@ -854,13 +854,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     result5_t = shared_tangents[5];
     result6_t = shared_tangents[6];
   } else if (present(grad_output_t) && present(grad_cy_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
@@ -870,13 +870,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     result5_t = shared_tangents[5];
     result6_t = shared_tangents[6];
   } else if (present(grad_hy_t) && present(grad_cy_t) && !present(grad_output_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
@@ -886,13 +886,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     result5_t = shared_tangents[5];
     result6_t = shared_tangents[6];
   } else if (present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, grad_output_t, !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
@@ -902,13 +902,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     result5_t = shared_tangents[5];
     result6_t = shared_tangents[6];
   } else if (present(grad_hy_t) && !present(grad_output_t) && !present(grad_cy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), grad_hy_t, !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
@@ -918,13 +918,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     result5_t = shared_tangents[5];
     result6_t = shared_tangents[6];
   } else if (present(grad_cy_t) && !present(grad_output_t) && !present(grad_hy_t)) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), grad_cy_t}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];
@@ -934,13 +934,13 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
     result5_t = shared_tangents[5];
     result6_t = shared_tangents[6];
   } else if (!present(grad_output_t) && !present(grad_hy_t) && !present(grad_cy_t) && (present(cx_tmp_t) || present(hx__t) || present(input_t) || present(weight1_t) || present(weight2_t) || present(weight3_t) || present(weight4_t))) {
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    weight1_t = present(weight1_t) ? weight1_t : at::zeros_like(weight1_p);
-    weight2_t = present(weight2_t) ? weight2_t : at::zeros_like(weight2_p);
-    weight3_t = present(weight3_t) ? weight3_t : at::zeros_like(weight3_p);
-    weight4_t = present(weight4_t) ? weight4_t : at::zeros_like(weight4_p);
-    hx__t = present(hx__t) ? hx__t : at::zeros_like(hx__p);
-    cx_tmp_t = present(cx_tmp_t) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    weight1_t = present(weight1_t) || !present(weight1_p) ? weight1_t : at::zeros_like(weight1_p);
+    weight2_t = present(weight2_t) || !present(weight2_p) ? weight2_t : at::zeros_like(weight2_p);
+    weight3_t = present(weight3_t) || !present(weight3_p) ? weight3_t : at::zeros_like(weight3_p);
+    weight4_t = present(weight4_t) || !present(weight4_p) ? weight4_t : at::zeros_like(weight4_p);
+    hx__t = present(hx__t) || !present(hx__p) ? hx__t : at::zeros_like(hx__p);
+    cx_tmp_t = present(cx_tmp_t) || !present(cx_tmp_p) ? cx_tmp_t : at::zeros_like(cx_tmp_p);
     const TensorList shared_tangents = lstm_layer_derivative("backward_tangents", TensorList{input_t, weight1_t, weight2_t, weight3_t, weight4_t, hx__t, cx_tmp_t, !present(grad_output_p) ? at::Tensor() : at::zeros_like(grad_output_p), !present(grad_hy_p) ? at::Tensor() : at::zeros_like(grad_hy_p), !present(grad_cy_p) ? at::Tensor() : at::zeros_like(grad_cy_p)}, input_p, weight1_p, weight2_p, weight3_p, weight4_p, hx__p, cx_tmp_p, output_p, grad_output_p, grad_hy_p, grad_cy_p, reverse, mode, has_biases, batch_sizes);
     result0_t = shared_tangents[0];
     result1_t = shared_tangents[1];

@@ -634,16 +634,16 @@ Results native_group_norm_backward_default(const Values& args, const Values& tan
   // result0: norm_backward_tangent(0, result0, "group", [grad_out_t, input_t, weight_t, mean_t, rstd_t], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
   at::Tensor result0_t;
   if (present(weight_t)) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    mean_t = present(mean_t) ? mean_t : at::zeros_like(mean_p);
-    rstd_t = present(rstd_t) ? rstd_t : at::zeros_like(rstd_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    mean_t = present(mean_t) || !present(mean_p) ? mean_t : at::zeros_like(mean_p);
+    rstd_t = present(rstd_t) || !present(rstd_p) ? rstd_t : at::zeros_like(rstd_p);
     result0_t = norm_backward_tangent(0, result0, "group", TensorList{grad_out_t, input_t, weight_t, mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   } else if (!present(weight_t) && (present(grad_out_t) || present(input_t) || present(mean_t) || present(rstd_t))) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    input_t = present(input_t) ? input_t : at::zeros_like(input_p);
-    mean_t = present(mean_t) ? mean_t : at::zeros_like(mean_p);
-    rstd_t = present(rstd_t) ? rstd_t : at::zeros_like(rstd_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    mean_t = present(mean_t) || !present(mean_p) ? mean_t : at::zeros_like(mean_p);
+    rstd_t = present(rstd_t) || !present(rstd_p) ? rstd_t : at::zeros_like(rstd_p);
     result0_t = norm_backward_tangent(0, result0, "group", TensorList{grad_out_t, input_t, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), mean_t, rstd_t}, TensorList{grad_out_p, input_p, weight_p, mean_p, rstd_p}, group);
   }
   // result1: norm_backward_tangent(1, result1, "group", [grad_out_t, input_t, None, mean_t, rstd_t], [grad_out_p, input_p, weight_p, mean_p, rstd_p], group)
@@ -814,6 +814,74 @@ Results _scaled_dot_product_cudnn_attention_default(const Values& args, const Va
   return {dualgen::value(output_t), dualgen::value(logsumexp_t), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
 }
 
+// aten::_scaled_dot_product_cudnn_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, Tensor attn_bias, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, *, float? scale=None) -> (Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _scaled_dot_product_cudnn_attention_backward
+Results _scaled_dot_product_cudnn_attention_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_out_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor query_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor out_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor logsumexp_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor philox_seed_p = unpack<at::Tensor>(args[6]);
+  const at::Tensor philox_offset_p = unpack<at::Tensor>(args[7]);
+  const at::Tensor attn_bias_p = unpack<at::Tensor>(args[8]);
+  const at::Tensor cum_seq_q_p = unpack<at::Tensor>(args[9]);
+  const at::Tensor cum_seq_k_p = unpack<at::Tensor>(args[10]);
+  const int64_t max_q = unpack<int64_t>(args[11]);
+  const int64_t max_k = unpack<int64_t>(args[12]);
+  const double dropout_p = unpack<double>(args[13]);
+  const bool is_causal = unpack<bool>(args[14]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[15]);
+  at::Tensor grad_out_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor out_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor logsumexp_t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor attn_bias_t = unpack<at::Tensor>(tangents[6]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  // result0: device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+  at::Tensor result0_t;
+  if ((present(attn_bias_t) || present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    attn_bias_t = present(attn_bias_t) || !present(attn_bias_p) ? attn_bias_t : at::zeros_like(attn_bias_p);
+    result0_t = device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale);
+  }
+  // result1: device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+  at::Tensor result1_t;
+  if ((present(attn_bias_t) || present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    attn_bias_t = present(attn_bias_t) || !present(attn_bias_p) ? attn_bias_t : at::zeros_like(attn_bias_p);
+    result1_t = device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale);
+  }
+  // result2: device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+  at::Tensor result2_t;
+  if ((present(attn_bias_t) || present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    attn_bias_t = present(attn_bias_t) || !present(attn_bias_p) ? attn_bias_t : at::zeros_like(attn_bias_p);
+    result2_t = device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
+}
+
 // aten::_native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, bool need_weights=True, bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry _native_multi_head_attention
 Results _native_multi_head_attention_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -842,25 +910,25 @@ Results _native_multi_head_attention_default(const Values& args, const Values& t
   // result0: native_multi_head_attention_tangent(0, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type)
   at::Tensor result0_t;
   if ((present(key_t) || present(proj_bias_t) || present(proj_weight_t) || present(qkv_bias_t) || present(qkv_weight_t) || present(query_t) || present(value_t))) {
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    qkv_weight_t = present(qkv_weight_t) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
-    qkv_bias_t = present(qkv_bias_t) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
-    proj_weight_t = present(proj_weight_t) ? proj_weight_t : at::zeros_like(proj_weight_p);
-    proj_bias_t = present(proj_bias_t) ? proj_bias_t : at::zeros_like(proj_bias_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    qkv_weight_t = present(qkv_weight_t) || !present(qkv_weight_p) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
+    qkv_bias_t = present(qkv_bias_t) || !present(qkv_bias_p) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
+    proj_weight_t = present(proj_weight_t) || !present(proj_weight_p) ? proj_weight_t : at::zeros_like(proj_weight_p);
+    proj_bias_t = present(proj_bias_t) || !present(proj_bias_p) ? proj_bias_t : at::zeros_like(proj_bias_p);
     result0_t = native_multi_head_attention_tangent(0, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type);
   }
   // result1: native_multi_head_attention_tangent(1, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type)
   at::Tensor result1_t;
   if ((present(key_t) || present(proj_bias_t) || present(proj_weight_t) || present(qkv_bias_t) || present(qkv_weight_t) || present(query_t) || present(value_t))) {
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    qkv_weight_t = present(qkv_weight_t) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
-    qkv_bias_t = present(qkv_bias_t) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
-    proj_weight_t = present(proj_weight_t) ? proj_weight_t : at::zeros_like(proj_weight_p);
-    proj_bias_t = present(proj_bias_t) ? proj_bias_t : at::zeros_like(proj_bias_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    qkv_weight_t = present(qkv_weight_t) || !present(qkv_weight_p) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
+    qkv_bias_t = present(qkv_bias_t) || !present(qkv_bias_p) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
+    proj_weight_t = present(proj_weight_t) || !present(proj_weight_p) ? proj_weight_t : at::zeros_like(proj_weight_p);
+    proj_bias_t = present(proj_bias_t) || !present(proj_bias_p) ? proj_bias_t : at::zeros_like(proj_bias_p);
     result1_t = native_multi_head_attention_tangent(1, query_t, key_t, value_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, query_p, key_p, value_p, embed_dim, num_head, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, mask_p, need_weights, average_attn_weights, mask_type);
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t)};
@@ -1001,6 +1069,7 @@ void register_shard_15(Registry& registry) {
   registry.add("aten::lift_fresh.default", &lift_fresh_default);
   registry.add("aten::_unsafe_index_put.default", &_unsafe_index_put_default);
   registry.add("aten::_scaled_dot_product_cudnn_attention.default", &_scaled_dot_product_cudnn_attention_default);
+  registry.add("aten::_scaled_dot_product_cudnn_attention_backward.default", &_scaled_dot_product_cudnn_attention_backward_default);
   registry.add("aten::_native_multi_head_attention.default", &_native_multi_head_attention_default);
   registry.add("aten::grid_sampler_3d.default", &grid_sampler_3d_default);
   registry.add("aten::_ctc_loss.Tensor", &_ctc_loss_Tensor);

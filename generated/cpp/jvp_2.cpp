@@ -536,6 +536,30 @@ Results reflection_pad1d_backward_default(const Values& args, const Values& tang
   return {dualgen::value(None)};
 }
 
+// aten::_mps_convolution_transpose(Tensor self, Tensor weight, SymInt[] padding, SymInt[] output_padding, SymInt[] stride, SymInt[] dilation, SymInt groups) -> Tensor
+// functional, derivatives.yaml entry _mps_convolution_transpose
+Results _mps_convolution_transpose_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[1]);
+  const std::vector<int64_t> padding = unpack<std::vector<int64_t>>(args[2]);
+  const std::vector<int64_t> output_padding = unpack<std::vector<int64_t>>(args[3]);
+  const std::vector<int64_t> stride = unpack<std::vector<int64_t>>(args[4]);
+  const std::vector<int64_t> dilation = unpack<std::vector<int64_t>>(args[5]);
+  const int64_t groups = unpack<int64_t>(args[6]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten._mps_convolution_transpose(self_t, weight_p, padding, output_padding, stride, dilation, groups) + torch.ops.aten._mps_convolution_transpose(self_p, weight_t, padding, output_padding, stride, dilation, groups)
+  if (present(self_t) && present(weight_t)) {
+    return {dualgen::value(at::_ops::_mps_convolution_transpose::call(self_t, weight_p, symint_list(padding), symint_list(output_padding), symint_list(stride), symint_list(dilation), c10::SymInt(groups)) + at::_ops::_mps_convolution_transpose::call(self_p, weight_t, symint_list(padding), symint_list(output_padding), symint_list(stride), symint_list(dilation), c10::SymInt(groups)))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(at::_ops::_mps_convolution_transpose::call(self_t, weight_p, symint_list(padding), symint_list(output_padding), symint_list(stride), symint_list(dilation), c10::SymInt(groups)), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::_mps_convolution_transpose::call(self_p, weight_t, symint_list(padding), symint_list(output_padding), symint_list(stride), symint_list(dilation), c10::SymInt(groups)), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::_fused_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry _fused_rms_norm
 Results _fused_rms_norm_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -594,6 +618,70 @@ Results _foreach_maximum_Scalar(const Values& args, const Values& tangents, cons
     return {dualgen::value(at::_ops::_foreach_mul_List::call(self_t, at::_ops::_foreach_mul_Scalar::call(at::_ops::_foreach_add_Scalar::call(at::_ops::_foreach_sign::call(at::_ops::_foreach_sub_Scalar::call(self_p, scalar)), 1), 0.5)))};
   }
   return {dualgen::value(None)};
+}
+
+// aten::_flash_attention_forward(Tensor query, Tensor key, Tensor value, Tensor? cum_seq_q, Tensor? cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, bool return_debug_mask, *, float? scale=None, SymInt? window_size_left=None, SymInt? window_size_right=None, Tensor? seqused_k=None, Tensor? alibi_slopes=None, Tensor? block_table=None, int? num_splits=None) -> (Tensor output, Tensor softmax_logsumexp, Tensor rng_state, Tensor unused, Tensor debug_attn_mask)
+// functional, derivatives.yaml entry _flash_attention_forward
+Results _flash_attention_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor query_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor cum_seq_q_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor cum_seq_k_p = unpack<at::Tensor>(args[4]);
+  const int64_t max_q = unpack<int64_t>(args[5]);
+  const int64_t max_k = unpack<int64_t>(args[6]);
+  const double dropout_p = unpack<double>(args[7]);
+  const bool is_causal = unpack<bool>(args[8]);
+  const bool return_debug_mask = unpack<bool>(args[9]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[10]);
+  const std::optional<int64_t> window_size_left = unpack<std::optional<int64_t>>(args[11]);
+  const std::optional<int64_t> window_size_right = unpack<std::optional<int64_t>>(args[12]);
+  const at::Tensor seqused_k_p = unpack<at::Tensor>(args[13]);
+  const at::Tensor alibi_slopes_p = unpack<at::Tensor>(args[14]);
+  const at::Tensor block_table_p = unpack<at::Tensor>(args[15]);
+  const std::optional<int64_t> num_splits = unpack<std::optional<int64_t>>(args[16]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor softmax_logsumexp = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor rng_state = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor unused = unpack<at::Tensor>(outputs[3]);
+  const at::Tensor debug_attn_mask = unpack<at::Tensor>(outputs[4]);
+  // output: flash_forward_tangents(query_t, key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p)[0]
+  // softmax_logsumexp: flash_forward_tangents(query_t, key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p)[1]
+  at::Tensor output_t;
+  at::Tensor softmax_logsumexp_t;
+  if (present(query_t) && present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = flash_forward_tangents(query_t, key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p);
+    output_t = shared_tangents[0];
+    softmax_logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t)) {
+    const TensorList shared_tangents = flash_forward_tangents(query_t, key_t, at::zeros_like(value_p), query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p);
+    output_t = shared_tangents[0];
+    softmax_logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t)) {
+    const TensorList shared_tangents = flash_forward_tangents(query_t, at::zeros_like(key_p), value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p);
+    output_t = shared_tangents[0];
+    softmax_logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = flash_forward_tangents(at::zeros_like(query_p), key_t, value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p);
+    output_t = shared_tangents[0];
+    softmax_logsumexp_t = shared_tangents[1];
+  } else if (present(query_t)) {
+    const TensorList shared_tangents = flash_forward_tangents(query_t, at::zeros_like(key_p), at::zeros_like(value_p), query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p);
+    output_t = shared_tangents[0];
+    softmax_logsumexp_t = shared_tangents[1];
+  } else if (present(key_t)) {
+    const TensorList shared_tangents = flash_forward_tangents(at::zeros_like(query_p), key_t, at::zeros_like(value_p), query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p);
+    output_t = shared_tangents[0];
+    softmax_logsumexp_t = shared_tangents[1];
+  } else if (present(value_t)) {
+    const TensorList shared_tangents = flash_forward_tangents(at::zeros_like(query_p), at::zeros_like(key_p), value_t, query_p, key_p, value_p, output, softmax_logsumexp, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right, seqused_k_p, alibi_slopes_p, block_table_p);
+    output_t = shared_tangents[0];
+    softmax_logsumexp_t = shared_tangents[1];
+  }
+  return {dualgen::value(output_t), dualgen::value(softmax_logsumexp_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
 }
 
 // aten::_ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)
@@ -663,9 +751,11 @@ void register_shard_2(Registry& registry) {
   registry.add("aten::_native_batch_norm_legit.no_stats", &_native_batch_norm_legit_no_stats);
   registry.add("aten::exponential_.default", &exponential__default);
   registry.add("aten::reflection_pad1d_backward.default", &reflection_pad1d_backward_default);
+  registry.add("aten::_mps_convolution_transpose.default", &_mps_convolution_transpose_default);
   registry.add("aten::_fused_rms_norm.default", &_fused_rms_norm_default);
   registry.add("aten::_upsample_bicubic2d_aa.default", &_upsample_bicubic2d_aa_default);
   registry.add("aten::_foreach_maximum.Scalar", &_foreach_maximum_Scalar);
+  registry.add("aten::_flash_attention_forward.default", &_flash_attention_forward_default);
   registry.add("aten::_ctc_loss.default", &_ctc_loss_default);
   registry.add("aten::_pdist_forward.default", &_pdist_forward_default);
 }

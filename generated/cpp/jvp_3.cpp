@@ -809,6 +809,69 @@ Results _foreach_maximum_ScalarList(const Values& args, const Values& tangents, 
   return {dualgen::value(None)};
 }
 
+// aten::_scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor philox_seed, Tensor philox_offset, *, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)
+// functional, derivatives.yaml entry _scaled_dot_product_flash_attention_backward
+Results _scaled_dot_product_flash_attention_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_out_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor query_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor out_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor logsumexp_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor cum_seq_q_p = unpack<at::Tensor>(args[6]);
+  const at::Tensor cum_seq_k_p = unpack<at::Tensor>(args[7]);
+  const int64_t max_q = unpack<int64_t>(args[8]);
+  const int64_t max_k = unpack<int64_t>(args[9]);
+  const double dropout_p = unpack<double>(args[10]);
+  const bool is_causal = unpack<bool>(args[11]);
+  const at::Tensor philox_seed_p = unpack<at::Tensor>(args[12]);
+  const at::Tensor philox_offset_p = unpack<at::Tensor>(args[13]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[14]);
+  at::Tensor grad_out_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor out_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor logsumexp_t = unpack<at::Tensor>(tangents[5]);
+  const at::Tensor grad_query = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor grad_key = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor grad_value = unpack<at::Tensor>(outputs[2]);
+  // grad_query: device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+  at::Tensor grad_query_t;
+  if ((present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_query_t = device_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale);
+  }
+  // grad_key: device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+  at::Tensor grad_key_t;
+  if ((present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_key_t = device_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale);
+  }
+  // grad_value: device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale)
+  at::Tensor grad_value_t;
+  if ((present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_value_t = device_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, None, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, None, dropout_p, is_causal, scale);
+  }
+  return {dualgen::value(grad_query_t), dualgen::value(grad_key_t), dualgen::value(grad_value_t)};
+}
+
 // aten::grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry grid_sampler_2d_backward
 Results grid_sampler_2d_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -945,6 +1008,7 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::soft_margin_loss.default", &soft_margin_loss_default);
   registry.add("aten::_foreach_minimum.Scalar", &_foreach_minimum_Scalar);
   registry.add("aten::_foreach_maximum.ScalarList", &_foreach_maximum_ScalarList);
+  registry.add("aten::_scaled_dot_product_flash_attention_backward.default", &_scaled_dot_product_flash_attention_backward_default);
   registry.add("aten::grid_sampler_2d_backward.default", &grid_sampler_2d_backward_default);
   registry.add("aten::grid_sampler_3d_backward.default", &grid_sampler_3d_backward_default);
 }

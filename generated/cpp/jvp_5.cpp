@@ -926,6 +926,179 @@ Results _unsafe_index_Tensor(const Values& args, const Values& tangents, const V
   return {dualgen::value(None)};
 }
 
+// aten::_scaled_dot_product_efficient_attention_backward(Tensor grad_out_, Tensor query, Tensor key, Tensor value, Tensor attn_bias, Tensor out, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, float dropout_p, bool[4] grad_input_mask, bool is_causal=False, *, float? scale=None) -> (Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _scaled_dot_product_efficient_attention_backward
+Results _scaled_dot_product_efficient_attention_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_out__p = unpack<at::Tensor>(args[0]);
+  const at::Tensor query_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor attn_bias_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor out_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor logsumexp_p = unpack<at::Tensor>(args[6]);
+  const at::Tensor philox_seed_p = unpack<at::Tensor>(args[7]);
+  const at::Tensor philox_offset_p = unpack<at::Tensor>(args[8]);
+  const double dropout_p = unpack<double>(args[9]);
+  const std::vector<bool> grad_input_mask = unpack<std::vector<bool>>(args[10]);
+  const bool is_causal = unpack<bool>(args[11]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[12]);
+  at::Tensor grad_out__t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor attn_bias_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor out_t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor logsumexp_t = unpack<at::Tensor>(tangents[6]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  // result0: device_attention_backward_tangent(0, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+  at::Tensor result0_t;
+  if ((present(attn_bias_t) || present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    attn_bias_t = present(attn_bias_t) || !present(attn_bias_p) ? attn_bias_t : at::zeros_like(attn_bias_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result0_t = device_attention_backward_tangent(0, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale);
+  }
+  // result1: device_attention_backward_tangent(1, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+  at::Tensor result1_t;
+  if ((present(attn_bias_t) || present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    attn_bias_t = present(attn_bias_t) || !present(attn_bias_p) ? attn_bias_t : at::zeros_like(attn_bias_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result1_t = device_attention_backward_tangent(1, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale);
+  }
+  // result2: device_attention_backward_tangent(2, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale)
+  at::Tensor result2_t;
+  if ((present(attn_bias_t) || present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    attn_bias_t = present(attn_bias_t) || !present(attn_bias_p) ? attn_bias_t : at::zeros_like(attn_bias_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result2_t = device_attention_backward_tangent(2, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, dropout_p, is_causal, scale);
+  }
+  // result3: device_attention_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, is_causal, scale)
+  at::Tensor result3_t;
+  if ((present(attn_bias_t) || present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    attn_bias_t = present(attn_bias_t) || !present(attn_bias_p) ? attn_bias_t : at::zeros_like(attn_bias_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result3_t = device_attention_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, out_t, logsumexp_t, attn_bias_t, grad_out__p, query_p, key_p, value_p, out_p, logsumexp_p, attn_bias_p, is_causal, scale);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(result3_t)};
+}
+
+// aten::_efficient_attention_forward(Tensor query, Tensor key, Tensor value, Tensor? bias, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, SymInt? max_seqlen_q, SymInt? max_seqlen_k, float dropout_p, int custom_mask_type, bool compute_log_sumexp=False, *, float? scale=None, Tensor? seqlen_k=None, int? window_size=None) -> (Tensor output, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, SymInt max_seqlen_batch_q, SymInt max_seqlen_batch_k)
+// functional, derivatives.yaml entry _efficient_attention_forward
+Results _efficient_attention_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor query_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor cu_seqlens_q_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor cu_seqlens_k_p = unpack<at::Tensor>(args[5]);
+  const std::optional<int64_t> max_seqlen_q = unpack<std::optional<int64_t>>(args[6]);
+  const std::optional<int64_t> max_seqlen_k = unpack<std::optional<int64_t>>(args[7]);
+  const double dropout_p = unpack<double>(args[8]);
+  const int64_t custom_mask_type = unpack<int64_t>(args[9]);
+  const bool compute_log_sumexp = unpack<bool>(args[10]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[11]);
+  const at::Tensor seqlen_k_p = unpack<at::Tensor>(args[12]);
+  const std::optional<int64_t> window_size = unpack<std::optional<int64_t>>(args[13]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor bias_t = unpack<at::Tensor>(tangents[3]);
+  const at::Tensor output = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor logsumexp = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor philox_seed = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor philox_offset = unpack<at::Tensor>(outputs[3]);
+  const int64_t max_seqlen_batch_q = unpack<int64_t>(outputs[4]);
+  const int64_t max_seqlen_batch_k = unpack<int64_t>(outputs[5]);
+  // output: efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size)[0]
+  // logsumexp: efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size)[1]
+  at::Tensor output_t;
+  at::Tensor logsumexp_t;
+  if (present(query_t) && present(key_t) && present(value_t) && present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, key_t, value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t) && present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, key_t, at::zeros_like(value_p), bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t) && present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, at::zeros_like(key_p), value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t) && present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(at::zeros_like(query_p), key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(key_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, key_t, at::zeros_like(value_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(value_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, at::zeros_like(key_p), value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t) && present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, at::zeros_like(key_p), at::zeros_like(value_p), bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(value_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(at::zeros_like(query_p), key_t, value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t) && present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(at::zeros_like(query_p), key_t, at::zeros_like(value_p), bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(value_t) && present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(at::zeros_like(query_p), at::zeros_like(key_p), value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(query_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(query_t, at::zeros_like(key_p), at::zeros_like(value_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(key_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(at::zeros_like(query_p), key_t, at::zeros_like(value_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(value_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(at::zeros_like(query_p), at::zeros_like(key_p), value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  } else if (present(bias_t)) {
+    const TensorList shared_tangents = efficient_forward_tangents(at::zeros_like(query_p), at::zeros_like(key_p), at::zeros_like(value_p), bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size);
+    output_t = shared_tangents[0];
+    logsumexp_t = shared_tangents[1];
+  }
+  return {dualgen::value(output_t), dualgen::value(logsumexp_t), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
+}
+
 // aten::_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
 // functional, derivatives.yaml entry _embedding_bag
 Results _embedding_bag_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1091,6 +1264,8 @@ void register_shard_5(Registry& registry) {
   registry.add("aten::_adaptive_avg_pool3d_backward.default", &_adaptive_avg_pool3d_backward_default);
   registry.add("aten::fill.Tensor", &fill_Tensor);
   registry.add("aten::_unsafe_index.Tensor", &_unsafe_index_Tensor);
+  registry.add("aten::_scaled_dot_product_efficient_attention_backward.default", &_scaled_dot_product_efficient_attention_backward_default);
+  registry.add("aten::_efficient_attention_forward.default", &_efficient_attention_forward_default);
   registry.add("aten::_embedding_bag.default", &_embedding_bag_default);
   registry.add("aten::_embedding_bag_backward.default", &_embedding_bag_backward_default);
   registry.add("aten::_pack_padded_sequence.default", &_pack_padded_sequence_default);

@@ -935,58 +935,58 @@ Results _scaled_dot_product_flash_attention_for_cpu_backward_default(const Value
   // grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
   at::Tensor grad_query_t;
   if (present(attn_mask_t)) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
-    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
     grad_query_t = flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
   } else if (!present(attn_mask_t) && (present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
-    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
     grad_query_t = flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
   }
   // grad_key: flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
   at::Tensor grad_key_t;
   if (present(attn_mask_t)) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
-    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
     grad_key_t = flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
   } else if (!present(attn_mask_t) && (present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
-    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
     grad_key_t = flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
   }
   // grad_value: flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
   at::Tensor grad_value_t;
   if (present(attn_mask_t)) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
-    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
     grad_value_t = flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
   } else if (!present(attn_mask_t) && (present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
-    grad_out_t = present(grad_out_t) ? grad_out_t : at::zeros_like(grad_out_p);
-    query_t = present(query_t) ? query_t : at::zeros_like(query_p);
-    key_t = present(key_t) ? key_t : at::zeros_like(key_p);
-    value_t = present(value_t) ? value_t : at::zeros_like(value_p);
-    out_t = present(out_t) ? out_t : at::zeros_like(out_p);
-    logsumexp_t = present(logsumexp_t) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
     grad_value_t = flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, !present(attn_mask_p) ? at::Tensor() : at::zeros_like(attn_mask_p), grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale);
   }
   return {dualgen::value(grad_query_t), dualgen::value(grad_key_t), dualgen::value(grad_value_t)};
@@ -1031,22 +1031,70 @@ Results _transformer_encoder_layer_fwd_default(const Values& args, const Values&
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
   // result: transformer_encoder_layer_tangent(src_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, norm_weight_1_t, norm_bias_1_t, norm_weight_2_t, norm_bias_2_t, ffn_weight_1_t, ffn_bias_1_t, ffn_weight_2_t, ffn_bias_2_t, src_p, embed_dim, num_heads, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, use_gelu, norm_first, eps, norm_weight_1_p, norm_bias_1_p, norm_weight_2_p, norm_bias_2_p, ffn_weight_1_p, ffn_bias_1_p, ffn_weight_2_p, ffn_bias_2_p, mask_p, mask_type)
   if ((present(ffn_bias_1_t) || present(ffn_bias_2_t) || present(ffn_weight_1_t) || present(ffn_weight_2_t) || present(norm_bias_1_t) || present(norm_bias_2_t) || present(norm_weight_1_t) || present(norm_weight_2_t) || present(proj_bias_t) || present(proj_weight_t) || present(qkv_bias_t) || present(qkv_weight_t) || present(src_t))) {
-    src_t = present(src_t) ? src_t : at::zeros_like(src_p);
-    qkv_weight_t = present(qkv_weight_t) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
-    qkv_bias_t = present(qkv_bias_t) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
-    proj_weight_t = present(proj_weight_t) ? proj_weight_t : at::zeros_like(proj_weight_p);
-    proj_bias_t = present(proj_bias_t) ? proj_bias_t : at::zeros_like(proj_bias_p);
-    norm_weight_1_t = present(norm_weight_1_t) ? norm_weight_1_t : at::zeros_like(norm_weight_1_p);
-    norm_bias_1_t = present(norm_bias_1_t) ? norm_bias_1_t : at::zeros_like(norm_bias_1_p);
-    norm_weight_2_t = present(norm_weight_2_t) ? norm_weight_2_t : at::zeros_like(norm_weight_2_p);
-    norm_bias_2_t = present(norm_bias_2_t) ? norm_bias_2_t : at::zeros_like(norm_bias_2_p);
-    ffn_weight_1_t = present(ffn_weight_1_t) ? ffn_weight_1_t : at::zeros_like(ffn_weight_1_p);
-    ffn_bias_1_t = present(ffn_bias_1_t) ? ffn_bias_1_t : at::zeros_like(ffn_bias_1_p);
-    ffn_weight_2_t = present(ffn_weight_2_t) ? ffn_weight_2_t : at::zeros_like(ffn_weight_2_p);
-    ffn_bias_2_t = present(ffn_bias_2_t) ? ffn_bias_2_t : at::zeros_like(ffn_bias_2_p);
+    src_t = present(src_t) || !present(src_p) ? src_t : at::zeros_like(src_p);
+    qkv_weight_t = present(qkv_weight_t) || !present(qkv_weight_p) ? qkv_weight_t : at::zeros_like(qkv_weight_p);
+    qkv_bias_t = present(qkv_bias_t) || !present(qkv_bias_p) ? qkv_bias_t : at::zeros_like(qkv_bias_p);
+    proj_weight_t = present(proj_weight_t) || !present(proj_weight_p) ? proj_weight_t : at::zeros_like(proj_weight_p);
+    proj_bias_t = present(proj_bias_t) || !present(proj_bias_p) ? proj_bias_t : at::zeros_like(proj_bias_p);
+    norm_weight_1_t = present(norm_weight_1_t) || !present(norm_weight_1_p) ? norm_weight_1_t : at::zeros_like(norm_weight_1_p);
+    norm_bias_1_t = present(norm_bias_1_t) || !present(norm_bias_1_p) ? norm_bias_1_t : at::zeros_like(norm_bias_1_p);
+    norm_weight_2_t = present(norm_weight_2_t) || !present(norm_weight_2_p) ? norm_weight_2_t : at::zeros_like(norm_weight_2_p);
+    norm_bias_2_t = present(norm_bias_2_t) || !present(norm_bias_2_p) ? norm_bias_2_t : at::zeros_like(norm_bias_2_p);
+    ffn_weight_1_t = present(ffn_weight_1_t) || !present(ffn_weight_1_p) ? ffn_weight_1_t : at::zeros_like(ffn_weight_1_p);
+    ffn_bias_1_t = present(ffn_bias_1_t) || !present(ffn_bias_1_p) ? ffn_bias_1_t : at::zeros_like(ffn_bias_1_p);
+    ffn_weight_2_t = present(ffn_weight_2_t) || !present(ffn_weight_2_p) ? ffn_weight_2_t : at::zeros_like(ffn_weight_2_p);
+    ffn_bias_2_t = present(ffn_bias_2_t) || !present(ffn_bias_2_p) ? ffn_bias_2_t : at::zeros_like(ffn_bias_2_p);
     return {dualgen::value(transformer_encoder_layer_tangent(src_t, qkv_weight_t, qkv_bias_t, proj_weight_t, proj_bias_t, norm_weight_1_t, norm_bias_1_t, norm_weight_2_t, norm_bias_2_t, ffn_weight_1_t, ffn_bias_1_t, ffn_weight_2_t, ffn_bias_2_t, src_p, embed_dim, num_heads, qkv_weight_p, qkv_bias_p, proj_weight_p, proj_bias_p, use_gelu, norm_first, eps, norm_weight_1_p, norm_bias_1_p, norm_weight_2_p, norm_bias_2_p, ffn_weight_1_p, ffn_bias_1_p, ffn_weight_2_p, ffn_bias_2_p, mask_p, mask_type))};
   }
   return {dualgen::value(None)};
+}
+
+// aten::_thnn_fused_gru_cell_backward(Tensor grad_hy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _thnn_fused_gru_cell_backward
+Results _thnn_fused_gru_cell_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_hy_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor workspace_p = unpack<at::Tensor>(args[1]);
+  const bool has_bias = unpack<bool>(args[2]);
+  at::Tensor grad_hy_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor workspace_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  const at::Tensor result4 = unpack<at::Tensor>(outputs[4]);
+  // result0: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[0]
+  // result1: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[1]
+  // result2: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[2]
+  // result3: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[3]
+  // result4: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[4]
+  at::Tensor result0_t;
+  at::Tensor result1_t;
+  at::Tensor result2_t;
+  at::Tensor result3_t;
+  at::Tensor result4_t;
+  if (present(grad_hy_t) && present(workspace_t)) {
+    const TensorList shared_tangents = fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+  } else if (present(grad_hy_t)) {
+    const TensorList shared_tangents = fused_gru_cell_backward_tangents(grad_hy_t, at::zeros_like(workspace_p), grad_hy_p, workspace_p, has_bias);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+  } else if (present(workspace_t)) {
+    const TensorList shared_tangents = fused_gru_cell_backward_tangents(at::zeros_like(grad_hy_p), workspace_t, grad_hy_p, workspace_p, has_bias);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+    result3_t = shared_tangents[3];
+    result4_t = shared_tangents[4];
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(result3_t), dualgen::value(result4_t)};
 }
 
 // aten::fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor output, Tensor mask)
@@ -1122,6 +1170,7 @@ void register_shard_8(Registry& registry) {
   registry.add("aten::normal.Tensor_float", &normal_Tensor_float);
   registry.add("aten::_scaled_dot_product_flash_attention_for_cpu_backward.default", &_scaled_dot_product_flash_attention_for_cpu_backward_default);
   registry.add("aten::_transformer_encoder_layer_fwd.default", &_transformer_encoder_layer_fwd_default);
+  registry.add("aten::_thnn_fused_gru_cell_backward.default", &_thnn_fused_gru_cell_backward_default);
   registry.add("aten::fake_quantize_per_channel_affine_cachemask.default", &fake_quantize_per_channel_affine_cachemask_default);
 }
 

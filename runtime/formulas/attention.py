@@ -25,21 +25,29 @@ from __future__ import annotations
 
 import torch
 
-from dualgen.formulas.basics import refuse_dropout
+from dualgen.formulas.basics import int_list, no_derivative, refuse_dropout
 from dualgen.generated.helpers import (
+    aligned_attention_bias,
     attention_acc,
+    attention_forward,
     attention_probabilities,
     attention_rows,
+    attention_rows_like,
     attention_rows_logsumexp,
     attention_scale,
     expand_heads,
+    finite_rows,
     sum_heads,
 )
 
 __all__ = [
+    "device_attention_backward_grads",
+    "device_attention_backward_grads_with_bias",
     "device_attention_grads",
+    "efficient_forward_grads",
     "flash_attention_backward_grads",
     "flash_attention_grads",
+    "flash_forward_grads",
 ]
 
 
@@ -131,11 +139,14 @@ def flash_attention_backward_grads(
     dropout_p,
     is_causal,
     scale,
+    grad_grad_mask=None,
 ) -> tuple:
     """Gradients (grad_out, query, key, value, out, logsumexp, attn_mask) of
     `_scaled_dot_product_flash_attention_for_cpu_backward` from those of its
     outputs (grad_query, grad_key, grad_value; None where absent): the adjoint
-    of `flash_attention_backward_tangent`. The mask's is None without a mask."""
+    of `flash_attention_backward_tangent`. The mask's is None without a mask.
+    `grad_grad_mask` is the gradient of a backward that also returns the mask's
+    gradient (dS summed to the mask's shape: efficient attention's)."""
     _check_dropout(dropout_p)
     heads, sc, g, q, kk, vv, p, r = _backward_parts(
         grad_out, query, key, value, out, logsumexp, attn_mask, is_causal, scale
@@ -153,6 +164,8 @@ def flash_attention_backward_grads(
         else expand_heads(attention_acc(grad_grad_value), heads)
     )
     gds = torch.zeros_like(p)
+    if grad_grad_mask is not None:
+        gds = gds + attention_acc(grad_grad_mask)
     gq = torch.zeros_like(q)
     gkk = torch.zeros_like(kk)
     if a is not None:
@@ -224,3 +237,302 @@ def device_attention_grads(
         is_causal,
         scale,
     )
+
+
+def _aligned_grads(
+    grad_output,
+    grad_rows,
+    query,
+    key,
+    value,
+    bias,
+    output,
+    rows,
+    is_causal,
+    bottom_right,
+    window_left,
+    window_right,
+    alibi_slopes,
+    scale,
+):
+    """Gradients (query, key, value, bias) of one batch of attention in (B, H, L, E)
+    layout under the flash kernels' masks, as `aligned_attention_tangent` says
+    them (its adjoint): the mask made a bias where needed, logsumexp recomputed
+    with it."""
+    aligned = aligned_attention_bias(
+        query.size(2),
+        key.size(2),
+        is_causal and bottom_right,
+        window_left,
+        window_right,
+        alibi_slopes,
+        attention_acc(query),
+    )
+    causal = is_causal and (aligned is None or not bottom_right)
+    total = bias
+    if aligned is not None:
+        total = aligned if bias is None else aligned + attention_acc(bias)
+    if rows is None or aligned is not None:
+        sc = attention_scale(query, scale)
+        rows = attention_forward(query, key, value, total, causal, sc)[1]
+    gq, gk, gv, gm = flash_attention_grads(
+        grad_output,
+        grad_rows,
+        query,
+        key,
+        value,
+        total,
+        output,
+        finite_rows(rows),
+        0.0,
+        causal,
+        scale,
+    )
+    if bias is not None and gm is not None:
+        gm = gm.sum_to_size(bias.shape).to(bias.dtype)
+    return gq, gk, gv, (gm if bias is not None else None)
+
+
+def _heads_first(t):
+    """(B, L, H, E) as (B, H, L, E); None stays None."""
+    return None if t is None else t.transpose(1, 2)
+
+
+def flash_forward_grads(
+    grad_output,
+    grad_logsumexp,
+    query,
+    key,
+    value,
+    output,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    dropout_p,
+    is_causal,
+    scale,
+    window_size_left,
+    window_size_right,
+    seqused_k,
+    alibi_slopes,
+    block_table,
+) -> tuple:
+    """Gradients (query, key, value) of `_flash_attention_forward` from those of
+    output and softmax_logsumexp (None where absent): the adjoint of
+    `flash_forward_tangents`, sequence by sequence for packed sequences (keys a
+    sequence does not use get zero gradients)."""
+    refuse_dropout(dropout_p, "_flash_attention_forward")
+    if block_table is not None:
+        no_derivative("_flash_attention_forward", "block_table", "a paged cache")
+    if cum_seq_q is None:
+        gq, gk, gv, _ = _aligned_grads(
+            _heads_first(grad_output),
+            grad_logsumexp,
+            *(_heads_first(t) for t in (query, key, value)),
+            None,
+            _heads_first(output),
+            logsumexp,
+            is_causal,
+            True,
+            window_size_left,
+            window_size_right,
+            alibi_slopes,
+            scale,
+        )
+        return tuple(_heads_first(g) for g in (gq, gk, gv))
+    q_offsets, k_offsets = int_list(cum_seq_q), int_list(cum_seq_k)
+    used = None if seqused_k is None else int_list(seqused_k)
+    gq, gk, gv = (torch.zeros_like(t) for t in (query, key, value))
+    for b in range(len(q_offsets) - 1):
+        q0, q1, k0 = q_offsets[b], q_offsets[b + 1], k_offsets[b]
+        k1 = k_offsets[b + 1] if used is None else k0 + used[b]
+        if k1 == k0:
+            continue
+
+        def segment(t, lo, hi):
+            return None if t is None else t[lo:hi].unsqueeze(0).transpose(1, 2)
+
+        slopes = alibi_slopes
+        if alibi_slopes is not None and alibi_slopes.dim() == 2:
+            slopes = alibi_slopes[b]
+        grad_rows = None
+        if grad_logsumexp is not None:
+            grad_rows = grad_logsumexp[:, q0:q1].unsqueeze(0)
+        parts = _aligned_grads(
+            segment(grad_output, q0, q1),
+            grad_rows,
+            segment(query, q0, q1),
+            segment(key, k0, k1),
+            segment(value, k0, k1),
+            None,
+            segment(output, q0, q1),
+            logsumexp[:, q0:q1].unsqueeze(0),
+            is_causal,
+            True,
+            window_size_left,
+            window_size_right,
+            slopes,
+            scale,
+        )
+        gq[q0:q1] = parts[0].transpose(1, 2).squeeze(0)
+        gk[k0:k1] = parts[1].transpose(1, 2).squeeze(0)
+        gv[k0:k1] = parts[2].transpose(1, 2).squeeze(0)
+    return gq, gk, gv
+
+
+def efficient_forward_grads(
+    grad_output,
+    grad_logsumexp,
+    query,
+    key,
+    value,
+    bias,
+    output,
+    logsumexp,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    dropout_p,
+    custom_mask_type,
+    scale,
+    seqlen_k,
+    window_size,
+) -> tuple:
+    """Gradients (query, key, value, bias) of `_efficient_attention_forward` from
+    those of output and logsumexp (None where absent; logsumexp's in the kernel's
+    padded layout): the adjoint of `efficient_forward_tangents`."""
+    refuse_dropout(dropout_p, "_efficient_attention_forward")
+    if seqlen_k is not None:
+        no_derivative("_efficient_attention_forward", "seqlen_k", "key lengths")
+    if window_size is not None:
+        no_derivative("_efficient_attention_forward", "window_size", "a window")
+    is_causal, bottom_right = custom_mask_type != 0, custom_mask_type == 2
+    if cu_seqlens_q is None:
+        queries = query.size(1)
+        gq, gk, gv, gb = _aligned_grads(
+            _heads_first(grad_output),
+            attention_rows(grad_logsumexp, queries),
+            *(_heads_first(t) for t in (query, key, value)),
+            bias,
+            _heads_first(output),
+            attention_rows(logsumexp, queries),
+            is_causal,
+            bottom_right,
+            None,
+            None,
+            None,
+            scale,
+        )
+        return (*(_heads_first(g) for g in (gq, gk, gv)), gb)
+    if bias is not None:
+        no_derivative("_efficient_attention_forward", "bias", "packed sequences")
+    q_offsets, k_offsets = int_list(cu_seqlens_q), int_list(cu_seqlens_k)
+    gq, gk, gv = (torch.zeros_like(t) for t in (query, key, value))
+    for b in range(len(q_offsets) - 1):
+        q0, q1, k0, k1 = q_offsets[b], q_offsets[b + 1], k_offsets[b], k_offsets[b + 1]
+        if k1 == k0:
+            continue
+        rows = attention_rows(logsumexp[b : b + 1], q1 - q0)
+        grad_rows = attention_rows(
+            None if grad_logsumexp is None else grad_logsumexp[b : b + 1], q1 - q0
+        )
+        parts = _aligned_grads(
+            None if grad_output is None else grad_output[:, q0:q1].transpose(1, 2),
+            grad_rows,
+            query[:, q0:q1].transpose(1, 2),
+            key[:, k0:k1].transpose(1, 2),
+            value[:, k0:k1].transpose(1, 2),
+            None,
+            output[:, q0:q1].transpose(1, 2),
+            rows,
+            is_causal,
+            bottom_right,
+            None,
+            None,
+            None,
+            scale,
+        )
+        gq[:, q0:q1] = parts[0].transpose(1, 2)
+        gk[:, k0:k1] = parts[1].transpose(1, 2)
+        gv[:, k0:k1] = parts[2].transpose(1, 2)
+    return gq, gk, gv, None
+
+
+def device_attention_backward_grads_with_bias(
+    grad_grad_query,
+    grad_grad_key,
+    grad_grad_value,
+    grad_grad_bias,
+    grad_out,
+    query,
+    key,
+    value,
+    attn_bias,
+    out,
+    logsumexp,
+    dropout_p,
+    is_causal,
+    scale,
+) -> tuple:
+    """Gradients (grad_out, query, key, value, attn_bias, out, logsumexp) of the
+    device attention kernels' backward ops from those of their outputs
+    (grad_query, grad_key, grad_value and, for efficient attention, the bias's
+    gradient; None where absent): `flash_attention_backward_grads` with
+    logsumexp read as (B, H, L) rows from the kernel's layout and its gradient
+    written back in that layout (padded rows and cuDNN's trailing 1 get none).
+    attn_bias may be None (its gradient then None)."""
+    refuse_dropout(dropout_p, "scaled_dot_product_attention's device kernels")
+    rows = finite_rows(attention_rows(logsumexp, query.size(2)))
+    g_out, gq, gk, gv, g_o, g_rows, g_bias = flash_attention_backward_grads(
+        grad_grad_query,
+        grad_grad_key,
+        grad_grad_value,
+        grad_out,
+        query,
+        key,
+        value,
+        out,
+        rows,
+        attn_bias,
+        0.0,
+        is_causal,
+        scale,
+        grad_grad_mask=grad_grad_bias,
+    )
+    g_lse = attention_rows_like(g_rows, logsumexp)
+    return g_out, gq, gk, gv, g_bias, g_o, g_lse
+
+
+def device_attention_backward_grads(
+    grad_grad_query,
+    grad_grad_key,
+    grad_grad_value,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    dropout_p,
+    is_causal,
+    scale,
+) -> tuple:
+    """Gradients (grad_out, query, key, value, out, logsumexp) of the device
+    kernels' backward ops without a bias (flash's):
+    `device_attention_backward_grads_with_bias` without one."""
+    grads = device_attention_backward_grads_with_bias(
+        grad_grad_query,
+        grad_grad_key,
+        grad_grad_value,
+        None,
+        grad_out,
+        query,
+        key,
+        value,
+        None,
+        out,
+        logsumexp,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+    return grads[:4] + grads[5:]

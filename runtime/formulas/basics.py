@@ -14,6 +14,7 @@ __all__ = [
     "channel_shape",
     "concat_ints",
     "dim_range",
+    "int_list",
     "lengths_mask",
     "no_derivative",
     "reduction_dims",
@@ -47,6 +48,12 @@ def channel_shape(ndim: int, axis: int) -> list[int]:
     shape = [1] * ndim
     shape[axis] = -1
     return shape
+
+
+def int_list(t) -> list[int]:
+    """The values of an integer tensor (sequence offsets or lengths), flattened, as
+    a list of ints: read on the host (a device tensor is copied there)."""
+    return [int(v) for v in t.reshape(-1).tolist()]
 
 
 def refuse_dropout(dropout_p: float, op: str) -> bool:

@@ -54,3 +54,12 @@ def test_lengths_mask(cpp_formulas, lengths, as_tensor):
     expected = py.lengths_mask(given, 4, like)
     got = cpp_formulas.lengths_mask(given, 4, like)
     assert got.dtype == expected.dtype and torch.equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    "values", [[0, 3, 5], [], [[1, 2], [3, 4]]], ids=["offsets", "empty", "2-d"]
+)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_int_list(cpp_formulas, values, dtype):
+    t = torch.tensor(values, dtype=dtype)
+    assert cpp_formulas.int_list(t) == py.int_list(t) == t.reshape(-1).tolist()

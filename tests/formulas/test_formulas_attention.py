@@ -4,8 +4,10 @@ its backward) against torch's autograd and forward AD of attention written out
 
 from __future__ import annotations
 
+import device_references as references
 import pytest
 import torch
+import torch.autograd.forward_ad as native_fwAD
 from formula_checks import R, close, jvp, vjp
 
 from dualgen import formulas as F
@@ -322,3 +324,249 @@ def test_device_attention_grads_are_the_adjoint_of_the_tangent(case, layout):
     if g_lse is not None:
         rhs += float((g_lse * lse_t).sum())
     assert abs(lhs - rhs) <= 1e-8 * max(1.0, abs(rhs))
+
+
+# ---------------------------------------------------------------- the lower CUDA kernels
+# `_flash_attention_forward` / `_efficient_attention_forward`'s helpers against
+# forward AD and autograd of the tests' reference kernels (attention written out per
+# sequence, tests/device_references.py), dense and packed, float64.
+
+# (dense or packed lengths, H, Hk, is_causal, flash keywords)
+LOWER_FLASH = [
+    ((2, 3, 5), 2, 2, True, {}),  # dense, bottom-right
+    ((1, 4, 4), 4, 2, True, {"window_size_left": 1}),
+    ((2, 3, 6), 2, 2, False, {"alibi_slopes": torch.tensor([0.3, 0.6], dtype=R)}),
+    (([3, 2], [4, 5]), 2, 1, True, {}),  # packed
+    (([2, 3], [5, 4]), 2, 2, False, {"seqused_k": torch.tensor([3, 4])}),
+]
+
+
+def _lower_flash(case):
+    lengths, h, hk, causal, kw = case
+    if isinstance(lengths[0], list):
+        ql, kl = lengths
+        q = torch.randn(sum(ql), h, 4, dtype=R)
+        k, v = (torch.randn(sum(kl), hk, 4, dtype=R) for _ in range(2))
+        offsets = [
+            torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()]) for n in (ql, kl)
+        ]
+        sizes = (max(ql), max(kl))
+    else:
+        b, lq, lk = lengths
+        q = torch.randn(b, lq, h, 4, dtype=R)
+        k, v = (torch.randn(b, lk, hk, 4, dtype=R) for _ in range(2))
+        offsets, sizes = [None, None], (lq, lk)
+
+    def call(q, k, v):
+        return references.flash_forward(
+            q, k, v, *offsets, *sizes, 0.0, causal, False, scale=0.5, **kw
+        )[:2]
+
+    keywords = [
+        kw.get(n)
+        for n in ("window_size_left", "window_size_right", "seqused_k", "alibi_slopes")
+    ]
+    return (q, k, v), call, (*offsets, 0.0, causal, 0.5, *keywords)
+
+
+@pytest.mark.parametrize("case", LOWER_FLASH)
+def test_flash_forward_tangents_and_grads(case):
+    primals, call, rest = _lower_flash(case)
+    tangents = [torch.randn_like(p) for p in primals]
+    out, lse = call(*primals)
+    with native_fwAD.dual_level():
+        duals = call(*(native_fwAD.make_dual(p, t) for p, t in zip(primals, tangents)))
+        expected = [native_fwAD.unpack_dual(d).tangent for d in duals]
+    cum_q, cum_k, dropout_p, causal, scale, left, right, used, slopes = rest
+    got = F.flash_forward_tangents(
+        *tangents,
+        *primals,
+        out,
+        lse,
+        cum_q,
+        cum_k,
+        dropout_p,
+        causal,
+        scale,
+        left,
+        right,
+        used,
+        slopes,
+        None,
+    )
+    close(list(got), expected)
+    grads = [torch.randn_like(out), torch.randn_like(lse)]
+    got = F.flash_forward_grads(
+        *grads,
+        *primals,
+        out,
+        lse,
+        cum_q,
+        cum_k,
+        dropout_p,
+        causal,
+        scale,
+        left,
+        right,
+        used,
+        slopes,
+        None,
+    )
+    close(list(got), list(vjp(call, primals, grads)))
+
+
+# (query shape, key shape, bias, custom_mask_type, packed offsets or None)
+LOWER_EFFICIENT = [
+    ((2, 3, 2, 4), (2, 5, 2, 4), True, 2, None),
+    ((1, 4, 2, 4), (1, 6, 2, 4), False, 1, None),
+    ((1, 5, 2, 4), (1, 7, 2, 4), False, 2, ([0, 2, 5], [0, 4, 7])),
+]
+
+
+@pytest.mark.parametrize("compute_log_sumexp", [True, False], ids=["lse", "no-lse"])
+@pytest.mark.parametrize("case", LOWER_EFFICIENT)
+def test_efficient_forward_tangents_and_grads(case, compute_log_sumexp):
+    q_shape, k_shape, with_bias, mask_type, packed = case
+    primals = [torch.randn(*s, dtype=R) for s in (q_shape, k_shape, k_shape)]
+    if with_bias:
+        primals.append(
+            torch.randn(q_shape[0], q_shape[2], q_shape[1], k_shape[1], dtype=R)
+        )
+    offsets = [None, None] if packed is None else [torch.tensor(o) for o in packed]
+    sizes = [None, None] if packed is None else [3, 4]
+
+    def call(q, k, v, bias=None):
+        return references.efficient_forward(
+            q,
+            k,
+            v,
+            bias,
+            *offsets,
+            *sizes,
+            0.0,
+            mask_type,
+            compute_log_sumexp,
+            scale=0.5,
+        )[:2]
+
+    tangents = [torch.randn_like(p) for p in primals]
+    out, lse = call(*primals)
+    with native_fwAD.dual_level():
+        duals = call(*(native_fwAD.make_dual(p, t) for p, t in zip(primals, tangents)))
+        expected = [native_fwAD.unpack_dual(d).tangent for d in duals]
+    bias, bias_t = (primals[3], tangents[3]) if with_bias else (None, None)
+    got = F.efficient_forward_tangents(
+        *tangents[:3],
+        bias_t,
+        *primals[:3],
+        bias,
+        out,
+        lse,
+        *offsets,
+        0.0,
+        mask_type,
+        0.5,
+        None,
+        None,
+    )
+    close(got[0], expected[0])
+    close(got[1], torch.zeros_like(lse) if expected[1] is None else expected[1])
+    grads = [torch.randn_like(out), torch.randn_like(lse)]
+    got = F.efficient_forward_grads(
+        *grads, *primals[:3], bias, out, lse, *offsets, 0.0, mask_type, 0.5, None, None
+    )
+    if compute_log_sumexp:
+        expected = vjp(call, primals, grads)
+    else:  # logsumexp (B, H, 0): nothing flows back from it
+        expected = vjp(lambda *a: call(*a)[0], primals, grads[0])
+    close([g for g in got if g is not None], list(expected))
+
+
+# (query shape, key heads, S, bias shape or None, is_causal, logsumexp layout)
+DEVICE_BACKWARD = [
+    ((1, 2, 3, 4), 2, 5, None, False, "rows"),  # flash
+    ((1, 4, 4, 4), 2, 4, None, True, "rows"),
+    ((2, 2, 3, 4), 2, 5, (2, 2, 3, 5), False, "padded"),  # efficient
+    ((1, 2, 4, 4), 2, 4, (4, 4), True, "padded"),
+    ((1, 2, 3, 4), 1, 5, (1, 1, 3, 5), False, "trailing"),  # cuDNN
+]
+
+
+def _device_backward_inputs(case):
+    (b, h, l, e), hk, s, bias_shape, causal, layout = case
+    q, out, g = (torch.randn(b, h, l, e, dtype=R) for _ in range(3))
+    k, v = (torch.randn(b, hk, s, e, dtype=R) for _ in range(2))
+    lse = torch.randn(b, h, {"rows": l, "padded": 32, "trailing": l}[layout], dtype=R)
+    if layout == "trailing":
+        lse = lse.unsqueeze(-1)
+    bias = None if bias_shape is None else torch.randn(*bias_shape, dtype=R)
+    return [g, q, k, v, out, lse, bias], causal
+
+
+def _device_backward(g, q, k, v, out, lse, bias, causal):
+    """The backward kernels written out (tests/device_references.py), with the
+    bias's gradient (dS summed to its shape) where there is a bias."""
+    rows = lse.squeeze(-1) if lse.dim() == 4 else lse[..., : q.size(2)]
+    gq, gk, gv, ds = references._attention_backward(
+        g, q, k, v, out, rows, bias, causal, 0.5
+    )
+    return (gq, gk, gv) if bias is None else (gq, gk, gv, ds.sum_to_size(bias.shape))
+
+
+@pytest.mark.parametrize("case", DEVICE_BACKWARD)
+def test_device_attention_backward_tangents_and_grads(case):
+    values, causal = _device_backward_inputs(case)
+    has_bias = values[6] is not None
+    primals = values if has_bias else values[:6]
+    tangents = [torch.randn_like(p) for p in primals]
+
+    def backward(*args):
+        return _device_backward(*args, *([None] if not has_bias else []), causal)
+
+    expected = jvp(backward, primals, tangents)
+    bias_t = tangents[6] if has_bias else None
+    for index in range(3):
+        got = F.device_attention_backward_tangent(
+            index, *tangents[:6], bias_t, *values, 0.0, causal, 0.5
+        )
+        close(got, expected[index])
+    if has_bias:
+        result = torch.zeros_like(values[6])
+        got = F.device_attention_backward_bias_tangent(
+            result, *tangents[:6], bias_t, *values, causal, 0.5
+        )
+        close(got, expected[3])
+        assert (
+            F.device_attention_backward_bias_tangent(
+                None, *tangents[:6], bias_t, *values, causal, 0.5
+            )
+            is None
+        )
+
+    outputs = backward(*primals)
+    cotangents = [torch.randn_like(o) for o in outputs]
+    expected = vjp(backward, primals, cotangents)
+    g, q, k, v, out, lse, bias = values
+    got = F.device_attention_backward_grads_with_bias(
+        *cotangents[:3],
+        cotangents[3] if has_bias else None,
+        g,
+        q,
+        k,
+        v,
+        bias,
+        out,
+        lse,
+        0.0,
+        causal,
+        0.5,
+    )
+    order = [0, 1, 2, 3, 5, 6] + (
+        [4] if has_bias else []
+    )  # schema order: bias after value
+    close([got[i] for i in order], list(expected))
+    if not has_bias:
+        plain = F.device_attention_backward_grads(
+            *cotangents[:3], g, q, k, v, out, lse, 0.0, causal, 0.5
+        )
+        close(list(plain), [got[i] for i in (0, 1, 2, 3, 5, 6)])

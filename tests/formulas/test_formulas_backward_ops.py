@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from formula_checks import R, close, jvp
+from formula_checks import R, close, jvp, vjp
 
 from dualgen import formulas as F
 
@@ -395,3 +395,49 @@ def test_embedding_dense_backward_grad_matches_autograd(padding_idx, scale):
         # (native's gradient ignores scale_grad_by_freq, so only compare without it)
         (expected,) = torch.autograd.grad(out, go, cotangent)
         close(got, expected)
+
+
+@pytest.mark.parametrize("present", [[0, 1], [0], [1]], ids=["both", "self", "weight"])
+def test_transposed_convolution_backward_grads(present):
+    """The gradients of a transposed convolution's backward (grad_output's
+    gradients in self and weight) against autograd through convolution_backward."""
+    x, w = torch.randn(2, 4, 3, 3, dtype=R), torch.randn(4, 3, 2, 2, dtype=R)
+    args = (
+        [1, 0],
+        [1, 0],
+        [2, 2],
+        [1, 1],
+        2,
+    )  # padding, output_padding, stride, dilation, groups
+    padding, output_padding, stride, dilation, groups = args
+    y = torch.ops.aten.convolution(
+        x, w, None, stride, padding, dilation, True, output_padding, groups
+    )
+    g = torch.randn_like(y)
+
+    def backward(x, g, w):
+        return torch.ops.aten.convolution_backward(
+            g,
+            x,
+            w,
+            None,
+            stride,
+            padding,
+            dilation,
+            True,
+            output_padding,
+            groups,
+            [True, True, False],
+        )[:2]
+
+    cotangents = [torch.randn_like(x), torch.randn_like(w)]
+    given = [c if k in present else None for k, c in enumerate(cotangents)]
+    expected = vjp(
+        backward,
+        [x, g, w],
+        [c if k in present else torch.zeros_like(c) for k, c in enumerate(cotangents)],
+    )
+    close(
+        list(F.transposed_convolution_backward_grads(*given, x, g, w, *args)),
+        list(expected),
+    )

@@ -239,3 +239,159 @@ def test_embedding_bag_dense_backward_grads_rebuild_offset2bag():
     v, u = torch.randn_like(grad), torch.randn_like(psw)
     close((op(v, psw) * g).sum(), (grad_grad * v).sum())
     close((op(grad, u) * g).sum(), (psw_grad * u).sum())
+
+
+# ---------------------------------------------------------------- the CUDA RNN cells
+# The cells written out (what the fused kernels compute, workspace included), and
+# their backward kernels written out from the workspace; the helpers against torch's
+# forward AD and autograd of these.
+
+
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    gates = input_gates + hidden_gates
+    if input_bias is not None:
+        gates = gates + input_bias + hidden_bias
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx + i * g
+    return o * cy.tanh(), cy, torch.cat([i, f, g, o], 1)
+
+
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    i, f, g, o = workspace.chunk(4, 1)
+    t = cy.tanh()
+    gc = grad_hy * o * (1 - t * t) + grad_cy
+    gates = torch.cat(
+        [gc * g * i * (1 - i), gc * cx * f * (1 - f), gc * i * (1 - g * g)]
+        + [grad_hy * t * o * (1 - o)],
+        1,
+    )
+    if not has_bias:
+        return gates, gc * f
+    return gates, gc * f, gates.sum(0)
+
+
+def _gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    if input_bias is not None:
+        input_gates, hidden_gates = input_gates + input_bias, hidden_gates + hidden_bias
+    xr, xz, xn = input_gates.chunk(3, 1)
+    hr, hz, hn = hidden_gates.chunk(3, 1)
+    r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    return n + z * (hx - n), torch.cat([r, z, n, hx, hn], 1)
+
+
+def _gru_cell_backward(grad_hy, workspace, has_bias):
+    r, z, n, hx, hn = workspace.chunk(5, 1)
+    gn = grad_hy * (1 - z) * (1 - n * n)
+    gz = grad_hy * (hx - n) * z * (1 - z)
+    gr = gn * hn * r * (1 - r)
+    gi, gh = torch.cat([gr, gz, gn], 1), torch.cat([gr, gz, gn * r], 1)
+    if not has_bias:
+        return gi, gh, grad_hy * z
+    return gi, gh, grad_hy * z, gi.sum(0), gh.sum(0)
+
+
+def _cell_inputs(gates, with_bias, hidden=3, batch=2):
+    shapes = [(batch, gates * hidden)] * 2 + [(batch, hidden)]
+    if with_bias:
+        shapes += [(gates * hidden,)] * 2
+    return [torch.randn(*s, dtype=R) for s in shapes]
+
+
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no-bias"])
+def test_fused_lstm_cell_tangents_and_grads(with_bias):
+    primals = _cell_inputs(4, with_bias)
+    tangents = [torch.randn_like(p) for p in primals]
+    absent = [None, None] if not with_bias else []
+    got = F.fused_lstm_cell_tangents(*tangents, *absent, *primals, *absent)
+    close(list(got), list(jvp(_lstm_cell, primals, tangents)))
+    outputs = _lstm_cell(*primals)
+    for present in ([0, 1, 2], [0], [1], [2]):
+        grads = [
+            torch.randn_like(o) if k in present else None for k, o in enumerate(outputs)
+        ]
+        expected = vjp(
+            _lstm_cell,
+            primals,
+            [torch.zeros_like(o) if g is None else g for g, o in zip(grads, outputs)],
+        )
+        got = F.fused_lstm_cell_grads(*grads, *primals[:3], *(primals[3:] or absent))
+        close(list(got[: len(primals)]), list(expected))
+        if not with_bias:
+            assert got[3] is None and got[4] is None
+
+
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "no-bias"])
+def test_fused_gru_cell_tangents_and_grads(with_bias):
+    primals = _cell_inputs(3, with_bias)
+    tangents = [torch.randn_like(p) for p in primals]
+    absent = [None, None] if not with_bias else []
+    got = F.fused_gru_cell_tangents(*tangents, *absent, *primals, *absent)
+    close(list(got), list(jvp(_gru_cell, primals, tangents)))
+    outputs = _gru_cell(*primals)
+    for present in ([0, 1], [0], [1]):
+        grads = [
+            torch.randn_like(o) if k in present else None for k, o in enumerate(outputs)
+        ]
+        expected = vjp(
+            _gru_cell,
+            primals,
+            [torch.zeros_like(o) if g is None else g for g, o in zip(grads, outputs)],
+        )
+        got = F.fused_gru_cell_grads(*grads, *primals[:3], *(primals[3:] or absent))
+        close(list(got[: len(primals)]), list(expected))
+
+
+@pytest.mark.parametrize("has_bias", [True, False])
+def test_fused_lstm_cell_backward_tangents_and_grads(has_bias):
+    hy, cy, workspace = _lstm_cell(*_cell_inputs(4, False))
+    cx = torch.randn_like(cy)
+    primals = [torch.randn_like(hy), torch.randn_like(cy), cx, cy, workspace]
+    tangents = [torch.randn_like(p) for p in primals]
+    backward = lambda *a: _lstm_cell_backward(*a, has_bias)
+    got = F.fused_lstm_cell_backward_tangents(*tangents, *primals, has_bias)
+    expected = jvp(backward, primals, tangents)
+    close(list(got[:2]), list(expected[:2]))
+    if has_bias:
+        close(got[2], expected[2])
+    else:
+        assert got[2] is None
+    outputs = backward(*primals)
+    grads = [torch.randn_like(o) for o in outputs]
+    got = F.fused_lstm_cell_backward_grads(
+        *grads[:2], grads[2] if has_bias else None, *primals
+    )
+    close(list(got), list(vjp(backward, primals, grads)))
+    # absent gradients of the backward's inputs are zeros
+    none_in = F.fused_lstm_cell_backward_tangents(
+        *tangents[:1], None, *tangents[2:], primals[0], None, *primals[2:], has_bias
+    )
+    zero_in = F.fused_lstm_cell_backward_tangents(
+        tangents[0],
+        torch.zeros_like(cy),
+        *tangents[2:],
+        primals[0],
+        torch.zeros_like(cy),
+        *primals[2:],
+        has_bias,
+    )
+    close(list(none_in[:2]), list(zero_in[:2]))
+
+
+@pytest.mark.parametrize("has_bias", [True, False])
+def test_fused_gru_cell_backward_tangents_and_grads(has_bias):
+    _, workspace = _gru_cell(*_cell_inputs(3, False))
+    primals = [torch.randn(2, 3, dtype=R), workspace]
+    tangents = [torch.randn_like(p) for p in primals]
+    backward = lambda *a: _gru_cell_backward(*a, has_bias)
+    got = F.fused_gru_cell_backward_tangents(*tangents, *primals, has_bias)
+    expected = jvp(backward, primals, tangents)
+    close(list(got[: len(expected)]), list(expected))
+    if not has_bias:
+        assert got[3] is None and got[4] is None
+    outputs = backward(*primals)
+    grads = [torch.randn_like(o) for o in outputs]
+    padded = grads + [None] * (5 - len(grads))
+    got = F.fused_gru_cell_backward_grads(*padded, *primals)
+    close(list(got), list(vjp(backward, primals, grads)))

@@ -234,6 +234,22 @@ DIFFERS_FROM_NATIVE = {
             "_scaled_dot_product_cudnn_attention",
         )
     },
+    **{
+        (kernel, "vjp"): "native gives the lower attention kernels' logsumexp no "
+        "gradient, and its backward runs the device's backward kernel, which has no "
+        "CPU kernel; dualgen differentiates logsumexp (finite differences through "
+        "the test references: dualgen validate, "
+        "tests/runtime/test_device_attention_lower.py)"
+        for kernel in ("_flash_attention_forward", "_efficient_attention_forward")
+    },
+    **{
+        (kernel, "vjp"): "dualgen differentiates the fused cell's workspace (its "
+        "activated gates, which the backward kernel reads in place of the inputs) "
+        "and native does not (forward over reverse needs it: docs/differences.md; "
+        "finite differences through the test references: dualgen validate, "
+        "tests/runtime/test_device_rnn_cells.py)"
+        for kernel in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell")
+    },
 }
 
 

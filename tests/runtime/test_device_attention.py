@@ -155,6 +155,63 @@ def test_tangents_match_the_math_path_and_finite_differences(backend, kernel, ca
         )
 
 
+FOR_PARAMS = [(k, c) for k, c in PARAMS if c != "long"]
+
+
+@pytest.mark.parametrize(
+    "kernel, case", FOR_PARAMS, ids=[f"{k}-{c}" for k, c in FOR_PARAMS]
+)
+def test_forward_over_reverse_matches_the_math_path(backend, kernel, case):
+    """The gradient of out (torch's autograd, which calls the kernel's backward op:
+    `_scaled_dot_product_*_attention_backward`) taken inside a level: its tangent
+    against native forward over reverse through the math path and against central
+    differences of the gradient. The bias gets a gradient from efficient attention
+    only, as in torch."""
+    primals, tangents, causal, _, scale = _inputs(case)
+    call = KERNELS[kernel]
+    differentiated = [p is not None for p in primals]
+    if kernel == "cudnn":
+        differentiated[3] = False
+    g = torch.Generator().manual_seed(7)
+    cotangent = torch.randn(
+        primals[0].shape[:3] + primals[2].shape[-1:], generator=g, dtype=torch.float64
+    )
+
+    def gradient(values, api=None, tangents=None, math_path=False):
+        leaves = [
+            None if v is None else v.clone().requires_grad_(d)
+            for v, d in zip(values, differentiated)
+        ]
+        inputs = leaves
+        if api is not None:
+            inputs = [
+                None if v is None else api.make_dual(v, t)
+                for v, t in zip(leaves, tangents)
+            ]
+        if math_path:
+            out = _math(*inputs, causal, scale)[0]
+        else:
+            out = call(*inputs, causal, True, scale)[0]
+        wrt = [v for v, d in zip(leaves, differentiated) if d]
+        return torch.autograd.grad(out, wrt, cotangent)
+
+    with fwAD.dual_level():
+        grads = gradient(primals, fwAD, tangents)
+        got = [fwAD.unpack_dual(t).tangent for t in grads]
+    with native_fwAD.dual_level():
+        grads = gradient(primals, native_fwAD, tangents, math_path=True)
+        expected = [native_fwAD.unpack_dual(t).tangent for t in grads]
+    torch.testing.assert_close(got, expected)
+
+    eps = 1e-6
+    plus, minus = (
+        gradient([None if p is None else p + s * t for p, t in zip(primals, tangents)])
+        for s in (eps, -eps)
+    )
+    fd = [(a - b) / (2 * eps) for a, b in zip(plus, minus)]
+    torch.testing.assert_close(got, fd, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("kernel", list(KERNELS))
 def test_dropout_is_refused(backend, kernel):
     primals, tangents, *_ = _inputs("plain")

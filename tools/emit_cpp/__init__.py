@@ -192,7 +192,10 @@ class CppEmitter:
         lines = []
         for t, p in b.zeros_to_fill:
             t, p = cpp_name(t), cpp_name(p)
-            lines.append(f"{t} = present({t}) ? {t} : at::zeros_like({p});")
+            # A primal torch passes undefined (a backward op's attn_bias) keeps none.
+            lines.append(
+                f"{t} = present({t}) || !present({p}) ? {t} : at::zeros_like({p});"
+            )
         for t, p in b.lists_to_fill:
             t, p = cpp_name(t), cpp_name(p)
             lines.append(f"{t} = fill_absent({t}, {p});")

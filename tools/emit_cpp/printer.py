@@ -120,6 +120,7 @@ class CppPrinter:
     def _UnaryOp(self, node: ast.UnaryOp) -> Printed:
         operand = self.visit(node.operand)
         if isinstance(node.op, ast.USub):
+            operand = self._value(node.operand)  # -x of an optional number
             return Printed(f"-{_operand(operand, 15)}", operand.type, 14)
         if isinstance(node.op, ast.UAdd):
             return operand

@@ -22,4 +22,8 @@ class PythonPrinter:
     ).condition
 
     def zeros_if_absent(self, tangent: str, primal: str) -> str:
-        return f"torch.zeros_like({primal}) if {tangent} is None else {tangent}"
+        # A primal torch passes undefined (a backward op's attn_bias) keeps None.
+        return (
+            f"torch.zeros_like({primal}) "
+            f"if {tangent} is None and {primal} is not None else {tangent}"
+        )

@@ -48,6 +48,12 @@ std::vector<int64_t> channel_shape(int64_t ndim, int64_t axis) {
   return shape;
 }
 
+std::vector<int64_t> int_list(const at::Tensor& t) {
+  const auto host = t.reshape(-1).to(at::kCPU, at::kLong).contiguous();
+  const int64_t* values = host.data_ptr<int64_t>();
+  return std::vector<int64_t>(values, values + host.numel());
+}
+
 bool refuse_dropout(double dropout_p, c10::string_view op) {
   TORCH_CHECK(dropout_p == 0.0, "dualgen: ", op, " with dropout_p=", dropout_p,
               " draws random numbers inside the kernel: it has no derivative; only "
