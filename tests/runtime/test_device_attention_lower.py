@@ -64,6 +64,19 @@ def _seen(L, S, causal, top_left=False, left=None, right=None):
     return seen, d.double()
 
 
+def _match_differences(out_t, lse_t, lse, plus, minus, eps):
+    """The tangents of out and logsumexp against central differences of the
+    kernel ((out, logsumexp) at +eps and -eps); a row without keys has logsumexp
+    +inf and tangent 0. Returns where logsumexp is finite."""
+    torch.testing.assert_close(out_t, (plus[0] - minus[0]) / (2 * eps))
+    finite = lse.isfinite()
+    torch.testing.assert_close(
+        lse_t[finite], ((plus[1] - minus[1]) / (2 * eps))[finite]
+    )
+    assert (lse_t[~finite] == 0).all()
+    return finite
+
+
 # -- _flash_attention_forward --------------------------------------------------------
 # (q lengths, k lengths (None: dense, one length each), H, Hk, causal, window, alibi)
 FLASH = {
@@ -169,12 +182,7 @@ def test_flash_forward_tangents(backend, case):
         _flash(case, *[p + s * t for p, t in zip(tensors, tangents)], offsets, kwargs)
         for s in (eps, -eps)
     )
-    torch.testing.assert_close(out_t, (plus[0] - minus[0]) / (2 * eps))
-    finite = lse.isfinite()  # a row without keys: +inf, its tangent 0
-    torch.testing.assert_close(
-        lse_t[finite], ((plus[1] - minus[1]) / (2 * eps))[finite]
-    )
-    assert (lse_t[~finite] == 0).all()
+    finite = _match_differences(out_t, lse_t, lse, plus, minus, eps)
     if case == "causal-rows-without-keys":
         assert not finite.all()
 
@@ -281,12 +289,7 @@ def test_efficient_forward_tangents(backend, case):
         )
         for s in (eps, -eps)
     )
-    torch.testing.assert_close(out_t, (plus[0] - minus[0]) / (2 * eps))
-    finite = lse.isfinite()  # a row without keys: +inf, its tangent 0
-    torch.testing.assert_close(
-        lse_t[finite], ((plus[1] - minus[1]) / (2 * eps))[finite]
-    )
-    assert (lse_t[~finite] == 0).all()
+    _match_differences(out_t, lse_t, lse, plus, minus, eps)
 
 
 # -- what the rules refuse -----------------------------------------------------------

@@ -70,3 +70,13 @@ def test_formulas_make_their_constants_on_the_primals_device(backend):
         )
         tangent = fwAD.unpack_dual(q).tangent
     assert tangent.device.type == "meta" and tangent.shape == (4, 3)
+
+
+def test_det_of_a_meta_dual(backend):
+    """det's tangent helper counts the LU's row swaps against positions made on
+    the pivots' device (it made them on the CPU)."""
+    primal, direction = (torch.randn(2, 3, 3, device="meta") for _ in range(2))
+    with fwAD.dual_level():
+        out = torch.linalg.det(fwAD.make_dual(primal, direction))
+        tangent = fwAD.unpack_dual(out).tangent
+    assert tangent.device.type == "meta" and tangent.shape == (2,)
