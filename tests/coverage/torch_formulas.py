@@ -94,7 +94,7 @@ def _qualified(overload: str) -> str:
 
 def runs_on_cpu(overload: str) -> bool:
     """Whether torch has a kernel that runs the overload on CPU (the tests'
-    reference kernels for device-only ops, tests/device_references.py, are not
+    reference kernels for device-only ops, tests/device_references/, are not
     torch's)."""
     references = sys.modules.get("device_references")
     if references is not None and overload in references.KERNELS:

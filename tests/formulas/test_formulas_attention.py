@@ -329,7 +329,7 @@ def test_device_attention_grads_are_the_adjoint_of_the_tangent(case, layout):
 # ---------------------------------------------------------------- the lower CUDA kernels
 # `_flash_attention_forward` / `_efficient_attention_forward`'s helpers against
 # forward AD and autograd of the tests' reference kernels (attention written out per
-# sequence, tests/device_references.py), dense and packed, float64.
+# sequence, tests/device_references/), dense and packed, float64.
 
 # (dense or packed lengths, H, Hk, is_causal, flash keywords)
 LOWER_FLASH = [
@@ -504,10 +504,10 @@ def _device_backward_inputs(case):
 
 
 def _device_backward(g, q, k, v, out, lse, bias, causal):
-    """The backward kernels written out (tests/device_references.py), with the
+    """The backward kernels written out (tests/device_references/), with the
     bias's gradient (dS summed to its shape) where there is a bias."""
     rows = lse.squeeze(-1) if lse.dim() == 4 else lse[..., : q.size(2)]
-    gq, gk, gv, ds = references._attention_backward(
+    gq, gk, gv, ds = references.attention_backward(
         g, q, k, v, out, rows, bias, causal, 0.5
     )
     return (gq, gk, gv) if bias is None else (gq, gk, gv, ds.sum_to_size(bias.shape))

@@ -25,7 +25,7 @@ def backend(request):
 def on_the_cpu():
     """The CPU as torch's default device whatever the suite's (DEVICE): the tests
     that prove device-only rules through the CPU references
-    (tests/device_references.py) run there."""
+    (tests/device_references/) run there."""
     with torch.device("cpu"):
         yield
 

@@ -1,6 +1,6 @@
 """The rules for the attention kernels scaled_dot_product_attention dispatches to
 on CUDA (flash, memory-efficient, cuDNN), proved on CPU through reference kernels
-(tests/device_references.py): the tangents of output and logsumexp against the
+(tests/device_references/): the tangents of output and logsumexp against the
 JVP of scaled_dot_product_attention on the math path (native forward AD) and
 against central differences in float64, logsumexp's tangent in the kernel's own
 layout (padded rows zero, cuDNN's trailing 1), both kernel backends; dropout is

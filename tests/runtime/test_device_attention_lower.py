@@ -1,7 +1,7 @@
 """The rules for the CUDA attention kernels below scaled_dot_product_attention
 (`_flash_attention_forward`, `_efficient_attention_forward`: what
 torch.nn.attention.varlen and flash-attn style code call), proved on CPU through
-reference kernels (tests/device_references.py): the tangents of output and
+reference kernels (tests/device_references/): the tangents of output and
 logsumexp against native forward AD through attention written out per sequence
 (scores, the mask as the kernels define it, softmax) and against central
 differences in float64, in the kernels' layouts ((B, L, H, E), packed sequences,

@@ -1,6 +1,6 @@
 """The rule for MPS's transposed convolution (`_mps_convolution_transpose`, what
 conv_transpose2d reaches on Apple GPUs), a device kernel with no CPU kernel, proved
-on CPU through the tests' reference (tests/device_references.py): its tangent
+on CPU through the tests' reference (tests/device_references/): its tangent
 against native forward AD through conv_transpose2d and central differences in
 float64, and forward over reverse against central differences of the gradient."""
 

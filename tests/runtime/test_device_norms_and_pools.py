@@ -1,6 +1,6 @@
 """The rules for cuDNN's and MIOpen's batch norm and for max_pool2d_backward,
 device kernels with no CPU kernel, proved on CPU through the tests' references
-(tests/device_references.py): tangents against native forward AD through the
+(tests/device_references/): tangents against native forward AD through the
 CPU ops with the same mathematics and against central differences in float64;
 batch norm's running statistics updated once by a dual call, as by a plain one."""
 

@@ -1,7 +1,7 @@
 """The rules for the CUDA RNN cells (`_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell`:
 what torch.lstm_cell / torch.gru_cell, nn.LSTMCell and nn.GRUCell reach on CUDA),
 device kernels with no CPU kernel, proved on CPU through the tests' references
-(tests/device_references.py): one step's tangents against native forward AD through
+(tests/device_references/): one step's tangents against native forward AD through
 torch.lstm_cell / torch.gru_cell on CPU (the same mathematics, unfused) and against
 central differences in float64; a recurrence over time built from the fused cells,
 as ATen runs nn.LSTMCell / nn.GRUCell on CUDA, against nn.LSTM / nn.GRU on CPU; and

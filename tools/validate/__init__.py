@@ -347,7 +347,7 @@ _CPU_KEYS = (
 )
 DEVICE_ONLY = (
     "no kernel runs it on CPU (a device kernel: --import a module that registers "
-    "a reference CPU kernel, as tests/device_references.py does)"
+    "a reference CPU kernel, as tests/device_references/ does)"
 )
 
 

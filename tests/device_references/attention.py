@@ -1,11 +1,4 @@
-"""Reference CPU kernels for device-only aten ops, for the tests only (never in the
-package): each computes, from math ops, what its device kernel computes, outputs
-and their layouts included, so dualgen's generated rules for those ops run and are
-proved on a machine without the device.
-
-`register()` adds them as the ops' CPU kernels (torch has none); the test session
-calls it (tests/conftest.py), and `dualgen validate --import tests.device_references`
-does on import.
+"""Reference CPU kernels of the attention kernels, for the tests only.
 
 The attention kernels that torch.nn.functional.scaled_dot_product_attention
 dispatches to on CUDA:
@@ -36,15 +29,6 @@ logsumexp is float64 for float64 inputs (the device kernels take no float64;
 here gradcheck does). Padding rows hold zeros (constants: finite differences see
 none of them move).
 A row masked everywhere gives out 0 and logsumexp 0, as the CPU flash kernel does.
-
-The others: `cudnn_batch_norm` and `miopen_batch_norm` (native_batch_norm's
-outputs, the running statistics updated once; cuDNN adds an empty reserve) and
-`max_pool2d_backward` (max_pool2d_with_indices_backward at the maxima of self),
-the CUDA RNN cells `_thnn_fused_lstm_cell` and `_thnn_fused_gru_cell` (outputs and
-workspace as the CUDA kernels lay them out) with their backward kernels, and MPS's
-`_mps_convolution_transpose` (the transposed convolution) with its backward.
-Dropout draws its mask from the global generator (the device kernels draw theirs
-inside, from a state of their own); dualgen's rules refuse dropout_p > 0.
 """
 
 from __future__ import annotations
@@ -53,7 +37,8 @@ import math
 
 import torch
 
-_LIBRARY = None
+from .common import check_real_floating, empty, lse_dtype
+
 ALIGN_EFFICIENT_LSE = 32
 
 
@@ -85,19 +70,11 @@ def _attention(query, key, value, bias, is_causal, scale, dropout_p=0.0):
     return memory.transpose(1, 2), lse
 
 
-def _lse_dtype(query):
-    return torch.float64 if query.dtype == torch.float64 else torch.float32
-
-
-def _empty(dtype=torch.int64):
-    return torch.empty(0, dtype=dtype)
-
-
 def _with_sequence_outputs(out, lse, query, key):
     """flash's and cuDNN's nine outputs: out and logsumexp, then the (empty)
     cumulative sequence lengths, the lengths, the (empty) generator state and
     debug mask."""
-    empty_int = _empty(torch.int32)
+    empty_int = empty(torch.int32)
     lengths = (query.size(2), key.size(2))
     return (
         out,
@@ -105,9 +82,9 @@ def _with_sequence_outputs(out, lse, query, key):
         empty_int,
         empty_int.clone(),
         *lengths,
-        _empty(),
-        _empty(),
-        _empty(query.dtype),
+        empty(),
+        empty(),
+        empty(query.dtype),
     )
 
 
@@ -122,7 +99,7 @@ def flash(
     scale=None,
 ):
     out, lse = _attention(query, key, value, None, is_causal, scale, dropout_p)
-    return _with_sequence_outputs(out, lse.to(_lse_dtype(query)), query, key)
+    return _with_sequence_outputs(out, lse.to(lse_dtype(query)), query, key)
 
 
 def efficient(
@@ -141,9 +118,9 @@ def efficient(
     rows = (
         -(-L // ALIGN_EFFICIENT_LSE) * ALIGN_EFFICIENT_LSE if compute_log_sumexp else 0
     )
-    padded = torch.zeros((B, H, rows), dtype=_lse_dtype(query))
+    padded = torch.zeros((B, H, rows), dtype=lse_dtype(query))
     padded[:, :, : min(rows, L)] = lse[:, :, : min(rows, L)]
-    return out, padded, _empty(), _empty()
+    return out, padded, empty(), empty()
 
 
 def cudnn(
@@ -160,9 +137,9 @@ def cudnn(
 ):
     out, lse = _attention(query, key, value, attn_bias, is_causal, scale, dropout_p)
     if compute_log_sumexp:
-        stats = lse.unsqueeze(-1).to(_lse_dtype(query))
+        stats = lse.unsqueeze(-1).to(lse_dtype(query))
     else:
-        stats = torch.empty(0, dtype=_lse_dtype(query))
+        stats = torch.empty(0, dtype=lse_dtype(query))
     return _with_sequence_outputs(out, stats, query, key)
 
 
@@ -245,7 +222,7 @@ def flash_forward(
     logsumexp (B, H, L); or packed (total, H, E) with cum_seq_q / cum_seq_k
     offsets, seqused_k the keys each sequence uses, logsumexp (H, total). Masks
     aligned to the bottom-right corner (`_aligned_sequence`)."""
-    _check_real_floating("_flash_attention_forward", query)
+    check_real_floating("_flash_attention_forward", query)
     if block_table is not None:
         raise RuntimeError("the reference takes no paged key/value cache")
     window = (window_size_left, window_size_right)
@@ -296,10 +273,10 @@ def flash_forward(
             out[q0:q1], lse[:, q0:q1] = o, r
     return (
         out.to(query.dtype),
-        lse.to(_lse_dtype(query)),
+        lse.to(lse_dtype(query)),
         torch.zeros(2, dtype=torch.int64),
         torch.zeros((), dtype=torch.int64),
-        _empty(query.dtype),
+        empty(query.dtype),
     )
 
 
@@ -326,7 +303,7 @@ def efficient_forward(
     a multiple of 32; zeros past M) when compute_log_sumexp, else (B, H, 0). Packed
     sequences (B = 1, cu_seqlens_q / cu_seqlens_k offsets): one row of logsumexp
     per sequence."""
-    _check_real_floating("_efficient_attention_forward", query)
+    check_real_floating("_efficient_attention_forward", query)
     if seqlen_k is not None or window_size is not None:
         raise RuntimeError("the reference takes no seqlen_k or window_size")
     causal, top_left = custom_mask_type != 0, custom_mask_type == 1
@@ -370,7 +347,7 @@ def efficient_forward(
             lse[row, :, : q1 - q0] = r
     return (
         out.to(query.dtype),
-        lse.to(_lse_dtype(query)),
+        lse.to(lse_dtype(query)),
         torch.zeros((), dtype=torch.int64),
         torch.zeros((), dtype=torch.int64),
         max_q,
@@ -378,7 +355,7 @@ def efficient_forward(
     )
 
 
-def _attention_backward(grad_out, query, key, value, out, rows, bias, is_causal, scale):
+def attention_backward(grad_out, query, key, value, out, rows, bias, is_causal, scale):
     """(grad_query, grad_key, grad_value, dS) of attention's backward kernels, from
     out and the (B, H, L) logsumexp rows as given (P = exp(S - rows)), in float64:
     dS = P (grad_out v^T - rowsum(grad_out out)); grad_query = scale dS k,
@@ -430,8 +407,8 @@ def flash_backward(
     scale=None,
 ):
     """`_scaled_dot_product_flash_attention_backward` (dropout_p 0 only)."""
-    _check_real_floating("_scaled_dot_product_flash_attention_backward", query)
-    return _attention_backward(
+    check_real_floating("_scaled_dot_product_flash_attention_backward", query)
+    return attention_backward(
         grad_out, query, key, value, out, logsumexp, None, is_causal, scale
     )[:3]
 
@@ -455,9 +432,9 @@ def efficient_backward(
     """`_scaled_dot_product_efficient_attention_backward`: logsumexp's rows padded
     to a multiple of 32; the bias's gradient (dS summed to its shape) where the
     mask asks for it."""
-    _check_real_floating("_scaled_dot_product_efficient_attention_backward", query)
+    check_real_floating("_scaled_dot_product_efficient_attention_backward", query)
     rows = logsumexp[..., : query.size(2)]
-    gq, gk, gv, ds = _attention_backward(
+    gq, gk, gv, ds = attention_backward(
         grad_out, query, key, value, out, rows, attn_bias, is_causal, scale
     )
     g_bias = None
@@ -486,8 +463,8 @@ def cudnn_backward(
     scale=None,
 ):
     """`_scaled_dot_product_cudnn_attention_backward`: logsumexp (B, H, L, 1)."""
-    _check_real_floating("_scaled_dot_product_cudnn_attention_backward", query)
-    return _attention_backward(
+    check_real_floating("_scaled_dot_product_cudnn_attention_backward", query)
+    return attention_backward(
         grad_out,
         query,
         key,
@@ -500,225 +477,6 @@ def cudnn_backward(
     )[:3]
 
 
-def cudnn_batch_norm(
-    input,
-    weight,
-    bias,
-    running_mean,
-    running_var,
-    training,
-    exponential_average_factor,
-    epsilon,
-):
-    """(output, save_mean, save_invstd, reserve): native_batch_norm's, the running
-    statistics updated in place once, an empty reserve. Arguments are checked
-    first, as cuDNN checks them (native_batch_norm's CPU kernel can crash on
-    statistics of the wrong length)."""
-    channels = input.size(1) if input.dim() >= 2 else -1
-    for name, t in (
-        ("weight", weight),
-        ("bias", bias),
-        ("running_mean", running_mean),
-        ("running_var", running_var),
-    ):
-        if t is not None and (channels < 0 or t.dim() != 1 or t.numel() != channels):
-            raise RuntimeError(
-                f"cudnn_batch_norm: {name} must have one element per channel of input"
-            )
-    if not training and (running_mean is None or running_var is None):
-        raise RuntimeError("cudnn_batch_norm: evaluation takes running statistics")
-    out, mean, invstd = torch.ops.aten.native_batch_norm(
-        input,
-        weight,
-        bias,
-        running_mean,
-        running_var,
-        training,
-        exponential_average_factor,
-        epsilon,
-    )
-    return out, mean, invstd, torch.empty(0, dtype=torch.uint8)
-
-
-def miopen_batch_norm(
-    input,
-    weight,
-    bias,
-    running_mean,
-    running_var,
-    training,
-    exponential_average_factor,
-    epsilon,
-):
-    return cudnn_batch_norm(
-        input,
-        weight,
-        bias,
-        running_mean,
-        running_var,
-        training,
-        exponential_average_factor,
-        epsilon,
-    )[:3]
-
-
-def max_pool2d_backward(
-    grad_output, self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False
-):
-    """The gradient of max_pool2d: grad_output scattered to where each window's
-    maximum is (max_pool2d_with_indices' indices)."""
-    _, indices = torch.ops.aten.max_pool2d_with_indices(
-        self, kernel_size, stride, padding, dilation, ceil_mode
-    )
-    return torch.ops.aten.max_pool2d_with_indices_backward(
-        grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
-    )
-
-
-def _check_real_floating(name, t):
-    """The device kernels take real floating dtypes only."""
-    if not t.is_floating_point():
-        raise RuntimeError(f"{name}: not implemented for '{t.dtype}'")
-
-
-def _with_bias(gates, bias):
-    return gates if bias is None else gates + bias
-
-
-def _check_cell(name, input_gates, hidden_gates, state, input_bias, hidden_bias, n):
-    """The CUDA cells' checks: gates [B, n H] alike, the state [B, H], both biases
-    [n H] or neither."""
-    _check_real_floating(name, input_gates)
-    hidden = state.size(-1) if state.dim() == 2 else -1
-    if (
-        hidden < 0
-        or input_gates.shape != hidden_gates.shape
-        or input_gates.shape != (state.size(0), n * hidden)
-    ):
-        raise RuntimeError(
-            f"{name}: gates must be [B, {n} * hidden] and the state [B, hidden]"
-        )
-    if (input_bias is None) != (hidden_bias is None):
-        raise RuntimeError(f"{name}: give both biases or neither")
-    for bias in (input_bias, hidden_bias):
-        if bias is not None and bias.shape != (n * hidden,):
-            raise RuntimeError(f"{name}: a bias must be [{n} * hidden]")
-
-
-def fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
-    """(hy, cy, workspace): one LSTM step from its gate pre-activations, the
-    workspace [B, 4H] holding the activated gates i, f, g, o, as the CUDA kernel
-    saves them."""
-    _check_cell(
-        "_thnn_fused_lstm_cell",
-        input_gates,
-        hidden_gates,
-        cx,
-        input_bias,
-        hidden_bias,
-        4,
-    )
-    gates = _with_bias(input_gates, input_bias) + _with_bias(hidden_gates, hidden_bias)
-    i, f, g, o = gates.chunk(4, 1)
-    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
-    cy = f * cx + i * g
-    hy = o * cy.tanh()
-    return hy, cy, torch.cat([i, f, g, o], 1)
-
-
-def fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
-    """(hy, workspace): one GRU step from its gate pre-activations, the workspace
-    [B, 5H] holding r, z, n, hx and the hidden share of n (bias included), as the
-    CUDA kernel saves them."""
-    _check_cell(
-        "_thnn_fused_gru_cell",
-        input_gates,
-        hidden_gates,
-        hx,
-        input_bias,
-        hidden_bias,
-        3,
-    )
-    xr, xz, xn = _with_bias(input_gates, input_bias).chunk(3, 1)
-    hr, hz, hn = _with_bias(hidden_gates, hidden_bias).chunk(3, 1)
-    r = (xr + hr).sigmoid()
-    z = (xz + hz).sigmoid()
-    n = (xn + r * hn).tanh()
-    hy = n + z * (hx - n)
-    return hy, torch.cat([r, z, n, hx, hn], 1)
-
-
-def fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias):
-    """(grad_gates, grad_cx, grad_bias): the LSTM cell's backward kernel, from the
-    activated gates the forward saved (absent gradients are zeros; grad_bias the
-    gates' summed over the batch, undefined without biases)."""
-    _check_real_floating("_thnn_fused_lstm_cell_backward_impl", workspace)
-    i, f, g, o = workspace.chunk(4, 1)
-    grad_hy = torch.zeros_like(cx) if grad_hy is None else grad_hy
-    grad_cy = torch.zeros_like(cx) if grad_cy is None else grad_cy
-    tanh_cy = cy.tanh()
-    grad_c = grad_hy * o * (1 - tanh_cy**2) + grad_cy
-    grad_gates = torch.cat(
-        [
-            grad_c * g * i * (1 - i),
-            grad_c * cx * f * (1 - f),
-            grad_c * i * (1 - g**2),
-            grad_hy * tanh_cy * o * (1 - o),
-        ],
-        1,
-    )
-    grad_bias = grad_gates.sum(0) if has_bias else None
-    return grad_gates, grad_c * f, grad_bias
-
-
-def fused_gru_cell_backward(grad_hy, workspace, has_bias):
-    """(grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias,
-    grad_hidden_bias): the GRU cell's backward kernel, from r, z, n, hx and the
-    hidden share of n the forward saved."""
-    _check_real_floating("_thnn_fused_gru_cell_backward", workspace)
-    r, z, n, hx, hn = workspace.chunk(5, 1)
-    grad_n = grad_hy * (1 - z) * (1 - n**2)
-    grad_z = grad_hy * (hx - n) * z * (1 - z)
-    grad_r = grad_n * hn * r * (1 - r)
-    grad_input = torch.cat([grad_r, grad_z, grad_n], 1)
-    grad_hidden = torch.cat([grad_r, grad_z, grad_n * r], 1)
-    if not has_bias:
-        return grad_input, grad_hidden, grad_hy * z, None, None
-    return grad_input, grad_hidden, grad_hy * z, grad_input.sum(0), grad_hidden.sum(0)
-
-
-def mps_convolution_transpose(
-    self, weight, padding, output_padding, stride, dilation, groups
-):
-    """The transposed convolution, no bias."""
-    _check_real_floating("_mps_convolution_transpose", self)
-    return torch.ops.aten.convolution(
-        self, weight, None, stride, padding, dilation, True, output_padding, groups
-    )
-
-
-def mps_convolution_transpose_backward(
-    self, grad_output, weight, padding, output_padding, stride, dilation, groups, mask
-):
-    """(grad_self, grad_weight) of the transposed convolution, each where the mask
-    asks for it."""
-    _check_real_floating("mps_convolution_transpose_backward", self)
-    grads = torch.ops.aten.convolution_backward(
-        grad_output,
-        self,
-        weight,
-        None,
-        stride,
-        padding,
-        dilation,
-        True,
-        output_padding,
-        groups,
-        [mask[0], mask[1], False],
-    )
-    return grads[0], grads[1]
-
-
 KERNELS = {
     "_scaled_dot_product_flash_attention": flash,
     "_scaled_dot_product_efficient_attention": efficient,
@@ -728,28 +486,4 @@ KERNELS = {
     "_scaled_dot_product_cudnn_attention_backward": cudnn_backward,
     "_flash_attention_forward": flash_forward,
     "_efficient_attention_forward": efficient_forward,
-    "cudnn_batch_norm": cudnn_batch_norm,
-    "miopen_batch_norm": miopen_batch_norm,
-    "max_pool2d_backward": max_pool2d_backward,
-    "_thnn_fused_lstm_cell": fused_lstm_cell,
-    "_thnn_fused_gru_cell": fused_gru_cell,
-    "_thnn_fused_lstm_cell_backward_impl": fused_lstm_cell_backward_impl,
-    "_thnn_fused_gru_cell_backward": fused_gru_cell_backward,
-    "_mps_convolution_transpose": mps_convolution_transpose,
-    "mps_convolution_transpose_backward": mps_convolution_transpose_backward,
 }
-
-
-def register() -> None:
-    """Add the references as the ops' CPU kernels (once; only where torch has
-    none, so a build with its own kernels keeps them)."""
-    global _LIBRARY
-    if _LIBRARY is not None:
-        return
-    _LIBRARY = torch.library.Library("aten", "IMPL")
-    for name, kernel in KERNELS.items():
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "CPU"):
-            _LIBRARY.impl(name, kernel, "CPU")
-
-
-register()
