@@ -45,13 +45,14 @@ check-wheel: build
 	$(PY) tests/packaging/check_wheel.py
 
 # Everything with the C++ kernels (the default once built), then the runtime's
-# tests again with the Python kernels: both backends stay correct.
+# tests again with the Python kernels: both backends stay correct. The second pass
+# leaves out the tests that already ran each backend in turn (`backend` fixture).
 RUNTIME_TESTS := tests/runtime tests/harness tests/fuzz/test_regressions.py tests/distributed
 
 test: build
 	DUALGEN_TEST_DEVICE=$(DEVICE) $(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/models
 	DUALGEN_TEST_DEVICE=$(DEVICE) DUALGEN_KERNELS=python \
-		$(PY) -m pytest $(PYTEST_ARGS) $(RUNTIME_TESTS)
+		$(PY) -m pytest $(PYTEST_ARGS) --without-backend-pairs $(RUNTIME_TESTS)
 
 # The real-model suite (tests/models): transformers families and torch.nn staples,
 # with the `models` extra (transformers) installed first.

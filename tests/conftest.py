@@ -13,6 +13,27 @@ import device_references  # noqa: F401
 from devices import DEVICE, unavailable
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--without-backend-pairs",
+        action="store_true",
+        help="leave out the tests that run each kernel backend in turn (the `backend` "
+        "fixture): for the second pass with DUALGEN_KERNELS=python, after a first pass "
+        "that ran them with both",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--without-backend-pairs"):
+        return
+    paired = [item for item in items if "backend" in getattr(item, "fixturenames", ())]
+    if paired:
+        config.hook.pytest_deselected(items=paired)
+        items[:] = [
+            item for item in items if "backend" not in getattr(item, "fixturenames", ())
+        ]
+
+
 def pytest_configure(config):
     """Off the CPU (DUALGEN_TEST_DEVICE), the device is torch's default for the
     session, set before any test module is imported; a device torch cannot use
