@@ -65,6 +65,19 @@ def test_zero_of_an_optional_tensor_is_none_where_it_is():
     )
 
 
+def test_zero_of_a_tensor_list_is_a_zero_per_tensor():
+    """An absent list of tangents meeting a present tangent in one call: a zero per
+    tensor of the list (fill_absent reads the absent list as None in Python, empty
+    in C++), never zeros_like of the list itself."""
+    result = specialise(
+        ast.parse("f(a_t, ws_t, ws_p)", mode="eval").body,
+        frozenset({"a_t"}),
+        frozenset({"ws_t"}),
+        lists={"ws_t": "ws_p"},
+    )
+    assert ast.unparse(result.expr) == "f(a_t, fill_absent(ws_t, ws_p), ws_p)"
+
+
 @pytest.mark.parametrize(
     "src, expected",
     [

@@ -289,7 +289,7 @@ def _dense_branches(
 def _branch(
     expr, present, absent, lists, optional, inplace, mutating, may_broadcast
 ) -> Branch:
-    result = specialise(expr, frozenset(present), frozenset(absent), optional)
+    result = specialise(expr, frozenset(present), frozenset(absent), optional, lists)
     fill = tuple((t, lists[t]) for t in present if t in lists)
     if result.expr is None:
         action = Action.ZERO_SELF if inplace and "self_t" in present else Action.NONE

@@ -4,7 +4,9 @@ A forward formula is linear in the tangents, so an absent tangent is a symbolic
 zero: `a + 0 -> a`, `f(0) -> 0` for any part that reaches tangents only through
 absent ones. Zeros are built (`torch.zeros_like(x_p)`) only where a present and an
 absent tangent meet inside one call (`where(c, x_t, 0)`), never to be multiplied away.
-The zero of an optional tensor (`Tensor? weight`) is None where the tensor is.
+The zero of an optional tensor (`Tensor? weight`) is None where the tensor is; that
+of a tensor list (`Tensor[] weight`) is `fill_absent(weight_t, weight_p)`, a zero per
+tensor (the absent list is None in Python, empty in C++).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ def specialise(
     present: frozenset[str],
     absent: frozenset[str],
     optional: frozenset[str] = frozenset(),
+    lists: dict[str, str] | None = None,
 ) -> Specialised:
     """Specialise `tree` for tangents: `present` are there, `absent` are zero;
-    `optional` are the tangents of optional tensors."""
-    state = _State(present, absent, optional)
+    `optional` are the tangents of optional tensors, `lists` those of tensor lists
+    (with their primal lists)."""
+    state = _State(present, absent, optional, lists or {})
     expr = state.visit(tree)
     return Specialised(expr, state.dropped)
 
@@ -50,11 +54,16 @@ def zeros_for(tangent: str, optional: bool = False) -> ast.expr:
 
 class _State:
     def __init__(
-        self, present: frozenset[str], absent: frozenset[str], optional: frozenset[str]
+        self,
+        present: frozenset[str],
+        absent: frozenset[str],
+        optional: frozenset[str],
+        lists: dict[str, str],
     ):
         self.present = present
         self.absent = absent
         self.optional = optional
+        self.lists = lists
         self.dropped = False
 
     def mentions(self, node: ast.AST, names: frozenset[str]) -> bool:
@@ -107,7 +116,9 @@ class _State:
         if zero_parts and not live_parts:
             return None
         if zero_parts:
-            return _Materialise(self.absent, self.optional).visit(_copy(node))
+            return _Materialise(self.absent, self.optional, self.lists).visit(
+                _copy(node)
+            )
         return type(node)(**fields)
 
     def _part(self, value):
@@ -128,11 +139,20 @@ def _copy(node: ast.expr) -> ast.expr:
 
 
 class _Materialise(ast.NodeTransformer):
-    def __init__(self, absent: frozenset[str], optional: frozenset[str]):
+    def __init__(
+        self, absent: frozenset[str], optional: frozenset[str], lists: dict[str, str]
+    ):
         self.absent = absent
         self.optional = optional
+        self.lists = lists
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         if node.id not in self.absent:
             return node
+        if node.id in self.lists:
+            return ast.Call(
+                func=name("fill_absent"),
+                args=[name(node.id), name(self.lists[node.id])],
+                keywords=[],
+            )
         return zeros_for(node.id, node.id in self.optional)
